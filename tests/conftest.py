@@ -1,0 +1,43 @@
+"""Shared test fixtures.
+
+Optional components (DGL, pymetis, plotly, ...) are reached through the ``require`` fixture:
+in the reference environment (``ZG_REFERENCE_ENV=1``, set by ``make test``) a missing module is
+a test *error*; elsewhere (``make test-modern``: recent torch, no DGL) the test is skipped.
+"""
+
+import importlib
+import os
+
+import pytest
+import torch
+
+os.environ.setdefault("DGLBACKEND", "pytorch")
+
+REFERENCE_ENV = os.environ.get("ZG_REFERENCE_ENV") == "1"
+
+
+def require_module(name: str):
+    try:
+        return importlib.import_module(name)
+    except ImportError as exc:
+        if REFERENCE_ENV:
+            pytest.fail(f"{name} is missing in the reference environment ({exc}); it is pinned "
+                        "in requirements/reference.txt and must be installed", pytrace=False)
+        pytest.skip(f"{name} is not installed in this environment")
+
+
+@pytest.fixture
+def require():
+    """``require("dgl")`` returns the module, or skips (modern env) / fails (reference env)."""
+    return require_module
+
+
+@pytest.fixture
+def dgl():
+    return require_module("dgl")
+
+
+@pytest.fixture(autouse=True)
+def _seed():
+    torch.manual_seed(0)
+    yield

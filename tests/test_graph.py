@@ -1,0 +1,293 @@
+"""zg.Graph: layout, validation (incl. hypothesis property tests), subgraph, DGL round trip."""
+
+import collections
+
+import numpy as np
+import pytest
+import torch
+from hypothesis import HealthCheck, given, settings
+from hypothesis import strategies as st
+
+from zg import Graph
+
+
+def small_graph(**kw):
+    src = torch.tensor([0, 1, 2, 2, 3, 0])
+    dst = torch.tensor([1, 2, 0, 1, 0, 3])
+    defaults = dict(num_nodes=4, x=torch.randn(4, 3), y=torch.tensor([0, 1, 1, -1]),
+                    train_idx=[0, 1], val_idx=[2])
+    defaults.update(kw)
+    return Graph.from_edges(src, dst, **defaults)
+
+
+def edge_multiset(src, dst):
+    return collections.Counter(zip(torch.as_tensor(src).tolist(), torch.as_tensor(dst).tolist()))
+
+
+# ----------------------------------------------------------------------------- layout
+
+
+def test_csc_layout_lists_in_neighbours():
+    g = small_graph()
+    assert g.indptr.dtype == torch.int64 and g.indices.dtype == torch.int64
+    assert g.num_nodes == 4 and g.num_edges == 6
+    ins = {v: sorted(g.indices[g.indptr[v]:g.indptr[v + 1]].tolist()) for v in range(4)}
+    assert ins == {0: [2, 3], 1: [0, 2], 2: [1], 3: [0]}
+    assert g.in_degrees().tolist() == [2, 2, 1, 1]
+    assert g.out_degrees().tolist() == [2, 1, 2, 1]
+    assert g.x.dtype == torch.float32 and g.y.dtype == torch.int64
+    assert g.num_classes == 2 and g.feat_dim == 3
+
+
+def test_edges_round_trip_and_canonical_order():
+    src = torch.randint(0, 50, (400,))
+    dst = torch.randint(0, 50, (400,))
+    g = Graph.from_edges(src, dst, num_nodes=50)
+    s, d = g.edges()
+    assert edge_multiset(s, d) == edge_multiset(src, dst)
+    key = d * 50 + s
+    assert bool((key[1:] >= key[:-1]).all()), "edges sorted by (dst, src)"
+
+
+def test_int32_ids_are_accepted_and_widened():
+    g = Graph.from_edges(np.array([0, 1], dtype=np.int32), torch.tensor([1, 0], dtype=torch.int32))
+    assert g.indices.dtype == torch.int64 and g.num_nodes == 2
+
+
+@pytest.mark.parametrize("policy, expected", [
+    ("keep", {(0, 0): 1, (0, 1): 2, (1, 0): 1}),
+    ("remove", {(0, 1): 2, (1, 0): 1}),
+    ("add", {(0, 0): 1, (1, 1): 1, (0, 1): 2, (1, 0): 1}),
+])
+def test_self_loop_policy(policy, expected):
+    g = Graph.from_edges([0, 0, 0, 1], [0, 1, 1, 0], num_nodes=2, self_loops=policy)
+    assert edge_multiset(*g.edges()) == expected
+
+
+def test_duplicate_policy_and_symmetrize():
+    g = Graph.from_edges([0, 0, 1], [1, 1, 2], num_nodes=3, duplicates="remove", symmetrize=True)
+    assert edge_multiset(*g.edges()) == {(0, 1): 1, (1, 0): 1, (1, 2): 1, (2, 1): 1}
+    g = Graph.from_edges([0, 0, 1], [1, 1, 2], num_nodes=3)
+    assert g.num_edges == 3
+
+
+def test_graph_without_edges_is_fine_but_without_nodes_is_not():
+    g = Graph.from_edges([], [], num_nodes=3)
+    assert g.num_nodes == 3 and g.num_edges == 0 and g.in_degrees().tolist() == [0, 0, 0]
+    with pytest.raises(ValueError, match="no nodes"):
+        Graph.from_edges([], [])
+    with pytest.raises(ValueError, match="num_nodes"):
+        Graph.from_edges([], [], num_nodes=0)
+
+
+def test_repr_is_a_useful_summary():
+    text = repr(small_graph())
+    for part in ("num_nodes=4", "num_edges=6", "feat_dim=3", "num_classes=2", "train/val/test=2/1/0"):
+        assert part in text
+
+
+# ----------------------------------------------------------------------------- validation
+
+
+@pytest.mark.parametrize("kwargs, error, match", [
+    (dict(indptr=[0, 2, 1], indices=[0, 1]), ValueError, "non-decreasing"),
+    (dict(indptr=[1, 2, 2], indices=[0, 1]), ValueError, r"indptr\[0\]"),
+    (dict(indptr=[0, 1, 3], indices=[0, 1]), ValueError, r"indptr\[-1\]"),
+    (dict(indptr=[0], indices=[]), ValueError, "at least one node"),
+    (dict(indptr=[0, 1, 2], indices=[0, 5]), ValueError, "indices holds id 5"),
+    (dict(indptr=[0, 1, 2], indices=[0, -1]), ValueError, "indices holds a negative id"),
+    (dict(indptr=[0.0, 1.0, 2.0], indices=[0, 1]), TypeError, "indptr must hold integer"),
+    (dict(indptr=[0, 1, 2], indices=[0.0, 1.0]), TypeError, "indices must hold integer"),
+    (dict(indptr=[[0, 1, 2]], indices=[0, 1]), TypeError, "indptr must be 1-dimensional"),
+    (dict(indptr=[0, 1, 2], indices=[True, False]), TypeError, "boolean"),
+    (dict(indptr="012", indices=[0, 1]), TypeError, "indptr"),
+])
+def test_csc_validation(kwargs, error, match):
+    with pytest.raises(error, match=match):
+        Graph(kwargs.pop("indptr"), kwargs.pop("indices"), **kwargs)
+
+
+@pytest.mark.parametrize("kwargs, error, match", [
+    (dict(src=[0, 1], dst=[1]), ValueError, "lengths must match"),
+    (dict(src=[0, 9], dst=[1, 0], num_nodes=3), ValueError, "src holds id 9"),
+    (dict(src=[0, 1], dst=[-1, 0], num_nodes=3), ValueError, "dst holds a negative id"),
+    (dict(src=[0.5, 1.0], dst=[1, 0]), TypeError, "src must hold integer"),
+    (dict(src=[0, 1], dst=[1, 0], num_nodes=2.0), TypeError, "num_nodes must be an int"),
+    (dict(src=[0, 1], dst=[1, 0], num_nodes=True), TypeError, "num_nodes must be an int"),
+    (dict(src=[0, 1], dst=[1, 0], num_nodes=10**15), ValueError, "num_nodes"),
+    (dict(src=[0, 1], dst=[1, 0], num_nodes=2, x=torch.ones(3, 2)), ValueError, "x has 3 rows"),
+    (dict(src=[0, 1], dst=[1, 0], x=torch.tensor([[1.0], [float("nan")]])), ValueError, "NaN or inf"),
+    (dict(src=[0, 1], dst=[1, 0], x=torch.tensor([[1.0], [float("inf")]])), ValueError, "NaN or inf"),
+    (dict(src=[0, 1], dst=[1, 0], x=np.array([[1e300], [0.0]])), ValueError, "NaN or inf"),
+    (dict(src=[0, 1], dst=[1, 0], x=torch.ones(2)), TypeError, "x must be 2-dimensional"),
+    (dict(src=[0, 1], dst=[1, 0], num_nodes=2, y=[0, 1, 2]), ValueError, "y has 3 entries"),
+    (dict(src=[0, 1], dst=[1, 0], y=[0, -2]), ValueError, "y holds label -2"),
+    (dict(src=[0, 1], dst=[1, 0], y=[0, 3], num_classes=3), ValueError, "y holds label 3"),
+    (dict(src=[0, 1], dst=[1, 0], y=[0.0, 1.0]), TypeError, "y must hold integer"),
+    (dict(src=[0, 1], dst=[1, 0], y=[0, 1], train_idx=[0, 2]), ValueError, "train_idx holds id 2"),
+    (dict(src=[0, 1], dst=[1, 0], y=[0, 1], train_idx=[0, 0]), ValueError, "train_idx lists node 0 more than once"),
+    (dict(src=[0, 1], dst=[1, 0], y=[0, 1], train_idx=[0], test_idx=[1, 0]), ValueError, "overlap"),
+    (dict(src=[0, 1], dst=[1, 0], y=[0, 1], val_idx=[-1]), ValueError, "val_idx holds a negative id"),
+    (dict(src=[0, 1], dst=[1, 0], y=[0, -1], train_idx=[1]), ValueError, "unlabelled"),
+    (dict(src=[0, 1], dst=[1, 0], val_idx=[0.0]), TypeError, "val_idx must hold integer"),
+    (dict(src=[0, 1], dst=[1, 0], self_loops="drop"), ValueError, "self_loops must be one of"),
+    (dict(src=[0, 1], dst=[1, 0], duplicates="merge"), ValueError, "duplicates must be one of"),
+    (dict(src=0, dst=[1]), TypeError, "src must be a tensor"),
+    (dict(src=[[0, 1]], dst=[[1, 0]]), TypeError, "src must be 1-dimensional"),
+])
+def test_from_edges_validation(kwargs, error, match):
+    with pytest.raises(error, match=match):
+        Graph.from_edges(kwargs.pop("src"), kwargs.pop("dst"), **kwargs)
+
+
+# Hypothesis: throw arbitrary (often malformed) inputs at the constructors. Every attempt must
+# end in a well-formed Graph that holds exactly the given edges, or in ValueError/TypeError
+# with a message: never another exception, never a silently wrong graph.
+
+id_values = st.one_of(
+    st.lists(st.integers(-3, 12), max_size=30),
+    st.lists(st.floats(allow_nan=True, allow_infinity=True), max_size=5),
+    st.lists(st.booleans(), max_size=5),
+    st.just([[0, 1], [1, 0]]),
+)
+id_dtypes = st.sampled_from([None, np.int64, np.int32, np.int16, np.uint8, np.float32])
+
+
+def as_array(values, dtype):
+    if dtype is None:
+        return values
+    try:
+        return np.asarray(values, dtype=dtype)
+    except (ValueError, TypeError, OverflowError):
+        return values
+
+
+@settings(max_examples=300, deadline=None, suppress_health_check=[HealthCheck.too_slow])
+@given(src=id_values, dst=id_values, src_dtype=id_dtypes, dst_dtype=id_dtypes,
+       num_nodes=st.one_of(st.none(), st.integers(-2, 12), st.floats(0, 12), st.just(2**40)),
+       with_x=st.sampled_from(["none", "ok", "nan", "short"]),
+       labels=st.one_of(st.none(), st.lists(st.integers(-2, 4), max_size=14)),
+       train=st.one_of(st.none(), st.lists(st.integers(-1, 13), max_size=5)),
+       test=st.one_of(st.none(), st.lists(st.integers(-1, 13), max_size=5)),
+       self_loops=st.sampled_from(["keep", "remove", "add", "bogus"]),
+       duplicates=st.sampled_from(["keep", "remove"]))
+def test_from_edges_never_crashes_and_never_lies(src, dst, src_dtype, dst_dtype, num_nodes, with_x,
+                                                labels, train, test, self_loops, duplicates):
+    src_in, dst_in = as_array(src, src_dtype), as_array(dst, dst_dtype)
+    n_guess = num_nodes if isinstance(num_nodes, int) and 0 < num_nodes < 100 else 13
+    x = {"none": None, "ok": torch.randn(n_guess, 2), "short": torch.randn(1, 2),
+         "nan": torch.full((n_guess, 2), float("nan"))}[with_x]
+    try:
+        g = Graph.from_edges(src_in, dst_in, num_nodes, x=x, y=labels, train_idx=train,
+                             test_idx=test, self_loops=self_loops, duplicates=duplicates)
+    except (ValueError, TypeError) as exc:
+        assert str(exc), "errors must carry a message"
+        return
+    # Accepted: the graph must be exactly what was asked for.
+    s_in = torch.as_tensor(np.asarray(src_in)).long()
+    d_in = torch.as_tensor(np.asarray(dst_in)).long()
+    want = edge_multiset(s_in, d_in)
+    if self_loops != "keep":
+        want = collections.Counter({e: c for e, c in want.items() if e[0] != e[1]})
+    if duplicates == "remove":
+        want = collections.Counter({e: 1 for e in want})
+    if self_loops == "add":
+        want.update({(v, v): 1 for v in range(g.num_nodes)})
+    assert edge_multiset(*g.edges()) == want
+    assert g.indptr[0] == 0 and g.indptr[-1] == g.num_edges
+    assert bool((g.indptr[1:] >= g.indptr[:-1]).all())
+    assert g.num_edges == 0 or (0 <= int(g.indices.min()) and int(g.indices.max()) < g.num_nodes)
+    if x is not None:
+        assert torch.isfinite(g.x).all() and g.x.shape[0] == g.num_nodes
+    for idx in (g.train_idx, g.test_idx):
+        if idx is not None and idx.numel():
+            assert len(set(idx.tolist())) == idx.numel()
+            assert 0 <= int(idx.min()) and int(idx.max()) < g.num_nodes
+    if g.train_idx is not None and g.test_idx is not None:
+        assert not set(g.train_idx.tolist()) & set(g.test_idx.tolist())
+
+
+@settings(max_examples=200, deadline=None)
+@given(indptr=st.lists(st.integers(-2, 8), max_size=8), indices=st.lists(st.integers(-2, 8), max_size=10))
+def test_csc_constructor_never_crashes(indptr, indices):
+    try:
+        g = Graph(indptr, indices)
+    except (ValueError, TypeError) as exc:
+        assert str(exc)
+        return
+    assert g.indptr.tolist() == indptr and g.indices.tolist() == indices
+    assert indptr[0] == 0 and all(a <= b for a, b in zip(indptr, indptr[1:]))
+    assert indptr[-1] == len(indices) and all(0 <= i < len(indptr) - 1 for i in indices)
+
+
+# ----------------------------------------------------------------------------- transforms
+
+
+def test_subgraph_is_induced_and_maps_back():
+    torch.manual_seed(1)
+    n = 60
+    src, dst = torch.randint(0, n, (500,)), torch.randint(0, n, (500,))
+    y = torch.randint(0, 3, (n,))
+    g = Graph.from_edges(src, dst, n, x=torch.randn(n, 4), y=y,
+                         train_idx=torch.arange(0, 20), val_idx=torch.arange(20, 40))
+    nodes = torch.randperm(n)[:25]
+    sub, global_ids = g.subgraph(nodes)
+    assert torch.equal(global_ids, nodes)
+    keep = set(nodes.tolist())
+    want = collections.Counter((s, d) for s, d in zip(src.tolist(), dst.tolist()) if s in keep and d in keep)
+    s, d = sub.edges()
+    assert edge_multiset(global_ids[s], global_ids[d]) == want
+    assert torch.equal(sub.x, g.x[nodes]) and torch.equal(sub.y, g.y[nodes])
+    assert sorted(global_ids[sub.train_idx].tolist()) == sorted(k for k in range(20) if k in keep)
+    assert sorted(global_ids[sub.val_idx].tolist()) == sorted(k for k in range(20, 40) if k in keep)
+
+
+def test_subgraph_validation():
+    g = small_graph()
+    with pytest.raises(ValueError, match="empty"):
+        g.subgraph([])
+    with pytest.raises(ValueError, match="repeated"):
+        g.subgraph([1, 1])
+    with pytest.raises(ValueError, match="nodes holds id 7"):
+        g.subgraph([7])
+
+
+def test_to_device_copies_everything():
+    g = small_graph()
+    h = g.to("cpu")
+    assert h is not g and torch.equal(h.indices, g.indices) and torch.equal(h.train_idx, g.train_idx)
+    assert h.num_classes == g.num_classes
+
+
+def test_edge_homophily():
+    g = Graph.from_edges([0, 1, 2, 3], [1, 0, 3, 0], y=[0, 0, 1, 1])
+    assert g.edge_homophily() == pytest.approx(3 / 4)
+
+
+# ----------------------------------------------------------------------------- DGL interop
+
+
+def test_dgl_round_trip(dgl):
+    torch.manual_seed(3)
+    n = 40
+    src, dst = torch.randint(0, n, (300,)), torch.randint(0, n, (300,))
+    g = Graph.from_edges(src, dst, n, x=torch.randn(n, 5), y=torch.randint(0, 4, (n,)),
+                         train_idx=torch.arange(10), val_idx=torch.arange(10, 15), test_idx=torch.arange(30, 40))
+    d = g.to_dgl()
+    assert d.num_nodes() == n and d.num_edges() == 300
+    ds, dd = d.edges()
+    assert edge_multiset(ds, dd) == edge_multiset(src, dst)
+    assert torch.equal(d.in_degrees(), g.in_degrees())
+    assert torch.equal(d.ndata["feat"], g.x) and torch.equal(d.ndata["label"], g.y)
+    assert int(d.ndata["train_mask"].sum()) == 10
+    back = Graph.from_dgl(d)
+    for field in ("indptr", "indices", "x", "y", "train_idx", "val_idx", "test_idx"):
+        assert torch.equal(getattr(back, field), getattr(g, field)), field
+
+
+def test_from_dgl_rejects_non_graphs_and_heterographs(dgl):
+    with pytest.raises(TypeError, match="dgl.DGLGraph"):
+        Graph.from_dgl("not a graph")
+    hetero = dgl.heterograph({("a", "r", "b"): ([0], [0])})
+    with pytest.raises(ValueError, match="homogeneous"):
+        Graph.from_dgl(hetero)

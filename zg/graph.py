@@ -1,0 +1,518 @@
+"""zg.Graph: the graph every other part of the kit reads.
+
+Where it sits: datasets build a Graph; samplers read its CSC arrays; Grappa cuts it into
+induced subgraphs; the DGL interop turns it into a ``DGLGraph`` and back.
+
+Layout (CSC, "who sends to v"):
+
+    indptr   int64 [N + 1]   monotone, indptr[0] == 0, indptr[N] == E
+    indices  int64 [E]       indices[indptr[v]:indptr[v + 1]] are the in-neighbours of v,
+                             i.e. the message sources of edges u -> v, sorted by u
+    x        float32 [N, F]  node features (optional, finite)
+    y        int64 [N]       class labels in [0, num_classes), -1 for unlabelled (optional)
+    train_idx, val_idx, test_idx
+             int64 [*]       disjoint sets of labelled node ids (optional)
+
+Every constructor validates its input and raises ``TypeError`` (wrong kind of thing: float ids,
+a 2-d edge list) or ``ValueError`` (right kind, wrong value: ids out of range, NaN features,
+overlapping splits), naming the argument and the problem. A Graph that exists is well formed.
+
+Self-loops and duplicate edges (``Graph.from_edges``):
+
+    self_loops="keep"     (default) keep edges v -> v as given
+    self_loops="remove"   drop every v -> v
+    self_loops="add"      drop existing v -> v, then add exactly one per node
+    duplicates="keep"     (default) keep repeated u -> v edges; samplers treat each as an edge,
+                          as DGL does
+    duplicates="remove"   keep one copy of each distinct u -> v
+
+The defaults keep the edge list exactly as given, so ``from_edges`` followed by ``edges()``
+returns the same multiset of edges.
+"""
+
+from __future__ import annotations
+
+import os
+from typing import Any, Optional, Sequence, Tuple
+
+import numpy as np
+import torch
+
+__all__ = ["Graph"]
+
+# A bound that keeps a typo (num_nodes=10**15) from turning into an out-of-memory crash.
+MAX_NODES = 2**31
+SPLITS = ("train_idx", "val_idx", "test_idx")
+SELF_LOOP_POLICIES = ("keep", "remove", "add")
+DUPLICATE_POLICIES = ("keep", "remove")
+
+
+# ----------------------------------------------------------------------------- validation
+
+
+def _as_tensor(value: Any, name: str) -> torch.Tensor:
+    """Tensor view of a tensor, numpy array or (nested) list, without copying tensors."""
+    if isinstance(value, torch.Tensor):
+        return value
+    if isinstance(value, (bool, int, float, str, bytes)) or value is None:
+        raise TypeError(f"{name} must be a tensor, array or list, got {type(value).__name__}")
+    try:
+        array = np.asarray(value)
+    except Exception as exc:  # ragged lists and other oddities
+        raise TypeError(f"{name} could not be read as an array: {exc}") from None
+    if array.dtype == object:
+        raise TypeError(f"{name} must hold numbers, got an array of Python objects")
+    if array.dtype.kind in "USV":
+        raise TypeError(f"{name} must hold numbers, got {array.dtype} values")
+    if array.size == 0 and not isinstance(value, np.ndarray):
+        array = array.astype(np.int64)  # [] reads as float64; an empty list of ids is fine
+    if array.dtype == np.uint64:
+        raise TypeError(f"{name} has dtype uint64, which torch cannot hold; use int64")
+    return torch.from_numpy(np.ascontiguousarray(array))
+
+
+def _ids(value: Any, name: str, *, num_nodes: Optional[int] = None) -> torch.Tensor:
+    """Validate a 1-d tensor of node ids; int32/uint8/int16 are widened to int64."""
+    t = _as_tensor(value, name)
+    if t.dtype == torch.bool:
+        raise TypeError(f"{name} must hold integer node ids, got a boolean tensor (a mask?)")
+    if t.is_floating_point() or t.is_complex():
+        raise TypeError(f"{name} must hold integer node ids, got dtype {t.dtype}")
+    if t.dim() != 1:
+        raise TypeError(f"{name} must be 1-dimensional, got shape {tuple(t.shape)}")
+    t = t.to(torch.int64)
+    if t.numel() and num_nodes is not None:
+        lo, hi = int(t.min()), int(t.max())
+        if lo < 0:
+            raise ValueError(f"{name} holds a negative id ({lo})")
+        if hi >= num_nodes:
+            raise ValueError(f"{name} holds id {hi}, out of range for num_nodes={num_nodes}")
+    return t.contiguous()
+
+
+def _count(value: Any, name: str, *, minimum: int) -> int:
+    if isinstance(value, bool) or not isinstance(value, (int, np.integer)):
+        if isinstance(value, torch.Tensor) and value.dim() == 0 and not value.is_floating_point():
+            value = int(value)
+        else:
+            raise TypeError(f"{name} must be an int, got {type(value).__name__}")
+    value = int(value)
+    if value < minimum:
+        raise ValueError(f"{name} must be >= {minimum}, got {value}")
+    if value > MAX_NODES:
+        raise ValueError(f"{name}={value} is larger than zg supports ({MAX_NODES})")
+    return value
+
+
+def _features(value: Any, num_nodes: int) -> torch.Tensor:
+    t = _as_tensor(value, "x")
+    if t.dtype == torch.bool:
+        t = t.to(torch.float32)
+    if t.is_complex():
+        raise TypeError(f"x must be real, got dtype {t.dtype}")
+    if t.dim() != 2:
+        raise TypeError(f"x must be 2-dimensional [num_nodes, feat_dim], got shape {tuple(t.shape)}")
+    if t.shape[0] != num_nodes:
+        raise ValueError(f"x has {t.shape[0]} rows but the graph has num_nodes={num_nodes}")
+    t = t.to(torch.float32).contiguous()
+    if t.numel() and not bool(torch.isfinite(t).all()):
+        bad = int((~torch.isfinite(t)).any(dim=1).sum())
+        raise ValueError(f"x holds NaN or inf values (in {bad} rows; float32 overflow counts)")
+    return t
+
+
+def _labels(value: Any, num_nodes: int, num_classes: Optional[int]) -> Tuple[torch.Tensor, int]:
+    t = _as_tensor(value, "y")
+    if t.dtype == torch.bool or t.is_floating_point() or t.is_complex():
+        raise TypeError(f"y must hold integer class labels, got dtype {t.dtype}")
+    if t.dim() != 1:
+        raise TypeError(f"y must be 1-dimensional [num_nodes], got shape {tuple(t.shape)}")
+    if t.shape[0] != num_nodes:
+        raise ValueError(f"y has {t.shape[0]} entries but the graph has num_nodes={num_nodes}")
+    t = t.to(torch.int64).contiguous()
+    lo = int(t.min()) if t.numel() else -1
+    hi = int(t.max()) if t.numel() else -1
+    if lo < -1:
+        raise ValueError(f"y holds label {lo}; labels are >= 0, or -1 for unlabelled nodes")
+    if num_classes is None:
+        num_classes = max(hi + 1, 0)
+    else:
+        num_classes = _count(num_classes, "num_classes", minimum=1)
+        if hi >= num_classes:
+            raise ValueError(f"y holds label {hi}, out of range for num_classes={num_classes}")
+    return t, num_classes
+
+
+def _splits(
+    splits: dict, num_nodes: int, y: Optional[torch.Tensor]
+) -> dict:
+    out: dict = {}
+    owner = torch.full((num_nodes,), -1, dtype=torch.int8)
+    for k, name in enumerate(SPLITS):
+        value = splits.get(name)
+        if value is None:
+            out[name] = None
+            continue
+        idx = _ids(value, name, num_nodes=num_nodes)
+        if idx.numel():
+            counts = torch.bincount(idx, minlength=num_nodes)
+            if int(counts.max()) > 1:
+                dup = int(torch.argmax(counts))
+                raise ValueError(f"{name} lists node {dup} more than once")
+            clash = owner[idx] >= 0
+            if bool(clash.any()):
+                node = int(idx[clash][0])
+                other = SPLITS[int(owner[node])]
+                raise ValueError(f"{name} and {other} overlap (node {node} is in both)")
+            owner[idx] = k
+            if y is not None and bool((y[idx] < 0).any()):
+                node = int(idx[y[idx] < 0][0])
+                raise ValueError(f"{name} holds node {node}, which is unlabelled (y == -1)")
+        out[name] = idx
+    return out
+
+
+def _csc_from_edges(src: torch.Tensor, dst: torch.Tensor, num_nodes: int):
+    """Sort edges by (dst, src) and build CSC arrays. Stable, so the result is canonical."""
+    order = torch.argsort(src, stable=True)
+    order = order[torch.argsort(dst[order], stable=True)]
+    indices = src[order].contiguous()
+    counts = torch.bincount(dst, minlength=num_nodes)
+    indptr = torch.zeros(num_nodes + 1, dtype=torch.int64)
+    torch.cumsum(counts, 0, out=indptr[1:])
+    return indptr, indices
+
+
+# ----------------------------------------------------------------------------- the graph
+
+
+class Graph:
+    """A homogeneous graph in CSC layout with optional features, labels and splits.
+
+    Build one with :meth:`from_edges`, :meth:`from_dgl`, :func:`zg.datasets.load` or the
+    constructor ``Graph(indptr, indices, x=..., y=..., ...)`` (all validate their input).
+    """
+
+    def __init__(
+        self,
+        indptr: Any,
+        indices: Any,
+        *,
+        x: Any = None,
+        y: Any = None,
+        train_idx: Any = None,
+        val_idx: Any = None,
+        test_idx: Any = None,
+        num_classes: Optional[int] = None,
+        name: str = "graph",
+    ):
+        indptr = _ids(indptr, "indptr")
+        if indptr.numel() < 2:
+            raise ValueError(
+                f"indptr must have num_nodes + 1 >= 2 entries, got {indptr.numel()} "
+                "(a graph needs at least one node)"
+            )
+        num_nodes = _count(indptr.numel() - 1, "num_nodes (len(indptr) - 1)", minimum=1)
+        indices = _ids(indices, "indices", num_nodes=num_nodes)
+        if int(indptr[0]) != 0:
+            raise ValueError(f"indptr[0] must be 0, got {int(indptr[0])}")
+        if bool((indptr[1:] < indptr[:-1]).any()):
+            at = int(torch.nonzero(indptr[1:] < indptr[:-1])[0])
+            raise ValueError(f"indptr must be non-decreasing; it falls at position {at + 1}")
+        if int(indptr[-1]) != indices.numel():
+            raise ValueError(
+                f"indptr[-1] = {int(indptr[-1])} but indices has {indices.numel()} entries; "
+                "they must be equal"
+            )
+        self._set(
+            indptr,
+            indices,
+            x=None if x is None else _features(x, num_nodes),
+            labels=None if y is None else _labels(y, num_nodes, num_classes),
+            splits=None,
+            name=name,
+        )
+        if not isinstance(name, str):
+            raise TypeError(f"name must be a str, got {type(name).__name__}")
+        splits = _splits(
+            {"train_idx": train_idx, "val_idx": val_idx, "test_idx": test_idx}, num_nodes, self.y
+        )
+        self.train_idx, self.val_idx, self.test_idx = (splits[s] for s in SPLITS)
+
+    def _set(self, indptr, indices, *, x, labels, splits, name):
+        self.indptr: torch.Tensor = indptr
+        self.indices: torch.Tensor = indices
+        self.x: Optional[torch.Tensor] = x
+        if labels is None:
+            self.y: Optional[torch.Tensor] = None
+            self.num_classes = 0
+        else:
+            self.y, self.num_classes = labels
+        splits = splits or {}
+        self.train_idx = splits.get("train_idx")
+        self.val_idx = splits.get("val_idx")
+        self.test_idx = splits.get("test_idx")
+        self.name = name
+
+    @classmethod
+    def _trusted(cls, indptr, indices, *, x, y, num_classes, splits, name) -> "Graph":
+        """Build without validation, from arrays that come from a validated Graph."""
+        g = cls.__new__(cls)
+        g._set(indptr, indices, x=x, labels=None if y is None else (y, num_classes),
+               splits=splits, name=name)
+        if y is None:
+            g.num_classes = num_classes
+        return g
+
+    # ------------------------------------------------------------------------- constructors
+
+    @classmethod
+    def from_edges(
+        cls,
+        src: Any,
+        dst: Any,
+        num_nodes: Optional[int] = None,
+        *,
+        x: Any = None,
+        y: Any = None,
+        train_idx: Any = None,
+        val_idx: Any = None,
+        test_idx: Any = None,
+        num_classes: Optional[int] = None,
+        self_loops: str = "keep",
+        duplicates: str = "keep",
+        symmetrize: bool = False,
+        name: str = "graph",
+    ) -> "Graph":
+        """Build a graph from directed edges ``src[i] -> dst[i]``.
+
+        Args:
+            src, dst: int [E] node ids (int32 accepted, converted to int64).
+            num_nodes: number of nodes; if omitted, taken from ``x``/``y`` or ``max id + 1``.
+            x, y, train_idx, val_idx, test_idx, num_classes: see the module docstring.
+            self_loops: "keep" | "remove" | "add" (see the module docstring).
+            duplicates: "keep" | "remove".
+            symmetrize: also add the reverse of every edge (before the duplicate policy).
+        """
+        if self_loops not in SELF_LOOP_POLICIES:
+            raise ValueError(f"self_loops must be one of {SELF_LOOP_POLICIES}, got {self_loops!r}")
+        if duplicates not in DUPLICATE_POLICIES:
+            raise ValueError(f"duplicates must be one of {DUPLICATE_POLICIES}, got {duplicates!r}")
+        if not isinstance(symmetrize, bool):
+            raise TypeError(f"symmetrize must be a bool, got {type(symmetrize).__name__}")
+        src = _ids(src, "src")
+        dst = _ids(dst, "dst")
+        if src.numel() != dst.numel():
+            raise ValueError(f"src has {src.numel()} edges but dst has {dst.numel()}; lengths must match")
+        if num_nodes is None:
+            for name_, value in (("x", x), ("y", y)):
+                if value is not None and hasattr(value, "shape") and len(value.shape) >= 1:
+                    num_nodes = int(value.shape[0])
+                    break
+        if num_nodes is None:
+            if src.numel() == 0:
+                raise ValueError("the edge list is empty and num_nodes is not given: the graph would have no nodes")
+            num_nodes = int(torch.maximum(src.max(), dst.max())) + 1
+        num_nodes = _count(num_nodes, "num_nodes", minimum=1)
+        for arg, t in (("src", src), ("dst", dst)):
+            if t.numel():
+                lo, hi = int(t.min()), int(t.max())
+                if lo < 0:
+                    raise ValueError(f"{arg} holds a negative id ({lo})")
+                if hi >= num_nodes:
+                    raise ValueError(f"{arg} holds id {hi}, out of range for num_nodes={num_nodes}")
+        if symmetrize:
+            src, dst = torch.cat([src, dst]), torch.cat([dst, src])
+        if self_loops != "keep":
+            keep = src != dst
+            src, dst = src[keep], dst[keep]
+        if duplicates == "remove" and src.numel():
+            key = torch.unique(dst * num_nodes + src)  # sorted by (dst, src)
+            src, dst = key % num_nodes, key // num_nodes
+        if self_loops == "add":
+            loops = torch.arange(num_nodes, dtype=torch.int64)
+            src, dst = torch.cat([src, loops]), torch.cat([dst, loops])
+        indptr, indices = _csc_from_edges(src, dst, num_nodes)
+        return cls(indptr, indices, x=x, y=y, train_idx=train_idx, val_idx=val_idx,
+                   test_idx=test_idx, num_classes=num_classes, name=name)
+
+    @classmethod
+    def from_dgl(cls, graph: Any, *, name: str = "graph") -> "Graph":
+        """Build from a homogeneous ``dgl.DGLGraph``.
+
+        Reads ``ndata['feat']`` (or ``'x'``) as features, ``ndata['label']`` (or ``'y'``) as
+        labels and ``ndata['train_mask' | 'val_mask' | 'test_mask']`` as splits, if present.
+        Edges are kept as they are (self-loops and duplicates included).
+        """
+        from .interop import require_dgl
+
+        dgl = require_dgl()
+        if not isinstance(graph, dgl.DGLGraph):
+            raise TypeError(f"graph must be a dgl.DGLGraph, got {type(graph).__name__}")
+        if len(graph.ntypes) != 1 or len(graph.canonical_etypes) > 1:
+            raise ValueError(
+                f"graph must be homogeneous (one node type, one edge type), got node types "
+                f"{graph.ntypes} and edge types {graph.canonical_etypes}"
+            )
+        if graph.is_block:
+            raise ValueError("graph is a DGL block (message flow graph); pass a full graph")
+        src, dst = graph.edges()
+        nd = graph.ndata
+        x = nd.get("feat", nd.get("x"))
+        y = nd.get("label", nd.get("y"))
+        splits = {}
+        for split in ("train", "val", "test"):
+            mask = nd.get(f"{split}_mask")
+            if mask is not None:
+                splits[f"{split}_idx"] = torch.nonzero(torch.as_tensor(mask).bool()).flatten()
+        return cls.from_edges(src.cpu(), dst.cpu(), graph.num_nodes(),
+                              x=None if x is None else x.cpu(),
+                              y=None if y is None else y.cpu(),
+                              name=name, **{k: v.cpu() for k, v in splits.items()})
+
+    def to_dgl(self):
+        """This graph as a ``dgl.DGLGraph`` (edges in CSC order, ndata feat/label/masks)."""
+        from .interop import require_dgl
+
+        dgl = require_dgl()
+        src, dst = self.edges()
+        graph = dgl.graph((src, dst), num_nodes=self.num_nodes, device=self.device)
+        if self.x is not None:
+            graph.ndata["feat"] = self.x
+        if self.y is not None:
+            graph.ndata["label"] = self.y
+        for split in ("train", "val", "test"):
+            idx = getattr(self, f"{split}_idx")
+            if idx is not None:
+                mask = torch.zeros(self.num_nodes, dtype=torch.bool, device=self.device)
+                mask[idx] = True
+                graph.ndata[f"{split}_mask"] = mask
+        return graph
+
+    # ------------------------------------------------------------------------- properties
+
+    @property
+    def num_nodes(self) -> int:
+        return self.indptr.numel() - 1
+
+    @property
+    def num_edges(self) -> int:
+        return self.indices.numel()
+
+    @property
+    def feat_dim(self) -> int:
+        return 0 if self.x is None else int(self.x.shape[1])
+
+    @property
+    def device(self) -> torch.device:
+        return self.indptr.device
+
+    def in_degrees(self) -> torch.Tensor:
+        """int64 [N]: number of in-edges (messages received) per node."""
+        return self.indptr[1:] - self.indptr[:-1]
+
+    def out_degrees(self) -> torch.Tensor:
+        """int64 [N]: number of out-edges (messages sent) per node."""
+        return torch.bincount(self.indices, minlength=self.num_nodes)
+
+    def edges(self) -> Tuple[torch.Tensor, torch.Tensor]:
+        """(src, dst), each int64 [E], in CSC order (sorted by dst, then src)."""
+        dst = torch.repeat_interleave(
+            torch.arange(self.num_nodes, device=self.device), self.in_degrees(),
+            output_size=self.num_edges,
+        )
+        return self.indices, dst
+
+    def edge_homophily(self) -> float:
+        """Fraction of edges whose two ends have the same label (edges with unlabelled ends excluded)."""
+        if self.y is None:
+            raise ValueError("edge_homophily needs labels, and this graph has y=None")
+        src, dst = self.edges()
+        ys, yd = self.y[src], self.y[dst]
+        both = (ys >= 0) & (yd >= 0)
+        if not bool(both.any()):
+            return float("nan")
+        return float((ys[both] == yd[both]).double().mean())
+
+    # ------------------------------------------------------------------------- transforms
+
+    def to(self, device: Any) -> "Graph":
+        """A copy of the graph with every tensor on ``device``."""
+        device = torch.device(device)
+        move = lambda t: None if t is None else t.to(device)  # noqa: E731
+        return Graph._trusted(
+            move(self.indptr), move(self.indices), x=move(self.x), y=move(self.y),
+            num_classes=self.num_classes,
+            splits={s: move(getattr(self, s)) for s in SPLITS}, name=self.name,
+        )
+
+    def subgraph(self, nodes: Any) -> Tuple["Graph", torch.Tensor]:
+        """The subgraph induced by ``nodes`` and the map from its ids back to global ids.
+
+        Args:
+            nodes: int [K] distinct node ids. Local node i is global node ``nodes[i]``.
+        Returns:
+            (sub, global_ids): ``sub`` keeps every edge u -> v with both ends in ``nodes``
+            (features, labels and the split members that fall inside, all relabelled);
+            ``global_ids`` is int64 [K], equal to ``nodes``.
+        """
+        nodes = _ids(nodes, "nodes", num_nodes=self.num_nodes).to(self.device)
+        if nodes.numel() == 0:
+            raise ValueError("nodes is empty: a subgraph needs at least one node")
+        local = torch.full((self.num_nodes,), -1, dtype=torch.int64, device=self.device)
+        local[nodes] = torch.arange(nodes.numel(), device=self.device)
+        if int((local >= 0).sum()) != nodes.numel():
+            raise ValueError("nodes holds repeated ids; each node may appear once")
+        deg = self.in_degrees()[nodes]                                      # [K]
+        total = int(deg.sum())
+        # Edge ids of each kept node's CSC slice, concatenated: start[v] + 0..deg[v]-1.
+        owner = torch.repeat_interleave(torch.arange(nodes.numel(), device=self.device), deg,
+                                        output_size=total)                  # [sum deg]
+        first = torch.cumsum(deg, 0) - deg                                  # [K]
+        edge_ids = self.indptr[nodes][owner] + (torch.arange(total, device=self.device) - first[owner])
+        src_local = local[self.indices[edge_ids]]                           # [sum deg]
+        keep = src_local >= 0
+        src_local, dst_local = src_local[keep], owner[keep]
+        indptr, indices = _csc_from_edges(src_local.cpu(), dst_local.cpu(), nodes.numel())
+        splits = {}
+        for s in SPLITS:
+            idx = getattr(self, s)
+            if idx is not None:
+                mapped = local[idx]
+                splits[s] = torch.sort(mapped[mapped >= 0]).values
+            else:
+                splits[s] = None
+        sub = Graph._trusted(
+            indptr.to(self.device), indices.to(self.device),
+            x=None if self.x is None else self.x[nodes],
+            y=None if self.y is None else self.y[nodes],
+            num_classes=self.num_classes, splits=splits, name=f"{self.name}[sub]",
+        )
+        return sub, nodes.clone()
+
+    # ------------------------------------------------------------------------- display
+
+    def summary(self) -> dict:
+        deg = self.in_degrees()
+        return {
+            "name": self.name,
+            "num_nodes": self.num_nodes,
+            "num_edges": self.num_edges,
+            "feat_dim": self.feat_dim,
+            "num_classes": self.num_classes,
+            "avg_in_degree": self.num_edges / self.num_nodes,
+            "max_in_degree": int(deg.max()),
+            "isolated_nodes": int((deg == 0).sum()),
+            **{s: (0 if getattr(self, s) is None else int(getattr(self, s).numel())) for s in SPLITS},
+            "device": str(self.device),
+        }
+
+    def __repr__(self) -> str:
+        s = self.summary()
+        return (
+            f"Graph(name={s['name']!r}, num_nodes={s['num_nodes']:,}, num_edges={s['num_edges']:,}, "
+            f"feat_dim={s['feat_dim']:,}, num_classes={s['num_classes']}, "
+            f"in-degree avg {s['avg_in_degree']:.2f} max {s['max_in_degree']:,}, "
+            f"train/val/test={s['train_idx']:,}/{s['val_idx']:,}/{s['test_idx']:,}, "
+            f"device={s['device']})"
+        )
