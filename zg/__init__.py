@@ -3,10 +3,16 @@ GNN training iterations) and Grappa (gradient-only distributed GNN training).
 
     import zg
     g = zg.datasets.load("cora")
+    env = zg.Envelope.profile(g, fanouts=[15, 10, 5], batch_size=1024)
+    mb = zg.EnvelopeSampler(g, [15, 10, 5], 1024, envelope=env).sample(g.train_idx[:1024])
 """
 
-from . import datasets
+from . import audit, datasets, envelope, models, pipeline, sampling
+from .blocks import Block
+from .envelope import Envelope
 from .graph import Graph
+from .sampling import DynamicSampler, EnvelopeSampler, MiniBatch
 
 __version__ = "0.1.0"
-__all__ = ["Graph", "datasets", "__version__"]
+__all__ = ["Graph", "Block", "Envelope", "DynamicSampler", "EnvelopeSampler", "MiniBatch",
+           "audit", "datasets", "envelope", "models", "pipeline", "sampling", "__version__"]

@@ -7,7 +7,8 @@ Layout (CSC, "who sends to v"):
 
     indptr   int64 [N + 1]   monotone, indptr[0] == 0, indptr[N] == E
     indices  int64 [E]       indices[indptr[v]:indptr[v + 1]] are the in-neighbours of v,
-                             i.e. the message sources of edges u -> v, sorted by u
+                             i.e. the message sources of edges u -> v (sorted by u when the
+                             graph comes from from_edges; the constructor keeps any order)
     x        float32 [N, F]  node features (optional, finite)
     y        int64 [N]       class labels in [0, num_classes), -1 for unlabelled (optional)
     train_idx, val_idx, test_idx
@@ -115,9 +116,13 @@ def _features(value: Any, num_nodes: int) -> torch.Tensor:
     if t.shape[0] != num_nodes:
         raise ValueError(f"x has {t.shape[0]} rows but the graph has num_nodes={num_nodes}")
     t = t.to(torch.float32).contiguous()
-    if t.numel() and not bool(torch.isfinite(t).all()):
-        bad = int((~torch.isfinite(t)).any(dim=1).sum())
-        raise ValueError(f"x holds NaN or inf values (in {bad} rows; float32 overflow counts)")
+    # Checked in row chunks: isfinite on a [1M, 128] matrix at once would allocate ~1 GB.
+    chunk = max(1, (1 << 24) // max(1, t.shape[1]))
+    for start in range(0, t.shape[0], chunk):
+        part = t[start: start + chunk]
+        if not bool(torch.isfinite(part).all()):
+            row = start + int(torch.nonzero(~torch.isfinite(part).all(dim=1))[0])
+            raise ValueError(f"x holds NaN or inf values (first in row {row}; float32 overflow counts)")
     return t
 
 
@@ -224,6 +229,8 @@ class Graph:
                 f"indptr[-1] = {int(indptr[-1])} but indices has {indices.numel()} entries; "
                 "they must be equal"
             )
+        if y is None and num_classes is not None:
+            num_classes = _count(num_classes, "num_classes", minimum=1)
         self._set(
             indptr,
             indices,
@@ -232,6 +239,8 @@ class Graph:
             splits=None,
             name=name,
         )
+        if y is None and num_classes is not None:
+            self.num_classes = num_classes
         if not isinstance(name, str):
             raise TypeError(f"name must be a str, got {type(name).__name__}")
         splits = _splits(
@@ -305,9 +314,12 @@ class Graph:
         if src.numel() != dst.numel():
             raise ValueError(f"src has {src.numel()} edges but dst has {dst.numel()}; lengths must match")
         if num_nodes is None:
-            for name_, value in (("x", x), ("y", y)):
+            for value in (x, y):
                 if value is not None and hasattr(value, "shape") and len(value.shape) >= 1:
                     num_nodes = int(value.shape[0])
+                    break
+                if isinstance(value, (list, tuple)) and len(value) > 0:
+                    num_nodes = len(value)
                     break
         if num_nodes is None:
             if src.numel() == 0:

@@ -1,0 +1,331 @@
+"""Samplers: exactness against torch.unique and DGL, uniformity (chi-square), fixed shapes,
+reproducibility, overflow, and errors."""
+
+import itertools
+import math
+
+import pytest
+import torch
+
+import zg
+from zg.envelope import Envelope
+from zg.sampling import DynamicSampler, EnvelopeSampler, batch_key, sample_neighbors
+
+
+def random_graph(n=600, e=6000, seed=0):
+    gen = torch.Generator().manual_seed(seed)
+    src = torch.randint(0, n, (e,), generator=gen)
+    dst = torch.randint(0, n, (e,), generator=gen)
+    return zg.Graph.from_edges(src, dst, n, duplicates="remove")
+
+
+def mixed_degree_graph():
+    """Node 0 has degree 1, node 1 degree 3, node 2 degree 5, node 3 degree 20, node 4 degree
+    100,000 (a hub), node 5 degree 0. Neighbours are nodes 6..."""
+    degrees = [1, 3, 5, 20, 100_000, 0]
+    src, dst, nxt = [], [], 6
+    for v, d in enumerate(degrees):
+        src.append(torch.arange(nxt, nxt + d))
+        dst.append(torch.full((d,), v))
+        nxt += d
+    return zg.Graph.from_edges(torch.cat(src), torch.cat(dst), nxt), degrees
+
+
+def chi2_sf(stat, dof):
+    """Survival function of the chi-square distribution."""
+    return float(torch.special.gammaincc(torch.tensor(dof / 2.0, dtype=torch.float64),
+                                         torch.tensor(stat / 2.0, dtype=torch.float64)))
+
+
+def draw(g, node, k, replace, trials):
+    """The sampled neighbour offsets (0..d-1) of `node` over `trials` independent keys: [trials, k]."""
+    indices = torch.cat([g.indices, g.indices.new_zeros(1)])
+    nodes = torch.tensor([node])
+    rows, masks = [], []
+    for t in range(trials):
+        nb, mask = sample_neighbors(g.indptr, indices, nodes, torch.tensor([True]), k, replace,
+                                    torch.tensor(batch_key(7, 0, t)))
+        rows.append(nb[0])
+        masks.append(mask[0])
+    first_neighbour = int(g.indices[g.indptr[node]]) if g.in_degrees()[node] > 0 else 0
+    return torch.stack(rows) - first_neighbour, torch.stack(masks)   # neighbours are consecutive ids
+
+
+def global_edges(mb):
+    out = []
+    for b in mb.blocks:
+        s, d = b.edges()
+        out.append(sorted(zip(b.src_nodes[s].tolist(), b.src_nodes[d].tolist())))
+    return out
+
+
+# ----------------------------------------------------------------------------- exactness
+
+
+@pytest.mark.parametrize("replace", [False, True])
+def test_node_sets_are_torch_unique_of_the_sampled_neighbours(replace):
+    g = random_graph()
+    seeds = torch.randperm(g.num_nodes)[:64]
+    for sampler in (DynamicSampler(g, [5, 4, 3], replace=replace),
+                    EnvelopeSampler(g, [5, 4, 3], 64, replace=replace)):
+        mb = sampler.sample(seeds, epoch=1, batch=2)
+        dst = seeds
+        for b in reversed(mb.blocks):                       # seeds outward
+            num_src, num_dst = int(b.num_src), int(b.num_dst)
+            assert num_dst == dst.numel()
+            assert torch.equal(b.src_nodes[:num_dst], dst), "destination nodes come first"
+            rows = b.nbr[:num_dst]
+            nbr_global = b.src_nodes[rows][b.mask[:num_dst]]
+            expect = torch.unique(torch.cat([dst, nbr_global]))
+            assert torch.equal(torch.sort(b.src_nodes[:num_src]).values, expect)
+            assert not b.mask[num_dst:].any(), "padding rows carry no edges"
+            dst = b.src_nodes[:num_src]
+
+
+@pytest.mark.parametrize("replace", [False, True])
+def test_envelope_sampler_reproduces_the_dynamic_sampler_exactly(replace):
+    g = random_graph(seed=1)
+    dyn = DynamicSampler(g, [6, 3, 2], replace=replace, seed=3)
+    env = EnvelopeSampler(g, [6, 3, 2], 100, replace=replace, seed=3)
+    for batch in range(3):
+        seeds = torch.randperm(g.num_nodes)[: 100 - 20 * batch]   # also shorter, padded batches
+        a, b = dyn.sample(seeds, 0, batch), env.sample(seeds, 0, batch)
+        assert torch.equal(a.counts, b.counts)
+        assert global_edges(a) == global_edges(b)
+
+
+def test_sampled_edges_exist_and_fanout_rules_hold():
+    g = random_graph(n=300, e=1500, seed=2)
+    deg = g.in_degrees()
+    mb = EnvelopeSampler(g, [4, 4], 50).sample(torch.arange(50))
+    adjacency = set(zip(*(t.tolist() for t in g.edges())))
+    for b in mb.blocks:
+        num_dst = int(b.num_dst)
+        dst_nodes = b.src_nodes[:num_dst]
+        taken = b.mask[:num_dst].sum(1)
+        assert torch.equal(taken, torch.minimum(deg[dst_nodes], torch.tensor(b.fanout)))
+        s, d = b.edges()
+        pairs = list(zip(b.src_nodes[s].tolist(), b.src_nodes[d].tolist()))
+        assert all(p in adjacency for p in pairs)
+        assert len(pairs) == len(set(pairs)), "without replacement no edge appears twice"
+
+
+def test_matches_dgl_neighbor_sampler_structure(dgl):
+    """DGL's NeighborSampler and ours take min(degree, fanout) edges per destination node and
+    produce blocks with the same destination nodes; ours converts to exact DGL blocks."""
+    g = random_graph(n=400, e=3000, seed=4)
+    seeds = torch.arange(0, 400, 7)
+    ours = EnvelopeSampler(g, [5, 3], 64).sample(seeds)
+    theirs = dgl.dataloading.NeighborSampler([5, 3]).sample_blocks(g.to_dgl(), seeds)[2]
+    mine = ours.to_dgl_blocks()
+    deg = g.in_degrees()
+    assert torch.equal(mine[-1].dstdata[dgl.NID], seeds) and torch.equal(theirs[-1].dstdata[dgl.NID], seeds)
+    for ob, tb, k in zip(mine, theirs, [5, 3]):
+        for b in (ob, tb):
+            assert torch.equal(b.in_degrees(), torch.clamp(deg[b.dstdata[dgl.NID]], max=k))
+            assert torch.equal(b.srcdata[dgl.NID][: b.num_dst_nodes()], b.dstdata[dgl.NID])
+    # And the DGL blocks we produce are exact: their edges are ours.
+    assert global_edges(ours) == [sorted(zip(b.srcdata[dgl.NID][b.edges()[0]].tolist(),
+                                             b.dstdata[dgl.NID][b.edges()[1]].tolist())) for b in mine]
+
+
+# ----------------------------------------------------------------------------- uniformity
+
+
+@pytest.mark.parametrize("node, k", [(1, 2), (2, 2), (2, 4), (3, 5), (3, 19)])
+def test_without_replacement_inclusion_is_k_over_d(node, k):
+    g, degrees = mixed_degree_graph()
+    d = degrees[node]
+    trials = 3000
+    offsets, mask = draw(g, node, k, False, trials)
+    assert bool(mask.all())
+    offsets = offsets[mask].view(trials, k)
+    assert all(len(set(r)) == k for r in offsets.tolist()), "no neighbour twice"
+    counts = torch.bincount(offsets.flatten(), minlength=d).double()
+    p = k / d
+    expected = trials * p
+    stat = float(((counts - expected) ** 2 / (expected * (1 - p))).sum())
+    assert chi2_sf(stat, d - 1) > 1e-3, f"inclusion counts {counts.tolist()} vs {expected}"
+
+
+def test_without_replacement_every_subset_is_equally_likely():
+    g, _ = mixed_degree_graph()
+    trials = 4000
+    offsets, _ = draw(g, 2, 2, False, trials)          # degree 5, k = 2: 10 subsets
+    subsets = list(itertools.combinations(range(5), 2))
+    index = {s: i for i, s in enumerate(subsets)}
+    counts = torch.zeros(len(subsets), dtype=torch.float64)
+    for row in offsets.tolist():
+        counts[index[tuple(sorted(row))]] += 1
+    expected = trials / len(subsets)
+    stat = float(((counts - expected) ** 2 / expected).sum())
+    assert chi2_sf(stat, len(subsets) - 1) > 1e-3, counts.tolist()
+
+
+def test_hub_of_degree_100k_is_sampled_uniformly():
+    g, degrees = mixed_degree_graph()
+    trials, k, bins = 1500, 10, 20
+    offsets, mask = draw(g, 4, k, False, trials)
+    assert bool(mask.all())
+    assert all(len(set(r)) == k for r in offsets.tolist())
+    assert int(offsets.min()) >= 0 and int(offsets.max()) < degrees[4]
+    counts = torch.bincount(offsets.flatten() * bins // degrees[4], minlength=bins).double()
+    expected = trials * k / bins
+    stat = float(((counts - expected) ** 2 / expected).sum())
+    assert chi2_sf(stat, bins - 1) > 1e-3
+
+
+def test_small_and_zero_degrees_take_everything_or_nothing():
+    g, degrees = mixed_degree_graph()
+    for node, d in enumerate(degrees):
+        offsets, mask = draw(g, node, 8, False, 3)
+        assert mask.sum(1).tolist() == [min(d, 8)] * 3
+        if d <= 8:
+            assert sorted(offsets[0][mask[0]].tolist()) == list(range(d))
+
+
+def test_with_replacement_draws_are_uniform():
+    g, _ = mixed_degree_graph()
+    trials, k, d = 2000, 4, 20
+    offsets, mask = draw(g, 3, k, True, trials)
+    assert bool(mask.all())
+    counts = torch.bincount(offsets.flatten(), minlength=d).double()
+    expected = trials * k / d
+    stat = float(((counts - expected) ** 2 / expected).sum())
+    assert chi2_sf(stat, d - 1) > 1e-3
+
+
+# ----------------------------------------------------------------------------- fixed shape
+
+
+def test_shapes_are_fixed_by_batch_size_fanouts_and_envelope():
+    g = random_graph()
+    env = Envelope.worst_case(g, [5, 4, 3], 32)
+    sampler = EnvelopeSampler(g, [5, 4, 3], 32, envelope=env)
+    shapes = None
+    for batch, size in enumerate([32, 17, 1]):
+        mb = sampler.sample(torch.randperm(g.num_nodes)[:size], batch=batch)
+        got = [(tuple(b.nbr.shape), tuple(b.mask.shape), tuple(b.src_nodes.shape)) for b in mb.blocks]
+        assert shapes is None or got == shapes
+        shapes = got
+    rows = [env.sizes[1], env.sizes[2], 32]
+    assert shapes == [((r, k), (r, k), (s,)) for r, k, s in zip(rows, [5, 4, 3], env.sizes)]
+
+
+def test_reproducible_per_seed_epoch_batch_and_independent_of_history():
+    g = random_graph()
+    seeds = torch.arange(40)
+    first = EnvelopeSampler(g, [4, 4], 40, seed=5)
+    other = EnvelopeSampler(g, [4, 4], 40, seed=5)
+    a = first.sample(seeds, epoch=2, batch=9)
+    other.sample(torch.arange(100, 140), epoch=0, batch=0)      # different history
+    b = other.sample(seeds, epoch=2, batch=9)
+    assert global_edges(a) == global_edges(b)
+    assert global_edges(a) == global_edges(first.sample(seeds, epoch=2, batch=9))
+    assert global_edges(a) != global_edges(first.sample(seeds, epoch=2, batch=10))
+    assert global_edges(a) != global_edges(first.sample(seeds, epoch=3, batch=9))
+    assert global_edges(a) != global_edges(EnvelopeSampler(g, [4, 4], 40, seed=6).sample(seeds, 2, 9))
+
+
+def test_overflow_is_flagged_and_nothing_is_written_out_of_bounds():
+    g = random_graph()
+    seeds = torch.randperm(g.num_nodes)[:64]
+    tiny = Envelope([100, 70, 64])
+    mb = EnvelopeSampler(g, [5, 4, 3], 64, envelope=tiny).sample(seeds)
+    assert bool(mb.overflowed)
+    for b, size in zip(mb.blocks, tiny.sizes):
+        assert b.src_nodes.shape == (size,)
+        assert int(b.nbr.min()) >= 0 and int(b.nbr.max()) < size
+        assert int(b.src_nodes.min()) >= 0 and int(b.src_nodes.max()) < g.num_nodes
+        assert int(b.num_src) <= size
+    with pytest.raises(ValueError, match="overflowed"):
+        mb.to_dgl_blocks()
+    # The sampler is unharmed: the next batch is exactly what a fresh sampler gives.
+    roomy = EnvelopeSampler(g, [5, 4, 3], 64)
+    assert not bool(roomy.sample(seeds).overflowed)
+
+
+def test_overflowing_sampler_recovers_marker_state():
+    g = random_graph()
+    s1, s2 = torch.arange(64), torch.arange(64, 128)
+    sampler = EnvelopeSampler(g, [5, 4, 3], 64, envelope=Envelope([100, 70, 64]))
+    sampler.sample(s1, batch=0)
+    again = sampler.sample(s2, batch=1)
+    fresh = EnvelopeSampler(g, [5, 4, 3], 64, envelope=Envelope([100, 70, 64])).sample(s2, batch=1)
+    for x, y in zip(again.blocks, fresh.blocks):
+        assert torch.equal(x.src_nodes, y.src_nodes) and torch.equal(x.nbr, y.nbr)
+
+
+def test_graph_without_edges():
+    g = zg.Graph.from_edges([], [], num_nodes=10)
+    mb = EnvelopeSampler(g, [3, 2], 4).sample(torch.tensor([1, 2]))
+    assert mb.counts.tolist() == [2, 2] and not bool(mb.overflowed)
+    assert not any(b.mask.any() for b in mb.blocks)
+
+
+# ----------------------------------------------------------------------------- host syncs
+
+
+def test_envelope_sampler_has_zero_host_syncs_and_dynamic_has_many():
+    from zg.audit import SyncAudit
+
+    g = random_graph()
+    seeds = torch.randperm(g.num_nodes)[:64]
+    env = EnvelopeSampler(g, [5, 4, 3], 64)
+    dyn = DynamicSampler(g, [5, 4, 3])
+    with SyncAudit() as audit:
+        env.sample(seeds, batch=1)
+    assert audit.host_syncs == 0 and audit.dynamic_shape_ops == 0, audit.report()
+    with SyncAudit() as audit:
+        dyn.sample(seeds, batch=1)
+    assert audit.host_syncs >= 3 and audit.dynamic_shape_ops >= 3, audit.report()
+
+
+# ----------------------------------------------------------------------------- errors
+
+
+@pytest.mark.parametrize("fanouts, error, match", [
+    ([5, 0], ValueError, r"fanouts\[1\] must be >= 1"),
+    ([5, -1], ValueError, r"fanouts\[1\] must be >= 1"),
+    ([], ValueError, "fanouts is empty"),
+    (5, TypeError, "fanouts must be a list"),
+    ([5, 2.5], TypeError, r"fanouts\[1\] must be an int"),
+])
+def test_bad_fanouts(fanouts, error, match):
+    g = random_graph()
+    with pytest.raises(error, match=match):
+        EnvelopeSampler(g, fanouts, 8)
+    with pytest.raises(error, match=match):
+        DynamicSampler(g, fanouts)
+
+
+@pytest.mark.parametrize("seeds, error, match", [
+    (torch.tensor([], dtype=torch.int64), ValueError, "seeds is empty"),
+    (torch.tensor([0, 600]), ValueError, "node id 600, out of range"),
+    (torch.tensor([-1, 3]), ValueError, "node id -1, out of range"),
+    (torch.tensor([1.0, 2.0]), TypeError, "seeds must hold integer"),
+    (torch.tensor([[1, 2]]), ValueError, "seeds must be 1-dimensional"),
+    (torch.tensor([3, 3]), ValueError, "repeated"),
+    (torch.arange(9), ValueError, "batch_size is 8"),
+    (torch.tensor([1, 2], device="meta"), ValueError, "seeds is on meta"),
+])
+def test_bad_seeds(seeds, error, match):
+    sampler = EnvelopeSampler(random_graph(), [3, 2], 8)
+    with pytest.raises(error, match=match):
+        sampler.sample(seeds)
+
+
+def test_bad_sampler_arguments():
+    g = random_graph()
+    with pytest.raises(TypeError, match="g must be a zg.Graph"):
+        EnvelopeSampler("cora", [3], 8)
+    with pytest.raises(ValueError, match="batch_size must be >= 1"):
+        EnvelopeSampler(g, [3], 0)
+    with pytest.raises(TypeError, match="replace must be a bool"):
+        EnvelopeSampler(g, [3], 8, replace="no")
+    with pytest.raises(ValueError, match="smaller than its"):
+        EnvelopeSampler(g, [3, 2], 8, envelope=Envelope([20, 4]))
+    with pytest.raises(ValueError, match="2 sizes but there are 3 fanouts"):
+        EnvelopeSampler(g, [3, 2, 2], 8, envelope=Envelope([20, 10]))
+    with pytest.raises(TypeError, match="envelope must be"):
+        EnvelopeSampler(g, [3, 2], 8, envelope=[20, 10])

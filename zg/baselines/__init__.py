@@ -1,0 +1,2 @@
+"""Baselines the kit compares against. Each imports DGL (or other heavy dependencies) lazily,
+so ``import zg`` never needs them."""

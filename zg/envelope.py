@@ -1,0 +1,250 @@
+"""Execution envelopes: how big every buffer of a fixed-shape iteration is, and what it costs.
+
+Where it sits: the :class:`~zg.sampling.EnvelopeSampler` allocates its per-hop buffers from an
+Envelope; the engine grows the envelope when a batch overflows it; notebooks and benchmarks
+compare its memory with the worst case and the oracle.
+
+An envelope holds one size per block, input layer first, aligned with ``fanouts``: ``sizes[i]``
+is the number of source rows of block ``i`` (the distinct nodes that layer reads). Hop by hop
+from the seeds outward, a block with ``R`` destination rows and fanout ``k`` can see at most
+``R * (k + 1)`` distinct nodes (itself plus ``k`` neighbours per row) and never more than the
+``N`` nodes of the graph.
+
+Sizing policies:
+
+* ``Envelope.worst_case``: ``E = max(R, min(N, R * (k + 1)))`` per hop. Never overflows; often
+  several times what a batch really needs.
+* ``Envelope.profile``: sample ``num_batches`` real batches (default 32, seeds drawn from the
+  training nodes as in an epoch), take the ``quantile`` (default 0.99) of each hop's true count
+  and add a ``margin`` (default 5 %), capped by the worst case. Tight, may rarely overflow;
+  the engine then grows it (:meth:`Envelope.grow`) and replays the batch.
+* ``Envelope(sizes=[...])``: explicit sizes.
+* the *oracle* is not an envelope: it allocates each batch's exact size (what dynamic
+  allocation does). :meth:`Envelope.memory_model` reports it as the memory ideal.
+"""
+
+from __future__ import annotations
+
+import math
+from typing import Any, Dict, List, Optional, Sequence
+
+import numpy as np
+import torch
+
+__all__ = ["Envelope", "worst_case_sizes", "block_bytes"]
+
+INDEX_BYTES = 8   # int64 ids
+MASK_BYTES = 1    # bool
+VALUE_BYTES = 4   # float32
+
+
+def worst_case_sizes(num_nodes: int, fanouts: Sequence[int], batch_size: int) -> List[int]:
+    """Worst-case source rows per block (input layer first)."""
+    rows, sizes = batch_size, []
+    for k in reversed(list(fanouts)):
+        rows = max(rows, min(num_nodes, rows * (k + 1)))
+        sizes.append(rows)
+    return sizes[::-1]
+
+
+def block_bytes(src_rows: Sequence[int], dst_rows: Sequence[int], fanouts: Sequence[int],
+                feat_dim: int, hidden_dim: int, num_classes: int) -> List[Dict[str, int]]:
+    """Bytes each block's buffers take, input layer first.
+
+    Per block ``i`` with ``S`` source rows, ``D`` destination rows and fanout ``k``:
+    ``index`` = neighbour slots and mask ``D * k * (8 + 1)`` plus source ids ``S * 8``;
+    ``features`` = the layer's input rows ``S * in_dim * 4`` (``in_dim`` is the feature width for
+    the input layer, the hidden width after it); ``activations`` = its output ``D * out_dim * 4``.
+    """
+    out = []
+    num_layers = len(fanouts)
+    for i, k in enumerate(fanouts):
+        s, d = int(src_rows[i]), int(dst_rows[i])
+        in_dim = feat_dim if i == 0 else hidden_dim
+        out_dim = num_classes if i == num_layers - 1 else hidden_dim
+        row = {
+            "index": d * k * (INDEX_BYTES + MASK_BYTES) + s * INDEX_BYTES,
+            "features": s * in_dim * VALUE_BYTES,
+            "activations": d * out_dim * VALUE_BYTES,
+        }
+        row["total"] = sum(row.values())
+        out.append(row)
+    return out
+
+
+def _positive_ints(values: Any, name: str) -> List[int]:
+    if isinstance(values, (int, str)) or not isinstance(values, Sequence) or len(values) == 0:
+        raise TypeError(f"{name} must be a non-empty list of ints, got {values!r}")
+    out = []
+    for i, v in enumerate(values):
+        if isinstance(v, bool) or not isinstance(v, (int, np.integer)):
+            raise TypeError(f"{name}[{i}] must be an int, got {type(v).__name__}")
+        if v <= 0:
+            raise ValueError(f"{name}[{i}] must be >= 1, got {v}")
+        out.append(int(v))
+    return out
+
+
+class Envelope:
+    """Per-block buffer sizes for the fixed-shape pipeline (input layer first).
+
+    Args:
+        sizes: source rows of each block, input layer first.
+        policy: a label ("explicit", "worst_case", "profiled", "grown").
+        fanouts, batch_size, num_nodes: what the envelope was sized for (optional for explicit
+            sizes; needed by :meth:`grow` and :meth:`memory_model`).
+        observed: int64 [K, L] true counts seen while profiling (the oracle's sizes).
+    """
+
+    def __init__(self, sizes: Sequence[int], policy: str = "explicit", *,
+                 fanouts: Optional[Sequence[int]] = None, batch_size: Optional[int] = None,
+                 num_nodes: Optional[int] = None, observed: Optional[torch.Tensor] = None,
+                 settings: Optional[dict] = None):
+        self.sizes = _positive_ints(sizes, "sizes")
+        self.policy = policy
+        self.fanouts = None if fanouts is None else _positive_ints(fanouts, "fanouts")
+        self.batch_size = batch_size
+        self.num_nodes = num_nodes
+        self.observed = observed
+        self.settings = settings or {}
+        if self.fanouts is not None and len(self.fanouts) != len(self.sizes):
+            raise ValueError(f"sizes has {len(self.sizes)} entries but fanouts has {len(self.fanouts)}; "
+                             "give one size per layer")
+
+    # ------------------------------------------------------------------------- policies
+
+    @classmethod
+    def worst_case(cls, g, fanouts: Sequence[int], batch_size: int) -> "Envelope":
+        """``max(R, min(N, R * (k + 1)))`` rows per hop: can never overflow."""
+        fanouts = _positive_ints(fanouts, "fanouts")
+        batch_size = _positive_ints([batch_size], "batch_size")[0]
+        return cls(worst_case_sizes(g.num_nodes, fanouts, batch_size), "worst_case",
+                   fanouts=fanouts, batch_size=batch_size, num_nodes=g.num_nodes)
+
+    @classmethod
+    def profile(cls, g, fanouts: Sequence[int], batch_size: int, *, num_batches: int = 32,
+                quantile: float = 0.99, margin: float = 0.05, replace: bool = False,
+                seed: int = 0, nodes: Any = None) -> "Envelope":
+        """Size the envelope from ``num_batches`` real batches.
+
+        Seeds are drawn as an epoch draws them: a seeded permutation of ``nodes`` (default: the
+        training nodes, or all nodes if the graph has no split) cut into ``batch_size`` chunks.
+        Each hop's size is ``ceil(quantile(counts) * (1 + margin))``, at least the hop's rows
+        and at most the worst case. Profiling reads the counts on the host once, at the end;
+        it happens before training, not inside the iteration.
+        """
+        from .sampling import EnvelopeSampler
+
+        fanouts = _positive_ints(fanouts, "fanouts")
+        batch_size = _positive_ints([batch_size], "batch_size")[0]
+        num_batches = _positive_ints([num_batches], "num_batches")[0]
+        if not 0.0 < float(quantile) <= 1.0:
+            raise ValueError(f"quantile must be in (0, 1], got {quantile}")
+        if not 0.0 <= float(margin) <= 10.0:
+            raise ValueError(f"margin must be in [0, 10], got {margin}")
+        if nodes is None:
+            nodes = g.train_idx if g.train_idx is not None and g.train_idx.numel() else torch.arange(g.num_nodes)
+        nodes = torch.as_tensor(nodes, dtype=torch.int64).cpu()
+        sampler = EnvelopeSampler(g, fanouts, batch_size, envelope=None, replace=replace, seed=seed)
+        gen = torch.Generator().manual_seed(seed)
+        counts, drawn = [], 0
+        order = torch.randperm(nodes.numel(), generator=gen)
+        while drawn < num_batches:
+            for b in range(0, nodes.numel(), batch_size):
+                seeds = nodes[order[b: b + batch_size]]
+                if seeds.numel() < batch_size and nodes.numel() >= batch_size:
+                    continue  # profile full batches only; a short last batch needs less
+                counts.append(sampler.sample(seeds, epoch=-1, batch=drawn).counts)
+                drawn += 1
+                if drawn == num_batches:
+                    break
+            order = torch.randperm(nodes.numel(), generator=gen)
+        observed = torch.stack(counts).cpu()                                  # [K, L]
+        worst = worst_case_sizes(g.num_nodes, fanouts, batch_size)
+        q = torch.quantile(observed.double(), float(quantile), dim=0)         # [L]
+        wanted = [math.ceil(float(v) * (1 + float(margin))) for v in q]
+        sizes = cls._feasible(wanted, worst, batch_size)
+        return cls(sizes, "profiled", fanouts=fanouts, batch_size=batch_size, num_nodes=g.num_nodes,
+                   observed=observed,
+                   settings={"num_batches": num_batches, "quantile": float(quantile),
+                             "margin": float(margin), "seed": seed})
+
+    @staticmethod
+    def _feasible(wanted: Sequence[int], worst: Sequence[int], batch_size: int) -> List[int]:
+        """Clamp to the worst case and make each hop hold at least its destination rows."""
+        sizes = [min(int(w), int(c)) for w, c in zip(wanted, worst)]
+        rows = batch_size
+        for i in reversed(range(len(sizes))):       # seeds outward
+            sizes[i] = max(sizes[i], rows)
+            rows = sizes[i]
+        return sizes
+
+    def grow(self, factor: float = 1.5, observed: Optional[Sequence[int]] = None) -> "Envelope":
+        """The envelope to use after an overflow.
+
+        Each size becomes ``max(ceil(size * factor), ceil(observed * (1 + margin)))`` (``observed``
+        = the overflowing batch's true counts when known), capped by the worst case, so repeated
+        overflows reach the never-overflowing worst case in a few steps.
+        """
+        if not float(factor) > 1.0:
+            raise ValueError(f"factor must be > 1, got {factor}")
+        if self.fanouts is None or self.batch_size is None or self.num_nodes is None:
+            raise ValueError("grow needs the envelope's fanouts, batch_size and num_nodes; build it "
+                             "with Envelope.worst_case / Envelope.profile or pass them to Envelope(...)")
+        margin = float(self.settings.get("margin", 0.05))
+        wanted = [math.ceil(s * float(factor)) for s in self.sizes]
+        if observed is not None:
+            obs = [int(v) for v in observed]
+            wanted = [max(w, math.ceil(o * (1 + margin))) for w, o in zip(wanted, obs)]
+        worst = worst_case_sizes(self.num_nodes, self.fanouts, self.batch_size)
+        return Envelope(self._feasible(wanted, worst, self.batch_size), "grown", fanouts=self.fanouts,
+                        batch_size=self.batch_size, num_nodes=self.num_nodes, observed=self.observed,
+                        settings=dict(self.settings, grown_from=list(self.sizes)))
+
+    def check(self, fanouts: Sequence[int], batch_size: int, num_nodes: int) -> None:
+        """Raise ValueError unless this envelope fits a pipeline with these settings."""
+        if len(self.sizes) != len(fanouts):
+            raise ValueError(f"envelope has {len(self.sizes)} sizes but there are {len(fanouts)} fanouts")
+        rows = batch_size
+        for i in reversed(range(len(self.sizes))):
+            if self.sizes[i] < rows:
+                raise ValueError(f"envelope size {self.sizes[i]} for block {i} is smaller than its "
+                                 f"{rows} destination rows; every block must hold its destination nodes")
+            rows = self.sizes[i]
+
+    # ------------------------------------------------------------------------- memory
+
+    def memory_model(self, feat_dim: int, hidden_dim: int, num_classes: int,
+                     oracle_counts: Optional[torch.Tensor] = None) -> Dict[str, Any]:
+        """Bytes per block under worst-case, this envelope's and oracle sizing.
+
+        Returns ``{"worst_case": [...], "envelope": [...], "oracle_mean": [...], "oracle_max": [...],
+        "totals": {policy: bytes}}``, each list with one :func:`block_bytes` dict per block, input
+        layer first. The oracle allocates each batch's exact counts (``oracle_counts`` int [K, L],
+        default: the counts observed while profiling); its mean and max over batches are given.
+        """
+        if self.fanouts is None or self.batch_size is None or self.num_nodes is None:
+            raise ValueError("memory_model needs the envelope's fanouts, batch_size and num_nodes")
+        if oracle_counts is None:
+            oracle_counts = self.observed
+        worst = worst_case_sizes(self.num_nodes, self.fanouts, self.batch_size)
+
+        def model(src_rows):
+            dst_rows = list(src_rows[1:]) + [self.batch_size]
+            return block_bytes(src_rows, dst_rows, self.fanouts, feat_dim, hidden_dim, num_classes)
+
+        out: Dict[str, Any] = {"worst_case": model(worst), "envelope": model(self.sizes)}
+        if oracle_counts is not None:
+            per_batch = [model(row.tolist()) for row in torch.as_tensor(oracle_counts)]
+            totals = [sum(b["total"] for b in blocks) for blocks in per_batch]
+            out["oracle_mean"] = [{key: int(np.mean([blocks[i][key] for blocks in per_batch]))
+                                   for key in per_batch[0][i]} for i in range(len(self.sizes))]
+            out["oracle_max"] = per_batch[int(np.argmax(totals))]
+        out["totals"] = {name: sum(b["total"] for b in blocks) for name, blocks in out.items()}
+        return out
+
+    def __repr__(self) -> str:
+        return f"Envelope(sizes={self.sizes}, policy={self.policy!r})"
+
+    def __eq__(self, other: Any) -> bool:
+        return isinstance(other, Envelope) and self.sizes == other.sizes

@@ -1,0 +1,462 @@
+"""GNN layers and models over padded sampled blocks: SAGE, GCN and GAT.
+
+Where it sits: a sampler turns seeds into a list of padded :class:`~zg.blocks.Block` s (input
+layer first); features are gathered for the first block's source rows; the models below map
+``(blocks, x)`` to logits for the last block's destination rows; loss, backward and the
+optimizer step follow.
+
+Every layer computes exactly what its DGL counterpart computes on ``block.to_dgl()`` (same
+formula, same parameter names and shapes, so ``layer.load_state_dict(dgl_layer.state_dict())``
+works), but on fixed shapes:
+
+* neighbours are read with one gather ``h[nbr]`` of shape ``[D, k, F]`` and reduced over the
+  ``k`` fanout slots, with masked slots replaced by zeros (``torch.where``, never a multiply, so
+  even ``inf`` / ``NaN`` behind a masked slot cannot leak in);
+* degrees and counts are tensors made with ``sum`` / ``index_add_`` into fixed-size buffers;
+* nothing is read on the host and no op has a data-dependent output shape (no ``.item()``,
+  ``nonzero``, boolean-mask indexing or ``unique``), so forward and backward can be captured
+  in a CUDA Graph.
+
+Padding is ignored exactly. In every layer, source rows ``>= num_src`` are replaced by zeros
+before use, slots whose mask is False and destination rows ``>= num_dst`` carry no edge, and
+output rows ``>= num_dst`` are zero. So the real output rows (and the gradients of the real
+input rows and of every parameter) do not depend on what the padding holds, bit for bit.
+
+A slot is one edge: if the same neighbour fills two slots of a row (sampling with replacement,
+duplicate edges), it is counted twice, as DGL counts parallel edges twice.
+"""
+
+from __future__ import annotations
+
+import inspect
+import math
+from typing import List, Sequence
+
+import torch
+import torch.nn.functional as F
+from torch import nn
+
+from .blocks import Block
+
+__all__ = [
+    "SAGEConv", "GCNConv", "GATConv",
+    "SAGE", "GCN", "GAT",
+    "build", "MODELS",
+    "masked_softmax",
+]
+
+
+# ----------------------------------------------------------------------------- validation
+
+
+def _positive_int(value, name: str) -> int:
+    if isinstance(value, bool) or not isinstance(value, int):
+        raise TypeError(f"{name} must be a positive int, got {type(value).__name__} {value!r}")
+    if value < 1:
+        raise ValueError(f"{name} must be a positive int, got {value}")
+    return value
+
+
+def _dropout_rate(value, name: str = "dropout") -> float:
+    if isinstance(value, bool) or not isinstance(value, (int, float)):
+        raise TypeError(f"{name} must be a float in [0, 1), got {type(value).__name__} {value!r}")
+    if not (0.0 <= value < 1.0):  # also rejects NaN
+        raise ValueError(f"{name} must be in [0, 1), got {value}")
+    return float(value)
+
+
+def _check_layer_inputs(layer: str, block: Block, h_src: torch.Tensor, in_dim: int) -> None:
+    """Static checks only (shapes, dtypes): they read no tensor values, so they cost no sync."""
+    if not isinstance(block, Block):
+        raise TypeError(f"{layer}: block must be a zg.Block, got {type(block).__name__}")
+    if not isinstance(h_src, torch.Tensor):
+        raise TypeError(f"{layer}: h_src must be a tensor, got {type(h_src).__name__}")
+    nbr, mask = block.nbr, block.mask
+    if nbr.dim() != 2 or mask.shape != nbr.shape:
+        raise ValueError(f"{layer}: block.nbr and block.mask must both be [D, k], got "
+                         f"{tuple(nbr.shape)} and {tuple(mask.shape)}")
+    if mask.dtype != torch.bool:
+        raise TypeError(f"{layer}: block.mask must be a bool tensor, got {mask.dtype}")
+    if nbr.dtype not in (torch.int64, torch.int32):
+        raise TypeError(f"{layer}: block.nbr must hold int64 row indices, got {nbr.dtype}")
+    if h_src.dim() != 2 or h_src.shape[1] != in_dim:
+        raise ValueError(f"{layer}: h_src must be [S, {in_dim}], got {tuple(h_src.shape)}")
+    num_rows = h_src.shape[0]
+    if block.src_nodes is not None and num_rows != block.src_nodes.shape[0]:
+        raise ValueError(f"{layer}: h_src has {num_rows} rows but the block has "
+                         f"S = {block.src_nodes.shape[0]} source rows")
+    if num_rows < nbr.shape[0]:
+        raise ValueError(f"{layer}: h_src has {num_rows} rows, fewer than the block's "
+                         f"D = {nbr.shape[0]} destination rows (destinations are the first "
+                         "source rows)")
+
+
+def _without_padding(block: Block, h_src: torch.Tensor):
+    """Zero the padded source rows and drop edges of padded destination rows.
+
+    Returns ``h_src`` [S, F] with rows >= num_src set to 0, ``edge_mask`` bool [D, k] (True for
+    real edges only) and ``dst_real`` bool [D, 1] (True for rows < num_dst). All on device.
+    """
+    num_rows, num_dst_rows = h_src.shape[0], block.nbr.shape[0]
+    rows = torch.arange(num_rows, device=h_src.device)
+    src_real = (rows < block.num_src).unsqueeze(1)                 # [S, 1]
+    dst_real = (rows[:num_dst_rows] < block.num_dst).unsqueeze(1)  # [D, 1]
+    h_src = torch.where(src_real, h_src, 0.0)                      # [S, F]
+    edge_mask = block.mask & dst_real                               # [D, k]
+    return h_src, edge_mask, dst_real
+
+
+def _gather(h: torch.Tensor, nbr: torch.Tensor) -> torch.Tensor:
+    """``h[nbr]`` for ``h`` [S, *F] and ``nbr`` [D, k] -> [D, k, *F] (backward: index_add)."""
+    return h.index_select(0, nbr.reshape(-1)).view(*nbr.shape, *h.shape[1:])
+
+
+def _masked_sum(messages: torch.Tensor, edge_mask: torch.Tensor) -> torch.Tensor:
+    """Sum of ``messages`` [D, k, *F] over the real slots -> [D, *F]."""
+    mask = edge_mask.view(*edge_mask.shape, *([1] * (messages.dim() - 2)))
+    return torch.where(mask, messages, 0.0).sum(1)
+
+
+def masked_softmax(scores: torch.Tensor, mask: torch.Tensor) -> torch.Tensor:
+    """Softmax of ``scores`` [D, k, *] over dim 1, restricted to the slots where ``mask`` [D, k].
+
+    Masked slots get exactly 0 and do not influence the real ones; a row with no real slot is
+    all zeros (not NaN). Equals DGL's ``edge_softmax`` over each destination's in-edges.
+    """
+    if mask.dtype != torch.bool or scores.dim() < 2 or mask.shape != scores.shape[:2]:
+        raise ValueError(f"masked_softmax: mask must be bool [D, k] matching scores [D, k, *]; "
+                         f"got mask {mask.dtype} {tuple(mask.shape)}, scores {tuple(scores.shape)}")
+    if scores.shape[1] == 0:
+        return scores
+    mask = mask.view(*mask.shape, *([1] * (scores.dim() - 2)))            # [D, k, 1...]
+    # Subtracting the row max keeps exp() finite. Softmax does not depend on the shift, so its
+    # gradient through the max is exactly zero: detach it rather than route noise through amax.
+    row_max = scores.masked_fill(~mask, -math.inf).amax(1, keepdim=True)  # [D, 1, *]
+    row_max = torch.where(mask.any(1, keepdim=True), row_max, 0.0).detach()  # empty row: 0
+    # -inf (not a multiply by 0) on masked slots: exp(-inf) = 0 with gradient 0, whereas an
+    # overflowing exp() hidden behind a where would give 0 * inf = NaN in backward.
+    weights = torch.exp(torch.where(mask, scores - row_max, -math.inf))  # [D, k, *]
+    total = weights.sum(1, keepdim=True)                                 # [D, 1, *]
+    # total >= 1 on rows with a real slot (the max contributes exp(0)); 0 only on empty rows.
+    return weights / torch.where(total > 0, total, 1.0)
+
+
+# ----------------------------------------------------------------------------- layers
+
+
+class SAGEConv(nn.Module):
+    r"""GraphSAGE with the mean aggregator, on a padded block.
+
+        h'_i = W_self h_i + b + W_neigh mean_{j in N(i)} h_j
+
+    where N(i) are the real slots of destination row i (a neighbour in two slots counts twice)
+    and the mean is 0 when row i has no real slot.
+
+    Shapes: ``h_src`` [S, in_dim] (destination rows are its first D rows) -> [D, out_dim].
+    Parameters: ``fc_self`` (Linear with bias), ``fc_neigh`` (Linear, no bias).
+
+    DGL equivalent: ``dgl.nn.SAGEConv(in_dim, out_dim, 'mean')`` (feat_drop=0, no norm, no
+    activation); same parameter names, and like DGL it projects before gathering when
+    ``in_dim > out_dim`` (the mean commutes with the linear map; gather the narrower width).
+    """
+
+    def __init__(self, in_dim: int, out_dim: int, bias: bool = True):
+        super().__init__()
+        self.in_dim = _positive_int(in_dim, "in_dim")
+        self.out_dim = _positive_int(out_dim, "out_dim")
+        self.fc_neigh = nn.Linear(in_dim, out_dim, bias=False)
+        self.fc_self = nn.Linear(in_dim, out_dim, bias=bool(bias))
+        self.reset_parameters()
+
+    def reset_parameters(self) -> None:
+        """As DGL: Glorot-uniform weights (ReLU gain), nn.Linear's default bias."""
+        gain = nn.init.calculate_gain("relu")
+        self.fc_self.reset_parameters()
+        nn.init.xavier_uniform_(self.fc_self.weight, gain=gain)
+        nn.init.xavier_uniform_(self.fc_neigh.weight, gain=gain)
+
+    def forward(self, block: Block, h_src: torch.Tensor) -> torch.Tensor:
+        _check_layer_inputs("SAGEConv", block, h_src, self.in_dim)
+        h_src, edge_mask, dst_real = _without_padding(block, h_src)
+        num_dst_rows = block.nbr.shape[0]
+        project_first = self.in_dim > self.out_dim
+        h = self.fc_neigh(h_src) if project_first else h_src              # [S, F']
+        total = _masked_sum(_gather(h, block.nbr), edge_mask)             # [D, F']
+        degree = edge_mask.sum(1, keepdim=True).to(h.dtype)               # [D, 1]
+        h_neigh = total / degree.clamp(min=1)                             # [D, F'], 0 if no edge
+        if not project_first:
+            h_neigh = self.fc_neigh(h_neigh)                              # [D, out]
+        out = self.fc_self(h_src[:num_dst_rows]) + h_neigh                # [D, out]
+        return torch.where(dst_real, out, 0.0)
+
+    def extra_repr(self) -> str:
+        return f"{self.in_dim}, {self.out_dim}, aggregator=mean"
+
+
+class GCNConv(nn.Module):
+    r"""Graph convolution (Kipf & Welling) with symmetric ("both") normalisation, on a block.
+
+        h'_i = b + d_in(i)^{-1/2} sum_{j in N(i)} d_out(j)^{-1/2} h_j W
+
+    where, as in DGL on a block, d_out(j) is the number of real edges leaving source row j
+    *within this block* and d_in(i) the number of real edges entering destination row i, both
+    clamped to >= 1; each slot is one edge (duplicates count). No self-loop is added: a row
+    with no real slot gets just the bias.
+
+    Shapes: ``h_src`` [S, in_dim] -> [D, out_dim]. Parameters: ``weight`` [in_dim, out_dim]
+    (DGL's layout, applied as ``h @ weight``), ``bias`` [out_dim].
+
+    DGL equivalent: ``dgl.nn.GraphConv(in_dim, out_dim, norm='both', allow_zero_in_degree=True)``;
+    like DGL it multiplies by ``weight`` before aggregating when ``in_dim > out_dim``.
+    """
+
+    def __init__(self, in_dim: int, out_dim: int, bias: bool = True):
+        super().__init__()
+        self.in_dim = _positive_int(in_dim, "in_dim")
+        self.out_dim = _positive_int(out_dim, "out_dim")
+        self.weight = nn.Parameter(torch.empty(in_dim, out_dim))
+        self.bias = nn.Parameter(torch.empty(out_dim)) if bias else None
+        self.reset_parameters()
+
+    def reset_parameters(self) -> None:
+        """As DGL (and Kipf's code): Glorot-uniform weight, zero bias."""
+        nn.init.xavier_uniform_(self.weight)
+        if self.bias is not None:
+            nn.init.zeros_(self.bias)
+
+    def forward(self, block: Block, h_src: torch.Tensor) -> torch.Tensor:
+        _check_layer_inputs("GCNConv", block, h_src, self.in_dim)
+        h_src, edge_mask, dst_real = _without_padding(block, h_src)
+        nbr = block.nbr
+        edge_count = edge_mask.to(h_src.dtype)                            # [D, k] 1.0 per edge
+        out_degree = torch.zeros(h_src.shape[0], dtype=h_src.dtype, device=h_src.device)
+        out_degree.index_add_(0, nbr.reshape(-1), edge_count.reshape(-1))  # [S]
+        in_degree = edge_count.sum(1)                                     # [D]
+        h = h_src * out_degree.clamp(min=1).pow(-0.5).unsqueeze(1)        # [S, in]
+        project_first = self.in_dim > self.out_dim
+        if project_first:
+            h = h @ self.weight                                           # [S, out]
+        out = _masked_sum(_gather(h, nbr), edge_mask)                     # [D, in or out]
+        if not project_first:
+            out = out @ self.weight                                       # [D, out]
+        out = out * in_degree.clamp(min=1).pow(-0.5).unsqueeze(1)         # [D, out]
+        if self.bias is not None:
+            out = out + self.bias
+        return torch.where(dst_real, out, 0.0)
+
+    def extra_repr(self) -> str:
+        return f"{self.in_dim}, {self.out_dim}, norm=both"
+
+
+class GATConv(nn.Module):
+    r"""Multi-head graph attention (Velickovic et al.), on a padded block.
+
+    For each head h (W shared by source and destination rows, as DGL does on a block):
+
+        z_j = W h_j                                                   (split into heads)
+        e_ij = LeakyReLU_{0.2}( a_l . z_j + a_r . z_i )               for each real slot j of i
+        alpha_ij = softmax_j(e_ij)        over the real slots of row i (0 if it has none)
+        h'_i = sum_j alpha_ij z_j + b     (+ residual: z'_i = W_res h_i, or h_i itself)
+
+    Shapes: ``h_src`` [S, in_dim] -> [D, num_heads, out_dim].
+    Parameters: ``fc`` (Linear in_dim -> num_heads * out_dim, no bias), ``attn_l`` and
+    ``attn_r`` [1, num_heads, out_dim], ``bias`` [num_heads * out_dim]; with ``residual=True``
+    also ``res_fc`` (a Linear when in_dim != num_heads * out_dim, else the identity).
+
+    DGL equivalent: ``dgl.nn.GATConv(in_dim, out_dim, num_heads, allow_zero_in_degree=True)``
+    with feat_drop = attn_drop = 0. As in DGL, residual is off by default, and when the
+    residual is a Linear it carries the bias (the layer then has no separate ``bias``).
+    A destination with no real in-edge gets just the bias (plus its residual).
+    """
+
+    def __init__(self, in_dim: int, out_dim: int, num_heads: int, negative_slope: float = 0.2,
+                 residual: bool = False, bias: bool = True):
+        super().__init__()
+        self.in_dim = _positive_int(in_dim, "in_dim")
+        self.out_dim = _positive_int(out_dim, "out_dim")
+        self.num_heads = _positive_int(num_heads, "num_heads")
+        if isinstance(negative_slope, bool) or not isinstance(negative_slope, (int, float)):
+            raise TypeError(f"negative_slope must be a float, got {negative_slope!r}")
+        self.negative_slope = float(negative_slope)
+        width = num_heads * out_dim
+        self.fc = nn.Linear(in_dim, width, bias=False)
+        self.attn_l = nn.Parameter(torch.empty(1, num_heads, out_dim))
+        self.attn_r = nn.Parameter(torch.empty(1, num_heads, out_dim))
+        self.res_fc = None
+        if residual:
+            self.res_fc = nn.Linear(in_dim, width, bias=bias) if in_dim != width else nn.Identity()
+        has_linear_residual = isinstance(self.res_fc, nn.Linear)
+        self.bias = nn.Parameter(torch.empty(width)) if bias and not has_linear_residual else None
+        self.reset_parameters()
+
+    def reset_parameters(self) -> None:
+        """As DGL: Glorot-normal weights and attention vectors (ReLU gain), zero biases."""
+        gain = nn.init.calculate_gain("relu")
+        nn.init.xavier_normal_(self.fc.weight, gain=gain)
+        nn.init.xavier_normal_(self.attn_l, gain=gain)
+        nn.init.xavier_normal_(self.attn_r, gain=gain)
+        if self.bias is not None:
+            nn.init.zeros_(self.bias)
+        if isinstance(self.res_fc, nn.Linear):
+            nn.init.xavier_normal_(self.res_fc.weight, gain=gain)
+            if self.res_fc.bias is not None:
+                nn.init.zeros_(self.res_fc.bias)
+
+    def forward(self, block: Block, h_src: torch.Tensor) -> torch.Tensor:
+        _check_layer_inputs("GATConv", block, h_src, self.in_dim)
+        h_src, edge_mask, dst_real = _without_padding(block, h_src)
+        nbr, num_dst_rows = block.nbr, block.nbr.shape[0]
+        heads, out_dim = self.num_heads, self.out_dim
+        z = self.fc(h_src).view(-1, heads, out_dim)                       # [S, H, out]
+        score_src = (z * self.attn_l).sum(-1)                              # [S, H]
+        score_dst = (z[:num_dst_rows] * self.attn_r).sum(-1)               # [D, H]
+        scores = _gather(score_src, nbr) + score_dst.unsqueeze(1)          # [D, k, H]
+        scores = F.leaky_relu(scores, self.negative_slope)
+        alpha = masked_softmax(scores, edge_mask)                          # [D, k, H]
+        # alpha is exactly 0 on masked slots; _masked_sum also selects them away, so the
+        # result does not rest on 0 * z being 0.
+        out = _masked_sum(alpha.unsqueeze(-1) * _gather(z, nbr), edge_mask)  # [D, H, out]
+        if self.res_fc is not None:
+            out = out + self.res_fc(h_src[:num_dst_rows]).view(-1, heads, out_dim)
+        if self.bias is not None:
+            out = out + self.bias.view(heads, out_dim)
+        return torch.where(dst_real.unsqueeze(2), out, 0.0)
+
+    def extra_repr(self) -> str:
+        return (f"{self.in_dim}, {self.out_dim}, num_heads={self.num_heads}, "
+                f"residual={self.res_fc is not None}")
+
+
+# ----------------------------------------------------------------------------- models
+
+
+class _BlockModel(nn.Module):
+    """A stack of layers, one per block: ``forward(blocks, x) -> [D_last, num_classes]``.
+
+    ``feature_dims`` lists the width of the features entering each layer, then the output
+    width (num_layers + 1 entries): what the memory model needs to size activations.
+    """
+
+    layers: nn.ModuleList
+    feature_dims: List[int]
+
+    def _check_blocks(self, blocks: Sequence[Block], x: torch.Tensor) -> None:
+        name = type(self).__name__
+        if isinstance(blocks, Block) or not isinstance(blocks, (list, tuple)):
+            raise TypeError(f"{name}: blocks must be a list of zg.Block (input layer first), "
+                            f"got {type(blocks).__name__}")
+        if len(blocks) != len(self.layers):
+            raise ValueError(f"{name}: got {len(blocks)} blocks for a model with "
+                             f"{len(self.layers)} layers (one block per layer)")
+        if not isinstance(x, torch.Tensor) or x.dim() != 2:
+            raise ValueError(f"{name}: x must be a [S0, {self.feature_dims[0]}] tensor")
+
+    def reset_parameters(self) -> None:
+        for layer in self.layers:
+            layer.reset_parameters()
+
+    @property
+    def num_layers(self) -> int:
+        return len(self.layers)
+
+
+def _layer_dims(in_dim, hidden_dim, num_classes, num_layers) -> List[int]:
+    in_dim = _positive_int(in_dim, "in_dim")
+    hidden_dim = _positive_int(hidden_dim, "hidden_dim")
+    num_classes = _positive_int(num_classes, "num_classes")
+    num_layers = _positive_int(num_layers, "num_layers")
+    return [in_dim] + [hidden_dim] * (num_layers - 1) + [num_classes]
+
+
+class _PlainModel(_BlockModel):
+    """SAGE and GCN: conv -> ReLU -> dropout between layers, no activation after the last."""
+
+    conv: type  # the layer class, set by each subclass
+
+    def __init__(self, in_dim: int, hidden_dim: int, num_classes: int, num_layers: int = 3,
+                 dropout: float = 0.5):
+        super().__init__()
+        dims = _layer_dims(in_dim, hidden_dim, num_classes, num_layers)
+        self.feature_dims = dims
+        self.layers = nn.ModuleList(self.conv(a, b) for a, b in zip(dims[:-1], dims[1:]))
+        self.dropout = nn.Dropout(_dropout_rate(dropout))
+        self.reset_parameters()
+
+    def forward(self, blocks: Sequence[Block], x: torch.Tensor) -> torch.Tensor:
+        self._check_blocks(blocks, x)
+        h = x                                                   # [S0, in_dim]
+        for i, (layer, block) in enumerate(zip(self.layers, blocks)):
+            h = layer(block, h)                                 # [D_i, feature_dims[i + 1]]
+            if i < len(self.layers) - 1:
+                h = self.dropout(F.relu(h))
+        return h                                                # [D_last, num_classes]
+
+
+class SAGE(_PlainModel):
+    """GraphSAGE-mean: ``num_layers`` :class:`SAGEConv` s (in -> hidden -> ... -> classes) with
+    ReLU and dropout between layers; the DGL minibatch GraphSAGE example, on padded blocks."""
+
+    conv = SAGEConv
+
+
+class GCN(_PlainModel):
+    """GCN: ``num_layers`` :class:`GCNConv` s (symmetric norm) with ReLU and dropout between
+    layers."""
+
+    conv = GCNConv
+
+
+class GAT(_BlockModel):
+    """GAT: ``num_layers`` :class:`GATConv` s with ``heads`` heads each.
+
+    Hidden layers have ``hidden_dim`` features *per head* and concatenate their heads (the
+    next layer reads ``hidden_dim * heads`` features), followed by ELU and dropout; the last
+    layer has ``num_classes`` features per head and averages its heads. This is DGL's GAT
+    example; ``feature_dims`` records the concatenated widths.
+    """
+
+    def __init__(self, in_dim: int, hidden_dim: int, num_classes: int, num_layers: int = 3,
+                 heads: int = 4, dropout: float = 0.5):
+        super().__init__()
+        dims = _layer_dims(in_dim, hidden_dim, num_classes, num_layers)
+        self.heads = _positive_int(heads, "heads")
+        self.feature_dims = [in_dim] + [hidden_dim * heads] * (num_layers - 1) + [num_classes]
+        self.layers = nn.ModuleList(
+            GATConv(self.feature_dims[i], dims[i + 1], heads) for i in range(num_layers))
+        self.dropout = nn.Dropout(_dropout_rate(dropout))
+        self.reset_parameters()
+
+    def forward(self, blocks: Sequence[Block], x: torch.Tensor) -> torch.Tensor:
+        self._check_blocks(blocks, x)
+        h = x                                                   # [S0, in_dim]
+        last = len(self.layers) - 1
+        for i, (layer, block) in enumerate(zip(self.layers, blocks)):
+            h = layer(block, h)                                 # [D_i, heads, per-head dim]
+            if i < last:
+                h = self.dropout(F.elu(h.flatten(1)))           # [D_i, heads * hidden_dim]
+            else:
+                h = h.mean(1)                                   # [D_last, num_classes]
+        return h
+
+
+MODELS = {"sage": SAGE, "gcn": GCN, "gat": GAT}
+
+
+def build(name: str, in_dim: int, hidden_dim: int, num_classes: int, num_layers: int = 3,
+          **kwargs) -> _BlockModel:
+    """Build a model by name: ``"sage"``, ``"gcn"`` or ``"gat"``.
+
+    ``kwargs`` are the model's own options: ``dropout`` for all, ``heads`` for GAT.
+    """
+    if not isinstance(name, str):
+        raise TypeError(f"name must be a string, one of {sorted(MODELS)}, got {name!r}")
+    key = name.lower()
+    if key not in MODELS:
+        raise ValueError(f"unknown model {name!r}; choose one of {sorted(MODELS)}")
+    cls = MODELS[key]
+    accepted = [p for p in inspect.signature(cls.__init__).parameters
+                if p not in ("self", "in_dim", "hidden_dim", "num_classes", "num_layers")]
+    unknown = sorted(set(kwargs) - set(accepted))
+    if unknown:
+        raise ValueError(f"model {key!r} does not take option(s) {unknown}; it accepts {accepted}")
+    return cls(in_dim, hidden_dim, num_classes, num_layers, **kwargs)

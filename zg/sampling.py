@@ -1,0 +1,407 @@
+"""Neighbour sampling: the host-mediated reference and the fixed-shape envelope sampler.
+
+Where it sits: seeds -> **sample hop by hop -> compact into the envelope** -> gather features
+-> model -> loss -> backward -> step. Both samplers return a :class:`MiniBatch` whose blocks
+(input layer first, as DGL lists them) the models in :mod:`zg.models` consume.
+
+Both samplers pick neighbours with the same kernel, :func:`sample_neighbors`: per destination
+node ``v`` with in-degree ``d`` and fanout ``k``
+
+* without replacement (default): all ``d`` neighbours if ``d <= k``, otherwise a uniform
+  ``k``-subset drawn with Floyd's algorithm in ``k`` vectorised rounds (every neighbour is
+  included with probability ``k / d``; no edge twice);
+* with replacement: ``k`` independent uniform draws (``d > 0``).
+
+Randomness is a counter-based hash (splitmix64) of ``(seed, epoch, batch, hop, node, round)``
+computed on the device, so the same ``(seed, epoch, batch)`` gives the same sample whenever and
+however often it runs, in any row order, captured in a CUDA Graph or not.
+
+What differs is what happens to the metadata, the point of the whole kit:
+
+* :class:`DynamicSampler` does what DGL and PyG do: boolean-mask the valid slots, ``unique``
+  and relabel with data-dependent output sizes, so every hop asks the host how many nodes it
+  found before it can allocate the next one (host syncs > 0 per call; see ``zg.audit``).
+* :class:`EnvelopeSampler` keeps every shape fixed before the call: per hop a ``[rows, fanout]``
+  slot array with a validity mask, deduplication through a node-indexed marker array into a
+  buffer of envelope size ``E_h``, the true count as a 0-d device tensor and a sticky
+  ``overflowed`` device flag. It never reads a device value on the host (0 host syncs).
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+from typing import Any, List, Optional, Sequence
+
+import numpy as np
+import torch
+
+from .blocks import Block
+from .graph import Graph
+
+__all__ = ["sample_neighbors", "DynamicSampler", "EnvelopeSampler", "MiniBatch", "batch_key",
+           "check_fanouts"]
+
+
+# ----------------------------------------------------------------------------- randomness
+
+def _signed(c: int) -> int:
+    """A uint64 constant as the int64 with the same bits (torch has no uint64 arithmetic)."""
+    return c - (1 << 64) if c >= (1 << 63) else c
+
+
+_GOLDEN = _signed(0x9E3779B97F4A7C15)
+_MIX1 = _signed(0xBF58476D1CE4E5B9)
+_MIX2 = _signed(0x94D049BB133111EB)
+_LOW62 = (1 << 62) - 1
+
+
+def _shr(x: torch.Tensor, s: int) -> torch.Tensor:
+    """Logical right shift of int64 bits (torch's >> is arithmetic on signed ints)."""
+    return (x >> s) & ((1 << (64 - s)) - 1)
+
+
+def mix64(x: torch.Tensor) -> torch.Tensor:
+    """splitmix64 finaliser on int64 tensors (wrapping arithmetic); a bijection on 64 bits."""
+    x = x + _GOLDEN
+    x = (x ^ _shr(x, 30)) * _MIX1
+    x = (x ^ _shr(x, 27)) * _MIX2
+    return x ^ _shr(x, 31)
+
+
+def _mix_int(x: int) -> int:
+    """mix64 on a Python int, for host-side keys (same bits as the tensor version)."""
+    m = (1 << 64) - 1
+    x = (x + 0x9E3779B97F4A7C15) & m
+    x = ((x ^ (x >> 30)) * 0xBF58476D1CE4E5B9) & m
+    x = ((x ^ (x >> 27)) * 0x94D049BB133111EB) & m
+    return _signed(x ^ (x >> 31))
+
+
+def batch_key(seed: int, epoch: int, batch: int) -> int:
+    """The int64 key of one (seed, epoch, batch): every random choice of that batch derives from it."""
+    return _mix_int((_mix_int((_mix_int(seed) + epoch) & ((1 << 64) - 1)) + batch) & ((1 << 64) - 1))
+
+
+# ----------------------------------------------------------------------------- validation
+
+def check_fanouts(fanouts: Any) -> List[int]:
+    if isinstance(fanouts, (int, str)) or not isinstance(fanouts, Sequence):
+        raise TypeError(f"fanouts must be a list of ints (input layer first), got {type(fanouts).__name__}")
+    if len(fanouts) == 0:
+        raise ValueError("fanouts is empty: give one fanout per layer, e.g. [15, 10, 5]")
+    out = []
+    for i, k in enumerate(fanouts):
+        if isinstance(k, bool) or not isinstance(k, (int, np.integer)):
+            raise TypeError(f"fanouts[{i}] must be an int, got {type(k).__name__}")
+        if k <= 0:
+            raise ValueError(f"fanouts[{i}] must be >= 1, got {k} (zg does not support full "
+                             "neighbourhoods through fanout -1; use a fanout >= the max degree)")
+        out.append(int(k))
+    return out
+
+
+def _check_batch_size(batch_size: Any) -> int:
+    if isinstance(batch_size, bool) or not isinstance(batch_size, (int, np.integer)):
+        raise TypeError(f"batch_size must be an int, got {type(batch_size).__name__}")
+    if batch_size <= 0:
+        raise ValueError(f"batch_size must be >= 1, got {batch_size}")
+    return int(batch_size)
+
+
+def _check_graph(g: Any) -> Graph:
+    if not isinstance(g, Graph):
+        raise TypeError(f"g must be a zg.Graph, got {type(g).__name__}")
+    return g
+
+
+def check_seeds(seeds: Any, num_nodes: int, device: torch.device, max_len: Optional[int] = None) -> torch.Tensor:
+    """Validate user seeds on the host and return them as int64 on ``device``.
+
+    Seeds that already live on an accelerator are checked for dtype, shape and device only:
+    reading their values would be a host sync (the engine validates its seed order once, on the
+    host, before the epoch).
+    """
+    if not isinstance(seeds, torch.Tensor):
+        try:
+            seeds = torch.as_tensor(np.asarray(seeds))
+        except Exception as exc:
+            raise TypeError(f"seeds must be a 1-d integer tensor of node ids: {exc}") from None
+    if seeds.dtype == torch.bool or seeds.is_floating_point() or seeds.is_complex():
+        raise TypeError(f"seeds must hold integer node ids, got dtype {seeds.dtype}")
+    if seeds.dim() != 1:
+        raise ValueError(f"seeds must be 1-dimensional, got shape {tuple(seeds.shape)}")
+    if seeds.numel() == 0:
+        raise ValueError("seeds is empty: a mini-batch needs at least one seed node")
+    if max_len is not None and seeds.numel() > max_len:
+        raise ValueError(f"seeds has {seeds.numel()} nodes but batch_size is {max_len}")
+    if seeds.device.type == "cpu":
+        # Host data: checking it costs no device round trip. numpy keeps it out of the audit.
+        values = seeds.numpy()
+        lo, hi = int(values.min()), int(values.max())
+        if lo < 0 or hi >= num_nodes:
+            bad = lo if lo < 0 else hi
+            raise ValueError(f"seeds holds node id {bad}, out of range for a graph with {num_nodes} nodes")
+        if len(np.unique(values)) != len(values):
+            raise ValueError("seeds holds repeated node ids; each seed may appear once per batch")
+    elif seeds.device != device:
+        raise ValueError(f"seeds is on {seeds.device} but the sampler's graph is on {device}; "
+                         f"move one of them (seeds.to({str(device)!r}))")
+    return seeds.to(device=device, dtype=torch.int64, non_blocking=True)
+
+
+# ----------------------------------------------------------------------------- the kernel
+
+def sample_neighbors(indptr: torch.Tensor, indices: torch.Tensor, nodes: torch.Tensor,
+                     valid_rows: torch.Tensor, fanout: int, replace: bool,
+                     key: torch.Tensor):
+    """Pick up to ``fanout`` in-neighbours of each node, in fixed shape.
+
+    Args:
+        indptr: int64 [N + 1]; indices: int64 [E + 1] (the graph's, plus one trailing pad entry
+            so that gathers of degree-0 rows stay in bounds).
+        nodes: int64 [R] destination node ids (rows >= the true count hold any valid id).
+        valid_rows: bool [R] which rows are real.
+        key: int64 0-d device tensor, this hop's random key.
+    Returns:
+        (neighbours int64 [R, k] global ids, mask bool [R, k]). Masked slots hold ``indices[0]``.
+    """
+    k = fanout
+    start = indptr[nodes]                                          # [R]
+    degree = indptr[nodes + 1] - start                             # [R]
+    row_key = mix64(key ^ mix64(nodes))                            # [R]
+    slots = torch.arange(k, device=nodes.device)                   # [k]
+    if replace:
+        draws = mix64(row_key[:, None] + slots[None, :]) & _LOW62  # [R, k]
+        offset = torch.remainder(draws, degree.clamp(min=1)[:, None])
+        mask = (degree > 0)[:, None].expand(-1, k)
+    else:
+        # Floyd: for j = d-k .. d-1 draw t in [0, j]; take t unless already taken, else j.
+        chosen = torch.zeros(nodes.shape[0], k, dtype=torch.int64, device=nodes.device)  # [R, k]
+        for i in range(k):
+            j = degree - k + i                                     # [R]
+            t = torch.remainder(mix64(row_key + i) & _LOW62, (j + 1).clamp(min=1))
+            if i:
+                taken = (chosen[:, :i] == t[:, None]).any(dim=1)
+                t = torch.where(taken, j, t)
+            chosen[:, i] = t
+        small = degree <= k                                        # take every neighbour
+        offset = torch.where(small[:, None], slots[None, :].expand(nodes.shape[0], -1), chosen)
+        mask = slots[None, :] < degree[:, None]                    # [R, k]
+    mask = mask & valid_rows[:, None]
+    edge = torch.where(mask, start[:, None] + offset, indices.numel() - 1)   # pad entry if masked
+    return indices[edge], mask
+
+
+def _hop_key(key: torch.Tensor, hop: int) -> torch.Tensor:
+    return mix64(key + _signed(((hop + 1) * 0x9E3779B97F4A7C15) % (1 << 64)))
+
+
+# ----------------------------------------------------------------------------- mini-batch
+
+@dataclass
+class MiniBatch:
+    """One sampled mini-batch.
+
+    Attributes:
+        seeds: int64 [B] the output nodes (padded to ``batch_size``; rows >= num_seeds are padding).
+        num_seeds: int64 [] true number of seeds.
+        blocks: one :class:`~zg.blocks.Block` per layer, input layer first.
+        counts: int64 [L] true source-node count of each block (``blocks[i].num_src``), on device.
+        overflowed: bool [] True if some count exceeded its envelope size (then the batch's
+            sample is truncated and must not be applied; nothing was written out of bounds).
+    """
+
+    seeds: torch.Tensor
+    num_seeds: torch.Tensor
+    blocks: List[Block]
+    counts: torch.Tensor
+    overflowed: torch.Tensor
+    envelope_sizes: Optional[List[int]] = None
+
+    @property
+    def input_nodes(self) -> torch.Tensor:
+        """int64 [S_0]: global ids of the input layer's source rows (gather features of these)."""
+        return self.blocks[0].src_nodes
+
+    def to_dgl_blocks(self):
+        """Exact DGL blocks, input layer first (reads metadata on the host; tests only)."""
+        if bool(self.overflowed):
+            raise ValueError("this mini-batch overflowed its envelope; its blocks are truncated")
+        return [b.to_dgl() for b in self.blocks]
+
+    def node_sets(self) -> List[torch.Tensor]:
+        """Sorted global ids of each block's true source nodes (host reads; tests and hashes)."""
+        return [torch.sort(b.src_nodes[: int(b.num_src)]).values for b in self.blocks]
+
+
+# ----------------------------------------------------------------------------- dynamic
+
+
+class DynamicSampler:
+    """Host-mediated neighbour sampler: what DGL's ``NeighborSampler`` does, step by step.
+
+    Per hop: pick neighbours (:func:`sample_neighbors`), boolean-mask the real ones, ``unique``
+    them, relabel. Every size is data-dependent and read on the host; blocks have exactly the
+    sampled size (no padding). The exactness reference and the "what frameworks do" baseline.
+
+    Args:
+        g: the graph. fanouts: per layer, input layer first. replace: sample with replacement.
+        seed: base random seed; ``sample(seeds, epoch, batch)`` derives its key from all three.
+    """
+
+    def __init__(self, g: Graph, fanouts: Sequence[int], replace: bool = False, seed: int = 0):
+        self.g = _check_graph(g)
+        self.fanouts = check_fanouts(fanouts)
+        if not isinstance(replace, bool):
+            raise TypeError(f"replace must be a bool, got {type(replace).__name__}")
+        self.replace = replace
+        self.seed = int(seed)
+        self.device = g.device
+        self._indices = torch.cat([g.indices, g.indices.new_zeros(1)])
+        self._local = torch.zeros(g.num_nodes, dtype=torch.int64, device=self.device)
+
+    def sample(self, seeds: Any, epoch: int = 0, batch: int = 0) -> MiniBatch:
+        seeds = check_seeds(seeds, self.g.num_nodes, self.device)
+        key = torch.tensor(batch_key(self.seed, epoch, batch), device=self.device)
+        indptr = self.g.indptr
+        dst = seeds                                                     # exact frontier
+        blocks: List[Block] = []
+        for hop, k in enumerate(reversed(self.fanouts)):
+            n_dst = dst.numel()                                          # host-known size
+            nbrs, mask = sample_neighbors(indptr, self._indices, dst,
+                                          torch.ones(n_dst, dtype=torch.bool, device=self.device),
+                                          k, self.replace, _hop_key(key, hop))
+            found = nbrs[mask]                                           # sync: size from data
+            new = torch.unique(found)                                    # sync: size from data
+            new = new[~torch.isin(new, dst)]                             # sync again
+            src = torch.cat([dst, new])                                  # [n_src], dst first
+            self._local[src] = torch.arange(src.numel(), device=self.device)
+            nbr_local = torch.where(mask, self._local[nbrs], 0)          # [n_dst, k]
+            blocks.append(Block(nbr=nbr_local, mask=mask,
+                                num_src=torch.tensor(src.numel(), device=self.device),
+                                num_dst=torch.tensor(n_dst, device=self.device), src_nodes=src))
+            dst = src
+        blocks.reverse()
+        return MiniBatch(seeds=seeds, num_seeds=torch.tensor(seeds.numel(), device=self.device),
+                         blocks=blocks,
+                         counts=torch.stack([b.num_src for b in blocks]),
+                         overflowed=torch.zeros((), dtype=torch.bool, device=self.device))
+
+
+# ----------------------------------------------------------------------------- envelope
+
+
+class EnvelopeSampler:
+    """Fixed-shape neighbour sampler sized by an execution envelope.
+
+    Every tensor's shape is known before the call, from ``batch_size``, ``fanouts`` and the
+    envelope sizes ``E`` (one per block, input layer first): hop ``h`` reads ``R_h`` destination
+    rows (``R = batch_size`` for the seeds, then the previous hop's ``E``), fills ``[R_h, k_h]``
+    neighbour slots, and compacts the distinct nodes into a buffer of ``E_h`` rows, destination
+    nodes first. Deduplication uses a node-indexed marker array (``int64 [N + 1]``, allocated
+    once): each candidate scatters its position with ``amin``, so the first occurrence of every
+    node wins, deterministically; new nodes are numbered by a cumulative sum. Counts stay on the
+    device; a count above ``E_h`` sets the sticky ``overflowed`` flag, and writes past the
+    buffer go to a trash row, never out of bounds.
+
+    Args:
+        g: the graph (its device is the sampler's device).
+        fanouts: per layer, input layer first (``[15, 10, 5]``: 5 per seed, then 10, then 15).
+        batch_size: seeds per mini-batch (a shorter last batch is padded).
+        envelope: a :class:`zg.Envelope`, or None for the worst case.
+        replace: sample with replacement. seed: base random seed.
+    """
+
+    def __init__(self, g: Graph, fanouts: Sequence[int], batch_size: int, envelope: Any = None,
+                 replace: bool = False, seed: int = 0):
+        from .envelope import Envelope
+
+        self.g = _check_graph(g)
+        self.fanouts = check_fanouts(fanouts)
+        self.batch_size = _check_batch_size(batch_size)
+        if not isinstance(replace, bool):
+            raise TypeError(f"replace must be a bool, got {type(replace).__name__}")
+        self.replace = replace
+        self.seed = int(seed)
+        if envelope is None:
+            envelope = Envelope.worst_case(g, self.fanouts, self.batch_size)
+        if not isinstance(envelope, Envelope):
+            raise TypeError(f"envelope must be a zg.Envelope or None, got {type(envelope).__name__}")
+        envelope.check(self.fanouts, self.batch_size, g.num_nodes)
+        self.envelope = envelope
+        self.device = g.device
+        n = g.num_nodes
+        self._indices = torch.cat([g.indices, g.indices.new_zeros(1)])
+        # Marker arrays, one trash row at index N for masked candidates; reset after each hop
+        # by scattering back only the entries that hop touched.
+        self._first = torch.full((n + 1,), torch.iinfo(torch.int64).max, dtype=torch.int64, device=self.device)
+        self._local = torch.zeros(n + 1, dtype=torch.int64, device=self.device)
+
+    @property
+    def sizes(self) -> List[int]:
+        return list(self.envelope.sizes)
+
+    def sample(self, seeds: Any, epoch: int = 0, batch: int = 0, *,
+               key: Optional[torch.Tensor] = None) -> MiniBatch:
+        """Sample the blocks of one mini-batch. 0 host syncs, fixed shapes.
+
+        Args:
+            seeds: int [<= batch_size] node ids (validated on the host when they live there).
+            epoch, batch: with the sampler's seed, they fix every random choice.
+            key: optional int64 0-d device tensor that replaces ``batch_key(seed, epoch, batch)``
+                (the engine keeps it in a static buffer so a captured graph can replay it).
+        """
+        seeds = check_seeds(seeds, self.g.num_nodes, self.device, max_len=self.batch_size)
+        num_seeds = seeds.numel()
+        padded = torch.zeros(self.batch_size, dtype=torch.int64, device=self.device)
+        padded[:num_seeds] = seeds
+        if key is None:
+            key = torch.tensor(batch_key(self.seed, epoch, batch), device=self.device)
+        return self.sample_static(padded, torch.tensor(num_seeds, device=self.device), key)
+
+    def sample_static(self, seeds: torch.Tensor, num_seeds: torch.Tensor, key: torch.Tensor) -> MiniBatch:
+        """The fixed-shape core on device buffers: seeds int64 [B], num_seeds int64 [], key int64 []."""
+        n = self.g.num_nodes
+        dev = self.device
+        indptr = self.g.indptr
+        sentinel = torch.iinfo(torch.int64).max
+        dst, n_dst = seeds, num_seeds                                    # [R], []
+        overflowed = torch.zeros((), dtype=torch.bool, device=dev)
+        blocks: List[Block] = []
+        sizes = list(reversed(self.envelope.sizes))                      # seeds outward
+        for hop, k in enumerate(reversed(self.fanouts)):
+            rows, cap = dst.shape[0], sizes[hop]
+            row_ids = torch.arange(rows, device=dev)
+            valid_rows = row_ids < n_dst                                 # [R]
+            nbrs, mask = sample_neighbors(indptr, self._indices, dst, valid_rows, k,
+                                          self.replace, _hop_key(key, hop))   # [R, k]
+            # Candidates: destination rows first (so they keep local ids 0..n_dst-1), then slots.
+            cand = torch.cat([torch.where(valid_rows, dst, n), torch.where(mask, nbrs, n).flatten()])  # [M]
+            pos = torch.arange(cand.shape[0], device=dev)                # [M]
+            self._first.scatter_reduce_(0, cand, pos, reduce="amin")
+            is_first = (self._first[cand] == pos) & (cand < n)           # [M]
+            is_new = is_first & (pos >= rows)                            # first seen in a slot
+            rank = torch.cumsum(is_new.to(torch.int64), 0)               # [M]
+            num_src = n_dst + rank[-1]                                   # [] true count
+            overflowed = overflowed | (num_src > cap)
+            new_local = n_dst + rank - 1                                 # local id if is_new
+            # Local ids of every first occurrence, through the node-indexed array.
+            local_of_first = torch.where(is_new, new_local, pos)         # dst rows: own row
+            self._local.scatter_(0, torch.where(is_first, cand, n), local_of_first)
+            local = self._local[cand]                                    # [M]
+            # Source-node buffer [cap]: dst rows, then new nodes; overflow goes to the trash row.
+            src_nodes = torch.zeros(cap + 1, dtype=torch.int64, device=dev)
+            src_nodes[:rows] = torch.where(valid_rows, dst, 0)            # envelope: rows <= cap
+            target = torch.where(is_new, new_local.clamp(max=cap), cap)
+            src_nodes.scatter_(0, target, cand.clamp(max=n - 1))
+            src_nodes = src_nodes[:cap]                                  # [cap] view
+            nbr_local = torch.where(mask, local[rows:].view(rows, k), 0).clamp(max=cap - 1)  # [R, k]
+            # Reset the marker entries this hop touched (fixed-shape scatter, no fill of N).
+            self._first.index_fill_(0, cand, sentinel)
+            blocks.append(Block(nbr=nbr_local, mask=mask, num_src=num_src.clamp(max=cap),
+                                num_dst=n_dst, src_nodes=src_nodes))
+            dst, n_dst = src_nodes, num_src.clamp(max=cap)
+        blocks.reverse()
+        counts = torch.stack([b.num_src for b in blocks])
+        return MiniBatch(seeds=seeds, num_seeds=num_seeds, blocks=blocks, counts=counts,
+                         overflowed=overflowed, envelope_sizes=self.sizes)
