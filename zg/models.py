@@ -111,6 +111,24 @@ def _gather(h: torch.Tensor, nbr: torch.Tensor) -> torch.Tensor:
     return h.index_select(0, nbr.reshape(-1)).view(*nbr.shape, *h.shape[1:])
 
 
+def _weighted_neighbour_sum(h: torch.Tensor, nbr: torch.Tensor, weight: torch.Tensor,
+                            edge_mask: torch.Tensor) -> torch.Tensor:
+    """``sum_j weight[i, j] * h[nbr[i, j]]`` for ``h`` [S, F], ``nbr``/``weight`` [D, k] -> [D, F].
+
+    On the CPU this is one ``embedding_bag`` (fixed-size bags of ``k`` slots, per-slot weights):
+    it never materialises the ``[D, k, F]`` gather, which is 10x faster forward and ~3x
+    backward at the sizes of a 3-layer epoch. Elsewhere (CUDA) it is the explicit gather and
+    sum, whose forward and backward are known to be sync-free and capturable in a CUDA Graph.
+    Both are the same sum, up to floating-point summation order. Masked slots (``edge_mask``
+    False) must carry weight 0; they are pointed at row 0, so what the padding holds cannot
+    change even the order of the backward accumulation.
+    """
+    nbr = torch.where(edge_mask, nbr, 0)                                  # [D, k]
+    if h.device.type == "cpu" and nbr.shape[1] > 0:
+        return F.embedding_bag(nbr, h, per_sample_weights=weight.to(h.dtype), mode="sum")
+    return (_gather(h, nbr) * weight.to(h.dtype).unsqueeze(-1)).sum(1)
+
+
 def _masked_sum(messages: torch.Tensor, edge_mask: torch.Tensor) -> torch.Tensor:
     """Sum of ``messages`` [D, k, *F] over the real slots -> [D, *F]."""
     mask = edge_mask.view(*edge_mask.shape, *([1] * (messages.dim() - 2)))
@@ -181,9 +199,9 @@ class SAGEConv(nn.Module):
         num_dst_rows = block.nbr.shape[0]
         project_first = self.in_dim > self.out_dim
         h = self.fc_neigh(h_src) if project_first else h_src              # [S, F']
-        total = _masked_sum(_gather(h, block.nbr), edge_mask)             # [D, F']
         degree = edge_mask.sum(1, keepdim=True).to(h.dtype)               # [D, 1]
-        h_neigh = total / degree.clamp(min=1)                             # [D, F'], 0 if no edge
+        weight = edge_mask.to(h.dtype) / degree.clamp(min=1)              # [D, k] 1/deg per edge
+        h_neigh = _weighted_neighbour_sum(h, block.nbr, weight, edge_mask)           # [D, F'], 0 if no edge
         if not project_first:
             h_neigh = self.fc_neigh(h_neigh)                              # [D, out]
         out = self.fc_self(h_src[:num_dst_rows]) + h_neigh                # [D, out]
@@ -236,7 +254,7 @@ class GCNConv(nn.Module):
         project_first = self.in_dim > self.out_dim
         if project_first:
             h = h @ self.weight                                           # [S, out]
-        out = _masked_sum(_gather(h, nbr), edge_mask)                     # [D, in or out]
+        out = _weighted_neighbour_sum(h, nbr, edge_count, edge_mask)              # [D, in or out]
         if not project_first:
             out = out @ self.weight                                       # [D, out]
         out = out * in_degree.clamp(min=1).pow(-0.5).unsqueeze(1)         # [D, out]

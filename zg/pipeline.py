@@ -29,6 +29,7 @@ import torch
 import torch.nn.functional as F
 
 from .graph import Graph
+from .optim import DeviceAdam
 from .sampling import DynamicSampler, EnvelopeSampler, check_fanouts
 
 __all__ = ["epoch_order", "masked_cross_entropy", "make_optimizer", "Pipeline",
@@ -54,19 +55,22 @@ def masked_cross_entropy(logits: torch.Tensor, labels: torch.Tensor, valid: torc
 
 
 def make_optimizer(model: torch.nn.Module, name: str = "adam", lr: float = 3e-3,
-                   weight_decay: float = 0.0, capturable: bool = False) -> torch.optim.Optimizer:
-    """Adam (default) or SGD. ``capturable=True`` keeps Adam's step counters on the device."""
+                   weight_decay: float = 0.0) -> torch.optim.Optimizer:
+    """"adam" (default): :class:`zg.optim.DeviceAdam`, PyTorch's Adam with its step counter on
+    the device (no host sync, on-device skip); "torch-adam": ``torch.optim.Adam`` (reads its
+    step counter on the host unless on an accelerator with capturable=True); "sgd"."""
     if not isinstance(lr, (int, float)) or isinstance(lr, bool) or not lr > 0:
         raise ValueError(f"lr must be a positive number, got {lr!r}")
     if not isinstance(weight_decay, (int, float)) or weight_decay < 0:
         raise ValueError(f"weight_decay must be >= 0, got {weight_decay!r}")
     params = list(model.parameters())
     if name == "adam":
-        kwargs = {"capturable": True} if capturable else {}
-        return torch.optim.Adam(params, lr=lr, weight_decay=weight_decay, **kwargs)
+        return DeviceAdam(params, lr=lr, weight_decay=weight_decay)
+    if name == "torch-adam":
+        return torch.optim.Adam(params, lr=lr, weight_decay=weight_decay)
     if name == "sgd":
         return torch.optim.SGD(params, lr=lr, weight_decay=weight_decay)
-    raise ValueError(f"optimizer must be 'adam' or 'sgd', got {name!r}")
+    raise ValueError(f"optimizer must be 'adam', 'torch-adam' or 'sgd', got {name!r}")
 
 
 @dataclass
@@ -232,6 +236,7 @@ class EnvelopePipeline(Pipeline):
         self.sampler = EnvelopeSampler(g, self.fanouts, batch_size, envelope=envelope,
                                        replace=replace, seed=self.seed)
         self.overflow_flags: List[torch.Tensor] = []
+        self.count_log: List[torch.Tensor] = []      # per-batch true counts (the oracle's sizes)
 
     @property
     def envelope(self):
@@ -240,8 +245,14 @@ class EnvelopePipeline(Pipeline):
     def sample(self, seeds, epoch, batch):
         mb = self.sampler.sample(seeds, epoch, batch)
         self.overflow_flags.append(mb.overflowed)      # read after the epoch, never per step
+        self.count_log.append(mb.counts)
         valid = torch.arange(self.batch_size, device=self.device) < mb.num_seeds
         return mb.blocks, mb.input_nodes, mb.seeds, valid
+
+    def take_counts(self) -> torch.Tensor:
+        """int64 [K, L]: true per-block counts of the batches since the last call (host read)."""
+        counts, self.count_log = self.count_log, []
+        return torch.stack(counts).cpu() if counts else torch.zeros(0, len(self.fanouts), dtype=torch.int64)
 
     def overflow_count(self) -> int:
         """Overflowed batches since the last call (one host read for the whole list)."""

@@ -176,14 +176,15 @@ def sample_neighbors(indptr: torch.Tensor, indices: torch.Tensor, nodes: torch.T
         mask = (degree > 0)[:, None].expand(-1, k)
     else:
         # Floyd: for j = d-k .. d-1 draw t in [0, j]; take t unless already taken, else j.
-        chosen = torch.zeros(nodes.shape[0], k, dtype=torch.int64, device=nodes.device)  # [R, k]
-        for i in range(k):
-            j = degree - k + i                                     # [R]
-            t = torch.remainder(mix64(row_key + i) & _LOW62, (j + 1).clamp(min=1))
-            if i:
-                taken = (chosen[:, :i] == t[:, None]).any(dim=1)
-                t = torch.where(taken, j, t)
-            chosen[:, i] = t
+        # The draws do not depend on earlier rounds, so all k are hashed at once; only the
+        # "already taken?" test runs round by round.
+        draws = mix64(row_key[:, None] + slots[None, :]) & _LOW62  # [R, k]
+        j = degree[:, None] - k + slots[None, :]                   # [R, k]
+        t = torch.remainder(draws, (j + 1).clamp(min=1))           # [R, k] in [0, j]
+        chosen = t.clone()                                         # [R, k]
+        for i in range(1, k):
+            taken = (chosen[:, :i] == t[:, i: i + 1]).any(dim=1)   # [R]
+            chosen[:, i] = torch.where(taken, j[:, i], t[:, i])
         small = degree <= k                                        # take every neighbour
         offset = torch.where(small[:, None], slots[None, :].expand(nodes.shape[0], -1), chosen)
         mask = slots[None, :] < degree[:, None]                    # [R, k]
