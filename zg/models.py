@@ -404,10 +404,12 @@ class _PlainModel(_BlockModel):
         self._check_blocks(blocks, x)
         h = x                                                   # [S0, in_dim]
         for i, (layer, block) in enumerate(zip(self.layers, blocks)):
-            h = layer(block, h)                                 # [D_i, feature_dims[i + 1]]
-            if i < len(self.layers) - 1:
-                h = self.dropout(F.relu(h))
+            h = self.after_layer(i, layer(block, h))            # [D_i, feature_dims[i + 1]]
         return h                                                # [D_last, num_classes]
+
+    def after_layer(self, i: int, h: torch.Tensor) -> torch.Tensor:
+        """What follows layer ``i``: ReLU and dropout between layers, nothing after the last."""
+        return self.dropout(F.relu(h)) if i < len(self.layers) - 1 else h                                                # [D_last, num_classes]
 
 
 class SAGE(_PlainModel):
@@ -447,14 +449,15 @@ class GAT(_BlockModel):
     def forward(self, blocks: Sequence[Block], x: torch.Tensor) -> torch.Tensor:
         self._check_blocks(blocks, x)
         h = x                                                   # [S0, in_dim]
-        last = len(self.layers) - 1
         for i, (layer, block) in enumerate(zip(self.layers, blocks)):
-            h = layer(block, h)                                 # [D_i, heads, per-head dim]
-            if i < last:
-                h = self.dropout(F.elu(h.flatten(1)))           # [D_i, heads * hidden_dim]
-            else:
-                h = h.mean(1)                                   # [D_last, num_classes]
-        return h
+            h = self.after_layer(i, layer(block, h))            # [D_i, heads, per-head dim] ->
+        return h                                                # [D_last, num_classes]
+
+    def after_layer(self, i: int, h: torch.Tensor) -> torch.Tensor:
+        """Hidden layers: concatenate heads, ELU, dropout. Last layer: average the heads."""
+        if i < len(self.layers) - 1:
+            return self.dropout(F.elu(h.flatten(1)))            # [D_i, heads * hidden_dim]
+        return h.mean(1)                                        # [D_last, num_classes]
 
 
 MODELS = {"sage": SAGE, "gcn": GCN, "gat": GAT}

@@ -210,6 +210,8 @@ class MiniBatch:
         counts: int64 [L] true source-node count of each block (``blocks[i].num_src``), on device.
         overflowed: bool [] True if some count exceeded its envelope size (then the batch's
             sample is truncated and must not be applied; nothing was written out of bounds).
+        wanted: int64 [L] (envelope sampler) the count each block asked for before clamping to
+            its envelope size; exact up to the first overflowing hop, a lower bound after it.
     """
 
     seeds: torch.Tensor
@@ -218,6 +220,7 @@ class MiniBatch:
     counts: torch.Tensor
     overflowed: torch.Tensor
     envelope_sizes: Optional[List[int]] = None
+    wanted: Optional[torch.Tensor] = None
 
     @property
     def input_nodes(self) -> torch.Tensor:
@@ -360,8 +363,13 @@ class EnvelopeSampler:
             key = torch.tensor(batch_key(self.seed, epoch, batch), device=self.device)
         return self.sample_static(padded, torch.tensor(num_seeds, device=self.device), key)
 
-    def sample_static(self, seeds: torch.Tensor, num_seeds: torch.Tensor, key: torch.Tensor) -> MiniBatch:
-        """The fixed-shape core on device buffers: seeds int64 [B], num_seeds int64 [], key int64 []."""
+    def sample_static(self, seeds: torch.Tensor, num_seeds: torch.Tensor, key: torch.Tensor,
+                      clock: Optional[Any] = None) -> MiniBatch:
+        """The fixed-shape core on device buffers: seeds int64 [B], num_seeds int64 [], key int64 [].
+
+        ``clock`` (optional, profiling only) is called as ``clock("sample")`` after each hop's
+        neighbour picking and ``clock("compact")`` after its deduplication and relabelling.
+        """
         n = self.g.num_nodes
         dev = self.device
         indptr = self.g.indptr
@@ -369,6 +377,7 @@ class EnvelopeSampler:
         dst, n_dst = seeds, num_seeds                                    # [R], []
         overflowed = torch.zeros((), dtype=torch.bool, device=dev)
         blocks: List[Block] = []
+        true_counts: List[torch.Tensor] = []
         sizes = list(reversed(self.envelope.sizes))                      # seeds outward
         for hop, k in enumerate(reversed(self.fanouts)):
             rows, cap = dst.shape[0], sizes[hop]
@@ -376,6 +385,8 @@ class EnvelopeSampler:
             valid_rows = row_ids < n_dst                                 # [R]
             nbrs, mask = sample_neighbors(indptr, self._indices, dst, valid_rows, k,
                                           self.replace, _hop_key(key, hop))   # [R, k]
+            if clock is not None:
+                clock("sample")
             # Candidates: destination rows first (so they keep local ids 0..n_dst-1), then slots.
             cand = torch.cat([torch.where(valid_rows, dst, n), torch.where(mask, nbrs, n).flatten()])  # [M]
             pos = torch.arange(cand.shape[0], device=dev)                # [M]
@@ -401,8 +412,12 @@ class EnvelopeSampler:
             self._first.index_fill_(0, cand, sentinel)
             blocks.append(Block(nbr=nbr_local, mask=mask, num_src=num_src.clamp(max=cap),
                                 num_dst=n_dst, src_nodes=src_nodes))
+            true_counts.append(num_src)
+            if clock is not None:
+                clock("compact")
             dst, n_dst = src_nodes, num_src.clamp(max=cap)
         blocks.reverse()
         counts = torch.stack([b.num_src for b in blocks])
         return MiniBatch(seeds=seeds, num_seeds=num_seeds, blocks=blocks, counts=counts,
-                         overflowed=overflowed, envelope_sizes=self.sizes)
+                         overflowed=overflowed, envelope_sizes=self.sizes,
+                         wanted=torch.stack(true_counts[::-1]))

@@ -1,0 +1,234 @@
+"""zg.Engine: zero syncs, stable buffers, exact overflow rewind, checkpoints, accuracy, errors."""
+
+import copy
+
+import pytest
+import torch
+
+import zg
+from zg import models
+from zg.engine import Engine
+from zg.envelope import Envelope
+
+
+@pytest.fixture(scope="module")
+def graph():
+    return zg.datasets.csbm(num_nodes=3000, avg_degree=10, num_classes=4, feat_dim=16, seed=0)
+
+
+def engine(g, envelope="worst_case", **kw):
+    torch.manual_seed(0)
+    model = models.SAGE(16, 32, 4, 2, dropout=0.5)
+    kw.setdefault("seed", 1)
+    return Engine(g, model, [5, 5], 128, envelope=envelope, **kw)
+
+
+def params(eng):
+    return [p.detach().clone() for p in eng.model.parameters()]
+
+
+# ----------------------------------------------------------------------------- the contract
+
+
+def test_steady_state_iterations_have_zero_host_syncs(graph):
+    eng = engine(graph, "profiled", audit_iterations=3)
+    stats = eng.train_epoch()
+    assert stats.host_syncs == 0
+    assert stats.iterations == eng.batches(0).__len__() and stats.replays == stats.iterations
+
+
+def test_dynamic_pipeline_through_the_same_api_syncs(graph):
+    eng = engine(graph, pipeline="dynamic", audit_iterations=2)
+    stats = eng.train_epoch()
+    assert stats.host_syncs > 0 and stats.iterations > 0
+
+
+def test_static_buffers_keep_their_addresses(graph):
+    eng = engine(graph)
+    eng.train_epoch(max_batches=1)              # the first step creates the gradients
+    def addresses():
+        tensors = [eng.seed_buf, eng.num_seeds_buf, eng.key_buf, eng.overflowed, eng.loss_buf,
+                   eng.sampler._first, eng.sampler._local, eng.g.x, eng.g.indices]
+        tensors += [p for p in eng.model.parameters()] + [p.grad for p in eng.model.parameters()]
+        for state in eng.optimizer.state.values():
+            tensors += [state["exp_avg"], state["exp_avg_sq"], state["step"]]
+        return [t.data_ptr() for t in tensors]
+    before = addresses()
+    eng.train_epoch(max_batches=4)
+    assert addresses() == before
+
+
+def test_two_runs_with_equal_envelopes_are_bitwise_equal(graph):
+    a, b = engine(graph, Envelope([2400, 700])), engine(graph, Envelope([2400, 700]))
+    for _ in range(2):
+        a.train_epoch()
+        b.train_epoch()
+    assert all(torch.equal(p, q) for p, q in zip(params(a), params(b)))
+    c = engine(graph, Envelope([2400, 700]), seed=2)
+    c.train_epoch()
+    c.train_epoch()
+    assert not all(torch.equal(p, q) for p, q in zip(params(a), params(c)))
+
+
+# ----------------------------------------------------------------------------- rewind
+
+
+@pytest.mark.parametrize("poll_every", [1, 3])
+def test_tiny_envelope_applies_exactly_the_batches_of_a_worst_case_run(graph, poll_every):
+    ref = engine(graph, "worst_case", trace=True)
+    tiny = engine(graph, Envelope([200, 140]), trace=True, poll_every=poll_every)
+    for _ in range(2):
+        ref_stats, tiny_stats = ref.train_epoch(), tiny.train_epoch()
+        assert ref_stats.overflows == 0 and ref_stats.rewound_batches == 0
+    assert tiny.history[0].overflows >= 1 and tiny.history[0].rewound_batches >= 1
+    assert tiny.history[0].replays == tiny.history[0].iterations + tiny.history[0].rewound_batches
+    # Same batch ids, same sampled node sets (hash), same order: nothing skipped, repeated or reordered.
+    assert tiny.applied_trace() == ref.applied_trace()
+    assert [t[:2] for t in ref.applied_trace()] == [(e, b) for e in range(2) for b in range(len(ref.batches(e)))]
+    for p, q in zip(params(tiny), params(ref)):
+        assert torch.allclose(p, q, rtol=1e-5, atol=1e-7), float((p - q).abs().max())
+    assert tiny.envelope.sizes != [200, 140], "the envelope grew"
+    assert tiny_stats.loss == pytest.approx(ref_stats.loss, rel=1e-5)
+
+
+def test_skipped_steps_leave_state_bitwise_unchanged(graph):
+    eng = engine(graph, Envelope([200, 140]))
+    before = params(eng)
+    moments = copy.deepcopy(eng.optimizer.state_dict())
+    eng.overflowed.fill_(True)                   # as if an earlier batch had overflowed
+    eng._run_static(eng.batches(0)[0], 0, 0)
+    assert all(torch.equal(p, q) for p, q in zip(params(eng), before))
+    for k, s in eng.optimizer.state_dict()["state"].items():
+        for name, value in s.items():
+            assert torch.equal(value, moments["state"][k][name])
+
+
+# ----------------------------------------------------------------------------- checkpoints
+
+
+def test_resume_mid_epoch_is_bitwise_identical(graph, tmp_path):
+    straight = engine(graph, "profiled")
+    straight.train_epoch()
+    straight.train_epoch()
+
+    first = engine(graph, "profiled")
+    first.train_epoch()
+    first.train_epoch(max_batches=5)
+    assert (first.epoch, first.batch) == (1, 5)
+    path = first.save(tmp_path / "ckpt.pt")
+
+    resumed = engine(graph, "profiled")
+    resumed.load(path)
+    assert (resumed.epoch, resumed.batch) == (1, 5)
+    resumed.train_epoch()
+    assert all(torch.equal(p, q) for p, q in zip(params(resumed), params(straight)))
+    assert resumed.epoch == 2 and resumed.batch == 0
+
+
+def test_bad_checkpoints_raise_and_leave_the_engine_untouched(graph, tmp_path):
+    eng = engine(graph)
+    eng.train_epoch(max_batches=2)
+    good = eng.save(tmp_path / "good.pt")
+    target = engine(graph)
+    before = params(target)
+
+    corrupt = tmp_path / "corrupt.pt"
+    corrupt.write_bytes(good.read_bytes()[:200])
+    with pytest.raises(ValueError, match="corrupt"):
+        target.load(corrupt)
+    garbage = tmp_path / "garbage.pt"
+    torch.save({"hello": 1}, garbage)
+    with pytest.raises(ValueError, match="not a zg engine checkpoint"):
+        target.load(garbage)
+    with pytest.raises(FileNotFoundError):
+        target.load(tmp_path / "missing.pt")
+
+    other = Engine(graph, models.SAGE(16, 8, 4, 2), [5, 5], 128, envelope="worst_case", seed=1)
+    with pytest.raises(ValueError, match="different configuration"):
+        target.load(other.save(tmp_path / "other.pt"))
+    state = torch.load(good, weights_only=True)
+    state["model"]["layers.0.fc_self.weight"] = torch.zeros(3, 3)
+    bad_shape = tmp_path / "shape.pt"
+    torch.save(state, bad_shape)
+    with pytest.raises(ValueError, match="wrong shape"):
+        target.load(bad_shape)
+    assert all(torch.equal(p, q) for p, q in zip(params(target), before))
+    assert (target.epoch, target.batch) == (0, 0)
+    assert not list(tmp_path.glob("*.tmp")), "saves are atomic"
+
+
+# ----------------------------------------------------------------------------- accuracy
+
+
+def test_cora_sage_reaches_78_percent():
+    g = zg.datasets.load("cora")
+    model, kwargs, epochs = zg.recipes.cora_sage()
+    eng = Engine(g, model, audit_iterations=0, **kwargs)
+    eng.fit(epochs, progress=False)
+    assert eng.evaluate("test") >= 0.78
+
+
+def test_full_neighbour_inference_matches_a_dense_reference():
+    g = zg.datasets.csbm(num_nodes=300, avg_degree=6, num_classes=3, feat_dim=5, seed=2)
+    torch.manual_seed(0)
+    model = models.SAGE(5, 7, 3, 2, dropout=0.0).eval()
+    from zg.inference import full_neighbour_logits
+
+    got = full_neighbour_logits(model, g, budget=64)     # many small chunks
+    src, dst = g.edges()
+    h = g.x
+    for i, layer in enumerate(model.layers):
+        total = torch.zeros(g.num_nodes, h.shape[1]).index_add_(0, dst, h[src])
+        mean = total / g.in_degrees().clamp(min=1).unsqueeze(1)
+        h = layer.fc_self(h) + layer.fc_neigh(mean)
+        h = torch.relu(h) if i == 0 else h
+    assert torch.allclose(got, h, atol=1e-5)
+
+
+# ----------------------------------------------------------------------------- errors
+
+
+@pytest.mark.parametrize("kwargs, error, match", [
+    (dict(batch_size=0), ValueError, "batch_size must be >= 1"),
+    (dict(fanouts=[5, 0]), ValueError, r"fanouts\[1\]"),
+    (dict(fanouts=[5, 5, 5]), ValueError, "2 layers but fanouts has 3"),
+    (dict(envelope="tight"), ValueError, "envelope must be"),
+    (dict(envelope=Envelope([50, 20])), ValueError, "smaller than its"),
+    (dict(pipeline="magic"), ValueError, "pipeline must be"),
+    (dict(pipeline="dynamic", capture=True), ValueError, "capture=True needs the envelope"),
+    (dict(device="cuda:7"), ValueError, "CUDA is not available"),
+    (dict(device="banana"), ValueError, "not a valid torch device"),
+    (dict(optimizer="rmsprop"), ValueError, "optimizer must be"),
+    (dict(lr=-1.0), ValueError, "lr must be"),
+    (dict(poll_every=0), ValueError, "poll_every must be >= 1"),
+])
+def test_bad_engine_arguments(graph, kwargs, error, match):
+    if kwargs.get("device", "").startswith("cuda") and torch.cuda.is_available():
+        pytest.skip("this machine has CUDA")
+    base = dict(fanouts=[5, 5], batch_size=128, envelope="worst_case")
+    base.update(kwargs)
+    with pytest.raises(error, match=match):
+        Engine(graph, models.SAGE(16, 8, 4, 2), **base)
+
+
+def test_bad_evaluate_arguments(graph):
+    eng = engine(graph)
+    with pytest.raises(ValueError, match="split must be"):
+        eng.evaluate("dev")
+    with pytest.raises(ValueError, match="mode must be"):
+        eng.evaluate("val", mode="approx")
+
+
+# ----------------------------------------------------------------------------- CUDA
+
+
+@pytest.mark.cuda
+@pytest.mark.skipif(not torch.cuda.is_available(), reason="needs a CUDA GPU")
+def test_captured_step_matches_eager_on_cuda(graph):
+    captured = engine(graph.to("cuda"), Envelope([2400, 700]), device="cuda", capture=True)
+    eager = engine(graph.to("cuda"), Envelope([2400, 700]), device="cuda", capture=True)
+    eager.graph = None                           # same static step, run eagerly
+    captured.train_epoch()
+    eager.train_epoch()
+    for p, q in zip(params(captured), params(eager)):
+        assert torch.allclose(p, q, rtol=1e-4, atol=1e-6)
