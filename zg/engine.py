@@ -178,6 +178,7 @@ class Engine:
         self.nodes = self.g.train_idx.cpu()
         self.optimizer = make_optimizer(self.model, optimizer, lr, weight_decay)
         self.epoch, self.batch = 0, 0
+        self._steps_done = 0
         self.history: List[EpochStats] = []
         self.trace: List[dict] = []
         self._trace_device: List[torch.Tensor] = []
@@ -360,7 +361,7 @@ class Engine:
         seen_max = self.batch
         while b < end:
             audit = None
-            if audited < self.audit_iterations and b > self.batch:
+            if audited < self.audit_iterations and (b > self.batch or self._steps_done):
                 audit = SyncAudit()
                 audit.__enter__()
             try:
@@ -371,6 +372,7 @@ class Engine:
                     audited += 1
                     audited_syncs += audit.host_syncs + audit.cuda_sync_warnings
             replays += 1
+            self._steps_done += 1
             if b < seen_max:
                 rewound += 1
             seen_max = max(seen_max, b + 1)
@@ -444,13 +446,14 @@ class Engine:
         losses, audited, audited_syncs = [], 0, 0
         for b in range(self.batch, end):
             torch.manual_seed(batch_key(self.seed, epoch, b) & ((1 << 63) - 1))
-            if audited < self.audit_iterations and b > self.batch:
+            if audited < self.audit_iterations and (b > self.batch or self._steps_done):
                 with SyncAudit() as audit:
                     losses.append(pipe.train_step(batches[b], epoch, b))
                 audited += 1
                 audited_syncs += audit.host_syncs + audit.cuda_sync_warnings
             else:
                 losses.append(pipe.train_step(batches[b], epoch, b))
+            self._steps_done += 1
             if progress is not None:
                 progress.update(1)
         seconds = time.perf_counter() - start_time

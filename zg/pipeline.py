@@ -35,7 +35,7 @@ from .sampling import DynamicSampler, EnvelopeSampler, check_fanouts
 __all__ = ["epoch_order", "masked_cross_entropy", "make_optimizer", "Pipeline",
            "DynamicPipeline", "EnvelopePipeline", "STAGES", "EpochTiming"]
 
-STAGES = ("sample", "gather", "forward", "backward", "step")
+STAGES = ("sample", "compact", "gather", "forward", "backward", "step")
 
 
 def epoch_order(nodes: torch.Tensor, seed: int, epoch: int) -> torch.Tensor:
@@ -119,8 +119,9 @@ class Pipeline:
 
     # -- the pieces subclasses provide ---------------------------------------------------
 
-    def sample(self, seeds: torch.Tensor, epoch: int, batch: int) -> Tuple[Any, torch.Tensor, torch.Tensor, torch.Tensor]:
-        """-> (blocks, input_nodes [S0], output_nodes [B], valid [B] bool)."""
+    def sample(self, seeds: torch.Tensor, epoch: int, batch: int, clock=None) -> Tuple[Any, torch.Tensor, torch.Tensor, torch.Tensor]:
+        """-> (blocks, input_nodes [S0], output_nodes [B], valid [B] bool). ``clock`` (profiling)
+        is called with "sample" / "compact" as those stages end, where the sampler can tell."""
         raise NotImplementedError
 
     def forward(self, blocks: Any, x: torch.Tensor) -> torch.Tensor:
@@ -150,7 +151,8 @@ class Pipeline:
                    stage_seconds: Optional[Dict[str, float]] = None) -> torch.Tensor:
         """One iteration: sample -> gather -> forward -> loss -> backward -> step. Returns the loss."""
         clock = _StageClock(stage_seconds)
-        blocks, input_nodes, output_nodes, valid = self.sample(seeds, epoch, batch)
+        blocks, input_nodes, output_nodes, valid = self.sample(seeds, epoch, batch,
+                                                               clock if stage_seconds is not None else None)
         clock.lap("sample")
         x = self.g.x[input_nodes]                                        # [S0, F]
         y = self.g.y[output_nodes]                                       # [B]
@@ -186,6 +188,9 @@ class _StageClock:
         self.into = into
         self.last = time.perf_counter() if into is not None else 0.0
 
+    def __call__(self, stage: str) -> None:
+        self.lap(stage)
+
     def lap(self, stage: str) -> None:
         if self.into is None:
             return
@@ -204,8 +209,8 @@ class DynamicPipeline(Pipeline):
         super().__init__(g, model, fanouts, batch_size, **kwargs)
         self.sampler = DynamicSampler(g, self.fanouts, replace=replace, seed=self.seed)
 
-    def sample(self, seeds, epoch, batch):
-        mb = self.sampler.sample(seeds, epoch, batch)
+    def sample(self, seeds, epoch, batch, clock=None):
+        mb = self.sampler.sample(seeds, epoch, batch, clock=clock)
         valid = torch.ones(mb.seeds.numel(), dtype=torch.bool, device=self.device)
         return mb.blocks, mb.input_nodes, mb.seeds, valid
 
@@ -242,8 +247,8 @@ class EnvelopePipeline(Pipeline):
     def envelope(self):
         return self.sampler.envelope
 
-    def sample(self, seeds, epoch, batch):
-        mb = self.sampler.sample(seeds, epoch, batch)
+    def sample(self, seeds, epoch, batch, clock=None):
+        mb = self.sampler.sample(seeds, epoch, batch, clock=clock)
         self.overflow_flags.append(mb.overflowed)      # read after the epoch, never per step
         self.count_log.append(mb.counts)
         valid = torch.arange(self.batch_size, device=self.device) < mb.num_seeds

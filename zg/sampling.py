@@ -264,7 +264,8 @@ class DynamicSampler:
         self._indices = torch.cat([g.indices, g.indices.new_zeros(1)])
         self._local = torch.zeros(g.num_nodes, dtype=torch.int64, device=self.device)
 
-    def sample(self, seeds: Any, epoch: int = 0, batch: int = 0) -> MiniBatch:
+    def sample(self, seeds: Any, epoch: int = 0, batch: int = 0, clock: Optional[Any] = None) -> MiniBatch:
+        """Sample one mini-batch; ``clock`` (profiling) is called with "sample" / "compact"."""
         seeds = check_seeds(seeds, self.g.num_nodes, self.device)
         key = torch.tensor(batch_key(self.seed, epoch, batch), device=self.device)
         indptr = self.g.indptr
@@ -275,6 +276,8 @@ class DynamicSampler:
             nbrs, mask = sample_neighbors(indptr, self._indices, dst,
                                           torch.ones(n_dst, dtype=torch.bool, device=self.device),
                                           k, self.replace, _hop_key(key, hop))
+            if clock is not None:
+                clock("sample")
             found = nbrs[mask]                                           # sync: size from data
             new = torch.unique(found)                                    # sync: size from data
             new = new[~torch.isin(new, dst)]                             # sync again
@@ -284,6 +287,8 @@ class DynamicSampler:
             blocks.append(Block(nbr=nbr_local, mask=mask,
                                 num_src=torch.tensor(src.numel(), device=self.device),
                                 num_dst=torch.tensor(n_dst, device=self.device), src_nodes=src))
+            if clock is not None:
+                clock("compact")
             dst = src
         blocks.reverse()
         return MiniBatch(seeds=seeds, num_seeds=torch.tensor(seeds.numel(), device=self.device),
@@ -346,7 +351,7 @@ class EnvelopeSampler:
         return list(self.envelope.sizes)
 
     def sample(self, seeds: Any, epoch: int = 0, batch: int = 0, *,
-               key: Optional[torch.Tensor] = None) -> MiniBatch:
+               key: Optional[torch.Tensor] = None, clock: Optional[Any] = None) -> MiniBatch:
         """Sample the blocks of one mini-batch. 0 host syncs, fixed shapes.
 
         Args:
@@ -361,7 +366,7 @@ class EnvelopeSampler:
         padded[:num_seeds] = seeds
         if key is None:
             key = torch.tensor(batch_key(self.seed, epoch, batch), device=self.device)
-        return self.sample_static(padded, torch.tensor(num_seeds, device=self.device), key)
+        return self.sample_static(padded, torch.tensor(num_seeds, device=self.device), key, clock=clock)
 
     def sample_static(self, seeds: torch.Tensor, num_seeds: torch.Tensor, key: torch.Tensor,
                       clock: Optional[Any] = None) -> MiniBatch:

@@ -94,7 +94,7 @@ class DGLPipeline(Pipeline):
         self._iter = iter(loader)
         yield from order
 
-    def sample(self, seeds, epoch, batch):
+    def sample(self, seeds, epoch, batch, clock=None):
         # DGL samples inside its DataLoader's iterator: advancing it *is* DGL's sample stage.
         input_nodes, output_nodes, blocks = next(self._iter)
         valid = torch.ones(output_nodes.numel(), dtype=torch.bool, device=self.device)

@@ -1,0 +1,48 @@
+"""zg.profile: stage names, sync counts and memory fields (no wall-clock assertions)."""
+
+import pytest
+import torch
+
+import zg
+from zg import models
+from zg.engine import ENGINE_STAGES, Engine
+from zg.pipeline import STAGES
+from zg.profile import StageClock, profile_engine
+
+
+@pytest.fixture(scope="module")
+def graph():
+    return zg.datasets.csbm(num_nodes=2000, avg_degree=8, num_classes=3, feat_dim=8, seed=1)
+
+
+def test_stage_names_are_the_same_everywhere():
+    assert ENGINE_STAGES == STAGES == ("sample", "compact", "gather", "forward", "backward", "step")
+
+
+@pytest.mark.parametrize("kwargs, zero_syncs", [(dict(), True), (dict(capture=False), True),
+                                                 (dict(pipeline="dynamic"), False)])
+def test_profile_engine(graph, kwargs, zero_syncs):
+    eng = Engine(graph, models.SAGE(8, 16, 3, 2), [4, 4], 64, **kwargs)
+    prof = profile_engine(eng, iterations=2, warmup=1)
+    assert set(prof.stage_seconds) == set(ENGINE_STAGES)
+    assert all(v >= 0 for v in prof.stage_seconds.values())
+    assert prof.stage_seconds["sample"] > 0 and prof.stage_seconds["compact"] > 0
+    assert (prof.host_syncs_per_iteration == 0) == zero_syncs
+    assert prof.gpu_execution_fraction is None        # no GPU here: not measured, not invented
+    assert prof.peak_bytes > 0
+    if eng.envelope is not None:
+        assert prof.memory_model_bytes["envelope"] <= prof.memory_model_bytes["worst_case"]
+
+
+def test_stage_clock_accumulates_on_cpu():
+    clock = StageClock(torch.device("cpu"))
+    clock("sample")
+    clock("sample")
+    seconds = clock.finish()
+    assert seconds["sample"] >= 0 and seconds["step"] == 0
+
+
+def test_profile_rejects_zero_iterations(graph):
+    eng = Engine(graph, models.SAGE(8, 16, 3, 2), [4, 4], 64)
+    with pytest.raises(ValueError, match="iterations"):
+        profile_engine(eng, iterations=0)

@@ -1,0 +1,203 @@
+"""zg.profile: where an iteration's time and memory go.
+
+Where it sits: beside the engine; notebooks 01 and 04 and ``bench/`` call it. The stage names
+are the ones used everywhere in the kit (code, profiler labels, plots):
+
+    sample -> compact -> gather -> forward -> backward -> step
+
+* Stage timings: the iteration runs with a stage clock: ``time.perf_counter`` on the CPU,
+  CUDA events on a GPU (read once, after all iterations). On a GPU the stage-timed iterations
+  run uncaptured (a CUDA Graph replay cannot be split); the captured replay is timed as a whole.
+* GPU execution fraction (CUDA only): the union of GPU kernel intervals over the wall time of
+  the profiled iterations, from ``torch.profiler``. 1.0 means the GPU never waited.
+* Peak memory: ``torch.cuda.max_memory_allocated`` on a GPU; on the CPU the envelope memory
+  model (what the buffers need) and the process's measured peak RSS (everything, Python
+  included).
+* Host syncs per iteration: ``zg.audit.SyncAudit`` around steady-state iterations.
+"""
+
+from __future__ import annotations
+
+import resource
+import time
+from dataclasses import dataclass, field
+from typing import Callable, Dict, List, Optional
+
+import torch
+
+from .engine import ENGINE_STAGES, Engine
+
+__all__ = ["Profile", "profile_engine", "gpu_execution_fraction", "StageClock", "peak_rss_bytes"]
+
+
+def peak_rss_bytes() -> int:
+    """Peak resident set size of this process so far (Linux reports KiB)."""
+    return int(resource.getrusage(resource.RUSAGE_SELF).ru_maxrss) * 1024
+
+
+def current_rss_bytes() -> int:
+    try:
+        with open("/proc/self/statm") as f:
+            return int(f.read().split()[1]) * resource.getpagesize()
+    except OSError:
+        return 0
+
+
+class StageClock:
+    """Accumulates seconds per stage. Call ``clock(stage)`` when a stage ends."""
+
+    def __init__(self, device: torch.device):
+        self.cuda = device.type == "cuda"
+        self.seconds: Dict[str, float] = {s: 0.0 for s in ENGINE_STAGES}
+        self._events: List[tuple] = []
+        self.start()
+
+    def start(self) -> None:
+        if self.cuda:
+            self._last = torch.cuda.Event(enable_timing=True)
+            self._last.record()
+        else:
+            self._last = time.perf_counter()
+
+    def __call__(self, stage: str) -> None:
+        if self.cuda:
+            event = torch.cuda.Event(enable_timing=True)
+            event.record()
+            self._events.append((stage, self._last, event))
+            self._last = event
+        else:
+            now = time.perf_counter()
+            self.seconds[stage] = self.seconds.get(stage, 0.0) + now - self._last
+            self._last = now
+
+    def finish(self) -> Dict[str, float]:
+        """Seconds per stage (reads the CUDA events: call after the timed work)."""
+        if self.cuda:
+            torch.cuda.synchronize()
+            for stage, begin, end in self._events:
+                self.seconds[stage] = self.seconds.get(stage, 0.0) + begin.elapsed_time(end) / 1e3
+            self._events = []
+        return dict(self.seconds)
+
+
+@dataclass
+class Profile:
+    """Per-iteration measurements of one engine configuration (seconds are means)."""
+
+    pipeline: str
+    device: str
+    iterations: int
+    step_seconds: float
+    stage_seconds: Dict[str, float]
+    host_syncs_per_iteration: float
+    gpu_execution_fraction: Optional[float]
+    peak_bytes: int
+    peak_bytes_source: str
+    memory_model_bytes: Dict[str, int] = field(default_factory=dict)
+
+    def as_dict(self) -> dict:
+        return dict(self.__dict__)
+
+
+def gpu_execution_fraction(step: Callable[[int], None], iterations: int) -> Optional[float]:
+    """Busy fraction of the GPU while ``step(i)`` runs ``iterations`` times (CUDA only).
+
+    Kernel and memcpy intervals from ``torch.profiler`` are merged (overlaps counted once) and
+    divided by the wall time between the first launch and the synchronisation at the end.
+    """
+    if not torch.cuda.is_available():
+        return None
+    from torch.profiler import ProfilerActivity, profile
+
+    torch.cuda.synchronize()
+    with profile(activities=[ProfilerActivity.CPU, ProfilerActivity.CUDA]) as prof:
+        wall_start = time.perf_counter()
+        for i in range(iterations):
+            step(i)
+        torch.cuda.synchronize()
+        wall = time.perf_counter() - wall_start
+    intervals = []
+    for event in prof.events():
+        device_type = getattr(event, "device_type", None)
+        if device_type is not None and "CUDA" in str(device_type) and event.time_range.elapsed_us() > 0:
+            intervals.append((event.time_range.start, event.time_range.end))
+    if not intervals or wall <= 0:
+        return 0.0
+    intervals.sort()
+    busy, (cur_start, cur_end) = 0.0, intervals[0]
+    for start, end in intervals[1:]:
+        if start > cur_end:
+            busy += cur_end - cur_start
+            cur_start, cur_end = start, end
+        else:
+            cur_end = max(cur_end, end)
+    busy += cur_end - cur_start
+    return min(1.0, busy / 1e6 / wall)
+
+
+def profile_engine(eng: Engine, iterations: int = 8, warmup: int = 2) -> Profile:
+    """Profile ``iterations`` steady-state iterations of ``eng`` (after ``warmup``).
+
+    The engine's position is saved and restored: profiling changes the model's parameters (it
+    trains), so profile a fresh engine or one whose state you no longer need.
+    """
+    from .audit import SyncAudit
+
+    if iterations < 1:
+        raise ValueError(f"iterations must be >= 1, got {iterations}")
+    batches = eng.batches(eng.epoch)
+    needed = warmup + 3 * iterations
+    seeds = [batches[i % len(batches)] for i in range(needed)]
+    dev = eng.device
+    if eng.pipeline_kind == "dynamic" or not eng.capture:
+        pipe = eng._pipe if eng.pipeline_kind == "dynamic" else eng._eager_pipe
+        run = lambda i, clock=None: pipe.train_step(seeds[i], 0, i, clock)  # noqa: E731
+        name = "zg dynamic" if eng.pipeline_kind == "dynamic" else "zg envelope (eager)"
+    else:
+        run = lambda i, clock=None: eng._run_static(seeds[i], 0, i, clock)  # noqa: E731
+        name = "zg envelope (captured)" if eng.graph is not None else "zg envelope (static)"
+    for i in range(warmup):
+        run(i)
+    # Whole-step time on the real path (replays on a GPU).
+    if dev.type == "cuda":
+        torch.cuda.synchronize(dev)
+        torch.cuda.reset_peak_memory_stats(dev)
+    start = time.perf_counter()
+    for i in range(warmup, warmup + iterations):
+        run(i)
+    if dev.type == "cuda":
+        torch.cuda.synchronize(dev)
+    step_seconds = (time.perf_counter() - start) / iterations
+    # Stage breakdown.
+    if eng.pipeline_kind == "dynamic" or not eng.capture:
+        stage = {s: 0.0 for s in ENGINE_STAGES}
+        clock_seconds = stage
+        for i in range(warmup + iterations, warmup + 2 * iterations):
+            run(i, stage)
+        if dev.type == "cuda":
+            torch.cuda.synchronize(dev)
+    else:
+        clock = StageClock(dev)
+        for i in range(warmup + iterations, warmup + 2 * iterations):
+            clock.start()
+            run(i, clock)
+        clock_seconds = clock.finish()
+    stage_seconds = {s: clock_seconds.get(s, 0.0) / iterations for s in ENGINE_STAGES}
+    # Host syncs.
+    with SyncAudit() as audit:
+        for i in range(warmup + 2 * iterations, warmup + 3 * iterations):
+            run(i)
+    syncs = (audit.host_syncs + audit.cuda_sync_warnings) / iterations
+    fraction = gpu_execution_fraction(lambda i: run(i % needed), iterations) if dev.type == "cuda" else None
+    if dev.type == "cuda":
+        peak, source = int(torch.cuda.max_memory_allocated(dev)), "torch.cuda.max_memory_allocated"
+    else:
+        peak, source = peak_rss_bytes(), "process peak RSS"
+    mm = {}
+    if eng.envelope is not None:
+        from .engine import _hidden
+        mm = eng.envelope.memory_model(eng.g.feat_dim, _hidden(eng.model), max(eng.g.num_classes, 1))["totals"]
+    return Profile(pipeline=name, device=str(dev), iterations=iterations, step_seconds=step_seconds,
+                   stage_seconds=stage_seconds, host_syncs_per_iteration=syncs,
+                   gpu_execution_fraction=fraction, peak_bytes=peak, peak_bytes_source=source,
+                   memory_model_bytes=mm)
