@@ -29,7 +29,7 @@ $(VENV)/.zg-installed: requirements/reference.txt pyproject.toml
 env: $(VENV)/.zg-installed
 
 lab: env
-	cd notebooks && ../$(VENV)/bin/jupyter lab $(LAB_ARGS)
+	cd notebooks && ../$(VENV)/bin/jupyter lab $(if $(filter 0,$(shell id -u)),--allow-root) $(LAB_ARGS)
 
 # ZG_REFERENCE_ENV=1: in the reference environment a missing DGL (or other pinned extra) is a
 # test error, never a skip.
