@@ -17,10 +17,15 @@ works), but on fixed shapes:
   ``nonzero``, boolean-mask indexing or ``unique``), so forward and backward can be captured
   in a CUDA Graph.
 
-Padding is ignored exactly. In every layer, source rows ``>= num_src`` are replaced by zeros
-before use, slots whose mask is False and destination rows ``>= num_dst`` carry no edge, and
-output rows ``>= num_dst`` are zero. So the real output rows (and the gradients of the real
-input rows and of every parameter) do not depend on what the padding holds, bit for bit.
+Padding is ignored exactly. Slots whose mask is False and destination rows ``>= num_dst``
+carry no edge, masked slots are redirected to row 0 before any gather-sum, and output rows
+``>= num_dst`` are zero. Padded source rows (``>= num_src``) are never read by a real edge and
+receive exactly zero gradient. So the real output rows (and the gradients of the real input
+rows and of every parameter) do not depend on what the padding holds, bit for bit, as long as
+the padding is finite: the samplers guarantee that (padded source ids are real node ids and
+every layer zeroes its padded output rows). The layers do not spend a pass over ``[S, F]``
+zeroing padded rows: 0 * NaN would still be NaN in a weight gradient, so NaN or inf padding is
+the one thing they do not absorb.
 
 A slot is one edge: if the same neighbour fills two slots of a row (sampling with replacement,
 duplicate edges), it is counted twice, as DGL counts parallel edges twice.
@@ -92,16 +97,15 @@ def _check_layer_inputs(layer: str, block: Block, h_src: torch.Tensor, in_dim: i
 
 
 def _without_padding(block: Block, h_src: torch.Tensor):
-    """Zero the padded source rows and drop edges of padded destination rows.
+    """Drop the edges of padded destination rows.
 
-    Returns ``h_src`` [S, F] with rows >= num_src set to 0, ``edge_mask`` bool [D, k] (True for
-    real edges only) and ``dst_real`` bool [D, 1] (True for rows < num_dst). All on device.
+    Returns ``h_src`` unchanged (padded source rows are never read by a real edge; see the
+    module docstring), ``edge_mask`` bool [D, k] (True for real edges only) and ``dst_real``
+    bool [D, 1] (True for rows < num_dst). All on device.
     """
-    num_rows, num_dst_rows = h_src.shape[0], block.nbr.shape[0]
-    rows = torch.arange(num_rows, device=h_src.device)
-    src_real = (rows < block.num_src).unsqueeze(1)                 # [S, 1]
-    dst_real = (rows[:num_dst_rows] < block.num_dst).unsqueeze(1)  # [D, 1]
-    h_src = torch.where(src_real, h_src, 0.0)                      # [S, F]
+    num_dst_rows = block.nbr.shape[0]
+    rows = torch.arange(num_dst_rows, device=h_src.device)
+    dst_real = (rows < block.num_dst).unsqueeze(1)                  # [D, 1]
     edge_mask = block.mask & dst_real                               # [D, k]
     return h_src, edge_mask, dst_real
 
