@@ -1,0 +1,114 @@
+"""zg.grappa.gradient_error and the full-neighbourhood machinery it rests on."""
+
+import pytest
+import torch
+import torch.nn.functional as F
+
+import zg
+from zg import grappa
+from zg.grappa.estimators import Estimator
+from zg.grappa.gradient import combined_gradients, exact_gradient
+
+
+def setup(seed=0, layers=2):
+    g = zg.datasets.csbm(num_nodes=120, avg_degree=5, num_classes=3, feat_dim=6, seed=seed)
+    torch.manual_seed(seed)
+    model = zg.models.SAGE(6, 8, 3, num_layers=layers, dropout=0.5)
+    return g, model
+
+
+def flat(params):
+    return torch.cat([p.reshape(-1) for p in params]).double()
+
+
+def test_exact_gradient_equals_full_fanout_sampling():
+    """Independent path: the dynamic sampler with fanout >= max degree takes every neighbour."""
+    g, model = setup(layers=3)
+    model.eval()
+    k = int(g.in_degrees().max())
+    mb = zg.DynamicSampler(g, [k, k, k]).sample(g.train_idx)
+    loss = F.cross_entropy(model(mb.blocks, g.x[mb.input_nodes]), g.y[g.train_idx])
+    expected = flat(torch.autograd.grad(loss, list(model.parameters())))
+    assert torch.allclose(exact_gradient(g, model), expected, rtol=1e-4, atol=1e-6)
+
+
+def test_one_worker_has_no_error():
+    g, model = setup()
+    err = grappa.gradient_error(g, model, grappa.partition(g, 1), estimator="all")
+    for name, e in err.items():
+        assert e["relative_error"] < 1e-5 and e["cosine"] > 1 - 1e-6, name
+        assert e["bias"] < 1e-5 and e["variance"] < 1e-10
+
+
+def test_combined_gradients_match_per_seed_hand_computation():
+    g, model = setup(seed=1)
+    model.eval()
+    part = grappa.partition(g, 3, seed=2)
+    params = list(model.parameters())
+    per_seed, coverage, owner = [], [], []                               # one row per training seed
+    for p in range(3):
+        local = part.local_graph(g, p, 1)
+        logits = grappa.fullgraph.full_forward(model, local.graph)
+        cov = grappa.local_coverage(local, 2)
+        for v in local.graph.train_idx.tolist():
+            loss = F.cross_entropy(logits[v: v + 1], local.graph.y[v: v + 1])
+            per_seed.append(flat(torch.autograd.grad(loss, params, retain_graph=True)))
+            coverage.append(float(cov[v]))
+            owner.append(p)
+    grads, cov, owner = torch.stack(per_seed), torch.tensor(coverage), torch.tensor(owner)
+    w = 1.0 / cov.clamp(min=0.05).double()
+    n = torch.bincount(owner).double()
+    W_p = torch.zeros(3, dtype=torch.float64).index_add_(0, owner, w)
+    by_hand = {
+        "mean": (grads / (3 * n[owner])[:, None]).sum(0),
+        "node": (grads * (w / w.sum())[:, None]).sum(0),
+        "batch": (grads * (W_p[owner] / W_p.sum() / n[owner])[:, None]).sum(0),
+    }
+    got = combined_gradients(g, model, part, [Estimator(n) for n in by_hand], super_epoch=1)
+    for name, expected in by_hand.items():
+        assert torch.allclose(got[name], expected, rtol=1e-4, atol=1e-7), name
+
+
+def test_bias_and_variance_decompose_the_error():
+    g, model = setup(seed=2)
+    state = {k: v.clone() for k, v in model.state_dict().items()}
+    model.train()
+    parts = grappa.random_partitions(g, 4, count=3, seed=0)
+    err = grappa.gradient_error(g, model, parts, estimator=["mean", "batch", "shrink"],
+                                super_epochs=[0, 1])
+    for name, e in err.items():
+        assert e["draws"] == 6 and len(e["per_draw"]) == 6
+        assert e["relative_mse"] == pytest.approx(e["bias"] ** 2 + e["variance"], rel=1e-6)
+        assert 0 < e["relative_error"] and -1 <= e["cosine"] <= 1
+    assert model.training                                                # mode restored
+    assert all(torch.equal(v, state[k]) for k, v in model.state_dict().items())  # untouched
+    both = grappa.gradient_error(g, model, parts, estimator=["mean", "batch", "shrink"],
+                                 super_epochs=[0, 1], weighting=["inverse", "coverage"])
+    assert set(both) == {"inverse", "coverage"}
+    for name, e in err.items():                                          # inverse is the default
+        assert both["inverse"][name]["relative_error"] == pytest.approx(e["relative_error"])
+    assert both["coverage"]["mean"]["relative_error"] == pytest.approx(err["mean"]["relative_error"])
+    single = grappa.gradient_error(g, model, parts[0], estimator="batch")
+    assert single["draws"] == 1 and single["variance"] == 0.0
+    assert single["relative_error"] == pytest.approx(single["bias"])
+
+
+def test_gradient_error_bad_arguments():
+    g, model = setup()
+    part = grappa.partition(g, 2)
+    with pytest.raises(ValueError, match="estimator"):
+        grappa.gradient_error(g, model, part, estimator="median")
+    with pytest.raises(ValueError, match="estimator"):
+        grappa.gradient_error(g, model, part, estimator=[])
+    with pytest.raises(TypeError, match="part"):
+        grappa.gradient_error(g, model, "random")
+    with pytest.raises(TypeError, match="model"):
+        grappa.gradient_error(g, torch.nn.Linear(2, 2), part)
+    with pytest.raises(ValueError, match="super_epochs"):
+        grappa.gradient_error(g, model, part, super_epochs=[])
+    with pytest.raises(ValueError, match="weighting"):
+        grappa.gradient_error(g, model, part, weighting="sqrt")
+    with pytest.raises(ValueError, match="weighting"):
+        grappa.gradient_error(g, model, part, weighting=[])
+    with pytest.raises(ValueError, match="reference"):
+        grappa.gradient_error(g, model, part, reference=torch.zeros(3))

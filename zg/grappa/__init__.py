@@ -1,0 +1,36 @@
+"""Grappa: distributed GNN training where partitions train in isolation and exchange only
+gradients (the idea of arXiv 2602.01872), built on ``torch.distributed``.
+
+The flow, one module per stage:
+
+    partition.py    chunks, the sweeping schedule of super-epochs, local graphs, statistics
+    coverage.py     how much of each node's L-hop neighbourhood its worker sees
+    estimators.py   mean / node / batch / shrink: how the workers' gradients are combined
+    launch.py       worker processes (torch.multiprocessing or torchrun), timeouts, free ports
+    train.py        the worker loop, the DDP communication hook, repartitioning, the history
+    comm.py         bytes sent per worker by kind, and a link model that projects epoch time
+    gradient.py     each estimator's error against the exact full-graph gradient
+    fullgraph.py    full-neighbourhood forward (the exact reference, evaluation, full mode)
+
+    from zg import grappa
+    part = grappa.partition(g, num_parts=4, method="random", seed=0)
+    cov  = grappa.coverage(g, part, hops=2)
+    hist = grappa.train(g, workers=4, estimator="batch", repartition_every=5, epochs=20, seed=0)
+    err  = grappa.gradient_error(g, model, part, estimator="batch")
+
+Nothing here imports DGL; pymetis is imported only for ``method="metis"``.
+"""
+
+from . import comm, estimators
+from .comm import LINKS, CommLedger, Link, project_seconds
+from .coverage import coverage, local_coverage
+from .estimators import ESTIMATORS, WEIGHTINGS, Estimator
+from .fullgraph import evaluate, whole_graph_block
+from .gradient import exact_gradient, gradient_error, random_partitions
+from .partition import METHODS, SCHEDULES, LocalGraph, Partition, partition
+from .train import TRAINERS, TrainConfig, train, train_many
+
+__all__ = ["partition", "Partition", "LocalGraph", "coverage", "local_coverage", "Estimator",
+           "train", "train_many", "TrainConfig", "gradient_error", "exact_gradient", "random_partitions",
+           "evaluate", "whole_graph_block", "comm", "estimators", "CommLedger", "Link", "LINKS",
+           "project_seconds", "ESTIMATORS", "WEIGHTINGS", "METHODS", "SCHEDULES", "TRAINERS"]

@@ -1,0 +1,93 @@
+"""``python -m zg.grappa --config cfg.json``: one Grappa run from a JSON config.
+
+Two ways to start it, the same worker code either way (:func:`zg.grappa.train.run_worker`):
+
+    # one machine, P processes started by zg (torch.multiprocessing):
+    python -m zg.grappa --config cfg.json --out history.json
+
+    # torchrun: one process per worker, here 2 on this machine ...
+    torchrun --standalone --nproc-per-node=2 -m zg.grappa --config cfg.json --out history.json
+    # ... or across machines (run on each, with its own --node-rank):
+    torchrun --nnodes=2 --nproc-per-node=4 --node-rank=0 --rdzv-backend=c10d \\
+             --rdzv-endpoint=HOST:29500 -m zg.grappa --config cfg.json --out history.json
+
+Under torchrun the world size comes from torchrun (it overrides ``workers``) and every rank
+loads the graph and computes the same partition from the config's seed. The config is a JSON
+object with :class:`zg.grappa.TrainConfig` fields plus ``dataset``::
+
+    {"dataset": "cora", "trainer": "grappa", "estimator": "batch", "epochs": 5, ...}
+    {"dataset": {"name": "csbm", "num_nodes": 20000, "avg_degree": 10, "num_classes": 5,
+                 "feat_dim": 32, "seed": 0}, ...}
+    {"dataset": {"npz": "path/to/graph.npz"}, ...}
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import os
+import sys
+from typing import Any
+
+from .. import datasets
+from ..graph import Graph
+from .launch import exit_worker, init_from_env
+from .train import TrainConfig, run_worker, train
+
+GENERATORS = {"csbm": datasets.csbm, "rmat": datasets.rmat}
+
+
+def load_dataset(spec: Any) -> Graph:
+    """The graph a config's ``dataset`` names (see the module docstring)."""
+    if spec is None:
+        raise ValueError("the config has no 'dataset'; e.g. \"dataset\": \"cora\"")
+    if isinstance(spec, str):
+        return datasets.load(spec)
+    if not isinstance(spec, dict):
+        raise TypeError(f"dataset must be a name or an object, got {type(spec).__name__}")
+    spec = dict(spec)
+    if "npz" in spec:
+        return datasets.load_npz(spec["npz"])
+    name = spec.pop("name", None)
+    if name in GENERATORS:
+        return GENERATORS[name](**spec)
+    if isinstance(name, str) and not spec:
+        return datasets.load(name)
+    raise ValueError(f"dataset {name!r}: give a bundled name, {sorted(GENERATORS)} with their "
+                     "arguments, or {\"npz\": path}")
+
+
+def main(argv=None) -> int:
+    parser = argparse.ArgumentParser(prog="python -m zg.grappa", description=__doc__.split("\n")[0])
+    parser.add_argument("--config", required=True, help="JSON file with TrainConfig fields and 'dataset'")
+    parser.add_argument("--out", default=None, help="where to write the history JSON "
+                        "(default: the config's history_path)")
+    args = parser.parse_args(argv)
+    with open(args.config) as f:
+        values = json.load(f)
+    if "RANK" in os.environ and "WORLD_SIZE" in os.environ:
+        values = {**values, "workers": int(os.environ["WORLD_SIZE"])}
+    cfg = TrainConfig.from_dict(values)
+    out = args.out or cfg.history_path
+    g = load_dataset(cfg.dataset)
+    if "RANK" in os.environ and "WORLD_SIZE" in os.environ:
+        rank, world, local_rank, _ = init_from_env(cfg.timeout, cfg.backend)
+        run_worker(rank, world, cfg, g, None, out, local_rank=local_rank)
+        if rank == 0 and out:
+            print(f"history written to {out}", flush=True)
+        exit_worker()                            # see zg.grappa.launch.exit_worker
+        return 0
+    options = {k: v for k, v in vars(cfg).items()
+               if k not in ("workers", "estimator", "repartition_every", "epochs", "seed",
+                            "history_path", "dataset")}
+    history = train(g, cfg.workers, cfg.estimator, cfg.repartition_every, cfg.epochs, cfg.seed,
+                    history_path=out, **options)
+    final = history["final"]
+    print(f"val {final['val_acc']:.4f}  test {final['test_acc']:.4f}  "
+          f"{history['bytes_per_epoch_per_worker']:,.0f} bytes/epoch/worker"
+          + (f"; history written to {out}" if out else ""))
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())

@@ -1,0 +1,80 @@
+"""Full-neighbourhood computation on a whole graph: the exact reference and the evaluator.
+
+Where it sits: Grappa's "full-graph mode" trains each worker on its whole local graph; rank 0
+evaluates the model on the whole graph every epoch; :func:`zg.grappa.gradient_error` needs
+the exact full-graph gradient. All three run a zg model on one block that holds *every*
+in-edge of *every* node, used for every layer:
+
+    whole_graph_block(g): nbr int64 [N, d_max], mask bool [N, d_max], src_nodes = 0 .. N-1
+
+Row v lists v's in-neighbours (CSC order), padded to the largest in-degree ``d_max``; since
+destination rows are the first source rows and here they are *all* rows, layer l maps the
+[N, F_l] node states to [N, F_{l+1}], i.e. ``model([block] * L, g.x)`` is the exact
+full-graph forward of a SAGE / GCN / GAT. Memory: the layers gather a [N, d_max, F] tensor,
+so this suits graphs with moderate maximum degree (the csbm and Cora graphs of the kit).
+"""
+
+from __future__ import annotations
+
+from typing import Dict, Iterable
+
+import torch
+
+from ..blocks import Block
+from ..graph import Graph
+
+__all__ = ["whole_graph_block", "full_forward", "accuracy", "evaluate", "MAX_BLOCK_SLOTS"]
+
+# N * d_max above this would make the padded gathers larger than a laptop's memory.
+MAX_BLOCK_SLOTS = 400_000_000
+
+
+def whole_graph_block(g: Graph) -> Block:
+    """One Block with every in-edge of every node (see the module docstring)."""
+    if not isinstance(g, Graph):
+        raise TypeError(f"g must be a zg.Graph, got {type(g).__name__}")
+    deg = g.in_degrees()                                                 # [N]
+    width = max(1, int(deg.max()))
+    if g.num_nodes * width > MAX_BLOCK_SLOTS:
+        raise ValueError(f"g has {g.num_nodes:,} nodes and maximum in-degree {width:,}: the padded "
+                         f"whole-graph block would hold {g.num_nodes * width:,} slots (limit "
+                         f"{MAX_BLOCK_SLOTS:,}); use mini-batch mode for this graph")
+    slots = torch.arange(width, device=g.device)                         # [k]
+    mask = slots[None, :] < deg[:, None]                                 # [N, k]
+    edge = (g.indptr[:-1, None] + slots[None, :]).clamp(max=max(g.num_edges - 1, 0))
+    nbr = torch.where(mask, g.indices[edge] if g.num_edges else edge, 0)  # [N, k] global = local ids
+    n = torch.tensor(g.num_nodes, device=g.device)
+    return Block(nbr=nbr, mask=mask, num_src=n, num_dst=n,
+                 src_nodes=torch.arange(g.num_nodes, device=g.device))
+
+
+def full_forward(model: torch.nn.Module, g: Graph, block: Block = None) -> torch.Tensor:
+    """Logits [N, num_classes] of every node with full neighbourhoods (autograd as usual)."""
+    if block is None:
+        block = whole_graph_block(g)
+    num_layers = len(model.layers)
+    return model([block] * num_layers, g.x)
+
+
+def accuracy(logits: torch.Tensor, labels: torch.Tensor) -> float:
+    if labels.numel() == 0:
+        return float("nan")
+    return float((logits.argmax(1) == labels).double().mean())
+
+
+@torch.no_grad()
+def evaluate(model: torch.nn.Module, g: Graph, splits: Iterable[str] = ("val", "test"),
+             block: Block = None) -> Dict[str, float]:
+    """Accuracy of ``model`` on each split (full neighbourhoods, eval mode; training mode is
+    restored afterwards). ``{"val": ..., "test": ...}``; NaN for a missing split."""
+    was_training = model.training
+    model.eval()
+    try:
+        logits = full_forward(model, g, block)                          # [N, C]
+    finally:
+        model.train(was_training)
+    out = {}
+    for split in splits:
+        idx = getattr(g, f"{split}_idx")
+        out[split] = float("nan") if idx is None else accuracy(logits[idx], g.y[idx])
+    return out

@@ -1,0 +1,143 @@
+"""Starting worker processes: ``torch.multiprocessing`` on one machine, ``torchrun`` on many.
+
+Where it sits: under :func:`zg.grappa.train` and the tests. Both paths end in the same call,
+``fn(rank, world_size, *args)`` inside an initialised default process group, so the worker code
+cannot tell how it was started:
+
+* :func:`spawn` (one machine): the parent opens a ``TCPStore`` on 127.0.0.1 with port 0, so
+  the operating system picks a free port and no other run can take it between choosing and
+  binding; the P children connect to it as clients. A run never hangs: every collective has
+  ``timeout`` seconds (``init_process_group(timeout=...)``), the parent stops waiting after
+  ``run_timeout`` seconds and terminates the children, and a child that raises takes the
+  others down with it (``torch.multiprocessing`` does that), its traceback in the error.
+* :func:`init_from_env` (torchrun, ``env://``): reads RANK / WORLD_SIZE / MASTER_ADDR /
+  MASTER_PORT that torchrun sets.
+
+Backend: gloo on CPU; nccl when CUDA is available with at least one GPU per worker on this
+machine (each worker then uses GPU ``local_rank``).
+"""
+
+from __future__ import annotations
+
+import datetime
+import faulthandler
+import os
+import sys
+import time
+from typing import Any, Callable, Optional, Sequence, Tuple
+
+import torch
+import torch.distributed as dist
+import torch.multiprocessing as mp
+
+__all__ = ["spawn", "init_from_env", "exit_worker", "pick_backend", "worker_device"]
+
+# A worker that raised has this long to hand its traceback to the parent and exit.
+ERROR_EXIT_SECONDS = 15
+
+
+def pick_backend(world_size: int, backend: Optional[str] = None) -> str:
+    """``backend`` if given, else nccl with one GPU per local worker, else gloo."""
+    if backend is not None:
+        if backend not in ("gloo", "nccl"):
+            raise ValueError(f"backend must be 'gloo' or 'nccl', got {backend!r}")
+        if backend == "nccl" and not torch.cuda.is_available():
+            raise ValueError("backend='nccl' needs CUDA, and torch.cuda.is_available() is False")
+        return backend
+    if torch.cuda.is_available() and torch.cuda.device_count() >= world_size:
+        return "nccl"
+    return "gloo"
+
+
+def worker_device(backend: str, local_rank: int) -> torch.device:
+    """The device a worker computes on: its GPU under nccl, the CPU under gloo."""
+    if backend == "nccl":
+        torch.cuda.set_device(local_rank % torch.cuda.device_count())
+        return torch.device("cuda", local_rank % torch.cuda.device_count())
+    return torch.device("cpu")
+
+
+def _timeout(seconds: float) -> datetime.timedelta:
+    if isinstance(seconds, bool) or not isinstance(seconds, (int, float)) or not seconds > 0:
+        raise ValueError(f"timeout must be a positive number of seconds, got {seconds!r}")
+    return datetime.timedelta(seconds=float(seconds))
+
+
+def exit_worker() -> None:
+    """Leave the process group for good and end this worker process (exit code 0).
+
+    Under gloo this does *not* call ``destroy_process_group()``: tearing a gloo group down
+    occasionally never returns after ``all_to_all_single`` (seen on torch 2.2 and 2.13, about
+    one run in three to six in this kit's tests; the teardown holds the GIL, so not even a
+    watchdog thread can rescue it; see pytorch/pytorch#75097, "destroy_process_group() has a
+    certain probability of hangs"). Instead every worker waits at a barrier, so nobody still
+    needs anybody's data, and the process ends with ``os._exit(0)``; the operating system closes
+    the sockets. Everything a worker produces is written before this point. Under nccl the
+    group is destroyed normally.
+    """
+    if dist.get_backend() == "nccl":
+        dist.destroy_process_group()
+        return
+    dist.barrier()
+    sys.stdout.flush()
+    sys.stderr.flush()
+    os._exit(0)
+
+
+def _entry(rank: int, fn: Callable, world_size: int, port: int, backend: str, timeout: float,
+           args: Tuple[Any, ...]) -> None:
+    store = dist.TCPStore("127.0.0.1", port, None, False, timeout=_timeout(timeout))
+    dist.init_process_group(backend, store=store, rank=rank, world_size=world_size,
+                            timeout=_timeout(timeout))
+    try:
+        fn(rank, world_size, *args)
+    except BaseException:
+        # torch.multiprocessing reports the traceback to the parent and exits with 1; should the
+        # interpreter's teardown of the group hang (see exit_worker), end the process anyway.
+        faulthandler.dump_traceback_later(ERROR_EXIT_SECONDS, exit=True, file=open(os.devnull, "w"))
+        raise
+    exit_worker()
+
+
+def spawn(fn: Callable, world_size: int, args: Sequence[Any] = (), *, timeout: float = 60.0,
+          run_timeout: Optional[float] = None, backend: Optional[str] = None) -> None:
+    """Run ``fn(rank, world_size, *args)`` in ``world_size`` fresh processes (see module doc).
+
+    ``fn`` must be importable by name (a module-level function). Results travel back through
+    files the workers write. Raises ``TimeoutError`` after ``run_timeout`` seconds and
+    ``torch.multiprocessing.ProcessRaisedException`` if a worker raised.
+    """
+    if isinstance(world_size, bool) or not isinstance(world_size, int) or world_size < 1:
+        raise ValueError(f"world_size must be a positive int, got {world_size!r}")
+    _timeout(timeout)
+    if run_timeout is not None:
+        _timeout(run_timeout)
+    backend = pick_backend(world_size, backend)
+    # The parent holds the rendezvous store for the whole run: port 0 = the OS picks a free one.
+    store = dist.TCPStore("127.0.0.1", 0, None, True, timeout=_timeout(timeout),
+                          wait_for_workers=False)
+    context = mp.start_processes(_entry, args=(fn, world_size, store.port, backend, timeout, tuple(args)),
+                                 nprocs=world_size, join=False, start_method="spawn")
+    deadline = None if run_timeout is None else time.monotonic() + run_timeout
+    while not context.join(timeout=0.5):
+        if deadline is not None and time.monotonic() > deadline:
+            for process in context.processes:
+                if process.is_alive():
+                    process.terminate()
+            for process in context.processes:
+                process.join(5)
+            raise TimeoutError(f"the {world_size} workers did not finish within run_timeout="
+                               f"{run_timeout} s; they were terminated")
+    del store
+
+
+def init_from_env(timeout: float = 300.0, backend: Optional[str] = None) -> Tuple[int, int, int, str]:
+    """Join the group torchrun set up (``env://``). Returns (rank, world_size, local_rank, backend)."""
+    missing = [k for k in ("RANK", "WORLD_SIZE", "MASTER_ADDR", "MASTER_PORT") if k not in os.environ]
+    if missing:
+        raise RuntimeError(f"init_from_env needs torchrun's environment; {missing} not set")
+    world_size = int(os.environ["WORLD_SIZE"])
+    local_world = int(os.environ.get("LOCAL_WORLD_SIZE", world_size))
+    backend = pick_backend(local_world, backend)
+    dist.init_process_group(backend, init_method="env://", timeout=_timeout(timeout))
+    return dist.get_rank(), dist.get_world_size(), int(os.environ.get("LOCAL_RANK", 0)), backend
