@@ -9,14 +9,19 @@ MPY    := $(MODERN)/bin/python
 NOTEBOOKS := $(wildcard notebooks/*.ipynb)
 export DGLBACKEND := pytorch
 export PYTHONHASHSEED := 0
+# Idle OpenMP threads sleep instead of spinning: on shared or small machines spinning threads
+# slow torch's CPU kernels down by an order of magnitude.
+export OMP_WAIT_POLICY := PASSIVE
 
-.PHONY: help env lab test test-core test-modern report bench clean
+.PHONY: help env lab test test-core test-modern report report-ci report-check bench clean
 
 help:
 	@echo "make lab          set up .venv (reference env) and start JupyterLab in notebooks/"
 	@echo "make test         set up .venv and run the whole suite (unit, property, distributed, notebooks)"
 	@echo "make test-modern  set up .venv-modern (torch 2.13 CPU, no DGL) and run the core tests"
-	@echo "make report       execute the notebooks at full size into reports/*.html"
+	@echo "make report       execute the notebooks at full size into reports/*.html (ZG_SCALE=small: CI size)"
+	@echo "make report-ci    the same at CI size"
+	@echo "make report-check open every report in headless Chromium: figures drawn, no JS errors"
 	@echo "make bench        run the benchmarks in bench/ (JSON lands in bench/results/)"
 
 # The reference environment: created if missing, reinstalled when the pins or pyproject change.
@@ -47,10 +52,21 @@ test-modern: $(MODERN)/.zg-installed
 	  || (echo "error: DGL is installed in $(MODERN); the modern env must not have it" && exit 1)
 	$(MPY) -m pytest -q tests
 
+# make report: execute every notebook into reports/*.html (plotly.js embedded inline, no CDN;
+# see tools/build_report.py). Full size by default; `make report ZG_SCALE=small` (or
+# `make report-ci`) runs the notebooks at their small CI size.
+report: ZG_SCALE ?= full
 report: env
 	mkdir -p reports
-	$(if $(NOTEBOOKS),ZG_SCALE=full $(VENV)/bin/jupyter nbconvert --to html --execute \
-	  --ExecutePreprocessor.timeout=3600 --output-dir reports $(NOTEBOOKS),@echo "no notebooks yet")
+	$(if $(NOTEBOOKS),$(PY) tools/build_report.py --scale $(ZG_SCALE) --out reports $(NOTEBOOKS),@echo "no notebooks yet")
+
+report-ci:
+	$(MAKE) report ZG_SCALE=small
+
+# Opens every reports/*.html in headless Chromium (Debian's `chromium` package) and checks that
+# each figure rendered and no JS error occurred (tools/report_check.py).
+report-check: env
+	$(PY) tools/report_check.py reports
 
 bench: env
 	@set -e; for f in bench/*.py; do echo "== $$f"; $(PY) $$f; done

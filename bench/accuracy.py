@@ -10,6 +10,10 @@ inference), and the feature-only logistic-regression floor. Writes bench/results
 
 from __future__ import annotations
 
+import os
+
+os.environ.setdefault("OMP_WAIT_POLICY", "PASSIVE")   # before torch: idle OpenMP threads sleep
+
 import argparse
 import sys
 from pathlib import Path

@@ -13,6 +13,10 @@ Writes bench/results/<name>.json.
 
 from __future__ import annotations
 
+import os
+
+os.environ.setdefault("OMP_WAIT_POLICY", "PASSIVE")   # before torch: idle OpenMP threads sleep
+
 import argparse
 import os
 import sys

@@ -12,6 +12,10 @@ Writes bench/results/gpu_check_<device>.json and prints a short table.
 
 from __future__ import annotations
 
+import os
+
+os.environ.setdefault("OMP_WAIT_POLICY", "PASSIVE")   # before torch: idle OpenMP threads sleep
+
 import argparse
 import sys
 import time

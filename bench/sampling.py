@@ -17,6 +17,10 @@ of the measured epoch); the overflow rate. Writes bench/results/<name>.json.
 
 from __future__ import annotations
 
+import os
+
+os.environ.setdefault("OMP_WAIT_POLICY", "PASSIVE")   # before torch: idle OpenMP threads sleep
+
 import argparse
 import os
 import sys

@@ -60,6 +60,7 @@ from .sampling import EnvelopeSampler, batch_key, check_fanouts, mix64
 
 __all__ = ["Engine", "EpochStats", "CHECKPOINT_FORMAT"]
 
+_COPIED = object()      # a finished host-side poll copy (CPU)
 CHECKPOINT_FORMAT = "zg.engine"
 CHECKPOINT_VERSION = 1
 ENGINE_STAGES = ("sample", "compact", "gather", "forward", "backward", "step")
@@ -320,10 +321,10 @@ class Engine:
             event = torch.cuda.Event()
             event.record()
             return event
-        return None
+        return _COPIED          # on the CPU the copy has already happened
 
     def _poll_ready(self, event) -> bool:
-        return event is None or event.query()
+        return event is _COPIED or event.query()
 
     def _poll_read(self):
         values = self._poll_host.numpy()       # host memory: reading it is not a device sync

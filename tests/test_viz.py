@@ -1,0 +1,208 @@
+"""zg.viz: every figure builder returns the figure it promises, and reports render offline."""
+
+import subprocess
+import sys
+
+import pytest
+import torch
+
+
+@pytest.fixture
+def viz(require):
+    require("plotly")
+    import plotly.io as pio
+
+    import zg.viz
+
+    renderer, template = pio.renderers.default, pio.templates.default
+    yield zg.viz
+    pio.renderers.default, pio.templates.default = renderer, template
+
+
+def axis_title(axis):
+    return axis.title.text
+
+
+def test_import_zg_needs_no_plotly():
+    code = ("import sys, zg, zg.lab; "
+            "assert 'zg.viz' not in sys.modules, 'import zg imported zg.viz'; "
+            "assert 'plotly' not in sys.modules, 'import zg imported plotly'")
+    subprocess.run([sys.executable, "-c", code], check=True)
+
+
+def test_setup_notebook_renders_offline(viz):
+    import plotly.graph_objects as go
+    import plotly.io as pio
+
+    assert viz.setup_notebook() == "plotly_mimetype+zg_offline"
+    assert pio.renderers.default == "plotly_mimetype+zg_offline"
+    bundle = pio.renderers[viz.RENDERER].to_mimebundle(go.Figure(go.Bar(x=[1], y=[2])).to_dict())
+    html = bundle["text/html"]
+    assert "Plotly.newPlot" in html and "plotly-graph-div" in html
+    assert "cdn.plot.ly" not in html and "mathjax" not in html.lower() and "<script src" not in html
+    assert "plotly.js v" not in html                          # the library is embedded once, by setup
+    assert "cdn" not in viz.offline_html(go.Figure()).lower()
+
+
+def test_host_syncs(viz):
+    fig = viz.host_syncs({"DGL": None, "zg dynamic": 9, "zg envelope": 0}, subtitle="machine X")
+    (bar,) = fig.data
+    assert list(bar.x) == ["DGL", "zg dynamic", "zg envelope"] and list(bar.y) == [0, 9, 0]
+    assert list(bar.text) == ["not visible", "9", "0"]
+    assert "Host syncs" in fig.layout.title.text and "machine X" in fig.layout.title.text
+    assert axis_title(fig.layout.yaxis) == "host syncs per iteration"
+    with pytest.raises(ValueError):
+        viz.host_syncs({})
+
+
+def test_hop_metadata(viz):
+    rows = [{"hop": 1, "fanout": 5, "frontier": 10, "sampled_edges": 40, "distinct_nodes": 35},
+            {"hop": 2, "fanout": 3, "frontier": 35, "sampled_edges": 90, "distinct_nodes": 80}]
+    fig = viz.hop_metadata(rows)
+    assert [t.name.split(" ")[0] for t in fig.data] == ["frontier", "sampled", "distinct"]
+    assert list(fig.data[2].y) == [35, 80] and list(fig.data[0].x) == ["hop 1 (fanout 5)", "hop 2 (fanout 3)"]
+    assert axis_title(fig.layout.xaxis) == "hop (from the seeds outward)"
+    with pytest.raises(ValueError, match="distinct_nodes"):
+        viz.hop_metadata([{"hop": 1, "frontier": 1, "sampled_edges": 1}])
+
+
+def test_sync_ops(viz):
+    fig = viz.sync_ops({"zg dynamic": {"index": 6, "_unique2": 3}, "zg envelope": {}})
+    assert len(fig.data) == 2 and list(fig.data[0].x) == ["_unique2", "index"]
+    assert list(fig.data[0].y) == [3, 6] and list(fig.data[1].y) == [0, 0]
+    assert fig.data[0].name == "zg dynamic (9 in total)" and fig.layout.barmode == "group"
+    assert axis_title(fig.layout.yaxis) == "host syncs"
+
+
+def test_stage_timeline(viz):
+    events = {"zg dynamic": [{"stage": "sample", "start": 0.0, "end": 0.001, "host_syncs": 0},
+                             {"stage": "compact", "start": 0.001, "end": 0.003, "host_syncs": 3}],
+              "DGL": [{"stage": "sample", "start": 0.0, "end": 0.002, "host_syncs": None}]}
+    fig = viz.stage_timeline(events)
+    legend = [t.name for t in fig.data if t.showlegend is not False]
+    assert legend == ["sample", "compact"]                       # in pipeline order
+    bars = [t for t in fig.data if t.showlegend is False]
+    assert len(bars) == 3
+    synced = [t for t in bars if t.marker.line.color == "black"]
+    assert len(synced) == 1 and synced[0].x[0] == pytest.approx(2.0) and synced[0].base[0] == pytest.approx(1.0)
+    assert list(fig.layout.yaxis.categoryarray) == ["zg dynamic", "DGL"]
+    assert axis_title(fig.layout.xaxis) == "time since the iteration started (ms)"
+
+
+def test_count_distributions(viz):
+    counts = torch.tensor([[100, 20], [110, 22], [105, 21]])
+    fig = viz.count_distributions(counts, {"profiled": [115, 23], "worst case": [1000, 24]}, fanouts=[5, 2])
+    hists = [t for t in fig.data if t.type == "histogram"]
+    assert len(hists) == 2 and list(hists[0].x) == [100, 110, 105]
+    assert [t.name for t in fig.data if t.type == "scatter"] == ["profiled envelope", "worst case envelope"]
+    # 1000 is far off block 0's data: named in the axis title, not drawn.
+    assert "worst case: 1,000" in fig.layout.xaxis.title.text
+    assert "off this scale" not in fig.layout.xaxis2.title.text
+    assert len(fig.layout.shapes) == 3
+    with pytest.raises(ValueError, match="entries"):
+        viz.count_distributions(counts, {"profiled": [1]})
+
+
+def test_memory_per_hop(viz):
+    block = {"index": 1, "features": 2, "activations": 3, "total": 2**20}
+    memory = {"worst_case": [block, block], "envelope": [block], "oracle_mean": [block], "totals": {}}
+    fig = viz.memory_per_hop(memory)
+    assert [t.name.split(":")[0] for t in fig.data] == ["worst case", "profiled envelope", "oracle (mean batch)"]
+    assert fig.data[0].name.endswith("2.0 MiB") and list(fig.data[0].y) == [1.0, 1.0]
+    assert axis_title(fig.layout.yaxis) == "MiB"
+    with pytest.raises(ValueError):
+        viz.memory_per_hop({"totals": {}})
+
+
+def test_overflow_vs_margin(viz):
+    curve = {"margins": [0.0, 0.1], "quantile": 0.9, "overflow_probability": [0.25, 0.0],
+             "envelope_bytes": [100, 110], "oracle_mean_bytes": 100, "worst_case_bytes": 400}
+    fig = viz.overflow_vs_margin([curve, dict(curve, quantile=0.5)])
+    assert len(fig.data) == 4
+    assert list(fig.data[0].y) == [25.0, 0.0] and list(fig.data[1].y) == [1.0, 1.1]
+    assert list(fig.data[0].x) == [0.0, 10.0]
+    assert "4.00x" in fig.layout.annotations[1].text                # the worst case, named
+    assert viz.overflow_vs_margin(curve).data[0].name == "quantile 0.9"
+    with pytest.raises(ValueError):
+        viz.overflow_vs_margin([])
+
+
+def test_execution_trace(viz):
+    rows = [{"order": 0, "epoch": 0, "batch": 0, "applied": False},
+            {"order": 1, "epoch": 0, "batch": 1, "applied": False},
+            {"order": 2, "epoch": 0, "batch": 0, "applied": True}]
+    fig = viz.execution_trace({"tiny": rows})
+    assert [t.name for t in fig.data] == ["tiny: applied (1)", "tiny: skipped, re-run later (2)"]
+    assert fig.data[1].marker.symbol == "circle-open" and list(fig.data[1].x) == [0, 1]
+    assert axis_title(fig.layout.yaxis) == "batch index in its epoch"
+
+
+def test_curves(viz):
+    fig = viz.curves({"zg envelope": [1.0, 0.5], "other": [2, 1]}, title="Loss", yaxis_title="loss")
+    assert fig.layout.title.text == "Loss" and axis_title(fig.layout.yaxis) == "loss"
+    assert list(fig.data[0].x) == [0, 1] and fig.data[0].line.color == viz.PIPELINE_COLORS["zg envelope"]
+
+
+def test_stage_breakdown_and_batch_scaling(viz):
+    rows = [{"pipeline": p, "batch_size": b, "step_seconds": 0.01 * b / 64,
+             "stage_seconds": {"sample": 0.002, "forward": 0.004}, "seeds_per_second": 6400.0 * (1 + i)}
+            for b in (64, 256) for i, p in enumerate(("DGL", "zg envelope"))]
+    fig = viz.stage_breakdown(rows)
+    assert [t.name for t in fig.data] == ["sample", "forward", "whole step (timed separately)"]
+    assert fig.layout.barmode == "stack" and axis_title(fig.layout.yaxis) == "ms per iteration"
+    assert list(fig.data[0].x[1]) == ["DGL", "zg envelope", "DGL", "zg envelope"]
+    scaling = viz.batch_scaling(rows)
+    assert [t.name for t in scaling.data] == ["DGL", "zg envelope"]
+    assert list(scaling.data[1].x) == [64, 256] and scaling.layout.xaxis.type == "log"
+    assert axis_title(scaling.layout.yaxis) == "training seeds per second"
+    assert axis_title(viz.batch_scaling(rows, metric="step_seconds").layout.yaxis) == "seconds per iteration"
+
+
+def test_gpu_results_figure(viz):
+    rows = [{"graph": "cora", "batch_size": 256, "variant": v, "ms_per_iteration": ms,
+             "gpu_execution_fraction": f} for v, ms, f in (("dynamic", 4.0, 0.3), ("envelope_captured", 1.0, 0.95))]
+    fig = viz.gpu_results(rows, label="NVIDIA H200, measured 2026-01-01")
+    assert "not measured on this machine" in fig.layout.title.text and "H200" in fig.layout.title.text
+    assert len(fig.data) == 4 and list(fig.data[3].y) == [0.95]
+    with pytest.raises(ValueError, match="label"):
+        viz.gpu_results(rows, label="")
+
+
+def test_grappa_figures(viz):
+    fig = viz.coverage_histogram(torch.tensor([0.2, 0.4, 1.0]), hops=2)
+    assert fig.data[0].type == "histogram" and axis_title(fig.layout.xaxis) == "2-hop coverage"
+    assert "mean 0.53" in fig.layout.annotations[0].text
+    fig = viz.bytes_by_kind({"gradients": [2048, 2048], "features": [0, 0]})
+    assert [t.name for t in fig.data] == ["gradients: 4.0 KiB", "features: 0 B"]
+    assert list(fig.data[0].x) == ["worker 0", "worker 1"] and fig.layout.barmode == "stack"
+
+
+def test_explore(viz, require):
+    widgets = require("ipywidgets")
+    calls = []
+
+    def build(n, word):
+        calls.append((n, word))
+        return viz.curves({word: list(range(n))}, title=f"{n} {word}")
+
+    slider = widgets.IntSlider(value=3, min=1, max=9)
+    explorer = viz.explore(build, n=slider, word=widgets.Dropdown(options=["a", "b"], value="a"))
+    assert calls == [(3, "a")]                                    # built once, up front
+    bundle = explorer._repr_mimebundle_()
+    assert "application/vnd.jupyter.widget-view+json" in bundle
+    assert "plotly-graph-div" in bundle["text/html"] and "live when this notebook runs in JupyterLab" in bundle["text/html"]
+    assert "n=3" in bundle["text/html"]
+    slider.value = 5                                              # moving a control rebuilds
+    assert calls[-1] == (5, "a")
+
+    def broken(n):
+        raise RuntimeError("boom")
+
+    with pytest.raises(RuntimeError, match="boom"):               # an error fails the cell
+        viz.explore(broken, n=widgets.IntSlider(value=1))
+    with pytest.raises(TypeError, match="plotly Figure"):
+        viz.explore(lambda n: None, n=widgets.IntSlider(value=1))
+    with pytest.raises(TypeError, match="ipywidgets"):
+        viz.explore(build, n=3)
+    with pytest.raises(ValueError):
+        viz.explore(build)
