@@ -127,17 +127,20 @@ def main(argv=None) -> int:
     ap.add_argument("--scale", choices=("small", "full"), default="full",
                     help="ZG_SCALE for the notebooks (default: full)")
     ap.add_argument("--timeout", type=int, default=None,
-                    help="seconds per cell (default: 300 at small scale, 3600 at full)")
+                    help="seconds per cell (default: 120 at small scale, 3600 at full)")
     args = ap.parse_args(argv)
     if args.timeout is None:
-        args.timeout = 300 if args.scale == "small" else 3600
+        # At CI size every cell finishes in seconds, so a short timeout turns the rare stalled
+        # kernel (see build()) into a quick retry rather than a long wait.
+        args.timeout = 120 if args.scale == "small" else 3600
     failures = 0
     for notebook in args.notebooks:
         if not notebook.exists():
             print(f"report: {notebook} does not exist", file=sys.stderr)
             failures += 1
             continue
-        ok, seconds, message = build(notebook, args.out, args.scale, args.timeout)
+        ok, seconds, message = build(notebook, args.out, args.scale, args.timeout,
+                                     retries=3 if args.scale == "small" else 1)
         status = "ok" if ok else "FAILED"
         print(f"report: {notebook} -> {args.out / (notebook.stem + '.html')}  [{status}, "
               f"{seconds:.0f} s, ZG_SCALE={args.scale}]", flush=True)
