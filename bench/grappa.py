@@ -36,6 +36,7 @@ import argparse
 import os
 import statistics
 import sys
+import tempfile
 import time
 from pathlib import Path
 
@@ -178,8 +179,7 @@ def main(argv=None):
     start = time.perf_counter()
     note = machine()
     records, grad_rows = [], []
-    scratch = os.path.join(os.path.dirname(os.path.abspath(__file__)), "results", ".scratch")
-    os.makedirs(scratch, exist_ok=True)
+    scratch = tempfile.mkdtemp(prefix="zg-bench-grappa-")             # model files, outside the repo
     for label, spec in specs.items():
         g = load(spec["graph"])
         print(f"{label}: {g}", flush=True)
