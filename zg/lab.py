@@ -109,6 +109,8 @@ def machine() -> dict:
         "memory_gib": _memory_gib(),
         "torch": torch.__version__,
         "cuda": torch.cuda.get_device_name(0) if torch.cuda.is_available() else None,
+        # Other processes compete for the cores; the 1/5/15-minute load average says how much.
+        "load_average": list(os.getloadavg()) if hasattr(os, "getloadavg") else None,
     }
     try:
         import importlib.metadata as md
