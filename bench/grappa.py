@@ -210,6 +210,8 @@ def main(argv=None):
               "runs": records, "gradient_error": grad_rows}
     result["targets"] = check_targets(records, grad_rows)
     result["bench_seconds"] = time.perf_counter() - start
+    # The machine is shared: the load at the end says how much the others ran meanwhile.
+    result["load_average_at_end"] = list(os.getloadavg()) if hasattr(os, "getloadavg") else None
     path = write_json("grappa_quick" if args.quick else "grappa", result)
     print_tables(records, grad_rows, result["targets"])
     print(f"\nwrote {path} in {result['bench_seconds'] / 60:.1f} min")

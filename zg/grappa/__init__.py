@@ -5,7 +5,7 @@ The flow, one module per stage:
 
     partition.py    chunks, the sweeping schedule of super-epochs, local graphs, statistics
     coverage.py     how much of each node's L-hop neighbourhood its worker sees
-    estimators.py   mean / node / batch / shrink: how the workers' gradients are combined
+    estimators.py   mean / node / batch / shrink (+ a uniform reference): how gradients combine
     launch.py       worker processes (torch.multiprocessing or torchrun), timeouts, free ports
     train.py        the worker loop, the DDP communication hook, repartitioning, the history
     comm.py         bytes sent per worker by kind, and a link model that projects epoch time

@@ -44,6 +44,7 @@ import json
 import math
 import os
 import platform
+import shutil
 import tempfile
 import time
 from dataclasses import asdict, dataclass, fields
@@ -518,7 +519,8 @@ def train(g: Graph, workers: int = 4, estimator: str = "batch", repartition_ever
 
     Args:
         g: graph with features, labels, train and val splits.
-        workers: P (1 <= P <= number of nodes). estimator: "mean" | "node" | "batch" | "shrink".
+        workers: P (1 <= P <= number of nodes). estimator: "mean" | "node" | "batch" | "shrink"
+            (or the "uniform" reference); see :mod:`zg.grappa.estimators`.
         repartition_every: epochs per super-epoch (None or 0: never repartition).
         epochs, seed: as named.
         partition: a precomputed :class:`Partition` for P workers (default: from the config);
@@ -602,7 +604,6 @@ def train_many(g: Graph, runs: List[Dict[str, Any]]) -> List[Dict[str, Any]]:
             histories.append(history)
     finally:
         for _, _, path, keep in prepared:
-            if not keep and os.path.exists(path):
-                os.remove(path)
-                os.rmdir(os.path.dirname(path))
+            if not keep:                         # the temporary folder, also after a failure
+                shutil.rmtree(os.path.dirname(path), ignore_errors=True)
     return histories
