@@ -528,6 +528,17 @@ def bytes_by_kind(by_kind: Mapping[str, Sequence[float]], *, title: str = "Bytes
     return fig
 
 
+# ----------------------------------------------------------------------------- notebooks 05-06
+# (partitions and isolation; gradient-only training)
+
+
+# ----------------------------------------------------------------------------- notebooks 07-08
+# (coverage correction; repartitioning and scale)
+
+
+# ----------------------------------------------------------------------------- notebook 09
+
+
 def _human(count: float) -> str:
     for unit in ("B", "KiB", "MiB", "GiB", "TiB"):
         if abs(count) < 1024 or unit == "TiB":
