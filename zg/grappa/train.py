@@ -71,6 +71,7 @@ __all__ = ["TrainConfig", "train", "train_many", "run_worker", "TRAINERS", "MODE
 
 TRAINERS = ("grappa", "isolated", "psgd_pa", "feature_fetch", "single")
 MODES = ("minibatch", "full")
+SAMPLERS = ("dynamic", "envelope")
 
 
 # ----------------------------------------------------------------------------- configuration
@@ -84,7 +85,10 @@ class TrainConfig:
     :mod:`zg.grappa.estimators`. repartition_every: epochs per super-epoch (None or 0: never).
     method, num_chunks, halo, schedule: see :func:`zg.grappa.partition`. mode: "minibatch" or
     "full". model, hidden_dim, num_layers, dropout: see :func:`zg.models.build`. fanouts:
-    input layer first (default 10 per layer). batch_size: global seeds per iteration. lr,
+    input layer first (default 10 per layer). sampler: "dynamic" (host-mediated, the
+    reference) or "envelope" (each worker runs the ZeroGNN fixed-shape step on its local
+    graph: envelope sampler, padded blocks, no host syncs in the iteration). batch_size:
+    global seeds per iteration. lr,
     weight_decay: Adam. average_every: psgd_pa's averaging period in iterations (default one
     epoch). eval_every: evaluate every k epochs (and after the last). backend: gloo / nccl /
     None (auto). timeout: seconds any collective may wait. run_timeout: seconds the whole run
@@ -113,6 +117,7 @@ class TrainConfig:
     num_layers: int = 2
     dropout: float = 0.5
     fanouts: Optional[List[int]] = None
+    sampler: str = "dynamic"
     batch_size: int = 512
     lr: float = 0.01
     weight_decay: float = 0.0
@@ -162,6 +167,7 @@ class TrainConfig:
         if len(self.fanouts) != self.num_layers:
             raise ValueError(f"fanouts has {len(self.fanouts)} entries but num_layers="
                              f"{self.num_layers}; give one fanout per layer")
+        choice_arg(self.sampler, "sampler", SAMPLERS)
         int_arg(self.batch_size, "batch_size", low=1)
         real_arg(self.lr, "lr", low=0.0, low_open=True)
         real_arg(self.weight_decay, "weight_decay", low=0.0)
