@@ -57,7 +57,8 @@ import torch.nn.functional as F
 from .. import models as zg_models
 from ..graph import Graph
 from ..pipeline import epoch_order, make_optimizer
-from ..sampling import DynamicSampler, check_fanouts
+from ..envelope import Envelope
+from ..sampling import DynamicSampler, EnvelopeSampler, check_fanouts
 from ._checks import bool_arg, choice_arg, graph_arg, int_arg, real_arg
 from .comm import KINDS, CommLedger
 from .coverage import local_coverage
@@ -87,8 +88,13 @@ class TrainConfig:
     "full". model, hidden_dim, num_layers, dropout: see :func:`zg.models.build`. fanouts:
     input layer first (default 10 per layer). sampler: "dynamic" (host-mediated, the
     reference) or "envelope" (each worker runs the ZeroGNN fixed-shape step on its local
-    graph: envelope sampler, padded blocks, no host syncs in the iteration). batch_size:
-    global seeds per iteration. lr,
+    graph: envelope sampler, padded blocks, no host syncs in the iteration). envelope,
+    envelope_quantile, envelope_margin: how each worker sizes its envelope for every
+    super-epoch ("profiled": :meth:`zg.Envelope.profile` on its local graph with that quantile
+    and margin; "worst_case": never overflows). An epoch in which any worker overflowed is
+    rewound exactly (parameters, optimizer state and RNG restored on every worker), the
+    overflowing envelopes grow, and the epoch runs again; the history counts these replays.
+    batch_size: global seeds per iteration. lr,
     weight_decay: Adam. average_every: psgd_pa's averaging period in iterations (default one
     epoch). eval_every: evaluate every k epochs (and after the last). backend: gloo / nccl /
     None (auto). timeout: seconds any collective may wait. run_timeout: seconds the whole run
@@ -118,6 +124,9 @@ class TrainConfig:
     dropout: float = 0.5
     fanouts: Optional[List[int]] = None
     sampler: str = "dynamic"
+    envelope: str = "profiled"
+    envelope_quantile: float = 0.99
+    envelope_margin: float = 0.05
     batch_size: int = 512
     lr: float = 0.01
     weight_decay: float = 0.0
@@ -168,6 +177,13 @@ class TrainConfig:
             raise ValueError(f"fanouts has {len(self.fanouts)} entries but num_layers="
                              f"{self.num_layers}; give one fanout per layer")
         choice_arg(self.sampler, "sampler", SAMPLERS)
+        choice_arg(self.envelope, "envelope", ("profiled", "worst_case"))
+        real_arg(self.envelope_quantile, "envelope_quantile", low=0.0, high=1.0, low_open=True)
+        real_arg(self.envelope_margin, "envelope_margin", low=0.0, high=10.0)
+        if self.sampler == "envelope" and (self.mode != "minibatch" or self.trainer == "feature_fetch"):
+            raise ValueError(f"sampler='envelope' samples each worker's local graph in mode='minibatch' "
+                             f"(trainers grappa, isolated, psgd_pa, single); got trainer="
+                             f"{self.trainer!r}, mode={self.mode!r}")
         int_arg(self.batch_size, "batch_size", low=1)
         real_arg(self.lr, "lr", low=0.0, low_open=True)
         real_arg(self.weight_decay, "weight_decay", low=0.0)
@@ -291,11 +307,21 @@ class IsolatedSource:
         coverage = local_coverage(local, self.cfg.num_layers).to(self.device)     # [n_local]
         self.weights = self.estimator.node_weights(coverage)                        # [n_local]
         self.train_nodes = self.local.train_idx.cpu()
+        seed = _derived_seed(self.cfg.seed, self.rank, s)
         if self.cfg.mode == "full":
             self.block = whole_graph_block(self.local)
+        elif self.cfg.sampler == "envelope":
+            # The worker's largest batch: batches() splits its training nodes into I parts.
+            rows = max(1, math.ceil(self.train_nodes.numel() / self.iterations))
+            if self.cfg.envelope == "worst_case":
+                envelope = Envelope.worst_case(self.local, self.cfg.fanouts, rows)
+            else:
+                envelope = Envelope.profile(self.local, self.cfg.fanouts, rows, seed=seed,
+                                            quantile=self.cfg.envelope_quantile,
+                                            margin=self.cfg.envelope_margin, nodes=self.train_nodes)
+            self.sampler = EnvelopeSampler(self.local, self.cfg.fanouts, rows, envelope=envelope, seed=seed)
         else:
-            self.sampler = DynamicSampler(self.local, self.cfg.fanouts,
-                                          seed=_derived_seed(self.cfg.seed, self.rank, s))
+            self.sampler = DynamicSampler(self.local, self.cfg.fanouts, seed=seed)
         self.super_epoch = s
         self.mean_coverage = float(coverage[self.local.train_idx].mean())
 
@@ -310,7 +336,39 @@ class IsolatedSource:
         if self.cfg.mode == "full":
             return [self.block] * self.cfg.num_layers, self.local.x, seeds, y, w
         mb = self.sampler.sample(seeds, epoch, iteration)
+        if self.cfg.sampler == "envelope":
+            # Fixed shapes: padded seed rows are dropped by a slice whose length the host
+            # already knows (these seeds came from the host), so no sync; the overflow flag
+            # stays on the device and is read once per epoch.
+            self._overflow = self._overflow | mb.overflowed
+            self._wanted = torch.maximum(self._wanted, mb.wanted)
+            return mb.blocks, self.local.x[mb.input_nodes], slice(0, seeds.numel()), y, w
         return mb.blocks, self.local.x[mb.input_nodes], None, y, w
+
+    # Exact rewind of an epoch in which some worker's envelope overflowed (sampler="envelope").
+
+    @property
+    def rewindable(self) -> bool:
+        """Whether an epoch may have to be rerun (envelopes can overflow)."""
+        return self.cfg.sampler == "envelope" and self.cfg.mode == "minibatch"
+
+    def begin_epoch(self) -> None:
+        if self.cfg.sampler == "envelope" and self.cfg.mode == "minibatch":
+            self._overflow = torch.zeros((), dtype=torch.bool, device=self.device)
+            self._wanted = torch.zeros(len(self.cfg.fanouts), dtype=torch.int64, device=self.device)
+
+    def epoch_overflowed(self) -> torch.Tensor:
+        """bool [] this worker's sticky overflow flag of the epoch (False without envelopes)."""
+        if self.cfg.sampler != "envelope" or self.cfg.mode != "minibatch":
+            return torch.zeros((), dtype=torch.bool)
+        return self._overflow
+
+    def grow(self) -> None:
+        """Grow this worker's envelope after an overflow (to the observed counts plus margin)."""
+        if bool(self._overflow):
+            envelope = self.sampler.envelope.grow(observed=self._wanted.cpu().tolist())
+            self.sampler = EnvelopeSampler(self.local, self.cfg.fanouts, self.sampler.batch_size,
+                                           envelope=envelope, seed=self.sampler.seed)
 
 
 def _average_parameters(model: torch.nn.Module, world: int, ledger: CommLedger) -> None:
@@ -390,32 +448,45 @@ def run_worker(rank: int, world: int, cfg: TrainConfig, g: Graph, part: Optional
         dist.barrier()                               # the epoch clock starts together
         model.train()
         start = time.perf_counter()
-        loss_sum = torch.zeros((), dtype=torch.float64, device=device)
-        seen, lambdas = 0, []
-        for it, seeds in enumerate(source.batches(epoch)):
-            blocks, x, rows, y, w = source.sample(seeds, epoch, it)
-            logits = net(blocks, x)
-            if rows is not None:
-                logits = logits[rows]
-            per_seed = F.cross_entropy(logits, y, reduction="none")            # [B]
-            if cfg.trainer == "psgd_pa":
-                factors = torch.full_like(per_seed, 1.0 / per_seed.numel())
-            else:
-                stats = None
-                if estimator.needs_stats:
-                    stats = _gather_stats(batch_stats(w), world, ledger)         # [P, 3]
-                factors, hook_state.scale, info = estimator.combine(w, rank, world, stats)
-                if "lambda" in info:
-                    lambdas.append(info["lambda"])
-            loss = (per_seed * factors.to(per_seed.device)).sum()
-            optimizer.zero_grad(set_to_none=False)
-            loss.backward()
-            optimizer.step()
-            step += 1
-            if cfg.trainer == "psgd_pa" and step % average_every == 0:
-                _average_parameters(model, world, ledger)
-            loss_sum += per_seed.detach().sum().double()
-            seen += per_seed.numel()
+        replays = 0
+        while True:                                  # more than once only after an overflow
+            snapshot = None
+            if getattr(source, "rewindable", False):   # envelope sampler: keep the epoch's start
+                snapshot = _snapshot(model, optimizer, step, device)
+                source.begin_epoch()
+            loss_sum = torch.zeros((), dtype=torch.float64, device=device)
+            seen, lambdas = 0, []
+            for it, seeds in enumerate(source.batches(epoch)):
+                blocks, x, rows, y, w = source.sample(seeds, epoch, it)
+                logits = net(blocks, x)
+                if rows is not None:
+                    logits = logits[rows]
+                per_seed = F.cross_entropy(logits, y, reduction="none")            # [B]
+                if cfg.trainer == "psgd_pa":
+                    factors = torch.full_like(per_seed, 1.0 / per_seed.numel())
+                else:
+                    stats = None
+                    if estimator.needs_stats:
+                        stats = _gather_stats(batch_stats(w), world, ledger)         # [P, 3]
+                    factors, hook_state.scale, info = estimator.combine(w, rank, world, stats)
+                    if "lambda" in info:
+                        lambdas.append(info["lambda"])
+                loss = (per_seed * factors.to(per_seed.device)).sum()
+                optimizer.zero_grad(set_to_none=False)
+                loss.backward()
+                optimizer.step()
+                step += 1
+                if cfg.trainer == "psgd_pa" and step % average_every == 0:
+                    _average_parameters(model, world, ledger)
+                loss_sum += per_seed.detach().sum().double()
+                seen += per_seed.numel()
+            if snapshot is None or not _any_overflowed(source.epoch_overflowed()):
+                break
+            # Some worker's envelope overflowed: every worker restores the epoch's start
+            # (parameters, optimizer state, RNG), the overflowing ones grow, and the epoch reruns.
+            step = _restore(snapshot, model, optimizer, device)
+            source.grow()
+            replays += 1
         seconds = time.perf_counter() - start
         comm = ledger.take()
         row = [float(loss_sum), float(seen), seconds, repartition_seconds, source.mean_coverage]
@@ -423,6 +494,8 @@ def run_worker(rank: int, world: int, cfg: TrainConfig, g: Graph, part: Optional
         table = _gather_row(torch.tensor(row, dtype=torch.float64), world)     # [P, 13] bookkeeping
         if rank == 0:
             record = _epoch_record(epoch, s, table, lambdas, source.iterations)
+            if cfg.sampler == "envelope":
+                record["envelope_replays"] = replays
             if (epoch + 1) % cfg.eval_every == 0 or epoch == cfg.epochs - 1:
                 t = time.perf_counter()
                 acc = evaluate(model, eval_graph, ("val", "test"), block=eval_block)
@@ -442,6 +515,36 @@ def run_worker(rank: int, world: int, cfg: TrainConfig, g: Graph, part: Optional
             write_json(history, history_path)
         if cfg.model_path:
             torch.save({k: v.cpu() for k, v in model.state_dict().items()}, cfg.model_path)
+
+
+def _snapshot(model: torch.nn.Module, optimizer: torch.optim.Optimizer, step: int,
+              device: torch.device) -> Dict[str, Any]:
+    """Everything an epoch changes on a worker: parameters, optimizer state, step, RNG."""
+    import copy
+
+    snap = {"model": copy.deepcopy(model.state_dict()), "optimizer": copy.deepcopy(optimizer.state_dict()),
+            "step": step, "rng": torch.get_rng_state()}
+    if device.type == "cuda":
+        snap["cuda_rng"] = torch.cuda.get_rng_state(device)
+    return snap
+
+
+def _restore(snap: Dict[str, Any], model: torch.nn.Module, optimizer: torch.optim.Optimizer,
+             device: torch.device) -> int:
+    model.load_state_dict(snap["model"])
+    optimizer.load_state_dict(snap["optimizer"])
+    torch.set_rng_state(snap["rng"])
+    if "cuda_rng" in snap:
+        torch.cuda.set_rng_state(snap["cuda_rng"], device)
+    return snap["step"]
+
+
+def _any_overflowed(mine: torch.Tensor) -> bool:
+    """Whether any worker's envelope overflowed this epoch: one 1-element all_reduce (MAX) and
+    one host read per epoch, never per iteration (bookkeeping, like the history row)."""
+    flag = mine.to(torch.int32).reshape(1)
+    dist.all_reduce(flag, op=dist.ReduceOp.MAX)
+    return bool(flag.item())
 
 
 def _gather_stats(mine: torch.Tensor, world: int, ledger: CommLedger) -> torch.Tensor:
