@@ -57,10 +57,26 @@ def test_envelope_worker_node_sets_are_exact():
     assert not bool(env.epoch_overflowed())                             # profiled + margin
 
 
-def test_tiny_envelope_rewinds_and_matches_the_worst_case(tmp_path):
+def dropout_ignores_padding() -> bool:
+    """Whether this torch build's CPU dropout gives the first rows the same mask, and leaves
+    the generator in the same state, whatever the number of (padding) rows after them. Where
+    it does not, a bigger envelope draws different dropout masks: same distribution, other
+    numbers, so runs with different envelope sizes agree only with dropout off."""
+    masks, states = [], []
+    for rows in (64, 100):
+        torch.manual_seed(0)
+        masks.append(torch.nn.functional.dropout(torch.ones(rows, 16), 0.5)[:64])
+        states.append(torch.rand(4))
+    return torch.equal(*masks) and torch.equal(*states)
+
+
+@pytest.mark.parametrize("dropout", [0.0, 0.5])
+def test_tiny_envelope_rewinds_and_matches_the_worst_case(tmp_path, dropout):
+    if dropout and not dropout_ignores_padding():
+        pytest.skip("this torch build's CPU dropout masks depend on the padded size")
     g = tiny()
     common = dict(workers=2, estimator="batch", repartition_every=2, epochs=4, seed=3,
-                  sampler="envelope", **SMALL)
+                  sampler="envelope", dropout=dropout, **SMALL)
     tiny_run = dict(common, envelope_quantile=0.01, envelope_margin=0.0,
                     model_path=str(tmp_path / "tiny.pt"))
     worst_run = dict(common, envelope="worst_case", model_path=str(tmp_path / "worst.pt"))
