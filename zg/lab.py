@@ -574,3 +574,91 @@ def gpu_result_rows(results: dict) -> List[dict]:
                      "host_syncs_per_iteration": r.get("host_syncs_per_iteration"),
                      "peak_bytes": r.get("peak_bytes")})
     return rows
+
+
+# ----------------------------------------------------------------------------- notebook 09
+# Grappa workers that each run the ZeroGNN fixed-shape step, against both baselines.
+
+TOGETHER = {
+    "grappa + envelope": dict(trainer="grappa", sampler="envelope"),
+    "grappa + dynamic": dict(trainer="grappa", sampler="dynamic"),
+    "feature fetch": dict(trainer="feature_fetch", sampler="dynamic"),
+}
+
+
+def worker_syncs(g: Graph, *, workers: int = 2, fanouts: Sequence[int] = (10, 10), batch_size: int = 256,
+                 seed: int = 0, rank: int = 0) -> dict:
+    """Host syncs of one sampling call inside a Grappa worker, per sampler.
+
+    Builds worker ``rank``'s source of a ``workers``-way random partition exactly as
+    :func:`zg.grappa.train` does (its local graph, coverage weights and sampler), warms it up,
+    then samples its first batch under a :class:`~zg.audit.SyncAudit` once with each sampler.
+    Returns ``{"dynamic": summary, "envelope": summary, "envelope_sizes": [...],
+    "local_nodes": n, "rows": batch rows}`` (summaries as :func:`audit_samplers`).
+    """
+    from .grappa import partition as make_partition
+    from .grappa.train import IsolatedSource, TrainConfig
+
+    fanouts = check_fanouts(fanouts)
+    part = make_partition(g, workers, method="random", seed=seed)
+    out: dict = {}
+    for sampler in ("dynamic", "envelope"):
+        cfg = TrainConfig(workers=workers, sampler=sampler, fanouts=list(fanouts), num_layers=len(fanouts),
+                          batch_size=batch_size, seed=seed).validated()
+        src = IsolatedSource(cfg, g, part, rank, workers, torch.device("cpu"), cfg.estimator_object)
+        src.start_super_epoch(0)
+        src.begin_epoch()
+        seeds = next(iter(src.batches(0)))
+        src.sample(seeds, 0, 0)                       # warm-up: first calls allocate lazily
+        with SyncAudit(where=True) as audit:
+            src.sample(seeds, 0, 0)
+        out[sampler] = _audit_summary(audit)
+        if sampler == "envelope":
+            out["envelope_sizes"] = src.sampler.sizes
+            out["local_nodes"] = src.local.num_nodes
+            out["rows"] = src.sampler.batch_size
+    return out
+
+
+def together(g: Graph, *, workers: int = 2, epochs: int = 10, batch_size: int = 256,
+             fanouts: Sequence[int] = (10, 10), hidden_dim: int = 64, seed: int = 0,
+             variants: Optional[Sequence[str]] = None, **options: Any) -> dict:
+    """Train the :data:`TOGETHER` variants with real worker processes in one launch.
+
+    ``grappa + envelope``: Grappa workers each running the ZeroGNN fixed-shape step on their
+    local graph (``sampler="envelope"``). Baselines: the same Grappa workers with the
+    host-mediated dynamic sampler, and feature fetching (every worker samples the whole
+    graph's structure and fetches remote features each iteration). Same model, seed and
+    batches everywhere; ``options`` go to every run (``lr``, ``repartition_every``, ...).
+
+    Returns ``{"rows": [...], "histories": {variant: history}}``; a row holds the variant,
+    ``seconds_per_epoch`` (median), ``bytes_per_epoch_per_worker``, ``test_acc`` (final),
+    ``best_val_acc``, ``envelope_replays`` (total) and ``bytes_by_kind`` (summed over epochs,
+    per worker).
+    """
+    from .grappa import train_many
+
+    names = list(TOGETHER) if variants is None else list(variants)
+    unknown = [n for n in names if n not in TOGETHER]
+    if unknown or not names:
+        raise ValueError(f"variants must be a non-empty list drawn from {list(TOGETHER)}, got {variants!r}")
+    fanouts = check_fanouts(fanouts)
+    common = dict(workers=workers, epochs=epochs, batch_size=batch_size, fanouts=list(fanouts),
+                  num_layers=len(fanouts), hidden_dim=hidden_dim, seed=seed, **options)
+    histories = train_many(g, [dict(common, **TOGETHER[n]) for n in names])
+    rows = []
+    for name, h in zip(names, histories):
+        kinds: Dict[str, List[int]] = {}
+        for e in h["epochs"]:
+            for kind, per_worker in e["bytes_by_kind"].items():
+                acc = kinds.setdefault(kind, [0] * len(per_worker))
+                kinds[kind] = [a + b for a, b in zip(acc, per_worker)]
+        rows.append({"variant": name, "seconds_per_epoch": h["seconds_per_epoch"],
+                     "bytes_per_epoch_per_worker": h["bytes_per_epoch_per_worker"],
+                     "test_acc": h["final"]["test_acc"], "best_val_acc": h["final"]["best_val_acc"],
+                     "envelope_replays": sum(e.get("envelope_replays", 0) for e in h["epochs"]),
+                     "bytes_by_kind": {k: v for k, v in kinds.items() if any(v)}})
+    return {"rows": rows, "histories": dict(zip(names, histories))}
+
+
+__all__ += ["TOGETHER", "worker_syncs", "together"]

@@ -1,0 +1,65 @@
+"""zg.lab's notebook-09 experiments: host syncs inside a Grappa worker per sampler, and the
+three variants trained side by side with real worker processes; and their figure."""
+
+import pytest
+
+import zg
+from zg import lab
+
+pytestmark = pytest.mark.timeout(300)
+
+
+@pytest.fixture(scope="module")
+def graph():
+    return zg.datasets.csbm(num_nodes=400, avg_degree=6, num_classes=3, feat_dim=8, seed=0)
+
+
+def test_worker_syncs_counts_the_waits_of_each_sampler(graph):
+    out = lab.worker_syncs(graph, workers=2, fanouts=[4, 3], batch_size=64, seed=1)
+    assert out["envelope"]["host_syncs"] == 0 and out["envelope"]["dynamic_shape_ops"] == 0
+    # The dynamic sampler reads at least one count per hop back on the host.
+    assert out["dynamic"]["host_syncs"] >= 2 and out["dynamic"]["dynamic_shape_ops"] >= 2
+    assert abs(out["rows"] - 32) <= 4             # about 64 global seeds over 2 random partitions
+    assert len(out["envelope_sizes"]) == 2 and out["envelope_sizes"][1] >= out["rows"]
+    assert 0 < out["local_nodes"] < graph.num_nodes                 # a partition, not the graph
+
+
+def test_together_trains_the_three_variants(graph):
+    result = lab.together(graph, workers=2, epochs=2, batch_size=64, fanouts=[4, 3], hidden_dim=8,
+                          seed=0, timeout=60, run_timeout=240)
+    rows = {r["variant"]: r for r in result["rows"]}
+    assert list(rows) == list(lab.TOGETHER)
+    for name, h in result["histories"].items():
+        assert h["config"]["trainer"] == lab.TOGETHER[name]["trainer"]
+        assert h["config"]["sampler"] == lab.TOGETHER[name]["sampler"]
+        assert len(h["epochs"]) == 2 and rows[name]["test_acc"] == h["final"]["test_acc"]
+        total = sum(sum(per_worker) for per_worker in rows[name]["bytes_by_kind"].values())
+        assert total == sum(sum(e["bytes_sent"]) for e in h["epochs"])     # by kind adds up
+    assert "features" not in rows["grappa + envelope"]["bytes_by_kind"]
+    assert "features" not in rows["grappa + dynamic"]["bytes_by_kind"]
+    assert sum(rows["feature fetch"]["bytes_by_kind"]["features"]) > 0
+    # Same model on both Grappa variants: the same gradient bytes per applied epoch.
+    env, dyn = rows["grappa + envelope"], rows["grappa + dynamic"]
+    if env["envelope_replays"] == 0:
+        assert env["bytes_by_kind"]["gradients"] == dyn["bytes_by_kind"]["gradients"]
+
+
+def test_together_rejects_unknown_variants(graph):
+    with pytest.raises(ValueError, match="variants"):
+        lab.together(graph, variants=["grappa + magic"])
+    with pytest.raises(ValueError, match="variants"):
+        lab.together(graph, variants=[])
+
+
+def test_variant_summary_figure(require):
+    require("plotly")
+    import zg.viz
+
+    rows = [{"variant": "a", "seconds_per_epoch": 0.5, "bytes_per_epoch_per_worker": 2048.0, "test_acc": 0.7},
+            {"variant": "b", "seconds_per_epoch": 0.25, "bytes_per_epoch_per_worker": 4096.0, "test_acc": 0.6}]
+    fig = zg.viz.variant_summary(rows, subtitle="test machine")
+    assert len(fig.data) == 3 and all(list(t.x) == ["a", "b"] for t in fig.data)
+    assert list(fig.data[1].y) == [2048.0, 4096.0] and fig.data[1].text[0] == "2.0 KiB"
+    assert "test machine" in fig.layout.title.text
+    with pytest.raises(ValueError, match="seconds_per_epoch"):
+        zg.viz.variant_summary([{"variant": "a"}])
