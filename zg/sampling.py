@@ -163,34 +163,41 @@ def sample_neighbors(indptr: torch.Tensor, indices: torch.Tensor, nodes: torch.T
         valid_rows: bool [R] which rows are real.
         key: int64 0-d device tensor, this hop's random key.
     Returns:
-        (neighbours int64 [R, k] global ids, mask bool [R, k]). Masked slots hold ``indices[0]``.
+        (neighbours int64 [R, k] global ids, mask bool [R, k]). Masked slots hold the pad entry ``indices[-1]``.
     """
     k = fanout
-    start = indptr[nodes]                                          # [R]
-    degree = indptr[nodes + 1] - start                             # [R]
+    rows = nodes.shape[0]
+    start = _gather(indptr, nodes)                                 # [R]
+    degree = _gather(indptr, nodes + 1) - start                    # [R]
     row_key = mix64(key ^ mix64(nodes))                            # [R]
-    slots = torch.arange(k, device=nodes.device)                   # [k]
+    # Slot-major [k, R] layout: round i of Floyd reads and writes one contiguous row.
+    slots = torch.arange(k, device=nodes.device)[:, None]          # [k, 1]
+    draws = mix64(row_key[None, :] + slots) & _LOW62               # [k, R]
     if replace:
-        draws = mix64(row_key[:, None] + slots[None, :]) & _LOW62  # [R, k]
-        offset = torch.remainder(draws, degree.clamp(min=1)[:, None])
-        mask = (degree > 0)[:, None].expand(-1, k)
+        offset = torch.remainder(draws, degree.clamp(min=1)[None, :])
+        mask = (degree > 0)[None, :].expand(k, -1)
     else:
         # Floyd: for j = d-k .. d-1 draw t in [0, j]; take t unless already taken, else j.
         # The draws do not depend on earlier rounds, so all k are hashed at once; only the
         # "already taken?" test runs round by round.
-        draws = mix64(row_key[:, None] + slots[None, :]) & _LOW62  # [R, k]
-        j = degree[:, None] - k + slots[None, :]                   # [R, k]
-        t = torch.remainder(draws, (j + 1).clamp(min=1))           # [R, k] in [0, j]
-        chosen = t.clone()                                         # [R, k]
+        j = degree[None, :] - k + slots                            # [k, R]
+        t = torch.remainder(draws, (j + 1).clamp(min=1))           # [k, R] in [0, j]
+        chosen = t.clone()                                         # [k, R]
         for i in range(1, k):
-            taken = (chosen[:, :i] == t[:, i: i + 1]).any(dim=1)   # [R]
-            chosen[:, i] = torch.where(taken, j[:, i], t[:, i])
+            taken = (chosen[:i] == t[i]).any(dim=0)                # [R]
+            chosen[i] = torch.where(taken, j[i], t[i])
         small = degree <= k                                        # take every neighbour
-        offset = torch.where(small[:, None], slots[None, :].expand(nodes.shape[0], -1), chosen)
-        mask = slots[None, :] < degree[:, None]                    # [R, k]
-    mask = mask & valid_rows[:, None]
-    edge = torch.where(mask, start[:, None] + offset, indices.numel() - 1)   # pad entry if masked
-    return indices[edge], mask
+        offset = torch.where(small[None, :], slots, chosen)        # [k, R]
+        mask = slots < degree[None, :]                             # [k, R]
+    mask = (mask & valid_rows[None, :]).t()                        # [R, k] (a view)
+    edge = torch.where(mask, start[:, None] + offset.t(), indices.numel() - 1)   # pad if masked
+    return _gather(indices, edge), mask
+
+
+def _gather(src: torch.Tensor, index: torch.Tensor) -> torch.Tensor:
+    """``src[index]`` for a 1-d ``src``, shaped like ``index``: ``torch.gather`` on the flat
+    index, several times faster on CPU than advanced indexing, and the same on a GPU."""
+    return torch.gather(src, 0, index.reshape(-1)).view(index.shape)
 
 
 def _hop_key(key: torch.Tensor, hop: int) -> torch.Tensor:
@@ -340,7 +347,8 @@ class EnvelopeSampler:
         self.envelope = envelope
         self.device = g.device
         n = g.num_nodes
-        self._indices = torch.cat([g.indices, g.indices.new_zeros(1)])
+        # The pad entry is N, the marker arrays' trash row: masked slots come out as N.
+        self._indices = torch.cat([g.indices, g.indices.new_full((1,), n)])
         # Marker arrays, one trash row at index N for masked candidates; reset after each hop
         # by scattering back only the entries that hop touched.
         self._first = torch.full((n + 1,), torch.iinfo(torch.int64).max, dtype=torch.int64, device=self.device)
@@ -393,10 +401,10 @@ class EnvelopeSampler:
             if clock is not None:
                 clock("sample")
             # Candidates: destination rows first (so they keep local ids 0..n_dst-1), then slots.
-            cand = torch.cat([torch.where(valid_rows, dst, n), torch.where(mask, nbrs, n).flatten()])  # [M]
+            cand = torch.cat([torch.where(valid_rows, dst, n), nbrs.flatten()])      # [M], masked: N
             pos = torch.arange(cand.shape[0], device=dev)                # [M]
             self._first.scatter_reduce_(0, cand, pos, reduce="amin")
-            is_first = (self._first[cand] == pos) & (cand < n)           # [M]
+            is_first = (_gather(self._first, cand) == pos) & (cand < n)           # [M]
             is_new = is_first & (pos >= rows)                            # first seen in a slot
             rank = torch.cumsum(is_new.to(torch.int64), 0)               # [M]
             num_src = n_dst + rank[-1]                                   # [] true count
@@ -405,7 +413,7 @@ class EnvelopeSampler:
             # Local ids of every first occurrence, through the node-indexed array.
             local_of_first = torch.where(is_new, new_local, pos)         # dst rows: own row
             self._local.scatter_(0, torch.where(is_first, cand, n), local_of_first)
-            local = self._local[cand]                                    # [M]
+            local = _gather(self._local, cand)                           # [M]
             # Source-node buffer [cap]: dst rows, then new nodes; overflow goes to the trash row.
             src_nodes = torch.zeros(cap + 1, dtype=torch.int64, device=dev)
             src_nodes[:rows] = torch.where(valid_rows, dst, 0)            # envelope: rows <= cap
