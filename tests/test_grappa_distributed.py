@@ -153,6 +153,21 @@ def _failing_worker(rank, world):
     dist.barrier()
 
 
+def _silent_peer_worker(rank, world):
+    if rank == 1:                                # joined the group, never enters a collective
+        while True:
+            time.sleep(3600)
+    dist.all_reduce(torch.ones(8))
+
+
+def test_a_silent_peer_times_out_the_others():
+    """gloo enforces init_process_group(timeout=...) on every collective (checked on torch 2.2
+    and 2.13): rank 0 fails after 3 s naming the timeout, long before run_timeout, and the
+    launcher then takes the silent rank down."""
+    with pytest.raises(Exception, match=r"Timed out waiting 3000ms"):
+        spawn(_silent_peer_worker, 2, timeout=3, run_timeout=200)
+
+
 def test_launcher_never_hangs():
     start = time.monotonic()
     with pytest.raises(TimeoutError, match="run_timeout"):

@@ -19,6 +19,15 @@ object with :class:`zg.grappa.TrainConfig` fields plus ``dataset``::
     {"dataset": {"name": "csbm", "num_nodes": 20000, "avg_degree": 10, "num_classes": 5,
                  "feat_dim": 32, "seed": 0}, ...}
     {"dataset": {"npz": "path/to/graph.npz"}, ...}
+
+Failure and restart: with ``"checkpoint_dir"`` in the config, a restarted command resumes from
+the last checkpoint (see :mod:`zg.grappa.train`), so under torchrun a worker that dies is
+survivable::
+
+    torchrun --standalone --nproc-per-node=2 --max-restarts=3 -m zg.grappa --config cfg.json ...
+
+A config that cannot be read or is invalid ends the command with a message naming the file and
+the field, exit status 2, before anything starts or is written.
 """
 
 from __future__ import annotations
@@ -63,13 +72,24 @@ def main(argv=None) -> int:
     parser.add_argument("--out", default=None, help="where to write the history JSON "
                         "(default: the config's history_path)")
     args = parser.parse_args(argv)
-    with open(args.config) as f:
-        values = json.load(f)
-    if "RANK" in os.environ and "WORLD_SIZE" in os.environ:
+    # Everything that can be wrong with the input is reported here, before any process starts
+    # or any file is written (argparse's error: usage, the message, exit status 2).
+    try:
+        with open(args.config, "rb") as f:
+            values = json.loads(f.read().decode("utf-8"))
+    except (OSError, UnicodeDecodeError, ValueError) as exc:   # JSONDecodeError is a ValueError
+        parser.error(f"--config {args.config}: cannot read a JSON config ({type(exc).__name__}: {exc})")
+    if isinstance(values, dict) and "RANK" in os.environ and "WORLD_SIZE" in os.environ:
         values = {**values, "workers": int(os.environ["WORLD_SIZE"])}
-    cfg = TrainConfig.from_dict(values)
+    try:
+        cfg = TrainConfig.from_dict(values)
+    except (TypeError, ValueError) as exc:
+        parser.error(f"--config {args.config}: {exc}")
     out = args.out or cfg.history_path
-    g = load_dataset(cfg.dataset)
+    try:
+        g = load_dataset(cfg.dataset)
+    except (OSError, TypeError, ValueError, KeyError) as exc:
+        parser.error(f"--config {args.config}: dataset {cfg.dataset!r}: {exc}")
     if "RANK" in os.environ and "WORLD_SIZE" in os.environ:
         rank, world, local_rank, _ = init_from_env(cfg.timeout, cfg.backend)
         run_worker(rank, world, cfg, g, None, out, local_rank=local_rank)

@@ -34,8 +34,23 @@ training node is a seed once per epoch whatever the trainer. ``mode="full"``: on
 per epoch on the whole local graph (all neighbours, all local training nodes).
 
 Reproducible: the same config and seed give the same losses, accuracies and byte counts on the
-same machine and torch version (seeded init, per-rank dropout streams, seeded samplers,
-deterministic gloo reductions at fixed P).
+same machine and torch version (seeded init, seeded samplers, deterministic gloo reductions at
+fixed P). Every random draw of an epoch derives from (seed, rank, epoch): the shuffle, the
+sampler's keys and the dropout generator, which is reseeded at the start of every epoch. No
+random stream runs across epochs, so an epoch can be rerun, or a run resumed, exactly.
+
+Failure and restart: with ``checkpoint_dir`` set, rank 0 writes a checkpoint every
+``checkpoint_every`` epochs (atomically: a temporary file, then a rename): the parameters and
+Adam state (one copy under DDP, where every worker holds the same ones, which is checked when
+writing; one per worker for psgd_pa), the epoch to resume at, the history records so far and
+the config. A run that finds a checkpoint there resumes from it on every rank: the epochs before
+it are kept in the history, none is run twice, and the result is the same as an uninterrupted
+run's. That is what makes ``torchrun --max-restarts=N`` useful: when a worker dies, torchrun
+restarts all of them and they continue from the last checkpoint. A checkpoint that cannot be
+read, or was written by a run with another config or graph, stops every rank with
+:class:`CheckpointError` before any training. A peer that stops answering makes every other
+worker fail after ``timeout`` seconds with a ``TimeoutError`` naming the timeout (gloo enforces
+it on every collective; under nccl, torch's watchdog does).
 """
 
 from __future__ import annotations
@@ -45,6 +60,8 @@ import math
 import os
 import platform
 import shutil
+import signal
+import sys
 import tempfile
 import time
 from dataclasses import asdict, dataclass, fields
@@ -68,11 +85,14 @@ from .launch import spawn, worker_device
 from .partition import METHODS, SCHEDULES, Partition, partition
 
 __all__ = ["TrainConfig", "train", "train_many", "run_worker", "TRAINERS", "MODES", "HookState",
-           "estimator_hook", "make_partition", "iterations_per_epoch", "super_epoch_of"]
+           "estimator_hook", "make_partition", "iterations_per_epoch", "super_epoch_of",
+           "CheckpointError", "checkpoint_file", "read_checkpoint", "FAULT_ENV", "FAULT_ONCE_ENV"]
 
 TRAINERS = ("grappa", "isolated", "psgd_pa", "feature_fetch", "single")
 MODES = ("minibatch", "full")
 SAMPLERS = ("dynamic", "envelope")
+MAX_LAYERS = 64                 # more is a typo, and [10] * num_layers must stay small
+MAX_SECONDS = 1e7               # ~4 months: beyond this a timeout is a typo (and overflows timedelta)
 
 
 # ----------------------------------------------------------------------------- configuration
@@ -100,7 +120,13 @@ class TrainConfig:
     None (auto). timeout: seconds any collective may wait. run_timeout: seconds the whole run
     may take (None: no limit). threads: torch threads per worker (default cores / P).
     history_path: where rank 0 writes the history JSON. model_path: where rank 0 saves the
-    final ``state_dict`` (torch.save), if given. progress: a tqdm bar on rank 0.
+    final ``state_dict`` (torch.save), if given. checkpoint_dir: a folder for the run's
+    checkpoint (``checkpoint.pt``; None: no checkpoints); a run that finds one there resumes from
+    it (see the module docstring). Under torchrun across machines it only needs to be on rank
+    0's machine: rank 0 reads it and broadcasts it. checkpoint_every: epochs between checkpoints
+    (default: one super-epoch, ``repartition_every``, or every epoch when never repartitioning);
+    the last epoch is always checkpointed, so a finished run started again only rewrites its
+    history. progress: a tqdm bar on rank 0.
     dataset: only for the command line (``python -m zg.grappa``): which graph to load.
     """
 
@@ -138,6 +164,8 @@ class TrainConfig:
     threads: Optional[int] = None
     history_path: Optional[str] = None
     model_path: Optional[str] = None
+    checkpoint_dir: Optional[str] = None
+    checkpoint_every: Optional[int] = None
     progress: bool = False
     dataset: Any = None
 
@@ -159,7 +187,7 @@ class TrainConfig:
         if self.repartition_every is not None:
             int_arg(self.repartition_every, "repartition_every", low=0)
         int_arg(self.epochs, "epochs", low=1)
-        int_arg(self.seed, "seed", low=0)
+        int_arg(self.seed, "seed", low=0, high=2**63 - 1)                # torch.manual_seed's range
         choice_arg(self.method, "method", METHODS)
         if self.num_chunks is not None:
             int_arg(self.num_chunks, "num_chunks", low=1)
@@ -168,7 +196,7 @@ class TrainConfig:
         choice_arg(self.mode, "mode", MODES)
         choice_arg(self.model, "model", tuple(zg_models.MODELS))
         int_arg(self.hidden_dim, "hidden_dim", low=1)
-        int_arg(self.num_layers, "num_layers", low=1)
+        int_arg(self.num_layers, "num_layers", low=1, high=MAX_LAYERS)
         real_arg(self.dropout, "dropout", low=0.0, high=0.999)
         if self.fanouts is None:
             self.fanouts = [10] * self.num_layers
@@ -192,12 +220,22 @@ class TrainConfig:
         int_arg(self.eval_every, "eval_every", low=1)
         if self.backend is not None:
             choice_arg(self.backend, "backend", ("gloo", "nccl"))
-        real_arg(self.timeout, "timeout", low=0.0, low_open=True)
+        real_arg(self.timeout, "timeout", low=0.0, high=MAX_SECONDS, low_open=True)
         if self.run_timeout is not None:
-            real_arg(self.run_timeout, "run_timeout", low=0.0, low_open=True)
+            real_arg(self.run_timeout, "run_timeout", low=0.0, high=MAX_SECONDS, low_open=True)
         if self.threads is not None:
             int_arg(self.threads, "threads", low=1)
+        for name in ("history_path", "model_path", "checkpoint_dir"):
+            value = getattr(self, name)
+            if value is not None and (not isinstance(value, str) or not value):
+                raise TypeError(f"{name} must be a non-empty str (a path) or None, got "
+                                f"{type(value).__name__} {value!r}")
+        if self.checkpoint_every is not None:
+            int_arg(self.checkpoint_every, "checkpoint_every", low=1)
         bool_arg(self.progress, "progress")
+        if self.dataset is not None and not isinstance(self.dataset, (str, dict)):
+            raise TypeError(f"dataset must be a name, an object or None, got "
+                            f"{type(self.dataset).__name__} {self.dataset!r}")
         if self.trainer == "single":
             self.workers, self.num_chunks = 1, 1
         if self.trainer in ("single", "isolated", "feature_fetch"):
@@ -209,6 +247,8 @@ class TrainConfig:
                              "features of sampled neighbourhoods); got mode='full'")
         if self.repartition_every == 0:
             self.repartition_every = None
+        if self.checkpoint_every is None:
+            self.checkpoint_every = self.repartition_every or 1
         return self
 
     @property
@@ -239,8 +279,8 @@ def _check_plan(g: Graph, cfg: TrainConfig, part: Partition) -> None:
     if part.num_parts != cfg.workers:
         raise ValueError(f"partition has num_parts={part.num_parts} but workers={cfg.workers}")
     iterations = iterations_per_epoch(cfg, g.train_idx.numel())
-    used = {super_epoch_of(cfg, e) % part.num_super_epochs for e in range(cfg.epochs)}
-    for s in sorted(used):
+    touched = super_epoch_of(cfg, cfg.epochs - 1) + 1                  # super-epochs 0 .. touched-1
+    for s in range(min(touched, part.num_super_epochs)):
         counts = torch.bincount(part.owner(s)[g.train_idx.cpu()], minlength=cfg.workers)
         worst = int(torch.argmin(counts))
         if int(counts[worst]) < iterations:
@@ -385,6 +425,215 @@ def _average_parameters(model: torch.nn.Module, world: int, ledger: CommLedger) 
             offset += p.numel()
 
 
+# ----------------------------------------------------------------------------- checkpoints
+
+CHECKPOINT_FILE = "checkpoint.pt"
+# Config fields a resumed run may change: where things go, how long to wait, how often to save.
+RESUMABLE_CHANGES = ("history_path", "model_path", "checkpoint_dir", "checkpoint_every", "progress",
+                     "timeout", "run_timeout", "threads")
+_CHECKPOINT_KEYS = ("config", "graph", "world", "next_epoch", "step", "records", "model",
+                    "optimizer", "seconds", "resumed_at")
+
+
+class CheckpointError(RuntimeError):
+    """A checkpoint the run cannot resume from: unreadable, or written by a different run."""
+
+
+def checkpoint_file(cfg: TrainConfig) -> Optional[str]:
+    """Where a config's checkpoint lives (None without ``checkpoint_dir``)."""
+    return None if cfg.checkpoint_dir is None else os.path.join(cfg.checkpoint_dir, CHECKPOINT_FILE)
+
+
+def _graph_signature(g: Graph) -> Dict[str, int]:
+    return {"num_nodes": g.num_nodes, "num_edges": g.num_edges, "feat_dim": g.feat_dim,
+            "num_classes": int(g.num_classes), "num_train": int(g.train_idx.numel())}
+
+
+def _to_cpu(obj: Any) -> Any:
+    if torch.is_tensor(obj):
+        return obj.detach().cpu()
+    if isinstance(obj, dict):
+        return {k: _to_cpu(v) for k, v in obj.items()}
+    if isinstance(obj, (list, tuple)):
+        return type(obj)(_to_cpu(v) for v in obj)
+    return obj
+
+
+def read_checkpoint(path: str, cfg: TrainConfig, g: Graph, world: int) -> Optional[Dict[str, Any]]:
+    """The checkpoint at ``path`` checked against this run, or None if there is none.
+
+    Raises :class:`CheckpointError` (naming the file and what is wrong) if it cannot be read or
+    was written by a run with another config (any field but :data:`RESUMABLE_CHANGES`), another
+    graph or another number of workers. Loaded with ``weights_only=True``: tensors and plain
+    containers only, never arbitrary pickled objects.
+    """
+    if not os.path.exists(path):
+        return None
+    try:
+        state = torch.load(path, map_location="cpu", weights_only=True)
+    except Exception as exc:                     # truncated zip, bad pickle, wrong magic, ...
+        raise CheckpointError(f"checkpoint {path} cannot be read ({type(exc).__name__}: "
+                              f"{str(exc)[:200]}); it is corrupt or truncated. Delete it to start "
+                              "afresh") from exc
+    if not isinstance(state, dict) or state.get("format") != "zg.grappa.checkpoint" \
+            or state.get("version") != 1:
+        raise CheckpointError(f"{path} is not a zg.grappa checkpoint (format version 1)")
+    missing = [k for k in _CHECKPOINT_KEYS if k not in state]
+    if missing:
+        raise CheckpointError(f"checkpoint {path} lacks {missing}; it is corrupt")
+    saved = state["config"] if isinstance(state["config"], dict) else {}
+    mine = asdict(cfg)
+    differ = sorted(k for k in set(saved) | set(mine)
+                    if k not in RESUMABLE_CHANGES and saved.get(k, "<absent>") != mine.get(k, "<absent>"))
+    if differ:
+        shown = "; ".join(f"{k}: {saved.get(k, '<absent>')!r} there, {mine.get(k, '<absent>')!r} here"
+                          for k in differ[:6])
+        raise CheckpointError(f"checkpoint {path} was written by a run with a different config "
+                              f"({shown}). Use another checkpoint_dir, or delete it to start afresh")
+    if state["graph"] != _graph_signature(g):
+        raise CheckpointError(f"checkpoint {path} was written for another graph "
+                              f"({state['graph']} there, {_graph_signature(g)} here)")
+    if state["world"] != world:
+        raise CheckpointError(f"checkpoint {path} was written by {state['world']} workers; this run "
+                              f"has {world}")
+    next_epoch, records = state["next_epoch"], state["records"]
+    if not isinstance(next_epoch, int) or not 1 <= next_epoch <= cfg.epochs \
+            or not isinstance(records, list) \
+            or [r.get("epoch") if isinstance(r, dict) else None for r in records] != list(range(next_epoch)):
+        raise CheckpointError(f"checkpoint {path} is inconsistent: resume at epoch {next_epoch!r} "
+                              f"with {len(records) if isinstance(records, list) else '?'} epoch records")
+    copies = 1 if cfg.trainer != "psgd_pa" else world
+    if not (isinstance(state["model"], list) and isinstance(state["optimizer"], list)
+            and len(state["model"]) == len(state["optimizer"]) == copies):
+        raise CheckpointError(f"checkpoint {path} should hold {copies} model and optimizer state(s)")
+    return state
+
+
+def _save_checkpoint(path: str, state: Dict[str, Any]) -> None:
+    """torch.save atomically: a temporary file in the same folder, flushed to disk, renamed."""
+    folder = os.path.dirname(os.path.abspath(path))
+    os.makedirs(folder, exist_ok=True)
+    fd, tmp = tempfile.mkstemp(dir=folder, prefix=".checkpoint-", suffix=".tmp")
+    try:
+        with os.fdopen(fd, "wb") as f:
+            torch.save(state, f)
+            f.flush()
+            os.fsync(f.fileno())
+        os.replace(tmp, path)
+    except BaseException:
+        if os.path.exists(tmp):
+            os.unlink(tmp)
+        raise
+
+
+def _replica_fingerprint(model: torch.nn.Module, optimizer: torch.optim.Optimizer) -> torch.Tensor:
+    """float64 [n]: a sum per parameter and per optimizer-state tensor (equal replicas, equal sums)."""
+    sums = [p.detach().double().sum().cpu() for p in model.parameters()]
+    for per_param in optimizer.state.values():
+        sums += [v.detach().double().sum().cpu() for v in per_param.values() if torch.is_tensor(v)]
+    return torch.stack(sums)
+
+
+def _write_checkpoint(path: str, cfg: TrainConfig, g: Graph, rank: int, world: int,
+                      model: torch.nn.Module, optimizer: torch.optim.Optimizer, device: torch.device,
+                      next_epoch: int, step: int, records: List[Dict[str, Any]], seconds: float,
+                      resumed_at: List[int]) -> None:
+    """Every rank calls it (collectives inside); rank 0 writes the file."""
+    mine = {"model": _to_cpu(model.state_dict()), "optimizer": _to_cpu(optimizer.state_dict())}
+    if cfg.trainer == "psgd_pa":                 # every worker its own parameters and Adam state
+        states: List[Any] = [None] * world
+        dist.all_gather_object(states, mine)
+    else:
+        # Under DDP every worker applies the same reduced gradient with the same Adam, so one
+        # copy stands for all; checked here rather than assumed.
+        prints = _gather_row(_replica_fingerprint(model, optimizer).to(device), world)  # [P, n]
+        if not all(torch.equal(prints[0], prints[p]) for p in range(1, world)):
+            raise CheckpointError(f"the {world} workers' parameters or optimizer states differ "
+                                  f"after epoch {next_epoch - 1}; refusing to write a checkpoint")
+        states = [mine]
+    if rank == 0:
+        _save_checkpoint(path, {
+            "format": "zg.grappa.checkpoint", "version": 1, "config": asdict(cfg),
+            "graph": _graph_signature(g), "world": world, "next_epoch": next_epoch, "step": step,
+            "records": records, "model": [s["model"] for s in states],
+            "optimizer": [s["optimizer"] for s in states], "seconds": seconds,
+            "resumed_at": list(resumed_at)})
+
+
+def _resume(path: str, cfg: TrainConfig, g: Graph, rank: int, world: int, model: torch.nn.Module,
+            optimizer: torch.optim.Optimizer, device: torch.device) -> Optional[Dict[str, Any]]:
+    """Rank 0 reads and checks the checkpoint and broadcasts it; every rank loads its part.
+
+    Returns the checkpoint (None: there is none, start afresh). All ranks raise the same
+    :class:`CheckpointError` together if any of them cannot load it, so no rank trains on
+    while another has stopped, and nothing trains half-loaded.
+    """
+    payload: List[Any] = [None]
+    if rank == 0:
+        try:
+            payload[0] = read_checkpoint(path, cfg, g, world)
+        except CheckpointError as exc:
+            payload[0] = {"error": str(exc)}
+    dist.broadcast_object_list(payload, src=0)
+    state = payload[0]
+    if state is None:
+        return None
+    error = state.get("error")
+    if error is None:
+        mine = rank if len(state["model"]) > 1 else 0
+        try:
+            model.load_state_dict(state["model"][mine])
+            optimizer.load_state_dict(state["optimizer"][mine])
+        except Exception as exc:
+            error = (f"checkpoint {path} does not fit this run's model or optimizer on rank {rank} "
+                     f"({type(exc).__name__}: {str(exc)[:200]})")
+    failed = torch.tensor([0 if error is None else rank + 1], dtype=torch.int64, device=device)
+    dist.all_reduce(failed, op=dist.ReduceOp.MAX)
+    if error is not None:
+        raise CheckpointError(error)
+    if int(failed.item()):
+        raise CheckpointError(f"checkpoint {path}: rank {int(failed.item()) - 1} could not load it")
+    return state
+
+
+# ----------------------------------------------------------------------------- fault injection
+
+FAULT_ENV = "ZG_GRAPPA_FAULT"
+FAULT_ONCE_ENV = "ZG_GRAPPA_FAULT_ONCE"
+
+
+def _fault_from_env(rank: int):
+    """Fault-injection hook for tests: ``ZG_GRAPPA_FAULT="kill:EPOCH:ITERATION:RANK"`` makes that
+    rank SIGKILL itself at the start of that iteration; ``"stall:..."`` makes it sleep for ever
+    (a peer that never answers). With ``ZG_GRAPPA_FAULT_ONCE=<marker file>`` the fault fires only
+    if the marker does not exist yet, and creates it first, so a restarted run does not fail
+    again. Returns (action, epoch, iteration) for this rank, or None."""
+    spec = os.environ.get(FAULT_ENV)
+    if not spec:
+        return None
+    parts = spec.split(":")
+    if len(parts) != 4 or parts[0] not in ("kill", "stall") or not all(p.isdigit() for p in parts[1:]):
+        raise ValueError(f"{FAULT_ENV} must look like 'kill:EPOCH:ITERATION:RANK' or "
+                         f"'stall:EPOCH:ITERATION:RANK', got {spec!r}")
+    if int(parts[3]) != rank:
+        return None
+    return parts[0], int(parts[1]), int(parts[2])
+
+
+def _inject_fault(action: str) -> None:
+    marker = os.environ.get(FAULT_ONCE_ENV)
+    if marker:
+        try:
+            os.close(os.open(marker, os.O_CREAT | os.O_EXCL | os.O_WRONLY))
+        except FileExistsError:
+            return                               # fired before: this is the restarted run
+    sys.stdout.flush()
+    if action == "kill":
+        os.kill(os.getpid(), signal.SIGKILL)
+    while True:                                  # "stall": alive, in the group, silent
+        time.sleep(3600)
+
+
 # ----------------------------------------------------------------------------- the worker
 
 
@@ -393,8 +642,23 @@ def run_worker(rank: int, world: int, cfg: TrainConfig, g: Graph, part: Optional
     """One worker of any trainer, inside an initialised default process group.
 
     ``part`` None: compute it from the config (every rank gets the same one). Rank 0 writes the
-    history JSON to ``history_path`` (if given).
+    history JSON to ``history_path`` (if given). With ``cfg.checkpoint_dir`` it resumes from the
+    checkpoint there, if any, and writes one every ``cfg.checkpoint_every`` epochs. A collective
+    that waits longer than ``cfg.timeout`` raises ``TimeoutError`` naming the timeout.
     """
+    try:
+        _run_worker(rank, world, cfg, g, part, history_path, local_rank)
+    except RuntimeError as exc:
+        text = str(exc).lower()
+        if "timed out" not in text and "operation timeout" not in text:
+            raise
+        raise TimeoutError(f"worker {rank}: a collective waited longer than timeout={cfg.timeout} s "
+                           f"(TrainConfig.timeout), so a peer is gone or stuck. The backend said: "
+                           f"{str(exc)[:300]}") from exc
+
+
+def _run_worker(rank: int, world: int, cfg: TrainConfig, g: Graph, part: Optional[Partition],
+                history_path: Optional[str], local_rank: Optional[int]) -> None:
     from torch.nn.parallel import DistributedDataParallel
 
     if world != cfg.workers:
@@ -424,22 +688,29 @@ def run_worker(rank: int, world: int, cfg: TrainConfig, g: Graph, part: Optional
         hook_state = HookState(ledger)
         net.register_comm_hook(hook_state, estimator_hook)
     optimizer = make_optimizer(model, "adam", cfg.lr, cfg.weight_decay)
-    torch.manual_seed(_derived_seed(cfg.seed, rank, 7))   # this worker's dropout stream
     average_every = cfg.average_every or source.iterations
+    fault = _fault_from_env(rank)
 
+    records: List[Dict[str, Any]] = []
+    step, first_epoch, seconds_before, resumed_at = 0, 0, 0.0, []
+    checkpoint = checkpoint_file(cfg)
+    if checkpoint is not None:
+        state = _resume(checkpoint, cfg, g, rank, world, model, optimizer, device)
+        if state is not None:
+            first_epoch, step, seconds_before = state["next_epoch"], state["step"], state["seconds"]
+            records = state["records"] if rank == 0 else []
+            resumed_at = state["resumed_at"] + [first_epoch]
     eval_graph = g.to(device) if rank == 0 else None
     eval_block = whole_graph_block(eval_graph) if rank == 0 else None
-    records: List[Dict[str, Any]] = []
     bar = None
     if rank == 0 and cfg.progress:
         try:
             from tqdm.auto import tqdm
-            bar = tqdm(total=cfg.epochs, desc=f"{cfg.trainer} P={world}", leave=False)
+            bar = tqdm(total=cfg.epochs, initial=first_epoch, desc=f"{cfg.trainer} P={world}", leave=False)
         except ImportError:
             bar = None
-    step = 0
     run_start = time.perf_counter()
-    for epoch in range(cfg.epochs):
+    for epoch in range(first_epoch, cfg.epochs):
         s = super_epoch_of(cfg, epoch)
         t = time.perf_counter()
         if s != source.super_epoch:
@@ -447,6 +718,7 @@ def run_worker(rank: int, world: int, cfg: TrainConfig, g: Graph, part: Optional
         repartition_seconds = time.perf_counter() - t
         dist.barrier()                               # the epoch clock starts together
         model.train()
+        torch.manual_seed(_derived_seed(cfg.seed, rank, 7, epoch))   # this worker's dropout, this epoch
         start = time.perf_counter()
         replays = 0
         while True:                                  # more than once only after an overflow
@@ -457,6 +729,8 @@ def run_worker(rank: int, world: int, cfg: TrainConfig, g: Graph, part: Optional
             loss_sum = torch.zeros((), dtype=torch.float64, device=device)
             seen, lambdas = 0, []
             for it, seeds in enumerate(source.batches(epoch)):
+                if fault is not None and fault[1:] == (epoch, it):
+                    _inject_fault(fault[0])
                 blocks, x, rows, y, w = source.sample(seeds, epoch, it)
                 logits = net(blocks, x)
                 if rows is not None:
@@ -505,12 +779,18 @@ def run_worker(rank: int, world: int, cfg: TrainConfig, g: Graph, part: Optional
             if bar is not None:
                 bar.set_postfix(loss=f"{record['loss']:.3f}", val=record.get("val_acc"))
                 bar.update()
+        if checkpoint is not None and ((epoch + 1) % cfg.checkpoint_every == 0
+                                       or epoch == cfg.epochs - 1):
+            _write_checkpoint(checkpoint, cfg, g, rank, world, model, optimizer, device, epoch + 1,
+                              step, records, seconds_before + time.perf_counter() - run_start,
+                              resumed_at)
         dist.barrier()                               # nobody's clock runs while rank 0 evaluates
     if bar is not None:
         bar.close()
     if rank == 0:
-        history = _history(cfg, g, part, world, records, time.perf_counter() - run_start,
-                           dist.get_backend())
+        history = _history(cfg, g, part, world, records,
+                           seconds_before + time.perf_counter() - run_start, dist.get_backend(),
+                           resumed_at)
         if history_path:
             write_json(history, history_path)
         if cfg.model_path:
@@ -582,7 +862,9 @@ def _epoch_record(epoch: int, s: int, table: torch.Tensor, lambdas: List[float],
 
 
 def _history(cfg: TrainConfig, g: Graph, part: Partition, world: int, records: List[Dict[str, Any]],
-             total_seconds: float, backend: str) -> Dict[str, Any]:
+             total_seconds: float, backend: str, resumed_at: Optional[List[int]] = None) -> Dict[str, Any]:
+    """The history JSON. ``total_seconds`` counts the work kept (after a restart: up to the
+    checkpoint, plus the resumed part); ``resumed_at`` lists the epochs resumed from checkpoints."""
     evaluated = [r for r in records if r["val_acc"] is not None]
     best = max(evaluated, key=lambda r: r["val_acc"])
     last = evaluated[-1]
@@ -603,6 +885,7 @@ def _history(cfg: TrainConfig, g: Graph, part: Partition, world: int, records: L
         "bytes_per_epoch_per_worker": sum(per_worker) / (world * len(records)),
         "seconds_per_epoch": sorted(seconds)[len(seconds) // 2],         # median epoch
         "total_seconds": total_seconds,
+        "resumed_at_epochs": list(resumed_at or []),
         "environment": {"torch": torch.__version__, "python": platform.python_version(),
                         "platform": platform.platform(), "cpu_count": os.cpu_count()},
     }
@@ -692,6 +975,10 @@ def train_many(g: Graph, runs: List[Dict[str, Any]]) -> List[Dict[str, Any]]:
         raise TypeError("runs must be a non-empty list of dicts of train() options")
     prepared = [_prepare(g, run) for run in runs]
     first = prepared[0][0]
+    folders = [cfg.checkpoint_dir for cfg, *_ in prepared if cfg.checkpoint_dir is not None]
+    if len(folders) != len({os.path.abspath(f) for f in folders}):
+        raise ValueError("every run of train_many needs its own checkpoint_dir (a run would resume "
+                         "from another's checkpoint)")
     for cfg, *_ in prepared[1:]:
         for name in ("workers", "backend", "timeout", "run_timeout"):
             if getattr(cfg, name) != getattr(first, name):
