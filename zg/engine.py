@@ -545,7 +545,7 @@ class Engine:
                 for b, start in enumerate(range(0, idx.numel(), self.batch_size)):
                     seeds = idx[start: start + self.batch_size].cpu()
                     mb = sampler.sample(seeds, epoch=-2, batch=b)
-                    logits = self.model(mb.blocks, self.g.x[mb.input_nodes])
+                    logits = self.model(mb.blocks, self.g.x.index_select(0, mb.input_nodes))
                     correct += (logits.argmax(1) == self.g.y[mb.seeds]).sum()
             return float(correct) / idx.numel()
         finally:

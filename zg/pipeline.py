@@ -154,8 +154,8 @@ class Pipeline:
         blocks, input_nodes, output_nodes, valid = self.sample(seeds, epoch, batch,
                                                                clock if stage_seconds is not None else None)
         clock.lap("sample")
-        x = self.g.x[input_nodes]                                        # [S0, F]
-        y = self.g.y[output_nodes]                                       # [B]
+        x = self.g.x.index_select(0, input_nodes)                         # [S0, F]
+        y = self.g.y.index_select(0, output_nodes)                        # [B]
         clock.lap("gather")
         logits = self.forward(blocks, x)                                 # [B, C]
         loss = masked_cross_entropy(logits, y, valid)
