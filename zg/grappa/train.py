@@ -382,8 +382,8 @@ class IsolatedSource:
             # stays on the device and is read once per epoch.
             self._overflow = self._overflow | mb.overflowed
             self._wanted = torch.maximum(self._wanted, mb.wanted)
-            return mb.blocks, self.local.x[mb.input_nodes], slice(0, seeds.numel()), y, w
-        return mb.blocks, self.local.x[mb.input_nodes], None, y, w
+            return mb.blocks, self.local.x.index_select(0, mb.input_nodes), slice(0, seeds.numel()), y, w
+        return mb.blocks, self.local.x.index_select(0, mb.input_nodes), None, y, w
 
     # Exact rewind of an epoch in which some worker's envelope overflowed (sampler="envelope").
 
