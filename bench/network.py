@@ -18,7 +18,6 @@ from __future__ import annotations
 
 import argparse
 import json
-import subprocess
 import sys
 import tempfile
 import time
@@ -31,7 +30,6 @@ from zg.grappa.comm import Link, project_seconds  # noqa: E402
 from zg.netlab import NetLab, supports_latency, unavailable_reason  # noqa: E402
 from _machine import machine, table, write_json  # noqa: E402
 
-TORCHRUN = str(Path(sys.executable).with_name("torchrun"))
 RATES = {"1gbit": 125e6, "10gbit": 1.25e9, "100mbit": 12.5e6}
 
 
@@ -39,26 +37,10 @@ def run_on_lab(lab: NetLab, config: dict, workdir: Path, port: int, timeout: flo
     cfg = workdir / "config.json"
     cfg.write_text(json.dumps(config))
     out = workdir / "history.json"
-    procs = []
-    for host in range(lab.hosts):
-        argv = [TORCHRUN, f"--nnodes={lab.hosts}", "--nproc-per-node=1", f"--node-rank={host}",
-                "--rdzv-backend=c10d", f"--rdzv-endpoint={lab.addresses[0]}:{port}", f"--rdzv-id=net{port}",
-                f"--rdzv-conf=is_host={int(host == 0)}", f"--local-addr={lab.addresses[host]}",
-                "--max-restarts=0", "-m", "zg.grappa", "--config", str(cfg), "--out", str(out)]
-        log = open(workdir / f"host{host}.log", "w")
-        procs.append((lab.popen(host, argv, stdout=log, stderr=subprocess.STDOUT,
-                                extra_env={"OMP_NUM_THREADS": "1"}), log))
-    try:
-        codes = [p.wait(timeout=timeout) for p, _ in procs]
-    finally:
-        for p, log in procs:
-            if p.poll() is None:
-                p.kill()
-                p.wait()
-            log.close()
+    codes, logs = lab.torchrun(["-m", "zg.grappa", "--config", str(cfg), "--out", str(out)], workdir,
+                               port=port, timeout=timeout, rdzv_id=f"net{port}")
     if codes != [0] * lab.hosts:
-        tail = (workdir / "host0.log").read_text()[-2000:]
-        raise RuntimeError(f"torchrun failed with {codes}: {tail}")
+        raise RuntimeError(f"torchrun failed with {codes}: {logs[0][-2000:]}")
     return json.loads(out.read_text())
 
 

@@ -1,8 +1,8 @@
 """NetLab: several test hosts on one Linux machine, as network namespaces on a virtual switch.
 
 Where it sits: under the multi-host tests (tests/netns/) and ``bench/network.py``. It lets the
-kit run ``torchrun`` across real network stacks, one agent per host, over links whose
-bandwidth it shapes, without touching the machine's own network:
+kit run ``torchrun`` across real network stacks, one agent per host (:meth:`NetLab.torchrun`),
+over links whose bandwidth it shapes, without touching the machine's own network:
 
     switch namespace  <prefix>-sw   holds a bridge; every link's switch end is plugged into it
     host namespaces   <prefix>-h0 ... <prefix>-h{n-1}, each with one veth ``eth0`` at
@@ -24,7 +24,10 @@ from __future__ import annotations
 import os
 import shutil
 import subprocess
-from typing import Dict, List, Optional, Sequence
+import sys
+import time
+from pathlib import Path
+from typing import Dict, List, Optional, Sequence, Tuple
 
 __all__ = ["NetLab", "unavailable_reason", "supports_latency"]
 
@@ -181,6 +184,53 @@ class NetLab:
     def run(self, host: int, argv: Sequence[str], timeout: float = 60, **kwargs) -> subprocess.CompletedProcess:
         return subprocess.run(self.command(host, argv), env=self.env(host), timeout=timeout,
                               capture_output=True, text=True, **kwargs)
+
+    def torchrun(self, program: Sequence[str], workdir, *, port: int = 29500, timeout: float = 600,
+                 nproc_per_node: int = 1, max_restarts: int = 0, rdzv_id: Optional[str] = None,
+                 extra_env: Optional[Dict[str, str]] = None) -> Tuple[List[int], Dict[int, str]]:
+        """Run ``torchrun ... <program>`` across the lab: one agent per host, all started at once.
+
+        Every agent joins a c10d rendezvous hosted by host 0's agent on
+        ``addresses[0]:port`` and is told its own address (``--local-addr``: the namespaces
+        share the machine's hostname, so the default would be ambiguous); each starts
+        ``nproc_per_node`` workers. ``program`` is what follows torchrun's own options, e.g.
+        ``["-m", "zg.grappa", "--config", "cfg.json", "--out", "history.json"]``. Each agent's
+        output goes to ``workdir/host{i}.log``; workers get ``OMP_NUM_THREADS=1`` plus
+        ``extra_env``. Agents still running after ``timeout`` seconds are killed (exit code
+        -9). Returns (the agents' exit codes by host, the last 3,000 characters of each log).
+        """
+        if not isinstance(port, int) or not 1 <= port <= 65535:
+            raise ValueError(f"port must be an int in [1, 65535], got {port!r}")
+        launcher = Path(sys.executable).with_name("torchrun")
+        launcher = [str(launcher)] if launcher.exists() else [sys.executable, "-m", "torch.distributed.run"]
+        workdir = Path(workdir)
+        procs = []
+        try:
+            for host in range(self.hosts):
+                argv = [*launcher, f"--nnodes={self.hosts}", f"--nproc-per-node={nproc_per_node}",
+                        f"--node-rank={host}", "--rdzv-backend=c10d",
+                        f"--rdzv-endpoint={self.addresses[0]}:{port}",
+                        f"--rdzv-id={rdzv_id or f'{self.prefix}-{port}'}",
+                        f"--rdzv-conf=is_host={int(host == 0)}", f"--local-addr={self.addresses[host]}",
+                        f"--max-restarts={max_restarts}", *program]
+                log = open(workdir / f"host{host}.log", "w")
+                procs.append((self.popen(host, argv, stdout=log, stderr=subprocess.STDOUT,
+                                         extra_env={"OMP_NUM_THREADS": "1", **(extra_env or {})}), log))
+            codes = []
+            deadline = time.monotonic() + timeout
+            for proc, _ in procs:
+                try:
+                    codes.append(proc.wait(timeout=max(0.0, deadline - time.monotonic())))
+                except subprocess.TimeoutExpired:
+                    codes.append(-9)                     # killed below
+        finally:
+            for proc, log in procs:
+                if proc.poll() is None:
+                    proc.kill()
+                    proc.wait()
+                log.close()
+        logs = {h: (workdir / f"host{h}.log").read_text(errors="replace")[-3000:] for h in range(self.hosts)}
+        return codes, logs
 
 
 def _burst(rate: str) -> str:
