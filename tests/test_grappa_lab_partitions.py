@@ -256,3 +256,19 @@ def test_bytes_per_epoch_by_run(viz):
     assert list(totals.y) == [10.0, 15.0]
     with pytest.raises(ValueError, match="scalars_per_epoch"):
         viz.bytes_per_epoch_by_run([{"run": "x", "gradients_per_epoch": 1}])
+
+
+def test_average_rows():
+    a = [{"run": "x", "trainer": "grappa", "acc": 0.5, "bytes": 10}, {"run": "y", "trainer": "single", "acc": 1.0, "bytes": 0}]
+    b = [{"run": "y", "trainer": "single", "acc": 0.5, "bytes": 0}, {"run": "x", "trainer": "grappa", "acc": 0.7, "bytes": 20}]
+    rows = glab.average_rows([a, b])
+    assert [r["run"] for r in rows] == ["x", "y"]
+    assert rows[0]["acc"] == pytest.approx(0.6) and rows[0]["bytes"] == 15 and rows[0]["seeds"] == 2
+    assert rows[1]["acc"] == pytest.approx(0.75) and rows[1]["trainer"] == "single"
+    assert glab.average_rows([a]) == [{**r, "seeds": 1} for r in a]
+    with pytest.raises(ValueError, match="missing"):
+        glab.average_rows([a, b[:1]])
+    with pytest.raises(ValueError, match="differs"):
+        glab.average_rows([a, [{**b[0]}, {**b[1], "trainer": "isolated"}]])
+    with pytest.raises(ValueError):
+        glab.average_rows([])

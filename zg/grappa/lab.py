@@ -24,7 +24,7 @@ __all__: List[str] = []
 # gradient_traffic (below, in the 07-08 section): one rule per design, used by every notebook.
 
 __all__ += ["partition_quality", "partition_sweep", "traffic_rows", "run_trainers",
-            "trainer_rows", "bytes_sent", "expected_bytes"]
+            "trainer_rows", "average_rows", "bytes_sent", "expected_bytes"]
 
 
 def partition_quality(g: Any, num_parts: int, method: str = "random", *, hops: int = 2,
@@ -203,6 +203,35 @@ def trainer_rows(histories: Dict[str, Dict[str, Any]]) -> List[Dict[str, Any]]:
             row[f"{kind}_per_epoch"] = sum(per_worker) / (P * E)
         rows.append(row)
     return rows
+
+
+def average_rows(row_lists: Sequence[Sequence[Dict[str, Any]]], key: str = "run") -> List[Dict[str, Any]]:
+    """Average several :func:`trainer_rows` tables (e.g. one per seed) run by run.
+
+    Rows are matched by ``key``; numeric entries are averaged, other entries must agree across
+    the tables (they are copied). Each row gains ``seeds``: how many tables were averaged.
+    The order is the first table's.
+    """
+    tables = [list(rows) for rows in row_lists] if not isinstance(row_lists, dict) else []
+    if not tables or not all(tables):
+        raise ValueError("row_lists must be a non-empty list of non-empty row lists")
+    out = []
+    for first in tables[0]:
+        matches = [next((r for r in rows if r.get(key) == first.get(key)), None) for rows in tables]
+        if any(m is None for m in matches):
+            raise ValueError(f"run {first.get(key)!r} is missing from some of the tables")
+        row: Dict[str, Any] = {}
+        for name, value in first.items():
+            values = [m.get(name) for m in matches]
+            if isinstance(value, (int, float)) and not isinstance(value, bool):
+                row[name] = sum(values) / len(values)
+            elif any(v != value for v in values):
+                raise ValueError(f"{name!r} of run {first.get(key)!r} differs between the tables: {values}")
+            else:
+                row[name] = value
+        row["seeds"] = len(tables)
+        out.append(row)
+    return out
 
 
 def expected_bytes(g: Any, history: Dict[str, Any], *, partition: Any = None) -> Dict[str, List[int]]:
