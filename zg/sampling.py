@@ -180,14 +180,18 @@ def sample_neighbors(indptr: torch.Tensor, indices: torch.Tensor, nodes: torch.T
         # Floyd: for j = d-k .. d-1 draw t in [0, j]; take t unless already taken, else j.
         # The draws do not depend on earlier rounds, so all k are hashed at once; only the
         # "already taken?" test runs round by round.
+        # The rounds run on int32 offsets (half the memory traffic of int64) whenever the
+        # edge count, a shape known on the host, bounds every degree below 2^31.
         j = degree[None, :] - k + slots                            # [k, R]
         t = torch.remainder(draws, (j + 1).clamp(min=1))           # [k, R] in [0, j]
+        narrow = torch.int32 if indices.numel() < 2**31 else torch.int64
+        t, j = t.to(narrow), j.to(narrow)
         chosen = t.clone()                                         # [k, R]
         for i in range(1, k):
             taken = (chosen[:i] == t[i]).any(dim=0)                # [R]
             chosen[i] = torch.where(taken, j[i], t[i])
         small = degree <= k                                        # take every neighbour
-        offset = torch.where(small[None, :], slots, chosen)        # [k, R]
+        offset = torch.where(small[None, :], slots, chosen.to(torch.int64))   # [k, R]
         mask = slots < degree[None, :]                             # [k, R]
     mask = (mask & valid_rows[None, :]).t()                        # [R, k] (a view)
     edge = torch.where(mask, start[:, None] + offset.t(), indices.numel() - 1)   # pad if masked
