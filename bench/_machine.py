@@ -8,6 +8,7 @@ from __future__ import annotations
 
 import json
 import os
+import subprocess
 import tempfile
 from pathlib import Path
 
@@ -18,8 +19,22 @@ RESULTS = Path(__file__).resolve().parent / "results"
 from zg.lab import machine  # noqa: E402
 
 
+def source_version() -> dict:
+    """The commit the measured code came from, and whether the tree had other changes."""
+    root = Path(__file__).resolve().parent.parent
+    try:
+        commit = subprocess.run(["git", "rev-parse", "HEAD"], cwd=root, capture_output=True,
+                                text=True, timeout=10).stdout.strip()
+        dirty = subprocess.run(["git", "status", "--porcelain", "--untracked-files=no", "--", "zg", "bench"],
+                               cwd=root, capture_output=True, text=True, timeout=10).stdout.strip()
+    except (OSError, subprocess.SubprocessError):
+        return {"commit": None, "modified": None}
+    return {"commit": commit or None, "modified": bool(dirty)}
+
+
 def write_json(name: str, payload: dict) -> Path:
-    """Write ``bench/results/<name>.json`` atomically; returns the path."""
+    """Write ``bench/results/<name>.json`` atomically, with the source commit; returns the path."""
+    payload = {**payload, "source": source_version()}
     RESULTS.mkdir(parents=True, exist_ok=True)
     path = RESULTS / f"{name}.json"
     fd, tmp = tempfile.mkstemp(dir=RESULTS, suffix=".tmp")
