@@ -11,7 +11,8 @@ cannot tell how it was started:
   ``run_timeout`` seconds and terminates the children, and a child that raises takes the
   others down with it (``torch.multiprocessing`` does that), its traceback in the error.
 * :func:`init_from_env` (torchrun, ``env://``): reads RANK / WORLD_SIZE / MASTER_ADDR /
-  MASTER_PORT that torchrun sets.
+  MASTER_PORT that torchrun sets, and works after torchrun restarted the workers
+  (``--max-restarts``), see the function.
 
 Backend: gloo on CPU; nccl when CUDA is available with at least one GPU per worker on this
 machine (each worker then uses GPU ``local_rank``).
@@ -132,12 +133,30 @@ def spawn(fn: Callable, world_size: int, args: Sequence[Any] = (), *, timeout: f
 
 
 def init_from_env(timeout: float = 300.0, backend: Optional[str] = None) -> Tuple[int, int, int, str]:
-    """Join the group torchrun set up (``env://``). Returns (rank, world_size, local_rank, backend)."""
+    """Join the group torchrun set up (``env://``). Returns (rank, world_size, local_rank, backend).
+
+    ``timeout`` bounds every collective of the group. gloo enforces it on each call (a silent
+    peer makes the others raise "Timed out waiting ... ms" after it; checked on torch 2.2 and
+    2.13); under nccl torch's watchdog enforces it.
+    """
     missing = [k for k in ("RANK", "WORLD_SIZE", "MASTER_ADDR", "MASTER_PORT") if k not in os.environ]
     if missing:
         raise RuntimeError(f"init_from_env needs torchrun's environment; {missing} not set")
     world_size = int(os.environ["WORLD_SIZE"])
     local_world = int(os.environ.get("LOCAL_WORLD_SIZE", world_size))
     backend = pick_backend(local_world, backend)
-    dist.init_process_group(backend, init_method="env://", timeout=_timeout(timeout))
+    restarts = os.environ.get("TORCHELASTIC_RESTART_COUNT", "0")
+    if (os.environ.get("TORCHELASTIC_USE_AGENT_STORE") == "True" and restarts != "0"
+            and local_world == world_size):
+        # A restarted worker group on one machine. Recent torchrun (2.5 and later) keeps one
+        # store for all restarts, so the keys the dead group's gloo wrote are still there and a
+        # new worker may read a dead peer's address and wait in vain (pytorch/pytorch#135712).
+        # One agent numbers its restarts consistently, so a prefix per restart isolates them.
+        # Across machines the agents' counts can differ; there, start torchrun with
+        # TORCH_DISABLE_SHARE_RDZV_TCP_STORE=1 (a fresh store per restart) instead.
+        store, rank, world = next(dist.rendezvous("env://", timeout=_timeout(timeout)))
+        dist.init_process_group(backend, store=dist.PrefixStore(f"zg/restart{restarts}", store),
+                                rank=rank, world_size=world, timeout=_timeout(timeout))
+    else:
+        dist.init_process_group(backend, init_method="env://", timeout=_timeout(timeout))
     return dist.get_rank(), dist.get_world_size(), int(os.environ.get("LOCAL_RANK", 0)), backend
