@@ -26,6 +26,10 @@ survivable::
 
     torchrun --standalone --nproc-per-node=2 --max-restarts=3 -m zg.grappa --config cfg.json ...
 
+Across machines, also set ``TORCH_DISABLE_SHARE_RDZV_TCP_STORE=1`` for torchrun (torch 2.5 and
+later), so that each restart gets a fresh rendezvous store (see
+:func:`zg.grappa.launch.init_from_env`).
+
 A config that cannot be read or is invalid ends the command with a message naming the file and
 the field, exit status 2, before anything starts or is written.
 """
