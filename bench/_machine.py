@@ -32,9 +32,13 @@ def source_version() -> dict:
     return {"commit": commit or None, "modified": bool(dirty)}
 
 
+# Read when the benchmark starts (it imports this module first), not when it ends.
+SOURCE = source_version()
+
+
 def write_json(name: str, payload: dict) -> Path:
     """Write ``bench/results/<name>.json`` atomically, with the source commit; returns the path."""
-    payload = {**payload, "source": source_version()}
+    payload = {**payload, "source": SOURCE}
     RESULTS.mkdir(parents=True, exist_ok=True)
     path = RESULTS / f"{name}.json"
     fd, tmp = tempfile.mkstemp(dir=RESULTS, suffix=".tmp")
