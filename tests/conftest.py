@@ -37,6 +37,20 @@ def dgl():
     return require_module("dgl")
 
 
+@pytest.fixture
+def viz():
+    """``zg.viz`` (plotly required as ``require`` does), with plotly's default renderer and
+    template restored afterwards (``setup_notebook`` changes them)."""
+    require_module("plotly")
+    import plotly.io as pio
+
+    import zg.viz
+
+    renderer, template = pio.renderers.default, pio.templates.default
+    yield zg.viz
+    pio.renderers.default, pio.templates.default = renderer, template
+
+
 @pytest.fixture(autouse=True)
 def _seed():
     torch.manual_seed(0)

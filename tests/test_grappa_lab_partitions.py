@@ -184,14 +184,6 @@ def test_expected_bytes_equal_what_real_workers_sent():
 # ----------------------------------------------------------------------------- figures
 
 
-@pytest.fixture
-def viz(require):
-    require("plotly")
-    import zg.viz
-
-    return zg.viz
-
-
 def test_coverage_distributions(viz):
     fig = viz.coverage_distributions({"random partition": [0.1, 0.2, 0.3], "metis partition": [0.9, 1.0]},
                                      hops=2, subtitle="here")

@@ -240,18 +240,6 @@ def test_epoch_projection_by_hand():
 # ----------------------------------------------------------------------------- figures
 
 
-@pytest.fixture
-def viz(require):
-    require("plotly")
-    import plotly.io as pio
-
-    import zg.viz
-
-    renderer, template = pio.renderers.default, pio.templates.default
-    yield zg.viz
-    pio.renderers.default, pio.templates.default = renderer, template
-
-
 def test_estimator_errors_stacks_bias_squared_and_variance(viz):
     rows = [{"partition": "metis", "weighting": "inverse", "estimator": n, "bias_squared": b, "variance": v}
             for n, b, v in (("mean", 0.04, 0.02), ("batch", 0.01, 0.005))]

@@ -7,18 +7,6 @@ import pytest
 import torch
 
 
-@pytest.fixture
-def viz(require):
-    require("plotly")
-    import plotly.io as pio
-
-    import zg.viz
-
-    renderer, template = pio.renderers.default, pio.templates.default
-    yield zg.viz
-    pio.renderers.default, pio.templates.default = renderer, template
-
-
 def axis_title(axis):
     return axis.title.text
 
