@@ -110,6 +110,18 @@ def _without_padding(block: Block, h_src: torch.Tensor):
     return h_src, edge_mask, dst_real
 
 
+def _zero_padded_rows_(out: torch.Tensor, dst_real: torch.Tensor) -> torch.Tensor:
+    """Rows ``>= num_dst`` of ``out`` [D, ...] become zero, in place (``dst_real`` bool [D, 1]).
+
+    A multiply by the 0/1 mask rather than a ``where``: it writes into ``out`` instead of
+    allocating a second [D, out] buffer, which on the CPU costs more than the arithmetic
+    (fresh large buffers are page-faulted in on every iteration). Padded rows hold finite
+    values (see the module docstring), so they become exactly zero (possibly -0.0).
+    """
+    mask = dst_real.view(dst_real.shape[0], *([1] * (out.dim() - 1))).to(out.dtype)
+    return out.mul_(mask)
+
+
 def _gather(h: torch.Tensor, nbr: torch.Tensor) -> torch.Tensor:
     """``h[nbr]`` for ``h`` [S, *F] and ``nbr`` [D, k] -> [D, k, *F] (backward: index_add)."""
     return h.index_select(0, nbr.reshape(-1)).view(*nbr.shape, *h.shape[1:])
@@ -208,8 +220,8 @@ class SAGEConv(nn.Module):
         h_neigh = _weighted_neighbour_sum(h, block.nbr, weight, edge_mask)           # [D, F'], 0 if no edge
         if not project_first:
             h_neigh = self.fc_neigh(h_neigh)                              # [D, out]
-        out = self.fc_self(h_src[:num_dst_rows]) + h_neigh                # [D, out]
-        return torch.where(dst_real, out, 0.0)
+        out = self.fc_self(h_src[:num_dst_rows]).add_(h_neigh)            # [D, out]
+        return _zero_padded_rows_(out, dst_real)
 
     def extra_repr(self) -> str:
         return f"{self.in_dim}, {self.out_dim}, aggregator=mean"
@@ -264,7 +276,7 @@ class GCNConv(nn.Module):
         out = out * in_degree.clamp(min=1).pow(-0.5).unsqueeze(1)         # [D, out]
         if self.bias is not None:
             out = out + self.bias
-        return torch.where(dst_real, out, 0.0)
+        return _zero_padded_rows_(out, dst_real)
 
     def extra_repr(self) -> str:
         return f"{self.in_dim}, {self.out_dim}, norm=both"
@@ -342,7 +354,7 @@ class GATConv(nn.Module):
             out = out + self.res_fc(h_src[:num_dst_rows]).view(-1, heads, out_dim)
         if self.bias is not None:
             out = out + self.bias.view(heads, out_dim)
-        return torch.where(dst_real.unsqueeze(2), out, 0.0)
+        return _zero_padded_rows_(out, dst_real)
 
     def extra_repr(self) -> str:
         return (f"{self.in_dim}, {self.out_dim}, num_heads={self.num_heads}, "
