@@ -1,6 +1,7 @@
 """zg.lab: the notebooks' experiments return correct measurements (no plotting, no plotly)."""
 
 import json
+import os
 
 import pytest
 import torch
@@ -56,6 +57,8 @@ def test_machine_names_this_machine():
         assert key in info
     assert info["torch"] == torch.__version__
     assert (info["cuda"] is None) == (not torch.cuda.is_available())
+    assert info["environment"].get("OMP_WAIT_POLICY") == os.environ.get("OMP_WAIT_POLICY")
+    assert all(k.startswith(("MALLOC_", "OMP_", "MKL_", "LD_PRELOAD")) for k in info["environment"])
     label = lab.machine_label(info)
     assert f"{info['cores']} cores" in label and info["torch"] in label
     foreign = dict(info, cuda="NVIDIA H200", date="2026-01-01T00:00:00+00:00")

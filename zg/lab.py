@@ -111,6 +111,10 @@ def machine() -> dict:
         "cuda": torch.cuda.get_device_name(0) if torch.cuda.is_available() else None,
         # Other processes compete for the cores; the 1/5/15-minute load average says how much.
         "load_average": list(os.getloadavg()) if hasattr(os, "getloadavg") else None,
+        # Settings that change CPU timings: OpenMP's wait policy, thread counts, and glibc
+        # malloc tuning (which decides whether large tensors are page-faulted in every step).
+        "environment": {k: v for k, v in sorted(os.environ.items())
+                        if k.startswith(("MALLOC_", "OMP_", "MKL_", "LD_PRELOAD"))},
     }
     try:
         import importlib.metadata as md
