@@ -28,6 +28,7 @@ from typing import Any, Iterator, Optional, Tuple
 import numpy as np
 import torch
 
+from ._checks import int_arg as _int_arg, real_arg as _real_arg
 from .graph import Graph
 
 __all__ = [
@@ -67,31 +68,6 @@ FEATURE_CHUNK = 1 << 16       # feature rows drawn per chunk
 
 
 # ----------------------------------------------------------------------------- argument checks
-
-
-def _int_arg(value: Any, name: str, *, low: int, high: Optional[int] = None) -> int:
-    if isinstance(value, bool) or not isinstance(value, (int, np.integer)):
-        raise TypeError(f"{name} must be an int, got {type(value).__name__}")
-    value = int(value)
-    if value < low or (high is not None and value > high):
-        bound = f">= {low}" if high is None else f"in [{low}, {high}]"
-        raise ValueError(f"{name} must be {bound}, got {value}")
-    return value
-
-
-def _real_arg(value: Any, name: str, *, low: float, high: float = math.inf,
-              low_open: bool = False, high_open: bool = False) -> float:
-    if isinstance(value, bool) or not isinstance(value, (int, float, np.integer, np.floating)):
-        raise TypeError(f"{name} must be a number, got {type(value).__name__}")
-    value = float(value)
-    if not math.isfinite(value):
-        raise ValueError(f"{name} must be a finite number, got {value}")
-    too_low = value <= low if low_open else value < low
-    too_high = value >= high if high_open else value > high
-    if too_low or too_high:
-        interval = f"{'(' if low_open else '['}{low}, {high}{')' if high_open else ']'}"
-        raise ValueError(f"{name} must be in {interval}, got {value}")
-    return value
 
 
 def _name_arg(value: Any) -> str:

@@ -2,34 +2,10 @@
 
 from __future__ import annotations
 
-import math
-from typing import Any, Optional, Sequence
+from typing import Any, Sequence
 
-import numpy as np
-
+from .._checks import int_arg, real_arg  # noqa: F401  (the shared checks, re-exported)
 from ..graph import Graph
-
-
-def int_arg(value: Any, name: str, *, low: int, high: Optional[int] = None) -> int:
-    if isinstance(value, bool) or not isinstance(value, (int, np.integer)):
-        raise TypeError(f"{name} must be an int, got {type(value).__name__} {value!r}")
-    value = int(value)
-    if value < low or (high is not None and value > high):
-        bound = f">= {low}" if high is None else f"in [{low}, {high}]"
-        raise ValueError(f"{name} must be {bound}, got {value}")
-    return value
-
-
-def real_arg(value: Any, name: str, *, low: float = -math.inf, high: float = math.inf,
-             low_open: bool = False) -> float:
-    if isinstance(value, bool) or not isinstance(value, (int, float, np.integer, np.floating)):
-        raise TypeError(f"{name} must be a number, got {type(value).__name__} {value!r}")
-    value = float(value)
-    if not math.isfinite(value):
-        raise ValueError(f"{name} must be finite, got {value}")
-    if (value <= low if low_open else value < low) or value > high:
-        raise ValueError(f"{name} must be in {'(' if low_open else '['}{low}, {high}], got {value}")
-    return value
 
 
 def choice_arg(value: Any, name: str, choices: Sequence[str]) -> str:
