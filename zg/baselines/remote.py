@@ -93,6 +93,8 @@ class FeatureFetchSource:
     """Seeds from this worker's partition, neighbourhoods sampled on the whole structure,
     features fetched every iteration. Same interface as ``zg.grappa.train.IsolatedSource``."""
 
+    rewindable = False        # fixed-size host-mediated sampling: an epoch never reruns
+
     def __init__(self, cfg, g: Graph, part: Partition, rank: int, world: int, device: torch.device,
                  ledger: CommLedger):
         from ..grappa.train import _derived_seed, iterations_per_epoch

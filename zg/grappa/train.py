@@ -389,18 +389,16 @@ class IsolatedSource:
 
     @property
     def rewindable(self) -> bool:
-        """Whether an epoch may have to be rerun (envelopes can overflow)."""
-        return self.cfg.sampler == "envelope" and self.cfg.mode == "minibatch"
+        """Whether an epoch may have to be rerun: envelopes can overflow (the config allows
+        sampler="envelope" only in mode="minibatch"). The methods below serve that case."""
+        return self.cfg.sampler == "envelope"
 
     def begin_epoch(self) -> None:
-        if self.cfg.sampler == "envelope" and self.cfg.mode == "minibatch":
-            self._overflow = torch.zeros((), dtype=torch.bool, device=self.device)
-            self._wanted = torch.zeros(len(self.cfg.fanouts), dtype=torch.int64, device=self.device)
+        self._overflow = torch.zeros((), dtype=torch.bool, device=self.device)
+        self._wanted = torch.zeros(len(self.cfg.fanouts), dtype=torch.int64, device=self.device)
 
     def epoch_overflowed(self) -> torch.Tensor:
-        """bool [] this worker's sticky overflow flag of the epoch (False without envelopes)."""
-        if self.cfg.sampler != "envelope" or self.cfg.mode != "minibatch":
-            return torch.zeros((), dtype=torch.bool)
+        """bool [] this worker's sticky overflow flag of the epoch."""
         return self._overflow
 
     def grow(self) -> None:
@@ -723,7 +721,7 @@ def _run_worker(rank: int, world: int, cfg: TrainConfig, g: Graph, part: Optiona
         replays = 0
         while True:                                  # more than once only after an overflow
             snapshot = None
-            if getattr(source, "rewindable", False):   # envelope sampler: keep the epoch's start
+            if source.rewindable:                       # envelope sampler: keep the epoch's start
                 snapshot = _snapshot(model, optimizer, step, device)
                 source.begin_epoch()
             loss_sum = torch.zeros((), dtype=torch.float64, device=device)
