@@ -117,7 +117,7 @@ def test_stage_timeline_of_zg_pipelines(graph, seeds, cls):
     stages = [e["stage"] for e in events]
     assert set(stages) <= set(STAGES)
     assert stages.count("compact") == len(FANOUTS)                      # one report per hop
-    assert stages[-4:] == ["gather", "forward", "backward", "step"]
+    assert stages[-5:] == ["gather", "forward", "loss", "backward", "step"]
     for e in events:
         assert 0 <= e["start"] <= e["end"]
         assert isinstance(e["host_syncs"], int)
@@ -137,7 +137,7 @@ def test_stage_timeline_of_dgl(graph, seeds, dgl):
     pipe = DGLPipeline(graph, DGLModel("sage", graph.feat_dim, 16, graph.num_classes, len(FANOUTS)),
                        FANOUTS, 32, nodes=seeds)
     events = lab.stage_timeline(pipe, seeds, batch=1, repeats=1)
-    assert [e["stage"] for e in events] == ["sample", "gather", "forward", "backward", "step"]
+    assert [e["stage"] for e in events] == ["sample", "gather", "forward", "loss", "backward", "step"]
     assert events[0]["host_syncs"] is None                              # C++: not visible to SyncAudit
     with pytest.raises(ValueError, match="past the end"):
         lab.stage_timeline(pipe, seeds, batch=99, repeats=1)
@@ -198,7 +198,7 @@ def test_static_addresses_cover_the_step_and_stay_put(graph):
     eng = engine(graph)
     eng.train_epoch(max_batches=1)
     before = lab.static_addresses(eng)
-    for key in ("engine.seed_buf", "engine.overflowed", "sampler.first", "graph.x"):
+    for key in ("engine.epoch_seeds", "engine.counter", "guard.overflowed", "optim.lr.0", "sampler.first", "graph.x"):
         assert key in before
     assert any(k.startswith("param.") for k in before) and any(k.startswith("grad.") for k in before)
     assert any(k.startswith("optim.") and k.endswith(".exp_avg") for k in before)

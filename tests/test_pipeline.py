@@ -43,7 +43,7 @@ def test_pipelines_visit_the_same_batches(dgl):
     # DGL's loader yields exactly these seeds, in this order.
     dgl_pipe = pipes[0]
     for b, seeds in dgl_pipe.batches(2):
-        _, _, output_nodes, _ = dgl_pipe.sample(seeds, 2, b)
+        output_nodes = dgl_pipe.sample(seeds, 2, b).seeds
         assert torch.equal(output_nodes, seeds)
 
 
@@ -90,3 +90,23 @@ def test_bad_pipeline_arguments():
     bare = zg.Graph.from_edges([0, 1], [1, 0])
     with pytest.raises(ValueError, match="features"):
         DynamicPipeline(bare, models.SAGE(16, 16, 4, 2), [5, 5], 64)
+
+
+def test_eager_envelope_pipeline_never_applies_an_overflowed_batch():
+    """The pipeline's own loop follows the one overflow policy: a tiny envelope gives the
+    parameters of a worst-case run (before: truncated batches were applied)."""
+    from zg.envelope import Envelope
+
+    g = graph()
+    runs = []
+    for envelope in (Envelope.worst_case(g, [5, 5], 128), Envelope([150, 130], fanouts=[5, 5],
+                                                                    batch_size=128, num_nodes=g.num_nodes)):
+        torch.manual_seed(0)
+        pipe = EnvelopePipeline(g, models.SAGE(16, 16, 4, 2), [5, 5], 128, envelope=envelope, seed=3)
+        stats = [pipe.train_epoch() for _ in range(2)]
+        runs.append((pipe, stats))
+    (ref, ref_stats), (tiny, tiny_stats) = runs
+    assert sum(s.overflows for s in tiny_stats) >= 1 and sum(s.overflows for s in ref_stats) == 0
+    assert tiny_stats[0].rewound_batches >= 1
+    diff = max(float((p - q).abs().max()) for p, q in zip(ref.model.parameters(), tiny.model.parameters()))
+    assert diff <= 1e-5, diff

@@ -8,6 +8,7 @@ from zg import models
 from zg.engine import ENGINE_STAGES, Engine
 from zg.pipeline import STAGES
 from zg.profile import StageClock, profile_engine
+from zg.step import STAGES as STEP_STAGES
 
 
 @pytest.fixture(scope="module")
@@ -16,7 +17,10 @@ def graph():
 
 
 def test_stage_names_are_the_same_everywhere():
-    assert ENGINE_STAGES == STAGES == ("sample", "compact", "gather", "forward", "backward", "step")
+    assert ENGINE_STAGES is STAGES is STEP_STAGES
+    assert STAGES == ("sample", "compact", "gather", "forward", "loss", "backward", "step")
+    from zg import viz
+    assert set(STAGES) <= set(viz.STAGE_COLORS), "every stage has its figure colour"
 
 
 @pytest.mark.parametrize("kwargs, zero_syncs", [(dict(), True), (dict(capture=False), True),
@@ -27,6 +31,7 @@ def test_profile_engine(graph, kwargs, zero_syncs):
     assert set(prof.stage_seconds) == set(ENGINE_STAGES)
     assert all(v >= 0 for v in prof.stage_seconds.values())
     assert prof.stage_seconds["sample"] > 0 and prof.stage_seconds["compact"] > 0
+    assert prof.stage_seconds["loss"] > 0, "loss is timed on its own"
     assert (prof.host_syncs_per_iteration == 0) == zero_syncs
     assert prof.gpu_execution_fraction is None        # no GPU here: not measured, not invented
     assert prof.peak_bytes > 0

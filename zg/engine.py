@@ -1,40 +1,40 @@
 """zg.Engine: one training iteration as one fixed launch structure, captured and replayed.
 
-Where it sits: on top of the envelope pipeline. The whole chain
+Where it sits: on top of the samplers and the one training step (:mod:`zg.step`). The chain
 
     seeds -> sample -> compact -> gather -> forward -> loss -> backward -> step
 
-runs on buffers allocated once (the *static step*). The only per-iteration host work is
-writing the batch's seed ids, its seed count and its random key into static buffers.
+runs in one of three ways, one flag apart:
 
-* On CUDA (``capture=True``): the static step is warmed up on a side stream with its optimizer
-  step disabled, then captured into one ``torch.cuda.CUDAGraph``; every iteration is a replay.
-* On the CPU there is no CUDA Graph: the same static step runs eagerly on the same buffers.
-  ``zg.audit.SyncAudit`` (0 host syncs per iteration) and stable buffer addresses are the
-  evidence that it would be capturable.
-* ``capture=False`` runs the envelope pipeline eagerly (fresh tensors each step), and
-  ``pipeline="dynamic"`` the host-mediated pipeline: comparisons are one flag apart.
+* ``capture=True`` (the *static step*): every buffer is allocated once. The epoch's seed order
+  goes to the device once per epoch (a ``[I, B]`` table); the step reads its batch at a
+  device-resident batch counter, derives the batch's sampling key on the device from
+  (seed, epoch, counter), and advances the counter itself. On CUDA the static step is warmed up
+  on a side stream with its optimizer step disabled, then captured into one
+  ``torch.cuda.CUDAGraph``, and every iteration is a replay: the host does nothing per iteration
+  but reseed dropout and replay (no per-iteration copy, so no host buffer a pending copy could
+  still be reading). On the CPU there is no CUDA Graph: the same static step runs eagerly on the
+  same buffers; ``zg.audit.SyncAudit`` (0 host syncs per iteration) and stable buffer addresses
+  are the evidence that it would be capturable.
+* ``capture=False``: the envelope pipeline eagerly (fresh tensors each step).
+* ``pipeline="dynamic"``: the host-mediated pipeline (DynamicSampler).
 
-Overflow is never silent (exact rewind):
+The one overflow policy (:class:`zg.step.OverflowGuard`, :func:`zg.step.run_batches`), in every
+mode: an overflowed batch never changes parameters or optimizer state (the skip happens on the
+device, no host read); every ``poll_every`` iterations the host reads a copy of the flag it
+started at the previous poll point, and on an overflow it grows the envelope from the first
+overflowed batch's counts, rebuilds (re-captures) the step, and resumes from that batch. So
+whatever the envelope, exactly the same batches are applied in the same order as in a run that
+never overflowed; the parameters agree up to floating-point reassociation: bitwise on the CPU
+when the envelope sizes are equal, within a tolerance on a GPU (float atomics).
 
-1. The step keeps a sticky device flag ``overflowed`` and the index of the first overflowed
-   batch.
-2. From that batch on, every optimizer step is skipped *on the device* (DeviceAdam's ``apply``
-   flag): parameters, Adam moments and step counters stay bit-for-bit unchanged.
-3. Every ``poll_every`` iterations the host copies the flag into pinned memory without
-   blocking and records an event; at the next poll it reads the copy only if the event has
-   completed (``event.query()``), so the steady state never blocks. The end of an epoch is a
-   real synchronisation point anyway: there the host reads the flag directly.
-4. On an overflow the host grows the envelope (``Envelope.grow``), rebuilds and re-captures the
-   step, and resumes from the first overflowed batch.
+Randomness (:mod:`zg.rng`): sampling is keyed by (seed, epoch, batch); dropout draws from
+torch's generator, reseeded from the same key before every iteration, so a rewound batch draws
+the same dropout masks as the first time.
 
-So whatever the envelope, exactly the same batches are applied in the same order as in a run
-that never overflowed; the parameters agree up to floating-point reassociation, and bitwise
-when the envelope sizes are equal.
-
-Randomness: sampling is keyed by (seed, epoch, batch) (``zg.sampling.batch_key``); dropout
-draws from torch's generator, reseeded with the same key before every iteration, so a rewound
-batch draws the same dropout masks as the first time.
+The same Engine runs inside every Grappa worker and the data-parallel trainer: they pass the
+model wrapped for gradient reduction (``forward``), their loss, their batches and a guard whose
+flag rides the gradient all-reduce (``guard``).
 """
 
 from __future__ import annotations
@@ -45,7 +45,7 @@ import tempfile
 import time
 from dataclasses import asdict, dataclass, field
 from pathlib import Path
-from typing import Any, Dict, List, Optional, Sequence
+from typing import Any, Callable, Dict, List, Optional, Sequence
 
 import numpy as np
 import torch
@@ -53,17 +53,17 @@ import torch
 from .envelope import Envelope
 from .graph import Graph
 from .models import _BlockModel
-from .optim import DeviceAdam
-from .pipeline import (STAGES, DynamicPipeline, EnvelopePipeline, epoch_order, make_optimizer,
-                       masked_cross_entropy)
-from .sampling import EnvelopeSampler, batch_key, check_fanouts, mix64
+from .optim import DeviceAdam, DeviceSGD, make_optimizer
+from .pipeline import batch_ranges
+from .rng import EVAL_EPOCH, batch_key, batch_key_device, dropout_seed, epoch_order, mix64
+from .sampling import DynamicSampler, EnvelopeSampler, check_fanouts
+from .step import STAGES, OverflowGuard, StageClock, run_batches, train_step
 
-__all__ = ["Engine", "EpochStats", "CHECKPOINT_FORMAT"]
+__all__ = ["Engine", "EngineSettings", "EpochStats", "CHECKPOINT_FORMAT", "ENGINE_STAGES"]
 
-_COPIED = object()      # a finished host-side poll copy (CPU)
 CHECKPOINT_FORMAT = "zg.engine"
 CHECKPOINT_VERSION = 1
-ENGINE_STAGES = ("sample", "compact", "gather", "forward", "backward", "step")
+ENGINE_STAGES = STAGES                   # one tuple of stage names for the whole kit
 
 
 @dataclass
@@ -71,10 +71,12 @@ class EpochStats:
     """What one call of :meth:`Engine.train_epoch` did and measured.
 
     seconds: wall clock of the epoch. iterations: batches applied. host_syncs: host syncs per
-    iteration, counted by SyncAudit over the first ``audit_iterations`` steady-state
-    iterations (None if not audited). overflows: overflow events (each one rewinds).
-    replays: executions of the static step (CUDA Graph replays on a GPU), rewound ones
-    included. rewound_batches: batches executed again after a rewind. peak_bytes: CUDA
+    iteration counted by SyncAudit over the first ``audit_iterations`` steady-state iterations
+    (None if not audited). cuda_sync_warnings: on CUDA, the syncs torch's sync-debug mode
+    reported over the same iterations, per iteration (a second, independent count; None on the
+    CPU). overflows: overflow events (each one rewinds). replays: executions of the step
+    (CUDA Graph replays on a GPU), rewound ones included. rewound_batches: batches executed
+    again after a rewind. polls: host reads of the overflow flag. peak_bytes: CUDA
     ``max_memory_allocated`` on a GPU; on the CPU the envelope memory model's total.
     """
 
@@ -88,6 +90,28 @@ class EpochStats:
     peak_bytes: int
     loss: float
     envelope_sizes: List[int] = field(default_factory=list)
+    cuda_sync_warnings: Optional[float] = None
+    polls: int = 0
+
+
+@dataclass
+class EngineSettings:
+    """An Engine's settings (see :class:`Engine` for each)."""
+
+    fanouts: List[int]
+    batch_size: int
+    optimizer: str = "adam"
+    lr: float = 3e-3
+    weight_decay: float = 0.0
+    device: str = "cpu"
+    capture: bool = True
+    seed: int = 0
+    pipeline: str = "envelope"
+    poll_every: int = 8
+    replace: bool = False
+    audit_iterations: int = 1
+    trace: bool = False
+    grow_factor: float = 1.5
 
 
 def _int(value: Any, name: str, minimum: int) -> int:
@@ -96,6 +120,24 @@ def _int(value: Any, name: str, minimum: int) -> int:
     if value < minimum:
         raise ValueError(f"{name} must be >= {minimum}, got {value}")
     return int(value)
+
+
+def _check_device(device: Any) -> torch.device:
+    try:
+        dev = torch.device(device)
+    except (RuntimeError, TypeError) as exc:
+        raise ValueError(f"device {device!r} is not a valid torch device: {exc}") from None
+    if dev.type not in ("cpu", "cuda"):
+        raise ValueError(f"device must be 'cpu' or 'cuda[:i]', got {device!r}")
+    if dev.type == "cuda":
+        if not torch.cuda.is_available():
+            raise ValueError(f"device {device!r} asked for, but CUDA is not available here")
+        index = 0 if dev.index is None else dev.index
+        if index >= torch.cuda.device_count():
+            raise ValueError(f"device {device!r}: there are only {torch.cuda.device_count()} "
+                             "CUDA device(s) here")
+        dev = torch.device("cuda", index)
+    return dev
 
 
 def node_set_hash(mb) -> torch.Tensor:
@@ -112,32 +154,53 @@ class Engine:
     """Train a zg model with the envelope pipeline as one static, capturable step.
 
     Args:
-        g: the graph (features, labels, ``train_idx``); moved to ``device``.
+        g: the graph (features, labels, ``train_idx``); moved to ``device``. The Engine keeps
+            what it was given at construction: features, labels and training nodes are read once
+            (a later reassignment of ``g.x`` is not seen; build a new Engine).
         model: a zg model (``zg.models.SAGE`` / ``GCN`` / ``GAT``); moved to ``device``.
-        fanouts: per layer, input layer first. batch_size: seeds per iteration.
+        fanouts: per layer, input layer first. batch_size: seeds per iteration (buffers are
+            sized by ``min(batch_size, training nodes)``).
         envelope: "profiled" (default), "worst_case", or a :class:`zg.Envelope`.
-        optimizer: "adam" (DeviceAdam) or "sgd"; lr, weight_decay: its settings.
+        optimizer: "adam" (DeviceAdam) or "sgd" (DeviceSGD), or such an optimizer object over
+            the model's parameters; lr, weight_decay: its settings. The learning rate lives in a
+            device tensor: :meth:`set_lr` changes it, also after capture.
         device: "cpu" or "cuda[:i]".
         capture: None (default: capture when possible), True (static step; a CUDA Graph on a
             GPU, the same static step eagerly on the CPU) or False (eager envelope pipeline).
         pipeline: "envelope" (default) or "dynamic" (the host-mediated reference).
-        poll_every: iterations between asynchronous overflow polls.
+        poll_every: iterations between host reads of the overflow flag.
         seed: fixes sampling, dropout and the seed order of every epoch.
         audit_iterations: steady-state iterations per epoch run under SyncAudit (0 to skip).
         trace: record (epoch, batch, node-set hash, applied) of every executed step, for tests
             and notebooks (adds one tiny device write per step).
+        grow_factor: how much an overflowing envelope grows (> 1).
+        cuda_graph: with ``capture=True`` on CUDA, capture the static step into a CUDA Graph
+            (default) or run the same static step eagerly (for numerics checks).
+        nodes: the training nodes (default ``g.train_idx``).
+        batches: ``batches(epoch) -> list of int64 seed tensors`` replacing the default seeded
+            shuffle cut into ``batch_size`` chunks (Grappa workers: their own split); every
+            epoch must have the same number of batches, each at most ``batch_size`` long.
+        forward: what computes the logits from (blocks, x) (default ``model``; e.g. a DDP wrapper).
+        loss: ``loss(logits, labels, mb) -> 0-d tensor`` (default: masked mean cross-entropy).
+        guard: a :class:`zg.step.OverflowGuard` to share (default: the Engine's own).
     """
 
     def __init__(self, g: Graph, model: torch.nn.Module, fanouts: Sequence[int], batch_size: int,
-                 envelope: Any = "profiled", optimizer: str = "adam", lr: float = 3e-3,
+                 envelope: Any = "profiled", optimizer: Any = "adam", lr: float = 3e-3,
                  weight_decay: float = 0.0, device: Any = "cpu", capture: Optional[bool] = None,
                  seed: int = 0, pipeline: str = "envelope", poll_every: int = 8,
                  replace: bool = False, audit_iterations: int = 1, trace: bool = False,
-                 grow_factor: float = 1.5):
+                 grow_factor: float = 1.5, *, cuda_graph: bool = True, nodes: Any = None,
+                 batches: Optional[Callable[[int], List[torch.Tensor]]] = None,
+                 forward: Optional[Callable] = None, loss: Optional[Callable] = None,
+                 guard: Optional[OverflowGuard] = None):
         if not isinstance(g, Graph):
             raise TypeError(f"g must be a zg.Graph, got {type(g).__name__}")
         if not isinstance(model, torch.nn.Module):
             raise TypeError(f"model must be a torch.nn.Module, got {type(model).__name__}")
+        if forward is None and not isinstance(model, _BlockModel):
+            raise TypeError(f"model must be a zg model (zg.models.SAGE, GCN or GAT: it reads padded "
+                            f"zg blocks), got {type(model).__name__}")
         if pipeline not in ("envelope", "dynamic"):
             raise ValueError(f"pipeline must be 'envelope' or 'dynamic', got {pipeline!r}")
         if capture not in (None, True, False):
@@ -145,330 +208,328 @@ class Engine:
         if pipeline == "dynamic" and capture:
             raise ValueError("capture=True needs the envelope pipeline: the dynamic pipeline's "
                              "shapes change every iteration, so it cannot be captured")
-        try:
-            self.device = torch.device(device)
-        except (RuntimeError, TypeError) as exc:
-            raise ValueError(f"device {device!r} is not a valid torch device: {exc}") from None
-        if self.device.type == "cuda" and not torch.cuda.is_available():
-            raise ValueError(f"device {device!r} asked for, but CUDA is not available here")
-        if self.device.type not in ("cpu", "cuda"):
-            raise ValueError(f"device must be 'cpu' or 'cuda', got {device!r}")
-        if g.x is None or g.y is None or g.train_idx is None or g.train_idx.numel() == 0:
-            raise ValueError("g needs features (x), labels (y) and a non-empty train_idx to train")
+        self.device = _check_device(device)
+        if g.x is None or g.y is None:
+            raise ValueError("g needs features (x) and labels (y) to train")
+        if nodes is None:
+            if g.train_idx is None or g.train_idx.numel() == 0:
+                raise ValueError("g needs a non-empty train_idx to train (or pass nodes=...)")
+            nodes = g.train_idx
         self.fanouts = check_fanouts(fanouts)
         self.batch_size = _int(batch_size, "batch_size", 1)
         self.poll_every = _int(poll_every, "poll_every", 1)
         self.audit_iterations = _int(audit_iterations, "audit_iterations", 0)
         self.seed = _int(seed, "seed", 0)
-        if isinstance(model, _BlockModel) and model.num_layers != len(self.fanouts):
-            raise ValueError(f"model has {model.num_layers} layers but fanouts has "
-                             f"{len(self.fanouts)} entries; give one fanout per layer")
-        if not float(grow_factor) > 1.0:
-            raise ValueError(f"grow_factor must be > 1, got {grow_factor}")
-        self.grow_factor = float(grow_factor)
+        if not isinstance(replace, bool):
+            raise TypeError(f"replace must be a bool, got {type(replace).__name__}")
+        if isinstance(model, _BlockModel):
+            if model.num_layers != len(self.fanouts):
+                raise ValueError(f"model has {model.num_layers} layers but fanouts has "
+                                 f"{len(self.fanouts)} entries; give one fanout per layer")
+            if model.feature_dims[0] != g.feat_dim:
+                raise ValueError(f"model takes {model.feature_dims[0]} input features but g has "
+                                 f"feat_dim={g.feat_dim}")
+            if model.feature_dims[-1] < int(g.num_classes):
+                raise ValueError(f"model has {model.feature_dims[-1]} output classes but g's labels "
+                                 f"have num_classes={int(g.num_classes)}; build the model with "
+                                 f"num_classes >= {int(g.num_classes)}")
+        if isinstance(grow_factor, bool) or not isinstance(grow_factor, (int, float)) \
+                or not math.isfinite(grow_factor) or not grow_factor > 1.0:
+            raise ValueError(f"grow_factor must be a finite number > 1, got {grow_factor!r}")
+        self.nodes = torch.as_tensor(nodes, dtype=torch.int64).cpu()
+        if self.nodes.numel() == 0:
+            raise ValueError("nodes is empty: there is nothing to train on")
+        if int(self.nodes.min()) < 0 or int(self.nodes.max()) >= g.num_nodes:
+            raise ValueError(f"the training nodes must be node ids in [0, {g.num_nodes}); "
+                             f"got ids in [{int(self.nodes.min())}, {int(self.nodes.max())}]")
+        self._custom_batches = batches
+        # Buffers hold at most the training set: batch 10^6 on 300 nodes is 300 rows.
+        self.rows = self.batch_size if batches is not None else min(self.batch_size, self.nodes.numel())
         self.pipeline_kind = pipeline
+        self.capture = pipeline == "envelope" and capture is not False
+        self.use_cuda_graph = self.capture and self.device.type == "cuda" and bool(cuda_graph)
         self.replace = replace
         self.trace_enabled = bool(trace)
-        self.config = dict(fanouts=self.fanouts, batch_size=self.batch_size, optimizer=optimizer,
-                           lr=lr, weight_decay=weight_decay, seed=self.seed, pipeline=pipeline,
-                           replace=replace, num_nodes=g.num_nodes, num_edges=g.num_edges,
-                           model=type(model).__name__,
+        self.settings = EngineSettings(
+            fanouts=self.fanouts, batch_size=self.batch_size,
+            optimizer=optimizer if isinstance(optimizer, str) else type(optimizer).__name__,
+            lr=float(lr), weight_decay=float(weight_decay), device=str(self.device),
+            capture=self.capture, seed=self.seed, pipeline=pipeline, poll_every=self.poll_every,
+            replace=replace, audit_iterations=self.audit_iterations, trace=self.trace_enabled,
+            grow_factor=float(grow_factor))
+        self.grow_factor = float(grow_factor)
+        self.config = dict(fanouts=self.fanouts, batch_size=self.batch_size,
+                           optimizer=self.settings.optimizer, lr=lr, weight_decay=weight_decay,
+                           seed=self.seed, pipeline=pipeline, replace=replace,
+                           num_nodes=g.num_nodes, num_edges=g.num_edges, model=type(model).__name__,
                            num_parameters=sum(p.numel() for p in model.parameters()))
         self.g = g.to(self.device)
         self.model = model.to(self.device)
-        self.nodes = self.g.train_idx.cpu()
-        self.optimizer = make_optimizer(self.model, optimizer, lr, weight_decay)
+        self.forward = forward
+        self.loss = loss
+        if isinstance(optimizer, str):
+            self.optimizer = make_optimizer(self.model, optimizer, lr, weight_decay)
+        elif isinstance(optimizer, (DeviceAdam, DeviceSGD)):
+            self.optimizer = optimizer
+        else:
+            raise TypeError(f"optimizer must be 'adam', 'sgd' or a zg.optim.DeviceAdam/DeviceSGD, "
+                            f"got {type(optimizer).__name__}")
+        self.guard = guard if guard is not None else OverflowGuard(len(self.fanouts), self.device)
         self.epoch, self.batch = 0, 0
         self._steps_done = 0
         self.history: List[EpochStats] = []
         self.trace: List[dict] = []
         self._trace_device: List[torch.Tensor] = []
+        self.graph = None                                # the CUDA Graph, when captured
+        self.epoch_seeds: Optional[torch.Tensor] = None  # int64 [I, rows]: this epoch's batches
+        self._loaded_epoch: Optional[int] = None
+        self._next_batch = 0                              # where the device counter points
 
         if pipeline == "dynamic":
-            self.capture = False
-            self._pipe = DynamicPipeline(self.g, self.model, self.fanouts, self.batch_size,
-                                         seed=self.seed, replace=replace)
-            self._pipe.optimizer = self.optimizer
             self.envelope = None
+            self.sampler = DynamicSampler(self.g, self.fanouts, replace=replace, seed=self.seed)
             return
         if isinstance(envelope, str):
             if envelope == "profiled":
-                envelope = Envelope.profile(self.g, self.fanouts, self.batch_size, replace=replace,
+                envelope = Envelope.profile(self.g, self.fanouts, self.rows, replace=replace,
                                             seed=self.seed, nodes=self.nodes)
             elif envelope == "worst_case":
-                envelope = Envelope.worst_case(self.g, self.fanouts, self.batch_size)
+                envelope = Envelope.worst_case(self.g, self.fanouts, self.rows)
             else:
                 raise ValueError(f"envelope must be 'profiled', 'worst_case' or a zg.Envelope, got {envelope!r}")
         if not isinstance(envelope, Envelope):
             raise TypeError(f"envelope must be a str or zg.Envelope, got {type(envelope).__name__}")
-        if envelope.fanouts is None:   # explicit sizes: tell it what it is for, so it can grow
+        if envelope.fanouts is None or envelope.batch_size != self.rows:
+            # explicit sizes (or sized for more rows): tell it what it is for, so it can grow
             envelope = Envelope(envelope.sizes, envelope.policy, fanouts=self.fanouts,
-                                batch_size=self.batch_size, num_nodes=self.g.num_nodes,
+                                batch_size=self.rows, num_nodes=self.g.num_nodes,
                                 observed=envelope.observed, settings=envelope.settings)
-        envelope.check(self.fanouts, self.batch_size, self.g.num_nodes)
+        envelope.check(self.fanouts, self.rows, self.g.num_nodes)
         self.envelope = envelope
-        self.capture = capture is not False
-        self.use_cuda_graph = self.capture and self.device.type == "cuda"
         dev = self.device
-        # The static buffers: everything the host writes per iteration, and the flags it polls.
-        self.seed_buf = torch.zeros(self.batch_size, dtype=torch.int64, device=dev)
-        self.num_seeds_buf = torch.zeros((), dtype=torch.int64, device=dev)
-        self.key_buf = torch.zeros((), dtype=torch.int64, device=dev)
-        self.batch_index_buf = torch.zeros((), dtype=torch.int64, device=dev)
-        self.enabled_buf = torch.ones((), dtype=torch.bool, device=dev)
-        self.overflowed = torch.zeros((), dtype=torch.bool, device=dev)
-        self.first_overflow = torch.full((), -1, dtype=torch.int64, device=dev)
+        # The static buffers: the step's inputs live here and the flags the host polls.
+        self.counter = torch.zeros((), dtype=torch.int64, device=dev)       # the batch counter
+        self.epoch_buf = torch.zeros((), dtype=torch.int64, device=dev)
+        self.seed_tensor = torch.tensor(self.seed, dtype=torch.int64, device=dev)
         self.loss_buf = torch.zeros((), dtype=torch.float32, device=dev)
-        self.wanted_buf = torch.zeros(len(self.fanouts), dtype=torch.int64, device=dev)
         self.hash_buf = torch.zeros((), dtype=torch.int64, device=dev)
         self.applied_buf = torch.zeros((), dtype=torch.bool, device=dev)
-        pin = dev.type == "cuda"
-        self._poll_host = torch.zeros(2, dtype=torch.int64, pin_memory=pin)
-        self._seed_host = torch.zeros(self.batch_size, dtype=torch.int64, pin_memory=pin)
         self._build()
 
     # ------------------------------------------------------------------------- the step
 
+    @property
+    def overflowed(self) -> torch.Tensor:
+        """bool [] device: the sticky overflow flag (see :class:`zg.step.OverflowGuard`)."""
+        return self.guard.overflowed
+
     def _build(self) -> None:
         """(Re)build the sampler for the current envelope and, on CUDA, (re)capture the step."""
-        self.sampler = EnvelopeSampler(self.g, self.fanouts, self.batch_size, envelope=self.envelope,
+        self.sampler = EnvelopeSampler(self.g, self.fanouts, self.rows, envelope=self.envelope,
                                        replace=self.replace, seed=self.seed)
         self.graph = None
-        self._eager_pipe = None
-        if not self.capture:
-            self._eager_pipe = EnvelopePipeline(self.g, self.model, self.fanouts, self.batch_size,
-                                                envelope=self.envelope, replace=self.replace,
-                                                seed=self.seed)
-            self._eager_pipe.sampler = self.sampler
-            self._eager_pipe.optimizer = self.optimizer
-            return
-        if self.use_cuda_graph:
+        if self.use_cuda_graph and self.epoch_seeds is not None:
             self._capture()
 
     def _static_step(self, clock=None) -> None:
-        """sample -> compact -> gather -> forward -> loss -> backward -> step, on static buffers."""
-        mb = self.sampler.sample_static(self.seed_buf, self.num_seeds_buf, self.key_buf, clock=clock)
-        x = self.g.x.index_select(0, mb.input_nodes)                     # [S0, F]
-        y = self.g.y.index_select(0, mb.seeds)                           # [B]
-        if clock is not None:
-            clock("gather")
-        logits = self.model(mb.blocks, x)                                # [B, C]
-        valid = torch.arange(self.batch_size, device=self.device) < self.num_seeds_buf
-        loss = masked_cross_entropy(logits, y, valid)
-        if clock is not None:
-            clock("forward")
-        # Overflow bookkeeping, all on device: remember the first overflowed batch, stay sticky.
-        first_time = mb.overflowed & ~self.overflowed
-        self.first_overflow.copy_(torch.where(first_time, self.batch_index_buf, self.first_overflow))
-        self.overflowed.copy_(self.overflowed | mb.overflowed)
-        apply = ~self.overflowed & self.enabled_buf
-        self.optimizer.zero_grad(set_to_none=False)
-        loss.backward()
-        if clock is not None:
-            clock("backward")
-        self.optimizer.step(apply=apply)
-        self.loss_buf.copy_(loss.detach())
-        self.wanted_buf.copy_(mb.wanted)
+        """sample -> compact -> gather -> forward -> loss -> backward -> step, on static buffers.
+
+        Reads batch ``counter`` of the epoch table, derives its key on the device, and advances
+        the counter: nothing in it depends on the host."""
+        b = self.counter                                                     # int64 []
+        seeds = self.epoch_seeds.index_select(0, b.view(1)).view(-1)         # [rows]
+        num_seeds = self.epoch_counts.index_select(0, b.view(1)).view(())    # []
+        key = batch_key_device(self.seed_tensor, self.epoch_buf, b)          # []
+        loss, mb, apply = train_step(
+            lambda c: self.sampler.sample_static(seeds, num_seeds, key, clock=c),
+            self.model, self.optimizer, self.g.x, self.g.y, guard=self.guard, batch=b,
+            loss=self.loss, forward=self.forward, clock=clock)
+        self.loss_buf.copy_(loss)
         self.applied_buf.copy_(apply)
         if self.trace_enabled:
             self.hash_buf.copy_(node_set_hash(mb))
-        if clock is not None:
-            clock("step")
+        self.counter.add_(1)
 
     def _capture(self) -> None:
         """Warm up on a side stream (optimizer disabled), then capture one CUDA Graph."""
-        self.enabled_buf.fill_(False)
-        self._load_batch(self.nodes[: self.batch_size], 0, 0)
-        side = torch.cuda.Stream(device=self.device)
-        side.wait_stream(torch.cuda.current_stream(self.device))
-        with torch.cuda.stream(side):
-            for _ in range(3):
+        dev = self.device
+        with torch.cuda.device(dev):
+            self.guard.enabled.fill_(False)
+            side = torch.cuda.Stream(device=dev)
+            side.wait_stream(torch.cuda.current_stream(dev))
+            with torch.cuda.stream(side):
+                for _ in range(3):
+                    self.counter.fill_(0)
+                    self._static_step()
+            torch.cuda.current_stream(dev).wait_stream(side)
+            self.counter.fill_(0)
+            self.graph = torch.cuda.CUDAGraph()
+            with torch.cuda.graph(self.graph, stream=side):
                 self._static_step()
-        torch.cuda.current_stream(self.device).wait_stream(side)
-        self.graph = torch.cuda.CUDAGraph()
-        with torch.cuda.graph(self.graph):
-            self._static_step()
-        torch.cuda.synchronize(self.device)
-        self.overflowed.fill_(False)
-        self.first_overflow.fill_(-1)
-        self.enabled_buf.fill_(True)
+            torch.cuda.synchronize(dev)
+            self.guard.reset()
+            self.guard.enabled.fill_(True)
+            self.counter.fill_(self._next_batch)
 
-    def _load_batch(self, seeds: torch.Tensor, epoch: int, batch: int) -> None:
-        """The only per-iteration host work: seed ids, their count, the key, the batch index."""
-        n = seeds.numel()
-        self._seed_host[:n].copy_(seeds)
-        self.seed_buf[:n].copy_(self._seed_host[:n], non_blocking=True)
-        self.num_seeds_buf.fill_(n)
-        key = batch_key(self.seed, epoch, batch)
-        self.key_buf.fill_(key)
-        self.batch_index_buf.fill_(batch)
-        torch.manual_seed(key & ((1 << 63) - 1))          # dropout: same masks if rewound
-
-    def _run_static(self, seeds, epoch, batch, clock=None) -> None:
-        self._load_batch(seeds, epoch, batch)
-        if self.graph is not None and clock is None:
-            self.graph.replay()
-        else:
-            self._static_step(clock)
-
-    # ------------------------------------------------------------------------- polling
-
-    def _poll_start(self):
-        """Non-blocking copy of (overflowed, first_overflow) to host memory + an event."""
-        flags = torch.stack([self.overflowed.to(torch.int64), self.first_overflow])
-        self._poll_host.copy_(flags, non_blocking=True)
+    def _load_epoch(self, epoch: int) -> List[torch.Tensor]:
+        """Upload the epoch's batches to the device table once (static step), return them."""
+        batches = self.batches(epoch)
+        if not self.capture or self._loaded_epoch == epoch:
+            return batches
+        count = len(batches)
+        host = torch.zeros(count, self.rows, dtype=torch.int64)          # [I, rows], padded
+        counts = torch.zeros(count, dtype=torch.int64)
+        for i, seeds in enumerate(batches):
+            host[i, : seeds.numel()] = seeds
+            counts[i] = seeds.numel()
         if self.device.type == "cuda":
-            event = torch.cuda.Event()
-            event.record()
-            return event
-        return _COPIED          # on the CPU the copy has already happened
+            host, counts = host.pin_memory(), counts.pin_memory()
+        if self.epoch_seeds is None or self.epoch_seeds.shape[0] != count:
+            self.epoch_seeds = torch.zeros(count, self.rows, dtype=torch.int64, device=self.device)
+            self.epoch_counts = torch.zeros(count, dtype=torch.int64, device=self.device)
+            rebuilt = True
+        else:
+            rebuilt = False
+        # Stream-ordered after every earlier replay; the pinned source stays referenced (and the
+        # caching host allocator keeps it until the copy ran) so it is never overwritten early.
+        self.epoch_seeds.copy_(host, non_blocking=True)
+        self.epoch_counts.copy_(counts, non_blocking=True)
+        self._epoch_host = (host, counts)
+        self.epoch_buf.fill_(epoch)
+        self._loaded_epoch = epoch
+        if rebuilt and self.use_cuda_graph:
+            self._capture()
+        return batches
 
-    def _poll_ready(self, event) -> bool:
-        return event is _COPIED or event.query()
+    def _run_batch(self, batches: List[torch.Tensor], epoch: int, b: int, clock=None) -> torch.Tensor:
+        """Run batch ``b`` of ``epoch`` (gated by the guard); returns its loss (device)."""
+        torch.manual_seed(dropout_seed(batch_key(self.seed, epoch, b)))   # same masks if rerun
+        if self.capture:
+            if self._next_batch != b:                 # only after a rewind or a new position
+                self.counter.fill_(b)
+            self._next_batch = b + 1
+            if self.graph is not None and clock is None:
+                self.graph.replay()
+            else:
+                self._static_step(clock)
+            return self.loss_buf.clone()
+        seeds = batches[b]
+        loss, mb, apply = train_step(
+            lambda c: self.sampler.sample(seeds, epoch, b, clock=c), self.model, self.optimizer,
+            self.g.x, self.g.y, guard=self.guard, batch=b, loss=self.loss, forward=self.forward,
+            clock=clock)
+        if self.trace_enabled:
+            self.applied_buf = apply if apply is not None else torch.ones((), dtype=torch.bool)
+            self.hash_buf = node_set_hash(mb)
+        return loss
 
-    def _poll_read(self):
-        values = self._poll_host.numpy()       # host memory: reading it is not a device sync
-        return bool(values[0]), int(values[1])
+    def run_batch(self, batch: int, epoch: Optional[int] = None,
+                  clock: Optional[StageClock] = None) -> torch.Tensor:
+        """Run one training iteration on batch ``batch`` of ``epoch`` (default: the current
+        epoch), outside the epoch loop: what profilers and benchmarks time. It trains (use an
+        engine whose state you no longer need). Returns the loss tensor (device)."""
+        epoch = self.epoch if epoch is None else _int(epoch, "epoch", 0)
+        batches = self._load_epoch(epoch)
+        batch = _int(batch, "batch", 0) % len(batches)
+        return self._run_batch(batches, epoch, batch, clock)
+
+    def set_lr(self, lr: float) -> None:
+        """Change the learning rate in place (a captured step sees the new value)."""
+        self.optimizer.set_lr(lr)
+        self.config["lr"] = float(lr)
 
     # ------------------------------------------------------------------------- training
 
     def batches(self, epoch: int) -> List[torch.Tensor]:
+        """The seed tensors (host, int64) of every batch of ``epoch``, in order."""
+        if self._custom_batches is not None:
+            out = [torch.as_tensor(b, dtype=torch.int64).cpu() for b in self._custom_batches(epoch)]
+            if any(b.numel() > self.rows or b.numel() == 0 for b in out):
+                raise ValueError(f"batches({epoch}) gave a batch of "
+                                 f"{max(b.numel() for b in out)} seeds, or an empty one; each must "
+                                 f"hold 1 .. batch_size={self.rows} seeds")
+            return out
         order = epoch_order(self.nodes, self.seed, epoch)
-        return [order[s: s + self.batch_size] for s in range(0, order.numel(), self.batch_size)]
+        return [order[s:e] for s, e in batch_ranges(order.numel(), self.rows)]
+
+    def _rewind(self, first: int) -> None:
+        """Grow the envelope from the first overflowed batch's counts and rebuild (re-capture).
+        Under a shared reduction only the processes that overflowed grow; all resume at
+        ``first``."""
+        if bool(self.guard.local):                     # a rewind is rare: plain reads are fine
+            wanted = self.guard.first_wanted.cpu().tolist()
+            self.envelope = self.envelope.grow(self.grow_factor, observed=wanted)
+            self._build()
+        self._next_batch = -1                          # the counter must be set again
 
     def train_epoch(self, max_batches: Optional[int] = None, progress=None) -> EpochStats:
         """Train from the current position to the end of the epoch (or ``max_batches`` batches).
 
         Returns the :class:`EpochStats` of this call. A call that stops mid-epoch leaves the
-        position (epoch, batch) for the next call or a checkpoint.
+        position (epoch, batch) for the next call or a checkpoint. A non-finite epoch loss stops
+        training with a FloatingPointError naming the likely causes.
         """
         from .audit import SyncAudit
 
         if max_batches is not None:
             max_batches = _int(max_batches, "max_batches", 1)
         epoch = self.epoch
-        batches = self.batches(epoch)
-        if self.pipeline_kind == "dynamic" or not self.capture:
-            return self._train_epoch_eager(epoch, batches, max_batches, progress)
         self.model.train()
-        start_time = time.perf_counter()
-        end = len(batches) if max_batches is None else min(len(batches), self.batch + max_batches)
-        b = self.batch
-        losses: List[torch.Tensor] = []
-        loss_batches: List[int] = []
-        overflows = replays = rewound = 0
-        audited = audited_syncs = 0
-        pending = None
-        seen_max = self.batch
-        while b < end:
-            audit = None
-            if audited < self.audit_iterations and (b > self.batch or self._steps_done):
-                audit = SyncAudit()
-                audit.__enter__()
-            try:
-                self._run_static(batches[b], epoch, b)
-            finally:
-                if audit is not None:
-                    audit.__exit__(None, None, None)
-                    audited += 1
-                    audited_syncs += audit.host_syncs + audit.cuda_sync_warnings
-            replays += 1
+        batches = self._load_epoch(epoch)
+        start_batch = self.batch
+        end = len(batches) if max_batches is None else min(len(batches), start_batch + max_batches)
+        audit = {"done": 0, "syncs": 0, "warnings": 0}
+
+        def run(b: int) -> torch.Tensor:
+            steady = b > start_batch or self._steps_done > 0
             self._steps_done += 1
-            if b < seen_max:
-                rewound += 1
-            seen_max = max(seen_max, b + 1)
-            losses.append(self.loss_buf.clone())
-            loss_batches.append(b)
+            if audit["done"] < self.audit_iterations and steady:
+                with SyncAudit() as counter:
+                    loss = self._run_batch(batches, epoch, b)
+                audit["done"] += 1
+                audit["syncs"] += counter.host_syncs
+                audit["warnings"] += counter.cuda_sync_warnings
+                return loss
+            return self._run_batch(batches, epoch, b)
+
+        def after(b: int) -> None:
             if self.trace_enabled:
                 self._trace_device.append(torch.stack([self.hash_buf, self.applied_buf.to(torch.int64)]))
                 self.trace.append({"epoch": epoch, "batch": b})
             if progress is not None:
                 progress.update(1)
-            b += 1
-            # Asynchronous overflow poll: start a copy now, read it at the next poll if done.
-            overflow_at = None
-            if pending is not None and self._poll_ready(pending):
-                hit, first = self._poll_read()
-                pending = None
-                if hit:
-                    overflow_at = first
-            if overflow_at is None and (b - self.batch) % self.poll_every == 0 and pending is None:
-                pending = self._poll_start()
-            if overflow_at is None and b == end:        # the epoch's end: a real sync point
-                self._poll_start()
-                if self.device.type == "cuda":
-                    torch.cuda.synchronize(self.device)
-                hit, first = self._poll_read()
-                pending = None
-                if hit:
-                    overflow_at = first
-            if overflow_at is not None:
-                overflows += 1
-                b = self._rewind(overflow_at)
-                keep = [i for i, lb in enumerate(loss_batches) if lb < b]
-                losses = [losses[i] for i in keep]
-                loss_batches = [loss_batches[i] for i in keep]
+
+        start_time = time.perf_counter()
+        self.guard.reset()
+        run_result = run_batches(run, start_batch, end, self.guard, self.poll_every,
+                                 self._rewind if self.envelope is not None else _never_rewinds,
+                                 after_step=after)
         seconds = time.perf_counter() - start_time
-        applied = end - self.batch
         self._advance(epoch, end, len(batches))
-        loss = float(torch.stack(losses).mean()) if losses else float("nan")
-        stats = EpochStats(epoch=epoch, seconds=seconds, iterations=applied,
-                           host_syncs=(audited_syncs / audited) if audited else None,
-                           overflows=overflows, replays=replays, rewound_batches=rewound,
-                           peak_bytes=self._peak_bytes(), loss=loss,
-                           envelope_sizes=list(self.envelope.sizes))
+        loss = run_result.mean_loss()
+        done = audit["done"]
+        stats = EpochStats(epoch=epoch, seconds=seconds, iterations=len(run_result.losses),
+                           host_syncs=(audit["syncs"] / done) if done else None,
+                           cuda_sync_warnings=(audit["warnings"] / done) if done and self.device.type == "cuda" else None,
+                           overflows=run_result.overflows, replays=run_result.executed,
+                           rewound_batches=run_result.rewound, peak_bytes=self._peak_bytes(),
+                           loss=loss, polls=run_result.polls,
+                           envelope_sizes=list(self.envelope.sizes) if self.envelope else [])
         self.history.append(stats)
         self._flush_trace()
+        if not math.isfinite(loss):
+            raise FloatingPointError(
+                f"epoch {epoch}: the mean training loss is {loss}. Likely causes: non-finite "
+                "features (g.x holds NaN/inf), a learning rate too large for this model, or "
+                "labels outside [0, num_classes). Training stopped; the parameters are those "
+                "after the epoch")
         return stats
-
-    def _rewind(self, first: int) -> int:
-        """Grow the envelope, rebuild (re-capture) the step, and return the batch to resume at."""
-        wanted = self.wanted_buf.cpu().tolist()          # a rewind is rare: a plain read is fine
-        self.envelope = self.envelope.grow(self.grow_factor, observed=wanted)
-        self.overflowed.fill_(False)
-        self.first_overflow.fill_(-1)
-        self._build()
-        return first
 
     def _advance(self, epoch: int, end: int, num_batches: int) -> None:
         if end >= num_batches:
             self.epoch, self.batch = epoch + 1, 0
         else:
             self.epoch, self.batch = epoch, end
-
-    def _train_epoch_eager(self, epoch, batches, max_batches, progress) -> EpochStats:
-        """capture=False or pipeline="dynamic": the eager pipelines through the same API."""
-        from .audit import SyncAudit
-
-        pipe = self._pipe if self.pipeline_kind == "dynamic" else self._eager_pipe
-        self.model.train()
-        start_time = time.perf_counter()
-        end = len(batches) if max_batches is None else min(len(batches), self.batch + max_batches)
-        losses, audited, audited_syncs = [], 0, 0
-        for b in range(self.batch, end):
-            torch.manual_seed(batch_key(self.seed, epoch, b) & ((1 << 63) - 1))
-            if audited < self.audit_iterations and (b > self.batch or self._steps_done):
-                with SyncAudit() as audit:
-                    losses.append(pipe.train_step(batches[b], epoch, b))
-                audited += 1
-                audited_syncs += audit.host_syncs + audit.cuda_sync_warnings
-            else:
-                losses.append(pipe.train_step(batches[b], epoch, b))
-            self._steps_done += 1
-            if progress is not None:
-                progress.update(1)
-        seconds = time.perf_counter() - start_time
-        overflows = pipe.overflow_count() if self.pipeline_kind == "envelope" else 0
-        applied = end - self.batch
-        self._advance(epoch, end, len(batches))
-        stats = EpochStats(epoch=epoch, seconds=seconds, iterations=applied,
-                           host_syncs=(audited_syncs / audited) if audited else None,
-                           overflows=overflows, replays=0, rewound_batches=0,
-                           peak_bytes=self._peak_bytes(),
-                           loss=float(torch.stack(losses).mean()) if losses else float("nan"),
-                           envelope_sizes=list(self.envelope.sizes) if self.envelope else [])
-        self.history.append(stats)
-        return stats
 
     def _flush_trace(self) -> None:
         if not self._trace_device:
@@ -484,13 +545,24 @@ class Engine:
         self._flush_trace()
         return [(t["epoch"], t["batch"], t["hash"]) for t in self.trace if t.get("applied")]
 
+    @property
+    def hidden_dim(self) -> int:
+        """The model's hidden width (1 for a one-layer model), for the memory model."""
+        dims = getattr(self.model, "feature_dims", None)
+        return int(dims[1]) if dims and len(dims) > 2 else 1
+
+    def memory_model(self) -> Dict[str, Any]:
+        """The envelope's memory model for this graph and model (see :meth:`zg.Envelope.memory_model`)."""
+        if self.envelope is None:
+            raise ValueError("the dynamic pipeline has no envelope to model")
+        return self.envelope.memory_model(self.g.feat_dim, self.hidden_dim, max(int(self.g.num_classes), 1))
+
     def _peak_bytes(self) -> int:
         if self.device.type == "cuda":
             return int(torch.cuda.max_memory_allocated(self.device))
         if self.envelope is None:
             return 0
-        mm = self.envelope.memory_model(self.g.feat_dim, _hidden(self.model), max(self.g.num_classes, 1))
-        return int(mm["totals"]["envelope"])
+        return int(self.memory_model()["totals"]["envelope"])
 
     def fit(self, epochs: int, progress: bool = True) -> List[EpochStats]:
         """Train ``epochs`` epochs with a tqdm progress bar; returns their EpochStats."""
@@ -522,7 +594,8 @@ class Engine:
 
         ``mode="full"`` (default): exact full-neighbour inference, layer by layer over every
         node (no sampling noise; what DGL's examples report). ``mode="sampled"``: the training
-        fanouts through the dynamic sampler, keyed by the engine's seed (epoch -2).
+        fanouts through the dynamic sampler, keyed by the engine's seed (epoch
+        :data:`zg.rng.EVAL_EPOCH`).
         """
         if split not in ("train", "val", "test"):
             raise ValueError(f"split must be 'train', 'val' or 'test', got {split!r}")
@@ -539,12 +612,10 @@ class Engine:
                 logits = full_neighbour_logits(self.model, self.g)[idx]
                 correct = (logits.argmax(1) == self.g.y[idx]).sum()
             else:
-                from .sampling import DynamicSampler
                 sampler = DynamicSampler(self.g, self.fanouts, replace=self.replace, seed=self.seed)
                 correct = torch.zeros((), dtype=torch.int64, device=self.device)
-                for b, start in enumerate(range(0, idx.numel(), self.batch_size)):
-                    seeds = idx[start: start + self.batch_size].cpu()
-                    mb = sampler.sample(seeds, epoch=-2, batch=b)
+                for b, (start, end) in enumerate(batch_ranges(idx.numel(), self.batch_size)):
+                    mb = sampler.sample(idx[start:end].cpu(), epoch=EVAL_EPOCH, batch=b)
                     logits = self.model(mb.blocks, self.g.x.index_select(0, mb.input_nodes))
                     correct += (logits.argmax(1) == self.g.y[mb.seeds]).sum()
             return float(correct) / idx.numel()
@@ -626,9 +697,9 @@ class Engine:
             if not (isinstance(envelope, list) and len(envelope) == len(self.fanouts)):
                 raise ValueError("checkpoint envelope does not match the engine's layers")
             new_envelope = Envelope(envelope, "checkpoint", fanouts=self.fanouts,
-                                    batch_size=self.batch_size, num_nodes=self.g.num_nodes,
+                                    batch_size=self.rows, num_nodes=self.g.num_nodes,
                                     settings=self.envelope.settings)
-            new_envelope.check(self.fanouts, self.batch_size, self.g.num_nodes)
+            new_envelope.check(self.fanouts, self.rows, self.g.num_nodes)
         probe = make_optimizer(_clone_module(self.model), self.config["optimizer"], self.config["lr"],
                                self.config["weight_decay"])
         try:
@@ -641,16 +712,19 @@ class Engine:
             for k, v in self.model.state_dict().items():
                 v.copy_(model_state[k].to(v.device))
         _copy_optimizer_state(self.optimizer, state["optimizer"])
+        if hasattr(self.optimizer, "_lr"):
+            for group, tensor in zip(self.optimizer.param_groups, self.optimizer._lr):
+                tensor.fill_(float(group["lr"]))
         self.epoch, self.batch = epoch, batch
+        self._next_batch = -1
         if new_envelope is not None and new_envelope.sizes != self.envelope.sizes:
             self.envelope = new_envelope
             self._build()
         return self
 
 
-def _hidden(model) -> int:
-    dims = getattr(model, "feature_dims", None)
-    return int(dims[1]) if dims and len(dims) > 2 else 1
+def _never_rewinds(first: int) -> None:
+    raise RuntimeError("the dynamic pipeline reported an overflow; it has no envelope to grow")
 
 
 def _clone_module(model):

@@ -397,14 +397,19 @@ def static_addresses(eng: Any) -> Dict[str, int]:
     """``name -> data_ptr()`` of every buffer a captured step reads or writes.
 
     A CUDA Graph replays raw addresses, so a step is capturable only if these never change
-    between iterations: the engine's seed, count, key and flag buffers, the sampler's marker
-    arrays, the graph's arrays, every parameter, gradient and optimizer state tensor.
+    between iterations: the engine's epoch seed table, batch counter and flag buffers, the
+    overflow guard, the sampler's marker arrays, the graph's arrays, every parameter, gradient
+    and optimizer state tensor (the learning rate included).
     """
     named: Dict[str, torch.Tensor] = {}
-    for name in ("seed_buf", "num_seeds_buf", "key_buf", "batch_index_buf", "enabled_buf",
-                 "overflowed", "first_overflow", "loss_buf", "wanted_buf", "applied_buf"):
+    for name in ("epoch_seeds", "epoch_counts", "counter", "epoch_buf", "seed_tensor",
+                 "loss_buf", "hash_buf", "applied_buf"):
         if isinstance(getattr(eng, name, None), torch.Tensor):
             named[f"engine.{name}"] = getattr(eng, name)
+    for name in ("overflowed", "first", "local", "first_wanted", "enabled"):
+        named[f"guard.{name}"] = getattr(eng.guard, name)
+    for i, lr in enumerate(getattr(eng.optimizer, "_lr", [])):
+        named[f"optim.lr.{i}"] = lr
     sampler = getattr(eng, "sampler", None)
     for name in ("_first", "_local", "_indices"):
         if isinstance(getattr(sampler, name, None), torch.Tensor):
@@ -469,15 +474,19 @@ def _median_run(runs: List[dict]) -> dict:
 def _profile_dgl(pipe: Pipeline, iterations: int, warmup: int, steps: Any) -> dict:
     """Time DGL's pipeline the way zg.profile.profile_engine times the engines: a warm-up, the
     mean of whole iterations, then the mean of each stage over as many more."""
+    def step(stage=None):
+        epoch, batch, seeds = next(steps)
+        pipe.train_step(seeds, epoch, batch, stage)
+
     for _ in range(warmup):
-        pipe.train_step(*next(steps))
+        step()
     start = time.perf_counter()
     for _ in range(iterations):
-        pipe.train_step(*next(steps))
+        step()
     step_seconds = (time.perf_counter() - start) / iterations
     stage = {s: 0.0 for s in STAGES}
     for _ in range(iterations):
-        pipe.train_step(*next(steps), stage)
+        step(stage)
     return {"pipeline": "DGL", "step_seconds": step_seconds,
             "stage_seconds": {s: v / iterations for s, v in stage.items()},
             "host_syncs_per_iteration": None, "gpu_execution_fraction": None, "envelope_sizes": None}

@@ -22,21 +22,64 @@ from typing import Iterable, Optional
 
 import torch
 
-__all__ = ["DeviceAdam"]
+__all__ = ["DeviceAdam", "DeviceSGD", "make_optimizer", "OPTIMIZERS"]
+
+OPTIMIZERS = ("adam", "sgd")
 
 
-class DeviceAdam(torch.optim.Optimizer):
+def _check_hyper(value, name: str, low: float = 0.0, open_low: bool = False) -> float:
+    """A finite real >= low (> low if open_low); TypeError/ValueError name the argument."""
+    import math
+
+    if isinstance(value, bool) or not isinstance(value, (int, float)):
+        if isinstance(value, torch.Tensor) or type(value).__module__ == "numpy":
+            try:
+                value = float(value)
+            except (TypeError, ValueError):
+                raise TypeError(f"{name} must be a real number, got {type(value).__name__}") from None
+        else:
+            raise TypeError(f"{name} must be a real number, got {type(value).__name__} {value!r}")
+    value = float(value)
+    if not math.isfinite(value):
+        raise ValueError(f"{name} must be finite, got {value}")
+    if value < low or (open_low and value == low):
+        raise ValueError(f"{name} must be {'>' if open_low else '>='} {low}, got {value}")
+    return value
+
+
+class _DeviceLR:
+    """Keeps each param group's learning rate in a 0-d device tensor too, so a step captured
+    in a CUDA Graph reads the current rate: :meth:`set_lr` changes it after capture."""
+
+    def _init_lr(self) -> None:
+        self._lr = [torch.tensor(float(g["lr"]), dtype=torch.float64, device=g["params"][0].device)
+                    for g in self.param_groups]
+
+    def set_lr(self, lr: float) -> None:
+        """Set every group's learning rate, in place (a captured step sees it)."""
+        lr = _check_hyper(lr, "lr", open_low=True)
+        for group, tensor in zip(self.param_groups, self._lr):
+            group["lr"] = lr
+            tensor.fill_(lr)
+
+    def load_state_dict(self, state_dict) -> None:
+        super().load_state_dict(state_dict)
+        for group, tensor in zip(self.param_groups, self._lr):
+            tensor.fill_(float(group["lr"]))
+
+
+class DeviceAdam(_DeviceLR, torch.optim.Optimizer):
     """Adam with a device-resident step counter and an on-device skip (see module docstring)."""
 
     def __init__(self, params: Iterable, lr: float = 1e-3, betas=(0.9, 0.999), eps: float = 1e-8,
                  weight_decay: float = 0.0):
-        if not lr > 0:
-            raise ValueError(f"lr must be > 0, got {lr}")
+        lr = _check_hyper(lr, "lr", open_low=True)
         if not (0.0 <= betas[0] < 1.0 and 0.0 <= betas[1] < 1.0):
             raise ValueError(f"betas must be in [0, 1), got {betas}")
-        if not eps >= 0 or not weight_decay >= 0:
-            raise ValueError(f"eps and weight_decay must be >= 0, got {eps}, {weight_decay}")
+        eps = _check_hyper(eps, "eps")
+        weight_decay = _check_hyper(weight_decay, "weight_decay")
         super().__init__(params, dict(lr=lr, betas=tuple(betas), eps=eps, weight_decay=weight_decay))
+        self._init_lr()
         # State is created eagerly so that buffers have fixed addresses before any capture.
         for group in self.param_groups:
             for p in group["params"]:
@@ -50,9 +93,9 @@ class DeviceAdam(torch.optim.Optimizer):
         """One Adam step; with ``apply`` (bool 0-d tensor) False, a bit-exact no-op."""
         if closure is not None:
             raise ValueError("DeviceAdam does not take a closure")
-        for group in self.param_groups:
+        for group, lr in zip(self.param_groups, self._lr):
             beta1, beta2 = group["betas"]
-            lr, eps, wd = group["lr"], group["eps"], group["weight_decay"]
+            eps, wd = group["eps"], group["weight_decay"]
             for p in group["params"]:
                 if p.grad is None:
                     continue
@@ -75,3 +118,42 @@ class DeviceAdam(torch.optim.Optimizer):
                     v.copy_(torch.where(apply, new_v, v))
                     p.copy_(torch.where(apply, new_p, p))
         return None
+
+
+class DeviceSGD(_DeviceLR, torch.optim.Optimizer):
+    """Plain SGD (``p <- p - lr * (g + wd * p)``) with the same on-device skip as DeviceAdam."""
+
+    def __init__(self, params: Iterable, lr: float = 1e-2, weight_decay: float = 0.0):
+        lr = _check_hyper(lr, "lr", open_low=True)
+        weight_decay = _check_hyper(weight_decay, "weight_decay")
+        super().__init__(params, dict(lr=lr, weight_decay=weight_decay))
+        self._init_lr()
+
+    @torch.no_grad()
+    def step(self, closure=None, apply: Optional[torch.Tensor] = None):
+        """One SGD step; with ``apply`` (bool 0-d tensor) False, a bit-exact no-op."""
+        if closure is not None:
+            raise ValueError("DeviceSGD does not take a closure")
+        for group, lr in zip(self.param_groups, self._lr):
+            wd = group["weight_decay"]
+            for p in group["params"]:
+                if p.grad is None:
+                    continue
+                grad = p.grad if wd == 0 else p.grad.add(p, alpha=wd)
+                new_p = p - lr * grad
+                p.copy_(new_p if apply is None else torch.where(apply, new_p, p))
+        return None
+
+
+def make_optimizer(model: torch.nn.Module, name: str = "adam", lr: float = 3e-3,
+                   weight_decay: float = 0.0) -> torch.optim.Optimizer:
+    """"adam" (default): :class:`DeviceAdam`; "sgd": :class:`DeviceSGD`. Both keep every
+    decision on the device and take the step's ``apply`` gate (the overflow policy)."""
+    lr = _check_hyper(lr, "lr", open_low=True)
+    weight_decay = _check_hyper(weight_decay, "weight_decay")
+    params = list(model.parameters())
+    if name == "adam":
+        return DeviceAdam(params, lr=lr, weight_decay=weight_decay)
+    if name == "sgd":
+        return DeviceSGD(params, lr=lr, weight_decay=weight_decay)
+    raise ValueError(f"optimizer must be one of {OPTIMIZERS}, got {name!r}")

@@ -1,22 +1,23 @@
 """Training pipelines that differ only in the sampler: one loop, three ways to get blocks.
 
-Where it sits: the chain every pipeline runs, named the same everywhere (code, profiler
-labels, plots, notebooks):
+Where it sits: the chain every pipeline runs (:mod:`zg.step`, named the same everywhere: code,
+profiler labels, plots, notebooks):
 
-    seeds -> sample -> gather -> forward -> loss -> backward -> step
+    seeds -> sample -> compact -> gather -> forward -> loss -> backward -> step
 
 * :class:`DynamicPipeline`: zg's :class:`~zg.sampling.DynamicSampler` (host-mediated, exact
   sizes) + zg models.
 * :class:`EnvelopePipeline`: zg's :class:`~zg.sampling.EnvelopeSampler` (fixed shapes, padded
-  seeds, device-resident counts) + the same zg models. ``zg.Engine`` adds static buffers, CUDA
-  Graph capture and overflow rewind on top of this pipeline.
+  seeds, device-resident counts) + the same zg models. ``zg.Engine(capture=False)`` is this
+  pipeline; ``capture=True`` adds static buffers and CUDA Graph capture on top.
 * ``zg.baselines.dgl.DGLPipeline``: DGL's ``NeighborSampler`` + ``DataLoader`` + ``dgl.nn``
   layers, the standard DGL recipe.
 
-All three share, from this module: the seed order of every epoch (:func:`epoch_order`), the
-batching, the feature/label gather, the loss (:func:`masked_cross_entropy`), the optimizer
-(:func:`make_optimizer`), the loop and its timing. So the same seed visits the same batches in
-the same order in all three, and a comparison is one class apart.
+All three share the seed order of every epoch (:func:`zg.rng.epoch_order`), the batching, the
+one training step and the one overflow policy (:func:`zg.step.train_step`,
+:func:`zg.step.run_batches`), the optimizer (:func:`zg.optim.make_optimizer`) and the timing.
+So the same seed visits the same batches in the same order in all three, and a comparison is
+one class apart. Each :meth:`Pipeline.sample` returns a :class:`zg.MiniBatch`.
 """
 
 from __future__ import annotations
@@ -26,52 +27,20 @@ from dataclasses import dataclass, field
 from typing import Any, Dict, Iterator, List, Optional, Sequence, Tuple
 
 import torch
-import torch.nn.functional as F
 
 from .graph import Graph
-from .optim import DeviceAdam
-from .sampling import DynamicSampler, EnvelopeSampler, check_fanouts
+from .optim import make_optimizer
+from .rng import batch_key, dropout_seed, epoch_order
+from .sampling import DynamicSampler, EnvelopeSampler, MiniBatch, check_fanouts
+from .step import STAGES, OverflowGuard, StageClock, masked_cross_entropy, run_batches, train_step
 
 __all__ = ["epoch_order", "masked_cross_entropy", "make_optimizer", "Pipeline",
-           "DynamicPipeline", "EnvelopePipeline", "STAGES", "EpochTiming"]
-
-STAGES = ("sample", "compact", "gather", "forward", "backward", "step")
+           "DynamicPipeline", "EnvelopePipeline", "STAGES", "EpochTiming", "batch_ranges"]
 
 
-def epoch_order(nodes: torch.Tensor, seed: int, epoch: int) -> torch.Tensor:
-    """The seeded shuffle of ``nodes`` used for ``epoch`` (int64 [len(nodes)], on the host)."""
-    gen = torch.Generator().manual_seed((int(seed) * 1_000_003 + int(epoch)) % (2**63 - 1))
-    return nodes.cpu()[torch.randperm(nodes.numel(), generator=gen)]
-
-
-def masked_cross_entropy(logits: torch.Tensor, labels: torch.Tensor, valid: torch.Tensor) -> torch.Tensor:
-    """Mean cross-entropy over the valid rows, with no host sync.
-
-    logits float [B, C], labels int64 [B], valid bool [B] (padding rows False).
-    """
-    loss = F.cross_entropy(logits, labels.clamp(min=0), reduction="none")      # [B]
-    valid_f = valid.to(loss.dtype)
-    return (loss * valid_f).sum() / valid_f.sum().clamp(min=1.0)
-
-
-def make_optimizer(model: torch.nn.Module, name: str = "adam", lr: float = 3e-3,
-                   weight_decay: float = 0.0) -> torch.optim.Optimizer:
-    """"adam" (default): :class:`zg.optim.DeviceAdam`, PyTorch's Adam with its step counter on
-    the device (no host sync, on-device skip); "torch-adam": ``torch.optim.Adam`` (reads its
-    step counter on the host unless on an accelerator with capturable=True); "sgd"."""
-    if not isinstance(lr, (int, float)) or isinstance(lr, bool) or not lr > 0:
-        raise ValueError(f"lr must be a positive number, got {lr!r}")
-    if not isinstance(weight_decay, (int, float)) or weight_decay < 0:
-        raise ValueError(f"weight_decay must be >= 0, got {weight_decay!r}")
-    params = list(model.parameters())
-    if name == "adam":
-        return DeviceAdam(params, lr=lr, weight_decay=weight_decay)
-    if name == "torch-adam":
-        return torch.optim.Adam(params, lr=lr, weight_decay=weight_decay)
-    if name == "sgd":
-        return torch.optim.SGD(params, lr=lr, weight_decay=weight_decay)
-    raise ValueError(f"optimizer must be 'adam', 'torch-adam' or 'sgd', got {name!r}")
-
+def batch_ranges(count: int, batch_size: int) -> List[Tuple[int, int]]:
+    """[(start, end)] of the consecutive batches of ``count`` items (the last may be short)."""
+    return [(s, min(s + batch_size, count)) for s in range(0, count, batch_size)]
 
 @dataclass
 class EpochTiming:
@@ -81,6 +50,8 @@ class EpochTiming:
     iterations: int
     loss: float
     stage_seconds: Dict[str, float] = field(default_factory=dict)
+    overflows: int = 0
+    rewound_batches: int = 0
 
 
 class Pipeline:
@@ -119,20 +90,30 @@ class Pipeline:
 
     # -- the pieces subclasses provide ---------------------------------------------------
 
-    def sample(self, seeds: torch.Tensor, epoch: int, batch: int, clock=None) -> Tuple[Any, torch.Tensor, torch.Tensor, torch.Tensor]:
-        """-> (blocks, input_nodes [S0], output_nodes [B], valid [B] bool). ``clock`` (profiling)
-        is called with "sample" / "compact" as those stages end, where the sampler can tell."""
+    def sample(self, seeds: torch.Tensor, epoch: int, batch: int, clock=None) -> MiniBatch:
+        """-> the batch's :class:`zg.MiniBatch`. ``clock`` (profiling) is called with "sample" /
+        "compact" as those stages end, where the sampler can tell."""
         raise NotImplementedError
 
     def forward(self, blocks: Any, x: torch.Tensor) -> torch.Tensor:
         return self.model(blocks, x)
 
+    def grow(self, wanted: List[int]) -> None:
+        """After an overflow: grow the envelope (only sources with an envelope overflow)."""
+        raise RuntimeError(f"{type(self).__name__} has no envelope, so it cannot overflow")
+
     # -- the shared loop -------------------------------------------------------------------
+
+    @property
+    def guard(self) -> OverflowGuard:
+        if getattr(self, "_guard", None) is None:
+            self._guard = OverflowGuard(len(self.fanouts), self.device)
+        return self._guard
 
     def batches(self, epoch: int) -> Iterator[Tuple[int, torch.Tensor]]:
         order = epoch_order(self.nodes, self.seed, epoch)
-        for b, start in enumerate(range(0, order.numel(), self.batch_size)):
-            yield b, order[start: start + self.batch_size]
+        for b, (start, end) in enumerate(batch_ranges(order.numel(), self.batch_size)):
+            yield b, order[start:end]
 
     def num_batches(self) -> int:
         return -(-self.nodes.numel() // self.batch_size)
@@ -149,54 +130,37 @@ class Pipeline:
 
     def train_step(self, seeds: torch.Tensor, epoch: int, batch: int,
                    stage_seconds: Optional[Dict[str, float]] = None) -> torch.Tensor:
-        """One iteration: sample -> gather -> forward -> loss -> backward -> step. Returns the loss."""
-        clock = _StageClock(stage_seconds)
-        blocks, input_nodes, output_nodes, valid = self.sample(seeds, epoch, batch,
-                                                               clock if stage_seconds is not None else None)
-        clock.lap("sample")
-        x = self.g.x.index_select(0, input_nodes)                         # [S0, F]
-        y = self.g.y.index_select(0, output_nodes)                        # [B]
-        clock.lap("gather")
-        logits = self.forward(blocks, x)                                 # [B, C]
-        loss = masked_cross_entropy(logits, y, valid)
-        clock.lap("forward")
-        self.optimizer.zero_grad(set_to_none=False)
-        loss.backward()
-        clock.lap("backward")
-        self.optimizer.step()
-        clock.lap("step")
-        return loss.detach()
+        """One iteration through :func:`zg.step.train_step` (gated by the overflow policy).
+        Returns the loss. ``stage_seconds``: a mapping each stage's seconds are added into."""
+        torch.manual_seed(dropout_seed(batch_key(self.seed, epoch, batch)))   # same masks if rerun
+        clock = None
+        if stage_seconds is not None:
+            clock = StageClock(None, into=stage_seconds)
+        loss, _, _ = train_step(lambda c: self.sample(seeds, epoch, batch, c), self.model,
+                                self.optimizer, self.g.x, self.g.y, guard=self.guard, batch=batch,
+                                forward=self.forward, clock=clock)
+        return loss
 
-    def train_epoch(self, epoch: Optional[int] = None, stages: bool = False) -> EpochTiming:
-        """Train one epoch. ``stages=True`` also times each stage (perf_counter; on CPU exact,
-        on a GPU use zg.profile for CUDA-event timings)."""
+    def rewind(self, first: int) -> None:
+        """Grow the envelope from the first overflowed batch's counts (the guard keeps them)."""
+        self.grow(self.guard.first_wanted.cpu().tolist())   # a rewind is rare: a plain read
+
+    def train_epoch(self, epoch: Optional[int] = None, stages: bool = False,
+                    poll_every: int = 8) -> EpochTiming:
+        """Train one epoch with the one overflow policy (an overflowed batch is never applied;
+        the envelope grows and the epoch resumes from it). ``stages=True`` also times each
+        stage (perf_counter; on CPU exact, on a GPU use zg.profile for CUDA-event timings)."""
         epoch = self.epoch if epoch is None else epoch
         self.model.train()
         stage_seconds: Optional[Dict[str, float]] = {s: 0.0 for s in STAGES} if stages else None
-        losses: List[torch.Tensor] = []
+        batches = list(self.batches(epoch))
         start = time.perf_counter()
-        for b, seeds in self.batches(epoch):
-            losses.append(self.train_step(seeds, epoch, b, stage_seconds))
-        mean_loss = float(torch.stack(losses).mean())                    # one read, after the epoch
+        run = run_batches(lambda b: self.train_step(batches[b][1], epoch, b, stage_seconds),
+                          0, len(batches), self.guard, poll_every, self.rewind)
         seconds = time.perf_counter() - start
         self.epoch = epoch + 1
-        return EpochTiming(seconds, len(losses), mean_loss, stage_seconds or {})
-
-
-class _StageClock:
-    def __init__(self, into: Optional[Dict[str, float]]):
-        self.into = into
-        self.last = time.perf_counter() if into is not None else 0.0
-
-    def __call__(self, stage: str) -> None:
-        self.lap(stage)
-
-    def lap(self, stage: str) -> None:
-        if self.into is None:
-            return
-        now = time.perf_counter()
-        self.into[stage] += now - self.last
-        self.last = now
+        return EpochTiming(seconds, len(run.losses), run.mean_loss(), stage_seconds or {},
+                           overflows=run.overflows, rewound_batches=run.rewound)
 
 
 class DynamicPipeline(Pipeline):
@@ -210,9 +174,7 @@ class DynamicPipeline(Pipeline):
         self.sampler = DynamicSampler(g, self.fanouts, replace=replace, seed=self.seed)
 
     def sample(self, seeds, epoch, batch, clock=None):
-        mb = self.sampler.sample(seeds, epoch, batch, clock=clock)
-        valid = torch.ones(mb.seeds.numel(), dtype=torch.bool, device=self.device)
-        return mb.blocks, mb.input_nodes, mb.seeds, valid
+        return self.sampler.sample(seeds, epoch, batch, clock=clock)
 
 
 class EnvelopePipeline(Pipeline):
@@ -251,8 +213,13 @@ class EnvelopePipeline(Pipeline):
         mb = self.sampler.sample(seeds, epoch, batch, clock=clock)
         self.overflow_flags.append(mb.overflowed)      # read after the epoch, never per step
         self.count_log.append(mb.counts)
-        valid = torch.arange(self.batch_size, device=self.device) < mb.num_seeds
-        return mb.blocks, mb.input_nodes, mb.seeds, valid
+        return mb
+
+    def grow(self, wanted: List[int], factor: float = 1.5) -> None:
+        """Grow the envelope (``Envelope.grow``) and rebuild the sampler for it."""
+        envelope = self.sampler.envelope.grow(factor, observed=wanted)
+        self.sampler = EnvelopeSampler(self.g, self.fanouts, self.batch_size, envelope=envelope,
+                                       replace=self.sampler.replace, seed=self.seed)
 
     def take_counts(self) -> torch.Tensor:
         """int64 [K, L]: true per-block counts of the batches since the last call (host read)."""

@@ -3,7 +3,7 @@
 Where it sits: beside the engine; notebooks 01 and 04 and ``bench/`` call it. The stage names
 are the ones used everywhere in the kit (code, profiler labels, plots):
 
-    sample -> compact -> gather -> forward -> backward -> step
+    sample -> compact -> gather -> forward -> loss -> backward -> step   (zg.step.STAGES)
 
 * Stage timings: the iteration runs with a stage clock: ``time.perf_counter`` on the CPU,
   CUDA events on a GPU (read once, after all iterations). On a GPU the stage-timed iterations
@@ -25,7 +25,8 @@ from typing import Callable, Dict, List, Optional
 
 import torch
 
-from .engine import ENGINE_STAGES, Engine
+from .engine import Engine
+from .step import STAGES, StageClock
 
 __all__ = ["Profile", "profile_engine", "gpu_execution_fraction", "StageClock", "peak_rss_bytes"]
 
@@ -33,51 +34,6 @@ __all__ = ["Profile", "profile_engine", "gpu_execution_fraction", "StageClock", 
 def peak_rss_bytes() -> int:
     """Peak resident set size of this process so far (Linux reports KiB)."""
     return int(resource.getrusage(resource.RUSAGE_SELF).ru_maxrss) * 1024
-
-
-def current_rss_bytes() -> int:
-    try:
-        with open("/proc/self/statm") as f:
-            return int(f.read().split()[1]) * resource.getpagesize()
-    except OSError:
-        return 0
-
-
-class StageClock:
-    """Accumulates seconds per stage. Call ``clock(stage)`` when a stage ends."""
-
-    def __init__(self, device: torch.device):
-        self.cuda = device.type == "cuda"
-        self.seconds: Dict[str, float] = {s: 0.0 for s in ENGINE_STAGES}
-        self._events: List[tuple] = []
-        self.start()
-
-    def start(self) -> None:
-        if self.cuda:
-            self._last = torch.cuda.Event(enable_timing=True)
-            self._last.record()
-        else:
-            self._last = time.perf_counter()
-
-    def __call__(self, stage: str) -> None:
-        if self.cuda:
-            event = torch.cuda.Event(enable_timing=True)
-            event.record()
-            self._events.append((stage, self._last, event))
-            self._last = event
-        else:
-            now = time.perf_counter()
-            self.seconds[stage] = self.seconds.get(stage, 0.0) + now - self._last
-            self._last = now
-
-    def finish(self) -> Dict[str, float]:
-        """Seconds per stage (reads the CUDA events: call after the timed work)."""
-        if self.cuda:
-            torch.cuda.synchronize()
-            for stage, begin, end in self._events:
-                self.seconds[stage] = self.seconds.get(stage, 0.0) + begin.elapsed_time(end) / 1e3
-            self._events = []
-        return dict(self.seconds)
 
 
 @dataclass
@@ -143,19 +99,18 @@ def profile_engine(eng: Engine, iterations: int = 8, warmup: int = 2) -> Profile
     """
     from .audit import SyncAudit
 
-    if iterations < 1:
-        raise ValueError(f"iterations must be >= 1, got {iterations}")
-    batches = eng.batches(eng.epoch)
-    needed = warmup + 3 * iterations
-    seeds = [batches[i % len(batches)] for i in range(needed)]
+    if isinstance(iterations, bool) or not isinstance(iterations, int) or iterations < 1:
+        raise ValueError(f"iterations must be an int >= 1, got {iterations!r}")
+    if isinstance(warmup, bool) or not isinstance(warmup, int) or warmup < 0:
+        raise ValueError(f"warmup must be an int >= 0, got {warmup!r}")
     dev = eng.device
-    if eng.pipeline_kind == "dynamic" or not eng.capture:
-        pipe = eng._pipe if eng.pipeline_kind == "dynamic" else eng._eager_pipe
-        run = lambda i, clock=None: pipe.train_step(seeds[i], 0, i, clock)  # noqa: E731
-        name = "zg dynamic" if eng.pipeline_kind == "dynamic" else "zg envelope (eager)"
+    run = lambda i, clock=None: eng.run_batch(i, epoch=0, clock=clock)  # noqa: E731
+    if eng.pipeline_kind == "dynamic":
+        name = "zg dynamic"
+    elif not eng.capture:
+        name = "zg envelope (eager)"
     else:
-        run = lambda i, clock=None: eng._run_static(seeds[i], 0, i, clock)  # noqa: E731
-        name = "zg envelope (captured)" if eng.graph is not None else "zg envelope (static)"
+        name = "zg envelope (captured)" if eng.use_cuda_graph else "zg envelope (static)"
     for i in range(warmup):
         run(i)
     # Whole-step time on the real path (replays on a GPU).
@@ -168,35 +123,24 @@ def profile_engine(eng: Engine, iterations: int = 8, warmup: int = 2) -> Profile
     if dev.type == "cuda":
         torch.cuda.synchronize(dev)
     step_seconds = (time.perf_counter() - start) / iterations
-    # Stage breakdown.
-    if eng.pipeline_kind == "dynamic" or not eng.capture:
-        stage = {s: 0.0 for s in ENGINE_STAGES}
-        clock_seconds = stage
-        for i in range(warmup + iterations, warmup + 2 * iterations):
-            run(i, stage)
-        if dev.type == "cuda":
-            torch.cuda.synchronize(dev)
-    else:
-        clock = StageClock(dev)
-        for i in range(warmup + iterations, warmup + 2 * iterations):
-            clock.start()
-            run(i, clock)
-        clock_seconds = clock.finish()
-    stage_seconds = {s: clock_seconds.get(s, 0.0) / iterations for s in ENGINE_STAGES}
-    # Host syncs.
+    # Stage breakdown (on a GPU the stage-timed steps run uncaptured: a replay cannot be split).
+    clock = StageClock(dev)
+    for i in range(warmup + iterations, warmup + 2 * iterations):
+        clock.start()
+        run(i, clock)
+    clock_seconds = clock.finish()
+    stage_seconds = {s: clock_seconds.get(s, 0.0) / iterations for s in STAGES}
+    # Host syncs (the audit's count; on CUDA torch's sync-debug count is kept apart).
     with SyncAudit() as audit:
         for i in range(warmup + 2 * iterations, warmup + 3 * iterations):
             run(i)
-    syncs = (audit.host_syncs + audit.cuda_sync_warnings) / iterations
-    fraction = gpu_execution_fraction(lambda i: run(i % needed), iterations) if dev.type == "cuda" else None
+    syncs = audit.host_syncs / iterations
+    fraction = gpu_execution_fraction(lambda i: run(i), iterations) if dev.type == "cuda" else None
     if dev.type == "cuda":
         peak, source = int(torch.cuda.max_memory_allocated(dev)), "torch.cuda.max_memory_allocated"
     else:
         peak, source = peak_rss_bytes(), "process peak RSS"
-    mm = {}
-    if eng.envelope is not None:
-        from .engine import _hidden
-        mm = eng.envelope.memory_model(eng.g.feat_dim, _hidden(eng.model), max(eng.g.num_classes, 1))["totals"]
+    mm = eng.memory_model()["totals"] if eng.envelope is not None else {}
     return Profile(pipeline=name, device=str(dev), iterations=iterations, step_seconds=step_seconds,
                    stage_seconds=stage_seconds, host_syncs_per_iteration=syncs,
                    gpu_execution_fraction=fraction, peak_bytes=peak, peak_bytes_source=source,

@@ -37,49 +37,10 @@ import torch
 
 from .blocks import Block
 from .graph import Graph
+from .rng import _LOW62, _signed, batch_key, mix64
 
 __all__ = ["sample_neighbors", "DynamicSampler", "EnvelopeSampler", "MiniBatch", "batch_key",
            "check_fanouts"]
-
-
-# ----------------------------------------------------------------------------- randomness
-
-def _signed(c: int) -> int:
-    """A uint64 constant as the int64 with the same bits (torch has no uint64 arithmetic)."""
-    return c - (1 << 64) if c >= (1 << 63) else c
-
-
-_GOLDEN = _signed(0x9E3779B97F4A7C15)
-_MIX1 = _signed(0xBF58476D1CE4E5B9)
-_MIX2 = _signed(0x94D049BB133111EB)
-_LOW62 = (1 << 62) - 1
-
-
-def _shr(x: torch.Tensor, s: int) -> torch.Tensor:
-    """Logical right shift of int64 bits (torch's >> is arithmetic on signed ints)."""
-    return (x >> s) & ((1 << (64 - s)) - 1)
-
-
-def mix64(x: torch.Tensor) -> torch.Tensor:
-    """splitmix64 finaliser on int64 tensors (wrapping arithmetic); a bijection on 64 bits."""
-    x = x + _GOLDEN
-    x = (x ^ _shr(x, 30)) * _MIX1
-    x = (x ^ _shr(x, 27)) * _MIX2
-    return x ^ _shr(x, 31)
-
-
-def _mix_int(x: int) -> int:
-    """mix64 on a Python int, for host-side keys (same bits as the tensor version)."""
-    m = (1 << 64) - 1
-    x = (x + 0x9E3779B97F4A7C15) & m
-    x = ((x ^ (x >> 30)) * 0xBF58476D1CE4E5B9) & m
-    x = ((x ^ (x >> 27)) * 0x94D049BB133111EB) & m
-    return _signed(x ^ (x >> 31))
-
-
-def batch_key(seed: int, epoch: int, batch: int) -> int:
-    """The int64 key of one (seed, epoch, batch): every random choice of that batch derives from it."""
-    return _mix_int((_mix_int((_mix_int(seed) + epoch) & ((1 << 64) - 1)) + batch) & ((1 << 64) - 1))
 
 
 # ----------------------------------------------------------------------------- validation
@@ -232,11 +193,18 @@ class MiniBatch:
     overflowed: torch.Tensor
     envelope_sizes: Optional[List[int]] = None
     wanted: Optional[torch.Tensor] = None
+    inputs: Optional[torch.Tensor] = None
 
     @property
     def input_nodes(self) -> torch.Tensor:
-        """int64 [S_0]: global ids of the input layer's source rows (gather features of these)."""
-        return self.blocks[0].src_nodes
+        """int64 [S_0]: global ids of the input layer's source rows (gather features of these).
+        ``inputs`` when the source gave them (DGL's blocks), else the first block's rows."""
+        return self.inputs if self.inputs is not None else self.blocks[0].src_nodes
+
+    @property
+    def valid(self) -> torch.Tensor:
+        """bool [B]: which seed rows are real (padding rows False); no host read."""
+        return torch.arange(self.seeds.shape[0], device=self.seeds.device) < self.num_seeds
 
     def to_dgl_blocks(self):
         """Exact DGL blocks, input layer first (reads metadata on the host; tests only)."""

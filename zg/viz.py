@@ -10,7 +10,7 @@ without plotly; ``import zg.viz`` needs plotly (and ipywidgets for :func:`explor
     zg.viz.host_syncs({"zg dynamic": 9, "zg envelope": 0}).show()
 
 Names and colours are the kit's everywhere: the stages ``sample -> compact -> gather ->
-forward -> backward -> step`` (:data:`STAGE_COLORS`) and the pipelines "DGL", "zg dynamic",
+forward -> loss -> backward -> step`` (:data:`zg.step.STAGES`, coloured by :data:`STAGE_COLORS`) and the pipelines "DGL", "zg dynamic",
 "zg envelope" (:data:`PIPELINE_COLORS`).
 
 Offline by construction: :func:`setup_notebook` renders every figure both as plotly's own
@@ -29,6 +29,9 @@ import plotly.io as pio
 from plotly.io.base_renderers import MimetypeRenderer
 from plotly.subplots import make_subplots
 
+
+from .step import STAGES
+
 __all__ = ["setup_notebook", "explore", "RENDERER", "STAGE_COLORS", "PIPELINE_COLORS",
            "host_syncs", "hop_metadata", "sync_ops", "stage_timeline", "count_distributions",
            "memory_per_hop", "overflow_vs_margin", "execution_trace", "curves",
@@ -36,8 +39,9 @@ __all__ = ["setup_notebook", "explore", "RENDERER", "STAGE_COLORS", "PIPELINE_CO
            "bytes_by_kind", "offline_html"]
 
 RENDERER = "zg_offline"
-STAGE_COLORS = {"sample": "#4C78A8", "compact": "#72B7B2", "gather": "#54A24B",
-                "forward": "#EECA3B", "backward": "#F58518", "step": "#E45756"}
+_STAGE_PALETTE = {"sample": "#4C78A8", "compact": "#72B7B2", "gather": "#54A24B",
+                  "forward": "#EECA3B", "loss": "#B279A2", "backward": "#F58518", "step": "#E45756"}
+STAGE_COLORS = {stage: _STAGE_PALETTE[stage] for stage in STAGES}     # in the order of the chain
 PIPELINE_COLORS = {"DGL": "#8C564B", "zg dynamic": "#E45756", "zg envelope": "#4C78A8"}
 _FALLBACK_COLORS = ["#4C78A8", "#F58518", "#54A24B", "#E45756", "#72B7B2", "#EECA3B",
                     "#B279A2", "#FF9DA6", "#9D755D", "#BAB0AC"]

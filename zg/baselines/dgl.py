@@ -18,6 +18,8 @@ from torch import nn
 
 from ..interop import require_dgl
 from ..pipeline import Pipeline
+from ..rng import order_seed
+from ..sampling import MiniBatch
 
 __all__ = ["DGLModel", "DGLPipeline"]
 
@@ -86,8 +88,9 @@ class DGLPipeline(Pipeline):
         dgl = self.dgl
         order = list(super().batches(epoch))
         seeds_all = torch.cat([s for _, s in order]).to(self.device)
-        torch.manual_seed(self.seed * 1_000_003 + epoch)     # DGL's sampler draws from torch's RNG
-        dgl.seed(self.seed * 1_000_003 + epoch)
+        seed = order_seed(self.seed, epoch)
+        torch.manual_seed(seed)                              # DGL's sampler draws from torch's RNG
+        dgl.seed(seed)
         loader = dgl.dataloading.DataLoader(self.dgl_graph, seeds_all, self.sampler,
                                             batch_size=self.batch_size, shuffle=False,
                                             drop_last=False, num_workers=0)
@@ -97,5 +100,11 @@ class DGLPipeline(Pipeline):
     def sample(self, seeds, epoch, batch, clock=None):
         # DGL samples inside its DataLoader's iterator: advancing it *is* DGL's sample stage.
         input_nodes, output_nodes, blocks = next(self._iter)
-        valid = torch.ones(output_nodes.numel(), dtype=torch.bool, device=self.device)
-        return blocks, input_nodes, output_nodes, valid
+        if clock is not None:
+            clock("sample")
+        n = output_nodes.numel()
+        return MiniBatch(seeds=output_nodes, num_seeds=torch.tensor(n, device=self.device),
+                         blocks=blocks,
+                         counts=torch.tensor([b.num_src_nodes() for b in blocks], device=self.device),
+                         overflowed=torch.zeros((), dtype=torch.bool, device=self.device),
+                         inputs=input_nodes)

@@ -1,0 +1,97 @@
+"""Every random stream of the kit, named, in one place.
+
+Where it sits: under everything that draws. Sampling is a counter-based hash (splitmix64) of
+``(seed, epoch, batch, hop, node, round)``; the named streams below derive the integers every
+other draw starts from. A draw never depends on how many draws came before it, so a batch can
+be rerun (a rewind after an envelope overflow), resumed from a checkpoint, or replayed from a
+CUDA Graph and still draw exactly the same.
+
+    stream                      used for                                     derived from
+    batch_key                   a batch's sampling key (host int)            seed, epoch, batch
+    batch_key_device            the same key computed on the device          seed, epoch, batch
+    dropout_seed                torch's generator before a batch's dropout   the batch key
+    order_seed                  an epoch's shuffle of the training nodes     seed, epoch
+    worker_seed                 a Grappa worker's streams (per super-epoch)  seed, rank[, s]
+    PROFILE_EPOCH / EVAL_EPOCH  the epochs envelope profiling and sampled    (named constants)
+                                evaluation draw from, never a training epoch
+"""
+
+from __future__ import annotations
+
+import torch
+
+__all__ = ["mix64", "batch_key", "batch_key_device", "dropout_seed", "order_seed", "worker_seed",
+           "epoch_order", "PROFILE_EPOCH", "EVAL_EPOCH"]
+
+PROFILE_EPOCH = -1      # Envelope.profile's warm-up batches
+EVAL_EPOCH = -2         # Engine.evaluate(mode="sampled")
+
+_MASK64 = (1 << 64) - 1
+
+
+def _signed(c: int) -> int:
+    """A uint64 constant as the int64 with the same bits (torch has no uint64 arithmetic)."""
+    return c - (1 << 64) if c >= (1 << 63) else c
+
+
+_GOLDEN = _signed(0x9E3779B97F4A7C15)
+_MIX1 = _signed(0xBF58476D1CE4E5B9)
+_MIX2 = _signed(0x94D049BB133111EB)
+_LOW62 = (1 << 62) - 1
+
+
+def _shr(x: torch.Tensor, s: int) -> torch.Tensor:
+    """Logical right shift of int64 bits (torch's >> is arithmetic on signed ints)."""
+    return (x >> s) & ((1 << (64 - s)) - 1)
+
+
+def mix64(x: torch.Tensor) -> torch.Tensor:
+    """splitmix64 finaliser on int64 tensors (wrapping arithmetic); a bijection on 64 bits."""
+    x = x + _GOLDEN
+    x = (x ^ _shr(x, 30)) * _MIX1
+    x = (x ^ _shr(x, 27)) * _MIX2
+    return x ^ _shr(x, 31)
+
+
+def _mix_int(x: int) -> int:
+    """mix64 on a Python int, for host-side keys (same bits as the tensor version)."""
+    x = (x + 0x9E3779B97F4A7C15) & _MASK64
+    x = ((x ^ (x >> 30)) * 0xBF58476D1CE4E5B9) & _MASK64
+    x = ((x ^ (x >> 27)) * 0x94D049BB133111EB) & _MASK64
+    return _signed(x ^ (x >> 31))
+
+
+def batch_key(seed: int, epoch: int, batch: int) -> int:
+    """The int64 key of one (seed, epoch, batch): every random choice of that batch derives from it."""
+    return _mix_int((_mix_int((_mix_int(seed) + epoch) & _MASK64) + batch) & _MASK64)
+
+
+def batch_key_device(seed: torch.Tensor, epoch: torch.Tensor, batch: torch.Tensor) -> torch.Tensor:
+    """:func:`batch_key` on int64 0-d device tensors, bit for bit (int64 adds wrap like the
+    host's ``& (2^64 - 1)``). A captured step derives its key from a device batch counter."""
+    return mix64(mix64(mix64(seed) + epoch) + batch)
+
+
+def dropout_seed(key: int) -> int:
+    """The seed of torch's generator before a batch's forward pass (a non-negative int63), so a
+    rewound or resumed batch draws the same dropout masks as the first time."""
+    return key & ((1 << 63) - 1)
+
+
+def order_seed(seed: int, epoch: int) -> int:
+    """The generator seed of an epoch's shuffle of the training nodes."""
+    return (int(seed) * 1_000_003 + int(epoch)) % (2**63 - 1)
+
+
+def epoch_order(nodes: torch.Tensor, seed: int, epoch: int) -> torch.Tensor:
+    """The seeded shuffle of ``nodes`` used for ``epoch`` (int64 [len(nodes)], on the host)."""
+    gen = torch.Generator().manual_seed(order_seed(seed, epoch))
+    return nodes.cpu()[torch.randperm(nodes.numel(), generator=gen)]
+
+
+def worker_seed(*parts: int) -> int:
+    """A Grappa worker's seed from (run seed, rank[, super-epoch ...]), in [0, 2^62)."""
+    value = 0x5EED
+    for p in parts:
+        value = (value * 1_000_003 + int(p)) % (2**62)
+    return value

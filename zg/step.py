@@ -1,0 +1,303 @@
+"""The one training step, the one overflow policy, and the one epoch loop.
+
+Where it sits: under every trainer in the kit. The DGL baseline, zg's dynamic and eager
+envelope pipelines, the static/captured :class:`zg.Engine`, the data-parallel trainer and every
+Grappa worker run the same chain, with the same stage names (code, profiler labels, figure
+colours, notebooks):
+
+    seeds -> sample -> compact -> gather -> forward -> loss -> backward -> step
+
+A *source* produces a :class:`zg.MiniBatch` (sample + compact); :func:`train_step` does the rest.
+:class:`OverflowGuard` is the overflow policy, kept on the device: once a batch's envelope
+overflows, every optimizer step is skipped on the device (parameters and optimizer state stay
+bit for bit unchanged) until the host, polling at fixed iterations, notices, grows the envelope
+and resumes from the first overflowed batch (:func:`run_batches`). Whatever the envelope, the
+same batches are applied in the same order as in a run that never overflowed.
+"""
+
+from __future__ import annotations
+
+import time
+from dataclasses import dataclass, field
+from typing import Callable, Dict, List, Optional
+
+import torch
+import torch.nn.functional as F
+
+__all__ = ["STAGES", "StageClock", "OverflowGuard", "train_step", "masked_cross_entropy",
+           "run_batches", "BatchRun"]
+
+STAGES = ("sample", "compact", "gather", "forward", "loss", "backward", "step")
+
+
+# ----------------------------------------------------------------------------- the clock
+
+
+class StageClock:
+    """Seconds per stage: call ``clock(stage)`` the moment a stage ends.
+
+    On the CPU each lap is ``time.perf_counter`` and is added into ``into`` at once
+    (``into[stage] += seconds``, so a recording mapping sees every lap). On CUDA each lap is a
+    pair of CUDA events, read by :meth:`finish` after the timed work (no sync per lap).
+
+    Args:
+        device: where the timed work runs (CUDA: events). into: the mapping to add into
+            (default: a fresh one with every stage at 0).
+    """
+
+    def __init__(self, device: Optional[torch.device] = None, into: Optional[Dict[str, float]] = None):
+        self.cuda = device is not None and torch.device(device).type == "cuda"
+        self.device = torch.device(device) if device is not None else None
+        self.seconds: Dict[str, float] = into if into is not None else {s: 0.0 for s in STAGES}
+        self._events: List[tuple] = []
+        self.start()
+
+    def start(self) -> None:
+        """(Re)start the lap clock (call right before the first timed stage)."""
+        if self.cuda:
+            self._last = torch.cuda.Event(enable_timing=True)
+            self._last.record(torch.cuda.current_stream(self.device))
+        else:
+            self._last = time.perf_counter()
+
+    def __call__(self, stage: str) -> None:
+        if self.cuda:
+            event = torch.cuda.Event(enable_timing=True)
+            event.record(torch.cuda.current_stream(self.device))
+            self._events.append((stage, self._last, event))
+            self._last = event
+        else:
+            now = time.perf_counter()
+            self.seconds[stage] = self.seconds.get(stage, 0.0) + now - self._last
+            self._last = now
+
+    def finish(self) -> Dict[str, float]:
+        """Seconds per stage so far (on CUDA: synchronises and reads the events)."""
+        if self.cuda:
+            torch.cuda.synchronize(self.device)
+            for stage, begin, end in self._events:
+                self.seconds[stage] = self.seconds.get(stage, 0.0) + begin.elapsed_time(end) / 1e3
+            self._events = []
+        return dict(self.seconds)
+
+
+def _lap(clock, stage: str) -> None:
+    if clock is not None:
+        clock(stage)
+
+
+# ----------------------------------------------------------------------------- the loss
+
+
+def masked_cross_entropy(logits: torch.Tensor, labels: torch.Tensor, valid: torch.Tensor) -> torch.Tensor:
+    """Mean cross-entropy over the valid rows, with no host sync.
+
+    logits float [B, C], labels int64 [B], valid bool [B] (padding rows False). Rows whose label
+    is negative (unlabelled) never count, whatever ``valid`` says.
+    """
+    valid = valid & (labels >= 0)
+    loss = F.cross_entropy(logits, labels.clamp(min=0), reduction="none")      # [B]
+    valid_f = valid.to(loss.dtype)
+    return (loss * valid_f).sum() / valid_f.sum().clamp(min=1.0)
+
+
+def _default_loss(logits: torch.Tensor, labels: torch.Tensor, mb) -> torch.Tensor:
+    return masked_cross_entropy(logits, labels, mb.valid)
+
+
+# ----------------------------------------------------------------------------- the policy
+
+
+class OverflowGuard:
+    """The overflow policy's device state (no host read in the steady state).
+
+    Per batch: :meth:`observe` folds the batch's overflow flag into this process's sticky flag
+    and, the first time, remembers the counts it wanted (to grow the envelope from). Single
+    process, that flag is the decision at once; several processes (Grappa, data parallel)
+    reduce it with the gradients (:meth:`outgoing` / :meth:`merge`, called by the reduction
+    that already runs), so one worker's overflow stops every worker's step for that batch.
+    :meth:`apply` is the step's on-device gate. The host reads the decision every few
+    iterations (:meth:`poll_start` / :meth:`poll_read`) and rewinds.
+
+    Attributes (device tensors): overflowed bool [] (sticky, all processes), first int64 []
+    (first overflowed batch, -1 if none), local bool [] (this process overflowed),
+    first_wanted int64 [L] (the counts this process's first overflowed batch wanted), enabled
+    bool [] (False: skip every step, e.g. while a CUDA Graph warms up).
+    """
+
+    def __init__(self, num_blocks: int, device: torch.device, distributed: bool = False):
+        dev = torch.device(device)
+        self.device = dev
+        self.distributed = distributed
+        self.overflowed = torch.zeros((), dtype=torch.bool, device=dev)
+        self.first = torch.full((), -1, dtype=torch.int64, device=dev)
+        self.local = torch.zeros((), dtype=torch.bool, device=dev)
+        self.first_wanted = torch.zeros(max(num_blocks, 1), dtype=torch.int64, device=dev)
+        self.enabled = torch.ones((), dtype=torch.bool, device=dev)
+        self._batch = torch.zeros((), dtype=torch.int64, device=dev)
+        self._host = torch.zeros(2, dtype=torch.int64, pin_memory=dev.type == "cuda")
+        self.polls = 0
+
+    def observe(self, mb, batch: torch.Tensor) -> None:
+        """Fold ``mb.overflowed`` (bool []) of batch ``batch`` (int64 [] or int) in, on device."""
+        hit = mb.overflowed
+        batch = torch.as_tensor(batch, dtype=torch.int64, device=self.device)
+        if mb.wanted is not None:
+            first_here = hit & ~self.local
+            self.first_wanted.copy_(torch.where(first_here, mb.wanted, self.first_wanted))
+        self.local.copy_(self.local | hit)
+        self._batch.copy_(batch)
+        if not self.distributed:
+            self.merge(self.local)
+
+    def outgoing(self) -> torch.Tensor:
+        """float32 [1]: what this process adds to the reduction (1 if it ever overflowed)."""
+        return self.local.to(torch.float32).reshape(1)
+
+    def merge(self, any_overflowed: torch.Tensor) -> None:
+        """Fold the reduced flag (bool [] or a float sum > 0) in; the batch observed last is the
+        one it belongs to."""
+        flag = any_overflowed.reshape(()) > 0 if any_overflowed.dtype != torch.bool else any_overflowed.reshape(())
+        first_time = flag & ~self.overflowed
+        self.first.copy_(torch.where(first_time, self._batch, self.first))
+        self.overflowed.copy_(self.overflowed | flag)
+
+    def apply(self) -> torch.Tensor:
+        """bool []: whether this batch's optimizer step may change anything."""
+        return ~self.overflowed & self.enabled
+
+    def reset(self) -> None:
+        """After a rewind: nothing has overflowed (the envelope has grown)."""
+        self.overflowed.fill_(False)
+        self.local.fill_(False)
+        self.first.fill_(-1)
+
+    # The host's view, read every few iterations.
+
+    def poll_start(self):
+        """Start a non-blocking copy of (overflowed, first) to host memory; returns a handle."""
+        self.polls += 1
+        flags = torch.stack([self.overflowed.to(torch.int64), self.first])
+        self._host.copy_(flags, non_blocking=True)
+        if self.device.type == "cuda":
+            event = torch.cuda.Event()
+            event.record(torch.cuda.current_stream(self.device))
+            return event
+        return None                          # on the CPU the copy has happened
+
+    def poll_read(self, handle) -> Optional[int]:
+        """The first overflowed batch, or None. Waits for the copy ``handle`` started (on a GPU
+        that copy was queued ``poll_every`` iterations earlier, so the wait never drains the
+        queue below that depth)."""
+        if handle is not None:
+            handle.synchronize()
+        values = self._host.numpy()          # host memory: reading it is not a device sync
+        return int(values[1]) if values[0] else None
+
+
+# ----------------------------------------------------------------------------- the step
+
+
+def train_step(sample: Callable, model: torch.nn.Module, optimizer: torch.optim.Optimizer,
+               features: torch.Tensor, labels: torch.Tensor, *, guard: Optional[OverflowGuard] = None,
+               batch=0, loss: Optional[Callable] = None, forward: Optional[Callable] = None,
+               clock: Optional[Callable[[str], None]] = None):
+    """One iteration: sample -> compact -> gather -> forward -> loss -> backward -> step.
+
+    Args:
+        sample: ``sample(clock) -> MiniBatch`` (the source; it laps "sample"/"compact").
+        model, optimizer: the zg model and a zg optimizer (``step(apply=...)``).
+        features float [N, F], labels int64 [N]: what the gather stage reads.
+        guard: the overflow policy (None: the source cannot overflow and nothing is gated).
+        batch: int or int64 [] device tensor, this batch's index (for the guard).
+        loss: ``loss(logits, labels, mb) -> 0-d tensor`` (default: masked mean cross-entropy).
+        forward: what computes the logits (default ``model``; e.g. a DDP wrapper).
+        clock: optional stage clock.
+    Returns:
+        (loss detached 0-d, the MiniBatch, apply bool [] or None).
+    """
+    mb = sample(clock)
+    if guard is not None:
+        guard.observe(mb, batch)
+    x = features.index_select(0, mb.input_nodes)                      # [S0, F]
+    y = labels.index_select(0, mb.seeds)                              # [B]
+    _lap(clock, "gather")
+    logits = (forward or model)(mb.blocks, x)                         # [B, C]
+    _lap(clock, "forward")
+    value = (loss or _default_loss)(logits, y, mb)                    # []
+    _lap(clock, "loss")
+    optimizer.zero_grad(set_to_none=False)
+    value.backward()
+    _lap(clock, "backward")
+    # After backward: a reduction hook may have merged other workers' flags into the guard.
+    apply = guard.apply() if guard is not None else None
+    optimizer.step(apply=apply)
+    _lap(clock, "step")
+    return value.detach(), mb, apply
+
+
+# ----------------------------------------------------------------------------- the loop
+
+
+@dataclass
+class BatchRun:
+    """What :func:`run_batches` did: executed steps (rewound ones included), rewound steps,
+    overflow events, host polls, and the loss of every applied batch (by batch index)."""
+
+    executed: int = 0
+    rewound: int = 0
+    overflows: int = 0
+    polls: int = 0
+    losses: Dict[int, torch.Tensor] = field(default_factory=dict)
+
+    def mean_loss(self) -> float:
+        """One host read for the whole run."""
+        if not self.losses:
+            return float("nan")
+        return float(torch.stack([self.losses[b] for b in sorted(self.losses)]).double().mean())
+
+
+def run_batches(run_batch: Callable[[int], torch.Tensor], start: int, end: int, guard: OverflowGuard,
+                poll_every: int, rewind: Callable[[int], None],
+                after_step: Optional[Callable[[int], None]] = None) -> BatchRun:
+    """Run batches ``start .. end-1`` with the one overflow policy.
+
+    ``run_batch(b)`` runs batch ``b`` (its step gated by ``guard``) and returns its loss tensor.
+    Every ``poll_every`` executed batches the host reads the copy of the guard it started at the
+    previous poll point; at ``end`` it reads the guard itself. The read points depend only on
+    the batch count, so processes that share a reduced guard rewind at the same batch. On an
+    overflow: ``rewind(first)`` grows the envelope and rebuilds; the loop resumes at ``first``.
+    """
+    out = BatchRun()
+    b, seen_max, pending, since_poll = start, start, None, 0
+    while b < end:
+        out.losses[b] = run_batch(b)
+        out.executed += 1
+        if b < seen_max:
+            out.rewound += 1
+        seen_max = max(seen_max, b + 1)
+        if after_step is not None:
+            after_step(b)
+        b += 1
+        since_poll += 1
+        if since_poll < poll_every and b < end:
+            continue
+        since_poll = 0
+        first = None
+        if pending is not None:
+            first = guard.poll_read(pending)
+            pending = None
+        if first is None and b == end:                   # the end: a real read of the guard
+            first = guard.poll_read(guard.poll_start())
+        elif first is None:
+            pending = guard.poll_start()
+        out.polls += 1
+        if first is not None:
+            out.overflows += 1
+            pending = None
+            for later in [k for k in out.losses if k >= first]:
+                del out.losses[later]
+            rewind(first)
+            guard.reset()
+            b = first
+    return out
