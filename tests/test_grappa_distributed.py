@@ -175,3 +175,46 @@ def test_launcher_never_hangs():
     with pytest.raises(Exception, match="failed on purpose"):
         spawn(_failing_worker, 2, timeout=10, run_timeout=60)
     assert time.monotonic() - start < 60                                 # a hang guard, not a timing
+
+
+def _flag_worker(rank, world, out_dir):
+    """Rank 1's envelope overflows at iteration 1; the flag rides the gradient all-reduce."""
+    from types import SimpleNamespace
+
+    from torch.nn.parallel import DistributedDataParallel
+
+    from zg.step import OverflowGuard
+
+    torch.manual_seed(0)
+    g = tiny_graph()
+    model = zg.models.SAGE(5, 8, 3, num_layers=2, dropout=0.0)
+    ledger = CommLedger(world)
+    guard = OverflowGuard(2, torch.device("cpu"), distributed=True)
+    ddp = DistributedDataParallel(model, broadcast_buffers=False)
+    ddp.register_comm_hook(HookState(ledger, guard=guard), estimator_hook)
+    blocks, x, y, _ = rank_batch(g, rank)
+    seen = []
+    for it in range(3):
+        hit = torch.tensor(rank == 1 and it == 1)
+        guard.observe(SimpleNamespace(overflowed=hit, wanted=torch.tensor([7, 5])), it)
+        local_before = bool(guard.overflowed)
+        model.zero_grad()
+        F.cross_entropy(ddp(blocks, x), y).backward()
+        seen.append({"before": local_before, "apply": bool(guard.apply()), "first": int(guard.first),
+                     "local": bool(guard.local)})
+    seen.append({"payload": ledger.take()["payload"]["gradients"],
+                 "num_params": sum(p.numel() for p in model.parameters())})
+    torch.save(seen, os.path.join(out_dir, f"{rank}.pt"))
+
+
+def test_overflow_flag_rides_the_gradient_all_reduce(tmp_path):
+    spawn(_flag_worker, 2, args=(str(tmp_path),), timeout=30, run_timeout=120)
+    for rank in range(2):
+        seen = torch.load(tmp_path / f"{rank}.pt")
+        # Before backward no worker knows; after it every worker skips from iteration 1 on.
+        assert [s["before"] for s in seen[:3]] == [False, False, True]
+        assert [s["apply"] for s in seen[:3]] == [True, False, False]
+        assert all(s["first"] == (1 if i >= 1 else -1) for i, s in enumerate(seen[:3]))
+        assert seen[2]["local"] == (rank == 1)            # only rank 1 grows its envelope
+        # One float more per iteration on the gradient all-reduce, no other collective.
+        assert seen[3]["payload"] == 3 * (4 * seen[3]["num_params"] + 4)

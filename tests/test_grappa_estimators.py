@@ -134,3 +134,24 @@ def test_bad_estimator_arguments_name_the_argument():
         Estimator("batch").combine(torch.ones(3), 0, 2, None)
     with pytest.raises(ValueError, match="node"):
         worker_scales(Estimator("node"), torch.ones(2, 3))
+
+
+@pytest.mark.parametrize("name", ["mean", "node", "batch", "shrink", "uniform"])
+def test_device_combination_equals_the_host_one_and_ignores_padding(name):
+    """combine_device (what a worker's step runs, no host read) gives combine's factors and
+    scale on the real rows, and 0 on padding rows."""
+    from zg.grappa.estimators import batch_stats, masked_batch_stats
+
+    gen = torch.Generator().manual_seed(4)
+    est = Estimator(name, shrink="auto")
+    weights = [torch.rand(n, generator=gen) * 3 + 0.1 for n in (5, 9, 2)]
+    stats = torch.stack([batch_stats(w) for w in weights])
+    for rank, w in enumerate(weights):
+        padded = torch.cat([w, torch.full((4,), 7.0)])
+        valid = torch.arange(padded.numel()) < w.numel()
+        assert torch.equal(masked_batch_stats(padded, valid), batch_stats(w))
+        factors, scale, _ = est.combine(w, rank, 3, stats if est.needs_stats else None)
+        dfactors, dscale, _ = est.combine_device(padded, valid, rank, 3, stats if est.needs_stats else None)
+        assert torch.allclose(dfactors[: w.numel()], factors, rtol=1e-6)
+        assert torch.equal(dfactors[w.numel():], torch.zeros(4))
+        assert float(dscale) == pytest.approx(scale, rel=1e-12)

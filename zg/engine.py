@@ -182,7 +182,13 @@ class Engine:
             epoch must have the same number of batches, each at most ``batch_size`` long.
         forward: what computes the logits from (blocks, x) (default ``model``; e.g. a DDP wrapper).
         loss: ``loss(logits, labels, mb) -> 0-d tensor`` (default: masked mean cross-entropy).
+        features: ``features(input_nodes) -> x`` replacing the gather from ``g.x`` (a
+            feature-fetching worker asks the owners); ``g`` then needs no features.
+        reduce: called after backward, before the optimizer step (the data-parallel trainer's
+            gradient all-reduce, which also carries the overflow flag).
         guard: a :class:`zg.step.OverflowGuard` to share (default: the Engine's own).
+        before_step, after_step: ``f(epoch, batch)`` called around every executed batch
+            (rewound ones included) by :meth:`train_epoch`.
     """
 
     def __init__(self, g: Graph, model: torch.nn.Module, fanouts: Sequence[int], batch_size: int,
@@ -193,7 +199,10 @@ class Engine:
                  grow_factor: float = 1.5, *, cuda_graph: bool = True, nodes: Any = None,
                  batches: Optional[Callable[[int], List[torch.Tensor]]] = None,
                  forward: Optional[Callable] = None, loss: Optional[Callable] = None,
-                 guard: Optional[OverflowGuard] = None):
+                 features: Optional[Callable] = None, reduce: Optional[Callable[[], None]] = None,
+                 guard: Optional[OverflowGuard] = None,
+                 before_step: Optional[Callable[[int, int], None]] = None,
+                 after_step: Optional[Callable[[int, int], None]] = None):
         if not isinstance(g, Graph):
             raise TypeError(f"g must be a zg.Graph, got {type(g).__name__}")
         if not isinstance(model, torch.nn.Module):
@@ -209,7 +218,7 @@ class Engine:
             raise ValueError("capture=True needs the envelope pipeline: the dynamic pipeline's "
                              "shapes change every iteration, so it cannot be captured")
         self.device = _check_device(device)
-        if g.x is None or g.y is None:
+        if (g.x is None and features is None) or g.y is None:
             raise ValueError("g needs features (x) and labels (y) to train")
         if nodes is None:
             if g.train_idx is None or g.train_idx.numel() == 0:
@@ -226,7 +235,7 @@ class Engine:
             if model.num_layers != len(self.fanouts):
                 raise ValueError(f"model has {model.num_layers} layers but fanouts has "
                                  f"{len(self.fanouts)} entries; give one fanout per layer")
-            if model.feature_dims[0] != g.feat_dim:
+            if features is None and model.feature_dims[0] != g.feat_dim:
                 raise ValueError(f"model takes {model.feature_dims[0]} input features but g has "
                                  f"feat_dim={g.feat_dim}")
             if model.feature_dims[-1] < int(g.num_classes):
@@ -267,6 +276,9 @@ class Engine:
         self.model = model.to(self.device)
         self.forward = forward
         self.loss = loss
+        self.features = features if features is not None else self.g.x
+        self.before_step, self.after_step = before_step, after_step
+        self.reduce = reduce
         if isinstance(optimizer, str):
             self.optimizer = make_optimizer(self.model, optimizer, lr, weight_decay)
         elif isinstance(optimizer, (DeviceAdam, DeviceSGD)):
@@ -342,8 +354,8 @@ class Engine:
         key = batch_key_device(self.seed_tensor, self.epoch_buf, b)          # []
         loss, mb, apply = train_step(
             lambda c: self.sampler.sample_static(seeds, num_seeds, key, clock=c),
-            self.model, self.optimizer, self.g.x, self.g.y, guard=self.guard, batch=b,
-            loss=self.loss, forward=self.forward, clock=clock)
+            self.model, self.optimizer, self.features, self.g.y, guard=self.guard, batch=b,
+            loss=self.loss, forward=self.forward, reduce=self.reduce, clock=clock)
         self.loss_buf.copy_(loss)
         self.applied_buf.copy_(apply)
         if self.trace_enabled:
@@ -416,8 +428,8 @@ class Engine:
         seeds = batches[b]
         loss, mb, apply = train_step(
             lambda c: self.sampler.sample(seeds, epoch, b, clock=c), self.model, self.optimizer,
-            self.g.x, self.g.y, guard=self.guard, batch=b, loss=self.loss, forward=self.forward,
-            clock=clock)
+            self.features, self.g.y, guard=self.guard, batch=b, loss=self.loss, forward=self.forward,
+            reduce=self.reduce, clock=clock)
         if self.trace_enabled:
             self.applied_buf = apply if apply is not None else torch.ones((), dtype=torch.bool)
             self.hash_buf = node_set_hash(mb)
@@ -444,10 +456,11 @@ class Engine:
         """The seed tensors (host, int64) of every batch of ``epoch``, in order."""
         if self._custom_batches is not None:
             out = [torch.as_tensor(b, dtype=torch.int64).cpu() for b in self._custom_batches(epoch)]
-            if any(b.numel() > self.rows or b.numel() == 0 for b in out):
-                raise ValueError(f"batches({epoch}) gave a batch of "
-                                 f"{max(b.numel() for b in out)} seeds, or an empty one; each must "
-                                 f"hold 1 .. batch_size={self.rows} seeds")
+            low = 0 if self.capture else 1      # the static step runs an empty batch as a no-op
+            if not out or any(b.numel() > self.rows or b.numel() < low for b in out):
+                raise ValueError(f"batches({epoch}) gave no batch, a batch of more than "
+                                 f"batch_size={self.rows} seeds, or an empty one (only the static "
+                                 "step, capture=True, takes empty batches)")
             return out
         order = epoch_order(self.nodes, self.seed, epoch)
         return [order[s:e] for s, e in batch_ranges(order.numel(), self.rows)]
@@ -481,6 +494,8 @@ class Engine:
         audit = {"done": 0, "syncs": 0, "warnings": 0}
 
         def run(b: int) -> torch.Tensor:
+            if self.before_step is not None:
+                self.before_step(epoch, b)
             steady = b > start_batch or self._steps_done > 0
             self._steps_done += 1
             if audit["done"] < self.audit_iterations and steady:
@@ -493,6 +508,8 @@ class Engine:
             return self._run_batch(batches, epoch, b)
 
         def after(b: int) -> None:
+            if self.after_step is not None:
+                self.after_step(epoch, b)
             if self.trace_enabled:
                 self._trace_device.append(torch.stack([self.hash_buf, self.applied_buf.to(torch.int64)]))
                 self.trace.append({"epoch": epoch, "batch": b})

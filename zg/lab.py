@@ -601,16 +601,21 @@ TOGETHER = {
 
 def worker_syncs(g: Graph, *, workers: int = 2, fanouts: Sequence[int] = (10, 10), batch_size: int = 256,
                  seed: int = 0, rank: int = 0) -> dict:
-    """Host syncs of one sampling call inside a Grappa worker, per sampler.
+    """Host syncs of one training step of a Grappa worker's Engine, per sampler.
 
     Builds worker ``rank``'s source of a ``workers``-way random partition exactly as
-    :func:`zg.grappa.train` does (its local graph, coverage weights and sampler), warms it up,
-    then samples its first batch under a :class:`~zg.audit.SyncAudit` once with each sampler.
+    :func:`zg.grappa.train` does (its local graph, coverage weights and envelope) and the
+    ``zg.Engine`` a worker runs on it (without the process group: the collectives are not
+    counted), warms it up, then runs one step under a :class:`~zg.audit.SyncAudit` with each
+    sampler.
     Returns ``{"dynamic": summary, "envelope": summary, "envelope_sizes": [...],
     "local_nodes": n, "rows": batch rows}`` (summaries as :func:`audit_samplers`).
     """
+    from .engine import Engine
     from .grappa import partition as make_partition
-    from .grappa.train import IsolatedSource, TrainConfig
+    from .grappa.config import TrainConfig
+    from .grappa.sources import IsolatedSource
+    from .models import build
 
     fanouts = check_fanouts(fanouts)
     part = make_partition(g, workers, method="random", seed=seed)
@@ -620,16 +625,22 @@ def worker_syncs(g: Graph, *, workers: int = 2, fanouts: Sequence[int] = (10, 10
                           batch_size=batch_size, seed=seed).validated()
         src = IsolatedSource(cfg, g, part, rank, workers, torch.device("cpu"), cfg.estimator_object)
         src.start_super_epoch(0)
-        src.begin_epoch()
-        seeds = next(iter(src.batches(0)))
-        src.sample(seeds, 0, 0)                       # warm-up: first calls allocate lazily
+        torch.manual_seed(seed)
+        model = build(cfg.model, g.feat_dim, cfg.hidden_dim, g.num_classes, cfg.num_layers, dropout=cfg.dropout)
+        # The worker's own Engine (as zg.grappa.worker builds it, minus the process group).
+        eng = Engine(src.graph, model, cfg.fanouts, src.rows,
+                     envelope=src.envelope if sampler == "envelope" else "worst_case",
+                     capture=sampler == "envelope", seed=src.seed,
+                     pipeline="envelope" if sampler == "envelope" else "dynamic",
+                     audit_iterations=0, nodes=src.train_nodes, batches=src.batches)
+        eng.run_batch(0)                              # warm-up: first calls allocate lazily
         with SyncAudit(where=True) as audit:
-            src.sample(seeds, 0, 0)
+            eng.run_batch(1)
         out[sampler] = _audit_summary(audit)
         if sampler == "envelope":
-            out["envelope_sizes"] = src.sampler.sizes
-            out["local_nodes"] = src.local.num_nodes
-            out["rows"] = src.sampler.batch_size
+            out["envelope_sizes"] = eng.envelope.sizes
+            out["local_nodes"] = src.graph.num_nodes
+            out["rows"] = eng.rows
     return out
 
 
@@ -646,8 +657,9 @@ def together(g: Graph, *, workers: int = 2, epochs: int = 10, batch_size: int = 
 
     Returns ``{"rows": [...], "histories": {variant: history}}``; a row holds the variant,
     ``seconds_per_epoch`` (median), ``bytes_per_epoch_per_worker``, ``test_acc`` (final),
-    ``best_val_acc``, ``envelope_replays`` (total) and ``bytes_by_kind`` (summed over epochs,
-    per worker).
+    ``best_val_acc``, ``envelope_overflows`` and ``rewound_batches`` (totals: each overflow
+    rewinds every worker to the first overflowed batch) and ``bytes_by_kind`` (summed over
+    epochs, per worker).
     """
     from .grappa import train_many
 
@@ -669,7 +681,8 @@ def together(g: Graph, *, workers: int = 2, epochs: int = 10, batch_size: int = 
         rows.append({"variant": name, "seconds_per_epoch": h["seconds_per_epoch"],
                      "bytes_per_epoch_per_worker": h["bytes_per_epoch_per_worker"],
                      "test_acc": h["final"]["test_acc"], "best_val_acc": h["final"]["best_val_acc"],
-                     "envelope_replays": sum(e.get("envelope_replays", 0) for e in h["epochs"]),
+                     "envelope_overflows": sum(e.get("envelope_overflows", 0) for e in h["epochs"]),
+                     "rewound_batches": sum(e.get("rewound_batches", 0) for e in h["epochs"]),
                      "bytes_by_kind": {k: v for k, v in kinds.items() if any(v)}})
     return {"rows": rows, "histories": dict(zip(names, histories))}
 

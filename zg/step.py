@@ -201,17 +201,20 @@ class OverflowGuard:
 def train_step(sample: Callable, model: torch.nn.Module, optimizer: torch.optim.Optimizer,
                features: torch.Tensor, labels: torch.Tensor, *, guard: Optional[OverflowGuard] = None,
                batch=0, loss: Optional[Callable] = None, forward: Optional[Callable] = None,
-               clock: Optional[Callable[[str], None]] = None):
+               reduce: Optional[Callable[[], None]] = None, clock: Optional[Callable[[str], None]] = None):
     """One iteration: sample -> compact -> gather -> forward -> loss -> backward -> step.
 
     Args:
         sample: ``sample(clock) -> MiniBatch`` (the source; it laps "sample"/"compact").
         model, optimizer: the zg model and a zg optimizer (``step(apply=...)``).
-        features float [N, F], labels int64 [N]: what the gather stage reads.
+        features: float [N, F], or ``features(input_nodes) -> [S0, F]`` (a remote fetch);
+            labels int64 [N]: what the gather stage reads.
         guard: the overflow policy (None: the source cannot overflow and nothing is gated).
         batch: int or int64 [] device tensor, this batch's index (for the guard).
         loss: ``loss(logits, labels, mb) -> 0-d tensor`` (default: masked mean cross-entropy).
         forward: what computes the logits (default ``model``; e.g. a DDP wrapper).
+        reduce: called after backward, before the step (a data-parallel gradient all-reduce;
+            it may merge other processes' overflow flags into ``guard``).
         clock: optional stage clock.
     Returns:
         (loss detached 0-d, the MiniBatch, apply bool [] or None).
@@ -219,7 +222,7 @@ def train_step(sample: Callable, model: torch.nn.Module, optimizer: torch.optim.
     mb = sample(clock)
     if guard is not None:
         guard.observe(mb, batch)
-    x = features.index_select(0, mb.input_nodes)                      # [S0, F]
+    x = features(mb.input_nodes) if callable(features) else features.index_select(0, mb.input_nodes)   # [S0, F]
     y = labels.index_select(0, mb.seeds)                              # [B]
     _lap(clock, "gather")
     logits = (forward or model)(mb.blocks, x)                         # [B, C]
@@ -228,6 +231,8 @@ def train_step(sample: Callable, model: torch.nn.Module, optimizer: torch.optim.
     _lap(clock, "loss")
     optimizer.zero_grad(set_to_none=False)
     value.backward()
+    if reduce is not None:
+        reduce()
     _lap(clock, "backward")
     # After backward: a reduction hook may have merged other workers' flags into the guard.
     apply = guard.apply() if guard is not None else None

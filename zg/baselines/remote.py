@@ -1,8 +1,8 @@
 """The feature-fetching distributed baseline: what Grappa argues against.
 
 Where it sits: ``zg.grappa.train(g, trainer="feature_fetch", ...)`` runs the shared worker loop
-(:func:`zg.grappa.train.run_worker`) with this module's :class:`FeatureFetchSource` in place of
-Grappa's isolated local graph. Each worker
+(:func:`zg.grappa.worker.run_worker`, the same :class:`zg.Engine` step) with this module's
+:class:`FeatureFetchSource` in place of Grappa's isolated local graph. Each worker
 
 * owns the features of one partition (super-epoch 0 of the Grappa partition; never
   repartitioned) and the training nodes in it;
@@ -35,7 +35,7 @@ import torch.distributed as dist
 from ..graph import Graph
 from ..grappa.comm import CommLedger
 from ..grappa.partition import Partition
-from ..pipeline import epoch_order
+from ..rng import epoch_order, worker_seed
 from ..sampling import DynamicSampler
 
 __all__ = ["FeatureFetchSource", "fetch_features", "FeatureTable"]
@@ -91,26 +91,32 @@ def fetch_features(table: FeatureTable, nodes: torch.Tensor, world: int, ledger:
 
 class FeatureFetchSource:
     """Seeds from this worker's partition, neighbourhoods sampled on the whole structure,
-    features fetched every iteration. Same interface as ``zg.grappa.train.IsolatedSource``."""
+    features fetched every iteration. The same attributes as
+    :class:`zg.grappa.sources.IsolatedSource`; ``features`` is the fetch."""
 
-    rewindable = False        # fixed-size host-mediated sampling: an epoch never reruns
+    envelope = None               # host-mediated sampling on the whole structure
 
     def __init__(self, cfg, g: Graph, part: Partition, rank: int, world: int, device: torch.device,
                  ledger: CommLedger):
-        from ..grappa.train import _derived_seed, iterations_per_epoch
+        from ..grappa.config import iterations_per_epoch
 
         self.cfg, self.rank, self.world, self.ledger = cfg, rank, world, ledger
         self.device = device
         owner = part.owner(0).to(device)
         self.table = FeatureTable(g.x.to(device), owner, rank)
         # The structure and labels only: this worker holds no feature row but its own.
-        self.structure = Graph(g.indptr, g.indices, y=g.y, num_classes=g.num_classes,
-                               name=f"{g.name}[structure]").to(device)
+        self.graph = Graph(g.indptr, g.indices, y=g.y, num_classes=g.num_classes,
+                           name=f"{g.name}[structure]").to(device)
         train = g.train_idx.to(device)
         self.train_nodes = train[owner[train] == rank].cpu()            # global ids
         self.iterations = iterations_per_epoch(cfg, g.train_idx.numel())
-        self.sampler = DynamicSampler(self.structure, cfg.fanouts, seed=_derived_seed(cfg.seed, rank, 0))
-        self._order_seed = _derived_seed(cfg.seed, rank)
+        self.rows = max(1, -(-self.train_nodes.numel() // self.iterations))
+        self.weights = torch.ones(g.num_nodes, device=device)
+        self.seed = worker_seed(cfg.seed, rank, 0)
+        # The sampler the worker's Engine (pipeline="dynamic", this seed) builds; kept here so
+        # analyses can replay a worker's requests without a process group.
+        self.sampler = DynamicSampler(self.graph, cfg.fanouts, seed=self.seed)
+        self._order_seed = worker_seed(cfg.seed, rank)
         self.super_epoch = None
         self.mean_coverage = 1.0                                         # it sees every edge
 
@@ -118,11 +124,9 @@ class FeatureFetchSource:
         self.super_epoch = s                                             # never repartitions
 
     def batches(self, epoch: int):
-        return torch.tensor_split(epoch_order(self.train_nodes, self._order_seed, epoch), self.iterations)
+        return list(torch.tensor_split(epoch_order(self.train_nodes, self._order_seed, epoch),
+                                       self.iterations))
 
-    def sample(self, seeds: torch.Tensor, epoch: int, iteration: int):
-        seeds = seeds.to(self.device)
-        mb = self.sampler.sample(seeds, epoch, iteration)
-        x = fetch_features(self.table, mb.input_nodes, self.world, self.ledger)
-        w = torch.ones(seeds.numel(), device=self.device)
-        return mb.blocks, x, None, self.structure.y[seeds], w
+    def features(self, input_nodes: torch.Tensor) -> torch.Tensor:
+        """float32 [S0, F]: the sampled input nodes' features, fetched from their owners."""
+        return fetch_features(self.table, input_nodes, self.world, self.ledger)

@@ -88,8 +88,8 @@ import torch
 
 from ._checks import choice_arg, real_arg
 
-__all__ = ["Estimator", "ESTIMATORS", "WEIGHTINGS", "batch_stats", "shrink_lambda",
-           "worker_scales"]
+__all__ = ["Estimator", "ESTIMATORS", "WEIGHTINGS", "batch_stats", "masked_batch_stats",
+           "shrink_lambda", "worker_scales"]
 
 ESTIMATORS = ("mean", "node", "batch", "shrink", "uniform")
 WEIGHTINGS = ("inverse", "coverage")
@@ -101,17 +101,29 @@ def batch_stats(weights: torch.Tensor) -> torch.Tensor:
     return torch.stack([w.new_tensor(float(w.numel())), w.sum(), (w * w).sum()])
 
 
-def shrink_lambda(stats: torch.Tensor) -> float:
-    """The data-driven ("auto") shrinkage intensity from all workers' stats [P, 3]."""
+def masked_batch_stats(weights: torch.Tensor, valid: torch.Tensor) -> torch.Tensor:
+    """float64 [3] ``(n_p, W_p, Q_p)`` over the valid rows of a padded batch, on the device
+    (weights float [B], valid bool [B]; no host read)."""
+    v = valid.to(torch.float64)
+    w = weights.detach().to(torch.float64) * v
+    return torch.stack([v.sum(), w.sum(), (w * w).sum()])
+
+
+def _shrink_lambda_tensor(stats: torch.Tensor) -> torch.Tensor:
+    """float64 []: the data-driven shrinkage intensity, on the stats' device (no host read)."""
     n_p, W_p, Q_p = stats.to(torch.float64).unbind(1)                    # each [P]
     W, n = W_p.sum(), n_p.sum()
     a, u = W_p / W, n_p / n
     s2 = torch.where(n_p > 1, (Q_p - W_p * W_p / n_p.clamp(min=1)) / (n_p - 1).clamp(min=1), 0.0)
     noise = (n_p * s2.clamp(min=0.0) / (W * W)).sum()
     spread = ((a - u) ** 2).sum()
-    if float(spread) <= 0.0:
-        return 1.0
-    return float(torch.clamp(noise / spread, max=1.0))
+    lam = torch.clamp(noise / torch.where(spread > 0, spread, 1.0), max=1.0)
+    return torch.where(spread > 0, lam, torch.ones_like(lam))
+
+
+def shrink_lambda(stats: torch.Tensor) -> float:
+    """The data-driven ("auto") shrinkage intensity from all workers' stats [P, 3]."""
+    return float(_shrink_lambda_tensor(stats))
 
 
 @dataclass(frozen=True)
@@ -154,6 +166,32 @@ class Estimator:
         """The shrinkage lambda in use (only meaningful for ``shrink``)."""
         return shrink_lambda(stats) if self.shrink == "auto" else float(self.shrink)
 
+    def combine_device(self, weights: torch.Tensor, valid: torch.Tensor, rank: int, num_workers: int,
+                       stats: Optional[torch.Tensor] = None):
+        """:meth:`combine` for a padded batch, entirely on the device (what a worker's training
+        step runs: no host read, so the step stays free of host syncs).
+
+        Args:
+            weights: float [B] node weights of the batch's rows; valid: bool [B] real rows.
+            stats: float64 [P, 3] every worker's :func:`masked_batch_stats` (not for ``mean``).
+        Returns:
+            (factors float32 [B], 0 on padding rows; the worker scale as a float64 [] tensor;
+            info {"lambda": float64 []} for ``shrink``).
+        """
+        valid_f = valid.to(torch.float32)
+        uniform = valid_f / valid_f.sum().clamp(min=1.0)                  # [B]
+        if self.name == "mean":
+            return uniform, torch.full((), 1.0 / num_workers, dtype=torch.float64, device=weights.device), {}
+        if stats is None or stats.shape != (num_workers, 3):
+            raise ValueError(f"estimator {self.name!r} needs stats of shape [{num_workers}, 3], "
+                             f"got {None if stats is None else tuple(stats.shape)}")
+        if self.name == "node":
+            total = stats[:, 1].sum()
+            factors = (weights.to(torch.float64) * valid_f.to(torch.float64) / total).to(torch.float32)
+            return factors, torch.ones((), dtype=torch.float64, device=weights.device), {}
+        scales, info = _worker_scales_tensor(self, stats)
+        return uniform, scales[rank], info
+
     def combine(self, weights: torch.Tensor, rank: int, num_workers: int,
                 stats: Optional[torch.Tensor] = None) -> Tuple[torch.Tensor, float, Dict[str, Any]]:
         """Factors and scale for worker ``rank``.
@@ -180,17 +218,13 @@ class Estimator:
         return uniform, float(scales[rank]), info
 
 
-def worker_scales(estimator: Estimator, stats: torch.Tensor) -> Tuple[torch.Tensor, Dict[str, Any]]:
-    """float64 [P] worker scales s_p of the hook-based estimators (all but node).
-
-    The ``node`` estimator has no per-worker scale (its weights live in the loss): asking for
-    them is a ValueError.
-    """
+def _worker_scales_tensor(estimator: Estimator, stats: torch.Tensor):
+    """float64 [P] worker scales on the stats' device, and {"lambda": float64 []} for shrink."""
     stats = stats.to(torch.float64)
     P = stats.shape[0]
     n_p, W_p = stats[:, 0], stats[:, 1]
     if estimator.name == "mean":
-        return torch.full((P,), 1.0 / P, dtype=torch.float64), {}
+        return torch.full((P,), 1.0 / P, dtype=torch.float64, device=stats.device), {}
     if estimator.name == "node":
         raise ValueError("estimator 'node' weights seeds inside the loss; it has no worker scales")
     if estimator.name == "uniform":
@@ -198,5 +232,18 @@ def worker_scales(estimator: Estimator, stats: torch.Tensor) -> Tuple[torch.Tens
     batch = W_p / W_p.sum()
     if estimator.name == "batch":
         return batch, {}
-    lam = estimator.lam(stats)
+    if estimator.shrink == "auto":
+        lam = _shrink_lambda_tensor(stats)
+    else:
+        lam = torch.full((), float(estimator.shrink), dtype=torch.float64, device=stats.device)
     return (1.0 - lam) * batch + lam * n_p / n_p.sum(), {"lambda": lam}
+
+
+def worker_scales(estimator: Estimator, stats: torch.Tensor) -> Tuple[torch.Tensor, Dict[str, Any]]:
+    """float64 [P] worker scales s_p of the hook-based estimators (all but node).
+
+    The ``node`` estimator has no per-worker scale (its weights live in the loss): asking for
+    them is a ValueError.
+    """
+    scales, info = _worker_scales_tensor(estimator, stats)
+    return scales, {k: float(v) for k, v in info.items()}

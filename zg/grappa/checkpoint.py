@@ -1,0 +1,195 @@
+"""Grappa checkpoints: what a run writes every few epochs and how a restarted run resumes.
+
+Where it sits: beside the worker loop (:mod:`zg.grappa.worker`). Rank 0 writes the file
+atomically; on a restart rank 0 reads and checks it and broadcasts it, and every rank loads its
+part. A checkpoint that cannot be read, or was written by another run, stops every rank with
+:class:`CheckpointError` before any training.
+"""
+
+from __future__ import annotations
+
+import os
+import tempfile
+from dataclasses import asdict
+from typing import Any, Dict, List, Optional
+
+import torch
+import torch.distributed as dist
+
+from ..graph import Graph
+from .config import TrainConfig
+from .hook import gather_row
+
+__all__ = ["CheckpointError", "checkpoint_file", "read_checkpoint", "write_checkpoint", "resume",
+           "CHECKPOINT_FILE", "RESUMABLE_CHANGES"]
+
+
+CHECKPOINT_FILE = "checkpoint.pt"
+# Config fields a resumed run may change: where things go, how long to wait, how often to save.
+RESUMABLE_CHANGES = ("history_path", "model_path", "checkpoint_dir", "checkpoint_every", "progress",
+                     "timeout", "run_timeout", "threads")
+_CHECKPOINT_KEYS = ("config", "graph", "world", "next_epoch", "step", "records", "model",
+                    "optimizer", "seconds", "resumed_at")
+
+
+class CheckpointError(RuntimeError):
+    """A checkpoint the run cannot resume from: unreadable, or written by a different run."""
+
+
+def checkpoint_file(cfg: TrainConfig) -> Optional[str]:
+    """Where a config's checkpoint lives (None without ``checkpoint_dir``)."""
+    return None if cfg.checkpoint_dir is None else os.path.join(cfg.checkpoint_dir, CHECKPOINT_FILE)
+
+
+def _graph_signature(g: Graph) -> Dict[str, int]:
+    return {"num_nodes": g.num_nodes, "num_edges": g.num_edges, "feat_dim": g.feat_dim,
+            "num_classes": int(g.num_classes), "num_train": int(g.train_idx.numel())}
+
+
+def _to_cpu(obj: Any) -> Any:
+    if torch.is_tensor(obj):
+        return obj.detach().cpu()
+    if isinstance(obj, dict):
+        return {k: _to_cpu(v) for k, v in obj.items()}
+    if isinstance(obj, (list, tuple)):
+        return type(obj)(_to_cpu(v) for v in obj)
+    return obj
+
+
+def read_checkpoint(path: str, cfg: TrainConfig, g: Graph, world: int) -> Optional[Dict[str, Any]]:
+    """The checkpoint at ``path`` checked against this run, or None if there is none.
+
+    Raises :class:`CheckpointError` (naming the file and what is wrong) if it cannot be read or
+    was written by a run with another config (any field but :data:`RESUMABLE_CHANGES`), another
+    graph or another number of workers. Loaded with ``weights_only=True``: tensors and plain
+    containers only, never arbitrary pickled objects.
+    """
+    if not os.path.exists(path):
+        return None
+    try:
+        state = torch.load(path, map_location="cpu", weights_only=True)
+    except Exception as exc:                     # truncated zip, bad pickle, wrong magic, ...
+        raise CheckpointError(f"checkpoint {path} cannot be read ({type(exc).__name__}: "
+                              f"{str(exc)[:200]}); it is corrupt or truncated. Delete it to start "
+                              "afresh") from exc
+    if not isinstance(state, dict) or state.get("format") != "zg.grappa.checkpoint" \
+            or state.get("version") != 1:
+        raise CheckpointError(f"{path} is not a zg.grappa checkpoint (format version 1)")
+    missing = [k for k in _CHECKPOINT_KEYS if k not in state]
+    if missing:
+        raise CheckpointError(f"checkpoint {path} lacks {missing}; it is corrupt")
+    saved = state["config"] if isinstance(state["config"], dict) else {}
+    mine = asdict(cfg)
+    differ = sorted(k for k in set(saved) | set(mine)
+                    if k not in RESUMABLE_CHANGES and saved.get(k, "<absent>") != mine.get(k, "<absent>"))
+    if differ:
+        shown = "; ".join(f"{k}: {saved.get(k, '<absent>')!r} there, {mine.get(k, '<absent>')!r} here"
+                          for k in differ[:6])
+        raise CheckpointError(f"checkpoint {path} was written by a run with a different config "
+                              f"({shown}). Use another checkpoint_dir, or delete it to start afresh")
+    if state["graph"] != _graph_signature(g):
+        raise CheckpointError(f"checkpoint {path} was written for another graph "
+                              f"({state['graph']} there, {_graph_signature(g)} here)")
+    if state["world"] != world:
+        raise CheckpointError(f"checkpoint {path} was written by {state['world']} workers; this run "
+                              f"has {world}")
+    next_epoch, records = state["next_epoch"], state["records"]
+    if not isinstance(next_epoch, int) or not 1 <= next_epoch <= cfg.epochs \
+            or not isinstance(records, list) \
+            or [r.get("epoch") if isinstance(r, dict) else None for r in records] != list(range(next_epoch)):
+        raise CheckpointError(f"checkpoint {path} is inconsistent: resume at epoch {next_epoch!r} "
+                              f"with {len(records) if isinstance(records, list) else '?'} epoch records")
+    copies = 1 if cfg.trainer != "psgd_pa" else world
+    if not (isinstance(state["model"], list) and isinstance(state["optimizer"], list)
+            and len(state["model"]) == len(state["optimizer"]) == copies):
+        raise CheckpointError(f"checkpoint {path} should hold {copies} model and optimizer state(s)")
+    return state
+
+
+def _save_checkpoint(path: str, state: Dict[str, Any]) -> None:
+    """torch.save atomically: a temporary file in the same folder, flushed to disk, renamed."""
+    folder = os.path.dirname(os.path.abspath(path))
+    os.makedirs(folder, exist_ok=True)
+    fd, tmp = tempfile.mkstemp(dir=folder, prefix=".checkpoint-", suffix=".tmp")
+    try:
+        with os.fdopen(fd, "wb") as f:
+            torch.save(state, f)
+            f.flush()
+            os.fsync(f.fileno())
+        os.replace(tmp, path)
+    except BaseException:
+        if os.path.exists(tmp):
+            os.unlink(tmp)
+        raise
+
+
+def _replica_fingerprint(model: torch.nn.Module, optimizer: torch.optim.Optimizer) -> torch.Tensor:
+    """float64 [n]: a sum per parameter and per optimizer-state tensor (equal replicas, equal sums)."""
+    sums = [p.detach().double().sum().cpu() for p in model.parameters()]
+    for per_param in optimizer.state.values():
+        sums += [v.detach().double().sum().cpu() for v in per_param.values() if torch.is_tensor(v)]
+    return torch.stack(sums)
+
+
+def write_checkpoint(path: str, cfg: TrainConfig, g: Graph, rank: int, world: int,
+                      model: torch.nn.Module, optimizer: torch.optim.Optimizer, device: torch.device,
+                      next_epoch: int, step: int, records: List[Dict[str, Any]], seconds: float,
+                      resumed_at: List[int]) -> None:
+    """Every rank calls it (collectives inside); rank 0 writes the file."""
+    mine = {"model": _to_cpu(model.state_dict()), "optimizer": _to_cpu(optimizer.state_dict())}
+    if cfg.trainer == "psgd_pa":                 # every worker its own parameters and Adam state
+        states: List[Any] = [None] * world
+        dist.all_gather_object(states, mine)
+    else:
+        # Under DDP every worker applies the same reduced gradient with the same Adam, so one
+        # copy stands for all; checked here rather than assumed.
+        prints = gather_row(_replica_fingerprint(model, optimizer).to(device), world)  # [P, n]
+        if not all(torch.equal(prints[0], prints[p]) for p in range(1, world)):
+            raise CheckpointError(f"the {world} workers' parameters or optimizer states differ "
+                                  f"after epoch {next_epoch - 1}; refusing to write a checkpoint")
+        states = [mine]
+    if rank == 0:
+        _save_checkpoint(path, {
+            "format": "zg.grappa.checkpoint", "version": 1, "config": asdict(cfg),
+            "graph": _graph_signature(g), "world": world, "next_epoch": next_epoch, "step": step,
+            "records": records, "model": [s["model"] for s in states],
+            "optimizer": [s["optimizer"] for s in states], "seconds": seconds,
+            "resumed_at": list(resumed_at)})
+
+
+def resume(path: str, cfg: TrainConfig, g: Graph, rank: int, world: int, model: torch.nn.Module,
+            optimizer: torch.optim.Optimizer, device: torch.device) -> Optional[Dict[str, Any]]:
+    """Rank 0 reads and checks the checkpoint and broadcasts it; every rank loads its part.
+
+    Returns the checkpoint (None: there is none, start afresh). All ranks raise the same
+    :class:`CheckpointError` together if any of them cannot load it, so no rank trains on
+    while another has stopped, and nothing trains half-loaded.
+    """
+    payload: List[Any] = [None]
+    if rank == 0:
+        try:
+            payload[0] = read_checkpoint(path, cfg, g, world)
+        except CheckpointError as exc:
+            payload[0] = {"error": str(exc)}
+    dist.broadcast_object_list(payload, src=0)
+    state = payload[0]
+    if state is None:
+        return None
+    error = state.get("error")
+    if error is None:
+        mine = rank if len(state["model"]) > 1 else 0
+        try:
+            model.load_state_dict(state["model"][mine])
+            optimizer.load_state_dict(state["optimizer"][mine])
+        except Exception as exc:
+            error = (f"checkpoint {path} does not fit this run's model or optimizer on rank {rank} "
+                     f"({type(exc).__name__}: {str(exc)[:200]})")
+    failed = torch.tensor([0 if error is None else rank + 1], dtype=torch.int64, device=device)
+    dist.all_reduce(failed, op=dist.ReduceOp.MAX)
+    if error is not None:
+        raise CheckpointError(error)
+    if int(failed.item()):
+        raise CheckpointError(f"checkpoint {path}: rank {int(failed.item()) - 1} could not load it")
+    return state
+
+

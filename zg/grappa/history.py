@@ -1,0 +1,101 @@
+"""Grappa's history: one record per epoch, the run's summary, and the JSON it is written to.
+
+Where it sits: after every epoch of the worker loop (rank 0 builds the record from a table all
+workers gather) and at the end of a run. The sums over a history (bytes per kind, per worker)
+are defined here once: :func:`bytes_by_kind` and :func:`bytes_per_worker`.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import platform
+import tempfile
+from dataclasses import asdict
+from typing import Any, Dict, List, Optional
+
+import torch
+
+from ..graph import Graph
+from .comm import KINDS
+from .config import TrainConfig
+from .partition import Partition
+
+__all__ = ["epoch_record", "history", "write_json", "bytes_by_kind", "bytes_per_worker"]
+
+
+def bytes_by_kind(history_or_epochs: Any) -> Dict[str, int]:
+    """Bytes sent over a run (or a list of epoch records), by kind, summed over workers."""
+    epochs = history_or_epochs["epochs"] if isinstance(history_or_epochs, dict) else history_or_epochs
+    return {k: int(sum(sum(e["bytes_by_kind"][k]) for e in epochs)) for k in KINDS}
+
+
+def bytes_per_worker(history_or_epochs: Any) -> List[int]:
+    """Bytes each worker sent over a run (or a list of epoch records)."""
+    epochs = history_or_epochs["epochs"] if isinstance(history_or_epochs, dict) else history_or_epochs
+    workers = len(epochs[0]["bytes_sent"]) if epochs else 0
+    return [int(sum(e["bytes_sent"][p] for e in epochs)) for p in range(workers)]
+
+
+def epoch_record(epoch: int, s: int, table: torch.Tensor, lambdas: List[float],
+                  iterations: int) -> Dict[str, Any]:
+    nk = len(KINDS)
+    by_kind = table[:, 5: 5 + nk]                                        # [P, kinds]
+    rounds = table[:, 5 + nk: 5 + 2 * nk]
+    record = {
+        "epoch": epoch, "super_epoch": s, "iterations": iterations,
+        "loss": float(table[:, 0].sum() / table[:, 1].sum()),
+        "seconds": float(table[:, 2].max()),
+        "worker_seconds": table[:, 2].tolist(),
+        "repartition_seconds": float(table[:, 3].max()),
+        "mean_coverage": table[:, 4].tolist(),
+        "bytes_sent": [int(b) for b in by_kind.sum(1)],
+        "bytes_by_kind": {k: [int(b) for b in by_kind[:, i]] for i, k in enumerate(KINDS)},
+        "rounds": [int(r) for r in rounds.sum(1)],
+        "val_acc": None, "test_acc": None, "eval_seconds": None,
+    }
+    if lambdas:
+        record["shrink_lambda"] = sum(lambdas) / len(lambdas)
+    return record
+
+
+def history(cfg: TrainConfig, g: Graph, part: Partition, world: int, records: List[Dict[str, Any]],
+             total_seconds: float, backend: str, resumed_at: Optional[List[int]] = None) -> Dict[str, Any]:
+    """The history JSON. ``total_seconds`` counts the work kept (after a restart: up to the
+    checkpoint, plus the resumed part); ``resumed_at`` lists the epochs resumed from checkpoints."""
+    evaluated = [r for r in records if r["val_acc"] is not None]
+    best = max(evaluated, key=lambda r: r["val_acc"])
+    last = evaluated[-1]
+    per_worker = bytes_per_worker(records)
+    seconds = [r["seconds"] for r in records]
+    return {
+        "format": "zg.grappa.history", "version": 1,
+        "config": asdict(cfg), "workers": world, "backend": backend,
+        "graph": {k: v for k, v in g.summary().items() if k != "device"},
+        "partition": {**part.summary(),
+                      "stats": [part.stats(g, s) for s in sorted({r["super_epoch"] % part.num_super_epochs
+                                                                   for r in records})]},
+        "epochs": records,
+        "final": {"val_acc": last["val_acc"], "test_acc": last["test_acc"],
+                  "best_val_acc": best["val_acc"], "test_acc_at_best_val": best["test_acc"],
+                  "best_epoch": best["epoch"]},
+        "bytes_sent_per_worker": per_worker,
+        "bytes_per_epoch_per_worker": sum(per_worker) / (world * len(records)),
+        "seconds_per_epoch": sorted(seconds)[len(seconds) // 2],         # median epoch
+        "total_seconds": total_seconds,
+        "resumed_at_epochs": list(resumed_at or []),
+        "environment": {"torch": torch.__version__, "python": platform.python_version(),
+                        "platform": platform.platform(), "cpu_count": os.cpu_count()},
+    }
+
+
+def write_json(obj: Any, path: str) -> None:
+    """Write JSON atomically (a temporary file in the same folder, then rename)."""
+    folder = os.path.dirname(os.path.abspath(path))
+    os.makedirs(folder, exist_ok=True)
+    fd, tmp = tempfile.mkstemp(dir=folder, suffix=".tmp")
+    with os.fdopen(fd, "w") as f:
+        json.dump(obj, f, indent=1)
+    os.replace(tmp, path)
+
+

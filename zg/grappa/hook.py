@@ -1,0 +1,103 @@
+"""Gradient exchange: the estimator's DDP communication hook, and the few collectives a worker
+runs besides it.
+
+Where it sits: inside a worker's training step (:mod:`zg.grappa.worker`). The hook scales this
+worker's gradient by its estimator scale s_p and all-reduces (SUM); the same all-reduce carries
+the overflow flag of the envelope step (one more float in the first bucket: no extra round trip),
+so one worker's overflow stops every worker's step for that iteration.
+"""
+
+from __future__ import annotations
+
+from typing import Any, Optional
+
+import torch
+import torch.distributed as dist
+
+from .comm import CommLedger
+
+__all__ = ["HookState", "estimator_hook", "average_parameters", "gather_stats", "gather_row",
+           "reduce_overflow_flag"]
+
+
+class HookState:
+    """State of :func:`estimator_hook`: this iteration's worker scale s_p (a float or a 0-d
+    device tensor, so setting it needs no host read), the ledger, and the overflow guard whose
+    flag rides the first bucket (None: no flag)."""
+
+    def __init__(self, ledger: CommLedger, process_group=None, guard: Any = None):
+        self.scale: Any = 1.0
+        self.ledger = ledger
+        self.process_group = process_group
+        self.guard = guard
+
+
+def estimator_hook(state: HookState, bucket):  # no annotations: DDP rejects string ones
+    """DDP communication hook: ``bucket <- sum_p s_p * bucket_p`` (all_reduce SUM).
+
+    DDP hands each bucket of this worker's gradient (of its loss ``sum f_v l_v``) to the hook
+    and uses what the future returns as the gradient on every worker, so after backward every
+    worker holds the estimator's combined gradient G of equation (1) in
+    :mod:`zg.grappa.estimators`. DDP does not divide by the world size when a hook is set.
+    With a guard, bucket 0 carries one more float, this worker's overflow flag; the reduced sum
+    is merged into the guard before the optimizer step reads it.
+    Returns a ``torch.futures.Future[torch.Tensor]`` of the reduced bucket.
+    """
+    buffer = bucket.buffer()
+    if not (isinstance(state.scale, float) and state.scale == 1.0):
+        buffer.mul_(state.scale)
+    guard = state.guard
+    if guard is None or bucket.index() != 0:
+        state.ledger.record("gradients", "all_reduce", buffer.numel() * buffer.element_size())
+        future = dist.all_reduce(buffer, group=state.process_group, async_op=True).get_future()
+        return future.then(lambda fut: fut.value()[0])
+    n = buffer.numel()
+    carried = torch.cat([buffer, guard.outgoing().to(buffer.dtype)])         # [n + 1]
+    state.ledger.record("gradients", "all_reduce", carried.numel() * carried.element_size())
+    future = dist.all_reduce(carried, group=state.process_group, async_op=True).get_future()
+
+    def unpack(fut):
+        reduced = fut.value()[0]
+        guard.merge(reduced[n])
+        buffer.copy_(reduced[:n])
+        return buffer
+    return future.then(unpack)
+
+
+def reduce_overflow_flag(guard: Any, ledger: CommLedger) -> None:
+    """A 1-float all_reduce of the overflow flag, for the one trainer with no per-iteration
+    collective to fold it into (psgd_pa, which averages parameters only every few iterations)."""
+    flag = guard.outgoing()
+    ledger.record("scalars", "all_reduce", flag.numel() * flag.element_size())
+    dist.all_reduce(flag)
+    guard.merge(flag)
+
+
+def average_parameters(model: torch.nn.Module, world: int, ledger: CommLedger,
+                       apply: Optional[torch.Tensor] = None) -> None:
+    """PSGD-PA's averaging step: one all_reduce of all parameters, divided by P. With ``apply``
+    (bool [] device) False the parameters stay as they are (an overflowed iteration)."""
+    params = [p for p in model.parameters()]
+    flat = torch.cat([p.detach().reshape(-1) for p in params])           # [num_params]
+    ledger.record("parameters", "all_reduce", flat.numel() * flat.element_size())
+    dist.all_reduce(flat)
+    flat /= world
+    offset = 0
+    with torch.no_grad():
+        for p in params:
+            new = flat[offset: offset + p.numel()].view_as(p)
+            p.copy_(new if apply is None else torch.where(apply, new, p))
+            offset += p.numel()
+
+
+def gather_stats(mine: torch.Tensor, world: int, ledger: CommLedger) -> torch.Tensor:
+    """All workers' (n_p, W_p, Q_p): the few scalars Grappa sends besides gradients."""
+    ledger.record("scalars", "all_gather", mine.numel() * mine.element_size())
+    return gather_row(mine, world)
+
+
+def gather_row(mine: torch.Tensor, world: int) -> torch.Tensor:
+    out = [torch.empty_like(mine) for _ in range(world)]
+    dist.all_gather(out, mine)
+    return torch.stack(out).cpu()                                        # [P, len]
+

@@ -1,0 +1,75 @@
+"""What a Grappa worker trains on: its local graph, its batches and its node weights.
+
+Where it sits: between the partition (:mod:`zg.grappa.partition`) and the worker's Engine
+(:mod:`zg.grappa.worker`). Every super-epoch the source rebuilds the worker's local graph, its
+coverage weights and, for ``sampler="envelope"``, the envelope profiled on that local graph; the
+worker then builds a :class:`zg.Engine` over it. The feature-fetching baseline's source
+(:class:`zg.baselines.remote.FeatureFetchSource`) has the same attributes.
+
+A source has: ``graph`` (what the Engine samples on), ``features`` (None: ``graph.x``; or a
+callable fetching rows), ``weights`` (float [graph nodes] the estimator's node weights),
+``train_nodes`` (its seeds, ids in ``graph``), ``seed`` (its sampling stream this super-epoch),
+``envelope`` (or None), ``iterations`` (I, the same on every worker), ``rows`` (its largest
+batch) and :meth:`batches`.
+"""
+
+from __future__ import annotations
+
+import math
+from typing import List, Optional
+
+import torch
+
+from ..envelope import Envelope
+from ..graph import Graph
+from ..rng import epoch_order, worker_seed
+from .config import TrainConfig, iterations_per_epoch
+from .coverage import local_coverage
+from .estimators import Estimator
+from .fullgraph import whole_graph_block
+from .partition import Partition
+
+__all__ = ["IsolatedSource"]
+
+
+class IsolatedSource:
+    """An isolated worker's data (trainers grappa, isolated, psgd_pa, single): its local graph,
+    sampled locally; nothing but gradients leaves the worker."""
+
+    features = None
+
+    def __init__(self, cfg: TrainConfig, g: Graph, part: Partition, rank: int, world: int,
+                 device: torch.device, estimator: Estimator):
+        self.cfg, self.g, self.part, self.rank = cfg, g, part, rank
+        self.device, self.estimator = device, estimator
+        self.iterations = iterations_per_epoch(cfg, g.train_idx.numel())
+        self.super_epoch: Optional[int] = None
+        self._order_seed = worker_seed(cfg.seed, rank)
+
+    def start_super_epoch(self, s: int) -> None:
+        """Regroup: this worker's local graph of super-epoch ``s``, its weights and envelope."""
+        local = self.part.local_graph(self.g, self.rank, s)
+        self.graph = local.graph.to(self.device)
+        coverage = local_coverage(local, self.cfg.num_layers).to(self.device)     # [n_local]
+        self.weights = self.estimator.node_weights(coverage)                        # [n_local]
+        self.train_nodes = self.graph.train_idx.cpu()
+        self.seed = worker_seed(self.cfg.seed, self.rank, s)
+        # The worker's largest batch: batches() splits its training nodes into I parts.
+        self.rows = max(1, math.ceil(self.train_nodes.numel() / self.iterations))
+        self.envelope = None
+        if self.cfg.mode == "full":
+            self.block = whole_graph_block(self.graph)
+        elif self.cfg.sampler == "envelope":
+            if self.cfg.envelope == "worst_case":
+                self.envelope = Envelope.worst_case(self.graph, self.cfg.fanouts, self.rows)
+            else:
+                self.envelope = Envelope.profile(self.graph, self.cfg.fanouts, self.rows, seed=self.seed,
+                                                 quantile=self.cfg.envelope_quantile,
+                                                 margin=self.cfg.envelope_margin, nodes=self.train_nodes)
+        self.super_epoch = s
+        self.mean_coverage = float(coverage[self.graph.train_idx].mean())
+
+    def batches(self, epoch: int) -> List[torch.Tensor]:
+        """This worker's training nodes of ``epoch``, shuffled and cut into I near-equal parts."""
+        return list(torch.tensor_split(epoch_order(self.train_nodes, self._order_seed, epoch),
+                                       self.iterations))
