@@ -44,10 +44,10 @@ __all__ = ["train", "GradientAllReduce", "shares"]
 def shares(order: torch.Tensor, batch_size: int, rank: int, world: int) -> List[torch.Tensor]:
     """Process ``rank``'s share of every global batch of ``order`` (cut into ``batch_size``
     chunks, each split into ``world`` near-equal parts; a part may be empty)."""
-    out = []
-    for start in range(0, order.numel(), batch_size):
-        out.append(torch.tensor_split(order[start: start + batch_size], world)[rank])
-    return out
+    from .pipeline import batch_ranges
+
+    return [torch.tensor_split(order[start:end], world)[rank]
+            for start, end in batch_ranges(order.numel(), batch_size)]
 
 
 class GradientAllReduce:

@@ -35,7 +35,7 @@ import torch.distributed as dist
 from ..graph import Graph
 from ..grappa.comm import CommLedger
 from ..grappa.partition import Partition
-from ..rng import epoch_order, worker_seed
+from ..rng import worker_seed
 from ..sampling import DynamicSampler
 
 __all__ = ["FeatureFetchSource", "fetch_features", "FeatureTable"]
@@ -124,8 +124,8 @@ class FeatureFetchSource:
         self.super_epoch = s                                             # never repartitions
 
     def batches(self, epoch: int):
-        return list(torch.tensor_split(epoch_order(self.train_nodes, self._order_seed, epoch),
-                                       self.iterations))
+        from ..grappa.sources import worker_batches
+        return worker_batches(self.train_nodes, self._order_seed, epoch, self.iterations)
 
     def features(self, input_nodes: torch.Tensor) -> torch.Tensor:
         """float32 [S0, F]: the sampled input nodes' features, fetched from their owners."""

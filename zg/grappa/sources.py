@@ -29,7 +29,13 @@ from .estimators import Estimator
 from .fullgraph import whole_graph_block
 from .partition import Partition
 
-__all__ = ["IsolatedSource"]
+__all__ = ["IsolatedSource", "worker_batches"]
+
+
+def worker_batches(nodes: torch.Tensor, order_seed: int, epoch: int, iterations: int) -> List[torch.Tensor]:
+    """A worker's batches of ``epoch``: its nodes shuffled (:func:`zg.rng.epoch_order`) and cut
+    into ``iterations`` near-equal parts, so every worker runs the same number of iterations."""
+    return list(torch.tensor_split(epoch_order(nodes, order_seed, epoch), iterations))
 
 
 class IsolatedSource:
@@ -71,5 +77,4 @@ class IsolatedSource:
 
     def batches(self, epoch: int) -> List[torch.Tensor]:
         """This worker's training nodes of ``epoch``, shuffled and cut into I near-equal parts."""
-        return list(torch.tensor_split(epoch_order(self.train_nodes, self._order_seed, epoch),
-                                       self.iterations))
+        return worker_batches(self.train_nodes, self._order_seed, epoch, self.iterations)
