@@ -245,7 +245,8 @@ class Engine:
         if isinstance(grow_factor, bool) or not isinstance(grow_factor, (int, float)) \
                 or not math.isfinite(grow_factor) or not grow_factor > 1.0:
             raise ValueError(f"grow_factor must be a finite number > 1, got {grow_factor!r}")
-        self.nodes = torch.as_tensor(nodes, dtype=torch.int64).cpu()
+        # A copy: a later in-place change of g.train_idx must not reach the running engine.
+        self.nodes = torch.as_tensor(nodes, dtype=torch.int64).cpu().clone()
         if self.nodes.numel() == 0:
             raise ValueError("nodes is empty: there is nothing to train on")
         if int(self.nodes.min()) < 0 or int(self.nodes.max()) >= g.num_nodes:

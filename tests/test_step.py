@@ -1,0 +1,79 @@
+"""zg.step: the stage names, the clock, the overflow guard and the epoch loop's rewind logic."""
+
+from types import SimpleNamespace
+
+import pytest
+import torch
+
+from zg.step import STAGES, OverflowGuard, StageClock, masked_cross_entropy, run_batches
+
+
+def test_the_chain_has_seven_stages_with_loss_on_its_own():
+    assert STAGES == ("sample", "compact", "gather", "forward", "loss", "backward", "step")
+
+
+def test_clock_adds_into_a_given_mapping():
+    seen = {}
+    clock = StageClock(torch.device("cpu"), into=seen)
+    clock("loss")
+    clock("loss")
+    assert set(seen) == {"loss"} and seen["loss"] >= 0
+
+
+def test_unlabelled_rows_never_count_in_the_loss():
+    logits = torch.tensor([[2.0, 0.0], [0.0, 2.0], [5.0, -5.0]])
+    labels = torch.tensor([0, 1, -1])
+    valid = torch.tensor([True, True, True])
+    expected = masked_cross_entropy(logits[:2], labels[:2], valid[:2])
+    assert torch.equal(masked_cross_entropy(logits, labels, valid), expected)
+
+
+def _batch(overflowed, wanted=(3, 2)):
+    return SimpleNamespace(overflowed=torch.tensor(overflowed), wanted=torch.tensor(list(wanted)))
+
+
+def test_guard_is_sticky_and_remembers_the_first_batch_and_its_counts():
+    guard = OverflowGuard(2, torch.device("cpu"))
+    guard.observe(_batch(False), 0)
+    assert bool(guard.apply())
+    guard.observe(_batch(True, (9, 4)), 1)
+    guard.observe(_batch(True, (11, 5)), 2)
+    guard.observe(_batch(False), 3)
+    assert not bool(guard.apply()) and int(guard.first) == 1
+    assert guard.first_wanted.tolist() == [9, 4]
+    assert guard.poll_read(guard.poll_start()) == 1
+    guard.reset()
+    assert bool(guard.apply()) and guard.poll_read(guard.poll_start()) is None
+
+
+def test_distributed_guard_waits_for_the_reduced_flag():
+    guard = OverflowGuard(2, torch.device("cpu"), distributed=True)
+    guard.observe(_batch(False), 4)
+    assert bool(guard.apply()) and float(guard.outgoing()) == 0.0
+    guard.merge(torch.tensor([1.0]))                 # another worker overflowed at batch 4
+    assert not bool(guard.apply()) and int(guard.first) == 4 and not bool(guard.local)
+
+
+@pytest.mark.parametrize("poll_every", [1, 2, 5])
+def test_run_batches_resumes_from_the_first_overflowed_batch(poll_every):
+    """A fake step that overflows batch 3 once (until the 'envelope' grows): the loop applies
+    every batch exactly once, in order, whatever the polling period."""
+    guard = OverflowGuard(1, torch.device("cpu"))
+    grown, applied, executed = [False], [], []
+
+    def run(b):
+        executed.append(b)
+        guard.observe(_batch(b == 3 and not grown[0], (1,)), b)
+        if bool(guard.apply()):
+            applied.append(b)
+        return torch.tensor(float(b))
+
+    def rewind(first):
+        assert first == 3
+        grown[0] = True
+
+    out = run_batches(run, 0, 8, guard, poll_every, rewind)
+    assert applied == list(range(8))
+    assert out.overflows == 1 and out.executed == len(executed)
+    assert out.rewound == len(executed) - 8 >= 1
+    assert sorted(out.losses) == list(range(8)) and out.mean_loss() == pytest.approx(3.5)
