@@ -102,6 +102,40 @@ def test_save_npz_is_atomic_when_writing_fails(small, tmp_path, monkeypatch):
     assert sorted(p.name for p in tmp_path.iterdir()) == ["g.npz"], "no temp file left behind"
 
 
+@pytest.mark.parametrize("path, error, match", [
+    (None, TypeError, "path must be a path"), (3, TypeError, "path must be a path"),
+    ("", ValueError, "path is an empty string"), ("/", ValueError, "path '/' is a directory"),
+])
+def test_load_npz_names_a_bad_path(path, error, match):
+    with pytest.raises(error, match=match):
+        zg.datasets.load_npz(path)
+
+
+@pytest.mark.skipif(not os.path.exists("/proc/self/mem"), reason="needs /proc (Linux)")
+def test_load_npz_names_a_file_it_cannot_read():
+    with pytest.raises(OSError, match="could not read path '/proc/self/mem'"):
+        zg.datasets.load_npz("/proc/self/mem")
+
+
+def test_save_npz_names_the_path_and_leaves_nothing(small, tmp_path):
+    for target, match in [(tmp_path / "missing" / "g.npz", "the folder .* does not exist"),
+                          (tmp_path, "is a directory")]:
+        with pytest.raises(ValueError, match=match) as info:
+            zg.datasets.save_npz(small, target)
+        assert str(target) in str(info.value) and ".tmp" not in str(info.value)
+    with pytest.raises(TypeError, match="path must be a path"):
+        zg.datasets.save_npz(small, None)
+    assert list(tmp_path.iterdir()) == []
+    if os.geteuid() == 0:                                # root ignores permission bits
+        target = "/proc/self/g.npz"
+    else:
+        (tmp_path / "ro").mkdir(mode=0o555)
+        target = str(tmp_path / "ro" / "g.npz")
+    with pytest.raises((ValueError, OSError)) as info:
+        zg.datasets.save_npz(small, target)
+    assert target in str(info.value) and ".tmp" not in str(info.value)
+
+
 # ----------------------------------------------------------------------------- engine configs
 
 
