@@ -463,6 +463,7 @@ ENGINE_PENDING = {
     "lr": lambda v: _number(v) and v > 1e3,                         # inf / 1e308: NaN loss; 2**63: RuntimeError
     "weight_decay": lambda v: isinstance(v, bool) or (_number(v) and v > 1e3),   # RuntimeError / NaN
     "capture": lambda v: type(v) is int,                            # 1 / 0 pass as True / False
+    "device": lambda v: type(v) is int and v >= 2**63,              # torch 2.13: ValueError, no name
     "trace": lambda v: not isinstance(v, bool),                     # bool(v): "yes", None, 2.5 accepted
     "grow_factor": lambda v: not (_number(v) and math.isfinite(v) and v <= 1e6),   # float(v), inf
 }
