@@ -113,10 +113,10 @@ class Envelope:
         if observed is not None and not (isinstance(observed, torch.Tensor) and observed.dim() == 2
                                          and observed.shape[1] == len(self.sizes)
                                          and not observed.is_floating_point()):
+            got = (f"{observed.dtype} {tuple(observed.shape)}" if isinstance(observed, torch.Tensor)
+                   else type(observed).__name__)
             raise TypeError(f"observed must be None or an integer tensor [K, {len(self.sizes)}] "
-                            f"(one row of counts per profiled batch), got "
-                            + (f"{observed.dtype} {tuple(observed.shape)}" if isinstance(observed, torch.Tensor)
-                               else type(observed).__name__))
+                            f"(one row of counts per profiled batch), got {got}")
         self.observed = observed
         if settings is not None and not isinstance(settings, dict):
             raise TypeError(f"settings must be a dict or None, got {type(settings).__name__}")
