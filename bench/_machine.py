@@ -7,15 +7,15 @@ number is never separated from where it was measured.
 from __future__ import annotations
 
 import json
-import os
 import subprocess
-import tempfile
 from pathlib import Path
 
 RESULTS = Path(__file__).resolve().parent / "results"
 
 
-# One implementation of the machine note, shared with the notebooks (zg.lab.machine).
+# One implementation of the machine note, shared with the notebooks (zg.lab.machine), and
+# one atomic writer, shared with the package (zg._io.atomic_write).
+from zg._io import atomic_write  # noqa: E402
 from zg.lab import machine  # noqa: E402
 
 
@@ -39,14 +39,11 @@ SOURCE = source_version()
 def write_json(name: str, payload: dict) -> Path:
     """Write ``bench/results/<name>.json`` atomically, with the source commit; returns the path."""
     payload = {**payload, "source": SOURCE}
-    RESULTS.mkdir(parents=True, exist_ok=True)
-    path = RESULTS / f"{name}.json"
-    fd, tmp = tempfile.mkstemp(dir=RESULTS, suffix=".tmp")
-    with os.fdopen(fd, "w") as f:
+    def write(f):
         json.dump(payload, f, indent=2, sort_keys=False, default=float)
         f.write("\n")
-    os.replace(tmp, path)
-    return path
+
+    return atomic_write(RESULTS / f"{name}.json", write, text=True, make_parents=True)
 
 
 def table(rows, headers) -> str:

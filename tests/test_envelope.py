@@ -92,3 +92,25 @@ def test_profile_arguments_are_validated():
         Envelope.profile(g, [3], 8, margin=-0.1)
     with pytest.raises(ValueError, match=r"fanouts\[0\]"):
         Envelope.profile(g, [0], 8)
+
+
+def test_envelopes_follow_the_clamped_fanout():
+    """A fanout above the largest in-degree D samples D neighbours (zg.sampling.effective_fanouts),
+    so the worst case, the profile and the memory model are those of fanout D: an Engine with
+    fanouts [10**6] allocates what fanouts [D] would."""
+    g = graph()
+    top = int(g.in_degrees().max())
+    huge = Envelope.worst_case(g, [10**6, 10**6], 64)
+    assert huge.sizes == Envelope.worst_case(g, [top, top], 64).sizes
+    assert huge.sizes == worst_case_sizes(g.num_nodes, [top, top], 64) and huge.max_degree == top
+    assert Envelope.profile(g, [10**6, 10**6], 64, num_batches=4).sizes == \
+        Envelope.profile(g, [top, top], 64, num_batches=4).sizes
+    assert huge.memory_model(8, 16, 3)["worst_case"] == \
+        Envelope.worst_case(g, [top, top], 64).memory_model(8, 16, 3)["worst_case"]
+    assert huge.grow(observed=[10**9, 10**9]).sizes == huge.sizes      # capped by the worst case
+
+
+def test_an_envelope_larger_than_any_batch_is_refused():
+    g = graph()
+    with pytest.raises(ValueError, match=r"larger than any batch can fill: at most num_nodes=3000"):
+        Envelope([10**9, 64]).check([5, 5], 64, g.num_nodes)

@@ -1,5 +1,6 @@
 """Real torch.distributed processes (gloo, loopback): the DDP hook's combined gradient against a
-hand-computed combination, parameter averaging, feature fetching, and the launcher's timeouts.
+hand-computed combination, parameter averaging, feature fetching, the launcher's timeouts,
+worker exceptions that reach the caller as themselves, and scripts without a main guard.
 
 Workers are module-level functions (spawned processes import this module by name) that write
 what they saw to files; the assertions run in the parent.
@@ -7,7 +8,10 @@ what they saw to files; the assertions run in the parent.
 
 import copy
 import os
+import subprocess
+import sys
 import time
+from pathlib import Path
 
 import pytest
 import torch
@@ -16,6 +20,8 @@ import torch.nn.functional as F
 
 import zg
 from zg.baselines.remote import FeatureTable, fetch_features
+from zg.errors import ZgError
+from zg.grappa import CheckpointError
 from zg.grappa.comm import CommLedger, wire_bytes
 from zg.grappa.estimators import ESTIMATORS, Estimator, batch_stats
 from zg.grappa.launch import spawn
@@ -218,3 +224,85 @@ def test_overflow_flag_rides_the_gradient_all_reduce(tmp_path):
         assert seen[2]["local"] == (rank == 1)            # only rank 1 grows its envelope
         # One float more per iteration on the gradient all-reduce, no other collective.
         assert seen[3]["payload"] == 3 * (4 * seen[3]["num_params"] + 4)
+
+
+# ----------------------------------------------------------------------------- worker errors
+
+
+class PickyError(ZgError):
+    """A zg-style exception whose constructor wants more than a message: not replayable."""
+
+    def __init__(self, code, text):
+        super().__init__(f"{code}: {text}")
+
+
+RAISED = {
+    "checkpoint": lambda: CheckpointError("checkpoint /x/checkpoint.pt was written by a run with a "
+                                          "different config (lr: 0.02 there, 0.05 here)"),
+    "value": lambda: ValueError("fanouts[0] must be >= 1, got 0"),
+    "timeout": lambda: TimeoutError("worker 1: a collective waited longer than timeout=4.0 s"),
+    "runtime": lambda: RuntimeError("an ordinary bug in worker 1"),
+    "picky": lambda: PickyError(7, "cannot be rebuilt from its message"),
+}
+
+
+def _raising_worker(rank, world, kind):
+    if rank == 1:
+        raise RAISED[kind]()
+    dist.barrier()                               # rank 0 waits; the launcher takes it down
+
+
+@pytest.mark.parametrize("kind", ["checkpoint", "value", "timeout"])
+def test_a_worker_exception_reaches_the_caller_as_itself(kind):
+    expected = RAISED[kind]()
+    with pytest.raises(type(expected)) as info:
+        spawn(_raising_worker, 2, args=(kind,), timeout=30, run_timeout=120)
+    assert type(info.value) is type(expected) and str(info.value) == str(expected)
+    assert info.value.worker_rank == 1
+    cause = info.value.__cause__                 # torch's report, with the worker's traceback
+    assert isinstance(cause, torch.multiprocessing.ProcessRaisedException)
+    assert "_raising_worker" in str(cause)
+
+
+@pytest.mark.parametrize("kind", ["runtime", "picky"])
+def test_other_worker_exceptions_stay_torchs(kind):
+    with pytest.raises(torch.multiprocessing.ProcessRaisedException, match=str(RAISED[kind]())):
+        spawn(_raising_worker, 2, args=(kind,), timeout=30, run_timeout=120)
+
+
+UNGUARDED = '''
+import zg
+from zg import grappa
+
+g = zg.datasets.csbm(num_nodes=300, avg_degree=6, num_classes=3, feat_dim=8, seed=0)
+CALL
+print("history with", len(history["epochs"]), "epochs")
+'''
+CALL = ('history = grappa.train(g, workers=2, epochs=1, seed=0, batch_size=64, hidden_dim=16, '
+        'num_layers=2, fanouts=[5, 5], timeout=60, run_timeout=120)')
+
+
+@pytest.mark.timeout(300)
+def test_a_script_without_a_main_guard_is_told_to_add_one(tmp_path):
+    """The README's snippet as a script: spawn re-runs the script in every worker. Without
+    ``if __name__ == "__main__":`` the run ends with MainGuardError naming the fix (it used to
+    end with "process 0 terminated with exit code 1"); with the guard it trains."""
+    root = Path(__file__).resolve().parent.parent
+    env = {**os.environ, "PYTHONPATH": str(root) + os.pathsep + os.environ.get("PYTHONPATH", ""),
+           "OMP_NUM_THREADS": "1"}
+    unguarded = tmp_path / "unguarded.py"
+    unguarded.write_text(UNGUARDED.replace("CALL", CALL))
+    done = subprocess.run([sys.executable, str(unguarded)], cwd=tmp_path, env=env,
+                          capture_output=True, text=True, timeout=240)
+    assert done.returncode == 1
+    last = done.stderr.strip().splitlines()[-1]
+    assert last.startswith("zg.errors.MainGuardError: worker processes were started while Python "
+                           f"re-ran {unguarded}"), done.stderr[-3000:]
+    assert 'if __name__ == "__main__":' in last
+    guarded = tmp_path / "guarded.py"
+    guarded.write_text(UNGUARDED.replace("CALL", "if __name__ == '__main__':\n    " + CALL)
+                       .replace('\nprint(', '\n    print('))
+    done = subprocess.run([sys.executable, str(guarded)], cwd=tmp_path, env=env,
+                          capture_output=True, text=True, timeout=240)
+    assert done.returncode == 0, done.stderr[-3000:]
+    assert "history with 1 epochs" in done.stdout

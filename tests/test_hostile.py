@@ -1,14 +1,19 @@
 """Hostile input: fuzzed loaders, configs and checkpoints end in a clear error, never a crash, a
 hang or a half-written file; a long run does not grow in memory."""
 
+import contextlib
 import io
+import math
 import os
+import signal
+import time
 import zipfile
+from datetime import timedelta
 
 import numpy as np
 import pytest
 import torch
-from hypothesis import HealthCheck, given, settings
+from hypothesis import HealthCheck, assume, given, settings
 from hypothesis import strategies as st
 
 import zg
@@ -95,6 +100,40 @@ def test_save_npz_is_atomic_when_writing_fails(small, tmp_path, monkeypatch):
         zg.datasets.save_npz(small, path)
     assert path.read_bytes() == before, "the old file is intact"
     assert sorted(p.name for p in tmp_path.iterdir()) == ["g.npz"], "no temp file left behind"
+
+
+@pytest.mark.parametrize("path, error, match", [
+    (None, TypeError, "path must be a path"), (3, TypeError, "path must be a path"),
+    ("", ValueError, "path is an empty string"), ("/", ValueError, "path '/' is a directory"),
+])
+def test_load_npz_names_a_bad_path(path, error, match):
+    with pytest.raises(error, match=match):
+        zg.datasets.load_npz(path)
+
+
+@pytest.mark.skipif(not os.path.exists("/proc/self/mem"), reason="needs /proc (Linux)")
+def test_load_npz_names_a_file_it_cannot_read():
+    with pytest.raises(OSError, match="could not read path '/proc/self/mem'"):
+        zg.datasets.load_npz("/proc/self/mem")
+
+
+def test_save_npz_names_the_path_and_leaves_nothing(small, tmp_path):
+    for target, match in [(tmp_path / "missing" / "g.npz", "the folder .* does not exist"),
+                          (tmp_path, "is a directory")]:
+        with pytest.raises(ValueError, match=match) as info:
+            zg.datasets.save_npz(small, target)
+        assert str(target) in str(info.value) and ".tmp" not in str(info.value)
+    with pytest.raises(TypeError, match="path must be a path"):
+        zg.datasets.save_npz(small, None)
+    assert list(tmp_path.iterdir()) == []
+    if os.geteuid() == 0:                                # root ignores permission bits
+        target = "/proc/self/g.npz"
+    else:
+        (tmp_path / "ro").mkdir(mode=0o555)
+        target = str(tmp_path / "ro" / "g.npz")
+    with pytest.raises((ValueError, OSError)) as info:
+        zg.datasets.save_npz(small, target)
+    assert target in str(info.value) and ".tmp" not in str(info.value)
 
 
 # ----------------------------------------------------------------------------- engine configs
@@ -198,3 +237,254 @@ def test_long_run_on_cora_does_not_grow_in_memory():
     growth = _rss_bytes() - start
     assert growth < 32 * 2**20, f"RSS grew by {growth / 2**20:.1f} MiB over 60 epochs"
     assert len(eng.history) == 70              # the history grows by design; nothing else may
+
+
+# ----------------------------------------------------------------------------- samplers and envelopes
+#
+# Issue 16: no hangs, no silent wrong results. Every wrong argument of a sampler or an envelope
+# is a ValueError / TypeError that names it; a hang fails the test instead of stalling it.
+
+
+class Hang(BaseException):
+    """Raised by `time_limit` (a BaseException, so no `except Exception` under test swallows it)."""
+
+
+@contextlib.contextmanager
+def time_limit(seconds):
+    """Fail with Hang if the block runs longer than ``seconds`` (SIGALRM). pytest-timeout's own
+    alarm, if set, is restored afterwards with the time it had left."""
+    def alarm(signum, frame):
+        raise Hang(f"one example ran longer than {seconds} s: a hang")
+
+    handler = signal.signal(signal.SIGALRM, alarm)
+    outer_delay, outer_interval = signal.setitimer(signal.ITIMER_REAL, seconds)
+    start = time.monotonic()
+    try:
+        yield
+    finally:
+        signal.setitimer(signal.ITIMER_REAL, 0)
+        signal.signal(signal.SIGALRM, handler)
+        if outer_delay:
+            left = max(outer_delay - (time.monotonic() - start), 1e-3)
+            signal.setitimer(signal.ITIMER_REAL, left, outer_interval)
+
+
+# Per example: hypothesis reports a slow example (deadline), the alarm ends a hung one.
+TIMED = settings(max_examples=150, deadline=timedelta(seconds=20),
+                 suppress_health_check=[HealthCheck.too_slow, HealthCheck.function_scoped_fixture])
+EXAMPLE_SECONDS = 30
+
+
+@pytest.fixture(scope="module")
+def g300():
+    return zg.datasets.csbm(300, 6, 3, 8)
+
+
+@pytest.mark.timeout(60)
+@pytest.mark.parametrize("nodes", [[], torch.zeros(0, dtype=torch.int64), np.zeros(0, dtype=np.int64)])
+def test_profile_on_no_nodes_fails_instead_of_looping(g300, nodes):
+    with time_limit(20), pytest.raises(ValueError, match="nodes is empty"):
+        Envelope.profile(g300, [5, 5], 64, nodes=nodes)
+
+
+@pytest.mark.timeout(60)
+def test_a_huge_fanout_returns_at_once(g300):
+    with time_limit(20):
+        mb = zg.DynamicSampler(g300, [10**6]).sample([0, 1])
+        assert mb.blocks[0].nbr.shape == (2, int(g300.in_degrees().max()))
+        zg.EnvelopeSampler(g300, [10**6, 10**6], 64).sample(torch.arange(64))
+        eng = Engine(g300, models.SAGE(8, 16, 3, 2), [10**6, 10**6], 64, audit_iterations=0)
+        assert max(eng.envelope.sizes) <= g300.num_nodes
+        assert np.isfinite(eng.train_epoch(max_batches=2).loss)
+
+
+def _dynamic(g, **kw):
+    return zg.DynamicSampler(g, kw.pop("fanouts", [5]), **kw)
+
+
+def _envelope(g, **kw):
+    return zg.EnvelopeSampler(g, kw.pop("fanouts", [5]), kw.pop("batch_size", 8), **kw)
+
+
+@pytest.mark.parametrize("call, error, match", [
+    # the wrong argument named: nodes, not seeds; "empty", not a dtype; seed, not int()
+    (lambda g: Envelope.profile(g, [5, 5], 4, nodes=[1, 1, 2, 3]), ValueError, "nodes holds repeated"),
+    (lambda g: Envelope.profile(g, [5, 5], 64, nodes=[0.5, 1.5]), TypeError, "nodes must hold integer"),
+    (lambda g: Envelope.profile(g, [5, 5], 64, nodes=[[1, 2]]), ValueError, "nodes must be 1-dim"),
+    (lambda g: Envelope.profile(g, [5, 5], 64, nodes=[400]), ValueError, "nodes holds node id 400"),
+    (lambda g: Envelope.profile(g, [5, 5], 64, nodes=[True, False]), TypeError, "nodes must hold integer"),
+    (lambda g: Envelope.profile(g, [5, 5], 64, nodes="12"), TypeError, "nodes must be a 1-d"),
+    (lambda g: _dynamic(g).sample([]), ValueError, "seeds is empty"),
+    (lambda g: _envelope(g).sample([]), ValueError, "seeds is empty"),
+    (lambda g: _dynamic(g).sample(None), TypeError, "seeds must be a 1-d"),
+    (lambda g: _dynamic(g).sample(["1", "2"]), TypeError, "seeds must hold integer"),
+    (lambda g: _dynamic(g).sample(3), TypeError, "seeds must be a 1-d"),
+    (lambda g: _dynamic(g, seed="abc"), TypeError, "seed must be an int"),
+    (lambda g: _envelope(g, seed="abc"), TypeError, "seed must be an int"),
+    (lambda g: Envelope.profile(g, [5, 5], 64, seed="abc"), TypeError, "seed must be an int"),
+    (lambda g: _dynamic(g, seed=1.5), TypeError, "seed must be an int"),
+    (lambda g: _envelope(g, seed=True), TypeError, "seed must be an int"),
+    (lambda g: _dynamic(g, seed=2**64), ValueError, "seed must be in"),
+    (lambda g: _dynamic(g).sample([1], epoch=1.5), TypeError, "epoch must be an int"),
+    (lambda g: _envelope(g).sample([1], batch="2"), TypeError, "batch must be an int"),
+    (lambda g: _envelope(g).sample([1], key=3), TypeError, "key must be None or an int64"),
+    (lambda g: _dynamic(g).sample([1], clock="yes"), TypeError, "clock must be callable"),
+    (lambda g: _dynamic(g, replace=1), TypeError, "replace must be a bool"),
+    (lambda g: _envelope(g, batch_size=8.0), TypeError, "batch_size must be an int"),
+    (lambda g: _envelope(g, batch_size=True), TypeError, "batch_size must be an int"),
+    (lambda g: _dynamic(g, fanouts=[5, True]), TypeError, r"fanouts\[1\] must be an int"),
+    (lambda g: _dynamic(None), TypeError, "g must be a zg.Graph"),
+    (lambda g: Envelope.worst_case(None, [5], 8), TypeError, "g must be a zg.Graph"),
+    (lambda g: Envelope.worst_case(g, [5], 8.5), TypeError, "batch_size must be an int"),
+    (lambda g: Envelope.profile(g, [5], 8, quantile="0.5"), TypeError, "quantile must be a number"),
+    (lambda g: Envelope.profile(g, [5], 8, quantile=True), TypeError, "quantile must be a number"),
+    (lambda g: Envelope.profile(g, [5], 8, margin=float("nan")), ValueError, "margin must be finite"),
+    (lambda g: Envelope.profile(g, [5], 8, num_batches=2.0), TypeError, "num_batches must be an int"),
+    (lambda g: Envelope.profile(g, [5], 8, replace=0), TypeError, "replace must be a bool"),
+    (lambda g: Envelope([5], policy=3), TypeError, "policy must be a str"),
+    (lambda g: Envelope([5], batch_size=3.5), TypeError, "batch_size must be an int"),
+    (lambda g: Envelope([5], num_nodes="300"), TypeError, "num_nodes must be an int"),
+    (lambda g: Envelope([5], max_degree=-1), ValueError, "max_degree must be >= 0"),
+    (lambda g: Envelope([5], observed=[[1]]), TypeError, "observed must be None or an integer tensor"),
+    (lambda g: Envelope([5], settings="x"), TypeError, "settings must be a dict"),
+    (lambda g: Envelope.worst_case(g, [5], 4).grow("2"), TypeError, "factor must be a number"),
+    (lambda g: Envelope.worst_case(g, [5], 4).grow(float("inf")), ValueError, "factor must be finite"),
+    (lambda g: Envelope.worst_case(g, [5], 4).grow(2, observed=[1.5]), TypeError, r"observed\[0\] must be an int"),
+    (lambda g: Envelope.worst_case(g, [5], 4).grow(2, observed=[1, 2]), ValueError, "observed has 2 counts"),
+    (lambda g: Envelope.worst_case(g, [5], 4).memory_model(8.0, 16, 3), TypeError, "feat_dim must be an int"),
+    (lambda g: _envelope(g, envelope=Envelope([10**9])), ValueError, "larger than any batch can fill"),
+    (lambda g: g.to("xyz"), ValueError, "device 'xyz' is not a torch device"),
+    (lambda g: g.to(None), TypeError, "device must be"),
+])
+def test_errors_name_the_argument_that_is_wrong(g300, call, error, match):
+    with time_limit(20), pytest.raises(error, match=match):
+        call(g300)
+
+
+# Values for each argument, valid and invalid mixed: whatever the mix, the call works or raises
+# a ValueError / TypeError that names an argument it was given, within EXAMPLE_SECONDS.
+junk = st.one_of(st.none(), st.booleans(), st.integers(-3, 40), st.floats(allow_nan=True),
+                 st.text(max_size=3), st.sampled_from([2**63, -(2**63) - 1, 10**6]))
+node_lists = st.one_of(st.lists(st.integers(-2, 305), max_size=12), st.just([]), st.just([[1, 2]]),
+                       st.lists(st.floats(0, 10), min_size=1, max_size=3), st.just(np.arange(5)),
+                       st.just(torch.arange(3, dtype=torch.int32)), st.just(torch.tensor([0.5])),
+                       st.just(np.array(["1"])), junk)
+fanout_lists = st.one_of(st.lists(st.sampled_from([-1, 0, 1, 3, 13, 14, 1024, 1025, 10**6, 10**18]),
+                                  min_size=1, max_size=3),
+                         st.lists(junk, max_size=2), junk)
+ARGUMENTS = {
+    "fanouts": fanout_lists, "batch_size": st.one_of(st.integers(-1, 70), junk),
+    "replace": st.one_of(st.booleans(), junk), "seed": junk, "seeds": node_lists, "epoch": junk,
+    "batch": junk, "nodes": node_lists, "num_batches": st.one_of(st.integers(-1, 6), st.none(),
+                                                                  st.floats(0, 4), st.text(max_size=2)),
+    "quantile": st.one_of(st.floats(-0.5, 1.5), junk), "margin": st.one_of(st.floats(-1, 12), junk),
+    "sizes": st.one_of(st.lists(st.sampled_from([0, 1, 64, 300, 10**9]), max_size=3), junk),
+    "factor": st.one_of(st.floats(0, 1e6), junk),
+    "observed": st.one_of(st.lists(st.integers(-1, 10**9), max_size=3), st.lists(junk, max_size=2), junk),
+}
+VALID = {"fanouts": [3, 2], "batch_size": 16, "replace": False, "seed": 0, "seeds": [0, 5, 9, 120],
+         "epoch": 0, "batch": 0, "nodes": None, "num_batches": 3, "quantile": 0.99, "margin": 0.05,
+         "sizes": [200, 60], "factor": 1.5, "observed": None}
+
+
+def _call(g, target, a):
+    if target == "dynamic":
+        return zg.DynamicSampler(g, a["fanouts"], replace=a["replace"], seed=a["seed"]).sample(
+            a["seeds"], a["epoch"], a["batch"])
+    if target == "envelope":
+        return zg.EnvelopeSampler(g, a["fanouts"], a["batch_size"], replace=a["replace"],
+                                  seed=a["seed"]).sample(a["seeds"], a["epoch"], a["batch"])
+    if target == "profile":
+        return Envelope.profile(g, a["fanouts"], a["batch_size"], num_batches=a["num_batches"],
+                                quantile=a["quantile"], margin=a["margin"], replace=a["replace"],
+                                seed=a["seed"], nodes=a["nodes"])
+    if target == "worst_case":
+        return Envelope.worst_case(g, a["fanouts"], a["batch_size"])
+    if target == "grow":
+        env = Envelope(a["sizes"], fanouts=a["fanouts"], batch_size=a["batch_size"], num_nodes=g.num_nodes)
+        return env.grow(a["factor"], observed=a["observed"])
+    raise AssertionError(target)
+
+
+USES = {"dynamic": ("fanouts", "replace", "seed", "seeds", "epoch", "batch"),
+        "envelope": ("fanouts", "batch_size", "replace", "seed", "seeds", "epoch", "batch"),
+        "profile": ("fanouts", "batch_size", "num_batches", "quantile", "margin", "replace", "seed", "nodes"),
+        "worst_case": ("fanouts", "batch_size"),
+        "grow": ("sizes", "fanouts", "batch_size", "factor", "observed")}
+
+
+@pytest.mark.timeout(900)
+@TIMED
+@given(data=st.data(), target=st.sampled_from(sorted(USES)))
+def test_samplers_and_envelopes_fail_clearly_or_work(g300, data, target):
+    names = data.draw(st.lists(st.sampled_from(USES[target]), min_size=1, max_size=2, unique=True))
+    bad = {name: data.draw(ARGUMENTS[name], label=name) for name in names}
+    a = {**VALID, **bad}
+    with time_limit(EXAMPLE_SECONDS):
+        try:
+            out = _call(g300, target, a)
+        except (ValueError, TypeError) as exc:
+            message = str(exc)
+            assert any(name in message for name in bad), f"{message!r} names none of {sorted(bad)}"
+            return
+    if isinstance(out, zg.MiniBatch):
+        assert bool((out.counts <= g300.num_nodes).all()) and not bool(out.overflowed)
+    else:
+        assert all(1 <= s <= max(g300.num_nodes, VALID["batch_size"], a["batch_size"]) for s in out.sizes)
+
+
+ENGINE_ARGUMENTS = {
+    "fanouts": fanout_lists, "batch_size": st.one_of(st.integers(-1, 70), junk),
+    "envelope": st.one_of(st.sampled_from(["profiled", "worst_case", "oracle", ""]), junk,
+                          st.lists(st.sampled_from([0, 64, 300, 10**9]), min_size=1, max_size=2)),
+    "optimizer": st.one_of(st.sampled_from(["adam", "sgd", "torch-adam", "Adam"]), junk),
+    "lr": st.one_of(st.floats(-1, 1), junk), "weight_decay": st.one_of(st.floats(-1, 1), junk),
+    "device": st.one_of(st.sampled_from(["cpu", "cuda", "tpu", "", "cpu:0"]), junk),
+    "capture": st.one_of(st.none(), junk), "seed": junk,
+    "pipeline": st.one_of(st.sampled_from(["envelope", "dynamic", "dgl"]), junk),
+    "poll_every": st.one_of(st.integers(-1, 10), junk), "replace": st.one_of(st.booleans(), junk),
+    "audit_iterations": st.one_of(st.integers(-1, 3), junk), "trace": st.one_of(st.booleans(), junk),
+    "grow_factor": st.one_of(st.floats(0, 1e6), junk),
+}
+ENGINE_VALID = dict(fanouts=[3, 3], batch_size=32, envelope="worst_case", audit_iterations=0)
+
+
+def _number(v):
+    return isinstance(v, (int, float)) and not isinstance(v, bool)
+
+
+# What zg.Engine's constructor (engine.py, optim.py: being rewritten) gets wrong today: accepted
+# silently, coerced, or failing later / with a message that does not name the argument
+# (issue 16, listed in its report). Skipped here so the rest is checked; delete an entry once
+# the Engine handles it.
+ENGINE_PENDING = {
+    "envelope": lambda v: isinstance(v, list) and len(v) != 2,     # names sizes/fanouts, not envelope
+    "optimizer": lambda v: v in ("sgd", "torch-adam"),              # train_epoch: step() got 'apply'
+    "lr": lambda v: _number(v) and v > 1e3,                         # inf / 1e308: NaN loss; 2**63: RuntimeError
+    "weight_decay": lambda v: isinstance(v, bool) or (_number(v) and v > 1e3),   # RuntimeError / NaN
+    "capture": lambda v: type(v) is int,                            # 1 / 0 pass as True / False
+    "device": lambda v: type(v) is int and v >= 2**63,              # torch 2.13: ValueError, no name
+    "trace": lambda v: not isinstance(v, bool),                     # bool(v): "yes", None, 2.5 accepted
+    "grow_factor": lambda v: not (_number(v) and math.isfinite(v) and v <= 1e6),   # float(v), inf
+}
+
+
+@pytest.mark.timeout(900)
+@TIMED
+@given(data=st.data())
+def test_engine_constructor_fails_clearly_or_works(g300, data):
+    names = data.draw(st.lists(st.sampled_from(sorted(ENGINE_ARGUMENTS)), min_size=1, max_size=2, unique=True))
+    bad = {name: data.draw(ENGINE_ARGUMENTS[name], label=name) for name in names}
+    assume(not any(name in ENGINE_PENDING and ENGINE_PENDING[name](v) for name, v in bad.items()))
+    if isinstance(bad.get("envelope"), list) and all(isinstance(v, int) and v > 0 for v in bad["envelope"]):
+        bad["envelope"] = Envelope(bad["envelope"])
+    kwargs = {**ENGINE_VALID, **bad}
+    with time_limit(EXAMPLE_SECONDS):
+        try:
+            eng = Engine(g300, models.SAGE(8, 16, 3, 2), **kwargs)
+        except (ValueError, TypeError) as exc:
+            message = str(exc)
+            assert any(name in message for name in bad), f"{message!r} names none of {sorted(bad)}"
+            return
+        stats = eng.train_epoch(max_batches=2)
+    assert stats.iterations >= 1 and np.isfinite(stats.loss)

@@ -329,3 +329,69 @@ def test_bad_sampler_arguments():
         EnvelopeSampler(g, [3, 2, 2], 8, envelope=Envelope([20, 10]))
     with pytest.raises(TypeError, match="envelope must be"):
         EnvelopeSampler(g, [3, 2], 8, envelope=[20, 10])
+
+
+# ----------------------------------------------------------------------------- fanouts above the degree
+
+
+def assert_same_minibatch(a, b):
+    assert torch.equal(a.seeds, b.seeds) and torch.equal(a.counts, b.counts)
+    assert torch.equal(a.overflowed, b.overflowed) and len(a.blocks) == len(b.blocks)
+    for x, y in zip(a.blocks, b.blocks):
+        for name in ("nbr", "mask", "src_nodes", "num_src", "num_dst"):
+            assert torch.equal(getattr(x, name), getattr(y, name)), name
+
+
+@pytest.mark.timeout(120)
+@pytest.mark.parametrize("make", ["dynamic", "envelope"])
+def test_a_fanout_above_the_largest_in_degree_means_every_neighbour(make):
+    """Issue 16: fanout 10**6 on a graph whose largest in-degree is 13 used to run for hours
+    (Floyd's k rounds, O(k^2)). It now gives exactly the sample of fanout = the largest
+    in-degree, in bounded time and memory."""
+    g = zg.datasets.csbm(300, 6, 3, 8, seed=0)
+    top = int(g.in_degrees().max())
+    seeds = torch.arange(0, 300, 7)
+
+    def sampler(fanouts):
+        if make == "dynamic":
+            return DynamicSampler(g, fanouts, seed=3)
+        return EnvelopeSampler(g, fanouts, seeds.numel(), seed=3)
+
+    for huge in (top, top + 1, 10**6, 10**18):
+        assert sampler([huge, huge]).effective_fanouts == [top, top]
+        assert_same_minibatch(sampler([top, top]).sample(seeds, 2, 5),
+                              sampler([huge, huge]).sample(seeds, 2, 5))
+    # Every neighbour, each once: the blocks hold the exact in-neighbourhoods.
+    mb = sampler([10**6]).sample(seeds)
+    block = mb.blocks[0]
+    for row, v in enumerate(seeds.tolist()):
+        taken = block.src_nodes[block.nbr[row][block.mask[row]]].sort().values
+        assert torch.equal(taken, g.indices[g.indptr[v]:g.indptr[v + 1]].sort().values)
+
+
+def test_the_clamp_changes_no_sample():
+    """The kernel without the clamp (k = largest degree + 5, Floyd's rounds) and with it
+    (k = largest degree, no rounds) pick the same neighbours; the extra slots are all masked."""
+    sub = random_graph()
+    top = int(sub.in_degrees().max())
+    indices = torch.cat([sub.indices, sub.indices.new_zeros(1)])
+    nodes = torch.arange(sub.num_nodes)
+    valid = torch.ones(sub.num_nodes, dtype=torch.bool)
+    key = torch.tensor(batch_key(1, 2, 3))
+    wide, wide_mask = sample_neighbors(sub.indptr, indices, nodes, valid, top + 5, False, key)
+    tight, tight_mask = sample_neighbors(sub.indptr, indices, nodes, valid, top, False, key,
+                                         max_degree=top)
+    assert not wide_mask[:, top:].any()
+    assert torch.equal(wide_mask[:, :top], tight_mask)
+    assert torch.equal(torch.where(tight_mask, wide[:, :top], -1), torch.where(tight_mask, tight, -1))
+
+
+def test_with_replacement_a_large_fanout_is_kept_up_to_a_bound():
+    g = random_graph()
+    top = int(g.in_degrees().max())
+    assert DynamicSampler(g, [top + 50], replace=True).effective_fanouts == [top + 50]
+    assert EnvelopeSampler(g, [1024, 3], 8, replace=True).effective_fanouts == [1024, 3]
+    for make in (lambda: DynamicSampler(g, [3, 10**6], replace=True),
+                 lambda: EnvelopeSampler(g, [3, 10**6], 8, replace=True)):
+        with pytest.raises(ValueError, match=r"fanouts\[1\] = 1000000 with replace=True.*at most 1024"):
+            make()

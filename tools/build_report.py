@@ -108,11 +108,10 @@ def _build_once(notebook: Path, out_dir: Path, scale: str, timeout: int) -> tupl
     nb.metadata.pop("widgets", None)
     exporter = HTMLExporter(extra_template_basedirs=[str(HERE)], template_name=TEMPLATE, theme="light")
     body, _ = exporter.from_notebook_node(nb, resources={"metadata": {"name": notebook.stem}})
-    out_dir.mkdir(parents=True, exist_ok=True)
-    target = out_dir / f"{notebook.stem}.html"
-    tmp = target.with_suffix(".html.tmp")
-    tmp.write_text(body, encoding="utf-8")
-    os.replace(tmp, target)
+    from zg._io import atomic_write   # here: report_check imports this module without torch
+
+    atomic_write(out_dir / f"{notebook.stem}.html", lambda f: f.write(body), text=True,
+                 make_parents=True)
     problems = static_problems(body)
     if problems:
         ok = False

@@ -21,14 +21,14 @@ from __future__ import annotations
 
 import math
 import os
-import tempfile
 from pathlib import Path
 from typing import Any, Iterator, Optional, Tuple
 
 import numpy as np
 import torch
 
-from ._checks import int_arg as _int_arg, real_arg as _real_arg
+from ._checks import int_arg as _int_arg, output_file_arg, path_arg, real_arg as _real_arg
+from ._io import atomic_write, os_error_naming
 from .graph import Graph
 
 __all__ = [
@@ -163,15 +163,16 @@ def save_npz(g: Graph, path: Any, *, compress: bool = False) -> None:
         train_idx, val_idx, test_idx
                      int64 [*]         each only if not None
 
-    Absent keys load back as None. The write is atomic: a temporary file in the same folder,
-    then ``os.replace``, so a crash never leaves a half-written file at ``path``.
+    Absent keys load back as None. The write is atomic (:func:`zg._io.atomic_write`): a crash
+    never leaves a half-written file at ``path``. A ``path`` that is a directory or lies in a
+    missing or read-only folder is a ValueError naming it, raised before anything is written.
     ``compress=True`` uses zip deflate (worth it for 0/1 features; random floats do not shrink).
     """
     if not isinstance(g, Graph):
         raise TypeError(f"g must be a zg.Graph, got {type(g).__name__}")
     if not isinstance(compress, bool):
         raise TypeError(f"compress must be a bool, got {type(compress).__name__}")
-    path = Path(os.fspath(path))
+    path = output_file_arg(path, "path")       # before any array is built
     arrays = {
         "format": np.array(NPZ_FORMAT),
         "version": np.array(NPZ_VERSION, dtype=np.int64),
@@ -188,20 +189,27 @@ def save_npz(g: Graph, path: Any, *, compress: bool = False) -> None:
         idx = getattr(g, split)
         if idx is not None:
             arrays[split] = idx.cpu().numpy()
-    _write_npz_atomic(path, arrays, compress=compress)
+    # Through a file object: np.savez given a *name* would append ".npz" to it.
+    atomic_write(path, lambda f: (np.savez_compressed if compress else np.savez)(f, **arrays))
 
 
 def load_npz(path: Any) -> Graph:
     """Read a graph written by :func:`save_npz`, validating it like any other Graph.
 
-    Raises FileNotFoundError if ``path`` does not exist, and ValueError if the file is
-    truncated, corrupt, not a zg graph file, from a newer format version, missing a key, or
+    Raises TypeError if ``path`` is not a str or os.PathLike, FileNotFoundError if it does not
+    exist, OSError naming it if it cannot be read, and ValueError if it is a directory or the
+    file is truncated, corrupt, not a zg graph file, from a newer format version, missing a key, or
     holds arrays that do not make a valid graph.
     """
-    path = Path(os.fspath(path))
+    path = path_arg(path, "path")
+    if path.is_dir():
+        raise ValueError(f"path {str(path)!r} is a directory, not a graph file")
     if not path.is_file():
         raise FileNotFoundError(f"no graph file at {path}")
-    arrays = _read_npz(path, NPZ_FORMAT, NPZ_VERSION)
+    try:
+        arrays = _read_npz(path, NPZ_FORMAT, NPZ_VERSION)
+    except OSError as exc:                       # unreadable: permissions, an I/O error, ...
+        raise os_error_naming(exc, "path", path, "read") from exc
     for key in ("indptr", "indices", "name"):
         if key not in arrays:
             raise ValueError(f"{path} is missing the key {key!r}; it is not a complete zg graph file")
@@ -216,24 +224,6 @@ def load_npz(path: Any) -> Graph:
         )
     except (TypeError, ValueError) as exc:
         raise ValueError(f"{path} does not hold a valid graph: {exc}") from None
-
-
-def _write_npz_atomic(path: Path, arrays: dict, *, compress: bool) -> None:
-    fd, tmp = tempfile.mkstemp(dir=path.parent, prefix=f".{path.name}.", suffix=".tmp")
-    try:
-        # Through a file object: np.savez given a *name* would append ".npz" to it.
-        with os.fdopen(fd, "wb") as f:
-            (np.savez_compressed if compress else np.savez)(f, **arrays)
-            f.flush()
-            os.fsync(f.fileno())
-        os.chmod(tmp, 0o644)   # mkstemp makes it owner-only; an ordinary data file is not
-        os.replace(tmp, path)
-    except BaseException:
-        try:
-            os.unlink(tmp)
-        except FileNotFoundError:
-            pass
-        raise
 
 
 def _read_npz(path: Path, expected_format: str, max_version: int) -> dict:

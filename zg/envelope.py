@@ -12,8 +12,11 @@ from the seeds outward, a block with ``R`` destination rows and fanout ``k`` can
 
 Sizing policies:
 
-* ``Envelope.worst_case``: ``E = max(R, min(N, R * (k + 1)))`` per hop. Never overflows; often
-  several times what a batch really needs.
+* ``Envelope.worst_case``: ``E = max(R, min(N, R * (min(k, D) + 1)))`` per hop, ``D`` the
+  graph's largest in-degree (a row never has more distinct neighbours than ``min(k, D)``, with
+  or without replacement; the samplers clamp larger fanouts, see
+  :func:`zg.sampling.effective_fanouts`). Never overflows; often several times what a batch
+  really needs.
 * ``Envelope.profile``: sample ``num_batches`` real batches (default 32, seeds drawn from the
   training nodes as in an epoch), take the ``quantile`` (default 0.99) of each hop's true count
   and add a ``margin`` (default 5 %), capped by the worst case. Tight, may rarely overflow;
@@ -31,6 +34,9 @@ from typing import Any, Dict, List, Optional, Sequence
 import numpy as np
 import torch
 
+from ._checks import (batch_size_arg, bool_arg, fanouts_arg, graph_arg, int_arg, node_ids_arg,
+                      positive_ints_arg, real_arg, seed_arg, str_arg)
+
 __all__ = ["Envelope", "worst_case_sizes", "block_bytes"]
 
 INDEX_BYTES = 8   # int64 ids
@@ -38,10 +44,17 @@ MASK_BYTES = 1    # bool
 VALUE_BYTES = 4   # float32
 
 
-def worst_case_sizes(num_nodes: int, fanouts: Sequence[int], batch_size: int) -> List[int]:
-    """Worst-case source rows per block (input layer first)."""
+def worst_case_sizes(num_nodes: int, fanouts: Sequence[int], batch_size: int,
+                     max_degree: Optional[int] = None) -> List[int]:
+    """Worst-case source rows per block (input layer first).
+
+    ``max_degree``: the graph's largest in-degree, if known; a row then contributes at most
+    ``min(k, max_degree)`` new nodes (the samplers clamp larger fanouts to it).
+    """
     rows, sizes = batch_size, []
     for k in reversed(list(fanouts)):
+        if max_degree is not None:
+            k = min(k, max_degree)
         rows = max(rows, min(num_nodes, rows * (k + 1)))
         sizes.append(rows)
     return sizes[::-1]
@@ -72,19 +85,6 @@ def block_bytes(src_rows: Sequence[int], dst_rows: Sequence[int], fanouts: Seque
     return out
 
 
-def _positive_ints(values: Any, name: str) -> List[int]:
-    if isinstance(values, (int, str)) or not isinstance(values, Sequence) or len(values) == 0:
-        raise TypeError(f"{name} must be a non-empty list of ints, got {values!r}")
-    out = []
-    for i, v in enumerate(values):
-        if isinstance(v, bool) or not isinstance(v, (int, np.integer)):
-            raise TypeError(f"{name}[{i}] must be an int, got {type(v).__name__}")
-        if v <= 0:
-            raise ValueError(f"{name}[{i}] must be >= 1, got {v}")
-        out.append(int(v))
-    return out
-
-
 class Envelope:
     """Per-block buffer sizes for the fixed-shape pipeline (input layer first).
 
@@ -94,19 +94,33 @@ class Envelope:
         fanouts, batch_size, num_nodes: what the envelope was sized for (optional for explicit
             sizes; needed by :meth:`grow` and :meth:`memory_model`).
         observed: int64 [K, L] true counts seen while profiling (the oracle's sizes).
+        max_degree: the graph's largest in-degree (optional): bounds the worst case and the
+            neighbour slots of fanouts above it (:func:`zg.sampling.effective_fanouts`).
     """
 
     def __init__(self, sizes: Sequence[int], policy: str = "explicit", *,
                  fanouts: Optional[Sequence[int]] = None, batch_size: Optional[int] = None,
                  num_nodes: Optional[int] = None, observed: Optional[torch.Tensor] = None,
-                 settings: Optional[dict] = None):
-        self.sizes = _positive_ints(sizes, "sizes")
-        self.policy = policy
-        self.fanouts = None if fanouts is None else _positive_ints(fanouts, "fanouts")
-        self.batch_size = batch_size
-        self.num_nodes = num_nodes
+                 settings: Optional[dict] = None, max_degree: Optional[int] = None):
+        self.sizes = positive_ints_arg(sizes, "sizes")
+        self.policy = str_arg(policy, "policy")
+        self.fanouts = None if fanouts is None else fanouts_arg(fanouts, "fanouts")
+        self.batch_size = None if batch_size is None else int_arg(batch_size, "batch_size", low=1)
+        self.num_nodes = None if num_nodes is None else int_arg(num_nodes, "num_nodes", low=1)
+        self.max_degree = None if max_degree is None else int_arg(max_degree, "max_degree", low=0)
+        if self.batch_size is not None and self.num_nodes is not None:
+            batch_size_arg(self.batch_size, self.num_nodes)
+        if observed is not None and not (isinstance(observed, torch.Tensor) and observed.dim() == 2
+                                         and observed.shape[1] == len(self.sizes)
+                                         and not observed.is_floating_point()):
+            got = (f"{observed.dtype} {tuple(observed.shape)}" if isinstance(observed, torch.Tensor)
+                   else type(observed).__name__)
+            raise TypeError(f"observed must be None or an integer tensor [K, {len(self.sizes)}] "
+                            f"(one row of counts per profiled batch), got {got}")
         self.observed = observed
-        self.settings = settings or {}
+        if settings is not None and not isinstance(settings, dict):
+            raise TypeError(f"settings must be a dict or None, got {type(settings).__name__}")
+        self.settings = dict(settings or {})
         if self.fanouts is not None and len(self.fanouts) != len(self.sizes):
             raise ValueError(f"sizes has {len(self.sizes)} entries but fanouts has {len(self.fanouts)}; "
                              "give one size per layer")
@@ -115,11 +129,15 @@ class Envelope:
 
     @classmethod
     def worst_case(cls, g, fanouts: Sequence[int], batch_size: int) -> "Envelope":
-        """``max(R, min(N, R * (k + 1)))`` rows per hop: can never overflow."""
-        fanouts = _positive_ints(fanouts, "fanouts")
-        batch_size = _positive_ints([batch_size], "batch_size")[0]
-        return cls(worst_case_sizes(g.num_nodes, fanouts, batch_size), "worst_case",
-                   fanouts=fanouts, batch_size=batch_size, num_nodes=g.num_nodes)
+        """``max(R, min(N, R * (min(k, D) + 1)))`` rows per hop: can never overflow."""
+        from .sampling import max_in_degree
+
+        g = graph_arg(g)
+        fanouts = fanouts_arg(fanouts, "fanouts")
+        batch_size = batch_size_arg(batch_size, g.num_nodes)
+        max_degree = max_in_degree(g)
+        return cls(worst_case_sizes(g.num_nodes, fanouts, batch_size, max_degree), "worst_case",
+                   fanouts=fanouts, batch_size=batch_size, num_nodes=g.num_nodes, max_degree=max_degree)
 
     @classmethod
     def profile(cls, g, fanouts: Sequence[int], batch_size: int, *, num_batches: int = 32,
@@ -128,23 +146,27 @@ class Envelope:
         """Size the envelope from ``num_batches`` real batches.
 
         Seeds are drawn as an epoch draws them: a seeded permutation of ``nodes`` (default: the
-        training nodes, or all nodes if the graph has no split) cut into ``batch_size`` chunks.
+        training nodes, or all nodes if the graph has no split; else a non-empty 1-d list of
+        distinct node ids) cut into ``batch_size`` chunks.
         Each hop's size is ``ceil(quantile(counts) * (1 + margin))``, at least the hop's rows
         and at most the worst case. Profiling reads the counts on the host once, at the end;
         it happens before training, not inside the iteration.
         """
         from .sampling import EnvelopeSampler
 
-        fanouts = _positive_ints(fanouts, "fanouts")
-        batch_size = _positive_ints([batch_size], "batch_size")[0]
-        num_batches = _positive_ints([num_batches], "num_batches")[0]
-        if not 0.0 < float(quantile) <= 1.0:
-            raise ValueError(f"quantile must be in (0, 1], got {quantile}")
-        if not 0.0 <= float(margin) <= 10.0:
-            raise ValueError(f"margin must be in [0, 10], got {margin}")
+        g = graph_arg(g)
+        fanouts = fanouts_arg(fanouts, "fanouts")
+        batch_size = batch_size_arg(batch_size, g.num_nodes)
+        num_batches = int_arg(num_batches, "num_batches", low=1)
+        quantile = real_arg(quantile, "quantile", low=0.0, high=1.0, low_open=True)
+        margin = real_arg(margin, "margin", low=0.0, high=10.0)
+        replace = bool_arg(replace, "replace")
+        seed = seed_arg(seed)
         if nodes is None:
             nodes = g.train_idx if g.train_idx is not None and g.train_idx.numel() else torch.arange(g.num_nodes)
-        nodes = torch.as_tensor(nodes, dtype=torch.int64).cpu()
+        if isinstance(nodes, torch.Tensor):
+            nodes = nodes.cpu()            # validated on the host, where reading ids is free
+        nodes = node_ids_arg(nodes, "nodes", g.num_nodes, device=torch.device("cpu"))
         sampler = EnvelopeSampler(g, fanouts, batch_size, envelope=None, replace=replace, seed=seed)
         gen = torch.Generator().manual_seed(seed)
         counts, drawn = [], 0
@@ -160,14 +182,15 @@ class Envelope:
                     break
             order = torch.randperm(nodes.numel(), generator=gen)
         observed = torch.stack(counts).cpu()                                  # [K, L]
-        worst = worst_case_sizes(g.num_nodes, fanouts, batch_size)
-        q = torch.quantile(observed.double(), float(quantile), dim=0)         # [L]
-        wanted = [math.ceil(float(v) * (1 + float(margin))) for v in q]
+        max_degree = sampler.max_degree
+        worst = worst_case_sizes(g.num_nodes, fanouts, batch_size, max_degree)
+        q = torch.quantile(observed.double(), quantile, dim=0)                # [L]
+        wanted = [math.ceil(float(v) * (1 + margin)) for v in q]
         sizes = cls._feasible(wanted, worst, batch_size)
         return cls(sizes, "profiled", fanouts=fanouts, batch_size=batch_size, num_nodes=g.num_nodes,
-                   observed=observed,
-                   settings={"num_batches": num_batches, "quantile": float(quantile),
-                             "margin": float(margin), "seed": seed})
+                   observed=observed, max_degree=max_degree,
+                   settings={"num_batches": num_batches, "quantile": quantile,
+                             "margin": margin, "seed": seed, "replace": replace})
 
     @staticmethod
     def _feasible(wanted: Sequence[int], worst: Sequence[int], batch_size: int) -> List[int]:
@@ -186,23 +209,40 @@ class Envelope:
         = the overflowing batch's true counts when known), capped by the worst case, so repeated
         overflows reach the never-overflowing worst case in a few steps.
         """
-        if not float(factor) > 1.0:
+        factor = real_arg(factor, "factor")
+        if not factor > 1.0:
             raise ValueError(f"factor must be > 1, got {factor}")
+        if observed is not None:
+            if isinstance(observed, (str, bytes, dict)) or not isinstance(observed, (list, tuple)):
+                raise TypeError(f"observed must be None or a list of {len(self.sizes)} ints, got "
+                                f"{type(observed).__name__}")
+            if len(observed) != len(self.sizes):
+                raise ValueError(f"observed has {len(observed)} counts but the envelope has "
+                                 f"{len(self.sizes)} sizes; give one count per block")
+            observed = [int_arg(v, f"observed[{i}]", low=0) for i, v in enumerate(observed)]
         if self.fanouts is None or self.batch_size is None or self.num_nodes is None:
             raise ValueError("grow needs the envelope's fanouts, batch_size and num_nodes; build it "
                              "with Envelope.worst_case / Envelope.profile or pass them to Envelope(...)")
         margin = float(self.settings.get("margin", 0.05))
-        wanted = [math.ceil(s * float(factor)) for s in self.sizes]
+        wanted = [math.ceil(s * factor) for s in self.sizes]
         if observed is not None:
-            obs = [int(v) for v in observed]
-            wanted = [max(w, math.ceil(o * (1 + margin))) for w, o in zip(wanted, obs)]
-        worst = worst_case_sizes(self.num_nodes, self.fanouts, self.batch_size)
+            wanted = [max(w, math.ceil(o * (1 + margin))) for w, o in zip(wanted, observed)]
+        worst = worst_case_sizes(self.num_nodes, self.fanouts, self.batch_size, self.max_degree)
         return Envelope(self._feasible(wanted, worst, self.batch_size), "grown", fanouts=self.fanouts,
                         batch_size=self.batch_size, num_nodes=self.num_nodes, observed=self.observed,
+                        max_degree=self.max_degree,
                         settings=dict(self.settings, grown_from=list(self.sizes)))
 
     def check(self, fanouts: Sequence[int], batch_size: int, num_nodes: int) -> None:
-        """Raise ValueError unless this envelope fits a pipeline with these settings."""
+        """Raise ValueError unless this envelope fits a pipeline with these settings.
+
+        Every block must hold its destination rows, and no block may exceed ``num_nodes`` rows:
+        no batch can ever have more distinct nodes, so a larger size would only allocate
+        memory that is never used.
+        """
+        fanouts = fanouts_arg(fanouts, "fanouts")
+        num_nodes = int_arg(num_nodes, "num_nodes", low=1)
+        batch_size = batch_size_arg(batch_size, num_nodes)
         if len(self.sizes) != len(fanouts):
             raise ValueError(f"envelope has {len(self.sizes)} sizes but there are {len(fanouts)} fanouts")
         rows = batch_size
@@ -210,6 +250,9 @@ class Envelope:
             if self.sizes[i] < rows:
                 raise ValueError(f"envelope size {self.sizes[i]} for block {i} is smaller than its "
                                  f"{rows} destination rows; every block must hold its destination nodes")
+            if self.sizes[i] > num_nodes:
+                raise ValueError(f"envelope size {self.sizes[i]} for block {i} is larger than any batch "
+                                 f"can fill: at most num_nodes={num_nodes} rows")
             rows = self.sizes[i]
 
     # ------------------------------------------------------------------------- memory
@@ -223,15 +266,23 @@ class Envelope:
         layer first. The oracle allocates each batch's exact counts (``oracle_counts`` int [K, L],
         default: the counts observed while profiling); its mean and max over batches are given.
         """
+        feat_dim = int_arg(feat_dim, "feat_dim", low=0)
+        hidden_dim = int_arg(hidden_dim, "hidden_dim", low=1)
+        num_classes = int_arg(num_classes, "num_classes", low=1)
         if self.fanouts is None or self.batch_size is None or self.num_nodes is None:
             raise ValueError("memory_model needs the envelope's fanouts, batch_size and num_nodes")
         if oracle_counts is None:
             oracle_counts = self.observed
-        worst = worst_case_sizes(self.num_nodes, self.fanouts, self.batch_size)
+        worst = worst_case_sizes(self.num_nodes, self.fanouts, self.batch_size, self.max_degree)
+        # The samplers' neighbour slots per row: the fanout, clamped to the largest in-degree
+        # when sampling without replacement (zg.sampling.effective_fanouts).
+        slots = list(self.fanouts)
+        if self.max_degree is not None and not self.settings.get("replace", False):
+            slots = [min(k, max(self.max_degree, 1)) for k in slots]
 
         def model(src_rows):
             dst_rows = list(src_rows[1:]) + [self.batch_size]
-            return block_bytes(src_rows, dst_rows, self.fanouts, feat_dim, hidden_dim, num_classes)
+            return block_bytes(src_rows, dst_rows, slots, feat_dim, hidden_dim, num_classes)
 
         out: Dict[str, Any] = {"worst_case": model(worst), "envelope": model(self.sizes)}
         if oracle_counts is not None:

@@ -39,6 +39,8 @@ from typing import Any, Optional, Sequence, Tuple
 import numpy as np
 import torch
 
+from ._checks import device_arg
+
 __all__ = ["Graph"]
 
 # A bound that keeps a typo (num_nodes=10**15) from turning into an out-of-memory crash.
@@ -450,7 +452,7 @@ class Graph:
 
     def to(self, device: Any) -> "Graph":
         """A copy of the graph with every tensor on ``device``."""
-        device = torch.device(device)
+        device = device_arg(device, "device")
         move = lambda t: None if t is None else t.to(device)  # noqa: E731
         return Graph._trusted(
             move(self.indptr), move(self.indices), x=move(self.x), y=move(self.y),

@@ -12,6 +12,13 @@ node ``v`` with in-degree ``d`` and fanout ``k``
   included with probability ``k / d``; no edge twice);
 * with replacement: ``k`` independent uniform draws (``d > 0``).
 
+A fanout at or above the graph's largest in-degree therefore means "every neighbour" without
+replacement; both samplers clamp it to that degree when they are built
+(:func:`effective_fanouts`: the same sample, bounded work and memory), so ``[10**6]`` is a
+cheap way to ask for full neighbourhoods. With replacement the fanout is kept (``k`` draws
+with repeats are another distribution), up to :data:`MAX_REPLACE_FANOUT` or the largest
+in-degree.
+
 Randomness is a counter-based hash (splitmix64) of ``(seed, epoch, batch, hop, node, round)``
 computed on the device, so the same ``(seed, epoch, batch)`` gives the same sample whenever and
 however often it runs, in any row order, captured in a CUDA Graph or not.
@@ -32,89 +39,84 @@ from __future__ import annotations
 from dataclasses import dataclass, field
 from typing import Any, List, Optional, Sequence
 
-import numpy as np
 import torch
 
+from ._checks import batch_size_arg, bool_arg, fanouts_arg, graph_arg, node_ids_arg, seed_arg
 from .blocks import Block
 from .graph import Graph
 from .rng import _LOW62, _signed, batch_key, mix64
 
 __all__ = ["sample_neighbors", "DynamicSampler", "EnvelopeSampler", "MiniBatch", "batch_key",
-           "check_fanouts"]
+           "check_fanouts", "check_seeds", "effective_fanouts", "max_in_degree", "MAX_REPLACE_FANOUT"]
 
 
 # ----------------------------------------------------------------------------- validation
 
+# With replacement a fanout k draws k neighbours per node, repeats allowed, so k above the
+# largest in-degree is a real (different) distribution, not "all neighbours"; it costs [rows, k]
+# slots of memory per hop. Up to this many draws per node (or the largest in-degree, if more)
+# are allowed; a larger k is a ValueError rather than an allocation that never finishes.
+MAX_REPLACE_FANOUT = 1024
+
+
 def check_fanouts(fanouts: Any) -> List[int]:
-    if isinstance(fanouts, (int, str)) or not isinstance(fanouts, Sequence):
-        raise TypeError(f"fanouts must be a list of ints (input layer first), got {type(fanouts).__name__}")
-    if len(fanouts) == 0:
-        raise ValueError("fanouts is empty: give one fanout per layer, e.g. [15, 10, 5]")
+    """Fanouts as a list of ints >= 1, input layer first (TypeError / ValueError naming them)."""
+    return fanouts_arg(fanouts, "fanouts")
+
+
+def max_in_degree(g: Graph) -> int:
+    """The graph's largest in-degree (one host read; done when a sampler is built, never per batch)."""
+    return int((g.indptr[1:] - g.indptr[:-1]).max())
+
+
+def effective_fanouts(fanouts: Sequence[int], max_degree: int, replace: bool) -> List[int]:
+    """The number of neighbour slots each hop really samples (input layer first).
+
+    Without replacement a node with in-degree ``d <= k`` contributes all ``d`` neighbours, so a
+    fanout at or above the largest in-degree ``D`` means "every neighbour": it is clamped to
+    ``D`` (at least 1), which gives exactly the same sample with bounded work and memory
+    (Floyd's rounds cost ``O(k^2)`` per row). With replacement ``k`` independent draws are kept
+    as asked (a different distribution from ``min(k, D)`` draws), up to
+    ``max(MAX_REPLACE_FANOUT, D)``; above that it is a ValueError naming the fanout.
+    """
     out = []
     for i, k in enumerate(fanouts):
-        if isinstance(k, bool) or not isinstance(k, (int, np.integer)):
-            raise TypeError(f"fanouts[{i}] must be an int, got {type(k).__name__}")
-        if k <= 0:
-            raise ValueError(f"fanouts[{i}] must be >= 1, got {k} (zg does not support full "
-                             "neighbourhoods through fanout -1; use a fanout >= the max degree)")
+        if not replace:
+            out.append(min(int(k), max(int(max_degree), 1)))
+            continue
+        limit = max(MAX_REPLACE_FANOUT, int(max_degree))
+        if k > limit:
+            raise ValueError(
+                f"fanouts[{i}] = {k} with replace=True draws {k} neighbours per node (repeats "
+                f"allowed), [rows, {k}] slots per hop; zg allows at most {limit} (the larger of "
+                f"{MAX_REPLACE_FANOUT} and the graph's largest in-degree {max_degree}). For every "
+                f"neighbour use replace=False, where any fanout >= {max_degree} means all of them")
         out.append(int(k))
     return out
 
 
-def _check_batch_size(batch_size: Any) -> int:
-    if isinstance(batch_size, bool) or not isinstance(batch_size, (int, np.integer)):
-        raise TypeError(f"batch_size must be an int, got {type(batch_size).__name__}")
-    if batch_size <= 0:
-        raise ValueError(f"batch_size must be >= 1, got {batch_size}")
-    return int(batch_size)
-
-
-def _check_graph(g: Any) -> Graph:
-    if not isinstance(g, Graph):
-        raise TypeError(f"g must be a zg.Graph, got {type(g).__name__}")
-    return g
-
-
-def check_seeds(seeds: Any, num_nodes: int, device: torch.device, max_len: Optional[int] = None) -> torch.Tensor:
+def check_seeds(seeds: Any, num_nodes: int, device: torch.device, max_len: Optional[int] = None,
+                name: str = "seeds") -> torch.Tensor:
     """Validate user seeds on the host and return them as int64 on ``device``.
 
-    Seeds that already live on an accelerator are checked for dtype, shape and device only:
-    reading their values would be a host sync (the engine validates its seed order once, on the
-    host, before the epoch).
+    A non-empty 1-d integer tensor, array or list of distinct node ids in ``[0, num_nodes)``,
+    at most ``max_len`` of them; errors name ``name``. Seeds that already live on an
+    accelerator are checked for dtype, shape and device only: reading their values would be a
+    host sync (the engine validates its seed order once, on the host, before the epoch).
     """
-    if not isinstance(seeds, torch.Tensor):
-        try:
-            seeds = torch.as_tensor(np.asarray(seeds))
-        except Exception as exc:
-            raise TypeError(f"seeds must be a 1-d integer tensor of node ids: {exc}") from None
-    if seeds.dtype == torch.bool or seeds.is_floating_point() or seeds.is_complex():
-        raise TypeError(f"seeds must hold integer node ids, got dtype {seeds.dtype}")
-    if seeds.dim() != 1:
-        raise ValueError(f"seeds must be 1-dimensional, got shape {tuple(seeds.shape)}")
-    if seeds.numel() == 0:
-        raise ValueError("seeds is empty: a mini-batch needs at least one seed node")
-    if max_len is not None and seeds.numel() > max_len:
-        raise ValueError(f"seeds has {seeds.numel()} nodes but batch_size is {max_len}")
-    if seeds.device.type == "cpu":
-        # Host data: checking it costs no device round trip. numpy keeps it out of the audit.
-        values = seeds.numpy()
-        lo, hi = int(values.min()), int(values.max())
-        if lo < 0 or hi >= num_nodes:
-            bad = lo if lo < 0 else hi
-            raise ValueError(f"seeds holds node id {bad}, out of range for a graph with {num_nodes} nodes")
-        if len(np.unique(values)) != len(values):
-            raise ValueError("seeds holds repeated node ids; each seed may appear once per batch")
-    elif seeds.device != device:
-        raise ValueError(f"seeds is on {seeds.device} but the sampler's graph is on {device}; "
-                         f"move one of them (seeds.to({str(device)!r}))")
-    return seeds.to(device=device, dtype=torch.int64, non_blocking=True)
+    return node_ids_arg(seeds, name, num_nodes, device=device, max_len=max_len)
+
+
+def _check_clock(clock: Any) -> None:
+    if clock is not None and not callable(clock):
+        raise TypeError(f"clock must be callable or None, got {type(clock).__name__}")
 
 
 # ----------------------------------------------------------------------------- the kernel
 
 def sample_neighbors(indptr: torch.Tensor, indices: torch.Tensor, nodes: torch.Tensor,
                      valid_rows: torch.Tensor, fanout: int, replace: bool,
-                     key: torch.Tensor):
+                     key: torch.Tensor, max_degree: Optional[int] = None):
     """Pick up to ``fanout`` in-neighbours of each node, in fixed shape.
 
     Args:
@@ -123,6 +125,9 @@ def sample_neighbors(indptr: torch.Tensor, indices: torch.Tensor, nodes: torch.T
         nodes: int64 [R] destination node ids (rows >= the true count hold any valid id).
         valid_rows: bool [R] which rows are real.
         key: int64 0-d device tensor, this hop's random key.
+        max_degree: the graph's largest in-degree, if known (a host int). Without replacement
+            and ``fanout >= max_degree`` every row takes all its neighbours, so Floyd's ``k``
+            rounds (``O(k^2)`` per row) are skipped; the result is the same.
     Returns:
         (neighbours int64 [R, k] global ids, mask bool [R, k]). Masked slots hold the pad entry ``indices[-1]``.
     """
@@ -133,11 +138,15 @@ def sample_neighbors(indptr: torch.Tensor, indices: torch.Tensor, nodes: torch.T
     row_key = mix64(key ^ mix64(nodes))                            # [R]
     # Slot-major [k, R] layout: round i of Floyd reads and writes one contiguous row.
     slots = torch.arange(k, device=nodes.device)[:, None]          # [k, 1]
-    draws = mix64(row_key[None, :] + slots) & _LOW62               # [k, R]
-    if replace:
+    if not replace and max_degree is not None and k >= max_degree:
+        offset = slots.expand(k, rows)                             # every row: all neighbours
+        mask = slots < degree[None, :]                             # [k, R]
+    elif replace:
+        draws = mix64(row_key[None, :] + slots) & _LOW62           # [k, R]
         offset = torch.remainder(draws, degree.clamp(min=1)[None, :])
         mask = (degree > 0)[None, :].expand(k, -1)
     else:
+        draws = mix64(row_key[None, :] + slots) & _LOW62           # [k, R]
         # Floyd: for j = d-k .. d-1 draw t in [0, j]; take t unless already taken, else j.
         # The draws do not depend on earlier rounds, so all k are hashed at once; only the
         # "already taken?" test runs round by round.
@@ -228,17 +237,19 @@ class DynamicSampler:
     sampled size (no padding). The exactness reference and the "what frameworks do" baseline.
 
     Args:
-        g: the graph. fanouts: per layer, input layer first. replace: sample with replacement.
-        seed: base random seed; ``sample(seeds, epoch, batch)`` derives its key from all three.
+        g: the graph. fanouts: per layer, input layer first (see :func:`effective_fanouts` for
+            fanouts above the largest in-degree). replace: sample with replacement.
+        seed: base random seed (any int64); ``sample(seeds, epoch, batch)`` derives its key
+            from all three.
     """
 
     def __init__(self, g: Graph, fanouts: Sequence[int], replace: bool = False, seed: int = 0):
-        self.g = _check_graph(g)
+        self.g = graph_arg(g)
         self.fanouts = check_fanouts(fanouts)
-        if not isinstance(replace, bool):
-            raise TypeError(f"replace must be a bool, got {type(replace).__name__}")
-        self.replace = replace
-        self.seed = int(seed)
+        self.replace = bool_arg(replace, "replace")
+        self.seed = seed_arg(seed)
+        self.max_degree = max_in_degree(g)
+        self.effective_fanouts = effective_fanouts(self.fanouts, self.max_degree, self.replace)
         self.device = g.device
         self._indices = torch.cat([g.indices, g.indices.new_zeros(1)])
         self._local = torch.zeros(g.num_nodes, dtype=torch.int64, device=self.device)
@@ -246,15 +257,17 @@ class DynamicSampler:
     def sample(self, seeds: Any, epoch: int = 0, batch: int = 0, clock: Optional[Any] = None) -> MiniBatch:
         """Sample one mini-batch; ``clock`` (profiling) is called with "sample" / "compact"."""
         seeds = check_seeds(seeds, self.g.num_nodes, self.device)
-        key = torch.tensor(batch_key(self.seed, epoch, batch), device=self.device)
+        key = torch.tensor(batch_key(self.seed, seed_arg(epoch, "epoch"), seed_arg(batch, "batch")),
+                           device=self.device)
+        _check_clock(clock)
         indptr = self.g.indptr
         dst = seeds                                                     # exact frontier
         blocks: List[Block] = []
-        for hop, k in enumerate(reversed(self.fanouts)):
+        for hop, k in enumerate(reversed(self.effective_fanouts)):
             n_dst = dst.numel()                                          # host-known size
             nbrs, mask = sample_neighbors(indptr, self._indices, dst,
                                           torch.ones(n_dst, dtype=torch.bool, device=self.device),
-                                          k, self.replace, _hop_key(key, hop))
+                                          k, self.replace, _hop_key(key, hop), self.max_degree)
             if clock is not None:
                 clock("sample")
             found = nbrs[mask]                                           # sync: size from data
@@ -294,7 +307,8 @@ class EnvelopeSampler:
 
     Args:
         g: the graph (its device is the sampler's device).
-        fanouts: per layer, input layer first (``[15, 10, 5]``: 5 per seed, then 10, then 15).
+        fanouts: per layer, input layer first (``[15, 10, 5]``: 5 per seed, then 10, then 15);
+            see :func:`effective_fanouts` for fanouts above the largest in-degree.
         batch_size: seeds per mini-batch (a shorter last batch is padded).
         envelope: a :class:`zg.Envelope`, or None for the worst case.
         replace: sample with replacement. seed: base random seed.
@@ -304,13 +318,13 @@ class EnvelopeSampler:
                  replace: bool = False, seed: int = 0):
         from .envelope import Envelope
 
-        self.g = _check_graph(g)
+        self.g = graph_arg(g)
         self.fanouts = check_fanouts(fanouts)
-        self.batch_size = _check_batch_size(batch_size)
-        if not isinstance(replace, bool):
-            raise TypeError(f"replace must be a bool, got {type(replace).__name__}")
-        self.replace = replace
-        self.seed = int(seed)
+        self.batch_size = batch_size_arg(batch_size, self.g.num_nodes)
+        self.replace = bool_arg(replace, "replace")
+        self.seed = seed_arg(seed)
+        self.max_degree = max_in_degree(g)
+        self.effective_fanouts = effective_fanouts(self.fanouts, self.max_degree, self.replace)
         if envelope is None:
             envelope = Envelope.worst_case(g, self.fanouts, self.batch_size)
         if not isinstance(envelope, Envelope):
@@ -341,6 +355,13 @@ class EnvelopeSampler:
                 (the engine keeps it in a static buffer so a captured graph can replay it).
         """
         seeds = check_seeds(seeds, self.g.num_nodes, self.device, max_len=self.batch_size)
+        epoch, batch = seed_arg(epoch, "epoch"), seed_arg(batch, "batch")
+        _check_clock(clock)
+        if key is not None and not (isinstance(key, torch.Tensor) and key.dtype == torch.int64
+                                    and key.dim() == 0 and key.device == self.device):
+            raise TypeError(f"key must be None or an int64 0-d tensor on {self.device}, got "
+                            + (f"dtype {key.dtype}, shape {tuple(key.shape)} on {key.device}"
+                               if isinstance(key, torch.Tensor) else type(key).__name__))
         num_seeds = seeds.numel()
         padded = torch.zeros(self.batch_size, dtype=torch.int64, device=self.device)
         padded[:num_seeds] = seeds
@@ -364,12 +385,12 @@ class EnvelopeSampler:
         blocks: List[Block] = []
         true_counts: List[torch.Tensor] = []
         sizes = list(reversed(self.envelope.sizes))                      # seeds outward
-        for hop, k in enumerate(reversed(self.fanouts)):
+        for hop, k in enumerate(reversed(self.effective_fanouts)):
             rows, cap = dst.shape[0], sizes[hop]
             row_ids = torch.arange(rows, device=dev)
             valid_rows = row_ids < n_dst                                 # [R]
             nbrs, mask = sample_neighbors(indptr, self._indices, dst, valid_rows, k,
-                                          self.replace, _hop_key(key, hop))   # [R, k]
+                                          self.replace, _hop_key(key, hop), self.max_degree)   # [R, k]
             if clock is not None:
                 clock("sample")
             # Candidates: destination rows first (so they keep local ids 0..n_dst-1), then slots.

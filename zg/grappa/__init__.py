@@ -18,6 +18,11 @@ The flow, one module per stage:
     hist = grappa.train(g, workers=4, estimator="batch", repartition_every=5, epochs=20, seed=0)
     err  = grappa.gradient_error(g, model, part, estimator="batch")
 
+A worker's exception reaches the caller as itself (``except grappa.CheckpointError`` works
+around ``grappa.train``; see :func:`zg.grappa.launch.spawn`). Scripts that call
+``grappa.train`` put the call under ``if __name__ == "__main__":`` (the workers re-import the
+main script); without it, ``grappa.MainGuardError`` says so.
+
 Nothing here imports DGL; pymetis is imported only for ``method="metis"``.
 """
 
@@ -28,9 +33,11 @@ from .estimators import ESTIMATORS, WEIGHTINGS, Estimator
 from .fullgraph import evaluate, whole_graph_block
 from .gradient import exact_gradient, gradient_error, random_partitions
 from .partition import METHODS, SCHEDULES, LocalGraph, Partition, partition
-from .train import TRAINERS, TrainConfig, train, train_many
+from ..errors import MainGuardError, ZgError
+from .train import TRAINERS, CheckpointError, TrainConfig, train, train_many
 
 __all__ = ["partition", "Partition", "LocalGraph", "coverage", "local_coverage", "Estimator",
            "train", "train_many", "TrainConfig", "gradient_error", "exact_gradient", "random_partitions",
            "evaluate", "whole_graph_block", "comm", "estimators", "CommLedger", "Link", "LINKS",
-           "project_seconds", "ESTIMATORS", "WEIGHTINGS", "METHODS", "SCHEDULES", "TRAINERS"]
+           "project_seconds", "ESTIMATORS", "WEIGHTINGS", "METHODS", "SCHEDULES", "TRAINERS",
+           "CheckpointError", "MainGuardError", "ZgError"]

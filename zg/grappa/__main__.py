@@ -44,6 +44,8 @@ from typing import Any
 
 from .. import datasets
 from ..graph import Graph
+from .._checks import output_file_arg
+from ._checks import check_output_paths
 from .launch import exit_worker, init_from_env
 from .train import TrainConfig, run_worker, train
 
@@ -90,6 +92,17 @@ def main(argv=None) -> int:
     except (TypeError, ValueError) as exc:
         parser.error(f"--config {args.config}: {exc}")
     out = args.out or cfg.history_path
+    # Where the run writes is checked now, not after training (a directory as --out, a missing
+    # folder for model_path, a file as checkpoint_dir): exit status 2, nothing written.
+    if args.out is not None:
+        try:
+            output_file_arg(args.out, "--out", make_parents=True)
+        except (TypeError, ValueError) as exc:
+            parser.error(str(exc))
+    try:
+        check_output_paths(out, cfg.model_path, cfg.checkpoint_dir)
+    except (TypeError, ValueError) as exc:
+        parser.error(f"--config {args.config}: {exc}")
     try:
         g = load_dataset(cfg.dataset)
     except (OSError, TypeError, ValueError, KeyError) as exc:

@@ -2,10 +2,17 @@
 
 from __future__ import annotations
 
-from typing import Any, Sequence
+import os
+from typing import Any, Optional, Sequence
 
-from .._checks import int_arg, real_arg  # noqa: F401  (the shared checks, re-exported)
-from ..graph import Graph
+from .._checks import (bool_arg, graph_arg, int_arg, output_file_arg,  # noqa: F401  (re-exported)
+                       output_folder_arg, real_arg)
+
+# Where a run writes, and whether the writer creates missing folders on the way
+# (zg/grappa/train.py: write_json and _save_checkpoint call os.makedirs; the model is saved
+# with a plain torch.save into an existing folder).
+OUTPUT_FIELDS_MAKE_FOLDERS = {"history_path": True, "model_path": False}
+CHECKPOINT_FILE = "checkpoint.pt"   # the name zg.grappa.train gives the file in checkpoint_dir
 
 
 def choice_arg(value: Any, name: str, choices: Sequence[str]) -> str:
@@ -16,19 +23,31 @@ def choice_arg(value: Any, name: str, choices: Sequence[str]) -> str:
     return value
 
 
-def bool_arg(value: Any, name: str) -> bool:
-    if not isinstance(value, bool):
-        raise TypeError(f"{name} must be a bool, got {type(value).__name__} {value!r}")
-    return value
+def check_output_paths(history_path: Optional[Any] = None, model_path: Optional[Any] = None,
+                       checkpoint_dir: Optional[Any] = None) -> None:
+    """Raise before training starts if a run could not write where its config says.
 
-
-def graph_arg(g: Any, name: str = "g", *, train: bool = False) -> Graph:
-    """A zg.Graph; with ``train=True`` it must also have features, labels and a train split."""
-    if not isinstance(g, Graph):
-        raise TypeError(f"{name} must be a zg.Graph, got {type(g).__name__}")
-    if train:
-        if g.x is None or g.y is None:
-            raise ValueError(f"{name} needs features (x) and labels (y) to train on")
-        if g.train_idx is None or g.train_idx.numel() == 0:
-            raise ValueError(f"{name} has no training nodes (train_idx is empty or None)")
-    return g
+    Each argument is a :class:`~zg.grappa.TrainConfig` field (None: not written). Errors are
+    ``TypeError`` (not a path) or ``ValueError`` naming the field, the path and the problem:
+    a file path that is a directory, a folder that is a file, a missing folder (``model_path``
+    only: the history and checkpoint writers create theirs), a folder that is not writable, or
+    two fields naming the same file. Nothing is created or written.
+    """
+    files = {}
+    for name, path in (("history_path", history_path), ("model_path", model_path)):
+        if path is not None:
+            files[name] = output_file_arg(path, name, make_parents=OUTPUT_FIELDS_MAKE_FOLDERS[name])
+    if checkpoint_dir is not None:
+        folder = output_folder_arg(checkpoint_dir, "checkpoint_dir")
+        inside = folder / CHECKPOINT_FILE
+        if inside.is_dir():
+            raise ValueError(f"checkpoint_dir {str(folder)!r}: {str(inside)!r} is a directory, "
+                             "so no checkpoint can be written there")
+        files["checkpoint_dir"] = inside
+    seen = {}
+    for name, path in files.items():
+        key = os.path.abspath(path)
+        if key in seen:
+            raise ValueError(f"{seen[key]} and {name} name the same file {key!r}; one would "
+                             "overwrite the other")
+        seen[key] = name

@@ -10,6 +10,10 @@ cannot tell how it was started:
   ``timeout`` seconds (``init_process_group(timeout=...)``), the parent stops waiting after
   ``run_timeout`` seconds and terminates the children, and a child that raises takes the
   others down with it (``torch.multiprocessing`` does that), its traceback in the error.
+  A worker's zg exception (any class defined in ``zg``, e.g. ``CheckpointError``), ``ValueError``,
+  ``TypeError`` or ``TimeoutError`` is raised again in the parent as itself, with its message
+  (the worker's traceback chained as its cause), so ``except CheckpointError`` works around
+  ``grappa.train``; see :func:`spawn`.
 * :func:`init_from_env` (torchrun, ``env://``): reads RANK / WORLD_SIZE / MASTER_ADDR /
   MASTER_PORT that torchrun sets, and works after torchrun restarted the workers
   (``--max-restarts``), see the function.
@@ -20,10 +24,16 @@ machine (each worker then uses GPU ``local_rank``).
 
 from __future__ import annotations
 
+import builtins
 import datetime
 import faulthandler
+import importlib
+import json
+import multiprocessing
 import os
+import shutil
 import sys
+import tempfile
 import time
 from typing import Any, Callable, Optional, Sequence, Tuple
 
@@ -31,10 +41,18 @@ import torch
 import torch.distributed as dist
 import torch.multiprocessing as mp
 
+from .._io import atomic_write
+from ..errors import MainGuardError
+
 __all__ = ["spawn", "init_from_env", "exit_worker", "pick_backend", "worker_device"]
 
 # A worker that raised has this long to hand its traceback to the parent and exit.
 ERROR_EXIT_SECONDS = 15
+# The folder where a failing child leaves (module, class, message) of its exception for the
+# parent; an environment variable too, for a child that fails before it knows its arguments.
+ERRORS_ENV = "ZG_SPAWN_ERRORS"
+# Exceptions that cross from a worker to the parent as themselves (besides zg's own classes).
+REPLAYED_BUILTINS = ("ValueError", "TypeError", "TimeoutError")
 
 
 def pick_backend(world_size: int, backend: Optional[str] = None) -> str:
@@ -85,14 +103,90 @@ def exit_worker() -> None:
     os._exit(0)
 
 
-def _entry(rank: int, fn: Callable, world_size: int, port: int, backend: str, timeout: float,
-           args: Tuple[Any, ...]) -> None:
-    store = dist.TCPStore("127.0.0.1", port, None, False, timeout=_timeout(timeout))
-    dist.init_process_group(backend, store=store, rank=rank, world_size=world_size,
-                            timeout=_timeout(timeout))
+def _record_error(folder: Optional[str], exc: BaseException, rank: Optional[int]) -> None:
+    """Leave ``exc``'s class and message in ``folder`` for the parent (never raises)."""
+    if not folder:
+        return
+    record = {"module": type(exc).__module__, "name": type(exc).__qualname__, "message": str(exc),
+              "rank": rank, "time": time.time()}
     try:
+        atomic_write(os.path.join(folder, f"error-{os.getpid()}.json"),
+                     lambda f: json.dump(record, f), text=True)
+    except Exception:       # reporting must never hide the error itself
+        pass
+
+
+def _replayed(record: dict) -> Optional[BaseException]:
+    """The exception a worker's record describes, if it is one the parent raises as itself:
+    a class defined in zg, or a builtin ValueError / TypeError / TimeoutError."""
+    module, name = record.get("module"), record.get("name")
+    if not isinstance(module, str) or not isinstance(name, str):
+        return None
+    if module == "builtins":
+        cls = getattr(builtins, name) if name in REPLAYED_BUILTINS else None
+    elif module == "zg" or module.startswith("zg."):
+        try:
+            cls = importlib.import_module(module)
+            for part in name.split("."):
+                cls = getattr(cls, part)
+        except (ImportError, AttributeError):
+            return None
+    else:
+        return None
+    if not (isinstance(cls, type) and issubclass(cls, Exception)):
+        return None
+    try:
+        exc = cls(record.get("message", ""))
+    except Exception:        # a class that wants other arguments: keep torch's exception
+        return None
+    exc.worker_rank = record.get("rank")
+    return exc
+
+
+def _first_worker_error(folder: str) -> Optional[BaseException]:
+    """The earliest error a child recorded in ``folder``, replayed (None if none or not replayable).
+    The earliest is the cause; the others usually follow from it (a peer that vanished)."""
+    records = []
+    for entry in sorted(os.listdir(folder)):
+        try:
+            with open(os.path.join(folder, entry)) as f:
+                records.append(json.load(f))
+        except (OSError, ValueError):
+            continue
+    records = [r for r in records if isinstance(r, dict) and isinstance(r.get("time"), (int, float))]
+    if not records:
+        return None
+    return _replayed(min(records, key=lambda r: r["time"]))
+
+
+def _reimporting_main() -> bool:
+    """True while Python's spawn (or forkserver) start method re-runs the parent's main script
+    in a new child process, before that child starts its real work. multiprocessing marks that
+    phase with ``current_process()._inheriting`` (its own "bootstrapping phase" check reads it)."""
+    return bool(getattr(multiprocessing.current_process(), "_inheriting", False))
+
+
+def _refuse_unguarded_main() -> None:
+    script = getattr(sys.modules.get("__mp_main__"), "__file__", None) or "the main script"
+    error = MainGuardError(
+        f"worker processes were started while Python re-ran {script} in a new worker process: "
+        "the 'spawn' start method imports the main script again in every worker, so a script "
+        "that calls grappa.train (or anything that starts workers) at module level would start "
+        "them again and again. Put that call under  if __name__ == \"__main__\":  (see "
+        "https://docs.python.org/3/library/multiprocessing.html#the-spawn-and-forkserver-start-methods)")
+    _record_error(os.environ.get(ERRORS_ENV), error, None)
+    raise error
+
+
+def _entry(rank: int, fn: Callable, world_size: int, port: int, backend: str, timeout: float,
+           args: Tuple[Any, ...], errors: Optional[str] = None) -> None:
+    try:
+        store = dist.TCPStore("127.0.0.1", port, None, False, timeout=_timeout(timeout))
+        dist.init_process_group(backend, store=store, rank=rank, world_size=world_size,
+                                timeout=_timeout(timeout))
         fn(rank, world_size, *args)
-    except BaseException:
+    except BaseException as exc:
+        _record_error(errors, exc, rank)
         # torch.multiprocessing reports the traceback to the parent and exits with 1; should the
         # interpreter's teardown of the group hang (see exit_worker), end the process anyway.
         faulthandler.dump_traceback_later(ERROR_EXIT_SECONDS, exit=True, file=open(os.devnull, "w"))
@@ -105,9 +199,19 @@ def spawn(fn: Callable, world_size: int, args: Sequence[Any] = (), *, timeout: f
     """Run ``fn(rank, world_size, *args)`` in ``world_size`` fresh processes (see module doc).
 
     ``fn`` must be importable by name (a module-level function). Results travel back through
-    files the workers write. Raises ``TimeoutError`` after ``run_timeout`` seconds and
-    ``torch.multiprocessing.ProcessRaisedException`` if a worker raised.
+    files the workers write. Raises ``TimeoutError`` after ``run_timeout`` seconds. If a worker
+    raised, the parent raises the earliest worker error again as itself when it is a zg
+    exception, ``ValueError``, ``TypeError`` or ``TimeoutError`` (same class, same message, an
+    attribute ``worker_rank``; torch's ``ProcessRaisedException`` with the worker's traceback
+    as its ``__cause__``); any other error stays torch's ``ProcessRaisedException``.
+
+    Called at module level of a script that the spawn start method re-runs in each worker (no
+    ``if __name__ == "__main__":`` guard), it raises :class:`zg.errors.MainGuardError` naming
+    that fix, in the workers and then in the parent, instead of "process 0 terminated with exit
+    code 1".
     """
+    if _reimporting_main():
+        _refuse_unguarded_main()
     if isinstance(world_size, bool) or not isinstance(world_size, int) or world_size < 1:
         raise ValueError(f"world_size must be a positive int, got {world_size!r}")
     _timeout(timeout)
@@ -117,19 +221,40 @@ def spawn(fn: Callable, world_size: int, args: Sequence[Any] = (), *, timeout: f
     # The parent holds the rendezvous store for the whole run: port 0 = the OS picks a free one.
     store = dist.TCPStore("127.0.0.1", 0, None, True, timeout=_timeout(timeout),
                           wait_for_workers=False)
-    context = mp.start_processes(_entry, args=(fn, world_size, store.port, backend, timeout, tuple(args)),
-                                 nprocs=world_size, join=False, start_method="spawn")
-    deadline = None if run_timeout is None else time.monotonic() + run_timeout
-    while not context.join(timeout=0.5):
-        if deadline is not None and time.monotonic() > deadline:
-            for process in context.processes:
-                if process.is_alive():
-                    process.terminate()
-            for process in context.processes:
-                process.join(5)
-            raise TimeoutError(f"the {world_size} workers did not finish within run_timeout="
-                               f"{run_timeout} s; they were terminated")
-    del store
+    errors = tempfile.mkdtemp(prefix="zg-spawn-errors-")
+    try:
+        # The children inherit the environment at start: one that fails while re-running the
+        # main script (before it has its arguments) still finds the folder.
+        previous = os.environ.get(ERRORS_ENV)
+        os.environ[ERRORS_ENV] = errors
+        try:
+            context = mp.start_processes(
+                _entry, args=(fn, world_size, store.port, backend, timeout, tuple(args), errors),
+                nprocs=world_size, join=False, start_method="spawn")
+        finally:
+            if previous is None:
+                os.environ.pop(ERRORS_ENV, None)
+            else:
+                os.environ[ERRORS_ENV] = previous
+        deadline = None if run_timeout is None else time.monotonic() + run_timeout
+        try:
+            while not context.join(timeout=0.5):
+                if deadline is not None and time.monotonic() > deadline:
+                    for process in context.processes:
+                        if process.is_alive():
+                            process.terminate()
+                    for process in context.processes:
+                        process.join(5)
+                    raise TimeoutError(f"the {world_size} workers did not finish within run_timeout="
+                                       f"{run_timeout} s; they were terminated")
+        except (mp.ProcessRaisedException, mp.ProcessExitedException) as failure:
+            replayed = _first_worker_error(errors)
+            if replayed is None:
+                raise
+            raise replayed from failure
+    finally:
+        shutil.rmtree(errors, ignore_errors=True)
+        del store
 
 
 def init_from_env(timeout: float = 300.0, backend: Optional[str] = None) -> Tuple[int, int, int, str]:

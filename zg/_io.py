@@ -1,0 +1,73 @@
+"""Writing a file all at once or not at all: the one atomic-write helper of the package.
+
+Everything zg writes for a user (graph files, benchmark results, reports) goes through
+:func:`atomic_write`: the content is written to a temporary file in the same folder, flushed to
+disk and renamed over the target, so a crash or a full disk never leaves a half-written file at
+the path, and the temporary file is removed on every failure. Errors name the path the user
+gave, never the temporary file.
+"""
+
+from __future__ import annotations
+
+import os
+import tempfile
+from pathlib import Path
+from typing import IO, Any, Callable
+
+from ._checks import output_file_arg
+
+__all__ = ["atomic_write", "os_error_naming"]
+
+
+def os_error_naming(exc: OSError, name: str, path: Path, doing: str) -> OSError:
+    """The same kind of OSError (same errno, same subclass), its message naming ``path``."""
+    reason = exc.strerror or str(exc) or type(exc).__name__
+    message = f"could not {doing} {name} {str(path)!r}: {reason}"
+    return OSError(exc.errno, message) if exc.errno is not None else type(exc)(message)
+
+
+def atomic_write(path: Any, write: Callable[[IO], Any], *, name: str = "path", text: bool = False,
+                 make_parents: bool = False, mode: int = 0o644) -> Path:
+    """Write a file at ``path`` with ``write(f)`` and return the path.
+
+    Args:
+        path: str or os.PathLike, the file to (over)write.
+        write: called once with an open file object (binary, or text UTF-8 if ``text``);
+            whatever it writes becomes the file's content.
+        name: the argument's name in error messages (``"path"``, ``"history_path"``, ...).
+        make_parents: create missing folders on the way to ``path`` (else they must exist).
+        mode: the finished file's permission bits (``mkstemp`` would leave them owner-only).
+    Raises:
+        TypeError / ValueError naming ``name`` and ``path`` before anything is written: not a
+        path, a directory, a missing or read-only folder. ``OSError`` (the original errno and
+        subclass, the message naming ``path``) when the write itself fails, e.g. a full disk.
+        Any other exception of ``write`` passes through unchanged. In every failure the old file at
+        ``path``, if any, is untouched and no temporary file is left.
+    """
+    path = output_file_arg(path, name, make_parents=make_parents)
+    folder = Path(os.path.abspath(path)).parent
+    if make_parents:
+        try:
+            folder.mkdir(parents=True, exist_ok=True)
+        except OSError as exc:
+            raise os_error_naming(exc, name, path, "create the folder of") from exc
+    try:
+        fd, tmp = tempfile.mkstemp(dir=folder, prefix=f".{path.name}.", suffix=".tmp")
+    except OSError as exc:
+        raise os_error_naming(exc, name, path, "write") from exc
+    try:
+        with os.fdopen(fd, "w" if text else "wb", **({"encoding": "utf-8"} if text else {})) as f:
+            write(f)
+            f.flush()
+            os.fsync(f.fileno())
+        os.chmod(tmp, mode)
+        os.replace(tmp, path)
+    except BaseException as exc:
+        try:
+            os.unlink(tmp)
+        except FileNotFoundError:
+            pass
+        if isinstance(exc, OSError):      # a full disk, a vanished folder, ...
+            raise os_error_naming(exc, name, path, "write") from exc
+        raise
+    return path
