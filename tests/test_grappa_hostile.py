@@ -306,8 +306,6 @@ def test_command_line_out_directory_in_a_real_process(tmp_path):
     assert sorted(p.name for p in tmp_path.iterdir()) == ["cfg.json"]
 
 
-@pytest.mark.xfail(strict=True, reason="issue 16: zg/grappa/train.py must call check_output_paths in "
-                                       "_prepare, before spawning; remove this marker once it does")
 def test_train_checks_output_paths_before_starting_workers(graph, tmp_path):
     with pytest.raises(ValueError, match="history_path .* is a directory"):
         grappa.train(graph, workers=2, epochs=1, seed=0, history_path=str(tmp_path), **SMALL)

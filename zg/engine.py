@@ -50,13 +50,14 @@ from typing import Any, Callable, Dict, List, Optional, Sequence
 import numpy as np
 import torch
 
+from ._io import atomic_write
 from .envelope import Envelope
 from .graph import Graph
 from .models import _BlockModel
-from .optim import DeviceAdam, DeviceSGD, make_optimizer
+from .optim import DeviceAdam, DeviceSGD, _check_hyper, make_optimizer
 from .pipeline import batch_ranges
 from .rng import EVAL_EPOCH, batch_key, batch_key_device, dropout_seed, epoch_order, mix64
-from .sampling import DynamicSampler, EnvelopeSampler, check_fanouts
+from .sampling import DynamicSampler, EnvelopeSampler, check_fanouts, max_in_degree
 from .step import STAGES, OverflowGuard, StageClock, run_batches, train_step
 
 __all__ = ["Engine", "EngineSettings", "EpochStats", "CHECKPOINT_FORMAT", "ENGINE_STAGES"]
@@ -125,7 +126,7 @@ def _int(value: Any, name: str, minimum: int) -> int:
 def _check_device(device: Any) -> torch.device:
     try:
         dev = torch.device(device)
-    except (RuntimeError, TypeError) as exc:
+    except (RuntimeError, TypeError, ValueError, OverflowError) as exc:
         raise ValueError(f"device {device!r} is not a valid torch device: {exc}") from None
     if dev.type not in ("cpu", "cuda"):
         raise ValueError(f"device must be 'cpu' or 'cuda[:i]', got {device!r}")
@@ -212,8 +213,11 @@ class Engine:
                             f"zg blocks), got {type(model).__name__}")
         if pipeline not in ("envelope", "dynamic"):
             raise ValueError(f"pipeline must be 'envelope' or 'dynamic', got {pipeline!r}")
-        if capture not in (None, True, False):
+        if capture is not None and not isinstance(capture, bool):
             raise TypeError(f"capture must be None, True or False, got {capture!r}")
+        for flag_name, flag in (("trace", trace), ("cuda_graph", cuda_graph)):
+            if not isinstance(flag, bool):
+                raise TypeError(f"{flag_name} must be True or False, got {flag!r}")
         if pipeline == "dynamic" and capture:
             raise ValueError("capture=True needs the envelope pipeline: the dynamic pipeline's "
                              "shapes change every iteration, so it cannot be captured")
@@ -225,6 +229,8 @@ class Engine:
                 raise ValueError("g needs a non-empty train_idx to train (or pass nodes=...)")
             nodes = g.train_idx
         self.fanouts = check_fanouts(fanouts)
+        lr = _check_hyper(lr, "lr", open_low=True)
+        weight_decay = _check_hyper(weight_decay, "weight_decay")
         self.batch_size = _int(batch_size, "batch_size", 1)
         self.poll_every = _int(poll_every, "poll_every", 1)
         self.audit_iterations = _int(audit_iterations, "audit_iterations", 0)
@@ -242,9 +248,11 @@ class Engine:
                 raise ValueError(f"model has {model.feature_dims[-1]} output classes but g's labels "
                                  f"have num_classes={int(g.num_classes)}; build the model with "
                                  f"num_classes >= {int(g.num_classes)}")
-        if isinstance(grow_factor, bool) or not isinstance(grow_factor, (int, float)) \
-                or not math.isfinite(grow_factor) or not grow_factor > 1.0:
-            raise ValueError(f"grow_factor must be a finite number > 1, got {grow_factor!r}")
+        if isinstance(grow_factor, bool) or not isinstance(grow_factor, (int, float)):
+            raise TypeError(f"grow_factor must be a number > 1, got {type(grow_factor).__name__} "
+                            f"{grow_factor!r}")
+        if not math.isfinite(grow_factor) or not 1.0 < grow_factor <= 1e6:
+            raise ValueError(f"grow_factor must be a finite number in (1, 1e6], got {grow_factor!r}")
         # A copy: a later in-place change of g.train_idx must not reach the running engine.
         self.nodes = torch.as_tensor(nodes, dtype=torch.int64).cpu().clone()
         if self.nodes.numel() == 0:
@@ -312,11 +320,15 @@ class Engine:
                 raise ValueError(f"envelope must be 'profiled', 'worst_case' or a zg.Envelope, got {envelope!r}")
         if not isinstance(envelope, Envelope):
             raise TypeError(f"envelope must be a str or zg.Envelope, got {type(envelope).__name__}")
+        if len(envelope.sizes) != len(self.fanouts):
+            raise ValueError(f"envelope has {len(envelope.sizes)} sizes but fanouts has "
+                             f"{len(self.fanouts)} entries; give one envelope size per layer")
         if envelope.fanouts is None or envelope.batch_size != self.rows:
             # explicit sizes (or sized for more rows): tell it what it is for, so it can grow
             envelope = Envelope(envelope.sizes, envelope.policy, fanouts=self.fanouts,
                                 batch_size=self.rows, num_nodes=self.g.num_nodes,
-                                observed=envelope.observed, settings=envelope.settings)
+                                observed=envelope.observed, settings=envelope.settings,
+                                max_degree=max_in_degree(self.g))
         envelope.check(self.fanouts, self.rows, self.g.num_nodes)
         self.envelope = envelope
         dev = self.device
@@ -653,21 +665,11 @@ class Engine:
         }
 
     def save(self, path: Any) -> Path:
-        """Write a checkpoint atomically (temp file + rename): model, optimizer, envelope,
-        position (epoch, batch) and config. Randomness is keyed by (seed, epoch, batch), so the
-        position is the whole RNG state."""
-        path = Path(path)
-        path.parent.mkdir(parents=True, exist_ok=True)
-        fd, tmp = tempfile.mkstemp(dir=path.parent, prefix=f".{path.name}.", suffix=".tmp")
-        try:
-            with os.fdopen(fd, "wb") as f:
-                torch.save(self.state_dict(), f)
-            os.replace(tmp, path)
-        except BaseException:
-            if os.path.exists(tmp):
-                os.unlink(tmp)
-            raise
-        return path
+        """Write a checkpoint atomically (:func:`zg._io.atomic_write`: temp file + rename, nothing
+        left behind on failure): model, optimizer, envelope, position (epoch, batch) and config.
+        Randomness is keyed by (seed, epoch, batch), so the position is the whole RNG state."""
+        state = self.state_dict()
+        return atomic_write(path, lambda f: torch.save(state, f), name="path", make_parents=True)
 
     def load(self, path: Any) -> "Engine":
         """Restore a checkpoint written by :meth:`save` into this engine.
@@ -716,7 +718,8 @@ class Engine:
                 raise ValueError("checkpoint envelope does not match the engine's layers")
             new_envelope = Envelope(envelope, "checkpoint", fanouts=self.fanouts,
                                     batch_size=self.rows, num_nodes=self.g.num_nodes,
-                                    settings=self.envelope.settings)
+                                    settings=self.envelope.settings,
+                                    max_degree=self.envelope.max_degree)
             new_envelope.check(self.fanouts, self.rows, self.g.num_nodes)
         probe = make_optimizer(_clone_module(self.model), self.config["optimizer"], self.config["lr"],
                                self.config["weight_decay"])

@@ -27,8 +27,13 @@ __all__ = ["DeviceAdam", "DeviceSGD", "make_optimizer", "OPTIMIZERS"]
 OPTIMIZERS = ("adam", "sgd")
 
 
-def _check_hyper(value, name: str, low: float = 0.0, open_low: bool = False) -> float:
-    """A finite real >= low (> low if open_low); TypeError/ValueError name the argument."""
+# Above this a learning rate or weight decay is a typo (and overflows float32 arithmetic).
+MAX_HYPER = 1e4
+
+
+def _check_hyper(value, name: str, low: float = 0.0, open_low: bool = False,
+                 high: float = MAX_HYPER) -> float:
+    """A finite real in [low, high] (> low if open_low); TypeError/ValueError name the argument."""
     import math
 
     if isinstance(value, bool) or not isinstance(value, (int, float)):
@@ -44,6 +49,8 @@ def _check_hyper(value, name: str, low: float = 0.0, open_low: bool = False) -> 
         raise ValueError(f"{name} must be finite, got {value}")
     if value < low or (open_low and value == low):
         raise ValueError(f"{name} must be {'>' if open_low else '>='} {low}, got {value}")
+    if value > high:
+        raise ValueError(f"{name} must be <= {high:g}, got {value:g} (a typo?)")
     return value
 
 

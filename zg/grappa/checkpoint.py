@@ -9,13 +9,14 @@ part. A checkpoint that cannot be read, or was written by another run, stops eve
 from __future__ import annotations
 
 import os
-import tempfile
 from dataclasses import asdict
 from typing import Any, Dict, List, Optional
 
 import torch
 import torch.distributed as dist
 
+from .._io import atomic_write
+from ..errors import ZgError
 from ..graph import Graph
 from .config import TrainConfig
 from .hook import gather_row
@@ -32,7 +33,7 @@ _CHECKPOINT_KEYS = ("config", "graph", "world", "next_epoch", "step", "records",
                     "optimizer", "seconds", "resumed_at")
 
 
-class CheckpointError(RuntimeError):
+class CheckpointError(ZgError, RuntimeError):
     """A checkpoint the run cannot resume from: unreadable, or written by a different run."""
 
 
@@ -107,20 +108,9 @@ def read_checkpoint(path: str, cfg: TrainConfig, g: Graph, world: int) -> Option
 
 
 def _save_checkpoint(path: str, state: Dict[str, Any]) -> None:
-    """torch.save atomically: a temporary file in the same folder, flushed to disk, renamed."""
-    folder = os.path.dirname(os.path.abspath(path))
-    os.makedirs(folder, exist_ok=True)
-    fd, tmp = tempfile.mkstemp(dir=folder, prefix=".checkpoint-", suffix=".tmp")
-    try:
-        with os.fdopen(fd, "wb") as f:
-            torch.save(state, f)
-            f.flush()
-            os.fsync(f.fileno())
-        os.replace(tmp, path)
-    except BaseException:
-        if os.path.exists(tmp):
-            os.unlink(tmp)
-        raise
+    """torch.save atomically (:func:`zg._io.atomic_write`: a temporary file in the same folder,
+    flushed to disk, renamed; nothing left behind on failure)."""
+    atomic_write(path, lambda f: torch.save(state, f), name="checkpoint_dir", make_parents=True)
 
 
 def _replica_fingerprint(model: torch.nn.Module, optimizer: torch.optim.Optimizer) -> torch.Tensor:

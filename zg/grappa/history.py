@@ -10,12 +10,12 @@ from __future__ import annotations
 import json
 import os
 import platform
-import tempfile
 from dataclasses import asdict
 from typing import Any, Dict, List, Optional
 
 import torch
 
+from .._io import atomic_write
 from ..graph import Graph
 from .comm import KINDS
 from .config import TrainConfig
@@ -90,12 +90,7 @@ def history(cfg: TrainConfig, g: Graph, part: Partition, world: int, records: Li
 
 
 def write_json(obj: Any, path: str) -> None:
-    """Write JSON atomically (a temporary file in the same folder, then rename)."""
-    folder = os.path.dirname(os.path.abspath(path))
-    os.makedirs(folder, exist_ok=True)
-    fd, tmp = tempfile.mkstemp(dir=folder, suffix=".tmp")
-    with os.fdopen(fd, "w") as f:
-        json.dump(obj, f, indent=1)
-    os.replace(tmp, path)
-
-
+    """Write JSON atomically (:func:`zg._io.atomic_write`: a temporary file in the same folder,
+    then rename; nothing left behind on failure)."""
+    atomic_write(path, lambda f: json.dump(obj, f, indent=1), name="history_path", text=True,
+                 make_parents=True)

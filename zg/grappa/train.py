@@ -75,7 +75,7 @@ from dataclasses import fields
 from typing import Any, Dict, List, Optional
 
 from ..graph import Graph
-from ._checks import graph_arg
+from ._checks import check_output_paths, graph_arg
 from .checkpoint import (CHECKPOINT_FILE, RESUMABLE_CHANGES, CheckpointError, checkpoint_file,
                          read_checkpoint)
 from .config import (MODES, SAMPLERS, TRAINERS, TrainConfig, check_plan, iterations_per_epoch,
@@ -139,6 +139,7 @@ def _prepare(g: Graph, run: Dict[str, Any]):
     if unknown:
         raise TypeError(f"train() got unknown option(s) {unknown}; see zg.grappa.TrainConfig")
     cfg = TrainConfig(**options).validated()
+    check_output_paths(cfg.history_path, cfg.model_path, cfg.checkpoint_dir)   # before any worker starts
     if cfg.workers > g.num_nodes:
         raise ValueError(f"workers={cfg.workers} is larger than the graph's {g.num_nodes} nodes")
     if partition is not None:

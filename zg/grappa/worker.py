@@ -33,6 +33,7 @@ import torch.distributed as dist
 import torch.nn.functional as F
 
 from .. import models as zg_models
+from .._io import atomic_write
 from ..engine import Engine
 from ..graph import Graph
 from ..optim import make_optimizer
@@ -262,7 +263,8 @@ def _run_worker(rank: int, world: int, cfg: TrainConfig, g: Graph, part: Optiona
         if history_path:
             write_json(result, history_path)
         if cfg.model_path:
-            torch.save({k: v.cpu() for k, v in model.state_dict().items()}, cfg.model_path)
+            params = {k: v.cpu() for k, v in model.state_dict().items()}
+            atomic_write(cfg.model_path, lambda f: torch.save(params, f), name="model_path")
 
 
 def _engine(cfg: TrainConfig, source, model, net, optimizer, device, loss, guard, before_step,
