@@ -42,14 +42,14 @@ import sys
 import threading
 import urllib.parse
 import urllib.request
-from contextlib import contextmanager
 from pathlib import Path
-from typing import Any, Dict, Iterator, Optional
+from typing import Any, Dict
 
 import numpy as np
 import torch
 
 from .graph import Graph
+from .interop import VERSION_CHECK, blocked_imports
 
 __all__ = ["DATASETS", "ROOT_ENV", "NETWORK_TIMEOUT", "default_root", "dataset_dir", "load"]
 
@@ -98,25 +98,15 @@ def _root_arg(root: Any) -> Path:
 # ----------------------------------------------------------------------------- the ogb package
 
 
-@contextmanager
-def _importing_ogb() -> Iterator[None]:
-    """Import ogb without its side effects.
+def _importing_ogb():
+    """A context in which ogb imports without its side effects.
 
-    ``import ogb`` starts a thread that asks PyPI whether ogb is outdated (a network call that
-    an offline machine waits on), and ``ogb.nodeproppred`` imports its DGL and PyG dataset
-    wrappers (seconds, and unused here). Marking those modules unimportable (a None entry in
-    ``sys.modules``) for the duration of the import makes ogb skip them, as it does when they
-    are not installed; modules already imported are left alone.
+    ``import ogb`` starts a thread that asks PyPI whether ogb is outdated (see
+    :data:`zg.interop.VERSION_CHECK`), and ``ogb.nodeproppred`` imports its DGL and PyG
+    dataset wrappers (seconds, and unused here); with those modules blocked ogb skips them,
+    as it does when they are not installed.
     """
-    blocked = [m for m in ("outdated", "dgl", "torch_geometric") if m not in sys.modules]
-    for m in blocked:
-        sys.modules[m] = None          # type: ignore[assignment]
-    try:
-        yield
-    finally:
-        for m in blocked:
-            if sys.modules.get(m, 0) is None:
-                del sys.modules[m]
+    return blocked_imports(*VERSION_CHECK, "dgl", "torch_geometric")
 
 
 def require_ogb():
