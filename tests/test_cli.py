@@ -286,7 +286,7 @@ def test_grappa_under_torchrun(tmp_path):
 def test_bench_lists_and_runs_the_scripts(tmp_path, capsys):
     assert cli.main(["bench", "--list"]) == 0
     listed = capsys.readouterr().out
-    for name in ("engine", "sampling", "grappa"):
+    for name in ("engine", "sampling", "grappa", "mmap_load"):
         assert name in listed
     assert "_machine" not in listed
     err = exits_with_2(capsys, ["bench", "nope"])
