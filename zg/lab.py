@@ -406,7 +406,7 @@ def static_addresses(eng: Any) -> Dict[str, int]:
         if isinstance(getattr(eng, name, None), torch.Tensor):
             named[f"engine.{name}"] = getattr(eng, name)
     sampler = getattr(eng, "sampler", None)
-    for name in ("_first", "_local", "_indices"):
+    for name in ("_first", "_local"):
         if isinstance(getattr(sampler, name, None), torch.Tensor):
             named[f"sampler.{name.lstrip('_')}"] = getattr(sampler, name)
     named["graph.x"], named["graph.indptr"], named["graph.indices"] = eng.g.x, eng.g.indptr, eng.g.indices
