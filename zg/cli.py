@@ -21,6 +21,7 @@ from __future__ import annotations
 import argparse
 import dataclasses
 import importlib.metadata
+import inspect
 import json
 import math
 import os
@@ -358,13 +359,21 @@ def cmd_train(args: argparse.Namespace, parser: argparse.ArgumentParser) -> int:
     print(f"{g!r}\n{args.model} x{len(fanouts)} layers, hidden {args.hidden}, fanouts {fanouts}, "
           f"batch {args.batch_size}, {args.pipeline} pipeline on {device}", flush=True)
     batches = math.ceil(g.train_idx.numel() / args.batch_size)
+    # train_epoch(progress=bar) ticks the bar per batch; an Engine without that option still
+    # trains, and the bar then moves once per epoch.
+    takes_progress = "progress" in inspect.signature(eng.train_epoch).parameters
     has_test = g.test_idx is not None and g.test_idx.numel() > 0
     rows: List[Dict[str, Any]] = []
     start = time.perf_counter()
     for epoch in range(args.epochs):
         bar = _progress_bar(args.progress, batches, f"epoch {epoch + 1}/{args.epochs}")
         try:
-            stats = eng.train_epoch(progress=bar) if bar is not None else eng.train_epoch()
+            if bar is not None and takes_progress:
+                stats = eng.train_epoch(progress=bar)                  # one tick per batch
+            else:
+                stats = eng.train_epoch()
+                if bar is not None:
+                    bar.update(batches)
         finally:
             if bar is not None:
                 bar.close()
