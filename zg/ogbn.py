@@ -302,7 +302,7 @@ def load(name: str, root: Any = None, *, symmetrize: bool = True, download: bool
 def _to_graph(name: str, graph: Dict[str, Any], labels: Any, split: Dict[str, Any],
               num_classes: int, *, symmetrize: bool) -> Graph:
     """ogb's (graph dict, labels, split) -> Graph. ``symmetrize``: add reverses, drop repeats."""
-    from .datasets import _csc_from_pairs, EDGE_CHUNK
+    from .datasets import EDGE_CHUNK, _csc_from_pairs
 
     num_nodes = int(graph["num_nodes"])
     edge_index = np.asarray(graph["edge_index"])                         # [2, E] src, dst
@@ -314,15 +314,12 @@ def _to_graph(name: str, graph: Dict[str, Any], labels: Any, split: Dict[str, An
         if ids.numel() and (int(ids.min()) < 0 or int(ids.max()) >= num_nodes):
             raise ValueError(f"{name}: an edge {arg} id is outside 0..{num_nodes - 1}")
 
-    def pairs():
-        for start in range(0, src.numel(), EDGE_CHUNK):
-            yield src[start:start + EDGE_CHUNK], dst[start:start + EDGE_CHUNK]
-
     # One sort of the int64 keys dst * N + src builds the CSC arrays (as the generators do):
     # lighter than Graph.from_edges' two argsorts at products' and papers100M's sizes.
-    indptr, indices = _csc_from_pairs(pairs(), src.numel(), num_nodes, reverse=symmetrize,
+    chunks = ((src[i:i + EDGE_CHUNK], dst[i:i + EDGE_CHUNK]) for i in range(0, src.numel(), EDGE_CHUNK))
+    indptr, indices = _csc_from_pairs(chunks, src.numel(), num_nodes, reverse=symmetrize,
                                       self_loops=True, dedupe=symmetrize)
-    del src, dst, edge_index
+    del src, dst, edge_index, chunks
 
     labels = np.asarray(labels).reshape(-1)                             # [N, 1] -> [N]
     if labels.shape[0] != num_nodes:
