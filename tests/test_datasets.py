@@ -1,5 +1,8 @@
 """Tests for zg.datasets: bundled Cora, the cSBM and R-MAT generators, and the .npz format."""
 
+import json
+import os
+
 import numpy as np
 import pytest
 import torch
@@ -297,3 +300,170 @@ def test_npz_errors(tmp_path):
 
     with pytest.raises(TypeError, match="g must be a zg.Graph"):
         datasets.save_npz("not a graph", tmp_path / "x.npz")
+
+
+def test_load_npz_keeps_labels_without_known_classes(tmp_path):
+    unlabelled = zg.Graph.from_edges([0, 1], [1, 0], num_nodes=2, y=[-1, -1])   # num_classes 0
+    datasets.save_npz(unlabelled, tmp_path / "u.npz")
+    assert_graphs_equal(datasets.load_npz(tmp_path / "u.npz"), unlabelled)
+
+
+# ----------------------------------------------------------------------------- Cora options
+
+
+def test_cora_root_and_direction(tmp_path):
+    directed = datasets.load("cora", symmetrize=False)
+    assert directed.num_edges == 5429                                # the citations as given
+    assert 2 * directed.num_edges > datasets.load("cora").num_edges  # some pairs cite both ways
+    (tmp_path / "cora.npz").write_bytes((datasets.data_dir() / "cora.npz").read_bytes())
+    assert_graphs_equal(datasets.load("CORA", root=tmp_path), datasets.load("cora"))
+    with pytest.raises(FileNotFoundError, match="cora.npz"):
+        datasets.load("cora", root=tmp_path / "elsewhere")
+    with pytest.raises(TypeError, match="root"):
+        datasets.load("cora", root=3)
+    with pytest.raises(TypeError, match="symmetrize"):
+        datasets.load("cora", symmetrize="yes")
+    with pytest.raises(TypeError, match="download"):
+        datasets.load("cora", download=1)
+
+
+# ----------------------------------------------------------------------------- graph folders (mmap)
+
+
+def mapped_file(tensor):
+    """The file a tensor's memory is mapped from (Linux /proc/self/maps), or None."""
+    address = tensor.data_ptr()
+    with open("/proc/self/maps") as f:
+        for line in f:
+            fields = line.split()
+            start, end = (int(v, 16) for v in fields[0].split("-"))
+            if start <= address < end:
+                return fields[5] if len(fields) > 5 else None
+    return None
+
+
+@pytest.mark.parametrize("mmap", [True, False])
+def test_folder_round_trip(tmp_path, mmap):
+    g = datasets.csbm(300, avg_degree=5, num_classes=3, feat_dim=6, name="mine")
+    path = tmp_path / "mine"
+    datasets.save_folder(g, path)
+    assert [p.name for p in tmp_path.iterdir()] == ["mine"]         # no temp folder left behind
+    assert sorted(p.name for p in path.iterdir()) == sorted(
+        ["meta.json", "indptr.npy", "indices.npy", "x.npy", "y.npy", "train_idx.npy",
+         "val_idx.npy", "test_idx.npy"])
+    assert_graphs_equal(datasets.load_folder(path, mmap=mmap), g)
+    assert np.array_equal(np.load(path / "indices.npy"), g.indices.numpy())   # plain .npy files
+    bare = zg.Graph.from_edges([0, 1, 2], [1, 2, 0], num_nodes=4)
+    datasets.save_folder(bare, str(path))                           # replaces a graph folder
+    assert_graphs_equal(datasets.load_folder(str(path), mmap=mmap), bare)
+    assert sorted(p.name for p in path.iterdir()) == ["indices.npy", "indptr.npy", "meta.json"]
+    assert [p.name for p in tmp_path.iterdir()] == ["mine"]
+    partial = zg.Graph.from_edges([0, 1], [1, 0], num_nodes=3, y=[0, 1, -1], train_idx=[0],
+                                  num_classes=4)
+    datasets.save_folder(partial, path)
+    assert_graphs_equal(datasets.load_folder(path, mmap=mmap), partial)
+
+
+@pytest.mark.skipif(not os.path.exists("/proc/self/maps"), reason="needs Linux /proc/self/maps")
+def test_folder_mmap_keeps_tensors_as_file_views(tmp_path):
+    g = datasets.load("cora")
+    datasets.save_folder(g, tmp_path / "cora")
+    mapped = datasets.load_folder(tmp_path / "cora")
+    for field in ("indptr", "indices", "x", "y", "train_idx"):
+        assert mapped_file(getattr(mapped, field)) == str(tmp_path / "cora" / f"{field}.npy"), field
+    eager = datasets.load_folder(tmp_path / "cora", mmap=False)
+    assert mapped_file(eager.indices) != str(tmp_path / "cora" / "indices.npy")
+    # Sampling and training read the maps in place: no copy, and the files stay unchanged.
+    before = (tmp_path / "cora" / "indices.npy").read_bytes()
+    model = zg.models.build("sage", mapped.feat_dim, 16, mapped.num_classes, num_layers=2)
+    eng = zg.Engine(mapped, model, fanouts=[5, 5], batch_size=70, seed=0)
+    stats = eng.train_epoch()
+    assert stats.iterations == 2 and stats.overflows == 0
+    assert 0.0 <= eng.evaluate("val") <= 1.0
+    assert mapped_file(mapped.indices) == str(tmp_path / "cora" / "indices.npy")
+    assert mapped_file(eng.g.indices) == str(tmp_path / "cora" / "indices.npy")
+    assert (tmp_path / "cora" / "indices.npy").read_bytes() == before
+
+
+def test_folder_errors(tmp_path):
+    g = datasets.csbm(200, avg_degree=4, num_classes=2, feat_dim=3)
+    good = tmp_path / "good"
+    datasets.save_folder(g, good)
+
+    def broken(name):
+        """A fresh copy of the good folder to damage."""
+        folder = tmp_path / name
+        folder.mkdir()
+        for p in good.iterdir():
+            (folder / p.name).write_bytes(p.read_bytes())
+        return folder
+
+    with pytest.raises(FileNotFoundError, match="missing"):
+        datasets.load_folder(tmp_path / "missing")
+    with pytest.raises(ValueError, match="is a file.*load_npz"):
+        datasets.load_folder(good / "meta.json")
+    with pytest.raises(ValueError, match="no meta.json"):
+        datasets.load_folder(tmp_path.joinpath("empty").mkdir() or tmp_path / "empty")
+
+    folder = broken("truncated")
+    data = (folder / "indices.npy").read_bytes()
+    (folder / "indices.npy").write_bytes(data[: len(data) // 2])
+    for mmap in (True, False):
+        with pytest.raises(ValueError, match=r"truncated.*indices\.npy.*truncated|indices\.npy is truncated"):
+            datasets.load_folder(folder, mmap=mmap)
+
+    folder = broken("header")
+    (folder / "x.npy").write_bytes(b"\x93NUMPY\x01\x00\xff\xff garbage")
+    with pytest.raises(ValueError, match=r"x\.npy is not a readable \.npy file"):
+        datasets.load_folder(folder)
+
+    folder = broken("longer")
+    (folder / "y.npy").write_bytes((folder / "y.npy").read_bytes() + b"extra")
+    with pytest.raises(ValueError, match=r"y\.npy is longer than its header says"):
+        datasets.load_folder(folder)
+
+    folder = broken("swapped")
+    (folder / "train_idx.npy").write_bytes((good / "val_idx.npy").read_bytes())
+    with pytest.raises(ValueError, match=r"train_idx\.npy holds int64 \[\d+\], but meta.json says"):
+        datasets.load_folder(folder)
+
+    folder = broken("lost")
+    (folder / "x.npy").unlink()
+    with pytest.raises(ValueError, match=r"x\.npy is missing"):
+        datasets.load_folder(folder)
+
+    folder = broken("meta")
+    (folder / "meta.json").write_text('{"format": "zg.graph.folder", "vers')
+    with pytest.raises(ValueError, match=r"meta\.json could not be read as JSON"):
+        datasets.load_folder(folder)
+    meta = json.loads((good / "meta.json").read_text())
+    for change, match in [({"format": "other"}, "not a 'zg.graph.folder' file"),
+                          ({"version": 2}, "version 2"),
+                          ({"arrays": {"indptr": meta["arrays"]["indptr"]}}, "indptr and indices"),
+                          ({"arrays": {**meta["arrays"], "z": {}}}, "unknown array 'z'"),
+                          ({"arrays": {**meta["arrays"], "x": {"dtype": "float64", "shape": [1]}}},
+                           "array 'x' must be described"),
+                          ({"num_classes": "2"}, "num_classes")]:
+        (folder / "meta.json").write_text(json.dumps({**meta, **change}))
+        with pytest.raises(ValueError, match=match):
+            datasets.load_folder(folder)
+
+    folder = broken("invalid")
+    indices = np.load(folder / "indices.npy") + 10_000                 # ids out of range
+    np.save(folder / "indices.npy", indices)
+    with pytest.raises(ValueError, match="does not hold a valid graph.*indices"):
+        datasets.load_folder(folder)
+
+    (tmp_path / "precious").mkdir()
+    (tmp_path / "precious" / "notes.txt").write_text("keep me")
+    with pytest.raises(FileExistsError, match="not a zg graph folder"):
+        datasets.save_folder(g, tmp_path / "precious")
+    assert (tmp_path / "precious" / "notes.txt").read_text() == "keep me"
+    with pytest.raises(FileNotFoundError, match="parent folder"):
+        datasets.save_folder(g, tmp_path / "no" / "such" / "folder")
+    with pytest.raises(TypeError, match="g must be a zg.Graph"):
+        datasets.save_folder("not a graph", tmp_path / "x")
+    with pytest.raises(TypeError, match="path"):
+        datasets.load_folder(3)
+    with pytest.raises(TypeError, match="mmap"):
+        datasets.load_folder(good, mmap="yes")

@@ -285,9 +285,107 @@ def test_dgl_round_trip(dgl):
         assert torch.equal(getattr(back, field), getattr(g, field)), field
 
 
+def test_dgl_splits_survive_both_directions(dgl):
+    """DGL -> zg -> DGL keeps every mask (and unlabelled nodes); zg -> DGL -> zg keeps the ids."""
+    n = 30
+    d = dgl.graph((torch.tensor([0, 1, 2, 5, 9, 9]), torch.tensor([1, 2, 0, 9, 5, 9])), num_nodes=n)
+    d.ndata["feat"] = torch.randn(n, 4)
+    d.ndata["label"] = torch.where(torch.arange(n) < 25, torch.arange(n) % 3, torch.tensor(-1))
+    masks = {split: torch.zeros(n, dtype=torch.bool) for split in ("train", "val", "test")}
+    masks["train"][[0, 3, 7, 11]] = True
+    masks["val"][[1, 4, 20]] = True
+    masks["test"][[2, 24]] = True
+    for split, mask in masks.items():
+        d.ndata[f"{split}_mask"] = mask
+    g = Graph.from_dgl(d, name="from-dgl")
+    assert g.name == "from-dgl" and g.num_classes == 3
+    assert g.train_idx.tolist() == [0, 3, 7, 11] and g.val_idx.tolist() == [1, 4, 20]
+    assert g.test_idx.tolist() == [2, 24]
+    back = g.to_dgl()
+    for split, mask in masks.items():
+        assert torch.equal(back.ndata[f"{split}_mask"], mask), split
+    assert torch.equal(back.ndata["label"], d.ndata["label"])
+    assert edge_multiset(*back.edges()) == edge_multiset(*d.edges())
+    # zg -> DGL -> zg with splits given out of order: the same id sets come back (sorted).
+    shuffled = small_graph(train_idx=[1, 0], val_idx=[2], test_idx=None)
+    again = Graph.from_dgl(shuffled.to_dgl())
+    assert again.train_idx.tolist() == [0, 1] and again.val_idx.tolist() == [2]
+    assert again.test_idx is None
+
+
 def test_from_dgl_rejects_non_graphs_and_heterographs(dgl):
     with pytest.raises(TypeError, match="dgl.DGLGraph"):
         Graph.from_dgl("not a graph")
     hetero = dgl.heterograph({("a", "r", "b"): ([0], [0])})
     with pytest.raises(ValueError, match="homogeneous"):
         Graph.from_dgl(hetero)
+
+
+# ----------------------------------------------------------------------------- PyG interop
+
+
+@pytest.fixture
+def pyg(require):
+    return require("torch_geometric")
+
+
+def test_pyg_round_trip(pyg):
+    torch.manual_seed(3)
+    n = 40
+    src, dst = torch.randint(0, n, (300,)), torch.randint(0, n, (300,))
+    y = torch.randint(0, 4, (n,))
+    y[35:] = -1                                                     # unlabelled nodes
+    g = Graph.from_edges(src, dst, n, x=torch.randn(n, 5), y=y, train_idx=torch.arange(10),
+                         val_idx=torch.arange(10, 15), test_idx=torch.arange(30, 35), name="mine")
+    data = g.to_pyg()
+    assert isinstance(data, pyg.data.Data) and data.num_nodes == n
+    assert data.edge_index.shape == (2, 300) and data.edge_index.dtype == torch.int64
+    assert edge_multiset(data.edge_index[0], data.edge_index[1]) == edge_multiset(src, dst)
+    # PyG's own in-degree (messages flow edge_index[0] -> edge_index[1]) is zg's CSC in-degree.
+    assert torch.equal(pyg.utils.degree(data.edge_index[1], n, dtype=torch.int64), g.in_degrees())
+    assert torch.equal(data.x, g.x) and torch.equal(data.y, g.y)
+    assert data.train_mask.dtype == torch.bool and int(data.train_mask.sum()) == 10
+    assert torch.equal(torch.nonzero(data.test_mask).flatten(), g.test_idx)
+    back = Graph.from_pyg(data, name="mine")
+    for field in ("indptr", "indices", "x", "y", "train_idx", "val_idx", "test_idx"):
+        assert torch.equal(getattr(back, field), getattr(g, field)), field
+    assert back.name == "mine" and back.num_classes == g.num_classes
+    bare = Graph.from_edges([0, 1], [1, 2], num_nodes=4).to_pyg()   # no x, y or splits
+    assert bare.x is None and bare.y is None and "train_mask" not in bare
+    assert Graph.from_pyg(bare).num_nodes == 4
+
+
+def test_from_pyg_reads_pyg_conventions(pyg):
+    """OGB-style [N, 1] float labels with NaN, masks, isolated nodes, no features."""
+    data = pyg.data.Data(edge_index=torch.tensor([[0, 1, 1, 3], [1, 0, 2, 3]]), num_nodes=6)
+    data.y = torch.tensor([[0.0], [2.0], [float("nan")], [1.0], [float("nan")], [0.0]])
+    data.train_mask = torch.tensor([True, True, False, False, False, False])
+    data.test_mask = torch.tensor([False, False, False, True, False, True])
+    g = Graph.from_pyg(data)
+    assert g.num_nodes == 6 and g.num_edges == 4 and g.x is None
+    assert g.y.tolist() == [0, 2, -1, 1, -1, 0] and g.y.dtype == torch.int64
+    assert g.train_idx.tolist() == [0, 1] and g.val_idx is None and g.test_idx.tolist() == [3, 5]
+    assert edge_multiset(*g.edges()) == edge_multiset([0, 1, 1, 3], [1, 0, 2, 3])
+    assert Graph.from_pyg(pyg.data.Data(num_nodes=3)).num_edges == 0
+
+
+def test_from_pyg_rejects_what_it_cannot_carry(pyg):
+    with pytest.raises(TypeError, match="torch_geometric.data.Data"):
+        Graph.from_pyg("not a graph")
+    hetero = pyg.data.HeteroData()
+    hetero["paper"].num_nodes = 3
+    with pytest.raises(TypeError, match="homogeneous"):
+        Graph.from_pyg(hetero)
+    data = pyg.data.Data(edge_index=torch.tensor([[0], [1]]), num_nodes=3)
+    data.train_mask = torch.ones(3, 2, dtype=torch.bool)            # several splits as columns
+    with pytest.raises(ValueError, match="train_mask.*pick one"):
+        Graph.from_pyg(data)
+    data = pyg.data.Data(edge_index=torch.tensor([[0], [1]]), num_nodes=3, y=torch.tensor([0.5, 1.0, 2.0]))
+    with pytest.raises(TypeError, match="data.y must hold integer class labels"):
+        Graph.from_pyg(data)
+    data = pyg.data.Data(edge_index=torch.tensor([0, 1]), num_nodes=3)
+    with pytest.raises(ValueError, match=r"edge_index must have shape \[2, E\]"):
+        Graph.from_pyg(data)
+    data = pyg.data.Data(edge_index=torch.tensor([[0], [5]]), num_nodes=3)
+    with pytest.raises(ValueError, match="dst holds id 5"):
+        Graph.from_pyg(data)

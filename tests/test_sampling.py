@@ -39,11 +39,10 @@ def chi2_sf(stat, dof):
 
 def draw(g, node, k, replace, trials):
     """The sampled neighbour offsets (0..d-1) of `node` over `trials` independent keys: [trials, k]."""
-    indices = torch.cat([g.indices, g.indices.new_zeros(1)])
     nodes = torch.tensor([node])
     rows, masks = [], []
     for t in range(trials):
-        nb, mask = sample_neighbors(g.indptr, indices, nodes, torch.tensor([True]), k, replace,
+        nb, mask = sample_neighbors(g.indptr, g.indices, nodes, torch.tensor([True]), k, replace,
                                     torch.tensor(batch_key(7, 0, t)))
         rows.append(nb[0])
         masks.append(mask[0])
@@ -395,3 +394,16 @@ def test_with_replacement_a_large_fanout_is_kept_up_to_a_bound():
                  lambda: EnvelopeSampler(g, [3, 10**6], 8, replace=True)):
         with pytest.raises(ValueError, match=r"fanouts\[1\] = 1000000 with replace=True.*at most 1024"):
             make()
+
+
+def test_samplers_read_the_graph_in_place():
+    """No edge-sized copy of the graph (a memory-mapped graph must stay on disk)."""
+    g = zg.datasets.load("cora")
+    for sampler in (DynamicSampler(g, [5, 5]), EnvelopeSampler(g, [5, 5], 64)):
+        own = [v for v in vars(sampler).values() if isinstance(v, torch.Tensor)]
+        assert own and all(t.numel() <= g.num_nodes + 1 for t in own), type(sampler).__name__
+        sampler.sample(g.train_idx[:64])
+    empty = zg.Graph.from_edges([], [], num_nodes=3)               # no edges: every slot masked
+    mb = EnvelopeSampler(empty, [2], 2).sample(torch.tensor([0, 1]))
+    assert not bool(mb.blocks[0].mask.any())
+    assert DynamicSampler(empty, [2]).sample(torch.tensor([0, 2])).blocks[0].num_src.item() == 2

@@ -5,10 +5,14 @@ Where it sits: the first stage of every experiment. Each function here returns a
 the samplers, the engine and Grappa's partitioner then read.
 
     load("cora")            bundled real data (data/cora.npz), offline, no pandas/pyarrow
+    load("ogbn-arxiv")      OGB graphs through the ogb package (ogbn-arxiv, -products,
+                            -papers100M; see zg.ogbn), from a cache folder, never a prompt
     csbm(...)               contextual stochastic block model: tunable homophily and degrees
     rmat(...)               R-MAT / Graph500 Kronecker graph: skewed degrees at any scale
     save_npz(g, path)       a user's own graph to one .npz file ...
     load_npz(path)          ... and back, through the validating constructor
+    save_folder(g, path)    a graph as a folder of .npy files ...
+    load_folder(path)       ... memory-mapped back: a graph larger than RAM can be sampled
 
 The synthetic generators are vectorised over edges and work in fixed-size chunks, so memory
 stays bounded; they build the CSC arrays with one sort of an int64 key ``dst * N + src``.
@@ -19,8 +23,11 @@ same machine and torch version.
 
 from __future__ import annotations
 
+import json
 import math
 import os
+import shutil
+import tempfile
 from pathlib import Path
 from typing import Any, Iterator, Optional, Tuple
 
@@ -38,11 +45,13 @@ __all__ = [
     "rmat",
     "save_npz",
     "load_npz",
+    "save_folder",
+    "load_folder",
     "KNOWN_DATASETS",
     "CORA_SUBJECTS",
 ]
 
-KNOWN_DATASETS = ("cora",)
+KNOWN_DATASETS = ("cora", "ogbn-arxiv", "ogbn-products", "ogbn-papers100M")
 
 # Label i of Cora is CORA_SUBJECTS[i]; the mapping is the one in graphdatascience's
 # resources/cora/serialize_cora.py, from which data/cora.npz is built (see data/README.md).
@@ -60,6 +69,12 @@ NPZ_FORMAT = "zg.graph"
 NPZ_VERSION = 1
 CORA_FORMAT = "zg.cora"
 CORA_VERSION = 1
+FOLDER_FORMAT = "zg.graph.folder"
+FOLDER_VERSION = 1
+FOLDER_META = "meta.json"
+# The arrays of a graph folder, each <key>.npy, and the dtype each must have.
+FOLDER_ARRAYS = {"indptr": "int64", "indices": "int64", "x": "float32", "y": "int64",
+                 "train_idx": "int64", "val_idx": "int64", "test_idx": "int64"}
 
 # Chunk sizes of the generators. They bound memory, and they fix how the random stream is
 # consumed: changing one changes which graph a given seed produces.
@@ -98,24 +113,51 @@ def data_dir() -> Path:
     return Path(__file__).resolve().parent.parent / "data"
 
 
-def load(name: str) -> Graph:
-    """A bundled real dataset, read offline from :func:`data_dir`.
+def load(name: str, root: Any = None, *, symmetrize: bool = True, download: bool = True) -> Graph:
+    """A real dataset by name: bundled Cora, or an OGB node-property-prediction graph.
 
     ``"cora"``: 2,708 papers, 10,556 directed edges (the 5,429 citations symmetrised and
     de-duplicated, no self-loops), x float32 [2708, 1433] binary bag-of-words, y int64 [2708]
     in 0..6 (names in :data:`CORA_SUBJECTS`), and the seeded split stored in the file: 20
     labelled nodes per class for training (140), 500 for validation, 1,000 for test. Node i is
     row i of graphdatascience's ``cora_nodes.parquet.gzip``; the original paper ids are kept
-    in the file under ``paper_id``. Provenance and format: ``data/README.md``.
+    in the file under ``paper_id``. Read offline from ``root`` (default :func:`data_dir`).
+    Provenance and format: ``data/README.md``.
+
+    ``"ogbn-arxiv"``, ``"ogbn-products"``, ``"ogbn-papers100M"``: through the ``ogb``
+    package's own loader, with its official split, from ``root`` (default
+    ``$ZG_OGB_ROOT`` or ``~/.cache/zg/ogb``); see :func:`zg.ogbn.load` for the layout on
+    disk, the offline behaviour and ``download``.
+
+    Args:
+        name: one of :data:`KNOWN_DATASETS` (case-insensitive).
+        root: the folder holding the dataset's files (None: the default above).
+        symmetrize: make a directed citation graph undirected (every edge in both directions,
+            each pair once): common practice for Cora, ogbn-arxiv and ogbn-papers100M.
+            False keeps the edges as the files give them (Cora: see data/README.md for the
+            direction; OGB: citing -> cited). ogbn-products is undirected as ogb stores it.
+        download: OGB only: download missing files (False: fail instead).
     """
     if not isinstance(name, str):
         raise TypeError(f"name must be a str, got {type(name).__name__}")
-    if name.lower() not in KNOWN_DATASETS:
+    if not isinstance(symmetrize, bool):
+        raise TypeError(f"symmetrize must be a bool, got {type(symmetrize).__name__}")
+    if not isinstance(download, bool):
+        raise TypeError(f"download must be a bool, got {type(download).__name__}")
+    if root is not None and not isinstance(root, (str, os.PathLike)):
+        raise TypeError(f"root must be a path (str or os.PathLike) or None, got {type(root).__name__}")
+    key = name.lower()
+    if key not in {known.lower() for known in KNOWN_DATASETS}:
         raise ValueError(f"unknown dataset {name!r}; known datasets: {', '.join(KNOWN_DATASETS)}")
-    return _load_cora(data_dir() / "cora.npz")
+    if key == "cora":
+        folder = data_dir() if root is None else Path(os.fspath(root))
+        return _load_cora(folder / "cora.npz", symmetrize=symmetrize)
+    from . import ogbn
+
+    return ogbn.load(name, root, symmetrize=symmetrize, download=download)
 
 
-def _load_cora(path: Path) -> Graph:
+def _load_cora(path: Path, *, symmetrize: bool = True) -> Graph:
     if not path.is_file():
         raise FileNotFoundError(
             f"Cora data file not found at {path}. Regenerate it with `python data/make_cora.py` "
@@ -135,7 +177,7 @@ def _load_cora(path: Path) -> Graph:
             train_idx=arrays["train_idx"], val_idx=arrays["val_idx"],
             test_idx=arrays["test_idx"],
             num_classes=len(CORA_SUBJECTS),
-            symmetrize=True, self_loops="remove", duplicates="remove", name="cora",
+            symmetrize=symmetrize, self_loops="remove", duplicates="remove", name="cora",
         )
     except (KeyError, TypeError, ValueError) as exc:
         raise ValueError(
@@ -199,7 +241,9 @@ def load_npz(path: Any) -> Graph:
     Raises TypeError if ``path`` is not a str or os.PathLike, FileNotFoundError if it does not
     exist, OSError naming it if it cannot be read, and ValueError if it is a directory or the
     file is truncated, corrupt, not a zg graph file, from a newer format version, missing a key, or
-    holds arrays that do not make a valid graph.
+    holds arrays that do not make a valid graph. Every array is read into memory (a zip member cannot
+    be memory-mapped); for graphs near or above the size of RAM use :func:`save_folder` /
+    :func:`load_folder`.
     """
     path = path_arg(path, "path")
     if path.is_dir():
@@ -219,11 +263,210 @@ def load_npz(path: Any) -> Graph:
             x=arrays.get("x"), y=arrays.get("y"),
             train_idx=arrays.get("train_idx"), val_idx=arrays.get("val_idx"),
             test_idx=arrays.get("test_idx"),
-            num_classes=None if "num_classes" not in arrays else int(arrays["num_classes"]),
+            num_classes=int(arrays.get("num_classes", 0)) or None,     # 0: none known
             name=str(arrays["name"]),
         )
     except (TypeError, ValueError) as exc:
         raise ValueError(f"{path} does not hold a valid graph: {exc}") from None
+
+
+def save_folder(g: Graph, path: Any) -> None:
+    """Write ``g`` as a folder of ``.npy`` files that :func:`load_folder` can memory-map.
+
+    Layout (each array a plain ``.npy`` file, C order, readable with ``np.load``)::
+
+        path/meta.json       {"format": "zg.graph.folder", "version": 1, "name": ...,
+                              "num_nodes": N, "num_edges": E, "num_classes": C,
+                              "arrays": {"indptr": {"dtype": "int64", "shape": [N + 1]}, ...}}
+        path/indptr.npy      int64 [N + 1]     CSC, as in zg.Graph
+        path/indices.npy     int64 [E]
+        path/x.npy           float32 [N, F]    only if g.x is not None
+        path/y.npy           int64 [N]         only if g.y is not None
+        path/train_idx.npy, val_idx.npy, test_idx.npy
+                             int64 [*]         each only if not None
+
+    The write is atomic: everything goes into a temporary folder beside ``path``, is flushed
+    to disk, and the folder is renamed into place, so ``path`` never holds a half-written
+    graph. An existing graph folder at ``path`` is replaced; anything else there is refused
+    (FileExistsError), so a typo cannot delete unrelated files. The arrays are written
+    straight from the tensors (no copy of a CPU tensor), so a memory-mapped graph can be
+    saved elsewhere without loading it.
+    """
+    if not isinstance(g, Graph):
+        raise TypeError(f"g must be a zg.Graph, got {type(g).__name__}")
+    if not isinstance(path, (str, os.PathLike)):
+        raise TypeError(f"path must be a str or os.PathLike, got {type(path).__name__}")
+    path = Path(os.fspath(path))
+    if path.exists() and not (path.is_dir() and (path / FOLDER_META).is_file()):
+        raise FileExistsError(f"{path} exists and is not a zg graph folder; save_folder replaces "
+                              "only a folder it wrote (one with meta.json)")
+    if not path.parent.is_dir():
+        raise FileNotFoundError(f"the parent folder of path, {path.parent}, does not exist")
+    arrays = {"indptr": g.indptr, "indices": g.indices, "x": g.x, "y": g.y,
+              "train_idx": g.train_idx, "val_idx": g.val_idx, "test_idx": g.test_idx}
+    meta = {"format": FOLDER_FORMAT, "version": FOLDER_VERSION, "name": g.name,
+            "num_nodes": g.num_nodes, "num_edges": g.num_edges, "num_classes": g.num_classes,
+            "arrays": {}}
+    tmp = Path(tempfile.mkdtemp(dir=path.parent, prefix=f".{path.name}.", suffix=".tmp"))
+    try:
+        for key, tensor in arrays.items():
+            if tensor is None:
+                continue
+            array = tensor.detach().cpu().numpy()
+            with open(tmp / f"{key}.npy", "wb") as f:
+                np.save(f, np.ascontiguousarray(array), allow_pickle=False)
+                f.flush()
+                os.fsync(f.fileno())
+            meta["arrays"][key] = {"dtype": str(array.dtype), "shape": list(array.shape)}
+        with open(tmp / FOLDER_META, "w", encoding="utf-8") as f:
+            json.dump(meta, f, indent=1)
+            f.write("\n")
+            f.flush()
+            os.fsync(f.fileno())
+        os.chmod(tmp, 0o755)          # mkdtemp makes it owner-only; a data folder is not
+        old = None
+        if path.exists():
+            old = Path(tempfile.mkdtemp(dir=path.parent, prefix=f".{path.name}.", suffix=".old"))
+            os.replace(path, old / "graph")
+        os.replace(tmp, path)
+        if old is not None:
+            shutil.rmtree(old, ignore_errors=True)
+    except BaseException:
+        shutil.rmtree(tmp, ignore_errors=True)
+        raise
+
+
+def load_folder(path: Any, *, mmap: bool = True) -> Graph:
+    """Read a graph folder written by :func:`save_folder`, validating it like any other Graph.
+
+    ``mmap=True`` (default) memory-maps every array (``np.load(mmap_mode="c")``: copy-on-write,
+    so the files are never modified) and hands the maps to the Graph without copying: the
+    graph's tensors are views of the files, pages are read from disk when first touched, and
+    the operating system can drop them again under memory pressure. So a graph larger than
+    RAM can still be sampled and trained on (the samplers touch only the rows they sample),
+    while the validation reads every array once, streaming. ``mmap=False`` reads everything
+    into memory.
+
+    Raises FileNotFoundError if ``path`` is not a folder, and ValueError naming the file if
+    ``meta.json`` is missing, unreadable or from a newer version, or an array file is
+    missing, truncated, corrupt or disagrees with ``meta.json``, or if the arrays do not make
+    a valid graph.
+    """
+    if not isinstance(path, (str, os.PathLike)):
+        raise TypeError(f"path must be a str or os.PathLike, got {type(path).__name__}")
+    if not isinstance(mmap, bool):
+        raise TypeError(f"mmap must be a bool, got {type(mmap).__name__}")
+    path = Path(os.fspath(path))
+    if path.is_file():
+        raise ValueError(f"{path} is a file; load_folder reads a folder written by save_folder "
+                         "(a .npz file? use load_npz)")
+    if not path.is_dir():
+        raise FileNotFoundError(f"no graph folder at {path}")
+    meta = _read_folder_meta(path / FOLDER_META)
+    arrays = {key: _read_npy(path / f"{key}.npy", spec, mmap=mmap)
+              for key, spec in meta["arrays"].items()}
+    try:
+        return Graph(
+            arrays["indptr"], arrays["indices"],
+            x=arrays.get("x"), y=arrays.get("y"),
+            train_idx=arrays.get("train_idx"), val_idx=arrays.get("val_idx"),
+            test_idx=arrays.get("test_idx"),
+            num_classes=meta["num_classes"] or None,      # 0: no labels, or none known
+            name=meta["name"],
+        )
+    except (TypeError, ValueError) as exc:
+        raise ValueError(f"{path} does not hold a valid graph: {exc}") from None
+
+
+def _read_folder_meta(meta_path: Path) -> dict:
+    """The checked content of a graph folder's meta.json; every problem is a ValueError."""
+    if not meta_path.is_file():
+        raise ValueError(f"{meta_path.parent} has no {meta_path.name}; it is not a zg graph folder "
+                         "(written by zg.datasets.save_folder)")
+    try:
+        meta = json.loads(meta_path.read_bytes().decode("utf-8"))
+    except (OSError, UnicodeDecodeError, ValueError) as exc:
+        raise ValueError(f"{meta_path} could not be read as JSON; it may be truncated or corrupt "
+                         f"({type(exc).__name__}: {exc})") from None
+    if not isinstance(meta, dict) or meta.get("format") != FOLDER_FORMAT:
+        found = meta.get("format") if isinstance(meta, dict) else type(meta).__name__
+        raise ValueError(f"{meta_path} is not a {FOLDER_FORMAT!r} file (found {found!r})")
+    version = meta.get("version")
+    if isinstance(version, bool) or not isinstance(version, int):
+        raise ValueError(f"{meta_path} has no integer format version")
+    if not 1 <= version <= FOLDER_VERSION:
+        raise ValueError(f"{meta_path} has {FOLDER_FORMAT} version {version}; this zg reads "
+                         f"versions 1..{FOLDER_VERSION} (a newer zg wrote it?)")
+    arrays = meta.get("arrays")
+    if not isinstance(arrays, dict) or not {"indptr", "indices"} <= set(arrays):
+        raise ValueError(f"{meta_path} does not list the arrays indptr and indices")
+    for key, spec in arrays.items():
+        expected = FOLDER_ARRAYS.get(key)
+        if expected is None:
+            raise ValueError(f"{meta_path} lists an unknown array {key!r}; known: {sorted(FOLDER_ARRAYS)}")
+        if (not isinstance(spec, dict) or spec.get("dtype") != expected
+                or not isinstance(spec.get("shape"), list)
+                or not all(isinstance(d, int) and not isinstance(d, bool) and d >= 0
+                           for d in spec["shape"])):
+            raise ValueError(f"{meta_path}: array {key!r} must be described as "
+                             f"{{\"dtype\": \"{expected}\", \"shape\": [...]}}, got {spec!r}")
+    if not isinstance(meta.get("name"), str):
+        raise ValueError(f"{meta_path} has no graph name")
+    num_classes = meta.get("num_classes")
+    if isinstance(num_classes, bool) or not isinstance(num_classes, int) or num_classes < 0:
+        raise ValueError(f"{meta_path} has no valid num_classes (an int >= 0), got {num_classes!r}")
+    return meta
+
+
+def _read_npy(file: Path, spec: dict, *, mmap: bool) -> np.ndarray:
+    """One array of a graph folder, checked against its meta.json entry before it is read."""
+    if not file.is_file():
+        raise ValueError(f"{file} is missing; meta.json lists it, so the folder is incomplete")
+    try:
+        with open(file, "rb") as f:
+            major, _ = np.lib.format.read_magic(f)
+            if major == 1:
+                shape, fortran_order, dtype = np.lib.format.read_array_header_1_0(f)
+            elif major == 2:
+                shape, fortran_order, dtype = np.lib.format.read_array_header_2_0(f)
+            else:
+                raise ValueError(f"unsupported .npy format version {major}")
+            offset = f.tell()
+    except Exception as exc:   # bad magic, damaged header: ValueError, EOFError, SyntaxError...
+        raise ValueError(f"{file} is not a readable .npy file; it may be truncated or corrupt "
+                         f"({type(exc).__name__}: {exc})") from None
+    if str(dtype) != spec["dtype"] or list(shape) != spec["shape"] or fortran_order:
+        raise ValueError(f"{file} holds {'Fortran-order ' if fortran_order else ''}{dtype} "
+                         f"{list(shape)}, but meta.json says {spec['dtype']} {spec['shape']}")
+    size = file.stat().st_size
+    expected = offset + int(np.prod(shape, dtype=np.int64)) * dtype.itemsize
+    if size != expected:
+        problem = "truncated" if size < expected else "longer than its header says"
+        raise ValueError(f"{file} is {problem}: {size:,} bytes, expected {expected:,}")
+    try:
+        # "c": copy-on-write; a writable map (torch warns on read-only arrays) whose writes,
+        # if any, stay in this process and never reach the file.
+        return np.load(file, mmap_mode="c" if mmap else None, allow_pickle=False)
+    except Exception as exc:
+        raise ValueError(f"{file} could not be read ({type(exc).__name__}: {exc})") from None
+
+
+def _write_npz_atomic(path: Path, arrays: dict, *, compress: bool) -> None:
+    fd, tmp = tempfile.mkstemp(dir=path.parent, prefix=f".{path.name}.", suffix=".tmp")
+    try:
+        # Through a file object: np.savez given a *name* would append ".npz" to it.
+        with os.fdopen(fd, "wb") as f:
+            (np.savez_compressed if compress else np.savez)(f, **arrays)
+            f.flush()
+            os.fsync(f.fileno())
+        os.chmod(tmp, 0o644)   # mkstemp makes it owner-only; an ordinary data file is not
+        os.replace(tmp, path)
+    except BaseException:
+        try:
+            os.unlink(tmp)
+        except FileNotFoundError:
+            pass
+        raise
 
 
 def _read_npz(path: Path, expected_format: str, max_version: int) -> dict:
@@ -262,32 +505,38 @@ def _read_npz(path: Path, expected_format: str, max_version: int) -> dict:
 # ----------------------------------------------------------------------------- shared generator parts
 
 
-def _csc_from_undirected(pairs: Iterator[Tuple[torch.Tensor, torch.Tensor]],
-                         max_pairs: int, num_nodes: int) -> Tuple[torch.Tensor, torch.Tensor]:
-    """CSC arrays of the symmetrised, self-loop-free, de-duplicated union of ``pairs``.
+def _csc_from_pairs(pairs: Iterator[Tuple[torch.Tensor, torch.Tensor]], max_pairs: int,
+                    num_nodes: int, *, reverse: bool = True, self_loops: bool = False,
+                    dedupe: bool = True) -> Tuple[torch.Tensor, torch.Tensor]:
+    """CSC arrays of the edges u -> v in ``pairs``, built with one sort.
 
     ``pairs`` yields (u, v) chunks, int64 [k] each, at most ``max_pairs`` pairs in total.
-    Each pair becomes the keys ``v * N + u`` and ``u * N + v``; one sort of the keys orders the
-    edges by (dst, src), which is CSC order, and equal neighbours in it are duplicates.
+    Each pair becomes the key ``v * N + u`` (and ``u * N + v`` too if ``reverse``); one sort
+    of the keys orders the edges by (dst, src), which is CSC order, and equal neighbours in it
+    are duplicates. The defaults make the symmetrised, self-loop-free, de-duplicated union the
+    generators need; ``reverse=False, self_loops=True, dedupe=False`` keeps the edges exactly.
     """
-    keys = torch.empty(2 * max_pairs, dtype=torch.int64)           # [2M], filled in place
+    per_pair = 2 if reverse else 1
+    keys = torch.empty(per_pair * max_pairs, dtype=torch.int64)    # [2M] or [M], filled in place
     filled = 0
     for u, v in pairs:
-        keep = u != v                                              # self-loops go
-        u, v = u[keep], v[keep]
+        if not self_loops:
+            keep = u != v                                          # self-loops go
+            u, v = u[keep], v[keep]
         k = u.numel()
-        forward, backward = keys[filled:filled + k], keys[filled + k:filled + 2 * k]
-        torch.mul(v, num_nodes, out=forward).add_(u)                # edge u -> v
-        torch.mul(u, num_nodes, out=backward).add_(v)               # edge v -> u
-        filled += 2 * k
+        torch.mul(v, num_nodes, out=keys[filled:filled + k]).add_(u)          # edge u -> v
+        if reverse:
+            torch.mul(u, num_nodes, out=keys[filled + k:filled + 2 * k]).add_(v)  # edge v -> u
+        filled += per_pair * k
     keys = keys[:filled]
     # numpy's in-place sort is several times faster than torch.sort on CPU and needs no
     # index array; the tensor and the array share memory.
     keys.numpy().sort()
-    distinct = torch.ones(filled, dtype=torch.bool)
-    distinct[1:] = keys[1:] != keys[:-1]
-    keys = keys[distinct]                                           # [E], sorted by (dst, src)
-    del distinct
+    if dedupe:
+        distinct = torch.ones(filled, dtype=torch.bool)
+        distinct[1:] = keys[1:] != keys[:-1]
+        keys = keys[distinct]                                       # [E], sorted by (dst, src)
+        del distinct
     indices = keys % num_nodes                                      # [E] sources
     # indptr[v] = first key >= v * N: a sorted query, so the binary searches stay in cache.
     bounds = torch.arange(num_nodes + 1, dtype=torch.int64) * num_nodes
@@ -445,7 +694,7 @@ def csbm(
                 c = cu
             yield u, draw_in_classes(c)
 
-    indptr, indices = _csc_from_undirected(pairs(), num_pairs, N)
+    indptr, indices = _csc_from_pairs(pairs(), num_pairs, N)
     x = _class_features(y, C, feat_dim, feature_snr, gen)
     train_idx, val_idx, test_idx = _random_split(N, train_frac, val_frac, gen)
     return Graph(indptr, indices, x=x, y=y, train_idx=train_idx, val_idx=val_idx,
@@ -528,7 +777,7 @@ def rmat(
                 code += step[quadrant] << level
             yield perm[code // N], perm[code % N]
 
-    indptr, indices = _csc_from_undirected(edges(), num_generated, N)
+    indptr, indices = _csc_from_pairs(edges(), num_generated, N)
     y = torch.randint(num_classes, (N,), generator=gen)
     x = _class_features(y, num_classes, feat_dim, feature_snr, gen)
     train_idx, val_idx, test_idx = _random_split(N, train_frac, val_frac, gen)

@@ -1,7 +1,8 @@
 """zg.Graph: the graph every other part of the kit reads.
 
 Where it sits: datasets build a Graph; samplers read its CSC arrays; Grappa cuts it into
-induced subgraphs; the DGL interop turns it into a ``DGLGraph`` and back.
+induced subgraphs; the DGL and PyG interop turn it into a ``DGLGraph`` or a
+``torch_geometric.data.Data`` and back (each imported lazily, only when called).
 
 Layout (CSC, "who sends to v"):
 
@@ -179,6 +180,20 @@ def _splits(
     return out
 
 
+def _pyg_labels(y: torch.Tensor, num_nodes: int) -> torch.Tensor:
+    """PyG labels -> int64 [N]: [N, 1] squeezed; float labels must be whole, NaN -> -1."""
+    if y.dim() == 2 and y.shape[1] == 1:
+        y = y[:, 0]                                                     # [N, 1] -> [N] (OGB)
+    if y.is_floating_point():
+        missing = torch.isnan(y)
+        known = y[~missing]
+        if not bool((known == torch.floor(known)).all()):
+            raise TypeError(f"data.y must hold integer class labels, got dtype {y.dtype} with "
+                            "fractional values (regression targets?)")
+        y = torch.where(missing, torch.full_like(y, -1), y).to(torch.int64)
+    return y
+
+
 def _csc_from_edges(src: torch.Tensor, dst: torch.Tensor, num_nodes: int):
     """Sort edges by (dst, src) and build CSC arrays. Stable, so the result is canonical."""
     order = torch.argsort(src, stable=True)
@@ -196,8 +211,9 @@ def _csc_from_edges(src: torch.Tensor, dst: torch.Tensor, num_nodes: int):
 class Graph:
     """A homogeneous graph in CSC layout with optional features, labels and splits.
 
-    Build one with :meth:`from_edges`, :meth:`from_dgl`, :func:`zg.datasets.load` or the
-    constructor ``Graph(indptr, indices, x=..., y=..., ...)`` (all validate their input).
+    Build one with :meth:`from_edges`, :meth:`from_dgl`, :meth:`from_pyg`,
+    :func:`zg.datasets.load` or the constructor ``Graph(indptr, indices, x=..., y=..., ...)``
+    (all validate their input).
     """
 
     def __init__(
@@ -402,6 +418,76 @@ class Graph:
                 mask[idx] = True
                 graph.ndata[f"{split}_mask"] = mask
         return graph
+
+    @classmethod
+    def from_pyg(cls, data: Any, *, name: str = "graph") -> "Graph":
+        """Build from a homogeneous ``torch_geometric.data.Data``.
+
+        Reads ``edge_index`` (int [2, E], row 0 the sources, row 1 the destinations, as PyG's
+        message passing reads it), ``x`` (features), ``y`` (labels: int [N], or [N, 1] as in
+        OGB's PyG datasets; a float ``y`` must hold whole numbers, and NaN becomes -1,
+        unlabelled) and ``train_mask`` / ``val_mask`` / ``test_mask`` (bool [N]) as the splits,
+        each only if present. ``data.num_nodes`` gives N. Edges are kept as they are
+        (self-loops and duplicates included); edge attributes are not carried.
+        """
+        from .interop import require_pyg
+
+        pyg = require_pyg()
+        if not isinstance(data, pyg.data.Data):
+            raise TypeError(f"data must be a torch_geometric.data.Data (homogeneous), "
+                            f"got {type(data).__name__}")
+        num_nodes = data.num_nodes
+        if num_nodes is None:
+            raise ValueError("data has no nodes: set data.num_nodes (or data.x)")
+        edge_index = data.edge_index
+        if edge_index is None:
+            edge_index = torch.empty(2, 0, dtype=torch.int64)
+        if not isinstance(edge_index, torch.Tensor):
+            raise TypeError(f"data.edge_index must be a tensor [2, E], got {type(edge_index).__name__} "
+                            "(a SparseTensor adjacency? convert it to edge_index first)")
+        if edge_index.dim() != 2 or edge_index.shape[0] != 2:
+            raise ValueError(f"data.edge_index must have shape [2, E], got {tuple(edge_index.shape)}")
+        y = data.y
+        if y is not None:
+            y = _pyg_labels(torch.as_tensor(y).cpu(), int(num_nodes))
+        splits = {}
+        for split in ("train", "val", "test"):
+            mask = getattr(data, f"{split}_mask", None)
+            if mask is None:
+                continue
+            mask = torch.as_tensor(mask).cpu()
+            if mask.dtype != torch.bool or mask.dim() != 1:
+                raise ValueError(
+                    f"data.{split}_mask must be a bool mask [num_nodes], got dtype {mask.dtype} and "
+                    f"shape {tuple(mask.shape)} (several splits as columns? pick one: mask[:, i])")
+            splits[f"{split}_idx"] = torch.nonzero(mask).flatten()
+        x = data.x
+        return cls.from_edges(edge_index[0].cpu(), edge_index[1].cpu(), int(num_nodes),
+                              x=None if x is None else x.cpu(), y=y, name=name, **splits)
+
+    def to_pyg(self):
+        """This graph as a ``torch_geometric.data.Data``.
+
+        ``edge_index`` int64 [2, E] (sources, destinations; CSC order), ``x``, ``y`` (-1 for
+        unlabelled nodes, as here) and bool ``train_mask`` / ``val_mask`` / ``test_mask`` [N]
+        for the splits that exist; ``num_nodes`` set explicitly.
+        """
+        from .interop import require_pyg
+
+        pyg = require_pyg()
+        src, dst = self.edges()
+        data = pyg.data.Data(edge_index=torch.stack([src, dst]), num_nodes=self.num_nodes)
+        if self.x is not None:
+            data.x = self.x
+        if self.y is not None:
+            data.y = self.y
+        for split in ("train", "val", "test"):
+            idx = getattr(self, f"{split}_idx")
+            if idx is not None:
+                mask = torch.zeros(self.num_nodes, dtype=torch.bool, device=self.device)
+                mask[idx] = True
+                setattr(data, f"{split}_mask", mask)
+        return data
 
     # ------------------------------------------------------------------------- properties
 

@@ -1,11 +1,40 @@
-"""Lazy access to DGL. The core of zg never imports DGL at module level; interop functions and
-zg/baselines/ call :func:`require_dgl` when they need it, so ``import zg`` works on any
-PyTorch >= 2.2 without DGL installed."""
+"""Lazy access to DGL and PyTorch Geometric. The core of zg never imports either at module
+level; interop functions and zg/baselines/ call :func:`require_dgl` / :func:`require_pyg` when
+they need one, so ``import zg`` works on any PyTorch >= 2.2 without them installed."""
 
 from __future__ import annotations
 
 import importlib.util
 import os
+import sys
+from contextlib import contextmanager
+from typing import Iterator
+
+# ogb checks PyPI for a newer ogb in a background thread when it is first imported (through
+# the package "outdated"): a network call, and on a machine without network a thread the
+# interpreter waits for at exit. DGL imports ogb too (dgl.data.lrgb) whenever ogb is
+# installed, so every DGL and ogb import in zg goes through blocked_imports(VERSION_CHECK).
+VERSION_CHECK = ("outdated",)
+
+
+@contextmanager
+def blocked_imports(*names: str) -> Iterator[None]:
+    """Make the modules ``names`` unimportable while the block runs.
+
+    A None entry in ``sys.modules`` makes ``import name`` raise ImportError, so a package that
+    imports an optional module inside ``try: ... except ImportError`` skips it, as if it were
+    not installed. Modules already imported are left alone, and the entries are removed
+    afterwards, so later imports work normally.
+    """
+    blocked = [name for name in names if name not in sys.modules]
+    for name in blocked:
+        sys.modules[name] = None          # type: ignore[assignment]
+    try:
+        yield
+    finally:
+        for name in blocked:
+            if name in sys.modules and sys.modules[name] is None:
+                del sys.modules[name]
 
 
 def has_dgl() -> bool:
@@ -17,7 +46,8 @@ def require_dgl():
     """Import and return the ``dgl`` module, or raise ImportError saying how to get it."""
     os.environ.setdefault("DGLBACKEND", "pytorch")
     try:
-        import dgl  # noqa: PLC0415
+        with blocked_imports(*VERSION_CHECK):
+            import dgl  # noqa: PLC0415
     except ImportError as exc:
         raise ImportError(
             "this feature needs DGL, which is not installed. The reference environment has it: "
@@ -25,3 +55,22 @@ def require_dgl():
             f"only with torch 2.2.1. ({exc})"
         ) from None
     return dgl
+
+
+def has_pyg() -> bool:
+    """True if PyTorch Geometric can be imported (without importing it)."""
+    return importlib.util.find_spec("torch_geometric") is not None
+
+
+def require_pyg():
+    """Import and return the ``torch_geometric`` module, or raise ImportError saying how to get it."""
+    try:
+        with blocked_imports(*VERSION_CHECK):
+            import torch_geometric  # noqa: PLC0415
+            import torch_geometric.data  # noqa: F401, PLC0415
+    except ImportError as exc:
+        raise ImportError(
+            "this feature needs PyTorch Geometric, which is not installed: "
+            f"`pip install -e .[pyg]` (pure Python; both environments pin it). ({exc})"
+        ) from None
+    return torch_geometric

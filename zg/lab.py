@@ -411,7 +411,7 @@ def static_addresses(eng: Any) -> Dict[str, int]:
     for i, lr in enumerate(getattr(eng.optimizer, "_lr", [])):
         named[f"optim.lr.{i}"] = lr
     sampler = getattr(eng, "sampler", None)
-    for name in ("_first", "_local", "_indices"):
+    for name in ("_first", "_local"):
         if isinstance(getattr(sampler, name, None), torch.Tensor):
             named[f"sampler.{name.lstrip('_')}"] = getattr(sampler, name)
     named["graph.x"], named["graph.indptr"], named["graph.indices"] = eng.g.x, eng.g.indptr, eng.g.indices

@@ -116,20 +116,21 @@ def _check_clock(clock: Any) -> None:
 
 def sample_neighbors(indptr: torch.Tensor, indices: torch.Tensor, nodes: torch.Tensor,
                      valid_rows: torch.Tensor, fanout: int, replace: bool,
-                     key: torch.Tensor, max_degree: Optional[int] = None):
+                     key: torch.Tensor, max_degree: Optional[int] = None, pad: int = 0):
     """Pick up to ``fanout`` in-neighbours of each node, in fixed shape.
 
     Args:
-        indptr: int64 [N + 1]; indices: int64 [E + 1] (the graph's, plus one trailing pad entry
-            so that gathers of degree-0 rows stay in bounds).
+        indptr: int64 [N + 1]; indices: int64 [E], the graph's own arrays, read in place (never
+            copied, so a memory-mapped graph stays on disk but for the rows sampled).
         nodes: int64 [R] destination node ids (rows >= the true count hold any valid id).
         valid_rows: bool [R] which rows are real.
         key: int64 0-d device tensor, this hop's random key.
         max_degree: the graph's largest in-degree, if known (a host int). Without replacement
             and ``fanout >= max_degree`` every row takes all its neighbours, so Floyd's ``k``
             rounds (``O(k^2)`` per row) are skipped; the result is the same.
+        pad: the id masked slots hold.
     Returns:
-        (neighbours int64 [R, k] global ids, mask bool [R, k]). Masked slots hold the pad entry ``indices[-1]``.
+        (neighbours int64 [R, k] global ids, mask bool [R, k]). Masked slots hold ``pad``.
     """
     k = fanout
     rows = nodes.shape[0]
@@ -164,8 +165,11 @@ def sample_neighbors(indptr: torch.Tensor, indices: torch.Tensor, nodes: torch.T
         offset = torch.where(small[None, :], slots, chosen.to(torch.int64))   # [k, R]
         mask = slots < degree[None, :]                             # [k, R]
     mask = (mask & valid_rows[None, :]).t()                        # [R, k] (a view)
-    edge = torch.where(mask, start[:, None] + offset.t(), indices.numel() - 1)   # pad if masked
-    return _gather(indices, edge), mask
+    if indices.numel() == 0:                                       # no edges: every slot masked
+        return torch.full(mask.shape, pad, dtype=torch.int64, device=nodes.device), mask
+    # Masked slots read edge 0 (always in bounds) and are then overwritten with pad.
+    edge = torch.where(mask, start[:, None] + offset.t(), 0)        # [R, k]
+    return torch.where(mask, _gather(indices, edge), pad), mask
 
 
 def _gather(src: torch.Tensor, index: torch.Tensor) -> torch.Tensor:
@@ -251,7 +255,6 @@ class DynamicSampler:
         self.max_degree = max_in_degree(g)
         self.effective_fanouts = effective_fanouts(self.fanouts, self.max_degree, self.replace)
         self.device = g.device
-        self._indices = torch.cat([g.indices, g.indices.new_zeros(1)])
         self._local = torch.zeros(g.num_nodes, dtype=torch.int64, device=self.device)
 
     def sample(self, seeds: Any, epoch: int = 0, batch: int = 0, clock: Optional[Any] = None) -> MiniBatch:
@@ -265,9 +268,9 @@ class DynamicSampler:
         blocks: List[Block] = []
         for hop, k in enumerate(reversed(self.effective_fanouts)):
             n_dst = dst.numel()                                          # host-known size
-            nbrs, mask = sample_neighbors(indptr, self._indices, dst,
+            nbrs, mask = sample_neighbors(indptr, self.g.indices, dst,
                                           torch.ones(n_dst, dtype=torch.bool, device=self.device),
-                                          k, self.replace, _hop_key(key, hop), self.max_degree)
+                                          k, self.replace, _hop_key(key, hop), self.max_degree, pad=0)
             if clock is not None:
                 clock("sample")
             found = nbrs[mask]                                           # sync: size from data
@@ -333,8 +336,6 @@ class EnvelopeSampler:
         self.envelope = envelope
         self.device = g.device
         n = g.num_nodes
-        # The pad entry is N, the marker arrays' trash row: masked slots come out as N.
-        self._indices = torch.cat([g.indices, g.indices.new_full((1,), n)])
         # Marker arrays, one trash row at index N for masked candidates; reset after each hop
         # by scattering back only the entries that hop touched.
         self._first = torch.full((n + 1,), torch.iinfo(torch.int64).max, dtype=torch.int64, device=self.device)
@@ -389,8 +390,9 @@ class EnvelopeSampler:
             rows, cap = dst.shape[0], sizes[hop]
             row_ids = torch.arange(rows, device=dev)
             valid_rows = row_ids < n_dst                                 # [R]
-            nbrs, mask = sample_neighbors(indptr, self._indices, dst, valid_rows, k,
-                                          self.replace, _hop_key(key, hop), self.max_degree)   # [R, k]
+            # Masked slots come out as N, the marker arrays' trash row.
+            nbrs, mask = sample_neighbors(indptr, self.g.indices, dst, valid_rows, k,
+                                          self.replace, _hop_key(key, hop), self.max_degree, pad=n)   # [R, k]
             if clock is not None:
                 clock("sample")
             # Candidates: destination rows first (so they keep local ids 0..n_dst-1), then slots.

@@ -19,6 +19,10 @@ object with :class:`zg.grappa.TrainConfig` fields plus ``dataset``::
     {"dataset": {"name": "csbm", "num_nodes": 20000, "avg_degree": 10, "num_classes": 5,
                  "feat_dim": 32, "seed": 0}, ...}
     {"dataset": {"npz": "path/to/graph.npz"}, ...}
+    {"dataset": {"folder": "path/to/graph", "mmap": true}, ...}          # zg.datasets.save_folder
+    {"dataset": {"name": "ogbn-arxiv", "root": "/data/ogb"}, ...}
+
+``zg grappa`` (:mod:`zg.cli`) runs the same code with one command-line flag per field.
 
 Failure and restart: with ``"checkpoint_dir"`` in the config, a restarted command resumes from
 the last checkpoint (see :mod:`zg.grappa.train`), so under torchrun a worker that dies is
@@ -40,7 +44,8 @@ import argparse
 import json
 import os
 import sys
-from typing import Any
+import tempfile
+from typing import Any, Callable, Dict, NoReturn, Optional
 
 from .. import datasets
 from ..graph import Graph
@@ -53,7 +58,14 @@ GENERATORS = {"csbm": datasets.csbm, "rmat": datasets.rmat}
 
 
 def load_dataset(spec: Any) -> Graph:
-    """The graph a config's ``dataset`` names (see the module docstring)."""
+    """The graph a config's ``dataset`` names (see the module docstring)::
+
+        "cora" | "ogbn-arxiv" | ...                          zg.datasets.load(name)
+        {"name": "ogbn-arxiv", "root": DIR, ...}             zg.datasets.load(name, **options)
+        {"name": "csbm" | "rmat", <generator arguments>}     a synthetic graph
+        {"npz": path}                                        zg.datasets.load_npz(path)
+        {"folder": path, "mmap": true}                       zg.datasets.load_folder(path, mmap=...)
+    """
     if spec is None:
         raise ValueError("the config has no 'dataset'; e.g. \"dataset\": \"cora\"")
     if isinstance(spec, str):
@@ -62,14 +74,88 @@ def load_dataset(spec: Any) -> Graph:
         raise TypeError(f"dataset must be a name or an object, got {type(spec).__name__}")
     spec = dict(spec)
     if "npz" in spec:
-        return datasets.load_npz(spec["npz"])
+        return datasets.load_npz(spec.pop("npz"), **spec)
+    if "folder" in spec:
+        return datasets.load_folder(spec.pop("folder"), **spec)
     name = spec.pop("name", None)
     if name in GENERATORS:
         return GENERATORS[name](**spec)
-    if isinstance(name, str) and not spec:
-        return datasets.load(name)
-    raise ValueError(f"dataset {name!r}: give a bundled name, {sorted(GENERATORS)} with their "
-                     "arguments, or {\"npz\": path}")
+    if isinstance(name, str) and name.lower() in {k.lower() for k in datasets.KNOWN_DATASETS}:
+        return datasets.load(name, **spec)
+    raise ValueError(f"dataset {name!r}: give a name of {list(datasets.KNOWN_DATASETS)} (with "
+                     f"root, symmetrize, download), {sorted(GENERATORS)} with their arguments, "
+                     "{\"npz\": path} or {\"folder\": path}")
+
+
+def under_torchrun() -> bool:
+    """Whether this process was started by torchrun (which sets RANK and WORLD_SIZE)."""
+    return "RANK" in os.environ and "WORLD_SIZE" in os.environ
+
+
+Report = Callable[[Dict[str, Any], Optional[str]], None]
+
+
+def run(values: Any, out: Optional[str], error: Callable[[str], NoReturn], *,
+        source: str = "config", report: Optional[Report] = None) -> int:
+    """One Grappa run from config ``values`` (a dict of TrainConfig fields plus ``dataset``).
+
+    Shared by ``python -m zg.grappa --config`` and ``zg grappa``. Every problem with the input
+    goes to ``error`` (argparse's ``parser.error``: the message, exit status 2), prefixed with
+    ``source``, before any process starts or any file is written. Under torchrun this process
+    is one rank (torchrun's world size replaces ``workers``) and ends in
+    :func:`zg.grappa.launch.exit_worker`; otherwise it starts the workers itself.
+    ``report(history, out)`` is called once with the finished history, in the process that
+    has it (rank 0 under torchrun). ``out``: where to write the history JSON (default: the
+    config's ``history_path``). Returns the exit status, 0.
+    """
+    if isinstance(values, dict) and under_torchrun():
+        values = {**values, "workers": int(os.environ["WORLD_SIZE"])}
+    try:
+        cfg = TrainConfig.from_dict(values)
+    except (TypeError, ValueError) as exc:
+        error(f"{source}: {exc}")
+    out = out or cfg.history_path
+    try:
+        check_output_paths(out, cfg.model_path, cfg.checkpoint_dir)
+    except (TypeError, ValueError) as exc:
+        error(f"{source}: {exc}")
+    try:
+        g = load_dataset(cfg.dataset)
+    except (OSError, TypeError, ValueError, KeyError, ImportError) as exc:
+        error(f"{source}: dataset {cfg.dataset!r}: {exc}")
+    if under_torchrun():
+        rank, world, local_rank, _ = init_from_env(cfg.timeout, cfg.backend)
+        # Rank 0 alone writes the history; with nowhere asked for, a temporary file lets
+        # report() see it.
+        path = out
+        if rank == 0 and path is None and report is not None:
+            fd, path = tempfile.mkstemp(prefix="zg-grappa-", suffix=".json")
+            os.close(fd)
+        run_worker(rank, world, cfg, g, None, path, local_rank=local_rank)
+        if rank == 0 and path:
+            if report is not None:
+                with open(path, encoding="utf-8") as f:
+                    report(json.load(f), out)
+            if out is None:
+                os.unlink(path)
+        exit_worker()                            # see zg.grappa.launch.exit_worker
+        return 0
+    options = {k: v for k, v in vars(cfg).items()
+               if k not in ("workers", "estimator", "repartition_every", "epochs", "seed",
+                            "history_path", "dataset")}
+    history = train(g, cfg.workers, cfg.estimator, cfg.repartition_every, cfg.epochs, cfg.seed,
+                    history_path=out, **options)
+    if report is not None:
+        report(history, out)
+    return 0
+
+
+def print_final(history: Dict[str, Any], out: Optional[str]) -> None:
+    """One line: final accuracies, bytes per epoch and worker, where the history went."""
+    final = history["final"]
+    print(f"val {final['val_acc']:.4f}  test {final['test_acc']:.4f}  "
+          f"{history['bytes_per_epoch_per_worker']:,.0f} bytes/epoch/worker"
+          + (f"; history written to {out}" if out else ""), flush=True)
 
 
 def main(argv=None) -> int:
@@ -78,20 +164,13 @@ def main(argv=None) -> int:
     parser.add_argument("--out", default=None, help="where to write the history JSON "
                         "(default: the config's history_path)")
     args = parser.parse_args(argv)
-    # Everything that can be wrong with the input is reported here, before any process starts
-    # or any file is written (argparse's error: usage, the message, exit status 2).
+    # Everything that can be wrong with the input is reported before any process starts or
+    # any file is written (argparse's error: usage, the message, exit status 2).
     try:
         with open(args.config, "rb") as f:
             values = json.loads(f.read().decode("utf-8"))
     except (OSError, UnicodeDecodeError, ValueError) as exc:   # JSONDecodeError is a ValueError
         parser.error(f"--config {args.config}: cannot read a JSON config ({type(exc).__name__}: {exc})")
-    if isinstance(values, dict) and "RANK" in os.environ and "WORLD_SIZE" in os.environ:
-        values = {**values, "workers": int(os.environ["WORLD_SIZE"])}
-    try:
-        cfg = TrainConfig.from_dict(values)
-    except (TypeError, ValueError) as exc:
-        parser.error(f"--config {args.config}: {exc}")
-    out = args.out or cfg.history_path
     # Where the run writes is checked now, not after training (a directory as --out, a missing
     # folder for model_path, a file as checkpoint_dir): exit status 2, nothing written.
     if args.out is not None:
@@ -99,31 +178,7 @@ def main(argv=None) -> int:
             output_file_arg(args.out, "--out", make_parents=True)
         except (TypeError, ValueError) as exc:
             parser.error(str(exc))
-    try:
-        check_output_paths(out, cfg.model_path, cfg.checkpoint_dir)
-    except (TypeError, ValueError) as exc:
-        parser.error(f"--config {args.config}: {exc}")
-    try:
-        g = load_dataset(cfg.dataset)
-    except (OSError, TypeError, ValueError, KeyError) as exc:
-        parser.error(f"--config {args.config}: dataset {cfg.dataset!r}: {exc}")
-    if "RANK" in os.environ and "WORLD_SIZE" in os.environ:
-        rank, world, local_rank, _ = init_from_env(cfg.timeout, cfg.backend)
-        run_worker(rank, world, cfg, g, None, out, local_rank=local_rank)
-        if rank == 0 and out:
-            print(f"history written to {out}", flush=True)
-        exit_worker()                            # see zg.grappa.launch.exit_worker
-        return 0
-    options = {k: v for k, v in vars(cfg).items()
-               if k not in ("workers", "estimator", "repartition_every", "epochs", "seed",
-                            "history_path", "dataset")}
-    history = train(g, cfg.workers, cfg.estimator, cfg.repartition_every, cfg.epochs, cfg.seed,
-                    history_path=out, **options)
-    final = history["final"]
-    print(f"val {final['val_acc']:.4f}  test {final['test_acc']:.4f}  "
-          f"{history['bytes_per_epoch_per_worker']:,.0f} bytes/epoch/worker"
-          + (f"; history written to {out}" if out else ""))
-    return 0
+    return run(values, args.out, parser.error, source=f"--config {args.config}", report=print_final)
 
 
 if __name__ == "__main__":

@@ -1,0 +1,753 @@
+"""zg.cli: the ``zg`` command (also ``python -m zg``).
+
+Where it sits: on top of the package, outside the training flow. Each subcommand is a thin
+layer over a public API, so what the command does a notebook can do too:
+
+    zg info                                 versions, CUDA devices, threads, the machine note
+    zg train --dataset cora                 a GNN trained by zg.Engine; a table per epoch
+    zg train --dataset ogbn-arxiv --root DIR --fanouts 15,10,5 --json run.json
+    zg grappa --dataset cora --workers 2    a Grappa run (zg.grappa), one flag per TrainConfig field
+    zg bench engine --nodes 20000           bench/engine.py from a checkout of the repository
+    zg report --scale small                 tools/build_report.py over notebooks/
+
+Exit status: 0 on success; 2 for a bad flag, an unknown dataset or an impossible combination
+of flags (the message names the flag and the values it takes; nothing has been written or
+started); 1 when a run fails after it started (e.g. dataset files missing on an offline
+machine), with a one-line message instead of a traceback.
+"""
+
+from __future__ import annotations
+
+import argparse
+import dataclasses
+import importlib.metadata
+import inspect
+import json
+import math
+import os
+import subprocess
+import sys
+import tempfile
+import time
+import typing
+from pathlib import Path
+from typing import Any, Dict, List, Optional, Sequence
+
+__all__ = ["main", "build_parser", "parse_fanouts", "repo_root", "REPO_ENV"]
+
+REPO_ENV = "ZG_REPO"
+HISTORY_FORMAT = "zg.train.history"
+HISTORY_VERSION = 1
+OPTIONAL_PACKAGES = ("dgl", "numba", "ogb", "torch_geometric", "pymetis", "tqdm", "plotly")
+
+
+class CommandError(Exception):
+    """A failure after the run started: reported in one line, exit status 1."""
+
+
+# ----------------------------------------------------------------------------- flag parsing
+
+
+def parse_fanouts(text: str) -> List[int]:
+    """``"15,10,5"`` -> ``[15, 10, 5]`` (input layer first); argparse type for --fanouts."""
+    parts = [p.strip() for p in str(text).split(",")]
+    try:
+        fanouts = [int(p) for p in parts]
+    except ValueError:
+        raise argparse.ArgumentTypeError(
+            f"{text!r} is not a list of fanouts: give positive integers separated by commas, "
+            "input layer first, e.g. 15,10,5") from None
+    if not fanouts or any(f < 1 for f in fanouts):
+        raise argparse.ArgumentTypeError(f"{text!r}: every fanout must be an integer >= 1, e.g. 15,10,5")
+    return fanouts
+
+
+def _positive_int(text: str) -> int:
+    try:
+        value = int(text)
+    except ValueError:
+        raise argparse.ArgumentTypeError(f"{text!r} is not an integer") from None
+    if value < 1:
+        raise argparse.ArgumentTypeError(f"must be an integer >= 1, got {value}")
+    return value
+
+
+def _non_negative_int(text: str) -> int:
+    try:
+        value = int(text)
+    except ValueError:
+        raise argparse.ArgumentTypeError(f"{text!r} is not an integer") from None
+    if value < 0:
+        raise argparse.ArgumentTypeError(f"must be an integer >= 0, got {value}")
+    return value
+
+
+def _positive_float(text: str) -> float:
+    try:
+        value = float(text)
+    except ValueError:
+        raise argparse.ArgumentTypeError(f"{text!r} is not a number") from None
+    if not (math.isfinite(value) and value > 0):
+        raise argparse.ArgumentTypeError(f"must be a finite number > 0, got {text}")
+    return value
+
+
+def _check_output(parser: argparse.ArgumentParser, flag: str, path: Optional[str]) -> None:
+    """An output path must be writable before anything runs: its folder exists, it is no folder."""
+    if path is None:
+        return
+    target = Path(path)
+    if target.is_dir():
+        parser.error(f"{flag} {path}: is a folder; give a file name, e.g. {target / 'history.json'}")
+    folder = target.parent
+    if not folder.is_dir():
+        parser.error(f"{flag} {path}: the folder {folder} does not exist (create it first)")
+    if not os.access(folder, os.W_OK):
+        parser.error(f"{flag} {path}: the folder {folder} is not writable")
+
+
+def _device(parser: argparse.ArgumentParser, text: str) -> str:
+    """--device: "auto" (CUDA if available), "cpu", "cuda" or "cuda:N"."""
+    import torch
+
+    if text == "auto":
+        return "cuda" if torch.cuda.is_available() else "cpu"
+    try:
+        device = torch.device(text)
+    except (RuntimeError, TypeError):
+        parser.error(f"--device {text!r} is not a device; use auto, cpu, cuda or cuda:N")
+    if device.type not in ("cpu", "cuda"):
+        parser.error(f"--device {text!r}: zg trains on auto, cpu, cuda or cuda:N")
+    if device.type == "cuda":
+        if not torch.cuda.is_available():
+            parser.error(f"--device {text}: CUDA is not available here; use --device cpu (or auto)")
+        if device.index is not None and device.index >= torch.cuda.device_count():
+            parser.error(f"--device {text}: this machine has {torch.cuda.device_count()} CUDA device(s)")
+    return text
+
+
+def _dataset_source(parser: argparse.ArgumentParser, dataset: str, root: Optional[str]):
+    """--dataset/--root -> ("name", name) | ("npz", path) | ("folder", path), or exit 2."""
+    from . import datasets
+
+    known = {name.lower(): name for name in datasets.KNOWN_DATASETS}
+    if dataset.lower() in known:
+        if root is not None and not Path(root).is_dir() and dataset.lower() == "cora":
+            parser.error(f"--root {root}: no such folder (it must hold cora.npz)")
+        return "name", known[dataset.lower()]
+    path = Path(dataset)
+    looks_like_path = path.suffix == ".npz" or os.sep in dataset or path.exists()
+    if not looks_like_path:
+        parser.error(f"--dataset {dataset!r}: unknown dataset; choose one of "
+                     f"{', '.join(datasets.KNOWN_DATASETS)}, or give a .npz file "
+                     "(zg.datasets.save_npz) or a graph folder (zg.datasets.save_folder)")
+    if root is not None:
+        parser.error(f"--root applies to the named datasets ({', '.join(datasets.KNOWN_DATASETS)}), "
+                     f"not to a file or folder like --dataset {dataset}")
+    if path.is_file():
+        return "npz", str(path)
+    if path.is_dir():
+        return "folder", str(path)
+    parser.error(f"--dataset {dataset}: no such file or folder")
+
+
+def _load_graph(source, root: Optional[str], symmetrize: bool, download: bool):
+    """The graph of a checked dataset source; a failure to read it is a CommandError."""
+    from . import datasets
+
+    kind, value = source
+    try:
+        if kind == "npz":
+            return datasets.load_npz(value)
+        if kind == "folder":
+            return datasets.load_folder(value)
+        return datasets.load(value, root=root, symmetrize=symmetrize, download=download)
+    except (OSError, ValueError, ImportError) as exc:
+        raise CommandError(f"--dataset {value}: {exc}") from None
+
+
+# ----------------------------------------------------------------------------- zg info
+
+
+def _version(package: str) -> Optional[str]:
+    try:
+        return importlib.metadata.version(package)
+    except importlib.metadata.PackageNotFoundError:
+        return None
+
+
+def info() -> Dict[str, Any]:
+    """What ``zg info`` reports, as a dict (JSON-serialisable)."""
+    import torch
+
+    import zg
+    from .lab import machine, machine_label
+
+    devices = []
+    if torch.cuda.is_available():
+        for i in range(torch.cuda.device_count()):
+            props = torch.cuda.get_device_properties(i)
+            devices.append({"index": i, "name": props.name,
+                            "memory_gib": round(props.total_memory / 2**30, 1),
+                            "capability": f"{props.major}.{props.minor}"})
+    note = machine()
+    return {
+        "zg": zg.__version__, "zg_path": str(Path(zg.__file__).resolve().parent),
+        "python": sys.version.split()[0], "executable": sys.executable,
+        "torch": torch.__version__, "torch_cuda_build": torch.version.cuda,
+        "cuda_available": torch.cuda.is_available(), "cuda_devices": devices,
+        "packages": {name: _version(name) for name in OPTIONAL_PACKAGES},
+        "threads": {"torch_intra_op": torch.get_num_threads(),
+                    "torch_inter_op": torch.get_num_interop_threads(),
+                    "cores": os.cpu_count(),
+                    "OMP_NUM_THREADS": os.environ.get("OMP_NUM_THREADS")},
+        "repository": _repo_or_none(),
+        "machine": note,
+        "machine_label": machine_label(note),
+    }
+
+
+def _print_info(report: Dict[str, Any]) -> None:
+    packages = report["packages"]
+    cuda = "not available"
+    if report["cuda_available"]:
+        cuda = "; ".join(f"{d['index']}: {d['name']} ({d['memory_gib']} GiB, sm {d['capability']})"
+                         for d in report["cuda_devices"])
+    threads = report["threads"]
+    lines = [
+        ("zg", f"{report['zg']}  ({report['zg_path']})"),
+        ("python", f"{report['python']}  ({report['executable']})"),
+        ("torch", f"{report['torch']}  (CUDA build: {report['torch_cuda_build'] or 'none, CPU only'})"),
+        ("DGL", packages["dgl"] or "not installed"),
+        ("numba", packages["numba"] or "not installed"),
+        ("ogb", packages["ogb"] or "not installed"),
+        ("PyG", packages["torch_geometric"] or "not installed"),
+        ("CUDA devices", cuda),
+        ("threads", f"torch {threads['torch_intra_op']} intra-op, {threads['torch_inter_op']} "
+                    f"inter-op; {threads['cores']} cores; OMP_NUM_THREADS="
+                    f"{threads['OMP_NUM_THREADS'] or 'unset'}"),
+        ("repository", report["repository"] or "not found (bench and report need a checkout)"),
+        ("machine", report["machine_label"]),
+    ]
+    width = max(len(k) for k, _ in lines)
+    for key, value in lines:
+        print(f"{key.ljust(width)}  {value}")
+    env = report["machine"].get("environment") or {}
+    if env:
+        print(f"{'settings'.ljust(width)}  " + ", ".join(f"{k}={v}" for k, v in env.items()))
+
+
+def cmd_info(args: argparse.Namespace, parser: argparse.ArgumentParser) -> int:
+    report = info()
+    if args.json:
+        print(json.dumps(report, indent=1))
+    else:
+        _print_info(report)
+    return 0
+
+
+# ----------------------------------------------------------------------------- zg train
+
+
+def _resolve_layers(parser: argparse.ArgumentParser, layers: Optional[int],
+                    fanouts: Optional[List[int]]) -> List[int]:
+    if fanouts is None:
+        fanouts = [15, 10, 5] if layers is None else [10] * layers
+    if layers is not None and layers != len(fanouts):
+        parser.error(f"--layers {layers} but --fanouts {','.join(map(str, fanouts))} has "
+                     f"{len(fanouts)} entries; give one fanout per layer (or leave out --layers)")
+    return fanouts
+
+
+def _jsonable(value: Any) -> Any:
+    """EpochStats values as JSON: tensors and numpy scalars become numbers or lists."""
+    if hasattr(value, "tolist"):
+        return value.tolist()
+    if isinstance(value, dict):
+        return {str(k): _jsonable(v) for k, v in value.items()}
+    if isinstance(value, (list, tuple)):
+        return [_jsonable(v) for v in value]
+    if isinstance(value, (str, int, float, bool)) or value is None:
+        return value
+    return str(value)
+
+
+def write_json_atomic(path: str, payload: Any) -> None:
+    """Write ``payload`` as JSON at ``path``: a temporary file in the same folder, then rename."""
+    folder = os.path.dirname(os.path.abspath(path))
+    fd, tmp = tempfile.mkstemp(dir=folder, prefix=".zg-", suffix=".json.tmp")
+    try:
+        with os.fdopen(fd, "w", encoding="utf-8") as f:
+            json.dump(payload, f, indent=1)
+            f.write("\n")
+        os.replace(tmp, path)
+    except BaseException:
+        try:
+            os.unlink(tmp)
+        except FileNotFoundError:
+            pass
+        raise
+
+
+def _cell(value: Any, digits: int = 4) -> str:
+    if value is None:
+        return "-"
+    if isinstance(value, float):
+        return f"{value:.{digits}f}"
+    return str(value)
+
+
+def table(rows: Sequence[Sequence[Any]], headers: Sequence[str]) -> str:
+    """A plain-text table: the first column left-aligned, the others right-aligned."""
+    cells = [list(map(str, headers))] + [list(map(str, r)) for r in rows]
+    widths = [max(len(r[i]) for r in cells) for i in range(len(headers))]
+    lines = ["  ".join(c.ljust(w) if i == 0 else c.rjust(w) for i, (c, w) in enumerate(zip(r, widths)))
+             for r in cells]
+    lines.insert(1, "  ".join("-" * w for w in widths))
+    return "\n".join(lines)
+
+
+def _progress_bar(enabled: Optional[bool], total: int, desc: str):
+    """A tqdm bar on stderr (None without tqdm or when disabled; auto: only on a terminal)."""
+    if enabled is False:
+        return None
+    try:
+        from tqdm.auto import tqdm
+    except ImportError:
+        return None
+    return tqdm(total=total, desc=desc, unit="batch", leave=False,
+                disable=None if enabled is None else False)
+
+
+def cmd_train(args: argparse.Namespace, parser: argparse.ArgumentParser) -> int:
+    # Every check that can fail on the flags alone runs before the dataset is read.
+    fanouts = _resolve_layers(parser, args.layers, args.fanouts)
+    if args.pipeline == "dynamic" and args.capture:
+        parser.error("--capture needs --pipeline envelope: the dynamic pipeline's shapes change "
+                     "every iteration, so it cannot be captured (use --no-capture)")
+    device = _device(parser, args.device)
+    _check_output(parser, "--json", args.json)
+    source = _dataset_source(parser, args.dataset, args.root)
+    if args.eval_every > args.epochs:
+        parser.error(f"--eval-every {args.eval_every} is more than --epochs {args.epochs}")
+
+    import torch
+
+    import zg
+
+    torch.manual_seed(args.seed)
+    g = _load_graph(source, args.root, args.symmetrize, args.download)
+    missing = [what for what, value in (("features (x)", g.x), ("labels (y)", g.y),
+                                        ("a train split", g.train_idx), ("a val split", g.val_idx))
+               if value is None or (isinstance(value, torch.Tensor) and value.numel() == 0)]
+    if missing:
+        parser.error(f"--dataset {args.dataset}: the graph has no {', '.join(missing)}; "
+                     "zg train needs features, labels and train/val splits")
+    try:
+        model = zg.models.build(args.model, g.feat_dim, args.hidden, g.num_classes, len(fanouts))
+        eng = zg.Engine(g, model, fanouts=fanouts, batch_size=args.batch_size, device=device,
+                        capture=args.capture, pipeline=args.pipeline, seed=args.seed, lr=args.lr)
+    except (TypeError, ValueError) as exc:
+        parser.error(f"cannot train this combination: {exc}")
+
+    config = {"dataset": args.dataset, "root": args.root, "symmetrize": args.symmetrize,
+              "download": args.download, "model": args.model, "layers": len(fanouts),
+              "hidden": args.hidden, "fanouts": fanouts, "batch_size": args.batch_size,
+              "epochs": args.epochs,
+              "lr": args.lr, "pipeline": args.pipeline, "capture": args.capture,
+              "device": device, "seed": args.seed, "eval_every": args.eval_every}
+    print(f"{g!r}\n{args.model} x{len(fanouts)} layers, hidden {args.hidden}, fanouts {fanouts}, "
+          f"batch {args.batch_size}, {args.pipeline} pipeline on {device}", flush=True)
+    batches = math.ceil(g.train_idx.numel() / args.batch_size)
+    # train_epoch(progress=bar) ticks the bar per batch; an Engine without that option still
+    # trains, and the bar then moves once per epoch.
+    takes_progress = "progress" in inspect.signature(eng.train_epoch).parameters
+    has_test = g.test_idx is not None and g.test_idx.numel() > 0
+    rows: List[Dict[str, Any]] = []
+    start = time.perf_counter()
+    for epoch in range(args.epochs):
+        bar = _progress_bar(args.progress, batches, f"epoch {epoch + 1}/{args.epochs}")
+        try:
+            if bar is not None and takes_progress:
+                stats = eng.train_epoch(progress=bar)                  # one tick per batch
+            else:
+                stats = eng.train_epoch()
+                if bar is not None:
+                    bar.update(batches)
+        finally:
+            if bar is not None:
+                bar.close()
+        # Every field EpochStats has, whatever the Engine adds to it later.
+        fields = dataclasses.asdict(stats) if dataclasses.is_dataclass(stats) else vars(stats)
+        row = {key: _jsonable(value) for key, value in fields.items()}
+        row["val_acc"] = row["test_acc"] = None
+        if (epoch + 1) % args.eval_every == 0 or epoch == args.epochs - 1:
+            row["val_acc"] = eng.evaluate("val")
+            row["test_acc"] = eng.evaluate("test") if has_test else None
+        rows.append(row)
+        if args.progress is not False and sys.stderr.isatty():
+            print(f"epoch {epoch + 1}: loss {row.get('loss', float('nan')):.4f}, val "
+                  f"{_cell(row['val_acc'])}, {row.get('seconds', 0.0):.2f} s", file=sys.stderr)
+    total = time.perf_counter() - start
+
+    print()
+    # Epochs counted from 1 here; the JSON keeps EpochStats.epoch as the Engine counts (from 0).
+    print(table([[i + 1, _cell(r.get("seconds"), 3), _cell(r.get("iterations")),
+                  _cell(r.get("host_syncs"), 2), _cell(r.get("overflows")), _cell(r.get("replays")),
+                  _cell(r.get("loss")), _cell(r["val_acc"]), _cell(r["test_acc"])]
+                 for i, r in enumerate(rows)],
+                ["epoch", "seconds", "iterations", "host syncs/iter", "overflows", "replays",
+                 "loss", "val acc", "test acc"]))
+    evaluated = [r for r in rows if r["val_acc"] is not None]
+    best = max(evaluated, key=lambda r: r["val_acc"])
+    syncs = [r.get("host_syncs") for r in rows if r.get("host_syncs") is not None]
+    final = {"val_acc": evaluated[-1]["val_acc"], "test_acc": evaluated[-1]["test_acc"],
+             "best_val_acc": best["val_acc"], "test_acc_at_best_val": best["test_acc"],
+             "best_epoch": best.get("epoch"), "host_syncs_per_iteration": syncs[-1] if syncs else None,
+             "seconds": total}
+    print(f"\nfinal: val {_cell(final['val_acc'])}, test {_cell(final['test_acc'])}, "
+          f"host syncs/iter {_cell(final['host_syncs_per_iteration'], 2)}, {total:.1f} s")
+    if args.json:
+        from .lab import machine
+
+        write_json_atomic(args.json, {
+            "format": HISTORY_FORMAT, "version": HISTORY_VERSION,
+            "command": ["zg", *args.argv], "config": config,
+            "graph": {k: v for k, v in g.summary().items() if k != "device"},
+            "machine": machine(), "epochs": rows, "final": final})
+        print(f"history written to {args.json}")
+    return 0
+
+
+# ----------------------------------------------------------------------------- zg grappa
+
+
+def _grappa_fields():
+    """(field, type hint) of every TrainConfig field, in declaration order."""
+    from .grappa.train import TrainConfig
+
+    hints = typing.get_type_hints(TrainConfig)
+    return [(f, hints[f.name]) for f in dataclasses.fields(TrainConfig)]
+
+
+def _flag(name: str) -> str:
+    return "--" + name.replace("_", "-")
+
+
+def _optional(convert):
+    def parse(text: str):
+        return None if text.lower() in ("none", "null") else convert(text)
+    parse.__name__ = getattr(convert, "__name__", "value")
+    return parse
+
+
+def _number_or_text(text: str) -> Any:
+    """shrink and the like: a number if it reads as one, else the text (e.g. "auto")."""
+    try:
+        return float(text)
+    except ValueError:
+        return text
+
+
+def _converter(hint: Any):
+    """argparse ``type`` for a TrainConfig field's type hint; bools get --x/--no-x instead."""
+    args = typing.get_args(hint)
+    optional = typing.get_origin(hint) is typing.Union and type(None) in args
+    inner = next((a for a in args if a is not type(None)), hint) if optional else hint
+    if typing.get_origin(inner) in (list, List):
+        convert = parse_fanouts
+    elif inner is int:
+        convert = int
+    elif inner is float:
+        convert = float
+    elif inner is str:
+        convert = str
+    else:                                    # Any: e.g. shrink = "auto" or a number
+        convert = _number_or_text
+    return _optional(convert) if optional else convert
+
+
+def _add_grappa_flags(parser: argparse.ArgumentParser) -> None:
+    """One flag per TrainConfig field, generated from the dataclass so they never drift apart.
+
+    Defaults are argparse.SUPPRESS: only the flags given reach the config, so TrainConfig's
+    own defaults (and a --config file's values) apply to the rest.
+    """
+    for f, hint in _grappa_fields():
+        if f.name == "dataset":
+            continue                          # --dataset / --root below: a name or a path
+        default = f.default if f.default is not dataclasses.MISSING else None
+        help_text = f"TrainConfig.{f.name} (default: {default})"
+        if hint is bool:
+            parser.add_argument(_flag(f.name), action=argparse.BooleanOptionalAction,
+                                default=argparse.SUPPRESS, help=help_text)
+            continue
+        names = [_flag(f.name)] + (["--json"] if f.name == "history_path" else [])
+        optional = typing.get_origin(hint) is typing.Union and type(None) in typing.get_args(hint)
+        parser.add_argument(*names, dest=f.name, type=_converter(hint), default=argparse.SUPPRESS,
+                            metavar="VALUE|none" if optional else "VALUE", help=help_text)
+
+
+def _grappa_values(args: argparse.Namespace, parser: argparse.ArgumentParser) -> Dict[str, Any]:
+    values: Dict[str, Any] = {}
+    if args.config is not None:
+        try:
+            with open(args.config, "rb") as f:
+                values = json.loads(f.read().decode("utf-8"))
+        except (OSError, UnicodeDecodeError, ValueError) as exc:
+            parser.error(f"--config {args.config}: cannot read a JSON config "
+                         f"({type(exc).__name__}: {exc})")
+        if not isinstance(values, dict):
+            parser.error(f"--config {args.config}: the config must be a JSON object")
+    for f, _ in _grappa_fields():
+        if f.name != "dataset" and hasattr(args, f.name):
+            values[f.name] = getattr(args, f.name)
+    if args.dataset is not None or "dataset" not in values:
+        dataset = args.dataset or "cora"
+        kind, value = _dataset_source(parser, dataset, args.root)
+        if kind == "name":
+            spec = {"name": value, "symmetrize": args.symmetrize, "download": args.download}
+            if args.root is not None:
+                spec["root"] = args.root
+            plain = args.root is None and args.symmetrize and args.download
+            values["dataset"] = value if plain else spec
+        else:
+            values["dataset"] = {kind: value}
+    elif args.root is not None:
+        parser.error("--root goes with --dataset NAME (the config's dataset is used as it is)")
+    return values
+
+
+def _grappa_error(parser: argparse.ArgumentParser):
+    """parser.error for zg.grappa's run(): the TrainConfig field a message names first is
+    shown as its flag ("--estimator: unknown estimator 'x'; choose one of [...]")."""
+    import re
+
+    names = [f.name for f, _ in _grappa_fields() if f.name != "dataset"]
+    pattern = re.compile(r"\b(" + "|".join(sorted(names, key=len, reverse=True)) + r")\b")
+
+    def error(message: str):
+        _, _, message = message.partition(": ")           # drop run()'s "zg grappa: " prefix
+        named = pattern.search(message)
+        if named is not None and not message.startswith("--"):
+            message = f"{_flag(named.group(1))}: {message}"
+        parser.error(message)
+    return error
+
+
+def _report_grappa(history: Dict[str, Any], out: Optional[str]) -> None:
+    from .grappa.__main__ import print_final
+
+    rows = []
+    for r in history["epochs"]:
+        sent = r.get("bytes_sent") or [0]
+        rows.append([r.get("epoch"), _cell(r.get("seconds"), 3), _cell(r.get("iterations")),
+                     _cell(r.get("loss")), _cell(r.get("val_acc")), _cell(r.get("test_acc")),
+                     f"{sum(sent) / len(sent):,.0f}"])
+    print(table(rows, ["epoch", "seconds", "iterations", "loss", "val acc", "test acc",
+                       "bytes sent/worker"]))
+    print_final(history, out)
+
+
+def cmd_grappa(args: argparse.Namespace, parser: argparse.ArgumentParser) -> int:
+    from .grappa.__main__ import run
+
+    values = _grappa_values(args, parser)
+    _check_output(parser, "--json", values.get("history_path"))
+    return run(values, values.get("history_path"), _grappa_error(parser),
+               source="zg grappa", report=_report_grappa)
+
+
+# ----------------------------------------------------------------------------- zg bench, zg report
+
+
+def repo_root() -> Path:
+    """The checkout of the zg repository this zg comes from (``$ZG_REPO`` if set).
+
+    bench/ and tools/ are not part of the installed package: ``zg bench`` and ``zg report``
+    need the repository beside it (an editable install, or a checkout named by ZG_REPO).
+    """
+    env = os.environ.get(REPO_ENV)
+    return Path(env) if env else Path(__file__).resolve().parent.parent
+
+
+def _repo_or_none() -> Optional[str]:
+    root = repo_root()
+    return str(root) if (root / "bench").is_dir() and (root / "tools").is_dir() else None
+
+
+def _require_repo(parser: argparse.ArgumentParser, relative: str) -> Path:
+    root = repo_root()
+    target = root / relative
+    if not target.exists():
+        how = (f"{REPO_ENV}={root}" if os.environ.get(REPO_ENV)
+               else f"zg is installed at {Path(__file__).resolve().parent}")
+        parser.error(f"{relative} not found in {root} ({how}). bench/ and tools/ live in the zg "
+                     f"repository, not in the installed package: run from a checkout "
+                     f"(pip install -e .), or set {REPO_ENV} to one")
+    return target
+
+
+def _script_env(root: Path) -> Dict[str, str]:
+    """The environment the Makefile gives the scripts, with this checkout first on the path."""
+    env = dict(os.environ)
+    env["PYTHONPATH"] = os.pathsep.join(
+        [str(root)] + ([env["PYTHONPATH"]] if env.get("PYTHONPATH") else []))
+    env.setdefault("DGLBACKEND", "pytorch")
+    env.setdefault("OMP_WAIT_POLICY", "PASSIVE")
+    return env
+
+
+def bench_names(folder: Path) -> List[str]:
+    """The benchmarks in ``folder``: every bench/<name>.py not starting with "_"."""
+    return sorted(p.stem for p in folder.glob("*.py") if not p.stem.startswith("_"))
+
+
+def cmd_bench(args: argparse.Namespace, parser: argparse.ArgumentParser) -> int:
+    folder = _require_repo(parser, "bench")
+    names = bench_names(folder)
+    if args.list or args.name is None:
+        for name in names:
+            doc = (folder / f"{name}.py").read_text(encoding="utf-8").split('"""')
+            summary = doc[1].strip().splitlines()[0] if len(doc) > 2 else ""
+            print(f"{name.ljust(max(map(len, names)))}  {summary}")
+        return 0
+    if args.name not in names:
+        parser.error(f"unknown benchmark {args.name!r}; choose one of {', '.join(names)} "
+                     f"(the scripts in {folder})")
+    script = folder / f"{args.name}.py"
+    return subprocess.run([sys.executable, str(script), *args.args], cwd=folder.parent,
+                          env=_script_env(folder.parent)).returncode
+
+
+def cmd_report(args: argparse.Namespace, parser: argparse.ArgumentParser) -> int:
+    script = _require_repo(parser, "tools/build_report.py")
+    root = script.parent.parent
+    notebooks = [Path(n) for n in args.notebooks] or sorted((root / "notebooks").glob("*.ipynb"))
+    if not notebooks:
+        parser.error(f"no notebooks given and none in {root / 'notebooks'}")
+    for nb in notebooks:
+        if not nb.is_file() or nb.suffix != ".ipynb":
+            parser.error(f"{nb}: not a notebook file (.ipynb)")
+    command = [sys.executable, str(script), "--scale", args.scale, "--out", str(args.out)]
+    if args.timeout is not None:
+        command += ["--timeout", str(args.timeout)]
+    return subprocess.run(command + [str(nb) for nb in notebooks], cwd=root,
+                          env=_script_env(root)).returncode
+
+
+# ----------------------------------------------------------------------------- the parser
+
+
+def build_parser() -> argparse.ArgumentParser:
+    """The ``zg`` parser: subcommands info, train, grappa, bench, report."""
+    from . import datasets
+
+    parser = argparse.ArgumentParser(
+        prog="zg", description="zg: ZeroGNN and Grappa, built and measured. "
+        "Start with `zg info` and `zg train --dataset cora`.")
+    sub = parser.add_subparsers(dest="command", metavar="COMMAND", required=True)
+
+    p = sub.add_parser("info", help="versions, CUDA devices, threads and the machine note",
+                       description="Versions of torch, DGL, numba and the optional packages, "
+                       "CUDA devices, threads, and the machine note the benchmarks record.")
+    p.add_argument("--json", action="store_true", help="print the report as JSON")
+    p.set_defaults(handler=cmd_info, subparser=p)
+
+    p = sub.add_parser("train", help="train a GNN with zg.Engine and print a table per epoch",
+                       description="Train a GNN with zg.Engine: a progress bar per epoch, then a "
+                       "table per epoch (time, host syncs per iteration, overflows, replays, "
+                       "loss, val/test accuracy) and optionally the history as JSON.")
+    p.add_argument("--dataset", default="cora", metavar="NAME|PATH",
+                   help=f"one of {', '.join(datasets.KNOWN_DATASETS)}, a .npz file "
+                   "(zg.datasets.save_npz) or a graph folder (zg.datasets.save_folder); default cora")
+    p.add_argument("--root", default=None, metavar="DIR",
+                   help="the folder holding a named dataset's files (OGB default: $ZG_OGB_ROOT "
+                   "or ~/.cache/zg/ogb)")
+    p.add_argument("--symmetrize", action=argparse.BooleanOptionalAction, default=True,
+                   help="make directed citation graphs undirected (default: yes)")
+    p.add_argument("--download", action=argparse.BooleanOptionalAction, default=True,
+                   help="download missing OGB files (default: yes; never with a prompt)")
+    p.add_argument("--model", choices=("sage", "gcn", "gat"), default="sage", help="default sage")
+    p.add_argument("--layers", type=_positive_int, default=None,
+                   help="number of layers (default: one per fanout)")
+    p.add_argument("--hidden", type=_positive_int, default=64, help="hidden size (default 64)")
+    p.add_argument("--fanouts", type=parse_fanouts, default=None, metavar="F1,F2,...",
+                   help="neighbours sampled per layer, input layer first (default 15,10,5, "
+                   "or 10 per layer with --layers)")
+    p.add_argument("--batch-size", type=_positive_int, default=1024,
+                   help="seeds per iteration (default 1024)")
+    p.add_argument("--epochs", type=_positive_int, default=10, help="default 10")
+    p.add_argument("--lr", type=_positive_float, default=0.01, help="Adam learning rate (default 0.01)")
+    p.add_argument("--pipeline", choices=("envelope", "dynamic"), default="envelope",
+                   help="envelope: fixed shapes, capturable (default); dynamic: host-mediated reference")
+    p.add_argument("--capture", action=argparse.BooleanOptionalAction, default=None,
+                   help="run the static step (a CUDA Graph on a GPU); default: yes for the "
+                   "envelope pipeline")
+    p.add_argument("--device", default="auto", help="auto (CUDA if available), cpu, cuda or cuda:N")
+    p.add_argument("--seed", type=_non_negative_int, default=0, help="default 0")
+    p.add_argument("--eval-every", type=_positive_int, default=1, metavar="K",
+                   help="evaluate val/test accuracy every K epochs and after the last (default 1)")
+    p.add_argument("--json", default=None, metavar="OUT", help="write the history as JSON to OUT")
+    p.add_argument("--progress", action=argparse.BooleanOptionalAction, default=None,
+                   help="a progress bar per epoch (default: on a terminal)")
+    p.set_defaults(handler=cmd_train, subparser=p)
+
+    p = sub.add_parser("grappa", help="a Grappa run: one flag per zg.grappa.TrainConfig field",
+                       description="A Grappa run (zg.grappa): one flag per TrainConfig field, "
+                       "generated from the dataclass. Also works under torchrun: "
+                       "torchrun --standalone --nproc-per-node=2 -m zg grappa ...")
+    p.add_argument("--config", default=None, metavar="FILE",
+                   help="a JSON config (as for python -m zg.grappa); flags override its fields")
+    p.add_argument("--dataset", default=None, metavar="NAME|PATH",
+                   help="as for zg train (default: the config's, else cora)")
+    p.add_argument("--root", default=None, metavar="DIR", help="as for zg train")
+    p.add_argument("--symmetrize", action=argparse.BooleanOptionalAction, default=True,
+                   help="as for zg train")
+    p.add_argument("--download", action=argparse.BooleanOptionalAction, default=True,
+                   help="as for zg train")
+    _add_grappa_flags(p)
+    p.set_defaults(handler=cmd_grappa, subparser=p)
+
+    p = sub.add_parser("bench", help="run a benchmark script from bench/ (needs a checkout)",
+                       description="Run bench/NAME.py of the zg repository with this Python; "
+                       "ARGS go to the script (zg bench NAME --help shows them).")
+    p.add_argument("--list", action="store_true", help="list the benchmarks")
+    p.add_argument("name", nargs="?", default=None, help="the benchmark (bench/NAME.py)")
+    p.add_argument("args", nargs=argparse.REMAINDER, help="arguments for the script")
+    p.set_defaults(handler=cmd_bench, subparser=p)
+
+    p = sub.add_parser("report", help="execute the notebooks into HTML reports (needs a checkout)",
+                       description="tools/build_report.py: execute notebooks into self-contained "
+                       "HTML reports, as `make report` does.")
+    p.add_argument("notebooks", nargs="*", metavar="NOTEBOOK",
+                   help="notebooks to run (default: every notebook in notebooks/)")
+    p.add_argument("--scale", choices=("small", "full"), default="full",
+                   help="ZG_SCALE for the notebooks (default full; small: CI size)")
+    p.add_argument("--out", default="reports", metavar="DIR",
+                   help="where the HTML goes (default reports)")
+    p.add_argument("--timeout", type=_positive_int, default=None, metavar="S",
+                   help="seconds each notebook cell may run")
+    p.set_defaults(handler=cmd_report, subparser=p)
+    return parser
+
+
+def main(argv: Optional[Sequence[str]] = None) -> int:
+    """Run the ``zg`` command with ``argv`` (default ``sys.argv[1:]``); returns the exit status."""
+    argv = list(sys.argv[1:] if argv is None else argv)
+    parser = build_parser()
+    args = parser.parse_args(argv)
+    args.argv = argv
+    try:
+        # The subcommand's parser reports errors: "zg train: error: --fanouts ...", exit 2.
+        return args.handler(args, args.subparser)
+    except CommandError as exc:
+        print(f"zg {args.command}: error: {exc}", file=sys.stderr)
+        return 1
+    except KeyboardInterrupt:
+        print(f"zg {args.command}: interrupted", file=sys.stderr)
+        return 130
+
+
+if __name__ == "__main__":
+    sys.exit(main())
