@@ -69,6 +69,15 @@ def real_arg(value: Any, name: str, *, low: float = -math.inf, high: float = mat
     return value
 
 
+def choice_arg(value: Any, name: str, choices: Sequence[str]) -> str:
+    """One of ``choices`` (a str); TypeError / ValueError naming the argument and the choices."""
+    if not isinstance(value, str):
+        raise TypeError(f"{name} must be a str, one of {list(choices)}, got {type(value).__name__}")
+    if value not in choices:
+        raise ValueError(f"unknown {name} {value!r}; choose one of {list(choices)}")
+    return value
+
+
 def bool_arg(value: Any, name: str) -> bool:
     if not isinstance(value, (bool, np.bool_)):
         raise TypeError(f"{name} must be a bool, got {type(value).__name__} {_shown(value)}")
@@ -108,20 +117,6 @@ def fanouts_arg(fanouts: Any, name: str = "fanouts") -> List[int]:
                              "every neighbour, at no extra cost)")
         out.append(int(k))
     return out
-
-
-def graph_arg(g: Any, name: str = "g", *, train: bool = False):
-    """A zg.Graph; with ``train=True`` it must also have features, labels and a train split."""
-    from .graph import Graph   # zg.graph does not import this module; lazily, to stay cycle-free
-
-    if not isinstance(g, Graph):
-        raise TypeError(f"{name} must be a zg.Graph, got {type(g).__name__}")
-    if train:
-        if g.x is None or g.y is None:
-            raise ValueError(f"{name} needs features (x) and labels (y) to train on")
-        if g.train_idx is None or g.train_idx.numel() == 0:
-            raise ValueError(f"{name} has no training nodes (train_idx is empty or None)")
-    return g
 
 
 def node_ids_arg(value: Any, name: str, num_nodes: int, *, device: Optional[torch.device] = None,

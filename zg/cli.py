@@ -273,20 +273,13 @@ def _jsonable(value: Any) -> Any:
 
 
 def write_json_atomic(path: str, payload: Any) -> None:
-    """Write ``payload`` as JSON at ``path``: a temporary file in the same folder, then rename."""
-    folder = os.path.dirname(os.path.abspath(path))
-    fd, tmp = tempfile.mkstemp(dir=folder, prefix=".zg-", suffix=".json.tmp")
-    try:
-        with os.fdopen(fd, "w", encoding="utf-8") as f:
-            json.dump(payload, f, indent=1)
-            f.write("\n")
-        os.replace(tmp, path)
-    except BaseException:
-        try:
-            os.unlink(tmp)
-        except FileNotFoundError:
-            pass
-        raise
+    """Write ``payload`` as JSON at ``path`` atomically (:func:`zg._io.atomic_write`)."""
+    from ._io import atomic_write
+
+    def write(f):
+        json.dump(payload, f, indent=1)
+        f.write("\n")
+    atomic_write(path, write, name="--json", text=True)
 
 
 def _cell(value: Any, digits: int = 4) -> str:

@@ -36,7 +36,7 @@ import torch
 
 from ._checks import int_arg as _int_arg, output_file_arg, path_arg, real_arg as _real_arg
 from ._io import atomic_write, os_error_naming
-from .graph import Graph
+from .graph import EDGE_CHUNK, Graph, csc_from_pairs as _csc_from_pairs
 
 __all__ = [
     "load",
@@ -78,7 +78,6 @@ FOLDER_ARRAYS = {"indptr": "int64", "indices": "int64", "x": "float32", "y": "in
 
 # Chunk sizes of the generators. They bound memory, and they fix how the random stream is
 # consumed: changing one changes which graph a given seed produces.
-EDGE_CHUNK = 1 << 20          # edges (csbm: node pairs) drawn per chunk
 FEATURE_CHUNK = 1 << 16       # feature rows drawn per chunk
 
 
@@ -451,24 +450,6 @@ def _read_npy(file: Path, spec: dict, *, mmap: bool) -> np.ndarray:
         raise ValueError(f"{file} could not be read ({type(exc).__name__}: {exc})") from None
 
 
-def _write_npz_atomic(path: Path, arrays: dict, *, compress: bool) -> None:
-    fd, tmp = tempfile.mkstemp(dir=path.parent, prefix=f".{path.name}.", suffix=".tmp")
-    try:
-        # Through a file object: np.savez given a *name* would append ".npz" to it.
-        with os.fdopen(fd, "wb") as f:
-            (np.savez_compressed if compress else np.savez)(f, **arrays)
-            f.flush()
-            os.fsync(f.fileno())
-        os.chmod(tmp, 0o644)   # mkstemp makes it owner-only; an ordinary data file is not
-        os.replace(tmp, path)
-    except BaseException:
-        try:
-            os.unlink(tmp)
-        except FileNotFoundError:
-            pass
-        raise
-
-
 def _read_npz(path: Path, expected_format: str, max_version: int) -> dict:
     """Every array of the .npz at ``path``, read eagerly; any read failure is a ValueError."""
     with open(path, "rb") as f:
@@ -503,45 +484,6 @@ def _read_npz(path: Path, expected_format: str, max_version: int) -> dict:
 
 
 # ----------------------------------------------------------------------------- shared generator parts
-
-
-def _csc_from_pairs(pairs: Iterator[Tuple[torch.Tensor, torch.Tensor]], max_pairs: int,
-                    num_nodes: int, *, reverse: bool = True, self_loops: bool = False,
-                    dedupe: bool = True) -> Tuple[torch.Tensor, torch.Tensor]:
-    """CSC arrays of the edges u -> v in ``pairs``, built with one sort.
-
-    ``pairs`` yields (u, v) chunks, int64 [k] each, at most ``max_pairs`` pairs in total.
-    Each pair becomes the key ``v * N + u`` (and ``u * N + v`` too if ``reverse``); one sort
-    of the keys orders the edges by (dst, src), which is CSC order, and equal neighbours in it
-    are duplicates. The defaults make the symmetrised, self-loop-free, de-duplicated union the
-    generators need; ``reverse=False, self_loops=True, dedupe=False`` keeps the edges exactly.
-    """
-    per_pair = 2 if reverse else 1
-    keys = torch.empty(per_pair * max_pairs, dtype=torch.int64)    # [2M] or [M], filled in place
-    filled = 0
-    for u, v in pairs:
-        if not self_loops:
-            keep = u != v                                          # self-loops go
-            u, v = u[keep], v[keep]
-        k = u.numel()
-        torch.mul(v, num_nodes, out=keys[filled:filled + k]).add_(u)          # edge u -> v
-        if reverse:
-            torch.mul(u, num_nodes, out=keys[filled + k:filled + 2 * k]).add_(v)  # edge v -> u
-        filled += per_pair * k
-    keys = keys[:filled]
-    # numpy's in-place sort is several times faster than torch.sort on CPU and needs no
-    # index array; the tensor and the array share memory.
-    keys.numpy().sort()
-    if dedupe:
-        distinct = torch.ones(filled, dtype=torch.bool)
-        distinct[1:] = keys[1:] != keys[:-1]
-        keys = keys[distinct]                                       # [E], sorted by (dst, src)
-        del distinct
-    indices = keys % num_nodes                                      # [E] sources
-    # indptr[v] = first key >= v * N: a sorted query, so the binary searches stay in cache.
-    bounds = torch.arange(num_nodes + 1, dtype=torch.int64) * num_nodes
-    indptr = torch.searchsorted(keys, bounds)                       # [N + 1]
-    return indptr, indices
 
 
 def _class_features(y: torch.Tensor, num_classes: int, feat_dim: int, feature_snr: float,

@@ -34,30 +34,16 @@ from typing import Any, Dict, List, Optional, Sequence
 import numpy as np
 import torch
 
-from ._checks import (batch_size_arg, bool_arg, fanouts_arg, graph_arg, int_arg, node_ids_arg,
+from ._checks import (batch_size_arg, bool_arg, fanouts_arg, int_arg, node_ids_arg,
                       positive_ints_arg, real_arg, seed_arg, str_arg)
+from .graph import graph_arg
+from .sampling import EnvelopeSampler, max_in_degree, worst_case_sizes
 
 __all__ = ["Envelope", "worst_case_sizes", "block_bytes"]
 
 INDEX_BYTES = 8   # int64 ids
 MASK_BYTES = 1    # bool
 VALUE_BYTES = 4   # float32
-
-
-def worst_case_sizes(num_nodes: int, fanouts: Sequence[int], batch_size: int,
-                     max_degree: Optional[int] = None) -> List[int]:
-    """Worst-case source rows per block (input layer first).
-
-    ``max_degree``: the graph's largest in-degree, if known; a row then contributes at most
-    ``min(k, max_degree)`` new nodes (the samplers clamp larger fanouts to it).
-    """
-    rows, sizes = batch_size, []
-    for k in reversed(list(fanouts)):
-        if max_degree is not None:
-            k = min(k, max_degree)
-        rows = max(rows, min(num_nodes, rows * (k + 1)))
-        sizes.append(rows)
-    return sizes[::-1]
 
 
 def block_bytes(src_rows: Sequence[int], dst_rows: Sequence[int], fanouts: Sequence[int],
@@ -130,7 +116,6 @@ class Envelope:
     @classmethod
     def worst_case(cls, g, fanouts: Sequence[int], batch_size: int) -> "Envelope":
         """``max(R, min(N, R * (min(k, D) + 1)))`` rows per hop: can never overflow."""
-        from .sampling import max_in_degree
 
         g = graph_arg(g)
         fanouts = fanouts_arg(fanouts, "fanouts")
@@ -152,7 +137,6 @@ class Envelope:
         and at most the worst case. Profiling reads the counts on the host once, at the end;
         it happens before training, not inside the iteration.
         """
-        from .sampling import EnvelopeSampler
 
         g = graph_arg(g)
         fanouts = fanouts_arg(fanouts, "fanouts")

@@ -35,14 +35,14 @@ returns the same multiset of edges.
 from __future__ import annotations
 
 import os
-from typing import Any, Optional, Sequence, Tuple
+from typing import Any, Iterator, Optional, Sequence, Tuple
 
 import numpy as np
 import torch
 
 from ._checks import device_arg
 
-__all__ = ["Graph"]
+__all__ = ["Graph", "graph_arg", "csc_from_pairs", "EDGE_CHUNK"]
 
 # A bound that keeps a typo (num_nodes=10**15) from turning into an out-of-memory crash.
 MAX_NODES = 2**31
@@ -616,3 +616,59 @@ class Graph:
             f"train/val/test={s['train_idx']:,}/{s['val_idx']:,}/{s['test_idx']:,}, "
             f"device={s['device']})"
         )
+
+
+# ----------------------------------------------------------------------------- building CSC from pairs
+
+EDGE_CHUNK = 1 << 20          # edges (node pairs) a generator or loader hands over per chunk
+
+
+def csc_from_pairs(pairs: Iterator[Tuple[torch.Tensor, torch.Tensor]], max_pairs: int,
+                    num_nodes: int, *, reverse: bool = True, self_loops: bool = False,
+                    dedupe: bool = True) -> Tuple[torch.Tensor, torch.Tensor]:
+    """CSC arrays of the edges u -> v in ``pairs``, built with one sort.
+
+    ``pairs`` yields (u, v) chunks, int64 [k] each, at most ``max_pairs`` pairs in total.
+    Each pair becomes the key ``v * N + u`` (and ``u * N + v`` too if ``reverse``); one sort
+    of the keys orders the edges by (dst, src), which is CSC order, and equal neighbours in it
+    are duplicates. The defaults make the symmetrised, self-loop-free, de-duplicated union the
+    generators need; ``reverse=False, self_loops=True, dedupe=False`` keeps the edges exactly.
+    """
+    per_pair = 2 if reverse else 1
+    keys = torch.empty(per_pair * max_pairs, dtype=torch.int64)    # [2M] or [M], filled in place
+    filled = 0
+    for u, v in pairs:
+        if not self_loops:
+            keep = u != v                                          # self-loops go
+            u, v = u[keep], v[keep]
+        k = u.numel()
+        torch.mul(v, num_nodes, out=keys[filled:filled + k]).add_(u)          # edge u -> v
+        if reverse:
+            torch.mul(u, num_nodes, out=keys[filled + k:filled + 2 * k]).add_(v)  # edge v -> u
+        filled += per_pair * k
+    keys = keys[:filled]
+    # numpy's in-place sort is several times faster than torch.sort on CPU and needs no
+    # index array; the tensor and the array share memory.
+    keys.numpy().sort()
+    if dedupe:
+        distinct = torch.ones(filled, dtype=torch.bool)
+        distinct[1:] = keys[1:] != keys[:-1]
+        keys = keys[distinct]                                       # [E], sorted by (dst, src)
+        del distinct
+    indices = keys % num_nodes                                      # [E] sources
+    # indptr[v] = first key >= v * N: a sorted query, so the binary searches stay in cache.
+    bounds = torch.arange(num_nodes + 1, dtype=torch.int64) * num_nodes
+    indptr = torch.searchsorted(keys, bounds)                       # [N + 1]
+    return indptr, indices
+
+
+def graph_arg(g: Any, name: str = "g", *, train: bool = False) -> "Graph":
+    """A zg.Graph; with ``train=True`` it must also have features, labels and a train split."""
+    if not isinstance(g, Graph):
+        raise TypeError(f"{name} must be a zg.Graph, got {type(g).__name__}")
+    if train:
+        if g.x is None or g.y is None:
+            raise ValueError(f"{name} needs features (x) and labels (y) to train on")
+        if g.train_idx is None or g.train_idx.numel() == 0:
+            raise ValueError(f"{name} has no training nodes (train_idx is empty or None)")
+    return g

@@ -302,7 +302,7 @@ def load(name: str, root: Any = None, *, symmetrize: bool = True, download: bool
 def _to_graph(name: str, graph: Dict[str, Any], labels: Any, split: Dict[str, Any],
               num_classes: int, *, symmetrize: bool) -> Graph:
     """ogb's (graph dict, labels, split) -> Graph. ``symmetrize``: add reverses, drop repeats."""
-    from .datasets import EDGE_CHUNK, _csc_from_pairs
+    from .graph import EDGE_CHUNK, csc_from_pairs as _csc_from_pairs
 
     num_nodes = int(graph["num_nodes"])
     edge_index = np.asarray(graph["edge_index"])                         # [2, E] src, dst

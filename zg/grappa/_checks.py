@@ -1,11 +1,14 @@
-"""Argument checks shared by the Grappa modules: every error names the argument and the problem."""
+"""Grappa's own argument checks (where a run writes), beside the kit's general ones in
+:mod:`zg._checks`, re-exported here for the Grappa modules. Every error names the argument and
+the problem."""
 
 from __future__ import annotations
 
 import os
-from typing import Any, Optional, Sequence
+from typing import Any, Optional
 
-from .._checks import (bool_arg, graph_arg, int_arg, output_file_arg,  # noqa: F401  (re-exported)
+from ..graph import graph_arg  # noqa: F401  (re-exported)
+from .._checks import (bool_arg, choice_arg, int_arg, output_file_arg,  # noqa: F401  (re-exported)
                        output_folder_arg, real_arg)
 
 # Where a run writes, and whether the writer creates missing folders on the way
@@ -13,14 +16,6 @@ from .._checks import (bool_arg, graph_arg, int_arg, output_file_arg,  # noqa: F
 # with a plain torch.save into an existing folder).
 OUTPUT_FIELDS_MAKE_FOLDERS = {"history_path": True, "model_path": False}
 CHECKPOINT_FILE = "checkpoint.pt"   # the name zg.grappa.train gives the file in checkpoint_dir
-
-
-def choice_arg(value: Any, name: str, choices: Sequence[str]) -> str:
-    if not isinstance(value, str):
-        raise TypeError(f"{name} must be a str, one of {list(choices)}, got {type(value).__name__}")
-    if value not in choices:
-        raise ValueError(f"unknown {name} {value!r}; choose one of {list(choices)}")
-    return value
 
 
 def check_output_paths(history_path: Optional[Any] = None, model_path: Optional[Any] = None,

@@ -18,6 +18,7 @@ import torch.distributed as dist
 from .._io import atomic_write
 from ..errors import ZgError
 from ..graph import Graph
+from ._checks import CHECKPOINT_FILE
 from .config import TrainConfig
 from .hook import gather_row
 
@@ -25,7 +26,6 @@ __all__ = ["CheckpointError", "checkpoint_file", "read_checkpoint", "write_check
            "CHECKPOINT_FILE", "RESUMABLE_CHANGES"]
 
 
-CHECKPOINT_FILE = "checkpoint.pt"
 # Config fields a resumed run may change: where things go, how long to wait, how often to save.
 RESUMABLE_CHANGES = ("history_path", "model_path", "checkpoint_dir", "checkpoint_every", "progress",
                      "timeout", "run_timeout", "threads")
