@@ -25,9 +25,10 @@ from pathlib import Path
 
 sys.path.insert(0, str(Path(__file__).resolve().parent))
 sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
+sys.path.insert(0, str(Path(__file__).resolve().parent.parent / "tools"))
 
 from zg.grappa.comm import Link, project_seconds  # noqa: E402
-from zg.netlab import NetLab, supports_latency, unavailable_reason  # noqa: E402
+from netlab import NetLab, supports_latency, unavailable_reason  # noqa: E402
 from _machine import machine, table, write_json  # noqa: E402
 
 RATES = {"1gbit": 125e6, "10gbit": 1.25e9, "100mbit": 12.5e6}
