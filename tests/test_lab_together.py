@@ -53,17 +53,3 @@ def test_together_rejects_unknown_variants(graph):
         lab.together(graph, variants=["grappa + magic"])
     with pytest.raises(ValueError, match="variants"):
         lab.together(graph, variants=[])
-
-
-def test_variant_summary_figure(require):
-    require("plotly")
-    import zg.viz
-
-    rows = [{"variant": "a", "seconds_per_epoch": 0.5, "bytes_per_epoch_per_worker": 2048.0, "test_acc": 0.7},
-            {"variant": "b", "seconds_per_epoch": 0.25, "bytes_per_epoch_per_worker": 4096.0, "test_acc": 0.6}]
-    fig = zg.viz.variant_summary(rows, subtitle="test machine")
-    assert len(fig.data) == 3 and all(list(t.x) == ["a", "b"] for t in fig.data)
-    assert list(fig.data[1].y) == [2048.0, 4096.0] and fig.data[1].text[0] == "2.0 KiB"
-    assert "test machine" in fig.layout.title.text
-    with pytest.raises(ValueError, match="seconds_per_epoch"):
-        zg.viz.variant_summary([{"variant": "a"}])
