@@ -1,6 +1,6 @@
 """Shared by the benchmarks: a note of the machine a result came from, and an atomic JSON writer.
 
-Every benchmark writes ``bench/results/<name>.json`` with ``{"machine": machine(), ...}`` so a
+Every benchmark writes ``bench/results/<name>.json`` with ``{"machine": machine_note(), ...}`` so a
 number is never separated from where it was measured.
 """
 
@@ -15,8 +15,8 @@ from pathlib import Path
 RESULTS = Path(__file__).resolve().parent / "results"
 
 
-# One implementation of the machine note, shared with the notebooks (zg.lab.machine).
-from zg.lab import machine  # noqa: E402
+# One implementation of the machine note, shared with the notebooks (zg.experiments.machine_note).
+from zg.experiments.machine import machine_note  # noqa: E402
 
 
 def source_version() -> dict:

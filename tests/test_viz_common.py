@@ -12,7 +12,7 @@ def axis_title(axis):
 
 
 def test_import_zg_needs_no_plotly():
-    code = ("import sys, zg, zg.lab; "
+    code = ("import sys, zg, zg.experiments; "
             "assert 'zg.viz' not in sys.modules, 'import zg imported zg.viz'; "
             "assert 'plotly' not in sys.modules, 'import zg imported plotly'")
     subprocess.run([sys.executable, "-c", code], check=True)
