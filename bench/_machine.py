@@ -1,6 +1,6 @@
 """Shared by the benchmarks: a note of the machine a result came from, and an atomic JSON writer.
 
-Every benchmark writes ``bench/results/<name>.json`` with ``{"machine": machine(), ...}`` so a
+Every benchmark writes ``bench/results/<name>.json`` with ``{"machine": machine_note(), ...}`` so a
 number is never separated from where it was measured.
 """
 
@@ -13,10 +13,11 @@ from pathlib import Path
 RESULTS = Path(__file__).resolve().parent / "results"
 
 
-# One implementation of the machine note, shared with the notebooks (zg.lab.machine), and
-# one atomic writer, shared with the package (zg._io.atomic_write).
+# One implementation of the machine note, shared with the notebooks
+# (zg.experiments.machine_note), and one atomic writer, shared with the package
+# (zg._io.atomic_write).
 from zg._io import atomic_write  # noqa: E402
-from zg.lab import machine  # noqa: E402
+from zg.experiments.machine import machine_note  # noqa: E402
 
 
 def source_version() -> dict:

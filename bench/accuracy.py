@@ -25,7 +25,7 @@ sys.path.insert(0, str(Path(__file__).resolve().parent))
 import zg  # noqa: E402
 from zg import models  # noqa: E402
 from zg.baselines.features import feature_only_accuracy  # noqa: E402
-from _machine import machine, table, write_json  # noqa: E402
+from _machine import machine_note, table, write_json  # noqa: E402
 
 
 def main(argv=None):
@@ -57,7 +57,7 @@ def main(argv=None):
                   f"{r['feature_only_test_accuracy']:.3f}",
                   " ".join(f"{v:.2f}" for v in r["val_curve"][::3])] for r in rows],
                 ["homophily", "SAGE test", "features only", "val curve (every 3rd epoch)"]))
-    path = write_json("accuracy", {"benchmark": "accuracy", "machine": machine(), "settings": vars(args), "rows": rows})
+    path = write_json("accuracy", {"benchmark": "accuracy", "machine": machine_note(), "settings": vars(args), "rows": rows})
     print(f"\nwrote {path}")
 
 

@@ -32,7 +32,7 @@ import zg  # noqa: E402
 from zg import models  # noqa: E402
 from zg.engine import Engine  # noqa: E402
 from zg.profile import profile_engine  # noqa: E402
-from _machine import machine, table, write_json  # noqa: E402
+from _machine import machine_note, table, write_json  # noqa: E402
 
 
 def zg_model(g, hidden, layers, seed):
@@ -110,7 +110,7 @@ def main(argv=None):
     }
     for k, ok in targets.items():
         print(f"  [{'met' if ok else 'MISSED'}] {k}")
-    path = write_json(args.name, {"benchmark": "engine", "machine": machine(), "settings": vars(args),
+    path = write_json(args.name, {"benchmark": "engine", "machine": machine_note(), "settings": vars(args),
                                   "rows": rows, "stage_profiles": profiles, "targets": targets,
                                   "compile": "not attempted: torch.compile of the whole static step "
                                              "(sampler + backward + optimizer) is left for later"})

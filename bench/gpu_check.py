@@ -40,7 +40,7 @@ from zg import models  # noqa: E402
 from zg.engine import Engine  # noqa: E402
 from zg.envelope import Envelope, worst_case_sizes  # noqa: E402
 from zg.profile import gpu_execution_fraction  # noqa: E402
-from _machine import machine, table, write_json  # noqa: E402
+from _machine import machine_note, table, write_json  # noqa: E402
 
 FANOUTS = [15, 10, 5]
 
@@ -152,7 +152,7 @@ def main(argv=None):
     cuda = torch.cuda.is_available()
     device = torch.device("cuda", 0) if cuda else torch.device("cpu")
     tag = "cuda" if cuda else "cpu"
-    result = {"benchmark": "gpu_check", "machine": machine(), "settings": vars(args),
+    result = {"benchmark": "gpu_check", "machine": machine_note(), "settings": vars(args),
               "numerics": None, "rows": [], "data_parallel": None, "ratios": {}, "skipped": [],
               "errors": [], "complete": False,
               "note": ("dynamic allocates each batch's exact sizes, so its peak is the oracle's; "

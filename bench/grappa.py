@@ -49,7 +49,7 @@ import zg  # noqa: E402
 from zg import grappa  # noqa: E402
 from zg.grappa.comm import LINKS, project_seconds  # noqa: E402
 
-from _machine import machine, table, write_json  # noqa: E402
+from _machine import machine_note, table, write_json  # noqa: E402
 
 ESTIMATORS = ("mean", "node", "batch", "shrink")
 
@@ -177,7 +177,7 @@ def main(argv=None):
     specs = QUICK if args.quick else FULL
     torch.set_num_threads(os.cpu_count() or 1)
     start = time.perf_counter()
-    note = machine()
+    note = machine_note()
     records, grad_rows = [], []
     scratch = tempfile.mkdtemp(prefix="zg-bench-grappa-")             # model files, outside the repo
     for label, spec in specs.items():

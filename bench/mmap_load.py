@@ -165,7 +165,7 @@ def main() -> None:
     ap.add_argument("--keep", action="store_true", help="keep the graph folder in bench/data/")
     args = ap.parse_args()
 
-    from _machine import machine, table, write_json
+    from _machine import machine_note, table, write_json
 
     DATA.mkdir(exist_ok=True)
     path = DATA / f"{args.name}_graph"
@@ -220,7 +220,7 @@ def main() -> None:
                 ["mode", "load s", "peak RSS GiB", "peak anon added GiB", "anon added GiB",
                  "file-backed GiB", f"sample {args.batches} batches s"]))
     out = write_json(args.name, {
-        "machine": machine(),
+        "machine": machine_note(),
         "setting": {"nodes": args.nodes, "edges": args.edges, "feat_dim": args.feat_dim,
                     "batches": args.batches, "batch_size": 1024, "fanouts": [15, 10, 5],
                     "repeats": args.repeats, "seed": args.seed, "page_cache": "warm (just written)"},

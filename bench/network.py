@@ -25,10 +25,11 @@ from pathlib import Path
 
 sys.path.insert(0, str(Path(__file__).resolve().parent))
 sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
+sys.path.insert(0, str(Path(__file__).resolve().parent.parent / "tools"))
 
 from zg.grappa.comm import Link, project_seconds  # noqa: E402
-from zg.netlab import NetLab, supports_latency, unavailable_reason  # noqa: E402
-from _machine import machine, table, write_json  # noqa: E402
+from netlab import NetLab, supports_latency, unavailable_reason  # noqa: E402
+from _machine import machine_note, table, write_json  # noqa: E402
 
 RATES = {"1gbit": 125e6, "10gbit": 1.25e9, "100mbit": 12.5e6}
 
@@ -114,7 +115,7 @@ def main(argv=None):
         print(f"feature_fetch / grappa epoch time, {k}: {v:.2f}x")
     target = speedups.get("P4/1gbit")
     print(f"  [{'met' if target and target >= 4 else 'MISSED'}] Grappa >= 4x faster than feature fetch at P=4 on 1 Gbit/s")
-    path = write_json("network", {"benchmark": "network", "machine": machine(), "settings": vars(args),
+    path = write_json("network", {"benchmark": "network", "machine": machine_note(), "settings": vars(args),
                                   "config": base, "latency_shaped": False,
                                   "netem_available": supports_latency(), "rows": rows, "speedups": speedups,
                                   "note": "links shaped with tc tbf on both ends; no added latency "

@@ -30,7 +30,7 @@ sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
 
 import zg  # noqa: E402
 from zg import parallel  # noqa: E402
-from _machine import machine, table, write_json  # noqa: E402
+from _machine import machine_note, table, write_json  # noqa: E402
 
 
 def main(argv=None):
@@ -69,7 +69,7 @@ def main(argv=None):
                   f"{r['speedup_vs_first']:.2f}x", r["host_syncs_per_iteration"]] for r in rows],
                 ["workers", "threads each", "s / epoch", "speed-up", "syncs / it"]))
     path = write_json("parallel", {
-        "benchmark": "parallel", "machine": machine(), "settings": vars(args),
+        "benchmark": "parallel", "machine": machine_note(), "settings": vars(args),
         "graph": {"name": "csbm", "nodes": args.nodes, "avg_degree": 20, "feat_dim": 128},
         "model": "SAGE 3 layers, hidden 256, fanouts [15, 10, 5], DeviceAdam lr 3e-3, dropout 0",
         "rows": rows, "seconds_total": time.perf_counter() - start,

@@ -36,7 +36,7 @@ import zg  # noqa: E402
 from zg import models  # noqa: E402
 from zg.audit import SyncAudit  # noqa: E402
 from zg.pipeline import DynamicPipeline, EnvelopePipeline  # noqa: E402
-from _machine import machine, table, write_json  # noqa: E402
+from _machine import machine_note, table, write_json  # noqa: E402
 
 
 def syncs_per_iteration(pipe, iterations=3, sample_only=False):
@@ -182,7 +182,7 @@ def main(argv=None):
         print(f"  [{'met' if ok else 'MISSED'}] {k}")
 
     path = write_json(args.name, {
-        "benchmark": "sampling", "machine": machine(), "settings": vars(args),
+        "benchmark": "sampling", "machine": machine_note(), "settings": vars(args),
         "graph": g.summary(), "results": results, "ratios": ratios, "memory": memory,
         "overflow": overflow, "targets": targets,
     })

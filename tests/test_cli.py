@@ -64,7 +64,7 @@ def test_info_json_has_the_machine_note(capsys):
     assert report["cuda_available"] == torch.cuda.is_available()
     assert len(report["cuda_devices"]) == (torch.cuda.device_count() if torch.cuda.is_available() else 0)
     assert report["threads"]["torch_intra_op"] == torch.get_num_threads()
-    assert set(report["machine"]) >= {"cpu", "cores", "memory_gib", "torch", "date"}   # zg.lab.machine()
+    assert set(report["machine"]) >= {"cpu", "cores", "memory_gib", "torch", "date"}   # zg.experiments.machine_note()
     assert report["repository"] == str(ROOT)
 
 

@@ -31,9 +31,9 @@ def source(g, sampler, rank=0, workers=2):
 
 
 def test_envelope_worker_step_has_no_host_syncs():
-    from zg import lab
+    from zg import experiments as ex
 
-    audits = lab.worker_syncs(tiny(), workers=2, fanouts=[5, 5], batch_size=48)
+    audits = ex.worker_syncs(tiny(), workers=2, fanouts=[5, 5], batch_size=48)
     assert audits["envelope"]["host_syncs"] == 0 and audits["envelope"]["dynamic_shape_ops"] == 0
     assert audits["dynamic"]["host_syncs"] > 0
 

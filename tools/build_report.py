@@ -5,9 +5,9 @@
     python tools/build_report.py --scale small notebooks/02_envelopes.ipynb   # CI size
 
 Each notebook runs top to bottom in a fresh kernel of this interpreter, in the notebook's own
-folder, with ``ZG_SCALE`` set to ``--scale`` (the notebooks read it through zg.lab.scale()),
-and is exported with tools/report_template/ (JupyterLab's look, no CDN scripts; see that
-template). Widget state is left out of the page: a static page has no kernel to drive a
+folder, with ``ZG_SCALE`` set to ``--scale`` (the notebooks read it through
+zg.experiments.scale()), and is exported with tools/report_template/ (JupyterLab's look, no CDN
+scripts; see that template). Widget state is left out of the page: a static page has no kernel to drive a
 widget, and zg.viz.explore() gives every control a static stand-in instead.
 
 After writing a report this script checks it statically: plotly.js is embedded inline, and no

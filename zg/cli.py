@@ -181,7 +181,7 @@ def info() -> Dict[str, Any]:
     import torch
 
     import zg
-    from .lab import machine, machine_label
+    from .experiments import machine_label, machine_note as machine
 
     devices = []
     if torch.cuda.is_available():
@@ -401,7 +401,7 @@ def cmd_train(args: argparse.Namespace, parser: argparse.ArgumentParser) -> int:
     print(f"\nfinal: val {_cell(final['val_acc'])}, test {_cell(final['test_acc'])}, "
           f"host syncs/iter {_cell(final['host_syncs_per_iteration'], 2)}, {total:.1f} s")
     if args.json:
-        from .lab import machine
+        from .experiments import machine_note as machine
 
         write_json_atomic(args.json, {
             "format": HISTORY_FORMAT, "version": HISTORY_VERSION,

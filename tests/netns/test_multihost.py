@@ -6,7 +6,7 @@ from pathlib import Path
 
 import pytest
 
-from zg.netlab import NetLab, unavailable_reason
+from netlab import NetLab, unavailable_reason
 
 REASON = unavailable_reason()
 pytestmark = pytest.mark.skipif(REASON is not None, reason=f"NetLab unavailable: {REASON}")

@@ -1,8 +1,9 @@
 """NetLab: several test hosts on one Linux machine, as network namespaces on a virtual switch.
 
-Where it sits: under the multi-host tests (tests/netns/) and ``bench/network.py``. It lets the
-kit run ``torchrun`` across real network stacks, one agent per host (:meth:`NetLab.torchrun`),
-over links whose bandwidth it shapes, without touching the machine's own network:
+Where it sits: under the multi-host tests (tests/netns/) and ``bench/network.py``, which import
+it from tools/ (a test and bench harness, not part of the zg package). It lets the kit run
+``torchrun`` across real network stacks, one agent per host (:meth:`NetLab.torchrun`), over
+links whose bandwidth it shapes, without touching the machine's own network:
 
     switch namespace  <prefix>-sw   holds a bridge; every link's switch end is plugged into it
     host namespaces   <prefix>-h0 ... <prefix>-h{n-1}, each with one veth ``eth0`` at

@@ -1,7 +1,4 @@
-"""zg.viz: every figure builder returns the figure it promises, and reports render offline."""
-
-import subprocess
-import sys
+"""zg.viz.zerognn: every ZeroGNN figure builder returns the figure it promises."""
 
 import pytest
 import torch
@@ -9,27 +6,6 @@ import torch
 
 def axis_title(axis):
     return axis.title.text
-
-
-def test_import_zg_needs_no_plotly():
-    code = ("import sys, zg, zg.lab; "
-            "assert 'zg.viz' not in sys.modules, 'import zg imported zg.viz'; "
-            "assert 'plotly' not in sys.modules, 'import zg imported plotly'")
-    subprocess.run([sys.executable, "-c", code], check=True)
-
-
-def test_setup_notebook_renders_offline(viz):
-    import plotly.graph_objects as go
-    import plotly.io as pio
-
-    assert viz.setup_notebook() == "plotly_mimetype+zg_offline"
-    assert pio.renderers.default == "plotly_mimetype+zg_offline"
-    bundle = pio.renderers[viz.RENDERER].to_mimebundle(go.Figure(go.Bar(x=[1], y=[2])).to_dict())
-    html = bundle["text/html"]
-    assert "Plotly.newPlot" in html and "plotly-graph-div" in html
-    assert "cdn.plot.ly" not in html and "mathjax" not in html.lower() and "<script src" not in html
-    assert "plotly.js v" not in html                          # the library is embedded once, by setup
-    assert "cdn" not in viz.offline_html(go.Figure()).lower()
 
 
 def test_host_syncs(viz):
@@ -125,12 +101,6 @@ def test_execution_trace(viz):
     assert axis_title(fig.layout.yaxis) == "batch index in its epoch"
 
 
-def test_curves(viz):
-    fig = viz.curves({"zg envelope": [1.0, 0.5], "other": [2, 1]}, title="Loss", yaxis_title="loss")
-    assert fig.layout.title.text == "Loss" and axis_title(fig.layout.yaxis) == "loss"
-    assert list(fig.data[0].x) == [0, 1] and fig.data[0].line.color == viz.PIPELINE_COLORS["zg envelope"]
-
-
 def test_stage_breakdown_and_batch_scaling(viz):
     rows = [{"pipeline": p, "batch_size": b, "step_seconds": 0.01 * b / 64,
              "stage_seconds": {"sample": 0.002, "forward": 0.004}, "seeds_per_second": 6400.0 * (1 + i)}
@@ -154,43 +124,3 @@ def test_gpu_results_figure(viz):
     assert len(fig.data) == 4 and list(fig.data[3].y) == [0.95]
     with pytest.raises(ValueError, match="label"):
         viz.gpu_results(rows, label="")
-
-
-def test_grappa_figures(viz):
-    fig = viz.coverage_histogram(torch.tensor([0.2, 0.4, 1.0]), hops=2)
-    assert fig.data[0].type == "histogram" and axis_title(fig.layout.xaxis) == "2-hop coverage"
-    assert "mean 0.53" in fig.layout.annotations[0].text
-    fig = viz.bytes_by_kind({"gradients": [2048, 2048], "features": [0, 0]})
-    assert [t.name for t in fig.data] == ["gradients: 4.0 KiB", "features: 0 B"]
-    assert list(fig.data[0].x) == ["worker 0", "worker 1"] and fig.layout.barmode == "stack"
-
-
-def test_explore(viz, require):
-    widgets = require("ipywidgets")
-    calls = []
-
-    def build(n, word):
-        calls.append((n, word))
-        return viz.curves({word: list(range(n))}, title=f"{n} {word}")
-
-    slider = widgets.IntSlider(value=3, min=1, max=9)
-    explorer = viz.explore(build, n=slider, word=widgets.Dropdown(options=["a", "b"], value="a"))
-    assert calls == [(3, "a")]                                    # built once, up front
-    bundle = explorer._repr_mimebundle_()
-    assert "application/vnd.jupyter.widget-view+json" in bundle
-    assert "plotly-graph-div" in bundle["text/html"] and "live when this notebook runs in JupyterLab" in bundle["text/html"]
-    assert "n=3" in bundle["text/html"]
-    slider.value = 5                                              # moving a control rebuilds
-    assert calls[-1] == (5, "a")
-
-    def broken(n):
-        raise RuntimeError("boom")
-
-    with pytest.raises(RuntimeError, match="boom"):               # an error fails the cell
-        viz.explore(broken, n=widgets.IntSlider(value=1))
-    with pytest.raises(TypeError, match="plotly Figure"):
-        viz.explore(lambda n: None, n=widgets.IntSlider(value=1))
-    with pytest.raises(TypeError, match="ipywidgets"):
-        viz.explore(build, n=3)
-    with pytest.raises(ValueError):
-        viz.explore(build)

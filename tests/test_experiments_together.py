@@ -1,10 +1,10 @@
-"""zg.lab's notebook-09 experiments: host syncs inside a Grappa worker per sampler, and the
-three variants trained side by side with real worker processes; and their figure."""
+"""zg.experiments.together: host syncs inside a Grappa worker per sampler, and the three
+variants trained side by side with real worker processes (notebook 09)."""
 
 import pytest
 
 import zg
-from zg import lab
+from zg import experiments as ex
 
 pytestmark = pytest.mark.timeout(300)
 
@@ -15,7 +15,7 @@ def graph():
 
 
 def test_worker_syncs_counts_the_waits_of_each_sampler(graph):
-    out = lab.worker_syncs(graph, workers=2, fanouts=[4, 3], batch_size=64, seed=1)
+    out = ex.worker_syncs(graph, workers=2, fanouts=[4, 3], batch_size=64, seed=1)
     assert out["envelope"]["host_syncs"] == 0 and out["envelope"]["dynamic_shape_ops"] == 0
     # The dynamic sampler reads at least one count per hop back on the host.
     assert out["dynamic"]["host_syncs"] >= 2 and out["dynamic"]["dynamic_shape_ops"] >= 2
@@ -24,14 +24,14 @@ def test_worker_syncs_counts_the_waits_of_each_sampler(graph):
     assert 0 < out["local_nodes"] < graph.num_nodes                 # a partition, not the graph
 
 
-def test_together_trains_the_three_variants(graph):
-    result = lab.together(graph, workers=2, epochs=2, batch_size=64, fanouts=[4, 3], hidden_dim=8,
-                          seed=0, timeout=60, run_timeout=240)
+def test_train_together_trains_the_three_variants(graph):
+    result = ex.train_together(graph, workers=2, epochs=2, batch_size=64, fanouts=[4, 3], hidden_dim=8,
+                               seed=0, timeout=60, run_timeout=240)
     rows = {r["variant"]: r for r in result["rows"]}
-    assert list(rows) == list(lab.TOGETHER)
+    assert list(rows) == list(ex.TOGETHER)
     for name, h in result["histories"].items():
-        assert h["config"]["trainer"] == lab.TOGETHER[name]["trainer"]
-        assert h["config"]["sampler"] == lab.TOGETHER[name]["sampler"]
+        assert h["config"]["trainer"] == ex.TOGETHER[name]["trainer"]
+        assert h["config"]["sampler"] == ex.TOGETHER[name]["sampler"]
         assert len(h["epochs"]) == 2 and rows[name]["test_acc"] == h["final"]["test_acc"]
         total = sum(sum(per_worker) for per_worker in rows[name]["bytes_by_kind"].values())
         assert total == sum(sum(e["bytes_sent"]) for e in h["epochs"])     # by kind adds up
@@ -48,22 +48,8 @@ def test_together_trains_the_three_variants(graph):
         assert e_bytes == (d_bytes // iterations + 4) * executed
 
 
-def test_together_rejects_unknown_variants(graph):
+def test_train_together_rejects_unknown_variants(graph):
     with pytest.raises(ValueError, match="variants"):
-        lab.together(graph, variants=["grappa + magic"])
+        ex.train_together(graph, variants=["grappa + magic"])
     with pytest.raises(ValueError, match="variants"):
-        lab.together(graph, variants=[])
-
-
-def test_variant_summary_figure(require):
-    require("plotly")
-    import zg.viz
-
-    rows = [{"variant": "a", "seconds_per_epoch": 0.5, "bytes_per_epoch_per_worker": 2048.0, "test_acc": 0.7},
-            {"variant": "b", "seconds_per_epoch": 0.25, "bytes_per_epoch_per_worker": 4096.0, "test_acc": 0.6}]
-    fig = zg.viz.variant_summary(rows, subtitle="test machine")
-    assert len(fig.data) == 3 and all(list(t.x) == ["a", "b"] for t in fig.data)
-    assert list(fig.data[1].y) == [2048.0, 4096.0] and fig.data[1].text[0] == "2.0 KiB"
-    assert "test machine" in fig.layout.title.text
-    with pytest.raises(ValueError, match="seconds_per_epoch"):
-        zg.viz.variant_summary([{"variant": "a"}])
+        ex.train_together(graph, variants=[])

@@ -1,0 +1,143 @@
+"""zg.viz.grappa: every Grappa figure builder returns the figure it promises."""
+
+import pytest
+import torch
+
+
+def axis_title(axis):
+    return axis.title.text
+
+
+def test_grappa_figures(viz):
+    fig = viz.coverage_histogram(torch.tensor([0.2, 0.4, 1.0]), hops=2)
+    assert fig.data[0].type == "histogram" and axis_title(fig.layout.xaxis) == "2-hop coverage"
+    assert "mean 0.53" in fig.layout.annotations[0].text
+    fig = viz.bytes_by_kind({"gradients": [2048, 2048], "features": [0, 0]})
+    assert [t.name for t in fig.data] == ["gradients: 4.0 KiB", "features: 0 B"]
+    assert list(fig.data[0].x) == ["worker 0", "worker 1"] and fig.layout.barmode == "stack"
+
+
+def test_coverage_distributions(viz):
+    fig = viz.coverage_distributions({"random partition": [0.1, 0.2, 0.3], "metis partition": [0.9, 1.0]},
+                                     hops=2, subtitle="here")
+    assert [t.type for t in fig.data] == ["histogram", "histogram"]
+    assert "mean 0.20" in fig.data[0].name and "mean 0.95" in fig.data[1].name
+    assert fig.data[0].marker.color != fig.data[1].marker.color
+    assert len(fig.layout.shapes) == 2 and "2-hop" in fig.layout.title.text and "here" in fig.layout.title.text
+    with pytest.raises(ValueError):
+        viz.coverage_distributions({}, hops=2)
+    with pytest.raises(ValueError, match="empty"):
+        viz.coverage_distributions({"a": []}, hops=2)
+
+
+def test_partition_sweep_figure(viz):
+    rows = [{"method": m, "num_parts": p, "edge_cut_fraction": c, "coverage_2": v}
+            for m, p, c, v in [("random", 2, 0.5, 0.3), ("random", 4, 0.75, 0.1),
+                               ("metis", 2, 0.05, 0.9), ("metis", 4, 0.09, 0.85)]]
+    fig = viz.partition_sweep(rows, hops=2)
+    names = [t.name for t in fig.data]
+    assert names == ["random", "random", "metis", "metis", "(P - 1) / P"]
+    assert list(fig.data[0].y) == [0.5, 0.75] and list(fig.data[3].y) == [0.9, 0.85]
+    assert list(fig.data[-1].y) == [0.5, 0.75]
+    with pytest.raises(ValueError, match="coverage_3"):
+        viz.partition_sweep(rows, hops=3)
+
+
+def traffic(method, batch, feature, gradient):
+    return {"method": method, "batch_size": batch, "feature_bytes": feature, "gradient_bytes": gradient}
+
+
+def test_traffic_vs_batch(viz):
+    rows = [traffic("random", 16, 100, 400), traffic("random", 64, 90, 100),
+            traffic("metis", 16, 30, 400), traffic("metis", 64, 25, 100)]
+    fig = viz.traffic_vs_batch(rows)
+    assert len(fig.data) == 3
+    assert list(fig.data[0].y) == [100, 90] and list(fig.data[1].y) == [30, 25]
+    assert list(fig.data[2].x) == [16, 64] and list(fig.data[2].y) == [400, 100]
+    assert fig.layout.yaxis.type == "log" and fig.layout.xaxis.type == "log"
+
+
+def test_partition_view(viz):
+    fig = viz.partition_view({"random partition": [0.2, 0.4], "metis partition": [0.9]},
+                             [traffic("random", 32, 300, 200), traffic("metis", 32, 80, 200)], hops=2)
+    histograms = [t for t in fig.data if t.type == "histogram"]
+    (bars,) = [t for t in fig.data if t.type == "bar"]
+    assert len(histograms) == 2
+    assert list(bars.y) == [300, 80, 200] and "Grappa" in bars.x[-1]
+    with pytest.raises(ValueError):
+        viz.partition_view({"a": [0.5]}, [], hops=2)
+
+
+def test_bytes_per_epoch_by_run(viz):
+    rows = [{"run": "isolated", "gradients_per_epoch": 10.0, "scalars_per_epoch": 0.0,
+             "features_per_epoch": 0.0, "parameters_per_epoch": 0.0},
+            {"run": "feature_fetch", "gradients_per_epoch": 10.0, "scalars_per_epoch": 0.0,
+             "features_per_epoch": 5.0, "parameters_per_epoch": 0.0}]
+    fig = viz.bytes_per_epoch_by_run(rows)
+    bars = [t for t in fig.data if t.type == "bar"]
+    assert [t.name for t in bars] == ["gradients", "scalars", "features", "parameters"]
+    assert list(bars[2].y) == [0.0, 5.0] and fig.layout.barmode == "stack"
+    (totals,) = [t for t in fig.data if t.type == "scatter"]
+    assert list(totals.y) == [10.0, 15.0]
+    with pytest.raises(ValueError, match="scalars_per_epoch"):
+        viz.bytes_per_epoch_by_run([{"run": "x", "gradients_per_epoch": 1}])
+
+
+def test_estimator_errors_stacks_bias_squared_and_variance(viz):
+    rows = [{"partition": "metis", "weighting": "inverse", "estimator": n, "bias_squared": b, "variance": v}
+            for n, b, v in (("mean", 0.04, 0.02), ("batch", 0.01, 0.005))]
+    fig = viz.estimator_errors(rows, subtitle="s")
+    assert fig.layout.barmode == "stack" and [t.name for t in fig.data] == ["bias²", "variance"]
+    assert list(fig.data[0].y) == [0.04, 0.01] and list(fig.data[1].y) == [0.02, 0.005]
+    assert len(fig.data[0].x) == 3                               # partition, weighting, estimator levels
+    with pytest.raises(ValueError, match="variance"):
+        viz.estimator_errors([{"weighting": "inverse", "estimator": "mean", "bias_squared": 1.0}])
+
+
+def test_shrink_curve_marks_auto_and_chosen(viz):
+    sweep = {"lambdas": [0.0, 0.5, 1.0], "bias": [0.2, 0.1, 0.3], "variance": [0.01, 0.02, 0.03],
+             "relative_mse": [0.05, 0.03, 0.12], "auto_lambda": [0.4, 0.6]}
+    fig = viz.shrink_curve(sweep, chosen={"lambda": 0.5, "relative_mse": 0.03})
+    names = [t.name for t in fig.data]
+    assert names[:3] == ["bias²", "variance", "relative MSE"]
+    assert list(fig.data[0].y) == pytest.approx([0.04, 0.01, 0.09])
+    assert list(fig.data[3].x) == [0.4, 0.6] and list(fig.data[4].y) == [0.03]
+    assert len(viz.shrink_curve({**sweep, "auto_lambda": []}).data) == 3
+    with pytest.raises(ValueError, match="relative_mse"):
+        viz.shrink_curve({"lambdas": [0], "bias": [0], "variance": [0]})
+
+
+def test_accuracy_vs_bytes(viz):
+    rows = [{"run": "a", "bytes": 1e6, "accuracy": 0.7}, {"run": "b", "bytes": 1e7, "accuracy": 0.75, "counted_bytes": 5e6}]
+    fig = viz.accuracy_vs_bytes(rows)
+    assert fig.layout.xaxis.type == "log"
+    assert len(fig.data) == 3 and list(fig.data[2].x) == [1e7, 1.5e7] and fig.data[2].line.dash == "dot"
+    with pytest.raises(ValueError, match="rows"):
+        viz.accuracy_vs_bytes([])
+
+
+def test_rmat_scaling_and_projection_figures(viz):
+    rows = [{"nodes": n, "feature_bytes_per_iteration": 10 * n, "gradient_bytes_per_iteration": 500,
+             "edge_cut_fraction": 0.5, "mean_coverage": 0.4} for n in (2048, 1024)]
+    fig = viz.rmat_scaling(rows)
+    assert len(fig.data) == 4 and list(fig.data[0].x) == [1024, 2048]   # sorted by size
+    proj = [{"design": d, "link": "1GbE", "compute_seconds": 3600.0, "link_seconds": s} for d, s in
+            (("grappa", 360.0), ("feature fetching", 7200.0))]
+    fig = viz.epoch_projection(proj, title="Epoch: projection (link model), not a measurement")
+    assert fig.layout.barmode == "stack" and list(fig.data[1].y) == pytest.approx([0.1, 2.0])
+    with pytest.raises(ValueError, match="projection"):
+        viz.epoch_projection(proj, title="Epoch time")
+
+
+def test_variant_summary_figure(require):
+    require("plotly")
+    import zg.viz
+
+    rows = [{"variant": "a", "seconds_per_epoch": 0.5, "bytes_per_epoch_per_worker": 2048.0, "test_acc": 0.7},
+            {"variant": "b", "seconds_per_epoch": 0.25, "bytes_per_epoch_per_worker": 4096.0, "test_acc": 0.6}]
+    fig = zg.viz.variant_summary(rows, subtitle="test machine")
+    assert len(fig.data) == 3 and all(list(t.x) == ["a", "b"] for t in fig.data)
+    assert list(fig.data[1].y) == [2048.0, 4096.0] and fig.data[1].text[0] == "2.0 KiB"
+    assert "test machine" in fig.layout.title.text
+    with pytest.raises(ValueError, match="seconds_per_epoch"):
+        zg.viz.variant_summary([{"variant": "a"}])

@@ -1,0 +1,59 @@
+"""zg.experiments: what the notebooks and benches measure, one concept per module.
+
+Where it sits: between the package and the notebooks. A notebook cell that would be longer
+than a screen is a function here; the notebook calls it, hands the result to a figure builder
+in :mod:`zg.viz` and asserts its claim. Every function returns plain measurements (dicts,
+rows of dicts, tensors) measured when it ran; nothing here plots or needs plotly or
+ipywidgets, so each module is tested with the core alone (``tests/test_experiments_<module>.py``).
+A measurement and its figure never share a name: ``ex.measure_hop_metadata`` measures,
+``zg.viz.hop_metadata`` draws.
+
+Following one batch through the kit:
+
+    machine.py      the setting: scale (small / full), the machine note, Markdown tables
+    host_syncs.py   each hop's metadata and the host syncs reading it costs (notebooks 00, 01)
+    envelopes.py    exact per-block counts, overflow probability and memory per margin (02)
+    replay.py       static buffer addresses, executed-step traces, parameter comparisons (03)
+    throughput.py   stage timelines, DGL / zg pipelines side by side, committed GPU results (01, 04)
+    partitions.py   cut edges, balance and coverage of partitions, across super-epochs (05, 08)
+    traffic.py      bytes each design sends: counted, checked against real runs, projected (05-08)
+    trainers.py     the distributed trainers trained for real, summarised and averaged (06, 08)
+    estimators.py   each gradient estimator's error against the exact gradient (07)
+    together.py     Grappa workers running the ZeroGNN step, against both baselines (09)
+
+Every public name is also here, so a notebook needs one import:
+
+    from zg import experiments as ex
+    SCALE = ex.scale()                                         # "small" (default) or "full"
+    rows = ex.measure_hop_metadata(g, [15, 10, 5], seeds)      # what one iteration produces
+    events = ex.time_stages(pipeline, seeds)                   # one iteration, stage by stage
+    q = ex.partition_quality(g, 4, "metis", hops=2)
+"""
+
+from . import (envelopes, estimators, host_syncs, machine, partitions, replay, throughput, together,
+               traffic, trainers)
+from .envelopes import overflow_curve, sample_counts
+from .estimators import error_rows, shrink_sweep
+from .host_syncs import audit_samplers, measure_hop_metadata
+from .machine import SCALES, by_scale, machine_label, machine_note, markdown_table, scale
+from .partitions import chunk_pairs_met, edges_exposed, partition_quality, sweep_partitions
+from .replay import bitwise_equal, max_abs_difference, parameters, static_addresses, trace_steps
+from .throughput import GPU_RESULTS, gpu_result_rows, load_gpu_results, profile_pipelines, time_stages
+from .together import TOGETHER, train_together, worker_syncs
+from .traffic import (bytes_sent, expected_bytes, feature_fetch_traffic, fetch_traffic_model,
+                      gradient_traffic, project_epochs, repartition_bytes, scaling_rows, traffic_rows)
+from .trainers import average_rows, run_trainers, trainer_rows
+
+__all__ = ["machine", "host_syncs", "envelopes", "replay", "throughput", "partitions", "traffic", "trainers",
+           "estimators", "together",
+           "SCALES", "scale", "by_scale", "machine_note", "machine_label", "markdown_table",
+           "measure_hop_metadata", "audit_samplers",
+           "sample_counts", "overflow_curve",
+           "static_addresses", "parameters", "max_abs_difference", "bitwise_equal", "trace_steps",
+           "time_stages", "profile_pipelines", "GPU_RESULTS", "load_gpu_results", "gpu_result_rows",
+           "partition_quality", "sweep_partitions", "chunk_pairs_met", "edges_exposed",
+           "traffic_rows", "bytes_sent", "expected_bytes", "repartition_bytes", "feature_fetch_traffic",
+           "gradient_traffic", "scaling_rows", "fetch_traffic_model", "project_epochs",
+           "run_trainers", "trainer_rows", "average_rows",
+           "error_rows", "shrink_sweep",
+           "TOGETHER", "worker_syncs", "train_together"]

@@ -1,0 +1,91 @@
+"""zg.experiments.replay: what makes a step replayable, and proof that replay changes nothing
+(notebook 03).
+
+Where it sits: around :class:`zg.Engine`'s static step (capture on CUDA, the same buffers run
+eagerly on the CPU). :func:`static_addresses` lists the address of every buffer the step reads
+or writes (a CUDA Graph replays raw addresses, so they must never move); :func:`trace_steps`
+reads which batch every executed step ran and whether its optimizer step was applied (the
+overflow -> skip -> rewind -> resume story); :func:`parameters`, :func:`max_abs_difference`
+and :func:`bitwise_equal` compare the models two runs end with. Figure:
+:func:`zg.viz.execution_trace`.
+
+    before = ex.static_addresses(engine); engine.train_epoch()
+    assert ex.static_addresses(engine) == before
+    rows = ex.trace_steps(engine)                   # an Engine(trace=True)
+"""
+
+from __future__ import annotations
+
+from typing import Any, Dict, List, Sequence
+
+import torch
+
+__all__ = ["static_addresses", "parameters", "max_abs_difference", "bitwise_equal", "trace_steps"]
+
+
+def static_addresses(eng: Any) -> Dict[str, int]:
+    """``name -> data_ptr()`` of every buffer a captured step reads or writes.
+
+    A CUDA Graph replays raw addresses, so a step is capturable only if these never change
+    between iterations: the engine's epoch seed table, batch counter and flag buffers, the
+    overflow guard, the sampler's marker arrays, the graph's arrays, every parameter, gradient
+    and optimizer state tensor (the learning rate included).
+    """
+    named: Dict[str, torch.Tensor] = {}
+    for name in ("epoch_seeds", "epoch_counts", "counter", "epoch_buf", "seed_tensor",
+                 "loss_buf", "hash_buf", "applied_buf"):
+        if isinstance(getattr(eng, name, None), torch.Tensor):
+            named[f"engine.{name}"] = getattr(eng, name)
+    for name in ("overflowed", "first", "local", "first_wanted", "enabled"):
+        named[f"guard.{name}"] = getattr(eng.guard, name)
+    for i, lr in enumerate(getattr(eng.optimizer, "_lr", [])):
+        named[f"optim.lr.{i}"] = lr
+    sampler = getattr(eng, "sampler", None)
+    for name in ("_first", "_local"):
+        if isinstance(getattr(sampler, name, None), torch.Tensor):
+            named[f"sampler.{name.lstrip('_')}"] = getattr(sampler, name)
+    named["graph.x"], named["graph.indptr"], named["graph.indices"] = eng.g.x, eng.g.indptr, eng.g.indices
+    for name, p in eng.model.named_parameters():
+        named[f"param.{name}"] = p
+        if p.grad is not None:
+            named[f"grad.{name}"] = p.grad
+    index = {id(p): name for name, p in eng.model.named_parameters()}
+    for p, state in eng.optimizer.state.items():
+        for key, value in state.items():
+            if isinstance(value, torch.Tensor):
+                named[f"optim.{index.get(id(p), '?')}.{key}"] = value
+    return {name: t.data_ptr() for name, t in named.items()}
+
+
+def parameters(model: torch.nn.Module) -> List[torch.Tensor]:
+    """Detached copies of ``model``'s parameters (on the CPU), to compare runs later."""
+    return [p.detach().cpu().clone() for p in model.parameters()]
+
+
+def max_abs_difference(a: Sequence[torch.Tensor], b: Sequence[torch.Tensor]) -> float:
+    """Largest absolute elementwise difference between two parameter lists of equal shapes."""
+    a, b = list(a), list(b)
+    if len(a) != len(b) or any(x.shape != y.shape for x, y in zip(a, b)):
+        raise ValueError("the two parameter lists differ in length or shapes")
+    return max((float((x.double() - y.double()).abs().max()) for x, y in zip(a, b) if x.numel()),
+               default=0.0)
+
+
+def bitwise_equal(a: Sequence[torch.Tensor], b: Sequence[torch.Tensor]) -> bool:
+    """True if every tensor of ``a`` equals its partner in ``b`` bit for bit."""
+    a, b = list(a), list(b)
+    return len(a) == len(b) and all(x.shape == y.shape and x.dtype == y.dtype and
+                                    torch.equal(x.view(torch.uint8) if x.numel() else x,
+                                                y.view(torch.uint8) if y.numel() else y)
+                                    for x, y in zip(a, b))
+
+
+def trace_steps(eng: Any) -> List[dict]:
+    """Every step an ``Engine(trace=True)`` executed, in order: ``order`` (0, 1, ...),
+    ``epoch``, ``batch``, ``applied`` (False: the optimizer step was skipped on the device
+    because an earlier batch had overflowed; the batch ran again after the rewind)."""
+    if not getattr(eng, "trace_enabled", False):
+        raise ValueError("the engine was built without trace=True; nothing was recorded")
+    eng.applied_trace()                                   # reads the device-side records once
+    return [{"order": i, "epoch": t["epoch"], "batch": t["batch"], "applied": bool(t.get("applied"))}
+            for i, t in enumerate(eng.trace)]

@@ -1,0 +1,118 @@
+"""zg.experiments.together: Grappa workers that each run the ZeroGNN fixed-shape step, against
+both baselines (notebook 09).
+
+Where it sits: at the end of both halves. :func:`worker_syncs` counts the host syncs of one
+step of the :class:`zg.Engine` a Grappa worker runs, per sampler; :func:`train_together`
+trains the :data:`TOGETHER` variants with real worker processes in one launch. Figures:
+:func:`zg.viz.host_syncs`, :func:`zg.viz.variant_summary`, :func:`zg.viz.bytes_by_kind`.
+
+    syncs = ex.worker_syncs(g, workers=2, fanouts=[10, 10], batch_size=256)
+    result = ex.train_together(g, workers=2, epochs=10)       # {"rows": [...], "histories": {...}}
+"""
+
+from __future__ import annotations
+
+from typing import Any, Dict, List, Optional, Sequence
+
+import torch
+
+from ..audit import SyncAudit
+from ..graph import Graph
+from ..sampling import check_fanouts
+from .host_syncs import _audit_summary
+
+__all__ = ["TOGETHER", "worker_syncs", "train_together"]
+
+TOGETHER = {
+    "grappa + envelope": dict(trainer="grappa", sampler="envelope"),
+    "grappa + dynamic": dict(trainer="grappa", sampler="dynamic"),
+    "feature fetch": dict(trainer="feature_fetch", sampler="dynamic"),
+}
+
+
+def worker_syncs(g: Graph, *, workers: int = 2, fanouts: Sequence[int] = (10, 10), batch_size: int = 256,
+                 seed: int = 0, rank: int = 0) -> dict:
+    """Host syncs of one training step of a Grappa worker's Engine, per sampler.
+
+    Builds worker ``rank``'s source of a ``workers``-way random partition exactly as
+    :func:`zg.grappa.train` does (its local graph, coverage weights and envelope) and the
+    ``zg.Engine`` a worker runs on it (without the process group: the collectives are not
+    counted), warms it up, then runs one step under a :class:`~zg.audit.SyncAudit` with each
+    sampler.
+    Returns ``{"dynamic": summary, "envelope": summary, "envelope_sizes": [...],
+    "local_nodes": n, "rows": batch rows}`` (summaries as :func:`~zg.experiments.host_syncs.audit_samplers`).
+    """
+    from ..engine import Engine
+    from ..grappa import partition as make_partition
+    from ..grappa.config import TrainConfig
+    from ..grappa.sources import IsolatedSource
+    from ..models import build
+
+    fanouts = check_fanouts(fanouts)
+    part = make_partition(g, workers, method="random", seed=seed)
+    out: dict = {}
+    for sampler in ("dynamic", "envelope"):
+        cfg = TrainConfig(workers=workers, sampler=sampler, fanouts=list(fanouts), num_layers=len(fanouts),
+                          batch_size=batch_size, seed=seed).validated()
+        src = IsolatedSource(cfg, g, part, rank, workers, torch.device("cpu"), cfg.estimator_object)
+        src.start_super_epoch(0)
+        torch.manual_seed(seed)
+        model = build(cfg.model, g.feat_dim, cfg.hidden_dim, g.num_classes, cfg.num_layers, dropout=cfg.dropout)
+        # The worker's own Engine (as zg.grappa.worker builds it, minus the process group).
+        eng = Engine(src.graph, model, cfg.fanouts, src.rows,
+                     envelope=src.envelope if sampler == "envelope" else "worst_case",
+                     capture=sampler == "envelope", seed=src.seed,
+                     pipeline="envelope" if sampler == "envelope" else "dynamic",
+                     audit_iterations=0, nodes=src.train_nodes, batches=src.batches)
+        eng.run_batch(0)                              # warm-up: first calls allocate lazily
+        with SyncAudit(where=True) as audit:
+            eng.run_batch(1)
+        out[sampler] = _audit_summary(audit)
+        if sampler == "envelope":
+            out["envelope_sizes"] = eng.envelope.sizes
+            out["local_nodes"] = src.graph.num_nodes
+            out["rows"] = eng.rows
+    return out
+
+
+def train_together(g: Graph, *, workers: int = 2, epochs: int = 10, batch_size: int = 256,
+             fanouts: Sequence[int] = (10, 10), hidden_dim: int = 64, seed: int = 0,
+             variants: Optional[Sequence[str]] = None, **options: Any) -> dict:
+    """Train the :data:`TOGETHER` variants with real worker processes in one launch.
+
+    ``grappa + envelope``: Grappa workers each running the ZeroGNN fixed-shape step on their
+    local graph (``sampler="envelope"``). Baselines: the same Grappa workers with the
+    host-mediated dynamic sampler, and feature fetching (every worker samples the whole
+    graph's structure and fetches remote features each iteration). Same model, seed and
+    batches everywhere; ``options`` go to every run (``lr``, ``repartition_every``, ...).
+
+    Returns ``{"rows": [...], "histories": {variant: history}}``; a row holds the variant,
+    ``seconds_per_epoch`` (median), ``bytes_per_epoch_per_worker``, ``test_acc`` (final),
+    ``best_val_acc``, ``envelope_overflows`` and ``rewound_batches`` (totals: each overflow
+    rewinds every worker to the first overflowed batch) and ``bytes_by_kind`` (summed over
+    epochs, per worker).
+    """
+    from ..grappa import train_many
+
+    names = list(TOGETHER) if variants is None else list(variants)
+    unknown = [n for n in names if n not in TOGETHER]
+    if unknown or not names:
+        raise ValueError(f"variants must be a non-empty list drawn from {list(TOGETHER)}, got {variants!r}")
+    fanouts = check_fanouts(fanouts)
+    common = dict(workers=workers, epochs=epochs, batch_size=batch_size, fanouts=list(fanouts),
+                  num_layers=len(fanouts), hidden_dim=hidden_dim, seed=seed, **options)
+    histories = train_many(g, [dict(common, **TOGETHER[n]) for n in names])
+    rows = []
+    for name, h in zip(names, histories):
+        kinds: Dict[str, List[int]] = {}
+        for e in h["epochs"]:
+            for kind, per_worker in e["bytes_by_kind"].items():
+                acc = kinds.setdefault(kind, [0] * len(per_worker))
+                kinds[kind] = [a + b for a, b in zip(acc, per_worker)]
+        rows.append({"variant": name, "seconds_per_epoch": h["seconds_per_epoch"],
+                     "bytes_per_epoch_per_worker": h["bytes_per_epoch_per_worker"],
+                     "test_acc": h["final"]["test_acc"], "best_val_acc": h["final"]["best_val_acc"],
+                     "envelope_overflows": sum(e.get("envelope_overflows", 0) for e in h["epochs"]),
+                     "rewound_batches": sum(e.get("rewound_batches", 0) for e in h["epochs"]),
+                     "bytes_by_kind": {k: v for k, v in kinds.items() if any(v)}})
+    return {"rows": rows, "histories": dict(zip(names, histories))}

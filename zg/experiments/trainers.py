@@ -1,0 +1,114 @@
+"""zg.experiments.trainers: the distributed trainers trained for real, side by side (notebooks
+06, 08).
+
+Where it sits: over :func:`zg.grappa.train_many`, which runs several trainings in one set of
+worker processes. :func:`run_trainers` trains each run and returns its history;
+:func:`trainer_rows` summarises each history in one row (accuracy, coverage, time, bytes per
+epoch by kind) and :func:`average_rows` averages such tables over seeds. Figures:
+:func:`zg.viz.curves`, :func:`zg.viz.bytes_per_epoch_by_run`, :func:`zg.viz.accuracy_vs_bytes`.
+
+    histories = ex.run_trainers(g, ["grappa", "isolated", "feature_fetch"], workers=2, epochs=4)
+    rows = ex.trainer_rows(histories)
+"""
+
+from __future__ import annotations
+
+from typing import Any, Dict, List, Sequence
+
+from .traffic import bytes_sent
+
+__all__ = ["run_trainers", "trainer_rows", "average_rows"]
+
+
+def run_trainers(g: Any, runs: Sequence[Any], **common: Any) -> Dict[str, Dict[str, Any]]:
+    """Train each run for real and return ``{label: history}`` in the order given.
+
+    Each run is a trainer name (``"grappa"``, ``"isolated"``, ``"psgd_pa"``,
+    ``"feature_fetch"``, ``"single"``) or a dict of :func:`zg.grappa.train` options with a
+    ``trainer`` and optionally a ``label`` (default: the trainer's name); ``common`` options
+    (workers, epochs, seed, fanouts, batch_size, ...) apply to every run. All distributed runs
+    share one set of worker processes (:func:`zg.grappa.train_many`); ``single`` runs on its own
+    (one process), with the same options but one worker.
+    """
+    from ..grappa.train import train_many
+
+    if isinstance(runs, (str, dict)) or not list(runs):
+        raise TypeError("runs must be a non-empty list of trainer names or dicts of train() options")
+    labelled = []
+    for run in runs:
+        options = {"trainer": run} if isinstance(run, str) else dict(run) if isinstance(run, dict) else None
+        if options is None or "trainer" not in options:
+            raise TypeError(f"each run must be a trainer name or a dict with a 'trainer', got {run!r}")
+        label = options.pop("label", options["trainer"])
+        if label in {lb for lb, _ in labelled}:
+            raise ValueError(f"two runs are labelled {label!r}; give each a distinct 'label'")
+        labelled.append((label, {**common, **options}))
+    single = [(lb, {**o, "workers": 1}) for lb, o in labelled if o["trainer"] == "single"]
+    many = [(lb, o) for lb, o in labelled if o["trainer"] != "single"]
+    out: Dict[str, Dict[str, Any]] = {}
+    for group in (many, single):
+        if group:
+            for (label, _), history in zip(group, train_many(g, [o for _, o in group])):
+                out[label] = history
+    return {label: out[label] for label, _ in labelled}
+
+
+def trainer_rows(histories: Dict[str, Dict[str, Any]]) -> List[Dict[str, Any]]:
+    """One summary row per run of :func:`run_trainers`: accuracy, coverage, time and bytes.
+
+    Keys: ``run``, ``trainer``, ``workers``, ``final_test_acc`` and ``final_val_acc`` (last
+    epoch), ``best_val_acc``, ``test_acc_at_best_val``, ``mean_coverage`` (L-hop coverage of
+    the training nodes, mean over workers, last epoch), ``late_val_acc`` (mean validation
+    accuracy over the later half of the evaluated epochs: less noisy than any single epoch),
+    ``seconds_per_epoch`` (median, measured), and ``<kind>_per_epoch``: bytes one worker sent
+    per epoch (mean over workers).
+    """
+    if not isinstance(histories, dict) or not histories:
+        raise ValueError("histories must be a non-empty dict {label: history}")
+    rows = []
+    for label, h in histories.items():
+        sent = bytes_sent(h)
+        E, P = len(h["epochs"]), int(h["workers"])
+        last = h["epochs"][-1]
+        evaluated = [e["val_acc"] for e in h["epochs"] if e["val_acc"] is not None]
+        late = evaluated[len(evaluated) // 2:]
+        row = {"run": label, "trainer": h["config"]["trainer"], "workers": P,
+               "final_test_acc": h["final"]["test_acc"], "final_val_acc": h["final"]["val_acc"],
+               "best_val_acc": h["final"]["best_val_acc"],
+               "test_acc_at_best_val": h["final"]["test_acc_at_best_val"],
+               "late_val_acc": sum(late) / len(late),
+               "mean_coverage": sum(last["mean_coverage"]) / P,
+               "seconds_per_epoch": h["seconds_per_epoch"]}
+        for kind, per_worker in sent.items():
+            row[f"{kind}_per_epoch"] = sum(per_worker) / (P * E)
+        rows.append(row)
+    return rows
+
+
+def average_rows(row_lists: Sequence[Sequence[Dict[str, Any]]], key: str = "run") -> List[Dict[str, Any]]:
+    """Average several :func:`trainer_rows` tables (e.g. one per seed) run by run.
+
+    Rows are matched by ``key``; numeric entries are averaged, other entries must agree across
+    the tables (they are copied). Each row gains ``seeds``: how many tables were averaged.
+    The order is the first table's.
+    """
+    tables = [list(rows) for rows in row_lists] if not isinstance(row_lists, dict) else []
+    if not tables or not all(tables):
+        raise ValueError("row_lists must be a non-empty list of non-empty row lists")
+    out = []
+    for first in tables[0]:
+        matches = [next((r for r in rows if r.get(key) == first.get(key)), None) for rows in tables]
+        if any(m is None for m in matches):
+            raise ValueError(f"run {first.get(key)!r} is missing from some of the tables")
+        row: Dict[str, Any] = {}
+        for name, value in first.items():
+            values = [m.get(name) for m in matches]
+            if isinstance(value, (int, float)) and not isinstance(value, bool):
+                row[name] = sum(values) / len(values)
+            elif any(v != value for v in values):
+                raise ValueError(f"{name!r} of run {first.get(key)!r} differs between the tables: {values}")
+            else:
+                row[name] = value
+        row["seeds"] = len(tables)
+        out.append(row)
+    return out
