@@ -50,6 +50,7 @@ from zg import grappa  # noqa: E402
 from zg.grappa.comm import LINKS, project_seconds  # noqa: E402
 
 from _machine import machine_note, table, write_json  # noqa: E402
+from zg.grappa.history import bytes_by_kind  # noqa: E402
 
 ESTIMATORS = ("mean", "node", "batch", "shrink")
 
@@ -91,8 +92,7 @@ def summarise(hist, wall):
     """One run's record: accuracy, bytes per epoch, measured and projected epoch seconds."""
     epochs = hist["epochs"]
     median = sorted(epochs, key=lambda e: e["seconds"])[len(epochs) // 2]
-    kinds = {k: statistics.mean(sum(e["bytes_by_kind"][k]) / hist["workers"] for e in epochs)
-             for k in epochs[0]["bytes_by_kind"]}
+    kinds = {k: v / (len(epochs) * hist["workers"]) for k, v in bytes_by_kind(hist).items()}
     projected = {name: project_seconds(median["seconds"], median["bytes_sent"], median["rounds"], link)
                  ["projected_seconds"] for name, link in LINKS.items() if name in ("1GbE", "10GbE")}
     cfg = hist["config"]

@@ -30,6 +30,7 @@ sys.path.insert(0, str(Path(__file__).resolve().parent.parent / "tools"))
 from zg.grappa.comm import Link, project_seconds  # noqa: E402
 from netlab import NetLab, supports_latency, unavailable_reason  # noqa: E402
 from _machine import machine_note, table, write_json  # noqa: E402
+from zg.grappa.history import bytes_per_worker  # noqa: E402
 
 RATES = {"1gbit": 125e6, "10gbit": 1.25e9, "100mbit": 12.5e6}
 
@@ -49,8 +50,7 @@ def summary(history: dict) -> dict:
     epochs = history["epochs"]
     return {"seconds_per_epoch": history["seconds_per_epoch"],
             "bytes_per_epoch_per_worker": history["bytes_per_epoch_per_worker"],
-            "bytes_per_worker": [sum(e["bytes_sent"][p] for e in epochs) / len(epochs)
-                                 for p in range(history["workers"])],
+            "bytes_per_worker": [b / len(epochs) for b in bytes_per_worker(history)],
             "rounds_per_worker": [sum(e["rounds"][p] for e in epochs) / len(epochs)
                                   for p in range(history["workers"])],
             "test_acc": history["final"]["test_acc"]}

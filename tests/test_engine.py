@@ -106,6 +106,8 @@ def test_tiny_envelope_applies_exactly_the_batches_of_a_worst_case_run(graph, po
     assert first.overflows >= 1 and first.rewound_batches >= 1
     assert first.replays == first.iterations + first.rewound_batches
     assert first.iterations == len(ref.batches(0))
+    # Each overflow is noticed within two poll periods, not at the end of the epoch.
+    assert first.rewound_batches <= first.overflows * 2 * poll_every
     # Same batch ids, same sampled node sets (hash), same order: nothing skipped, repeated or reordered.
     assert tiny.applied_trace() == ref.applied_trace()
     assert [t[:2] for t in ref.applied_trace()] == [(e, b) for e in range(2) for b in range(len(ref.batches(e)))]

@@ -27,7 +27,6 @@ import math
 import os
 import subprocess
 import sys
-import tempfile
 import time
 import typing
 from pathlib import Path

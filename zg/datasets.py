@@ -29,7 +29,7 @@ import os
 import shutil
 import tempfile
 from pathlib import Path
-from typing import Any, Iterator, Optional, Tuple
+from typing import Any, Iterator, Tuple
 
 import numpy as np
 import torch

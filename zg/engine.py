@@ -40,10 +40,8 @@ flag rides the gradient all-reduce (``guard``).
 from __future__ import annotations
 
 import math
-import os
-import tempfile
 import time
-from dataclasses import asdict, dataclass, field
+from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any, Callable, Dict, List, Optional, Sequence
 

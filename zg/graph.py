@@ -34,8 +34,7 @@ returns the same multiset of edges.
 
 from __future__ import annotations
 
-import os
-from typing import Any, Iterator, Optional, Sequence, Tuple
+from typing import Any, Iterator, Optional, Tuple
 
 import numpy as np
 import torch

@@ -21,7 +21,7 @@ from __future__ import annotations
 import resource
 import time
 from dataclasses import dataclass, field
-from typing import Callable, Dict, List, Optional
+from typing import Callable, Dict, Optional
 
 import torch
 

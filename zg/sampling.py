@@ -36,7 +36,7 @@ What differs is what happens to the metadata, the point of the whole kit:
 
 from __future__ import annotations
 
-from dataclasses import dataclass, field
+from dataclasses import dataclass
 from typing import Any, List, Optional, Sequence
 
 import torch

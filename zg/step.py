@@ -274,7 +274,8 @@ def run_batches(run_batch: Callable[[int], torch.Tensor], start: int, end: int, 
     overflow: ``rewind(first)`` grows the envelope and rebuilds; the loop resumes at ``first``.
     """
     out = BatchRun()
-    b, seen_max, pending, since_poll = start, start, None, 0
+    b, seen_max, since_poll = start, start, 0
+    pending, handle = False, None          # a copy of the guard started at the last poll point
     while b < end:
         out.losses[b] = run_batch(b)
         out.executed += 1
@@ -289,17 +290,17 @@ def run_batches(run_batch: Callable[[int], torch.Tensor], start: int, end: int, 
             continue
         since_poll = 0
         first = None
-        if pending is not None:
-            first = guard.poll_read(pending)
-            pending = None
+        if pending:
+            first = guard.poll_read(handle)
+            pending, handle = False, None
         if first is None and b == end:                   # the end: a real read of the guard
             first = guard.poll_read(guard.poll_start())
         elif first is None:
-            pending = guard.poll_start()
+            pending, handle = True, guard.poll_start()
         out.polls += 1
         if first is not None:
             out.overflows += 1
-            pending = None
+            pending, handle = False, None
             for later in [k for k in out.losses if k >= first]:
                 del out.losses[later]
             rewind(first)

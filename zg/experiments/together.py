@@ -12,7 +12,7 @@ trains the :data:`TOGETHER` variants with real worker processes in one launch. F
 
 from __future__ import annotations
 
-from typing import Any, Dict, List, Optional, Sequence
+from typing import Any, Optional, Sequence
 
 import torch
 
@@ -93,6 +93,7 @@ def train_together(g: Graph, *, workers: int = 2, epochs: int = 10, batch_size: 
     epochs, per worker).
     """
     from ..grappa import train_many
+    from ..grappa.history import bytes_by_kind_per_worker
 
     names = list(TOGETHER) if variants is None else list(variants)
     unknown = [n for n in names if n not in TOGETHER]
@@ -104,11 +105,7 @@ def train_together(g: Graph, *, workers: int = 2, epochs: int = 10, batch_size: 
     histories = train_many(g, [dict(common, **TOGETHER[n]) for n in names])
     rows = []
     for name, h in zip(names, histories):
-        kinds: Dict[str, List[int]] = {}
-        for e in h["epochs"]:
-            for kind, per_worker in e["bytes_by_kind"].items():
-                acc = kinds.setdefault(kind, [0] * len(per_worker))
-                kinds[kind] = [a + b for a, b in zip(acc, per_worker)]
+        kinds = bytes_by_kind_per_worker(h)
         rows.append({"variant": name, "seconds_per_epoch": h["seconds_per_epoch"],
                      "bytes_per_epoch_per_worker": h["bytes_per_epoch_per_worker"],
                      "test_acc": h["final"]["test_acc"], "best_val_acc": h["final"]["best_val_acc"],

@@ -76,12 +76,11 @@ def traffic_rows(g: Any, parts: Any, *, fanouts: Sequence[int], batch_sizes: Seq
 
 def bytes_sent(history: Dict[str, Any]) -> Dict[str, List[int]]:
     """``{kind: [bytes each worker sent over the whole run]}`` from a training history."""
+    from ..grappa.history import bytes_by_kind_per_worker
+
     if not isinstance(history, dict) or "epochs" not in history:
         raise TypeError("history must be a zg.grappa.train history (a dict with 'epochs')")
-    epochs = history["epochs"]
-    workers = int(history["workers"])
-    kinds = epochs[0]["bytes_by_kind"]
-    return {k: [sum(int(e["bytes_by_kind"][k][w]) for e in epochs) for w in range(workers)] for k in kinds}
+    return bytes_by_kind_per_worker(history)
 
 
 def expected_bytes(g: Any, history: Dict[str, Any], *, partition: Any = None) -> Dict[str, List[int]]:

@@ -21,18 +21,41 @@ from .comm import KINDS
 from .config import TrainConfig
 from .partition import Partition
 
-__all__ = ["epoch_record", "history", "write_json", "bytes_by_kind", "bytes_per_worker"]
+__all__ = ["epoch_record", "history", "write_json", "bytes_by_kind", "bytes_by_kind_per_worker",
+           "bytes_per_worker"]
+
+
+def _epochs(history_or_epochs: Any) -> List[Dict[str, Any]]:
+    if isinstance(history_or_epochs, dict):
+        if "epochs" not in history_or_epochs:
+            raise TypeError("history must be a zg.grappa.train history (a dict with 'epochs')")
+        return history_or_epochs["epochs"]
+    if not isinstance(history_or_epochs, list):
+        raise TypeError(f"expected a history or a list of epoch records, got "
+                        f"{type(history_or_epochs).__name__}")
+    return history_or_epochs
+
+
+def bytes_by_kind_per_worker(history_or_epochs: Any) -> Dict[str, List[int]]:
+    """``{kind: [bytes each worker sent]}`` summed over the epochs of a run (or a list of epoch
+    records): the one definition of this sum."""
+    epochs = _epochs(history_or_epochs)
+    if not epochs:
+        return {}
+    kinds = epochs[0]["bytes_by_kind"]
+    workers = len(epochs[0]["bytes_sent"])
+    return {k: [int(sum(int(e["bytes_by_kind"][k][w]) for e in epochs)) for w in range(workers)]
+            for k in kinds}
 
 
 def bytes_by_kind(history_or_epochs: Any) -> Dict[str, int]:
     """Bytes sent over a run (or a list of epoch records), by kind, summed over workers."""
-    epochs = history_or_epochs["epochs"] if isinstance(history_or_epochs, dict) else history_or_epochs
-    return {k: int(sum(sum(e["bytes_by_kind"][k]) for e in epochs)) for k in KINDS}
+    return {k: sum(v) for k, v in bytes_by_kind_per_worker(history_or_epochs).items()}
 
 
 def bytes_per_worker(history_or_epochs: Any) -> List[int]:
     """Bytes each worker sent over a run (or a list of epoch records)."""
-    epochs = history_or_epochs["epochs"] if isinstance(history_or_epochs, dict) else history_or_epochs
+    epochs = _epochs(history_or_epochs)
     workers = len(epochs[0]["bytes_sent"]) if epochs else 0
     return [int(sum(e["bytes_sent"][p] for e in epochs)) for p in range(workers)]
 
