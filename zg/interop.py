@@ -37,11 +37,6 @@ def blocked_imports(*names: str) -> Iterator[None]:
                 del sys.modules[name]
 
 
-def has_dgl() -> bool:
-    """True if DGL can be imported (without importing it)."""
-    return importlib.util.find_spec("dgl") is not None
-
-
 def require_dgl():
     """Import and return the ``dgl`` module, or raise ImportError saying how to get it."""
     os.environ.setdefault("DGLBACKEND", "pytorch")
