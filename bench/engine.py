@@ -62,7 +62,9 @@ def main(argv=None):
             torch.manual_seed(args.seed)
             dgl_pipe = DGLPipeline(g, DGLModel("sage", g.feat_dim, args.hidden, g.num_classes, layers), **common)
             t0 = time.perf_counter()
-            envelope = zg.Envelope.profile(g, args.fanouts, batch_size, seed=args.seed)
+            # Sized for the rows a batch really has (the Engine sizes its buffers the same way).
+            envelope = zg.Envelope.profile(g, args.fanouts, min(batch_size, g.train_idx.numel()),
+                                           seed=args.seed)
             profile_seconds = time.perf_counter() - t0
             engines = {
                 "zg_dynamic": Engine(g, zg_model(g, args.hidden, layers, args.seed), pipeline="dynamic",
