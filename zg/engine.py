@@ -154,8 +154,9 @@ class Engine:
 
     Args:
         g: the graph (features, labels, ``train_idx``); moved to ``device``. The Engine keeps
-            what it was given at construction: features, labels and training nodes are read once
-            (a later reassignment of ``g.x`` is not seen; build a new Engine).
+            what it was given at construction: its own Graph object and a copy of the training
+            nodes, so a later reassignment of ``g.x`` or ``g.y`` is not seen (build a new Engine);
+            in-place changes to the feature and label tensors are (they are shared).
         model: a zg model (``zg.models.SAGE`` / ``GCN`` / ``GAT``); moved to ``device``.
         fanouts: per layer, input layer first. batch_size: seeds per iteration (buffers are
             sized by ``min(batch_size, training nodes)``).
