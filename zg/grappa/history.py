@@ -42,10 +42,9 @@ def bytes_by_kind_per_worker(history_or_epochs: Any) -> Dict[str, List[int]]:
     epochs = _epochs(history_or_epochs)
     if not epochs:
         return {}
-    kinds = epochs[0]["bytes_by_kind"]
-    workers = len(epochs[0]["bytes_sent"])
-    return {k: [int(sum(int(e["bytes_by_kind"][k][w]) for e in epochs)) for w in range(workers)]
-            for k in kinds}
+    kinds = epochs[0]["bytes_by_kind"]                      # {kind: [bytes per worker]}
+    return {k: [int(sum(int(e["bytes_by_kind"][k][w]) for e in epochs)) for w in range(len(v))]
+            for k, v in kinds.items()}
 
 
 def bytes_by_kind(history_or_epochs: Any) -> Dict[str, int]:
