@@ -94,8 +94,10 @@ def test_tiny_envelope_rewinds_and_matches_the_worst_case(tmp_path, dropout):
 
 
 def test_overflow_on_one_worker_stops_every_worker(tmp_path):
-    """Only rank 1 gets a tiny envelope (its own overflows); both workers still end with the
-    worst-case run's parameters, so rank 0 skipped and reran the same batches."""
+    """Each worker profiles its own tiny envelope, so the workers overflow at different batches;
+    every worker still ends with the worst-case run's parameters, so each skipped and reran the
+    batches the other's overflow stopped (the flag itself: test_grappa_distributed.py's
+    test_overflow_flag_rides_the_gradient_all_reduce)."""
     g = tiny()
     common = dict(workers=2, estimator="mean", repartition_every=None, epochs=2, seed=5,
                   sampler="envelope", dropout=0.0, **SMALL)
