@@ -93,6 +93,16 @@ def test_tiny_envelope_rewinds_and_matches_the_worst_case(tmp_path, dropout):
     assert diff <= 1e-5, diff
 
 
+def assert_tiny_matches_worst_case(g, common, tmp_path):
+    """A tiny profiled envelope (it overflows) ends within 1e-5 of the worst case's parameters."""
+    runs = [dict(common, envelope_quantile=0.01, envelope_margin=0.0, model_path=str(tmp_path / "a.pt")),
+            dict(common, envelope="worst_case", model_path=str(tmp_path / "b.pt"))]
+    a, _ = grappa.train_many(g, runs)
+    assert sum(e["envelope_overflows"] for e in a["epochs"]) >= 1
+    p, q = torch.load(tmp_path / "a.pt"), torch.load(tmp_path / "b.pt")
+    assert max(float((p[n] - q[n]).abs().max()) for n in p) <= 1e-5
+
+
 def test_overflow_on_one_worker_stops_every_worker(tmp_path):
     """Each worker profiles its own tiny envelope, so the workers overflow at different batches;
     every worker still ends with the worst-case run's parameters, so each skipped and reran the
@@ -101,12 +111,7 @@ def test_overflow_on_one_worker_stops_every_worker(tmp_path):
     g = tiny()
     common = dict(workers=2, estimator="mean", repartition_every=None, epochs=2, seed=5,
                   sampler="envelope", dropout=0.0, **SMALL)
-    runs = [dict(common, envelope_quantile=0.01, envelope_margin=0.0, model_path=str(tmp_path / "a.pt")),
-            dict(common, envelope="worst_case", model_path=str(tmp_path / "b.pt"))]
-    a, b = grappa.train_many(g, runs)
-    assert sum(e["envelope_overflows"] for e in a["epochs"]) >= 1
-    p, q = torch.load(tmp_path / "a.pt"), torch.load(tmp_path / "b.pt")
-    assert max(float((p[n] - q[n]).abs().max()) for n in p) <= 1e-5
+    assert_tiny_matches_worst_case(g, common, tmp_path)
 
 
 @pytest.mark.parametrize("trainer", ["isolated", "psgd_pa", "single"])
@@ -116,12 +121,7 @@ def test_every_envelope_trainer_matches_its_worst_case(tmp_path, trainer):
                   sampler="envelope", dropout=0.0, **SMALL)
     if trainer == "psgd_pa":
         common["average_every"] = 2
-    runs = [dict(common, envelope_quantile=0.01, envelope_margin=0.0, model_path=str(tmp_path / "a.pt")),
-            dict(common, envelope="worst_case", model_path=str(tmp_path / "b.pt"))]
-    a, b = grappa.train_many(g, runs)
-    assert sum(e["envelope_overflows"] for e in a["epochs"]) >= 1
-    p, q = torch.load(tmp_path / "a.pt"), torch.load(tmp_path / "b.pt")
-    assert max(float((p[n] - q[n]).abs().max()) for n in p) <= 1e-5
+    assert_tiny_matches_worst_case(g, common, tmp_path)
 
 
 def test_envelope_sampler_configs_fail_clearly():
