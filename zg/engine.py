@@ -48,6 +48,7 @@ from typing import Any, Callable, Dict, List, Optional, Sequence
 import numpy as np
 import torch
 
+from ._checks import int_arg
 from ._io import atomic_write
 from .envelope import Envelope
 from .graph import Graph
@@ -233,7 +234,7 @@ class Engine:
         self.batch_size = _int(batch_size, "batch_size", 1)
         self.poll_every = _int(poll_every, "poll_every", 1)
         self.audit_iterations = _int(audit_iterations, "audit_iterations", 0)
-        self.seed = _int(seed, "seed", 0)
+        self.seed = int_arg(seed, "seed", low=0, high=2**63 - 1)       # an int64 (a device tensor)
         if not isinstance(replace, bool):
             raise TypeError(f"replace must be a bool, got {type(replace).__name__}")
         if isinstance(model, _BlockModel):
