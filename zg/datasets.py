@@ -964,7 +964,8 @@ def _generate_products_like(num_nodes, avg_degree, feat_dim, num_classes, seed, 
         multinomial draw over the class masses), so the searches for u and for a same-class v
         stay in that class's slice of ``cum``, which stays in cache.
         """
-        out = []
+        keys = np.empty(2 * count, dtype=np.int64)     # filled in place, chunk by chunk
+        filled = 0
         per_class = rng.multinomial(count, class_mass / class_mass.sum())    # [C]
         for c, n_c in enumerate(per_class.tolist()):
             for start in range(0, n_c, PRODUCTS_LIKE_CHUNK):
@@ -976,11 +977,12 @@ def _generate_products_like(num_nodes, avg_degree, feat_dim, num_classes, seed, 
                 v = draw_in_classes(np.where(same, c, other))              # [k]
                 keep = u != v                                              # no self-loops
                 u, v = u[keep], v[keep]
-                keys = np.empty(2 * u.size, dtype=np.int64)
-                np.multiply(v, N, out=keys[:u.size]); keys[:u.size] += u   # edge u -> v
-                np.multiply(u, N, out=keys[u.size:]); keys[u.size:] += v   # edge v -> u
-                out.append(keys)
-        return np.concatenate(out) if out else np.empty(0, dtype=np.int64)
+                forward = keys[filled:filled + u.size]
+                backward = keys[filled + u.size:filled + 2 * u.size]
+                np.multiply(v, N, out=forward); forward += u               # edge u -> v
+                np.multiply(u, N, out=backward); backward += v             # edge v -> u
+                filled += 2 * u.size
+        return keys[:filled]
 
     target = int(round(N * avg_degree / 2))                                # undirected pairs
     keys = draw_pairs(target)
