@@ -176,7 +176,7 @@ def main(argv=None):
     ap.add_argument("--size-batch", type=int, default=1024, help="batch size of the size sweep")
     ap.add_argument("--batch-graph", type=int, default=None,
                     help="graph size of the batch sweep (default: the largest of --sizes)")
-    ap.add_argument("--batches", type=int, default=12, help="timed batches per point")
+    ap.add_argument("--batches", type=int, default=10, help="timed batches per point")
     ap.add_argument("--warmup", type=int, default=2, help="untimed batches per point first")
     ap.add_argument("--profile-batches", type=int, default=32,
                     help="batches the envelope is profiled on (zg.Envelope.profile's default)")

@@ -864,8 +864,12 @@ def products_like(
     mapped unless ``mmap=False``); a cache hit returns the same tensors as the generating call.
     The folder also holds ``products_like.json``: the arguments and the generation time.
 
-    Cost at the defaults, on the 2-core machine described in :func:`csbm` (numpy 1.26):
-    see ``bench/results/scaling.json`` ("graphs": generation and load seconds per size).
+    Cost at the defaults (2.4M nodes, 119,995,018 directed edges, largest degree 15,439,
+    median 28, edge homophily 0.795), on the 2-core machine described in :func:`csbm` while
+    other jobs kept its load average near 23: generation 404 s wall, of which ~90 s CPU
+    time; a cache hit (memory-mapped, the Graph validation reading every array once) 17.5 s.
+    ``bench/scaling.py`` records the generation and load seconds of every size it uses
+    (its "graphs" entry); on a quiet machine expect a small fraction of those wall times.
 
     Args:
         num_nodes: N >= 2.  avg_degree: target mean degree, in (0, N - 1].
