@@ -868,6 +868,7 @@ def products_like(
     median 28, edge homophily 0.795), on the 2-core machine described in :func:`csbm` while
     other jobs kept its load average near 23: generation 404 s wall, of which ~90 s CPU
     time; a cache hit (memory-mapped, the Graph validation reading every array once) 17.5 s.
+    At 1.2M nodes, same load: 417 s wall, peak RSS 2.5 GB (generation, save and reload).
     ``bench/scaling.py`` records the generation and load seconds of every size it uses
     (its "graphs" entry); on a quiet machine expect a small fraction of those wall times.
 
