@@ -846,7 +846,9 @@ def products_like(
       ``homophily`` the other end comes from u's class, else from a uniformly chosen other
       class, and within that class again proportional to weight. Duplicates are removed and
       missing pairs drawn again (a few top-up rounds), so ``g.num_edges / N`` is within 0.5% of
-      ``avg_degree`` and ``g.edge_homophily()`` is close to ``homophily``.
+      ``avg_degree`` (on sparse graphs; a graph near complete cannot take every pair it draws)
+      and ``g.edge_homophily()`` is close to ``homophily`` (a little below: the dropped
+      duplicates are mostly same-class pairs among hubs; 0.795 for 0.8 at the defaults).
     * Features: ``x_i = mean[y_i] + N(0, I)``, float32 [N, feat_dim], the class means about
       ``feature_snr`` noise standard deviations apart (as :func:`csbm`).
     * Split: a seeded random permutation: floor(train_frac N) train, floor(val_frac N) val, the
