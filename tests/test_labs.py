@@ -119,3 +119,22 @@ def test_labs_check_and_release_are_wired_into_make_and_ci():
     ignored = (ROOT / ".gitignore").read_text()
     for path in ("labs/release/", "labs/gradebook.db", "labs/submitted/", "labs/autograded/"):
         assert path in ignored, f"{path} must be gitignored"
+
+
+@pytest.mark.skipif(not HAVE_NBGRADER, reason="nbgrader is not installed (it is pinned in the "
+                    "reference env only; the modern env does not run the labs)")
+def test_nbgrader_extensions_are_installed_and_enabled_for_jupyterlab():
+    """What `make lab` loads: the prebuilt lab extension and the four server extensions, as
+    `jupyter labextension list` / `jupyter server extension list` report them (read from the
+    files those commands read, without starting Jupyter)."""
+    prefix = Path(sys.prefix)
+    assert (prefix / "share/jupyter/labextensions/@jupyter/nbgrader/package.json").is_file(), \
+        "nbgrader's JupyterLab extension is not installed in this environment"
+    config = json.loads((prefix / "etc/jupyter/jupyter_server_config.d/nbgrader.json").read_text())
+    enabled = config["ServerApp"]["jpserver_extensions"]
+    for name in ("formgrader", "validate_assignment", "assignment_list", "course_list"):
+        assert enabled.get(f"nbgrader.server_extensions.{name}") is True, name
+    disabled = prefix / "etc/jupyter/labconfig/page_config.json"
+    if disabled.is_file():
+        off = json.loads(disabled.read_text()).get("disabledExtensions", {})
+        assert not any(k.startswith("@jupyter/nbgrader") and v for k, v in off.items()), off

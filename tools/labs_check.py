@@ -109,6 +109,10 @@ def main(argv=None) -> int:
         result = api.generate_assignment(lab, force=True, create=True)
         if not result["success"]:
             raise SystemExit(f"labs_check: generate_assignment {lab} failed:\n{result['log']}{result['error']}")
+        released = (course / "release" / lab / f"{lab}.ipynb").read_text()
+        for secret in ("BEGIN SOLUTION", "END SOLUTION", "HIDDEN TESTS", "Model answer"):
+            if secret in released:
+                failures.append(f"{lab}: the student release contains {secret!r}")
         for student, origin in (("solutions", course / "source"), ("untouched", course / "release")):
             folder = course / "submitted" / student / lab
             folder.mkdir(parents=True)
