@@ -3,6 +3,7 @@
     .venv/bin/python bench/engine.py                         # csbm 200k: SAGE, GCN, GAT at batch 1024
     .venv/bin/python bench/engine.py --graph products        # the products-scale graph (+ memory rows)
     .venv/bin/python bench/engine.py --quick                 # csbm 20k, one seed: checks it runs
+    .venv/bin/python bench/engine.py --graph products --max-batches 40   # same batches, fewer of them
 
 For each graph, model and batch size (fanouts [15, 10, 5], 3 layers): one full training epoch of
 each pipeline, timed in the same process, for each seed (default 3 seeds; mean ± std). The
@@ -30,6 +31,7 @@ os.environ.setdefault("OMP_WAIT_POLICY", "PASSIVE")   # before torch: idle OpenM
 os.environ.setdefault("DGLBACKEND", "pytorch")
 
 import argparse
+import itertools
 import statistics
 import sys
 import time
@@ -86,8 +88,14 @@ def run_seed(g, kind, batch_size, args, seed, envelope, want_profile):
         torch.manual_seed(seed)
         return models.build(kind, g.feat_dim, hidden, g.num_classes, layers, **extra)
 
+    class FirstBatches(DGLPipeline):
+        """DGL's pipeline over the first ``--max-batches`` batches of the epoch (all by default)."""
+
+        def batches(self, epoch):
+            yield from itertools.islice(super().batches(epoch), args.max_batches)
+
     torch.manual_seed(seed)
-    dgl_pipe = DGLPipeline(g, DGLModel(kind, g.feat_dim, hidden, g.num_classes, layers, **extra), **common)
+    dgl_pipe = FirstBatches(g, DGLModel(kind, g.feat_dim, hidden, g.num_classes, layers, **extra), **common)
     out = {}
     stats = dgl_pipe.train_epoch(epoch=0)
     out["dgl"] = {"seconds": stats.seconds, "iterations": stats.iterations, "loss": stats.loss}
@@ -100,7 +108,7 @@ def run_seed(g, kind, batch_size, args, seed, envelope, want_profile):
     profiles = []
     for name, make in engines.items():
         eng = make()
-        stats = eng.train_epoch()
+        stats = eng.train_epoch(max_batches=args.max_batches)
         out[name] = {"seconds": stats.seconds, "iterations": stats.iterations,
                      "host_syncs_per_iteration": stats.host_syncs, "overflows": stats.overflows,
                      "loss": stats.loss}
@@ -124,6 +132,8 @@ def main(argv=None):
     ap.add_argument("--hidden", type=int, default=256)
     ap.add_argument("--gat-heads", type=int, default=4)
     ap.add_argument("--seeds", type=int, nargs="+", default=[0, 1, 2])
+    ap.add_argument("--max-batches", type=int, default=None,
+                    help="time the first N batches of the epoch on every side (default: the whole epoch)")
     ap.add_argument("--quick", action="store_true", help="csbm 20k, one seed, no products graph")
     ap.add_argument("--name", default=None)
     args = ap.parse_args(argv)

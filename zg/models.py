@@ -11,7 +11,11 @@ works), but on fixed shapes:
 
 * neighbours are read with one gather ``h[nbr]`` of shape ``[D, k, F]`` and reduced over the
   ``k`` fanout slots, with masked slots replaced by zeros (``torch.where``, never a multiply, so
-  even ``inf`` / ``NaN`` behind a masked slot cannot leak in);
+  even ``inf`` / ``NaN`` behind a masked slot cannot leak in). On the CPU the weighted sums
+  (SAGE's mean, GCN's normalised sum, GAT's attention-weighted sum) are one ``embedding_bag``
+  each instead: the ``[D, k, F]`` gather is never materialised, forward or backward, and
+  masked slots point at row 0 with weight exactly 0. The gather path stays for CUDA (known
+  sync-free and capturable) and is the reference the CPU path is tested against;
 * degrees and counts are tensors made with ``sum`` / ``index_add_`` into fixed-size buffers;
 * nothing is read on the host and no op has a data-dependent output shape (no ``.item()``,
   ``nonzero``, boolean-mask indexing or ``unique``), so forward and backward can be captured
