@@ -124,3 +124,26 @@ def test_gpu_results_figure(viz):
     assert len(fig.data) == 4 and list(fig.data[3].y) == [0.95]
     with pytest.raises(ValueError, match="label"):
         viz.gpu_results(rows, label="")
+
+
+def test_gpu_timeline(viz):
+    rows = [{"graph": "cora", "batch_size": 256, "variant": "dynamic", "ms_per_iteration": 10.0,
+             "gpu_execution_fraction": 0.25},
+            {"graph": "cora", "batch_size": 256, "variant": "captured", "ms_per_iteration": 4.0,
+             "gpu_execution_fraction": 1.0}]
+    fig = viz.gpu_timeline(rows, label="GPU X, 2026-01-01", iterations=3)
+    busy, idle = fig.data
+    assert busy.name == "GPU busy" and idle.name.startswith("GPU idle")
+    # dynamic: 3 iterations of 10 ms, busy 2.5 ms then 7.5 ms idle in each
+    assert list(busy.base[:3]) == [0.0, 10.0, 20.0] and list(busy.x[:3]) == [2.5, 2.5, 2.5]
+    assert list(idle.base[:3]) == [2.5, 12.5, 22.5] and list(idle.x[:3]) == [7.5, 7.5, 7.5]
+    assert list(idle.x[3:]) == [0.0, 0.0, 0.0] and list(busy.base[3:]) == [0.0, 4.0, 8.0]
+    assert busy.y[0] == "cora · batch 256 · dynamic" and "GPU X" in fig.layout.title.text
+    with pytest.raises(ValueError, match="no GPU execution fraction"):
+        viz.gpu_timeline([{**rows[0], "gpu_execution_fraction": None}], label="cpu run")
+    with pytest.raises(ValueError, match="label"):
+        viz.gpu_timeline(rows, label="")
+    with pytest.raises(ValueError, match=r"\[0, 1\]"):
+        viz.gpu_timeline([{**rows[0], "gpu_execution_fraction": 1.5}], label="x")
+    with pytest.raises(ValueError, match="iterations"):
+        viz.gpu_timeline(rows, label="x", iterations=0)
