@@ -147,3 +147,11 @@ def test_gpu_timeline(viz):
         viz.gpu_timeline([{**rows[0], "gpu_execution_fraction": 1.5}], label="x")
     with pytest.raises(ValueError, match="iterations"):
         viz.gpu_timeline(rows, label="x", iterations=0)
+
+
+def test_gpu_results_title_can_say_it_is_a_cpu_run(viz):
+    rows = [{"graph": "cora", "batch_size": 256, "variant": "dynamic", "ms_per_iteration": 10.0,
+             "gpu_execution_fraction": None}]
+    assert "Committed GPU measurements" in viz.gpu_results(rows, label="GPU X").layout.title.text
+    fig = viz.gpu_results(rows, label="CPU RUN", title="A CPU run of the check")
+    assert fig.layout.title.text.startswith("A CPU run of the check") and "CPU RUN" in fig.layout.title.text

@@ -288,10 +288,12 @@ def batch_scaling(rows: Sequence[dict], *, metric: str = "seeds_per_second",
     return fig
 
 
-def gpu_results(rows: Sequence[dict], *, label: str) -> go.Figure:
+def gpu_results(rows: Sequence[dict], *, label: str,
+                title: str = "Committed GPU measurements (not measured on this machine)") -> go.Figure:
     """Committed GPU measurements (rows from :func:`zg.experiments.gpu_result_rows`): ms per
     iteration per variant (left) and GPU execution fraction (right), per graph and batch.
-    ``label`` must say where and when they were measured: they are not from this machine."""
+    ``label`` must say where and when they were measured: they are not from this machine.
+    ``title`` replaces the default one, e.g. to say that the rows are a CPU run of the check."""
     rows = _check_rows(rows, "rows", ["graph", "batch_size", "variant", "ms_per_iteration"])
     if not label:
         raise ValueError("label must say which machine measured these results")
@@ -309,7 +311,7 @@ def gpu_results(rows: Sequence[dict], *, label: str) -> go.Figure:
                              showlegend=False), row=1, col=2)
     fig.update_yaxes(title_text="ms per iteration", row=1, col=1)
     fig.update_yaxes(title_text="busy fraction", range=[0, 1.05], row=1, col=2)
-    fig.update_layout(title=_title("Committed GPU measurements (not measured on this machine)", label),
+    fig.update_layout(title=_title(title, label),
                       barmode="group", legend_title_text="variant")
     return fig
 
