@@ -75,3 +75,21 @@ def test_shrink_sweep_validates():
         ex.shrink_sweep(g, torch.nn.Linear(2, 2), part, [0.5])
     with pytest.raises(TypeError, match="parts"):
         ex.shrink_sweep(g, model, "random", [0.5])
+
+
+def test_bias_vs_workers_matches_gradient_error_for_each_worker_count():
+    g, model = small(seed=2)
+    reference = grappa.exact_gradient(g, model)
+    rows = ex.bias_vs_workers(g, model, [2, 4], draws=2, method="random", estimators=("mean", "batch"),
+                              super_epochs=(0,), seed=3, reference=reference)
+    assert [(r["workers"], r["estimator"]) for r in rows] == [(2, "mean"), (2, "batch"), (4, "mean"), (4, "batch")]
+    for P in (2, 4):
+        direct = grappa.gradient_error(g, model, grappa.random_partitions(g, P, count=2, method="random", seed=3),
+                                       estimator=["mean", "batch"], super_epochs=(0,), reference=reference)
+        for r in (r for r in rows if r["workers"] == P):
+            assert r["bias"] == direct[r["estimator"]]["bias"] and r["draws"] == 2
+            assert r["partition"] == "random" and r["weighting"] == "inverse"
+    with pytest.raises(ValueError, match="int >= 2"):
+        ex.bias_vs_workers(g, model, [1, 2], reference=reference)
+    with pytest.raises(ValueError, match="non-empty"):
+        ex.bias_vs_workers(g, model, [], reference=reference)

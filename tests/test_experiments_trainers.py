@@ -63,3 +63,38 @@ def test_average_rows():
         ex.average_rows([a, [{**b[0]}, {**b[1], "trainer": "isolated"}]])
     with pytest.raises(ValueError):
         ex.average_rows([])
+
+
+def test_epoch_time_rows_from_committed_results():
+    results = {"machine": {}, "runs": [
+        {"dataset": "cora", "layers": 2, "trainer": "single", "workers": 1, "measured_epoch_seconds": s}
+        for s in (1.0, 3.0)] + [
+        {"dataset": "cora", "layers": 2, "trainer": "grappa", "estimator": "batch", "repartition": True,
+         "method": "metis", "workers": P, "measured_epoch_seconds": s} for P, s in ((4, 0.5), (2, 0.8))] + [
+        {"dataset": "cora", "layers": 3, "trainer": "single", "workers": 1, "measured_epoch_seconds": 9.0}]}
+    rows = ex.epoch_time_rows(results, dataset="cora", layers=2)
+    assert [(r["run"], r["workers"]) for r in rows] == [("single", 1), ("grappa (batch, repartitioned)", 2),
+                                                        ("grappa (batch, repartitioned)", 4)]
+    assert rows[0]["seconds_mean"] == 2.0 and rows[0]["seconds_std"] == 1.0 and rows[0]["runs"] == 2
+    assert rows[2]["seconds_mean"] == 0.5 and rows[2]["seconds_std"] == 0.0
+    with pytest.raises(ValueError, match="no committed run"):
+        ex.epoch_time_rows(results, dataset="csbm", layers=2)
+    committed = ex.load_grappa_results()
+    if committed is not None:      # the committed bench file parses into rows for both depths
+        for layers in (2, 3):
+            assert {r["run"] for r in ex.epoch_time_rows(committed, dataset="cora", layers=layers)} >= {"single"}
+
+
+def test_depth_rows_mean_and_std_over_seeds():
+    histories = {(L, s): {"single": fake_history("single", 1, val=(0.5, 0.6 + 0.1 * s + 0.01 * L)),
+                          "grappa": fake_history("grappa", 2, val=(0.4, 0.5 + 0.1 * s))}
+                 for L in (2, 3) for s in (0, 1)}
+    rows = ex.depth_rows(histories, metric="best_val_acc")
+    assert [(r["trainer"], r["layers"]) for r in rows] == [("single", 2), ("single", 3), ("grappa", 2), ("grappa", 3)]
+    single2 = rows[0]
+    assert single2["seeds"] == 2 and single2["values"] == pytest.approx([0.62, 0.72])
+    assert single2["mean"] == pytest.approx(0.67) and single2["std"] == pytest.approx(0.05)
+    with pytest.raises(ValueError, match="not a trainer_rows column"):
+        ex.depth_rows(histories, metric="nope")
+    with pytest.raises(ValueError, match="pairs"):
+        ex.depth_rows({2: histories[(2, 0)]})

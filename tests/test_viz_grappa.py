@@ -141,3 +141,44 @@ def test_variant_summary_figure(require):
     assert "test machine" in fig.layout.title.text
     with pytest.raises(ValueError, match="seconds_per_epoch"):
         zg.viz.variant_summary([{"variant": "a"}])
+
+
+def test_epoch_time_vs_workers(viz):
+    rows = [{"run": "grappa", "workers": 2, "seconds_mean": 1.0, "seconds_std": 0.1},
+            {"run": "grappa", "workers": 4, "seconds_mean": 0.6, "seconds_std": 0.05},
+            {"run": "single", "workers": 1, "seconds_mean": 1.5}]
+    fig = viz.epoch_time_vs_workers(list(reversed(rows)), subtitle="bench X")
+    assert [t.name for t in fig.data] == ["single", "grappa"]
+    assert list(fig.data[1].x) == [2, 4] and list(fig.data[1].y) == [1.0, 0.6]     # sorted by P
+    assert list(fig.data[1].error_y.array) == [0.1, 0.05] and fig.data[0].error_y.array is None
+    assert "bench X" in fig.layout.title.text and axis_title(fig.layout.yaxis) == "seconds per epoch"
+    with pytest.raises(ValueError, match="empty"):
+        viz.epoch_time_vs_workers([])
+    with pytest.raises(ValueError, match="seconds_mean"):
+        viz.epoch_time_vs_workers([{"run": "a", "workers": 2}])
+
+
+def test_accuracy_vs_depth(viz):
+    rows = [{"trainer": t, "layers": L, "mean": m, "std": s, "seeds": 3}
+            for t, L, m, s in [("single", 2, 0.8, 0.01), ("single", 3, 0.79, 0.02), ("single", 4, 0.78, 0.0),
+                               ("grappa", 2, 0.75, 0.02), ("grappa", 3, 0.7, 0.03), ("grappa", 4, 0.6, 0.05)]]
+    fig = viz.accuracy_vs_depth(rows)
+    assert [t.name for t in fig.data] == ["single", "grappa"]
+    assert list(fig.data[1].x) == [2, 3, 4] and list(fig.data[1].y) == [0.75, 0.7, 0.6]
+    assert list(fig.data[1].error_y.array) == [0.02, 0.03, 0.05]
+    assert "3 seed(s)" in fig.layout.title.text and axis_title(fig.layout.xaxis) == "layers (GNN depth)"
+    with pytest.raises(ValueError, match="mean"):
+        viz.accuracy_vs_depth([{"trainer": "a", "layers": 2}])
+
+
+def test_estimator_bias_vs_workers(viz):
+    rows = [{"estimator": e, "workers": P, "bias": b, "relative_mse": b * b, "partition": "metis"}
+            for e, P, b in [("mean", 2, 0.2), ("mean", 4, 0.3), ("batch", 2, 0.1), ("batch", 4, 0.15)]]
+    fig = viz.estimator_bias_vs_workers(rows)
+    assert [t.name for t in fig.data] == ["mean (metis)", "batch (metis)"]
+    assert list(fig.data[0].y) == [0.2, 0.3] and fig.layout.xaxis.type == "log"
+    assert list(fig.layout.xaxis.tickvals) == [2, 4]
+    fig = viz.estimator_bias_vs_workers(rows, value="relative_mse")
+    assert list(fig.data[1].y) == [0.010000000000000002, 0.0225] and "relative mse" in fig.layout.title.text
+    with pytest.raises(ValueError, match="bias"):
+        viz.estimator_bias_vs_workers([{"estimator": "mean", "workers": 2}])

@@ -191,3 +191,34 @@ def test_cost_growth_bad_input(viz):
                         batch_graph=100)
     with pytest.raises(ValueError, match="empty"):
         viz.cost_growth([], size_batch=1024, batch_graph=400)
+
+
+def test_gpu_timeline(viz):
+    rows = [{"graph": "cora", "batch_size": 256, "variant": "dynamic", "ms_per_iteration": 10.0,
+             "gpu_execution_fraction": 0.25},
+            {"graph": "cora", "batch_size": 256, "variant": "captured", "ms_per_iteration": 4.0,
+             "gpu_execution_fraction": 1.0}]
+    fig = viz.gpu_timeline(rows, label="GPU X, 2026-01-01", iterations=3)
+    busy, idle = fig.data
+    assert busy.name == "GPU busy" and idle.name.startswith("GPU idle")
+    # dynamic: 3 iterations of 10 ms, busy 2.5 ms then 7.5 ms idle in each
+    assert list(busy.base[:3]) == [0.0, 10.0, 20.0] and list(busy.x[:3]) == [2.5, 2.5, 2.5]
+    assert list(idle.base[:3]) == [2.5, 12.5, 22.5] and list(idle.x[:3]) == [7.5, 7.5, 7.5]
+    assert list(idle.x[3:]) == [0.0, 0.0, 0.0] and list(busy.base[3:]) == [0.0, 4.0, 8.0]
+    assert busy.y[0] == "cora · batch 256 · dynamic" and "GPU X" in fig.layout.title.text
+    with pytest.raises(ValueError, match="no GPU execution fraction"):
+        viz.gpu_timeline([{**rows[0], "gpu_execution_fraction": None}], label="cpu run")
+    with pytest.raises(ValueError, match="label"):
+        viz.gpu_timeline(rows, label="")
+    with pytest.raises(ValueError, match=r"\[0, 1\]"):
+        viz.gpu_timeline([{**rows[0], "gpu_execution_fraction": 1.5}], label="x")
+    with pytest.raises(ValueError, match="iterations"):
+        viz.gpu_timeline(rows, label="x", iterations=0)
+
+
+def test_gpu_results_title_can_say_it_is_a_cpu_run(viz):
+    rows = [{"graph": "cora", "batch_size": 256, "variant": "dynamic", "ms_per_iteration": 10.0,
+             "gpu_execution_fraction": None}]
+    assert "Committed GPU measurements" in viz.gpu_results(rows, label="GPU X").layout.title.text
+    fig = viz.gpu_results(rows, label="CPU RUN", title="A CPU run of the check")
+    assert fig.layout.title.text.startswith("A CPU run of the check") and "CPU RUN" in fig.layout.title.text

@@ -34,7 +34,7 @@ Every public name is also here, so a notebook needs one import:
 from . import (envelopes, estimators, host_syncs, machine, partitions, replay, scaling, throughput,
                together, traffic, trainers)
 from .envelopes import overflow_curve, sample_counts
-from .estimators import error_rows, shrink_sweep
+from .estimators import bias_vs_workers, error_rows, shrink_sweep
 from .host_syncs import audit_samplers, measure_hop_metadata
 from .machine import SCALES, by_scale, machine_label, machine_note, markdown_table, scale
 from .partitions import chunk_pairs_met, edges_exposed, partition_quality, sweep_partitions
@@ -45,7 +45,8 @@ from .throughput import GPU_RESULTS, gpu_result_rows, load_gpu_results, profile_
 from .together import TOGETHER, train_together, worker_syncs
 from .traffic import (bytes_sent, expected_bytes, feature_fetch_traffic, fetch_traffic_model,
                       gradient_traffic, project_epochs, repartition_bytes, scaling_rows, traffic_rows)
-from .trainers import average_rows, run_trainers, trainer_rows
+from .trainers import (GRAPPA_RESULTS, average_rows, depth_rows, epoch_time_rows, load_grappa_results,
+                       run_trainers, trainer_rows)
 
 __all__ = ["machine", "host_syncs", "envelopes", "replay", "throughput", "partitions", "traffic", "trainers",
            "estimators", "together", "scaling",
@@ -59,6 +60,7 @@ __all__ = ["machine", "host_syncs", "envelopes", "replay", "throughput", "partit
            "partition_quality", "sweep_partitions", "chunk_pairs_met", "edges_exposed",
            "traffic_rows", "bytes_sent", "expected_bytes", "repartition_bytes", "feature_fetch_traffic",
            "gradient_traffic", "scaling_rows", "fetch_traffic_model", "project_epochs",
-           "run_trainers", "trainer_rows", "average_rows",
-           "error_rows", "shrink_sweep",
+           "run_trainers", "trainer_rows", "average_rows", "GRAPPA_RESULTS", "load_grappa_results",
+           "epoch_time_rows", "depth_rows",
+           "error_rows", "shrink_sweep", "bias_vs_workers",
            "TOGETHER", "worker_syncs", "train_together"]

@@ -24,7 +24,7 @@ import torch
 
 from .partitions import _partitions
 
-__all__ = ["error_rows", "shrink_sweep"]
+__all__ = ["error_rows", "shrink_sweep", "bias_vs_workers"]
 
 
 def error_rows(errors: Dict[str, Any], **labels: Any) -> List[Dict[str, Any]]:
@@ -123,3 +123,38 @@ def shrink_sweep(g: Any, model: torch.nn.Module, parts: Any, lambdas: Sequence[f
         for key in ("bias", "variance", "relative_mse", "relative_error", "cosine"):
             out[key].append(summary[key])
     return out
+
+
+def bias_vs_workers(g: Any, model: Any, workers: Sequence[int], *, draws: int = 3,
+                    method: str = "metis", estimators: Sequence[str] = ("mean", "batch", "shrink", "uniform"),
+                    weighting: str = "inverse", super_epochs: Sequence[int] = (0, 1), seed: int = 0,
+                    reference: Optional[torch.Tensor] = None) -> List[Dict[str, Any]]:
+    """Each estimator's bias and relative MSE against the exact gradient, for every worker count.
+
+    For each P in ``workers`` it draws ``draws`` partitions (``method``, seeds ``seed ..``) and
+    runs :func:`zg.grappa.gradient_error` over them and ``super_epochs``. Returns one row per
+    (P, estimator): ``workers``, ``partition``, ``estimator``, ``weighting``, ``bias``,
+    ``variance``, ``relative_mse``, ``draws``. Figure: :func:`zg.viz.estimator_bias_vs_workers`.
+    """
+    from ..grappa.gradient import exact_gradient, gradient_error, random_partitions
+
+    if isinstance(workers, (str, bytes)) or not list(workers):
+        raise ValueError(f"workers must be a non-empty list of worker counts, got {workers!r}")
+    counts = []
+    for P in workers:
+        if isinstance(P, bool) or not isinstance(P, int) or P < 2:
+            raise ValueError(f"every worker count must be an int >= 2, got {P!r} in workers={list(workers)}")
+        counts.append(P)
+    if reference is None:
+        reference = exact_gradient(g, model)
+    rows = []
+    for P in counts:
+        parts = random_partitions(g, P, count=draws, method=method, seed=seed)
+        err = gradient_error(g, model, parts, estimator=list(estimators), super_epochs=super_epochs,
+                             weighting=weighting, reference=reference)
+        for name in estimators:
+            e = err[name]
+            rows.append({"workers": P, "partition": method, "estimator": name, "weighting": weighting,
+                         "bias": e["bias"], "variance": e["variance"], "relative_mse": e["relative_mse"],
+                         "draws": e["draws"]})
+    return rows

@@ -13,11 +13,14 @@ epoch by kind) and :func:`average_rows` averages such tables over seeds. Figures
 
 from __future__ import annotations
 
-from typing import Any, Dict, List, Sequence
+import json
+from pathlib import Path
+from typing import Any, Dict, List, Optional, Sequence, Tuple
 
 from .traffic import bytes_sent
 
-__all__ = ["run_trainers", "trainer_rows", "average_rows"]
+__all__ = ["run_trainers", "trainer_rows", "average_rows", "GRAPPA_RESULTS", "load_grappa_results",
+           "epoch_time_rows", "depth_rows"]
 
 
 def run_trainers(g: Any, runs: Sequence[Any], **common: Any) -> Dict[str, Dict[str, Any]]:
@@ -112,3 +115,79 @@ def average_rows(row_lists: Sequence[Sequence[Dict[str, Any]]], key: str = "run"
         row["seeds"] = len(tables)
         out.append(row)
     return out
+
+
+# Where bench/grappa.py commits its measurements (a checkout of the repository).
+GRAPPA_RESULTS = Path(__file__).resolve().parents[2] / "bench" / "results" / "grappa.json"
+
+
+def load_grappa_results(path: Any = None) -> Optional[Dict[str, Any]]:
+    """The results ``bench/grappa.py`` committed (``bench/results/grappa.json``, or ``path``),
+    or None if the file is absent. They were measured on the machine their ``machine`` note
+    names, not on the machine reading them."""
+    path = GRAPPA_RESULTS if path is None else Path(path)
+    if not path.exists():
+        return None
+    data = json.loads(path.read_text())
+    if not isinstance(data, dict) or not isinstance(data.get("runs"), list) or "machine" not in data:
+        raise ValueError(f"{path} is not a bench/grappa.py result (needs 'runs' and 'machine')")
+    data["path"] = str(path)
+    return data
+
+
+def epoch_time_rows(results: Dict[str, Any], *, dataset: str, layers: int,
+                    runs: Sequence[Tuple[str, Dict[str, Any]]] = (
+                        ("single", {"trainer": "single"}),
+                        ("isolated", {"trainer": "isolated", "method": "metis"}),
+                        ("grappa (batch, repartitioned)", {"trainer": "grappa", "estimator": "batch",
+                                                           "repartition": True, "method": "metis"}),
+                        ("feature_fetch", {"trainer": "feature_fetch"}))) -> List[Dict[str, Any]]:
+    """Seconds per epoch against the worker count, from committed bench/grappa.py runs.
+
+    ``runs`` names each line and the fields its runs must match. Returns rows ``run``,
+    ``workers``, ``seconds_mean``, ``seconds_std`` (population std over the matching runs:
+    the seeds; 0 for a single run) and ``runs`` (how many were averaged), sorted by run and P.
+    Figure: :func:`zg.viz.epoch_time_vs_workers`.
+    """
+    if not isinstance(results, dict) or not isinstance(results.get("runs"), list):
+        raise ValueError("results must be a dict from load_grappa_results (with a 'runs' list)")
+    rows = []
+    for label, match in runs:
+        mine = [r for r in results["runs"] if r.get("dataset") == dataset and r.get("layers") == layers
+                and all(r.get(k) == v for k, v in match.items())]
+        for P in sorted({r["workers"] for r in mine}):
+            secs = [float(r["measured_epoch_seconds"]) for r in mine if r["workers"] == P]
+            mean = sum(secs) / len(secs)
+            std = (sum((s - mean) ** 2 for s in secs) / len(secs)) ** 0.5
+            rows.append({"run": label, "workers": P, "seconds_mean": mean, "seconds_std": std, "runs": len(secs)})
+    if not rows:
+        raise ValueError(f"no committed run matches dataset={dataset!r}, layers={layers}")
+    return rows
+
+
+def depth_rows(histories: Dict[Tuple[int, int], Dict[str, Dict[str, Any]]],
+               metric: str = "test_acc_at_best_val") -> List[Dict[str, Any]]:
+    """Mean and std over seeds of ``metric`` per (trainer label, depth).
+
+    ``histories`` maps ``(layers, seed)`` to a :func:`run_trainers` result ``{label: history}``;
+    ``metric`` is a :func:`trainer_rows` column. Returns rows ``trainer``, ``layers``, ``mean``,
+    ``std`` (population std over the seeds), ``seeds``, ``values``.
+    Figure: :func:`zg.viz.accuracy_vs_depth`.
+    """
+    if not isinstance(histories, dict) or not histories:
+        raise ValueError("histories must be a non-empty dict {(layers, seed): {label: history}}")
+    values: Dict[Tuple[str, int], List[float]] = {}
+    for key, runs in histories.items():
+        if not (isinstance(key, tuple) and len(key) == 2):
+            raise ValueError(f"histories keys must be (layers, seed) pairs, got {key!r}")
+        for row in trainer_rows(runs):
+            if metric not in row:
+                raise ValueError(f"metric {metric!r} is not a trainer_rows column; try 'test_acc_at_best_val'")
+            values.setdefault((row["run"], key[0]), []).append(float(row[metric]))
+    rows = []
+    for (label, layers), vals in values.items():
+        mean = sum(vals) / len(vals)
+        std = (sum((v - mean) ** 2 for v in vals) / len(vals)) ** 0.5
+        rows.append({"trainer": label, "layers": layers, "mean": mean, "std": std, "seeds": len(vals),
+                     "values": vals})
+    return sorted(rows, key=lambda r: (list(dict.fromkeys(lb for lb, _ in values)).index(r["trainer"]), r["layers"]))

@@ -20,7 +20,7 @@ from .common import _FALLBACK_COLORS, _check_mapping, _check_rows, _human, _titl
 __all__ = ["coverage_histogram", "bytes_by_kind", "coverage_distributions", "partition_sweep",
            "traffic_vs_batch", "partition_view", "bytes_per_epoch_by_run", "estimator_errors",
            "shrink_curve", "accuracy_vs_bytes", "rmat_scaling", "epoch_projection", "variant_summary",
-           "METHOD_COLORS"]
+           "epoch_time_vs_workers", "accuracy_vs_depth", "estimator_bias_vs_workers", "METHOD_COLORS"]
 
 METHOD_COLORS = {"random": "#E45756", "metis": "#4C78A8"}
 
@@ -338,4 +338,63 @@ def variant_summary(rows: Sequence[dict], *, metrics: Optional[Mapping[str, str]
                              marker_color=[_FALLBACK_COLORS[i % len(_FALLBACK_COLORS)] for i in range(len(names))]),
                       row=1, col=col)
     fig.update_layout(title=_title("Side by side", subtitle), margin={"t": 110})
+    return fig
+
+
+# ----------------------------------------------------------------------------- issue-13 plots
+# (epoch time against workers, accuracy against depth, estimator bias against P)
+
+
+def _error_lines(rows: Sequence[dict], *, group: str, x: str, y: str, std: Optional[str]) -> go.Figure:
+    """One line per ``group`` value, ``y`` against ``x``, with ``std`` as error bars if given."""
+    fig = go.Figure()
+    groups = list(dict.fromkeys(r[group] for r in rows))
+    for i, name in enumerate(groups):
+        mine = sorted((r for r in rows if r[group] == name), key=lambda r: r[x])
+        error = None
+        if std is not None and any(r.get(std) is not None for r in mine):
+            error = dict(type="data", array=[float(r.get(std) or 0.0) for r in mine], visible=True)
+        fig.add_trace(go.Scatter(x=[r[x] for r in mine], y=[r[y] for r in mine], mode="lines+markers",
+                                 name=str(name), error_y=error,
+                                 line_color=_FALLBACK_COLORS[i % len(_FALLBACK_COLORS)]))
+    return fig
+
+
+def epoch_time_vs_workers(rows: Sequence[dict], *, title: str = "Seconds per epoch against the number of workers",
+                          subtitle: Optional[str] = None) -> go.Figure:
+    """Seconds per epoch (mean, with ``seconds_std`` as error bars when present) against the
+    number of workers P, one line per ``run`` (rows: ``run``, ``workers``, ``seconds_mean``)."""
+    rows = _check_rows(rows, "rows", ["run", "workers", "seconds_mean"])
+    fig = _error_lines(rows, group="run", x="workers", y="seconds_mean", std="seconds_std")
+    fig.update_xaxes(title_text="workers P", type="category")
+    fig.update_layout(title=_title(title, subtitle), yaxis_title="seconds per epoch", legend_title_text="")
+    return fig
+
+
+def accuracy_vs_depth(rows: Sequence[dict], *, metric: str = "accuracy",
+                      subtitle: Optional[str] = None) -> go.Figure:
+    """Accuracy (mean over seeds, ``std`` as error bars) against the number of layers, one line
+    per ``trainer`` (rows: ``trainer``, ``layers``, ``mean``, optional ``std`` and ``seeds``)."""
+    rows = _check_rows(rows, "rows", ["trainer", "layers", "mean"])
+    fig = _error_lines(rows, group="trainer", x="layers", y="mean", std="std")
+    seeds = sorted({r.get("seeds") for r in rows if r.get("seeds") is not None})
+    note = f"mean ± std over {seeds[0]} seed(s)" if len(seeds) == 1 else "mean ± std over seeds"
+    fig.update_xaxes(title_text="layers (GNN depth)", dtick=1)
+    fig.update_layout(title=_title(f"{metric.capitalize()} against depth ({note})", subtitle),
+                      yaxis_title=metric, legend_title_text="")
+    return fig
+
+
+def estimator_bias_vs_workers(rows: Sequence[dict], *, value: str = "bias",
+                              subtitle: Optional[str] = None) -> go.Figure:
+    """Each estimator's error against the exact gradient (``value``: ``bias`` by default, or
+    ``relative_mse`` ...) against the number of workers P, one line per ``estimator`` (rows:
+    ``estimator``, ``workers``, ``value``; a ``partition`` entry splits the lines)."""
+    rows = _check_rows(rows, "rows", ["estimator", "workers", value])
+    labelled = [{**r, "line": f"{r['estimator']} ({r['partition']})" if "partition" in r else r["estimator"]}
+                for r in rows]
+    fig = _error_lines(labelled, group="line", x="workers", y=value, std=None)
+    fig.update_xaxes(title_text="workers P", type="log", tickvals=sorted({r["workers"] for r in rows}))
+    fig.update_layout(title=_title(f"Estimator {value.replace('_', ' ')} against the number of workers", subtitle),
+                      yaxis_title=f"{value.replace('_', ' ')} (relative to |g*|)", legend_title_text="")
     return fig

@@ -19,7 +19,7 @@ from .common import _FALLBACK_COLORS, STAGE_COLORS, _check_mapping, _check_rows,
 
 __all__ = ["host_syncs", "hop_metadata", "sync_ops", "stage_timeline", "count_distributions",
            "memory_per_hop", "overflow_vs_margin", "execution_trace", "stage_breakdown", "batch_scaling",
-           "gpu_results", "cost_growth", "MIB"]
+           "gpu_results", "cost_growth", "gpu_timeline", "MIB"]
 
 MIB = 2**20
 
@@ -288,10 +288,12 @@ def batch_scaling(rows: Sequence[dict], *, metric: str = "seeds_per_second",
     return fig
 
 
-def gpu_results(rows: Sequence[dict], *, label: str) -> go.Figure:
+def gpu_results(rows: Sequence[dict], *, label: str,
+                title: str = "Committed GPU measurements (not measured on this machine)") -> go.Figure:
     """Committed GPU measurements (rows from :func:`zg.experiments.gpu_result_rows`): ms per
     iteration per variant (left) and GPU execution fraction (right), per graph and batch.
-    ``label`` must say where and when they were measured: they are not from this machine."""
+    ``label`` must say where and when they were measured: they are not from this machine.
+    ``title`` replaces the default one, e.g. to say that the rows are a CPU run of the check."""
     rows = _check_rows(rows, "rows", ["graph", "batch_size", "variant", "ms_per_iteration"])
     if not label:
         raise ValueError("label must say which machine measured these results")
@@ -309,7 +311,7 @@ def gpu_results(rows: Sequence[dict], *, label: str) -> go.Figure:
                              showlegend=False), row=1, col=2)
     fig.update_yaxes(title_text="ms per iteration", row=1, col=1)
     fig.update_yaxes(title_text="busy fraction", range=[0, 1.05], row=1, col=2)
-    fig.update_layout(title=_title("Committed GPU measurements (not measured on this machine)", label),
+    fig.update_layout(title=_title(title, label),
                       barmode="group", legend_title_text="variant")
     return fig
 
@@ -381,4 +383,52 @@ def cost_growth(rows: Sequence[dict], *, size_batch: int, batch_graph: int,
     fig.update_layout(title=_title(f"Cost growth: {label}, log-log", subtitle), legend_title_text="",
                       updatemenus=[dict(buttons=buttons, direction="down", x=1.0, xanchor="right",
                                         y=1.18, yanchor="top", showactive=True)])
+    return fig
+
+
+def gpu_timeline(rows: Sequence[dict], *, label: str, iterations: int = 4) -> go.Figure:
+    """A GPU timeline with its idle gaps, from measured execution fractions.
+
+    Each row (from :func:`zg.experiments.gpu_result_rows`: ``variant``, ``ms_per_iteration``,
+    ``gpu_execution_fraction``, optional ``graph`` and ``batch_size``) becomes one lane of
+    ``iterations`` consecutive iterations; in each, the GPU-busy share (fraction x iteration
+    time) is drawn solid and the rest, where the GPU waited, hatched. The profiler measures
+    the total busy time of an iteration, not where each gap falls, so each iteration's gaps
+    are drawn as one block at its end: the lengths are measured, the placement is not.
+
+    ``label`` must say which machine measured the rows. Rows without a GPU execution fraction
+    (a CPU run) are refused: a CPU run has no GPU timeline to draw.
+    """
+    rows = _check_rows(rows, "rows", ["variant", "ms_per_iteration", "gpu_execution_fraction"])
+    if not label:
+        raise ValueError("label must say which machine measured these results")
+    if isinstance(iterations, bool) or not isinstance(iterations, int) or iterations < 1:
+        raise ValueError(f"iterations must be a positive int, got {iterations!r}")
+    missing = [r["variant"] for r in rows if r["gpu_execution_fraction"] is None]
+    if missing:
+        raise ValueError(f"rows {missing} have no GPU execution fraction (measured without a GPU?): "
+                         "there is no GPU timeline to draw")
+    for r in rows:
+        f = float(r["gpu_execution_fraction"])
+        if not 0.0 <= f <= 1.0:
+            raise ValueError(f"gpu_execution_fraction must be in [0, 1], got {f} for {r['variant']!r}")
+    lanes = [" · ".join(str(x) for x in (r.get("graph"), f"batch {r['batch_size']}" if r.get("batch_size") else None,
+                                          r["variant"]) if x) for r in rows]
+    fig = go.Figure()
+    for kind, color, pattern in (("GPU busy", "#4C78A8", ""), ("GPU idle (waiting for the host)", "#E45756", "/")):
+        base, width, lane_of = [], [], []
+        for lane, r in zip(lanes, rows):
+            t = float(r["ms_per_iteration"])
+            busy = t * float(r["gpu_execution_fraction"])
+            for i in range(iterations):
+                base.append(i * t + (0.0 if kind == "GPU busy" else busy))
+                width.append(busy if kind == "GPU busy" else t - busy)
+                lane_of.append(lane)
+        fig.add_trace(go.Bar(base=base, x=width, y=lane_of, orientation="h", name=kind, marker_color=color,
+                             marker_pattern_shape=pattern,
+                             hovertemplate="%{x:.3f} ms<extra>" + html.escape(kind) + "</extra>"))
+    fig.update_layout(title=_title(f"GPU timeline, {iterations} iterations per lane (gaps drawn at the end of each "
+                                   "iteration: lengths measured, placement not)", label),
+                      barmode="overlay", xaxis_title="ms since the first iteration began",
+                      legend_title_text="", height=max(260, 90 + 45 * len(rows)))
     return fig
