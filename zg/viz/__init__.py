@@ -27,8 +27,8 @@ from .common import (PIPELINE_COLORS, RENDERER, STAGE_COLORS, Explorer, curves, 
                      setup_notebook)
 from .grappa import (METHOD_COLORS, accuracy_vs_bytes, bytes_by_kind, bytes_per_epoch_by_run,
                      coverage_distributions, coverage_histogram, epoch_projection, estimator_errors,
-                     partition_sweep, partition_view, rmat_scaling, shrink_curve, traffic_vs_batch,
-                     variant_summary)
+                     grappa_map, map_cell_label, partition_sweep, partition_view, rmat_scaling,
+                     shrink_curve, traffic_vs_batch, variant_summary)
 from .zerognn import (MIB, batch_scaling, count_distributions, execution_trace, gpu_results, hop_metadata,
                       host_syncs, memory_per_hop, overflow_vs_margin, stage_breakdown, stage_timeline,
                       sync_ops)
@@ -42,4 +42,4 @@ __all__ = ["common", "zerognn", "grappa",
            "coverage_histogram", "bytes_by_kind", "coverage_distributions", "partition_sweep",
            "traffic_vs_batch", "partition_view", "bytes_per_epoch_by_run", "estimator_errors",
            "shrink_curve", "accuracy_vs_bytes", "rmat_scaling", "epoch_projection", "variant_summary",
-           "METHOD_COLORS"]
+           "grappa_map", "map_cell_label", "METHOD_COLORS"]
