@@ -20,6 +20,7 @@ Following one batch through the kit:
     trainers.py     the distributed trainers trained for real, summarised and averaged (06, 08)
     estimators.py   each gradient estimator's error against the exact gradient (07)
     together.py     Grappa workers running the ZeroGNN step, against both baselines (09)
+    accuracy_map.py the committed map of where Grappa keeps its accuracy, and the diagnosis (06-08)
 
 Every public name is also here, so a notebook needs one import:
 
@@ -30,8 +31,9 @@ Every public name is also here, so a notebook needs one import:
     q = ex.partition_quality(g, 4, "metis", hops=2)
 """
 
-from . import (envelopes, estimators, host_syncs, machine, partitions, replay, throughput, together,
+from . import (accuracy_map, envelopes, estimators, host_syncs, machine, partitions, replay, throughput, together,
                traffic, trainers)
+from .accuracy_map import PAPER_REGIME, gap_summary, load_result, map_rows, paper_regime
 from .envelopes import overflow_curve, sample_counts
 from .estimators import error_rows, shrink_sweep
 from .host_syncs import audit_samplers, measure_hop_metadata
@@ -56,4 +58,5 @@ __all__ = ["machine", "host_syncs", "envelopes", "replay", "throughput", "partit
            "gradient_traffic", "scaling_rows", "fetch_traffic_model", "project_epochs",
            "run_trainers", "trainer_rows", "average_rows",
            "error_rows", "shrink_sweep",
-           "TOGETHER", "worker_syncs", "train_together"]
+           "TOGETHER", "worker_syncs", "train_together",
+           "accuracy_map", "load_result", "map_rows", "gap_summary", "paper_regime", "PAPER_REGIME"]
