@@ -9,20 +9,21 @@ note, the design, one record per run and one per cell, and prints the cell table
 
 Factors (issue 14): average degree (5, 20, 50), homophily (0.3, 0.8), feature signal-to-noise
 (0.5, 2), workers P (2, 4, 8), partition (random, METIS), depth (2, 3 layers). The full
-factorial is 144 cells x 5 trainers x 3 seeds = 2160 runs; at about 5-15 s a run on 2 shared
-cores it does not fit in 30 minutes, so the map uses a documented fractional design:
+factorial is 144 cells x 5 trainers x 3 seeds = 2160 runs; at about 5-30 s a run on 2 shared
+cores it does not fit in 30 minutes, so the map uses a documented fractional design. The base
+cell is degree 20, homophily 0.8, SNR 0.5, P=4, 2 layers (the issue's csbm setting).
 
-    core    the full factorial of the three factors that decide how much of a node's
-            neighbourhood a worker sees and how much that neighbourhood is worth:
-            partition x degree x homophily (12 cells), at P=4, SNR 0.5, 2 layers;
-    slices  one factor at a time away from the base cell (degree 20, homophily 0.8, SNR 0.5,
-            P=4, 2 layers), for both partitions: SNR 2, P=2, P=8, 3 layers (8 cells).
-
-Every cell runs each trainer with seeds 0, 1, 2 (the seed drives the partition, the
-initialisation, the sampling and dropout; the graph is the same csbm draw, seed 0), and the
-single-process trainer with the same seeds on the same graph and depth. Gap = trainer's test
-accuracy minus single's, paired by seed; a cell reports its mean and standard deviation over
-the seeds, plus both sides' accuracies.
+    --design lean (the committed map; about 160 runs)
+        base cell, both partitions, all four trainers;
+        P=2, both partitions, all four trainers;
+        P=8, both partitions: grappa and isolated;
+        one factor at a time away from the base cell on random chunks (the paper's default
+        partition and the one where the accuracy is lost): degree 5, degree 50, homophily
+        0.3, SNR 2, 3 layers: grappa and isolated.
+    --design wide (about 340 runs; a quiet machine)
+        the full factorial partition x degree x homophily at the base values of the other
+        factors (12 cells), plus one factor at a time away from the base (SNR 2, P=2, P=8,
+        3 layers) for both partitions (8 cells); all four trainers everywhere.
 
 Every run calls the trainer with the kit's defaults except the swept factors and the budget:
 ``epochs`` (EPOCHS), ``eval_every=epochs`` (one evaluation, at the end: test accuracy at the
@@ -76,18 +77,45 @@ CORE = ("method", "avg_degree", "homophily")
 SLICES = ({"feature_snr": 2.0}, {"workers": 2}, {"workers": 8}, {"num_layers": 3})
 TRAINERS = ("grappa", "isolated", "psgd_pa", "feature_fetch")
 GRAPH = {"num_classes": 10, "feat_dim": 64, "seed": 0}
+DESIGNS = {
+    "lean": ("fractional design, one factor at a time: the base cell (degree 20, homophily 0.8, SNR 0.5, "
+             "P=4, 2 layers) on random and METIS chunks with all four trainers; P=2 on both partitions "
+             "with all four; P=8 on both partitions with grappa and isolated; degree 5, degree 50, "
+             "homophily 0.3, SNR 2 and 3 layers on random chunks with grappa and isolated. Interactions "
+             "between factors are not measured. The full 144-cell factorial x 5 trainers x 3 seeds does "
+             "not fit in 30 minutes on 2 cores; this design was sized for a shared, heavily loaded machine"),
+    "wide": ("fractional design: the full factorial partition x degree x homophily at the base values of "
+             "the other factors (12 cells), plus one factor at a time away from the base (SNR 2, P=2, P=8, "
+             "3 layers) for both partitions (8 cells); all four trainers in every cell"),
+}
 FULL = {"nodes": 2000, "epochs": 16, "seeds": (0, 1, 2)}
 QUICK = {"nodes": 800, "epochs": 2, "seeds": (0, 1, 2)}
 
 
-def design():
-    """The cells: the core factorial, then the one-at-a-time slices (both partitions)."""
+def design(name="lean"):
+    """The cells, each with the trainers it runs, most informative first."""
     cells = []
-    for values in itertools.product(*(FACTORS[f] for f in CORE)):
-        cells.append({**BASE, **dict(zip(CORE, values)), "design": "core"})
-    for change in SLICES:
+
+    def add(kind, trainers, **change):
+        cells.append({**BASE, **change, "design": kind, "trainers": list(trainers)})
+
+    if name == "lean":
         for method in FACTORS["method"]:
-            cells.append({**BASE, **change, "method": method, "design": "slice"})
+            add("base", TRAINERS, method=method)
+        for workers in (2, 8):
+            for method in FACTORS["method"]:
+                add("slice", TRAINERS if workers == 2 else ("grappa", "isolated"), workers=workers, method=method)
+        for change in ({"avg_degree": 5}, {"avg_degree": 50}, {"homophily": 0.3}, {"feature_snr": 2.0},
+                       {"num_layers": 3}):
+            add("slice", ("grappa", "isolated"), method="random", **change)
+    elif name == "wide":
+        for values in itertools.product(*(FACTORS[f] for f in CORE)):
+            add("core", TRAINERS, **dict(zip(CORE, values)))
+        for change in SLICES:
+            for method in FACTORS["method"]:
+                add("slice", TRAINERS, **{**change, "method": method})
+    else:
+        raise ValueError(f"design must be 'lean' or 'wide', got {name!r}")
     return cells
 
 
@@ -127,6 +155,8 @@ def summarise(values):
 def main(argv=None):
     parser = argparse.ArgumentParser(description=__doc__.split("\n")[0])
     parser.add_argument("--quick", action="store_true", help="tiny graphs, 2 epochs: a smoke run")
+    parser.add_argument("--design", choices=("lean", "wide"), default="lean",
+                        help="which cells (see the module docstring); the committed map is lean")
     parser.add_argument("--scratch", default=None,
                         help="folder for the per-run histories (reused by a rerun; default: a new one)")
     args = parser.parse_args(argv)
@@ -136,7 +166,7 @@ def main(argv=None):
     note = machine_note()
     scratch = args.scratch or tempfile.mkdtemp(prefix="zg-grappa-map-")
     os.makedirs(scratch, exist_ok=True)
-    cells = design()
+    cells = design(args.design)
     graphs = {}
     for cell in cells:
         key = graph_key(cell)
@@ -151,7 +181,7 @@ def main(argv=None):
     for cell in cells:
         key = graph_key(cell)
         for seed in size["seeds"]:
-            wanted = [("single", 1, "random")] + [(t, cell["workers"], cell["method"]) for t in TRAINERS]
+            wanted = [("single", 1, "random")] + [(t, cell["workers"], cell["method"]) for t in cell["trainers"]]
             for trainer, workers, method in wanted:
                 name = (trainer, key, cell["num_layers"], workers, method, seed)
                 if name in seen:
@@ -180,9 +210,12 @@ def main(argv=None):
     for cell in cells:
         key = graph_key(cell)
         single = [acc[("single", key, cell["num_layers"], 1, "random", s)] for s in size["seeds"]]
-        row = {k: cell[k] for k in (*FACTORS, "design")}
+        row = {k: cell[k] for k in (*FACTORS, "design", "trainers")}
         row["single_acc_mean"], row["single_acc_std"] = summarise(single)
         for trainer in TRAINERS:
+            if trainer not in cell["trainers"]:
+                row[trainer] = None                          # not run in this design
+                continue
             got = [acc[(trainer, key, cell["num_layers"], cell["workers"], cell["method"], s)]
                    for s in size["seeds"]]
             gaps = [a - b for a, b in zip(got, single)]
@@ -195,7 +228,7 @@ def main(argv=None):
         cell_rows.append(row)
         printed.append([cell["design"], cell["method"], cell["avg_degree"], cell["homophily"], cell["feature_snr"],
                         cell["workers"], cell["num_layers"], f"{row['single_acc_mean']:.3f}"]
-                       + [f"{row[t]['gap_mean']:+.3f}±{row[t]['gap_std']:.3f}" for t in TRAINERS])
+                       + [f"{row[t]['gap_mean']:+.3f}±{row[t]['gap_std']:.3f}" if row[t] else "-" for t in TRAINERS])
     print(table(printed, ["design", "partition", "degree", "homophily", "snr", "P", "layers", "single"]
                 + [f"gap {t}" for t in TRAINERS]))
     defaults = asdict(TrainConfig().validated())
@@ -203,15 +236,12 @@ def main(argv=None):
         "machine": note,
         "quick": args.quick,
         "design": {
+            "name": args.design,
             "factors": {k: list(v) for k, v in FACTORS.items()},
             "base_cell": BASE,
             "core": list(CORE),
             "slices": list(SLICES),
-            "description": ("fractional design: the full factorial of partition x degree x homophily "
-                            "at the base values of the other factors (12 cells), plus one-at-a-time "
-                            "slices from the base cell (SNR 2, P=2, P=8, 3 layers) for both partitions "
-                            "(8 cells); the full 144-cell factorial x 5 trainers x 3 seeds does not fit "
-                            "in 30 minutes on 2 cores"),
+            "description": DESIGNS[args.design],
             "cells": len(cells),
             "seeds": list(size["seeds"]),
             "trainers": ["single", *TRAINERS],
