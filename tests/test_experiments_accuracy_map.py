@@ -61,3 +61,10 @@ def test_gap_summary_and_paper_regime():
         ex.gap_summary(CELLS, "grappa", colour="red")
     with pytest.raises(ValueError, match="not in the map"):
         ex.gap_summary(CELLS, "halo")
+    # A trainer the design did not run in some cells: those cells are left out, and said so.
+    cells = [dict(c) for c in CELLS]
+    cells[0]["psgd_pa"] = None
+    assert ex.gap_summary(cells, "psgd_pa", method="random")["cells"] == 2
+    assert ex.map_rows(cells)[0]["psgd_pa gap"] == "not run"
+    with pytest.raises(ValueError, match="was not run"):
+        ex.gap_summary(cells, "psgd_pa", method="random", avg_degree=5)

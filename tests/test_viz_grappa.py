@@ -164,6 +164,10 @@ def test_grappa_map_figure(viz):
     assert heat.text[0][0] == "-25.0 ± 2.0" and heat.text[1][0] == "+1.0 ± 0.5"
     assert heat.zmid == 0 and heat.zmin == -30.0 and heat.zmax == 30.0
     assert "csbm" in fig.layout.title.text and "mean ± std" in fig.layout.title.text
+    # A trainer the design did not run in a cell: an empty square that says so.
+    cells[1]["isolated"] = None
+    heat = viz.grappa_map(cells, trainers=["grappa", "isolated"]).data[0]
+    assert heat.z[1][1] is None and heat.text[1][1] == "not run" and heat.zmax == 30.0
 
 
 def test_grappa_map_rejects_bad_cells(viz):
@@ -177,3 +181,6 @@ def test_grappa_map_rejects_bad_cells(viz):
         viz.grappa_map([bad], trainers=["grappa"])
     with pytest.raises(ValueError, match="trainers is empty"):
         viz.grappa_map([bad], trainers=[])
+    bad["grappa"] = None
+    with pytest.raises(ValueError, match="nothing to plot"):
+        viz.grappa_map([bad], trainers=["grappa"])

@@ -68,8 +68,9 @@ def map_rows(cells: Sequence[dict], trainers: Sequence[str] = ("grappa", "isolat
         for t in trainers:
             if t not in cell:
                 raise ValueError(f"a cell has no {t!r} entry; trainers in the map: "
-                                 f"{[k for k, v in cell.items() if isinstance(v, dict)]}")
-            row[f"{t} gap"] = f"{100 * cell[t]['gap_mean']:+.1f} ± {100 * cell[t]['gap_std']:.1f}"
+                                 f"{[k for k, v in cell.items() if isinstance(v, dict) or v is None]}")
+            row[f"{t} gap"] = ("not run" if cell[t] is None else
+                               f"{100 * cell[t]['gap_mean']:+.1f} ± {100 * cell[t]['gap_std']:.1f}")
         rows.append(row)
     return rows
 
@@ -87,13 +88,16 @@ def _select(cells: List[dict], where: Dict[str, Any]) -> List[dict]:
 
 def gap_summary(cells: Sequence[dict], trainer: str, **where: Any) -> Dict[str, Any]:
     """The gap of ``trainer`` over the cells matching ``where`` (a factor = a value or a tuple of
-    values), in points: the mean over those cells of each cell's mean gap, the worst and the
+    values) where it was run, in points: the mean over those cells of each cell's mean gap, the worst and the
     best cell (with its label), and how many cells lie within 1 point of single."""
     chosen = _select(_cells(cells), where)
     if not chosen:
         raise ValueError(f"no cell of the map matches {where}")
     if any(trainer not in c for c in chosen):
         raise ValueError(f"trainer {trainer!r} is not in the map")
+    chosen = [c for c in chosen if c[trainer] is not None]           # cells the design ran it in
+    if not chosen:
+        raise ValueError(f"trainer {trainer!r} was not run in any cell matching {where}")
     gaps = [100 * c[trainer]["gap_mean"] for c in chosen]
     worst = min(range(len(chosen)), key=lambda i: gaps[i])
     best = max(range(len(chosen)), key=lambda i: gaps[i])

@@ -363,7 +363,8 @@ def grappa_map(cells: Sequence[dict], *, trainers: Sequence[str] = ("grappa", "i
 
     ``cells``: the ``cells_table`` rows of ``bench/results/grappa_map.json``: the factors
     (:data:`MAP_FACTORS`) and, per trainer, ``{"gap_mean", "gap_std", ...}`` in accuracy
-    fractions (shown as points). Rows keep the order given.
+    fractions (shown as points); ``None`` where the map's design did not run that trainer (an
+    empty square, "not run"). Rows keep the order given.
     """
     trainers = list(trainers)
     if not trainers:
@@ -371,14 +372,18 @@ def grappa_map(cells: Sequence[dict], *, trainers: Sequence[str] = ("grappa", "i
     cells = _check_rows(cells, "cells", [*MAP_FACTORS, *trainers])
     for cell in cells:
         for t in trainers:
-            if not isinstance(cell[t], Mapping) or "gap_mean" not in cell[t] or "gap_std" not in cell[t]:
-                raise ValueError(f"cell[{t!r}] must be a dict with 'gap_mean' and 'gap_std' "
-                                 f"(a cells_table row of grappa_map.json)")
+            if cell[t] is not None and (not isinstance(cell[t], Mapping) or "gap_mean" not in cell[t]
+                                        or "gap_std" not in cell[t]):
+                raise ValueError(f"cell[{t!r}] must be a dict with 'gap_mean' and 'gap_std' (a cells_table "
+                                 f"row of grappa_map.json), or None where the design did not run it")
     labels = [map_cell_label(c) for c in cells]
-    z = [[100 * float(c[t]["gap_mean"]) for t in trainers] for c in cells]            # points
-    text = [[f"{100 * float(c[t]['gap_mean']):+.1f} ± {100 * float(c[t]['gap_std']):.1f}" for t in trainers]
-            for c in cells]
-    bound = max(1.0, max(abs(v) for row in z for v in row))
+    z = [[None if c[t] is None else 100 * float(c[t]["gap_mean"]) for t in trainers] for c in cells]  # points
+    text = [["not run" if c[t] is None else f"{100 * float(c[t]['gap_mean']):+.1f} ± {100 * float(c[t]['gap_std']):.1f}"
+             for t in trainers] for c in cells]
+    measured = [abs(v) for row in z for v in row if v is not None]
+    if not measured:
+        raise ValueError("no cell has a measured gap for these trainers: nothing to plot")
+    bound = max(1.0, max(measured))
     fig = go.Figure(go.Heatmap(
         z=z, x=trainers, y=labels, text=text, texttemplate="%{text}", colorscale="RdBu", zmid=0,
         zmin=-bound, zmax=bound, colorbar={"title": "gap (points)"},
