@@ -68,3 +68,15 @@ def test_gap_summary_and_paper_regime():
     assert ex.map_rows(cells)[0]["psgd_pa gap"] == "not run"
     with pytest.raises(ValueError, match="was not run"):
         ex.gap_summary(cells, "psgd_pa", method="random", avg_degree=5)
+
+
+def test_map_findings_read_every_number_from_the_cells():
+    lines = ex.map_findings(CELLS)
+    base = [line for line in lines if "base cell" in line]
+    assert len(base) == 2 and "grappa -25.0 ± 2.0" in base[0] and "random" in base[0]
+    assert "grappa +0.4 ± 2.0" in base[1] and "metis" in base[1]
+    random = next(line for line in lines if line.startswith("**random chunks, all"))
+    assert "averages -20.0 points" in random and "in 0 of 3 cells" in random
+    wins = next(line for line in lines if line.startswith("**random chunks, what grappa wins back"))
+    assert "+1.0 points on average over 3 cells" in wins
+    assert lines[-1].startswith("**The paper's regime**") and lines[-1].count("layers") == 3

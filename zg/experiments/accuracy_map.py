@@ -9,6 +9,7 @@ these functions, so every number a notebook states comes from the JSON, never ty
     rows = ex.map_rows(result["cells_table"])           # one flat row per cell, gaps in points
     s = ex.gap_summary(result["cells_table"], "grappa", method="random")
     paper = ex.paper_regime(result["cells_table"])     # the cells that look like the paper's graphs
+    for line in ex.map_findings(result["cells_table"]): ...   # the findings, as Markdown sentences
 
 Gaps are a trainer's test accuracy minus single-process test accuracy (negative: below single),
 in accuracy fractions in the JSON and in points (x 100) in the rows returned here.
@@ -21,7 +22,7 @@ import statistics
 from pathlib import Path
 from typing import Any, Dict, List, Optional, Sequence, Tuple
 
-__all__ = ["RESULTS_DIR", "load_result", "map_rows", "gap_summary", "paper_regime", "PAPER_REGIME"]
+__all__ = ["RESULTS_DIR", "load_result", "map_rows", "gap_summary", "paper_regime", "map_findings", "PAPER_REGIME"]
 
 RESULTS_DIR = Path(__file__).resolve().parents[2] / "bench" / "results"
 MAP_FACTORS = ("method", "avg_degree", "homophily", "feature_snr", "workers", "num_layers")
@@ -111,3 +112,45 @@ def gap_summary(cells: Sequence[dict], trainer: str, **where: Any) -> Dict[str, 
 def paper_regime(cells: Sequence[dict]) -> List[dict]:
     """The map's cells that look like the graphs the paper trains (:data:`PAPER_REGIME`)."""
     return _select(_cells(cells), dict(PAPER_REGIME))
+
+
+def _gap(cell: dict, trainer: str) -> str:
+    entry = cell.get(trainer)
+    if entry is None:
+        return "not run"
+    return f"{100 * entry['gap_mean']:+.1f} ± {100 * entry['gap_std']:.1f}"
+
+
+def map_findings(cells: Sequence[dict]) -> List[str]:
+    """The map's findings as Markdown sentences, every number read from ``cells`` (gaps in
+    points, mean ± std over seeds): the base cells, each partition's cells, what Grappa wins back
+    over isolated training, and the cells in the paper's regime."""
+    cells = _cells(cells)
+    out = []
+    for cell in _select(cells, {"workers": 4, "avg_degree": 20, "homophily": 0.8, "feature_snr": 0.5,
+                                "num_layers": 2}):
+        out.append(f"**{cell['method']} chunks, base cell** (degree 20, homophily 0.8, SNR 0.5, P=4, 2 layers): "
+                   f"single {100 * cell['single_acc_mean']:.1f} ± {100 * cell['single_acc_std']:.1f} %; "
+                   f"gap to single: grappa {_gap(cell, 'grappa')}, isolated {_gap(cell, 'isolated')}, "
+                   f"psgd_pa {_gap(cell, 'psgd_pa')}, feature_fetch {_gap(cell, 'feature_fetch')} points.")
+    for method in ("random", "metis"):
+        chosen = [c for c in _select(cells, {"method": method}) if c.get("grappa") is not None]
+        if not chosen:
+            continue
+        s = gap_summary(chosen, "grappa")
+        out.append(f"**{method} chunks, all {s['cells']} cells:** grappa's gap averages "
+                   f"{s['mean_gap_points']:+.1f} points; within 1 point of single in {s['within_1_point']} "
+                   f"of {s['cells']} cells; worst {s['worst_gap_points']:+.1f} ({s['worst_cell']}), best "
+                   f"{s['best_gap_points']:+.1f} ({s['best_cell']}).")
+        both = [c for c in chosen if c.get("isolated") is not None]
+        if both:
+            wins = [100 * (c["grappa"]["gap_mean"] - c["isolated"]["gap_mean"]) for c in both]
+            out.append(f"**{method} chunks, what grappa wins back over isolated training:** "
+                       f"{statistics.mean(wins):+.1f} points on average over {len(both)} cells "
+                       f"(from {min(wins):+.1f} to {max(wins):+.1f}).")
+    paper = [c for c in paper_regime(cells) if c.get("grappa") is not None]
+    if paper:
+        listed = "; ".join(f"{c['method']}, degree {c['avg_degree']:g}, P={c['workers']}, "
+                           f"{c['num_layers']} layers, SNR {c['feature_snr']:g}: {_gap(c, 'grappa')}" for c in paper)
+        out.append(f"**The paper's regime** (homophily 0.8, degree 20-50): grappa's gap {listed}.")
+    return out
