@@ -21,9 +21,12 @@ the modelled link time of the bytes sent; the JSON reports projection / measurem
 too large to train here; its projection needs only its sizes. Per iteration and worker, with
 the same model, batch and fanouts at P=4:
 
-* compute: measured per iteration (loopback, no shaping) on a smaller csbm with the same
-  degree and feature width (``--proj-nodes`` nodes), scaled by the ratio of the input rows a
-  worker batch needs on products to those it needs on the smaller graph (both designs alike);
+* compute: one worker's iteration measured in one process (the single-process trainer with one
+  worker's batch, one thread: no other worker shares the cores, as on separate machines) on a
+  smaller csbm with the same degree and feature width (``--proj-nodes`` nodes), scaled by the
+  ratio of the input rows a worker batch needs on products to those it needs on the smaller
+  graph, and used for both designs (Grappa's local graph is smaller, so this favours feature
+  fetching; scaling the fixed per-iteration costs with the rows does too);
 * input rows on products: the sampled tree ``b (1 + f_1) ... (1 + f_L)`` (b seeds per worker)
   corrected for collisions among N nodes, ``N (1 - exp(-tree / N))``;
 * feature fetching's bytes: :func:`zg.experiments.fetch_traffic_model` of those rows (random
@@ -70,13 +73,17 @@ def products_projection(args, fanouts, hidden, workers=4):
                              num_classes=PRODUCTS["num_classes"], feat_dim=PRODUCTS["feat_dim"], seed=0)
     part = grappa.partition(small, workers, "random", seed=0)
     counted = ex.feature_fetch_traffic(small, part, fanouts, args.batch_size, seed=0)
-    common = dict(workers=workers, epochs=args.epochs, seed=0, partition=part, fanouts=fanouts,
-                  num_layers=len(fanouts), batch_size=args.batch_size, hidden_dim=hidden,
-                  eval_every=args.epochs, threads=1, timeout=600)
-    measured = dict(zip(("grappa", "feature_fetch"),
-                        grappa.train_many(small, [dict(trainer="grappa", **common),
-                                                  dict(trainer="feature_fetch", **common)])))
     seeds = args.batch_size / workers
+    # One worker's compute per iteration, measured in one process (no other worker sharing the
+    # cores, as on separate machines): the single-process trainer with one worker's batch on the
+    # whole smaller graph. A feature-fetching worker does exactly this sampling, forward and
+    # backward (plus the fetch, which the link model replaces); a Grappa worker does the same on
+    # its local graph, which is smaller, so using this time for Grappa too favours feature
+    # fetching.
+    one = grappa.train(small, workers=1, trainer="single", epochs=1, seed=0, fanouts=fanouts,
+                       num_layers=len(fanouts), batch_size=int(seeds), hidden_dim=hidden, eval_every=1,
+                       threads=1, timeout=600)
+    measured_per_iteration = one["seconds_per_epoch"] / one["epochs"][0]["iterations"]
     tree = seeds * math.prod(1 + f for f in fanouts)
     rows = PRODUCTS["num_nodes"] * -math.expm1(-tree / PRODUCTS["num_nodes"])
     scale = rows / counted["input_rows_per_iteration"]
@@ -85,9 +92,7 @@ def products_projection(args, fanouts, hidden, workers=4):
     grad = ex.gradient_traffic(model, workers, estimator=estimator)
     mean = ex.gradient_traffic(model, workers, estimator="mean")
     fetch = ex.fetch_traffic_model(rows, seeds, workers, PRODUCTS["feat_dim"])
-    per_iteration = {}
-    for name, h in measured.items():
-        per_iteration[name] = {"seconds": scale * h["seconds_per_epoch"] / h["epochs"][0]["iterations"]}
+    per_iteration = {name: {"seconds": scale * measured_per_iteration} for name in ("grappa", "feature_fetch")}
     per_iteration["grappa"].update(bytes=grad["bytes"], rounds=grad["rounds"])
     per_iteration["feature_fetch"].update(bytes=fetch["bytes"] + mean["bytes"], rounds=fetch["rounds"] + mean["rounds"])
     iterations = math.ceil(PRODUCTS["train_frac"] * PRODUCTS["num_nodes"] / args.batch_size)
@@ -105,8 +110,10 @@ def products_projection(args, fanouts, hidden, workers=4):
                               "avg_degree": PRODUCTS["avg_degree"], "feat_dim": PRODUCTS["feat_dim"],
                               "num_classes": PRODUCTS["num_classes"], "seed": 0,
                               "input_rows_per_iteration": counted["input_rows_per_iteration"],
-                              "measured_seconds_per_iteration": {n: h["seconds_per_epoch"] / h["epochs"][0]["iterations"]
-                                                                 for n, h in measured.items()}},
+                              "measured_seconds_per_iteration": measured_per_iteration,
+                              "measured_how": "trainer='single', one worker's batch, one process, one thread"},
+            "link_only_ratio": {link.name: by[("feature_fetch", link.name)]["link_seconds"]
+                                / by[("grappa", link.name)]["link_seconds"] for link in links},
             "compute_scale": scale, "per_iteration": per_iteration, "rows": rows_out, "speedups": speedups}
 
 
