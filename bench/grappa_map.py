@@ -13,14 +13,14 @@ factorial is 144 cells x 5 trainers x 3 seeds = 2160 runs; at about 5-30 s a run
 cores it does not fit in 30 minutes, so the map uses a documented fractional design. The base
 cell is degree 20, homophily 0.8, SNR 0.5, P=4, 2 layers (the issue's csbm setting).
 
-    --design lean (the committed map; about 160 runs)
+    --design lean (the committed map; 90 distributed + 18 single-process runs)
         base cell, both partitions, all four trainers;
         P=2, both partitions, all four trainers;
         P=8, both partitions: grappa and isolated;
         one factor at a time away from the base cell on random chunks (the paper's default
         partition and the one where the accuracy is lost): degree 5, degree 50, homophily
         0.3, SNR 2, 3 layers: grappa and isolated.
-    --design wide (about 340 runs; a quiet machine)
+    --design wide (240 distributed + 24 single-process runs; a quiet machine)
         the full factorial partition x degree x homophily at the base values of the other
         factors (12 cells), plus one factor at a time away from the base (SNR 2, P=2, P=8,
         3 layers) for both partitions (8 cells); all four trainers everywhere.
