@@ -5,7 +5,8 @@ import torch
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from zg.grappa.estimators import ESTIMATORS, Estimator, batch_stats, shrink_lambda, worker_scales
+from zg.grappa.estimators import (ESTIMATORS, Estimator, batch_stats, reference_weights, shrink_lambda,
+                                  worker_scales)
 
 
 def draw_batches(sizes, seed):
@@ -13,9 +14,15 @@ def draw_batches(sizes, seed):
     return [torch.rand(n, generator=gen) * 0.9 + 0.05 for n in sizes]   # coverages in [0.05, 0.95]
 
 
+def weights_of(est, c):
+    """Node weights: coverage weights, or for "reference" the values themselves read as its
+    degree ratios r_v (drawn in [0.05, 0.95] like coverages)."""
+    return c.to(torch.float32) if est.name == "reference" else est.node_weights(c)
+
+
 def effective_node_weights(est, coverages):
     """The weight each seed's loss gradient gets in G = sum_p s_p sum_v f_v grad l_v."""
-    weights = [est.node_weights(c) for c in coverages]
+    weights = [weights_of(est, c) for c in coverages]
     stats = torch.stack([batch_stats(w) for w in weights])
     P = len(coverages)
     out = []
@@ -33,7 +40,11 @@ def test_every_estimator_weights_sum_to_one(sizes, seed, weighting, lam):
     for name in ESTIMATORS:
         est = Estimator(name, weighting, shrink=lam if name == "shrink" else "auto")
         eff, _ = effective_node_weights(est, coverages)
-        assert float(torch.cat(eff).sum()) == pytest.approx(1.0, abs=1e-6)
+        if name == "reference":       # the paper's scaling is not normalised: sum = mean_p(mean r_p)
+            expected = sum(float(c.double().mean()) for c in coverages) / len(coverages)
+            assert float(torch.cat(eff).sum()) == pytest.approx(expected, abs=1e-6)
+        else:
+            assert float(torch.cat(eff).sum()) == pytest.approx(1.0, abs=1e-6)
 
 
 def test_each_estimator_matches_its_formula():
@@ -48,6 +59,9 @@ def test_each_estimator_matches_its_formula():
         "batch": [torch.full((int(k),), float(W_p[p] / W / k)) for p, k in enumerate(n)],
     }
     expected["uniform"] = [torch.full((int(k),), 1.0 / float(n.sum())) for k in n]
+    # reference: the coverages read as r_v; every seed of worker p gets mean(r_p) / (P n_p).
+    expected["reference"] = [torch.full((int(k),), float(coverages[p].double().mean()) / (3 * k))
+                             for p, k in enumerate(n)]
     lam = 0.3
     expected["shrink"] = [torch.full((int(k),), float(((1 - lam) * W_p[p] / W + lam * k / n.sum()) / k))
                           for p, k in enumerate(n)]
@@ -115,6 +129,36 @@ def test_weightings_and_floor():
     assert torch.allclose(Estimator(weighting="coverage", floor=0.05).node_weights(c),
                           torch.tensor([0.05, 0.05, 0.5, 1.0]))
     assert not Estimator("mean").needs_stats and Estimator("node").needs_stats
+    assert not Estimator("reference").needs_stats                       # s_p is local
+    with pytest.raises(ValueError, match="reference"):
+        Estimator("reference").node_weights(c)
+
+
+def test_reference_weights_by_hand():
+    d_loc = torch.tensor([0, 1, 2, 3, 5, 4])
+    d = torch.tensor([0, 1, 4, 3, 5, 10])
+    # min(1, d_loc / (d + 1)): 0/1, 1/2, 2/5, 3/4, 5/6, 4/11
+    want = torch.tensor([0.0, 0.5, 0.4, 0.75, 5 / 6, 4 / 11])
+    assert torch.allclose(reference_weights(d_loc, d), want)
+    assert float(reference_weights(torch.tensor([7]), torch.tensor([3]))) == 1.0    # clipped at 1
+    with pytest.raises(ValueError, match="global_in_degree"):
+        reference_weights(d_loc, d[:3])
+
+
+def test_reference_scale_is_the_mean_ratio_over_p_on_the_device_too():
+    gen = torch.Generator().manual_seed(0)
+    est = Estimator("reference")
+    w = torch.rand(6, generator=gen)
+    valid = torch.tensor([True, True, True, True, False, False])          # two padding rows
+    factors, scale, info = est.combine_device(w, valid, rank=1, num_workers=4)
+    assert float(scale) == pytest.approx(float(w[:4].double().mean()) / 4, rel=1e-9)
+    assert torch.allclose(factors, torch.tensor([0.25] * 4 + [0.0] * 2)) and info == {}
+    host_factors, host_scale, _ = est.combine(w[:4], 1, 4)
+    assert host_scale == pytest.approx(float(scale), rel=1e-9)
+    assert torch.allclose(host_factors, factors[:4])
+    stats = torch.stack([batch_stats(w[:4]), batch_stats(w[4:])])
+    scales, _ = worker_scales(est, stats)
+    assert torch.allclose(scales, torch.stack([w[:4].double().mean(), w[4:].double().mean()]) / 2)
 
 
 def test_bad_estimator_arguments_name_the_argument():

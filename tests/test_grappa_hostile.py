@@ -88,6 +88,7 @@ def bad_choice(choices):
 INVALID = {
     "workers": st.one_of(st.integers(-10**6, 0), st.integers(301, 10**12), not_int),
     "estimator": bad_choice(ESTIMATORS + ("uniform",)),
+    "ablation": bad_choice(grappa.ABLATIONS),
     "weighting": bad_choice(("inverse", "coverage")),
     "coverage_floor": st.one_of(st.floats(max_value=0.0), st.floats(min_value=1.0001), bad_float, not_number),
     "shrink": st.one_of(st.floats(min_value=1.0001), st.floats(max_value=-0.0001), bad_float,

@@ -135,6 +135,35 @@ def test_full_graph_mode_with_four_workers_and_a_halo():
     assert hist["epochs"][-1]["loss"] < hist["epochs"][0]["loss"]
 
 
+def test_paper_ablations_and_the_reference_estimator_train():
+    """Fixed partitions (no repartitioning) with every estimator, and "unweighted" = "mean",
+    in one process group; "reference" and "mean" send no scalars."""
+    g = tiny()
+    runs = [dict(workers=2, estimator=est, ablation="fixed_partitions", epochs=2, seed=0, **SMALL)
+            for est in grappa.ESTIMATORS]
+    runs += [dict(workers=2, estimator="batch", ablation="unweighted", repartition_every=1, epochs=2,
+                  seed=0, **SMALL),
+             dict(workers=2, estimator="mean", repartition_every=1, epochs=2, seed=0, **SMALL),
+             dict(workers=2, estimator="reference", repartition_every=1, epochs=2, seed=0, **SMALL)]
+    hists = grappa.train_many(g, runs)
+    for est, hist in zip(grappa.ESTIMATORS, hists):
+        assert hist["config"]["estimator"] == est and hist["config"]["repartition_every"] is None
+        assert [e["super_epoch"] for e in hist["epochs"]] == [0, 0], est
+        assert all(math.isfinite(e["loss"]) for e in hist["epochs"])
+        assert 0 <= hist["final"]["test_acc"] <= 1
+    unweighted, mean, reference = hists[len(grappa.ESTIMATORS):]
+    assert unweighted["config"]["estimator"] == "mean" and unweighted["config"]["ablation"] == "unweighted"
+    assert [e["loss"] for e in unweighted["epochs"]] == [e["loss"] for e in mean["epochs"]]
+    assert [e["super_epoch"] for e in reference["epochs"]] == [0, 1]
+    for hist in (mean, reference):
+        assert all(e["bytes_by_kind"]["scalars"] == [0, 0] for e in hist["epochs"])
+    assert reference["epochs"][-1]["loss"] < reference["epochs"][0]["loss"]
+    with pytest.raises(ValueError, match="ablation"):
+        grappa.train(g, workers=2, epochs=1, ablation="no_halo")
+    with pytest.raises(ValueError, match="ablation"):
+        grappa.train(g, workers=2, epochs=1, trainer="isolated", ablation="unweighted")
+
+
 def test_bad_configurations_are_rejected_before_any_process_starts():
     g = tiny()
     with pytest.raises(ValueError, match="estimator"):

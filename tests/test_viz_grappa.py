@@ -182,3 +182,46 @@ def test_estimator_bias_vs_workers(viz):
     assert list(fig.data[1].y) == [0.010000000000000002, 0.0225] and "relative mse" in fig.layout.title.text
     with pytest.raises(ValueError, match="bias"):
         viz.estimator_bias_vs_workers([{"estimator": "mean", "workers": 2}])
+
+
+def _map_cell(method, gaps):
+    cell = {"method": method, "avg_degree": 20, "homophily": 0.8, "feature_snr": 0.5, "workers": 4,
+            "num_layers": 2, "design": "core"}
+    for trainer, (mean, std) in gaps.items():
+        cell[trainer] = {"gap_mean": mean, "gap_std": std, "acc_mean": 0.8 + mean, "acc_std": std}
+    return cell
+
+
+def test_grappa_map_figure(viz):
+    cells = [_map_cell("random", {"grappa": (-0.25, 0.02), "isolated": (-0.3, 0.01)}),
+             _map_cell("metis", {"grappa": (0.01, 0.005), "isolated": (-0.02, 0.01)})]
+    fig = viz.grappa_map(cells, trainers=["grappa", "isolated"], subtitle="csbm")
+    heat = fig.data[0]
+    assert heat.type == "heatmap" and list(heat.x) == ["grappa", "isolated"]
+    assert list(heat.y) == ["random · deg 20 · h 0.8 · snr 0.5 · P=4 · L=2",
+                            "metis · deg 20 · h 0.8 · snr 0.5 · P=4 · L=2"]
+    # Points, not fractions; the colour scale is centred on "no gap" and symmetric.
+    assert [list(r) for r in heat.z] == [[-25.0, -30.0], [1.0, -2.0]]
+    assert heat.text[0][0] == "-25.0 ± 2.0" and heat.text[1][0] == "+1.0 ± 0.5"
+    assert heat.zmid == 0 and heat.zmin == -30.0 and heat.zmax == 30.0
+    assert "csbm" in fig.layout.title.text and "mean ± std" in fig.layout.title.text
+    # A trainer the design did not run in a cell: an empty square that says so.
+    cells[1]["isolated"] = None
+    heat = viz.grappa_map(cells, trainers=["grappa", "isolated"]).data[0]
+    assert heat.z[1][1] is None and heat.text[1][1] == "not run" and heat.zmax == 30.0
+
+
+def test_grappa_map_rejects_bad_cells(viz):
+    with pytest.raises(ValueError, match="empty"):
+        viz.grappa_map([])
+    with pytest.raises(ValueError, match="'psgd_pa'"):
+        viz.grappa_map([_map_cell("random", {"grappa": (0.0, 0.0)})], trainers=["grappa", "psgd_pa"])
+    bad = _map_cell("random", {"grappa": (0.0, 0.0)})
+    bad["grappa"] = 0.1
+    with pytest.raises(ValueError, match="gap_mean"):
+        viz.grappa_map([bad], trainers=["grappa"])
+    with pytest.raises(ValueError, match="trainers is empty"):
+        viz.grappa_map([bad], trainers=[])
+    bad["grappa"] = None
+    with pytest.raises(ValueError, match="nothing to plot"):
+        viz.grappa_map([bad], trainers=["grappa"])

@@ -21,6 +21,7 @@ Following one batch through the kit:
     trainers.py     the distributed trainers trained for real, summarised and averaged (06, 08)
     estimators.py   each gradient estimator's error against the exact gradient (07)
     together.py     Grappa workers running the ZeroGNN step, against both baselines (09)
+    accuracy_map.py the committed map of where Grappa keeps its accuracy, and the diagnosis (06-08)
 
 Every public name is also here, so a notebook needs one import:
 
@@ -31,8 +32,9 @@ Every public name is also here, so a notebook needs one import:
     q = ex.partition_quality(g, 4, "metis", hops=2)
 """
 
-from . import (envelopes, estimators, host_syncs, machine, partitions, replay, scaling, throughput,
-               together, traffic, trainers)
+from . import (accuracy_map, envelopes, estimators, host_syncs, machine, partitions, replay, scaling,
+               throughput, together, traffic, trainers)
+from .accuracy_map import PAPER_REGIME, gap_summary, load_result, map_findings, map_rows, paper_regime
 from .envelopes import overflow_curve, sample_counts
 from .estimators import bias_vs_workers, error_rows, shrink_sweep
 from .host_syncs import audit_samplers, measure_hop_metadata
@@ -63,4 +65,6 @@ __all__ = ["machine", "host_syncs", "envelopes", "replay", "throughput", "partit
            "run_trainers", "trainer_rows", "average_rows", "GRAPPA_RESULTS", "load_grappa_results",
            "epoch_time_rows", "depth_rows",
            "error_rows", "shrink_sweep", "bias_vs_workers",
-           "TOGETHER", "worker_syncs", "train_together"]
+           "TOGETHER", "worker_syncs", "train_together",
+           "accuracy_map", "load_result", "map_rows", "gap_summary", "paper_regime", "map_findings",
+           "PAPER_REGIME"]

@@ -90,7 +90,7 @@ def expected_bytes(g: Any, history: Dict[str, Any], *, partition: Any = None) ->
 
     * ``gradients``: every iteration, the all-reduce of every trainable parameter (grappa,
       isolated, feature_fetch; single sends nothing);
-    * ``scalars``: every iteration, 3 float64 per worker, unless the estimator is "mean";
+    * ``scalars``: every iteration, 3 float64 per worker, unless the estimator is "mean" or "reference";
     * ``parameters`` (psgd_pa): an all-reduce of all parameters every ``average_every``
       iterations, counted over the run's global step;
     * ``features`` (feature_fetch): :func:`feature_fetch_traffic` over the run's epochs, with
@@ -213,8 +213,8 @@ def feature_fetch_traffic(g: Any, part: Any, fanouts: Sequence[int], batch_size:
 
 def gradient_traffic(model: torch.nn.Module, workers: int, *, estimator: str = "batch") -> Dict[str, int]:
     """Bytes and rounds one Grappa worker sends per iteration: the gradient all-reduce of every
-    trainable parameter (float32 here) plus, for every estimator but "mean", the all_gather of
-    three float64 scalars. Does not depend on the graph at all.
+    trainable parameter (float32 here) plus, for every estimator but "mean" and "reference", the
+    all_gather of three float64 scalars. Does not depend on the graph at all.
 
     Exact for the ledger of a real run when ``2 (P - 1) / P`` times each DDP bucket's bytes is
     a whole number (always for P in {1, 2, 4} with float32 gradients).
@@ -222,7 +222,7 @@ def gradient_traffic(model: torch.nn.Module, workers: int, *, estimator: str = "
     """
     from ..grappa._checks import choice_arg, int_arg
     from ..grappa.comm import rounds, wire_bytes
-    from ..grappa.estimators import ESTIMATORS
+    from ..grappa.estimators import ESTIMATORS, Estimator
 
     if not isinstance(model, torch.nn.Module):
         raise TypeError(f"model must be a torch.nn.Module, got {type(model).__name__}")
@@ -231,8 +231,9 @@ def gradient_traffic(model: torch.nn.Module, workers: int, *, estimator: str = "
     params = [p for p in model.parameters() if p.requires_grad]
     payload = sum(p.numel() * p.element_size() for p in params)
     grad = wire_bytes("all_reduce", payload, P)
-    scalars = 0 if estimator == "mean" else wire_bytes("all_gather", 3 * 8, P)
-    r = rounds("all_reduce", P) + (0 if estimator == "mean" else rounds("all_gather", P))
+    gathers = Estimator(estimator).needs_stats
+    scalars = wire_bytes("all_gather", 3 * 8, P) if gathers else 0
+    r = rounds("all_reduce", P) + (rounds("all_gather", P) if gathers else 0)
     return {"gradient_bytes": grad, "scalar_bytes": scalars, "bytes": grad + scalars, "rounds": r,
             "parameters": sum(p.numel() for p in params)}
 

@@ -5,7 +5,8 @@ The flow, one module per stage:
 
     partition.py    chunks, the sweeping schedule of super-epochs, local graphs, statistics
     coverage.py     how much of each node's L-hop neighbourhood its worker sees
-    estimators.py   mean / node / batch / shrink (+ a uniform reference): how gradients combine
+    estimators.py   mean / node / batch / shrink, the paper's "reference" weighting (+ a uniform
+                    control): how gradients combine
     launch.py       worker processes (torch.multiprocessing or torchrun), timeouts, free ports
     train.py        the worker loop, the DDP communication hook, repartitioning, the history
     comm.py         bytes sent per worker by kind, and a link model that projects epoch time
@@ -34,10 +35,12 @@ from .fullgraph import evaluate, whole_graph_block
 from .gradient import exact_gradient, gradient_error, random_partitions
 from .partition import METHODS, SCHEDULES, LocalGraph, Partition, partition
 from ..errors import MainGuardError, ZgError
+from .config import ABLATIONS
 from .train import TRAINERS, CheckpointError, TrainConfig, train, train_many
 
 __all__ = ["partition", "Partition", "LocalGraph", "coverage", "local_coverage", "Estimator",
            "train", "train_many", "TrainConfig", "gradient_error", "exact_gradient", "random_partitions",
            "evaluate", "whole_graph_block", "comm", "estimators", "CommLedger", "Link", "LINKS",
            "project_seconds", "ESTIMATORS", "WEIGHTINGS", "METHODS", "SCHEDULES", "TRAINERS",
+           "ABLATIONS",
            "CheckpointError", "MainGuardError", "ZgError"]

@@ -20,12 +20,16 @@ from ._checks import bool_arg, choice_arg, int_arg, real_arg
 from .estimators import Estimator
 from .partition import METHODS, SCHEDULES, Partition, partition
 
-__all__ = ["TrainConfig", "TRAINERS", "MODES", "SAMPLERS", "super_epoch_of", "iterations_per_epoch",
+__all__ = ["TrainConfig", "TRAINERS", "MODES", "SAMPLERS", "ABLATIONS", "super_epoch_of", "iterations_per_epoch",
            "make_partition", "check_plan"]
 
 TRAINERS = ("grappa", "isolated", "psgd_pa", "feature_fetch", "single")
 MODES = ("minibatch", "full")
 SAMPLERS = ("dynamic", "envelope")
+# The paper's ablations of Grappa (trainer="grappa" only), each a shorthand for the setting it
+# names: "unweighted" = estimator "mean" (the plain mean of the workers' gradients, no coverage
+# correction); "fixed_partitions" = repartition_every None (the chunks never regroup).
+ABLATIONS = ("unweighted", "fixed_partitions")
 MAX_LAYERS = 64                 # more is a typo, and [10] * num_layers must stay small
 MAX_SECONDS = 1e7               # ~4 months: beyond this a timeout is a typo (and overflows timedelta)
 
@@ -39,6 +43,10 @@ class TrainConfig:
 
     trainer, workers (P), estimator, weighting, coverage_floor, shrink: see the module and
     :mod:`zg.grappa.estimators`. repartition_every: epochs per super-epoch (None or 0: never).
+    ablation: None, or one of the paper's ablations of trainer "grappa" (:data:`ABLATIONS`):
+    "unweighted" (sets estimator "mean": the plain mean of the workers' gradients, no
+    coverage correction) or "fixed_partitions" (sets repartition_every None: no
+    repartitioning); it overrides the estimator or repartition_every given with it.
     method, num_chunks, halo, schedule: see :func:`zg.grappa.partition`. mode: "minibatch" or
     "full". model, hidden_dim, num_layers, dropout: see :func:`zg.models.build`. fanouts:
     input layer first (default 10 per layer). sampler: "dynamic" (host-mediated, the
@@ -72,6 +80,7 @@ class TrainConfig:
     coverage_floor: float = 0.05
     shrink: Any = "auto"
     repartition_every: Optional[int] = 5
+    ablation: Optional[str] = None
     epochs: int = 20
     seed: int = 0
     method: str = "random"
@@ -121,6 +130,11 @@ class TrainConfig:
         Estimator(self.estimator, self.weighting, self.coverage_floor, self.shrink)
         if self.repartition_every is not None:
             int_arg(self.repartition_every, "repartition_every", low=0)
+        if self.ablation is not None:
+            choice_arg(self.ablation, "ablation", ABLATIONS)
+            if self.trainer != "grappa":
+                raise ValueError(f"ablation={self.ablation!r} is an ablation of trainer='grappa'; "
+                                 f"got trainer={self.trainer!r}")
         int_arg(self.epochs, "epochs", low=1)
         int_arg(self.seed, "seed", low=0, high=2**63 - 1)                # torch.manual_seed's range
         choice_arg(self.method, "method", METHODS)
@@ -171,6 +185,10 @@ class TrainConfig:
         if self.dataset is not None and not isinstance(self.dataset, (str, dict)):
             raise TypeError(f"dataset must be a name, an object or None, got "
                             f"{type(self.dataset).__name__} {self.dataset!r}")
+        if self.ablation == "unweighted":
+            self.estimator = "mean"
+        if self.ablation == "fixed_partitions":
+            self.repartition_every = None
         if self.trainer == "single":
             self.workers, self.num_chunks = 1, 1
         if self.trainer in ("single", "isolated", "feature_fetch"):

@@ -77,6 +77,28 @@ The four estimators (W = sum_p W_p, n = sum_p n_p, P workers), and a reference:
 
 All of them give weights that sum to one over the seeds (``sum_p s_p sum_v f_v = 1``), so a
 uniform gradient passes through every estimator unchanged.
+
+The paper's own weighting, exactly as its public code does it (not self-normalised):
+
+    reference  f_v = 1 / n_p,  s_p = (1 / P) * (1 / n_p) sum_{v in B_p} r_v,
+               r_v = min(1, d_loc(v) / (d(v) + 1))
+            d_loc(v): v's in-degree in its worker's local graph (the partition's edges; with a
+            halo every in-edge of an owned node is local), d(v): its in-degree in the whole
+            graph. Each worker scales its batch-mean gradient by the mean of r over its seeds,
+            divided by P, so G = (1/P) sum_p mean_r_p * mean-gradient_p. It ignores
+            ``weighting``, ``coverage_floor`` and ``shrink`` (r is a one-hop degree ratio, not
+            the L-hop coverage), needs no scalars from other workers (s_p is local), and its
+            weights sum to mean_p(mean r_p) <= 1, not 1: a uniform gradient comes out scaled by
+            that factor. Adam, the kit's optimizer, is nearly invariant to a common scale, so
+            what matters in training is the relative weight of the workers.
+
+The paper's two ablations, as options of :func:`zg.grappa.train`:
+
+    unweighted aggregation  ``estimator="mean"`` (or ``ablation="unweighted"``): the plain mean
+                            of the workers' batch-mean gradients, no coverage correction.
+    fixed partitions        ``repartition_every=None`` (or ``ablation="fixed_partitions"``):
+                            the chunks of super-epoch 0 stay with their workers for the whole
+                            run; every estimator works with it.
 """
 
 from __future__ import annotations
@@ -89,9 +111,9 @@ import torch
 from ._checks import choice_arg, real_arg
 
 __all__ = ["Estimator", "ESTIMATORS", "WEIGHTINGS", "batch_stats", "masked_batch_stats",
-           "shrink_lambda", "worker_scales"]
+           "shrink_lambda", "worker_scales", "reference_weights", "local_weights"]
 
-ESTIMATORS = ("mean", "node", "batch", "shrink", "uniform")
+ESTIMATORS = ("mean", "node", "batch", "shrink", "uniform", "reference")
 WEIGHTINGS = ("inverse", "coverage")
 
 
@@ -107,6 +129,31 @@ def masked_batch_stats(weights: torch.Tensor, valid: torch.Tensor) -> torch.Tens
     v = valid.to(torch.float64)
     w = weights.detach().to(torch.float64) * v
     return torch.stack([v.sum(), w.sum(), (w * w).sum()])
+
+
+def reference_weights(local_in_degree: torch.Tensor, global_in_degree: torch.Tensor) -> torch.Tensor:
+    """float32 [n]: the paper's per-seed factor ``r_v = min(1, d_loc(v) / (d(v) + 1))``.
+
+    Args:
+        local_in_degree: int [n] in-degree of each node in its worker's local graph.
+        global_in_degree: int [n] its in-degree in the whole graph (same order).
+    """
+    if local_in_degree.shape != global_in_degree.shape:
+        raise ValueError(f"local_in_degree {tuple(local_in_degree.shape)} and global_in_degree "
+                         f"{tuple(global_in_degree.shape)} must have the same shape")
+    d_loc = local_in_degree.to(torch.float64)
+    d = global_in_degree.to(torch.float64)
+    return torch.clamp(d_loc / (d + 1.0), max=1.0).to(torch.float32)
+
+
+def local_weights(estimator: "Estimator", local: Any, hops: int) -> torch.Tensor:
+    """float32 [n_local]: the node weights ``w_v`` a worker's estimator uses on its local graph
+    (a :class:`zg.grappa.LocalGraph`): the clipped coverage weights of :meth:`Estimator.node_weights`
+    for every estimator but "reference", whose weights are :func:`reference_weights`."""
+    if estimator.name == "reference":
+        return reference_weights(local.graph.in_degrees(), local.global_in_degree.to(local.graph.device))
+    from .coverage import local_coverage  # noqa: PLC0415  (coverage imports the partition module)
+    return estimator.node_weights(local_coverage(local, hops))
 
 
 def _shrink_lambda_tensor(stats: torch.Tensor) -> torch.Tensor:
@@ -131,7 +178,7 @@ class Estimator:
     """One way to combine the workers' gradients (see the module docstring for the formulas).
 
     Args:
-        name: "mean" | "node" | "batch" | "shrink" | "uniform".
+        name: "mean" | "node" | "batch" | "shrink" | "uniform" | "reference".
         weighting: "inverse" (w = 1 / c) | "coverage" (w = c), both clipped at ``floor``.
         floor: lower clip of the coverage, in (0, 1].
         shrink: for ``name="shrink"``: a fixed lambda in [0, 1], or "auto".
@@ -154,11 +201,16 @@ class Estimator:
 
     @property
     def needs_stats(self) -> bool:
-        """Whether the iteration must all_gather the (n_p, W_p, Q_p) scalars."""
-        return self.name != "mean"
+        """Whether the iteration must all_gather the (n_p, W_p, Q_p) scalars ("mean" and
+        "reference" need only the worker's own batch)."""
+        return self.name not in ("mean", "reference")
 
     def node_weights(self, coverage: torch.Tensor) -> torch.Tensor:
-        """float32 [B] weights w_v of seeds with coverage ``coverage`` [B]."""
+        """float32 [B] weights w_v of seeds with coverage ``coverage`` [B] (every estimator but
+        "reference", whose weights are degree ratios: :func:`reference_weights`)."""
+        if self.name == "reference":
+            raise ValueError("estimator 'reference' weights seeds by min(1, d_local / (d_global + 1)), "
+                             "not by coverage; use zg.grappa.estimators.reference_weights or local_weights")
         c = coverage.clamp(min=self.floor, max=1.0)
         return 1.0 / c if self.weighting == "inverse" else c
 
@@ -173,7 +225,8 @@ class Estimator:
 
         Args:
             weights: float [B] node weights of the batch's rows; valid: bool [B] real rows.
-            stats: float64 [P, 3] every worker's :func:`masked_batch_stats` (not for ``mean``).
+            stats: float64 [P, 3] every worker's :func:`masked_batch_stats` (not for ``mean``
+                and ``reference``).
         Returns:
             (factors float32 [B], 0 on padding rows; the worker scale as a float64 [] tensor;
             info {"lambda": float64 []} for ``shrink``).
@@ -182,6 +235,10 @@ class Estimator:
         uniform = valid_f / valid_f.sum().clamp(min=1.0)                  # [B]
         if self.name == "mean":
             return uniform, torch.full((), 1.0 / num_workers, dtype=torch.float64, device=weights.device), {}
+        if self.name == "reference":
+            mean_r = ((weights.to(torch.float64) * valid.to(torch.float64)).sum()
+                      / valid.to(torch.float64).sum().clamp(min=1.0))
+            return uniform, mean_r / num_workers, {}
         if stats is None or stats.shape != (num_workers, 3):
             raise ValueError(f"estimator {self.name!r} needs stats of shape [{num_workers}, 3], "
                              f"got {None if stats is None else tuple(stats.shape)}")
@@ -199,7 +256,7 @@ class Estimator:
         Args:
             weights: float [n_rank] this worker's seeds' node weights. rank: this worker.
             num_workers: P. stats: float64 [P, 3] every worker's :func:`batch_stats` (not
-                needed by ``mean``).
+                needed by ``mean`` and ``reference``).
         Returns:
             (factors float32 [n_rank] for the per-seed losses, worker scale for the hook,
             info {"lambda": ...} for the history).
@@ -208,6 +265,9 @@ class Estimator:
         uniform = torch.full_like(weights, 1.0 / max(n_p, 1), dtype=torch.float32)
         if self.name == "mean":
             return uniform, 1.0 / num_workers, {}
+        if self.name == "reference":
+            mean_r = float(weights.to(torch.float64).mean()) if n_p else 0.0
+            return uniform, mean_r / num_workers, {}
         if stats is None or stats.shape != (num_workers, 3):
             raise ValueError(f"estimator {self.name!r} needs stats of shape [{num_workers}, 3], "
                              f"got {None if stats is None else tuple(stats.shape)}")
@@ -229,6 +289,8 @@ def _worker_scales_tensor(estimator: Estimator, stats: torch.Tensor):
         raise ValueError("estimator 'node' weights seeds inside the loss; it has no worker scales")
     if estimator.name == "uniform":
         return n_p / n_p.sum(), {}
+    if estimator.name == "reference":
+        return W_p / n_p.clamp(min=1.0) / P, {}
     batch = W_p / W_p.sum()
     if estimator.name == "batch":
         return batch, {}

@@ -33,7 +33,7 @@ import torch.nn.functional as F
 from ..graph import Graph
 from ._checks import graph_arg, int_arg
 from .coverage import local_coverage
-from .estimators import ESTIMATORS, Estimator, batch_stats
+from .estimators import ESTIMATORS, Estimator, batch_stats, reference_weights
 from .fullgraph import full_forward
 from .partition import Partition, partition
 
@@ -61,7 +61,7 @@ def combined_gradients(g: Graph, model: torch.nn.Module, part: Partition,
     params = [p for p in model.parameters() if p.requires_grad]
     num_layers = len(model.layers)
     P = part.num_parts
-    per_worker = []                                                      # (losses [n_p], coverage [n_p])
+    per_worker = []                                           # (losses [n_p], coverage [n_p], r [n_p])
     for p in range(P):
         local = part.local_graph(g, p, super_epoch)
         lg = local.graph
@@ -71,17 +71,18 @@ def combined_gradients(g: Graph, model: torch.nn.Module, part: Partition,
         logits = full_forward(model, lg)                                 # [n_local, C]
         losses = F.cross_entropy(logits[lg.train_idx], lg.y[lg.train_idx], reduction="none")
         cov = local_coverage(local, num_layers)[lg.train_idx]
-        per_worker.append((losses, cov))
+        ref = reference_weights(lg.in_degrees(), local.global_in_degree.to(lg.device))[lg.train_idx]
+        per_worker.append((losses, cov, ref))
     # Every estimator but "node" uses factors 1 / n_p (the batch mean), so one backward per
     # worker serves them all: G = sum_p s_p * mean_gradient_p.
-    mean_grads = [_flat_grad(losses.mean(), params, retain=True) for losses, _ in per_worker]
+    mean_grads = [_flat_grad(losses.mean(), params, retain=True) for losses, *_ in per_worker]
     out: Dict[Any, torch.Tensor] = {}
     several = len({est.weighting for est in estimators}) > 1
     for est in estimators:
-        weights = [est.node_weights(cov) for _, cov in per_worker]
+        weights = [ref if est.name == "reference" else est.node_weights(cov) for _, cov, ref in per_worker]
         stats = torch.stack([batch_stats(w) for w in weights])           # [P, 3]
         total = torch.zeros_like(mean_grads[0])
-        for p, ((losses, _), w) in enumerate(zip(per_worker, weights)):
+        for p, ((losses, *_), w) in enumerate(zip(per_worker, weights)):
             factors, scale, _ = est.combine(w, p, P, stats)
             if est.name == "node":
                 total += scale * _flat_grad((losses * factors).sum(), params, retain=True)

@@ -25,7 +25,7 @@ from ..graph import Graph
 from ..rng import epoch_order, worker_seed
 from .config import TrainConfig, iterations_per_epoch
 from .coverage import local_coverage
-from .estimators import Estimator
+from .estimators import Estimator, local_weights
 from .fullgraph import whole_graph_block
 from .partition import Partition
 
@@ -57,7 +57,7 @@ class IsolatedSource:
         local = self.part.local_graph(self.g, self.rank, s)
         self.graph = local.graph.to(self.device)
         coverage = local_coverage(local, self.cfg.num_layers).to(self.device)     # [n_local]
-        self.weights = self.estimator.node_weights(coverage)                        # [n_local]
+        self.weights = local_weights(self.estimator, local, self.cfg.num_layers).to(self.device)  # [n_local]
         self.train_nodes = self.graph.train_idx.cpu()
         self.seed = worker_seed(self.cfg.seed, self.rank, s)
         # The worker's largest batch: batches() splits its training nodes into I parts.

@@ -110,8 +110,13 @@ def train(g: Graph, workers: int = 4, estimator: str = "batch", repartition_ever
     Args:
         g: graph with features, labels, train and val splits.
         workers: P (1 <= P <= number of nodes). estimator: "mean" | "node" | "batch" | "shrink"
-            (or the "uniform" reference); see :mod:`zg.grappa.estimators`.
+            | "reference" (the paper's own weighting: each worker's gradient times the mean of
+            min(1, d_local / (d_global + 1)) over its seeds, divided by P) (or the "uniform"
+            control); see :mod:`zg.grappa.estimators`.
         repartition_every: epochs per super-epoch (None or 0: never repartition).
+        The paper's ablations: ``ablation="unweighted"`` (= estimator "mean": plain mean of the
+        workers' gradients, no coverage correction) and ``ablation="fixed_partitions"`` (=
+        repartition_every None); each overrides the option it names.
         epochs, seed: as named.
         partition: a precomputed :class:`Partition` for P workers (default: from the config);
             its method, chunks, halo and schedule then replace the config's.

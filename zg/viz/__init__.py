@@ -27,8 +27,9 @@ from .common import (PIPELINE_COLORS, RENDERER, STAGE_COLORS, Explorer, curves, 
                      setup_notebook)
 from .grappa import (METHOD_COLORS, accuracy_vs_bytes, bytes_by_kind, bytes_per_epoch_by_run,
                      coverage_distributions, coverage_histogram, epoch_projection, estimator_errors,
-                     partition_sweep, partition_view, rmat_scaling, shrink_curve, traffic_vs_batch,
-                     variant_summary, epoch_time_vs_workers, accuracy_vs_depth, estimator_bias_vs_workers)
+                     grappa_map, map_cell_label, partition_sweep, partition_view, rmat_scaling,
+                     shrink_curve, traffic_vs_batch, variant_summary, epoch_time_vs_workers,
+                     accuracy_vs_depth, estimator_bias_vs_workers)
 from .zerognn import (MIB, batch_scaling, cost_growth, count_distributions, execution_trace, gpu_results,
                       gpu_timeline, hop_metadata,
                       host_syncs, memory_per_hop, overflow_vs_margin, stage_breakdown, stage_timeline,
@@ -43,4 +44,5 @@ __all__ = ["common", "zerognn", "grappa",
            "coverage_histogram", "bytes_by_kind", "coverage_distributions", "partition_sweep",
            "traffic_vs_batch", "partition_view", "bytes_per_epoch_by_run", "estimator_errors",
            "shrink_curve", "accuracy_vs_bytes", "rmat_scaling", "epoch_projection", "variant_summary",
-           "epoch_time_vs_workers", "accuracy_vs_depth", "estimator_bias_vs_workers", "METHOD_COLORS"]
+           "epoch_time_vs_workers", "accuracy_vs_depth", "estimator_bias_vs_workers",
+           "grappa_map", "map_cell_label", "METHOD_COLORS"]

@@ -20,7 +20,8 @@ from .common import _FALLBACK_COLORS, _check_mapping, _check_rows, _human, _titl
 __all__ = ["coverage_histogram", "bytes_by_kind", "coverage_distributions", "partition_sweep",
            "traffic_vs_batch", "partition_view", "bytes_per_epoch_by_run", "estimator_errors",
            "shrink_curve", "accuracy_vs_bytes", "rmat_scaling", "epoch_projection", "variant_summary",
-           "epoch_time_vs_workers", "accuracy_vs_depth", "estimator_bias_vs_workers", "METHOD_COLORS"]
+           "epoch_time_vs_workers", "accuracy_vs_depth", "estimator_bias_vs_workers",
+           "grappa_map", "map_cell_label", "MAP_FACTORS", "METHOD_COLORS"]
 
 METHOD_COLORS = {"random": "#E45756", "metis": "#4C78A8"}
 
@@ -397,4 +398,57 @@ def estimator_bias_vs_workers(rows: Sequence[dict], *, value: str = "bias",
     fig.update_xaxes(title_text="workers P", type="log", tickvals=sorted({r["workers"] for r in rows}))
     fig.update_layout(title=_title(f"Estimator {value.replace('_', ' ')} against the number of workers", subtitle),
                       yaxis_title=f"{value.replace('_', ' ')} (relative to |g*|)", legend_title_text="")
+
+
+# ----------------------------------------------------------------------------- notebooks 06-08: the map
+
+
+MAP_FACTORS = ("method", "avg_degree", "homophily", "feature_snr", "workers", "num_layers")
+_MAP_LABELS = {"method": "{}", "avg_degree": "deg {:g}", "homophily": "h {:g}", "feature_snr": "snr {:g}",
+               "workers": "P={}", "num_layers": "L={}"}
+
+
+def map_cell_label(cell: Mapping[str, Any]) -> str:
+    """A map cell's factors in one short line, e.g. ``random · deg 20 · h 0.8 · snr 0.5 · P=4 · L=2``."""
+    return " · ".join(_MAP_LABELS[f].format(cell[f]) for f in MAP_FACTORS)
+
+
+def grappa_map(cells: Sequence[dict], *, trainers: Sequence[str] = ("grappa", "isolated", "psgd_pa",
+                                                                    "feature_fetch"),
+               subtitle: Optional[str] = None) -> go.Figure:
+    """Where Grappa holds: a heatmap of the test-accuracy gap to single-process training, one
+    row per map cell, one column per trainer; the colour is the mean gap (accuracy points,
+    diverging around 0: red = below single), the text ``mean ± std`` over the seeds.
+
+    ``cells``: the ``cells_table`` rows of ``bench/results/grappa_map.json``: the factors
+    (:data:`MAP_FACTORS`) and, per trainer, ``{"gap_mean", "gap_std", ...}`` in accuracy
+    fractions (shown as points); ``None`` where the map's design did not run that trainer (an
+    empty square, "not run"). Rows keep the order given.
+    """
+    trainers = list(trainers)
+    if not trainers:
+        raise ValueError("trainers is empty: nothing to plot")
+    cells = _check_rows(cells, "cells", [*MAP_FACTORS, *trainers])
+    for cell in cells:
+        for t in trainers:
+            if cell[t] is not None and (not isinstance(cell[t], Mapping) or "gap_mean" not in cell[t]
+                                        or "gap_std" not in cell[t]):
+                raise ValueError(f"cell[{t!r}] must be a dict with 'gap_mean' and 'gap_std' (a cells_table "
+                                 f"row of grappa_map.json), or None where the design did not run it")
+    labels = [map_cell_label(c) for c in cells]
+    z = [[None if c[t] is None else 100 * float(c[t]["gap_mean"]) for t in trainers] for c in cells]  # points
+    text = [["not run" if c[t] is None else f"{100 * float(c[t]['gap_mean']):+.1f} ± {100 * float(c[t]['gap_std']):.1f}"
+             for t in trainers] for c in cells]
+    measured = [abs(v) for row in z for v in row if v is not None]
+    if not measured:
+        raise ValueError("no cell has a measured gap for these trainers: nothing to plot")
+    bound = max(1.0, max(measured))
+    fig = go.Figure(go.Heatmap(
+        z=z, x=trainers, y=labels, text=text, texttemplate="%{text}", colorscale="RdBu", zmid=0,
+        zmin=-bound, zmax=bound, colorbar={"title": "gap (points)"},
+        hovertemplate="%{y}<br>%{x}: %{text} points vs single<extra></extra>"))
+    fig.update_layout(title=_title("Test-accuracy gap to single-process training (points, mean ± std over seeds)",
+                                   subtitle),
+                      yaxis={"autorange": "reversed", "type": "category"}, xaxis_title="trainer",
+                      height=max(320, 28 * len(cells) + 160), margin={"l": 300})
     return fig

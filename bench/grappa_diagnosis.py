@@ -1,0 +1,278 @@
+"""Why does Grappa lose accuracy on random chunks? Learning curves, the factors one at a time,
+three ways of evaluating the same trained model, and the estimators' gradient error along
+training (issue 14, section 1).
+
+    DGLBACKEND=pytorch .venv/bin/python bench/grappa_diagnosis.py           # the committed result
+    DGLBACKEND=pytorch .venv/bin/python bench/grappa_diagnosis.py --quick   # a smoke run (minutes)
+
+Writes ``bench/results/grappa_diagnosis.json`` (``grappa_diagnosis_quick.json`` with --quick).
+
+Settings: the kit's training defaults (SAGE, hidden 64, dropout 0.5, Adam lr 0.01) with the
+issue's two graphs, 4 workers, random chunks (2P = 8 of them, round-robin schedule),
+3 seeds per run (the seed fixes the chunks, the initial parameters and every sample):
+
+    cora      zg.datasets.load("cora"), batch 32, fanouts [10, 10]
+    csbm20k   zg.datasets.csbm(num_nodes=20000, avg_degree=20, num_classes=10, feat_dim=64,
+              feature_snr=0.5), batch 256, fanouts [10, 10]
+
+Runs per seed (all 4-worker runs of a dataset share one process group, ``train_many``):
+
+    single, feature_fetch, isolated
+    grappa with every estimator (mean, node, batch, shrink, reference), repartition every 5
+    grappa/batch with repartition every 1, never (fixed partitions), with the halo, on METIS
+
+Each run's validation and test accuracy after every epoch (full neighbourhoods, as the history
+records them) gives the learning curves. Each final model is evaluated again three ways on the
+test nodes: full neighbourhoods; neighbourhoods *sampled* with the training fanouts on the whole
+graph (the training-time distribution of a non-isolated trainer); and, for isolated / grappa,
+each test node's neighbourhood in its worker's local graph of the last super-epoch (what the
+worker saw while training). Finally, the grappa/batch trajectory of seed 0 is stopped at a few
+epochs and every estimator's combined gradient is compared with the exact full-graph gradient
+there (:func:`zg.grappa.gradient_error`, 3 random partitions x 2 super-epochs).
+"""
+
+from __future__ import annotations
+
+import argparse
+import os
+import statistics
+import sys
+import tempfile
+import time
+from pathlib import Path
+
+import torch
+
+sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
+sys.path.insert(0, str(Path(__file__).resolve().parent))
+
+import zg  # noqa: E402
+from zg import grappa  # noqa: E402
+from zg.grappa.config import super_epoch_of, TrainConfig  # noqa: E402
+from zg.grappa.fullgraph import accuracy, full_forward  # noqa: E402
+
+from _machine import machine_note, table, write_json  # noqa: E402
+
+ESTIMATORS = ("mean", "node", "batch", "shrink", "reference")
+SEEDS = (0, 1, 2)
+SPECS = {
+    "cora": {"graph": {"name": "cora"}, "batch_size": 32, "epochs": 60, "quick_epochs": 6,
+             "checkpoints": (0, 5, 20), "quick_checkpoints": (0, 2)},
+    "csbm20k": {"graph": {"name": "csbm", "num_nodes": 20_000, "avg_degree": 20, "num_classes": 10,
+                          "feat_dim": 64, "feature_snr": 0.5, "seed": 0},
+                "batch_size": 256, "epochs": 12, "quick_epochs": 2,
+                "checkpoints": (0, 3), "quick_checkpoints": (0,)},
+}
+# One torch thread per worker (2 shared cores); random chunks unless a run says otherwise.
+COMMON = dict(fanouts=[10, 10], threads=1, timeout=900, run_timeout=7200, eval_every=1,
+              method="random", halo=False)
+
+
+def load(spec):
+    spec = dict(spec)
+    name = spec.pop("name")
+    return zg.datasets.load(name) if name == "cora" else zg.datasets.csbm(**spec)
+
+
+def distributed_runs(base, only=None):
+    """(label, options) of every 4-worker run of one seed (``only``: a subset of the labels)."""
+    runs = [("feature_fetch", dict(trainer="feature_fetch")), ("isolated", dict(trainer="isolated"))]
+    runs += [(f"grappa/{est}", dict(trainer="grappa", estimator=est, repartition_every=5))
+             for est in ESTIMATORS]
+    runs += [("grappa/batch every 1", dict(trainer="grappa", estimator="batch", repartition_every=1)),
+             ("grappa/batch fixed", dict(trainer="grappa", estimator="batch", ablation="fixed_partitions")),
+             ("grappa/batch halo", dict(trainer="grappa", estimator="batch", repartition_every=5, halo=True)),
+             ("grappa/batch metis", dict(trainer="grappa", estimator="batch", repartition_every=5,
+                                         method="metis"))]
+    return [(label, {**base, "workers": 4, **opts}) for label, opts in runs if not only or label in only]
+
+
+@torch.no_grad()
+def eval_modes(g, hist, model_path):
+    """Test accuracy of a saved model: full, sampled (training fanouts), local (own partition)."""
+    cfg = TrainConfig.from_dict({k: v for k, v in hist["config"].items()})
+    model = zg.models.build(cfg.model, g.feat_dim, cfg.hidden_dim, g.num_classes, cfg.num_layers,
+                            dropout=cfg.dropout)
+    model.load_state_dict(torch.load(model_path))
+    model.eval()
+    test = g.test_idx
+    out = {"full": accuracy(full_forward(model, g)[test], g.y[test])}
+    sampled = []
+    for draw in range(3):                                                # 3 independent samples
+        mb = zg.DynamicSampler(g, cfg.fanouts, seed=1000 + draw).sample(test)
+        sampled.append(accuracy(model(mb.blocks, g.x[mb.input_nodes]), g.y[test]))
+    out["sampled"] = statistics.mean(sampled)
+    if cfg.trainer in ("isolated", "grappa"):
+        part = grappa.partition(g, cfg.workers, cfg.method, cfg.seed, num_chunks=cfg.num_chunks,
+                                halo=cfg.halo, schedule=cfg.schedule)
+        s = super_epoch_of(cfg, cfg.epochs - 1)
+        correct = 0
+        is_test = torch.zeros(g.num_nodes, dtype=torch.bool)
+        is_test[test] = True
+        for worker in range(cfg.workers):
+            local = part.local_graph(g, worker, s)
+            owned = torch.arange(local.num_owned)
+            mine = owned[is_test[local.global_ids[: local.num_owned]]]
+            logits = full_forward(model, local.graph)[mine]
+            correct += int((logits.argmax(1) == local.graph.y[mine]).sum())
+        out["local"] = correct / test.numel()
+    return out
+
+
+def mean_std(values):
+    values = [v for v in values if v is not None]
+    if not values:
+        return None
+    return {"mean": statistics.mean(values), "std": statistics.stdev(values) if len(values) > 1 else 0.0,
+            "n": len(values)}
+
+
+def run_dataset(label, spec, args, scratch, save):
+    quick = args.quick
+    g = load(spec["graph"])
+    epochs = args.epochs or (spec["quick_epochs"] if quick else spec["epochs"])
+    base = dict(COMMON, batch_size=spec["batch_size"], epochs=epochs)
+    print(f"{label}: {g}, {epochs} epochs", flush=True)
+    records = []
+    t = time.perf_counter()
+    singles = [dict(base, workers=1, trainer="single", seed=s,
+                    model_path=os.path.join(scratch, f"{label}_single_{s}.pt")) for s in SEEDS]
+    runs = [("single", r) for r in singles]
+    dist_runs = []
+    for s in SEEDS:
+        for name, opts in distributed_runs(base, args.runs):
+            path = os.path.join(scratch, f"{label}_{name.replace('/', '_').replace(' ', '_')}_{s}.pt")
+            dist_runs.append((name, dict(opts, seed=s, model_path=path)))
+    histories = grappa.train_many(g, [r for _, r in runs])
+    print(f"  single: {time.perf_counter() - t:.0f}s", flush=True)
+    t = time.perf_counter()
+    histories += grappa.train_many(g, [r for _, r in dist_runs])
+    print(f"  4-worker runs: {time.perf_counter() - t:.0f}s", flush=True)
+    for (name, run), hist in zip(runs + dist_runs, histories):
+        modes = eval_modes(g, hist, run["model_path"])
+        rec = {"run": name, "seed": run["seed"], "val_curve": [e["val_acc"] for e in hist["epochs"]],
+               "test_curve": [e["test_acc"] for e in hist["epochs"]],
+               "loss_curve": [e["loss"] for e in hist["epochs"]],
+               "final_test_acc": hist["final"]["test_acc"],
+               "test_acc_at_best_val": hist["final"]["test_acc_at_best_val"],
+               "eval": modes, "mean_coverage": statistics.mean(hist["epochs"][-1]["mean_coverage"])}
+        records.append(rec)
+        print(f"  {name:22s} seed={run['seed']} final test={rec['final_test_acc']:.4f} "
+              f"full={modes['full']:.4f} sampled={modes['sampled']:.4f} "
+              f"local={modes.get('local', float('nan')):.4f}", flush=True)
+    summary = summarise(records, epochs)
+    result = {"graph": str(g), "epochs": epochs, "settings": {**base, "workers": 4, "seeds": list(SEEDS)},
+              "runs": records, "summary": summary, "gradient_error": None}
+    save(result)                                         # the runs are kept even if what follows fails
+    print_summary(label, result)
+    if not args.no_gradient:
+        result["gradient_error"] = gradient_along_training(g, label, spec, base, quick, scratch)
+        save(result)
+    return result
+
+
+def summarise(records, epochs):
+    names = list(dict.fromkeys(r["run"] for r in records))
+    out = {}
+    single = [r for r in records if r["run"] == "single"]
+    for name in names:
+        rs = [r for r in records if r["run"] == name]
+        curve = [mean_std([r["val_curve"][e] for r in rs]) for e in range(epochs)]
+        test_curve = [mean_std([r["test_curve"][e] for r in rs]) for e in range(epochs)]
+        gap_curve = [100 * (statistics.mean(r["test_curve"][e] for r in single)
+                            - statistics.mean(r["test_curve"][e] for r in rs)) for e in range(epochs)]
+        out[name] = {
+            "val_curve": curve, "test_curve": test_curve, "test_gap_points_curve": gap_curve,
+            "final_test_acc": mean_std([r["final_test_acc"] for r in rs]),
+            "test_acc_at_best_val": mean_std([r["test_acc_at_best_val"] for r in rs]),
+            "eval_full": mean_std([r["eval"]["full"] for r in rs]),
+            "eval_sampled": mean_std([r["eval"]["sampled"] for r in rs]),
+            "eval_local": mean_std([r["eval"].get("local") for r in rs]),
+            "gap_points_final": 100 * (statistics.mean(r["final_test_acc"] for r in single)
+                                       - statistics.mean(r["final_test_acc"] for r in rs)),
+        }
+    return out
+
+
+def gradient_along_training(g, label, spec, base, quick, scratch):
+    """Every estimator's error against g* at a few points of the grappa/batch trajectory
+    (seed 0, random chunks, repartition every 5) and at its end."""
+    checkpoints = spec["quick_checkpoints"] if quick else spec["checkpoints"]
+    epochs = base["epochs"]
+    points = sorted({k for k in checkpoints if k < epochs} | {epochs})
+    final = os.path.join(scratch, f"{label}_grappa_batch_0.pt")         # the seed-0 run's model
+    if os.path.exists(final):
+        os.replace(final, os.path.join(scratch, f"{label}_traj_{epochs}.pt"))
+    runs = []
+    for k in points:
+        if k == 0 or os.path.exists(os.path.join(scratch, f"{label}_traj_{k}.pt")):
+            continue
+        runs.append(dict(base, workers=4, trainer="grappa", estimator="batch", repartition_every=5,
+                         seed=0, epochs=k, model_path=os.path.join(scratch, f"{label}_traj_{k}.pt")))
+    if runs:
+        grappa.train_many(g, runs)
+    parts = grappa.random_partitions(g, 4, count=3, method="random", seed=0)
+    rows = []
+    for k in points:
+        torch.manual_seed(0)                     # the initial parameters of every seed-0 run
+        model = zg.models.build("sage", g.feat_dim, 64, g.num_classes, 2, dropout=0.5)
+        if k:
+            model.load_state_dict(torch.load(os.path.join(scratch, f"{label}_traj_{k}.pt")))
+        model.eval()
+        ref = grappa.exact_gradient(g, model)
+        err = grappa.gradient_error(g, model, parts, estimator="all", super_epochs=[0, 1], reference=ref)
+        for name, e in err.items():
+            e.pop("per_draw")
+            rows.append({"epoch": k, "estimator": name, **e})
+        print(f"  grad-error {label} epoch {k}: " +
+              "  ".join(f"{n}={e['relative_error']:.3f}/cos {e['cosine']:.3f}" for n, e in err.items()),
+              flush=True)
+    return rows
+
+
+def print_summary(label, result):
+    rows = []
+    for name, s in result["summary"].items():
+        fmt = lambda m: "" if m is None else f"{100 * m['mean']:.1f} ± {100 * m['std']:.1f}"  # noqa: E731
+        rows.append([label, name, fmt(s["final_test_acc"]), fmt(s["test_acc_at_best_val"]),
+                     f"{s['gap_points_final']:+.1f}", fmt(s["eval_full"]), fmt(s["eval_sampled"]),
+                     fmt(s["eval_local"])])
+    print("\n" + table(rows, ["data", "run", "final test %", "test % @ best val", "gap to single (pts)",
+                              "eval full %", "eval sampled %", "eval local %"]))
+
+
+def main(argv=None):
+    parser = argparse.ArgumentParser(description=__doc__.split("\n")[0])
+    parser.add_argument("--quick", action="store_true", help="a few epochs: a smoke run")
+    parser.add_argument("--only", choices=sorted(SPECS), help="one dataset")
+    parser.add_argument("--epochs", type=int, default=None, help="epochs of every run (default: per dataset)")
+    parser.add_argument("--runs", type=lambda t: [x.strip() for x in t.split(",")], default=None,
+                        help="comma-separated 4-worker run labels to keep (default: all; single always runs)")
+    parser.add_argument("--no-gradient", action="store_true", help="skip the gradient-error part")
+    parser.add_argument("--name", default=None, help="result file name (default: from the options)")
+    args = parser.parse_args(argv)
+    start = time.perf_counter()
+    note = machine_note()
+    scratch = tempfile.mkdtemp(prefix="zg-diagnosis-")
+    results = {}
+    name = args.name or ("grappa_diagnosis_quick" if args.quick else "grappa_diagnosis")
+    if args.only and not args.name:
+        name += f"_{args.only}"
+
+    def save(_=None):
+        out = {"machine": note, "quick": args.quick, "argv": sys.argv[1:], "datasets": results,
+               "bench_seconds": time.perf_counter() - start,
+               "load_average_at_end": list(os.getloadavg()) if hasattr(os, "getloadavg") else None}
+        return write_json(name, out), out
+
+    for label, spec in SPECS.items():
+        if args.only and label != args.only:
+            continue
+        results[label] = run_dataset(label, spec, args, scratch,
+                                     lambda partial, label=label: (results.__setitem__(label, partial), save()))
+    path, out = save()
+    print(f"\nwrote {path} in {out['bench_seconds'] / 60:.1f} min")
+
+
+if __name__ == "__main__":
+    main()

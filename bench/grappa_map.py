@@ -1,0 +1,268 @@
+"""Where Grappa holds: the test-accuracy gap to single-process training across graph and
+system factors, for grappa (the kit's default estimator), isolated, psgd_pa and feature_fetch.
+
+    PYTHONPATH=$PWD .venv/bin/python bench/grappa_map.py            # the committed map
+    PYTHONPATH=$PWD .venv/bin/python bench/grappa_map.py --quick    # a few minutes' smoke run
+
+Writes ``bench/results/grappa_map.json`` (``grappa_map_quick.json`` with --quick): the machine
+note, the design, one record per run and one per cell, and prints the cell table.
+
+Factors (issue 14): average degree (5, 20, 50), homophily (0.3, 0.8), feature signal-to-noise
+(0.5, 2), workers P (2, 4, 8), partition (random, METIS), depth (2, 3 layers). The full
+factorial is 144 cells x 5 trainers x 3 seeds = 2160 runs; at about 5-30 s a run on 2 shared
+cores it does not fit in 30 minutes, so the map uses a documented fractional design. The base
+cell is degree 20, homophily 0.8, SNR 0.5, P=4, 2 layers (the issue's csbm setting).
+
+    --design lean (the committed map; 90 distributed + 18 single-process runs)
+        base cell, both partitions, all four trainers;
+        P=2, both partitions, all four trainers;
+        P=8, both partitions: grappa and isolated;
+        one factor at a time away from the base cell on random chunks (the paper's default
+        partition and the one where the accuracy is lost): degree 5, degree 50, homophily
+        0.3, SNR 2, 3 layers: grappa and isolated.
+    --design wide (240 distributed + 24 single-process runs; a quiet machine)
+        the full factorial partition x degree x homophily at the base values of the other
+        factors (12 cells), plus one factor at a time away from the base (SNR 2, P=2, P=8,
+        3 layers) for both partitions (8 cells); all four trainers everywhere.
+
+Every run calls the trainer with the kit's defaults except the swept factors and the budget:
+``epochs`` (EPOCHS), ``eval_every=epochs`` (one evaluation, at the end: test accuracy at the
+end, as a user would read it), ``threads=1``. Estimator, repartitioning, batch size, fanouts,
+learning rate, model, dropout, halo: the defaults of :class:`zg.grappa.TrainConfig` at the
+commit named in the JSON (they are copied into each record). Graphs: ``zg.datasets.csbm``
+with NODES nodes (default split 60/20/20), 10 classes, 64 features.
+
+All runs with the same P (across graphs) share one set of worker processes: start-up costs
+tens of seconds per set on this machine. Each run's history is kept in a scratch folder
+(``--scratch``); a rerun with the same folder reuses finished runs, so an interrupted map
+resumes. Accuracy does not depend on timing, so the map may run beside other jobs.
+"""
+
+from __future__ import annotations
+
+import argparse
+import itertools
+import json
+import os
+import statistics
+import sys
+import tempfile
+import time
+from dataclasses import asdict
+from pathlib import Path
+
+import torch
+
+sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
+sys.path.insert(0, str(Path(__file__).resolve().parent))
+
+import zg  # noqa: E402
+from zg.grappa.config import TrainConfig  # noqa: E402
+from zg.grappa.launch import spawn  # noqa: E402
+from zg.grappa.worker import run_worker  # noqa: E402
+
+from _machine import machine_note, table, write_json  # noqa: E402
+
+FACTORS = {
+    "avg_degree": (5, 20, 50),
+    "homophily": (0.3, 0.8),
+    "feature_snr": (0.5, 2.0),
+    "workers": (2, 4, 8),
+    "method": ("random", "metis"),
+    "num_layers": (2, 3),
+}
+BASE = {"avg_degree": 20, "homophily": 0.8, "feature_snr": 0.5, "workers": 4, "method": "random",
+        "num_layers": 2}
+CORE = ("method", "avg_degree", "homophily")
+SLICES = ({"feature_snr": 2.0}, {"workers": 2}, {"workers": 8}, {"num_layers": 3})
+TRAINERS = ("grappa", "isolated", "psgd_pa", "feature_fetch")
+GRAPH = {"num_classes": 10, "feat_dim": 64, "seed": 0}
+DESIGNS = {
+    "lean": ("fractional design, one factor at a time: the base cell (degree 20, homophily 0.8, SNR 0.5, "
+             "P=4, 2 layers) on random and METIS chunks with all four trainers; P=2 on both partitions "
+             "with all four; P=8 on both partitions with grappa and isolated; degree 5, degree 50, "
+             "homophily 0.3, SNR 2 and 3 layers on random chunks with grappa and isolated. Interactions "
+             "between factors are not measured. The full 144-cell factorial x 5 trainers x 3 seeds does "
+             "not fit in 30 minutes on 2 cores; this design was sized for a shared, heavily loaded machine"),
+    "wide": ("fractional design: the full factorial partition x degree x homophily at the base values of "
+             "the other factors (12 cells), plus one factor at a time away from the base (SNR 2, P=2, P=8, "
+             "3 layers) for both partitions (8 cells); all four trainers in every cell"),
+}
+FULL = {"nodes": 2000, "epochs": 16, "seeds": (0, 1, 2)}
+QUICK = {"nodes": 800, "epochs": 2, "seeds": (0, 1, 2)}
+
+
+def design(name="lean"):
+    """The cells, each with the trainers it runs, most informative first."""
+    cells = []
+
+    def add(kind, trainers, **change):
+        cells.append({**BASE, **change, "design": kind, "trainers": list(trainers)})
+
+    if name == "lean":
+        for method in FACTORS["method"]:
+            add("base", TRAINERS, method=method)
+        for workers in (2, 8):
+            for method in FACTORS["method"]:
+                add("slice", TRAINERS if workers == 2 else ("grappa", "isolated"), workers=workers, method=method)
+        for change in ({"avg_degree": 5}, {"avg_degree": 50}, {"homophily": 0.3}, {"feature_snr": 2.0},
+                       {"num_layers": 3}):
+            add("slice", ("grappa", "isolated"), method="random", **change)
+    elif name == "wide":
+        for values in itertools.product(*(FACTORS[f] for f in CORE)):
+            add("core", TRAINERS, **dict(zip(CORE, values)))
+        for change in SLICES:
+            for method in FACTORS["method"]:
+                add("slice", TRAINERS, **{**change, "method": method})
+    else:
+        raise ValueError(f"design must be 'lean' or 'wide', got {name!r}")
+    return cells
+
+
+def graph_key(cell):
+    return (cell["avg_degree"], cell["homophily"], cell["feature_snr"])
+
+
+def _run_jobs(rank, world, graphs, jobs):
+    """Worker body: each job is (graph key, TrainConfig, history path); finished ones are skipped
+    on every rank alike (the file exists before the job starts on any rank)."""
+    for key, cfg, path in jobs:
+        run_worker(rank, world, cfg, graphs[key], None, path)
+
+
+def run_group(graphs, runs, scratch, workers):
+    """Every run with this P, in one set of processes; returns {run name: history}."""
+    todo = [(key, cfg, path) for name, key, cfg, path in runs if not os.path.exists(path)]
+    if todo:
+        start = time.perf_counter()
+        print(f"P={workers}: {len(todo)} runs ({len(runs) - len(todo)} reused)", flush=True)
+        # One run at a time would be a spawn per run; the timeout covers the whole set.
+        spawn(_run_jobs, workers, args=({k: graphs[k] for k in {k for k, *_ in todo}}, todo),
+              timeout=600, run_timeout=6 * 3600)
+        print(f"P={workers}: done in {time.perf_counter() - start:.0f}s", flush=True)
+    histories = {}
+    for name, _, _, path in runs:
+        with open(path) as f:
+            histories[name] = json.load(f)
+    return histories
+
+
+def summarise(values):
+    mean = statistics.mean(values)
+    return mean, (statistics.stdev(values) if len(values) > 1 else 0.0)
+
+
+def main(argv=None):
+    parser = argparse.ArgumentParser(description=__doc__.split("\n")[0])
+    parser.add_argument("--quick", action="store_true", help="tiny graphs, 2 epochs: a smoke run")
+    parser.add_argument("--design", choices=("lean", "wide"), default="lean",
+                        help="which cells (see the module docstring); the committed map is lean")
+    parser.add_argument("--scratch", default=None,
+                        help="folder for the per-run histories (reused by a rerun; default: a new one)")
+    args = parser.parse_args(argv)
+    size = QUICK if args.quick else FULL
+    torch.set_num_threads(1)
+    start = time.perf_counter()
+    note = machine_note()
+    scratch = args.scratch or tempfile.mkdtemp(prefix="zg-grappa-map-")
+    os.makedirs(scratch, exist_ok=True)
+    cells = design(args.design)
+    graphs = {}
+    for cell in cells:
+        key = graph_key(cell)
+        if key not in graphs:
+            graphs[key] = zg.datasets.csbm(num_nodes=size["nodes"], avg_degree=key[0], homophily=key[1],
+                                           feature_snr=key[2], **GRAPH)
+    common = dict(epochs=size["epochs"], eval_every=size["epochs"], threads=1, timeout=600)
+
+    # Every run once: (trainer, graph, depth, P, method, seed); single ignores P and method.
+    runs_by_p = {}
+    seen = set()
+    for cell in cells:
+        key = graph_key(cell)
+        for seed in size["seeds"]:
+            wanted = [("single", 1, "random")] + [(t, cell["workers"], cell["method"]) for t in cell["trainers"]]
+            for trainer, workers, method in wanted:
+                name = (trainer, key, cell["num_layers"], workers, method, seed)
+                if name in seen:
+                    continue
+                seen.add(name)
+                cfg = TrainConfig(trainer=trainer, workers=workers, seed=seed, num_layers=cell["num_layers"],
+                                  method=method, **common).validated()
+                path = os.path.join(scratch, "_".join(map(str, (trainer, *key, cell["num_layers"], workers,
+                                                                     method, seed))) + ".json")
+                runs_by_p.setdefault(workers, []).append((name, key, cfg, path))
+    histories = {}
+    for workers in sorted(runs_by_p):
+        histories.update(run_group(graphs, runs_by_p[workers], scratch, workers))
+
+    records = []
+    for name, hist in histories.items():
+        trainer, key, layers, workers, method, seed = name
+        records.append({"trainer": trainer, "avg_degree": key[0], "homophily": key[1], "feature_snr": key[2],
+                        "num_layers": layers, "workers": workers, "method": method, "seed": seed,
+                        "test_acc": hist["final"]["test_acc"], "val_acc": hist["final"]["val_acc"],
+                        "mean_coverage": statistics.mean(hist["epochs"][-1]["mean_coverage"]),
+                        "estimator": hist["config"]["estimator"] if trainer == "grappa" else None,
+                        "total_seconds": hist["total_seconds"]})
+    acc = {name: hist["final"]["test_acc"] for name, hist in histories.items()}
+    cell_rows, printed = [], []
+    for cell in cells:
+        key = graph_key(cell)
+        single = [acc[("single", key, cell["num_layers"], 1, "random", s)] for s in size["seeds"]]
+        row = {k: cell[k] for k in (*FACTORS, "design", "trainers")}
+        row["single_acc_mean"], row["single_acc_std"] = summarise(single)
+        for trainer in TRAINERS:
+            if trainer not in cell["trainers"]:
+                row[trainer] = None                          # not run in this design
+                continue
+            got = [acc[(trainer, key, cell["num_layers"], cell["workers"], cell["method"], s)]
+                   for s in size["seeds"]]
+            gaps = [a - b for a, b in zip(got, single)]
+            row[trainer] = {"acc_mean": summarise(got)[0], "acc_std": summarise(got)[1],
+                            "gap_mean": summarise(gaps)[0], "gap_std": summarise(gaps)[1]}
+        cov = [r["mean_coverage"] for r in records if r["trainer"] == "isolated" and
+               (r["avg_degree"], r["homophily"], r["feature_snr"]) == key and r["num_layers"] == cell["num_layers"]
+               and r["workers"] == cell["workers"] and r["method"] == cell["method"]]
+        row["isolated_mean_coverage"] = statistics.mean(cov)
+        cell_rows.append(row)
+        printed.append([cell["design"], cell["method"], cell["avg_degree"], cell["homophily"], cell["feature_snr"],
+                        cell["workers"], cell["num_layers"], f"{row['single_acc_mean']:.3f}"]
+                       + [f"{row[t]['gap_mean']:+.3f}±{row[t]['gap_std']:.3f}" if row[t] else "-" for t in TRAINERS])
+    print(table(printed, ["design", "partition", "degree", "homophily", "snr", "P", "layers", "single"]
+                + [f"gap {t}" for t in TRAINERS]))
+    defaults = asdict(TrainConfig().validated())
+    payload = {
+        "machine": note,
+        "quick": args.quick,
+        "design": {
+            "name": args.design,
+            "factors": {k: list(v) for k, v in FACTORS.items()},
+            "base_cell": BASE,
+            "core": list(CORE),
+            "slices": list(SLICES),
+            "description": DESIGNS[args.design],
+            "cells": len(cells),
+            "seeds": list(size["seeds"]),
+            "trainers": ["single", *TRAINERS],
+            "gap": "trainer test accuracy minus single-process test accuracy with the same seed, "
+                   "at the end of training; mean and sample std over the seeds",
+        },
+        "graph": {"generator": "zg.datasets.csbm", "num_nodes": size["nodes"], **GRAPH,
+                  "split": "default (0.6 / 0.2 / 0.2)"},
+        "budget": common,
+        "defaults": {k: defaults[k] for k in ("estimator", "weighting", "coverage_floor", "shrink",
+                                              "repartition_every", "halo", "num_chunks", "schedule", "mode",
+                                              "model", "hidden_dim", "dropout", "fanouts", "batch_size",
+                                              "lr", "weight_decay", "average_every", "sampler")},
+        "defaults_note": "fanouts default to 10 per layer (3 layers: [10, 10, 10])",
+        "cells_table": cell_rows,
+        "runs": records,
+        "seconds": time.perf_counter() - start,
+    }
+    path = write_json("grappa_map_quick" if args.quick else "grappa_map", payload)
+    print(f"wrote {path} in {payload['seconds']:.0f}s")
+
+
+if __name__ == "__main__":
+    main()

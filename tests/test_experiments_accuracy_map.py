@@ -1,0 +1,82 @@
+"""zg.experiments.accuracy_map: reading the committed map and diagnosis for the notebooks."""
+
+import json
+
+import pytest
+
+from zg import experiments as ex
+
+
+def cell(method, degree, homophily, grappa_gap, single=0.8):
+    out = {"method": method, "avg_degree": degree, "homophily": homophily, "feature_snr": 0.5, "workers": 4,
+           "num_layers": 2, "design": "core", "single_acc_mean": single, "single_acc_std": 0.01}
+    for trainer, gap in (("grappa", grappa_gap), ("isolated", grappa_gap - 0.01), ("psgd_pa", -0.2),
+                         ("feature_fetch", 0.0)):
+        out[trainer] = {"gap_mean": gap, "gap_std": 0.02, "acc_mean": single + gap, "acc_std": 0.02}
+    return out
+
+
+CELLS = [cell("random", 5, 0.8, -0.30), cell("random", 20, 0.8, -0.25), cell("random", 20, 0.3, -0.05),
+         cell("metis", 20, 0.8, 0.004), cell("metis", 50, 0.8, -0.02)]
+
+
+def test_load_result(tmp_path):
+    result, reason = ex.load_result("grappa_map", results_dir=tmp_path)
+    assert result is None and "grappa_map.json is not committed" in reason
+    (tmp_path / "grappa_map.json").write_text(json.dumps({"cells_table": CELLS}))
+    result, reason = ex.load_result("grappa_map", results_dir=tmp_path)
+    assert reason is None and result["cells_table"][0]["method"] == "random"
+    (tmp_path / "broken.json").write_text("{")
+    result, reason = ex.load_result("broken", results_dir=tmp_path)
+    assert result is None and "cannot be read" in reason
+    for bad in ("", "a/b", "grappa_map.json", None):
+        with pytest.raises(ValueError, match="name"):
+            ex.load_result(bad, results_dir=tmp_path)
+
+
+def test_map_rows_are_points():
+    rows = ex.map_rows(CELLS)
+    assert rows[0]["grappa gap"] == "-30.0 ± 2.0" and rows[0]["single %"] == "80.0 ± 1.0"
+    assert rows[3]["grappa gap"] == "+0.4 ± 2.0" and rows[3]["feature_fetch gap"] == "+0.0 ± 2.0"
+    with pytest.raises(ValueError, match="'halo'"):
+        ex.map_rows(CELLS, trainers=["halo"])
+    with pytest.raises(ValueError, match="empty"):
+        ex.map_rows([])
+    with pytest.raises(ValueError, match="lacks"):
+        ex.map_rows([{"method": "random"}])
+
+
+def test_gap_summary_and_paper_regime():
+    s = ex.gap_summary(CELLS, "grappa", method="random")
+    assert s["cells"] == 3 and s["mean_gap_points"] == pytest.approx(-20.0)
+    assert s["worst_gap_points"] == pytest.approx(-30.0) and "avg_degree=5" in s["worst_cell"]
+    assert s["best_gap_points"] == pytest.approx(-5.0) and s["within_1_point"] == 0
+    s = ex.gap_summary(CELLS, "grappa", method="metis", avg_degree=(20, 50))
+    assert s["cells"] == 2 and s["within_1_point"] == 1
+    paper = ex.paper_regime(CELLS)
+    assert [(c["method"], c["avg_degree"]) for c in paper] == [("random", 20), ("metis", 20), ("metis", 50)]
+    with pytest.raises(ValueError, match="no cell"):
+        ex.gap_summary(CELLS, "grappa", workers=8)
+    with pytest.raises(ValueError, match="unknown factor"):
+        ex.gap_summary(CELLS, "grappa", colour="red")
+    with pytest.raises(ValueError, match="not in the map"):
+        ex.gap_summary(CELLS, "halo")
+    # A trainer the design did not run in some cells: those cells are left out, and said so.
+    cells = [dict(c) for c in CELLS]
+    cells[0]["psgd_pa"] = None
+    assert ex.gap_summary(cells, "psgd_pa", method="random")["cells"] == 2
+    assert ex.map_rows(cells)[0]["psgd_pa gap"] == "not run"
+    with pytest.raises(ValueError, match="was not run"):
+        ex.gap_summary(cells, "psgd_pa", method="random", avg_degree=5)
+
+
+def test_map_findings_read_every_number_from_the_cells():
+    lines = ex.map_findings(CELLS)
+    base = [line for line in lines if "base cell" in line]
+    assert len(base) == 2 and "grappa -25.0 ± 2.0" in base[0] and "random" in base[0]
+    assert "grappa +0.4 ± 2.0" in base[1] and "metis" in base[1]
+    random = next(line for line in lines if line.startswith("**random chunks, all"))
+    assert "averages -20.0 points" in random and "in 0 of 3 cells" in random
+    wins = next(line for line in lines if line.startswith("**random chunks, what grappa wins back"))
+    assert "+1.0 points on average over 3 cells" in wins
+    assert lines[-1].startswith("**The paper's regime**") and lines[-1].count("layers") == 3

@@ -1,0 +1,156 @@
+"""Where Grappa keeps its accuracy: the committed map (``bench/results/grappa_map.json``) and
+the diagnosis (``bench/results/grappa_diagnosis.json``), read for the notebooks (06-08).
+
+Where it sits: after the benches. ``bench/grappa_map.py`` and ``bench/grappa_diagnosis.py``
+train hundreds of runs (too long for a notebook); the notebooks read what they committed through
+these functions, so every number a notebook states comes from the JSON, never typed by hand:
+
+    result, reason = ex.load_result("grappa_map")      # (dict, None) or (None, why not)
+    rows = ex.map_rows(result["cells_table"])           # one flat row per cell, gaps in points
+    s = ex.gap_summary(result["cells_table"], "grappa", method="random")
+    paper = ex.paper_regime(result["cells_table"])     # the cells that look like the paper's graphs
+    for line in ex.map_findings(result["cells_table"]): ...   # the findings, as Markdown sentences
+
+Gaps are a trainer's test accuracy minus single-process test accuracy (negative: below single),
+in accuracy fractions in the JSON and in points (x 100) in the rows returned here.
+"""
+
+from __future__ import annotations
+
+import json
+import statistics
+from pathlib import Path
+from typing import Any, Dict, List, Optional, Sequence, Tuple
+
+__all__ = ["RESULTS_DIR", "load_result", "map_rows", "gap_summary", "paper_regime", "map_findings", "PAPER_REGIME"]
+
+RESULTS_DIR = Path(__file__).resolve().parents[2] / "bench" / "results"
+MAP_FACTORS = ("method", "avg_degree", "homophily", "feature_snr", "workers", "num_layers")
+# The paper trains large, sparse-ish graphs with high homophily (ogbn-products: mean degree 50,
+# edge homophily 0.81; ogbn-papers100M: about 30, 0.66-ish), on random chunks as its default
+# and METIS as an option, 2-3 layers. On the map: homophily 0.8 with degree 20 or 50.
+PAPER_REGIME = {"homophily": (0.8,), "avg_degree": (20, 50)}
+
+
+def load_result(name: str, results_dir: Optional[Path] = None) -> Tuple[Optional[Dict[str, Any]], Optional[str]]:
+    """``bench/results/<name>.json`` as a dict, or ``(None, reason)`` when it is not there or
+    not readable, so a notebook can skip a section with a printed reason instead of failing."""
+    if not isinstance(name, str) or not name or "/" in name or name.endswith(".json"):
+        raise ValueError(f"name must be a result's bare name such as 'grappa_map', got {name!r}")
+    path = Path(results_dir or RESULTS_DIR) / f"{name}.json"
+    if not path.exists():
+        return None, f"{path.name} is not committed yet (run bench/{name.split('_quick')[0]}.py to make it)"
+    try:
+        with open(path) as f:
+            return json.load(f), None
+    except (OSError, json.JSONDecodeError) as exc:
+        return None, f"{path.name} cannot be read: {exc}"
+
+
+def _cells(cells: Any) -> List[dict]:
+    cells = list(cells) if cells is not None else []
+    if not cells:
+        raise ValueError("cells is empty: pass the cells_table of grappa_map.json")
+    for cell in cells:
+        missing = [f for f in MAP_FACTORS if f not in cell]
+        if missing:
+            raise ValueError(f"every cell needs the factors {list(MAP_FACTORS)}; one lacks {missing}")
+    return cells
+
+
+def map_rows(cells: Sequence[dict], trainers: Sequence[str] = ("grappa", "isolated", "psgd_pa",
+                                                                "feature_fetch")) -> List[Dict[str, Any]]:
+    """One flat row per cell for a Markdown table: the factors, single's accuracy (%), and each
+    trainer's gap to single as ``"mean ± std"`` in points."""
+    rows = []
+    for cell in _cells(cells):
+        row = {f: cell[f] for f in MAP_FACTORS}
+        row["single %"] = f"{100 * cell['single_acc_mean']:.1f} ± {100 * cell['single_acc_std']:.1f}"
+        for t in trainers:
+            if t not in cell:
+                raise ValueError(f"a cell has no {t!r} entry; trainers in the map: "
+                                 f"{[k for k, v in cell.items() if isinstance(v, dict) or v is None]}")
+            row[f"{t} gap"] = ("not run" if cell[t] is None else
+                               f"{100 * cell[t]['gap_mean']:+.1f} ± {100 * cell[t]['gap_std']:.1f}")
+        rows.append(row)
+    return rows
+
+
+def _select(cells: List[dict], where: Dict[str, Any]) -> List[dict]:
+    unknown = sorted(set(where) - set(MAP_FACTORS))
+    if unknown:
+        raise ValueError(f"unknown factor(s) {unknown}; the map's factors are {list(MAP_FACTORS)}")
+    out = []
+    for cell in cells:
+        if all(cell[k] in (v if isinstance(v, (tuple, list)) else (v,)) for k, v in where.items()):
+            out.append(cell)
+    return out
+
+
+def gap_summary(cells: Sequence[dict], trainer: str, **where: Any) -> Dict[str, Any]:
+    """The gap of ``trainer`` over the cells matching ``where`` (a factor = a value or a tuple of
+    values) where it was run, in points: the mean over those cells of each cell's mean gap, the worst and the
+    best cell (with its label), and how many cells lie within 1 point of single."""
+    chosen = _select(_cells(cells), where)
+    if not chosen:
+        raise ValueError(f"no cell of the map matches {where}")
+    if any(trainer not in c for c in chosen):
+        raise ValueError(f"trainer {trainer!r} is not in the map")
+    chosen = [c for c in chosen if c[trainer] is not None]           # cells the design ran it in
+    if not chosen:
+        raise ValueError(f"trainer {trainer!r} was not run in any cell matching {where}")
+    gaps = [100 * c[trainer]["gap_mean"] for c in chosen]
+    worst = min(range(len(chosen)), key=lambda i: gaps[i])
+    best = max(range(len(chosen)), key=lambda i: gaps[i])
+    label = lambda c: ", ".join(f"{f}={c[f]}" for f in MAP_FACTORS)  # noqa: E731
+    return {"trainer": trainer, "cells": len(chosen), "mean_gap_points": statistics.mean(gaps),
+            "worst_gap_points": gaps[worst], "worst_cell": label(chosen[worst]),
+            "best_gap_points": gaps[best], "best_cell": label(chosen[best]),
+            "within_1_point": sum(g >= -1.0 for g in gaps)}
+
+
+def paper_regime(cells: Sequence[dict]) -> List[dict]:
+    """The map's cells that look like the graphs the paper trains (:data:`PAPER_REGIME`)."""
+    return _select(_cells(cells), dict(PAPER_REGIME))
+
+
+def _gap(cell: dict, trainer: str) -> str:
+    entry = cell.get(trainer)
+    if entry is None:
+        return "not run"
+    return f"{100 * entry['gap_mean']:+.1f} ± {100 * entry['gap_std']:.1f}"
+
+
+def map_findings(cells: Sequence[dict]) -> List[str]:
+    """The map's findings as Markdown sentences, every number read from ``cells`` (gaps in
+    points, mean ± std over seeds): the base cells, each partition's cells, what Grappa wins back
+    over isolated training, and the cells in the paper's regime."""
+    cells = _cells(cells)
+    out = []
+    for cell in _select(cells, {"workers": 4, "avg_degree": 20, "homophily": 0.8, "feature_snr": 0.5,
+                                "num_layers": 2}):
+        out.append(f"**{cell['method']} chunks, base cell** (degree 20, homophily 0.8, SNR 0.5, P=4, 2 layers): "
+                   f"single {100 * cell['single_acc_mean']:.1f} ± {100 * cell['single_acc_std']:.1f} %; "
+                   f"gap to single: grappa {_gap(cell, 'grappa')}, isolated {_gap(cell, 'isolated')}, "
+                   f"psgd_pa {_gap(cell, 'psgd_pa')}, feature_fetch {_gap(cell, 'feature_fetch')} points.")
+    for method in ("random", "metis"):
+        chosen = [c for c in _select(cells, {"method": method}) if c.get("grappa") is not None]
+        if not chosen:
+            continue
+        s = gap_summary(chosen, "grappa")
+        out.append(f"**{method} chunks, all {s['cells']} cells:** grappa's gap averages "
+                   f"{s['mean_gap_points']:+.1f} points; within 1 point of single in {s['within_1_point']} "
+                   f"of {s['cells']} cells; worst {s['worst_gap_points']:+.1f} ({s['worst_cell']}), best "
+                   f"{s['best_gap_points']:+.1f} ({s['best_cell']}).")
+        both = [c for c in chosen if c.get("isolated") is not None]
+        if both:
+            wins = [100 * (c["grappa"]["gap_mean"] - c["isolated"]["gap_mean"]) for c in both]
+            out.append(f"**{method} chunks, what grappa wins back over isolated training:** "
+                       f"{statistics.mean(wins):+.1f} points on average over {len(both)} cells "
+                       f"(from {min(wins):+.1f} to {max(wins):+.1f}).")
+    paper = [c for c in paper_regime(cells) if c.get("grappa") is not None]
+    if paper:
+        listed = "; ".join(f"{c['method']}, degree {c['avg_degree']:g}, P={c['workers']}, "
+                           f"{c['num_layers']} layers, SNR {c['feature_snr']:g}: {_gap(c, 'grappa')}" for c in paper)
+        out.append(f"**The paper's regime** (homophily 0.8, degree 20-50): grappa's gap {listed}.")
+    return out
