@@ -398,6 +398,7 @@ def estimator_bias_vs_workers(rows: Sequence[dict], *, value: str = "bias",
     fig.update_xaxes(title_text="workers P", type="log", tickvals=sorted({r["workers"] for r in rows}))
     fig.update_layout(title=_title(f"Estimator {value.replace('_', ' ')} against the number of workers", subtitle),
                       yaxis_title=f"{value.replace('_', ' ')} (relative to |g*|)", legend_title_text="")
+    return fig
 
 
 # ----------------------------------------------------------------------------- notebooks 06-08: the map
