@@ -109,7 +109,8 @@ def summarise(hist, wall):
     return {
         "trainer": cfg["trainer"], "workers": hist["workers"], "layers": cfg["num_layers"],
         "estimator": cfg["estimator"] if cfg["trainer"] == "grappa" else None,
-        "repartition": bool(cfg["repartition_every"]), "method": cfg["method"], "seed": cfg["seed"],
+        "repartition": bool(cfg["repartition_every"]), "method": cfg["method"], "halo": cfg["halo"],
+        "seed": cfg["seed"],
         "test_acc": hist["final"]["test_acc_at_best_val"], "val_acc": hist["final"]["best_val_acc"],
         "final_test_acc": hist["final"]["test_acc"],
         "bytes_per_epoch_per_worker": hist["bytes_per_epoch_per_worker"],
@@ -257,7 +258,7 @@ def check_targets(records, grad_rows):
                     "grappa_default_mean": d_mean, "grappa_default_std": d_std,
                     "grappa_default_seeds": len(default),
                     "grappa_default_setting": {"estimator": cfg["estimator"], "method": cfg["method"],
-                                               "repartition": cfg["repartition"]},
+                                               "halo": cfg.get("halo"), "repartition": cfg["repartition"]},
                     "gap_points": gap, "met": gap <= 1.0 + 1e-9})
                 # Every other grappa setting, named, one seed: listed, never chosen.
                 for r in records:
