@@ -202,18 +202,16 @@ def set_threads() -> int:
     return threads
 
 
-def _marker_dtype(num_nodes: int):
-    return np.int32 if num_nodes < 2**31 - 1 else np.int64
-
-
-def new_marker(num_nodes: int) -> np.ndarray:
-    """The node-indexed marker array the kernel deduplicates with (all -1; it leaves it so)."""
-    return np.full(num_nodes, -1, dtype=_marker_dtype(num_nodes))
+def new_marker(num_nodes: int) -> torch.Tensor:
+    """The node-indexed marker array the kernel deduplicates with (all -1; it leaves it so).
+    int32 (half the cache footprint) whenever the node ids fit."""
+    dtype = torch.int32 if num_nodes < 2**31 - 1 else torch.int64
+    return torch.full((num_nodes,), -1, dtype=dtype)
 
 
 def sample_fused(indptr: torch.Tensor, indices: torch.Tensor, seeds: torch.Tensor,
                  num_seeds: torch.Tensor, key: torch.Tensor, fanouts: Sequence[int],
-                 caps: Sequence[int], replace: bool, max_degree: int, marker: np.ndarray):
+                 caps: Sequence[int], replace: bool, max_degree: int, marker: torch.Tensor):
     """Run every hop of one batch (seeds outward). CPU tensors only.
 
     Returns (per hop, seeds outward: (nbr [R, k], mask [R, k], src_nodes [cap]),
@@ -233,7 +231,7 @@ def sample_fused(indptr: torch.Tensor, indices: torch.Tensor, seeds: torch.Tenso
     overflowed = torch.empty(1, dtype=torch.bool)
     status = kernel(indptr.numpy(), indices.numpy(), seeds.numpy(), num_seeds.reshape(1).numpy(),
            key.reshape(1).numpy(), np.asarray(fanouts, dtype=np.int64),
-           np.asarray(caps, dtype=np.int64), bool(replace), int(max_degree), marker,
+           np.asarray(caps, dtype=np.int64), bool(replace), int(max_degree), marker.numpy(),
            nbr.numpy(), mask.numpy(), src.numpy(), counts.numpy(), overflowed.numpy())
     if status == 1:
         raise ValueError(f"num_seeds must be in [0, {batch}] (the seed buffer's rows), got {int(num_seeds)}")
