@@ -101,10 +101,13 @@ if numba is not None:
             src = src_out[src_at: src_at + cap]
             all_neighbors = (not replace) and k >= max_degree
 
-            # 1. Pick neighbours, one row per iteration (global ids into nbr, validity into mask).
+            # 1. Pick neighbours: per row the offsets into its neighbour list (in nbr) and the
+            #    validity (in mask); the row's start in indices goes to starts.
+            starts = np.empty(rows, dtype=np.int64)
             for r in prange(rows):
                 base = r * k
                 if r >= n_dst:
+                    starts[r] = 0
                     for s in range(k):
                         nbr[base + s] = 0
                         mask[base + s] = False
@@ -112,27 +115,24 @@ if numba is not None:
                 node = dst[r]
                 start = indptr[node]
                 degree = indptr[node + 1] - start
+                starts[r] = start
                 row_key = mix64(hop_key ^ mix64(np.uint64(node)))
                 if replace:
                     for s in range(k):
                         if degree > 0:
                             draw = mix64(row_key + np.uint64(s)) & _LOW62
-                            nbr[base + s] = indices[start + np.int64(draw % np.uint64(degree))]
+                            nbr[base + s] = np.int64(draw % np.uint64(degree))
                             mask[base + s] = True
                         else:
                             nbr[base + s] = 0
                             mask[base + s] = False
                 elif all_neighbors or degree <= k:
                     for s in range(k):
-                        if s < degree:
-                            nbr[base + s] = indices[start + s]
-                            mask[base + s] = True
-                        else:
-                            nbr[base + s] = 0
-                            mask[base + s] = False
+                        nbr[base + s] = s
+                        mask[base + s] = s < degree
                 else:
                     # Floyd: for j = d-k .. d-1 draw t in [0, j]; take t unless already taken,
-                    # else j. The chosen offsets sit in nbr until they become ids below.
+                    # else j.
                     for s in range(k):
                         j = degree - k + s
                         draw = mix64(row_key + np.uint64(s)) & _LOW62
@@ -142,9 +142,17 @@ if numba is not None:
                                 t = j
                                 break
                         nbr[base + s] = t
-                    for s in range(k):
-                        nbr[base + s] = indices[start + nbr[base + s]]
                         mask[base + s] = True
+            # Offsets -> global ids in a loop of independent loads (many cache misses in
+            # flight at once, rather than one per row between the Floyd rounds).
+            for r in prange(n_dst):
+                base = r * k
+                start = starts[r]
+                for s in range(k):
+                    if mask[base + s]:
+                        nbr[base + s] = indices[start + nbr[base + s]]
+                    else:
+                        nbr[base + s] = 0
 
             # 2. Deduplicate in first-occurrence order: destination rows keep their row, new
             #    nodes get n_dst, n_dst + 1, ... in slot order. marker[v] = v's local id.
