@@ -193,7 +193,9 @@ class Engine:
             (rewound ones included) by :meth:`train_epoch`.
         kernel: the envelope sampler's implementation: "auto" (default: the fused numba kernel
             on the CPU when numba is installed, else the torch ops), "fused" or "torch"; both
-            sample the same tensors bit for bit (see :func:`zg.sampling.resolve_kernel`).
+            sample the same tensors bit for bit (see :func:`zg.sampling.resolve_kernel`). The
+            fused kernel runs below torch's dispatcher, so SyncAudit (``host_syncs``) sees the
+            rest of the step only; ``kernel="torch"`` audits the capturable sampling ops too.
     """
 
     def __init__(self, g: Graph, model: torch.nn.Module, fanouts: Sequence[int], batch_size: int,
