@@ -183,6 +183,25 @@ def test_hypothesis_property(numba, require):
     check()
 
 
+@pytest.mark.parametrize("replace", [False, True])
+def test_with_a_stage_clock_the_hop_by_hop_path_gives_the_same(numba, replace):
+    """Profiling runs the kernel hop by hop (to time "sample" and "compact" apart): same tensors."""
+    g = random_graph()
+    reference, fused = both(g, [3, 4, 2], 32, envelope=Envelope([160, 90, 40]), replace=replace)
+    seeds = torch.zeros(32, dtype=torch.int64)
+    seeds[:20] = torch.arange(200, 220)
+    for key in (-7, 0, batch_key(1, 2, 3)):
+        k, n = torch.tensor(key), torch.tensor(20)
+        stages = []
+        expected = reference.sample_static(seeds, n, k)
+        assert_bit_identical(expected, fused.sample_static(seeds, n, k, clock=stages.append))
+        assert stages == ["sample", "compact"] * 3
+        assert_bit_identical(expected, fused.sample_static(seeds, n, k))
+    with pytest.raises(ValueError, match="node ids"):
+        fused.sample_static(torch.full((32,), g.num_nodes), torch.tensor(3), torch.tensor(0),
+                            clock=stages.append)
+
+
 def test_bad_static_inputs_are_errors_not_crashes(numba):
     g = random_graph()
     fused = EnvelopeSampler(g, [3], 4, kernel="fused")

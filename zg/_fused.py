@@ -22,7 +22,7 @@ The first call compiles the kernel (or loads it from numba's on-disk cache, ``ca
 from __future__ import annotations
 
 import time
-from typing import List, Optional, Sequence, Tuple
+from typing import Callable, List, Optional, Sequence, Tuple
 
 import numpy as np
 import torch
@@ -66,124 +66,154 @@ if numba is not None:
         x = (x ^ (x >> np.uint64(27))) * _MIX2
         return x ^ (x >> np.uint64(31))
 
+    @njit(cache=True)
+    def hop_key(key, hop):
+        """zg.sampling._hop_key on a uint64: mix64(key + (hop + 1) * golden)."""
+        return mix64(key + np.uint64(hop + 1) * _GOLDEN)
+
+    @njit(cache=True)
+    def check_seeds(seeds, num_seeds, num_nodes):
+        """0, or 1: num_seeds outside [0, B]; 2: a real seed outside [0, N) (numba does not
+        check bounds, so this does before anything is read)."""
+        if num_seeds < 0 or num_seeds > seeds.shape[0]:
+            return 1
+        for i in range(num_seeds):
+            if seeds[i] < 0 or seeds[i] >= num_nodes:
+                return 2
+        return 0
+
     @njit(parallel=True, cache=True, nogil=True)
+    def pick(indptr, indices, dst, n_dst, k, key, replace, all_neighbors, nbr, mask):
+        """The "sample" stage of one hop: up to k in-neighbours of each of the rows dst[:n_dst].
+
+        dst int64 [R]; nbr int64 [R * k] global ids (0 where masked), mask bool [R * k],
+        row-major [R, k]; key uint64, this hop's key. Rows >= n_dst are all masked.
+        """
+        rows = dst.shape[0]
+        # Per row the offsets into its neighbour list (in nbr) and the validity (in mask); the
+        # row's start in indices goes to starts.
+        starts = np.empty(rows, dtype=np.int64)
+        for r in prange(rows):
+            base = r * k
+            if r >= n_dst:
+                starts[r] = 0
+                for s in range(k):
+                    nbr[base + s] = 0
+                    mask[base + s] = False
+                continue
+            node = dst[r]
+            start = indptr[node]
+            degree = indptr[node + 1] - start
+            starts[r] = start
+            row_key = mix64(key ^ mix64(np.uint64(node)))
+            if replace:
+                for s in range(k):
+                    if degree > 0:
+                        draw = mix64(row_key + np.uint64(s)) & _LOW62
+                        nbr[base + s] = np.int64(draw % np.uint64(degree))
+                        mask[base + s] = True
+                    else:
+                        nbr[base + s] = 0
+                        mask[base + s] = False
+            elif all_neighbors or degree <= k:
+                for s in range(k):
+                    nbr[base + s] = s
+                    mask[base + s] = s < degree
+            else:
+                # Floyd: for j = d-k .. d-1 draw t in [0, j]; take t unless already taken, else j.
+                for s in range(k):
+                    j = degree - k + s
+                    draw = mix64(row_key + np.uint64(s)) & _LOW62
+                    t = np.int64(draw % np.uint64(j + 1))
+                    for q in range(s):
+                        if nbr[base + q] == t:
+                            t = j
+                            break
+                    nbr[base + s] = t
+                    mask[base + s] = True
+        # Offsets -> global ids in a loop of independent loads (many cache misses in flight at
+        # once, rather than one per row between the Floyd rounds).
+        for r in prange(n_dst):
+            base = r * k
+            start = starts[r]
+            for s in range(k):
+                if mask[base + s]:
+                    nbr[base + s] = indices[start + nbr[base + s]]
+                else:
+                    nbr[base + s] = 0
+
+    @njit(cache=True, nogil=True)
+    def compact(dst, n_dst, k, marker, nbr, mask, src):
+        """The "compact" stage of one hop: number the distinct nodes, rewrite nbr as local ids.
+
+        First-occurrence order: destination rows keep their row, new nodes get n_dst,
+        n_dst + 1, ... in slot order (row by row). src int64 [cap] receives dst[:n_dst], the
+        new nodes, then zeros; local ids >= cap are clamped to cap - 1 (overflow). marker
+        int32/int64 [N] holds each node's local id during the hop and is all -1 before and
+        after: only the entries the hop touched are reset (all of them after an overflow).
+        Returns the true count.
+        """
+        rows = dst.shape[0]
+        cap = src.shape[0]
+        for i in range(n_dst):
+            src[i] = dst[i]
+            if marker[dst[i]] < 0:
+                marker[dst[i]] = i
+        for i in range(n_dst, cap):
+            src[i] = 0
+        count = n_dst
+        for p in range(rows * k):
+            if mask[p]:
+                v = nbr[p]
+                local = marker[v]
+                if local < 0:
+                    local = count
+                    marker[v] = count
+                    if count < cap:
+                        src[count] = v
+                    count += 1
+                nbr[p] = min(local, cap - 1)
+        if count > cap:
+            marker[:] = -1                 # the overflowed nodes are not in src: reset all
+        else:
+            for i in range(n_dst):
+                marker[dst[i]] = -1
+            for i in range(n_dst, count):
+                marker[src[i]] = -1
+        return count
+
+    @njit(cache=True, nogil=True)
     def sample_all(indptr, indices, seeds, num_seeds, key, fanouts, caps, replace, max_degree,
                    marker, nbr_out, mask_out, src_out, counts_out, overflowed_out):
-        """Every hop of one batch, seeds outward.
+        """Every hop of one batch, seeds outward: pick, then compact, hop after hop.
 
         indptr int64 [N+1], indices int64 [E]; seeds int64 [B]; num_seeds, key int64 [1];
         fanouts, caps int64 [L] (seeds outward); marker int32/int64 [N] all -1 (left all -1);
         nbr_out int64 [sum R_h * k_h] and mask_out bool [same] (row-major [R_h, k_h] per hop);
         src_out int64 [sum cap_h]; counts_out int64 [2L] (true counts, then clamped);
-        overflowed_out bool [1]. Returns 0, or (nothing written) 1: num_seeds outside
-        [0, B]; 2: a real seed outside [0, N) (numba does not check bounds, so this does).
+        overflowed_out bool [1]. Returns :func:`check_seeds`'s status (nothing written unless 0).
         """
-        n = indptr.shape[0] - 1
+        status = check_seeds(seeds, num_seeds[0], indptr.shape[0] - 1)
+        if status != 0:
+            return status
         num_hops = fanouts.shape[0]
         key_u = np.uint64(key[0])
-        n_dst = num_seeds[0]
-        rows = seeds.shape[0]
-        if n_dst < 0 or n_dst > rows:
-            return 1
-        for i in range(n_dst):
-            if seeds[i] < 0 or seeds[i] >= n:
-                return 2
         dst = seeds
+        n_dst = num_seeds[0]
         nbr_at = 0
         src_at = 0
         overflowed = False
         for hop in range(num_hops):
             k = fanouts[hop]
             cap = caps[hop]
-            hop_key = mix64(key_u + np.uint64(hop + 1) * _GOLDEN)   # zg.sampling._hop_key
+            rows = dst.shape[0]
             nbr = nbr_out[nbr_at: nbr_at + rows * k]
             mask = mask_out[nbr_at: nbr_at + rows * k]
             src = src_out[src_at: src_at + cap]
-            all_neighbors = (not replace) and k >= max_degree
-
-            # 1. Pick neighbours: per row the offsets into its neighbour list (in nbr) and the
-            #    validity (in mask); the row's start in indices goes to starts.
-            starts = np.empty(rows, dtype=np.int64)
-            for r in prange(rows):
-                base = r * k
-                if r >= n_dst:
-                    starts[r] = 0
-                    for s in range(k):
-                        nbr[base + s] = 0
-                        mask[base + s] = False
-                    continue
-                node = dst[r]
-                start = indptr[node]
-                degree = indptr[node + 1] - start
-                starts[r] = start
-                row_key = mix64(hop_key ^ mix64(np.uint64(node)))
-                if replace:
-                    for s in range(k):
-                        if degree > 0:
-                            draw = mix64(row_key + np.uint64(s)) & _LOW62
-                            nbr[base + s] = np.int64(draw % np.uint64(degree))
-                            mask[base + s] = True
-                        else:
-                            nbr[base + s] = 0
-                            mask[base + s] = False
-                elif all_neighbors or degree <= k:
-                    for s in range(k):
-                        nbr[base + s] = s
-                        mask[base + s] = s < degree
-                else:
-                    # Floyd: for j = d-k .. d-1 draw t in [0, j]; take t unless already taken,
-                    # else j.
-                    for s in range(k):
-                        j = degree - k + s
-                        draw = mix64(row_key + np.uint64(s)) & _LOW62
-                        t = np.int64(draw % np.uint64(j + 1))
-                        for q in range(s):
-                            if nbr[base + q] == t:
-                                t = j
-                                break
-                        nbr[base + s] = t
-                        mask[base + s] = True
-            # Offsets -> global ids in a loop of independent loads (many cache misses in
-            # flight at once, rather than one per row between the Floyd rounds).
-            for r in prange(n_dst):
-                base = r * k
-                start = starts[r]
-                for s in range(k):
-                    if mask[base + s]:
-                        nbr[base + s] = indices[start + nbr[base + s]]
-                    else:
-                        nbr[base + s] = 0
-
-            # 2. Deduplicate in first-occurrence order: destination rows keep their row, new
-            #    nodes get n_dst, n_dst + 1, ... in slot order. marker[v] = v's local id.
-            for i in range(n_dst):
-                src[i] = dst[i]
-                if marker[dst[i]] < 0:
-                    marker[dst[i]] = i
-            for i in range(n_dst, cap):
-                src[i] = 0
-            count = n_dst
-            for p in range(rows * k):
-                if mask[p]:
-                    v = nbr[p]
-                    local = marker[v]
-                    if local < 0:
-                        local = count
-                        marker[v] = count
-                        if count < cap:
-                            src[count] = v
-                        count += 1
-                    nbr[p] = min(local, cap - 1)
-            # 3. Reset only what this hop touched (all of it after an overflow: rare, O(N)).
-            if count > cap:
-                overflowed = True
-                for v in prange(n):
-                    marker[v] = -1
-            else:
-                for i in range(n_dst):
-                    marker[dst[i]] = -1
-                for i in range(n_dst, count):
-                    marker[src[i]] = -1
+            pick(indptr, indices, dst, n_dst, k, hop_key(key_u, hop), replace,
+                 (not replace) and k >= max_degree, nbr, mask)
+            count = compact(dst, n_dst, k, marker, nbr, mask, src)
+            overflowed = overflowed or count > cap
             clamped = min(count, cap)
             counts_out[hop] = count
             counts_out[num_hops + hop] = clamped
@@ -191,7 +221,6 @@ if numba is not None:
             src_at += cap
             dst = src
             n_dst = clamped
-            rows = cap
         overflowed_out[0] = overflowed
         return 0
 
@@ -219,14 +248,19 @@ def new_marker(num_nodes: int) -> torch.Tensor:
 
 def sample_fused(indptr: torch.Tensor, indices: torch.Tensor, seeds: torch.Tensor,
                  num_seeds: torch.Tensor, key: torch.Tensor, fanouts: Sequence[int],
-                 caps: Sequence[int], replace: bool, max_degree: int, marker: torch.Tensor):
+                 caps: Sequence[int], replace: bool, max_degree: int, marker: torch.Tensor,
+                 clock: Optional[Callable[[str], None]] = None):
     """Run every hop of one batch (seeds outward). CPU tensors only.
+
+    Without ``clock``: one compiled call for all hops. With ``clock`` (profiling): hop by hop
+    from Python, calling ``clock("sample")`` after each hop's picking and ``clock("compact")``
+    after its deduplication (the same results; a little Python per hop).
 
     Returns (per hop, seeds outward: (nbr [R, k], mask [R, k], src_nodes [cap]),
     wanted int64 [L] true counts, clamped int64 [L], overflowed bool []), all torch tensors;
     the per-hop tensors are views of three flat buffers allocated per call.
     """
-    kernel = _get_kernel()
+    _get_kernel()
     set_threads()
     batch = seeds.shape[0]
     rows = [batch] + list(caps[:-1])
@@ -235,17 +269,9 @@ def sample_fused(indptr: torch.Tensor, indices: torch.Tensor, seeds: torch.Tenso
     nbr = torch.empty(total, dtype=torch.int64)
     mask = torch.empty(total, dtype=torch.bool)
     src = torch.empty(sum(caps), dtype=torch.int64)
-    counts = torch.empty(2 * len(fanouts), dtype=torch.int64)
+    L = len(fanouts)
+    counts = torch.empty(2 * L, dtype=torch.int64)
     overflowed = torch.empty(1, dtype=torch.bool)
-    status = kernel(indptr.numpy(), indices.numpy(), seeds.numpy(), num_seeds.reshape(1).numpy(),
-           key.reshape(1).numpy(), np.asarray(fanouts, dtype=np.int64),
-           np.asarray(caps, dtype=np.int64), bool(replace), int(max_degree), marker.numpy(),
-           nbr.numpy(), mask.numpy(), src.numpy(), counts.numpy(), overflowed.numpy())
-    if status == 1:
-        raise ValueError(f"num_seeds must be in [0, {batch}] (the seed buffer's rows), got {int(num_seeds)}")
-    if status == 2:
-        raise ValueError(f"seeds[:num_seeds] must be node ids in [0, {indptr.shape[0] - 1}); "
-                         f"some are not")
     hops: List[Tuple[torch.Tensor, torch.Tensor, torch.Tensor]] = []
     at = src_at = 0
     for r, k, cap, size in zip(rows, fanouts, caps, nbr_sizes):
@@ -253,7 +279,36 @@ def sample_fused(indptr: torch.Tensor, indices: torch.Tensor, seeds: torch.Tenso
                      src[src_at: src_at + cap]))
         at += size
         src_at += cap
-    L = len(fanouts)
+    graph = (indptr.numpy(), indices.numpy())
+    if clock is None:
+        status = sample_all(*graph, seeds.numpy(), num_seeds.reshape(1).numpy(),
+                            key.reshape(1).numpy(), np.asarray(fanouts, dtype=np.int64),
+                            np.asarray(caps, dtype=np.int64), bool(replace), int(max_degree),
+                            marker.numpy(), nbr.numpy(), mask.numpy(), src.numpy(),
+                            counts.numpy(), overflowed.numpy())
+    else:
+        # Host memory read through numpy: not an aten op, so no "sync" (these are CPU tensors).
+        n_dst = int(num_seeds.reshape(1).numpy()[0])
+        status = check_seeds(seeds.numpy(), n_dst, indptr.shape[0] - 1)
+        if status == 0:
+            key_u = key.reshape(1).numpy().view(np.uint64)[0]
+            dst, any_overflow = seeds.numpy(), False
+            for hop, ((h_nbr, h_mask, h_src), k, cap) in enumerate(zip(hops, fanouts, caps)):
+                h_nbr, h_mask, h_src = h_nbr.view(-1).numpy(), h_mask.view(-1).numpy(), h_src.numpy()
+                pick(*graph, dst, n_dst, k, np.uint64(hop_key(key_u, hop)), bool(replace),
+                     (not replace) and k >= max_degree, h_nbr, h_mask)
+                clock("sample")
+                count = compact(dst, n_dst, k, marker.numpy(), h_nbr, h_mask, h_src)
+                any_overflow = any_overflow or count > cap
+                counts[hop], counts[L + hop] = count, min(count, cap)
+                clock("compact")
+                dst, n_dst = h_src, min(count, cap)
+            overflowed[0] = any_overflow
+    if status == 1:
+        raise ValueError(f"num_seeds must be in [0, {batch}] (the seed buffer's rows), got {int(num_seeds)}")
+    if status == 2:
+        raise ValueError(f"seeds[:num_seeds] must be node ids in [0, {indptr.shape[0] - 1}); "
+                         f"some are not")
     return hops, counts[:L], counts[L:], overflowed.view(())
 
 
@@ -263,17 +318,20 @@ def warm_up() -> float:
     Runs once per process; later calls return the first call's seconds."""
     if _compile["seconds"] is not None:
         return _compile["seconds"]
-    kernel = _get_kernel()
+    _get_kernel()
     start = time.perf_counter()
     indptr = torch.tensor([0, 2, 3, 3], dtype=torch.int64)
     indices = torch.tensor([1, 2, 0], dtype=torch.int64)
-    sample_fused(indptr, indices, torch.tensor([0, 1], dtype=torch.int64),
-                 torch.tensor(2, dtype=torch.int64), torch.tensor(7, dtype=torch.int64), [1, 2],
-                 [3, 3], False, 2, new_marker(3))
+    for clock in (None, lambda stage: None):             # both the one-call and the per-hop path
+        sample_fused(indptr, indices, torch.tensor([0, 1], dtype=torch.int64),
+                     torch.tensor(2, dtype=torch.int64), torch.tensor(7, dtype=torch.int64), [1, 2],
+                     [3, 3], False, 2, new_marker(3), clock=clock)
     _compile["seconds"] = time.perf_counter() - start
-    stats = kernel.stats
-    _compile["cache_hits"] = int(sum(stats.cache_hits.values()))
-    _compile["cache_misses"] = int(sum(stats.cache_misses.values()))
+    hits = misses = 0
+    for function in (sample_all, pick, compact, check_seeds, hop_key):
+        hits += int(sum(function.stats.cache_hits.values()))
+        misses += int(sum(function.stats.cache_misses.values()))
+    _compile["cache_hits"], _compile["cache_misses"] = hits, misses
     return _compile["seconds"]
 
 
@@ -289,6 +347,7 @@ def compile_info() -> dict:
         except ValueError:
             layer = None
     return {"seconds": _compile["seconds"],
-            "from_cache": None if _compile["cache_hits"] is None else _compile["cache_hits"] > 0,
+            "from_cache": (None if _compile["cache_hits"] is None
+                           else _compile["cache_hits"] > 0 and _compile["cache_misses"] == 0),
             "numba": None if numba is None else numba.__version__,
             "threading_layer": layer}
