@@ -41,11 +41,10 @@ hop in one compiled, multithreaded call and returns the same tensors bit for bit
 
 from __future__ import annotations
 
-from dataclasses import dataclass
-from typing import Any, List, Optional, Sequence
-
 import os
 import warnings
+from dataclasses import dataclass
+from typing import Any, List, Optional, Sequence
 
 import torch
 
