@@ -13,7 +13,7 @@ export PYTHONHASHSEED := 0
 # slow torch's CPU kernels down by an order of magnitude.
 export OMP_WAIT_POLICY := PASSIVE
 
-.PHONY: help env lab test test-core test-modern report report-ci report-check bench clean
+.PHONY: help env lab lab-instructor labs labs-check test test-core test-modern report report-ci report-check bench clean
 
 help:
 	@echo "make lab          set up .venv (reference env) and start JupyterLab in notebooks/"
@@ -23,6 +23,9 @@ help:
 	@echo "make report-ci    the same at CI size"
 	@echo "make report-check open every report in headless Chromium: figures drawn, no JS errors"
 	@echo "make bench        run the benchmarks in bench/ (JSON lands in bench/results/)"
+	@echo "make labs         build the student version of the graded labs into labs/release/ (nbgrader)"
+	@echo "make labs-check   grade the labs as two students: solutions get every point, the untouched release ~none"
+	@echo "make lab-instructor  JupyterLab in labs/ (nbgrader's formgrader manages the course there)"
 
 # The reference environment: created if missing, reinstalled when the pins or pyproject change.
 $(VENV)/.zg-installed: requirements/reference.txt pyproject.toml
@@ -35,6 +38,19 @@ env: $(VENV)/.zg-installed
 
 lab: env
 	cd notebooks && ../$(VENV)/bin/jupyter lab $(if $(filter 0,$(shell id -u)),--allow-root) $(LAB_ARGS)
+
+# The same JupyterLab rooted at the nbgrader course (labs/), so the formgrader and the
+# create-assignment toolbar work on the labs (labs/README.md).
+lab-instructor: env
+	cd labs && PATH="$(abspath $(VENV))/bin:$$PATH" ../$(VENV)/bin/jupyter lab $(if $(filter 0,$(shell id -u)),--allow-root) $(LAB_ARGS)
+
+# The graded labs (labs/README.md). `make labs`: the student version in labs/release/.
+# `make labs-check`: grade a temp copy of the course as two students (tools/labs_check.py).
+labs: env
+	$(PY) tools/labs_release.py
+
+labs-check: env
+	PYTHONPATH=$(CURDIR) $(PY) tools/labs_check.py
 
 # ZG_REFERENCE_ENV=1: in the reference environment a missing DGL (or other pinned extra) is a
 # test error, never a skip.

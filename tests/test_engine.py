@@ -37,6 +37,21 @@ def test_steady_state_iterations_have_zero_host_syncs(graph):
     assert stats.iterations == eng.batches(0).__len__() and stats.replays == stats.iterations
 
 
+@pytest.mark.parametrize("kind", ["gcn", "gat"])
+def test_static_step_of_every_model_has_zero_host_syncs(graph, kind):
+    """The CPU aggregation paths (embedding_bag) inside the whole static step: no host sync,
+    and the same seed gives the same parameters bit for bit."""
+    runs = []
+    for _ in range(2):
+        torch.manual_seed(0)
+        model = models.build(kind, 16, 8, 4, 2, dropout=0.5, **({"heads": 2} if kind == "gat" else {}))
+        eng = Engine(graph, model, [5, 5], 128, envelope="profiled", audit_iterations=3, seed=1)
+        stats = eng.train_epoch(max_batches=5)
+        assert stats.host_syncs == 0 and stats.iterations == 5
+        runs.append(params(eng))
+    assert all(torch.equal(a, b) for a, b in zip(*runs))
+
+
 def test_dynamic_pipeline_through_the_same_api_syncs(graph):
     eng = engine(graph, pipeline="dynamic", audit_iterations=2)
     stats = eng.train_epoch()

@@ -309,6 +309,74 @@ def test_masked_softmax():
         zm.masked_softmax(scores, mask.float())
 
 
+# ----------------------------------------------------------------------------- CPU aggregation paths
+
+
+def gather_reference_attention_sum(z, nbr, alpha, mask):
+    """The explicit [D, k, H, F] gather, product and masked sum (the CUDA path, kept as the
+    readable reference)."""
+    return zm._masked_sum(alpha.unsqueeze(-1) * zm._gather(z, nbr), mask)
+
+
+@pytest.mark.parametrize("heads, fanout", [(1, 4), (3, 5), (4, 1), (2, 0)])
+@pytest.mark.parametrize("seed", [0, 1])
+def test_attention_sum_on_the_cpu_equals_the_gather_reference(heads, fanout, seed):
+    """The embedding_bag path (CPU) against the gather path: outputs and the gradients of
+    ``z`` and of the attention scores, with padded rows, rows without an edge, repeated
+    neighbours and junk behind masked slots."""
+    gen = torch.Generator().manual_seed(seed)
+    block = random_block(num_dst=9, num_src=13, dst_rows=12, src_rows=16, fanout=fanout, gen=gen)
+    mask = block.mask & (torch.arange(12) < 9).unsqueeze(1)
+    mask[2] = False                                          # a real row without an edge
+    junk = torch.randint(0, 16, block.nbr.shape, generator=gen)
+    nbr = torch.where(mask, block.nbr, junk)                 # masked slots point anywhere
+    nbr = torch.cat([nbr, nbr], 1)[:, :fanout]               # a strided view, as engines pass
+    z = torch.randn(16, heads, 6, generator=gen)
+    scores = torch.randn(12, fanout, heads, generator=gen)
+    weight = torch.randn(12, heads, 6, generator=gen)
+    results = []
+    for fn in (zm._attention_sum, gather_reference_attention_sum):
+        z_ = z.clone().requires_grad_(True)
+        scores_ = scores.clone().requires_grad_(True)
+        alpha = zm.masked_softmax(scores_, mask)
+        out = fn(z_, nbr, alpha, mask)
+        (out * weight).sum().backward()
+        results.append((out, z_.grad, scores_.grad))
+    (out, z_grad, s_grad), (ref, z_ref, s_ref) = results
+    assert out.shape == (12, heads, 6)
+    torch.testing.assert_close(out, ref, **TOL)
+    torch.testing.assert_close(z_grad, z_ref, **TOL)
+    torch.testing.assert_close(s_grad, s_ref, **TOL)
+    assert torch.all(out[~mask.any(1)] == 0), "rows without a real edge sum to zero"
+    assert torch.all(s_grad[~mask] == 0), "no gradient reaches a masked slot's score"
+    untouched = torch.ones(16, dtype=torch.bool)
+    untouched[nbr[mask]] = False
+    assert torch.all(z_grad[untouched] == 0), "rows no real edge reads get exactly zero gradient"
+
+
+@pytest.mark.parametrize("kind", ["sage", "gcn", "gat"])
+def test_cpu_aggregation_matches_the_gather_path_in_a_whole_model(kind, monkeypatch):
+    """The whole model with the CPU aggregation (embedding_bag) against the same model with
+    the gather path forced (what CUDA runs): logits and every gradient, dropout off."""
+    gen = torch.Generator().manual_seed(12)
+    blocks = random_blocks(3, [4, 3, 2], gen)
+    x = torch.randn(blocks[0].src_nodes.shape[0], 6, generator=gen)
+    model = zm.build(kind, 6, 8, 3, 3, dropout=0.0)
+    out, x_grad, grads = run_with_grads(model, blocks, x)
+
+    def weighted_gather(h, nbr, weight, edge_mask):
+        nbr = torch.where(edge_mask, nbr, 0)
+        return (zm._gather(h, nbr) * weight.to(h.dtype).unsqueeze(-1)).sum(1)
+
+    monkeypatch.setattr(zm, "_weighted_neighbour_sum", weighted_gather)
+    monkeypatch.setattr(zm, "_attention_sum", gather_reference_attention_sum)
+    ref, x_ref, grads_ref = run_with_grads(model, blocks, x)
+    torch.testing.assert_close(out, ref, **TOL)
+    torch.testing.assert_close(x_grad, x_ref, **TOL)
+    for name in grads:
+        torch.testing.assert_close(grads[name], grads_ref[name], **TOL, msg=name)
+
+
 # ----------------------------------------------------------------------------- host syncs
 
 

@@ -124,3 +124,70 @@ def test_gpu_results_figure(viz):
     assert len(fig.data) == 4 and list(fig.data[3].y) == [0.95]
     with pytest.raises(ValueError, match="label"):
         viz.gpu_results(rows, label="")
+
+
+def _growth_rows():
+    """Two pipelines on a size sweep (batch 1024) and a batch sweep (on 400 nodes)."""
+    from zg.step import STAGES
+
+    rows = []
+    for name, factor in (("DGL", 1.0), ("zg envelope", 2.0)):
+        for n, b in ((100, 1024), (400, 1024), (400, 256), (400, 4096)):
+            seconds = factor * n / 100 * b / 1024
+            row = {"pipeline": name, "num_nodes": n, "batch_size": b, "seconds_per_batch": seconds,
+                   "seconds_per_batch_std": 0.1 * seconds, "projected_epoch_seconds": 10 * seconds}
+            row.update({s: seconds / len(STAGES) for s in STAGES})
+            row["loss"] = 0.0                      # a stage that took nothing is not drawn
+            rows.append(row)
+    return rows
+
+
+def test_cost_growth(viz):
+    from zg.step import STAGES
+
+    rows = _growth_rows()
+    fig = viz.cost_growth(rows, size_batch=1024, batch_graph=400, subtitle="machine X")
+    per_pipeline = 2 * (1 + len(STAGES))                    # two panels, total + every stage
+    assert len(fig.data) == 2 * per_pipeline
+    totals = [t for t in fig.data if t.name in ("DGL", "zg envelope")]
+    assert len(totals) == 4
+    size_dgl = next(t for t in totals if t.name == "DGL" and t.xaxis == "x")
+    assert list(size_dgl.x) == [100, 400] and list(size_dgl.y) == [1.0, 4.0]
+    batch_env = next(t for t in totals if t.name == "zg envelope" and t.xaxis == "x2")
+    assert list(batch_env.x) == [256, 1024, 4096]
+    assert list(batch_env.y) == [2.0, 8.0, 32.0]
+    assert list(size_dgl.error_y.array) == [0.1, 0.4]
+    assert fig.layout.xaxis.type == "log" and fig.layout.yaxis.type == "log"
+    assert fig.layout.xaxis2.type == "log" and fig.layout.yaxis2.type == "log"
+    assert "machine X" in fig.layout.title.text
+    # The dropdown: every total at first; one pipeline with its stages per other button.
+    buttons = fig.layout.updatemenus[0].buttons
+    assert [b.label for b in buttons] == ["all pipelines", "DGL, by stage", "zg envelope, by stage"]
+    shown = buttons[0].args[0]["visible"]
+    assert [t.name for t, v in zip(fig.data, shown) if v] == ["DGL", "DGL", "zg envelope", "zg envelope"]
+    assert [bool(t.visible is not False) for t in fig.data] == shown
+    dgl_only = buttons[1].args[0]["visible"]
+    assert all(t.name.startswith("DGL") for t, v in zip(fig.data, dgl_only) if v)
+    assert sum(dgl_only) == per_pipeline
+    loss = next(t for t in fig.data if t.name == "DGL: loss")
+    assert all(v is None for v in loss.y)                   # zero: off the log axis, not at 0
+    epoch = viz.cost_growth(rows, size_batch=1024, batch_graph=400, metric="projected_epoch_seconds")
+    sample = next(t for t in epoch.data if t.name == "DGL: sample" and t.xaxis == "x")
+    assert list(sample.y) == pytest.approx([10 / len(STAGES), 40 / len(STAGES)])
+    assert epoch.data[0].error_y.array is None
+    assert "projected" in epoch.layout.yaxis.title.text
+
+
+def test_cost_growth_bad_input(viz):
+    rows = _growth_rows()
+    with pytest.raises(ValueError, match="metric"):
+        viz.cost_growth(rows, size_batch=1024, batch_graph=400, metric="seconds")
+    with pytest.raises(ValueError, match="size_batch"):
+        viz.cost_growth(rows, size_batch=512, batch_graph=400)
+    with pytest.raises(ValueError, match="batch_graph"):
+        viz.cost_growth(rows, size_batch=1024, batch_graph=7)
+    with pytest.raises(ValueError, match="sample"):
+        viz.cost_growth([{k: v for k, v in rows[0].items() if k != "sample"}], size_batch=1024,
+                        batch_graph=100)
+    with pytest.raises(ValueError, match="empty"):
+        viz.cost_growth([], size_batch=1024, batch_graph=400)

@@ -9,6 +9,8 @@ the samplers, the engine and Grappa's partitioner then read.
                             -papers100M; see zg.ogbn), from a cache folder, never a prompt
     csbm(...)               contextual stochastic block model: tunable homophily and degrees
     rmat(...)               R-MAT / Graph500 Kronecker graph: skewed degrees at any scale
+    products_like(...)      the shape of ogbn-products (2.4M nodes, power-law degree ~50, 100
+                            features, 47 classes), generated with numpy and cached on disk
     save_npz(g, path)       a user's own graph to one .npz file ...
     load_npz(path)          ... and back, through the validating constructor
     save_folder(g, path)    a graph as a folder of .npy files ...
@@ -47,6 +49,9 @@ __all__ = [
     "load_npz",
     "save_folder",
     "load_folder",
+    "products_like",
+    "products_like_path",
+    "default_cache_dir",
     "KNOWN_DATASETS",
     "CORA_SUBJECTS",
 ]
@@ -725,3 +730,334 @@ def rmat(
     train_idx, val_idx, test_idx = _random_split(N, train_frac, val_frac, gen)
     return Graph(indptr, indices, x=x, y=y, train_idx=train_idx, val_idx=val_idx,
                  test_idx=test_idx, num_classes=num_classes, name=name)
+
+
+# ----------------------------------------------------------------------------- products-like
+
+PRODUCTS_LIKE_VERSION = 1     # bump when the generator changes: cached folders then miss
+PRODUCTS_LIKE_CHUNK = 1 << 21  # node pairs drawn per chunk (fixes how the stream is consumed)
+PRODUCTS_LIKE_MAX_DEGREE = 20_000   # default cap on expected degree (ogbn-products: max 17,481)
+
+
+def default_cache_dir() -> Path:
+    """Where generated graphs are cached when no ``cache_dir`` is given.
+
+    ``$ZG_CACHE_DIR`` if set; else ``<repo>/bench/data`` when zg runs from a source checkout
+    (that folder is gitignored); else ``$XDG_CACHE_HOME/zg/datasets`` (``~/.cache/zg/datasets``).
+    """
+    env = os.environ.get("ZG_CACHE_DIR")
+    if env:
+        return Path(env)
+    bench = Path(__file__).resolve().parent.parent / "bench"
+    if bench.is_dir():
+        return bench / "data"
+    xdg = os.environ.get("XDG_CACHE_HOME") or os.path.join(os.path.expanduser("~"), ".cache")
+    return Path(xdg) / "zg" / "datasets"
+
+
+def _products_like_args(num_nodes, avg_degree, feat_dim, num_classes, seed, homophily, power,
+                        max_degree, feature_snr, train_frac, val_frac, name) -> dict:
+    """The checked arguments of :func:`products_like` (every problem names its argument)."""
+    num_nodes = _int_arg(num_nodes, "num_nodes", low=2, high=2**31)
+    avg_degree = _real_arg(avg_degree, "avg_degree", low=0.0, high=num_nodes - 1, low_open=True)
+    feat_dim = _int_arg(feat_dim, "feat_dim", low=1)
+    num_classes = _int_arg(num_classes, "num_classes", low=1, high=num_nodes)
+    seed = _int_arg(seed, "seed", low=0, high=2**63 - 1)
+    homophily = _real_arg(homophily, "homophily", low=0.0, high=1.0)
+    if homophily < 1.0 and num_classes < 2:
+        raise ValueError(f"homophily={homophily} < 1 sends some edges to another class, which "
+                         f"needs num_classes >= 2 (got num_classes={num_classes})")
+    power = _real_arg(power, "power", low=2.0, low_open=True)
+    if max_degree is None:
+        max_degree = min(PRODUCTS_LIKE_MAX_DEGREE, num_nodes - 1)
+    max_degree = _int_arg(max_degree, "max_degree", low=1, high=num_nodes - 1)
+    if max_degree < avg_degree:
+        raise ValueError(f"max_degree must be >= avg_degree, got max_degree={max_degree} < "
+                         f"avg_degree={avg_degree}")
+    feature_snr = _real_arg(feature_snr, "feature_snr", low=0.0)
+    train_frac, val_frac = _split_fracs(train_frac, val_frac)
+    name = _name_arg(name)
+    return dict(num_nodes=num_nodes, avg_degree=avg_degree, feat_dim=feat_dim,
+                num_classes=num_classes, seed=seed, homophily=homophily, power=power,
+                max_degree=max_degree, feature_snr=feature_snr, train_frac=train_frac,
+                val_frac=val_frac, name=name)
+
+
+def products_like_path(num_nodes: int = 2_400_000, avg_degree: float = 50.0, feat_dim: int = 100,
+                       num_classes: int = 47, seed: int = 0, cache_dir: Any = None, *,
+                       homophily: float = 0.8, power: float = 2.5, max_degree: Any = None,
+                       feature_snr: float = 1.0, train_frac: float = 0.08, val_frac: float = 0.016,
+                       name: str = "products_like") -> Path:
+    """The cache folder :func:`products_like` reads and writes for these arguments.
+
+    Its name shows the size and seed and ends in a hash of every argument and the generator
+    version, so two different graphs never share a folder. Whether it exists says whether the
+    next call generates or loads.
+    """
+    args = _products_like_args(num_nodes, avg_degree, feat_dim, num_classes, seed, homophily,
+                               power, max_degree, feature_snr, train_frac, val_frac, name)
+    return _products_like_folder(args, cache_dir)
+
+
+def _products_like_folder(args: dict, cache_dir: Any) -> Path:
+    import hashlib
+
+    root = default_cache_dir() if cache_dir is None else path_arg(cache_dir, "cache_dir")
+    spec = json.dumps({"generator": "products_like", "version": PRODUCTS_LIKE_VERSION, **args},
+                      sort_keys=True)
+    digest = hashlib.sha256(spec.encode()).hexdigest()[:12]
+    return root / (f"products_like-n{args['num_nodes']}-d{args['avg_degree']:g}-f{args['feat_dim']}"
+                   f"-c{args['num_classes']}-s{args['seed']}-{digest}")
+
+
+def products_like(
+    num_nodes: int = 2_400_000,
+    avg_degree: float = 50.0,
+    feat_dim: int = 100,
+    num_classes: int = 47,
+    seed: int = 0,
+    cache_dir: Any = None,
+    *,
+    cache: bool = True,
+    homophily: float = 0.8,
+    power: float = 2.5,
+    max_degree: Any = None,
+    feature_snr: float = 1.0,
+    train_frac: float = 0.08,
+    val_frac: float = 0.016,
+    mmap: bool = True,
+    name: str = "products_like",
+) -> Graph:
+    """A synthetic graph with the shape of ogbn-products, generated once and cached on disk.
+
+    ogbn-products (Amazon co-purchases): 2,449,029 nodes, 61,859,140 undirected edges (mean
+    degree 50.5, heavy-tailed, largest 17,481), 100 float32 features, 47 classes, edge
+    homophily about 0.81, and a split of 8.0% train / 1.6% val / 90.4% test. The defaults here
+    copy those numbers; the structure is a degree-corrected stochastic block model:
+
+    * Classes: balanced (sizes differ by at most one), randomly assigned; y int64 [N].
+      (ogbn-products' classes are imbalanced; balanced classes keep accuracy easy to read.)
+    * Degrees: each node gets a Pareto weight ``w = (1 - U)^(-1 / (power - 1))`` (a power-law
+      tail with density exponent ``power``), capped so that no node's expected degree exceeds
+      ``max_degree`` (the cap is found by a fixed-point iteration that keeps the mean at
+      ``avg_degree``). Expected degree is proportional to weight.
+    * Edges: undirected pairs, stored in both directions, without self-loops or duplicates. For
+      each pair one end u is drawn with probability proportional to weight; with probability
+      ``homophily`` the other end comes from u's class, else from a uniformly chosen other
+      class, and within that class again proportional to weight. Duplicates are removed and
+      missing pairs drawn again (a few top-up rounds), so ``g.num_edges / N`` is within 0.5% of
+      ``avg_degree`` (on sparse graphs; a graph near complete cannot take every pair it draws)
+      and ``g.edge_homophily()`` is close to ``homophily`` (a little below: the dropped
+      duplicates are mostly same-class pairs among hubs; 0.795 for 0.8 at the defaults).
+    * Features: ``x_i = mean[y_i] + N(0, I)``, float32 [N, feat_dim], the class means about
+      ``feature_snr`` noise standard deviations apart (as :func:`csbm`).
+    * Split: a seeded random permutation: floor(train_frac N) train, floor(val_frac N) val, the
+      rest test (ogbn-products splits by sales rank; a random split keeps the graph one model).
+
+    Generation is numpy: a seeded ``np.random.Generator`` (PCG64), inverse-CDF draws with
+    ``np.searchsorted``, and the CSC arrays from one in-place sort of the packed int64 keys
+    ``dst * N + src`` (the adjacent-difference dedup of ``np.unique`` without its copy). Pairs
+    are drawn ``PRODUCTS_LIKE_CHUNK`` at a time, features ``FEATURE_CHUNK`` rows at a time, so
+    beyond the outputs only the key array (8 bytes per directed edge) scales with the graph.
+
+    Caching: unless ``cache=False``, the graph is written with :func:`save_folder` to
+    ``products_like_path(...)`` under ``cache_dir`` (default :func:`default_cache_dir`) and
+    every later call with the same arguments reads it back with :func:`load_folder` (memory-
+    mapped unless ``mmap=False``); a cache hit returns the same tensors as the generating call.
+    The folder also holds ``products_like.json``: the arguments and the generation time.
+
+    Cost at the defaults (2.4M nodes, 119,995,018 directed edges, largest degree 15,439,
+    median 28, edge homophily 0.795), on the 2-core machine described in :func:`csbm` while
+    other jobs kept its load average near 23: generation 404 s wall, of which ~90 s CPU
+    time; a cache hit (memory-mapped, the Graph validation reading every array once) 17.5 s.
+    At 1.2M nodes, same load: 417 s wall, peak RSS 2.5 GB (generation, save and reload).
+    ``bench/scaling.py`` records the generation and load seconds of every size it uses
+    (its "graphs" entry); on a quiet machine expect a small fraction of those wall times.
+
+    Args:
+        num_nodes: N >= 2.  avg_degree: target mean degree, in (0, N - 1].
+        feat_dim: >= 1.  num_classes: in [1, N].  seed: int >= 0.
+        cache_dir: folder of cached graphs (None: :func:`default_cache_dir`).
+        cache: False: generate in memory, read and write nothing.
+        homophily: in [0, 1].  power: power-law exponent, > 2.
+        max_degree: cap on any node's expected degree, in [avg_degree, N - 1] (None:
+            min(20,000, N - 1); a hub also cannot have more distinct neighbours than its
+            class and the rest offer, so on small graphs the realised cap is lower).
+        feature_snr: >= 0.  train_frac, val_frac: in [0, 1], summing to <= 1.
+        mmap: a cache hit memory-maps the arrays (True) or reads them into memory.
+        name: the Graph's name.
+    """
+    import time
+
+    args = _products_like_args(num_nodes, avg_degree, feat_dim, num_classes, seed, homophily,
+                               power, max_degree, feature_snr, train_frac, val_frac, name)
+    if not isinstance(cache, bool):
+        raise TypeError(f"cache must be a bool, got {type(cache).__name__}")
+    if not isinstance(mmap, bool):
+        raise TypeError(f"mmap must be a bool, got {type(mmap).__name__}")
+    if cache_dir is not None:
+        path_arg(cache_dir, "cache_dir")
+    folder = _products_like_folder(args, cache_dir) if cache else None
+    if folder is not None and (folder / FOLDER_META).is_file():
+        return load_folder(folder, mmap=mmap)
+    start = time.perf_counter()
+    g = _generate_products_like(**args)
+    seconds = time.perf_counter() - start
+    if folder is None:
+        return g
+    folder.parent.mkdir(parents=True, exist_ok=True)
+    save_folder(g, folder)
+    info = {"generator": "products_like", "version": PRODUCTS_LIKE_VERSION, "arguments": args,
+            "generation_seconds": seconds, "num_edges": g.num_edges,
+            "numpy": np.__version__}
+    try:
+        with open(folder / "products_like.json", "w", encoding="utf-8") as f:
+            json.dump(info, f, indent=1)
+            f.write("\n")
+    except OSError:
+        pass                      # the note is informative; the graph itself is saved
+    return load_folder(folder, mmap=mmap) if mmap else g
+
+
+def _capped_degrees(weight: np.ndarray, avg_degree: float, max_degree: int) -> np.ndarray:
+    """Expected degrees proportional to ``weight``, mean ``avg_degree``, none above ``max_degree``.
+
+    Scaling and clipping are repeated until the mean settles: clipping the hubs lowers the
+    mean, so the rest scale up a little (a fixed point, reached in a few rounds).
+    """
+    degree = weight * (avg_degree / weight.mean())
+    for _ in range(50):
+        np.minimum(degree, max_degree, out=degree)
+        mean = degree.mean()
+        if abs(mean - avg_degree) <= 1e-9 * avg_degree:
+            break
+        free = degree < max_degree
+        # Scale the unclipped nodes so the total comes back to N * avg_degree.
+        missing = avg_degree * degree.size - degree.sum()
+        degree[free] *= 1.0 + missing / degree[free].sum()
+    return degree
+
+
+def _generate_products_like(num_nodes, avg_degree, feat_dim, num_classes, seed, homophily, power,
+                            max_degree, feature_snr, train_frac, val_frac, name) -> Graph:
+    rng = np.random.default_rng(seed)
+    N, C = num_nodes, num_classes
+    y = rng.permutation(np.arange(N, dtype=np.int64) % C)                 # [N] balanced classes
+    members = np.argsort(y, kind="stable")                                 # [N] nodes by class
+    class_size = np.bincount(y, minlength=C)                               # [C]
+    class_start = np.cumsum(class_size) - class_size                       # [C]
+    pareto = (1.0 - rng.random(N)) ** (-1.0 / (power - 1.0))              # [N] float64, >= 1
+    weight = _capped_degrees(pareto, avg_degree, max_degree)               # [N] expected degree
+    del pareto
+    cum = np.cumsum(weight[members])                                       # [N] by class
+    cum_before = np.concatenate([[0.0], cum])[class_start]                 # [C] mass before c
+    class_mass = cum[class_start + class_size - 1] - cum_before            # [C]
+    del weight
+
+    guide = _guide_table(cum)
+
+    def draw_in_classes(c: np.ndarray) -> np.ndarray:
+        """One node per entry of ``c`` (class ids, int64 [k]), proportional to weight in its class."""
+        query = cum_before[c] + rng.random(c.size) * class_mass[c]
+        pos = _guided_search(cum, guide, query)
+        # Clamp into the class: float rounding can land one past its last member.
+        pos = np.clip(pos, class_start[c], class_start[c] + class_size[c] - 1)
+        return members[pos]
+
+    def draw_pairs(count: int) -> np.ndarray:
+        """int64 [2 * kept] keys ``dst * N + src`` of ``count`` drawn pairs, both directions.
+
+        Pairs are drawn class by class (how many have their first end u in class c is one
+        multinomial draw over the class masses), so the searches for u and for a same-class v
+        stay in that class's slice of ``cum``, which stays in cache.
+        """
+        keys = np.empty(2 * count, dtype=np.int64)     # filled in place, chunk by chunk
+        filled = 0
+        per_class = rng.multinomial(count, class_mass / class_mass.sum())    # [C]
+        for c, n_c in enumerate(per_class.tolist()):
+            for start in range(0, n_c, PRODUCTS_LIKE_CHUNK):
+                k = min(PRODUCTS_LIKE_CHUNK, n_c - start)
+                u = draw_in_classes(np.full(k, c, dtype=np.int64))         # [k] in class c
+                same = rng.random(k) < homophily
+                # A uniformly chosen *other* class: shift by 1..C-1 around the ring.
+                other = c if C == 1 else (c + rng.integers(1, C, k)) % C
+                v = draw_in_classes(np.where(same, c, other))              # [k]
+                keep = u != v                                              # no self-loops
+                u, v = u[keep], v[keep]
+                forward = keys[filled:filled + u.size]
+                backward = keys[filled + u.size:filled + 2 * u.size]
+                np.multiply(v, N, out=forward); forward += u               # edge u -> v
+                np.multiply(u, N, out=backward); backward += v             # edge v -> u
+                filled += 2 * u.size
+        return keys[:filled]
+
+    target = int(round(N * avg_degree / 2))                                # undirected pairs
+    keys = draw_pairs(target)
+    keys.sort()                                    # in place; numpy's sort is the fast one here
+    keys = _distinct_sorted(keys)                                          # [E] by (dst, src)
+    # Top-up: duplicates and self-loops were dropped, so draw the missing pairs again (a few
+    # rounds: each loses a smaller share). New keys merge into the sorted array by searchsorted.
+    for _ in range(8):
+        missing = target - keys.size // 2
+        if missing <= 0.001 * target:
+            break
+        extra = draw_pairs(missing)
+        extra.sort()
+        extra = _distinct_sorted(extra)
+        at = np.searchsorted(keys, extra)
+        fresh = (at == keys.size) | (keys[np.minimum(at, keys.size - 1)] != extra)
+        keys = np.insert(keys, at[fresh], extra[fresh])
+    indices = keys % N                                                     # [E] sources
+    indptr = np.searchsorted(keys, np.arange(N + 1, dtype=np.int64) * N)   # [N + 1]
+    del keys
+    # Features: class means + noise, drawn in row chunks straight into x.
+    means = rng.standard_normal((C, feat_dim)) * (feature_snr / math.sqrt(2 * feat_dim))
+    means = means.astype(np.float32)
+    x = np.empty((N, feat_dim), dtype=np.float32)                          # [N, F]
+    for start in range(0, N, FEATURE_CHUNK):
+        rows = x[start:start + FEATURE_CHUNK]
+        rng.standard_normal(rows.shape, dtype=np.float32, out=rows)
+        rows += means[y[start:start + FEATURE_CHUNK]]
+    perm = rng.permutation(N)
+    n_train, n_val = int(train_frac * N), int(val_frac * N)
+    train_idx = np.sort(perm[:n_train])
+    val_idx = np.sort(perm[n_train:n_train + n_val])
+    test_idx = np.sort(perm[n_train + n_val:])
+    return Graph(indptr, indices, x=x, y=y, train_idx=train_idx, val_idx=val_idx,
+                 test_idx=test_idx, num_classes=C, name=name)
+
+
+def _guide_table(cum: np.ndarray) -> np.ndarray:
+    """int64 [m + 1]: ``guide[j]`` = first index with ``cum > j * cum[-1] / m`` (m = len(cum)).
+
+    A guide table (Chen and Asau's indexed search) for :func:`_guided_search`: with as many
+    bins as entries, a query lands a few entries before its answer, so the search is a jump
+    and a short, vectorised forward scan instead of a branchy binary search per query.
+    """
+    m = cum.size
+    return np.searchsorted(cum, np.arange(m + 1) * (cum[-1] / m), side="right")
+
+
+def _guided_search(cum: np.ndarray, guide: np.ndarray, query: np.ndarray) -> np.ndarray:
+    """``np.searchsorted(cum, query, side="right")``, exactly, through a guide table."""
+    m = cum.size
+    # One bin early: float rounding of query / width may land one bin past the true one.
+    j = np.clip((query * (m / cum[-1])).astype(np.int64) - 1, 0, m)
+    pos = guide[j]                                            # a lower bound of the answer
+    active = np.flatnonzero(pos < m)
+    while active.size:
+        step = cum[pos[active]] <= query[active]              # still at or below the query
+        active = active[step]
+        pos[active] += 1
+        active = active[pos[active] < m]
+    return pos
+
+
+def _distinct_sorted(keys: np.ndarray) -> np.ndarray:
+    """The distinct values of a sorted int64 array (what np.unique does after its sort)."""
+    if keys.size == 0:
+        return keys
+    distinct = np.empty(keys.size, dtype=bool)
+    distinct[0] = True
+    np.not_equal(keys[1:], keys[:-1], out=distinct[1:])
+    return keys[distinct]

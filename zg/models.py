@@ -11,7 +11,11 @@ works), but on fixed shapes:
 
 * neighbours are read with one gather ``h[nbr]`` of shape ``[D, k, F]`` and reduced over the
   ``k`` fanout slots, with masked slots replaced by zeros (``torch.where``, never a multiply, so
-  even ``inf`` / ``NaN`` behind a masked slot cannot leak in);
+  even ``inf`` / ``NaN`` behind a masked slot cannot leak in). On the CPU the weighted sums
+  (SAGE's mean, GCN's normalised sum, GAT's attention-weighted sum) are one ``embedding_bag``
+  each instead: the ``[D, k, F]`` gather is never materialised, forward or backward, and
+  masked slots point at row 0 with weight exactly 0. The gather path stays for CUDA (known
+  sync-free and capturable) and is the reference the CPU path is tested against;
 * degrees and counts are tensors made with ``sum`` / ``index_add_`` into fixed-size buffers;
 * nothing is read on the host and no op has a data-dependent output shape (no ``.item()``,
   ``nonzero``, boolean-mask indexing or ``unique``), so forward and backward can be captured
@@ -143,6 +147,35 @@ def _weighted_neighbour_sum(h: torch.Tensor, nbr: torch.Tensor, weight: torch.Te
     if h.device.type == "cpu" and nbr.shape[1] > 0:
         return F.embedding_bag(nbr, h, per_sample_weights=weight.to(h.dtype), mode="sum")
     return (_gather(h, nbr) * weight.to(h.dtype).unsqueeze(-1)).sum(1)
+
+
+def _attention_sum(z: torch.Tensor, nbr: torch.Tensor, alpha: torch.Tensor,
+                   edge_mask: torch.Tensor) -> torch.Tensor:
+    """``sum_j alpha[i, j, h] * z[nbr[i, j], h]`` for ``z`` [S, H, F], ``nbr`` [D, k] and
+    ``alpha`` [D, k, H] -> [D, H, F], over the real slots only (``edge_mask`` [D, k]).
+
+    On the CPU this is one ``embedding_bag`` over the ``[S * H, F]`` table of per-head rows
+    (bag ``(i, h)`` holds the ``k`` rows ``nbr[i, j] * H + h`` with weights ``alpha[i, j, h]``):
+    neither the ``[D, k, H, F]`` gather nor its gradient is ever materialised, and the
+    backward is a scatter into ``z`` plus a dot product per slot for ``alpha``. Elsewhere
+    (CUDA) it is the explicit gather, product and masked sum (sync-free, capturable). Masked
+    slots are pointed at row 0 and given weight exactly 0 (a ``where``, so no gradient reaches
+    their ``alpha`` either); both paths are the same sum up to floating-point summation order.
+    """
+    num_dst_rows, fanout = nbr.shape
+    heads = z.shape[1]
+    if z.device.type == "cpu" and fanout > 0:
+        nbr = torch.where(edge_mask, nbr, 0)                                      # [D, k]
+        weight = torch.where(edge_mask.unsqueeze(-1), alpha, 0.0)                 # [D, k, H]
+        head = torch.arange(heads, device=nbr.device)
+        rows = (nbr.unsqueeze(1) * heads + head.view(1, heads, 1))               # [D, H, k]
+        out = F.embedding_bag(rows.reshape(num_dst_rows * heads, fanout), z.reshape(-1, z.shape[-1]),
+                              per_sample_weights=weight.transpose(1, 2).reshape(-1, fanout),
+                              mode="sum")                                         # [D * H, F]
+        return out.view(num_dst_rows, heads, z.shape[-1])
+    # alpha is exactly 0 on masked slots; _masked_sum also selects them away, so the result
+    # does not rest on 0 * z being 0.
+    return _masked_sum(alpha.unsqueeze(-1) * _gather(z, nbr), edge_mask)         # [D, H, F]
 
 
 def _masked_sum(messages: torch.Tensor, edge_mask: torch.Tensor) -> torch.Tensor:
@@ -347,9 +380,7 @@ class GATConv(nn.Module):
         scores = _gather(score_src, nbr) + score_dst.unsqueeze(1)          # [D, k, H]
         scores = F.leaky_relu(scores, self.negative_slope)
         alpha = masked_softmax(scores, edge_mask)                          # [D, k, H]
-        # alpha is exactly 0 on masked slots; _masked_sum also selects them away, so the
-        # result does not rest on 0 * z being 0.
-        out = _masked_sum(alpha.unsqueeze(-1) * _gather(z, nbr), edge_mask)  # [D, H, out]
+        out = _attention_sum(z, nbr, alpha, edge_mask)                     # [D, H, out]
         if self.res_fc is not None:
             out = out + self.res_fc(h_src[:num_dst_rows]).view(-1, heads, out_dim)
         if self.bias is not None:

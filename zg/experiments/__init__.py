@@ -15,6 +15,7 @@ Following one batch through the kit:
     envelopes.py    exact per-block counts, overflow probability and memory per margin (02)
     replay.py       static buffer addresses, executed-step traces, parameter comparisons (03)
     throughput.py   stage timelines, DGL / zg pipelines side by side, committed GPU results (01, 04)
+    scaling.py      cost growth with graph size and batch size, from bench/scaling.py's file (04)
     partitions.py   cut edges, balance and coverage of partitions, across super-epochs (05, 08)
     traffic.py      bytes each design sends: counted, checked against real runs, projected (05-08)
     trainers.py     the distributed trainers trained for real, summarised and averaged (06, 08)
@@ -30,14 +31,16 @@ Every public name is also here, so a notebook needs one import:
     q = ex.partition_quality(g, 4, "metis", hops=2)
 """
 
-from . import (envelopes, estimators, host_syncs, machine, partitions, replay, throughput, together,
-               traffic, trainers)
+from . import (envelopes, estimators, host_syncs, machine, partitions, replay, scaling, throughput,
+               together, traffic, trainers)
 from .envelopes import overflow_curve, sample_counts
 from .estimators import error_rows, shrink_sweep
 from .host_syncs import audit_samplers, measure_hop_metadata
 from .machine import SCALES, by_scale, machine_label, machine_note, markdown_table, scale
 from .partitions import chunk_pairs_met, edges_exposed, partition_quality, sweep_partitions
 from .replay import bitwise_equal, max_abs_difference, parameters, static_addresses, trace_steps
+from .scaling import (SCALING_RESULTS, cost_growth_rows, cost_growth_summary, load_scaling_results,
+                      log_log_slope)
 from .throughput import GPU_RESULTS, gpu_result_rows, load_gpu_results, profile_pipelines, time_stages
 from .together import TOGETHER, train_together, worker_syncs
 from .traffic import (bytes_sent, expected_bytes, feature_fetch_traffic, fetch_traffic_model,
@@ -45,7 +48,9 @@ from .traffic import (bytes_sent, expected_bytes, feature_fetch_traffic, fetch_t
 from .trainers import average_rows, run_trainers, trainer_rows
 
 __all__ = ["machine", "host_syncs", "envelopes", "replay", "throughput", "partitions", "traffic", "trainers",
-           "estimators", "together",
+           "estimators", "together", "scaling",
+           "SCALING_RESULTS", "load_scaling_results", "cost_growth_rows", "cost_growth_summary",
+           "log_log_slope",
            "SCALES", "scale", "by_scale", "machine_note", "machine_label", "markdown_table",
            "measure_hop_metadata", "audit_samplers",
            "sample_counts", "overflow_curve",

@@ -29,7 +29,7 @@ from .grappa import (METHOD_COLORS, accuracy_vs_bytes, bytes_by_kind, bytes_per_
                      coverage_distributions, coverage_histogram, epoch_projection, estimator_errors,
                      partition_sweep, partition_view, rmat_scaling, shrink_curve, traffic_vs_batch,
                      variant_summary)
-from .zerognn import (MIB, batch_scaling, count_distributions, execution_trace, gpu_results, hop_metadata,
+from .zerognn import (MIB, batch_scaling, cost_growth, count_distributions, execution_trace, gpu_results, hop_metadata,
                       host_syncs, memory_per_hop, overflow_vs_margin, stage_breakdown, stage_timeline,
                       sync_ops)
 
@@ -38,7 +38,7 @@ __all__ = ["common", "zerognn", "grappa",
            "offline_html", "curves",
            "host_syncs", "hop_metadata", "sync_ops", "stage_timeline", "count_distributions",
            "memory_per_hop", "overflow_vs_margin", "execution_trace", "stage_breakdown", "batch_scaling",
-           "gpu_results", "MIB",
+           "gpu_results", "cost_growth", "MIB",
            "coverage_histogram", "bytes_by_kind", "coverage_distributions", "partition_sweep",
            "traffic_vs_batch", "partition_view", "bytes_per_epoch_by_run", "estimator_errors",
            "shrink_curve", "accuracy_vs_bytes", "rmat_scaling", "epoch_projection", "variant_summary",

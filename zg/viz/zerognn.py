@@ -19,7 +19,7 @@ from .common import _FALLBACK_COLORS, STAGE_COLORS, _check_mapping, _check_rows,
 
 __all__ = ["host_syncs", "hop_metadata", "sync_ops", "stage_timeline", "count_distributions",
            "memory_per_hop", "overflow_vs_margin", "execution_trace", "stage_breakdown", "batch_scaling",
-           "gpu_results", "MIB"]
+           "gpu_results", "cost_growth", "MIB"]
 
 MIB = 2**20
 
@@ -311,4 +311,74 @@ def gpu_results(rows: Sequence[dict], *, label: str) -> go.Figure:
     fig.update_yaxes(title_text="busy fraction", range=[0, 1.05], row=1, col=2)
     fig.update_layout(title=_title("Committed GPU measurements (not measured on this machine)", label),
                       barmode="group", legend_title_text="variant")
+    return fig
+
+
+def cost_growth(rows: Sequence[dict], *, size_batch: int, batch_graph: int,
+                metric: str = "seconds_per_batch", subtitle: Optional[str] = None) -> go.Figure:
+    """Log-log lines: cost against graph size (left, at batch ``size_batch``) and against batch
+    size (right, on the ``batch_graph``-node graph), per pipeline (rows from
+    :func:`zg.experiments.cost_growth_rows`).
+
+    A dropdown picks what is drawn: every pipeline's total together, or one pipeline's total
+    with each of its stages (dashed, in the stage colours) underneath, so the stage that grows
+    fastest is the one whose line climbs steepest. ``metric``: "seconds_per_batch" (with the
+    standard deviation over the timed batches as error bars) or "projected_epoch_seconds"
+    (seconds per batch times batches per epoch; the stages are scaled the same way).
+    """
+    rows = _check_rows(rows, "rows", ["pipeline", "num_nodes", "batch_size", "seconds_per_batch",
+                                      "projected_epoch_seconds"] + list(STAGE_COLORS))
+    if metric not in ("seconds_per_batch", "projected_epoch_seconds"):
+        raise ValueError(f"metric must be 'seconds_per_batch' or 'projected_epoch_seconds', got {metric!r}")
+    size_rows = [r for r in rows if r["batch_size"] == size_batch]
+    batch_rows = [r for r in rows if r["num_nodes"] == batch_graph]
+    if not size_rows:
+        raise ValueError(f"no row has batch_size={size_batch} (size_batch): the size sweep is empty")
+    if not batch_rows:
+        raise ValueError(f"no row has num_nodes={batch_graph} (batch_graph): the batch sweep is empty")
+    label = {"seconds_per_batch": "seconds per batch",
+             "projected_epoch_seconds": "projected seconds per epoch"}[metric]
+    fig = make_subplots(rows=1, cols=2, horizontal_spacing=0.1, subplot_titles=(
+        f"against graph size (batch {size_batch:,})", f"against batch size ({batch_graph:,} nodes)"))
+    names = list(dict.fromkeys(r["pipeline"] for r in rows))
+    owner: list = []              # per trace: (pipeline, is_total)
+
+    def scale(r: dict) -> float:  # a stage's seconds per batch, in the metric's unit
+        return 1.0 if metric == "seconds_per_batch" else r["projected_epoch_seconds"] / r["seconds_per_batch"]
+
+    for i, name in enumerate(names):
+        color = _color(name, i)
+        for col, part, key in ((1, size_rows, "num_nodes"), (2, batch_rows, "batch_size")):
+            mine = sorted((r for r in part if r["pipeline"] == name), key=lambda r: r[key])
+            if not mine:
+                continue
+            error = None
+            if metric == "seconds_per_batch":
+                error = dict(type="data", array=[r.get("seconds_per_batch_std", 0.0) for r in mine],
+                             visible=True, thickness=1)
+            fig.add_trace(go.Scatter(x=[r[key] for r in mine], y=[r[metric] for r in mine],
+                                     mode="lines+markers", name=name, legendgroup=name,
+                                     showlegend=col == 1, line=dict(color=color, width=3),
+                                     error_y=error), row=1, col=col)
+            owner.append((name, True))
+            for stage, stage_color in STAGE_COLORS.items():
+                values = [r[stage] * scale(r) for r in mine]
+                fig.add_trace(go.Scatter(x=[r[key] for r in mine], y=[v if v > 0 else None for v in values],
+                                         mode="lines+markers", name=f"{name}: {stage}",
+                                         legendgroup=f"{name}: {stage}", showlegend=col == 1,
+                                         line=dict(color=stage_color, dash="dash", width=1.5),
+                                         marker=dict(size=5), visible=False), row=1, col=col)
+                owner.append((name, False))
+    buttons = [dict(label="all pipelines", method="update",
+                    args=[{"visible": [total for _, total in owner]}])]
+    for name in names:
+        buttons.append(dict(label=f"{name}, by stage", method="update",
+                            args=[{"visible": [who == name for who, _ in owner]}]))
+    fig.update_xaxes(type="log", title_text="nodes in the graph", row=1, col=1)
+    fig.update_xaxes(type="log", title_text="batch size (seeds per iteration)", row=1, col=2)
+    fig.update_yaxes(type="log", title_text=label, row=1, col=1)
+    fig.update_yaxes(type="log", row=1, col=2)
+    fig.update_layout(title=_title(f"Cost growth: {label}, log-log", subtitle), legend_title_text="",
+                      updatemenus=[dict(buttons=buttons, direction="down", x=1.0, xanchor="right",
+                                        y=1.18, yanchor="top", showactive=True)])
     return fig

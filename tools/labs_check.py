@@ -1,0 +1,172 @@
+"""Grade the nbgrader labs both ways, as an outside check would (`make labs-check`).
+
+1. Copy labs/ into a temp dir (only the course: nbgrader_config.py and source/), so nothing is
+   written into the checkout.
+2. ``nbgrader generate_assignment`` every lab (source/<lab>/<lab>.ipynb -> release/).
+3. Submit two students in nbgrader's submitted/<student>/<lab>/ layout: ``solutions`` hands in
+   the source notebooks (the instructor's solutions), ``untouched`` hands in the release exactly
+   as a student receives it.
+4. ``nbgrader autograde`` both, read the scores from the gradebook (nbgrader.api.Gradebook).
+
+Passes when there are at least ``--min-labs`` labs (6), every lab has autograded points, hidden
+tests and a hand-graded cell, the solutions earn every autograded point, and the untouched
+release earns at most ``--max-untouched`` (10 %) of them in every lab. Hand-graded points are
+reported, never counted (nobody has graded them).
+
+    python tools/labs_check.py [--labs labs] [--keep DIR] [lab ...]
+
+The notebooks import zg: the kernels inherit this process's environment, so run it with the
+repository root on PYTHONPATH (the Makefile does) to grade against this checkout's zg.
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import os
+import shutil
+import sys
+import tempfile
+import time
+import warnings
+from pathlib import Path
+
+ROOT = Path(__file__).resolve().parent.parent
+STUDENTS = ("solutions", "untouched")
+
+
+def lab_names(course: Path) -> list[str]:
+    labs = sorted(p.name for p in (course / "source").iterdir()
+                  if p.is_dir() and (p / f"{p.name}.ipynb").is_file())
+    if not labs:
+        raise SystemExit(f"labs_check: no labs under {course / 'source'} (want source/<lab>/<lab>.ipynb)")
+    return labs
+
+
+def structure(notebook: Path) -> dict:
+    """What the source notebook declares: autograded / manual points, hidden tests, solutions."""
+    cells = json.loads(notebook.read_text())["cells"]
+    out = {"auto_points": 0.0, "manual_points": 0.0, "hidden_tests": 0, "solutions": 0, "auto_ids": []}
+    for cell in cells:
+        meta = cell.get("metadata", {}).get("nbgrader", {})
+        text = "".join(cell["source"])
+        if meta.get("grade") and cell["cell_type"] == "code" and not meta.get("solution"):
+            out["auto_points"] += float(meta.get("points", 0))
+            out["auto_ids"].append(meta["grade_id"])
+            out["hidden_tests"] += "### BEGIN HIDDEN TESTS" in text and "### END HIDDEN TESTS" in text
+        if meta.get("grade") and cell["cell_type"] == "markdown" and meta.get("solution"):
+            out["manual_points"] += float(meta.get("points", 0))
+        out["solutions"] += "### BEGIN SOLUTION" in text and "### END SOLUTION" in text
+    return out
+
+
+def main(argv=None) -> int:
+    ap = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
+    ap.add_argument("labs", nargs="*", help="lab names (default: every lab under source/)")
+    ap.add_argument("--course", default=str(ROOT / "labs"), help="the course folder (default labs/)")
+    ap.add_argument("--keep", default=None, help="grade in this (new or empty) folder and keep it")
+    ap.add_argument("--min-labs", type=int, default=6)
+    ap.add_argument("--max-untouched", type=float, default=0.10,
+                    help="largest share of autograded points the untouched release may earn")
+    args = ap.parse_args(argv)
+    start = time.time()
+
+    # nbgrader runs `alembic` as a subprocess: it must be on PATH (it lives beside this python).
+    os.environ["PATH"] = str(Path(sys.executable).parent) + os.pathsep + os.environ.get("PATH", "")
+    os.environ.setdefault("PYTHONPATH", str(ROOT))
+    # nbgrader 0.9 with SQLAlchemy 2 warns about its own session handling on every submission.
+    warnings.filterwarnings("ignore", module="nbgrader")
+    warnings.filterwarnings("ignore", message=".*not in session.*")
+    from nbgrader.api import Gradebook
+    from nbgrader.apps import NbGraderAPI
+    from nbgrader.coursedir import CourseDirectory
+    from traitlets.config import Config
+
+    source_course = Path(args.course).resolve()
+    if args.keep:
+        work = Path(args.keep).resolve()
+        if work.exists() and any(work.iterdir()):
+            raise SystemExit(f"labs_check: --keep {work} must be new or empty")
+        work.mkdir(parents=True, exist_ok=True)
+        cleanup = None
+    else:
+        cleanup = tempfile.TemporaryDirectory(prefix="zg-labs-check-")
+        work = Path(cleanup.name)
+    course = work / "labs"
+    course.mkdir()
+    shutil.copy2(source_course / "nbgrader_config.py", course / "nbgrader_config.py")
+    shutil.copytree(source_course / "source", course / "source",
+                    ignore=shutil.ignore_patterns(".ipynb_checkpoints", "__pycache__"))
+    labs = args.labs or lab_names(course)
+
+    config = Config()
+    config.CourseDirectory.root = str(course)
+    config.ExecutePreprocessor.timeout = 300
+    coursedir = CourseDirectory(config=config)
+    api = NbGraderAPI(coursedir=coursedir, config=config)
+    failures = []
+    for lab in labs:
+        result = api.generate_assignment(lab, force=True, create=True)
+        if not result["success"]:
+            raise SystemExit(f"labs_check: generate_assignment {lab} failed:\n{result['log']}{result['error']}")
+        released = (course / "release" / lab / f"{lab}.ipynb").read_text()
+        for secret in ("BEGIN SOLUTION", "END SOLUTION", "HIDDEN TESTS", "Model answer"):
+            if secret in released:
+                failures.append(f"{lab}: the student release contains {secret!r}")
+        for student, origin in (("solutions", course / "source"), ("untouched", course / "release")):
+            folder = course / "submitted" / student / lab
+            folder.mkdir(parents=True)
+            shutil.copy2(origin / lab / f"{lab}.ipynb", folder / f"{lab}.ipynb")
+            t = time.time()
+            result = api.autograde(lab, student, force=True, create=True)
+            if not result["success"]:
+                raise SystemExit(f"labs_check: autograde {lab} / {student} failed:\n{result['log']}{result['error']}")
+            print(f"  autograded {lab} as {student} in {time.time() - t:.1f} s", flush=True)
+
+    print(f"\n{'lab':<28} {'auto pts':>8} {'solutions':>10} {'untouched':>10} {'manual pts':>10} {'hidden':>6}")
+    total_auto = 0.0
+    with Gradebook(f"sqlite:///{course / 'gradebook.db'}") as gb:
+        for lab in labs:
+            declared = structure(course / "source" / lab / f"{lab}.ipynb")
+            scores = {}
+            for student in STUDENTS:
+                # The autograded test cells only: nbgrader also gives an unchanged hand-graded
+                # answer an automatic 0, which is not an autograded point.
+                grades = [gb.find_grade(gid, lab, lab, student) for gid in declared["auto_ids"]]
+                scores[student] = sum(g.auto_score or 0.0 for g in grades)
+                max_auto = sum(g.max_score for g in grades)
+            total_auto += max_auto
+            print(f"{lab:<28} {max_auto:>8g} {scores['solutions']:>10g} {scores['untouched']:>10g} "
+                  f"{declared['manual_points']:>10g} {declared['hidden_tests']:>6}")
+            if max_auto <= 0 or declared["auto_points"] != max_auto:
+                failures.append(f"{lab}: {max_auto:g} autograded points in the gradebook, "
+                                f"{declared['auto_points']:g} declared in the notebook")
+            if scores["solutions"] < max_auto:
+                failures.append(f"{lab}: the solutions earn {scores['solutions']:g} of {max_auto:g} "
+                                "autograded points (expected all); see autograded/solutions/" + lab)
+            if scores["untouched"] > args.max_untouched * max_auto:
+                failures.append(f"{lab}: the untouched release earns {scores['untouched']:g} of "
+                                f"{max_auto:g} autograded points (at most {args.max_untouched:.0%} "
+                                "allowed): some test passes without any student work")
+            if declared["hidden_tests"] == 0:
+                failures.append(f"{lab}: no test cell has hidden tests")
+            if declared["manual_points"] <= 0:
+                failures.append(f"{lab}: no hand-graded question (a markdown solution cell with points)")
+            if declared["solutions"] == 0:
+                failures.append(f"{lab}: no ### BEGIN SOLUTION / ### END SOLUTION markers")
+    if not args.labs and len(labs) < args.min_labs:
+        failures.append(f"{len(labs)} labs, expected at least {args.min_labs}")
+    print(f"\n{len(labs)} labs, {total_auto:g} autograded points, checked in {time.time() - start:.0f} s"
+          + (f"; graded course kept in {course}" if args.keep else ""))
+    if cleanup is not None:
+        cleanup.cleanup()
+    if failures:
+        print("labs_check: FAILED\n  " + "\n  ".join(failures))
+        return 1
+    print("labs_check: passed (solutions earn every autograded point; the untouched release "
+          f"earns at most {args.max_untouched:.0%})")
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())
