@@ -60,3 +60,12 @@ def viz():
 def _seed():
     torch.manual_seed(0)
     yield
+
+
+def pytest_sessionstart(session):
+    """Compile the fused sampling kernel (or load numba's cache) once, before any test's
+    timeout starts: a fresh checkout compiles it for tens of seconds on a busy machine."""
+    from zg import _fused
+
+    if _fused.available():
+        _fused.warm_up()

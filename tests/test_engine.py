@@ -64,7 +64,10 @@ def test_static_buffers_keep_their_addresses(graph):
     def addresses():
         tensors = [eng.epoch_seeds, eng.epoch_counts, eng.counter, eng.epoch_buf, eng.overflowed,
                    eng.guard.first, eng.guard.first_wanted, eng.loss_buf, eng.optimizer._lr[0],
-                   eng.sampler._first, eng.sampler._local, eng.g.x, eng.g.indices]
+                   eng.g.x, eng.g.indices]
+        # The sampler's marker arrays: the torch path's two, or the fused kernel's one.
+        tensors += ([eng.sampler._first, eng.sampler._local] if eng.sampler.kernel == "torch"
+                    else [eng.sampler._marker])
         tensors += [p for p in eng.model.parameters()] + [p.grad for p in eng.model.parameters()]
         for state in eng.optimizer.state.values():
             tensors += [state["exp_avg"], state["exp_avg_sq"], state["step"]]

@@ -56,7 +56,7 @@ from .models import _BlockModel
 from .optim import DeviceAdam, DeviceSGD, _check_hyper, make_optimizer
 from .pipeline import batch_ranges
 from .rng import EVAL_EPOCH, batch_key, batch_key_device, dropout_seed, epoch_order, mix64
-from .sampling import DynamicSampler, EnvelopeSampler, check_fanouts, max_in_degree
+from .sampling import DynamicSampler, EnvelopeSampler, check_fanouts, max_in_degree, resolve_kernel
 from .step import STAGES, OverflowGuard, StageClock, run_batches, train_step
 
 __all__ = ["Engine", "EngineSettings", "EpochStats", "CHECKPOINT_FORMAT", "ENGINE_STAGES"]
@@ -112,6 +112,7 @@ class EngineSettings:
     audit_iterations: int = 1
     trace: bool = False
     grow_factor: float = 1.5
+    kernel: str = "auto"
 
 
 def _int(value: Any, name: str, minimum: int) -> int:
@@ -190,6 +191,11 @@ class Engine:
         guard: a :class:`zg.step.OverflowGuard` to share (default: the Engine's own).
         before_step, after_step: ``f(epoch, batch)`` called around every executed batch
             (rewound ones included) by :meth:`train_epoch`.
+        kernel: the envelope sampler's implementation: "auto" (default: the fused numba kernel
+            on the CPU when numba is installed, else the torch ops), "fused" or "torch"; both
+            sample the same tensors bit for bit (see :func:`zg.sampling.resolve_kernel`). The
+            fused kernel runs below torch's dispatcher, so SyncAudit (``host_syncs``) sees the
+            rest of the step only; ``kernel="torch"`` audits the capturable sampling ops too.
     """
 
     def __init__(self, g: Graph, model: torch.nn.Module, fanouts: Sequence[int], batch_size: int,
@@ -203,7 +209,8 @@ class Engine:
                  features: Optional[Callable] = None, reduce: Optional[Callable[[], None]] = None,
                  guard: Optional[OverflowGuard] = None,
                  before_step: Optional[Callable[[int, int], None]] = None,
-                 after_step: Optional[Callable[[int, int], None]] = None):
+                 after_step: Optional[Callable[[int, int], None]] = None,
+                 kernel: str = "auto"):
         if not isinstance(g, Graph):
             raise TypeError(f"g must be a zg.Graph, got {type(g).__name__}")
         if not isinstance(model, torch.nn.Module):
@@ -222,6 +229,8 @@ class Engine:
             raise ValueError("capture=True needs the envelope pipeline: the dynamic pipeline's "
                              "shapes change every iteration, so it cannot be captured")
         self.device = _check_device(device)
+        resolve_kernel(kernel, self.device)              # a bad choice fails before any work
+        self.kernel = kernel
         if (g.x is None and features is None) or g.y is None:
             raise ValueError("g needs features (x) and labels (y) to train")
         if nodes is None:
@@ -274,7 +283,7 @@ class Engine:
             lr=float(lr), weight_decay=float(weight_decay), device=str(self.device),
             capture=self.capture, seed=self.seed, pipeline=pipeline, poll_every=self.poll_every,
             replace=replace, audit_iterations=self.audit_iterations, trace=self.trace_enabled,
-            grow_factor=float(grow_factor))
+            grow_factor=float(grow_factor), kernel=kernel)
         self.grow_factor = float(grow_factor)
         self.config = dict(fanouts=self.fanouts, batch_size=self.batch_size,
                            optimizer=self.settings.optimizer, lr=lr, weight_decay=weight_decay,
@@ -351,7 +360,7 @@ class Engine:
     def _build(self) -> None:
         """(Re)build the sampler for the current envelope and, on CUDA, (re)capture the step."""
         self.sampler = EnvelopeSampler(self.g, self.fanouts, self.rows, envelope=self.envelope,
-                                       replace=self.replace, seed=self.seed)
+                                       replace=self.replace, seed=self.seed, kernel=self.kernel)
         self.graph = None
         if self.use_cuda_graph and self.epoch_seeds is not None:
             self._capture()

@@ -182,16 +182,20 @@ class EnvelopePipeline(Pipeline):
 
     Args:
         envelope: a :class:`zg.Envelope`, or "profiled" (default) / "worst_case".
+        kernel: the sampler's implementation, "auto" (default), "fused" or "torch" (see
+            :func:`zg.sampling.resolve_kernel`; the same samples either way).
         Other arguments as :class:`Pipeline`.
     """
 
     name = "zg envelope"
 
     def __init__(self, g: Graph, model: torch.nn.Module, fanouts: Sequence[int], batch_size: int,
-                 *, envelope: Any = "profiled", replace: bool = False, **kwargs):
+                 *, envelope: Any = "profiled", replace: bool = False, kernel: str = "auto",
+                 **kwargs):
         from .envelope import Envelope
 
         super().__init__(g, model, fanouts, batch_size, **kwargs)
+        self.kernel = kernel
         if isinstance(envelope, str):
             if envelope == "profiled":
                 envelope = Envelope.profile(g, self.fanouts, batch_size, replace=replace,
@@ -201,7 +205,7 @@ class EnvelopePipeline(Pipeline):
             else:
                 raise ValueError(f"envelope must be 'profiled', 'worst_case' or a zg.Envelope, got {envelope!r}")
         self.sampler = EnvelopeSampler(g, self.fanouts, batch_size, envelope=envelope,
-                                       replace=replace, seed=self.seed)
+                                       replace=replace, seed=self.seed, kernel=kernel)
         self.overflow_flags: List[torch.Tensor] = []
         self.count_log: List[torch.Tensor] = []      # per-batch true counts (the oracle's sizes)
 
@@ -219,7 +223,8 @@ class EnvelopePipeline(Pipeline):
         """Grow the envelope (``Envelope.grow``) and rebuild the sampler for it."""
         envelope = self.sampler.envelope.grow(factor, observed=wanted)
         self.sampler = EnvelopeSampler(self.g, self.fanouts, self.batch_size, envelope=envelope,
-                                       replace=self.sampler.replace, seed=self.seed)
+                                       replace=self.sampler.replace, seed=self.seed,
+                                       kernel=self.kernel)
 
     def take_counts(self) -> torch.Tensor:
         """int64 [K, L]: true per-block counts of the batches since the last call (host read)."""

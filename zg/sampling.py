@@ -32,15 +32,23 @@ What differs is what happens to the metadata, the point of the whole kit:
   slot array with a validity mask, deduplication through a node-indexed marker array into a
   buffer of envelope size ``E_h``, the true count as a 0-d device tensor and a sticky
   ``overflowed`` device flag. It never reads a device value on the host (0 host syncs).
+
+``EnvelopeSampler`` has two implementations of that fixed-shape core, chosen by ``kernel``:
+the torch ops of :meth:`EnvelopeSampler.sample_static` (the readable reference and the
+capturable CUDA path) and, on the CPU, a fused numba kernel (:mod:`zg._fused`) that does every
+hop in one compiled, multithreaded call and returns the same tensors bit for bit.
 """
 
 from __future__ import annotations
 
+import os
+import warnings
 from dataclasses import dataclass
 from typing import Any, List, Optional, Sequence
 
 import torch
 
+from . import _fused
 from ._checks import batch_size_arg, bool_arg, fanouts_arg, node_ids_arg, seed_arg
 from .blocks import Block
 from .graph import Graph, graph_arg
@@ -48,7 +56,7 @@ from .rng import _LOW62, _signed, batch_key, mix64
 
 __all__ = ["sample_neighbors", "DynamicSampler", "EnvelopeSampler", "MiniBatch", "batch_key",
            "check_fanouts", "check_seeds", "effective_fanouts", "max_in_degree", "worst_case_sizes",
-           "MAX_REPLACE_FANOUT"]
+           "MAX_REPLACE_FANOUT", "KERNELS", "resolve_kernel"]
 
 
 # ----------------------------------------------------------------------------- validation
@@ -122,6 +130,51 @@ def check_seeds(seeds: Any, num_nodes: int, device: torch.device, max_len: Optio
     host sync (the engine validates its seed order once, on the host, before the epoch).
     """
     return node_ids_arg(seeds, name, num_nodes, device=device, max_len=max_len)
+
+
+# ----------------------------------------------------------------------------- kernel choice
+
+KERNELS = ("auto", "fused", "torch")
+KERNEL_ENV = "ZG_SAMPLING_KERNEL"      # overrides kernel="auto" (e.g. to time the torch path)
+_notice_given = False
+
+
+def resolve_kernel(kernel: Any, device: torch.device) -> str:
+    """Which implementation an :class:`EnvelopeSampler` runs: "fused" or "torch".
+
+    ``kernel``: "auto" (default: the fused numba kernel on the CPU when numba is installed, the
+    torch ops otherwise; the environment variable ``ZG_SAMPLING_KERNEL`` replaces "auto"),
+    "fused" (the CPU kernel; a ValueError on CUDA, a RuntimeError without numba) or "torch".
+    On the CPU without numba, "auto" falls back to torch with a one-line notice (once).
+    """
+    if not isinstance(kernel, str) or kernel not in KERNELS:
+        raise ValueError(f"kernel must be one of {', '.join(map(repr, KERNELS))}, got {kernel!r}")
+    if kernel == "auto":
+        env = os.environ.get(KERNEL_ENV, "auto")
+        if env not in KERNELS:
+            raise ValueError(f"the environment variable {KERNEL_ENV} must be one of "
+                             f"{', '.join(map(repr, KERNELS))}, got {env!r}")
+        kernel = env
+    if kernel == "torch":
+        return "torch"
+    if kernel == "fused":
+        if device.type != "cpu":
+            raise ValueError(f"kernel='fused' runs on the CPU; this sampler's graph is on {device} "
+                             "(use kernel='auto' or 'torch': the torch path is the capturable one)")
+        if not _fused.available():
+            raise RuntimeError(f"kernel='fused' needs numba, which did not import "
+                               f"({_fused.import_error()}); pip install numba, or use kernel='torch'")
+        return "fused"
+    if device.type != "cpu":
+        return "torch"
+    if not _fused.available():
+        global _notice_given
+        if not _notice_given:
+            _notice_given = True
+            warnings.warn("zg: numba is not installed, so CPU sampling uses the torch path "
+                          "(slower; pip install numba for the fused kernel)", RuntimeWarning, stacklevel=3)
+        return "torch"
+    return "fused"
 
 
 def _check_clock(clock: Any) -> None:
@@ -332,10 +385,12 @@ class EnvelopeSampler:
         batch_size: seeds per mini-batch (a shorter last batch is padded).
         envelope: a :class:`zg.Envelope`, or None for the worst case.
         replace: sample with replacement. seed: base random seed.
+        kernel: "auto" (default), "fused" or "torch": see :func:`resolve_kernel`. Both give the
+            same tensors bit for bit; ``self.kernel`` says which one runs.
     """
 
     def __init__(self, g: Graph, fanouts: Sequence[int], batch_size: int, envelope: Any = None,
-                 replace: bool = False, seed: int = 0):
+                 replace: bool = False, seed: int = 0, kernel: str = "auto"):
         self.g = graph_arg(g)
         self.fanouts = check_fanouts(fanouts)
         self.batch_size = batch_size_arg(batch_size, self.g.num_nodes)
@@ -354,7 +409,13 @@ class EnvelopeSampler:
             self._sizes = list(envelope.sizes)
         self.envelope = envelope
         self.device = g.device
+        self.kernel = resolve_kernel(kernel, self.device)
         n = g.num_nodes
+        if self.kernel == "fused":
+            # The fused kernel's marker: local id of each node this hop, -1 elsewhere.
+            _fused.warm_up()                 # compile (or load numba's cache) once per process
+            self._marker = _fused.new_marker(n)
+            return
         # Marker arrays, one trash row at index N for masked candidates; reset after each hop
         # by scattering back only the entries that hop touched.
         self._first = torch.full((n + 1,), torch.iinfo(torch.int64).max, dtype=torch.int64, device=self.device)
@@ -395,8 +456,14 @@ class EnvelopeSampler:
         """The fixed-shape core on device buffers: seeds int64 [B], num_seeds int64 [], key int64 [].
 
         ``clock`` (optional, profiling only) is called as ``clock("sample")`` after each hop's
-        neighbour picking and ``clock("compact")`` after its deduplication and relabelling.
+        neighbour picking and ``clock("compact")`` after its deduplication and relabelling (the
+        fused kernel then runs hop by hop from Python, so the two stages are timed apart).
+
+        This is the torch reference; with ``kernel="fused"`` the same tensors come from
+        :mod:`zg._fused` (see :meth:`_sample_static_fused`).
         """
+        if self.kernel == "fused":
+            return self._sample_static_fused(seeds, num_seeds, key, clock)
         n = self.g.num_nodes
         dev = self.device
         indptr = self.g.indptr
@@ -449,3 +516,28 @@ class EnvelopeSampler:
         return MiniBatch(seeds=seeds, num_seeds=num_seeds, blocks=blocks, counts=counts,
                          overflowed=overflowed, envelope_sizes=self.sizes,
                          wanted=torch.stack(true_counts[::-1]))
+
+    def _sample_static_fused(self, seeds: torch.Tensor, num_seeds: torch.Tensor, key: torch.Tensor,
+                             clock: Optional[Any] = None) -> MiniBatch:
+        """:meth:`sample_static` through the fused CPU kernel: the same MiniBatch, bit for bit."""
+        for name, t, shape in (("seeds", seeds, (self.batch_size,)), ("num_seeds", num_seeds, ()),
+                               ("key", key, ())):
+            if not (isinstance(t, torch.Tensor) and t.dtype == torch.int64 and tuple(t.shape) == shape
+                    and t.device.type == "cpu"):
+                raise TypeError(f"{name} must be an int64 CPU tensor of shape {shape}, got "
+                                + (f"dtype {t.dtype}, shape {tuple(t.shape)} on {t.device}"
+                                   if isinstance(t, torch.Tensor) else type(t).__name__))
+        fanouts = list(reversed(self.effective_fanouts))                # seeds outward
+        sizes = list(reversed(self._sizes))
+        hops, wanted, clamped, overflowed = _fused.sample_fused(
+            self.g.indptr, self.g.indices, seeds.contiguous(), num_seeds, key, fanouts, sizes,
+            self.replace, self.max_degree, self._marker, clock=clock)
+        blocks: List[Block] = []
+        n_dst = num_seeds
+        for hop, (nbr, mask, src_nodes) in enumerate(hops):
+            blocks.append(Block(nbr=nbr, mask=mask, num_src=clamped[hop], num_dst=n_dst,
+                                src_nodes=src_nodes))
+            n_dst = clamped[hop]
+        blocks.reverse()
+        return MiniBatch(seeds=seeds, num_seeds=num_seeds, blocks=blocks, counts=clamped.flip(0),
+                         overflowed=overflowed, envelope_sizes=self.sizes, wanted=wanted.flip(0))

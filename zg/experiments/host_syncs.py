@@ -69,7 +69,9 @@ def audit_samplers(g: Graph, fanouts: Sequence[int], seeds: Any, *,
     fanouts = check_fanouts(fanouts)
     seeds = torch.as_tensor(seeds, dtype=torch.int64)
     dynamic = DynamicSampler(g, fanouts, seed=seed)
-    enveloped = EnvelopeSampler(g, fanouts, seeds.numel(), envelope=envelope, seed=seed)
+    # The torch path: the fixed-shape ops a CUDA Graph captures (the fused CPU kernel runs
+    # outside the dispatcher, where an audit sees nothing).
+    enveloped = EnvelopeSampler(g, fanouts, seeds.numel(), envelope=envelope, seed=seed, kernel="torch")
     dynamic.sample(seeds, epoch, batch)            # warm-up: first calls allocate lazily
     enveloped.sample(seeds, epoch, batch)
     with SyncAudit(where=True) as audit_dynamic:

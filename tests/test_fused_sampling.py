@@ -1,0 +1,326 @@
+"""The fused CPU sampling kernel (zg._fused) against the torch reference, tensor by tensor.
+
+Every output of ``EnvelopeSampler.sample_static`` must be bit-identical between
+``kernel="fused"`` and ``kernel="torch"`` for the same key: the node ids, the local ids, the
+masks, the padding, the counts, the overflow flag and the ``wanted`` counts. Then: which kernel
+"auto" picks, the flag and the environment override, the fallback without numba, and training
+with either kernel giving the same parameters.
+"""
+
+import os
+import subprocess
+import sys
+from pathlib import Path
+
+import pytest
+import torch
+
+import zg
+from zg import _fused
+from zg.envelope import Envelope
+from zg.rng import batch_key
+from zg.sampling import EnvelopeSampler, resolve_kernel, worst_case_sizes
+
+from conftest import require_module
+
+ROOT = Path(__file__).resolve().parent.parent
+
+
+@pytest.fixture
+def numba():
+    """The fused kernel needs numba: an error in the reference env, a skip elsewhere."""
+    return require_module("numba")
+
+
+def mixed_degree_graph():
+    """Degrees 1, 3, 5, 20, 100,000 (a hub) and 0 for nodes 0..5; their neighbours are nodes 6...
+    Plus a few edges among the neighbours so later hops have something to sample."""
+    degrees = [1, 3, 5, 20, 100_000, 0]
+    src, dst, nxt = [], [], 6
+    for v, d in enumerate(degrees):
+        src.append(torch.arange(nxt, nxt + d))
+        dst.append(torch.full((d,), v))
+        nxt += d
+    gen = torch.Generator().manual_seed(3)
+    extra_dst = torch.randint(6, nxt, (20_000,), generator=gen)
+    extra_src = torch.randint(0, nxt, (20_000,), generator=gen)
+    return zg.Graph.from_edges(torch.cat(src + [extra_src]), torch.cat(dst + [extra_dst]), nxt,
+                               duplicates="remove")
+
+
+def random_graph(n=600, e=6000, seed=0):
+    gen = torch.Generator().manual_seed(seed)
+    src = torch.randint(0, n, (e,), generator=gen)
+    dst = torch.randint(0, n, (e,), generator=gen)
+    return zg.Graph.from_edges(src, dst, n, duplicates="remove")
+
+
+def assert_bit_identical(a, b):
+    """Every tensor of two MiniBatches: same dtype, shape and values."""
+    def same(x, y, what):
+        assert x.dtype == y.dtype, f"{what}: dtype {x.dtype} vs {y.dtype}"
+        assert x.shape == y.shape, f"{what}: shape {tuple(x.shape)} vs {tuple(y.shape)}"
+        assert torch.equal(x, y), f"{what}: values differ"
+
+    for name in ("seeds", "num_seeds", "counts", "overflowed", "wanted"):
+        same(getattr(a, name), getattr(b, name), name)
+    assert a.envelope_sizes == b.envelope_sizes
+    assert len(a.blocks) == len(b.blocks)
+    for i, (x, y) in enumerate(zip(a.blocks, b.blocks)):
+        for name in ("nbr", "mask", "src_nodes", "num_src", "num_dst"):
+            same(getattr(x, name), getattr(y, name), f"blocks[{i}].{name}")
+
+
+def both(g, fanouts, rows, **kwargs):
+    return (EnvelopeSampler(g, fanouts, rows, kernel="torch", **kwargs),
+            EnvelopeSampler(g, fanouts, rows, kernel="fused", **kwargs))
+
+
+@pytest.mark.parametrize("replace", [False, True])
+def test_mixed_degrees_hub_degree_zero_and_below_fanout(numba, replace):
+    g = mixed_degree_graph()
+    reference, fused = both(g, [4, 3, 6], 8, replace=replace, seed=11)
+    assert (reference.kernel, fused.kernel) == ("torch", "fused")
+    # The hub (4), degree 0 (5), degrees below the fanout (0, 1, 2), and two padding rows.
+    seeds = torch.tensor([4, 5, 0, 1, 2, 3])
+    for epoch, batch in [(0, 0), (0, 1), (3, 7), (-1, 2)]:
+        assert_bit_identical(reference.sample(seeds, epoch, batch), fused.sample(seeds, epoch, batch))
+
+
+@pytest.mark.parametrize("replace", [False, True])
+@pytest.mark.parametrize("fanouts", [[5], [3, 4], [15, 10, 5], [2, 1, 3, 2]])
+def test_random_graphs_many_keys_and_hops(numba, replace, fanouts):
+    g = random_graph(n=900, e=9000, seed=len(fanouts))
+    reference, fused = both(g, fanouts, 64, replace=replace, seed=5)
+    perm = torch.randperm(g.num_nodes, generator=torch.Generator().manual_seed(1))
+    for batch in range(6):
+        seeds = perm[batch * 64:(batch + 1) * 64]
+        assert_bit_identical(reference.sample(seeds, 1, batch), fused.sample(seeds, 1, batch))
+
+
+@pytest.mark.parametrize("replace", [False, True])
+def test_padded_short_batches(numba, replace):
+    g = random_graph()
+    reference, fused = both(g, [4, 3], 50, replace=replace)
+    for count in (1, 7, 49, 50):
+        seeds = torch.arange(100, 100 + count)
+        assert_bit_identical(reference.sample(seeds, 0, count), fused.sample(seeds, 0, count))
+
+
+@pytest.mark.parametrize("replace", [False, True])
+def test_overflowing_envelopes_same_flag_and_wanted(numba, replace):
+    g = random_graph()
+    tiny = Envelope([100, 70, 64])
+    reference, fused = both(g, [5, 4, 3], 64, envelope=tiny, replace=replace)
+    overflowed = 0
+    for batch in range(4):
+        seeds = torch.arange(batch * 64, (batch + 1) * 64)
+        a, b = reference.sample(seeds, 0, batch), fused.sample(seeds, 0, batch)
+        assert_bit_identical(a, b)
+        overflowed += bool(b.overflowed)
+    assert overflowed == 4                     # the test really exercises the overflow path
+    # After overflows the marker is clean again: a roomy batch matches a fresh sampler.
+    seeds = torch.arange(300, 364)
+    assert_bit_identical(fused.sample(seeds, 2, 0), both(g, [5, 4, 3], 64, envelope=tiny,
+                                                         replace=replace)[0].sample(seeds, 2, 0))
+
+
+def test_overflow_at_the_first_hop_only(numba):
+    """An envelope tight at the seeds' hop only: the later hops sample from a truncated frontier."""
+    g = random_graph(n=2000, e=30_000)
+    rows = 32
+    worst = worst_case_sizes(g.num_nodes, [3, 3, 6], rows)
+    sizes = [worst[0], worst[1], rows + 5]
+    reference, fused = both(g, [3, 3, 6], rows, envelope=Envelope(sizes))
+    a, b = reference.sample(torch.arange(rows), 0, 0), fused.sample(torch.arange(rows), 0, 0)
+    assert bool(b.overflowed) and int(b.wanted[-1]) > rows + 5
+    assert_bit_identical(a, b)
+
+
+def test_sample_static_with_raw_keys(numba):
+    """Negative, zero and extreme keys go through the same uint64 hash on both paths."""
+    g = random_graph()
+    reference, fused = both(g, [3, 5], 16)
+    seeds = torch.zeros(16, dtype=torch.int64)
+    seeds[:10] = torch.arange(40, 50)
+    for key in (0, 1, -1, -(2**63), 2**63 - 1, batch_key(9, 9, 9)):
+        k = torch.tensor(key, dtype=torch.int64)
+        n = torch.tensor(10)
+        assert_bit_identical(reference.sample_static(seeds, n, k), fused.sample_static(seeds, n, k))
+
+
+def test_fanout_at_or_above_the_largest_degree_and_graph_without_edges(numba):
+    g = random_graph(n=300, e=900)
+    reference, fused = both(g, [1000, 1000], 20)                     # every neighbour
+    seeds = torch.arange(20)
+    assert_bit_identical(reference.sample(seeds), fused.sample(seeds))
+    empty = zg.Graph.from_edges([], [], num_nodes=10)
+    for replace in (False, True):
+        reference, fused = both(empty, [3, 2], 4, replace=replace)
+        seeds = torch.tensor([1, 2])
+        assert_bit_identical(reference.sample(seeds), fused.sample(seeds))
+
+
+def test_hypothesis_property(numba, require):
+    hypothesis = require("hypothesis")
+    st = hypothesis.strategies
+
+    @hypothesis.settings(max_examples=25, deadline=None, derandomize=True)
+    @hypothesis.given(n=st.integers(2, 60), edges=st.integers(0, 400),
+                      fanouts=st.lists(st.integers(1, 6), min_size=1, max_size=3),
+                      rows=st.integers(1, 12), fill=st.integers(1, 12), replace=st.booleans(),
+                      tight=st.booleans(), seed=st.integers(0, 2**62), graph_seed=st.integers(0, 99))
+    def check(n, edges, fanouts, rows, fill, replace, tight, seed, graph_seed):
+        rows = min(rows, n)
+        g = random_graph(n=n, e=edges, seed=graph_seed)
+        worst = worst_case_sizes(n, fanouts, rows)
+        # tight: every envelope size at its smallest (rows of the next hop), so overflows happen
+        envelope = Envelope([rows] * len(fanouts)) if tight else Envelope(worst)
+        reference, fused = both(g, fanouts, rows, envelope=envelope, replace=replace, seed=seed)
+        seeds = torch.randperm(n, generator=torch.Generator().manual_seed(graph_seed))[:min(fill, rows)]
+        assert_bit_identical(reference.sample(seeds, 0, 3), fused.sample(seeds, 0, 3))
+
+    check()
+
+
+@pytest.mark.parametrize("replace", [False, True])
+def test_with_a_stage_clock_the_hop_by_hop_path_gives_the_same(numba, replace):
+    """Profiling runs the kernel hop by hop (to time "sample" and "compact" apart): same tensors."""
+    g = random_graph()
+    reference, fused = both(g, [3, 4, 2], 32, envelope=Envelope([160, 90, 40]), replace=replace)
+    seeds = torch.zeros(32, dtype=torch.int64)
+    seeds[:20] = torch.arange(200, 220)
+    for key in (-7, 0, batch_key(1, 2, 3)):
+        k, n = torch.tensor(key), torch.tensor(20)
+        stages = []
+        expected = reference.sample_static(seeds, n, k)
+        assert_bit_identical(expected, fused.sample_static(seeds, n, k, clock=stages.append))
+        assert stages == ["sample", "compact"] * 3
+        assert_bit_identical(expected, fused.sample_static(seeds, n, k))
+    with pytest.raises(ValueError, match="node ids"):
+        fused.sample_static(torch.full((32,), g.num_nodes), torch.tensor(3), torch.tensor(0),
+                            clock=stages.append)
+
+
+def test_bad_static_inputs_are_errors_not_crashes(numba):
+    g = random_graph()
+    fused = EnvelopeSampler(g, [3], 4, kernel="fused")
+    key = torch.tensor(1)
+    with pytest.raises(ValueError, match="node ids"):
+        fused.sample_static(torch.tensor([0, 1, g.num_nodes, 2]), torch.tensor(4), key)
+    with pytest.raises(ValueError, match="num_seeds"):
+        fused.sample_static(torch.tensor([0, 1, 2, 3]), torch.tensor(5), key)
+    with pytest.raises(TypeError, match="seeds"):
+        fused.sample_static(torch.tensor([0, 1, 2]), torch.tensor(3), key)
+    # The sampler is unharmed.
+    seeds = torch.tensor([0, 1, 2, 3])
+    assert_bit_identical(fused.sample(seeds), EnvelopeSampler(g, [3], 4, kernel="torch").sample(seeds))
+
+
+# ----------------------------------------------------------------------------- choosing the kernel
+
+
+def test_auto_picks_fused_on_the_cpu_and_the_flag_forces_either(numba, monkeypatch):
+    monkeypatch.delenv("ZG_SAMPLING_KERNEL", raising=False)
+    g = random_graph()
+    assert EnvelopeSampler(g, [3], 4).kernel == "fused"
+    assert EnvelopeSampler(g, [3], 4, kernel="auto").kernel == "fused"
+    assert EnvelopeSampler(g, [3], 4, kernel="torch").kernel == "torch"
+    assert EnvelopeSampler(g, [3], 4, kernel="fused").kernel == "fused"
+    monkeypatch.setenv("ZG_SAMPLING_KERNEL", "torch")
+    assert EnvelopeSampler(g, [3], 4).kernel == "torch"                  # the override replaces auto
+    assert EnvelopeSampler(g, [3], 4, kernel="fused").kernel == "fused"  # not an explicit choice
+    monkeypatch.setenv("ZG_SAMPLING_KERNEL", "fast")
+    with pytest.raises(ValueError, match="ZG_SAMPLING_KERNEL"):
+        EnvelopeSampler(g, [3], 4)
+    monkeypatch.delenv("ZG_SAMPLING_KERNEL")
+    with pytest.raises(ValueError, match="kernel must be one of"):
+        EnvelopeSampler(g, [3], 4, kernel="numba")
+    # On CUDA the torch path runs (it is the capturable one); asking for fused there is an error.
+    assert resolve_kernel("auto", torch.device("cuda")) == "torch"
+    with pytest.raises(ValueError, match="runs on the CPU"):
+        resolve_kernel("fused", torch.device("cuda"))
+
+
+def test_compile_time_is_reported(numba):
+    seconds = _fused.warm_up()
+    info = _fused.compile_info()
+    assert info["seconds"] == seconds and seconds > 0
+    assert isinstance(info["from_cache"], bool) and info["numba"] == numba.__version__
+
+
+def test_numba_threads_follow_torch(numba):
+    before = torch.get_num_threads()
+    try:
+        torch.set_num_threads(1)
+        assert _fused.set_threads() == 1 and numba.get_num_threads() == 1
+        torch.set_num_threads(before)
+        assert _fused.set_threads() == min(before, numba.config.NUMBA_NUM_THREADS)
+    finally:
+        torch.set_num_threads(before)
+
+
+WITHOUT_NUMBA = """
+import sys, warnings
+sys.modules["numba"] = None            # any `import numba` now raises ImportError
+import torch, zg
+from zg import _fused
+from zg.sampling import EnvelopeSampler
+assert not _fused.available() and isinstance(_fused.import_error(), ImportError)
+g = zg.Graph.from_edges(torch.tensor([0, 1, 2]), torch.tensor([1, 2, 0]), 3)
+with warnings.catch_warnings(record=True) as caught:
+    warnings.simplefilter("always")
+    a = EnvelopeSampler(g, [2], 2)
+    b = EnvelopeSampler(g, [2], 2)
+assert a.kernel == b.kernel == "torch"
+notices = [str(w.message) for w in caught if "numba" in str(w.message)]
+assert len(notices) == 1, notices                      # one notice per process
+assert "\\n" not in notices[0]                          # one line
+try:
+    EnvelopeSampler(g, [2], 2, kernel="fused")
+except RuntimeError as exc:
+    assert "numba" in str(exc)
+else:
+    raise AssertionError("kernel='fused' without numba must fail")
+mb = a.sample(torch.tensor([0, 1]))
+print("ok", notices[0])
+"""
+
+
+def test_without_numba_the_torch_path_runs_with_one_notice():
+    env = {**os.environ, "PYTHONPATH": str(ROOT)}
+    env.pop("ZG_SAMPLING_KERNEL", None)
+    out = subprocess.run([sys.executable, "-c", WITHOUT_NUMBA], cwd=ROOT, env=env,
+                         capture_output=True, text=True, timeout=120)
+    assert out.returncode == 0, out.stderr
+    assert out.stdout.startswith("ok zg: numba is not installed")
+
+
+# ----------------------------------------------------------------------------- training
+
+
+@pytest.mark.timeout(300)
+@pytest.mark.parametrize("capture", [True, False])
+def test_engine_training_is_identical_with_either_kernel(numba, capture):
+    g = zg.datasets.csbm(num_nodes=1500, avg_degree=8, num_classes=4, feat_dim=16, seed=0)
+    params, losses = [], []
+    for kernel in ("fused", "torch"):
+        torch.manual_seed(0)
+        model = zg.models.SAGE(16, 32, 4, num_layers=2)
+        eng = zg.Engine(g, model, fanouts=[5, 4], batch_size=128, capture=capture, seed=3,
+                        kernel=kernel, audit_iterations=0)
+        assert eng.sampler.kernel == kernel
+        stats = eng.train_epoch()
+        assert stats.iterations > 1
+        params.append({k: v.clone() for k, v in model.state_dict().items()})
+        losses.append(stats.loss)
+    assert losses[0] == losses[1]
+    for name in params[0]:
+        assert torch.equal(params[0][name], params[1][name]), name
+
+
+def test_engine_rejects_a_bad_kernel():
+    g = zg.datasets.csbm(num_nodes=200, avg_degree=4, num_classes=2, feat_dim=4, seed=0)
+    with pytest.raises(ValueError, match="kernel must be one of"):
+        zg.Engine(g, zg.models.SAGE(4, 8, 2, num_layers=1), fanouts=[3], batch_size=16,
+                  kernel="cuda")
