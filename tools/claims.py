@@ -19,7 +19,7 @@ import json
 import statistics
 import sys
 from pathlib import Path
-from typing import Any, Callable, Dict, List, Optional
+from typing import Any, Dict, List, Optional
 
 ROOT = Path(__file__).resolve().parent.parent
 RESULTS = ROOT / "bench" / "results"
@@ -77,28 +77,73 @@ def memory_vs_oracle():
     if s is None:
         return ("sampling.json absent", NOT_SHOWN)
     m = s["memory"]
-    return (f"profiled envelope {m['envelope_over_oracle_mean']:.3f}x the oracle's mean batch, "
+    text = (f"profiled envelope {m['envelope_over_oracle_mean']:.3f}x the oracle's mean batch, "
             f"{m['envelope_over_worst_case']:.3f}x the worst case (csbm 200k, fanouts [15, 10, 5], batch 1024; "
-            f"memory model bytes)", MEASURED)
+            f"memory model bytes)")
+    p = load("sampling_products.json")
+    if p is not None:
+        pm = p["memory"]
+        text += (f"; products-scale graph (2.4M nodes, `sampling_products.json`): "
+                 f"{pm['envelope_over_oracle_mean']:.3f}x the oracle's mean batch, "
+                 f"{pm['envelope_over_worst_case']:.3f}x the worst case (targets <= 1.15x and <= 0.5x)")
+    return (text, MEASURED)
+
+
+def sampling_speed():
+    parts = []
+    for name, label in (("sampling.json", "csbm 200k"), ("sampling_products.json", "products-scale 2.4M")):
+        s = load(name)
+        if s is None:
+            continue
+        r, res = s["ratios"], s["results"]
+        parts.append(f"{label}: DGL / fused {r['sampling_speedup_envelope_vs_dgl']:.2f}x (median of "
+                     f"{len(res['dgl']['sample_epoch_seconds_all'])} epochs; paired "
+                     f"{r['sampling_speedup_envelope_vs_dgl_paired_median']:.2f}x), sampled edges/s/core fused "
+                     f"{res['zg_envelope']['sampled_edges_per_second_per_core'] / 1e6:.1f} M vs DGL "
+                     f"{res['dgl']['sampled_edges_per_second_per_core'] / 1e6:.1f} M, "
+                     f"{s['threads']['torch']} threads each")
+    if not parts:
+        return ("sampling.json absent", NOT_SHOWN)
+    return ("; ".join(parts) + " (target >= 1.5x)", MEASURED)
+
+
+def _syncs(row, pipeline):
+    steady = row[pipeline].get("host_syncs_per_iteration_steady")
+    audited = row[pipeline].get("host_syncs_per_iteration")
+    values = [steady] if steady is not None else (audited if isinstance(audited, list) else [audited])
+    return {float(v) for v in values if v is not None}
 
 
 def host_syncs_engine():
     e = load("engine.json")
     if e is None:
         return ("engine.json absent", NOT_SHOWN)
-    env = sorted({r["zg_envelope"]["host_syncs_per_iteration_steady"] for r in e["rows"]})
-    dyn = sorted({r["zg_dynamic"]["host_syncs_per_iteration_steady"] for r in e["rows"]})
+    env = sorted(set().union(*(_syncs(r, "zg_envelope") for r in e["rows"])))
+    dyn = sorted(set().union(*(_syncs(r, "zg_dynamic") for r in e["rows"])))
     return (f"envelope {env}, dynamic {dyn} host syncs per steady iteration ({len(e['rows'])} graph x batch rows)",
             MEASURED)
 
 
 def cpu_speed_engine():
-    e = load("engine.json")
-    if e is None:
+    parts = []
+    for name in ("engine.json", "engine_products.json"):
+        e = load(name)
+        if e is None:
+            continue
+        batches = e.get("settings", {}).get("max_batches")
+        span = f"first {batches} batches" if batches else "full epochs"
+        for x in e["rows"]:
+            r = x.get("ratio_dgl_vs_envelope")
+            if isinstance(r, dict):
+                parts.append(f"{x['graph']} {x['model']} b{x['batch_size']} {r['mean']:.2f} ± {r['std']:.2f}x "
+                             f"({len(x['seeds'])} seeds, {span})")
+    d = load("dgl_check.json")
+    if d is not None:
+        parts.append(f"independent check (DGL's own NeighborSampler + DataLoader + SAGEConv vs zg.Engine(capture=True), "
+                     f"{d['settings']['batches']} batches, median of {d['settings']['runs']}): {d['ratio_dgl_vs_zg']:.2f}x")
+    if not parts:
         return ("engine.json absent", NOT_SHOWN)
-    r = {f"{x['graph']}/b{x['batch_size']}": x["ratio_envelope_vs_dgl"] for x in e["rows"] if "ratio_envelope_vs_dgl" in x}
-    return ("envelope vs DGL epoch time (above 1: envelope faster): "
-            + ", ".join(f"{k} {v:.2f}x" for k, v in r.items()), MEASURED)
+    return ("DGL time / zg envelope time (above 1: zg faster): " + "; ".join(parts), MEASURED)
 
 
 def numerics(key: str, label: str):
@@ -127,11 +172,18 @@ def network_speedup():
     n = load("network.json")
     if n is None:
         return ("network.json absent", NOT_SHOWN)
-    sp = n["speedups"]
-    proj = [r["projection_over_measurement"] for r in n["rows"] if "projection_over_measurement" in r]
-    return ("Grappa vs the kit's feature-fetching trainer, epoch time on shaped links: "
-            + ", ".join(f"{k} {v:.2f}x" for k, v in sp.items())
-            + (f"; link model within {min(proj):.2f}-{max(proj):.2f}x of the measurements" if proj else ""), MEASURED)
+    rows = {(r["trainer"], r["link"]): r for r in n["measured"]["rows"]}
+    parts = []
+    for link in dict.fromkeys(r["link"] for r in n["measured"]["rows"]):
+        if ("grappa", link) in rows and ("feature_fetch", link) in rows:
+            parts.append(f"{link} {rows['feature_fetch', link]['seconds_per_epoch'] / rows['grappa', link]['seconds_per_epoch']:.2f}x")
+    proj = [r["projection_over_measurement"] for r in n["measured"]["rows"] if "projection_over_measurement" in r]
+    t = n["targets"]
+    return ("measured (P=4, 4 namespace hosts sharing 2 cores, csbm 20k with 1,024 features, batch 2,048), "
+            "feature fetch / grappa epoch time: " + ", ".join(parts)
+            + (f"; link model within {min(proj):.2f}-{max(proj):.2f}x of the measurements" if proj else "")
+            + f". Projected (link model) for the products-scale graph at P=4, 1 Gbit/s with CPU compute: "
+              f"{t['projected_products_P4_1gbit_at_least_4x']:.2f}x (compute dominates; target 4x not met)", MEASURED)
 
 
 def grappa_runs(dataset, layers, **match):
@@ -205,6 +257,55 @@ def mmap_load():
             MEASURED)
 
 
+def grappa_defaults():
+    d = load("grappa_defaults_check.json")
+    if d is None:
+        return ("grappa_defaults_check.json absent", NOT_SHOWN)
+    parts = [f"{name} ({g['graph']['num_nodes']:,} nodes): single {g['single']['mean']:.3f} ± {g['single']['std']:.3f}, "
+             f"grappa {g['grappa']['mean']:.3f} ± {g['grappa']['std']:.3f} (gap {g['gap_points']:+.1f} points)"
+             for name, g in d["graphs"].items()]
+    dflt = d["defaults"]
+    return (f"kit defaults (method={dflt['method']}, halo={dflt['halo']}, estimator={dflt['estimator']}, "
+            f"repartition_every={dflt['repartition_every']}), workers=4, {d['epochs']} epochs, seeds {d['seeds']}, "
+            f"graphs no test uses: " + "; ".join(parts), MEASURED)
+
+
+def grappa_map_summary():
+    m = load("grappa_map.json")
+    if m is None:
+        return ("grappa_map.json absent", NOT_SHOWN)
+    cells = m["cells_table"]
+
+    def gap(cell, trainer="grappa"):
+        t = cell.get(trainer)
+        return f"{100 * t['gap_mean']:+.1f} ± {100 * t['gap_std']:.1f}" if t else "not run"
+    base = [c for c in cells if c.get("design") == "base"]
+    text = "; ".join(f"{c['method']} P={c['workers']} deg {c['avg_degree']:g}: grappa {gap(c)}, isolated "
+                     f"{gap(c, 'isolated')} points" for c in base)
+    return (f"gap to single-process test accuracy (points, mean ± std over 3 seeds), {len(cells)} cells "
+            f"({m['design'] if isinstance(m['design'], str) else m['design'].get('name', 'design')} design, "
+            f"csbm {m['graph'].get('num_nodes', '?')} nodes): " + text, MEASURED)
+
+
+def grappa_b9():
+    g = load("grappa.json")
+    if g is None:
+        return ("grappa.json absent", NOT_SHOWN)
+    acc = g["targets"]["accuracy"]
+    if acc and "best_grappa" in acc[0]:
+        q = load("grappa_quick.json")
+        text = ("the committed full run (grappa.json) predates the honest B9 (it picked the best of several "
+                "estimators); re-run `bench/grappa.py`")
+        if q is not None and "grappa_default_mean" in q["targets"]["accuracy"][0]:
+            rows = q["targets"]["accuracy"]
+            text += (f". The quick run (grappa_quick.json, tiny epochs): {sum(r['met'] for r in rows)} of {len(rows)} "
+                     f"cells within 1 point; gaps " + ", ".join(f"{r['dataset']} L{r['layers']} P{r['workers']} "
+                                                                f"{r['gap_points']:+.1f}" for r in rows))
+        return (text, NOT_SHOWN)
+    return (", ".join(f"{r['dataset']} L{r['layers']} P{r['workers']}: single {r['single_mean']:.3f} ± {r['single_std']:.3f}, "
+                      f"grappa {r['grappa_default_mean']:.3f} ± {r['grappa_default_std']:.3f}" for r in acc), MEASURED)
+
+
 def notebook(text: str):
     return lambda: (text, MEASURED)
 
@@ -260,6 +361,21 @@ CLAIMS: List[Claim] = [
          test="notebook 08 §4 (link model `zg.grappa.comm.project_seconds` from per-iteration measurements)",
          number=static("an epoch at 10^12 edges on 64 workers, projected from R-MAT runs up to 2^14-2^15 nodes; "
                        "no graph beyond 120M edges was loaded (`mmap_load.json`)", PROJECTED), file=None),
+    dict(source="Grappa", claim="Isolated partitions plus repartitioning and coverage-corrected aggregation reach the accuracy of non-isolated training.",
+         test="notebook 06 §3, 07 §4, 08 §5; `grappa_map.json` (where it holds), `grappa_defaults_check.json`, "
+              "`bench/grappa.py` B9, docs/grappa_diagnosis.md",
+         number=lambda: (grappa_map_summary()[0] + ". Defaults check: " + grappa_defaults()[0], MEASURED)
+         if load("grappa_map.json") and load("grappa_defaults_check.json") else grappa_map_summary(),
+         file="grappa_map.json"),
+    dict(source="Grappa", claim="B9: Grappa with the default estimator and partition is within 1 point of single-process training (3 seeds each).",
+         test="`bench/grappa.py` -> `grappa.json` `targets.accuracy`", number=grappa_b9, file="grappa.json"),
+    # ---- the kit's CPU claims
+    dict(source="README (CPU)", claim="The fused CPU sampling kernel samples an epoch at least 1.5x faster than DGL's sampler, same threads.",
+         test="`tests/test_fused_sampling.py` (bit-identical to the torch reference); `bench/sampling.py` -> `sampling.json`, `sampling_products.json`",
+         number=sampling_speed, file="sampling.json"),
+    dict(source="README (CPU)", claim="A training step no slower than DGL's on the CPU (3-layer SAGE h=256, [15, 10, 5], batch 1024).",
+         test="`bench/engine.py` -> `engine.json`, `engine_products.json`; `bench/dgl_check.py` -> `dgl_check.json`",
+         number=cpu_speed_engine, file="engine.json"),
     # ---- the notebooks
     dict(source="notebook 00", claim="The envelope engine makes 0 host syncs per iteration, the host-mediated one at least 3 per hop; both learn Cora.",
          test="notebook 00 Demo 1 (asserted)", number=notebook("asserted every CI run: 0 vs >= 3 per hop; test accuracy >= 0.74"), file=None),
