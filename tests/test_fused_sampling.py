@@ -21,15 +21,13 @@ from zg.envelope import Envelope
 from zg.rng import batch_key
 from zg.sampling import EnvelopeSampler, resolve_kernel, worst_case_sizes
 
-from conftest import require_module
-
 ROOT = Path(__file__).resolve().parent.parent
 
 
 @pytest.fixture
-def numba():
+def numba(require):
     """The fused kernel needs numba: an error in the reference env, a skip elsewhere."""
-    return require_module("numba")
+    return require("numba")
 
 
 def mixed_degree_graph():
