@@ -41,7 +41,7 @@ def static_addresses(eng: Any) -> Dict[str, int]:
     for i, lr in enumerate(getattr(eng.optimizer, "_lr", [])):
         named[f"optim.lr.{i}"] = lr
     sampler = getattr(eng, "sampler", None)
-    for name in ("_first", "_local"):
+    for name in ("_first", "_local", "_marker"):      # torch path: first, local; fused kernel: marker
         if isinstance(getattr(sampler, name, None), torch.Tensor):
             named[f"sampler.{name.lstrip('_')}"] = getattr(sampler, name)
     named["graph.x"], named["graph.indptr"], named["graph.indices"] = eng.g.x, eng.g.indptr, eng.g.indices
