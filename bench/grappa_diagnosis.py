@@ -34,6 +34,7 @@ there (:func:`zg.grappa.gradient_error`, 3 random partitions x 2 super-epochs).
 from __future__ import annotations
 
 import argparse
+import json
 import os
 import statistics
 import sys
@@ -68,6 +69,11 @@ COMMON = dict(fanouts=[10, 10], threads=1, timeout=900, run_timeout=7200, eval_e
               method="random", halo=False)
 
 
+# The kit's Grappa defaults (METIS chunks, the halo, the batch estimator, a new super-epoch
+# every 5 epochs), read from TrainConfig so the "grappa/defaults" run follows them.
+DEFAULTS = {f: getattr(TrainConfig(), f) for f in ("method", "halo", "estimator", "repartition_every")}
+
+
 def load(spec):
     spec = dict(spec)
     name = spec.pop("name")
@@ -83,7 +89,9 @@ def distributed_runs(base, only=None):
              ("grappa/batch fixed", dict(trainer="grappa", estimator="batch", ablation="fixed_partitions")),
              ("grappa/batch halo", dict(trainer="grappa", estimator="batch", repartition_every=5, halo=True)),
              ("grappa/batch metis", dict(trainer="grappa", estimator="batch", repartition_every=5,
-                                         method="metis"))]
+                                         method="metis")),
+             # What a user gets: every Grappa setting at the kit's default (TrainConfig).
+             ("grappa/defaults", dict(trainer="grappa", **DEFAULTS))]
     return [(label, {**base, "workers": 4, **opts}) for label, opts in runs if not only or label in only]
 
 
@@ -132,6 +140,8 @@ def run_dataset(label, spec, args, scratch, save):
     g = load(spec["graph"])
     epochs = args.epochs or (spec["quick_epochs"] if quick else spec["epochs"])
     base = dict(COMMON, batch_size=spec["batch_size"], epochs=epochs)
+    if args.lr is not None:
+        base["lr"] = args.lr
     print(f"{label}: {g}, {epochs} epochs", flush=True)
     records = []
     t = time.perf_counter()
@@ -161,7 +171,8 @@ def run_dataset(label, spec, args, scratch, save):
               f"full={modes['full']:.4f} sampled={modes['sampled']:.4f} "
               f"local={modes.get('local', float('nan')):.4f}", flush=True)
     summary = summarise(records, epochs)
-    result = {"graph": str(g), "epochs": epochs, "settings": {**base, "workers": 4, "seeds": list(SEEDS)},
+    result = {"graph": str(g), "epochs": epochs, "argv": sys.argv[1:],
+              "settings": {**base, "lr": base.get("lr", TrainConfig().lr), "workers": 4, "seeds": list(SEEDS)},
               "runs": records, "summary": summary, "gradient_error": None}
     save(result)                                         # the runs are kept even if what follows fails
     print_summary(label, result)
@@ -249,18 +260,36 @@ def main(argv=None):
     parser.add_argument("--runs", type=lambda t: [x.strip() for x in t.split(",")], default=None,
                         help="comma-separated 4-worker run labels to keep (default: all; single always runs)")
     parser.add_argument("--no-gradient", action="store_true", help="skip the gradient-error part")
+    parser.add_argument("--lr", type=float, default=None,
+                        help="learning rate of every run (default: the kit's); the dataset is then "
+                             "recorded as '<name> lr=<lr>'")
     parser.add_argument("--name", default=None, help="result file name (default: from the options)")
+    parser.add_argument("--merge", action="store_true",
+                        help="keep the other datasets already in the result file (replace only the "
+                             "ones this run measures)")
     args = parser.parse_args(argv)
     start = time.perf_counter()
     note = machine_note()
     scratch = tempfile.mkdtemp(prefix="zg-diagnosis-")
-    results = {}
     name = args.name or ("grappa_diagnosis_quick" if args.quick else "grappa_diagnosis")
     if args.only and not args.name:
         name += f"_{args.only}"
+    results = {}
+    kept = {}
+    if args.merge:
+        previous = Path(__file__).resolve().parent / "results" / f"{name}.json"
+        if previous.exists():
+            with open(previous) as f:
+                old = json.load(f)
+            kept = old.get("datasets") or {}
+            for dataset in kept.values():                  # each dataset keeps its own machine note
+                dataset.setdefault("machine", old.get("machine"))
+                dataset.setdefault("argv", old.get("argv"))
 
     def save(_=None):
-        out = {"machine": note, "quick": args.quick, "argv": sys.argv[1:], "datasets": results,
+        out = {"machine": note, "machine_note": "the machine of this invocation; each dataset holds the "
+               "machine note of the run that measured it", "quick": args.quick, "argv": sys.argv[1:],
+               "datasets": {**{k: v for k, v in kept.items() if k not in results}, **results},
                "bench_seconds": time.perf_counter() - start,
                "load_average_at_end": list(os.getloadavg()) if hasattr(os, "getloadavg") else None}
         return write_json(name, out), out
@@ -268,8 +297,11 @@ def main(argv=None):
     for label, spec in SPECS.items():
         if args.only and label != args.only:
             continue
-        results[label] = run_dataset(label, spec, args, scratch,
-                                     lambda partial, label=label: (results.__setitem__(label, partial), save()))
+        key = label if args.lr is None else f"{label} lr={args.lr:g}"
+        results[key] = run_dataset(label, spec, args, scratch,
+                                   lambda partial, key=key: (results.__setitem__(key, {**partial, "machine": note}),
+                                                             save()))
+        results[key]["machine"] = note
     path, out = save()
     print(f"\nwrote {path} in {out['bench_seconds'] / 60:.1f} min")
 

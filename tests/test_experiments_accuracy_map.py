@@ -80,3 +80,27 @@ def test_map_findings_read_every_number_from_the_cells():
     wins = next(line for line in lines if line.startswith("**random chunks, what grappa wins back"))
     assert "+1.0 points on average over 3 cells" in wins
     assert lines[-1].startswith("**The paper's regime**") and lines[-1].count("layers") == 3
+
+
+def _diag_run(final, gap_curve, full, sampled, local=None):
+    mean_std = lambda m: {"mean": m, "std": 0.01, "n": 3}  # noqa: E731
+    return {"final_test_acc": mean_std(final), "gap_points_final": gap_curve[-1], "test_gap_points_curve": gap_curve,
+            "eval_full": mean_std(full), "eval_sampled": mean_std(sampled),
+            "eval_local": None if local is None else mean_std(local)}
+
+
+def test_diagnosis_findings_read_every_number_from_the_json():
+    summary = {"single": _diag_run(0.75, [0.0] * 9, 0.75, 0.76),
+               "isolated": _diag_run(0.65, [8.0] * 8 + [10.0], 0.65, 0.66, 0.53),
+               "grappa/batch": _diag_run(0.69, [6.0] * 8 + [6.0], 0.69, 0.69, 0.56),
+               "grappa/mean": _diag_run(0.68, [7.0] * 9, 0.68, 0.68, 0.55)}
+    lines = ex.diagnosis_findings({"cora lr=0.03": {"epochs": 9, "settings": {"lr": 0.03}, "summary": summary}})
+    assert lines[0].startswith("**cora lr=0.03** (9 epochs, lr 0.03, 3 seeds)")
+    assert "single ends at 75.0 ± 1.0 %" in lines[0] and "isolated +10.0, grappa/batch +6.0" in lines[0]
+    assert "after epoch 3 → after epoch 9: isolated +8.0 → +10.0" in lines[1]
+    assert "from 68.0 % (grappa/mean) to 69.0 % (grappa/batch), a spread of 1.0 points" in lines[2]
+    assert "+0.0 to +1.0 points over the runs" in lines[3] and "-13.0 to -12.0 points" in lines[3]
+    with pytest.raises(ValueError, match="non-empty"):
+        ex.diagnosis_findings({})
+    with pytest.raises(ValueError, match="no 'single' run"):
+        ex.diagnosis_findings({"x": {"epochs": 3, "summary": {"isolated": summary["isolated"]}}})

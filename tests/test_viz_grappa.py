@@ -209,6 +209,9 @@ def test_grappa_map_figure(viz):
     cells[1]["isolated"] = None
     heat = viz.grappa_map(cells, trainers=["grappa", "isolated"]).data[0]
     assert heat.z[1][1] is None and heat.text[1][1] == "not run" and heat.zmax == 30.0
+    # A cell trained with the halo says so in its label.
+    cells[1]["halo"] = True
+    assert viz.grappa_map(cells, trainers=["grappa"]).data[0].y[1].startswith("metis+halo · deg 20")
 
 
 def test_grappa_map_rejects_bad_cells(viz):

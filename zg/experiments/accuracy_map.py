@@ -22,7 +22,8 @@ import statistics
 from pathlib import Path
 from typing import Any, Dict, List, Optional, Sequence, Tuple
 
-__all__ = ["RESULTS_DIR", "load_result", "map_rows", "gap_summary", "paper_regime", "map_findings", "PAPER_REGIME"]
+__all__ = ["RESULTS_DIR", "load_result", "map_rows", "gap_summary", "paper_regime", "map_findings", "PAPER_REGIME",
+           "diagnosis_findings"]
 
 RESULTS_DIR = Path(__file__).resolve().parents[2] / "bench" / "results"
 MAP_FACTORS = ("method", "avg_degree", "homophily", "feature_snr", "workers", "num_layers")
@@ -121,6 +122,10 @@ def _gap(cell: dict, trainer: str) -> str:
     return f"{100 * entry['gap_mean']:+.1f} ± {100 * entry['gap_std']:.1f}"
 
 
+def _partition(cell: dict) -> str:
+    return f"{cell['method']} + halo" if cell.get("halo") else cell["method"]
+
+
 def map_findings(cells: Sequence[dict]) -> List[str]:
     """The map's findings as Markdown sentences, every number read from ``cells`` (gaps in
     points, mean ± std over seeds): the base cells, each partition's cells, what Grappa wins back
@@ -129,7 +134,7 @@ def map_findings(cells: Sequence[dict]) -> List[str]:
     out = []
     for cell in _select(cells, {"workers": 4, "avg_degree": 20, "homophily": 0.8, "feature_snr": 0.5,
                                 "num_layers": 2}):
-        out.append(f"**{cell['method']} chunks, base cell** (degree 20, homophily 0.8, SNR 0.5, P=4, 2 layers): "
+        out.append(f"**{_partition(cell)} chunks, base cell** (degree 20, homophily 0.8, SNR 0.5, P=4, 2 layers): "
                    f"single {100 * cell['single_acc_mean']:.1f} ± {100 * cell['single_acc_std']:.1f} %; "
                    f"gap to single: grappa {_gap(cell, 'grappa')}, isolated {_gap(cell, 'isolated')}, "
                    f"psgd_pa {_gap(cell, 'psgd_pa')}, feature_fetch {_gap(cell, 'feature_fetch')} points.")
@@ -138,6 +143,7 @@ def map_findings(cells: Sequence[dict]) -> List[str]:
         if not chosen:
             continue
         s = gap_summary(chosen, "grappa")
+        method = _partition(chosen[0])
         out.append(f"**{method} chunks, all {s['cells']} cells:** grappa's gap averages "
                    f"{s['mean_gap_points']:+.1f} points; within 1 point of single in {s['within_1_point']} "
                    f"of {s['cells']} cells; worst {s['worst_gap_points']:+.1f} ({s['worst_cell']}), best "
@@ -150,7 +156,58 @@ def map_findings(cells: Sequence[dict]) -> List[str]:
                        f"(from {min(wins):+.1f} to {max(wins):+.1f}).")
     paper = [c for c in paper_regime(cells) if c.get("grappa") is not None]
     if paper:
-        listed = "; ".join(f"{c['method']}, degree {c['avg_degree']:g}, P={c['workers']}, "
+        listed = "; ".join(f"{_partition(c)}, degree {c['avg_degree']:g}, P={c['workers']}, "
                            f"{c['num_layers']} layers, SNR {c['feature_snr']:g}: {_gap(c, 'grappa')}" for c in paper)
         out.append(f"**The paper's regime** (homophily 0.8, degree 20-50): grappa's gap {listed}.")
+    return out
+
+
+ESTIMATOR_RUNS = ("grappa/mean", "grappa/node", "grappa/batch", "grappa/shrink", "grappa/reference")
+
+
+def _pm(m: Optional[dict]) -> str:
+    return "n/a" if m is None else f"{100 * m['mean']:.1f} ± {100 * m['std']:.1f} %"
+
+
+def diagnosis_findings(datasets: Dict[str, Any]) -> List[str]:
+    """The diagnosis (``grappa_diagnosis.json``'s ``datasets``) as Markdown sentences, every
+    number read from it: per dataset the end-of-training gap to single of every run, whether the
+    gap closes with training (gap a third of the way in vs at the end), the estimators' spread,
+    and what the three evaluations of the same models say. Gaps: single minus run, in points
+    (positive: below single), as the diagnosis records them."""
+    if not isinstance(datasets, dict) or not datasets:
+        raise ValueError("datasets must be the non-empty 'datasets' dict of grappa_diagnosis.json")
+    out = []
+    for name, d in datasets.items():
+        summary = d.get("summary") or {}
+        if "single" not in summary:
+            raise ValueError(f"dataset {name!r} has no 'single' run in its summary")
+        epochs = d["epochs"]
+        lr = (d.get("settings") or {}).get("lr")
+        head = f"**{name}** ({epochs} epochs{'' if lr is None else f', lr {lr:g}'}, 3 seeds)"
+        gaps = ", ".join(f"{run} {s['gap_points_final']:+.1f}" for run, s in summary.items() if run != "single")
+        out.append(f"{head}: single ends at {_pm(summary['single']['final_test_acc'])}; gap to single at the end "
+                   f"(points, single - run): {gaps}.")
+        third = max(0, epochs // 3 - 1)
+        closing = [f"{run} {s['test_gap_points_curve'][third]:+.1f} → {s['test_gap_points_curve'][-1]:+.1f}"
+                   for run, s in summary.items() if run != "single" and s.get("test_gap_points_curve")]
+        if closing and epochs >= 6:
+            out.append(f"{head}, does the gap close with training? Gap after epoch {third + 1} → after epoch {epochs}: "
+                       + ", ".join(closing) + ".")
+        est = {run: summary[run]["final_test_acc"]["mean"] for run in ESTIMATOR_RUNS if run in summary}
+        if len(est) >= 2:
+            out.append(f"{head}, the estimators: final test accuracy from {100 * min(est.values()):.1f} % "
+                       f"({min(est, key=est.get)}) to {100 * max(est.values()):.1f} % ({max(est, key=est.get)}), "
+                       f"a spread of {100 * (max(est.values()) - min(est.values())):.1f} points.")
+        diffs = [100 * (s["eval_sampled"]["mean"] - s["eval_full"]["mean"]) for s in summary.values()
+                 if s.get("eval_sampled") and s.get("eval_full")]
+        local = {run: 100 * (s["eval_local"]["mean"] - s["eval_full"]["mean"]) for run, s in summary.items()
+                 if s.get("eval_local") and s.get("eval_full")}
+        if diffs:
+            text = (f"{head}, evaluation: sampled (training fanouts, whole graph) minus full neighbourhoods is "
+                    f"{min(diffs):+.1f} to {max(diffs):+.1f} points over the runs")
+            if local:
+                text += (f"; each worker's local graph minus full is {min(local.values()):+.1f} to "
+                         f"{max(local.values()):+.1f} points")
+            out.append(text + ".")
     return out

@@ -410,8 +410,12 @@ _MAP_LABELS = {"method": "{}", "avg_degree": "deg {:g}", "homophily": "h {:g}", 
 
 
 def map_cell_label(cell: Mapping[str, Any]) -> str:
-    """A map cell's factors in one short line, e.g. ``random · deg 20 · h 0.8 · snr 0.5 · P=4 · L=2``."""
-    return " · ".join(_MAP_LABELS[f].format(cell[f]) for f in MAP_FACTORS)
+    """A map cell's factors in one short line, e.g. ``random · deg 20 · h 0.8 · snr 0.5 · P=4 · L=2``
+    (``metis+halo · ...`` when the cell records ``halo: true``)."""
+    parts = [_MAP_LABELS[f].format(cell[f]) for f in MAP_FACTORS]
+    if cell.get("halo"):
+        parts[0] += "+halo"
+    return " · ".join(parts)
 
 
 def grappa_map(cells: Sequence[dict], *, trainers: Sequence[str] = ("grappa", "isolated", "psgd_pa",
