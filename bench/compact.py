@@ -4,9 +4,9 @@
     .venv/bin/python bench/compact.py --nodes 200000   # a smaller products_like graph
 
 Times :func:`zg._fused.sample_fused` alone (no pipeline, no features) on the same batches of
-the products-scale graph, with the sequential ``compact`` on every hop ("serial") and with the
-default choice (``compact_parallel`` on hops of at least ``PARALLEL_MIN_SLOTS`` slots, "auto"),
-the two alternating in one process, every repeat timing every batch once per variant. Two
+the products-scale graph, with the sequential ``compact`` on every hop ("serial") and with
+``compact_parallel`` on every hop of at least ``--min-slots`` slots ("parallel"), the two
+alternating in one process, every repeat timing every batch once per variant. Two
 measures per variant and repeat: the whole kernel call (one compiled call per batch, as the
 pipelines run it) and the compact stage alone (the hop-by-hop path with a stage clock, summing
 the "compact" intervals). Reported: the medians over repeats and the median of the paired
@@ -72,12 +72,15 @@ def main(argv=None):
     ap.add_argument("--repeats", type=int, default=7)
     ap.add_argument("--threads", type=int, default=2)
     ap.add_argument("--seed", type=int, default=0)
+    ap.add_argument("--min-slots", type=int, default=32_768,
+                    help="the parallel variant's parallel_min_slots (smaller hops stay sequential)")
     ap.add_argument("--name", default="compact")
     args = ap.parse_args(argv)
     if args.repeats < 5:
         raise SystemExit(f"--repeats must be >= 5 (medians), got {args.repeats}")
     torch.set_num_threads(args.threads)          # the fused kernel follows torch's thread count
 
+    load_before = os.getloadavg()
     t0 = time.perf_counter()
     g = zg.datasets.products_like(num_nodes=args.nodes, avg_degree=50, feat_dim=100,
                                   num_classes=47, seed=args.seed)
@@ -85,6 +88,7 @@ def main(argv=None):
     env = zg.Envelope.profile(g, args.fanouts, args.batch_size, seed=args.seed)
     sampler = zg.EnvelopeSampler(g, args.fanouts, args.batch_size, envelope=env, seed=args.seed,
                                  kernel="fused")
+    torch.set_num_threads(args.threads)   # (numba's first parallel launch may have reset it)
     threads = _fused.set_threads()
     fanouts = list(reversed(sampler.effective_fanouts))               # seeds outward
     sizes = list(reversed(sampler.sizes))
@@ -92,13 +96,13 @@ def main(argv=None):
     slots = [r * k for r, k in zip(rows, fanouts)]
     print(f"graph: {g.num_nodes:,} nodes, {g.num_edges:,} edges (loaded in {load_seconds:.1f} s); "
           f"envelope {env.sizes}; slots per hop (seeds outward) {slots}; "
-          f"{threads} threads; PARALLEL_MIN_SLOTS {_fused.PARALLEL_MIN_SLOTS}")
+          f"{threads} threads; parallel compact on hops of >= {args.min_slots} slots")
 
     gen = torch.Generator().manual_seed(args.seed)
     order = g.train_idx[torch.randperm(g.train_idx.numel(), generator=gen)]
     batches = [(order[b * args.batch_size:(b + 1) * args.batch_size].contiguous(),
                 torch.tensor(batch_key(args.seed, 0, b))) for b in range(args.batches)]
-    variants = {"serial": SERIAL, "auto": _fused.PARALLEL_MIN_SLOTS}
+    variants = {"serial": SERIAL, "parallel": args.min_slots}
 
     # Same outputs (and warm caches) before timing.
     for seeds, key in batches:
@@ -127,8 +131,8 @@ def main(argv=None):
                 run_batches(sampler, [batch], fanouts, sizes, variants[name], clock=timed)
             compact[name].append(clock.totals["compact"])
             sample[name].append(clock.totals["sample"])
-        print(f"repeat {r}: kernel serial {kernel['serial'][-1]:.3f} s, auto {kernel['auto'][-1]:.3f} s; "
-              f"compact serial {compact['serial'][-1]:.3f} s, auto {compact['auto'][-1]:.3f} s")
+        print(f"repeat {r}: kernel serial {kernel['serial'][-1]:.3f} s, parallel {kernel['parallel'][-1]:.3f} s; "
+              f"compact serial {compact['serial'][-1]:.3f} s, parallel {compact['parallel'][-1]:.3f} s")
 
     med = statistics.median
     summary = {
@@ -137,10 +141,10 @@ def main(argv=None):
                "sample_seconds": med(sample[name]), "sample_seconds_all": sample[name]}
         for name in variants}
     ratios = {
-        "kernel_speedup_auto_vs_serial": med(kernel["serial"]) / med(kernel["auto"]),
-        "kernel_speedup_paired_median": med(a / b for a, b in zip(kernel["serial"], kernel["auto"])),
-        "compact_speedup_auto_vs_serial": med(compact["serial"]) / med(compact["auto"]),
-        "compact_speedup_paired_median": med(a / b for a, b in zip(compact["serial"], compact["auto"])),
+        "kernel_speedup_parallel_vs_serial": med(kernel["serial"]) / med(kernel["parallel"]),
+        "kernel_speedup_paired_median": med([a / b for a, b in zip(kernel["serial"], kernel["parallel"])]),
+        "compact_speedup_parallel_vs_serial": med(compact["serial"]) / med(compact["parallel"]),
+        "compact_speedup_paired_median": med([a / b for a, b in zip(compact["serial"], compact["parallel"])]),
     }
     print(table([[name, f"{s['kernel_seconds']:.3f}", f"{s['sample_seconds']:.3f}",
                   f"{s['compact_seconds']:.3f}"] for name, s in summary.items()],
@@ -150,9 +154,10 @@ def main(argv=None):
         print(f"{k:36s} {v:6.2f}x")
     path = write_json(args.name, {
         "benchmark": "compact", "command": "python bench/compact.py " + " ".join(argv or sys.argv[1:]),
-        "machine": machine_note(), "load_average": os.getloadavg(),
+        "machine": machine_note(), "load_average_before": load_before,
+        "load_average_after": os.getloadavg(),
         "settings": {**vars(args), "threads_used": threads,
-                     "parallel_min_slots": _fused.PARALLEL_MIN_SLOTS},
+                     "default_parallel_min_slots": _fused.PARALLEL_MIN_SLOTS},
         "graph": {"num_nodes": g.num_nodes, "num_edges": g.num_edges},
         "envelope_sizes": env.sizes, "slots_per_hop_seeds_outward": slots,
         "results": summary, "ratios": ratios})

@@ -5,7 +5,9 @@ the CPU the torch reference makes about fifty full-tensor passes per hop (hash, 
 scatter, cumsum, gather); this kernel does the same work for every hop of a batch in one
 compiled call: per hop a multithreaded loop over the rows picks the neighbours, then one
 sequential pass over the candidates deduplicates them through a node-indexed marker array
-(touching only the candidates, and resetting only the entries it touched).
+(touching only the candidates, and resetting only the entries it touched). A multithreaded
+compact stage with the same outputs (:func:`compact_parallel`) is available per call
+(``parallel_min_slots``); see ``PARALLEL_MIN_SLOTS`` for why it is not the default.
 
 It produces exactly what the torch reference produces for the same key, bit for bit: the same
 splitmix64 hash of ``(key, hop, node, slot)``, the same Floyd choices, the same with/without
@@ -416,9 +418,13 @@ def set_threads() -> int:
 
 
 # Hops with at least this many neighbour slots (rows x fanout) deduplicate with the
-# multithreaded compact_parallel, smaller ones with the sequential compact (measured with
-# bench/compact.py: below a few thousand slots the threads' start-up costs more than it saves).
-PARALLEL_MIN_SLOTS = 32_768
+# multithreaded compact_parallel, smaller ones with the sequential compact. Off by default
+# (no hop reaches it): on the 2-core machine bench/compact.py measured the parallel compact
+# slower than the sequential one at 1 thread (about 1.7x the CPU time: four passes instead of
+# one; the sequential pass is one cached marker access per slot) and at 2 threads (a loaded
+# machine, where every parallel region waits for its second thread). sample_fused's
+# parallel_min_slots (e.g. 32_768) turns it on per call; the outputs are the same either way.
+PARALLEL_MIN_SLOTS = 2**62
 
 
 class Workspace:
@@ -524,10 +530,12 @@ def sample_fused(indptr: torch.Tensor, indices: torch.Tensor, seeds: torch.Tenso
 def warm_up() -> float:
     """Compile the kernel (or load it from numba's cache) on a tiny graph; returns the seconds.
 
-    Runs once per process; later calls return the first call's seconds."""
+    Runs once per process; later calls return the first call's seconds. torch's thread count is
+    kept: the first parallel launch of numba's OpenMP threading layer resets it to numba's."""
     if _compile["seconds"] is not None:
         return _compile["seconds"]
     _get_kernel()
+    torch_threads = torch.get_num_threads()
     start = time.perf_counter()
     indptr = torch.tensor([0, 2, 3, 3], dtype=torch.int64)
     indices = torch.tensor([1, 2, 0], dtype=torch.int64)
@@ -536,6 +544,8 @@ def warm_up() -> float:
                      torch.tensor(2, dtype=torch.int64), torch.tensor(7, dtype=torch.int64), [1, 2],
                      [3, 3], False, 2, new_marker(3), clock=clock, parallel_min_slots=0)
     _compile["seconds"] = time.perf_counter() - start
+    if torch.get_num_threads() != torch_threads:
+        torch.set_num_threads(torch_threads)
     hits = misses = 0
     for function in (sample_all, pick, compact, compact_parallel, compact_hop, check_seeds, hop_key):
         hits += int(sum(function.stats.cache_hits.values()))
