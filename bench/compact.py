@@ -10,7 +10,9 @@ alternating in one process, every repeat timing every batch once per variant. Tw
 measures per variant and repeat: the whole kernel call (one compiled call per batch, as the
 pipelines run it) and the compact stage alone (the hop-by-hop path with a stage clock, summing
 the "compact" intervals). Reported: the medians over repeats and the median of the paired
-per-repeat ratios. Both variants' outputs are checked equal on every batch before timing.
+per-repeat ratios; also the process's CPU seconds (all threads), the work each variant does,
+which a loaded machine distorts less than the wall clock. Both variants' outputs are checked
+equal on every batch before timing.
 Writes bench/results/compact.json with the machine note.
 """
 
@@ -48,19 +50,22 @@ def run_batches(sampler, batches, fanouts, sizes, min_slots, clock=None):
 
 
 class StageClock:
-    """clock(stage): adds the seconds since the previous call to that stage's total."""
+    """clock(stage): adds the seconds since the previous call to that stage's total, wall clock
+    and this process's CPU time (all threads: the work, whatever else the machine runs)."""
 
     def __init__(self):
         self.totals = {"sample": 0.0, "compact": 0.0}
-        self.last = None
+        self.cpu = {"sample": 0.0, "compact": 0.0}
+        self.last = self.last_cpu = None
 
     def start(self):
-        self.last = time.perf_counter()
+        self.last, self.last_cpu = time.perf_counter(), time.process_time()
 
     def __call__(self, stage):
-        now = time.perf_counter()
+        now, now_cpu = time.perf_counter(), time.process_time()
         self.totals[stage] += now - self.last
-        self.last = now
+        self.cpu[stage] += now_cpu - self.last_cpu
+        self.last, self.last_cpu = now, now_cpu
 
 
 def main(argv=None):
@@ -113,14 +118,17 @@ def main(argv=None):
     assert bool((sampler._marker == -1).all())
 
     kernel = {name: [] for name in variants}
+    kernel_cpu = {name: [] for name in variants}
+    compact_cpu = {name: [] for name in variants}
     compact = {name: [] for name in variants}
     sample = {name: [] for name in variants}
     for r in range(args.repeats):
         names = list(variants) if r % 2 == 0 else list(reversed(variants))
         for name in names:
-            start = time.perf_counter()
+            start, start_cpu = time.perf_counter(), time.process_time()
             run_batches(sampler, batches, fanouts, sizes, variants[name])
             kernel[name].append(time.perf_counter() - start)
+            kernel_cpu[name].append(time.process_time() - start_cpu)
             clock = StageClock()
 
             def timed(stage, clock=clock):
@@ -130,6 +138,7 @@ def main(argv=None):
                 clock.start()
                 run_batches(sampler, [batch], fanouts, sizes, variants[name], clock=timed)
             compact[name].append(clock.totals["compact"])
+            compact_cpu[name].append(clock.cpu["compact"])
             sample[name].append(clock.totals["sample"])
         print(f"repeat {r}: kernel serial {kernel['serial'][-1]:.3f} s, parallel {kernel['parallel'][-1]:.3f} s; "
               f"compact serial {compact['serial'][-1]:.3f} s, parallel {compact['parallel'][-1]:.3f} s")
@@ -138,13 +147,18 @@ def main(argv=None):
     summary = {
         name: {"kernel_seconds": med(kernel[name]), "kernel_seconds_all": kernel[name],
                "compact_seconds": med(compact[name]), "compact_seconds_all": compact[name],
-               "sample_seconds": med(sample[name]), "sample_seconds_all": sample[name]}
+               "sample_seconds": med(sample[name]), "sample_seconds_all": sample[name],
+               "kernel_cpu_seconds": med(kernel_cpu[name]), "kernel_cpu_seconds_all": kernel_cpu[name],
+               "compact_cpu_seconds": med(compact_cpu[name]),
+               "compact_cpu_seconds_all": compact_cpu[name]}
         for name in variants}
     ratios = {
         "kernel_speedup_parallel_vs_serial": med(kernel["serial"]) / med(kernel["parallel"]),
         "kernel_speedup_paired_median": med([a / b for a, b in zip(kernel["serial"], kernel["parallel"])]),
         "compact_speedup_parallel_vs_serial": med(compact["serial"]) / med(compact["parallel"]),
         "compact_speedup_paired_median": med([a / b for a, b in zip(compact["serial"], compact["parallel"])]),
+        "kernel_cpu_parallel_over_serial": med(kernel_cpu["parallel"]) / med(kernel_cpu["serial"]),
+        "compact_cpu_parallel_over_serial": med(compact_cpu["parallel"]) / med(compact_cpu["serial"]),
     }
     print(table([[name, f"{s['kernel_seconds']:.3f}", f"{s['sample_seconds']:.3f}",
                   f"{s['compact_seconds']:.3f}"] for name, s in summary.items()],
