@@ -30,6 +30,24 @@ def numba(require):
     return require("numba")
 
 
+# The compact stage the fused kernel runs: the sequential one on every hop, or the parallel one
+# on every hop (parallel_min_slots 0) with 1 and with 2 numba threads (the kernel follows
+# torch's thread count, so the fixture sets that; 2 threads where numba has them).
+COMPACT_PATHS = [("serial", None), ("parallel", 1), ("parallel", 2)]
+
+
+@pytest.fixture(params=COMPACT_PATHS, ids=[f"{p}-{t}t" if t else p for p, t in COMPACT_PATHS])
+def compact_path(request, numba, monkeypatch):
+    path, threads = request.param
+    _fused.warm_up()
+    monkeypatch.setattr(_fused, "PARALLEL_MIN_SLOTS", 0 if path == "parallel" else 2**62)
+    before = torch.get_num_threads()
+    if threads is not None:
+        torch.set_num_threads(threads)
+    yield path
+    torch.set_num_threads(before)
+
+
 def mixed_degree_graph():
     """Degrees 1, 3, 5, 20, 100,000 (a hub) and 0 for nodes 0..5; their neighbours are nodes 6...
     Plus a few edges among the neighbours so later hops have something to sample."""
@@ -75,7 +93,7 @@ def both(g, fanouts, rows, **kwargs):
 
 
 @pytest.mark.parametrize("replace", [False, True])
-def test_mixed_degrees_hub_degree_zero_and_below_fanout(numba, replace):
+def test_mixed_degrees_hub_degree_zero_and_below_fanout(numba, compact_path, replace):
     g = mixed_degree_graph()
     reference, fused = both(g, [4, 3, 6], 8, replace=replace, seed=11)
     assert (reference.kernel, fused.kernel) == ("torch", "fused")
@@ -87,7 +105,7 @@ def test_mixed_degrees_hub_degree_zero_and_below_fanout(numba, replace):
 
 @pytest.mark.parametrize("replace", [False, True])
 @pytest.mark.parametrize("fanouts", [[5], [3, 4], [15, 10, 5], [2, 1, 3, 2]])
-def test_random_graphs_many_keys_and_hops(numba, replace, fanouts):
+def test_random_graphs_many_keys_and_hops(numba, compact_path, replace, fanouts):
     g = random_graph(n=900, e=9000, seed=len(fanouts))
     reference, fused = both(g, fanouts, 64, replace=replace, seed=5)
     perm = torch.randperm(g.num_nodes, generator=torch.Generator().manual_seed(1))
@@ -97,7 +115,7 @@ def test_random_graphs_many_keys_and_hops(numba, replace, fanouts):
 
 
 @pytest.mark.parametrize("replace", [False, True])
-def test_padded_short_batches(numba, replace):
+def test_padded_short_batches(numba, compact_path, replace):
     g = random_graph()
     reference, fused = both(g, [4, 3], 50, replace=replace)
     for count in (1, 7, 49, 50):
@@ -106,7 +124,7 @@ def test_padded_short_batches(numba, replace):
 
 
 @pytest.mark.parametrize("replace", [False, True])
-def test_overflowing_envelopes_same_flag_and_wanted(numba, replace):
+def test_overflowing_envelopes_same_flag_and_wanted(numba, compact_path, replace):
     g = random_graph()
     tiny = Envelope([100, 70, 64])
     reference, fused = both(g, [5, 4, 3], 64, envelope=tiny, replace=replace)
@@ -123,7 +141,7 @@ def test_overflowing_envelopes_same_flag_and_wanted(numba, replace):
                                                          replace=replace)[0].sample(seeds, 2, 0))
 
 
-def test_overflow_at_the_first_hop_only(numba):
+def test_overflow_at_the_first_hop_only(numba, compact_path):
     """An envelope tight at the seeds' hop only: the later hops sample from a truncated frontier."""
     g = random_graph(n=2000, e=30_000)
     rows = 32
@@ -135,7 +153,7 @@ def test_overflow_at_the_first_hop_only(numba):
     assert_bit_identical(a, b)
 
 
-def test_sample_static_with_raw_keys(numba):
+def test_sample_static_with_raw_keys(numba, compact_path):
     """Negative, zero and extreme keys go through the same uint64 hash on both paths."""
     g = random_graph()
     reference, fused = both(g, [3, 5], 16)
@@ -147,7 +165,7 @@ def test_sample_static_with_raw_keys(numba):
         assert_bit_identical(reference.sample_static(seeds, n, k), fused.sample_static(seeds, n, k))
 
 
-def test_fanout_at_or_above_the_largest_degree_and_graph_without_edges(numba):
+def test_fanout_at_or_above_the_largest_degree_and_graph_without_edges(numba, compact_path):
     g = random_graph(n=300, e=900)
     reference, fused = both(g, [1000, 1000], 20)                     # every neighbour
     seeds = torch.arange(20)
@@ -159,7 +177,7 @@ def test_fanout_at_or_above_the_largest_degree_and_graph_without_edges(numba):
         assert_bit_identical(reference.sample(seeds), fused.sample(seeds))
 
 
-def test_hypothesis_property(numba, require):
+def test_hypothesis_property(numba, compact_path, require):
     hypothesis = require("hypothesis")
     st = hypothesis.strategies
 
@@ -182,7 +200,7 @@ def test_hypothesis_property(numba, require):
 
 
 @pytest.mark.parametrize("replace", [False, True])
-def test_with_a_stage_clock_the_hop_by_hop_path_gives_the_same(numba, replace):
+def test_with_a_stage_clock_the_hop_by_hop_path_gives_the_same(numba, compact_path, replace):
     """Profiling runs the kernel hop by hop (to time "sample" and "compact" apart): same tensors."""
     g = random_graph()
     reference, fused = both(g, [3, 4, 2], 32, envelope=Envelope([160, 90, 40]), replace=replace)
@@ -213,6 +231,71 @@ def test_bad_static_inputs_are_errors_not_crashes(numba):
     # The sampler is unharmed.
     seeds = torch.tensor([0, 1, 2, 3])
     assert_bit_identical(fused.sample(seeds), EnvelopeSampler(g, [3], 4, kernel="torch").sample(seeds))
+
+
+@pytest.mark.parametrize("threads", [1, 2])
+def test_parallel_compact_on_random_graphs_many_chunks_and_buckets(numba, monkeypatch, threads):
+    """Seeded random graphs big enough that the parallel compact splits the elements into several
+    chunks (16,384 each) and the nodes into several buckets; the torch reference, the sequential
+    and the parallel compact agree, and the marker is left all -1."""
+    _fused.warm_up()
+    before = torch.get_num_threads()
+    torch.set_num_threads(threads)
+    try:
+        gen = torch.Generator().manual_seed(threads)
+        for trial in range(3):
+            n = int(torch.randint(4_000, 40_000, (1,), generator=gen))
+            e = int(torch.randint(n, 30 * n, (1,), generator=gen))
+            g = random_graph(n=n, e=e, seed=100 + trial)
+            rows = int(torch.randint(2_100, 3_000, (1,), generator=gen))
+            # >= 8 x 2,100 slots at the seeds' hop already: several chunks
+            fanouts = torch.randint(8, 13, (int(torch.randint(1, 4, (1,), generator=gen)),),
+                                    generator=gen).tolist()
+            replace = bool(trial % 2)
+            worst = worst_case_sizes(n, fanouts, rows)
+            tight = Envelope([max(rows, s // 3) for s in worst])        # overflows at some hops
+            for envelope in (None, tight):
+                reference, _ = both(g, fanouts, rows, envelope=envelope, replace=replace, seed=trial)
+                for min_slots in (2**62, 0, 10_000):   # sequential, parallel, chosen per hop
+                    monkeypatch.setattr(_fused, "PARALLEL_MIN_SLOTS", min_slots)
+                    fused = EnvelopeSampler(g, fanouts, rows, envelope=envelope, replace=replace,
+                                            seed=trial, kernel="fused")
+                    seeds = torch.randperm(n, generator=gen)[:rows - trial]
+                    expected = reference.sample(seeds, trial, 1)
+                    assert_bit_identical(expected, fused.sample(seeds, trial, 1))
+                    assert bool((fused._marker == -1).all())
+    finally:
+        torch.set_num_threads(before)
+
+
+@pytest.mark.parametrize("replace", [False, True])
+def test_parallel_compact_with_an_int64_marker_and_duplicate_seeds(numba, replace):
+    """The int64 marker (graphs with 2^31 nodes or more) takes the same parallel path; repeated
+    seeds keep their first row, as in the reference."""
+    g = random_graph(n=3000, e=40_000, seed=4)
+    reference, _ = both(g, [6, 5], 700, replace=replace, seed=2)
+    seeds = torch.randint(0, 3000, (700,), generator=torch.Generator().manual_seed(0))
+    seeds[10:20] = seeds[0]                                            # duplicate seeds
+    key = torch.tensor(batch_key(2, 0, 0))
+    expected = reference.sample_static(seeds, torch.tensor(690), key)
+    fanouts = list(reversed(reference.effective_fanouts))
+    sizes = list(reversed(reference.sizes))
+    for dtype in (torch.int32, torch.int64):
+        for min_slots in (0, 2**62):
+            marker = torch.full((g.num_nodes,), -1, dtype=dtype)
+            hops, wanted, clamped, overflowed = _fused.sample_fused(
+                g.indptr, g.indices, seeds, torch.tensor(690), key, fanouts, sizes, replace,
+                reference.max_degree, marker, parallel_min_slots=min_slots,
+                workspace=_fused.Workspace())
+            assert torch.equal(wanted, expected.wanted.flip(0))
+            assert torch.equal(overflowed, expected.overflowed)
+            for (nbr, mask, src), block in zip(hops, reversed(expected.blocks)):
+                assert torch.equal(nbr, block.nbr) and torch.equal(mask, block.mask)
+                assert torch.equal(src, block.src_nodes)
+            assert bool((marker == -1).all())
+    with pytest.raises(ValueError, match="parallel_min_slots"):
+        _fused.sample_fused(g.indptr, g.indices, seeds, torch.tensor(690), key, fanouts, sizes,
+                            replace, reference.max_degree, marker, parallel_min_slots=-1)
 
 
 # ----------------------------------------------------------------------------- choosing the kernel
@@ -256,6 +339,17 @@ def test_numba_threads_follow_torch(numba):
         assert _fused.set_threads() == min(before, numba.config.NUMBA_NUM_THREADS)
     finally:
         torch.set_num_threads(before)
+
+
+def test_warm_up_keeps_torch_thread_count(numba):
+    """numba's OpenMP layer resets torch's thread count at its first parallel launch; warm_up
+    (the first launch of every fused sampler) puts it back, so "numba follows torch" holds."""
+    code = ("import torch; torch.set_num_threads(1); from zg import _fused; _fused.warm_up(); "
+            "print(torch.get_num_threads(), _fused.set_threads())")
+    out = subprocess.run([sys.executable, "-c", code], cwd=ROOT, capture_output=True, text=True,
+                         env={**os.environ, "PYTHONPATH": str(ROOT)}, timeout=300)
+    assert out.returncode == 0, out.stderr
+    assert out.stdout.split() == ["1", "1"]
 
 
 WITHOUT_NUMBA = """

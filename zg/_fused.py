@@ -5,7 +5,9 @@ the CPU the torch reference makes about fifty full-tensor passes per hop (hash, 
 scatter, cumsum, gather); this kernel does the same work for every hop of a batch in one
 compiled call: per hop a multithreaded loop over the rows picks the neighbours, then one
 sequential pass over the candidates deduplicates them through a node-indexed marker array
-(touching only the candidates, and resetting only the entries it touched).
+(touching only the candidates, and resetting only the entries it touched). A multithreaded
+compact stage with the same outputs (:func:`compact_parallel`) is available per call
+(``parallel_min_slots``); see ``PARALLEL_MIN_SLOTS`` for why it is not the default.
 
 It produces exactly what the torch reference produces for the same key, bit for bit: the same
 splitmix64 hash of ``(key, hop, node, slot)``, the same Floyd choices, the same with/without
@@ -182,16 +184,191 @@ if numba is not None:
                 marker[src[i]] = -1
         return count
 
+    # compact_parallel's phases, as plain functions called once per chunk or bucket from a
+    # prange loop. "Elements" are the dst rows then the slots: element e < n_dst is row e
+    # (node dst[e]), element n_dst + p is slot p (node nbr[p], when mask[p]).
+
+    @njit(cache=True, nogil=True)
+    def bucket_histogram(c, chunk, elements, shift, dst, n_dst, nbr, mask, histogram):
+        """Phase 1a for chunk c of the elements: histogram[c, b] = its elements in bucket b."""
+        # (the element's node written out: a helper function here, even inlined, made this
+        # loop over ten times slower)
+        for e in range(c * chunk, min(elements, (c + 1) * chunk)):
+            if e < n_dst:
+                v = dst[e]
+            elif mask[e - n_dst]:
+                v = nbr[e - n_dst]
+            else:
+                continue
+            histogram[c, v >> shift] += 1
+
+    @njit(cache=True, nogil=True)
+    def bucket_scatter(c, chunk, elements, shift, dst, n_dst, nbr, mask, at, entry_element,
+                       entry_node):
+        """Phase 1b: chunk c's elements into their buckets, in element order; at int64
+        [buckets], where the chunk's entries of each bucket start."""
+        for e in range(c * chunk, min(elements, (c + 1) * chunk)):
+            if e < n_dst:
+                v = dst[e]
+            elif mask[e - n_dst]:
+                v = nbr[e - n_dst]
+            else:
+                continue
+            b = v >> shift
+            entry_element[at[b]] = e
+            entry_node[at[b]] = v
+            at[b] += 1
+
+    @njit(cache=True, nogil=True)
+    def bucket_first_occurrences(b, lo, hi, chunk, n_dst, marker, entry_element, entry_node,
+                                 codes, firsts):
+        """Phase 2 for bucket b (entries lo..hi, in element order): codes[j] = the element where
+        entry j's node first occurs (in bucket order: sequential writes); firsts[b, c] = the new
+        nodes first seen in element chunk c. The bucket's nodes span 2^shift marker entries,
+        which stay in the core's cache."""
+        for j in range(lo, hi):
+            v = entry_node[j]
+            e = np.int64(entry_element[j])
+            seen = np.int64(marker[v])
+            if seen < 0:
+                seen = e
+                marker[v] = e
+                if e >= n_dst:
+                    firsts[b, e // chunk] += 1
+            codes[j] = seen
+        for j in range(lo, hi):
+            marker[entry_node[j]] = -1
+
+    @njit(cache=True, nogil=True)
+    def number_chunk(c, chunk, elements, shift, dst, n_dst, nbr, mask, src, codes, at,
+                     local_of, local):
+        """Phase 3 for chunk c: first occurrences take local ids local, local + 1, ...; rows are
+        final; a later repeat of a new node is left as -1 - (its first slot) for phase 4. The
+        codes are read back in element order from the buckets (at int64 [buckets]: where the
+        chunk's entries of each bucket start, as in phase 1b)."""
+        cap = src.shape[0]
+        for e in range(c * chunk, min(n_dst, (c + 1) * chunk)):
+            at[dst[e] >> shift] += 1                                   # the chunk's rows
+        for e in range(max(n_dst, c * chunk), min(elements, (c + 1) * chunk)):
+            p = e - n_dst
+            if mask[p]:
+                b = nbr[p] >> shift
+                code = np.int64(codes[at[b]])
+                at[b] += 1
+                if code == e:                                          # first occurrence
+                    local_of[p] = local
+                    if local < cap:
+                        src[local] = nbr[p]
+                    nbr[p] = min(local, cap - 1)
+                    local += 1
+                elif code < n_dst:                                     # a destination row
+                    nbr[p] = code
+                else:
+                    nbr[p] = -1 - (code - n_dst)
+
+    @njit(cache=True, nogil=True)
+    def resolve_chunk(c, chunk, elements, n_dst, nbr, mask, local_of, cap):
+        """Phase 4 for chunk c: repeats take their first occurrence's local id."""
+        for e in range(max(n_dst, c * chunk), min(elements, (c + 1) * chunk)):
+            p = e - n_dst
+            if mask[p] and nbr[p] < 0:
+                nbr[p] = min(np.int64(local_of[-1 - nbr[p]]), cap - 1)
+
+    @njit(parallel=True, cache=True, nogil=True)
+    def compact_parallel(dst, n_dst, k, marker, nbr, mask, src, codes, entry_element, entry_node):
+        """:func:`compact` with the same outputs, bit for bit, multithreaded.
+
+        codes, entry_element, entry_node: scratch [>= n_dst + R * k] of the marker's dtype,
+        which must hold n_dst + R * k (:func:`compact_hop` checks). First occurrence means the
+        first in "rows dst[:n_dst], then slots row by row", as in :func:`compact`.
+
+        1. Parallel over chunks of the elements (rows then slots): a radix partition of the
+           (element, node) pairs into buckets of 2^shift consecutive node ids, each bucket in
+           element order (a histogram, prefix sums, a scatter).
+        2. Parallel over buckets: through the marker, each element's code = the element where
+           its node first occurs; then the bucket resets its marker entries. A bucket's marker
+           range (<= 256 KiB) stays in cache, and no two buckets share a marker entry.
+        3. Prefix sums of the first occurrences per chunk, then parallel over chunks: the new
+           nodes' local ids n_dst + rank, src, the rows' local ids.
+        4. Parallel over chunks: repeats of new nodes read their first occurrence's local id.
+        Local ids >= cap are clamped to cap - 1 as in :func:`compact`. Returns the true count.
+        """
+        rows = dst.shape[0]
+        cap = src.shape[0]
+        slots = rows * k
+        elements = n_dst + slots
+        nodes = marker.shape[0]
+        # Buckets: 2^16 marker entries (256 KiB of int32) or fewer, at least 16 buckets.
+        shift = 16 if marker.itemsize == 4 else 15
+        while shift > 0 and ((nodes - 1) >> shift) < 15:
+            shift -= 1
+        buckets = ((nodes - 1) >> shift) + 1 if nodes > 0 else 1
+        chunk = 16384
+        chunks = max(1, (elements + chunk - 1) // chunk)
+        histogram = np.zeros((chunks, buckets), dtype=np.int64)
+        for c in prange(chunks):                                       # 1a
+            bucket_histogram(c, chunk, elements, shift, dst, n_dst, nbr, mask, histogram)
+        bucket_start = np.empty(buckets + 1, dtype=np.int64)
+        bucket_start[0] = 0
+        at = 0
+        for b in range(buckets):       # bucket-major offsets: histogram[c, b] -> where c starts
+            for c in range(chunks):
+                entries = histogram[c, b]
+                histogram[c, b] = at
+                at += entries
+            bucket_start[b + 1] = at
+        for c in prange(chunks):                                       # 1b
+            bucket_scatter(c, chunk, elements, shift, dst, n_dst, nbr, mask, histogram[c].copy(),
+                           entry_element, entry_node)
+        firsts = np.zeros((buckets, chunks), dtype=np.int64)
+        for b in prange(buckets):                                      # 2
+            bucket_first_occurrences(b, bucket_start[b], bucket_start[b + 1], chunk, n_dst,
+                                     marker, entry_element, entry_node, codes, firsts)
+        chunk_local = np.empty(chunks + 1, dtype=np.int64)             # 3
+        chunk_local[0] = n_dst
+        for c in range(chunks):
+            chunk_local[c + 1] = chunk_local[c] + firsts[:, c].sum()
+        count = chunk_local[chunks]
+        local_of = entry_node               # free after phase 2: local id of each first slot
+        for c in prange(chunks):
+            number_chunk(c, chunk, elements, shift, dst, n_dst, nbr, mask, src, codes,
+                         histogram[c].copy(), local_of, chunk_local[c])
+        for c in prange(chunks):                                       # 4
+            resolve_chunk(c, chunk, elements, n_dst, nbr, mask, local_of, cap)
+        for i in range(n_dst):
+            src[i] = dst[i]
+        for i in range(count, cap):
+            src[i] = 0
+        return count
+
+    @njit(cache=True, nogil=True)
+    def compact_hop(dst, n_dst, k, marker, nbr, mask, src, codes, entry_element, entry_node,
+                    parallel_min_slots):
+        """One hop's compact stage: :func:`compact_parallel` when the hop has at least
+        ``parallel_min_slots`` slots (and the scratch and the marker's dtype can hold its slot
+        codes), else the sequential :func:`compact`. The same outputs either way."""
+        slots = dst.shape[0] * k
+        fits = marker.itemsize == 8 or n_dst + slots < 2**31 - 1     # codes in the marker dtype
+        elements = n_dst + slots
+        if (slots >= parallel_min_slots and fits and codes.shape[0] >= elements
+                and entry_element.shape[0] >= elements and entry_node.shape[0] >= elements):
+            return compact_parallel(dst, n_dst, k, marker, nbr, mask, src, codes, entry_element,
+                                    entry_node)
+        return compact(dst, n_dst, k, marker, nbr, mask, src)
+
     @njit(cache=True, nogil=True)
     def sample_all(indptr, indices, seeds, num_seeds, key, fanouts, caps, replace, max_degree,
-                   marker, nbr_out, mask_out, src_out, counts_out, overflowed_out):
+                   marker, nbr_out, mask_out, src_out, counts_out, overflowed_out, codes,
+                   entry_element, entry_node, parallel_min_slots):
         """Every hop of one batch, seeds outward: pick, then compact, hop after hop.
 
         indptr int64 [N+1], indices int64 [E]; seeds int64 [B]; num_seeds, key int64 [1];
         fanouts, caps int64 [L] (seeds outward); marker int32/int64 [N] all -1 (left all -1);
         nbr_out int64 [sum R_h * k_h] and mask_out bool [same] (row-major [R_h, k_h] per hop);
         src_out int64 [sum cap_h]; counts_out int64 [2L] (true counts, then clamped);
-        overflowed_out bool [1]. Returns :func:`check_seeds`'s status (nothing written unless 0).
+        overflowed_out bool [1]; codes, entry_element, entry_node, parallel_min_slots: see
+        :func:`compact_hop`.
+        Returns :func:`check_seeds`'s status (nothing written unless 0).
         """
         status = check_seeds(seeds, num_seeds[0], indptr.shape[0] - 1)
         if status != 0:
@@ -212,7 +389,8 @@ if numba is not None:
             src = src_out[src_at: src_at + cap]
             pick(indptr, indices, dst, n_dst, k, hop_key(key_u, hop), replace,
                  (not replace) and k >= max_degree, nbr, mask)
-            count = compact(dst, n_dst, k, marker, nbr, mask, src)
+            count = compact_hop(dst, n_dst, k, marker, nbr, mask, src, codes, entry_element,
+                                entry_node, parallel_min_slots)
             overflowed = overflowed or count > cap
             clamped = min(count, cap)
             counts_out[hop] = count
@@ -239,6 +417,30 @@ def set_threads() -> int:
     return threads
 
 
+# Hops with at least this many neighbour slots (rows x fanout) deduplicate with the
+# multithreaded compact_parallel, smaller ones with the sequential compact. Off by default
+# (no hop reaches it): on the 2-core machine bench/compact.py measured the parallel compact
+# slower than the sequential one at 1 thread (about 1.7x the CPU time: four passes instead of
+# one; the sequential pass is one cached marker access per slot) and at 2 threads (a loaded
+# machine, where every parallel region waits for its second thread). sample_fused's
+# parallel_min_slots (e.g. 32_768) turns it on per call; the outputs are the same either way.
+PARALLEL_MIN_SLOTS = 2**62
+
+
+class Workspace:
+    """The scratch arrays of :func:`compact_parallel`, kept between calls (a sampler holds one)
+    and grown when a call needs more: three arrays [rows + slots of the largest hop] of the
+    marker's dtype."""
+
+    def __init__(self):
+        self.scratch = tuple(np.empty(0, dtype=np.int32) for _ in range(3))
+
+    def arrays(self, elements: int, dtype) -> Tuple[np.ndarray, np.ndarray, np.ndarray]:
+        if self.scratch[0].dtype != dtype or self.scratch[0].shape[0] < elements:
+            self.scratch = tuple(np.empty(elements, dtype=dtype) for _ in range(3))
+        return self.scratch
+
+
 def new_marker(num_nodes: int) -> torch.Tensor:
     """The node-indexed marker array the kernel deduplicates with (all -1; it leaves it so).
     int32 (half the cache footprint) whenever the node ids fit."""
@@ -249,7 +451,8 @@ def new_marker(num_nodes: int) -> torch.Tensor:
 def sample_fused(indptr: torch.Tensor, indices: torch.Tensor, seeds: torch.Tensor,
                  num_seeds: torch.Tensor, key: torch.Tensor, fanouts: Sequence[int],
                  caps: Sequence[int], replace: bool, max_degree: int, marker: torch.Tensor,
-                 clock: Optional[Callable[[str], None]] = None):
+                 clock: Optional[Callable[[str], None]] = None, workspace: Optional[Workspace] = None,
+                 parallel_min_slots: Optional[int] = None):
     """Run every hop of one batch (seeds outward). CPU tensors only.
 
     Without ``clock``: one compiled call for all hops. With ``clock`` (profiling): hop by hop
@@ -259,9 +462,18 @@ def sample_fused(indptr: torch.Tensor, indices: torch.Tensor, seeds: torch.Tenso
     Returns (per hop, seeds outward: (nbr [R, k], mask [R, k], src_nodes [cap]),
     wanted int64 [L] true counts, clamped int64 [L], overflowed bool []), all torch tensors;
     the per-hop tensors are views of three flat buffers allocated per call.
+
+    ``workspace``: the compact stage's scratch (a :class:`Workspace`; None: a new one).
+    ``parallel_min_slots``: hops with at least this many slots use :func:`compact_parallel`
+    (None: ``PARALLEL_MIN_SLOTS``; 0 forces it everywhere, a huge value forces the sequential
+    :func:`compact`). The outputs do not depend on it.
     """
     _get_kernel()
     set_threads()
+    if parallel_min_slots is None:
+        parallel_min_slots = PARALLEL_MIN_SLOTS
+    if isinstance(parallel_min_slots, bool) or not isinstance(parallel_min_slots, int) or parallel_min_slots < 0:
+        raise ValueError(f"parallel_min_slots must be an int >= 0, got {parallel_min_slots!r}")
     batch = seeds.shape[0]
     rows = [batch] + list(caps[:-1])
     nbr_sizes = [r * k for r, k in zip(rows, fanouts)]
@@ -280,12 +492,14 @@ def sample_fused(indptr: torch.Tensor, indices: torch.Tensor, seeds: torch.Tenso
         at += size
         src_at += cap
     graph = (indptr.numpy(), indices.numpy())
+    elements = [r + s for r, s in zip(rows, nbr_sizes) if s >= parallel_min_slots]
+    scratch = (workspace or Workspace()).arrays(max(elements, default=0), marker.numpy().dtype)
     if clock is None:
         status = sample_all(*graph, seeds.numpy(), num_seeds.reshape(1).numpy(),
                             key.reshape(1).numpy(), np.asarray(fanouts, dtype=np.int64),
                             np.asarray(caps, dtype=np.int64), bool(replace), int(max_degree),
                             marker.numpy(), nbr.numpy(), mask.numpy(), src.numpy(),
-                            counts.numpy(), overflowed.numpy())
+                            counts.numpy(), overflowed.numpy(), *scratch, parallel_min_slots)
     else:
         # Host memory read through numpy: not an aten op, so no "sync" (these are CPU tensors).
         n_dst = int(num_seeds.reshape(1).numpy()[0])
@@ -298,7 +512,8 @@ def sample_fused(indptr: torch.Tensor, indices: torch.Tensor, seeds: torch.Tenso
                 pick(*graph, dst, n_dst, k, np.uint64(hop_key(key_u, hop)), bool(replace),
                      (not replace) and k >= max_degree, h_nbr, h_mask)
                 clock("sample")
-                count = compact(dst, n_dst, k, marker.numpy(), h_nbr, h_mask, h_src)
+                count = compact_hop(dst, n_dst, k, marker.numpy(), h_nbr, h_mask, h_src,
+                                    *scratch, parallel_min_slots)
                 any_overflow = any_overflow or count > cap
                 counts[hop], counts[L + hop] = count, min(count, cap)
                 clock("compact")
@@ -315,20 +530,24 @@ def sample_fused(indptr: torch.Tensor, indices: torch.Tensor, seeds: torch.Tenso
 def warm_up() -> float:
     """Compile the kernel (or load it from numba's cache) on a tiny graph; returns the seconds.
 
-    Runs once per process; later calls return the first call's seconds."""
+    Runs once per process; later calls return the first call's seconds. torch's thread count is
+    kept: the first parallel launch of numba's OpenMP threading layer resets it to numba's."""
     if _compile["seconds"] is not None:
         return _compile["seconds"]
     _get_kernel()
+    torch_threads = torch.get_num_threads()
     start = time.perf_counter()
     indptr = torch.tensor([0, 2, 3, 3], dtype=torch.int64)
     indices = torch.tensor([1, 2, 0], dtype=torch.int64)
     for clock in (None, lambda stage: None):             # both the one-call and the per-hop path
         sample_fused(indptr, indices, torch.tensor([0, 1], dtype=torch.int64),
                      torch.tensor(2, dtype=torch.int64), torch.tensor(7, dtype=torch.int64), [1, 2],
-                     [3, 3], False, 2, new_marker(3), clock=clock)
+                     [3, 3], False, 2, new_marker(3), clock=clock, parallel_min_slots=0)
     _compile["seconds"] = time.perf_counter() - start
+    if torch.get_num_threads() != torch_threads:
+        torch.set_num_threads(torch_threads)
     hits = misses = 0
-    for function in (sample_all, pick, compact, check_seeds, hop_key):
+    for function in (sample_all, pick, compact, compact_parallel, compact_hop, check_seeds, hop_key):
         hits += int(sum(function.stats.cache_hits.values()))
         misses += int(sum(function.stats.cache_misses.values()))
     _compile["cache_hits"], _compile["cache_misses"] = hits, misses

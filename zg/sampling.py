@@ -415,6 +415,7 @@ class EnvelopeSampler:
             # The fused kernel's marker: local id of each node this hop, -1 elsewhere.
             _fused.warm_up()                 # compile (or load numba's cache) once per process
             self._marker = _fused.new_marker(n)
+            self._workspace = _fused.Workspace()       # the compact stage's scratch
             return
         # Marker arrays, one trash row at index N for masked candidates; reset after each hop
         # by scattering back only the entries that hop touched.
@@ -531,7 +532,7 @@ class EnvelopeSampler:
         sizes = list(reversed(self._sizes))
         hops, wanted, clamped, overflowed = _fused.sample_fused(
             self.g.indptr, self.g.indices, seeds.contiguous(), num_seeds, key, fanouts, sizes,
-            self.replace, self.max_degree, self._marker, clock=clock)
+            self.replace, self.max_degree, self._marker, clock=clock, workspace=self._workspace)
         blocks: List[Block] = []
         n_dst = num_seeds
         for hop, (nbr, mask, src_nodes) in enumerate(hops):
