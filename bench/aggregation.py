@@ -6,12 +6,21 @@
 
 One process, one Engine (zg.Engine(capture=True): the static envelope step, fused sampler), a
 3-layer model of hidden width 256 (GAT: 4 heads x 64), fanouts [15, 10, 5], batch 1024. Each
-repeat trains one batch with the old aggregation (``torch``: embedding_bag forward and backward)
-and the same batch index with the new one (``csr``: embedding_bag forward, the parallel CSR
-backward of zg._aggregate), alternating which goes first, so both see the same load. Timed per
-step with the stage clock (forward, backward, and the whole step); the median over the repeats
-and the ratio old / new of the medians are reported. Both variants train the same model, so the
-parameters move between steps: the steps are the same sizes, not the same numbers.
+repeat trains the same batch index once with each variant, rotating which goes first, so all
+see the same load:
+
+  * ``torch``: as before, embedding_bag forward and its own backward (sorts the slot indices),
+    ReLU after the layer;
+  * ``csr``: embedding_bag forward, zg._aggregate's parallel CSR backward;
+  * ``csr_fused_relu``: the CSR backward, and the hidden SAGE / GCN layers zero their padded
+    rows and apply ReLU as one autograd node (what zg runs now).
+
+Timed per step with the stage clock (forward and backward, wall) and the whole step (wall and
+process CPU seconds; CPU time is less disturbed by a busy machine); the medians over the
+repeats and the ratios torch / variant of the medians are reported. For SAGE also the
+aggregation alone (forward + backward, both backwards alternating) on one batch's real blocks,
+for the layers whose input needs a gradient. All variants train the same model, so the
+parameters move between steps: the steps have the same sizes, not the same numbers.
 
 Writes bench/results/<name>.json (default ``aggregation``, ``aggregation_quick`` with --quick).
 """

@@ -198,3 +198,39 @@ def test_whole_model_gradients_equal_with_either_backward(kind):
     torch.testing.assert_close(x_grad, x_ref, **TOL)
     for name in grads:
         torch.testing.assert_close(grads[name], grads_ref[name], **TOL, msg=name)
+
+
+@needs_numba
+@pytest.mark.parametrize("self_rows", [0, 5, 12])
+@pytest.mark.parametrize("backward", ["csr", "torch"])
+def test_self_rows_gradient_is_added_in_the_same_pass(self_rows, backward):
+    """neighbour_sum(..., self_rows=R) returns (out, table[:R]); a loss on both gives the
+    table the sum of both gradients, as autograd through a plain slice does."""
+    gen = torch.Generator().manual_seed(10)
+    nbr, mask, table, alpha, grad_out = random_case(12, 9, 17, 4, 1, 6, gen, dtype=torch.float64)
+    grad_self = torch.randn(self_rows, 1, 6, generator=gen, dtype=torch.float64)
+    results = []
+    for fused in (True, False):
+        t = table.clone().requires_grad_(True)
+        weight = torch.where(mask.unsqueeze(-1), alpha, 0.0)
+        if fused:
+            out, rows = za.neighbour_sum(t, nbr, weight, mask, backward=backward, self_rows=self_rows)
+        else:
+            out, rows = gather_reference(t, nbr, weight, mask), t[:self_rows]
+        torch.autograd.backward([out, rows], [grad_out, grad_self])
+        results.append((out.detach(), rows.detach(), t.grad))
+    for got, want in zip(*results):
+        torch.testing.assert_close(got, want, atol=1e-12, rtol=0)
+    with pytest.raises(ValueError, match="self_rows must be in"):
+        za.neighbour_sum(table, nbr, alpha, mask, self_rows=18)
+
+
+@needs_numba
+def test_the_grad_fn_is_the_csr_backward():
+    gen = torch.Generator().manual_seed(11)
+    nbr, mask, table, alpha, _ = random_case(6, 5, 7, 3, 1, 4, gen)
+    t = table.clone().requires_grad_(True)
+    assert "_NeighbourSum" in type(za.neighbour_sum(t, nbr, alpha, mask).grad_fn).__name__
+    assert "_NeighbourSumAndSelf" in type(za.neighbour_sum(t, nbr, alpha, mask, self_rows=2)[0].grad_fn).__name__
+    view = za.neighbour_sum(t, nbr, alpha, mask, backward="torch").grad_fn
+    assert "EmbeddingBag" in type(view.next_functions[0][0]).__name__

@@ -417,9 +417,10 @@ def test_cpu_aggregation_matches_the_gather_path_in_a_whole_model(kind, monkeypa
     model = zm.build(kind, 6, 8, 3, 3, dropout=0.0)
     out, x_grad, grads = run_with_grads(model, blocks, x)
 
-    def weighted_gather(h, nbr, weight, edge_mask):
+    def weighted_gather(h, nbr, weight, edge_mask, self_rows=None):
         nbr = torch.where(edge_mask, nbr, 0)
-        return (zm._gather(h, nbr) * weight.to(h.dtype).unsqueeze(-1)).sum(1)
+        out = (zm._gather(h, nbr) * weight.to(h.dtype).unsqueeze(-1)).sum(1)
+        return out if self_rows is None else (out, h[:self_rows])
 
     monkeypatch.setattr(zm, "_weighted_neighbour_sum", weighted_gather)
     monkeypatch.setattr(zm, "_attention_sum", gather_reference_attention_sum)

@@ -113,12 +113,15 @@ if numba is not None:
         return offsets, slots
 
     @njit(parallel=True, cache=True, nogil=True)
-    def _grad_table(offsets, slots, weight, grad_out, k, grad_table):
-        """grad_table [S, H, F] = sum over the slots e of row s of weight[e, h] * grad_out[e // k, h].
+    def _grad_table(offsets, slots, weight, grad_out, k, grad_self, grad_table):
+        """grad_table [S, H, F] = sum over the slots e of row s of weight[e, h] * grad_out[e // k, h],
+        plus grad_self[s] for the first grad_self.shape[0] rows (added last).
 
         weight [N, H] (N = D * k), grad_out [D, H, F]; rows are independent, one thread each,
-        slots summed in their (row-major) order."""
+        slots summed in their (row-major) order. Every row is written once: no zero-filled
+        buffer first, no second pass to add grad_self."""
         num_rows, heads, width = grad_table.shape
+        self_rows = grad_self.shape[0]
         for s in prange(num_rows):
             row = grad_table[s]
             row[:, :] = 0
@@ -131,6 +134,12 @@ if numba is not None:
                     dst = row[h]
                     for f in range(width):
                         dst[f] += w * src[f]
+            if s < self_rows:
+                for h in range(heads):
+                    src = grad_self[s, h]
+                    dst = row[h]
+                    for f in range(width):
+                        dst[f] += src[f]
 
     @njit(parallel=True, cache=True, nogil=True, fastmath={"reassoc", "contract"})
     def _grad_weight(nbr, mask, table, grad_out, grad_weight):
@@ -169,79 +178,112 @@ def transpose_slots(nbr: torch.Tensor, edge_mask: torch.Tensor, num_rows: int):
     return torch.from_numpy(offsets), torch.from_numpy(slots)
 
 
+def _bag_sum(table, nbr, weight):
+    """The forward: embedding_bag over the [S * H, F] per-head rows -> [D, H, F]."""
+    num_rows, heads, width = table.shape
+    num_dst, fanout = nbr.shape
+    if heads == 1:
+        out = F.embedding_bag(nbr, table.reshape(num_rows, width),
+                              per_sample_weights=weight.reshape(num_dst, fanout), mode="sum")
+    else:
+        head = torch.arange(heads, device=nbr.device)
+        rows = nbr.unsqueeze(1) * heads + head.view(1, heads, 1)                  # [D, H, k]
+        out = F.embedding_bag(rows.reshape(num_dst * heads, fanout), table.reshape(-1, width),
+                              per_sample_weights=weight.transpose(1, 2).reshape(-1, fanout),
+                              mode="sum")                                         # [D * H, F]
+    return out.view(num_dst, heads, width)
+
+
+def _csr_backward(ctx, grad_out, grad_self):
+    """Gradients of table and weight (see the module docstring); grad_self [R, H, F] (or
+    None) is the gradient of table[:R] through another path, added into the same pass."""
+    table, nbr, weight, edge_mask = ctx.saved_tensors
+    grad_out = grad_out.contiguous()                                              # [D, H, F]
+    num_dst, fanout = nbr.shape
+    heads, width = grad_out.shape[1], grad_out.shape[2]
+    grad_table = grad_weight = None
+    if ctx.needs_input_grad[0]:
+        offsets, slots = transpose_slots(nbr, edge_mask, ctx.num_rows)
+        grad_table = torch.empty(ctx.num_rows, heads, width, dtype=grad_out.dtype)
+        grad_self = grad_out[:0] if grad_self is None else grad_self.contiguous()
+        _chunks()
+        _grad_table(offsets.numpy(), slots.numpy(), weight.view(num_dst * fanout, heads).numpy(),
+                    grad_out.numpy(), fanout, grad_self.numpy(), grad_table.numpy())
+    if ctx.needs_input_grad[2]:
+        grad_weight = torch.empty(num_dst, fanout, heads, dtype=grad_out.dtype)
+        _chunks()
+        _grad_weight(nbr.numpy(), edge_mask.numpy(), table.contiguous().numpy(),
+                     grad_out.numpy(), grad_weight.numpy())
+    return grad_table, grad_weight
+
+
 class _NeighbourSum(torch.autograd.Function):
     """embedding_bag forward, CSR backward (see the module docstring)."""
 
     @staticmethod
     def forward(ctx, table, nbr, weight, edge_mask):
         # table [S, H, F]; nbr [D, k] int64 with masked slots at row 0; weight [D, k, H] with
-        # exact zeros on masked slots; edge_mask [D, k] bool.
-        num_rows, heads, width = table.shape
-        num_dst, fanout = nbr.shape
-        if heads == 1:
-            out = F.embedding_bag(nbr, table.reshape(num_rows, width),
-                                  per_sample_weights=weight.view(num_dst, fanout), mode="sum")
-        else:
-            head = torch.arange(heads, device=nbr.device)
-            rows = nbr.unsqueeze(1) * heads + head.view(1, heads, 1)              # [D, H, k]
-            out = F.embedding_bag(rows.view(num_dst * heads, fanout), table.reshape(-1, width),
-                                  per_sample_weights=weight.transpose(1, 2).reshape(-1, fanout),
-                                  mode="sum")                                     # [D * H, F]
+        # exact zeros on masked slots; edge_mask [D, k] bool (all contiguous).
         ctx.save_for_backward(table if ctx.needs_input_grad[2] else None, nbr, weight, edge_mask)
-        ctx.num_rows = num_rows
-        return out.view(num_dst, heads, width)                                    # [D, H, F]
+        ctx.num_rows = table.shape[0]
+        return _bag_sum(table, nbr, weight)                                       # [D, H, F]
 
     @staticmethod
     @once_differentiable
     def backward(ctx, grad_out):
-        table, nbr, weight, edge_mask = ctx.saved_tensors
-        grad_out = grad_out.contiguous()                                          # [D, H, F]
-        num_dst, fanout = nbr.shape
-        heads, width = grad_out.shape[1], grad_out.shape[2]
-        grad_table = grad_weight = None
-        if ctx.needs_input_grad[0]:
-            offsets, slots = transpose_slots(nbr, edge_mask, ctx.num_rows)
-            grad_table = torch.empty(ctx.num_rows, heads, width, dtype=grad_out.dtype)
-            _chunks()
-            _grad_table(offsets.numpy(), slots.numpy(),
-                        weight.contiguous().view(num_dst * fanout, heads).numpy(),
-                        grad_out.numpy(), fanout, grad_table.numpy())
-        if ctx.needs_input_grad[2]:
-            grad_weight = torch.empty(num_dst, fanout, heads, dtype=grad_out.dtype)
-            _chunks()
-            _grad_weight(nbr.numpy(), edge_mask.contiguous().numpy(), table.contiguous().numpy(),
-                         grad_out.numpy(), grad_weight.numpy())
+        grad_table, grad_weight = _csr_backward(ctx, grad_out, None)
         return grad_table, None, grad_weight, None
 
 
+class _NeighbourSumAndSelf(torch.autograd.Function):
+    """The same, also returning ``table[:self_rows]`` (SAGE's self term reads the destination
+    rows of the same table): its gradient is added in the CSR pass, so the table's gradient
+    is one buffer written once, instead of a zero-filled copy for the slice plus a sum."""
+
+    @staticmethod
+    def forward(ctx, table, nbr, weight, edge_mask, self_rows):
+        ctx.save_for_backward(table if ctx.needs_input_grad[2] else None, nbr, weight, edge_mask)
+        ctx.num_rows = table.shape[0]
+        return _bag_sum(table, nbr, weight), table[:self_rows].clone()            # [D, H, F], [R, H, F]
+
+    @staticmethod
+    @once_differentiable
+    def backward(ctx, grad_out, grad_self):
+        grad_table, grad_weight = _csr_backward(ctx, grad_out, grad_self)
+        return grad_table, None, grad_weight, None, None
+
+
 def neighbour_sum(table: torch.Tensor, nbr: torch.Tensor, weight: torch.Tensor,
-                  edge_mask: torch.Tensor, backward: Optional[str] = None) -> torch.Tensor:
+                  edge_mask: torch.Tensor, backward: Optional[str] = None,
+                  self_rows: Optional[int] = None):
     """``out[i, h] = sum_j weight[i, j, h] * table[nbr[i, j], h]`` over the real slots, on the CPU.
 
     ``table`` [S, H, F] float; ``nbr`` [D, k] int64 row ids into ``table``; ``weight``
     [D, k, H] of ``table``'s dtype; ``edge_mask`` [D, k] bool. Masked slots must have been
     pointed at row 0 and given weight exactly 0 (the caller's ``where``), so the forward's
-    ``embedding_bag`` adds nothing for them; the backward never visits them. Returns [D, H, F].
+    ``embedding_bag`` adds nothing for them (and checks every id is in [0, S) before the
+    backward, which does not, reads them); the backward never visits them. Returns [D, H, F].
+
+    ``self_rows``: if given (R), returns ``(out, table[:R])``, the second a copy whose
+    gradient the CSR backward adds in its own pass (SAGE's self term).
 
     ``backward``: ``"csr"`` or ``"torch"`` (default: the module's choice, :func:`set_backward`;
     ``"csr"`` needs numba and falls back to ``"torch"`` without it). k = 0 gives zeros.
     """
     num_dst, fanout = nbr.shape
     heads, width = table.shape[1], table.shape[2]
-    if fanout == 0:
-        return table.new_zeros(num_dst, heads, width)
     choice = _backward["name"] if backward is None else backward
     if choice not in BACKWARDS:
         raise ValueError(f"backward must be one of {BACKWARDS}, got {choice!r}")
-    if choice == "csr" and numba is not None and table.device.type == "cpu":
-        return _NeighbourSum.apply(table, nbr.to(torch.int64).contiguous(), weight.contiguous(),
-                                   edge_mask.contiguous())
-    if heads == 1:
-        out = F.embedding_bag(nbr, table.reshape(-1, width),
-                              per_sample_weights=weight.view(num_dst, fanout), mode="sum")
-        return out.view(num_dst, 1, width)
-    head = torch.arange(heads, device=nbr.device)
-    rows = nbr.unsqueeze(1) * heads + head.view(1, heads, 1)                      # [D, H, k]
-    out = F.embedding_bag(rows.reshape(num_dst * heads, fanout), table.reshape(-1, width),
-                          per_sample_weights=weight.transpose(1, 2).reshape(-1, fanout), mode="sum")
-    return out.view(num_dst, heads, width)
+    if self_rows is not None and not 0 <= self_rows <= table.shape[0]:
+        raise ValueError(f"self_rows must be in [0, {table.shape[0]}] (the table's rows), got {self_rows}")
+    if fanout == 0:
+        out = table.new_zeros(num_dst, heads, width)
+    elif choice == "csr" and numba is not None and table.device.type == "cpu":
+        args = (table, nbr.to(torch.int64).contiguous(), weight.contiguous(), edge_mask.contiguous())
+        if self_rows is not None:
+            return _NeighbourSumAndSelf.apply(*args, int(self_rows))
+        return _NeighbourSum.apply(*args)
+    else:
+        out = _bag_sum(table, nbr, weight)
+    return out if self_rows is None else (out, table[:self_rows])

@@ -14,7 +14,9 @@ works), but on fixed shapes:
   even ``inf`` / ``NaN`` behind a masked slot cannot leak in). On the CPU the weighted sums
   (SAGE's mean, GCN's normalised sum, GAT's attention-weighted sum) are one ``embedding_bag``
   each instead: the ``[D, k, F]`` gather is never materialised, forward or backward, and
-  masked slots point at row 0 with weight exactly 0. The gather path stays for CUDA (known
+  masked slots point at row 0 with weight exactly 0. Its backward is :mod:`zg._aggregate`'s
+  (a parallel CSR pass over the transposed real slots, no sort, deterministic; torch's own
+  embedding_bag backward where numba is absent). The gather path stays for CUDA (known
   sync-free and capturable) and is the reference the CPU path is tested against;
 * degrees and counts are tensors made with ``sum`` / ``index_add_`` into fixed-size buffers;
 * nothing is read on the host and no op has a data-dependent output shape (no ``.item()``,
@@ -170,23 +172,32 @@ def _gather(h: torch.Tensor, nbr: torch.Tensor) -> torch.Tensor:
 
 
 def _weighted_neighbour_sum(h: torch.Tensor, nbr: torch.Tensor, weight: torch.Tensor,
-                            edge_mask: torch.Tensor) -> torch.Tensor:
+                            edge_mask: torch.Tensor, self_rows=None):
     """``sum_j weight[i, j] * h[nbr[i, j]]`` for ``h`` [S, F], ``nbr``/``weight`` [D, k] -> [D, F].
 
-    On the CPU this is one ``embedding_bag`` (fixed-size bags of ``k`` slots, per-slot weights):
-    it never materialises the ``[D, k, F]`` gather, which is 10x faster forward and ~3x
-    backward at the sizes of a 3-layer epoch. Elsewhere (CUDA) it is the explicit gather and
+    On the CPU this is :func:`zg._aggregate.neighbour_sum`: one ``embedding_bag`` forward
+    (fixed-size bags of ``k`` slots, per-slot weights), which never materialises the
+    ``[D, k, F]`` gather (10x faster forward and ~3x backward than the gather at the sizes of
+    a 3-layer epoch), and a CSR backward over the real slots only. Elsewhere (CUDA) it is the explicit gather and
     sum, whose forward and backward are known to be sync-free and capturable in a CUDA Graph.
     Both are the same sum, up to floating-point summation order. Masked slots (``edge_mask``
     False) must carry weight 0; they are pointed at row 0, so what the padding holds cannot
     change even the order of the backward accumulation.
+
+    With ``self_rows`` (R) it returns ``(sum, h[:R])``: on the CPU the backward then adds the
+    gradient of ``h[:R]`` in the same pass that writes ``h``'s gradient (one [S, F] buffer
+    written once, instead of a zero-filled one for the slice, another for the sum, and their
+    addition).
     """
     nbr = torch.where(edge_mask, nbr, 0)                                  # [D, k]
     if h.device.type == "cpu" and nbr.shape[1] > 0:
         out = _aggregate.neighbour_sum(h.unsqueeze(1), nbr, weight.to(h.dtype).unsqueeze(-1),
-                                       edge_mask)                         # [D, 1, F]
-        return out.squeeze(1)
-    return (_gather(h, nbr) * weight.to(h.dtype).unsqueeze(-1)).sum(1)
+                                       edge_mask, self_rows=self_rows)    # [D, 1, F] (, [R, 1, F])
+        if self_rows is None:
+            return out.squeeze(1)
+        return out[0].squeeze(1), out[1].squeeze(1)
+    out = (_gather(h, nbr) * weight.to(h.dtype).unsqueeze(-1)).sum(1)    # [D, F]
+    return out if self_rows is None else (out, h[:self_rows])
 
 
 def _attention_sum(z: torch.Tensor, nbr: torch.Tensor, alpha: torch.Tensor,
@@ -194,10 +205,12 @@ def _attention_sum(z: torch.Tensor, nbr: torch.Tensor, alpha: torch.Tensor,
     """``sum_j alpha[i, j, h] * z[nbr[i, j], h]`` for ``z`` [S, H, F], ``nbr`` [D, k] and
     ``alpha`` [D, k, H] -> [D, H, F], over the real slots only (``edge_mask`` [D, k]).
 
-    On the CPU this is one ``embedding_bag`` over the ``[S * H, F]`` table of per-head rows
-    (bag ``(i, h)`` holds the ``k`` rows ``nbr[i, j] * H + h`` with weights ``alpha[i, j, h]``):
-    neither the ``[D, k, H, F]`` gather nor its gradient is ever materialised, and the
-    backward is a scatter into ``z`` plus a dot product per slot for ``alpha``. Elsewhere
+    On the CPU this is :func:`zg._aggregate.neighbour_sum`: one ``embedding_bag`` over the
+    ``[S * H, F]`` table of per-head rows (bag ``(i, h)`` holds the ``k`` rows
+    ``nbr[i, j] * H + h`` with weights ``alpha[i, j, h]``): neither the ``[D, k, H, F]``
+    gather nor its gradient is ever materialised; the backward is a CSR pass into ``z`` (per
+    source row, over the real slots that read it) plus a dot product per real slot for
+    ``alpha``. Elsewhere
     (CUDA) it is the explicit gather, product and masked sum (sync-free, capturable). Masked
     slots are pointed at row 0 and given weight exactly 0 (a ``where``, so no gradient reaches
     their ``alpha`` either); both paths are the same sum up to floating-point summation order.
@@ -286,10 +299,14 @@ class SAGEConv(nn.Module):
         h = self.fc_neigh(h_src) if project_first else h_src              # [S, F']
         degree = edge_mask.sum(1, keepdim=True).to(h.dtype)               # [D, 1]
         weight = edge_mask.to(h.dtype) / degree.clamp(min=1)              # [D, k] 1/deg per edge
-        h_neigh = _weighted_neighbour_sum(h, block.nbr, weight, edge_mask)           # [D, F'], 0 if no edge
-        if not project_first:
+        if project_first:
+            h_neigh = _weighted_neighbour_sum(h, block.nbr, weight, edge_mask)       # [D, F'], 0 if no edge
+            h_self = h_src[:num_dst_rows]                                 # [D, in]
+        else:  # both terms read h_src: on the CPU one backward pass gives its whole gradient
+            h_neigh, h_self = _weighted_neighbour_sum(h, block.nbr, weight, edge_mask,
+                                                      self_rows=num_dst_rows)
             h_neigh = self.fc_neigh(h_neigh)                              # [D, out]
-        out = self.fc_self(h_src[:num_dst_rows]).add_(h_neigh)            # [D, out]
+        out = self.fc_self(h_self).add_(h_neigh)                          # [D, out]
         return _finish(out, dst_real, self.activation)
 
     def extra_repr(self) -> str:
