@@ -11,15 +11,16 @@ see the same load:
 
   * ``torch``: as before, embedding_bag forward and its own backward (sorts the slot indices),
     ReLU after the layer;
-  * ``csr``: embedding_bag forward, zg._aggregate's parallel CSR backward;
+  * ``csr``: embedding_bag forward, zg._aggregate's parallel CSR backward (for SAGE's hidden
+    layer the self term's gradient added in the same pass);
   * ``csr_fused_relu``: the CSR backward, and the hidden SAGE / GCN layers zero their padded
     rows and apply ReLU as one autograd node (what zg runs now).
 
 Timed per step with the stage clock (forward and backward, wall) and the whole step (wall and
 process CPU seconds; CPU time is less disturbed by a busy machine); the medians over the
 repeats and the ratios torch / variant of the medians are reported. For SAGE also the
-aggregation alone (forward + backward, both backwards alternating) on one batch's real blocks,
-for the layers whose input needs a gradient. All variants train the same model, so the
+aggregation alone (forward + backward, both backwards alternating, 3x the repeats, wall and CPU
+seconds) on one batch's real blocks, for the layers whose input needs a gradient. All variants train the same model, so the
 parameters move between steps: the steps have the same sizes, not the same numbers.
 
 Writes bench/results/<name>.json (default ``aggregation``, ``aggregation_quick`` with --quick).
@@ -79,31 +80,38 @@ def use_variant(model, variant: str) -> None:
 
 
 def time_kernel(mb, widths, repeats):
-    """The aggregation alone on this batch's blocks (those whose input needs a gradient), each
-    backward A/B: median seconds of forward + backward per block and in all."""
+    """The aggregation alone on this batch's blocks (those whose input needs a gradient), the
+    two backwards alternating: forward + backward, median wall and process CPU seconds. Where
+    SAGE reads the table's first rows for its self term too (width = the layer's input width,
+    no projection first), so does this: both gradients flow into the table."""
     gen = torch.Generator().manual_seed(0)
     out = {}
-    for layer, (block, width) in enumerate(zip(mb.blocks, widths)):
+    for layer, (block, width, with_self) in enumerate(zip(mb.blocks, *zip(*widths))):
         if width is None:
             continue
-        num_rows = block.src_nodes.shape[0]
-        edge_mask = block.mask & (torch.arange(block.nbr.shape[0]) < block.num_dst).unsqueeze(1)
+        num_rows, num_dst = block.src_nodes.shape[0], block.nbr.shape[0]
+        edge_mask = block.mask & (torch.arange(num_dst) < block.num_dst).unsqueeze(1)
         nbr = torch.where(edge_mask, block.nbr, 0)
         degree = edge_mask.sum(1, keepdim=True).clamp(min=1)
         weight = (edge_mask / degree).unsqueeze(-1)                              # [D, k, 1]
         table = torch.randn(num_rows, 1, width, generator=gen).requires_grad_(True)
-        grad = torch.randn(nbr.shape[0], 1, width, generator=gen)
+        grads = [torch.randn(num_dst, 1, width, generator=gen)] * (2 if with_self else 1)
         seconds = {"torch": [], "csr": []}
+        cpu = {"torch": [], "csr": []}
         for rep in range(repeats + 1):
             for variant in (("torch", "csr") if rep % 2 == 0 else ("csr", "torch")):
-                start = time.perf_counter()
-                _aggregate.neighbour_sum(table, nbr, weight, edge_mask, backward=variant).backward(grad)
+                start, cpu_start = time.perf_counter(), time.process_time()
+                result = _aggregate.neighbour_sum(table, nbr, weight, edge_mask, backward=variant,
+                                                  self_rows=num_dst if with_self else None)
+                torch.autograd.backward(list(result) if with_self else [result], grads)
                 if rep:
                     seconds[variant].append(time.perf_counter() - start)
+                    cpu[variant].append(time.process_time() - cpu_start)
                 table.grad = None
-        out[f"layer{layer}"] = {"rows": num_rows, "dst_rows": int(nbr.shape[0]), "fanout": int(nbr.shape[1]),
-                                "width": width, "seconds": seconds,
-                                "median": {v: statistics.median(x) for v, x in seconds.items()}}
+        out[f"layer{layer}"] = {"rows": num_rows, "dst_rows": num_dst, "fanout": int(nbr.shape[1]),
+                                "width": width, "self_term": with_self, "seconds": seconds, "cpu_seconds": cpu,
+                                "median": {v: statistics.median(x) for v, x in seconds.items()},
+                                "median_cpu": {v: statistics.median(x) for v, x in cpu.items()}}
     return out
 
 
@@ -165,11 +173,12 @@ def main(argv=None) -> int:
                          "ratio_torch_over_variant": ratios}
         if kind == "sage":   # the aggregation alone, on one batch's blocks (layers 1 and 2)
             mb = eng.sampler.sample(eng.batches(0)[0], 0, 0)
-            results[kind]["aggregation_alone"] = kernel = time_kernel(mb, [None, hidden, g.num_classes],
-                                                                      args.repeats)
+            layers = [(None, False), (hidden, True), (g.num_classes, False)]   # layer 2 projects first
+            results[kind]["aggregation_alone"] = kernel = time_kernel(mb, layers, 3 * args.repeats)
             for name, k in kernel.items():
-                rows.append([kind, f"{name} aggregation", f"{k['median']['torch']:.4f}", f"{k['median']['csr']:.4f}",
-                             "", f"{k['median']['torch'] / k['median']['csr']:.2f}", ""])
+                for label, key in (("", "median"), (" cpu", "median_cpu")):
+                    rows.append([kind, f"{name} aggregation{label}", f"{k[key]['torch']:.4f}",
+                                 f"{k[key]['csr']:.4f}", "", f"{k[key]['torch'] / k[key]['csr']:.2f}", ""])
         for m in MEASURES:
             rows.append([kind, m] + [f"{medians[v][m]:.4f}" for v in VARIANTS]
                         + [f"{ratios[v][m]:.2f}" for v in VARIANTS[1:]])
@@ -183,7 +192,7 @@ def main(argv=None) -> int:
                      "batch_size": args.batch_size, "repeats": args.repeats, "warmup": args.warmup,
                      "seed": args.seed, "variants": {
                     "torch": "embedding_bag forward and backward; ReLU after the layer (as before)",
-                    "csr": "embedding_bag forward, zg._aggregate CSR backward; ReLU after the layer",
+                    "csr": "embedding_bag forward, zg._aggregate CSR backward (SAGE: self term's gradient in the same pass); ReLU after the layer",
                     "csr_fused_relu": "CSR backward; hidden layers fuse padded-row zeroing and ReLU (zg now)"}},
         "command": "bench/aggregation.py " + " ".join(argv if argv is not None else sys.argv[1:]),
         "results": results})

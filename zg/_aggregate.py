@@ -25,6 +25,16 @@ on the padded block:
 3. **grad_weight** (only when the weights need a gradient, GAT's attention): per real slot
    ``dot(grad_out[i, h], table[nbr[i, j], h])``, exactly 0 on masked slots.
 
+SAGE's hidden layer also reads the first D rows of the same table (its self term). Through a
+plain slice, autograd would zero-fill a second [S, F] gradient buffer for the slice and then
+add the two; with ``self_rows`` the CSR pass adds that gradient itself, so the table's
+gradient is one fresh buffer written once. On a CPU the fresh pages of such a buffer (glibc
+hands buffers above 32 MiB back to the kernel on free; see the README) cost as much as the
+arithmetic, so the fewer and the smaller, the better.
+
+The kernels compile on first use (numba, ``cache=True``: later processes load them from the
+on-disk cache); numba's thread count follows torch's (:func:`zg._fused.set_threads`).
+
 numba is optional (as for :mod:`zg._fused`): without it :func:`neighbour_sum` falls back to
 plain ``embedding_bag`` (torch's own backward); :func:`available` says which runs.
 The functions are once differentiable (no double backward), like the training step needs.
