@@ -3,6 +3,7 @@
     .venv/bin/python bench/aggregation.py                       # SAGE on products_like (2.4M nodes)
     .venv/bin/python bench/aggregation.py --model gcn --model gat
     .venv/bin/python bench/aggregation.py --quick               # products_like 100k: checks it runs
+    .venv/bin/python bench/aggregation.py --vs-dgl              # + DGL's SAGE pipeline in the rotation
 
 One process, one Engine (zg.Engine(capture=True): the static envelope step, fused sampler), a
 3-layer model of hidden width 256 (GAT: 4 heads x 64), fanouts [15, 10, 5], batch 1024. Each
@@ -38,6 +39,7 @@ for _i, _a in enumerate(sys.argv):
 os.environ.setdefault("OMP_WAIT_POLICY", "PASSIVE")   # before torch: idle OpenMP threads sleep
 os.environ.setdefault("OMP_NUM_THREADS", str(_THREADS))
 os.environ.setdefault("NUMBA_NUM_THREADS", str(_THREADS))
+os.environ.setdefault("DGLBACKEND", "pytorch")
 
 import argparse  # noqa: E402
 import statistics  # noqa: E402
@@ -128,6 +130,8 @@ def main(argv=None) -> int:
     p.add_argument("--seed", type=int, default=0)
     p.add_argument("--cache-dir", default=None, help="products_like cache (default: zg's)")
     p.add_argument("--quick", action="store_true", help="products_like 100k, 3 repeats")
+    p.add_argument("--vs-dgl", action="store_true",
+                   help="SAGE: also DGL's pipeline (NeighborSampler + dgl.nn.SAGEConv) in the rotation")
     p.add_argument("--name", default=None)
     args = p.parse_args(argv)
     if args.repeats < 5 and not args.quick:
@@ -150,15 +154,29 @@ def main(argv=None) -> int:
         model = models.build(kind, g.feat_dim, hidden, g.num_classes, len(fanouts), **extra)
         eng = Engine(g, model, fanouts=fanouts, batch_size=args.batch_size, envelope=envelope,
                      capture=True, audit_iterations=0, seed=args.seed)
-        times = {v: {"forward": [], "backward": [], "step_total": [], "step_cpu": []} for v in VARIANTS}
+        variants = VARIANTS
+        if args.vs_dgl and kind == "sage":   # DGL's pipeline in the same rotation: DGL / zg
+            from zg.baselines.dgl import DGLModel, DGLPipeline
+
+            torch.manual_seed(args.seed)
+            pipe = DGLPipeline(g, DGLModel(kind, g.feat_dim, hidden, g.num_classes, len(fanouts)),
+                               fanouts=fanouts, batch_size=args.batch_size, seed=args.seed)
+            dgl_batches = pipe.batches(0)
+            variants = VARIANTS + ("dgl",)
+        times = {v: {m: [] for m in MEASURES} for v in variants}
         batch = 0
         for rep in range(args.warmup + args.repeats):
-            order = VARIANTS[rep % len(VARIANTS):] + VARIANTS[:rep % len(VARIANTS)]
+            order = variants[rep % len(variants):] + variants[:rep % len(variants)]
             for variant in order:
-                use_variant(model, variant)
                 stages = {s: 0.0 for s in STAGES}
                 start, cpu_start = time.perf_counter(), time.process_time()
-                eng.run_batch(batch, epoch=0, clock=StageClock(None, into=stages))
+                if variant == "dgl":
+                    got, seeds = next(dgl_batches)
+                    assert got == batch, (got, batch)
+                    pipe.train_step(seeds, 0, got, stages)
+                else:
+                    use_variant(model, variant)
+                    eng.run_batch(batch, epoch=0, clock=StageClock(None, into=stages))
                 total, cpu = time.perf_counter() - start, time.process_time() - cpu_start
                 if rep >= args.warmup:
                     times[variant]["forward"].append(stages["forward"])
@@ -171,6 +189,14 @@ def main(argv=None) -> int:
         ratios = {v: {m: medians["torch"][m] / medians[v][m] for m in MEASURES} for v in VARIANTS[1:]}
         results[kind] = {"hidden": hidden, **extra, "seconds": times, "median": medians,
                          "ratio_torch_over_variant": ratios}
+        if "dgl" in variants:
+            results[kind]["ratio_dgl_over_variant"] = {
+                v: {m: medians["dgl"][m] / medians[v][m] for m in MEASURES} for v in VARIANTS}
+            for m in MEASURES:
+                rows.append([kind, f"dgl {m}", f"{medians['dgl'][m]:.4f}", "", "",
+                             "DGL / torch, DGL / csr+fused:",
+                             f"{medians['dgl'][m] / medians['torch'][m]:.2f}, "
+                             f"{medians['dgl'][m] / medians['csr_fused_relu'][m]:.2f}"])
         if kind == "sage":   # the aggregation alone, on one batch's blocks (layers 1 and 2)
             mb = eng.sampler.sample(eng.batches(0)[0], 0, 0)
             layers = [(None, False), (hidden, True), (g.num_classes, False)]   # layer 2 projects first
