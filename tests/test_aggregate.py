@@ -234,3 +234,16 @@ def test_the_grad_fn_is_the_csr_backward():
     assert "_NeighbourSumAndSelf" in type(za.neighbour_sum(t, nbr, alpha, mask, self_rows=2)[0].grad_fn).__name__
     view = za.neighbour_sum(t, nbr, alpha, mask, backward="torch").grad_fn
     assert "EmbeddingBag" in type(view.next_functions[0][0]).__name__
+
+
+@needs_numba
+@pytest.mark.parametrize("num_rows", [0, 3])
+def test_no_destination_rows(num_rows):
+    table = torch.randn(num_rows, 2, 4, requires_grad=True)
+    alpha = torch.zeros(0, 3, 2, requires_grad=True)
+    out = za.neighbour_sum(table, torch.zeros(0, 3, dtype=torch.long), alpha,
+                           torch.zeros(0, 3, dtype=torch.bool), backward="csr")
+    out.sum().backward()
+    assert out.shape == (0, 2, 4)
+    assert table.grad.shape == (num_rows, 2, 4) and torch.all(table.grad == 0)
+    assert alpha.grad.shape == (0, 3, 2)
