@@ -309,6 +309,59 @@ def test_masked_softmax():
         zm.masked_softmax(scores, mask.float())
 
 
+@pytest.mark.dgl
+@pytest.mark.parametrize("kind", ["sage", "gcn"])
+@pytest.mark.parametrize("in_dim, out_dim", [(6, 4), (3, 7)])
+def test_layer_with_relu_matches_dgl_with_activation(dgl, kind, in_dim, out_dim):
+    """activation="relu" (the fused padded-row zeroing + ReLU) against DGL's activation=F.relu."""
+    import torch.nn.functional as F
+
+    gen = torch.Generator().manual_seed(21)
+    block = random_block(num_dst=9, num_src=14, dst_rows=12, src_rows=17, fanout=4, gen=gen)
+    x = torch.randn(17, in_dim, generator=gen)
+    if kind == "sage":
+        ref = dgl.nn.SAGEConv(in_dim, out_dim, "mean", activation=F.relu)
+        layer = zm.SAGEConv(in_dim, out_dim, activation="relu")
+    else:
+        ref = dgl.nn.GraphConv(in_dim, out_dim, norm="both", allow_zero_in_degree=True,
+                               activation=F.relu)
+        layer = zm.GCNConv(in_dim, out_dim, activation="relu")
+    randomize(ref, gen)
+    layer.load_state_dict(ref.state_dict())
+    graph = block.to_dgl()
+    compare(lambda h: layer(block, h), lambda h: ref(graph, h), layer, ref, [block], x, gen)
+
+
+@pytest.mark.parametrize("kind", ["sage", "gcn"])
+def test_fused_relu_equals_relu_after_the_layer_bitwise(kind):
+    """The fused step (one autograd node) gives the very bits of zeroing padded rows and then
+    F.relu: output, input gradient and every parameter gradient, with a gradient on the padded
+    output rows too (which must not leak)."""
+    import torch.nn.functional as F
+
+    gen = torch.Generator().manual_seed(22)
+    block = random_block(num_dst=9, num_src=14, dst_rows=12, src_rows=17, fanout=4, gen=gen)
+    x = torch.randn(17, 6, generator=gen)
+    cls = zm.SAGEConv if kind == "sage" else zm.GCNConv
+    fused, plain = cls(6, 5, activation="relu"), cls(6, 5)
+    randomize(fused, gen)
+    plain.load_state_dict(fused.state_dict())
+    weight = torch.randn(12, 5, generator=gen)
+    results = []
+    for run in (lambda h: fused(block, h), lambda h: F.relu(plain(block, h))):
+        h = x.clone().requires_grad_(True)
+        out = run(h)
+        (out * weight).sum().backward()
+        results.append((out.detach(), h.grad))
+    assert torch.equal(results[0][0], results[1][0])
+    assert torch.equal(results[0][1], results[1][1])
+    for (name, p), q in zip(fused.named_parameters(), plain.parameters()):
+        assert torch.equal(p.grad, q.grad), name
+    assert torch.all(results[0][0][9:] == 0)
+    with pytest.raises(ValueError, match="activation must be None or 'relu'"):
+        cls(6, 5, activation="tanh")
+
+
 # ----------------------------------------------------------------------------- CPU aggregation paths
 
 
@@ -364,9 +417,10 @@ def test_cpu_aggregation_matches_the_gather_path_in_a_whole_model(kind, monkeypa
     model = zm.build(kind, 6, 8, 3, 3, dropout=0.0)
     out, x_grad, grads = run_with_grads(model, blocks, x)
 
-    def weighted_gather(h, nbr, weight, edge_mask):
+    def weighted_gather(h, nbr, weight, edge_mask, self_rows=None):
         nbr = torch.where(edge_mask, nbr, 0)
-        return (zm._gather(h, nbr) * weight.to(h.dtype).unsqueeze(-1)).sum(1)
+        out = (zm._gather(h, nbr) * weight.to(h.dtype).unsqueeze(-1)).sum(1)
+        return out if self_rows is None else (out, h[:self_rows])
 
     monkeypatch.setattr(zm, "_weighted_neighbour_sum", weighted_gather)
     monkeypatch.setattr(zm, "_attention_sum", gather_reference_attention_sum)

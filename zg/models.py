@@ -14,7 +14,9 @@ works), but on fixed shapes:
   even ``inf`` / ``NaN`` behind a masked slot cannot leak in). On the CPU the weighted sums
   (SAGE's mean, GCN's normalised sum, GAT's attention-weighted sum) are one ``embedding_bag``
   each instead: the ``[D, k, F]`` gather is never materialised, forward or backward, and
-  masked slots point at row 0 with weight exactly 0. The gather path stays for CUDA (known
+  masked slots point at row 0 with weight exactly 0. Its backward is :mod:`zg._aggregate`'s
+  (a parallel CSR pass over the transposed real slots, no sort, deterministic; torch's own
+  embedding_bag backward where numba is absent). The gather path stays for CUDA (known
   sync-free and capturable) and is the reference the CPU path is tested against;
 * degrees and counts are tensors made with ``sum`` / ``index_add_`` into fixed-size buffers;
 * nothing is read on the host and no op has a data-dependent output shape (no ``.item()``,
@@ -45,6 +47,7 @@ import torch
 import torch.nn.functional as F
 from torch import nn
 
+from . import _aggregate
 from .blocks import Block
 
 __all__ = [
@@ -126,27 +129,75 @@ def _zero_padded_rows_(out: torch.Tensor, dst_real: torch.Tensor) -> torch.Tenso
     return out.mul_(mask)
 
 
+class _ZeroPaddedRowsThenReLU(torch.autograd.Function):
+    """``relu(out)`` with rows ``>= num_dst`` zeroed, in place on ``out`` [D, ...], as one
+    autograd node: its backward is ReLU's own (``grad`` where the result is > 0), which already
+    zeroes the padded rows, so the separate row-mask multiply (a fresh [D, out] buffer in
+    backward) and the out-of-place ReLU (another in forward) are both saved. Same values and
+    gradients, bit for bit, as ``F.relu(_zero_padded_rows_(out, dst_real))``."""
+
+    @staticmethod
+    def forward(ctx, out, dst_real):
+        mask = dst_real.view(dst_real.shape[0], *([1] * (out.dim() - 1))).to(out.dtype)
+        out.mul_(mask).clamp_(min=0)
+        ctx.mark_dirty(out)
+        ctx.save_for_backward(out)
+        return out
+
+    @staticmethod
+    def backward(ctx, grad):
+        (result,) = ctx.saved_tensors
+        return torch.ops.aten.threshold_backward(grad, result, 0), None
+
+
+_ACTIVATIONS = (None, "relu")
+
+
+def _activation(value) -> "str | None":
+    if value not in _ACTIVATIONS:
+        raise ValueError(f"activation must be None or 'relu', got {value!r}")
+    return value
+
+
+def _finish(out: torch.Tensor, dst_real: torch.Tensor, activation) -> torch.Tensor:
+    """A layer's last step: padded rows to zero, then the activation (if any)."""
+    if activation == "relu":
+        return _ZeroPaddedRowsThenReLU.apply(out, dst_real)
+    return _zero_padded_rows_(out, dst_real)
+
+
 def _gather(h: torch.Tensor, nbr: torch.Tensor) -> torch.Tensor:
     """``h[nbr]`` for ``h`` [S, *F] and ``nbr`` [D, k] -> [D, k, *F] (backward: index_add)."""
     return h.index_select(0, nbr.reshape(-1)).view(*nbr.shape, *h.shape[1:])
 
 
 def _weighted_neighbour_sum(h: torch.Tensor, nbr: torch.Tensor, weight: torch.Tensor,
-                            edge_mask: torch.Tensor) -> torch.Tensor:
+                            edge_mask: torch.Tensor, self_rows=None):
     """``sum_j weight[i, j] * h[nbr[i, j]]`` for ``h`` [S, F], ``nbr``/``weight`` [D, k] -> [D, F].
 
-    On the CPU this is one ``embedding_bag`` (fixed-size bags of ``k`` slots, per-slot weights):
-    it never materialises the ``[D, k, F]`` gather, which is 10x faster forward and ~3x
-    backward at the sizes of a 3-layer epoch. Elsewhere (CUDA) it is the explicit gather and
+    On the CPU this is :func:`zg._aggregate.neighbour_sum`: one ``embedding_bag`` forward
+    (fixed-size bags of ``k`` slots, per-slot weights), which never materialises the
+    ``[D, k, F]`` gather (10x faster forward and ~3x backward than the gather at the sizes of
+    a 3-layer epoch), and a CSR backward over the real slots only. Elsewhere (CUDA) it is the explicit gather and
     sum, whose forward and backward are known to be sync-free and capturable in a CUDA Graph.
     Both are the same sum, up to floating-point summation order. Masked slots (``edge_mask``
     False) must carry weight 0; they are pointed at row 0, so what the padding holds cannot
     change even the order of the backward accumulation.
+
+    With ``self_rows`` (R) it returns ``(sum, h[:R])``: on the CPU the backward then adds the
+    gradient of ``h[:R]`` in the same pass that writes ``h``'s gradient (one [S, F] buffer
+    written once, instead of a zero-filled one for the slice, another for the sum, and their
+    addition).
     """
     nbr = torch.where(edge_mask, nbr, 0)                                  # [D, k]
     if h.device.type == "cpu" and nbr.shape[1] > 0:
-        return F.embedding_bag(nbr, h, per_sample_weights=weight.to(h.dtype), mode="sum")
-    return (_gather(h, nbr) * weight.to(h.dtype).unsqueeze(-1)).sum(1)
+        out = _aggregate.neighbour_sum(h.unsqueeze(1), nbr, weight.to(h.dtype).unsqueeze(-1),
+                                       edge_mask, self_rows=self_rows)    # [D, 1, F] (, [R, 1, F])
+        if self_rows is None:
+            return out.squeeze(1)
+        return out[0].squeeze(1), out[1].squeeze(1)
+    out = (_gather(h, nbr) * weight.to(h.dtype).unsqueeze(-1)).sum(1)    # [D, F]
+    return out if self_rows is None else (out, h[:self_rows])
 
 
 def _attention_sum(z: torch.Tensor, nbr: torch.Tensor, alpha: torch.Tensor,
@@ -154,25 +205,20 @@ def _attention_sum(z: torch.Tensor, nbr: torch.Tensor, alpha: torch.Tensor,
     """``sum_j alpha[i, j, h] * z[nbr[i, j], h]`` for ``z`` [S, H, F], ``nbr`` [D, k] and
     ``alpha`` [D, k, H] -> [D, H, F], over the real slots only (``edge_mask`` [D, k]).
 
-    On the CPU this is one ``embedding_bag`` over the ``[S * H, F]`` table of per-head rows
-    (bag ``(i, h)`` holds the ``k`` rows ``nbr[i, j] * H + h`` with weights ``alpha[i, j, h]``):
-    neither the ``[D, k, H, F]`` gather nor its gradient is ever materialised, and the
-    backward is a scatter into ``z`` plus a dot product per slot for ``alpha``. Elsewhere
+    On the CPU this is :func:`zg._aggregate.neighbour_sum`: one ``embedding_bag`` over the
+    ``[S * H, F]`` table of per-head rows (bag ``(i, h)`` holds the ``k`` rows
+    ``nbr[i, j] * H + h`` with weights ``alpha[i, j, h]``): neither the ``[D, k, H, F]``
+    gather nor its gradient is ever materialised; the backward is a CSR pass into ``z`` (per
+    source row, over the real slots that read it) plus a dot product per real slot for
+    ``alpha``. Elsewhere
     (CUDA) it is the explicit gather, product and masked sum (sync-free, capturable). Masked
     slots are pointed at row 0 and given weight exactly 0 (a ``where``, so no gradient reaches
     their ``alpha`` either); both paths are the same sum up to floating-point summation order.
     """
-    num_dst_rows, fanout = nbr.shape
-    heads = z.shape[1]
-    if z.device.type == "cpu" and fanout > 0:
+    if z.device.type == "cpu" and nbr.shape[1] > 0:
         nbr = torch.where(edge_mask, nbr, 0)                                      # [D, k]
         weight = torch.where(edge_mask.unsqueeze(-1), alpha, 0.0)                 # [D, k, H]
-        head = torch.arange(heads, device=nbr.device)
-        rows = (nbr.unsqueeze(1) * heads + head.view(1, heads, 1))               # [D, H, k]
-        out = F.embedding_bag(rows.reshape(num_dst_rows * heads, fanout), z.reshape(-1, z.shape[-1]),
-                              per_sample_weights=weight.transpose(1, 2).reshape(-1, fanout),
-                              mode="sum")                                         # [D * H, F]
-        return out.view(num_dst_rows, heads, z.shape[-1])
+        return _aggregate.neighbour_sum(z, nbr, weight, edge_mask)               # [D, H, F]
     # alpha is exactly 0 on masked slots; _masked_sum also selects them away, so the result
     # does not rest on 0 * z being 0.
     return _masked_sum(alpha.unsqueeze(-1) * _gather(z, nbr), edge_mask)         # [D, H, F]
@@ -221,16 +267,19 @@ class SAGEConv(nn.Module):
 
     Shapes: ``h_src`` [S, in_dim] (destination rows are its first D rows) -> [D, out_dim].
     Parameters: ``fc_self`` (Linear with bias), ``fc_neigh`` (Linear, no bias).
+    ``activation``: None or ``"relu"`` (applied last, as DGL's ``activation=F.relu``; the
+    models use it between layers: one fused step with the padded-row zeroing).
 
     DGL equivalent: ``dgl.nn.SAGEConv(in_dim, out_dim, 'mean')`` (feat_drop=0, no norm, no
     activation); same parameter names, and like DGL it projects before gathering when
     ``in_dim > out_dim`` (the mean commutes with the linear map; gather the narrower width).
     """
 
-    def __init__(self, in_dim: int, out_dim: int, bias: bool = True):
+    def __init__(self, in_dim: int, out_dim: int, bias: bool = True, activation=None):
         super().__init__()
         self.in_dim = _positive_int(in_dim, "in_dim")
         self.out_dim = _positive_int(out_dim, "out_dim")
+        self.activation = _activation(activation)
         self.fc_neigh = nn.Linear(in_dim, out_dim, bias=False)
         self.fc_self = nn.Linear(in_dim, out_dim, bias=bool(bias))
         self.reset_parameters()
@@ -250,14 +299,19 @@ class SAGEConv(nn.Module):
         h = self.fc_neigh(h_src) if project_first else h_src              # [S, F']
         degree = edge_mask.sum(1, keepdim=True).to(h.dtype)               # [D, 1]
         weight = edge_mask.to(h.dtype) / degree.clamp(min=1)              # [D, k] 1/deg per edge
-        h_neigh = _weighted_neighbour_sum(h, block.nbr, weight, edge_mask)           # [D, F'], 0 if no edge
-        if not project_first:
+        if project_first:
+            h_neigh = _weighted_neighbour_sum(h, block.nbr, weight, edge_mask)       # [D, F'], 0 if no edge
+            h_self = h_src[:num_dst_rows]                                 # [D, in]
+        else:  # both terms read h_src: on the CPU one backward pass gives its whole gradient
+            h_neigh, h_self = _weighted_neighbour_sum(h, block.nbr, weight, edge_mask,
+                                                      self_rows=num_dst_rows)
             h_neigh = self.fc_neigh(h_neigh)                              # [D, out]
-        out = self.fc_self(h_src[:num_dst_rows]).add_(h_neigh)            # [D, out]
-        return _zero_padded_rows_(out, dst_real)
+        out = self.fc_self(h_self).add_(h_neigh)                          # [D, out]
+        return _finish(out, dst_real, self.activation)
 
     def extra_repr(self) -> str:
-        return f"{self.in_dim}, {self.out_dim}, aggregator=mean"
+        act = f", activation={self.activation}" if self.activation else ""
+        return f"{self.in_dim}, {self.out_dim}, aggregator=mean{act}"
 
 
 class GCNConv(nn.Module):
@@ -271,16 +325,18 @@ class GCNConv(nn.Module):
     with no real slot gets just the bias.
 
     Shapes: ``h_src`` [S, in_dim] -> [D, out_dim]. Parameters: ``weight`` [in_dim, out_dim]
-    (DGL's layout, applied as ``h @ weight``), ``bias`` [out_dim].
+    (DGL's layout, applied as ``h @ weight``), ``bias`` [out_dim]. ``activation``: None or
+    ``"relu"``, applied last (as SAGEConv's).
 
     DGL equivalent: ``dgl.nn.GraphConv(in_dim, out_dim, norm='both', allow_zero_in_degree=True)``;
     like DGL it multiplies by ``weight`` before aggregating when ``in_dim > out_dim``.
     """
 
-    def __init__(self, in_dim: int, out_dim: int, bias: bool = True):
+    def __init__(self, in_dim: int, out_dim: int, bias: bool = True, activation=None):
         super().__init__()
         self.in_dim = _positive_int(in_dim, "in_dim")
         self.out_dim = _positive_int(out_dim, "out_dim")
+        self.activation = _activation(activation)
         self.weight = nn.Parameter(torch.empty(in_dim, out_dim))
         self.bias = nn.Parameter(torch.empty(out_dim)) if bias else None
         self.reset_parameters()
@@ -309,10 +365,11 @@ class GCNConv(nn.Module):
         out = out * in_degree.clamp(min=1).pow(-0.5).unsqueeze(1)         # [D, out]
         if self.bias is not None:
             out = out + self.bias
-        return _zero_padded_rows_(out, dst_real)
+        return _finish(out, dst_real, self.activation)
 
     def extra_repr(self) -> str:
-        return f"{self.in_dim}, {self.out_dim}, norm=both"
+        act = f", activation={self.activation}" if self.activation else ""
+        return f"{self.in_dim}, {self.out_dim}, norm=both{act}"
 
 
 class GATConv(nn.Module):
@@ -434,7 +491,8 @@ def _layer_dims(in_dim, hidden_dim, num_classes, num_layers) -> List[int]:
 
 
 class _PlainModel(_BlockModel):
-    """SAGE and GCN: conv -> ReLU -> dropout between layers, no activation after the last."""
+    """SAGE and GCN: conv -> ReLU -> dropout between layers, no activation after the last
+    (the ReLU is the hidden convs' ``activation="relu"``)."""
 
     conv: type  # the layer class, set by each subclass
 
@@ -443,7 +501,10 @@ class _PlainModel(_BlockModel):
         super().__init__()
         dims = _layer_dims(in_dim, hidden_dim, num_classes, num_layers)
         self.feature_dims = dims
-        self.layers = nn.ModuleList(self.conv(a, b) for a, b in zip(dims[:-1], dims[1:]))
+        # Hidden layers apply their ReLU themselves (fused with zeroing their padded rows).
+        last = len(dims) - 2
+        self.layers = nn.ModuleList(self.conv(a, b, activation="relu" if i < last else None)
+                                    for i, (a, b) in enumerate(zip(dims[:-1], dims[1:])))
         self.dropout = nn.Dropout(_dropout_rate(dropout))
         self.reset_parameters()
 
@@ -455,8 +516,9 @@ class _PlainModel(_BlockModel):
         return h                                                # [D_last, num_classes]
 
     def after_layer(self, i: int, h: torch.Tensor) -> torch.Tensor:
-        """What follows layer ``i``: ReLU and dropout between layers, nothing after the last."""
-        return self.dropout(F.relu(h)) if i < len(self.layers) - 1 else h                                                # [D_last, num_classes]
+        """What follows layer ``i``: dropout between layers (the hidden layers' ReLU is their
+        own last step), nothing after the last."""
+        return self.dropout(h) if i < len(self.layers) - 1 else h       # [D_i, feature_dims[i + 1]]
 
 
 class SAGE(_PlainModel):
