@@ -252,6 +252,27 @@ def print_summary(label, result):
                               "eval full %", "eval sampled %", "eval local %"]))
 
 
+def combine(names, target):
+    """--combine: the datasets of several result files in one (no measurement)."""
+    results = Path(__file__).resolve().parent / "results"
+    datasets, sources = {}, []
+    for name in [target, *names] if (results / f"{target}.json").exists() else names:
+        path = results / f"{name}.json"
+        if not path.exists():
+            raise SystemExit(f"error: --combine: {path} does not exist")
+        with open(path) as f:
+            part = json.load(f)
+        for key, dataset in (part.get("datasets") or {}).items():
+            dataset.setdefault("machine", part.get("machine"))
+            dataset.setdefault("argv", part.get("argv"))
+            datasets[key] = dataset
+        sources.append(path.name)
+    out = {"machine": machine_note(), "machine_note": "the machine of the --combine step; each dataset holds "
+           "the machine note of the run that measured it", "quick": False, "argv": sys.argv[1:],
+           "combined_from": sources, "datasets": datasets}
+    print(f"wrote {write_json(target, out)}: datasets {list(datasets)} from {sources}")
+
+
 def main(argv=None):
     parser = argparse.ArgumentParser(description=__doc__.split("\n")[0])
     parser.add_argument("--quick", action="store_true", help="a few epochs: a smoke run")
@@ -264,10 +285,17 @@ def main(argv=None):
                         help="learning rate of every run (default: the kit's); the dataset is then "
                              "recorded as '<name> lr=<lr>'")
     parser.add_argument("--name", default=None, help="result file name (default: from the options)")
+    parser.add_argument("--combine", nargs="+", default=None, metavar="RESULT",
+                        help="measure nothing: put the datasets of these result files (names in "
+                             "bench/results, e.g. grappa_diagnosis_csbm20k) into the --name file "
+                             "(default grappa_diagnosis), later files replacing earlier ones; each "
+                             "dataset keeps its own machine note and command line")
     parser.add_argument("--merge", action="store_true",
                         help="keep the other datasets already in the result file (replace only the "
                              "ones this run measures)")
     args = parser.parse_args(argv)
+    if args.combine:
+        return combine(args.combine, args.name or "grappa_diagnosis")
     start = time.perf_counter()
     note = machine_note()
     scratch = tempfile.mkdtemp(prefix="zg-diagnosis-")

@@ -104,3 +104,24 @@ def test_diagnosis_findings_read_every_number_from_the_json():
         ex.diagnosis_findings({})
     with pytest.raises(ValueError, match="no 'single' run"):
         ex.diagnosis_findings({"x": {"epochs": 3, "summary": {"isolated": summary["isolated"]}}})
+
+
+def test_lr_rows_compare_the_runs_every_learning_rate_measured():
+    def dataset(lr, epochs, gap):
+        single = {"test_curve": [{"mean": 0.7, "std": 0.0, "n": 3}] * epochs}
+        run = {"test_gap_points_curve": [gap + e for e in range(epochs)]}
+        return {"epochs": epochs, "settings": {"lr": lr},
+                "summary": {"single": single, "isolated": run, "grappa/batch": run}}
+    datasets = {"cora": dataset(0.01, 100, 5.0), "cora lr=0.03": dataset(0.03, 30, 2.0),
+                "csbm20k": dataset(0.01, 15, 9.0)}
+    datasets["cora"]["summary"]["grappa/node"] = datasets["cora"]["summary"]["isolated"]  # one lr only
+    rows = ex.lr_rows(datasets)
+    assert [(r["lr"], r["run"]) for r in rows] == [(0.01, "grappa/batch"), (0.01, "isolated"),
+                                                  (0.03, "grappa/batch"), (0.03, "isolated")]
+    # Compared after the epochs every dataset trained (30), not at each one's end.
+    assert rows[0]["epochs"] == 30 and rows[0]["gap to single (points)"] == 34.0
+    assert rows[2]["gap to single (points)"] == 31.0 and rows[2]["single test %"] == 70.0
+    assert ex.lr_rows({"cora": datasets["cora"]}) == []
+    del datasets["cora"]["settings"]["lr"]
+    with pytest.raises(ValueError, match="learning rate"):
+        ex.lr_rows(datasets)

@@ -34,8 +34,8 @@ Every public name is also here, so a notebook needs one import:
 
 from . import (accuracy_map, envelopes, estimators, host_syncs, machine, partitions, replay, scaling,
                throughput, together, traffic, trainers)
-from .accuracy_map import (PAPER_REGIME, diagnosis_findings, gap_summary, load_result, map_findings, map_rows,
-                           paper_regime)
+from .accuracy_map import (PAPER_REGIME, diagnosis_findings, gap_summary, load_result, lr_rows, map_findings,
+                           map_rows, paper_regime)
 from .envelopes import overflow_curve, sample_counts
 from .estimators import bias_vs_workers, error_rows, shrink_sweep
 from .host_syncs import audit_samplers, measure_hop_metadata
@@ -68,4 +68,4 @@ __all__ = ["machine", "host_syncs", "envelopes", "replay", "throughput", "partit
            "error_rows", "shrink_sweep", "bias_vs_workers",
            "TOGETHER", "worker_syncs", "train_together",
            "accuracy_map", "load_result", "map_rows", "gap_summary", "paper_regime", "map_findings",
-           "PAPER_REGIME", "diagnosis_findings"]
+           "PAPER_REGIME", "diagnosis_findings", "lr_rows"]

@@ -23,7 +23,7 @@ from pathlib import Path
 from typing import Any, Dict, List, Optional, Sequence, Tuple
 
 __all__ = ["RESULTS_DIR", "load_result", "map_rows", "gap_summary", "paper_regime", "map_findings", "PAPER_REGIME",
-           "diagnosis_findings"]
+           "diagnosis_findings", "lr_rows"]
 
 RESULTS_DIR = Path(__file__).resolve().parents[2] / "bench" / "results"
 MAP_FACTORS = ("method", "avg_degree", "homophily", "feature_snr", "workers", "num_layers")
@@ -211,3 +211,28 @@ def diagnosis_findings(datasets: Dict[str, Any]) -> List[str]:
                          f"{max(local.values()):+.1f} points")
             out.append(text + ".")
     return out
+
+
+def lr_rows(datasets: Dict[str, Any], base: str = "cora") -> List[Dict[str, Any]]:
+    """The learning-rate check of the diagnosis: for ``base`` and every ``"<base> lr=<x>"``
+    dataset, each run's gap to single (points, single - run) after the epochs all of them
+    trained (the shortest run's length), with the dataset's learning rate. Runs measured at only
+    some learning rates are left out. Rows sorted by learning rate, then run."""
+    if not isinstance(datasets, dict):
+        raise ValueError("datasets must be the 'datasets' dict of grappa_diagnosis.json")
+    chosen = {name: d for name, d in datasets.items() if name == base or name.startswith(f"{base} lr=")}
+    if len(chosen) < 2:
+        return []
+    epochs = min(d["epochs"] for d in chosen.values())
+    runs = set.intersection(*(set(d["summary"]) for d in chosen.values())) - {"single"}
+    rows = []
+    for name, d in chosen.items():
+        lr = (d.get("settings") or {}).get("lr")
+        if lr is None:
+            raise ValueError(f"dataset {name!r} does not record its learning rate (settings.lr)")
+        for run in sorted(runs):
+            s = d["summary"][run]
+            rows.append({"lr": lr, "run": run, "epochs": epochs,
+                         "gap to single (points)": round(s["test_gap_points_curve"][epochs - 1], 1),
+                         "single test %": round(100 * d["summary"]["single"]["test_curve"][epochs - 1]["mean"], 1)})
+    return sorted(rows, key=lambda r: (r["lr"], r["run"]))
