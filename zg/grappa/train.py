@@ -120,8 +120,14 @@ def train(g: Graph, workers: int = 4, estimator: str = "batch", repartition_ever
     on METIS chunks it is level with it. METIS without the halo still ended 1.3 points below
     single-process training on one of two graphs no test uses, so the halo is on by default.
     The measurements and the acceptance check are in docs/grappa_diagnosis.md and
-    bench/results/grappa_defaults_check.json. ``method="random", halo=False`` is the paper's
-    own setting and the place to see what isolation costs.
+    bench/results/grappa_defaults_check.json. The map of where this holds
+    (bench/results/grappa_map.json, notebook 06 section 3) finds the defaults within about a
+    point of single-process training for 2-layer models across degree, homophily, feature
+    signal and P = 2-8, but about 17 points below it in its 3-layer cell (2,000 nodes, 32
+    epochs), where ``trainer="feature_fetch"`` is level; on Cora and a 200k-node csbm graph
+    the defaults hold with 3 layers too (bench/results/grappa.json, B9). Measure deeper models
+    on your graph before relying on isolation. ``method="random", halo=False`` is the paper's own setting and the place to see
+    what isolation costs.
 
     Args:
         g: graph with features, labels, train and val splits.
