@@ -410,7 +410,7 @@ CLAIMS: List[Claim] = [
     dict(source="notebook 03", claim="The static step keeps every buffer's address and makes 0 host syncs; an overflow's rewind gives bitwise the same parameters at equal envelope sizes.",
          test="notebook 03 §3-4 (asserted); `gpu_check_cpu.json` `numerics`",
          number=numerics("eager_vs_static_max_abs_param_diff", "eager vs static max |param diff|"), file="gpu_check_cpu.json"),
-    dict(source="notebook 04", claim="On a CPU the envelope engine is not faster than DGL (padding costs compute; syncs cost little).",
+    dict(source="notebook 04", claim="On a CPU the envelope engine's speed against DGL depends on compute, not syncs (padding costs compute; syncs cost little).",
          test="notebook 04 §2 (shown, not asserted); `engine.json` `rows[].ratio_envelope_vs_dgl`",
          number=cpu_speed_engine, file="engine.json"),
     dict(source="notebook 05", claim="METIS cuts at most a third of random's edges; random cuts (P-1)/P; with 1,024-seed batches features outweigh gradients >= 10x.",
