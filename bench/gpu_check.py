@@ -86,14 +86,14 @@ def numerics_check(g, device):
     return out
 
 
-def measure(g, device, batch_size, variant, envelope, max_batches):
+def measure(g, device, batch_size, variant, envelope, max_batches, seed=0):
     """One epoch (or max_batches) of one variant; returns seconds, syncs, fraction, memory."""
     if device.type == "cuda":
         torch.cuda.synchronize(device)
         torch.cuda.reset_peak_memory_stats(device)       # before building: the graph's pool counts
-    torch.manual_seed(0)
+    torch.manual_seed(seed)
     model = models.SAGE(g.feat_dim, 256, max(g.num_classes, 1), 3, dropout=0.5)
-    kw = dict(device=device, seed=0, audit_iterations=2)
+    kw = dict(device=device, seed=seed, audit_iterations=2)
     if variant == "dynamic":
         eng = Engine(g, model, FANOUTS, batch_size, pipeline="dynamic", **kw)
     elif variant == "envelope_eager":
@@ -145,6 +145,10 @@ def main(argv=None):
     ap.add_argument("--budget", type=float, default=300.0, help="seconds for everything (default 300)")
     ap.add_argument("--nodes", type=int, default=1_000_000, help="csbm size on a GPU")
     ap.add_argument("--batch-sizes", type=int, nargs="+", default=[256, 1024, 4096])
+    ap.add_argument("--seed", type=int, default=0,
+                    help="seed for the models, the engines' sampling and the envelope profile (the graphs stay seed 0)")
+    ap.add_argument("--name", default=None,
+                    help="write bench/results/<name>.json instead of gpu_check_<cuda|cpu>.json")
     ap.add_argument("--max-batches", type=int, default=None,
                     help="iterations per measured run (default: a full epoch on a GPU, 20 on a CPU)")
     args = ap.parse_args(argv)
@@ -161,7 +165,7 @@ def main(argv=None):
 
     def save():
         result["seconds_total"] = time.perf_counter() - t_start
-        return write_json(f"gpu_check_{tag}", result)
+        return write_json(args.name or f"gpu_check_{tag}", result)
 
     def guarded(name, fn):
         try:
@@ -207,7 +211,8 @@ def main(argv=None):
     for gname, g in graphs.items():
         for batch_size in args.batch_sizes:
             envelope = guarded(f"{gname} b{batch_size} profile",
-                               lambda: Envelope.profile(g, FANOUTS, min(batch_size, g.train_idx.numel()), seed=0))
+                               lambda: Envelope.profile(g, FANOUTS, min(batch_size, g.train_idx.numel()),
+                                                                seed=args.seed))
             worst = Envelope.worst_case(g, FANOUTS, min(batch_size, g.train_idx.numel()))
             for variant, env in (("dynamic", None), ("envelope_eager", envelope),
                                  ("envelope_captured", envelope), ("worst_case_captured", worst)):
@@ -219,7 +224,7 @@ def main(argv=None):
                 row = guarded(f"{gname} b{batch_size} {variant}",
                               lambda: measure(g, device, batch_size,
                                               "envelope_captured" if variant == "worst_case_captured" else variant,
-                                              env, max_batches))
+                                              env, max_batches, args.seed))
                 if row is None:
                     continue
                 row["variant"], row["graph"] = variant, gname

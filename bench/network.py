@@ -133,6 +133,46 @@ def products_projection(args, fanouts, hidden, workers=4):
                                              "(c + grappa link s) >= target", **break_even}}
 
 
+def gpu_compute_bound(projection, gpu=None):
+    """The same link model with a GPU's compute: ``c`` bounded above by the committed GPU check's
+    slowest iteration (any pipeline: dynamic, eager or captured) whose work is at least one products worker's on every size (input
+    rows, feature width, hidden width, seeds, fanouts). Projected, not measured; None when no GPU
+    result is committed or none of its rows bounds the work."""
+    if gpu is None:
+        path = Path(__file__).resolve().parent / "results" / "gpu_check_cuda.json"
+        if not path.exists():
+            return None
+        with open(path) as f:
+            gpu = json.load(f)
+    settings = {"feat_dim": 128, "hidden_dim": 256, "fanouts": [15, 10, 5]}   # what gpu_check.py measures
+    worker_rows = projection["input_rows_per_iteration"]
+    rows = [r for r in gpu["rows"] if r.get("oracle_mean_counts")
+            and r["oracle_mean_counts"][0] >= worker_rows and r["batch_size"] >= projection["seeds_per_worker"]]
+    if (not rows or settings["feat_dim"] < projection["graph"]["feat_dim"]
+            or settings["hidden_dim"] < projection["hidden_dim"] or settings["fanouts"] != projection["fanouts"]):
+        return None
+    row = max(rows, key=lambda r: r["seconds_per_iteration"])
+    c = row["seconds_per_iteration"]
+    per = projection["per_iteration"]
+    speedups = {}
+    for link in {r["link"] for r in projection["rows"]}:
+        by = {r["design"]: r for r in projection["rows"] if r["link"] == link}
+        it = by["grappa"]["iterations"]
+        speedups[link] = (c + by["feature_fetch"]["link_seconds"] / it) / (c + by["grappa"]["link_seconds"] / it)
+    return {"label": "projected (link model) with a GPU compute bound, not measured",
+            "compute_seconds_per_iteration_at_most": c,
+            "from": {"file": "bench/results/gpu_check_cuda.json", "gpu": gpu["machine"].get("cuda"),
+                     "graph": row["graph"], "batch_size": row["batch_size"], "variant": row["variant"],
+                     "input_rows_per_iteration": row["oracle_mean_counts"][0], **settings},
+            "products_worker": {"input_rows_per_iteration": worker_rows, "seeds": projection["seeds_per_worker"],
+                                "feat_dim": projection["graph"]["feat_dim"], "hidden_dim": projection["hidden_dim"]},
+            "why_a_bound": ("the GPU row's iteration (the slowest pipeline among those that qualify) does at least a products worker's work on every size "
+                            "(more input rows, seeds, feature and hidden width; the same fanouts), so a worker's "
+                            "compute on that GPU is at most this; Grappa's estimator scalars and the all-reduce are "
+                            "in the link time"),
+            "speedups": speedups, "cpu_bytes_per_iteration": {k: v["bytes"] for k, v in per.items()}}
+
+
 def print_projection(projection):
     print(table([[r["design"], r["link"], r["iterations"], f"{r['compute_seconds']:.1f}", f"{r['link_seconds']:.1f}",
                   f"{r['projected_seconds']:.1f}", f"{r['bytes_per_worker'] / 2**30:.2f}"] for r in projection["rows"]],
@@ -142,6 +182,11 @@ def print_projection(projection):
     ptarget = projection["speedups"]["1gbit"]
     print(f"  [{'met' if ptarget >= TARGET else 'MISSED'}] projected: Grappa >= {TARGET:g}x faster than feature "
           f"fetch at P=4 on 1 Gbit/s, products_like ({ptarget:.2f}x)")
+    g = projection.get("gpu_compute_bound")
+    if g:
+        print(f"  projected with GPU compute (at most {g['compute_seconds_per_iteration_at_most'] * 1e3:.1f} ms per "
+              f"worker iteration, {g['from']['gpu']}, {g['from']['variant']}, {g['from']['graph']} b{g['from']['batch_size']}): "
+              + ", ".join(f"{k} {v:.1f}x" for k, v in sorted(g["speedups"].items())))
     b = projection["break_even_for_target"]["1gbit"]
     print(f"  derived: the {TARGET:g}x holds on 1 Gbit/s when one worker's iteration computes in at most "
           f"{b['max_compute_seconds_per_iteration']:.3f} s; here it takes {b['compute_here_seconds_per_iteration']:.1f} s "
@@ -159,8 +204,10 @@ def reproject(args):
     with open(path) as f:
         result = json.load(f)
     fanouts = result["projected"]["fanouts"] if "projected" in result else [15, 10, 5]
-    projection = products_projection(args, fanouts, args.hidden)
-    projection["machine"] = machine_note()
+    projection = result["projected"] if args.gpu_bound_only else products_projection(args, fanouts, args.hidden)
+    if not args.gpu_bound_only:
+        projection["machine"] = machine_note()
+    projection["gpu_compute_bound"] = gpu_compute_bound(projection)
     ptarget = print_projection(projection)
     result["projected"] = projection
     result["targets"]["projected_products_P4_1gbit_at_least_4x"] = ptarget
@@ -206,10 +253,13 @@ def main(argv=None):
     ap.add_argument("--projection-only", action="store_true",
                     help="recompute only the products projection (no root needed) and replace that part of "
                          "the existing result file, keeping its measured rows and their machine note")
+    ap.add_argument("--gpu-bound-only", action="store_true",
+                    help="keep the existing projection and add (or refresh) only its GPU compute bound, read "
+                         "from bench/results/gpu_check_cuda.json")
     args = ap.parse_args(argv)
     if args.quick:
         args.nodes, args.feat_dim, args.batch_size, args.epochs, args.proj_nodes = 4000, 256, 512, 1, 5000
-    if args.projection_only:
+    if args.projection_only or args.gpu_bound_only:
         return reproject(args)
     reason = unavailable_reason()
     if reason:
@@ -267,6 +317,7 @@ def main(argv=None):
           f"fetch at P=4 on 1 Gbit/s ({target if target is None else round(target, 2)}x)")
     print("\nprojection for products_like (link model, not a measurement) ...", flush=True)
     projection = products_projection(args, fanouts, args.hidden)
+    projection["gpu_compute_bound"] = gpu_compute_bound(projection)
     ptarget = print_projection(projection)
     path = write_json("network_quick" if args.quick else "network", {
         "benchmark": "network", "machine": machine_note(), "settings": vars(args),

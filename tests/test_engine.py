@@ -300,6 +300,22 @@ def test_batch_larger_than_the_training_set_sizes_buffers_by_the_training_set(gr
     assert stats.iterations == 1 and eng.epoch_seeds.shape == (1, graph.train_idx.numel())
 
 
+@pytest.mark.parametrize("capture", [True, False])
+def test_run_batch_builds_the_epoch_order_once(graph, monkeypatch, capture):
+    """run_batch in a loop (what profilers time) must not redo the epoch's permutation per call;
+    a new epoch gets its own order."""
+    eng = engine(graph, capture=capture)
+    calls = []
+    real = eng.batches
+    monkeypatch.setattr(eng, "batches", lambda epoch: calls.append(epoch) or real(epoch))
+    for b in range(4):
+        eng.run_batch(b)
+    assert calls == [0]
+    eng.run_batch(0, epoch=1)
+    assert calls == [0, 1]
+    assert [t.tolist() for t in eng._load_epoch(1)] == [t.tolist() for t in real(1)]
+
+
 def test_non_finite_loss_stops_training(graph):
     g = zg.datasets.csbm(num_nodes=300, avg_degree=6, num_classes=3, feat_dim=8, seed=0)
     torch.manual_seed(0)
@@ -350,6 +366,22 @@ def test_tiny_envelope_matches_the_worst_case_on_cuda(graph, capture):
     assert [t[:2] for t in tiny.applied_trace()] == [t[:2] for t in ref.applied_trace()]
     for p, q in zip(params(tiny), params(ref)):
         assert torch.allclose(p, q, rtol=1e-4, atol=1e-5)
+
+
+@pytest.mark.cuda
+@pytest.mark.skipif(not torch.cuda.is_available(), reason="needs a CUDA GPU")
+@pytest.mark.parametrize("capture", [True, False])
+def test_envelope_step_makes_no_cuda_sync_on_cuda(graph, capture):
+    """The property itself, as CUDA sees it: torch's sync-debug mode reports no host wait in a
+    steady envelope iteration, eager or captured (scalars are written by fill kernels, never
+    copied from pageable host memory). The dynamic pipeline, for contrast, must wait."""
+    g = graph.to("cuda")
+    eng = engine(g, Envelope([2400, 700]), device="cuda", capture=capture, audit_iterations=3)
+    stats = eng.train_epoch()
+    assert stats.cuda_sync_warnings == 0 and stats.host_syncs == 0
+    dynamic = Engine(g, models.SAGE(g.feat_dim, 16, g.num_classes, 2), [5, 5], 32, device="cuda",
+                     pipeline="dynamic", audit_iterations=3)
+    assert dynamic.train_epoch().cuda_sync_warnings > 0
 
 
 @pytest.mark.cuda

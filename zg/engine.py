@@ -313,6 +313,7 @@ class Engine:
         self.graph = None                                # the CUDA Graph, when captured
         self.epoch_seeds: Optional[torch.Tensor] = None  # int64 [I, rows]: this epoch's batches
         self._loaded_epoch: Optional[int] = None
+        self._epoch_batches: Optional[tuple] = None      # (epoch, its batch list), see _load_epoch
         self._next_batch = 0                              # where the device counter points
 
         if pipeline == "dynamic":
@@ -406,8 +407,14 @@ class Engine:
             self.counter.fill_(self._next_batch)
 
     def _load_epoch(self, epoch: int) -> List[torch.Tensor]:
-        """Upload the epoch's batches to the device table once (static step), return them."""
-        batches = self.batches(epoch)
+        """Upload the epoch's batches to the device table once (static step), return them.
+        The epoch's batch list is kept, so ``run_batch`` called in a loop (profilers, benchmarks)
+        does not redo the epoch's permutation on every call."""
+        if self._epoch_batches is not None and self._epoch_batches[0] == epoch:
+            batches = self._epoch_batches[1]
+        else:
+            batches = self.batches(epoch)
+            self._epoch_batches = (epoch, batches)
         if not self.capture or self._loaded_epoch == epoch:
             return batches
         count = len(batches)

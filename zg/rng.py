@@ -61,6 +61,15 @@ def _mix_int(x: int) -> int:
     return _signed(x ^ (x >> 31))
 
 
+def device_scalar(value: int, device: torch.device) -> torch.Tensor:
+    """An int64 0-d tensor holding ``value`` on ``device``, written by a fill kernel.
+
+    ``torch.tensor(value, device=cuda)`` copies from pageable host memory, which makes the host
+    wait for the device (torch's sync-debug mode reports it); a fill carries the value as a
+    kernel argument and queues like any other kernel."""
+    return torch.full((), int(value), dtype=torch.int64, device=device)
+
+
 def batch_key(seed: int, epoch: int, batch: int) -> int:
     """The int64 key of one (seed, epoch, batch): every random choice of that batch derives from it."""
     return _mix_int((_mix_int((_mix_int(seed) + epoch) & _MASK64) + batch) & _MASK64)

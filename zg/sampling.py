@@ -52,7 +52,7 @@ from . import _fused
 from ._checks import batch_size_arg, bool_arg, fanouts_arg, node_ids_arg, seed_arg
 from .blocks import Block
 from .graph import Graph, graph_arg
-from .rng import _LOW62, _signed, batch_key, mix64
+from .rng import _LOW62, _signed, batch_key, device_scalar, mix64
 
 __all__ = ["sample_neighbors", "DynamicSampler", "EnvelopeSampler", "MiniBatch", "batch_key",
            "check_fanouts", "check_seeds", "effective_fanouts", "max_in_degree", "worst_case_sizes",
@@ -330,8 +330,8 @@ class DynamicSampler:
     def sample(self, seeds: Any, epoch: int = 0, batch: int = 0, clock: Optional[Any] = None) -> MiniBatch:
         """Sample one mini-batch; ``clock`` (profiling) is called with "sample" / "compact"."""
         seeds = check_seeds(seeds, self.g.num_nodes, self.device)
-        key = torch.tensor(batch_key(self.seed, seed_arg(epoch, "epoch"), seed_arg(batch, "batch")),
-                           device=self.device)
+        key = device_scalar(batch_key(self.seed, seed_arg(epoch, "epoch"), seed_arg(batch, "batch")),
+                            self.device)
         _check_clock(clock)
         indptr = self.g.indptr
         dst = seeds                                                     # exact frontier
@@ -350,13 +350,13 @@ class DynamicSampler:
             self._local[src] = torch.arange(src.numel(), device=self.device)
             nbr_local = torch.where(mask, self._local[nbrs], 0)          # [n_dst, k]
             blocks.append(Block(nbr=nbr_local, mask=mask,
-                                num_src=torch.tensor(src.numel(), device=self.device),
-                                num_dst=torch.tensor(n_dst, device=self.device), src_nodes=src))
+                                num_src=device_scalar(src.numel(), self.device),
+                                num_dst=device_scalar(n_dst, self.device), src_nodes=src))
             if clock is not None:
                 clock("compact")
             dst = src
         blocks.reverse()
-        return MiniBatch(seeds=seeds, num_seeds=torch.tensor(seeds.numel(), device=self.device),
+        return MiniBatch(seeds=seeds, num_seeds=device_scalar(seeds.numel(), self.device),
                          blocks=blocks,
                          counts=torch.stack([b.num_src for b in blocks]),
                          overflowed=torch.zeros((), dtype=torch.bool, device=self.device))
@@ -449,8 +449,8 @@ class EnvelopeSampler:
         padded = torch.zeros(self.batch_size, dtype=torch.int64, device=self.device)
         padded[:num_seeds] = seeds
         if key is None:
-            key = torch.tensor(batch_key(self.seed, epoch, batch), device=self.device)
-        return self.sample_static(padded, torch.tensor(num_seeds, device=self.device), key, clock=clock)
+            key = device_scalar(batch_key(self.seed, epoch, batch), self.device)
+        return self.sample_static(padded, device_scalar(num_seeds, self.device), key, clock=clock)
 
     def sample_static(self, seeds: torch.Tensor, num_seeds: torch.Tensor, key: torch.Tensor,
                       clock: Optional[Any] = None) -> MiniBatch:

@@ -24,6 +24,8 @@ from typing import Callable, Dict, List, Optional
 import torch
 import torch.nn.functional as F
 
+from .rng import device_scalar
+
 __all__ = ["STAGES", "StageClock", "OverflowGuard", "train_step", "masked_cross_entropy",
            "run_batches", "BatchRun"]
 
@@ -141,7 +143,8 @@ class OverflowGuard:
     def observe(self, mb, batch: torch.Tensor) -> None:
         """Fold ``mb.overflowed`` (bool []) of batch ``batch`` (int64 [] or int) in, on device."""
         hit = mb.overflowed
-        batch = torch.as_tensor(batch, dtype=torch.int64, device=self.device)
+        if not isinstance(batch, torch.Tensor):
+            batch = device_scalar(batch, self.device)
         if mb.wanted is not None:
             first_here = hit & ~self.local
             self.first_wanted.copy_(torch.where(first_here, mb.wanted, self.first_wanted))
