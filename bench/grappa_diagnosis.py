@@ -146,10 +146,10 @@ def run_dataset(label, spec, args, scratch, save):
     records = []
     t = time.perf_counter()
     singles = [dict(base, workers=1, trainer="single", seed=s,
-                    model_path=os.path.join(scratch, f"{label}_single_{s}.pt")) for s in SEEDS]
+                    model_path=os.path.join(scratch, f"{label}_single_{s}.pt")) for s in args.seeds]
     runs = [("single", r) for r in singles]
     dist_runs = []
-    for s in SEEDS:
+    for s in args.seeds:
         for name, opts in distributed_runs(base, args.runs):
             path = os.path.join(scratch, f"{label}_{name.replace('/', '_').replace(' ', '_')}_{s}.pt")
             dist_runs.append((name, dict(opts, seed=s, model_path=path)))
@@ -172,7 +172,7 @@ def run_dataset(label, spec, args, scratch, save):
               f"local={modes.get('local', float('nan')):.4f}", flush=True)
     summary = summarise(records, epochs)
     result = {"graph": str(g), "epochs": epochs, "argv": sys.argv[1:],
-              "settings": {**base, "lr": base.get("lr", TrainConfig().lr), "workers": 4, "seeds": list(SEEDS)},
+              "settings": {**base, "lr": base.get("lr", TrainConfig().lr), "workers": 4, "seeds": list(args.seeds)},
               "runs": records, "summary": summary, "gradient_error": None}
     save(result)                                         # the runs are kept even if what follows fails
     print_summary(label, result)
@@ -284,6 +284,11 @@ def main(argv=None):
     parser.add_argument("--lr", type=float, default=None,
                         help="learning rate of every run (default: the kit's); the dataset is then "
                              "recorded as '<name> lr=<lr>'")
+    parser.add_argument("--seeds", type=int, nargs="+", default=list(SEEDS),
+                        help=f"seeds of every run (default {' '.join(map(str, SEEDS))})")
+    parser.add_argument("--tag", default=None,
+                        help="append this to the dataset's key in the result (e.g. '100 epochs, seed 0'), "
+                             "so --combine keeps it beside the dataset's other runs")
     parser.add_argument("--name", default=None, help="result file name (default: from the options)")
     parser.add_argument("--combine", nargs="+", default=None, metavar="RESULT",
                         help="measure nothing: put the datasets of these result files (names in "
@@ -326,6 +331,8 @@ def main(argv=None):
         if args.only and label != args.only:
             continue
         key = label if args.lr is None else f"{label} lr={args.lr:g}"
+        if args.tag:
+            key += f" {args.tag}"
         results[key] = run_dataset(label, spec, args, scratch,
                                    lambda partial, key=key: (results.__setitem__(key, {**partial, "machine": note}),
                                                              save()))

@@ -23,9 +23,9 @@ halo (``TrainConfig().halo``). Each cell and run records ``halo``.
         grappa and isolated; one factor at a time away from the base cell on random chunks
         (degree 5, degree 50, homophily 0.3, SNR 2, 3 layers): grappa and isolated.
     --design full (1,728 distributed + 72 single-process runs)
-        the full factorial, 144 cells, all four trainers. The JSON of a wide run gives the
-        seconds of every run; at those rates the full factorial takes several hours on 2 cores,
-        so it is an option for a bigger machine, not the committed map.
+        the full factorial, 144 cells, all four trainers. The committed wide run took 1,339 s
+        on 2 cores (about 5 s a run); at that rate the full factorial takes about 2.5 hours, so
+        it is an option for a bigger machine, not the committed map.
 
 Every run calls the trainer with the kit's defaults except the swept factors and the budget:
 ``epochs`` (EPOCHS), ``eval_every=epochs`` (one evaluation, at the end: test accuracy at the

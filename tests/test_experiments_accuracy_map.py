@@ -106,6 +106,20 @@ def test_diagnosis_findings_read_every_number_from_the_json():
         ex.diagnosis_findings({"x": {"epochs": 3, "summary": {"isolated": summary["isolated"]}}})
 
 
+def test_diagnosis_findings_say_how_many_seeds_each_dataset_has():
+    """A one-seed dataset is never labelled '3 seeds', and shows no ± it does not have."""
+    one = lambda m: {"mean": m, "std": 0.0, "n": 1}  # noqa: E731
+    run = lambda final, gap: {"final_test_acc": one(final), "gap_points_final": gap,  # noqa: E731
+                              "test_gap_points_curve": [gap] * 6, "eval_full": None, "eval_sampled": None}
+    summary = {"single": run(0.967, 0.0), "isolated": run(0.689, 27.8)}
+    lines = ex.diagnosis_findings({"csbm20k 100 epochs, seed 0": {"epochs": 6, "settings": {"seeds": [0]},
+                                                                  "summary": summary}})
+    assert lines[0].startswith("**csbm20k 100 epochs, seed 0** (6 epochs, 1 seed)")
+    assert "single ends at 96.7 %;" in lines[0] and "±" not in lines[0]
+    summary["single"]["final_test_acc"]["n"] = 2        # no settings.seeds: the summary's count
+    assert "(6 epochs, 2 seeds)" in ex.diagnosis_findings({"x": {"epochs": 6, "summary": summary}})[0]
+
+
 def test_lr_rows_compare_the_runs_every_learning_rate_measured():
     def dataset(lr, epochs, gap):
         single = {"test_curve": [{"mean": 0.7, "std": 0.0, "n": 3}] * epochs}

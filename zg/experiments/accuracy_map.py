@@ -166,7 +166,11 @@ ESTIMATOR_RUNS = ("grappa/mean", "grappa/node", "grappa/batch", "grappa/shrink",
 
 
 def _pm(m: Optional[dict]) -> str:
-    return "n/a" if m is None else f"{100 * m['mean']:.1f} ± {100 * m['std']:.1f} %"
+    if m is None:
+        return "n/a"
+    if m.get("n") == 1:                      # one seed: no spread to show
+        return f"{100 * m['mean']:.1f} %"
+    return f"{100 * m['mean']:.1f} ± {100 * m['std']:.1f} %"
 
 
 def diagnosis_findings(datasets: Dict[str, Any]) -> List[str]:
@@ -184,7 +188,10 @@ def diagnosis_findings(datasets: Dict[str, Any]) -> List[str]:
             raise ValueError(f"dataset {name!r} has no 'single' run in its summary")
         epochs = d["epochs"]
         lr = (d.get("settings") or {}).get("lr")
-        head = f"**{name}** ({epochs} epochs{'' if lr is None else f', lr {lr:g}'}, 3 seeds)"
+        seeds = (d.get("settings") or {}).get("seeds")
+        count = len(seeds) if seeds is not None else (summary["single"].get("final_test_acc") or {}).get("n")
+        seed_text = "" if count is None else f", {count} seed{'s' if count != 1 else ''}"
+        head = f"**{name}** ({epochs} epochs{'' if lr is None else f', lr {lr:g}'}{seed_text})"
         gaps = ", ".join(f"{run} {s['gap_points_final']:+.1f}" for run, s in summary.items() if run != "single")
         out.append(f"{head}: single ends at {_pm(summary['single']['final_test_acc'])}; gap to single at the end "
                    f"(points, single - run): {gaps}.")
