@@ -221,7 +221,33 @@ def _rss_bytes():
         return int(f.read().split()[1]) * os.sysconf("SC_PAGE_SIZE")
 
 
-@pytest.mark.skipif(not os.path.exists("/proc/self/statm"), reason="needs /proc (Linux)")
+def _settled_rss_bytes():
+    """RSS after a full collection and glibc's malloc_trim.
+
+    Raw RSS swings by tens of MiB either way between runs on the same machine (freed
+    blocks stay in malloc's arenas until it decides to return them); CI once saw +44 MiB
+    over 60 epochs with no leak. Trimmed RSS moves by under 0.1 MiB over 90 Cora epochs
+    here, so a tight bound can catch a real leak without failing on allocator noise.
+    """
+    import ctypes
+    import gc
+
+    gc.collect()
+    ctypes.CDLL("libc.so.6").malloc_trim(0)
+    return _rss_bytes()
+
+
+def _has_malloc_trim():
+    try:
+        import ctypes
+
+        return hasattr(ctypes.CDLL("libc.so.6"), "malloc_trim")
+    except OSError:
+        return False
+
+
+@pytest.mark.skipif(not os.path.exists("/proc/self/statm") or not _has_malloc_trim(),
+                    reason="needs /proc and glibc's malloc_trim (Linux)")
 def test_long_run_on_cora_does_not_grow_in_memory():
     g = zg.datasets.load("cora")
     model, kwargs, _ = zg.recipes.cora_sage()
@@ -230,13 +256,16 @@ def test_long_run_on_cora_does_not_grow_in_memory():
         eng.train_epoch()                     # full-neighbour inference settles after two calls)
     for _ in range(3):
         eng.evaluate("val")
-    start = _rss_bytes()
+    start = _settled_rss_bytes()
     for epoch in range(60):
         eng.train_epoch()
         if epoch % 20 == 0:
             eng.evaluate("val")
-    growth = _rss_bytes() - start
-    assert growth < 32 * 2**20, f"RSS grew by {growth / 2**20:.1f} MiB over 60 epochs"
+    growth = _settled_rss_bytes() - start
+    # The recipe runs one iteration per epoch. Leaking one 140x10x10 int64 index tensor per
+    # iteration (a sampled layer's worth, 109 KiB) shows up here as +6.6 MiB; the trimmed
+    # baseline moves by under 0.1 MiB, so 4 MiB separates the two.
+    assert growth < 4 * 2**20, f"RSS grew by {growth / 2**20:.2f} MiB over 60 epochs (after malloc_trim)"
     assert len(eng.history) == 70              # the history grows by design; nothing else may
 
 
