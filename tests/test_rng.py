@@ -4,7 +4,10 @@ import torch
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from zg.rng import batch_key, batch_key_device, epoch_order, order_seed, worker_seed
+import ast
+from pathlib import Path
+
+from zg.rng import batch_key, batch_key_device, dropout_seed, epoch_order, order_seed, seed_dropout, worker_seed
 
 INT63 = st.integers(min_value=0, max_value=2**63 - 1)
 
@@ -22,3 +25,36 @@ def test_streams_are_the_earlier_formulas():
     assert worker_seed(1, 2) == ((0x5EED * 1_000_003 + 1) * 1_000_003 + 2) % 2**62
     order = epoch_order(torch.arange(10), 0, 1)
     assert sorted(order.tolist()) == list(range(10)) and torch.equal(order, epoch_order(torch.arange(10), 0, 1))
+
+
+@settings(max_examples=50, deadline=None)
+@given(key=st.integers(min_value=0, max_value=2**64 - 1))
+def test_seed_dropout_draws_what_torch_manual_seed_draws(key):
+    # The committed results were drawn after torch.manual_seed(dropout_seed(key)); seed_dropout
+    # must leave the CPU generator in the same state (same masks, same later draws).
+    torch.manual_seed(dropout_seed(key))
+    want = (torch.nn.functional.dropout(torch.ones(257), 0.5), torch.rand(3))
+    torch.manual_seed(12345)                         # a different state in between
+    seed_dropout(key)
+    got = (torch.nn.functional.dropout(torch.ones(257), 0.5), torch.rand(3))
+    assert torch.equal(want[0], got[0]) and torch.equal(want[1], got[1])
+
+
+def test_no_torch_manual_seed_on_the_per_iteration_path():
+    # torch.manual_seed records a traceback per call while CUDA is uninitialised (0.2-2 ms on
+    # this machine, 3-10 % of a Cora iteration). The per-batch seeding goes through
+    # zg.rng.seed_dropout; the once-per-run seeding of initial parameters may use torch's.
+    zg_dir = Path(__file__).resolve().parents[1] / "zg"
+    once = {("grappa/worker.py", "_run_worker"), ("parallel.py", "_worker")}
+    offenders = []
+    for name in ("engine.py", "pipeline.py", "step.py", "sampling.py", "models.py", "grappa/worker.py",
+                 "grappa/hook.py", "grappa/gradient.py", "parallel.py"):
+        for fn in ast.walk(ast.parse((zg_dir / name).read_text())):
+            if not isinstance(fn, ast.FunctionDef) or (name, fn.name) in once:
+                continue
+            for node in ast.walk(fn):
+                if (isinstance(node, ast.Call) and isinstance(node.func, ast.Attribute)
+                        and node.func.attr == "manual_seed" and isinstance(node.func.value, ast.Name)
+                        and node.func.value.id == "torch"):
+                    offenders.append(f"zg/{name}:{node.lineno} in {fn.name}")
+    assert not offenders, "torch.manual_seed per iteration (use zg.rng.seed_dropout): " + ", ".join(offenders)

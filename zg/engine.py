@@ -55,7 +55,7 @@ from .graph import Graph
 from .models import _BlockModel
 from .optim import DeviceAdam, DeviceSGD, _check_hyper, make_optimizer
 from .pipeline import batch_ranges
-from .rng import EVAL_EPOCH, batch_key, batch_key_device, dropout_seed, epoch_order, mix64
+from .rng import EVAL_EPOCH, batch_key, batch_key_device, epoch_order, mix64, seed_dropout
 from .sampling import DynamicSampler, EnvelopeSampler, check_fanouts, max_in_degree, resolve_kernel
 from .step import STAGES, OverflowGuard, StageClock, run_batches, train_step
 
@@ -444,7 +444,7 @@ class Engine:
 
     def _run_batch(self, batches: List[torch.Tensor], epoch: int, b: int, clock=None) -> torch.Tensor:
         """Run batch ``b`` of ``epoch`` (gated by the guard); returns its loss (device)."""
-        torch.manual_seed(dropout_seed(batch_key(self.seed, epoch, b)))   # same masks if rerun
+        seed_dropout(batch_key(self.seed, epoch, b))   # same masks if rerun
         if self.capture:
             if self._next_batch != b:                 # only after a rewind or a new position
                 self.counter.fill_(b)

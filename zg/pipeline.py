@@ -30,7 +30,7 @@ import torch
 
 from .graph import Graph
 from .optim import make_optimizer
-from .rng import batch_key, dropout_seed, epoch_order
+from .rng import batch_key, epoch_order, seed_dropout
 from .sampling import DynamicSampler, EnvelopeSampler, MiniBatch, check_fanouts
 from .step import STAGES, OverflowGuard, StageClock, masked_cross_entropy, run_batches, train_step
 
@@ -132,7 +132,7 @@ class Pipeline:
                    stage_seconds: Optional[Dict[str, float]] = None) -> torch.Tensor:
         """One iteration through :func:`zg.step.train_step` (gated by the overflow policy).
         Returns the loss. ``stage_seconds``: a mapping each stage's seconds are added into."""
-        torch.manual_seed(dropout_seed(batch_key(self.seed, epoch, batch)))   # same masks if rerun
+        seed_dropout(batch_key(self.seed, epoch, batch))   # same masks if rerun
         clock = None
         if stage_seconds is not None:
             clock = StageClock(None, into=stage_seconds)

@@ -37,7 +37,7 @@ from .._io import atomic_write
 from ..engine import Engine
 from ..graph import Graph
 from ..optim import make_optimizer
-from ..rng import batch_key, dropout_seed
+from ..rng import batch_key, seed_dropout
 from ..sampling import MiniBatch
 from ..step import OverflowGuard, train_step
 from .checkpoint import checkpoint_file, resume, write_checkpoint
@@ -216,7 +216,7 @@ def _run_worker(rank: int, world: int, cfg: TrainConfig, g: Graph, part: Optiona
         overflows = rewound = 0
         if full:
             before_step(epoch, 0)
-            torch.manual_seed(dropout_seed(batch_key(source.seed, epoch, 0)))
+            seed_dropout(batch_key(source.seed, epoch, 0))
             seeds = source.train_nodes.to(device)
             full_batch = MiniBatch(seeds=seeds, num_seeds=torch.tensor(seeds.numel(), device=device),
                                    blocks=[source.block] * cfg.num_layers,
