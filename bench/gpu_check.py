@@ -43,6 +43,24 @@ from zg.profile import gpu_execution_fraction  # noqa: E402
 from _machine import machine_note, table, write_json  # noqa: E402
 
 FANOUTS = [15, 10, 5]
+HIDDEN, LAYERS, DROPOUT = 256, 3, 0.5        # the measured model: 3-layer SAGE, hidden 256
+VARIANTS = ("dynamic", "envelope_eager", "envelope_captured")
+
+
+def build_engine(g, device, batch_size, variant, envelope, seed=0, audit_iterations=2):
+    """The check's engine for one variant (also bench/gpu_sync_sources.py's): the measured model
+    (SAGE, HIDDEN, LAYERS, FANOUTS) seeded with ``seed``; "dynamic" (host-mediated sampling),
+    "envelope_eager" (fixed shapes, no capture) or "envelope_captured" (one CUDA Graph on a GPU;
+    on a CPU the same static step runs eagerly)."""
+    if variant not in VARIANTS:
+        raise ValueError(f"variant must be one of {VARIANTS}, got {variant!r}")
+    torch.manual_seed(seed)
+    model = models.SAGE(g.feat_dim, HIDDEN, max(g.num_classes, 1), LAYERS, dropout=DROPOUT)
+    kw = dict(device=device, seed=seed, audit_iterations=audit_iterations)
+    if variant == "dynamic":
+        return Engine(g, model, FANOUTS, batch_size, pipeline="dynamic", **kw)
+    return Engine(g, model, FANOUTS, batch_size, envelope=envelope,
+                  capture=variant == "envelope_captured", **kw)
 
 
 def _params(eng):
@@ -91,15 +109,7 @@ def measure(g, device, batch_size, variant, envelope, max_batches, seed=0):
     if device.type == "cuda":
         torch.cuda.synchronize(device)
         torch.cuda.reset_peak_memory_stats(device)       # before building: the graph's pool counts
-    torch.manual_seed(seed)
-    model = models.SAGE(g.feat_dim, 256, max(g.num_classes, 1), 3, dropout=0.5)
-    kw = dict(device=device, seed=seed, audit_iterations=2)
-    if variant == "dynamic":
-        eng = Engine(g, model, FANOUTS, batch_size, pipeline="dynamic", **kw)
-    elif variant == "envelope_eager":
-        eng = Engine(g, model, FANOUTS, batch_size, envelope=envelope, capture=False, **kw)
-    else:
-        eng = Engine(g, model, FANOUTS, batch_size, envelope=envelope, capture=True, **kw)
+    eng = build_engine(g, device, batch_size, variant, envelope, seed=seed)
     eng.train_epoch(max_batches=2)                        # warm-up (not timed; captures on a GPU)
     if device.type == "cuda":
         torch.cuda.synchronize(device)
@@ -115,7 +125,9 @@ def measure(g, device, batch_size, variant, envelope, max_batches, seed=0):
            "captured": eng.graph is not None,
            "peak_bytes": int(torch.cuda.max_memory_allocated(device)) if device.type == "cuda" else None,
            "peak_reserved_bytes": int(torch.cuda.max_memory_reserved(device)) if device.type == "cuda" else None,
-           "envelope": None if eng.envelope is None else eng.envelope.sizes}
+           "envelope": None if eng.envelope is None else eng.envelope.sizes,
+           # The work of one iteration (bench/network.py bounds a worker's compute with these).
+           "feat_dim": g.feat_dim, "hidden_dim": HIDDEN, "num_layers": LAYERS, "fanouts": FANOUTS}
     if eng.envelope is not None:
         row["model_bytes"] = eng.memory_model()["totals"]
     return row

@@ -30,12 +30,10 @@ sys.path.insert(0, str(Path(__file__).resolve().parent))
 sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
 
 import zg  # noqa: E402
-from zg import models  # noqa: E402
 from zg.engine import Engine  # noqa: E402
 from zg.envelope import Envelope  # noqa: E402
 from _machine import machine_note, write_json  # noqa: E402
-
-FANOUTS = [15, 10, 5]
+from gpu_check import FANOUTS, VARIANTS, build_engine  # noqa: E402  (the same engines as the check)
 ZG_DIR = str(Path(zg.__file__).resolve().parent)
 
 
@@ -74,11 +72,8 @@ def host_profile(g, batch_size: int, iterations: int) -> dict:
     """Where the host spends a captured iteration: cProfile over ``iterations`` calls of
     ``run_batch`` (each only queues work; one synchronize at the end), the top functions by
     cumulative time, and the host seconds per call against the GPU seconds per call."""
-    torch.manual_seed(0)
-    model = models.SAGE(g.feat_dim, 256, max(g.num_classes, 1), 3, dropout=0.5)
     envelope = Envelope.profile(g, FANOUTS, batch_size, seed=0)
-    eng = Engine(g, model, FANOUTS, batch_size, envelope=envelope, capture=True,
-                 device=g.device, seed=0, audit_iterations=0)
+    eng = build_engine(g, g.device, batch_size, "envelope_captured", envelope, audit_iterations=0)
     cuda = g.device.type == "cuda"
     sync = torch.cuda.synchronize if cuda else (lambda: None)
     eng.train_epoch(max_batches=2)
@@ -131,15 +126,8 @@ def main(argv=None):
     envelope = Envelope.profile(g, FANOUTS, args.batch_size, seed=0)
     result = {"benchmark": "gpu_sync_sources", "machine": machine_note(), "settings": vars(args),
               "graph": "cora", "variants": {}}
-    for variant in ("dynamic", "envelope_eager", "envelope_captured"):
-        torch.manual_seed(0)
-        model = models.SAGE(g.feat_dim, 256, max(g.num_classes, 1), 3, dropout=0.5)
-        kw = dict(device=device, seed=0, audit_iterations=0)
-        if variant == "dynamic":
-            eng = Engine(g, model, FANOUTS, args.batch_size, pipeline="dynamic", **kw)
-        else:
-            eng = Engine(g, model, FANOUTS, args.batch_size, envelope=envelope,
-                         capture=variant == "envelope_captured", **kw)
+    for variant in VARIANTS:
+        eng = build_engine(g, device, args.batch_size, variant, envelope, audit_iterations=0)
         eng.train_epoch(max_batches=2)                   # warm-up; captures the graph
         sites = sync_sites(eng, args.iterations)
         total = sum(sites.values())

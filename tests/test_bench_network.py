@@ -49,3 +49,38 @@ def test_the_slowest_row_that_does_at_least_the_workers_work_bounds_it(network):
 @pytest.mark.parametrize("change", [dict(worker_rows=1e9), dict(feat_dim=1000), dict(hidden=1024)])
 def test_no_bound_when_no_row_does_at_least_the_workers_work(network, change):
     assert network.gpu_compute_bound(projection(**change), gpu(("dynamic", 1024, 0.2, 200.0))) is None
+
+
+def test_rows_that_record_their_sizes_are_judged_by_them(network):
+    # The slower row computes on 64 features, fewer than a products worker's 100: it cannot bound
+    # the worker's compute. A row without sizes (an older file) falls back to gpu_check.py's
+    # constants (128 features, hidden 256, fanouts [15, 10, 5]).
+    rec = gpu(("dynamic", 1024, 0.5, 200.0), ("envelope_eager", 1024, 0.3, 200.0), ("dynamic", 2048, 0.4, 300.0))
+    rec["rows"][0].update(feat_dim=64, hidden_dim=256, fanouts=[15, 10, 5])
+    rec["rows"][1].update(feat_dim=128, hidden_dim=256, fanouts=[15, 10, 5])
+    out = network.gpu_compute_bound(projection(), rec)
+    assert out["compute_seconds_per_iteration_at_most"] == 0.4
+    assert out["from"]["sizes_from"] == "gpu_check.py's constants (older file)"
+    del rec["rows"][2]
+    out = network.gpu_compute_bound(projection(), rec)
+    assert out["compute_seconds_per_iteration_at_most"] == 0.3 and out["from"]["sizes_from"] == "the row"
+    rec["rows"][1]["fanouts"] = [10, 10, 10]
+    assert network.gpu_compute_bound(projection(), rec) is None
+
+
+def test_gpu_check_rows_record_the_sizes_network_reads():
+    # One CPU row of the check (a tiny graph, 1 batch) carries the sizes gpu_compute_bound reads.
+    import torch
+    import zg
+
+    spec = importlib.util.spec_from_file_location("bench_gpu_check", ROOT / "bench" / "gpu_check.py")
+    check = importlib.util.module_from_spec(spec)
+    saved = list(sys.path)                     # the module puts bench/ and the repo on sys.path
+    try:
+        spec.loader.exec_module(check)
+        g = zg.datasets.csbm(num_nodes=300, avg_degree=5, num_classes=3, feat_dim=12, seed=0)
+        row = check.measure(g, torch.device("cpu"), 32, "dynamic", None, max_batches=1)
+    finally:
+        sys.path[:] = saved
+    assert (row["feat_dim"], row["hidden_dim"], row["fanouts"]) == (12, check.HIDDEN, check.FANOUTS)
+    assert row["iterations"] == 1
