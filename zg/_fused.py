@@ -4,8 +4,10 @@ Where it sits: inside ``EnvelopeSampler`` (seeds -> **sample -> compact** -> gat
 the CPU the torch reference makes about fifty full-tensor passes per hop (hash, Floyd rounds,
 scatter, cumsum, gather); this kernel does the same work for every hop of a batch in one
 compiled call: per hop a multithreaded loop over the rows picks the neighbours, then one
-sequential pass over the candidates deduplicates them through a node-indexed marker array
-(touching only the candidates, and resetting only the entries it touched). A multithreaded
+sequential pass over the candidates deduplicates them: a bitmap of the nodes seen this hop
+(N bits, which stay in cache) answers "seen before?", and a node-indexed marker array holds
+the local ids of the nodes whose bit is set (only written for new nodes, never reset; the
+bitmap's touched words are cleared after the hop). A multithreaded
 compact stage with the same outputs (:func:`compact_parallel`) is available per call
 (``parallel_min_slots``); see ``PARALLEL_MIN_SLOTS`` for why it is not the default.
 
@@ -145,43 +147,55 @@ if numba is not None:
                     nbr[base + s] = 0
 
     @njit(cache=True, nogil=True)
-    def compact(dst, n_dst, k, marker, nbr, mask, src):
+    def compact(dst, n_dst, k, marker, seen, nbr, mask, src):
         """The "compact" stage of one hop: number the distinct nodes, rewrite nbr as local ids.
 
         First-occurrence order: destination rows keep their row, new nodes get n_dst,
         n_dst + 1, ... in slot order (row by row). src int64 [cap] receives dst[:n_dst], the
-        new nodes, then zeros; local ids >= cap are clamped to cap - 1 (overflow). marker
-        int32/int64 [N] holds each node's local id during the hop and is all -1 before and
-        after: only the entries the hop touched are reset (all of them after an overflow).
-        Returns the true count.
+        new nodes, then zeros; local ids >= cap are clamped to cap - 1 (overflow).
+
+        seen uint64 [ceil(N / 64)] is a bitmap of the nodes numbered this hop, all zero before
+        and after; marker int32/int64 [N] holds the local id of each node whose bit is set and
+        is read for no other node, so it is never reset. The bitmap (300 KiB for 2.4M nodes)
+        answers "seen before?" from the core's cache; a new node's marker entry is only
+        written, and a reset touches bitmap words, not marker entries. Returns the true count.
         """
         rows = dst.shape[0]
         cap = src.shape[0]
         for i in range(n_dst):
-            src[i] = dst[i]
-            if marker[dst[i]] < 0:
-                marker[dst[i]] = i
+            v = dst[i]
+            src[i] = v
+            w = v >> 6
+            bit = np.uint64(1) << np.uint64(v & 63)
+            if (seen[w] & bit) == 0:                  # a repeated seed keeps its first row
+                seen[w] |= bit
+                marker[v] = i
         for i in range(n_dst, cap):
             src[i] = 0
         count = n_dst
         for p in range(rows * k):
             if mask[p]:
                 v = nbr[p]
-                local = marker[v]
-                if local < 0:
+                w = v >> 6
+                bit = np.uint64(1) << np.uint64(v & 63)
+                word = seen[w]
+                if (word & bit) != 0:
+                    local = np.int64(marker[v])
+                else:
+                    seen[w] = word | bit
                     local = count
                     marker[v] = count
                     if count < cap:
                         src[count] = v
                     count += 1
                 nbr[p] = min(local, cap - 1)
-        if count > cap:
-            marker[:] = -1                 # the overflowed nodes are not in src: reset all
+        if count > cap or 8 * count > seen.shape[0]:
+            seen[:] = 0                       # the overflowed nodes are not in src; or cheaper
         else:
             for i in range(n_dst):
-                marker[dst[i]] = -1
+                seen[dst[i] >> 6] = 0
             for i in range(n_dst, count):
-                marker[src[i]] = -1
+                seen[src[i] >> 6] = 0
         return count
 
     # compact_parallel's phases, as plain functions called once per chunk or bucket from a
@@ -220,24 +234,29 @@ if numba is not None:
             at[b] += 1
 
     @njit(cache=True, nogil=True)
-    def bucket_first_occurrences(b, lo, hi, chunk, n_dst, marker, entry_element, entry_node,
+    def bucket_first_occurrences(b, lo, hi, chunk, n_dst, marker, seen, entry_element, entry_node,
                                  codes, firsts):
         """Phase 2 for bucket b (entries lo..hi, in element order): codes[j] = the element where
         entry j's node first occurs (in bucket order: sequential writes); firsts[b, c] = the new
-        nodes first seen in element chunk c. The bucket's nodes span 2^shift marker entries,
-        which stay in the core's cache."""
+        nodes first seen in element chunk c. The bucket's nodes span 2^shift marker entries and
+        whole words of the seen bitmap (shift >= 6), which stay in the core's cache and belong
+        to no other bucket; the bucket clears its words at the end."""
         for j in range(lo, hi):
             v = entry_node[j]
             e = np.int64(entry_element[j])
-            seen = np.int64(marker[v])
-            if seen < 0:
-                seen = e
+            w = v >> 6
+            bit = np.uint64(1) << np.uint64(v & 63)
+            if (seen[w] & bit) != 0:
+                code = np.int64(marker[v])
+            else:
+                seen[w] |= bit
+                code = e
                 marker[v] = e
                 if e >= n_dst:
                     firsts[b, e // chunk] += 1
-            codes[j] = seen
+            codes[j] = code
         for j in range(lo, hi):
-            marker[entry_node[j]] = -1
+            seen[entry_node[j] >> 6] = 0
 
     @njit(cache=True, nogil=True)
     def number_chunk(c, chunk, elements, shift, dst, n_dst, nbr, mask, src, codes, at,
@@ -275,7 +294,7 @@ if numba is not None:
                 nbr[p] = min(np.int64(local_of[-1 - nbr[p]]), cap - 1)
 
     @njit(parallel=True, cache=True, nogil=True)
-    def compact_parallel(dst, n_dst, k, marker, nbr, mask, src, codes, entry_element, entry_node):
+    def compact_parallel(dst, n_dst, k, marker, seen, nbr, mask, src, codes, entry_element, entry_node):
         """:func:`compact` with the same outputs, bit for bit, multithreaded.
 
         codes, entry_element, entry_node: scratch [>= n_dst + R * k] of the marker's dtype,
@@ -285,9 +304,10 @@ if numba is not None:
         1. Parallel over chunks of the elements (rows then slots): a radix partition of the
            (element, node) pairs into buckets of 2^shift consecutive node ids, each bucket in
            element order (a histogram, prefix sums, a scatter).
-        2. Parallel over buckets: through the marker, each element's code = the element where
-           its node first occurs; then the bucket resets its marker entries. A bucket's marker
-           range (<= 256 KiB) stays in cache, and no two buckets share a marker entry.
+        2. Parallel over buckets: through the seen bitmap and the marker, each element's code
+           = the element where its node first occurs; then the bucket clears its bitmap words.
+           A bucket's marker range (<= 256 KiB) stays in cache, and no two buckets share a
+           marker entry or a bitmap word.
         3. Prefix sums of the first occurrences per chunk, then parallel over chunks: the new
            nodes' local ids n_dst + rank, src, the rows' local ids.
         4. Parallel over chunks: repeats of new nodes read their first occurrence's local id.
@@ -298,9 +318,10 @@ if numba is not None:
         slots = rows * k
         elements = n_dst + slots
         nodes = marker.shape[0]
-        # Buckets: 2^16 marker entries (256 KiB of int32) or fewer, at least 16 buckets.
+        # Buckets: 2^16 marker entries (256 KiB of int32) or fewer, at least 16 buckets where
+        # the graph allows, and whole 64-node words of the seen bitmap each (shift >= 6).
         shift = 16 if marker.itemsize == 4 else 15
-        while shift > 0 and ((nodes - 1) >> shift) < 15:
+        while shift > 6 and ((nodes - 1) >> shift) < 15:
             shift -= 1
         buckets = ((nodes - 1) >> shift) + 1 if nodes > 0 else 1
         chunk = 16384
@@ -323,7 +344,7 @@ if numba is not None:
         firsts = np.zeros((buckets, chunks), dtype=np.int64)
         for b in prange(buckets):                                      # 2
             bucket_first_occurrences(b, bucket_start[b], bucket_start[b + 1], chunk, n_dst,
-                                     marker, entry_element, entry_node, codes, firsts)
+                                     marker, seen, entry_element, entry_node, codes, firsts)
         chunk_local = np.empty(chunks + 1, dtype=np.int64)             # 3
         chunk_local[0] = n_dst
         for c in range(chunks):
@@ -342,7 +363,7 @@ if numba is not None:
         return count
 
     @njit(cache=True, nogil=True)
-    def compact_hop(dst, n_dst, k, marker, nbr, mask, src, codes, entry_element, entry_node,
+    def compact_hop(dst, n_dst, k, marker, seen, nbr, mask, src, codes, entry_element, entry_node,
                     parallel_min_slots):
         """One hop's compact stage: :func:`compact_parallel` when the hop has at least
         ``parallel_min_slots`` slots (and the scratch and the marker's dtype can hold its slot
@@ -352,18 +373,19 @@ if numba is not None:
         elements = n_dst + slots
         if (slots >= parallel_min_slots and fits and codes.shape[0] >= elements
                 and entry_element.shape[0] >= elements and entry_node.shape[0] >= elements):
-            return compact_parallel(dst, n_dst, k, marker, nbr, mask, src, codes, entry_element,
+            return compact_parallel(dst, n_dst, k, marker, seen, nbr, mask, src, codes, entry_element,
                                     entry_node)
-        return compact(dst, n_dst, k, marker, nbr, mask, src)
+        return compact(dst, n_dst, k, marker, seen, nbr, mask, src)
 
     @njit(cache=True, nogil=True)
     def sample_all(indptr, indices, seeds, num_seeds, key, fanouts, caps, replace, max_degree,
-                   marker, nbr_out, mask_out, src_out, counts_out, overflowed_out, codes,
+                   marker, seen, nbr_out, mask_out, src_out, counts_out, overflowed_out, codes,
                    entry_element, entry_node, parallel_min_slots):
         """Every hop of one batch, seeds outward: pick, then compact, hop after hop.
 
         indptr int64 [N+1], indices int64 [E]; seeds int64 [B]; num_seeds, key int64 [1];
-        fanouts, caps int64 [L] (seeds outward); marker int32/int64 [N] all -1 (left all -1);
+        fanouts, caps int64 [L] (seeds outward); marker int32/int64 [N] (any contents: read
+        only where seen has the node's bit); seen uint64 [ceil(N / 64)] all zero (left so);
         nbr_out int64 [sum R_h * k_h] and mask_out bool [same] (row-major [R_h, k_h] per hop);
         src_out int64 [sum cap_h]; counts_out int64 [2L] (true counts, then clamped);
         overflowed_out bool [1]; codes, entry_element, entry_node, parallel_min_slots: see
@@ -389,7 +411,7 @@ if numba is not None:
             src = src_out[src_at: src_at + cap]
             pick(indptr, indices, dst, n_dst, k, hop_key(key_u, hop), replace,
                  (not replace) and k >= max_degree, nbr, mask)
-            count = compact_hop(dst, n_dst, k, marker, nbr, mask, src, codes, entry_element,
+            count = compact_hop(dst, n_dst, k, marker, seen, nbr, mask, src, codes, entry_element,
                                 entry_node, parallel_min_slots)
             overflowed = overflowed or count > cap
             clamped = min(count, cap)
@@ -428,12 +450,19 @@ PARALLEL_MIN_SLOTS = 2**62
 
 
 class Workspace:
-    """The scratch arrays of :func:`compact_parallel`, kept between calls (a sampler holds one)
-    and grown when a call needs more: three arrays [rows + slots of the largest hop] of the
-    marker's dtype."""
+    """The compact stage's scratch, kept between calls (a sampler holds one): the seen bitmap
+    (uint64 [ceil(N / 64)], all zero between hops) and :func:`compact_parallel`'s three arrays
+    [rows + slots of the largest hop] of the marker's dtype, grown when a call needs more."""
 
     def __init__(self):
         self.scratch = tuple(np.empty(0, dtype=np.int32) for _ in range(3))
+        self.bitmap = np.zeros(0, dtype=np.uint64)
+
+    def seen(self, num_nodes: int) -> np.ndarray:
+        words = (num_nodes + 63) // 64
+        if self.bitmap.shape[0] != words:
+            self.bitmap = np.zeros(words, dtype=np.uint64)
+        return self.bitmap
 
     def arrays(self, elements: int, dtype) -> Tuple[np.ndarray, np.ndarray, np.ndarray]:
         if self.scratch[0].dtype != dtype or self.scratch[0].shape[0] < elements:
@@ -442,8 +471,10 @@ class Workspace:
 
 
 def new_marker(num_nodes: int) -> torch.Tensor:
-    """The node-indexed marker array the kernel deduplicates with (all -1; it leaves it so).
-    int32 (half the cache footprint) whenever the node ids fit."""
+    """The node-indexed marker array the kernel deduplicates with: the local id of each node
+    numbered in the current hop (which nodes those are, the workspace's seen bitmap says; the
+    other entries are stale and never read, so the kernel never resets it). int32 (half the
+    cache footprint) whenever the node ids fit."""
     dtype = torch.int32 if num_nodes < 2**31 - 1 else torch.int64
     return torch.full((num_nodes,), -1, dtype=dtype)
 
@@ -493,12 +524,14 @@ def sample_fused(indptr: torch.Tensor, indices: torch.Tensor, seeds: torch.Tenso
         src_at += cap
     graph = (indptr.numpy(), indices.numpy())
     elements = [r + s for r, s in zip(rows, nbr_sizes) if s >= parallel_min_slots]
-    scratch = (workspace or Workspace()).arrays(max(elements, default=0), marker.numpy().dtype)
+    workspace = workspace or Workspace()
+    scratch = workspace.arrays(max(elements, default=0), marker.numpy().dtype)
+    seen = workspace.seen(indptr.shape[0] - 1)
     if clock is None:
         status = sample_all(*graph, seeds.numpy(), num_seeds.reshape(1).numpy(),
                             key.reshape(1).numpy(), np.asarray(fanouts, dtype=np.int64),
                             np.asarray(caps, dtype=np.int64), bool(replace), int(max_degree),
-                            marker.numpy(), nbr.numpy(), mask.numpy(), src.numpy(),
+                            marker.numpy(), seen, nbr.numpy(), mask.numpy(), src.numpy(),
                             counts.numpy(), overflowed.numpy(), *scratch, parallel_min_slots)
     else:
         # Host memory read through numpy: not an aten op, so no "sync" (these are CPU tensors).
@@ -512,7 +545,7 @@ def sample_fused(indptr: torch.Tensor, indices: torch.Tensor, seeds: torch.Tenso
                 pick(*graph, dst, n_dst, k, np.uint64(hop_key(key_u, hop)), bool(replace),
                      (not replace) and k >= max_degree, h_nbr, h_mask)
                 clock("sample")
-                count = compact_hop(dst, n_dst, k, marker.numpy(), h_nbr, h_mask, h_src,
+                count = compact_hop(dst, n_dst, k, marker.numpy(), seen, h_nbr, h_mask, h_src,
                                     *scratch, parallel_min_slots)
                 any_overflow = any_overflow or count > cap
                 counts[hop], counts[L + hop] = count, min(count, cap)

@@ -412,7 +412,8 @@ class EnvelopeSampler:
         self.kernel = resolve_kernel(kernel, self.device)
         n = g.num_nodes
         if self.kernel == "fused":
-            # The fused kernel's marker: local id of each node this hop, -1 elsewhere.
+            # The fused kernel's marker: the local id of each node numbered this hop (which
+            # ones, the workspace's seen bitmap says; the other entries are stale, never read).
             _fused.warm_up()                 # compile (or load numba's cache) once per process
             self._marker = _fused.new_marker(n)
             self._workspace = _fused.Workspace()       # the compact stage's scratch
