@@ -234,10 +234,10 @@ def test_bad_static_inputs_are_errors_not_crashes(numba):
 
 
 @pytest.mark.parametrize("threads", [1, 2])
-def test_parallel_compact_on_random_graphs_many_chunks_and_buckets(numba, monkeypatch, threads):
-    """Seeded random graphs big enough that the parallel compact splits the elements into several
-    chunks (16,384 each) and the nodes into several buckets; the torch reference, the sequential
-    and the parallel compact agree, and the seen bitmap is left all zero."""
+def test_parallel_compact_on_random_graphs_many_chunks_and_owners(numba, monkeypatch, threads):
+    """Seeded random graphs big enough that the parallel compact splits the slots into several
+    chunks (16,384 each), with one owner of the nodes per thread (1 and 2); the torch reference,
+    the sequential and the parallel compact agree, and the seen bitmap is left all zero."""
     _fused.warm_up()
     before = torch.get_num_threads()
     torch.set_num_threads(threads)

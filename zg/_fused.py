@@ -198,173 +198,99 @@ if numba is not None:
                 seen[src[i] >> 6] = 0
         return count
 
-    # compact_parallel's phases, as plain functions called once per chunk or bucket from a
-    # prange loop. "Elements" are the dst rows then the slots: element e < n_dst is row e
-    # (node dst[e]), element n_dst + p is slot p (node nbr[p], when mask[p]).
-
     @njit(cache=True, nogil=True)
-    def bucket_histogram(c, chunk, elements, shift, dst, n_dst, nbr, mask, histogram):
-        """Phase 1a for chunk c of the elements: histogram[c, b] = its elements in bucket b."""
-        # (the element's node written out: a helper function here, even inlined, made this
-        # loop over ten times slower)
-        for e in range(c * chunk, min(elements, (c + 1) * chunk)):
+    def first_occurrences(t, owners, dst, n_dst, nbr, mask, marker, seen, codes, chunk, firsts):
+        """Phase 1 for owner t: codes[e] = the element where element e's node first occurs, for
+        the elements whose node's 64-node bitmap word is in t's range of words (owner t of
+        ``owners`` holds one contiguous share of the bitmap). Every owner reads all elements
+        in order but touches only its own words and their nodes' marker entries; at the end it
+        zeroes its words. firsts[t, c]: the new nodes it found first in slot chunk c."""
+        words = seen.shape[0]
+        lo = (words * t) // owners
+        hi = (words * (t + 1)) // owners
+        elements = n_dst + nbr.shape[0]
+        for e in range(elements):
             if e < n_dst:
                 v = dst[e]
             elif mask[e - n_dst]:
                 v = nbr[e - n_dst]
             else:
                 continue
-            histogram[c, v >> shift] += 1
-
-    @njit(cache=True, nogil=True)
-    def bucket_scatter(c, chunk, elements, shift, dst, n_dst, nbr, mask, at, entry_element,
-                       entry_node):
-        """Phase 1b: chunk c's elements into their buckets, in element order; at int64
-        [buckets], where the chunk's entries of each bucket start."""
-        for e in range(c * chunk, min(elements, (c + 1) * chunk)):
-            if e < n_dst:
-                v = dst[e]
-            elif mask[e - n_dst]:
-                v = nbr[e - n_dst]
-            else:
-                continue
-            b = v >> shift
-            entry_element[at[b]] = e
-            entry_node[at[b]] = v
-            at[b] += 1
-
-    @njit(cache=True, nogil=True)
-    def bucket_first_occurrences(b, lo, hi, chunk, n_dst, marker, seen, entry_element, entry_node,
-                                 codes, firsts):
-        """Phase 2 for bucket b (entries lo..hi, in element order): codes[j] = the element where
-        entry j's node first occurs (in bucket order: sequential writes); firsts[b, c] = the new
-        nodes first seen in element chunk c. The bucket's nodes span 2^shift marker entries and
-        whole words of the seen bitmap (shift >= 6), which stay in the core's cache and belong
-        to no other bucket; the bucket clears its words at the end."""
-        for j in range(lo, hi):
-            v = entry_node[j]
-            e = np.int64(entry_element[j])
             w = v >> 6
+            if w < lo or w >= hi:
+                continue
             bit = np.uint64(1) << np.uint64(v & 63)
             if (seen[w] & bit) != 0:
-                code = np.int64(marker[v])
+                codes[e] = marker[v]
             else:
                 seen[w] |= bit
-                code = e
                 marker[v] = e
+                codes[e] = e
                 if e >= n_dst:
-                    firsts[b, e // chunk] += 1
-            codes[j] = code
-        for j in range(lo, hi):
-            seen[entry_node[j] >> 6] = 0
-
-    @njit(cache=True, nogil=True)
-    def number_chunk(c, chunk, elements, shift, dst, n_dst, nbr, mask, src, codes, at,
-                     local_of, local):
-        """Phase 3 for chunk c: first occurrences take local ids local, local + 1, ...; rows are
-        final; a later repeat of a new node is left as -1 - (its first slot) for phase 4. The
-        codes are read back in element order from the buckets (at int64 [buckets]: where the
-        chunk's entries of each bucket start, as in phase 1b)."""
-        cap = src.shape[0]
-        for e in range(c * chunk, min(n_dst, (c + 1) * chunk)):
-            at[dst[e] >> shift] += 1                                   # the chunk's rows
-        for e in range(max(n_dst, c * chunk), min(elements, (c + 1) * chunk)):
-            p = e - n_dst
-            if mask[p]:
-                b = nbr[p] >> shift
-                code = np.int64(codes[at[b]])
-                at[b] += 1
-                if code == e:                                          # first occurrence
-                    local_of[p] = local
-                    if local < cap:
-                        src[local] = nbr[p]
-                    nbr[p] = min(local, cap - 1)
-                    local += 1
-                elif code < n_dst:                                     # a destination row
-                    nbr[p] = code
-                else:
-                    nbr[p] = -1 - (code - n_dst)
-
-    @njit(cache=True, nogil=True)
-    def resolve_chunk(c, chunk, elements, n_dst, nbr, mask, local_of, cap):
-        """Phase 4 for chunk c: repeats take their first occurrence's local id."""
-        for e in range(max(n_dst, c * chunk), min(elements, (c + 1) * chunk)):
-            p = e - n_dst
-            if mask[p] and nbr[p] < 0:
-                nbr[p] = min(np.int64(local_of[-1 - nbr[p]]), cap - 1)
+                    firsts[t, (e - n_dst) // chunk] += 1
+        seen[lo:hi] = 0
 
     @njit(parallel=True, cache=True, nogil=True)
-    def compact_parallel(dst, n_dst, k, marker, seen, nbr, mask, src, codes, entry_element, entry_node):
-        """:func:`compact` with the same outputs, bit for bit, multithreaded.
+    def compact_parallel(dst, n_dst, k, marker, seen, nbr, mask, src, codes, local_of, owners):
+        """:func:`compact` with the same outputs, bit for bit, on all of numba's threads.
 
-        codes, entry_element, entry_node: scratch [>= n_dst + R * k] of the marker's dtype,
-        which must hold n_dst + R * k (:func:`compact_hop` checks). First occurrence means the
-        first in "rows dst[:n_dst], then slots row by row", as in :func:`compact`.
+        codes, local_of: scratch [>= n_dst + R * k] of the marker's dtype, which must hold
+        n_dst + R * k (:func:`compact_hop` checks); owners: numba's thread count (an argument:
+        numba cannot cache a kernel that asks for it). "Elements" are the rows dst[:n_dst], then
+        the slots row by row (element n_dst + p is slot p); first occurrence means the first
+        element in that order, as in :func:`compact`.
 
-        1. Parallel over chunks of the elements (rows then slots): a radix partition of the
-           (element, node) pairs into buckets of 2^shift consecutive node ids, each bucket in
-           element order (a histogram, prefix sums, a scatter).
-        2. Parallel over buckets: through the seen bitmap and the marker, each element's code
-           = the element where its node first occurs; then the bucket clears its bitmap words.
-           A bucket's marker range (<= 256 KiB) stays in cache, and no two buckets share a
-           marker entry or a bitmap word.
-        3. Prefix sums of the first occurrences per chunk, then parallel over chunks: the new
-           nodes' local ids n_dst + rank, src, the rows' local ids.
-        4. Parallel over chunks: repeats of new nodes read their first occurrence's local id.
+        1. Parallel over owners (one per thread): each node belongs to the owner of its 64-node
+           bitmap word; an owner scans every element and, for its own nodes only, records the
+           element where the node first occurs (:func:`first_occurrences`). The random
+           accesses, the costly part, split between the threads; no two share a word or entry.
+        2. Prefix sums of the new nodes per chunk of the slots (the owners counted them), then
+           parallel over chunks: each new node takes local id n_dst + its rank, goes to src,
+           and its slot to its local id.
+        3. Parallel over chunks: every other slot takes its first occurrence's local id (a
+           destination row keeps its row).
         Local ids >= cap are clamped to cap - 1 as in :func:`compact`. Returns the true count.
         """
         rows = dst.shape[0]
         cap = src.shape[0]
         slots = rows * k
-        elements = n_dst + slots
-        nodes = marker.shape[0]
-        # Buckets: 2^16 marker entries (256 KiB of int32) or fewer, at least 16 buckets where
-        # the graph allows, and whole 64-node words of the seen bitmap each (shift >= 6).
-        shift = 16 if marker.itemsize == 4 else 15
-        while shift > 6 and ((nodes - 1) >> shift) < 15:
-            shift -= 1
-        buckets = ((nodes - 1) >> shift) + 1 if nodes > 0 else 1
+        owners = max(1, owners)
         chunk = 16384
-        chunks = max(1, (elements + chunk - 1) // chunk)
-        histogram = np.zeros((chunks, buckets), dtype=np.int64)
-        for c in prange(chunks):                                       # 1a
-            bucket_histogram(c, chunk, elements, shift, dst, n_dst, nbr, mask, histogram)
-        bucket_start = np.empty(buckets + 1, dtype=np.int64)
-        bucket_start[0] = 0
-        at = 0
-        for b in range(buckets):       # bucket-major offsets: histogram[c, b] -> where c starts
-            for c in range(chunks):
-                entries = histogram[c, b]
-                histogram[c, b] = at
-                at += entries
-            bucket_start[b + 1] = at
-        for c in prange(chunks):                                       # 1b
-            bucket_scatter(c, chunk, elements, shift, dst, n_dst, nbr, mask, histogram[c].copy(),
-                           entry_element, entry_node)
-        firsts = np.zeros((buckets, chunks), dtype=np.int64)
-        for b in prange(buckets):                                      # 2
-            bucket_first_occurrences(b, bucket_start[b], bucket_start[b + 1], chunk, n_dst,
-                                     marker, seen, entry_element, entry_node, codes, firsts)
-        chunk_local = np.empty(chunks + 1, dtype=np.int64)             # 3
-        chunk_local[0] = n_dst
+        chunks = max(1, (slots + chunk - 1) // chunk)
+        firsts = np.zeros((owners, chunks), dtype=np.int64)
+        for t in prange(owners):                                       # 1
+            first_occurrences(t, owners, dst, n_dst, nbr, mask, marker, seen, codes, chunk, firsts)
+        news = np.empty(chunks + 1, dtype=np.int64)                    # 2
+        news[0] = n_dst
         for c in range(chunks):
-            chunk_local[c + 1] = chunk_local[c] + firsts[:, c].sum()
-        count = chunk_local[chunks]
-        local_of = entry_node               # free after phase 2: local id of each first slot
+            news[c + 1] = news[c] + firsts[:, c].sum()
+        count = news[chunks]
         for c in prange(chunks):
-            number_chunk(c, chunk, elements, shift, dst, n_dst, nbr, mask, src, codes,
-                         histogram[c].copy(), local_of, chunk_local[c])
-        for c in prange(chunks):                                       # 4
-            resolve_chunk(c, chunk, elements, n_dst, nbr, mask, local_of, cap)
+            local = news[c]
+            for p in range(c * chunk, min(slots, (c + 1) * chunk)):
+                if mask[p] and codes[n_dst + p] == n_dst + p:
+                    local_of[n_dst + p] = local
+                    if local < cap:
+                        src[local] = nbr[p]
+                    nbr[p] = min(local, cap - 1)
+                    local += 1
+        for c in prange(chunks):                                       # 3
+            for p in range(c * chunk, min(slots, (c + 1) * chunk)):
+                if mask[p]:
+                    code = np.int64(codes[n_dst + p])
+                    if code < n_dst:
+                        nbr[p] = code                                  # a destination row
+                    elif code != n_dst + p:
+                        nbr[p] = min(np.int64(local_of[code]), cap - 1)
         for i in range(n_dst):
             src[i] = dst[i]
-        for i in range(count, cap):
+        for i in range(min(count, cap), cap):
             src[i] = 0
         return count
 
     @njit(cache=True, nogil=True)
-    def compact_hop(dst, n_dst, k, marker, seen, nbr, mask, src, codes, entry_element, entry_node,
-                    parallel_min_slots):
+    def compact_hop(dst, n_dst, k, marker, seen, nbr, mask, src, codes, local_of,
+                    parallel_min_slots, threads):
         """One hop's compact stage: :func:`compact_parallel` when the hop has at least
         ``parallel_min_slots`` slots (and the scratch and the marker's dtype can hold its slot
         codes), else the sequential :func:`compact`. The same outputs either way."""
@@ -372,15 +298,15 @@ if numba is not None:
         fits = marker.itemsize == 8 or n_dst + slots < 2**31 - 1     # codes in the marker dtype
         elements = n_dst + slots
         if (slots >= parallel_min_slots and fits and codes.shape[0] >= elements
-                and entry_element.shape[0] >= elements and entry_node.shape[0] >= elements):
-            return compact_parallel(dst, n_dst, k, marker, seen, nbr, mask, src, codes, entry_element,
-                                    entry_node)
+                and local_of.shape[0] >= elements):
+            return compact_parallel(dst, n_dst, k, marker, seen, nbr, mask, src, codes, local_of,
+                                    threads)
         return compact(dst, n_dst, k, marker, seen, nbr, mask, src)
 
     @njit(cache=True, nogil=True)
     def sample_all(indptr, indices, seeds, num_seeds, key, fanouts, caps, replace, max_degree,
                    marker, seen, nbr_out, mask_out, src_out, counts_out, overflowed_out, codes,
-                   entry_element, entry_node, parallel_min_slots):
+                   local_of, parallel_min_slots, threads):
         """Every hop of one batch, seeds outward: pick, then compact, hop after hop.
 
         indptr int64 [N+1], indices int64 [E]; seeds int64 [B]; num_seeds, key int64 [1];
@@ -388,7 +314,7 @@ if numba is not None:
         only where seen has the node's bit); seen uint64 [ceil(N / 64)] all zero (left so);
         nbr_out int64 [sum R_h * k_h] and mask_out bool [same] (row-major [R_h, k_h] per hop);
         src_out int64 [sum cap_h]; counts_out int64 [2L] (true counts, then clamped);
-        overflowed_out bool [1]; codes, entry_element, entry_node, parallel_min_slots: see
+        overflowed_out bool [1]; codes, local_of, parallel_min_slots, threads: see
         :func:`compact_hop`.
         Returns :func:`check_seeds`'s status (nothing written unless 0).
         """
@@ -411,8 +337,8 @@ if numba is not None:
             src = src_out[src_at: src_at + cap]
             pick(indptr, indices, dst, n_dst, k, hop_key(key_u, hop), replace,
                  (not replace) and k >= max_degree, nbr, mask)
-            count = compact_hop(dst, n_dst, k, marker, seen, nbr, mask, src, codes, entry_element,
-                                entry_node, parallel_min_slots)
+            count = compact_hop(dst, n_dst, k, marker, seen, nbr, mask, src, codes, local_of,
+                                parallel_min_slots, threads)
             overflowed = overflowed or count > cap
             clamped = min(count, cap)
             counts_out[hop] = count
@@ -441,21 +367,22 @@ def set_threads() -> int:
 
 # Hops with at least this many neighbour slots (rows x fanout) deduplicate with the
 # multithreaded compact_parallel, smaller ones with the sequential compact. Off by default
-# (no hop reaches it): on the 2-core machine bench/compact.py measured the parallel compact
-# slower than the sequential one at 1 thread (about 1.7x the CPU time: four passes instead of
-# one; the sequential pass is one cached marker access per slot) and at 2 threads (a loaded
-# machine, where every parallel region waits for its second thread). sample_fused's
-# parallel_min_slots (e.g. 32_768) turns it on per call; the outputs are the same either way.
+# (no hop reaches it): on the 2-core machine, quiet, bench/compact.py (compact.json, products_like,
+# 2 threads) measured the parallel compact no faster than the sequential one (0.98x wall, 1.8x
+# the CPU time: the owners split the random accesses, but each reads every slot and the
+# numbering takes two more passes). sample_fused's parallel_min_slots (e.g. 32_768) turns it on
+# per call; the outputs are the same either way.
 PARALLEL_MIN_SLOTS = 2**62
 
 
 class Workspace:
     """The compact stage's scratch, kept between calls (a sampler holds one): the seen bitmap
-    (uint64 [ceil(N / 64)], all zero between hops) and :func:`compact_parallel`'s three arrays
-    [rows + slots of the largest hop] of the marker's dtype, grown when a call needs more."""
+    (uint64 [ceil(N / 64)], all zero between hops) and :func:`compact_parallel`'s two arrays
+    (codes, local ids) [rows + slots of the largest hop] of the marker's dtype, grown when a
+    call needs more."""
 
     def __init__(self):
-        self.scratch = tuple(np.empty(0, dtype=np.int32) for _ in range(3))
+        self.scratch = tuple(np.empty(0, dtype=np.int32) for _ in range(2))
         self.bitmap = np.zeros(0, dtype=np.uint64)
 
     def seen(self, num_nodes: int) -> np.ndarray:
@@ -464,9 +391,9 @@ class Workspace:
             self.bitmap = np.zeros(words, dtype=np.uint64)
         return self.bitmap
 
-    def arrays(self, elements: int, dtype) -> Tuple[np.ndarray, np.ndarray, np.ndarray]:
+    def arrays(self, elements: int, dtype) -> Tuple[np.ndarray, np.ndarray]:
         if self.scratch[0].dtype != dtype or self.scratch[0].shape[0] < elements:
-            self.scratch = tuple(np.empty(elements, dtype=dtype) for _ in range(3))
+            self.scratch = tuple(np.empty(elements, dtype=dtype) for _ in range(2))
         return self.scratch
 
 
@@ -500,7 +427,7 @@ def sample_fused(indptr: torch.Tensor, indices: torch.Tensor, seeds: torch.Tenso
     :func:`compact`). The outputs do not depend on it.
     """
     _get_kernel()
-    set_threads()
+    threads = set_threads()
     if parallel_min_slots is None:
         parallel_min_slots = PARALLEL_MIN_SLOTS
     if isinstance(parallel_min_slots, bool) or not isinstance(parallel_min_slots, int) or parallel_min_slots < 0:
@@ -532,7 +459,7 @@ def sample_fused(indptr: torch.Tensor, indices: torch.Tensor, seeds: torch.Tenso
                             key.reshape(1).numpy(), np.asarray(fanouts, dtype=np.int64),
                             np.asarray(caps, dtype=np.int64), bool(replace), int(max_degree),
                             marker.numpy(), seen, nbr.numpy(), mask.numpy(), src.numpy(),
-                            counts.numpy(), overflowed.numpy(), *scratch, parallel_min_slots)
+                            counts.numpy(), overflowed.numpy(), *scratch, parallel_min_slots, threads)
     else:
         # Host memory read through numpy: not an aten op, so no "sync" (these are CPU tensors).
         n_dst = int(num_seeds.reshape(1).numpy()[0])
@@ -546,7 +473,7 @@ def sample_fused(indptr: torch.Tensor, indices: torch.Tensor, seeds: torch.Tenso
                      (not replace) and k >= max_degree, h_nbr, h_mask)
                 clock("sample")
                 count = compact_hop(dst, n_dst, k, marker.numpy(), seen, h_nbr, h_mask, h_src,
-                                    *scratch, parallel_min_slots)
+                                    *scratch, parallel_min_slots, threads)
                 any_overflow = any_overflow or count > cap
                 counts[hop], counts[L + hop] = count, min(count, cap)
                 clock("compact")
