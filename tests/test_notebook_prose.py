@@ -56,3 +56,42 @@ def test_notebook_07_long_run_paragraph_matches_the_committed_diagnosis():
     below = sorted(100 * (grappa[best]["final_test_acc"] - r["final_test_acc"])
                    for n, r in grappa.items() if n != best)
     assert f"end {below[0]:.1f}-{below[-1]:.1f} points below `grappa/mean`" in text
+
+
+DEEP = ROOT / "bench" / "results" / "grappa_map_deep.json"
+
+
+@pytest.mark.skipif(not DEEP.exists(), reason="grappa_map_deep.json is not committed")
+def test_the_3_layer_diagnosis_prose_matches_grappa_map_deep():
+    cells = {(c["epochs"], c["run"]): c for c in json.loads(DEEP.read_text())["cells"]}
+
+    def gap(epochs, run):
+        c = cells[(epochs, run)]
+        return f"{100 * c['gap_mean']:+.1f} ± {100 * c['gap_std']:.1f}".replace("+", "")
+
+    def span(*runs, epochs=100):
+        firsts = [e for r in runs for e in cells[(epochs, r)]["first_epoch_loss_below_0.9_chance"]]
+        return f"{min(firsts)}-{max(firsts)}"
+
+    late = [abs(c["gap_mean"]) for (e, _), c in cells.items() if e == 100]
+    assert max(late) <= 0.005                                   # "within 0.5 points"
+    doc = " ".join((ROOT / "docs" / "grappa_diagnosis.md").read_text().split())
+    for run, words in (("isolated", "isolated"), ("grappa/batch", "Grappa (batch)"),
+                       ("grappa/mean", "Grappa without coverage weights (mean)"),
+                       ("grappa/batch fixed", "Grappa without repartitioning")):
+        want = gap(100, run).replace("-", "−")
+        if want.startswith("0.0"):
+            want = "+" + want
+        assert f"{words} {want}" in doc, (words, want)
+    assert f"defaults (METIS, halo) {gap(100, 'defaults (metis+halo)').replace('-', '−')}" in doc
+    for run, number in (("grappa/batch", "59.9"), ("isolated", "36.8"), ("defaults (metis+halo)", "16.7")):
+        assert f"{-100 * cells[(32, run)]['gap_mean']:.1f}" == number and f"−{number}" in doc
+    assert f"single {span('single')}; defaults {span('defaults (metis+halo)')}" in doc
+    assert f"isolated and Grappa without repartitioning {span('isolated', 'grappa/batch fixed')}" in doc
+    assert f"(either weighting) {span('grappa/batch', 'grappa/mean')}" in doc
+    nb = markdown_cell("06_gradient_only_training.ipynb", "**How to read it.**")
+    assert "within 0.5 points of single-process training in both cells" in nb
+    assert (f"single's (epoch {span('single')}), isolated at {span('isolated')} and Grappa at "
+            f"{span('grappa/batch', 'grappa/mean')}") in nb
+    loss = {r: cells[(32, r)]["final_loss_mean"] for r in ("defaults (metis+halo)", "single")}
+    assert f"({loss['defaults (metis+halo)']:.2f} against {loss['single']:.2f})" in doc

@@ -1,0 +1,115 @@
+"""The map's 3-layer cells, diagnosed: why Grappa ends below isolated training on random chunks.
+
+    PYTHONPATH=$PWD .venv/bin/python bench/grappa_map_deep.py            # about 8 minutes on 2 cores
+    PYTHONPATH=$PWD .venv/bin/python bench/grappa_map_deep.py --quick    # a smoke run
+
+In ``grappa_map.json`` one cell has Grappa below isolated training: 3 layers, random chunks
+without the halo, P=4, csbm 2,000 nodes (degree 20, homophily 0.8, SNR 0.5), 32 epochs, mean
+coverage 0.02. This script reruns that cell with a validation and loss curve every epoch, for:
+
+    single              the single-process trainer (the gap's reference)
+    isolated            gradient-only training on fixed chunks, plain mean (no coverage weights)
+    grappa/batch        the kit's default estimator, repartitioning every 5 epochs (the map's run)
+    grappa/mean         the same without coverage correction: does the weighting cause the loss?
+    grappa/batch fixed  the same without repartitioning: does regrouping the chunks cause it?
+    defaults (metis+halo)  the kit's defaults (METIS chunks, one-hop halo): the map's other
+                        3-layer cell, about 17 points below single at 32 epochs
+
+at the map's budget (32 epochs) and at 100 epochs, 3 seeds each, every other setting the map's
+(the kit's defaults but the swept factors). Writes ``bench/results/grappa_map_deep.json`` with
+the machine note, every run's curves and final test accuracy, and the cell means; prints them.
+"""
+
+from __future__ import annotations
+
+import argparse
+import math
+import statistics
+import sys
+import time
+from pathlib import Path
+
+import torch
+
+sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
+sys.path.insert(0, str(Path(__file__).resolve().parent))
+
+import zg  # noqa: E402
+from zg.grappa.train import train_many  # noqa: E402
+
+from _machine import machine_note, table, write_json  # noqa: E402
+
+CELL = {"num_nodes": 2000, "avg_degree": 20, "homophily": 0.8, "feature_snr": 0.5, "num_classes": 10,
+        "feat_dim": 64, "seed": 0}
+RUN = {"method": "random", "halo": False, "num_layers": 3, "threads": 1, "timeout": 600}
+VARIANTS = {
+    "isolated": {"trainer": "isolated"},
+    "grappa/batch": {"trainer": "grappa", "estimator": "batch"},
+    "grappa/mean": {"trainer": "grappa", "estimator": "mean"},
+    "grappa/batch fixed": {"trainer": "grappa", "estimator": "batch", "repartition_every": None},
+    "defaults (metis+halo)": {"trainer": "grappa", "method": "metis", "halo": True},
+}
+
+
+def summarise(values):
+    return statistics.mean(values), (statistics.stdev(values) if len(values) > 1 else 0.0)
+
+
+def main(argv=None):
+    ap = argparse.ArgumentParser(description=__doc__.split("\n")[0])
+    ap.add_argument("--quick", action="store_true", help="800 nodes, 2 and 4 epochs, 1 seed")
+    ap.add_argument("--epochs", type=int, nargs="+", default=[32, 100])
+    ap.add_argument("--seeds", type=int, nargs="+", default=[0, 1, 2])
+    ap.add_argument("--name", default=None)
+    args = ap.parse_args(argv)
+    torch.set_num_threads(1)
+    cell = dict(CELL, num_nodes=800) if args.quick else CELL
+    budgets = [2, 4] if args.quick else args.epochs
+    seeds = [0] if args.quick else args.seeds
+    g = zg.datasets.csbm(**cell)
+    start = time.perf_counter()
+    runs, names = [], []
+    for epochs in budgets:
+        for seed in seeds:
+            for name, variant in VARIANTS.items():
+                runs.append(dict(RUN, workers=4, epochs=epochs, eval_every=1, seed=seed, **variant))
+                names.append((epochs, name, seed))
+    histories = train_many(g, runs)
+    singles = []
+    for epochs in budgets:
+        for seed in seeds:
+            singles.append(dict(RUN, workers=1, trainer="single", epochs=epochs, eval_every=1, seed=seed))
+            names.append((epochs, "single", seed))
+    histories += train_many(g, singles)
+    records = []
+    for (epochs, name, seed), h in zip(names, histories):
+        records.append({"epochs": epochs, "run": name, "seed": seed, "test_acc": h["final"]["test_acc"],
+                        "val_curve": [e["val_acc"] for e in h["epochs"]],
+                        "loss_curve": [e["loss"] for e in h["epochs"]],
+                        "mean_coverage": statistics.mean(h["epochs"][-1]["mean_coverage"])})
+    cells, printed = [], []
+    for epochs in budgets:
+        single = {r["seed"]: r["test_acc"] for r in records if r["epochs"] == epochs and r["run"] == "single"}
+        for name in ("single", *VARIANTS):
+            rs = [r for r in records if r["epochs"] == epochs and r["run"] == name]
+            acc = summarise([r["test_acc"] for r in rs])
+            gap = summarise([r["test_acc"] - single[r["seed"]] for r in rs])
+            # The loss at chance level is ln(classes); the first epoch whose loss is well below it.
+            below = [next((i + 1 for i, x in enumerate(r["loss_curve"]) if x < 0.9 * math.log(cell["num_classes"])),
+                          None) for r in rs]
+            cells.append({"epochs": epochs, "run": name, "test_acc_mean": acc[0], "test_acc_std": acc[1],
+                          "gap_mean": gap[0], "gap_std": gap[1], "final_loss_mean": summarise(
+                              [r["loss_curve"][-1] for r in rs])[0], "first_epoch_loss_below_0.9_chance": below})
+            printed.append([epochs, name, f"{acc[0]:.3f} ± {acc[1]:.3f}", f"{100 * gap[0]:+.1f} ± {100 * gap[1]:.1f}",
+                            f"{cells[-1]['final_loss_mean']:.3f}", ", ".join(map(str, below))])
+    print(table(printed, ["epochs", "run", "test accuracy", "gap to single (points)", "final loss",
+                          "first epoch with loss < 0.9 ln(C)"]))
+    payload = {"benchmark": "grappa_map_deep", "machine": machine_note(), "quick": args.quick,
+               "argv": sys.argv[1:] if argv is None else list(argv), "graph": dict(cell, generator="zg.datasets.csbm"),
+               "run_settings": dict(RUN, workers=4, eval_every=1), "variants": VARIANTS, "seeds": seeds,
+               "budgets": budgets, "cells": cells, "runs": records, "seconds": time.perf_counter() - start}
+    print(f"wrote {write_json(args.name or ('grappa_map_deep_quick' if args.quick else 'grappa_map_deep'), payload)}")
+
+
+if __name__ == "__main__":
+    main()
