@@ -92,8 +92,9 @@ def seed_dropout(key: int) -> None:
 
     The same as ``torch.manual_seed(dropout_seed(key))`` for every generator a batch can draw
     from, without its per-call cost: while CUDA is not initialised (every CPU run), torch's
-    ``manual_seed`` queues a lazy CUDA seed and records a ``traceback.format_stack()`` with it,
-    0.2-2 ms a call here, which is 3-10 % of a Cora iteration. The CUDA generators are seeded
+    ``manual_seed`` queues a lazy CUDA seed and records a ``traceback.format_stack()`` with it:
+    0.2-0.6 ms a call on the 2-core machine (a Cora iteration takes about 23 ms), 2.6 ms in a
+    loaded Grappa worker's profile. The CUDA generators are seeded
     only once CUDA is initialised (an engine on a GPU initialises it when it moves its tensors).
     """
     value = dropout_seed(key)
