@@ -16,16 +16,25 @@ coverage 0.02. This script reruns that cell with a validation and loss curve eve
                         3-layer cell, about 17 points below single at 32 epochs
 
 at the map's budget (32 epochs) and at 100 epochs, 3 seeds each, every other setting the map's
-(the kit's defaults but the swept factors). Writes ``bench/results/grappa_map_deep.json`` with
-the machine note, every run's curves and final test accuracy, and the cell means; prints them.
+(the kit's defaults but the swept factors). Every final model is also evaluated on the test
+nodes three ways (``grappa_diagnosis.eval_modes``): full neighbourhoods (what the history
+records); neighbourhoods sampled with the training fanouts on the whole graph; and, for the
+partitioned runs, each test node's neighbourhood in its worker's local graph of the last
+super-epoch (what that worker trained on). A model that fits its local graphs but not the
+whole graph scores high on "local" and low on "full".
+
+Writes ``bench/results/grappa_map_deep.json`` with the machine note, every run's curves, final
+test accuracy and three evaluations, and the cell means; prints them.
 """
 
 from __future__ import annotations
 
 import argparse
 import math
+import os
 import statistics
 import sys
+import tempfile
 import time
 from pathlib import Path
 
@@ -38,6 +47,7 @@ import zg  # noqa: E402
 from zg.grappa.train import train_many  # noqa: E402
 
 from _machine import machine_note, table, write_json  # noqa: E402
+from grappa_diagnosis import eval_modes  # noqa: E402
 
 CELL = {"num_nodes": 2000, "avg_degree": 20, "homophily": 0.8, "feature_snr": 0.5, "num_classes": 10,
         "feat_dim": 64, "seed": 0}
@@ -68,25 +78,38 @@ def main(argv=None):
     seeds = [0] if args.quick else args.seeds
     g = zg.datasets.csbm(**cell)
     start = time.perf_counter()
+    scratch = tempfile.mkdtemp(prefix="zg_map_deep_")
+
+    def model_path(epochs, name, seed):
+        return os.path.join(scratch, f"{epochs}_{name.replace('/', '_').replace(' ', '_')}_{seed}.pt")
+
     runs, names = [], []
     for epochs in budgets:
         for seed in seeds:
             for name, variant in VARIANTS.items():
-                runs.append(dict(RUN, workers=4, epochs=epochs, eval_every=1, seed=seed, **variant))
+                runs.append(dict(RUN, workers=4, epochs=epochs, eval_every=1, seed=seed,
+                                 model_path=model_path(epochs, name, seed), **variant))
                 names.append((epochs, name, seed))
     histories = train_many(g, runs)
     singles = []
     for epochs in budgets:
         for seed in seeds:
-            singles.append(dict(RUN, workers=1, trainer="single", epochs=epochs, eval_every=1, seed=seed))
+            singles.append(dict(RUN, workers=1, trainer="single", epochs=epochs, eval_every=1, seed=seed,
+                                model_path=model_path(epochs, "single", seed)))
             names.append((epochs, "single", seed))
     histories += train_many(g, singles)
     records = []
-    for (epochs, name, seed), h in zip(names, histories):
-        records.append({"epochs": epochs, "run": name, "seed": seed, "test_acc": h["final"]["test_acc"],
-                        "val_curve": [e["val_acc"] for e in h["epochs"]],
-                        "loss_curve": [e["loss"] for e in h["epochs"]],
-                        "mean_coverage": statistics.mean(h["epochs"][-1]["mean_coverage"])})
+    try:
+        for (epochs, name, seed), h in zip(names, histories):
+            records.append({"epochs": epochs, "run": name, "seed": seed, "test_acc": h["final"]["test_acc"],
+                            "val_curve": [e["val_acc"] for e in h["epochs"]],
+                            "loss_curve": [e["loss"] for e in h["epochs"]],
+                            "mean_coverage": statistics.mean(h["epochs"][-1]["mean_coverage"]),
+                            "eval": eval_modes(g, h, model_path(epochs, name, seed))})
+    finally:
+        for entry in os.listdir(scratch):
+            os.remove(os.path.join(scratch, entry))
+        os.rmdir(scratch)
     cells, printed = [], []
     for epochs in budgets:
         single = {r["seed"]: r["test_acc"] for r in records if r["epochs"] == epochs and r["run"] == "single"}
@@ -97,13 +120,18 @@ def main(argv=None):
             # The loss at chance level is ln(classes); the first epoch whose loss is well below it.
             below = [next((i + 1 for i, x in enumerate(r["loss_curve"]) if x < 0.9 * math.log(cell["num_classes"])),
                           None) for r in rs]
+            evals = {mode: summarise([r["eval"][mode] for r in rs]) if all(mode in r["eval"] for r in rs)
+                     else None for mode in ("full", "sampled", "local")}
             cells.append({"epochs": epochs, "run": name, "test_acc_mean": acc[0], "test_acc_std": acc[1],
                           "gap_mean": gap[0], "gap_std": gap[1], "final_loss_mean": summarise(
-                              [r["loss_curve"][-1] for r in rs])[0], "first_epoch_loss_below_0.9_chance": below})
+                              [r["loss_curve"][-1] for r in rs])[0], "first_epoch_loss_below_0.9_chance": below,
+                          **{f"eval_{mode}_mean": None if v is None else v[0] for mode, v in evals.items()},
+                          **{f"eval_{mode}_std": None if v is None else v[1] for mode, v in evals.items()}})
             printed.append([epochs, name, f"{acc[0]:.3f} ± {acc[1]:.3f}", f"{100 * gap[0]:+.1f} ± {100 * gap[1]:.1f}",
-                            f"{cells[-1]['final_loss_mean']:.3f}", ", ".join(map(str, below))])
+                            f"{cells[-1]['final_loss_mean']:.3f}", ", ".join(map(str, below)),
+                            *("-" if v is None else f"{v[0]:.3f} ± {v[1]:.3f}" for v in evals.values())])
     print(table(printed, ["epochs", "run", "test accuracy", "gap to single (points)", "final loss",
-                          "first epoch with loss < 0.9 ln(C)"]))
+                          "first epoch with loss < 0.9 ln(C)", "eval full", "eval sampled", "eval local"]))
     payload = {"benchmark": "grappa_map_deep", "machine": machine_note(), "quick": args.quick,
                "argv": sys.argv[1:] if argv is None else list(argv), "graph": dict(cell, generator="zg.datasets.csbm"),
                "run_settings": dict(RUN, workers=4, eval_every=1), "variants": VARIANTS, "seeds": seeds,

@@ -92,3 +92,29 @@ def test_the_3_layer_diagnosis_prose_matches_grappa_map_deep():
             f"{span('grappa/batch', 'grappa/mean')}") in nb
     loss = {r: cells[(32, r)]["final_loss_mean"] for r in ("defaults (metis+halo)", "single")}
     assert f"({loss['defaults (metis+halo)']:.2f} against {loss['single']:.2f})" in doc
+
+    # The defaults' 32-epoch gap: fitted on the local graphs, not yet on the whole graph.
+    def pct(epochs, run, mode, std=False):
+        c = cells[(epochs, run)]
+        text = f"{100 * c[f'eval_{mode}_mean']:.1f}"
+        return text + (f" ± {100 * c[f'eval_{mode}_std']:.1f} %" if std else "")
+
+    d32, d100 = (32, "defaults (metis+halo)"), (100, "defaults (metis+halo)")
+    assert cells[d32]["eval_local_mean"] - cells[d32]["eval_full_mean"] >= 0.1    # "fitted locally"
+    assert abs(cells[d100]["eval_local_mean"] - cells[d100]["eval_full_mean"]) <= 0.005   # "agree"
+    assert (f"score {pct(*d32, 'local', True)} against {pct(*d32, 'full', True)} on full neighbourhoods "
+            f"({pct(*d32, 'sampled', True)} on neighbourhoods sampled") in doc
+    assert f"(local {pct(*d100, 'local')} %, full {pct(*d100, 'full')} %)" in doc
+    for run in ("isolated", "grappa/batch"):                     # "not yet fitted even locally"
+        assert cells[(32, run)]["eval_local_mean"] < cells[(32, run)]["eval_full_mean"]
+    assert (f"isolated {pct(32, 'isolated', 'local')} % local against {pct(32, 'isolated', 'full')} % full, "
+            f"Grappa (batch) {pct(32, 'grappa/batch', 'local')} % against {pct(32, 'grappa/batch', 'full')} %") in doc
+    assert (f"local graph they score {pct(*d32, 'local')} %, on the whole graph {pct(*d32, 'full')} % "
+            f"(mean of 3 seeds)") in nb
+    readme = " ".join((ROOT / "README.md").read_text().split())
+    assert (f"already score {pct(*d32, 'local')} % on their workers' local graphs but {pct(*d32, 'full')} % "
+            f"on the whole graph") in readme
+    import zg.grappa
+    docstring = " ".join(zg.grappa.train.__doc__.split())
+    assert (f"{100 * cells[d32]['eval_local_mean']:.0f} % on them" in docstring
+            and f"the whole graph gives {100 * cells[d32]['eval_full_mean']:.0f} %" in docstring)

@@ -126,7 +126,8 @@ def train(g: Graph, workers: int = 4, estimator: str = "batch", repartition_ever
     signal and P = 2-8, but about 17 points below it in its 3-layer cell at the map's budget
     (2,000 nodes, 32 epochs), where ``trainer="feature_fetch"`` is level; trained for 100
     epochs the defaults end within 0.1 points of it there (bench/results/grappa_map_deep.json:
-    the partitioned runs start to learn later). On Cora and a 200k-node csbm graph the defaults
+    at 32 epochs they already fit their workers' local graphs, 98 % on them, but three layers
+    reach past the one-hop halo and the whole graph gives 80 %). On Cora and a 200k-node csbm graph the defaults
     hold with 3 layers too (bench/results/grappa.json, B9). Give deeper models more epochs and
     measure on your graph before relying on isolation. ``method="random", halo=False`` is the paper's own setting and the place to see
     what isolation costs.
