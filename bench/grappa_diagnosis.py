@@ -273,6 +273,65 @@ def combine(names, target):
     print(f"wrote {write_json(target, out)}: datasets {list(datasets)} from {sources}")
 
 
+POOL_SETTINGS = ("fanouts", "batch_size", "epochs", "lr", "workers", "method", "halo")
+
+
+def pool_datasets(datasets, keys):
+    """The runs that every one of ``datasets[k] for k in keys`` has, over all their seeds, as one
+    new dataset whose summary is recomputed from the pooled runs (no measurement).
+
+    The datasets must be of the same graph and epochs with the same training settings (all but
+    the seeds), and no (run, seed) may occur twice. Runs missing from any of them are left out:
+    the pooled summary compares only runs measured on every seed. Raises ValueError otherwise."""
+    if len(keys) < 2:
+        raise ValueError(f"--pool needs at least two datasets, got {list(keys)}")
+    missing = [k for k in keys if k not in datasets]
+    if missing:
+        raise ValueError(f"--pool: no dataset {missing} (there are {list(datasets)})")
+    parts = [datasets[k] for k in keys]
+    first = parts[0]
+    for key, part in zip(keys[1:], parts[1:]):
+        if part["graph"] != first["graph"] or part["epochs"] != first["epochs"]:
+            raise ValueError(f"--pool: {key!r} is another graph or length than {keys[0]!r}")
+        differ = [f for f in POOL_SETTINGS if part["settings"].get(f) != first["settings"].get(f)]
+        if differ:
+            raise ValueError(f"--pool: {key!r} differs from {keys[0]!r} in {differ}")
+    common = set.intersection(*({r["run"] for r in part["runs"]} for part in parts))
+    if "single" not in common:
+        raise ValueError("--pool: the datasets do not all have the single-process run")
+    records = [r for part in parts for r in part["runs"] if r["run"] in common]
+    seen = set()
+    for r in records:
+        if (r["run"], r["seed"]) in seen:
+            raise ValueError(f"--pool: run {r['run']!r} seed {r['seed']} occurs twice")
+        seen.add((r["run"], r["seed"]))
+    seeds = sorted({r["seed"] for r in records})
+    order = [name for name in dict.fromkeys(r["run"] for r in first["runs"]) if name in common]
+    records.sort(key=lambda r: (order.index(r["run"]), r["seed"]))
+    return {"graph": first["graph"], "epochs": first["epochs"], "pooled_from": list(keys),
+            "machines": {k: part.get("machine") for k, part in zip(keys, parts)},
+            "argvs": {k: part.get("argv") for k, part in zip(keys, parts)},
+            "settings": {**first["settings"], "seeds": seeds}, "runs": records,
+            "summary": summarise(records, first["epochs"]), "gradient_error": None}
+
+
+def pool(keys, tag, target):
+    """--pool: :func:`pool_datasets` of the --name file's datasets, written back as ``tag``."""
+    path = Path(__file__).resolve().parent / "results" / f"{target}.json"
+    if not path.exists():
+        raise SystemExit(f"error: --pool: {path} does not exist")
+    with open(path) as f:
+        out = json.load(f)
+    try:
+        pooled = pool_datasets(out.get("datasets") or {}, keys)
+    except ValueError as exc:
+        raise SystemExit(f"error: {exc}")
+    out["datasets"][tag] = pooled
+    out.pop("source", None)
+    print(f"wrote {write_json(target, out)}: dataset {tag!r} = runs {sorted(pooled['summary'])} "
+          f"over seeds {pooled['settings']['seeds']}, from {list(keys)}")
+
+
 def main(argv=None):
     parser = argparse.ArgumentParser(description=__doc__.split("\n")[0])
     parser.add_argument("--quick", action="store_true", help="a few epochs: a smoke run")
@@ -295,12 +354,21 @@ def main(argv=None):
                              "bench/results, e.g. grappa_diagnosis_csbm20k) into the --name file "
                              "(default grappa_diagnosis), later files replacing earlier ones; each "
                              "dataset keeps its own machine note and command line")
+    parser.add_argument("--pool", nargs="+", default=None, metavar="DATASET",
+                        help="measure nothing: pool the runs that all these datasets of the --name file "
+                             "(default grappa_diagnosis) have, over all their seeds, into one dataset "
+                             "named by --tag, its summary recomputed (e.g. seed 0 and seeds 1-2 of one "
+                             "setting)")
     parser.add_argument("--merge", action="store_true",
                         help="keep the other datasets already in the result file (replace only the "
                              "ones this run measures)")
     args = parser.parse_args(argv)
     if args.combine:
         return combine(args.combine, args.name or "grappa_diagnosis")
+    if args.pool:
+        if not args.tag:
+            raise SystemExit("error: --pool needs --tag, the pooled dataset's name")
+        return pool(args.pool, args.tag, args.name or "grappa_diagnosis")
     start = time.perf_counter()
     note = machine_note()
     scratch = tempfile.mkdtemp(prefix="zg-diagnosis-")
