@@ -2,12 +2,12 @@
 summary recomputed (means by hand), and the mismatches it refuses."""
 
 import copy
-import importlib.util
 import statistics
-import sys
 from pathlib import Path
 
 import pytest
+
+from conftest import load_script
 
 ROOT = Path(__file__).resolve().parents[1]
 EPOCHS = 3
@@ -15,13 +15,9 @@ EPOCHS = 3
 
 @pytest.fixture(scope="module")
 def diagnosis():
-    spec = importlib.util.spec_from_file_location("bench_grappa_diagnosis", ROOT / "bench" / "grappa_diagnosis.py")
-    module = importlib.util.module_from_spec(spec)
-    spec.loader.exec_module(module)
+    module, restore = load_script(ROOT / "bench" / "grappa_diagnosis.py", "bench_grappa_diagnosis")
     yield module
-    for p in (str(ROOT / "bench"), str(ROOT)):
-        while p in sys.path:
-            sys.path.remove(p)
+    restore()
 
 
 def record(run, seed, level):

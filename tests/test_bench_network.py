@@ -1,24 +1,20 @@
 """bench/network.py's GPU compute bound: which GPU row may bound a products worker's compute, and
 the link model's ratio with that compute (the formula by hand)."""
 
-import importlib.util
-import sys
 from pathlib import Path
 
 import pytest
+
+from conftest import load_script
 
 ROOT = Path(__file__).resolve().parents[1]
 
 
 @pytest.fixture(scope="module")
 def network():
-    spec = importlib.util.spec_from_file_location("bench_network", ROOT / "bench" / "network.py")
-    module = importlib.util.module_from_spec(spec)
-    spec.loader.exec_module(module)
+    module, restore = load_script(ROOT / "bench" / "network.py", "bench_network")
     yield module
-    for p in (str(ROOT / "bench"), str(ROOT / "tools")):
-        while p in sys.path:
-            sys.path.remove(p)
+    restore()
 
 
 def projection(worker_rows=100.0, feat_dim=100, hidden=64):
@@ -73,14 +69,11 @@ def test_gpu_check_rows_record_the_sizes_network_reads():
     import torch
     import zg
 
-    spec = importlib.util.spec_from_file_location("bench_gpu_check", ROOT / "bench" / "gpu_check.py")
-    check = importlib.util.module_from_spec(spec)
-    saved = list(sys.path)                     # the module puts bench/ and the repo on sys.path
+    check, restore = load_script(ROOT / "bench" / "gpu_check.py", "bench_gpu_check")
     try:
-        spec.loader.exec_module(check)
         g = zg.datasets.csbm(num_nodes=300, avg_degree=5, num_classes=3, feat_dim=12, seed=0)
         row = check.measure(g, torch.device("cpu"), 32, "dynamic", None, max_batches=1)
     finally:
-        sys.path[:] = saved
+        restore()
     assert (row["feat_dim"], row["hidden_dim"], row["fanouts"]) == (12, check.HIDDEN, check.FANOUTS)
     assert row["iterations"] == 1
