@@ -316,7 +316,10 @@ def pool_datasets(datasets, keys):
 
 
 def pool(keys, tag, target):
-    """--pool: :func:`pool_datasets` of the --name file's datasets, written back as ``tag``."""
+    """--pool: :func:`pool_datasets` of the --name file's datasets, written back as ``tag``. A
+    source all of whose runs the pooled dataset holds is dropped from the file (nothing is
+    lost; its runs keep their seeds and its machine note and command stay in ``machines`` and
+    ``argvs``); a source with other runs too stays."""
     path = Path(__file__).resolve().parent / "results" / f"{target}.json"
     if not path.exists():
         raise SystemExit(f"error: --pool: {path} does not exist")
@@ -326,10 +329,18 @@ def pool(keys, tag, target):
         pooled = pool_datasets(out.get("datasets") or {}, keys)
     except ValueError as exc:
         raise SystemExit(f"error: {exc}")
+    dropped = redundant_sources(out["datasets"], keys, pooled)
+    out["datasets"] = {k: v for k, v in out["datasets"].items() if k not in dropped}
     out["datasets"][tag] = pooled
     out.pop("source", None)
     print(f"wrote {write_json(target, out)}: dataset {tag!r} = runs {sorted(pooled['summary'])} "
-          f"over seeds {pooled['settings']['seeds']}, from {list(keys)}")
+          f"over seeds {pooled['settings']['seeds']}, from {list(keys)}; dropped {dropped}")
+
+
+def redundant_sources(datasets, keys, pooled):
+    """The pooled sources whose every (run, seed) the pooled dataset holds."""
+    held = {(r["run"], r["seed"]) for r in pooled["runs"]}
+    return [k for k in keys if all((r["run"], r["seed"]) in held for r in datasets[k]["runs"])]
 
 
 def main(argv=None):

@@ -59,6 +59,8 @@ def test_pool_keeps_the_common_runs_and_recomputes_the_means(diagnosis):
         statistics.mean(r["val_curve"][1] for r in a["runs"] + b["runs"] if r["run"] == "isolated"))
     assert pooled["summary"]["isolated"]["eval_local"]["mean"] == pytest.approx((0.62 + 0.52 + 0.52) / 3)
     assert pooled["pooled_from"] == ["a", "b"] and pooled["gradient_error"] is None
+    # b's runs are all in the pooled dataset, a's grappa/mean is not: only b may be dropped.
+    assert diagnosis.redundant_sources({"a": a, "b": b}, ["a", "b"], pooled) == ["b"]
 
 
 def test_pool_refuses_what_does_not_pool(diagnosis):

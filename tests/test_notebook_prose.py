@@ -58,6 +58,40 @@ def test_notebook_07_long_run_paragraph_matches_the_committed_diagnosis():
     assert f"end {below[0]:.1f}-{below[-1]:.1f} points below `grappa/mean`" in text
 
 
+POOLED = "csbm20k 100 epochs, seeds 0-2"
+
+
+@pytest.mark.skipif(not DIAGNOSIS.exists(), reason="grappa_diagnosis.json is not committed")
+def test_the_3_seed_long_run_sentences_match_the_pooled_dataset():
+    datasets = json.loads(DIAGNOSIS.read_text())["datasets"]
+    if POOLED not in datasets:
+        pytest.skip(f"{POOLED!r} is not in grappa_diagnosis.json")
+    d = datasets[POOLED]
+    assert d["settings"]["seeds"] == [0, 1, 2]
+    summary = d["summary"]
+    assert set(summary) == {"single", "feature_fetch", "isolated", "grappa/batch"}
+    for s in summary.values():
+        assert s["final_test_acc"]["n"] == 3
+
+    def final(run):
+        f = summary[run]["final_test_acc"]
+        return f"{pct(f['mean'])} ± {pct(f['std'])} %"
+
+    curve = [p["mean"] for p in summary["isolated"]["test_curve"]]
+    peak = max(range(len(curve)), key=curve.__getitem__)
+    gap = f"{summary['grappa/batch']['gap_points_final']:.1f} points below single"
+    nb = markdown_cell("07_coverage_correction.ipynb", "**How to read the diagnosis.**")
+    assert (f"single ends at {final('single')}, isolated at {final('isolated')} (its mean curve peaks at "
+            f"epoch {peak + 1}, {pct(curve[peak])} %), Grappa/batch at {final('grappa/batch')}, {gap}") in nb
+    doc = " ".join((ROOT / "docs" / "grappa_diagnosis.md").read_text().split())
+    assert (f"single ends at {final('single')}, feature fetching at {final('feature_fetch')}, isolated at "
+            f"{final('isolated')} (its mean test curve peaks at epoch {peak + 1}, {pct(curve[peak])} %) and "
+            f"Grappa/batch at {final('grappa/batch')}, {gap}") in doc
+    readme = " ".join((ROOT / "README.md").read_text().split())
+    assert (f"(3 seeds: isolated {summary['isolated']['gap_points_final']:.1f} points below single, Grappa "
+            f"with the default estimator {summary['grappa/batch']['gap_points_final']:.1f} below;") in readme
+
+
 DEEP = ROOT / "bench" / "results" / "grappa_map_deep.json"
 
 
