@@ -92,6 +92,42 @@ def test_the_3_seed_long_run_sentences_match_the_pooled_dataset():
             f"with the default estimator {summary['grappa/batch']['gap_points_final']:.1f} below;") in readme
 
 
+ABLATIONS = "csbm20k 100 epochs, ablations"
+
+
+@pytest.mark.skipif(not DIAGNOSIS.exists(), reason="grappa_diagnosis.json is not committed")
+def test_the_100_epoch_ablation_sentences_match_the_diagnosis():
+    datasets = json.loads(DIAGNOSIS.read_text())["datasets"]
+    if ABLATIONS not in datasets:
+        pytest.skip(f"{ABLATIONS!r} is not in grappa_diagnosis.json")
+    summary = datasets[ABLATIONS]["summary"]
+    assert datasets[ABLATIONS]["settings"]["seeds"] == [0, 1, 2]
+
+    def final(run):
+        f = summary[run]["final_test_acc"]
+        assert f["n"] == 3
+        return f"{pct(f['mean'])} ± {pct(f['std'])} %"
+
+    def gap(run):
+        return f"{summary[run]['gap_points_final']:.1f}"
+
+    defaults = summary["grappa/defaults"]
+    assert abs(defaults["test_gap_points_curve"][11]) < 0.05                 # "level at epoch 12"
+    assert defaults["gap_points_final"] > 1.0                                # "not at 100"
+    doc = " ".join((ROOT / "docs" / "grappa_diagnosis.md").read_text().split())
+    assert (f"repartitioning every epoch ends at {final('grappa/batch every 1')} ({gap('grappa/batch every 1')} "
+            f"points below single; no better than every 5), the one-hop halo on random chunks at "
+            f"{final('grappa/batch halo')} ({gap('grappa/batch halo')} below), the kit's defaults (METIS, halo) at "
+            f"{final('grappa/defaults')} ({gap('grappa/defaults')} below)") in doc
+    nb = markdown_cell("07_coverage_correction.ipynb", "**How to read the diagnosis.**")
+    assert (f"repartitioning every epoch does not ({final('grappa/batch every 1')}), the one-hop halo does "
+            f"({final('grappa/batch halo')}), and the kit's defaults (METIS chunks and the halo) end at "
+            f"{final('grappa/defaults')}, {gap('grappa/defaults')} points below single") in nb
+    readme = " ".join((ROOT / "README.md").read_text().split())
+    assert (f"the halo alone {gap('grappa/batch halo')} below, the defaults {gap('grappa/defaults')} below "
+            f"after being level with single at epoch 12") in readme
+
+
 DEEP = ROOT / "bench" / "results" / "grappa_map_deep.json"
 
 
