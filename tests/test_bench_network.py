@@ -5,7 +5,7 @@ from pathlib import Path
 
 import pytest
 
-from conftest import load_script
+from script_loader import load_script
 
 ROOT = Path(__file__).resolve().parents[1]
 
