@@ -58,24 +58,32 @@ def test_notebook_07_long_run_paragraph_matches_the_committed_diagnosis():
     assert f"end {below[0]:.1f}-{below[-1]:.1f} points below `grappa/mean`" in text
 
 
+def three_seed_summary(key):
+    """The summary of a 3-seed dataset of grappa_diagnosis.json (skips if it is absent) and a
+    formatter of a run's final test accuracy as the prose writes it ("96.8 ± 0.1 %")."""
+    datasets = json.loads(DIAGNOSIS.read_text())["datasets"]
+    if key not in datasets:
+        pytest.skip(f"{key!r} is not in grappa_diagnosis.json")
+    assert datasets[key]["settings"]["seeds"] == [0, 1, 2]
+    summary = datasets[key]["summary"]
+
+    def final(run):
+        f = summary[run]["final_test_acc"]
+        assert f["n"] == 3
+        return f"{pct(f['mean'])} ± {pct(f['std'])} %"
+
+    return summary, final
+
+
 POOLED = "csbm20k 100 epochs, seeds 0-2"
 
 
 @pytest.mark.skipif(not DIAGNOSIS.exists(), reason="grappa_diagnosis.json is not committed")
 def test_the_3_seed_long_run_sentences_match_the_pooled_dataset():
-    datasets = json.loads(DIAGNOSIS.read_text())["datasets"]
-    if POOLED not in datasets:
-        pytest.skip(f"{POOLED!r} is not in grappa_diagnosis.json")
-    d = datasets[POOLED]
-    assert d["settings"]["seeds"] == [0, 1, 2]
-    summary = d["summary"]
+    summary, final = three_seed_summary(POOLED)
     assert set(summary) == {"single", "feature_fetch", "isolated", "grappa/batch"}
-    for s in summary.values():
-        assert s["final_test_acc"]["n"] == 3
-
-    def final(run):
-        f = summary[run]["final_test_acc"]
-        return f"{pct(f['mean'])} ± {pct(f['std'])} %"
+    for run in summary:
+        final(run)                                                       # 3 seeds each
 
     curve = [p["mean"] for p in summary["isolated"]["test_curve"]]
     peak = max(range(len(curve)), key=curve.__getitem__)
@@ -97,16 +105,7 @@ ABLATIONS = "csbm20k 100 epochs, ablations"
 
 @pytest.mark.skipif(not DIAGNOSIS.exists(), reason="grappa_diagnosis.json is not committed")
 def test_the_100_epoch_ablation_sentences_match_the_diagnosis():
-    datasets = json.loads(DIAGNOSIS.read_text())["datasets"]
-    if ABLATIONS not in datasets:
-        pytest.skip(f"{ABLATIONS!r} is not in grappa_diagnosis.json")
-    summary = datasets[ABLATIONS]["summary"]
-    assert datasets[ABLATIONS]["settings"]["seeds"] == [0, 1, 2]
-
-    def final(run):
-        f = summary[run]["final_test_acc"]
-        assert f["n"] == 3
-        return f"{pct(f['mean'])} ± {pct(f['std'])} %"
+    summary, final = three_seed_summary(ABLATIONS)
 
     def gap(run):
         return f"{summary[run]['gap_points_final']:.1f}"
