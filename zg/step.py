@@ -73,6 +73,14 @@ class StageClock:
             self.seconds[stage] = self.seconds.get(stage, 0.0) + now - self._last
             self._last = now
 
+    def laps(self, durations) -> None:
+        """Stages that were timed elsewhere and have just ended, in order: ``[(stage, seconds)]``
+        (a compiled kernel that clocks its own stages, e.g. the fused CPU sampler). The seconds
+        are added and the lap clock restarts now, so the next stage is not charged for them."""
+        for stage, seconds in durations:
+            self.seconds[stage] = self.seconds.get(stage, 0.0) + float(seconds)
+        self.start()
+
     def finish(self) -> Dict[str, float]:
         """Seconds per stage so far (on CUDA: synchronises and reads the events)."""
         if self.cuda:
