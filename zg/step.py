@@ -27,6 +27,7 @@ import torch.nn.functional as F
 from .rng import device_scalar
 
 __all__ = ["STAGES", "StageClock", "OverflowGuard", "train_step", "masked_cross_entropy",
+           "per_seed_cross_entropy",
            "run_batches", "BatchRun"]
 
 STAGES = ("sample", "compact", "gather", "forward", "loss", "backward", "step")
@@ -99,16 +100,23 @@ def _lap(clock, stage: str) -> None:
 # ----------------------------------------------------------------------------- the loss
 
 
-def masked_cross_entropy(logits: torch.Tensor, labels: torch.Tensor, valid: torch.Tensor) -> torch.Tensor:
-    """Mean cross-entropy over the valid rows, with no host sync.
+def per_seed_cross_entropy(logits: torch.Tensor, labels: torch.Tensor, valid: torch.Tensor):
+    """The one masked per-seed loss: (cross-entropy per row, the rows that count), no host sync.
 
-    logits float [B, C], labels int64 [B], valid bool [B] (padding rows False). Rows whose label
-    is negative (unlabelled) never count, whatever ``valid`` says.
+    logits float [B, C], labels int64 [B], valid bool [B] (padding rows False). Returns
+    (loss float [B], exactly 0 on rows that do not count; counted bool [B] = valid and labelled).
+    Rows whose label is negative (unlabelled) never count, whatever ``valid`` says. Every loss in
+    the kit weighs these rows: the mean below, the data-parallel sum, Grappa's estimators.
     """
-    valid = valid & (labels >= 0)
+    counted = valid & (labels >= 0)                                            # [B]
     loss = F.cross_entropy(logits, labels.clamp(min=0), reduction="none")      # [B]
-    valid_f = valid.to(loss.dtype)
-    return (loss * valid_f).sum() / valid_f.sum().clamp(min=1.0)
+    return loss * counted.to(loss.dtype), counted
+
+
+def masked_cross_entropy(logits: torch.Tensor, labels: torch.Tensor, valid: torch.Tensor) -> torch.Tensor:
+    """Mean cross-entropy over the rows that count (see :func:`per_seed_cross_entropy`)."""
+    loss, counted = per_seed_cross_entropy(logits, labels, valid)              # [B], [B]
+    return loss.sum() / counted.to(loss.dtype).sum().clamp(min=1.0)
 
 
 def _default_loss(logits: torch.Tensor, labels: torch.Tensor, mb) -> torch.Tensor:
