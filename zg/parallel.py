@@ -36,7 +36,7 @@ import torch.distributed as dist
 from .graph import Graph
 from .rng import epoch_order
 from .sampling import check_fanouts
-from .step import OverflowGuard
+from .step import OverflowGuard, per_seed_cross_entropy
 
 __all__ = ["train", "GradientAllReduce", "shares"]
 
@@ -75,14 +75,12 @@ class GradientAllReduce:
 
 
 def _sum_loss(counter: Dict[str, torch.Tensor]):
-    """Sum (not mean) of the valid seeds' cross-entropy; remembers the share's count."""
-    import torch.nn.functional as F
-
+    """Sum (not mean) of the counted seeds' cross-entropy (:func:`zg.step.per_seed_cross_entropy`);
+    remembers the share's count."""
     def loss(logits, labels, mb):
-        valid = mb.valid & (labels >= 0)
-        counter["count"] = valid.sum()
-        per_seed = F.cross_entropy(logits, labels.clamp(min=0), reduction="none")
-        return (per_seed * valid.to(per_seed.dtype)).sum()
+        per_seed, counted = per_seed_cross_entropy(logits, labels, mb.valid)   # [B], [B]
+        counter["count"] = counted.sum()
+        return per_seed.sum()
     return loss
 
 
