@@ -118,9 +118,9 @@ WEIGHTINGS = ("inverse", "coverage")
 
 
 def batch_stats(weights: torch.Tensor) -> torch.Tensor:
-    """float64 [3] ``(n_p, W_p, Q_p)`` of one worker's batch weights ``weights`` [n_p]."""
-    w = weights.detach().to(torch.float64)
-    return torch.stack([w.new_tensor(float(w.numel())), w.sum(), (w * w).sum()])
+    """float64 [3] ``(n_p, W_p, Q_p)`` of one worker's batch weights ``weights`` [n_p]
+    (:func:`masked_batch_stats` with every row real)."""
+    return masked_batch_stats(weights, torch.ones(weights.shape, dtype=torch.bool, device=weights.device))
 
 
 def masked_batch_stats(weights: torch.Tensor, valid: torch.Tensor) -> torch.Tensor:
@@ -220,8 +220,9 @@ class Estimator:
 
     def combine_device(self, weights: torch.Tensor, valid: torch.Tensor, rank: int, num_workers: int,
                        stats: Optional[torch.Tensor] = None):
-        """:meth:`combine` for a padded batch, entirely on the device (what a worker's training
-        step runs: no host read, so the step stays free of host syncs).
+        """The estimator's arithmetic, once: factors and scale for worker ``rank``'s padded
+        batch, entirely on the device (what a worker's training step runs: no host read, so the
+        step stays free of host syncs). :meth:`combine` is this with every row real.
 
         Args:
             weights: float [B] node weights of the batch's rows; valid: bool [B] real rows.
@@ -251,7 +252,8 @@ class Estimator:
 
     def combine(self, weights: torch.Tensor, rank: int, num_workers: int,
                 stats: Optional[torch.Tensor] = None) -> Tuple[torch.Tensor, float, Dict[str, Any]]:
-        """Factors and scale for worker ``rank``.
+        """Factors and scale for worker ``rank``, as host numbers: :meth:`combine_device` on a
+        batch whose rows are all real (the one arithmetic; this only reads its results).
 
         Args:
             weights: float [n_rank] this worker's seeds' node weights. rank: this worker.
@@ -261,21 +263,9 @@ class Estimator:
             (factors float32 [n_rank] for the per-seed losses, worker scale for the hook,
             info {"lambda": ...} for the history).
         """
-        n_p = weights.numel()
-        uniform = torch.full_like(weights, 1.0 / max(n_p, 1), dtype=torch.float32)
-        if self.name == "mean":
-            return uniform, 1.0 / num_workers, {}
-        if self.name == "reference":
-            mean_r = float(weights.to(torch.float64).mean()) if n_p else 0.0
-            return uniform, mean_r / num_workers, {}
-        if stats is None or stats.shape != (num_workers, 3):
-            raise ValueError(f"estimator {self.name!r} needs stats of shape [{num_workers}, 3], "
-                             f"got {None if stats is None else tuple(stats.shape)}")
-        total = float(stats[:, 1].sum())
-        if self.name == "node":
-            return (weights / total).to(torch.float32), 1.0, {}
-        scales, info = worker_scales(self, stats)
-        return uniform, float(scales[rank]), info
+        valid = torch.ones(weights.shape, dtype=torch.bool, device=weights.device)
+        factors, scale, info = self.combine_device(weights, valid, rank, num_workers, stats)
+        return factors, float(scale), {k: float(v) for k, v in info.items()}
 
 
 def _worker_scales_tensor(estimator: Estimator, stats: torch.Tensor):
