@@ -52,7 +52,8 @@ import torch.nn.functional as F  # noqa: E402
 sys.path.insert(0, str(Path(__file__).resolve().parent))
 
 import zg  # noqa: E402
-from zg import _aggregate, models  # noqa: E402
+from zg import models  # noqa: E402
+from zg.kernels import aggregate as _aggregate  # noqa: E402
 from zg.engine import Engine  # noqa: E402
 from zg.step import STAGES, StageClock  # noqa: E402
 from _machine import machine_note, table, write_json  # noqa: E402

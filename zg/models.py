@@ -47,7 +47,7 @@ import torch
 import torch.nn.functional as F
 from torch import nn
 
-from . import _aggregate
+from .kernels import aggregate as _aggregate
 from .blocks import Block
 
 __all__ = [

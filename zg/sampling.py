@@ -48,7 +48,7 @@ from typing import Any, List, Optional, Sequence
 
 import torch
 
-from . import _fused
+from .kernels import sampling as _fused
 from ._checks import batch_size_arg, bool_arg, fanouts_arg, node_ids_arg, seed_arg
 from .blocks import Block
 from .graph import Graph, graph_arg

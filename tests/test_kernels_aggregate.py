@@ -6,7 +6,7 @@ fallback without numba."""
 import pytest
 import torch
 
-import zg._aggregate as za
+import zg.kernels.aggregate as za
 import zg.models as zm
 
 needs_numba = pytest.mark.skipif(not za.available(), reason="the CSR backward needs numba")

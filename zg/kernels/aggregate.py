@@ -49,7 +49,7 @@ import torch
 import torch.nn.functional as F
 from torch.autograd.function import once_differentiable
 
-from . import _fused
+from . import sampling as _fused
 
 __all__ = ["available", "neighbour_sum", "transpose_slots", "BACKWARDS"]
 

@@ -16,7 +16,7 @@ import pytest
 import torch
 
 import zg
-from zg import _fused
+from zg.kernels import sampling as _fused
 from zg.envelope import Envelope
 from zg.rng import batch_key
 from zg.sampling import EnvelopeSampler, resolve_kernel, worst_case_sizes
@@ -346,7 +346,7 @@ def test_numba_threads_follow_torch(numba):
 def test_warm_up_keeps_torch_thread_count(numba):
     """numba's OpenMP layer resets torch's thread count at its first parallel launch; warm_up
     (the first launch of every fused sampler) puts it back, so "numba follows torch" holds."""
-    code = ("import torch; torch.set_num_threads(1); from zg import _fused; _fused.warm_up(); "
+    code = ("import torch; torch.set_num_threads(1); from zg.kernels import sampling as _fused; _fused.warm_up(); "
             "print(torch.get_num_threads(), _fused.set_threads())")
     out = subprocess.run([sys.executable, "-c", code], cwd=ROOT, capture_output=True, text=True,
                          env={**os.environ, "PYTHONPATH": str(ROOT)}, timeout=300)
@@ -358,7 +358,7 @@ WITHOUT_NUMBA = """
 import sys, warnings
 sys.modules["numba"] = None            # any `import numba` now raises ImportError
 import torch, zg
-from zg import _fused
+from zg.kernels import sampling as _fused
 from zg.sampling import EnvelopeSampler
 assert not _fused.available() and isinstance(_fused.import_error(), ImportError)
 g = zg.Graph.from_edges(torch.tensor([0, 1, 2]), torch.tensor([1, 2, 0]), 3)

@@ -1,0 +1,1 @@
+"""The speed layer: numba kernels, each beside the torch reference it equals."""
