@@ -1,28 +1,50 @@
 """Full-neighbour inference: every layer applied to every node with *all* its in-neighbours.
 
-Where it sits: evaluation (``Engine.evaluate(mode="full")``, Grappa's rank-0 evaluation). It
+Where it sits: the one full-graph evaluator of the kit, single process and Grappa alike:
+``Engine.evaluate(mode="full")`` and Grappa's rank-0 evaluation after each epoch
+(:func:`evaluate`) both run :func:`full_neighbour_logits`. It
 reuses the training layers unchanged by presenting each chunk of nodes as a padded Block whose
 fanout is the chunk's largest in-degree, layer by layer, as DGL's examples do. Nodes are
 processed in order of in-degree, so a hub does not force a huge fanout on its neighbours in
 the chunk; each chunk holds at most ``budget`` neighbour slots.
 
-Memory: one ``[chunk + N, F]`` source buffer per layer (the chunk's own rows first, as the
+Memory: one ``[chunk + N, F]`` source buffer per layer (a GCN: one chunk of all N nodes, see
+:func:`full_neighbour_logits`) (the chunk's own rows first, as the
 Block convention asks, then every node), and ``[chunk, k]`` slot arrays.
 """
 
 from __future__ import annotations
+
+from typing import Dict, Iterable
 
 import torch
 
 from .blocks import Block
 from .graph import Graph
 
-__all__ = ["full_neighbour_logits"]
+__all__ = ["full_neighbour_logits", "evaluate", "accuracy", "MAX_BLOCK_SLOTS"]
+
+
+# N * d_max above this would make one whole-graph block larger than a laptop's memory.
+MAX_BLOCK_SLOTS = 400_000_000
+
+
+def _needs_every_edge(model) -> bool:
+    """Whether a layer of ``model`` reads its sources' out-degree (GCN's symmetric
+    normalisation): a chunk's block would count only the edges into that chunk."""
+    from .models import GCNConv
+    return any(isinstance(layer, GCNConv) for layer in model.layers)
 
 
 @torch.no_grad()
 def full_neighbour_logits(model, g: Graph, budget: int = 1 << 22) -> torch.Tensor:
-    """Logits ``[N, num_classes]`` of ``model`` (a zg model, in eval mode) on every node of ``g``."""
+    """Logits ``[N, num_classes]`` of ``model`` (a zg model, in eval mode) on every node of ``g``.
+
+    Chunks hold at most ``budget`` neighbour slots. Exact for every layer: SAGE and GAT rows
+    depend only on their own in-edges, so chunks are exact; GCN also weighs each source by its
+    out-degree, so a GCN runs as one chunk holding every edge (at most ``MAX_BLOCK_SLOTS``
+    slots, else a ValueError).
+    """
     if g.x is None:
         raise ValueError("full_neighbour_logits needs node features (g.x)")
     n, dev = g.num_nodes, g.device
@@ -31,6 +53,14 @@ def full_neighbour_logits(model, g: Graph, budget: int = 1 << 22) -> torch.Tenso
     sorted_degree = degree[order]
     chunks = []                                                     # (start, end, fanout)
     start = 0
+    if _needs_every_edge(model):
+        width = max(1, int(sorted_degree[-1])) if n else 1
+        if n * width > MAX_BLOCK_SLOTS:
+            raise ValueError(f"g has {n:,} nodes and maximum in-degree {width:,}: a GCN's "
+                             f"normalisation needs one block with every edge ({n * width:,} slots, "
+                             f"limit {MAX_BLOCK_SLOTS:,}); evaluate on sampled neighbourhoods instead")
+        chunks.append((0, n, width))
+        start = n
     while start < n:
         end = start + 1
         # Grow the chunk while (rows * largest degree) stays within the budget.
@@ -67,3 +97,28 @@ def full_neighbour_logits(model, g: Graph, budget: int = 1 << 22) -> torch.Tenso
             out[nodes] = piece
         h = out
     return h
+
+
+def accuracy(logits: torch.Tensor, labels: torch.Tensor) -> float:
+    """Share of rows whose arg-max is the label (logits float [n, C], labels int [n]); NaN if n = 0."""
+    if labels.numel() == 0:
+        return float("nan")
+    return float((logits.argmax(1) == labels).double().mean())
+
+
+@torch.no_grad()
+def evaluate(model, g: Graph, splits: Iterable[str] = ("val", "test")) -> Dict[str, float]:
+    """Accuracy of ``model`` on each split with full neighbourhoods (:func:`full_neighbour_logits`,
+    eval mode; the model's training mode is restored afterwards). ``{"val": ..., "test": ...}``;
+    NaN for a split ``g`` does not have."""
+    was_training = model.training
+    model.eval()
+    try:
+        logits = full_neighbour_logits(model, g)                            # [N, C]
+    finally:
+        model.train(was_training)
+    out = {}
+    for split in splits:
+        idx = getattr(g, f"{split}_idx")
+        out[split] = float("nan") if idx is None else accuracy(logits[idx], g.y[idx])
+    return out

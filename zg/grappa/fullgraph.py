@@ -1,9 +1,8 @@
-"""Full-neighbourhood computation on a whole graph: the exact reference and the evaluator.
+"""Full-neighbourhood computation on a whole graph, with autograd: the exact reference.
 
-Where it sits: Grappa's "full-graph mode" trains each worker on its whole local graph; rank 0
-evaluates the model on the whole graph every epoch; :func:`zg.grappa.gradient_error` needs
-the exact full-graph gradient. All three run a zg model on one block that holds *every*
-in-edge of *every* node, used for every layer:
+Where it sits: Grappa's "full-graph mode" trains each worker on its whole local graph, and
+:func:`zg.grappa.gradient_error` needs the exact full-graph gradient. Both run a zg model on one
+block that holds *every* in-edge of *every* node, used for every layer:
 
     whole_graph_block(g): nbr int64 [N, d_max], mask bool [N, d_max], src_nodes = 0 .. N-1
 
@@ -12,21 +11,22 @@ destination rows are the first source rows and here they are *all* rows, layer l
 [N, F_l] node states to [N, F_{l+1}], i.e. ``model([block] * L, g.x)`` is the exact
 full-graph forward of a SAGE / GCN / GAT. Memory: the layers gather a [N, d_max, F] tensor,
 so this suits graphs with moderate maximum degree (the csbm and Cora graphs of the kit).
+
+Evaluation (rank 0's accuracy after each epoch) is not here: it is the kit's one full-graph
+evaluator, :func:`zg.inference.evaluate` (re-exported as ``evaluate``), which computes the same
+logits in memory-bounded chunks without autograd.
 """
 
 from __future__ import annotations
-
-from typing import Dict, Iterable
 
 import torch
 
 from ..blocks import Block
 from ..graph import Graph
+from ..inference import MAX_BLOCK_SLOTS, accuracy, evaluate  # noqa: F401  (re-exported: the one evaluator)
 
 __all__ = ["whole_graph_block", "full_forward", "accuracy", "evaluate", "MAX_BLOCK_SLOTS"]
 
-# N * d_max above this would make the padded gathers larger than a laptop's memory.
-MAX_BLOCK_SLOTS = 400_000_000
 
 
 def whole_graph_block(g: Graph) -> Block:
@@ -54,27 +54,3 @@ def full_forward(model: torch.nn.Module, g: Graph, block: Block = None) -> torch
         block = whole_graph_block(g)
     num_layers = len(model.layers)
     return model([block] * num_layers, g.x)
-
-
-def accuracy(logits: torch.Tensor, labels: torch.Tensor) -> float:
-    if labels.numel() == 0:
-        return float("nan")
-    return float((logits.argmax(1) == labels).double().mean())
-
-
-@torch.no_grad()
-def evaluate(model: torch.nn.Module, g: Graph, splits: Iterable[str] = ("val", "test"),
-             block: Block = None) -> Dict[str, float]:
-    """Accuracy of ``model`` on each split (full neighbourhoods, eval mode; training mode is
-    restored afterwards). ``{"val": ..., "test": ...}``; NaN for a missing split."""
-    was_training = model.training
-    model.eval()
-    try:
-        logits = full_forward(model, g, block)                          # [N, C]
-    finally:
-        model.train(was_training)
-    out = {}
-    for split in splits:
-        idx = getattr(g, f"{split}_idx")
-        out[split] = float("nan") if idx is None else accuracy(logits[idx], g.y[idx])
-    return out

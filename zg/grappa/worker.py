@@ -44,7 +44,7 @@ from .checkpoint import checkpoint_file, resume, write_checkpoint
 from .comm import KINDS, CommLedger
 from .config import TrainConfig, check_plan, make_partition, super_epoch_of
 from .faults import fault_from_env, inject_fault
-from .fullgraph import evaluate, whole_graph_block
+from ..inference import evaluate
 from .history import epoch_record, history, write_json
 from .hook import HookState, average_parameters, estimator_hook, gather_row, reduce_overflow_flag
 from .launch import worker_device
@@ -192,7 +192,6 @@ def _run_worker(rank: int, world: int, cfg: TrainConfig, g: Graph, part: Optiona
             records = state["records"] if rank == 0 else []
             resumed_at = state["resumed_at"] + [first_epoch]
     eval_graph = g.to(device) if rank == 0 else None
-    eval_block = whole_graph_block(eval_graph) if rank == 0 else None
     bar = None
     if rank == 0 and cfg.progress:
         try:
@@ -242,7 +241,7 @@ def _run_worker(rank: int, world: int, cfg: TrainConfig, g: Graph, part: Optiona
                 record["rewound_batches"] = rewound
             if (epoch + 1) % cfg.eval_every == 0 or epoch == cfg.epochs - 1:
                 t = time.perf_counter()
-                acc = evaluate(model, eval_graph, ("val", "test"), block=eval_block)
+                acc = evaluate(model, eval_graph, ("val", "test"))
                 record.update(val_acc=acc["val"], test_acc=acc["test"],
                               eval_seconds=time.perf_counter() - t)
             records.append(record)
