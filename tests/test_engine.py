@@ -7,8 +7,9 @@ import torch
 
 import zg
 from zg import models
-from zg.engine import Engine
+from zg.engine import Engine, Step
 from zg.envelope import Envelope
+from zg.observe import AuditSyncs, Trace
 
 
 @pytest.fixture(scope="module")
@@ -16,11 +17,20 @@ def graph():
     return zg.datasets.csbm(num_nodes=3000, avg_degree=10, num_classes=4, feat_dim=16, seed=0)
 
 
-def engine(g, envelope="worst_case", **kw):
+def engine(g, envelope="worst_case", *, trace=False, audit=1, poll_every=8, lr=3e-3,
+           optimizer="adam", **kw):
+    """A 2-layer SAGE engine; ``trace`` attaches a Trace, ``audit`` sets the audited iterations."""
     torch.manual_seed(0)
     model = models.SAGE(16, 32, 4, 2, dropout=0.5)
     kw.setdefault("seed", 1)
-    return Engine(g, model, [5, 5], 128, envelope=envelope, **kw)
+    eng = Engine(g, model, [5, 5], 128, envelope, optimizer=zg.optim.OptimizerSpec(optimizer, lr),
+                 step=Step(poll_every=poll_every), **kw)
+    eng.observers = [AuditSyncs(audit)] + ([Trace()] if trace else [])
+    return eng
+
+
+def trace_of(eng):
+    return next(o for o in eng.observers if isinstance(o, Trace)).steps
 
 
 def params(eng):
@@ -31,7 +41,7 @@ def params(eng):
 
 
 def test_steady_state_iterations_have_zero_host_syncs(graph):
-    eng = engine(graph, "profiled", audit_iterations=3)
+    eng = engine(graph, "profiled", audit=3)
     stats = eng.train_epoch()
     assert stats.host_syncs == 0
     assert stats.iterations == eng.batches(0).__len__() and stats.replays == stats.iterations
@@ -45,15 +55,16 @@ def test_static_step_of_every_model_has_zero_host_syncs(graph, kind):
     for _ in range(2):
         torch.manual_seed(0)
         model = models.build(kind, 16, 8, 4, 2, dropout=0.5, **({"heads": 2} if kind == "gat" else {}))
-        eng = Engine(graph, model, [5, 5], 128, envelope="profiled", audit_iterations=3, seed=1)
+        eng = Engine(graph, model, [5, 5], 128, "profiled", seed=1)
+        eng.observers = [AuditSyncs(3)]
         stats = eng.train_epoch(max_batches=5)
         assert stats.host_syncs == 0 and stats.iterations == 5
         runs.append(params(eng))
     assert all(torch.equal(a, b) for a, b in zip(*runs))
 
 
-def test_dynamic_pipeline_through_the_same_api_syncs(graph):
-    eng = engine(graph, pipeline="dynamic", audit_iterations=2)
+def test_dynamic_mode_through_the_same_api_syncs(graph):
+    eng = engine(graph, mode="dynamic", audit=2)
     stats = eng.train_epoch()
     assert stats.host_syncs > 0 and stats.iterations > 0
 
@@ -66,8 +77,8 @@ def test_static_buffers_keep_their_addresses(graph):
                    eng.guard.first, eng.guard.first_wanted, eng.loss_buf, eng.optimizer._lr[0],
                    eng.g.x, eng.g.indices]
         # The sampler's marker arrays: the torch path's two, or the fused kernel's one.
-        tensors += ([eng.sampler._first, eng.sampler._local] if eng.sampler.kernel == "torch"
-                    else [eng.sampler._marker])
+        tensors += ([eng.source._first, eng.source._local] if eng.source.kernel == "torch"
+                    else [eng.source._marker])
         tensors += [p for p in eng.model.parameters()] + [p.grad for p in eng.model.parameters()]
         for state in eng.optimizer.state.values():
             tensors += [state["exp_avg"], state["exp_avg_sq"], state["step"]]
@@ -84,8 +95,8 @@ def test_static_step_reads_its_batch_on_the_device(graph):
     """The static step takes its seeds from the epoch table at the device counter and derives
     its key there: it applies exactly the batches (and node sets) the eager pipeline applies,
     bit for bit on the CPU, and the host copies nothing per iteration."""
-    static = engine(graph, Envelope([2400, 700]), trace=True, capture=True)
-    eager = engine(graph, Envelope([2400, 700]), trace=True, capture=False)
+    static = engine(graph, Envelope([2400, 700]), trace=True, mode="static")
+    eager = engine(graph, Envelope([2400, 700]), trace=True, mode="eager")
     for _ in range(2):
         static.train_epoch()
         eager.train_epoch()
@@ -112,11 +123,11 @@ def test_two_runs_with_equal_envelopes_are_bitwise_equal(graph):
 # ----------------------------------------------------------------------------- rewind
 
 
-@pytest.mark.parametrize("capture", [True, False])
+@pytest.mark.parametrize("mode", ["static", "eager"])
 @pytest.mark.parametrize("poll_every", [1, 3])
-def test_tiny_envelope_applies_exactly_the_batches_of_a_worst_case_run(graph, poll_every, capture):
-    ref = engine(graph, "worst_case", trace=True, capture=capture)
-    tiny = engine(graph, Envelope([200, 140]), trace=True, poll_every=poll_every, capture=capture)
+def test_tiny_envelope_applies_exactly_the_batches_of_a_worst_case_run(graph, poll_every, mode):
+    ref = engine(graph, "worst_case", trace=True, mode=mode)
+    tiny = engine(graph, Envelope([200, 140]), trace=True, poll_every=poll_every, mode=mode)
     for _ in range(2):
         ref_stats, tiny_stats = ref.train_epoch(), tiny.train_epoch()
         assert ref_stats.overflows == 0 and ref_stats.rewound_batches == 0
@@ -130,7 +141,7 @@ def test_tiny_envelope_applies_exactly_the_batches_of_a_worst_case_run(graph, po
     assert tiny.applied_trace() == ref.applied_trace()
     assert [t[:2] for t in ref.applied_trace()] == [(e, b) for e in range(2) for b in range(len(ref.batches(e)))]
     # Executed but not applied: exactly the rewound batches, never a step.
-    skipped = [t for t in tiny.trace if not t["applied"]]
+    skipped = [t for t in trace_of(tiny) if not t["applied"]]
     assert len(skipped) == sum(h.rewound_batches for h in tiny.history)
     diff = max(float((p - q).abs().max()) for p, q in zip(params(tiny), params(ref)))
     assert diff <= 1e-5, diff
@@ -191,7 +202,7 @@ def test_bad_checkpoints_raise_and_leave_the_engine_untouched(graph, tmp_path):
         target.load(tmp_path / "missing.pt")
 
     other = Engine(graph, models.SAGE(16, 8, 4, 2), [5, 5], 128, envelope="worst_case", seed=1)
-    with pytest.raises(ValueError, match="different configuration"):
+    with pytest.raises(ValueError, match="different settings"):
         target.load(other.save(tmp_path / "other.pt"))
     state = torch.load(good, weights_only=True)
     state["model"]["layers.0.fc_self.weight"] = torch.zeros(3, 3)
@@ -210,7 +221,8 @@ def test_bad_checkpoints_raise_and_leave_the_engine_untouched(graph, tmp_path):
 def test_cora_sage_reaches_78_percent():
     g = zg.datasets.load("cora")
     model, kwargs, epochs = zg.recipes.cora_sage()
-    eng = Engine(g, model, audit_iterations=0, **kwargs)
+    eng = Engine(g, model, **kwargs)
+    eng.observers = []
     eng.fit(epochs, progress=False)
     assert eng.evaluate("test") >= 0.78
 
@@ -241,26 +253,38 @@ def test_full_neighbour_inference_matches_a_dense_reference():
     (dict(fanouts=[5, 5, 5]), ValueError, "2 layers but fanouts has 3"),
     (dict(envelope="tight"), ValueError, "envelope must be"),
     (dict(envelope=Envelope([50, 20])), ValueError, "smaller than its"),
-    (dict(pipeline="magic"), ValueError, "pipeline must be"),
-    (dict(pipeline="dynamic", capture=True), ValueError, "capture=True needs the envelope"),
+    (dict(mode="magic"), ValueError, "mode must be one of"),
+    (dict(mode="graph"), ValueError, "'static' is its twin"),
+    (dict(mode="static", kernel="numba"), ValueError, "kernel must be"),
+    (dict(step=dict(poll_every=2)), TypeError, "step must be a zg.Step"),
     (dict(device="cuda:7"), ValueError, "CUDA is not available"),
     (dict(device="banana"), ValueError, "not a valid torch device"),
     (dict(optimizer="rmsprop"), ValueError, "optimizer must be"),
     (dict(optimizer="torch-adam"), ValueError, "optimizer must be"),
-    (dict(lr=-1.0), ValueError, "lr must be"),
-    (dict(lr=float("nan")), ValueError, "lr must be finite"),
-    (dict(lr=float("inf")), ValueError, "lr must be finite"),
-    (dict(weight_decay=float("nan")), ValueError, "weight_decay must be finite"),
-    (dict(grow_factor=float("nan")), ValueError, "grow_factor"),
-    (dict(poll_every=0), ValueError, "poll_every must be >= 1"),
+    (dict(optimizer=3), TypeError, "optimizer must be"),
+    (dict(step=zg.Step), TypeError, "step must be a zg.Step"),
 ])
 def test_bad_engine_arguments(graph, kwargs, error, match):
-    if kwargs.get("device", "").startswith("cuda") and torch.cuda.is_available():
+    if str(kwargs.get("device", "")).startswith("cuda") and torch.cuda.is_available():
+        pytest.skip("this machine has CUDA")
+    if kwargs.get("mode") == "graph" and torch.cuda.is_available():
         pytest.skip("this machine has CUDA")
     base = dict(fanouts=[5, 5], batch_size=128, envelope="worst_case")
     base.update(kwargs)
     with pytest.raises(error, match=match):
         Engine(graph, models.SAGE(16, 8, 4, 2), **base)
+
+
+@pytest.mark.parametrize("make, match", [
+    (lambda: zg.optim.adam(lr=-1.0), "lr must be"),
+    (lambda: zg.optim.adam(lr=float("nan")), "lr must be finite"),
+    (lambda: zg.optim.sgd(lr=float("inf")), "lr must be finite"),
+    (lambda: zg.optim.adam(weight_decay=float("nan")), "weight_decay must be finite"),
+    (lambda: zg.optim.OptimizerSpec("rmsprop"), "optimizer must be one of"),
+])
+def test_bad_optimizer_settings(make, match):
+    with pytest.raises(ValueError, match=match):
+        make()
 
 
 @pytest.mark.parametrize("name", ["adam", "sgd"])
@@ -300,11 +324,11 @@ def test_batch_larger_than_the_training_set_sizes_buffers_by_the_training_set(gr
     assert stats.iterations == 1 and eng.epoch_seeds.shape == (1, graph.train_idx.numel())
 
 
-@pytest.mark.parametrize("capture", [True, False])
-def test_run_batch_builds_the_epoch_order_once(graph, monkeypatch, capture):
+@pytest.mark.parametrize("mode", ["static", "eager", "dynamic"])
+def test_run_batch_builds_the_epoch_order_once(graph, monkeypatch, mode):
     """run_batch in a loop (what profilers time) must not redo the epoch's permutation per call;
     a new epoch gets its own order."""
-    eng = engine(graph, capture=capture)
+    eng = engine(graph, mode=mode)
     calls = []
     real = eng.batches
     monkeypatch.setattr(eng, "batches", lambda epoch: calls.append(epoch) or real(epoch))
@@ -339,9 +363,8 @@ def test_bad_evaluate_arguments(graph):
 @pytest.mark.cuda
 @pytest.mark.skipif(not torch.cuda.is_available(), reason="needs a CUDA GPU")
 def test_captured_step_matches_eager_on_cuda(graph):
-    captured = engine(graph.to("cuda"), Envelope([2400, 700]), device="cuda", capture=True, trace=True)
-    eager = engine(graph.to("cuda"), Envelope([2400, 700]), device="cuda", capture=True,
-                   cuda_graph=False, trace=True)
+    captured = engine(graph.to("cuda"), Envelope([2400, 700]), device="cuda", mode="graph", trace=True)
+    eager = engine(graph.to("cuda"), Envelope([2400, 700]), device="cuda", mode="static", trace=True)
     for _ in range(2):
         captured.train_epoch()
         eager.train_epoch()
@@ -353,12 +376,12 @@ def test_captured_step_matches_eager_on_cuda(graph):
 
 @pytest.mark.cuda
 @pytest.mark.skipif(not torch.cuda.is_available(), reason="needs a CUDA GPU")
-@pytest.mark.parametrize("capture", [True, False])
-def test_tiny_envelope_matches_the_worst_case_on_cuda(graph, capture):
+@pytest.mark.parametrize("mode", ["graph", "static", "eager"])
+def test_tiny_envelope_matches_the_worst_case_on_cuda(graph, mode):
     """The one overflow policy on a GPU: float atomics make this a tolerance, not bitwise."""
     g = graph.to("cuda")
-    ref = engine(g, "worst_case", device="cuda", capture=capture, trace=True)
-    tiny = engine(g, Envelope([200, 140]), device="cuda", capture=capture, trace=True)
+    ref = engine(g, "worst_case", device="cuda", mode=mode, trace=True)
+    tiny = engine(g, Envelope([200, 140]), device="cuda", mode=mode, trace=True)
     for _ in range(2):
         ref.train_epoch()
         tiny.train_epoch()
@@ -370,17 +393,18 @@ def test_tiny_envelope_matches_the_worst_case_on_cuda(graph, capture):
 
 @pytest.mark.cuda
 @pytest.mark.skipif(not torch.cuda.is_available(), reason="needs a CUDA GPU")
-@pytest.mark.parametrize("capture", [True, False])
-def test_envelope_step_makes_no_cuda_sync_on_cuda(graph, capture):
+@pytest.mark.parametrize("mode", ["graph", "eager"])
+def test_envelope_step_makes_no_cuda_sync_on_cuda(graph, mode):
     """The property itself, as CUDA sees it: torch's sync-debug mode reports no host wait in a
     steady envelope iteration, eager or captured (scalars are written by fill kernels, never
     copied from pageable host memory). The dynamic pipeline, for contrast, must wait."""
     g = graph.to("cuda")
-    eng = engine(g, Envelope([2400, 700]), device="cuda", capture=capture, audit_iterations=3)
+    eng = engine(g, Envelope([2400, 700]), device="cuda", mode=mode, audit=3)
     stats = eng.train_epoch()
     assert stats.cuda_sync_warnings == 0 and stats.host_syncs == 0
     dynamic = Engine(g, models.SAGE(g.feat_dim, 16, g.num_classes, 2), [5, 5], 32, device="cuda",
-                     pipeline="dynamic", audit_iterations=3)
+                     mode="dynamic")
+    dynamic.observers = [AuditSyncs(3)]
     assert dynamic.train_epoch().cuda_sync_warnings > 0
 
 
@@ -405,7 +429,95 @@ def test_csbm_graph_adds_accuracy_above_the_feature_floor():
 
     g = zg.datasets.csbm(num_nodes=3000, avg_degree=10, num_classes=5, feat_dim=16, homophily=0.9, seed=3)
     torch.manual_seed(0)
-    eng = Engine(g, models.SAGE(16, 32, 5, 2, dropout=0.3), [10, 10], 256, lr=5e-3, seed=0,
-                 audit_iterations=0)
+    eng = Engine(g, models.SAGE(16, 32, 5, 2, dropout=0.3), [10, 10], 256, seed=0,
+                 optimizer=zg.optim.adam(lr=5e-3))
+    eng.observers = []
     eng.fit(8, progress=False)
     assert eng.evaluate("test") > feature_only_accuracy(g) + 0.1
+
+
+# ----------------------------------------------------------------------------- the API's shape
+
+
+def test_the_constructor_is_short_and_the_old_keywords_still_work(graph):
+    import inspect
+    import warnings
+
+    params_ = [p for p in inspect.signature(Engine.__init__).parameters if p != "self"]
+    assert len(params_) <= 12, params_
+    model = lambda: models.SAGE(16, 8, 4, 2)   # noqa: E731
+    for old, mode in [(dict(capture=False), "eager"), (dict(capture=True), "static"),
+                      (dict(pipeline="dynamic"), "dynamic"), (dict(cuda_graph=False), "static")]:
+        with pytest.warns(DeprecationWarning, match="mode="):
+            eng = Engine(graph, model(), [5, 5], 128, **old)
+        assert eng.mode == mode
+    with pytest.warns(DeprecationWarning, match="zg.optim.adam"):
+        eng = Engine(graph, model(), [5, 5], 128, lr=0.05, weight_decay=1e-4)
+    assert (eng.settings.lr, eng.settings.weight_decay) == (0.05, 1e-4)
+    with pytest.warns(DeprecationWarning, match="step=zg.Step"):
+        eng = Engine(graph, model(), [5, 5], 128, poll_every=3, grow_factor=2.0)
+    assert (eng.step.poll_every, eng.step.grow_factor) == (3, 2.0)
+    with pytest.warns(DeprecationWarning, match="observers"):
+        eng = Engine(graph, model(), [5, 5], 128, audit_iterations=0, trace=True)
+    assert [type(o) for o in eng.observers] == [Trace]
+    with pytest.raises(TypeError, match="give mode=... alone"):
+        with warnings.catch_warnings():
+            warnings.simplefilter("ignore")
+            Engine(graph, model(), [5, 5], 128, mode="eager", capture=True)
+    with pytest.raises(TypeError, match="by keyword"):
+        Engine(graph, model(), [5, 5], 128, "worst_case", "adam")
+
+
+@pytest.mark.parametrize("kwargs, match", [
+    (dict(poll_every=0), "Step.poll_every must be >= 1"),
+    (dict(grow_factor=float("nan")), "Step.grow_factor"),
+    (dict(grow_factor=1.0), "Step.grow_factor"),
+])
+def test_bad_step_settings(kwargs, match):
+    with pytest.raises(ValueError, match=match):
+        Step(**kwargs)
+    with pytest.raises(TypeError, match="Step.loss must be callable"):
+        Step(loss="cross-entropy")
+
+
+@pytest.mark.parametrize("mode", ["dynamic", "eager", "static"])
+def test_every_mode_trains_the_same_batches_in_the_same_order(graph, mode):
+    """One loop for every mode: the same seed order, the same sampled node sets (dynamic compacts
+    in another order, so only the node *sets* agree, which is what the hash sees)."""
+    ref = engine(graph, "worst_case", trace=True, mode="static")
+    other = engine(graph, "worst_case", trace=True, mode=mode)
+    ref.train_epoch()
+    stats = other.train_epoch()
+    assert other.applied_trace() == ref.applied_trace()
+    assert stats.iterations == len(ref.batches(0))
+    if mode == "dynamic":
+        assert other.envelope is None and stats.envelope_sizes == []
+
+
+def test_observers_see_every_executed_batch_and_fill_the_stats(graph):
+    from zg.observe import Observer
+
+    class Count(Observer):
+        def __init__(self):
+            self.calls = []
+
+        def epoch_start(self, engine, epoch, first_batch):
+            self.calls.append(("start", epoch, first_batch))
+
+        def batch_end(self, engine, epoch, batch):
+            assert engine.last_batch is not None and engine.applied is not None
+            self.calls.append(("batch", batch))
+
+        def epoch_end(self, engine, stats):
+            stats.loss_seen_by_observer = stats.loss
+
+    eng = engine(graph, Envelope([200, 140]), poll_every=2)
+    count = Count()
+    stats = eng.train_epoch(observers=[count])
+    batches = [c for c in count.calls if c[0] == "batch"]
+    assert count.calls[0] == ("start", 0, 0)
+    assert len(batches) == stats.replays and stats.overflows >= 1
+    assert stats.loss_seen_by_observer == stats.loss
+    assert count not in eng.observers, "observers given to one call are not kept"
+    with pytest.raises(ValueError, match="no zg.observe.Trace"):
+        eng.applied_trace()

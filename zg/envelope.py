@@ -186,6 +186,39 @@ class Envelope:
             rows = sizes[i]
         return sizes
 
+    @classmethod
+    def resolve(cls, envelope: Any, g, fanouts: Sequence[int], batch_size: int, *,
+                replace: bool = False, seed: int = 0, nodes: Any = None,
+                quantile: float = 0.99, margin: float = 0.05) -> "Envelope":
+        """The one place an ``envelope`` argument becomes an :class:`Envelope` for a sampler.
+
+        ``envelope``: "profiled" (:meth:`profile` with ``quantile``, ``margin``, ``replace``,
+        ``seed`` and ``nodes``), "worst_case" (:meth:`worst_case`), or an Envelope. An Envelope
+        of bare sizes (or one sized for another batch size) is told what it is for, so it can
+        grow after an overflow; then it is checked against ``fanouts``, ``batch_size`` and the
+        graph.
+        """
+        if isinstance(envelope, str):
+            if envelope == "profiled":
+                return cls.profile(g, fanouts, batch_size, replace=replace, seed=seed, nodes=nodes,
+                                   quantile=quantile, margin=margin)
+            if envelope == "worst_case":
+                return cls.worst_case(g, fanouts, batch_size)
+            raise ValueError(f"envelope must be 'profiled', 'worst_case' or a zg.Envelope, got {envelope!r}")
+        if not isinstance(envelope, Envelope):
+            raise TypeError(f"envelope must be 'profiled', 'worst_case' or a zg.Envelope, got "
+                            f"{type(envelope).__name__}")
+        fanouts = fanouts_arg(fanouts, "fanouts")
+        if len(envelope.sizes) != len(fanouts):
+            raise ValueError(f"envelope has {len(envelope.sizes)} sizes but fanouts has "
+                             f"{len(fanouts)} entries; give one envelope size per layer")
+        if envelope.fanouts is None or envelope.batch_size != batch_size:
+            envelope = cls(envelope.sizes, envelope.policy, fanouts=fanouts, batch_size=batch_size,
+                           num_nodes=g.num_nodes, observed=envelope.observed,
+                           settings=envelope.settings, max_degree=max_in_degree(g))
+        envelope.check(fanouts, batch_size, g.num_nodes)
+        return envelope
+
     def grow(self, factor: float = 1.5, observed: Optional[Sequence[int]] = None) -> "Envelope":
         """The envelope to use after an overflow.
 

@@ -18,11 +18,13 @@ The update is PyTorch's Adam (Kingma & Ba, with PyTorch's L2 ``weight_decay``)::
 
 from __future__ import annotations
 
-from typing import Iterable, Optional
+from dataclasses import dataclass
+from typing import Any, Iterable, Optional
 
 import torch
 
-__all__ = ["DeviceAdam", "DeviceSGD", "make_optimizer", "OPTIMIZERS"]
+__all__ = ["DeviceAdam", "DeviceSGD", "make_optimizer", "OPTIMIZERS", "OptimizerSpec", "adam", "sgd",
+           "optimizer_spec"]
 
 OPTIMIZERS = ("adam", "sgd")
 
@@ -164,3 +166,45 @@ def make_optimizer(model: torch.nn.Module, name: str = "adam", lr: float = 3e-3,
     if name == "sgd":
         return DeviceSGD(params, lr=lr, weight_decay=weight_decay)
     raise ValueError(f"optimizer must be one of {OPTIMIZERS}, got {name!r}")
+
+
+@dataclass(frozen=True)
+class OptimizerSpec:
+    """An optimizer before it has parameters: ``name`` ("adam" | "sgd"), ``lr``, ``weight_decay``.
+
+    What :class:`zg.Engine` takes as ``optimizer=`` (also the strings "adam" / "sgd" for the
+    defaults); the Engine builds it over its model's parameters and records it in its settings.
+    """
+
+    name: str = "adam"
+    lr: float = 3e-3
+    weight_decay: float = 0.0
+
+    def __post_init__(self):
+        if self.name not in OPTIMIZERS:
+            raise ValueError(f"optimizer must be one of {OPTIMIZERS}, got {self.name!r}")
+        object.__setattr__(self, "lr", _check_hyper(self.lr, "lr", open_low=True))
+        object.__setattr__(self, "weight_decay", _check_hyper(self.weight_decay, "weight_decay"))
+
+    def build(self, model: torch.nn.Module) -> torch.optim.Optimizer:
+        return make_optimizer(model, self.name, self.lr, self.weight_decay)
+
+
+def adam(lr: float = 3e-3, weight_decay: float = 0.0) -> OptimizerSpec:
+    """:class:`DeviceAdam` with these settings, for ``zg.Engine(..., optimizer=zg.optim.adam(lr=...))``."""
+    return OptimizerSpec("adam", lr, weight_decay)
+
+
+def sgd(lr: float = 3e-3, weight_decay: float = 0.0) -> OptimizerSpec:
+    """:class:`DeviceSGD` with these settings, for ``zg.Engine(..., optimizer=zg.optim.sgd(lr=...))``."""
+    return OptimizerSpec("sgd", lr, weight_decay)
+
+
+def optimizer_spec(optimizer: Any) -> OptimizerSpec:
+    """"adam" | "sgd" | an :class:`OptimizerSpec` -> the spec (TypeError / ValueError name ``optimizer``)."""
+    if isinstance(optimizer, OptimizerSpec):
+        return optimizer
+    if isinstance(optimizer, str):
+        return OptimizerSpec(optimizer)
+    raise TypeError(f"optimizer must be 'adam', 'sgd', zg.optim.adam(...), zg.optim.sgd(...) or a "
+                    f"zg.optim.DeviceAdam/DeviceSGD, got {type(optimizer).__name__}")

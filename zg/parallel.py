@@ -44,7 +44,7 @@ __all__ = ["train", "GradientAllReduce", "shares"]
 def shares(order: torch.Tensor, batch_size: int, rank: int, world: int) -> List[torch.Tensor]:
     """Process ``rank``'s share of every global batch of ``order`` (cut into ``batch_size``
     chunks, each split into ``world`` near-equal parts; a part may be empty)."""
-    from .pipeline import batch_ranges
+    from .rng import batch_ranges
 
     return [torch.tensor_split(order[start:end], world)[rank]
             for start, end in batch_ranges(order.numel(), batch_size)]
@@ -85,8 +85,8 @@ def _sum_loss(counter: Dict[str, torch.Tensor]):
 
 
 def _worker(rank: int, world: int, g: Graph, options: Dict[str, Any], out: str) -> None:
-    from . import models
-    from .engine import Engine
+    from . import models, optim
+    from .engine import Engine, Step
     from .grappa.launch import worker_device
 
     device = worker_device(dist.get_backend(), rank)
@@ -104,11 +104,13 @@ def _worker(rank: int, world: int, g: Graph, options: Dict[str, Any], out: str) 
     if isinstance(envelope, list):
         from .envelope import Envelope
         envelope = Envelope(envelope)
-    eng = Engine(g, model, options["fanouts"], share_rows, envelope=envelope,
-                 lr=options["lr"], device=device, capture=True, seed=seed,
-                 poll_every=options["poll_every"], audit_iterations=1,
-                 batches=lambda epoch: shares(epoch_order(nodes, seed, epoch), batch_size, rank, world),
-                 loss=_sum_loss(counter), reduce=reduce, guard=guard)
+    mode = "graph" if device.type == "cuda" else "static"      # the all-reduce rides the step
+    eng = Engine(g, model, options["fanouts"], share_rows, envelope, mode=mode, device=device,
+                 seed=seed, optimizer=optim.adam(lr=options["lr"]),
+                 step=Step(batches=lambda epoch: shares(epoch_order(nodes, seed, epoch), batch_size,
+                                                        rank, world),
+                           loss=_sum_loss(counter), reduce=reduce, guard=guard,
+                           poll_every=options["poll_every"]))
     reduce.params = [p for p in eng.model.parameters() if p.requires_grad]   # on the device now
     records = []
     for epoch in range(options["epochs"]):

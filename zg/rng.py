@@ -18,9 +18,11 @@ CUDA Graph and still draw exactly the same.
 
 from __future__ import annotations
 
+from typing import List, Tuple
+
 import torch
 
-__all__ = ["mix64", "batch_key", "batch_key_device", "dropout_seed", "seed_dropout", "order_seed", "worker_seed",
+__all__ = ["batch_ranges", "epoch_batches", "mix64", "batch_key", "batch_key_device", "dropout_seed", "seed_dropout", "order_seed", "worker_seed",
            "epoch_order", "PROFILE_EPOCH", "EVAL_EPOCH"]
 
 PROFILE_EPOCH = -1      # Envelope.profile's warm-up batches
@@ -112,6 +114,18 @@ def epoch_order(nodes: torch.Tensor, seed: int, epoch: int) -> torch.Tensor:
     """The seeded shuffle of ``nodes`` used for ``epoch`` (int64 [len(nodes)], on the host)."""
     gen = torch.Generator().manual_seed(order_seed(seed, epoch))
     return nodes.cpu()[torch.randperm(nodes.numel(), generator=gen)]
+
+
+def batch_ranges(count: int, batch_size: int) -> List[Tuple[int, int]]:
+    """[(start, end)] of the consecutive batches of ``count`` items (the last may be short)."""
+    return [(s, min(s + batch_size, count)) for s in range(0, count, batch_size)]
+
+
+def epoch_batches(nodes: torch.Tensor, seed: int, epoch: int, batch_size: int) -> List[torch.Tensor]:
+    """The seed tensors of every batch of ``epoch``: :func:`epoch_order` cut into ``batch_size``
+    chunks. The DGL baseline and every zg mode visit these, in this order."""
+    order = epoch_order(nodes, seed, epoch)
+    return [order[s:e] for s, e in batch_ranges(order.numel(), batch_size)]
 
 
 def worker_seed(*parts: int) -> int:

@@ -217,14 +217,15 @@ class OverflowGuard:
 # ----------------------------------------------------------------------------- the step
 
 
-def train_step(sample: Callable, model: torch.nn.Module, optimizer: torch.optim.Optimizer,
+def train_step(sample, model: torch.nn.Module, optimizer: torch.optim.Optimizer,
                features: torch.Tensor, labels: torch.Tensor, *, guard: Optional[OverflowGuard] = None,
                batch=0, loss: Optional[Callable] = None, forward: Optional[Callable] = None,
                reduce: Optional[Callable[[], None]] = None, clock: Optional[Callable[[str], None]] = None):
     """One iteration: sample -> compact -> gather -> forward -> loss -> backward -> step.
 
     Args:
-        sample: ``sample(clock) -> MiniBatch`` (the source; it laps "sample"/"compact").
+        sample: the sampled :class:`zg.MiniBatch` (its source already lapped "sample" and
+            "compact"), or ``sample(clock) -> MiniBatch`` to sample here.
         model, optimizer: the zg model and a zg optimizer (``step(apply=...)``).
         features: float [N, F], or ``features(input_nodes) -> [S0, F]`` (a remote fetch);
             labels int64 [N]: what the gather stage reads.
@@ -238,7 +239,7 @@ def train_step(sample: Callable, model: torch.nn.Module, optimizer: torch.optim.
     Returns:
         (loss detached 0-d, the MiniBatch, apply bool [] or None).
     """
-    mb = sample(clock)
+    mb = sample(clock) if callable(sample) else sample
     if guard is not None:
         guard.observe(mb, batch)
     x = features(mb.input_nodes) if callable(features) else features.index_select(0, mb.input_nodes)   # [S0, F]
@@ -260,6 +261,52 @@ def train_step(sample: Callable, model: torch.nn.Module, optimizer: torch.optim.
     return value.detach(), mb, apply
 
 
+# ----------------------------------------------------------------------------- the policy's clock
+
+
+class OverflowPoll:
+    """When the host looks at the overflow flag, and what it has seen so far.
+
+    Call :meth:`after` once per executed batch with that batch's index. Every ``poll_every``
+    executed batches it reads the copy of the guard it started at the previous poll point (so
+    on a GPU the read never waits for the queue to drain) and starts the next copy; at ``end``
+    it reads the guard itself. It returns the first overflowed batch when one is seen (the
+    caller grows the envelope, :meth:`OverflowGuard.reset`, and resumes there), else None. The
+    read points depend only on the batch count, so processes that share a reduced guard rewind
+    at the same batch. Counts: ``executed`` (rewound runs included), ``rewound``, ``overflows``,
+    ``polls``.
+    """
+
+    def __init__(self, guard: OverflowGuard, poll_every: int, start: int, end: int):
+        self.guard, self.poll_every, self.end = guard, poll_every, end
+        self.executed = self.rewound = self.overflows = self.polls = 0
+        self._seen_max, self._since_poll = start, 0
+        self._pending, self._handle = False, None
+
+    def after(self, batch: int) -> Optional[int]:
+        self.executed += 1
+        self.rewound += batch < self._seen_max
+        self._seen_max = max(self._seen_max, batch + 1)
+        self._since_poll += 1
+        nxt = batch + 1
+        if self._since_poll < self.poll_every and nxt < self.end:
+            return None
+        self._since_poll = 0
+        first = None
+        if self._pending:
+            first = self.guard.poll_read(self._handle)
+            self._pending, self._handle = False, None
+        if first is None and nxt == self.end:                 # the end: a real read of the guard
+            first = self.guard.poll_read(self.guard.poll_start())
+        elif first is None:
+            self._pending, self._handle = True, self.guard.poll_start()
+        self.polls += 1
+        if first is not None:
+            self.overflows += 1
+            self._pending, self._handle = False, None
+        return first
+
+
 # ----------------------------------------------------------------------------- the loop
 
 
@@ -276,53 +323,39 @@ class BatchRun:
 
     def mean_loss(self) -> float:
         """One host read for the whole run."""
-        if not self.losses:
-            return float("nan")
-        return float(torch.stack([self.losses[b] for b in sorted(self.losses)]).double().mean())
+        return mean_loss(self.losses)
+
+
+def mean_loss(losses: Dict[int, torch.Tensor]) -> float:
+    """The mean of the applied batches' losses (by batch index), with one host read."""
+    if not losses:
+        return float("nan")
+    return float(torch.stack([losses[b] for b in sorted(losses)]).double().mean())
 
 
 def run_batches(run_batch: Callable[[int], torch.Tensor], start: int, end: int, guard: OverflowGuard,
                 poll_every: int, rewind: Callable[[int], None],
                 after_step: Optional[Callable[[int], None]] = None) -> BatchRun:
-    """Run batches ``start .. end-1`` with the one overflow policy.
+    """Run batches ``start .. end-1`` with the one overflow policy (what ``zg.Engine.train_epoch``
+    writes out in its own loop, as a function for labs and tests).
 
-    ``run_batch(b)`` runs batch ``b`` (its step gated by ``guard``) and returns its loss tensor.
-    Every ``poll_every`` executed batches the host reads the copy of the guard it started at the
-    previous poll point; at ``end`` it reads the guard itself. The read points depend only on
-    the batch count, so processes that share a reduced guard rewind at the same batch. On an
-    overflow: ``rewind(first)`` grows the envelope and rebuilds; the loop resumes at ``first``.
+    ``run_batch(b)`` runs batch ``b`` (its step gated by ``guard``) and returns its loss tensor;
+    :class:`OverflowPoll` decides when the host looks. On an overflow: ``rewind(first)`` grows
+    the envelope and rebuilds; the loop resumes at ``first``.
     """
     out = BatchRun()
-    b, seen_max, since_poll = start, start, 0
-    pending, handle = False, None          # a copy of the guard started at the last poll point
+    poll = OverflowPoll(guard, poll_every, start, end)
+    b = start
     while b < end:
         out.losses[b] = run_batch(b)
-        out.executed += 1
-        if b < seen_max:
-            out.rewound += 1
-        seen_max = max(seen_max, b + 1)
         if after_step is not None:
             after_step(b)
+        first = poll.after(b)
         b += 1
-        since_poll += 1
-        if since_poll < poll_every and b < end:
-            continue
-        since_poll = 0
-        first = None
-        if pending:
-            first = guard.poll_read(handle)
-            pending, handle = False, None
-        if first is None and b == end:                   # the end: a real read of the guard
-            first = guard.poll_read(guard.poll_start())
-        elif first is None:
-            pending, handle = True, guard.poll_start()
-        out.polls += 1
         if first is not None:
-            out.overflows += 1
-            pending, handle = False, None
-            for later in [k for k in out.losses if k >= first]:
-                del out.losses[later]
+            out.losses = {k: v for k, v in out.losses.items() if k < first}
             rewind(first)
             guard.reset()
             b = first
+    out.executed, out.rewound, out.overflows, out.polls = poll.executed, poll.rewound, poll.overflows, poll.polls
     return out

@@ -1,27 +1,26 @@
 """The standard DGL pipeline: ``dgl.dataloading.NeighborSampler`` + ``DataLoader`` + ``dgl.nn``.
 
-Where it sits: the "what a DGL user writes" baseline beside zg's dynamic and envelope
-pipelines (:mod:`zg.pipeline`). It shares with them the seed order of every epoch, the batches,
-the gather, the loss, the optimizer and the loop; only the sampler (DGL's C++ sampler behind its
-DataLoader) and the layers (``dgl.nn``) are DGL's. The model has the same configuration as the
+Where it sits: the "what a DGL user writes" baseline, ``zg.Engine(..., mode="dgl")``, beside
+zg's own modes. It shares with them the seed order of every epoch, the batches, the gather, the
+loss, the optimizer and the loop; only the sampler (DGL's C++ sampler behind its DataLoader,
+:class:`DGLSource`) and the layers (``dgl.nn``, :class:`DGLModel`) are DGL's. The model has the same configuration as the
 zg model of the same name: same layer widths, activations, dropout and head handling, and the
 same parameter names, so ``zg_model.load_state_dict(dgl_model.state_dict())`` works.
 """
 
 from __future__ import annotations
 
-from typing import Sequence
+from typing import Callable, List, Sequence
 
 import torch
 import torch.nn.functional as F
 from torch import nn
 
 from ..interop import require_dgl
-from ..pipeline import Pipeline
 from ..rng import order_seed
 from ..sampling import MiniBatch
 
-__all__ = ["DGLModel", "DGLPipeline"]
+__all__ = ["DGLModel", "DGLSource"]
 
 
 class DGLModel(nn.Module):
@@ -66,40 +65,52 @@ class DGLModel(nn.Module):
         return h
 
 
-class DGLPipeline(Pipeline):
-    """DGL's NeighborSampler behind DGL's DataLoader, with ``dgl.nn`` layers.
+class DGLSource:
+    """The "dgl" mode's source: DGL's NeighborSampler behind DGL's DataLoader.
 
-    The DataLoader iterates over this epoch's shared seed order (``shuffle=False`` on an
-    already shuffled order), so its batches are exactly the zg pipelines' batches.
+    Each epoch's DataLoader iterates over that epoch's seed order (``shuffle=False`` on the
+    Engine's already shuffled batches), so DGL samples exactly the batches every zg mode trains
+    on. ``sample(seeds, epoch, batch)`` advances the loader when asked for the batch that comes
+    next (the epoch loop), and otherwise starts a loader at that batch (a profiler jumping
+    around). DGL draws from its own and torch's generators, seeded from (seed, epoch) when a
+    loader starts.
+
+    Args:
+        g: the zg graph. fanouts: input layer first (DGL's order too). batch_size: the rows
+            of every batch. replace: sample with replacement. seed: the Engine's seed.
+        batches: ``batches(epoch) -> list of seed tensors`` (the Engine's).
     """
 
-    name = "DGL"
-
-    def __init__(self, g, model: nn.Module, fanouts: Sequence[int], batch_size: int, *,
-                 replace: bool = False, **kwargs):
-        super().__init__(g, model, fanouts, batch_size, **kwargs)
+    def __init__(self, g, fanouts: Sequence[int], batch_size: int, *, replace: bool = False,
+                 seed: int = 0, batches: Callable[[int], List[torch.Tensor]]):
         dgl = require_dgl()
-        self.dgl = dgl
+        self.dgl, self.g, self.device = dgl, g, g.device
         self.dgl_graph = g.to_dgl()
-        self.sampler = dgl.dataloading.NeighborSampler(self.fanouts, replace=replace)
+        self.batch_size, self.seed, self.batches = batch_size, seed, batches
+        self.sampler = dgl.dataloading.NeighborSampler(list(fanouts), replace=replace)
+        self._at = None                                   # (epoch, next batch) of the loader
         self._iter = None
 
-    def batches(self, epoch):
-        dgl = self.dgl
-        order = list(super().batches(epoch))
-        seeds_all = torch.cat([s for _, s in order]).to(self.device)
+    def _start(self, epoch: int, batch: int) -> None:
+        seeds_all = torch.cat(self.batches(epoch)[batch:]).to(self.device)
         seed = order_seed(self.seed, epoch)
-        torch.manual_seed(seed)                              # DGL's sampler draws from torch's RNG
-        dgl.seed(seed)
-        loader = dgl.dataloading.DataLoader(self.dgl_graph, seeds_all, self.sampler,
-                                            batch_size=self.batch_size, shuffle=False,
-                                            drop_last=False, num_workers=0)
-        self._iter = iter(loader)
-        yield from order
+        # Starting a loader draws from torch's generator; the batch's dropout seed (set just
+        # before) must survive it, so the generator is put back afterwards.
+        state = torch.random.get_rng_state()
+        torch.manual_seed(seed)
+        self.dgl.seed(seed)
+        loader = self.dgl.dataloading.DataLoader(self.dgl_graph, seeds_all, self.sampler,
+                                                 batch_size=self.batch_size, shuffle=False,
+                                                 drop_last=False, num_workers=0)
+        self._iter, self._at = iter(loader), (epoch, batch)
+        torch.random.set_rng_state(state)
 
-    def sample(self, seeds, epoch, batch, clock=None):
+    def sample(self, seeds, epoch: int = 0, batch: int = 0, clock=None) -> MiniBatch:
+        if self._at != (epoch, batch):
+            self._start(epoch, batch)
         # DGL samples inside its DataLoader's iterator: advancing it *is* DGL's sample stage.
         input_nodes, output_nodes, blocks = next(self._iter)
+        self._at = (epoch, batch + 1)
         if clock is not None:
             clock("sample")
         n = output_nodes.numel()

@@ -1,0 +1,169 @@
+"""Observers: what measures a training epoch, attached to the Engine from outside its loop.
+
+Where it sits: around :meth:`zg.Engine.train_epoch`, never inside the chain
+
+    seeds -> sample -> compact -> gather -> forward -> loss -> backward -> step
+
+The loop calls every observer at four points and does nothing else for them::
+
+    observer.epoch_start(engine, epoch, first_batch)
+    observer.batch_start(engine, epoch, batch)     # just before the step runs
+    observer.batch_end(engine, epoch, batch)       # just after (engine.last_batch, engine.applied)
+    observer.epoch_end(engine, stats)              # may fill fields of the EpochStats
+
+An Engine holds a list, ``engine.observers`` (default: ``[AuditSyncs(1)]``, so every epoch says
+how many host syncs a steady iteration made); ``train_epoch(observers=[...])`` adds more for one
+call. The kit's observers:
+
+* :class:`AuditSyncs`: runs the first ``iterations`` steady-state batches of an epoch under
+  :class:`zg.audit.SyncAudit` and writes ``stats.host_syncs`` (and, on CUDA, the independent
+  count of torch's sync-debug mode, ``stats.cuda_sync_warnings``).
+* :class:`Trace`: remembers (epoch, batch, node-set hash, applied) of every executed step, so a
+  test or a notebook can check which batches were applied, in which order, after rewinds.
+* :class:`Progress`: advances a tqdm bar one tick per executed batch.
+* :class:`Callbacks`: plain ``before(epoch, batch)`` / ``after(epoch, batch)`` functions (what a
+  Grappa worker or a test hooks in; :class:`zg.engine.Step` passes its own here).
+
+The stage clock is not an observer: the laps are the stage names of the chain itself, and
+:meth:`zg.Engine.run_batch` takes a :class:`zg.step.StageClock` when a profiler asks.
+"""
+
+from __future__ import annotations
+
+from typing import Callable, List, Optional
+
+import torch
+
+from .audit import SyncAudit
+from .rng import mix64
+
+__all__ = ["Observer", "AuditSyncs", "Trace", "Progress", "Callbacks", "node_set_hash"]
+
+
+class Observer:
+    """The interface (every method optional: the defaults do nothing)."""
+
+    def epoch_start(self, engine, epoch: int, first_batch: int) -> None:
+        pass
+
+    def batch_start(self, engine, epoch: int, batch: int) -> None:
+        pass
+
+    def batch_end(self, engine, epoch: int, batch: int) -> None:
+        pass
+
+    def epoch_end(self, engine, stats) -> None:
+        pass
+
+
+class AuditSyncs(Observer):
+    """Host syncs per steady-state iteration, counted by :class:`zg.audit.SyncAudit`.
+
+    The first ``iterations`` batches of each epoch that are not the engine's very first step
+    (which allocates, compiles and warms caches) run under the audit; ``epoch_end`` writes the
+    mean per iteration into ``stats.host_syncs`` (None when no batch was audited).
+    """
+
+    def __init__(self, iterations: int = 1):
+        if isinstance(iterations, bool) or not isinstance(iterations, int) or iterations < 0:
+            raise ValueError(f"iterations must be an int >= 0, got {iterations!r}")
+        self.iterations = iterations
+        self._audit: Optional[SyncAudit] = None
+
+    def epoch_start(self, engine, epoch, first_batch):
+        self.done = self.syncs = self.warnings = 0
+
+    def batch_start(self, engine, epoch, batch):
+        if self.done < self.iterations and engine.steps_done > 0:
+            self._audit = SyncAudit().__enter__()
+
+    def batch_end(self, engine, epoch, batch):
+        if self._audit is not None:
+            self._audit.__exit__(None, None, None)
+            self.done += 1
+            self.syncs += self._audit.host_syncs
+            self.warnings += self._audit.cuda_sync_warnings
+            self._audit = None
+
+    def epoch_end(self, engine, stats):
+        if self.done:
+            stats.host_syncs = self.syncs / self.done
+            if engine.device.type == "cuda":
+                stats.cuda_sync_warnings = self.warnings / self.done
+
+
+def node_set_hash(mb) -> torch.Tensor:
+    """int64 []: an order-independent hash of every block's true source-node set (device)."""
+    total = torch.zeros((), dtype=torch.int64, device=mb.seeds.device)
+    for i, b in enumerate(mb.blocks):
+        rows = torch.arange(b.src_nodes.shape[0], device=b.src_nodes.device)
+        h = mix64(b.src_nodes * 131 + i)
+        total = total + torch.where(rows < b.num_src, h, 0).sum()
+    return total
+
+
+class Trace(Observer):
+    """Every executed step: ``{"epoch", "batch", "hash", "applied"}`` in ``self.steps``.
+
+    The hash (:func:`node_set_hash`) and the applied flag are device values, read once per
+    epoch (at ``epoch_end``), never per step. A captured step's mini-batch lives in the CUDA
+    Graph's buffers, which every replay rewrites, so the hash is taken right after each step.
+    """
+
+    def __init__(self):
+        self.steps: List[dict] = []
+        self._pending: List[torch.Tensor] = []
+
+    def batch_end(self, engine, epoch, batch):
+        applied = engine.applied if engine.applied is not None else torch.ones((), dtype=torch.bool)
+        self._pending.append(torch.stack([node_set_hash(engine.last_batch),
+                                          applied.to(torch.int64).to(engine.device)]))
+        self.steps.append({"epoch": epoch, "batch": batch})
+
+    def epoch_end(self, engine, stats):
+        self.flush()
+
+    def flush(self) -> None:
+        if not self._pending:
+            return
+        values = torch.stack(self._pending).cpu().tolist()
+        waiting = [s for s in self.steps if "hash" not in s]
+        for entry, (h, applied) in zip(waiting, values):
+            entry["hash"], entry["applied"] = h, bool(applied)
+        self._pending = []
+
+    def applied(self) -> List[tuple]:
+        """(epoch, batch, node-set hash) of every applied step, in order."""
+        self.flush()
+        return [(s["epoch"], s["batch"], s["hash"]) for s in self.steps if s.get("applied")]
+
+
+class Progress(Observer):
+    """One tick of a tqdm bar (or anything with ``update(n)``) per executed batch."""
+
+    def __init__(self, bar):
+        if not callable(getattr(bar, "update", None)):
+            raise TypeError(f"bar must have an update(n) method (a tqdm bar), got {type(bar).__name__}")
+        self.bar = bar
+
+    def batch_end(self, engine, epoch, batch):
+        self.bar.update(1)
+
+
+class Callbacks(Observer):
+    """``before(epoch, batch)`` and ``after(epoch, batch)`` around every executed batch."""
+
+    def __init__(self, before: Optional[Callable[[int, int], None]] = None,
+                 after: Optional[Callable[[int, int], None]] = None):
+        for name, f in (("before", before), ("after", after)):
+            if f is not None and not callable(f):
+                raise TypeError(f"{name} must be callable or None, got {type(f).__name__}")
+        self.before, self.after = before, after
+
+    def batch_start(self, engine, epoch, batch):
+        if self.before is not None:
+            self.before(epoch, batch)
+
+    def batch_end(self, engine, epoch, batch):
+        if self.after is not None:
+            self.after(epoch, batch)
