@@ -9,6 +9,7 @@ from zg import models
 from zg import experiments as ex
 from zg.engine import Engine
 from zg.envelope import Envelope
+from zg.observe import Trace
 
 
 FANOUTS = [4, 3]
@@ -19,17 +20,19 @@ def graph():
     return zg.datasets.csbm(num_nodes=2000, avg_degree=8, num_classes=4, feat_dim=16, seed=0)
 
 
-def engine(g, envelope="worst_case", **kw):
+def engine(g, envelope="worst_case", trace=False):
     torch.manual_seed(0)
-    return Engine(g, models.SAGE(g.feat_dim, 16, g.num_classes, len(FANOUTS)), FANOUTS, 64,
-                  envelope=envelope, seed=1, **kw)
+    eng = Engine(g, models.SAGE(g.feat_dim, 16, g.num_classes, len(FANOUTS)), FANOUTS, 64,
+                 envelope, seed=1)
+    eng.observers = [Trace()] if trace else []
+    return eng
 
 
 def test_static_addresses_cover_the_step_and_stay_put(graph):
     eng = engine(graph)
     eng.train_epoch(max_batches=1)
     before = ex.static_addresses(eng)
-    marker = "sampler.first" if eng.sampler.kernel == "torch" else "sampler.marker"   # fused kernel: one array
+    marker = "sampler.first" if eng.source.kernel == "torch" else "sampler.marker"   # fused kernel: one array
     for key in ("engine.epoch_seeds", "engine.counter", "guard.overflowed", "optim.lr.0", marker, "graph.x"):
         assert key in before, f"expected {key} among the static addresses, got {sorted(before)}"
     assert any(k.startswith("param.") for k in before) and any(k.startswith("grad.") for k in before)
@@ -58,7 +61,7 @@ def test_parameter_comparisons():
 
 
 def test_trace_steps_shows_skipped_and_rerun_steps(graph):
-    eng = engine(graph, Envelope([64] * len(FANOUTS)), trace=True, audit_iterations=0)
+    eng = engine(graph, Envelope([64] * len(FANOUTS)), trace=True)
     stats = eng.train_epoch()
     rows = ex.trace_steps(eng)
     assert [r["order"] for r in rows] == list(range(len(rows))) and len(rows) == stats.replays
@@ -66,5 +69,5 @@ def test_trace_steps_shows_skipped_and_rerun_steps(graph):
     applied = [(r["epoch"], r["batch"]) for r in rows if r["applied"]]
     assert skipped and stats.overflows >= 1
     assert applied == [(0, b) for b in range(len(eng.batches(0)))]    # each batch applied once, in order
-    with pytest.raises(ValueError, match="trace=True"):
+    with pytest.raises(ValueError, match="no zg.observe.Trace"):
         ex.trace_steps(engine(graph))

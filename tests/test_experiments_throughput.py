@@ -9,7 +9,8 @@ import torch
 import zg
 from zg import models
 from zg import experiments as ex
-from zg.pipeline import STAGES, DynamicPipeline, EnvelopePipeline
+from zg.engine import Engine
+from zg.step import STAGES
 
 
 FANOUTS = [4, 3]
@@ -25,11 +26,12 @@ def seeds(graph):
     return graph.train_idx[:64]
 
 
-@pytest.mark.parametrize("cls", [DynamicPipeline, EnvelopePipeline])
-def test_time_stages_of_zg_pipelines(graph, seeds, cls):
+@pytest.mark.parametrize("mode, kernel", [("dynamic", "auto"), ("eager", "torch"), ("static", "auto")])
+def test_time_stages_of_zg_modes(graph, mode, kernel):
     torch.manual_seed(0)
-    pipe = cls(graph, models.SAGE(graph.feat_dim, 16, graph.num_classes, len(FANOUTS)), FANOUTS, 64)
-    events = ex.time_stages(pipe, seeds, repeats=1)
+    eng = Engine(graph, models.SAGE(graph.feat_dim, 16, graph.num_classes, len(FANOUTS)), FANOUTS, 64,
+                 mode=mode, kernel=kernel)
+    events = ex.time_stages(eng, repeats=1)
     stages = [e["stage"] for e in events]
     assert set(stages) <= set(STAGES)
     assert stages.count("compact") == len(FANOUTS)                      # one report per hop
@@ -41,36 +43,37 @@ def test_time_stages_of_zg_pipelines(graph, seeds, cls):
         assert later["start"] >= earlier["start"] - 1e-4
     syncs = sum(e["host_syncs"] for e in events)
     compact_syncs = sum(e["host_syncs"] for e in events if e["stage"] == "compact")
-    if cls is DynamicPipeline:
+    if mode == "dynamic":
         assert syncs == compact_syncs == 3 * len(FANOUTS)
     else:
         assert syncs == 0
 
 
 def test_time_stages_of_dgl(graph, seeds, dgl):
-    from zg.baselines.dgl import DGLModel, DGLPipeline
+    from zg.baselines.dgl import DGLModel
 
-    pipe = DGLPipeline(graph, DGLModel("sage", graph.feat_dim, 16, graph.num_classes, len(FANOUTS)),
-                       FANOUTS, 32, nodes=seeds)
-    events = ex.time_stages(pipe, seeds, batch=1, repeats=1)
+    eng = Engine(graph, DGLModel("sage", graph.feat_dim, 16, graph.num_classes, len(FANOUTS)),
+                 FANOUTS, 32, mode="dgl", step=zg.Step(nodes=seeds))
+    events = ex.time_stages(eng, batch=1, repeats=1)
     assert [e["stage"] for e in events] == ["sample", "gather", "forward", "loss", "backward", "step"]
     assert events[0]["host_syncs"] is None                              # C++: not visible to SyncAudit
     with pytest.raises(ValueError, match="past the end"):
-        ex.time_stages(pipe, seeds, batch=99, repeats=1)
+        ex.time_stages(eng, batch=99, repeats=1)
 
 
 def test_time_stages_rejects_bad_arguments(graph, seeds):
-    with pytest.raises(TypeError):
-        ex.time_stages(object(), seeds)
-    pipe = DynamicPipeline(graph, models.SAGE(graph.feat_dim, 8, graph.num_classes, 2), FANOUTS, 64)
+    with pytest.raises(TypeError, match="engine must be a zg.Engine"):
+        ex.time_stages(object())
+    eng = Engine(graph, models.SAGE(graph.feat_dim, 8, graph.num_classes, 2), FANOUTS, 64, mode="dynamic")
     with pytest.raises(ValueError, match="repeats"):
-        ex.time_stages(pipe, seeds, repeats=0)
+        ex.time_stages(eng, repeats=0)
 
 
-def test_profile_pipelines_without_dgl(graph):
-    rows = ex.profile_pipelines(graph, FANOUTS, 64, hidden_dim=16, iterations=2, warmup=1, repeats=2,
-                                include_dgl=False)
+def test_profile_modes_without_dgl(graph):
+    rows = ex.profile_modes(graph, FANOUTS, 64, hidden_dim=16, iterations=2, warmup=1, repeats=2,
+                            include_dgl=False)
     assert [r["pipeline"] for r in rows] == ["zg dynamic", "zg envelope"]
+    assert [r["mode"] for r in rows] == ["dynamic", "static"]
     for r in rows:
         assert r["batch_size"] == 64 and r["step_seconds"] > 0 and r["repeats"] == 2
         assert r["seeds_per_second"] == pytest.approx(64 / r["step_seconds"])
@@ -80,11 +83,11 @@ def test_profile_pipelines_without_dgl(graph):
     assert dynamic["host_syncs_per_iteration"] == 3 * len(FANOUTS) and dynamic["envelope_sizes"] is None
     assert envelope["host_syncs_per_iteration"] == 0 and len(envelope["envelope_sizes"]) == len(FANOUTS)
     with pytest.raises(ValueError, match="repeats"):
-        ex.profile_pipelines(graph, FANOUTS, 64, repeats=0)
+        ex.profile_modes(graph, FANOUTS, 64, repeats=0)
 
 
-def test_profile_pipelines_with_dgl(graph, dgl):
-    rows = ex.profile_pipelines(graph, FANOUTS, 64, hidden_dim=16, iterations=2, warmup=1, repeats=1)
+def test_profile_modes_with_dgl(graph, dgl):
+    rows = ex.profile_modes(graph, FANOUTS, 64, hidden_dim=16, iterations=2, warmup=1, repeats=1)
     assert [r["pipeline"] for r in rows] == ["DGL", "zg dynamic", "zg envelope"]
     assert rows[0]["host_syncs_per_iteration"] is None and rows[0]["step_seconds"] > 0
     assert rows[0]["stage_seconds"]["sample"] > 0 and rows[0]["stage_seconds"]["compact"] == 0

@@ -18,7 +18,7 @@ from hypothesis import strategies as st
 
 import zg
 from zg import models
-from zg.engine import Engine
+from zg.engine import Engine, Step
 from zg.envelope import Envelope
 
 FUZZ = settings(max_examples=60, deadline=None,
@@ -149,16 +149,20 @@ values = st.one_of(st.none(), st.booleans(), st.integers(-3, 300), st.floats(-1,
 def test_engine_configs_fail_clearly_or_work(small, batch_size, fanouts, lr, poll_every, envelope, seed, device):
     if isinstance(envelope, list):
         envelope = Envelope(envelope) if envelope and all(v > 0 for v in envelope) else envelope
-    kwargs = dict(batch_size=batch_size, fanouts=fanouts, lr=lr, poll_every=poll_every,
-                  envelope=envelope, seed=seed, device=device, audit_iterations=0)
+    kwargs = dict(batch_size=batch_size, fanouts=fanouts, envelope=envelope, seed=seed, device=device)
     kwargs = {k: v for k, v in kwargs.items() if v is not None or k in ("envelope", "device")}
     kwargs.setdefault("batch_size", 32)
     kwargs.setdefault("fanouts", [3, 3])
     try:
+        if lr is not None:
+            kwargs["optimizer"] = zg.optim.adam(lr=lr)
+        if poll_every is not None:
+            kwargs["step"] = Step(poll_every=poll_every)
         eng = Engine(small, models.SAGE(4, 8, 3, 2), **kwargs)
     except (ValueError, TypeError) as exc:
         assert str(exc)
         return
+    eng.observers = []
     stats = eng.train_epoch(max_batches=2)
     assert stats.iterations >= 1 and np.isfinite(stats.loss)
 
@@ -168,7 +172,7 @@ def test_engine_configs_fail_clearly_or_work(small, batch_size, fanouts, lr, pol
 
 @pytest.fixture(scope="module")
 def checkpoint(small, tmp_path_factory):
-    eng = Engine(small, models.SAGE(4, 8, 3, 2), [3, 3], 32, envelope="worst_case", audit_iterations=0)
+    eng = Engine(small, models.SAGE(4, 8, 3, 2), [3, 3], 32, envelope="worst_case")
     eng.train_epoch(max_batches=3)
     return eng.save(tmp_path_factory.mktemp("ckpt") / "engine.pt").read_bytes()
 
@@ -183,7 +187,7 @@ def test_corrupt_checkpoints_never_half_load(small, checkpoint, tmp_path_factory
     path = tmp_path_factory.mktemp("bad") / "engine.pt"
     path.write_bytes(bytes(data))
     torch.manual_seed(0)
-    eng = Engine(small, models.SAGE(4, 8, 3, 2), [3, 3], 32, envelope="worst_case", audit_iterations=0)
+    eng = Engine(small, models.SAGE(4, 8, 3, 2), [3, 3], 32, envelope="worst_case")
     before = [p.detach().clone() for p in eng.model.parameters()]
     try:
         eng.load(path)
@@ -197,7 +201,7 @@ def test_corrupt_checkpoints_never_half_load(small, checkpoint, tmp_path_factory
 
 
 def test_engine_save_is_atomic_when_writing_fails(small, tmp_path, monkeypatch):
-    eng = Engine(small, models.SAGE(4, 8, 3, 2), [3, 3], 32, envelope="worst_case", audit_iterations=0)
+    eng = Engine(small, models.SAGE(4, 8, 3, 2), [3, 3], 32, envelope="worst_case")
     path = eng.save(tmp_path / "engine.pt")
     before = path.read_bytes()
 
@@ -251,7 +255,7 @@ def _has_malloc_trim():
 def test_long_run_on_cora_does_not_grow_in_memory():
     g = zg.datasets.load("cora")
     model, kwargs, _ = zg.recipes.cora_sage()
-    eng = Engine(g, model, audit_iterations=0, **kwargs)
+    eng = Engine(g, model, **kwargs)
     for _ in range(10):                       # warm up allocator caches (training and inference:
         eng.train_epoch()                     # full-neighbour inference settles after two calls)
     for _ in range(3):
@@ -323,7 +327,7 @@ def test_a_huge_fanout_returns_at_once(g300):
         mb = zg.DynamicSampler(g300, [10**6]).sample([0, 1])
         assert mb.blocks[0].nbr.shape == (2, int(g300.in_degrees().max()))
         zg.EnvelopeSampler(g300, [10**6, 10**6], 64).sample(torch.arange(64))
-        eng = Engine(g300, models.SAGE(8, 16, 3, 2), [10**6, 10**6], 64, audit_iterations=0)
+        eng = Engine(g300, models.SAGE(8, 16, 3, 2), [10**6, 10**6], 64)
         assert max(eng.envelope.sizes) <= g300.num_nodes
         assert np.isfinite(eng.train_epoch(max_batches=2).loss)
 
@@ -468,15 +472,16 @@ ENGINE_ARGUMENTS = {
     "envelope": st.one_of(st.sampled_from(["profiled", "worst_case", "oracle", ""]), junk,
                           st.lists(st.sampled_from([0, 64, 300, 10**9]), min_size=1, max_size=2)),
     "optimizer": st.one_of(st.sampled_from(["adam", "sgd", "torch-adam", "Adam"]), junk),
-    "lr": st.one_of(st.floats(-1, 1), junk), "weight_decay": st.one_of(st.floats(-1, 1), junk),
     "device": st.one_of(st.sampled_from(["cpu", "cuda", "tpu", "", "cpu:0"]), junk),
-    "capture": st.one_of(st.none(), junk), "seed": junk,
-    "pipeline": st.one_of(st.sampled_from(["envelope", "dynamic", "dgl"]), junk),
-    "poll_every": st.one_of(st.integers(-1, 10), junk), "replace": st.one_of(st.booleans(), junk),
-    "audit_iterations": st.one_of(st.integers(-1, 3), junk), "trace": st.one_of(st.booleans(), junk),
-    "grow_factor": st.one_of(st.floats(0, 1e6), junk),
+    "mode": st.one_of(st.sampled_from(["dynamic", "eager", "static", "graph", "dgl", "capture"]), junk),
+    "seed": junk, "replace": st.one_of(st.booleans(), junk),
+    "kernel": st.one_of(st.sampled_from(["auto", "fused", "torch", "numba"]), junk),
+    # Built inside the try: zg.optim.adam(lr=..., weight_decay=...) and zg.Step(...).
+    "lr": st.one_of(st.floats(-1, 1), junk), "weight_decay": st.one_of(st.floats(-1, 1), junk),
+    "poll_every": st.one_of(st.integers(-1, 10), junk), "grow_factor": st.one_of(st.floats(0, 1e6), junk),
 }
-ENGINE_VALID = dict(fanouts=[3, 3], batch_size=32, envelope="worst_case", audit_iterations=0)
+ENGINE_VALID = dict(fanouts=[3, 3], batch_size=32, envelope="worst_case")
+_OPTIMIZER_FIELDS, _STEP_FIELDS = ("lr", "weight_decay"), ("poll_every", "grow_factor")
 
 
 def _number(v):
@@ -502,14 +507,19 @@ def test_engine_constructor_fails_clearly_or_works(g300, data):
     assume(not any(name in ENGINE_PENDING and ENGINE_PENDING[name](v) for name, v in bad.items()))
     if isinstance(bad.get("envelope"), list) and all(isinstance(v, int) and v > 0 for v in bad["envelope"]):
         bad["envelope"] = Envelope(bad["envelope"])
-    kwargs = {**ENGINE_VALID, **bad}
+    kwargs = {**ENGINE_VALID, **{k: v for k, v in bad.items() if k not in _OPTIMIZER_FIELDS + _STEP_FIELDS}}
     with time_limit(EXAMPLE_SECONDS):
         try:
+            if any(k in bad for k in _OPTIMIZER_FIELDS):
+                kwargs["optimizer"] = zg.optim.adam(**{k: bad[k] for k in _OPTIMIZER_FIELDS if k in bad})
+            if any(k in bad for k in _STEP_FIELDS):
+                kwargs["step"] = Step(**{k: bad[k] for k in _STEP_FIELDS if k in bad})
             eng = Engine(g300, models.SAGE(8, 16, 3, 2), **kwargs)
         except (ValueError, TypeError) as exc:
             message = str(exc)
             assert any(name in message for name in bad), f"{message!r} names none of {sorted(bad)}"
             return
+        eng.observers = []
         try:
             stats = eng.train_epoch(max_batches=2)
         except FloatingPointError as exc:

@@ -6,9 +6,9 @@ import torch
 import zg
 from zg import models
 from zg.engine import ENGINE_STAGES, Engine
-from zg.pipeline import STAGES
+from zg.experiments.throughput import STAGES as EXPERIMENT_STAGES
 from zg.profile import StageClock, profile_engine
-from zg.step import STAGES as STEP_STAGES
+from zg.step import STAGES
 
 
 @pytest.fixture(scope="module")
@@ -17,7 +17,7 @@ def graph():
 
 
 def test_stage_names_are_the_same_everywhere():
-    assert ENGINE_STAGES is STAGES is STEP_STAGES
+    assert ENGINE_STAGES is STAGES is EXPERIMENT_STAGES
     assert STAGES == ("sample", "compact", "gather", "forward", "loss", "backward", "step")
 
 
@@ -27,10 +27,9 @@ def test_every_stage_has_its_figure_colour(require):
     assert tuple(viz.STAGE_COLORS) == STAGES
 
 
-@pytest.mark.parametrize("kwargs, zero_syncs", [(dict(), True), (dict(capture=False), True),
-                                                 (dict(pipeline="dynamic"), False)])
-def test_profile_engine(graph, kwargs, zero_syncs):
-    eng = Engine(graph, models.SAGE(8, 16, 3, 2), [4, 4], 64, **kwargs)
+@pytest.mark.parametrize("mode, zero_syncs", [("static", True), ("eager", True), ("dynamic", False)])
+def test_profile_engine(graph, mode, zero_syncs):
+    eng = Engine(graph, models.SAGE(8, 16, 3, 2), [4, 4], 64, mode=mode)
     prof = profile_engine(eng, iterations=2, warmup=1)
     assert set(prof.stage_seconds) == set(ENGINE_STAGES)
     assert all(v >= 0 for v in prof.stage_seconds.values())
@@ -49,6 +48,8 @@ def test_stage_clock_accumulates_on_cpu():
     clock("sample")
     seconds = clock.finish()
     assert seconds["sample"] >= 0 and seconds["step"] == 0
+    clock.laps([("compact", 0.25), ("compact", 0.5)])      # stages a compiled kernel timed
+    assert clock.finish()["compact"] == 0.75 and clock.finish()["sample"] == seconds["sample"]
 
 
 def test_profile_rejects_zero_iterations(graph):

@@ -21,7 +21,6 @@ from __future__ import annotations
 import argparse
 import dataclasses
 import importlib.metadata
-import inspect
 import json
 import math
 import os
@@ -314,10 +313,15 @@ def _progress_bar(enabled: Optional[bool], total: int, desc: str):
 def cmd_train(args: argparse.Namespace, parser: argparse.ArgumentParser) -> int:
     # Every check that can fail on the flags alone runs before the dataset is read.
     fanouts = _resolve_layers(parser, args.layers, args.fanouts)
-    if args.pipeline == "dynamic" and args.capture:
-        parser.error("--capture needs --pipeline envelope: the dynamic pipeline's shapes change "
-                     "every iteration, so it cannot be captured (use --no-capture)")
+    if args.pipeline is not None or args.capture is not None:
+        parser.error("--pipeline and --capture are replaced by --mode: dynamic (was --pipeline "
+                     "dynamic), eager (was --no-capture), static (was --capture on the CPU), "
+                     "graph (a CUDA Graph: was --capture on a GPU)")
     device = _device(parser, args.device)
+    mode = args.mode if args.mode != "auto" else ("graph" if device.startswith("cuda") else "static")
+    if mode == "graph" and not device.startswith("cuda"):
+        parser.error("--mode graph captures a CUDA Graph and needs --device cuda; on the CPU "
+                     "--mode static is its twin")
     _check_output(parser, "--json", args.json)
     source = _dataset_source(parser, args.dataset, args.root)
     if args.eval_every > args.epochs:
@@ -337,8 +341,8 @@ def cmd_train(args: argparse.Namespace, parser: argparse.ArgumentParser) -> int:
                      "zg train needs features, labels and train/val splits")
     try:
         model = zg.models.build(args.model, g.feat_dim, args.hidden, g.num_classes, len(fanouts))
-        eng = zg.Engine(g, model, fanouts=fanouts, batch_size=args.batch_size, device=device,
-                        capture=args.capture, pipeline=args.pipeline, seed=args.seed, lr=args.lr)
+        eng = zg.Engine(g, model, fanouts, args.batch_size, mode=mode, device=device,
+                        seed=args.seed, optimizer=zg.optim.adam(lr=args.lr))
     except (TypeError, ValueError) as exc:
         parser.error(f"cannot train this combination: {exc}")
 
@@ -346,26 +350,18 @@ def cmd_train(args: argparse.Namespace, parser: argparse.ArgumentParser) -> int:
               "download": args.download, "model": args.model, "layers": len(fanouts),
               "hidden": args.hidden, "fanouts": fanouts, "batch_size": args.batch_size,
               "epochs": args.epochs,
-              "lr": args.lr, "pipeline": args.pipeline, "capture": args.capture,
+              "lr": args.lr, "mode": mode,
               "device": device, "seed": args.seed, "eval_every": args.eval_every}
     print(f"{g!r}\n{args.model} x{len(fanouts)} layers, hidden {args.hidden}, fanouts {fanouts}, "
-          f"batch {args.batch_size}, {args.pipeline} pipeline on {device}", flush=True)
+          f"batch {args.batch_size}, mode {mode} on {device}", flush=True)
     batches = math.ceil(g.train_idx.numel() / args.batch_size)
-    # train_epoch(progress=bar) ticks the bar per batch; an Engine without that option still
-    # trains, and the bar then moves once per epoch.
-    takes_progress = "progress" in inspect.signature(eng.train_epoch).parameters
     has_test = g.test_idx is not None and g.test_idx.numel() > 0
     rows: List[Dict[str, Any]] = []
     start = time.perf_counter()
     for epoch in range(args.epochs):
         bar = _progress_bar(args.progress, batches, f"epoch {epoch + 1}/{args.epochs}")
-        try:
-            if bar is not None and takes_progress:
-                stats = eng.train_epoch(progress=bar)                  # one tick per batch
-            else:
-                stats = eng.train_epoch()
-                if bar is not None:
-                    bar.update(batches)
+        try:                                                           # one tick per batch
+            stats = eng.train_epoch(observers=[zg.observe.Progress(bar)] if bar is not None else [])
         finally:
             if bar is not None:
                 bar.close()
@@ -466,8 +462,6 @@ def _add_grappa_flags(parser: argparse.ArgumentParser) -> None:
     own defaults (and a --config file's values) apply to the rest.
     """
     for f, hint in _grappa_fields():
-        if f.name == "dataset":
-            continue                          # --dataset / --root below: a name or a path
         default = f.default if f.default is not dataclasses.MISSING else None
         help_text = f"TrainConfig.{f.name} (default: {default})"
         if hint is bool:
@@ -492,7 +486,7 @@ def _grappa_values(args: argparse.Namespace, parser: argparse.ArgumentParser) ->
         if not isinstance(values, dict):
             parser.error(f"--config {args.config}: the config must be a JSON object")
     for f, _ in _grappa_fields():
-        if f.name != "dataset" and hasattr(args, f.name):
+        if hasattr(args, f.name):
             values[f.name] = getattr(args, f.name)
     if args.dataset is not None or "dataset" not in values:
         dataset = args.dataset or "cora"
@@ -515,7 +509,7 @@ def _grappa_error(parser: argparse.ArgumentParser):
     shown as its flag ("--estimator: unknown estimator 'x'; choose one of [...]")."""
     import re
 
-    names = [f.name for f, _ in _grappa_fields() if f.name != "dataset"]
+    names = [f.name for f, _ in _grappa_fields()]
     pattern = re.compile(r"\b(" + "|".join(sorted(names, key=len, reverse=True)) + r")\b")
 
     def error(message: str):
@@ -671,11 +665,15 @@ def build_parser() -> argparse.ArgumentParser:
                    help="seeds per iteration (default 1024)")
     p.add_argument("--epochs", type=_positive_int, default=10, help="default 10")
     p.add_argument("--lr", type=_positive_float, default=0.01, help="Adam learning rate (default 0.01)")
-    p.add_argument("--pipeline", choices=("envelope", "dynamic"), default="envelope",
-                   help="envelope: fixed shapes, capturable (default); dynamic: host-mediated reference")
+    p.add_argument("--mode", choices=("auto", "dynamic", "eager", "static", "graph"), default="auto",
+                   help="what runs (zg.Engine's mode): dynamic = host-mediated reference; eager = "
+                   "envelope shapes, fresh tensors; static = the capturable step on fixed buffers; "
+                   "graph = that step as a CUDA Graph (CUDA only). auto (default): graph on a GPU, "
+                   "static on the CPU")
+    # The old flags, refused with a message naming --mode.
+    p.add_argument("--pipeline", default=None, help=argparse.SUPPRESS)
     p.add_argument("--capture", action=argparse.BooleanOptionalAction, default=None,
-                   help="run the static step (a CUDA Graph on a GPU); default: yes for the "
-                   "envelope pipeline")
+                   help=argparse.SUPPRESS)
     p.add_argument("--device", default="auto", help="auto (CUDA if available), cpu, cuda or cuda:N")
     p.add_argument("--seed", type=_non_negative_int, default=0, help="default 0")
     p.add_argument("--eval-every", type=_positive_int, default=1, metavar="K",

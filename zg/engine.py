@@ -333,6 +333,10 @@ class Engine(metaclass=_OldKeywords):
         if self.mode != "dgl" and step.forward is None and not isinstance(model, _BlockModel):
             raise TypeError(f"model must be a zg model (zg.models.SAGE, GCN or GAT: it reads padded "
                             f"zg blocks), got {type(model).__name__}")
+        if not (isinstance(envelope, Envelope) or (isinstance(envelope, str)
+                                                   and envelope in ("profiled", "worst_case"))):
+            raise (ValueError if isinstance(envelope, str) else TypeError)(
+                f"envelope must be 'profiled', 'worst_case' or a zg.Envelope, got {envelope!r}")
         if not isinstance(kernel, str) or kernel not in ("auto", "fused", "torch"):
             raise ValueError(f"kernel must be 'auto', 'fused' or 'torch', got {kernel!r}")
         if (g.x is None and step.features is None) or g.y is None:

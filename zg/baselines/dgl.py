@@ -32,7 +32,7 @@ class DGLModel(nn.Module):
     def __init__(self, name: str, in_dim: int, hidden_dim: int, num_classes: int,
                  num_layers: int = 3, dropout: float = 0.5, heads: int = 4):
         super().__init__()
-        dgl = require_dgl()
+        require_dgl()
         from dgl import nn as dglnn
 
         if name not in ("sage", "gcn", "gat"):
@@ -90,6 +90,12 @@ class DGLSource:
         self.sampler = dgl.dataloading.NeighborSampler(list(fanouts), replace=replace)
         self._at = None                                   # (epoch, next batch) of the loader
         self._iter = None
+
+    def prepare(self, epoch: int, batch: int) -> None:
+        """Start a loader whose next batch is ``batch`` of ``epoch``, unless one already is
+        there (so a timed ``sample`` of that batch pays DGL's sampling, not a loader start)."""
+        if self._at != (epoch, batch):
+            self._start(epoch, batch)
 
     def _start(self, epoch: int, batch: int) -> None:
         seeds_all = torch.cat(self.batches(epoch)[batch:]).to(self.device)

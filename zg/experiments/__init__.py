@@ -28,7 +28,7 @@ Every public name is also here, so a notebook needs one import:
     from zg import experiments as ex
     SCALE = ex.scale()                                         # "small" (default) or "full"
     rows = ex.measure_hop_metadata(g, [15, 10, 5], seeds)      # what one iteration produces
-    events = ex.time_stages(pipeline, seeds)                   # one iteration, stage by stage
+    events = ex.time_stages(engine, batch=0)                   # one iteration, stage by stage
     q = ex.partition_quality(g, 4, "metis", hops=2)
 """
 
@@ -44,7 +44,7 @@ from .partitions import chunk_pairs_met, edges_exposed, partition_quality, sweep
 from .replay import bitwise_equal, max_abs_difference, parameters, static_addresses, trace_steps
 from .scaling import (SCALING_RESULTS, cost_growth_rows, cost_growth_summary, load_scaling_results,
                       log_log_slope)
-from .throughput import GPU_RESULTS, gpu_result_rows, load_gpu_results, profile_pipelines, time_stages
+from .throughput import GPU_RESULTS, MODE_NAMES, gpu_result_rows, load_gpu_results, profile_modes, time_stages
 from .together import TOGETHER, train_together, worker_syncs
 from .traffic import (bytes_sent, expected_bytes, feature_fetch_traffic, fetch_traffic_model,
                       gradient_traffic, project_epochs, repartition_bytes, scaling_rows, traffic_rows)
@@ -59,7 +59,7 @@ __all__ = ["machine", "host_syncs", "envelopes", "replay", "throughput", "partit
            "measure_hop_metadata", "audit_samplers",
            "sample_counts", "overflow_curve",
            "static_addresses", "parameters", "max_abs_difference", "bitwise_equal", "trace_steps",
-           "time_stages", "profile_pipelines", "GPU_RESULTS", "load_gpu_results", "gpu_result_rows",
+           "time_stages", "profile_modes", "MODE_NAMES", "GPU_RESULTS", "load_gpu_results", "gpu_result_rows",
            "partition_quality", "sweep_partitions", "chunk_pairs_met", "edges_exposed",
            "traffic_rows", "bytes_sent", "expected_bytes", "repartition_bytes", "feature_fetch_traffic",
            "gradient_traffic", "scaling_rows", "fetch_traffic_model", "project_epochs",

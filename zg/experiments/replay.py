@@ -11,7 +11,7 @@ and :func:`bitwise_equal` compare the models two runs end with. Figure:
 
     before = ex.static_addresses(engine); engine.train_epoch()
     assert ex.static_addresses(engine) == before
-    rows = ex.trace_steps(engine)                   # an Engine(trace=True)
+    rows = ex.trace_steps(engine)                   # engine.observers has a zg.observe.Trace
 """
 
 from __future__ import annotations
@@ -40,7 +40,7 @@ def static_addresses(eng: Any) -> Dict[str, int]:
         named[f"guard.{name}"] = getattr(eng.guard, name)
     for i, lr in enumerate(getattr(eng.optimizer, "_lr", [])):
         named[f"optim.lr.{i}"] = lr
-    sampler = getattr(eng, "sampler", None)
+    sampler = getattr(eng, "source", None)
     for name in ("_first", "_local", "_marker"):      # torch path: first, local; fused kernel: marker
         if isinstance(getattr(sampler, name, None), torch.Tensor):
             named[f"sampler.{name.lstrip('_')}"] = getattr(sampler, name)
@@ -81,11 +81,16 @@ def bitwise_equal(a: Sequence[torch.Tensor], b: Sequence[torch.Tensor]) -> bool:
 
 
 def trace_steps(eng: Any) -> List[dict]:
-    """Every step an ``Engine(trace=True)`` executed, in order: ``order`` (0, 1, ...),
-    ``epoch``, ``batch``, ``applied`` (False: the optimizer step was skipped on the device
-    because an earlier batch had overflowed; the batch ran again after the rewind)."""
-    if not getattr(eng, "trace_enabled", False):
-        raise ValueError("the engine was built without trace=True; nothing was recorded")
-    eng.applied_trace()                                   # reads the device-side records once
+    """Every step an engine with a :class:`zg.observe.Trace` observer executed, in order:
+    ``order`` (0, 1, ...), ``epoch``, ``batch``, ``applied`` (False: the optimizer step was
+    skipped on the device because an earlier batch had overflowed; the batch ran again after
+    the rewind)."""
+    from ..observe import Trace
+
+    traces = [o for o in getattr(eng, "observers", []) if isinstance(o, Trace)]
+    if not traces:
+        raise ValueError("the engine has no zg.observe.Trace observer; nothing was recorded "
+                         "(engine.observers.append(zg.observe.Trace()) before training)")
+    traces[0].flush()                                     # reads the device-side records once
     return [{"order": i, "epoch": t["epoch"], "batch": t["batch"], "applied": bool(t.get("applied"))}
-            for i, t in enumerate(eng.trace)]
+            for i, t in enumerate(traces[0].steps)]

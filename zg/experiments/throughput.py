@@ -1,16 +1,16 @@
 """zg.experiments.throughput: where an iteration's time goes, stage by stage (notebooks 01, 04).
 
 Where it sits: over the whole training step, ``sample -> compact -> gather -> forward -> loss
--> backward -> step`` (:data:`zg.pipeline.STAGES`). :func:`time_stages` puts one iteration of
-a pipeline on a time axis, with the host syncs of each stretch; :func:`profile_pipelines`
+-> backward -> step`` (:data:`zg.step.STAGES`). :func:`time_stages` puts one iteration of
+an engine on a time axis, with the host syncs of each stretch; :func:`profile_modes`
 times DGL, zg dynamic and zg envelope side by side on the same graph and batches;
 :func:`load_gpu_results` and :func:`gpu_result_rows` read the measurements
 ``bench/gpu_check.py`` committed from a GPU machine, and say so. Figures:
 :func:`zg.viz.stage_timeline`, :func:`zg.viz.stage_breakdown`, :func:`zg.viz.batch_scaling`,
 :func:`zg.viz.gpu_results`.
 
-    events = ex.time_stages(pipeline, seeds)                  # one iteration, stage by stage
-    rows = ex.profile_pipelines(g, [10, 5], 256)              # DGL / zg dynamic / zg envelope
+    events = ex.time_stages(engine, batch=0)                  # one iteration, stage by stage
+    rows = ex.profile_modes(g, [10, 5], 256)                  # DGL / zg dynamic / zg envelope
     committed = ex.load_gpu_results()                         # None until a GPU run is committed
 
 Every number was measured on this machine when the function ran (seconds with
@@ -28,23 +28,25 @@ from typing import Any, List, Optional, Sequence
 import torch
 
 from ..audit import SyncAudit
+from ..engine import Engine
 from ..graph import Graph
-from ..pipeline import STAGES, Pipeline
 from ..sampling import check_fanouts
+from ..step import STAGES, StageClock
 
-__all__ = ["time_stages", "profile_pipelines", "GPU_RESULTS", "load_gpu_results", "gpu_result_rows"]
+__all__ = ["time_stages", "profile_modes", "MODE_NAMES", "GPU_RESULTS", "load_gpu_results", "gpu_result_rows"]
 
 # Where bench/gpu_check.py commits its GPU measurements (a checkout of the repository).
 GPU_RESULTS = Path(__file__).resolve().parents[2] / "bench" / "results" / "gpu_check_cuda.json"
 
 
 class _StageRecorder(dict):
-    """A ``stage_seconds`` mapping that also remembers each lap as an event.
+    """A ``stage_seconds`` mapping that also lays each lap on a time axis.
 
-    :meth:`zg.pipeline.Pipeline.train_step` adds each stage's seconds into the mapping it is
-    given (``stage_seconds[stage] += seconds``) the moment the stage ends; recording every
-    such addition with its end time turns the totals into a timeline. With an ``audit``, each
-    event also carries the host syncs counted since the previous one.
+    :class:`zg.step.StageClock` adds each stage's seconds into the mapping it is given
+    (``into[stage] += seconds``) the moment the stage ends; its laps tile the iteration (each
+    lap is the time since the previous one), so placing them end to end from 0 gives the
+    timeline, laps a compiled kernel clocked itself (the fused sampler's) included. With an
+    ``audit``, each event also carries the host syncs counted since the previous one.
     """
 
     def __init__(self, audit: Optional[SyncAudit] = None):
@@ -52,59 +54,53 @@ class _StageRecorder(dict):
         self.audit = audit
         self.events: List[dict] = []
         self._syncs = 0
+        self._cursor = 0.0
 
     def __setitem__(self, stage: str, total: float) -> None:
-        now = time.perf_counter()
         seconds = total - self.get(stage, 0.0)
         syncs = None
         if self.audit is not None:
             syncs = self.audit.host_syncs - self._syncs
             self._syncs = self.audit.host_syncs
-        self.events.append({"stage": stage, "start": now - seconds, "end": now, "host_syncs": syncs})
+        self.events.append({"stage": stage, "start": self._cursor, "end": self._cursor + seconds,
+                            "host_syncs": syncs})
+        self._cursor += seconds
         super().__setitem__(stage, total)
 
 
-def time_stages(pipeline: Pipeline, seeds: Any, *, epoch: int = 0, batch: int = 0,
-                   count_syncs: bool = True, repeats: int = 3) -> List[dict]:
-    """One training iteration of ``pipeline``, stage by stage, on a time axis.
+def time_stages(engine: Engine, *, batch: int = 0, epoch: int = 0, count_syncs: bool = True,
+                repeats: int = 3) -> List[dict]:
+    """One training iteration of ``engine``, stage by stage, on a time axis.
 
-    Runs ``pipeline.train_step(seeds, epoch, batch)`` (it trains: use a pipeline whose state
-    you no longer need) and returns its events in order: ``stage`` (one of
-    :data:`zg.pipeline.STAGES`; "sample" and "compact" repeat once per hop where the sampler
+    Runs ``engine.run_batch(batch, epoch)`` with a stage clock (it trains: use an engine whose
+    state you no longer need) and returns its events in order: ``stage`` (one of
+    :data:`zg.step.STAGES`; "sample" and "compact" repeat once per hop where the sampler
     reports them), ``start`` and ``end`` in seconds from the start of the iteration, and
     ``host_syncs`` in that stretch. Times come from runs without the audit (an audit slows
     every op down): the same batch ``repeats`` times, keeping the run of median length, so one
     stall of a busy machine does not become the picture. The sync counts come from one more
     run under :class:`~zg.audit.SyncAudit`, matched event by event.
 
-    Works with every :class:`~zg.pipeline.Pipeline`: zg's dynamic and envelope pipelines and
-    ``zg.baselines.dgl.DGLPipeline`` (whose sampling happens inside DGL's DataLoader, so it
-    shows one "sample" stretch; its C++ sampler's syncs are invisible to SyncAudit and are
-    reported as None).
+    Works in every mode. In mode "dgl" sampling happens inside DGL's DataLoader (one "sample"
+    stretch; its C++ sampler's syncs are invisible to SyncAudit and are reported as None); the
+    loader is started at ``batch`` before the clock runs, so its start-up is not timed. In mode
+    "graph" the clocked step runs uncaptured (a replay cannot be split).
     """
-    if not isinstance(pipeline, Pipeline):
-        raise TypeError(f"pipeline must be a zg.pipeline.Pipeline, got {type(pipeline).__name__}")
+    if not isinstance(engine, Engine):
+        raise TypeError(f"engine must be a zg.Engine, got {type(engine).__name__}")
     if isinstance(repeats, bool) or not isinstance(repeats, int) or repeats < 1:
         raise ValueError(f"repeats must be a positive int, got {repeats!r}")
-    seeds = torch.as_tensor(seeds, dtype=torch.int64)
-    in_loader = _samples_in_loader(pipeline)
+    if not 0 <= batch < len(engine.batches(epoch)):
+        raise ValueError(f"batch {batch} is past the end of epoch {epoch} "
+                         f"({len(engine.batches(epoch))} batches)")
 
     def one_step(recorder: _StageRecorder) -> List[dict]:
-        if in_loader:
-            # DGL samples inside its DataLoader, which batches() sets up for the epoch: advance
-            # the loader to the batch asked for, then time that batch's whole step.
-            for b, batch_seeds in pipeline.batches(epoch):
-                if b == batch:
-                    start = time.perf_counter()
-                    pipeline.train_step(batch_seeds, epoch, b, recorder)
-                    break
-                pipeline.sample(batch_seeds, epoch, b)
-            else:
-                raise ValueError(f"batch {batch} is past the end of epoch {epoch}")
-        else:
-            start = time.perf_counter()
-            pipeline.train_step(seeds, epoch, batch, recorder)
-        return [dict(e, start=e["start"] - start, end=e["end"] - start) for e in recorder.events]
+        if engine.mode == "dgl":
+            engine.source.prepare(epoch, batch)
+        clock = StageClock(engine.device, into=recorder)
+        engine.run_batch(batch, epoch=epoch, clock=clock)
+        clock.finish()
+        return recorder.events
 
     one_step(_StageRecorder())                                   # warm-up (lazy allocations)
     runs = sorted((one_step(_StageRecorder()) for _ in range(repeats)),
@@ -115,98 +111,58 @@ def time_stages(pipeline: Pipeline, seeds: Any, *, epoch: int = 0, batch: int = 
             audited = one_step(_StageRecorder(audit))
         for event, counted in zip(events, audited):
             if event["stage"] == counted["stage"]:
-                event["host_syncs"] = None if in_loader and event["stage"] == "sample" else counted["host_syncs"]
+                dgl_sampler = engine.mode == "dgl" and event["stage"] == "sample"
+                event["host_syncs"] = None if dgl_sampler else counted["host_syncs"]
     return events
 
 
-def _samples_in_loader(pipeline: Pipeline) -> bool:
-    """True for DGL's pipeline, whose sample() reads the DataLoader that batches() prepares."""
-    from ..baselines.dgl import DGLPipeline      # imports no DGL until a DGLPipeline is built
-
-    return isinstance(pipeline, DGLPipeline)
+# The names the kit shows for each mode (zg.viz.PIPELINE_COLORS keys).
+MODE_NAMES = {"dgl": "DGL", "dynamic": "zg dynamic", "eager": "zg envelope (eager)",
+              "static": "zg envelope", "graph": "zg envelope"}
 
 
-def _median_run(runs: List[dict]) -> dict:
-    """The run with the median whole-step time: one stall of a shared machine is not the result."""
-    runs = sorted(runs, key=lambda r: r["step_seconds"])
-    return dict(runs[len(runs) // 2], repeats=len(runs),
-                step_seconds_range=[runs[0]["step_seconds"], runs[-1]["step_seconds"]])
-
-
-def _profile_dgl(pipe: Pipeline, iterations: int, warmup: int, steps: Any) -> dict:
-    """Time DGL's pipeline the way zg.profile.profile_engine times the engines: a warm-up, the
-    mean of whole iterations, then the mean of each stage over as many more."""
-    def step(stage=None):
-        epoch, batch, seeds = next(steps)
-        pipe.train_step(seeds, epoch, batch, stage)
-
-    for _ in range(warmup):
-        step()
-    start = time.perf_counter()
-    for _ in range(iterations):
-        step()
-    step_seconds = (time.perf_counter() - start) / iterations
-    stage = {s: 0.0 for s in STAGES}
-    for _ in range(iterations):
-        step(stage)
-    return {"pipeline": "DGL", "step_seconds": step_seconds,
-            "stage_seconds": {s: v / iterations for s, v in stage.items()},
-            "host_syncs_per_iteration": None, "gpu_execution_fraction": None, "envelope_sizes": None}
-
-
-def _endless_batches(pipe: Pipeline):
-    """(epoch, batch, seeds) of every batch, epoch after epoch, in the pipeline's own order."""
-    epoch = 0
-    while True:
-        for b, seeds in pipe.batches(epoch):
-            yield epoch, b, seeds
-        epoch += 1
-
-
-def profile_pipelines(g: Graph, fanouts: Sequence[int], batch_size: int, *, hidden_dim: int = 64,
-                      iterations: int = 3, warmup: int = 1, repeats: int = 3, seed: int = 0,
-                      device: Any = "cpu", include_dgl: bool = True) -> List[dict]:
+def profile_modes(g: Graph, fanouts: Sequence[int], batch_size: int, *, hidden_dim: int = 64,
+                  iterations: int = 3, warmup: int = 1, repeats: int = 3, seed: int = 0,
+                  device: Any = "cpu", include_dgl: bool = True) -> List[dict]:
     """DGL, zg dynamic and zg envelope on the same graph, model size and batches, side by side.
 
-    One dict per pipeline: ``pipeline``, ``batch_size``, ``step_seconds`` (mean wall time of a
-    whole iteration), ``stage_seconds`` (mean per iteration, by stage), ``seeds_per_second``,
-    ``host_syncs_per_iteration``, ``gpu_execution_fraction`` (CUDA only), ``envelope_sizes``,
-    ``repeats`` and ``step_seconds_range`` (fastest and slowest repeat).
+    One dict per mode: ``pipeline`` (its display name, :data:`MODE_NAMES`), ``mode``,
+    ``batch_size``, ``step_seconds`` (mean wall time of a whole iteration), ``stage_seconds``
+    (mean per iteration, by stage), ``seeds_per_second``, ``host_syncs_per_iteration``,
+    ``gpu_execution_fraction`` (CUDA only), ``envelope_sizes``, ``repeats`` and
+    ``step_seconds_range`` (fastest and slowest repeat).
 
-    The zg pipelines are measured by :func:`zg.profile.profile_engine` on one fresh
-    :class:`zg.Engine` each (the envelope one runs the static step: a CUDA Graph replay on a
-    GPU); DGL's ``DGLPipeline`` by the same protocol (CPU only: the reference environment's DGL
-    has no CUDA). Each measurement is repeated ``repeats`` times and the repeat with the median
-    step time is reported whole, so one stall of a shared machine does not become the result.
-    DGL's sampler syncs in C++, out of SyncAudit's sight: its host syncs are None, not 0.
-    The model is a ``len(fanouts)``-layer GraphSAGE of width ``hidden_dim``, same seed for all.
+    Every mode is measured by :func:`zg.profile.profile_engine` on one fresh :class:`zg.Engine`
+    (the envelope one in mode "static", "graph" on a GPU: a CUDA Graph replay); mode "dgl" only
+    on the CPU (the reference environment's DGL has no CUDA). Each measurement is repeated
+    ``repeats`` times and the repeat with the median step time is reported whole, so one stall
+    of a shared machine does not become the result. DGL's sampler syncs in C++, out of
+    SyncAudit's sight: its host syncs are None, not 0. The model is a ``len(fanouts)``-layer
+    GraphSAGE of width ``hidden_dim``, same seed for all.
     """
     from .. import models
-    from ..engine import Engine
     from ..profile import profile_engine
 
     fanouts = check_fanouts(fanouts)
     for name, value in (("iterations", iterations), ("repeats", repeats)):
         if isinstance(value, bool) or not isinstance(value, int) or value < 1:
             raise ValueError(f"{name} must be a positive int, got {value!r}")
+    cuda = torch.device(device).type == "cuda"
+    modes = (["dgl"] if include_dgl and not cuda else []) + ["dynamic", "graph" if cuda else "static"]
     rows: List[dict] = []
-    if include_dgl and torch.device(device).type == "cpu":
-        from ..baselines.dgl import DGLModel, DGLPipeline
-
+    for mode in modes:
         torch.manual_seed(seed)
-        model = DGLModel("sage", g.feat_dim, hidden_dim, max(g.num_classes, 1), len(fanouts))
-        pipe = DGLPipeline(g, model, fanouts, batch_size, seed=seed)
-        steps = _endless_batches(pipe)
-        rows.append(_median_run([_profile_dgl(pipe, iterations, warmup, steps) for _ in range(repeats)]))
-    for kind in ("dynamic", "envelope"):
-        torch.manual_seed(seed)
-        model = models.SAGE(g.feat_dim, hidden_dim, max(g.num_classes, 1), len(fanouts))
-        eng = Engine(g, model, fanouts, batch_size, device=device, seed=seed, pipeline=kind,
-                     audit_iterations=0)
+        if mode == "dgl":
+            from ..baselines.dgl import DGLModel
+            model = DGLModel("sage", g.feat_dim, hidden_dim, max(g.num_classes, 1), len(fanouts))
+        else:
+            model = models.SAGE(g.feat_dim, hidden_dim, max(g.num_classes, 1), len(fanouts))
+        eng = Engine(g, model, fanouts, batch_size, mode=mode, device=device, seed=seed)
+        eng.observers = []
         runs = []
         for _ in range(repeats):
             prof = profile_engine(eng, iterations=iterations, warmup=warmup)
-            runs.append({"pipeline": f"zg {kind}", "step_seconds": prof.step_seconds,
+            runs.append({"pipeline": MODE_NAMES[mode], "mode": mode, "step_seconds": prof.step_seconds,
                          "stage_seconds": dict(prof.stage_seconds),
                          "host_syncs_per_iteration": prof.host_syncs_per_iteration,
                          "gpu_execution_fraction": prof.gpu_execution_fraction,
@@ -216,6 +172,13 @@ def profile_pipelines(g: Graph, fanouts: Sequence[int], batch_size: int, *, hidd
         row["batch_size"] = batch_size
         row["seeds_per_second"] = batch_size / row["step_seconds"]
     return rows
+
+
+def _median_run(runs: List[dict]) -> dict:
+    """The run with the median whole-step time: one stall of a shared machine is not the result."""
+    runs = sorted(runs, key=lambda r: r["step_seconds"])
+    return dict(runs[len(runs) // 2], repeats=len(runs),
+                step_seconds_range=[runs[0]["step_seconds"], runs[-1]["step_seconds"]])
 
 
 def load_gpu_results(path: Any = None) -> Optional[dict]:

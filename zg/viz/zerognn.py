@@ -255,7 +255,7 @@ def execution_trace(runs: Mapping[str, Sequence[dict]], *, subtitle: Optional[st
 
 def stage_breakdown(rows: Sequence[dict], *, subtitle: Optional[str] = None) -> go.Figure:
     """Stacked bars of milliseconds per iteration by stage, for every (batch size, pipeline)
-    (rows from :func:`zg.experiments.profile_pipelines`); the whole-step time is marked on top."""
+    (rows from :func:`zg.experiments.profile_modes`); the whole-step time is marked on top."""
     rows = _check_rows(rows, "rows", ["pipeline", "batch_size", "stage_seconds", "step_seconds"])
     x = [[f"batch {r['batch_size']}" for r in rows], [r["pipeline"] for r in rows]]
     fig = go.Figure()
