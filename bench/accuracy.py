@@ -40,8 +40,9 @@ def main(argv=None):
         g = zg.datasets.csbm(num_nodes=args.nodes, avg_degree=10, num_classes=10, feat_dim=32,
                              homophily=h, seed=args.seed)
         torch.manual_seed(args.seed)
-        eng = zg.Engine(g, models.SAGE(32, 64, 10, 2, dropout=0.5), [10, 10], 512, lr=3e-3,
-                        seed=args.seed, audit_iterations=0)
+        eng = zg.Engine(g, models.SAGE(32, 64, 10, 2, dropout=0.5), [10, 10], 512, seed=args.seed,
+                        optimizer=zg.optim.adam(lr=3e-3))
+        eng.observers = []
         curve = []
         for _ in range(args.epochs):
             eng.train_epoch()

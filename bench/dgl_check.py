@@ -5,7 +5,7 @@
 
 No zg code on the DGL side (not zg.baselines, not zg's loop): ``dgl.dataloading.NeighborSampler``
 + ``dgl.dataloading.DataLoader`` (shuffled) + a 3-layer ``dgl.nn.SAGEConv`` model + torch.optim.Adam,
-against ``zg.Engine(capture=True)`` (on the CPU the static step: the same fixed buffers a CUDA
+against ``zg.Engine(mode="static")`` (on the CPU the static step: the same fixed buffers a CUDA
 Graph would replay, run eagerly). Same graph, fanouts [15, 10, 5], batch 1024, hidden 256,
 dropout 0.5, Adam lr 3e-3, the same torch thread count. Each side trains ``--batches`` batches
 (after 2 warm-up batches); the two sides alternate run by run so a change in the machine's load
@@ -108,11 +108,11 @@ def main(argv=None):
             loss.backward()
             opt.step()
 
-    # --- zg: the engine with capture=True (the static step on the CPU).
+    # --- zg: the engine in mode "static" (the capturable step, run on the CPU).
     torch.manual_seed(args.seed)
     zg_model = zg.models.SAGE(g.feat_dim, args.hidden, g.num_classes, len(args.fanouts))
-    eng = zg.Engine(g, zg_model, fanouts=args.fanouts, batch_size=args.batch_size, capture=True,
-                    lr=3e-3, seed=args.seed)
+    eng = zg.Engine(g, zg_model, args.fanouts, args.batch_size, mode="static", seed=args.seed,
+                    optimizer=zg.optim.adam(lr=3e-3))
 
     def zg_batches(n):
         done = 0
@@ -127,7 +127,7 @@ def main(argv=None):
             t0 = time.perf_counter()
             fn(args.batches)
             times[side].append(time.perf_counter() - t0)
-        print(f"run {run}: DGL {times['dgl'][-1]:.2f} s, zg.Engine(capture=True) {times['zg'][-1]:.2f} s "
+        print(f"run {run}: DGL {times['dgl'][-1]:.2f} s, zg.Engine(mode='static') {times['zg'][-1]:.2f} s "
               f"for {args.batches} batches", flush=True)
     med = {k: statistics.median(v) for k, v in times.items()}
     ratio = med["dgl"] / med["zg"]
@@ -136,7 +136,7 @@ def main(argv=None):
     command = "bench/dgl_check.py " + " ".join(argv if argv is not None else sys.argv[1:])
     path = write_json(name, {"benchmark": "dgl_check", "command": command.strip(), "machine": machine_note(),
                              "threads": threads, "settings": vars(args),
-                             "engine": {"capture": eng.capture, "cuda_graph": eng.use_cuda_graph,
+                             "engine": {"mode": eng.mode,
                                         "envelope": eng.envelope.sizes},
                              "seconds": times, "median_seconds": med, "ratio_dgl_vs_zg": ratio})
     print(f"wrote {path}")

@@ -38,6 +38,7 @@ sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
 import zg  # noqa: E402
 from zg import models  # noqa: E402
 from zg.engine import Engine  # noqa: E402
+from zg.observe import AuditSyncs, Trace  # noqa: E402
 from zg.envelope import Envelope, worst_case_sizes  # noqa: E402
 from zg.profile import gpu_execution_fraction  # noqa: E402
 from _machine import machine_note, table, write_json  # noqa: E402
@@ -49,18 +50,19 @@ VARIANTS = ("dynamic", "envelope_eager", "envelope_captured")
 
 def build_engine(g, device, batch_size, variant, envelope, seed=0, audit_iterations=2):
     """The check's engine for one variant (also bench/gpu_sync_sources.py's): the measured model
-    (SAGE, HIDDEN, LAYERS, FANOUTS) seeded with ``seed``; "dynamic" (host-mediated sampling),
-    "envelope_eager" (fixed shapes, no capture) or "envelope_captured" (one CUDA Graph on a GPU;
-    on a CPU the same static step runs eagerly)."""
+    (SAGE, HIDDEN, LAYERS, FANOUTS) seeded with ``seed``; "dynamic" (mode "dynamic",
+    host-mediated sampling), "envelope_eager" (mode "eager": fixed shapes, no capture) or
+    "envelope_captured" (mode "graph", one CUDA Graph, on a GPU; mode "static", the same step
+    run eagerly, on a CPU). ``audit_iterations`` steady iterations per epoch run under SyncAudit."""
     if variant not in VARIANTS:
         raise ValueError(f"variant must be one of {VARIANTS}, got {variant!r}")
     torch.manual_seed(seed)
     model = models.SAGE(g.feat_dim, HIDDEN, max(g.num_classes, 1), LAYERS, dropout=DROPOUT)
-    kw = dict(device=device, seed=seed, audit_iterations=audit_iterations)
-    if variant == "dynamic":
-        return Engine(g, model, FANOUTS, batch_size, pipeline="dynamic", **kw)
-    return Engine(g, model, FANOUTS, batch_size, envelope=envelope,
-                  capture=variant == "envelope_captured", **kw)
+    captured = "graph" if torch.device(device).type == "cuda" else "static"
+    mode = {"dynamic": "dynamic", "envelope_eager": "eager", "envelope_captured": captured}[variant]
+    eng = Engine(g, model, FANOUTS, batch_size, envelope, mode=mode, device=device, seed=seed)
+    eng.observers = [AuditSyncs(audit_iterations)] if audit_iterations else []
+    return eng
 
 
 def _params(eng):
@@ -73,19 +75,19 @@ def numerics_check(g, device):
     (overflow, rewind) agrees with the worst case. Bitwise on the CPU, a tolerance on a GPU."""
     out = {}
 
-    def run(**kw):
+    def run(mode, envelope="worst_case"):
         torch.manual_seed(0)
         model = models.SAGE(g.feat_dim, 64, max(g.num_classes, 1), 2, dropout=0.5)
-        kw.setdefault("envelope", "worst_case")
-        eng = Engine(g, model, [10, 10], 32, device=device, seed=0, audit_iterations=0, trace=True, **kw)
+        eng = Engine(g, model, [10, 10], 32, envelope, mode=mode, device=device, seed=0)
+        eng.observers = [Trace()]
         for _ in range(2):
             eng.train_epoch()
         return eng
 
-    captured = run(capture=True)
-    static = run(capture=True, cuda_graph=False)
-    eager = run(capture=False)
-    tiny = run(capture=True, envelope=Envelope([300, 64]))
+    captured = run("graph" if device.type == "cuda" else "static")
+    static = run("static")
+    eager = run("eager")
+    tiny = run("graph" if device.type == "cuda" else "static", Envelope([300, 64]))
     ref_trace = static.applied_trace()
     out["batches_per_epoch"] = len(static.batches(0))
     out["captured"] = captured.graph is not None

@@ -14,9 +14,9 @@ Two sweeps:
   * batch: batch sizes 256 ... 4096 on the largest graph (``--batch-graph``).
 
 Pipelines, same seed order, same batches, same model configuration, same torch thread count:
-  * dgl:          zg.baselines.dgl.DGLPipeline (DGL's NeighborSampler + DataLoader + dgl.nn);
-  * zg_dynamic:   zg.Engine(pipeline="dynamic"), the host-mediated reference;
-  * zg_envelope:  zg.Engine(capture=True): the static envelope step (profiled envelope).
+  * dgl:          zg.Engine(mode="dgl") (DGL's NeighborSampler + DataLoader + dgl.nn);
+  * zg_dynamic:   zg.Engine(mode="dynamic"), the host-mediated reference;
+  * zg_envelope:  zg.Engine(mode="static"): the static envelope step (profiled envelope).
 
 A full epoch on 2.4M nodes takes long on two cores, so each point times ``--batches`` batches
 after ``--warmup`` batches (the first batches of epoch 0) and reports seconds per batch
@@ -109,34 +109,22 @@ def graph_for(num_nodes, args):
 
 
 def build(pipeline, g, batch_size, args):
-    """The pipeline object, ``run(b, stages)`` training on batch b of epoch 0 (adding each
-    stage's seconds into the mapping ``stages`` unless None), and the Engine (None for DGL)."""
-    common = dict(fanouts=args.fanouts, batch_size=batch_size, seed=args.seed)
+    """The Engine of ``pipeline`` (mode "dgl", "dynamic" or "static") and ``run(b, stages)``,
+    training on batch b of epoch 0 (adding each stage's seconds into ``stages`` unless None)."""
     layers = len(args.fanouts)
     torch.manual_seed(args.seed)
     if pipeline == "dgl":
-        from zg.baselines.dgl import DGLModel, DGLPipeline
+        from zg.baselines.dgl import DGLModel
 
-        pipe = DGLPipeline(g, DGLModel("sage", g.feat_dim, args.hidden, g.num_classes, layers), **common)
-        state = {"batches": pipe.batches(0)}   # starts DGL's DataLoader over epoch 0's order
-
-        def run(b, stages):
-            # Batch b of epoch 0, as the engines' run_batch takes it (past the end: from the start).
-            b %= pipe.num_batches()
-            if b == 0:
-                state["batches"] = pipe.batches(0)
-            got, seeds = next(state["batches"])
-            assert got == b, (got, b)
-            return pipe.train_step(seeds, 0, b, stages)
-
-        return pipe, run, None
-    model = models.SAGE(g.feat_dim, args.hidden, g.num_classes, layers)
-    if pipeline == "zg_dynamic":
-        eng = Engine(g, model, pipeline="dynamic", audit_iterations=0, **common)
+        model, mode, envelope = DGLModel("sage", g.feat_dim, args.hidden, g.num_classes, layers), "dgl", "profiled"
     else:
+        model = models.SAGE(g.feat_dim, args.hidden, g.num_classes, layers)
+        mode, envelope = ("dynamic", "profiled") if pipeline == "zg_dynamic" else ("static", None)
+    if envelope is None:
         envelope = zg.Envelope.profile(g, args.fanouts, min(batch_size, g.train_idx.numel()),
                                        num_batches=args.profile_batches, seed=args.seed)
-        eng = Engine(g, model, envelope=envelope, capture=True, audit_iterations=0, **common)
+    eng = Engine(g, model, args.fanouts, batch_size, envelope, mode=mode, seed=args.seed)
+    eng.observers = []
 
     def run(b, stages):
         clock = None if stages is None else StageClock(None, into=stages)   # starts now
@@ -163,8 +151,7 @@ def measure(pipeline, g, batch_size, args):
             break
         # An overflowed envelope skips every later step on the device: a time that is not the
         # pipeline's. Grow it as the Engine's epoch loop does (zg.step policy) and time again.
-        eng._rewind(0)
-        eng.guard.reset()
+        eng._grow()
         regrown += 1
     mean = statistics.fmean(per_batch)
     batches_per_epoch = math.ceil(g.train_idx.numel() / batch_size)
