@@ -1,27 +1,30 @@
-"""The CPU neighbour aggregation's backward, A/B: embedding_bag's own backward vs the CSR backward.
+"""The CPU neighbour aggregation, A/B: the torch gather (kernel="torch") vs the CSR kernel (kernel="fused").
 
     .venv/bin/python bench/aggregation.py                       # SAGE on products_like (2.4M nodes)
     .venv/bin/python bench/aggregation.py --model gcn --model gat
     .venv/bin/python bench/aggregation.py --quick               # products_like 100k: checks it runs
     .venv/bin/python bench/aggregation.py --vs-dgl              # + DGL's SAGE pipeline in the rotation
 
-One process, one Engine (zg.Engine(capture=True): the static envelope step, fused sampler), a
+One process, one Engine (zg.Engine(mode="static"): the static envelope step, fused sampler), a
 3-layer model of hidden width 256 (GAT: 4 heads x 64), fanouts [15, 10, 5], batch 1024. Each
 repeat trains the same batch index once with each variant, rotating which goes first, so all
-see the same load:
+see the same load. The variant is passed explicitly, as the model's kernel
+(``model.set_kernel(...)``, no process-wide switch):
 
-  * ``torch``: as before, embedding_bag forward and its own backward (sorts the slot indices),
+  * ``torch``: ``kernel="torch"``, the torch reference as CUDA runs it (the explicit
+    ``[D, k, F]`` gather and sum, autograd's backward), ReLU after the layer;
+  * ``csr``: ``kernel="fused"``, embedding_bag forward and zg.kernels.aggregate's parallel
+    CSR backward (for SAGE's hidden layer the self term's gradient added in the same pass),
     ReLU after the layer;
-  * ``csr``: embedding_bag forward, zg._aggregate's parallel CSR backward (for SAGE's hidden
-    layer the self term's gradient added in the same pass);
-  * ``csr_fused_relu``: the CSR backward, and the hidden SAGE / GCN layers zero their padded
-    rows and apply ReLU as one autograd node (what zg runs now).
+  * ``csr_fused_relu``: ``kernel="fused"``, and the hidden SAGE / GCN layers zero their padded
+    rows and apply ReLU as one autograd node (what zg runs on the CPU by default).
 
 Timed per step with the stage clock (forward and backward, wall) and the whole step (wall and
 process CPU seconds; CPU time is less disturbed by a busy machine); the medians over the
 repeats and the ratios torch / variant of the medians are reported. For SAGE also the
 aggregation alone (forward + backward, both backwards alternating, 3x the repeats, wall and CPU
-seconds) on one batch's real blocks, for the layers whose input needs a gradient. All variants train the same model, so the
+seconds) on one batch's real blocks, for the layers whose input needs a gradient: there
+"torch" is ``neighbour_sum(..., backward="torch")``, embedding_bag's own backward. All variants train the same model, so the
 parameters move between steps: the steps have the same sizes, not the same numbers.
 
 Writes bench/results/<name>.json (default ``aggregation``, ``aggregation_quick`` with --quick).
@@ -58,9 +61,9 @@ from zg.engine import Engine  # noqa: E402
 from zg.step import STAGES, StageClock  # noqa: E402
 from _machine import machine_note, table, write_json  # noqa: E402
 
-# torch: the aggregation as before (embedding_bag's own backward, ReLU after the layer);
-# csr: the CSR backward; csr_fused_relu: the CSR backward and the hidden layers' fused
-# padded-row zeroing + ReLU (what zg runs now).
+# torch: kernel="torch" (the explicit gather, ReLU after the layer); csr: kernel="fused" (the
+# CSR backward); csr_fused_relu: the CSR backward and the hidden layers' fused padded-row
+# zeroing + ReLU (what zg runs on the CPU by default).
 VARIANTS = ("torch", "csr", "csr_fused_relu")
 # Wall seconds of the forward and backward stages and of the whole step; the step's process CPU
 # seconds (both threads), which a busy machine disturbs less than wall time.
@@ -68,8 +71,8 @@ MEASURES = ("forward", "backward", "step_total", "step_cpu")
 
 
 def use_variant(model, variant: str) -> None:
-    """Switch the aggregation backward and, for SAGE / GCN, the fused ReLU on or off."""
-    _aggregate.set_backward("torch" if variant == "torch" else "csr")
+    """Set the model's kernel and, for SAGE / GCN, the fused ReLU on or off."""
+    model.set_kernel("torch" if variant == "torch" else "fused")
     if not isinstance(model, models._PlainModel):
         return
     fused = variant == "csr_fused_relu"
@@ -154,7 +157,7 @@ def main(argv=None) -> int:
         torch.manual_seed(args.seed)
         model = models.build(kind, g.feat_dim, hidden, g.num_classes, len(fanouts), **extra)
         eng = Engine(g, model, fanouts=fanouts, batch_size=args.batch_size, envelope=envelope,
-                     capture=True, audit_iterations=0, seed=args.seed)
+                     mode="static", seed=args.seed)
         variants = VARIANTS
         if args.vs_dgl and kind == "sage":   # DGL's pipeline in the same rotation: DGL / zg
             from zg.baselines.dgl import DGLModel, DGLPipeline
@@ -199,7 +202,7 @@ def main(argv=None) -> int:
                              f"{medians['dgl'][m] / medians['torch'][m]:.2f}, "
                              f"{medians['dgl'][m] / medians['csr_fused_relu'][m]:.2f}"])
         if kind == "sage":   # the aggregation alone, on one batch's blocks (layers 1 and 2)
-            mb = eng.sampler.sample(eng.batches(0)[0], 0, 0)
+            mb = eng.sample(0, epoch=0)
             layers = [(None, False), (hidden, True), (g.num_classes, False)]   # layer 2 projects first
             results[kind]["aggregation_alone"] = kernel = time_kernel(mb, layers, 3 * args.repeats)
             for name, k in kernel.items():
@@ -218,8 +221,8 @@ def main(argv=None) -> int:
         "settings": {"nodes": args.nodes, "edges": g.num_edges, "fanouts": fanouts,
                      "batch_size": args.batch_size, "repeats": args.repeats, "warmup": args.warmup,
                      "seed": args.seed, "variants": {
-                    "torch": "embedding_bag forward and backward; ReLU after the layer (as before)",
-                    "csr": "embedding_bag forward, zg._aggregate CSR backward (SAGE: self term's gradient in the same pass); ReLU after the layer",
+                    "torch": "kernel='torch': the explicit gather and sum (as CUDA runs it); ReLU after the layer",
+                    "csr": "kernel='fused': embedding_bag forward, zg.kernels.aggregate CSR backward (SAGE: self term's gradient in the same pass); ReLU after the layer",
                     "csr_fused_relu": "CSR backward; hidden layers fuse padded-row zeroing and ReLU (zg now)"}},
         "command": "bench/aggregation.py " + " ".join(argv if argv is not None else sys.argv[1:]),
         "results": results})

@@ -65,7 +65,7 @@ def _seed():
 def pytest_sessionstart(session):
     """Compile the fused sampling kernel (or load numba's cache) once, before any test's
     timeout starts: a fresh checkout compiles it for tens of seconds on a busy machine."""
-    from zg.kernels import sampling as _fused
+    from zg import kernels
 
-    if _fused.available():
-        _fused.warm_up()
+    if kernels.available():
+        kernels.sampling.warm_up()

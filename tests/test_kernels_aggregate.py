@@ -1,11 +1,13 @@
-"""zg._aggregate: the CPU neighbour sum with the CSR backward, against the explicit gather
-(the CUDA path) and float64 autograd; the transpose against a plain loop; padding, empty rows,
-repeated neighbours, k = 0; bit-identical gradients run to run and for 1 and 2 threads; the
-fallback without numba."""
+"""zg.kernels.aggregate: the CPU neighbour sum with the CSR backward, against the explicit
+gather (its torch reference, what CUDA and kernel="torch" run) and float64 autograd; the
+transpose against a plain loop; padding, empty rows, repeated neighbours, k = 0; bit-identical
+gradients run to run and for 1 and 2 threads; the kernel choice as an argument (no module
+switch); without numba."""
 
 import pytest
 import torch
 
+import zg.kernels
 import zg.kernels.aggregate as za
 import zg.models as zm
 
@@ -35,7 +37,7 @@ def random_case(num_dst, real_dst, num_rows, fanout, heads, width, gen, dtype=to
 
 def gather_reference(table, nbr, weight, mask):
     """The explicit [D, k, H, F] gather, product and masked sum (what CUDA runs)."""
-    return zm._masked_sum(weight.unsqueeze(-1) * zm._gather(table, nbr), mask)
+    return za.masked_sum(weight.unsqueeze(-1) * za.gather(table, nbr), mask)
 
 
 def run(fn, table, nbr, alpha, mask, grad_out, weight_grad=True):
@@ -151,49 +153,87 @@ def test_transpose_lists_each_rows_real_slots_in_order(chunks, monkeypatch):
     assert torch.equal(torch.from_numpy(got[0]), offsets) and torch.equal(torch.from_numpy(got[1]), slots)
 
 
-def test_without_numba_the_torch_backward_runs(monkeypatch):
+def test_without_numba_auto_runs_the_gather_and_csr_is_an_error(monkeypatch):
     gen = torch.Generator().manual_seed(8)
     nbr, mask, table, alpha, grad_out = random_case(12, 9, 17, 4, 2, 6, gen)
     monkeypatch.setattr(za, "numba", None)
-    assert not za.available()
-    got = run(za.neighbour_sum, table, nbr, alpha, mask, grad_out)
+    monkeypatch.setattr(zg.kernels, "numba", None)
+    monkeypatch.setattr(zg.kernels, "_notice", {"given": False})
+    assert not za.available() and not zg.kernels.available()
+    with pytest.warns(RuntimeWarning, match="numba is not installed"):
+        got = run(lambda t, n, w, m: za.attention_sum(t, n, w, m, kernel="auto"),
+                  table, nbr, alpha, mask, grad_out)
     ref = run(gather_reference, table, nbr, alpha, mask, grad_out)
     for a, b in zip(got, ref):
+        assert torch.equal(a, b)                     # the very same ops: the gather reference
+    old = run(lambda *a: za.neighbour_sum(*a, backward="torch"), table, nbr, alpha, mask, grad_out)
+    for a, b in zip(old, ref):
         torch.testing.assert_close(a, b, **TOL)
+    with pytest.raises(RuntimeError, match="numba"):
+        za.neighbour_sum(table, nbr, alpha, mask, backward="csr")
     with pytest.raises(RuntimeError, match="needs numba"):
         za.transpose_slots(nbr, mask, 17)
+    with pytest.raises(RuntimeError, match="numba"):
+        zm.SAGEConv(4, 3, kernel="fused")
 
 
-def test_backward_choice_is_validated():
-    with pytest.raises(ValueError, match="backward must be one of"):
-        za.set_backward("sorted")
+def test_backward_choice_is_validated_and_there_is_no_module_switch():
     table, nbr = torch.randn(3, 1, 2), torch.zeros(2, 1, dtype=torch.long)
     with pytest.raises(ValueError, match="backward must be one of"):
         za.neighbour_sum(table, nbr, torch.zeros(2, 1, 1), torch.zeros(2, 1, dtype=torch.bool),
                          backward="fast")
-    previous = za.set_backward("torch")
-    try:
-        assert za.set_backward(previous) == "torch"
-    finally:
-        za.set_backward(previous)
+    with pytest.raises(ValueError, match="kernel must be one of"):
+        za.weighted_neighbour_sum(table[:, 0], nbr, torch.zeros(2, 1),
+                                  torch.zeros(2, 1, dtype=torch.bool), kernel="csr")
+    assert not hasattr(za, "set_backward") and not hasattr(za, "_backward")
+
+
+@needs_numba
+@pytest.mark.parametrize("self_rows", [None, 4])
+def test_kernel_torch_is_the_gather_and_fused_is_the_csr_kernel(self_rows):
+    """weighted_neighbour_sum / attention_sum: kernel="torch" runs exactly the gather reference
+    (same bits; no embedding_bag in the graph), "fused" the CSR kernel, equal within tolerance."""
+    gen = torch.Generator().manual_seed(9)
+    nbr, mask, table, alpha, grad_out = random_case(12, 9, 17, 4, 1, 6, gen)
+    weight = torch.where(mask, alpha[..., 0], 0.0)                                 # [D, k]
+    results = {}
+    for kernel in ("torch", "fused"):
+        h = table[:, 0].clone().requires_grad_(True)                               # [S, F]
+        out = za.weighted_neighbour_sum(h, nbr, weight, mask, kernel, self_rows=self_rows)
+        first = out if self_rows is None else out[0]
+        node = type(first.grad_fn).__name__ + type(first.grad_fn.next_functions[0][0]).__name__
+        assert ("NeighbourSum" in node) == (kernel == "fused"), node
+        assert "EmbeddingBag" not in node
+        outs = [out] if self_rows is None else list(out)
+        grads = [grad_out[:, 0]] + ([grad_out[:self_rows, 0]] if self_rows else [])
+        torch.autograd.backward(outs, grads)
+        results[kernel] = (outs[0].detach(), h.grad)
+    want = za.gather_sum(table[:, 0], torch.where(mask, nbr, 0), weight)
+    assert torch.equal(results["torch"][0], want)
+    for got, ref in zip(results["fused"], results["torch"]):
+        torch.testing.assert_close(got, ref, **TOL)
+    z = table.clone()
+    assert torch.equal(za.attention_sum(z, nbr, alpha, mask, "torch"),
+                       za.attention_gather_sum(z, nbr, alpha, mask))
+    torch.testing.assert_close(za.attention_sum(z, nbr, alpha, mask, "fused"),
+                               za.attention_gather_sum(z, nbr, alpha, mask), **TOL)
 
 
 @needs_numba
 @pytest.mark.parametrize("kind", ["sage", "gcn", "gat"])
-def test_whole_model_gradients_equal_with_either_backward(kind):
-    """The default (CSR) backward against embedding_bag's own in a 3-layer model."""
+def test_whole_model_gradients_equal_with_either_backward(kind, monkeypatch):
+    """The CSR backward against embedding_bag's own in a 3-layer model: the layers' calls
+    into neighbour_sum, with backward="torch" passed explicitly to every one."""
     from test_models import random_blocks, run_with_grads
 
     gen = torch.Generator().manual_seed(9)
     blocks = random_blocks(3, [4, 3, 2], gen)
     x = torch.randn(blocks[0].src_nodes.shape[0], 6, generator=gen)
-    model = zm.build(kind, 6, 8, 3, 3, dropout=0.0)
+    model = zm.build(kind, 6, 8, 3, 3, dropout=0.0, kernel="fused")
     out, x_grad, grads = run_with_grads(model, blocks, x)
-    previous = za.set_backward("torch")
-    try:
-        ref, x_ref, grads_ref = run_with_grads(model, blocks, x)
-    finally:
-        za.set_backward(previous)
+    csr = za.neighbour_sum
+    monkeypatch.setattr(za, "neighbour_sum", lambda *a, **k: csr(*a, **{**k, "backward": "torch"}))
+    ref, x_ref, grads_ref = run_with_grads(model, blocks, x)
     assert torch.equal(out, ref)
     torch.testing.assert_close(x_grad, x_ref, **TOL)
     for name in grads:

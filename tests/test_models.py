@@ -1,13 +1,13 @@
 """zg.models: SAGE / GCN / GAT on padded blocks against DGL's layers (outputs and gradients),
-padding invariance, no host syncs, argument validation."""
-
-import math
+padding invariance, the kernel choice (the CPU kernels against the torch gather), no host
+syncs, argument validation."""
 
 import pytest
 import torch
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
+import zg.kernels.aggregate as za
 import zg.models as zm
 from zg.blocks import Block
 
@@ -367,8 +367,9 @@ def test_fused_relu_equals_relu_after_the_layer_bitwise(kind):
 
 def gather_reference_attention_sum(z, nbr, alpha, mask):
     """The explicit [D, k, H, F] gather, product and masked sum (the CUDA path, kept as the
-    readable reference)."""
-    return zm._masked_sum(alpha.unsqueeze(-1) * zm._gather(z, nbr), mask)
+    readable reference), written out here rather than taken from the module under test."""
+    gathered = z.index_select(0, nbr.reshape(-1)).view(*nbr.shape, *z.shape[1:])
+    return torch.where(mask.view(*mask.shape, 1, 1), alpha.unsqueeze(-1) * gathered, 0.0).sum(1)
 
 
 @pytest.mark.parametrize("heads, fanout", [(1, 4), (3, 5), (4, 1), (2, 0)])
@@ -388,7 +389,7 @@ def test_attention_sum_on_the_cpu_equals_the_gather_reference(heads, fanout, see
     scores = torch.randn(12, fanout, heads, generator=gen)
     weight = torch.randn(12, heads, 6, generator=gen)
     results = []
-    for fn in (zm._attention_sum, gather_reference_attention_sum):
+    for fn in (za.attention_sum, gather_reference_attention_sum):
         z_ = z.clone().requires_grad_(True)
         scores_ = scores.clone().requires_grad_(True)
         alpha = zm.masked_softmax(scores_, mask)
@@ -408,27 +409,57 @@ def test_attention_sum_on_the_cpu_equals_the_gather_reference(heads, fanout, see
 
 
 @pytest.mark.parametrize("kind", ["sage", "gcn", "gat"])
-def test_cpu_aggregation_matches_the_gather_path_in_a_whole_model(kind, monkeypatch):
-    """The whole model with the CPU aggregation (embedding_bag) against the same model with
-    the gather path forced (what CUDA runs): logits and every gradient, dropout off."""
+def test_kernel_torch_runs_the_gather_and_equals_the_cpu_kernel_in_a_whole_model(kind, require):
+    """kernel="torch" (the explicit gather, what CUDA runs) against kernel="fused" (the CPU's
+    embedding_bag + CSR backward) in the same model: logits and every gradient, dropout off;
+    set_kernel reaches every layer, and the autograd graph shows which aggregation ran."""
+    require("numba")
     gen = torch.Generator().manual_seed(12)
     blocks = random_blocks(3, [4, 3, 2], gen)
     x = torch.randn(blocks[0].src_nodes.shape[0], 6, generator=gen)
-    model = zm.build(kind, 6, 8, 3, 3, dropout=0.0)
+    model = zm.build(kind, 6, 8, 3, 3, dropout=0.0, kernel="fused")
+    assert model.kernel == "fused" and all(layer.kernel == "fused" for layer in model.layers)
     out, x_grad, grads = run_with_grads(model, blocks, x)
-
-    def weighted_gather(h, nbr, weight, edge_mask, self_rows=None):
-        nbr = torch.where(edge_mask, nbr, 0)
-        out = (zm._gather(h, nbr) * weight.to(h.dtype).unsqueeze(-1)).sum(1)
-        return out if self_rows is None else (out, h[:self_rows])
-
-    monkeypatch.setattr(zm, "_weighted_neighbour_sum", weighted_gather)
-    monkeypatch.setattr(zm, "_attention_sum", gather_reference_attention_sum)
+    assert any("_NeighbourSum" in n for n in autograd_node_names(model(blocks, x)))
+    assert model.set_kernel("torch") is model
+    assert model.kernel == "torch" and all(layer.kernel == "torch" for layer in model.layers)
     ref, x_ref, grads_ref = run_with_grads(model, blocks, x)
+    assert not any("NeighbourSum" in n or "EmbeddingBag" in n
+                   for n in autograd_node_names(model(blocks, x)))
     torch.testing.assert_close(out, ref, **TOL)
     torch.testing.assert_close(x_grad, x_ref, **TOL)
     for name in grads:
         torch.testing.assert_close(grads[name], grads_ref[name], **TOL, msg=name)
+    # "auto" on the CPU with numba is "fused": the very same bits.
+    model.set_kernel("auto")
+    auto, x_auto, grads_auto = run_with_grads(model, blocks, x)
+    assert torch.equal(auto, out) and torch.equal(x_auto, x_grad)
+    assert all(torch.equal(grads_auto[n], grads[n]) for n in grads)
+
+
+def autograd_node_names(out):
+    """The class names of every node in ``out``'s autograd graph."""
+    names, stack, seen = set(), [out.grad_fn], []
+    while stack:
+        node = stack.pop()
+        if node is None or node in seen:
+            continue
+        seen.append(node)                   # held, so no id is reused while walking
+        names.add(type(node).__name__)
+        stack.extend(next_node for next_node, _ in node.next_functions)
+    return names
+
+
+def test_the_kernel_choice_is_validated_by_every_model_and_layer():
+    for make in (lambda k: zm.SAGE(4, 8, 3, kernel=k), lambda k: zm.GCN(4, 8, 3, kernel=k),
+                 lambda k: zm.GAT(4, 8, 3, kernel=k), lambda k: zm.SAGEConv(4, 3, kernel=k),
+                 lambda k: zm.GCNConv(4, 3, kernel=k), lambda k: zm.GATConv(4, 3, 2, kernel=k)):
+        assert make("torch").kernel == "torch"
+        with pytest.raises(ValueError, match="kernel must be one of"):
+            make("numba")
+    with pytest.raises(ValueError, match="kernel must be one of"):
+        zm.SAGE(4, 8, 3).set_kernel("cuda")
+    assert zm.build("gcn", 4, 8, 3, 2, kernel="torch").layers[0].kernel == "torch"
 
 
 # ----------------------------------------------------------------------------- host syncs

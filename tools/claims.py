@@ -462,7 +462,7 @@ CLAIMS: List[Claim] = [
          test="`bench/grappa.py` -> `grappa.json` `targets.accuracy`", number=grappa_b9, file="grappa.json"),
     # ---- the kit's CPU claims
     dict(source="README (CPU)", claim="The fused CPU sampling kernel samples an epoch at least 1.5x faster than DGL's sampler, same threads.",
-         test="`tests/test_fused_sampling.py` (bit-identical to the torch reference); `bench/sampling.py` -> `sampling.json`, `sampling_products.json`",
+         test="`tests/test_kernels_sampling.py` (bit-identical to the torch reference); `bench/sampling.py` -> `sampling.json`, `sampling_products.json`",
          number=sampling_speed, file="sampling.json"),
     dict(source="README (CPU)", claim="A training step no slower than DGL's on the CPU (3-layer SAGE h=256, [15, 10, 5], batch 1024).",
          test="`bench/engine.py` -> `engine.json`; `bench/scaling.py` -> `scaling.json` (products scale); `bench/dgl_check.py` -> `dgl_check.json`",

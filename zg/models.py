@@ -9,15 +9,17 @@ Every layer computes exactly what its DGL counterpart computes on ``block.to_dgl
 formula, same parameter names and shapes, so ``layer.load_state_dict(dgl_layer.state_dict())``
 works), but on fixed shapes:
 
-* neighbours are read with one gather ``h[nbr]`` of shape ``[D, k, F]`` and reduced over the
-  ``k`` fanout slots, with masked slots replaced by zeros (``torch.where``, never a multiply, so
-  even ``inf`` / ``NaN`` behind a masked slot cannot leak in). On the CPU the weighted sums
-  (SAGE's mean, GCN's normalised sum, GAT's attention-weighted sum) are one ``embedding_bag``
-  each instead: the ``[D, k, F]`` gather is never materialised, forward or backward, and
-  masked slots point at row 0 with weight exactly 0. Its backward is :mod:`zg._aggregate`'s
-  (a parallel CSR pass over the transposed real slots, no sort, deterministic; torch's own
-  embedding_bag backward where numba is absent). The gather path stays for CUDA (known
-  sync-free and capturable) and is the reference the CPU path is tested against;
+* each ``forward`` reads as the formula in its class docstring; the neighbour aggregations
+  (SAGE's mean, GCN's normalised sum, GAT's attention-weighted sum) are calls into
+  :mod:`zg.kernels.aggregate` named for what they compute. Its torch reference reads the
+  neighbours with one gather ``h[nbr]`` of shape ``[D, k, F]`` and sums over the ``k`` fanout
+  slots, masked slots carrying weight 0 or selected away (``torch.where``, never a multiply
+  alone, so even ``inf`` / ``NaN`` behind a masked slot cannot leak in): what CUDA runs (known
+  sync-free and capturable), and what ``kernel="torch"`` runs everywhere. With
+  ``kernel="auto"`` (default) or ``"fused"`` the CPU runs one ``embedding_bag`` per sum
+  instead, backward a parallel CSR pass over the real slots (numba; no sort, deterministic):
+  the ``[D, k, F]`` gather is never materialised. Every layer and model takes ``kernel``
+  (:data:`zg.kernels.KERNELS`); ``model.set_kernel(kernel)`` sets it on every layer;
 * degrees and counts are tensors made with ``sum`` / ``index_add_`` into fixed-size buffers;
 * nothing is read on the host and no op has a data-dependent output shape (no ``.item()``,
   ``nonzero``, boolean-mask indexing or ``unique``), so forward and backward can be captured
@@ -47,14 +49,16 @@ import torch
 import torch.nn.functional as F
 from torch import nn
 
-from .kernels import aggregate as _aggregate
+from . import kernels
 from .blocks import Block
+from .kernels.aggregate import (attention_sum, destination_rows_and_projected_mean, gather,
+                                projected_neighbour_sum)
 
 __all__ = [
     "SAGEConv", "GCNConv", "GATConv",
     "SAGE", "GCN", "GAT",
     "build", "MODELS",
-    "masked_softmax",
+    "masked_softmax", "zero_padded_rows", "relu_zeroing_padded_rows",
 ]
 
 
@@ -103,21 +107,19 @@ def _check_layer_inputs(layer: str, block: Block, h_src: torch.Tensor, in_dim: i
                          "source rows)")
 
 
-def _without_padding(block: Block, h_src: torch.Tensor):
-    """Drop the edges of padded destination rows.
-
-    Returns ``h_src`` unchanged (padded source rows are never read by a real edge; see the
-    module docstring), ``edge_mask`` bool [D, k] (True for real edges only) and ``dst_real``
-    bool [D, 1] (True for rows < num_dst). All on device.
+def _real_edges(block: Block, device: torch.device):
+    """The block's edges without those of padded destination rows (padded source rows are
+    never read by a real edge; see the module docstring): ``edge_mask`` bool [D, k] (True for
+    real edges only) and ``dst_real`` bool [D, 1] (True for rows < num_dst). All on device.
     """
     num_dst_rows = block.nbr.shape[0]
-    rows = torch.arange(num_dst_rows, device=h_src.device)
+    rows = torch.arange(num_dst_rows, device=device)
     dst_real = (rows < block.num_dst).unsqueeze(1)                  # [D, 1]
     edge_mask = block.mask & dst_real                               # [D, k]
-    return h_src, edge_mask, dst_real
+    return edge_mask, dst_real
 
 
-def _zero_padded_rows_(out: torch.Tensor, dst_real: torch.Tensor) -> torch.Tensor:
+def zero_padded_rows(out: torch.Tensor, dst_real: torch.Tensor) -> torch.Tensor:
     """Rows ``>= num_dst`` of ``out`` [D, ...] become zero, in place (``dst_real`` bool [D, 1]).
 
     A multiply by the 0/1 mask rather than a ``where``: it writes into ``out`` instead of
@@ -134,7 +136,7 @@ class _ZeroPaddedRowsThenReLU(torch.autograd.Function):
     autograd node: its backward is ReLU's own (``grad`` where the result is > 0), which already
     zeroes the padded rows, so the separate row-mask multiply (a fresh [D, out] buffer in
     backward) and the out-of-place ReLU (another in forward) are both saved. Same values and
-    gradients, bit for bit, as ``F.relu(_zero_padded_rows_(out, dst_real))``."""
+    gradients, bit for bit, as ``F.relu(zero_padded_rows(out, dst_real))``."""
 
     @staticmethod
     def forward(ctx, out, dst_real):
@@ -150,6 +152,20 @@ class _ZeroPaddedRowsThenReLU(torch.autograd.Function):
         return torch.ops.aten.threshold_backward(grad, result, 0), None
 
 
+def relu_zeroing_padded_rows(out: torch.Tensor, dst_real: torch.Tensor) -> torch.Tensor:
+    """``relu(out)`` with rows ``>= num_dst`` zeroed (``dst_real`` bool [D, 1]), in place on
+    ``out`` [D, ...]: one autograd node, bit for bit ``F.relu(zero_padded_rows(out, dst_real))``
+    (the hidden SAGE / GCN layers' last step)."""
+    return _ZeroPaddedRowsThenReLU.apply(out, dst_real)
+
+
+def _zero_padded_rows_then(activation, out: torch.Tensor, dst_real: torch.Tensor) -> torch.Tensor:
+    """A SAGE / GCN layer's last step: padded rows to zero, then ``activation`` (None or "relu")."""
+    if activation == "relu":
+        return relu_zeroing_padded_rows(out, dst_real)
+    return zero_padded_rows(out, dst_real)
+
+
 _ACTIVATIONS = (None, "relu")
 
 
@@ -157,77 +173,6 @@ def _activation(value) -> "str | None":
     if value not in _ACTIVATIONS:
         raise ValueError(f"activation must be None or 'relu', got {value!r}")
     return value
-
-
-def _finish(out: torch.Tensor, dst_real: torch.Tensor, activation) -> torch.Tensor:
-    """A layer's last step: padded rows to zero, then the activation (if any)."""
-    if activation == "relu":
-        return _ZeroPaddedRowsThenReLU.apply(out, dst_real)
-    return _zero_padded_rows_(out, dst_real)
-
-
-def _gather(h: torch.Tensor, nbr: torch.Tensor) -> torch.Tensor:
-    """``h[nbr]`` for ``h`` [S, *F] and ``nbr`` [D, k] -> [D, k, *F] (backward: index_add)."""
-    return h.index_select(0, nbr.reshape(-1)).view(*nbr.shape, *h.shape[1:])
-
-
-def _weighted_neighbour_sum(h: torch.Tensor, nbr: torch.Tensor, weight: torch.Tensor,
-                            edge_mask: torch.Tensor, self_rows=None):
-    """``sum_j weight[i, j] * h[nbr[i, j]]`` for ``h`` [S, F], ``nbr``/``weight`` [D, k] -> [D, F].
-
-    On the CPU this is :func:`zg._aggregate.neighbour_sum`: one ``embedding_bag`` forward
-    (fixed-size bags of ``k`` slots, per-slot weights), which never materialises the
-    ``[D, k, F]`` gather (10x faster forward and ~3x backward than the gather at the sizes of
-    a 3-layer epoch), and a CSR backward over the real slots only. Elsewhere (CUDA) it is the explicit gather and
-    sum, whose forward and backward are known to be sync-free and capturable in a CUDA Graph.
-    Both are the same sum, up to floating-point summation order. Masked slots (``edge_mask``
-    False) must carry weight 0; they are pointed at row 0, so what the padding holds cannot
-    change even the order of the backward accumulation.
-
-    With ``self_rows`` (R) it returns ``(sum, h[:R])``: on the CPU the backward then adds the
-    gradient of ``h[:R]`` in the same pass that writes ``h``'s gradient (one [S, F] buffer
-    written once, instead of a zero-filled one for the slice, another for the sum, and their
-    addition).
-    """
-    nbr = torch.where(edge_mask, nbr, 0)                                  # [D, k]
-    if h.device.type == "cpu" and nbr.shape[1] > 0:
-        out = _aggregate.neighbour_sum(h.unsqueeze(1), nbr, weight.to(h.dtype).unsqueeze(-1),
-                                       edge_mask, self_rows=self_rows)    # [D, 1, F] (, [R, 1, F])
-        if self_rows is None:
-            return out.squeeze(1)
-        return out[0].squeeze(1), out[1].squeeze(1)
-    out = (_gather(h, nbr) * weight.to(h.dtype).unsqueeze(-1)).sum(1)    # [D, F]
-    return out if self_rows is None else (out, h[:self_rows])
-
-
-def _attention_sum(z: torch.Tensor, nbr: torch.Tensor, alpha: torch.Tensor,
-                   edge_mask: torch.Tensor) -> torch.Tensor:
-    """``sum_j alpha[i, j, h] * z[nbr[i, j], h]`` for ``z`` [S, H, F], ``nbr`` [D, k] and
-    ``alpha`` [D, k, H] -> [D, H, F], over the real slots only (``edge_mask`` [D, k]).
-
-    On the CPU this is :func:`zg._aggregate.neighbour_sum`: one ``embedding_bag`` over the
-    ``[S * H, F]`` table of per-head rows (bag ``(i, h)`` holds the ``k`` rows
-    ``nbr[i, j] * H + h`` with weights ``alpha[i, j, h]``): neither the ``[D, k, H, F]``
-    gather nor its gradient is ever materialised; the backward is a CSR pass into ``z`` (per
-    source row, over the real slots that read it) plus a dot product per real slot for
-    ``alpha``. Elsewhere
-    (CUDA) it is the explicit gather, product and masked sum (sync-free, capturable). Masked
-    slots are pointed at row 0 and given weight exactly 0 (a ``where``, so no gradient reaches
-    their ``alpha`` either); both paths are the same sum up to floating-point summation order.
-    """
-    if z.device.type == "cpu" and nbr.shape[1] > 0:
-        nbr = torch.where(edge_mask, nbr, 0)                                      # [D, k]
-        weight = torch.where(edge_mask.unsqueeze(-1), alpha, 0.0)                 # [D, k, H]
-        return _aggregate.neighbour_sum(z, nbr, weight, edge_mask)               # [D, H, F]
-    # alpha is exactly 0 on masked slots; _masked_sum also selects them away, so the result
-    # does not rest on 0 * z being 0.
-    return _masked_sum(alpha.unsqueeze(-1) * _gather(z, nbr), edge_mask)         # [D, H, F]
-
-
-def _masked_sum(messages: torch.Tensor, edge_mask: torch.Tensor) -> torch.Tensor:
-    """Sum of ``messages`` [D, k, *F] over the real slots -> [D, *F]."""
-    mask = edge_mask.view(*edge_mask.shape, *([1] * (messages.dim() - 2)))
-    return torch.where(mask, messages, 0.0).sum(1)
 
 
 def masked_softmax(scores: torch.Tensor, mask: torch.Tensor) -> torch.Tensor:
@@ -269,17 +214,20 @@ class SAGEConv(nn.Module):
     Parameters: ``fc_self`` (Linear with bias), ``fc_neigh`` (Linear, no bias).
     ``activation``: None or ``"relu"`` (applied last, as DGL's ``activation=F.relu``; the
     models use it between layers: one fused step with the padded-row zeroing).
+    ``kernel``: how the mean is computed (:data:`zg.kernels.KERNELS`; the same values).
 
     DGL equivalent: ``dgl.nn.SAGEConv(in_dim, out_dim, 'mean')`` (feat_drop=0, no norm, no
     activation); same parameter names, and like DGL it projects before gathering when
     ``in_dim > out_dim`` (the mean commutes with the linear map; gather the narrower width).
     """
 
-    def __init__(self, in_dim: int, out_dim: int, bias: bool = True, activation=None):
+    def __init__(self, in_dim: int, out_dim: int, bias: bool = True, activation=None,
+                 kernel: str = "auto"):
         super().__init__()
         self.in_dim = _positive_int(in_dim, "in_dim")
         self.out_dim = _positive_int(out_dim, "out_dim")
         self.activation = _activation(activation)
+        self.kernel = kernels.check(kernel)
         self.fc_neigh = nn.Linear(in_dim, out_dim, bias=False)
         self.fc_self = nn.Linear(in_dim, out_dim, bias=bool(bias))
         self.reset_parameters()
@@ -293,21 +241,13 @@ class SAGEConv(nn.Module):
 
     def forward(self, block: Block, h_src: torch.Tensor) -> torch.Tensor:
         _check_layer_inputs("SAGEConv", block, h_src, self.in_dim)
-        h_src, edge_mask, dst_real = _without_padding(block, h_src)
-        num_dst_rows = block.nbr.shape[0]
-        project_first = self.in_dim > self.out_dim
-        h = self.fc_neigh(h_src) if project_first else h_src              # [S, F']
-        degree = edge_mask.sum(1, keepdim=True).to(h.dtype)               # [D, 1]
-        weight = edge_mask.to(h.dtype) / degree.clamp(min=1)              # [D, k] 1/deg per edge
-        if project_first:
-            h_neigh = _weighted_neighbour_sum(h, block.nbr, weight, edge_mask)       # [D, F'], 0 if no edge
-            h_self = h_src[:num_dst_rows]                                 # [D, in]
-        else:  # both terms read h_src: on the CPU one backward pass gives its whole gradient
-            h_neigh, h_self = _weighted_neighbour_sum(h, block.nbr, weight, edge_mask,
-                                                      self_rows=num_dst_rows)
-            h_neigh = self.fc_neigh(h_neigh)                              # [D, out]
-        out = self.fc_self(h_self).add_(h_neigh)                          # [D, out]
-        return _finish(out, dst_real, self.activation)
+        edge_mask, dst_real = _real_edges(block, h_src.device)          # [D, k], [D, 1]
+        # h_i (the first D rows) and W_neigh mean_j h_j, both read from h_src (the projection
+        # comes first when it narrows; otherwise one backward pass gives h_src its gradient).
+        h_dst, h_neigh = destination_rows_and_projected_mean(
+            h_src, block.nbr, edge_mask, self.fc_neigh, self.kernel)    # [D, in], [D, out]
+        h_self = self.fc_self(h_dst)                                     # W_self h_i + b  [D, out]
+        return _zero_padded_rows_then(self.activation, h_self + h_neigh, dst_real)   # [D, out]
 
     def extra_repr(self) -> str:
         act = f", activation={self.activation}" if self.activation else ""
@@ -326,17 +266,20 @@ class GCNConv(nn.Module):
 
     Shapes: ``h_src`` [S, in_dim] -> [D, out_dim]. Parameters: ``weight`` [in_dim, out_dim]
     (DGL's layout, applied as ``h @ weight``), ``bias`` [out_dim]. ``activation``: None or
-    ``"relu"``, applied last (as SAGEConv's).
+    ``"relu"``, applied last (as SAGEConv's). ``kernel``: how the sum is computed
+    (:data:`zg.kernels.KERNELS`; the same values).
 
     DGL equivalent: ``dgl.nn.GraphConv(in_dim, out_dim, norm='both', allow_zero_in_degree=True)``;
     like DGL it multiplies by ``weight`` before aggregating when ``in_dim > out_dim``.
     """
 
-    def __init__(self, in_dim: int, out_dim: int, bias: bool = True, activation=None):
+    def __init__(self, in_dim: int, out_dim: int, bias: bool = True, activation=None,
+                 kernel: str = "auto"):
         super().__init__()
         self.in_dim = _positive_int(in_dim, "in_dim")
         self.out_dim = _positive_int(out_dim, "out_dim")
         self.activation = _activation(activation)
+        self.kernel = kernels.check(kernel)
         self.weight = nn.Parameter(torch.empty(in_dim, out_dim))
         self.bias = nn.Parameter(torch.empty(out_dim)) if bias else None
         self.reset_parameters()
@@ -349,23 +292,19 @@ class GCNConv(nn.Module):
 
     def forward(self, block: Block, h_src: torch.Tensor) -> torch.Tensor:
         _check_layer_inputs("GCNConv", block, h_src, self.in_dim)
-        h_src, edge_mask, dst_real = _without_padding(block, h_src)
-        nbr = block.nbr
+        edge_mask, dst_real = _real_edges(block, h_src.device)          # [D, k], [D, 1]
         edge_count = edge_mask.to(h_src.dtype)                            # [D, k] 1.0 per edge
         out_degree = torch.zeros(h_src.shape[0], dtype=h_src.dtype, device=h_src.device)
-        out_degree.index_add_(0, nbr.reshape(-1), edge_count.reshape(-1))  # [S]
-        in_degree = edge_count.sum(1)                                     # [D]
-        h = h_src * out_degree.clamp(min=1).pow(-0.5).unsqueeze(1)        # [S, in]
-        project_first = self.in_dim > self.out_dim
-        if project_first:
-            h = h @ self.weight                                           # [S, out]
-        out = _weighted_neighbour_sum(h, nbr, edge_count, edge_mask)              # [D, in or out]
-        if not project_first:
-            out = out @ self.weight                                       # [D, out]
-        out = out * in_degree.clamp(min=1).pow(-0.5).unsqueeze(1)         # [D, out]
+        out_degree.index_add_(0, block.nbr.reshape(-1), edge_count.reshape(-1))   # [S] d_out(j)
+        in_degree = edge_count.sum(1)                                     # [D] d_in(i)
+        h = h_src * out_degree.clamp(min=1).pow(-0.5).unsqueeze(1)        # d_out(j)^-1/2 h_j  [S, in]
+        # sum_j (...) W (W first when it narrows: the sum commutes with it)
+        out = projected_neighbour_sum(h, block.nbr, edge_count, edge_mask, self.weight,
+                                      self.kernel)                        # [D, out]
+        out = out * in_degree.clamp(min=1).pow(-0.5).unsqueeze(1)         # d_in(i)^-1/2 (...)  [D, out]
         if self.bias is not None:
             out = out + self.bias
-        return _finish(out, dst_real, self.activation)
+        return _zero_padded_rows_then(self.activation, out, dst_real)     # [D, out]
 
     def extra_repr(self) -> str:
         act = f", activation={self.activation}" if self.activation else ""
@@ -390,12 +329,14 @@ class GATConv(nn.Module):
     DGL equivalent: ``dgl.nn.GATConv(in_dim, out_dim, num_heads, allow_zero_in_degree=True)``
     with feat_drop = attn_drop = 0. As in DGL, residual is off by default, and when the
     residual is a Linear it carries the bias (the layer then has no separate ``bias``).
-    A destination with no real in-edge gets just the bias (plus its residual).
+    A destination with no real in-edge gets just the bias (plus its residual). ``kernel``: how
+    the attention-weighted sum is computed (:data:`zg.kernels.KERNELS`; the same values).
     """
 
     def __init__(self, in_dim: int, out_dim: int, num_heads: int, negative_slope: float = 0.2,
-                 residual: bool = False, bias: bool = True):
+                 residual: bool = False, bias: bool = True, kernel: str = "auto"):
         super().__init__()
+        self.kernel = kernels.check(kernel)
         self.in_dim = _positive_int(in_dim, "in_dim")
         self.out_dim = _positive_int(out_dim, "out_dim")
         self.num_heads = _positive_int(num_heads, "num_heads")
@@ -428,21 +369,21 @@ class GATConv(nn.Module):
 
     def forward(self, block: Block, h_src: torch.Tensor) -> torch.Tensor:
         _check_layer_inputs("GATConv", block, h_src, self.in_dim)
-        h_src, edge_mask, dst_real = _without_padding(block, h_src)
+        edge_mask, dst_real = _real_edges(block, h_src.device)          # [D, k], [D, 1]
         nbr, num_dst_rows = block.nbr, block.nbr.shape[0]
         heads, out_dim = self.num_heads, self.out_dim
-        z = self.fc(h_src).view(-1, heads, out_dim)                       # [S, H, out]
-        score_src = (z * self.attn_l).sum(-1)                              # [S, H]
-        score_dst = (z[:num_dst_rows] * self.attn_r).sum(-1)               # [D, H]
-        scores = _gather(score_src, nbr) + score_dst.unsqueeze(1)          # [D, k, H]
-        scores = F.leaky_relu(scores, self.negative_slope)
-        alpha = masked_softmax(scores, edge_mask)                          # [D, k, H]
-        out = _attention_sum(z, nbr, alpha, edge_mask)                     # [D, H, out]
+        z = self.fc(h_src).view(-1, heads, out_dim)                       # z_j = W h_j  [S, H, out]
+        score_src = (z * self.attn_l).sum(-1)                              # a_l . z_j  [S, H]
+        score_dst = (z[:num_dst_rows] * self.attn_r).sum(-1)               # a_r . z_i  [D, H]
+        scores = gather(score_src, nbr) + score_dst.unsqueeze(1)           # [D, k, H]
+        scores = F.leaky_relu(scores, self.negative_slope)                 # e_ij
+        alpha = masked_softmax(scores, edge_mask)                          # alpha_ij  [D, k, H]
+        out = attention_sum(z, nbr, alpha, edge_mask, self.kernel)         # sum_j alpha_ij z_j  [D, H, out]
         if self.res_fc is not None:
             out = out + self.res_fc(h_src[:num_dst_rows]).view(-1, heads, out_dim)
         if self.bias is not None:
             out = out + self.bias.view(heads, out_dim)
-        return _zero_padded_rows_(out, dst_real)
+        return zero_padded_rows(out, dst_real)                             # [D, H, out]
 
     def extra_repr(self) -> str:
         return (f"{self.in_dim}, {self.out_dim}, num_heads={self.num_heads}, "
@@ -461,6 +402,15 @@ class _BlockModel(nn.Module):
 
     layers: nn.ModuleList
     feature_dims: List[int]
+
+    def set_kernel(self, kernel: str) -> "_BlockModel":
+        """How every layer aggregates (:data:`zg.kernels.KERNELS`): "auto", "fused" (the CPU's
+        embedding_bag + CSR backward) or "torch" (the explicit gather, as CUDA runs it).
+        The Engine calls it with its own ``kernel``. Returns the model."""
+        self.kernel = kernels.check(kernel)
+        for layer in self.layers:
+            layer.kernel = self.kernel
+        return self
 
     def _check_blocks(self, blocks: Sequence[Block], x: torch.Tensor) -> None:
         name = type(self).__name__
@@ -497,13 +447,15 @@ class _PlainModel(_BlockModel):
     conv: type  # the layer class, set by each subclass
 
     def __init__(self, in_dim: int, hidden_dim: int, num_classes: int, num_layers: int = 3,
-                 dropout: float = 0.5):
+                 dropout: float = 0.5, kernel: str = "auto"):
         super().__init__()
         dims = _layer_dims(in_dim, hidden_dim, num_classes, num_layers)
         self.feature_dims = dims
+        self.kernel = kernels.check(kernel)
         # Hidden layers apply their ReLU themselves (fused with zeroing their padded rows).
         last = len(dims) - 2
-        self.layers = nn.ModuleList(self.conv(a, b, activation="relu" if i < last else None)
+        self.layers = nn.ModuleList(self.conv(a, b, activation="relu" if i < last else None,
+                                              kernel=self.kernel)
                                     for i, (a, b) in enumerate(zip(dims[:-1], dims[1:])))
         self.dropout = nn.Dropout(_dropout_rate(dropout))
         self.reset_parameters()
@@ -545,13 +497,15 @@ class GAT(_BlockModel):
     """
 
     def __init__(self, in_dim: int, hidden_dim: int, num_classes: int, num_layers: int = 3,
-                 heads: int = 4, dropout: float = 0.5):
+                 heads: int = 4, dropout: float = 0.5, kernel: str = "auto"):
         super().__init__()
         dims = _layer_dims(in_dim, hidden_dim, num_classes, num_layers)
         self.heads = _positive_int(heads, "heads")
+        self.kernel = kernels.check(kernel)
         self.feature_dims = [in_dim] + [hidden_dim * heads] * (num_layers - 1) + [num_classes]
         self.layers = nn.ModuleList(
-            GATConv(self.feature_dims[i], dims[i + 1], heads) for i in range(num_layers))
+            GATConv(self.feature_dims[i], dims[i + 1], heads, kernel=self.kernel)
+            for i in range(num_layers))
         self.dropout = nn.Dropout(_dropout_rate(dropout))
         self.reset_parameters()
 
@@ -576,7 +530,7 @@ def build(name: str, in_dim: int, hidden_dim: int, num_classes: int, num_layers:
           **kwargs) -> _BlockModel:
     """Build a model by name: ``"sage"``, ``"gcn"`` or ``"gat"``.
 
-    ``kwargs`` are the model's own options: ``dropout`` for all, ``heads`` for GAT.
+    ``kwargs`` are the model's own options: ``dropout`` and ``kernel`` for all, ``heads`` for GAT.
     """
     if not isinstance(name, str):
         raise TypeError(f"name must be a string, one of {sorted(MODELS)}, got {name!r}")

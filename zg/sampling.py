@@ -33,22 +33,22 @@ What differs is what happens to the metadata, the point of the whole kit:
   buffer of envelope size ``E_h``, the true count as a 0-d device tensor and a sticky
   ``overflowed`` device flag. It never reads a device value on the host (0 host syncs).
 
-``EnvelopeSampler`` has two implementations of that fixed-shape core, chosen by ``kernel``:
-the torch ops of :meth:`EnvelopeSampler.sample_static` (the readable reference and the
-capturable CUDA path) and, on the CPU, a fused numba kernel (:mod:`zg._fused`) that does every
-hop in one compiled, multithreaded call and returns the same tensors bit for bit.
+``EnvelopeSampler`` has two implementations of that fixed-shape core, chosen by its ``kernel``
+argument (:func:`zg.kernels.resolve`): the torch ops of :meth:`EnvelopeSampler.sample_static`
+(the readable reference and the capturable CUDA path) and, on the CPU, the fused numba kernel
+(:mod:`zg.kernels.sampling`) that does every hop in one compiled, multithreaded call and
+returns the same tensors bit for bit.
 """
 
 from __future__ import annotations
 
-import os
-import warnings
 from dataclasses import dataclass
 from typing import Any, List, Optional, Sequence
 
 import torch
 
-from .kernels import sampling as _fused
+from . import kernels
+from .kernels import sampling as fused_sampling
 from ._checks import batch_size_arg, bool_arg, fanouts_arg, node_ids_arg, seed_arg
 from .blocks import Block
 from .graph import Graph, graph_arg
@@ -134,47 +134,18 @@ def check_seeds(seeds: Any, num_nodes: int, device: torch.device, max_len: Optio
 
 # ----------------------------------------------------------------------------- kernel choice
 
-KERNELS = ("auto", "fused", "torch")
-KERNEL_ENV = "ZG_SAMPLING_KERNEL"      # overrides kernel="auto" (e.g. to time the torch path)
-_notice_given = False
+KERNELS = kernels.KERNELS
 
 
 def resolve_kernel(kernel: Any, device: torch.device) -> str:
     """Which implementation an :class:`EnvelopeSampler` runs: "fused" or "torch".
 
     ``kernel``: "auto" (default: the fused numba kernel on the CPU when numba is installed, the
-    torch ops otherwise; the environment variable ``ZG_SAMPLING_KERNEL`` replaces "auto"),
-    "fused" (the CPU kernel; a ValueError on CUDA, a RuntimeError without numba) or "torch".
-    On the CPU without numba, "auto" falls back to torch with a one-line notice (once).
+    torch ops otherwise, with a one-line notice once when numba is missing), "fused" (the CPU
+    kernel; a ValueError on CUDA, a RuntimeError without numba) or "torch". This is
+    :func:`zg.kernels.resolve`, the one place every kernel choice is made.
     """
-    if not isinstance(kernel, str) or kernel not in KERNELS:
-        raise ValueError(f"kernel must be one of {', '.join(map(repr, KERNELS))}, got {kernel!r}")
-    if kernel == "auto":
-        env = os.environ.get(KERNEL_ENV, "auto")
-        if env not in KERNELS:
-            raise ValueError(f"the environment variable {KERNEL_ENV} must be one of "
-                             f"{', '.join(map(repr, KERNELS))}, got {env!r}")
-        kernel = env
-    if kernel == "torch":
-        return "torch"
-    if kernel == "fused":
-        if device.type != "cpu":
-            raise ValueError(f"kernel='fused' runs on the CPU; this sampler's graph is on {device} "
-                             "(use kernel='auto' or 'torch': the torch path is the capturable one)")
-        if not _fused.available():
-            raise RuntimeError(f"kernel='fused' needs numba, which did not import "
-                               f"({_fused.import_error()}); pip install numba, or use kernel='torch'")
-        return "fused"
-    if device.type != "cpu":
-        return "torch"
-    if not _fused.available():
-        global _notice_given
-        if not _notice_given:
-            _notice_given = True
-            warnings.warn("zg: numba is not installed, so CPU sampling uses the torch path "
-                          "(slower; pip install numba for the fused kernel)", RuntimeWarning, stacklevel=3)
-        return "torch"
-    return "fused"
+    return kernels.resolve(kernel, device)
 
 
 def _check_clock(clock: Any) -> None:
@@ -413,10 +384,13 @@ class EnvelopeSampler:
         n = g.num_nodes
         if self.kernel == "fused":
             # The fused kernel's marker: the local id of each node numbered this hop (which
-            # ones, the workspace's seen bitmap says; the other entries are stale, never read).
-            _fused.warm_up()                 # compile (or load numba's cache) once per process
-            self._marker = _fused.new_marker(n)
-            self._workspace = _fused.Workspace()       # the compact stage's scratch
+            # ones, the seen bitmap says; the other entries are stale, never read).
+            fused_sampling.warm_up()         # compile (or load numba's cache) once per process
+            self._marker = fused_sampling.new_marker(n)
+            self._seen = fused_sampling.new_seen_bitmap(n)
+            # Per hop (seeds outward) the seconds of its "sample" and "compact" stages, filled
+            # by the kernel itself when a stage clock watches.
+            self._stage_seconds = torch.zeros(len(self.fanouts), 2, dtype=torch.float64)
             return
         # Marker arrays, one trash row at index N for masked candidates; reset after each hop
         # by scattering back only the entries that hop touched.
@@ -458,11 +432,13 @@ class EnvelopeSampler:
         """The fixed-shape core on device buffers: seeds int64 [B], num_seeds int64 [], key int64 [].
 
         ``clock`` (optional, profiling only) is called as ``clock("sample")`` after each hop's
-        neighbour picking and ``clock("compact")`` after its deduplication and relabelling (the
-        fused kernel then runs hop by hop from Python, so the two stages are timed apart).
+        neighbour picking and ``clock("compact")`` after its deduplication and relabelling. The
+        fused kernel clocks its stages inside its one compiled call and reports them with
+        ``clock.laps([("sample", s0), ("compact", c0), ("sample", s1), ...])``, so there the
+        clock must have ``laps`` (a :class:`zg.step.StageClock`).
 
         This is the torch reference; with ``kernel="fused"`` the same tensors come from
-        :mod:`zg._fused` (see :meth:`_sample_static_fused`).
+        :mod:`zg.kernels.sampling` (see :meth:`_sample_static_fused`).
         """
         if self.kernel == "fused":
             return self._sample_static_fused(seeds, num_seeds, key, clock)
@@ -521,7 +497,13 @@ class EnvelopeSampler:
 
     def _sample_static_fused(self, seeds: torch.Tensor, num_seeds: torch.Tensor, key: torch.Tensor,
                              clock: Optional[Any] = None) -> MiniBatch:
-        """:meth:`sample_static` through the fused CPU kernel: the same MiniBatch, bit for bit."""
+        """:meth:`sample_static` through the fused CPU kernel: the same MiniBatch, bit for bit.
+        With a ``clock``, the kernel's own per-hop stage seconds go to ``clock.laps``."""
+        if clock is not None and not callable(getattr(clock, "laps", None)):
+            raise TypeError("clock: the fused kernel times its stages inside one compiled call and "
+                            "reports them with clock.laps([(stage, seconds), ...]); pass a "
+                            "zg.step.StageClock (or use kernel='torch' for a per-stage callable), "
+                            f"got {type(clock).__name__}")
         for name, t, shape in (("seeds", seeds, (self.batch_size,)), ("num_seeds", num_seeds, ()),
                                ("key", key, ())):
             if not (isinstance(t, torch.Tensor) and t.dtype == torch.int64 and tuple(t.shape) == shape
@@ -531,9 +513,13 @@ class EnvelopeSampler:
                                    if isinstance(t, torch.Tensor) else type(t).__name__))
         fanouts = list(reversed(self.effective_fanouts))                # seeds outward
         sizes = list(reversed(self._sizes))
-        hops, wanted, clamped, overflowed = _fused.sample_fused(
+        stage_seconds = None if clock is None else self._stage_seconds
+        hops, wanted, clamped, overflowed = fused_sampling.sample_fused(
             self.g.indptr, self.g.indices, seeds.contiguous(), num_seeds, key, fanouts, sizes,
-            self.replace, self.max_degree, self._marker, clock=clock, workspace=self._workspace)
+            self.replace, self.max_degree, self._marker, seen=self._seen,
+            stage_seconds=stage_seconds)
+        if clock is not None:
+            clock.laps(fused_sampling.stage_laps(stage_seconds))
         blocks: List[Block] = []
         n_dst = num_seeds
         for hop, (nbr, mask, src_nodes) in enumerate(hops):

@@ -1,17 +1,27 @@
-"""The CPU neighbour aggregation with a CSR backward: one weighted sum per destination row.
+"""The layers' neighbour aggregation: a weighted sum per destination row, and its CSR backward.
+
+Its torch reference: the explicit gather and weighted sum, ``(h[nbr] * weight).sum(1)``
+(:func:`gather_sum`, :func:`attention_gather_sum`), what CUDA runs and what ``kernel="torch"``
+runs everywhere. ``tests/test_kernels_aggregate.py`` checks the kernel against it (and against
+float64 autograd): the same sum up to floating-point summation order.
 
 Where it sits: inside the layers of :mod:`zg.models` (... -> **forward** -> loss ->
-**backward** -> ...), on the CPU only. A layer's aggregation is
+**backward** -> ...). A layer's aggregation is
 
     out[i, h] = sum_j weight[i, j, h] * table[nbr[i, j], h]          (real slots j of row i)
 
 for ``table`` [S, H, F], ``nbr`` [D, k] and ``weight`` [D, k, H] (H = 1 for SAGE's mean and
-GCN's normalised sum, H = heads for GAT's attention). The forward is torch's ``embedding_bag``
-(fixed bags of k slots, per-slot weights), which never materialises the [D, k, H, F] gather.
-Its backward is where torch and DGL part ways: torch's CPU ``embedding_bag`` backward sorts
-all D * k slot indices by value and accumulates the sorted runs, padded slots included; DGL
-runs a sparse-dense product over the transposed graph. This module's backward does the latter
-on the padded block:
+GCN's normalised sum, H = heads for GAT's attention). The layers call it by what it computes
+(:func:`destination_rows_and_projected_mean`, :func:`projected_neighbour_sum`,
+:func:`attention_sum`), with their ``kernel`` choice (:func:`zg.kernels.resolve`): "torch" is
+the gather reference; "fused" (the CPU's default with numba) is :func:`neighbour_sum`.
+
+:func:`neighbour_sum`'s forward is torch's ``embedding_bag`` (fixed bags of k slots, per-slot
+weights), which never materialises the [D, k, H, F] gather. Its backward is where torch and
+DGL part ways: torch's CPU ``embedding_bag`` backward sorts all D * k slot indices by value
+and accumulates the sorted runs, padded slots included; DGL runs a sparse-dense product over
+the transposed graph. This module's backward (``backward="csr"``, numba) does the latter on
+the padded block:
 
 1. **transpose** (a stable, parallel counting sort of the real slots by their source row):
    per chunk of slots a histogram of source rows, a prefix sum over (row, chunk), then each
@@ -33,11 +43,11 @@ hands buffers above 32 MiB back to the kernel on free; see the README) cost as m
 arithmetic, so the fewer and the smaller, the better.
 
 The kernels compile on first use (numba, ``cache=True``: later processes load them from the
-on-disk cache); numba's thread count follows torch's (:func:`zg._fused.set_threads`).
-
-numba is optional (as for :mod:`zg._fused`): without it :func:`neighbour_sum` falls back to
-plain ``embedding_bag`` (torch's own backward); :func:`available` says which runs.
-The functions are once differentiable (no double backward), like the training step needs.
+on-disk cache); numba's thread count follows torch's (:func:`zg.kernels.set_threads`).
+``neighbour_sum(..., backward="torch")`` keeps ``embedding_bag``'s own backward (an A/B for
+``bench/aggregation.py``). numba is optional: without it ``kernel="auto"`` runs the gather
+reference, and ``backward="csr"`` is a RuntimeError. The functions are once differentiable
+(no double backward), like the training step needs.
 """
 
 from __future__ import annotations
@@ -49,30 +59,19 @@ import torch
 import torch.nn.functional as F
 from torch.autograd.function import once_differentiable
 
-from . import sampling as _fused
+from . import import_error, numba, resolve, set_threads
 
-__all__ = ["available", "neighbour_sum", "transpose_slots", "BACKWARDS"]
+__all__ = ["available", "neighbour_sum", "transpose_slots", "BACKWARDS", "gather", "masked_sum",
+           "gather_sum", "attention_gather_sum", "weighted_neighbour_sum",
+           "destination_rows_and_projected_mean", "projected_neighbour_sum", "attention_sum"]
 
-numba = _fused.numba
-
-# "csr": this module's backward (needs numba); "torch": embedding_bag's own backward.
+# neighbour_sum's backward: "csr", this module's (needs numba); "torch", embedding_bag's own.
 BACKWARDS = ("csr", "torch")
-_backward = {"name": "csr"}
 
 
 def available() -> bool:
     """True when numba imported, so the CSR backward can run."""
     return numba is not None
-
-
-def set_backward(name: str) -> str:
-    """Choose the CPU aggregation backward: ``"csr"`` (default; falls back to ``"torch"`` when
-    numba is absent) or ``"torch"``. Returns the previous choice (benchmarks A/B with it)."""
-    if name not in BACKWARDS:
-        raise ValueError(f"backward must be one of {BACKWARDS}, got {name!r}")
-    previous = _backward["name"]
-    _backward["name"] = name
-    return previous
 
 
 if numba is not None:
@@ -173,7 +172,7 @@ if numba is not None:
 
 
 def _chunks() -> int:
-    return _fused.set_threads()
+    return set_threads()
 
 
 def transpose_slots(nbr: torch.Tensor, edge_mask: torch.Tensor, num_rows: int):
@@ -181,7 +180,7 @@ def transpose_slots(nbr: torch.Tensor, edge_mask: torch.Tensor, num_rows: int):
     ``(offsets int64 [num_rows + 1], slots int64 [E])``; the slots ``e = i * k + j`` reading
     row s are ``slots[offsets[s]:offsets[s + 1]]``, in increasing order. Needs numba."""
     if numba is None:
-        raise RuntimeError(f"transpose_slots needs numba, which did not import: {_fused.import_error()}")
+        raise RuntimeError(f"transpose_slots needs numba, which did not import: {import_error()}")
     nbr_np = nbr.detach().contiguous().view(-1).to(torch.int64).numpy()
     mask_np = edge_mask.contiguous().view(-1).numpy()
     offsets, slots = _transpose(nbr_np, mask_np, int(num_rows), _chunks())
@@ -264,7 +263,7 @@ class _NeighbourSumAndSelf(torch.autograd.Function):
 
 
 def neighbour_sum(table: torch.Tensor, nbr: torch.Tensor, weight: torch.Tensor,
-                  edge_mask: torch.Tensor, backward: Optional[str] = None,
+                  edge_mask: torch.Tensor, backward: str = "csr",
                   self_rows: Optional[int] = None):
     """``out[i, h] = sum_j weight[i, j, h] * table[nbr[i, j], h]`` over the real slots, on the CPU.
 
@@ -277,19 +276,21 @@ def neighbour_sum(table: torch.Tensor, nbr: torch.Tensor, weight: torch.Tensor,
     ``self_rows``: if given (R), returns ``(out, table[:R])``, the second a copy whose
     gradient the CSR backward adds in its own pass (SAGE's self term).
 
-    ``backward``: ``"csr"`` or ``"torch"`` (default: the module's choice, :func:`set_backward`;
-    ``"csr"`` needs numba and falls back to ``"torch"`` without it). k = 0 gives zeros.
+    ``backward``: ``"csr"`` (this module's, needs numba and a CPU table) or ``"torch"``
+    (``embedding_bag``'s own). k = 0 gives zeros.
     """
     num_dst, fanout = nbr.shape
     heads, width = table.shape[1], table.shape[2]
-    choice = _backward["name"] if backward is None else backward
-    if choice not in BACKWARDS:
-        raise ValueError(f"backward must be one of {BACKWARDS}, got {choice!r}")
+    if backward not in BACKWARDS:
+        raise ValueError(f"backward must be one of {BACKWARDS}, got {backward!r}")
+    if backward == "csr" and (numba is None or table.device.type != "cpu"):
+        raise RuntimeError("neighbour_sum(backward='csr') runs on the CPU with numba "
+                           f"(table on {table.device}; numba: {import_error() or 'imported'})")
     if self_rows is not None and not 0 <= self_rows <= table.shape[0]:
         raise ValueError(f"self_rows must be in [0, {table.shape[0]}] (the table's rows), got {self_rows}")
     if fanout == 0:
         out = table.new_zeros(num_dst, heads, width)
-    elif choice == "csr" and numba is not None and table.device.type == "cpu":
+    elif backward == "csr":
         args = (table, nbr.to(torch.int64).contiguous(), weight.contiguous(), edge_mask.contiguous())
         if self_rows is not None:
             return _NeighbourSumAndSelf.apply(*args, int(self_rows))
@@ -297,3 +298,123 @@ def neighbour_sum(table: torch.Tensor, nbr: torch.Tensor, weight: torch.Tensor,
     else:
         out = _bag_sum(table, nbr, weight)
     return out if self_rows is None else (out, table[:self_rows])
+
+
+# ----------------------------------------------------------------------------- the torch reference
+
+
+def gather(h: torch.Tensor, nbr: torch.Tensor) -> torch.Tensor:
+    """``h[nbr]`` for ``h`` [S, *F] and ``nbr`` [D, k] -> [D, k, *F] (backward: index_add)."""
+    return h.index_select(0, nbr.reshape(-1)).view(*nbr.shape, *h.shape[1:])
+
+
+def masked_sum(messages: torch.Tensor, edge_mask: torch.Tensor) -> torch.Tensor:
+    """Sum of ``messages`` [D, k, *F] over the real slots (``edge_mask`` [D, k]) -> [D, *F]."""
+    mask = edge_mask.view(*edge_mask.shape, *([1] * (messages.dim() - 2)))
+    return torch.where(mask, messages, 0.0).sum(1)
+
+
+def gather_sum(h: torch.Tensor, nbr: torch.Tensor, weight: torch.Tensor) -> torch.Tensor:
+    """The reference of the weighted sum: ``(h[nbr] * weight).sum(1)`` for ``h`` [S, F],
+    ``nbr`` / ``weight`` [D, k] -> [D, F] (the explicit [D, k, F] gather; sync-free and
+    capturable in a CUDA Graph). Masked slots must point at a real row with weight 0."""
+    return (gather(h, nbr) * weight.to(h.dtype).unsqueeze(-1)).sum(1)
+
+
+def attention_gather_sum(z: torch.Tensor, nbr: torch.Tensor, alpha: torch.Tensor,
+                         edge_mask: torch.Tensor) -> torch.Tensor:
+    """The reference of the attention sum: ``sum_j alpha[i, j, h] * z[nbr[i, j], h]`` over the
+    real slots, through the explicit [D, k, H, F] gather -> [D, H, F]. Masked slots are
+    selected away (so the result does not rest on 0 * z being 0)."""
+    return masked_sum(alpha.unsqueeze(-1) * gather(z, nbr), edge_mask)
+
+
+# ----------------------------------------------------------------------------- what the layers call
+
+
+def weighted_neighbour_sum(h: torch.Tensor, nbr: torch.Tensor, weight: torch.Tensor,
+                           edge_mask: torch.Tensor, kernel: str = "auto", self_rows=None):
+    """``sum_j weight[i, j] * h[nbr[i, j]]`` for ``h`` [S, F], ``nbr`` / ``weight`` [D, k] -> [D, F].
+
+    ``kernel`` (:func:`zg.kernels.resolve` on ``h``'s device): "fused" is :func:`neighbour_sum`
+    (``embedding_bag`` forward, CSR backward: neither the [D, k, F] gather nor its gradient is
+    materialised; 10x faster forward and ~3x backward at the sizes of a 3-layer epoch); "torch"
+    is :func:`gather_sum`. Masked slots (``edge_mask`` False) must carry weight 0; they are
+    pointed at row 0, so what the padding holds cannot change even the order of the backward
+    accumulation.
+
+    With ``self_rows`` (R) it returns ``(sum, h[:R])``: with "fused" the backward then adds the
+    gradient of ``h[:R]`` in the same pass that writes ``h``'s gradient (one [S, F] buffer
+    written once, instead of a zero-filled one for the slice, another for the sum, and their
+    addition).
+    """
+    nbr = torch.where(edge_mask, nbr, 0)                                  # [D, k]
+    if resolve(kernel, h.device) == "fused" and nbr.shape[1] > 0:
+        out = neighbour_sum(h.unsqueeze(1), nbr, weight.to(h.dtype).unsqueeze(-1), edge_mask,
+                            self_rows=self_rows)                          # [D, 1, F] (, [R, 1, F])
+        if self_rows is None:
+            return out.squeeze(1)
+        return out[0].squeeze(1), out[1].squeeze(1)
+    out = gather_sum(h, nbr, weight)                                      # [D, F]
+    return out if self_rows is None else (out, h[:self_rows])
+
+
+def _as_projection(project):
+    """(function, output width) of a linear map: an ``nn.Linear`` or a weight [in, out]."""
+    if isinstance(project, torch.Tensor):
+        return (lambda t: t @ project), project.shape[1]
+    return project, project.out_features
+
+
+def destination_rows_and_projected_mean(h_src: torch.Tensor, nbr: torch.Tensor,
+                                        edge_mask: torch.Tensor, project, kernel: str = "auto"):
+    """SAGE's two reads of ``h_src`` [S, F]: ``(h_src[:D], project(mean_j h_src[nbr[i, j]]))``
+    -> ([D, F], [D, out]); the mean is over the real slots of row i (0 if none).
+
+    ``project``: the linear map (an ``nn.Linear``, e.g. SAGE's ``fc_neigh``). The mean commutes
+    with it, so when it narrows (out < F) it is applied first and the narrower rows are
+    gathered (as DGL does); otherwise the mean comes first and, with "fused", the gradient of
+    ``h_src[:D]`` is added in the aggregation's own backward pass (``self_rows``).
+    """
+    apply, out_dim = _as_projection(project)
+    num_dst = nbr.shape[0]
+    project_first = out_dim < h_src.shape[1]
+    h = apply(h_src) if project_first else h_src                          # [S, F']
+    degree = edge_mask.sum(1, keepdim=True).to(h.dtype)                   # [D, 1]
+    weight = edge_mask.to(h.dtype) / degree.clamp(min=1)                  # [D, k] 1/deg per edge
+    if project_first:
+        return h_src[:num_dst], weighted_neighbour_sum(h, nbr, weight, edge_mask, kernel)
+    mean, h_dst = weighted_neighbour_sum(h, nbr, weight, edge_mask, kernel, self_rows=num_dst)
+    return h_dst, apply(mean)                                             # [D, F], [D, out]
+
+
+def projected_neighbour_sum(h: torch.Tensor, nbr: torch.Tensor, weight: torch.Tensor,
+                            edge_mask: torch.Tensor, project, kernel: str = "auto") -> torch.Tensor:
+    """``project(sum_j weight[i, j] * h[nbr[i, j]])`` for ``h`` [S, F] -> [D, out].
+
+    ``project``: a linear map (an ``nn.Linear`` or a weight [F, out], applied as ``t @ W``);
+    it commutes with the sum, so it is applied first when it narrows (out < F), after otherwise.
+    """
+    apply, out_dim = _as_projection(project)
+    if out_dim < h.shape[1]:
+        return weighted_neighbour_sum(apply(h), nbr, weight, edge_mask, kernel)   # [D, out]
+    return apply(weighted_neighbour_sum(h, nbr, weight, edge_mask, kernel))       # [D, out]
+
+
+def attention_sum(z: torch.Tensor, nbr: torch.Tensor, alpha: torch.Tensor,
+                  edge_mask: torch.Tensor, kernel: str = "auto") -> torch.Tensor:
+    """``sum_j alpha[i, j, h] * z[nbr[i, j], h]`` for ``z`` [S, H, F], ``nbr`` [D, k] and
+    ``alpha`` [D, k, H] -> [D, H, F], over the real slots only (``edge_mask`` [D, k]).
+
+    "fused": :func:`neighbour_sum`, one ``embedding_bag`` over the ``[S * H, F]`` table of
+    per-head rows (bag ``(i, h)`` holds the ``k`` rows ``nbr[i, j] * H + h`` with weights
+    ``alpha[i, j, h]``): neither the ``[D, k, H, F]`` gather nor its gradient is materialised;
+    the backward is a CSR pass into ``z`` plus a dot product per real slot for ``alpha``.
+    "torch": :func:`attention_gather_sum`. Masked slots are pointed at row 0 and given weight
+    exactly 0 (a ``where``, so no gradient reaches their ``alpha`` either).
+    """
+    if resolve(kernel, z.device) == "fused" and nbr.shape[1] > 0:
+        nbr = torch.where(edge_mask, nbr, 0)                                      # [D, k]
+        weight = torch.where(edge_mask.unsqueeze(-1), alpha, 0.0)                 # [D, k, H]
+        return neighbour_sum(z, nbr, weight, edge_mask)                          # [D, H, F]
+    return attention_gather_sum(z, nbr, alpha, edge_mask)                        # [D, H, F]
