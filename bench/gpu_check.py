@@ -60,6 +60,8 @@ def build_engine(g, device, batch_size, variant, envelope, seed=0, audit_iterati
     model = models.SAGE(g.feat_dim, HIDDEN, max(g.num_classes, 1), LAYERS, dropout=DROPOUT)
     captured = "graph" if torch.device(device).type == "cuda" else "static"
     mode = {"dynamic": "dynamic", "envelope_eager": "eager", "envelope_captured": captured}[variant]
+    if mode == "dynamic":
+        envelope = "profiled"          # unused: the dynamic mode has no envelope
     eng = Engine(g, model, FANOUTS, batch_size, envelope, mode=mode, device=device, seed=seed)
     eng.observers = [AuditSyncs(audit_iterations)] if audit_iterations else []
     return eng
