@@ -239,9 +239,15 @@ def test_stage_seconds_come_from_the_one_compiled_call(numba, threads, replace, 
         assert all(isinstance(seconds, float) and seconds > 0 for _, seconds in laps), laps
         assert_bit_identical(expected, fused.sample_static(seeds, n, k))
     assert calls == [True, False] * 3                            # one compiled call per batch
-    # Into a StageClock: the seconds add up in its "sample" and "compact" stages.
+    # Into a StageClock: the seconds add up in its "sample" and "compact" stages, and reading
+    # them back costs no host sync.
+    from zg.audit import SyncAudit
+
     stages = {}
-    fused.sample_static(seeds, torch.tensor(50), torch.tensor(3), clock=StageClock(None, into=stages))
+    clock = StageClock(None, into=stages)
+    with SyncAudit() as audit:
+        fused.sample_static(seeds, torch.tensor(50), torch.tensor(3), clock=clock)
+    assert audit.host_syncs == 0, audit.report()
     assert set(stages) == {"sample", "compact"} and min(stages.values()) > 0
     with pytest.raises(ValueError, match="node ids"):
         fused.sample_static(torch.full((64,), g.num_nodes), torch.tensor(3), torch.tensor(0),

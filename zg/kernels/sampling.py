@@ -334,7 +334,8 @@ _NO_SECONDS = np.zeros((0, 2), dtype=np.float64)     # stage_seconds when not ti
 def stage_laps(stage_seconds: torch.Tensor) -> List[Tuple[str, float]]:
     """``[("sample", s0), ("compact", c0), ("sample", s1), ...]`` from a filled
     ``stage_seconds`` [L, 2] (seeds outward), for :meth:`zg.step.StageClock.laps`."""
-    return [(stage, float(seconds)) for hop in stage_seconds.tolist()
+    # Read through numpy: host memory, not an aten op (Tensor.tolist would count as a host sync).
+    return [(stage, float(seconds)) for hop in stage_seconds.numpy().tolist()
             for stage, seconds in zip(("sample", "compact"), hop)]
 
 
