@@ -129,6 +129,8 @@ def run_group(g, label, records, runs, settings=None):
     """Runs with the same number of workers, in one set of worker processes (train_many).
     ``settings``: a name per run ("default" for B9's runs with the kit's defaults)."""
     start = time.perf_counter()
+    # COMMON's repartition_every and average_every are meant for the trainers that use them.
+    runs = [grappa.get_trainer(r.get("trainer", "grappa")).shared_options(r) for r in runs]
     histories = grappa.train_many(g, runs)
     wall = (time.perf_counter() - start) / len(runs)                    # start-up shared
     for i, hist in enumerate(histories):
@@ -145,7 +147,8 @@ def run_group(g, label, records, runs, settings=None):
 def trained_model(g, spec, layers, path):
     """Parameters for the gradient-error measurement: the single reference after one epoch
     (mid-training, where the gradient is still large and informative)."""
-    options = {**spec["train"], **COMMON, "epochs": 1, "eval_every": 1}
+    options = grappa.get_trainer("single").shared_options({**spec["train"], **COMMON, "epochs": 1,
+                                                           "eval_every": 1})
     grappa.train(g, workers=1, trainer="single", seed=0, num_layers=layers,
                  fanouts=spec["fanouts"][layers], model_path=path, **options)
     model = zg.models.SAGE(g.feat_dim, spec["train"]["hidden_dim"], g.num_classes, num_layers=layers)

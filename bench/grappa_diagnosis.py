@@ -86,7 +86,7 @@ def distributed_runs(base, only=None):
     runs += [(f"grappa/{est}", dict(trainer="grappa", estimator=est, repartition_every=5))
              for est in ESTIMATORS]
     runs += [("grappa/batch every 1", dict(trainer="grappa", estimator="batch", repartition_every=1)),
-             ("grappa/batch fixed", dict(trainer="grappa", estimator="batch", ablation="fixed_partitions")),
+             ("grappa/batch fixed", dict(trainer="grappa", estimator="batch", repartition_every=None)),
              ("grappa/batch halo", dict(trainer="grappa", estimator="batch", repartition_every=5, halo=True)),
              ("grappa/batch metis", dict(trainer="grappa", estimator="batch", repartition_every=5,
                                          method="metis")),
@@ -98,7 +98,7 @@ def distributed_runs(base, only=None):
 @torch.no_grad()
 def eval_modes(g, hist, model_path):
     """Test accuracy of a saved model: full, sampled (training fanouts), local (own partition)."""
-    cfg = TrainConfig.from_dict({k: v for k, v in hist["config"].items()})
+    cfg = TrainConfig.from_dict(TrainConfig.saved_form(hist["config"]))
     model = zg.models.build(cfg.model, g.feat_dim, cfg.hidden_dim, g.num_classes, cfg.num_layers,
                             dropout=cfg.dropout)
     model.load_state_dict(torch.load(model_path))

@@ -19,7 +19,7 @@ import torch.distributed as dist
 import torch.nn.functional as F
 
 import zg
-from zg.baselines.remote import FeatureTable, fetch_features
+from zg.grappa.remote import FeatureTable, fetch_features
 from zg.errors import ZgError
 from zg.grappa import CheckpointError
 from zg.grappa.comm import CommLedger, wire_bytes

@@ -144,10 +144,12 @@ TEXT = json.dumps(VALID, indent=1).encode()
 def would_train(data: bytes) -> bool:
     """Whether ``data`` is a config the command would really run (then the fuzzer skips it)."""
     try:
-        cfg = TrainConfig.from_dict(json.loads(data.decode("utf-8")))
+        values = json.loads(data.decode("utf-8"))
+        dataset = values.pop("dataset", None)
+        TrainConfig.from_dict(values)
     except Exception:
         return False
-    return isinstance(cfg.dataset, str) and cfg.dataset.lower() == "cora"
+    return isinstance(dataset, str) and dataset.lower() == "cora"
 
 
 def run_main(path, out):

@@ -4,7 +4,8 @@ equals an uninterrupted run's), checkpoints that are corrupt or belong to anothe
 error on every rank, nothing trained), and a peer that never answers (the others fail with an
 error naming the timeout instead of hanging).
 
-Faults are injected with the test-only hook of :mod:`zg.grappa.train`: ``ZG_GRAPPA_FAULT=
+Faults are injected by a worker plugin the tests install (tests/grappa_fault_plugin.py, loaded by
+every worker through ``ZG_GRAPPA_WORKER_PLUGIN``, see :mod:`zg.grappa.worker`): ``ZG_GRAPPA_FAULT=
 "kill|stall:EPOCH:ITERATION:RANK"``, once only with ``ZG_GRAPPA_FAULT_ONCE=<marker file>``.
 """
 
@@ -19,7 +20,10 @@ import torch
 
 import zg
 from zg import grappa
-from zg.grappa.train import FAULT_ENV, FAULT_ONCE_ENV, CheckpointError, read_checkpoint
+from zg.grappa.train import CheckpointError, read_checkpoint
+from zg.grappa.worker import PLUGIN_ENV
+
+from grappa_fault_plugin import FAULT_ENV, FAULT_ONCE_ENV, PLUGIN
 
 ROOT = Path(__file__).resolve().parent.parent
 TORCHRUN = Path(sys.executable).with_name("torchrun")
@@ -45,7 +49,7 @@ def torchrun(tmp_path, config, name, extra_env=None, max_restarts=0, timeout=400
     out = tmp_path / f"{name}-history.json"
     env = {k: v for k, v in os.environ.items() if k not in (FAULT_ENV, FAULT_ONCE_ENV)}
     env.update({"PYTHONPATH": str(ROOT) + os.pathsep + os.environ.get("PYTHONPATH", ""),
-                "OMP_NUM_THREADS": "1", **(extra_env or {})})
+                "OMP_NUM_THREADS": "1", PLUGIN_ENV: PLUGIN, **(extra_env or {})})
     done = subprocess.run(command + ["--standalone", "--nproc-per-node=2", f"--max-restarts={max_restarts}",
                                      "--monitor-interval=1", "-m", "zg.grappa", "--config", str(path),
                                      "--out", str(out)],
@@ -96,6 +100,7 @@ def test_a_killed_run_started_again_resumes_exactly(tmp_path, monkeypatch, train
     g = tiny()
     run = dict(workers=2, trainer=trainer, epochs=4, seed=1, checkpoint_every=1, **SMALL)
     reference = grappa.train(g, **run)
+    monkeypatch.setenv(PLUGIN_ENV, PLUGIN)
     monkeypatch.setenv(FAULT_ENV, "kill:2:0:1")
     monkeypatch.setenv(FAULT_ONCE_ENV, str(tmp_path / "killed-once"))
     with pytest.raises(Exception, match="SIGKILL|signal 9|exit code"):
@@ -189,6 +194,7 @@ def test_a_peer_that_never_answers_ends_the_run_with_a_timeout_error(monkeypatch
     """Rank 1 stays in the group but stops in epoch 0, iteration 1 (it sleeps for ever): rank 0
     waits at most ``timeout`` seconds in its collective, then fails with an error naming the
     timeout, and the launcher takes the sleeper down (run_timeout is far away)."""
+    monkeypatch.setenv(PLUGIN_ENV, PLUGIN)
     monkeypatch.setenv(FAULT_ENV, "stall:0:1:1")
     with pytest.raises(TimeoutError, match=r"worker 0: a collective waited longer than "
                                            r"timeout=4.0 s"):

@@ -96,11 +96,16 @@ def test_train_many_reuses_processes_and_gives_the_same_runs():
                                              ("single", 1)])
 def test_every_trainer_counts_what_it_sends(trainer, workers):
     g = tiny()
-    hist = grappa.train(g, workers=workers, estimator="node", repartition_every=1, epochs=2, seed=0,
-                        trainer=trainer, **SMALL)
+    # A baseline corrects nothing and never repartitions: asking it to is refused, naming both.
+    for setting in (dict(estimator="node"), dict(repartition_every=1)):
+        (name, value), = setting.items()
+        with pytest.raises(ValueError, match=rf"trainer='{trainer}'.*got {name}={value!r}"):
+            grappa.train(g, workers=workers, epochs=2, seed=0, trainer=trainer, **setting, **SMALL)
+    hist = grappa.train(g, workers=workers, epochs=2, seed=0, trainer=trainer, **SMALL)
     iterations = math.ceil(g.train_idx.numel() / 64)
     grads = wire_bytes("all_reduce", 4 * num_params(g), workers)
     assert hist["workers"] == workers and hist["config"]["trainer"] == trainer
+    assert hist["config"]["estimator"] == "mean" and hist["config"]["repartition_every"] is None
     for e in hist["epochs"]:
         kinds = e["bytes_by_kind"]
         assert e["super_epoch"] == 0                                     # baselines never repartition
@@ -137,22 +142,27 @@ def test_full_graph_mode_with_four_workers_and_a_halo():
 
 def test_paper_ablations_and_the_reference_estimator_train():
     """Fixed partitions (no repartitioning) with every estimator, and "unweighted" = "mean",
-    in one process group; "reference" and "mean" send no scalars."""
+    in one process group; "reference" and "mean" send no scalars. The ablations are settings
+    (repartition_every=None, estimator="mean"); the old ablation= keyword maps to them with a
+    DeprecationWarning naming the replacement."""
     g = tiny()
     runs = [dict(workers=2, estimator=est, ablation="fixed_partitions", epochs=2, seed=0, **SMALL)
             for est in grappa.ESTIMATORS]
-    runs += [dict(workers=2, estimator="batch", ablation="unweighted", repartition_every=1, epochs=2,
-                  seed=0, **SMALL),
+    runs += [dict(workers=2, ablation="unweighted", repartition_every=1, epochs=2, seed=0, **SMALL),
              dict(workers=2, estimator="mean", repartition_every=1, epochs=2, seed=0, **SMALL),
              dict(workers=2, estimator="reference", repartition_every=1, epochs=2, seed=0, **SMALL)]
-    hists = grappa.train_many(g, runs)
+    with pytest.warns(DeprecationWarning) as caught:
+        hists = grappa.train_many(g, runs)
+    messages = {str(w.message) for w in caught if w.category is DeprecationWarning}
+    assert "ablation='fixed_partitions' is deprecated; pass repartition_every=None instead" in messages
+    assert "ablation='unweighted' is deprecated; pass estimator='mean' instead" in messages
     for est, hist in zip(grappa.ESTIMATORS, hists):
         assert hist["config"]["estimator"] == est and hist["config"]["repartition_every"] is None
         assert [e["super_epoch"] for e in hist["epochs"]] == [0, 0], est
         assert all(math.isfinite(e["loss"]) for e in hist["epochs"])
         assert 0 <= hist["final"]["test_acc"] <= 1
     unweighted, mean, reference = hists[len(grappa.ESTIMATORS):]
-    assert unweighted["config"]["estimator"] == "mean" and unweighted["config"]["ablation"] == "unweighted"
+    assert unweighted["config"]["estimator"] == "mean" and "ablation" not in unweighted["config"]
     assert [e["loss"] for e in unweighted["epochs"]] == [e["loss"] for e in mean["epochs"]]
     assert [e["super_epoch"] for e in reference["epochs"]] == [0, 1]
     for hist in (mean, reference):
@@ -162,6 +172,8 @@ def test_paper_ablations_and_the_reference_estimator_train():
         grappa.train(g, workers=2, epochs=1, ablation="no_halo")
     with pytest.raises(ValueError, match="ablation"):
         grappa.train(g, workers=2, epochs=1, trainer="isolated", ablation="unweighted")
+    with pytest.raises(ValueError, match="ablation='unweighted' means estimator='mean'.*estimator='batch'"):
+        grappa.train(g, workers=2, epochs=1, estimator="batch", ablation="unweighted")
 
 
 def test_bad_configurations_are_rejected_before_any_process_starts():

@@ -84,7 +84,9 @@ def train_together(g: Graph, *, workers: int = 2, epochs: int = 10, batch_size: 
     local graph (``sampler="envelope"``). Baselines: the same Grappa workers with the
     host-mediated dynamic sampler, and feature fetching (every worker samples the whole
     graph's structure and fetches remote features each iteration). Same model, seed and
-    batches everywhere; ``options`` go to every run (``lr``, ``repartition_every``, ...).
+    batches everywhere; ``options`` go to every run (``lr``, ``repartition_every``, ...) whose
+    trainer does not fix them (:meth:`zg.grappa.Trainer.shared_options`: feature fetching never
+    repartitions).
 
     Returns ``{"rows": [...], "histories": {variant: history}}``; a row holds the variant,
     ``seconds_per_epoch`` (median), ``bytes_per_epoch_per_worker``, ``test_acc`` (final),
@@ -94,6 +96,7 @@ def train_together(g: Graph, *, workers: int = 2, epochs: int = 10, batch_size: 
     """
     from ..grappa import train_many
     from ..grappa.history import bytes_by_kind_per_worker
+    from ..grappa.trainers import get_trainer
 
     names = list(TOGETHER) if variants is None else list(variants)
     unknown = [n for n in names if n not in TOGETHER]
@@ -102,7 +105,8 @@ def train_together(g: Graph, *, workers: int = 2, epochs: int = 10, batch_size: 
     fanouts = check_fanouts(fanouts)
     common = dict(workers=workers, epochs=epochs, batch_size=batch_size, fanouts=list(fanouts),
                   num_layers=len(fanouts), hidden_dim=hidden_dim, seed=seed, **options)
-    histories = train_many(g, [dict(common, **TOGETHER[n]) for n in names])
+    runs = [dict(get_trainer(TOGETHER[n]["trainer"]).shared_options(common), **TOGETHER[n]) for n in names]
+    histories = train_many(g, runs)
     rows = []
     for name, h in zip(names, histories):
         kinds = bytes_by_kind_per_worker(h)

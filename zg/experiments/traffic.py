@@ -106,15 +106,15 @@ def expected_bytes(g: Any, history: Dict[str, Any], *, partition: Any = None) ->
     g = graph_arg(g, train=True)
     if not isinstance(history, dict) or "config" not in history or "epochs" not in history:
         raise TypeError("history must be a zg.grappa.train history (with 'config' and 'epochs')")
-    known = set(TrainConfig.__dataclass_fields__)
-    cfg = TrainConfig(**{k: v for k, v in history["config"].items() if k in known}).validated()
+    cfg = TrainConfig(**TrainConfig.saved_form(history["config"])).validated()
     P, E = cfg.workers, len(history["epochs"])
     I = iterations_per_epoch(cfg, g.train_idx.numel())
     torch.manual_seed(cfg.seed)
     model = zg_models.build(cfg.model, g.feat_dim, cfg.hidden_dim, g.num_classes, cfg.num_layers,
                             dropout=cfg.dropout)
     out = {k: [0] * P for k in KINDS}
-    if cfg.trainer == "psgd_pa":
+    trainer = cfg.trainer_object
+    if trainer.averages_models:
         every = cfg.average_every or I
         payload = sum(p.numel() * p.element_size() for p in model.parameters())
         out["parameters"] = [(E * I // every) * wire_bytes("all_reduce", payload, P)] * P
@@ -122,7 +122,7 @@ def expected_bytes(g: Any, history: Dict[str, Any], *, partition: Any = None) ->
         per_iteration = gradient_traffic(model, P, estimator=cfg.estimator)
         out["gradients"] = [E * I * per_iteration["gradient_bytes"]] * P
         out["scalars"] = [E * I * per_iteration["scalar_bytes"]] * P
-    if cfg.trainer == "feature_fetch":
+    if trainer.fetches_features:
         part = make_partition(g, cfg) if partition is None else _partitions(partition)[0]
         fetch = feature_fetch_traffic(g, part, cfg.fanouts, cfg.batch_size, epochs=E, seed=cfg.seed)
         out["features"] = [int(round(b * E)) for b in fetch["bytes_per_epoch"]]
@@ -160,10 +160,10 @@ def feature_fetch_traffic(g: Any, part: Any, fanouts: Sequence[int], batch_size:
                           epochs: int = 1, seed: int = 0) -> Dict[str, Any]:
     """What the ``feature_fetch`` trainer's workers send, counted without starting processes.
 
-    Builds each worker's :class:`zg.baselines.remote.FeatureFetchSource` (the same seeds,
+    Builds each worker's :class:`zg.grappa.remote.FeatureFetchSource` (the same seeds,
     shuffles and sampler as ``grappa.train(trainer="feature_fetch", ...)`` with this partition,
     fanouts, batch size and seed), samples every iteration and applies the bytes rule of
-    :func:`zg.baselines.remote.fetch_features`: per iteration a worker sends its request
+    :func:`zg.grappa.remote.fetch_features`: per iteration a worker sends its request
     counts, the ids of the rows it asks others for (8 bytes each) and the feature rows others
     ask of it. So the totals equal the ``features`` bytes of a real run's history.
 
@@ -173,7 +173,7 @@ def feature_fetch_traffic(g: Any, part: Any, fanouts: Sequence[int], batch_size:
         batch needs, "remote_rows_per_iteration": mean of those owned by another worker,
         "iterations_per_epoch", "workers"}.
     """
-    from ..baselines.remote import FeatureFetchSource
+    from ..grappa.remote import FeatureFetchSource
     from ..grappa._checks import graph_arg, int_arg
     from ..grappa.comm import CommLedger, wire_bytes
     from ..grappa.train import TrainConfig
@@ -288,7 +288,7 @@ def fetch_traffic_model(input_rows: float, seeds: float, workers: int, feat_dim:
     its batch needs ``input_rows`` unique input nodes, ``seeds`` of them its own seeds, on a
     random ``workers``-way partition: every other input node is remote with probability
     (P - 1) / P; requests and replies are symmetric across workers (each sends as many rows as
-    it asks for), as in :func:`zg.baselines.remote.fetch_features`' byte rule:
+    it asks for), as in :func:`zg.grappa.remote.fetch_features`' byte rule:
     8 (P - 1) count bytes + 8 bytes per requested row + ``feat_dim * feature_bytes`` per row.
     Returns {"remote_rows", "bytes", "rounds"} (rounds: the three all_to_all calls).
     """

@@ -29,11 +29,14 @@ def run_trainers(g: Any, runs: Sequence[Any], **common: Any) -> Dict[str, Dict[s
     Each run is a trainer name (``"grappa"``, ``"isolated"``, ``"psgd_pa"``,
     ``"feature_fetch"``, ``"single"``) or a dict of :func:`zg.grappa.train` options with a
     ``trainer`` and optionally a ``label`` (default: the trainer's name); ``common`` options
-    (workers, epochs, seed, fanouts, batch_size, ...) apply to every run. All distributed runs
-    share one set of worker processes (:func:`zg.grappa.train_many`); ``single`` runs on its own
-    (one process), with the same options but one worker.
+    (workers, epochs, seed, fanouts, batch_size, ...) apply to every run, except those a run's
+    trainer fixes itself (:meth:`zg.grappa.Trainer.shared_options`: e.g. ``repartition_every``
+    or ``estimator`` for isolated, ``workers`` for single). All distributed runs share one set
+    of worker processes (:func:`zg.grappa.train_many`); runs of a trainer with its own number
+    of workers (``single``: one process) run in their own launch.
     """
     from ..grappa.train import train_many
+    from ..grappa.trainers import get_trainer
 
     if isinstance(runs, (str, dict)) or not list(runs):
         raise TypeError("runs must be a non-empty list of trainer names or dicts of train() options")
@@ -45,11 +48,12 @@ def run_trainers(g: Any, runs: Sequence[Any], **common: Any) -> Dict[str, Dict[s
         label = options.pop("label", options["trainer"])
         if label in {lb for lb, _ in labelled}:
             raise ValueError(f"two runs are labelled {label!r}; give each a distinct 'label'")
-        labelled.append((label, {**common, **options}))
-    single = [(lb, {**o, "workers": 1}) for lb, o in labelled if o["trainer"] == "single"]
-    many = [(lb, o) for lb, o in labelled if o["trainer"] != "single"]
+        trainer = get_trainer(options["trainer"])
+        labelled.append((label, {**trainer.shared_options(common), **options}))
+    own = [(lb, o) for lb, o in labelled if get_trainer(o["trainer"]).workers is not None]
+    many = [(lb, o) for lb, o in labelled if get_trainer(o["trainer"]).workers is None]
     out: Dict[str, Dict[str, Any]] = {}
-    for group in (many, single):
+    for group in (many, own):
         if group:
             for (label, _), history in zip(group, train_many(g, [o for _, o in group])):
                 out[label] = history

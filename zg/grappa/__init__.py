@@ -7,11 +7,19 @@ The flow, one module per stage:
     coverage.py     how much of each node's L-hop neighbourhood its worker sees
     estimators.py   mean / node / batch / shrink, the paper's "reference" weighting (+ a uniform
                     control): how gradients combine
+    config.py       TrainConfig = Experiment + Runtime + Output; the plan a config implies
+    trainers.py     one class per trainer (grappa, isolated, psgd_pa, feature_fetch, single)
+    sources.py      what a worker trains on: its isolated local graph; remote.py: the
+                    feature-fetching baseline's source (whole structure, remote features)
+    hook.py         the estimator's DDP communication hook and the other collectives
+    worker.py       the worker loop (a zg.Engine on its local graph), hooks for tests
+    checkpoint.py   checkpoints and resuming; history.py: the history JSON
     launch.py       worker processes (torch.multiprocessing or torchrun), timeouts, free ports
-    train.py        the worker loop, the DDP communication hook, repartitioning, the history
+    train.py        the entry points: train, train_many
     comm.py         bytes sent per worker by kind, and a link model that projects epoch time
     gradient.py     each estimator's error against the exact full-graph gradient
-    fullgraph.py    full-neighbourhood forward (the exact reference, evaluation, full mode)
+    fullgraph.py    full-neighbourhood forward with autograd (the exact reference, full mode);
+                    evaluation is zg.inference.evaluate, the kit's one full-graph evaluator
 
     from zg import grappa
     part = grappa.partition(g, num_parts=4, method="random", seed=0)
@@ -35,11 +43,13 @@ from .fullgraph import evaluate, whole_graph_block
 from .gradient import exact_gradient, gradient_error, random_partitions
 from .partition import METHODS, SCHEDULES, LocalGraph, Partition, partition
 from ..errors import MainGuardError, ZgError
-from .config import ABLATIONS
-from .train import TRAINERS, CheckpointError, TrainConfig, train, train_many
+from .config import ABLATIONS, Experiment, Output, Runtime
+from .train import CheckpointError, TrainConfig, train, train_many
+from .trainers import TRAINERS, Trainer, get_trainer
 
 __all__ = ["partition", "Partition", "LocalGraph", "coverage", "local_coverage", "Estimator",
-           "train", "train_many", "TrainConfig", "gradient_error", "exact_gradient", "random_partitions",
+           "train", "train_many", "TrainConfig", "Experiment", "Runtime", "Output", "Trainer",
+           "get_trainer", "gradient_error", "exact_gradient", "random_partitions",
            "evaluate", "whole_graph_block", "comm", "estimators", "CommLedger", "Link", "LINKS",
            "project_seconds", "ESTIMATORS", "WEIGHTINGS", "METHODS", "SCHEDULES", "TRAINERS",
            "ABLATIONS",

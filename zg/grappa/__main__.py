@@ -13,7 +13,8 @@ Two ways to start it, the same worker code either way (:func:`zg.grappa.train.ru
 
 Under torchrun the world size comes from torchrun (it overrides ``workers``) and every rank
 loads the graph and computes the same partition from the config's seed. The config is a JSON
-object with :class:`zg.grappa.TrainConfig` fields plus ``dataset``::
+object with :class:`zg.grappa.TrainConfig` fields plus ``dataset`` (which graph to load: the
+command line's, not a TrainConfig field)::
 
     {"dataset": "cora", "trainer": "grappa", "estimator": "batch", "epochs": 5, ...}
     {"dataset": {"name": "csbm", "num_nodes": 20000, "avg_degree": 10, "num_classes": 5,
@@ -97,7 +98,8 @@ Report = Callable[[Dict[str, Any], Optional[str]], None]
 
 def run(values: Any, out: Optional[str], error: Callable[[str], NoReturn], *,
         source: str = "config", report: Optional[Report] = None) -> int:
-    """One Grappa run from config ``values`` (a dict of TrainConfig fields plus ``dataset``).
+    """One Grappa run from config ``values`` (a dict of TrainConfig fields plus ``dataset``,
+    which this function takes out: it names the graph).
 
     Shared by ``python -m zg.grappa --config`` and ``zg grappa``. Every problem with the input
     goes to ``error`` (argparse's ``parser.error``: the message, exit status 2), prefixed with
@@ -108,8 +110,12 @@ def run(values: Any, out: Optional[str], error: Callable[[str], NoReturn], *,
     has it (rank 0 under torchrun). ``out``: where to write the history JSON (default: the
     config's ``history_path``). Returns the exit status, 0.
     """
-    if isinstance(values, dict) and under_torchrun():
-        values = {**values, "workers": int(os.environ["WORLD_SIZE"])}
+    dataset = None
+    if isinstance(values, dict):
+        values = dict(values)
+        dataset = values.pop("dataset", None)
+        if under_torchrun():
+            values["workers"] = int(os.environ["WORLD_SIZE"])
     try:
         cfg = TrainConfig.from_dict(values)
     except (TypeError, ValueError) as exc:
@@ -120,9 +126,9 @@ def run(values: Any, out: Optional[str], error: Callable[[str], NoReturn], *,
     except (TypeError, ValueError) as exc:
         error(f"{source}: {exc}")
     try:
-        g = load_dataset(cfg.dataset)
+        g = load_dataset(dataset)
     except (OSError, TypeError, ValueError, KeyError, ImportError) as exc:
-        error(f"{source}: dataset {cfg.dataset!r}: {exc}")
+        error(f"{source}: dataset {dataset!r}: {exc}")
     if under_torchrun():
         rank, world, local_rank, _ = init_from_env(cfg.timeout, cfg.backend)
         # Rank 0 alone writes the history; with nowhere asked for, a temporary file lets
@@ -140,11 +146,8 @@ def run(values: Any, out: Optional[str], error: Callable[[str], NoReturn], *,
                 os.unlink(path)
         exit_worker()                            # see zg.grappa.launch.exit_worker
         return 0
-    options = {k: v for k, v in vars(cfg).items()
-               if k not in ("workers", "estimator", "repartition_every", "epochs", "seed",
-                            "history_path", "dataset")}
-    history = train(g, cfg.workers, cfg.estimator, cfg.repartition_every, cfg.epochs, cfg.seed,
-                    history_path=out, **options)
+    options = {**cfg.to_dict(), "history_path": out}
+    history = train(g, **options)
     if report is not None:
         report(history, out)
     return 0

@@ -9,7 +9,6 @@ part. A checkpoint that cannot be read, or was written by another run, stops eve
 from __future__ import annotations
 
 import os
-from dataclasses import asdict
 from typing import Any, Dict, List, Optional
 
 import torch
@@ -26,9 +25,11 @@ __all__ = ["CheckpointError", "checkpoint_file", "read_checkpoint", "write_check
            "CHECKPOINT_FILE", "RESUMABLE_CHANGES"]
 
 
-# Config fields a resumed run may change: where things go, how long to wait, how often to save.
+# Config fields a resumed run may change: where output goes (every Output field but eval_every,
+# which decides which records hold accuracies), how long to wait, how many threads.
 RESUMABLE_CHANGES = ("history_path", "model_path", "checkpoint_dir", "checkpoint_every", "progress",
                      "timeout", "run_timeout", "threads")
+
 _CHECKPOINT_KEYS = ("config", "graph", "world", "next_epoch", "step", "records", "model",
                     "optimizer", "seconds", "resumed_at")
 
@@ -80,7 +81,8 @@ def read_checkpoint(path: str, cfg: TrainConfig, g: Graph, world: int) -> Option
     if missing:
         raise CheckpointError(f"checkpoint {path} lacks {missing}; it is corrupt")
     saved = state["config"] if isinstance(state["config"], dict) else {}
-    mine = asdict(cfg)
+    saved = TrainConfig.saved_form(saved)   # a checkpoint written before the config was split
+    mine = cfg.to_dict()
     differ = sorted(k for k in set(saved) | set(mine)
                     if k not in RESUMABLE_CHANGES and saved.get(k, "<absent>") != mine.get(k, "<absent>"))
     if differ:
@@ -100,7 +102,7 @@ def read_checkpoint(path: str, cfg: TrainConfig, g: Graph, world: int) -> Option
             or [r.get("epoch") if isinstance(r, dict) else None for r in records] != list(range(next_epoch)):
         raise CheckpointError(f"checkpoint {path} is inconsistent: resume at epoch {next_epoch!r} "
                               f"with {len(records) if isinstance(records, list) else '?'} epoch records")
-    copies = 1 if cfg.trainer != "psgd_pa" else world
+    copies = cfg.trainer_object.replicas(world)
     if not (isinstance(state["model"], list) and isinstance(state["optimizer"], list)
             and len(state["model"]) == len(state["optimizer"]) == copies):
         raise CheckpointError(f"checkpoint {path} should hold {copies} model and optimizer state(s)")
@@ -127,7 +129,7 @@ def write_checkpoint(path: str, cfg: TrainConfig, g: Graph, rank: int, world: in
                       resumed_at: List[int]) -> None:
     """Every rank calls it (collectives inside); rank 0 writes the file."""
     mine = {"model": _to_cpu(model.state_dict()), "optimizer": _to_cpu(optimizer.state_dict())}
-    if cfg.trainer == "psgd_pa":                 # every worker its own parameters and Adam state
+    if cfg.trainer_object.replicas(world) > 1:   # every worker its own parameters and Adam state
         states: List[Any] = [None] * world
         dist.all_gather_object(states, mine)
     else:
@@ -140,7 +142,7 @@ def write_checkpoint(path: str, cfg: TrainConfig, g: Graph, rank: int, world: in
         states = [mine]
     if rank == 0:
         _save_checkpoint(path, {
-            "format": "zg.grappa.checkpoint", "version": 1, "config": asdict(cfg),
+            "format": "zg.grappa.checkpoint", "version": 1, "config": cfg.to_dict(),
             "graph": _graph_signature(g), "world": world, "next_epoch": next_epoch, "step": step,
             "records": records, "model": [s["model"] for s in states],
             "optimizer": [s["optimizer"] for s in states], "seconds": seconds,

@@ -1,14 +1,26 @@
 """Grappa's run configuration: :class:`TrainConfig`, its checks, and the plan it implies.
 
 Where it sits: first thing :func:`zg.grappa.train` does (and ``python -m zg.grappa``); every
-worker reads the same config. The iterations per epoch, the super-epoch of an epoch and the
-partition a config asks for are defined here once.
+worker reads the same config. A config is three groups, each a dataclass, flattened into one
+(every field name is unique, so ``TrainConfig(workers=4, sampler="envelope", history_path=...)``
+and ``cfg.epochs`` read as before):
+
+    Experiment   what defines the result: trainer, workers, estimator, partition, model,
+                 optimisation, epochs, seed
+    Runtime      how it runs: sampler and envelope, backend, timeouts, threads
+    Output       where output goes: history, model, checkpoints, evaluation period, progress
+
+``cfg.experiment``, ``cfg.runtime``, ``cfg.output`` give each group on its own, and
+:meth:`TrainConfig.compose` builds a config from the three. The JSON form (history, checkpoints,
+``--config`` files) is the flat dict of :meth:`TrainConfig.to_dict`. The iterations per epoch,
+the super-epoch of an epoch and the partition a config asks for are defined here once.
 """
 
 from __future__ import annotations
 
 import math
-from dataclasses import dataclass, fields
+import warnings
+from dataclasses import asdict, dataclass, fields
 from typing import Any, Dict, List, Optional
 
 import torch
@@ -19,72 +31,47 @@ from ..sampling import check_fanouts
 from ._checks import bool_arg, choice_arg, int_arg, real_arg
 from .estimators import Estimator
 from .partition import METHODS, SCHEDULES, Partition, partition
+from .trainers import TRAINERS, Trainer, get_trainer
 
-__all__ = ["TrainConfig", "TRAINERS", "MODES", "SAMPLERS", "ABLATIONS", "super_epoch_of", "iterations_per_epoch",
-           "make_partition", "check_plan"]
+__all__ = ["TrainConfig", "Experiment", "Runtime", "Output", "UNSET", "TRAINERS", "MODES", "SAMPLERS",
+           "ABLATIONS", "super_epoch_of", "iterations_per_epoch", "make_partition", "check_plan"]
 
-TRAINERS = ("grappa", "isolated", "psgd_pa", "feature_fetch", "single")
 MODES = ("minibatch", "full")
 SAMPLERS = ("dynamic", "envelope")
-# The paper's ablations of Grappa (trainer="grappa" only), each a shorthand for the setting it
-# names: "unweighted" = estimator "mean" (the plain mean of the workers' gradients, no coverage
-# correction); "fixed_partitions" = repartition_every None (the chunks never regroup).
-ABLATIONS = ("unweighted", "fixed_partitions")
+# The paper's ablations of Grappa, kept only as deprecated keywords of train() and of JSON
+# configs: each is a shorthand for the setting it names.
+ABLATIONS = {"unweighted": ("estimator", "mean"), "fixed_partitions": ("repartition_every", None)}
 MAX_LAYERS = 64                 # more is a typo, and [10] * num_layers must stay small
 MAX_SECONDS = 1e7               # ~4 months: beyond this a timeout is a typo (and overflows timedelta)
+
+
+class _Unset:
+    """The default of a field whose default depends on the trainer (see TrainConfig)."""
+
+    def __repr__(self) -> str:
+        return "the trainer's default"
+
+    def __reduce__(self):
+        return "UNSET"                          # one object, also across processes
+
+
+UNSET: Any = _Unset()
 
 
 # ----------------------------------------------------------------------------- configuration
 
 
 @dataclass
-class TrainConfig:
-    """Everything a run needs besides the graph. JSON-serialisable (``asdict``).
-
-    trainer, workers (P), estimator, weighting, coverage_floor, shrink: see the module and
-    :mod:`zg.grappa.estimators`. repartition_every: epochs per super-epoch (None or 0: never).
-    ablation: None, or one of the paper's ablations of trainer "grappa" (:data:`ABLATIONS`):
-    "unweighted" (sets estimator "mean": the plain mean of the workers' gradients, no
-    coverage correction) or "fixed_partitions" (sets repartition_every None: no
-    repartitioning); it overrides the estimator or repartition_every given with it.
-    method, num_chunks, halo, schedule: see :func:`zg.grappa.partition`; the defaults are METIS
-    chunks (needs pymetis, a dependency of the kit) with the one-hop halo, because on random
-    chunks isolation costs accuracy that no estimator wins back, and METIS without the halo
-    still missed the 1-point acceptance bound on one unseen graph (docs/grappa_diagnosis.md);
-    ``method="random", halo=False`` is the paper's own setting. mode: "minibatch" or
-    "full". model, hidden_dim, num_layers, dropout: see :func:`zg.models.build`. fanouts:
-    input layer first (default 10 per layer). sampler: "dynamic" (host-mediated, the
-    reference) or "envelope" (each worker runs the ZeroGNN fixed-shape step on its local
-    graph: envelope sampler, padded blocks, no host syncs in the iteration). envelope,
-    envelope_quantile, envelope_margin: how each worker sizes its envelope for every
-    super-epoch ("profiled": :meth:`zg.Envelope.profile` on its local graph with that quantile
-    and margin; "worst_case": never overflows). An epoch in which any worker overflowed is
-    rewound exactly (parameters, optimizer state and RNG restored on every worker), the
-    overflowing envelopes grow, and the epoch runs again; the history counts these replays.
-    batch_size: global seeds per iteration. lr,
-    weight_decay: Adam. average_every: psgd_pa's averaging period in iterations (default one
-    epoch). eval_every: evaluate every k epochs (and after the last). backend: gloo / nccl /
-    None (auto). timeout: seconds any collective may wait. run_timeout: seconds the whole run
-    may take (None: no limit). threads: torch threads per worker (default cores / P).
-    history_path: where rank 0 writes the history JSON. model_path: where rank 0 saves the
-    final ``state_dict`` (torch.save), if given. checkpoint_dir: a folder for the run's
-    checkpoint (``checkpoint.pt``; None: no checkpoints); a run that finds one there resumes from
-    it (see the module docstring). Under torchrun across machines it only needs to be on rank
-    0's machine: rank 0 reads it and broadcasts it. checkpoint_every: epochs between checkpoints
-    (default: one super-epoch, ``repartition_every``, or every epoch when never repartitioning);
-    the last epoch is always checkpointed, so a finished run started again only rewrites its
-    history. progress: a tqdm bar on rank 0.
-    dataset: only for the command line (``python -m zg.grappa``): which graph to load.
-    """
+class Experiment:
+    """What defines a run's result (see :class:`TrainConfig` for every field)."""
 
     trainer: str = "grappa"
-    workers: int = 2
-    estimator: str = "batch"
+    workers: int = UNSET
+    estimator: str = UNSET
     weighting: str = "inverse"
     coverage_floor: float = 0.05
     shrink: Any = "auto"
-    repartition_every: Optional[int] = 5
-    ablation: Optional[str] = None
+    repartition_every: Optional[int] = UNSET
     epochs: int = 20
     seed: int = 0
     method: str = "metis"
@@ -97,48 +84,195 @@ class TrainConfig:
     num_layers: int = 2
     dropout: float = 0.5
     fanouts: Optional[List[int]] = None
-    sampler: str = "dynamic"
-    envelope: str = "profiled"
-    envelope_quantile: float = 0.99
-    envelope_margin: float = 0.05
     batch_size: int = 512
     lr: float = 0.01
     weight_decay: float = 0.0
     average_every: Optional[int] = None
-    eval_every: int = 1
+
+
+@dataclass
+class Runtime:
+    """How a run runs (see :class:`TrainConfig`)."""
+
+    sampler: str = "dynamic"
+    envelope: str = "profiled"
+    envelope_quantile: float = 0.99
+    envelope_margin: float = 0.05
     backend: Optional[str] = None
     timeout: float = 120.0
     run_timeout: Optional[float] = None
     threads: Optional[int] = None
+
+
+@dataclass
+class Output:
+    """Where a run's output goes (see :class:`TrainConfig`)."""
+
     history_path: Optional[str] = None
     model_path: Optional[str] = None
     checkpoint_dir: Optional[str] = None
     checkpoint_every: Optional[int] = None
+    eval_every: int = 1
     progress: bool = False
-    dataset: Any = None
+
+
+GROUPS = {"experiment": Experiment, "runtime": Runtime, "output": Output}
+
+
+@dataclass
+class TrainConfig(Output, Runtime, Experiment):
+    """Everything a run needs besides the graph: :class:`Experiment`, :class:`Runtime` and
+    :class:`Output` in one flat dataclass. JSON-serialisable (:meth:`to_dict`).
+
+    Experiment. trainer: one of :data:`TRAINERS` (:mod:`zg.grappa.trainers`). workers (P).
+    estimator, weighting, coverage_floor, shrink: see :mod:`zg.grappa.estimators`.
+    repartition_every: epochs per super-epoch (None or 0: never). method, num_chunks, halo,
+    schedule: see :func:`zg.grappa.partition`; the defaults are METIS chunks (needs pymetis, a
+    dependency of the kit) with the one-hop halo, because on random chunks isolation costs
+    accuracy that no estimator wins back, and METIS without the halo still missed the 1-point
+    acceptance bound on one unseen graph (docs/grappa_diagnosis.md); ``method="random",
+    halo=False`` is the paper's own setting. mode: "minibatch" or "full". model, hidden_dim,
+    num_layers, dropout: see :func:`zg.models.build`. fanouts: input layer first. batch_size:
+    global seeds per iteration. lr, weight_decay: Adam. average_every: psgd_pa's averaging
+    period in iterations (default one epoch; the other trainers do not read it).
+
+    Runtime. sampler: "dynamic" (host-mediated, the reference) or "envelope" (each worker runs
+    the ZeroGNN fixed-shape step on its local graph: envelope sampler, padded blocks, no host
+    syncs in the iteration). envelope, envelope_quantile, envelope_margin: how each worker sizes
+    its envelope for every super-epoch ("profiled": :meth:`zg.Envelope.profile` on its local
+    graph with that quantile and margin; "worst_case": never overflows). Overflow follows the
+    one policy of :class:`zg.step.OverflowGuard`: an overflowed batch is never applied; every
+    worker skips its optimizer step on the device (the flag rides the gradient all-reduce, so
+    one worker's overflow stops them all); the host polls the flag every few iterations, the
+    overflowing workers grow their envelopes, and all resume from the first overflowed batch.
+    The history counts ``envelope_overflows`` and ``rewound_batches`` per epoch. backend: gloo /
+    nccl / None (auto). timeout: seconds any collective may wait. run_timeout: seconds the whole
+    run may take (None: no limit). threads: torch threads per worker (default cores / P).
+
+    Output. history_path: where rank 0 writes the history JSON. model_path: where rank 0 saves
+    the final ``state_dict`` (torch.save), if given. checkpoint_dir: a folder for the run's
+    checkpoint (``checkpoint.pt``; None: no checkpoints); a run that finds one there resumes
+    from it (see :mod:`zg.grappa.train`). Under torchrun across machines it only needs to be on
+    rank 0's machine: rank 0 reads it and broadcasts it. checkpoint_every: epochs between
+    checkpoints; the last epoch is always checkpointed, so a finished run started again only
+    rewrites its history. eval_every: evaluate every k epochs (and after the last). progress:
+    a tqdm bar on rank 0.
+
+    Defaults that depend on another field are resolved once, at construction, by these rules
+    (a field given explicitly is never changed):
+
+    * workers: the trainer's own number (single: 1), else 2;
+    * estimator: "batch" for the trainer that corrects with an estimator (grappa), "mean" for
+      the others;
+    * repartition_every: 5 for the trainer that repartitions (grappa), None for the others;
+    * num_chunks None: the trainer's own (single: 1), else the partition's default;
+    * fanouts None: 10 per layer (a tuple is kept as a list);
+    * checkpoint_every None: one super-epoch (``repartition_every``), or every epoch when never
+      repartitioning.
+
+    :meth:`validated` checks every field (errors name it) and changes nothing; a setting that
+    contradicts its trainer (``trainer="isolated", estimator="batch"``) or another setting
+    (``sampler="envelope", mode="full"``) is refused with a ValueError naming both fields.
+    """
+
+    def __post_init__(self):
+        trainer = self._trainer_or_none()
+        if trainer is not None:
+            for name, value in trainer.defaults().items():
+                if getattr(self, name) is UNSET or (name == "num_chunks" and self.num_chunks is None):
+                    setattr(self, name, value)
+        if self.fanouts is None and _is_int(self.num_layers) and 1 <= self.num_layers <= MAX_LAYERS:
+            self.fanouts = [10] * self.num_layers
+        elif isinstance(self.fanouts, tuple):
+            self.fanouts = list(self.fanouts)   # the JSON form is a list
+        if self.checkpoint_every is None and self.repartition_every is not UNSET:
+            every = self.repartition_every
+            self.checkpoint_every = every if _is_int(every) and every > 0 else 1
+
+    def _trainer_or_none(self) -> Optional[Trainer]:
+        try:
+            return get_trainer(self.trainer)
+        except (TypeError, ValueError):
+            return None                          # validated() names the problem
+
+    # ------------------------------------------------------------------------- groups and JSON
+
+    @classmethod
+    def compose(cls, experiment: Optional[Experiment] = None, runtime: Optional[Runtime] = None,
+                output: Optional[Output] = None) -> "TrainConfig":
+        """The config made of the three groups (each defaults to its own defaults)."""
+        values: Dict[str, Any] = {}
+        for name, group in (("experiment", experiment), ("runtime", runtime), ("output", output)):
+            if group is None:
+                continue
+            if not isinstance(group, GROUPS[name]):
+                raise TypeError(f"{name} must be a zg.grappa.{GROUPS[name].__name__}, got "
+                                f"{type(group).__name__}")
+            values.update({f.name: getattr(group, f.name) for f in fields(group)})
+        return cls(**values)
+
+    def _group(self, cls):
+        return cls(**{f.name: getattr(self, f.name) for f in fields(cls)})
+
+    @property
+    def experiment(self) -> Experiment:
+        return self._group(Experiment)
+
+    @property
+    def runtime(self) -> Runtime:
+        return self._group(Runtime)
+
+    @property
+    def output(self) -> Output:
+        return self._group(Output)
+
+    def to_dict(self) -> Dict[str, Any]:
+        """The JSON form: every field, flat (what histories and checkpoints store)."""
+        return asdict(self)
 
     @classmethod
     def from_dict(cls, values: Dict[str, Any]) -> "TrainConfig":
+        """A validated config from its JSON form (a dict of fields; absent ones take their
+        defaults). ``ablation`` (deprecated) is mapped to the setting it names; ``dataset``
+        belongs to the command line (``python -m zg.grappa`` reads it), not to the config."""
         if not isinstance(values, dict):
             raise TypeError(f"config must be a dict (a JSON object), got {type(values).__name__}")
+        values = map_deprecated(values)
         known = {f.name for f in fields(cls)}
         unknown = sorted(set(values) - known)
         if unknown:
-            raise ValueError(f"unknown config key(s) {unknown}; known keys: {sorted(known)}")
+            hint = ("; 'dataset' is read by the command line (python -m zg.grappa, zg grappa), "
+                    "not by TrainConfig" if "dataset" in unknown else "")
+            raise ValueError(f"unknown config key(s) {unknown}; known keys: {sorted(known)}{hint}")
         return cls(**values).validated()
 
+    @classmethod
+    def saved_form(cls, values: Dict[str, Any]) -> Dict[str, Any]:
+        """The JSON form of a config saved by any version of the kit (a history's or a
+        checkpoint's ``config``), as this version writes it: ``dataset`` (the command line's)
+        and ``ablation`` (already applied to the fields it names when it was saved) are dropped,
+        and a field the trainer fixes takes the value the trainer ran with (before the split,
+        psgd_pa stored an ``estimator`` it never used). Unknown keys are dropped."""
+        known = {f.name for f in fields(cls)}
+        out = {k: v for k, v in values.items() if k in known}
+        try:
+            fixed = get_trainer(out.get("trainer", Experiment.trainer)).fixed()
+        except (TypeError, ValueError):
+            return out
+        for name, (value, _) in fixed.items():
+            if name in out and name != "workers":
+                out[name] = value
+        return out
+
+    # ------------------------------------------------------------------------- checks
+
     def validated(self) -> "TrainConfig":
-        """Check every field (errors name it) and apply what each trainer implies."""
-        choice_arg(self.trainer, "trainer", TRAINERS)
+        """Check every field (errors name it) and every pair that must agree; change nothing."""
+        trainer = get_trainer(self.trainer)
         int_arg(self.workers, "workers", low=1)
         Estimator(self.estimator, self.weighting, self.coverage_floor, self.shrink)
         if self.repartition_every is not None:
             int_arg(self.repartition_every, "repartition_every", low=0)
-        if self.ablation is not None:
-            choice_arg(self.ablation, "ablation", ABLATIONS)
-            if self.trainer != "grappa":
-                raise ValueError(f"ablation={self.ablation!r} is an ablation of trainer='grappa'; "
-                                 f"got trainer={self.trainer!r}")
         int_arg(self.epochs, "epochs", low=1)
         int_arg(self.seed, "seed", low=0, high=2**63 - 1)                # torch.manual_seed's range
         choice_arg(self.method, "method", METHODS)
@@ -151,26 +285,22 @@ class TrainConfig:
         int_arg(self.hidden_dim, "hidden_dim", low=1)
         int_arg(self.num_layers, "num_layers", low=1, high=MAX_LAYERS)
         real_arg(self.dropout, "dropout", low=0.0, high=0.999)
-        if self.fanouts is None:
-            self.fanouts = [10] * self.num_layers
-        self.fanouts = check_fanouts(self.fanouts)
+        check_fanouts(self.fanouts)
         if len(self.fanouts) != self.num_layers:
             raise ValueError(f"fanouts has {len(self.fanouts)} entries but num_layers="
                              f"{self.num_layers}; give one fanout per layer")
-        choice_arg(self.sampler, "sampler", SAMPLERS)
-        choice_arg(self.envelope, "envelope", ("profiled", "worst_case"))
-        real_arg(self.envelope_quantile, "envelope_quantile", low=0.0, high=1.0, low_open=True)
-        real_arg(self.envelope_margin, "envelope_margin", low=0.0, high=10.0)
-        if self.sampler == "envelope" and (self.mode != "minibatch" or self.trainer == "feature_fetch"):
-            raise ValueError(f"sampler='envelope' samples each worker's local graph in mode='minibatch' "
-                             f"(trainers grappa, isolated, psgd_pa, single); got trainer="
-                             f"{self.trainer!r}, mode={self.mode!r}")
         int_arg(self.batch_size, "batch_size", low=1)
         real_arg(self.lr, "lr", low=0.0, low_open=True)
         real_arg(self.weight_decay, "weight_decay", low=0.0)
         if self.average_every is not None:
             int_arg(self.average_every, "average_every", low=1)
-        int_arg(self.eval_every, "eval_every", low=1)
+        choice_arg(self.sampler, "sampler", SAMPLERS)
+        choice_arg(self.envelope, "envelope", ("profiled", "worst_case"))
+        real_arg(self.envelope_quantile, "envelope_quantile", low=0.0, high=1.0, low_open=True)
+        real_arg(self.envelope_margin, "envelope_margin", low=0.0, high=10.0)
+        if self.sampler == "envelope" and self.mode != "minibatch":
+            raise ValueError(f"sampler='envelope' samples mini-batches; it cannot go with "
+                             f"mode={self.mode!r} (use mode='minibatch' or sampler='dynamic')")
         if self.backend is not None:
             choice_arg(self.backend, "backend", ("gloo", "nccl"))
         real_arg(self.timeout, "timeout", low=0.0, high=MAX_SECONDS, low_open=True)
@@ -183,34 +313,55 @@ class TrainConfig:
             if value is not None and (not isinstance(value, str) or not value):
                 raise TypeError(f"{name} must be a non-empty str (a path) or None, got "
                                 f"{type(value).__name__} {value!r}")
-        if self.checkpoint_every is not None:
-            int_arg(self.checkpoint_every, "checkpoint_every", low=1)
+        int_arg(self.checkpoint_every, "checkpoint_every", low=1)
+        int_arg(self.eval_every, "eval_every", low=1)
         bool_arg(self.progress, "progress")
-        if self.dataset is not None and not isinstance(self.dataset, (str, dict)):
-            raise TypeError(f"dataset must be a name, an object or None, got "
-                            f"{type(self.dataset).__name__} {self.dataset!r}")
-        if self.ablation == "unweighted":
-            self.estimator = "mean"
-        if self.ablation == "fixed_partitions":
-            self.repartition_every = None
-        if self.trainer == "single":
-            self.workers, self.num_chunks = 1, 1
-        if self.trainer in ("single", "isolated", "feature_fetch"):
-            self.estimator = "mean"
-        if self.trainer != "grappa":
-            self.repartition_every = None
-        if self.trainer == "feature_fetch" and self.mode != "minibatch":
-            raise ValueError("trainer='feature_fetch' trains in mode='minibatch' (it fetches the "
-                             "features of sampled neighbourhoods); got mode='full'")
-        if self.repartition_every == 0:
-            self.repartition_every = None
-        if self.checkpoint_every is None:
-            self.checkpoint_every = self.repartition_every or 1
+        trainer.check(self)
         return self
+
+    @property
+    def trainer_object(self) -> Trainer:
+        """The trainer this config names (:mod:`zg.grappa.trainers`): what differs between
+        trainers is asked of it, never of the name."""
+        return get_trainer(self.trainer)
 
     @property
     def estimator_object(self) -> Estimator:
         return Estimator(self.estimator, self.weighting, self.coverage_floor, self.shrink)
+
+
+def _is_int(value: Any) -> bool:
+    return isinstance(value, int) and not isinstance(value, bool)
+
+
+def map_deprecated(values: Dict[str, Any], stacklevel: int = 3) -> Dict[str, Any]:
+    """``values`` with the deprecated ``ablation`` keyword replaced by the setting it names
+    (a DeprecationWarning says which); ``ablation=None`` (an old config's "none") is dropped.
+    An ablation together with a conflicting value of its setting is a ValueError naming both."""
+    if "ablation" not in values:
+        return values
+    values = dict(values)
+    ablation = values.pop("ablation")
+    if ablation is None:
+        return values
+    choice_arg(ablation, "ablation", tuple(ABLATIONS))
+    trainer = values.get("trainer", Experiment.trainer)
+    try:
+        corrects = get_trainer(trainer).corrects
+    except (TypeError, ValueError):
+        corrects = True                          # validated() names the bad trainer
+    if not corrects:
+        raise ValueError(f"ablation={ablation!r} is an ablation of the correcting trainer "
+                         f"'grappa'; got trainer={trainer!r}")
+    name, value = ABLATIONS[ablation]
+    warnings.warn(f"ablation={ablation!r} is deprecated; pass {name}={value!r} instead",
+                  DeprecationWarning, stacklevel=stacklevel)
+    if name in values and values[name] is not UNSET and values[name] != value \
+            and not (name == "repartition_every" and values[name] == 0):
+        raise ValueError(f"ablation={ablation!r} means {name}={value!r}, but {name}="
+                         f"{values[name]!r} was given too; pass {name} only")
+    values[name] = value
+    return values
 
 
 def super_epoch_of(cfg: TrainConfig, epoch: int) -> int:

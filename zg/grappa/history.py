@@ -10,7 +10,6 @@ from __future__ import annotations
 import json
 import os
 import platform
-from dataclasses import asdict
 from typing import Any, Dict, List, Optional
 
 import torch
@@ -92,7 +91,7 @@ def history(cfg: TrainConfig, g: Graph, part: Partition, world: int, records: Li
     seconds = [r["seconds"] for r in records]
     return {
         "format": "zg.grappa.history", "version": 1,
-        "config": asdict(cfg), "workers": world, "backend": backend,
+        "config": cfg.to_dict(), "workers": world, "backend": backend,
         "graph": {k: v for k, v in g.summary().items() if k != "device"},
         "partition": {**part.summary(),
                       "stats": [part.stats(g, s) for s in sorted({r["super_epoch"] % part.num_super_epochs

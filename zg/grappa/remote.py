@@ -1,6 +1,6 @@
-"""The feature-fetching distributed baseline: what Grappa argues against.
+"""The feature-fetching distributed baseline's worker source: what Grappa argues against.
 
-Where it sits: ``zg.grappa.train(g, trainer="feature_fetch", ...)`` runs the shared worker loop
+Where it sits: beside :mod:`zg.grappa.sources` (a Grappa worker's isolated local graph); ``zg.grappa.train(g, trainer="feature_fetch", ...)`` runs the shared worker loop
 (:func:`zg.grappa.worker.run_worker`, the same :class:`zg.Engine` step) with this module's
 :class:`FeatureFetchSource` in place of Grappa's isolated local graph. Each worker
 
@@ -33,10 +33,12 @@ import torch
 import torch.distributed as dist
 
 from ..graph import Graph
-from ..grappa.comm import CommLedger
-from ..grappa.partition import Partition
 from ..rng import worker_seed
 from ..sampling import DynamicSampler
+from .comm import CommLedger
+from .config import iterations_per_epoch
+from .partition import Partition
+from .sources import worker_batches
 
 __all__ = ["FeatureFetchSource", "fetch_features", "FeatureTable"]
 
@@ -98,8 +100,6 @@ class FeatureFetchSource:
 
     def __init__(self, cfg, g: Graph, part: Partition, rank: int, world: int, device: torch.device,
                  ledger: CommLedger):
-        from ..grappa.config import iterations_per_epoch
-
         self.cfg, self.rank, self.world, self.ledger = cfg, rank, world, ledger
         self.device = device
         owner = part.owner(0).to(device)
@@ -124,7 +124,6 @@ class FeatureFetchSource:
         self.super_epoch = s                                             # never repartitions
 
     def batches(self, epoch: int):
-        from ..grappa.sources import worker_batches
         return worker_batches(self.train_nodes, self._order_seed, epoch, self.iterations)
 
     def features(self, input_nodes: torch.Tensor) -> torch.Tensor:

@@ -4,7 +4,7 @@ Where it sits: between the partition (:mod:`zg.grappa.partition`) and the worker
 (:mod:`zg.grappa.worker`). Every super-epoch the source rebuilds the worker's local graph, its
 coverage weights and, for ``sampler="envelope"``, the envelope profiled on that local graph; the
 worker then builds a :class:`zg.Engine` over it. The feature-fetching baseline's source
-(:class:`zg.baselines.remote.FeatureFetchSource`) has the same attributes.
+(:class:`zg.grappa.remote.FeatureFetchSource`) has the same attributes.
 
 A source has: ``graph`` (what the Engine samples on), ``features`` (None: ``graph.x``; or a
 callable fetching rows), ``weights`` (float [graph nodes] the estimator's node weights),

@@ -6,8 +6,8 @@ gloo on CPU, nccl on GPUs, timeouts everywhere) and runs :func:`run_worker` in e
 function runs under ``torchrun ... -m zg.grappa --config cfg.json``. The package is split by
 concept: :mod:`~zg.grappa.config` (TrainConfig), :mod:`~zg.grappa.sources` (a worker's local
 data), :mod:`~zg.grappa.hook` (the DDP hook and collectives), :mod:`~zg.grappa.worker` (the
-worker: a ``zg.Engine`` on its local graph), :mod:`~zg.grappa.checkpoint`,
-:mod:`~zg.grappa.history`, :mod:`~zg.grappa.faults`; this module holds the entry points. One
+worker: a ``zg.Engine`` on its local graph), :mod:`~zg.grappa.trainers` (one class per trainer),
+:mod:`~zg.grappa.checkpoint`, :mod:`~zg.grappa.history`; this module holds the entry points. One
 iteration of a worker (the one training step, :func:`zg.step.train_step`):
 
     seeds (its own training nodes) -> sample on its LOCAL graph -> gather LOCAL features
@@ -20,7 +20,8 @@ super-epoch regroups the chunks (:mod:`zg.grappa.partition`) and each worker reb
 local graph, sampler and coverage weights. Rank 0 evaluates on the full graph after each
 epoch (outside the timed part) and writes the history JSON.
 
-Trainers (``trainer=``), all through :func:`run_worker`, so they differ only where they must:
+Trainers (``trainer=``, one class each in :mod:`zg.grappa.trainers`), all through
+:func:`run_worker`, so they differ only where they must:
 
     grappa          the above
     isolated        the same workers, estimator "mean", never repartitioned (no correction)
@@ -29,7 +30,7 @@ Trainers (``trainer=``), all through :func:`run_worker`, so they differ only whe
                     averaged with one all_reduce (periodic model averaging)
     feature_fetch   every worker samples on the whole graph's structure (as ``single`` does),
                     owns only its partition's features and fetches the remote ones every
-                    iteration (:mod:`zg.baselines.remote`); gradients averaged ("mean")
+                    iteration (:mod:`zg.grappa.remote`); gradients averaged ("mean")
     single          one process, the whole graph: the accuracy ceiling
 
 Iterations: ``batch_size`` is the *global* number of seeds per iteration. An epoch has
@@ -45,11 +46,12 @@ shuffle, the sampler's keys and the dropout generator, which is reseeded before 
 random stream runs across batches, so a batch can be rerun (after an envelope overflow) or a run
 resumed exactly.
 
-Envelope overflow (``sampler="envelope"``): the one overflow policy of :mod:`zg.step`. The flag
-rides the gradient all-reduce, so an overflow on any worker stops every worker's optimizer step
-from that batch on, on the device; every worker reads the flag at the same iterations, the
-overflowing workers grow their envelopes, and all resume from the first overflowed batch. The
-history counts ``envelope_overflows`` and ``rewound_batches`` per epoch.
+Envelope overflow (``sampler="envelope"``): the one overflow policy of :mod:`zg.step`. An
+overflowed batch is never applied: the flag rides the gradient all-reduce, so an overflow on any
+worker stops every worker's optimizer step from that batch on, on the device; the host polls the
+flag every few iterations (every worker at the same ones), the overflowing workers grow their
+envelopes, and all resume from the first overflowed batch. The history counts
+``envelope_overflows`` and ``rewound_batches`` per epoch.
 
 Failure and restart: with ``checkpoint_dir`` set, rank 0 writes a checkpoint every
 ``checkpoint_every`` epochs (atomically: a temporary file, then a rename): the parameters and
@@ -71,16 +73,15 @@ import json
 import os
 import shutil
 import tempfile
-from dataclasses import fields
+from dataclasses import fields, replace
 from typing import Any, Dict, List, Optional
 
 from ..graph import Graph
 from ._checks import check_output_paths, graph_arg
 from .checkpoint import (CHECKPOINT_FILE, RESUMABLE_CHANGES, CheckpointError, checkpoint_file,
                          read_checkpoint)
-from .config import (MODES, SAMPLERS, TRAINERS, TrainConfig, check_plan, iterations_per_epoch,
-                     make_partition, super_epoch_of)
-from .faults import FAULT_ENV, FAULT_ONCE_ENV
+from .config import (MODES, SAMPLERS, TRAINERS, UNSET, Experiment, Output, Runtime, TrainConfig,
+                     check_plan, iterations_per_epoch, make_partition, map_deprecated, super_epoch_of)
 from .history import bytes_by_kind, bytes_per_worker, write_json
 from .hook import HookState, average_parameters, estimator_hook, gather_stats
 from .launch import spawn
@@ -88,10 +89,10 @@ from .partition import Partition
 from .sources import IsolatedSource
 from .worker import run_worker
 
-__all__ = ["TrainConfig", "train", "train_many", "run_worker", "TRAINERS", "MODES", "SAMPLERS",
-           "HookState", "estimator_hook", "make_partition", "iterations_per_epoch", "super_epoch_of",
-           "CheckpointError", "checkpoint_file", "read_checkpoint", "FAULT_ENV", "FAULT_ONCE_ENV",
-           "IsolatedSource", "bytes_by_kind", "bytes_per_worker", "write_json"]
+__all__ = ["TrainConfig", "Experiment", "Runtime", "Output", "train", "train_many", "run_worker",
+           "TRAINERS", "MODES", "SAMPLERS", "HookState", "estimator_hook", "make_partition",
+           "iterations_per_epoch", "super_epoch_of", "CheckpointError", "checkpoint_file",
+           "read_checkpoint", "IsolatedSource", "bytes_by_kind", "bytes_per_worker", "write_json"]
 
 # Kept for callers of the one-module layout (tests, notebooks of earlier rounds).
 _check_plan = check_plan
@@ -102,7 +103,7 @@ _gather_stats = gather_stats
 # ----------------------------------------------------------------------------- the entry point
 
 
-def train(g: Graph, workers: int = 4, estimator: str = "batch", repartition_every: Optional[int] = 5,
+def train(g: Graph, workers: int = UNSET, estimator: str = UNSET, repartition_every: Optional[int] = UNSET,
           epochs: int = 20, seed: int = 0, *, partition: Optional[Partition] = None,
           history_path: Optional[str] = None, **options: Any) -> Dict[str, Any]:
     """Train with P real worker processes on this machine and return the history.
@@ -134,20 +135,27 @@ def train(g: Graph, workers: int = 4, estimator: str = "batch", repartition_ever
 
     Args:
         g: graph with features, labels, train and val splits.
-        workers: P (1 <= P <= number of nodes). estimator: "mean" | "node" | "batch" | "shrink"
+        workers: P (1 <= P <= number of nodes; default 4, or the trainer's own: single 1).
+            estimator (default: "batch" for grappa, "mean", the only choice, for the others):
+            "mean" | "node" | "batch" | "shrink"
             | "reference" (the paper's own weighting: each worker's gradient times the mean of
             min(1, d_local / (d_global + 1)) over its seeds, divided by P) (or the "uniform"
             control); see :mod:`zg.grappa.estimators`.
-        repartition_every: epochs per super-epoch (None or 0: never repartition).
-        The paper's ablations: ``ablation="unweighted"`` (= estimator "mean": plain mean of the
-        workers' gradients, no coverage correction) and ``ablation="fixed_partitions"`` (=
-        repartition_every None); each overrides the option it names.
+        repartition_every: epochs per super-epoch (None or 0: never repartition; default 5 for
+            grappa, never for the others).
+        The paper's ablations are settings: unweighted aggregation is ``estimator="mean"``,
+        fixed partitions ``repartition_every=None``. (The old ``ablation=`` keyword still maps
+        to them, with a DeprecationWarning; together with a conflicting value it is an error.)
+        A setting that contradicts the trainer (``trainer="isolated", estimator="batch"``) is a
+        ValueError naming both; nothing is silently rewritten.
         epochs, seed: as named.
         partition: a precomputed :class:`Partition` for P workers (default: from the config);
             its method, chunks, halo and schedule then replace the config's.
         history_path: where to keep the history JSON (default: a temporary file, removed).
-        options: any other :class:`TrainConfig` field (trainer, mode, model, num_layers,
-            fanouts, batch_size, lr, method, halo, timeout, run_timeout, progress, ...).
+        options: any other :class:`TrainConfig` field, of any of its three groups (experiment:
+            trainer, mode, model, num_layers, fanouts, batch_size, lr, method, halo, ...;
+            runtime: sampler, timeout, run_timeout, threads, ...; output: checkpoint_dir,
+            model_path, progress, ...).
     Returns:
         The history dict (also the JSON's content): ``epochs`` (loss, val_acc, test_acc,
         seconds, bytes_sent per worker, bytes_by_kind, rounds per epoch), ``final``,
@@ -159,29 +167,42 @@ def train(g: Graph, workers: int = 4, estimator: str = "batch", repartition_ever
     return train_many(g, [run])[0]
 
 
+TRAIN_WORKERS = 4               # train()'s default P (TrainConfig's own default is 2)
+
+
 def _prepare(g: Graph, run: Dict[str, Any]):
     """Validate one run's options -> (config, partition, history path, keep the file?)."""
     if not isinstance(run, dict):
         raise TypeError(f"each run must be a dict of train() options, got {type(run).__name__}")
-    options = dict(run)
+    options = {k: v for k, v in run.items() if v is not UNSET}
     partition = options.pop("partition", None)
+    options = map_deprecated(options, stacklevel=4)
     unknown = sorted(set(options) - {f.name for f in fields(TrainConfig)})
     if unknown:
-        raise TypeError(f"train() got unknown option(s) {unknown}; see zg.grappa.TrainConfig")
+        hint = (" ('dataset' is the command line's: pass the graph as g)" if "dataset" in unknown else "")
+        raise TypeError(f"train() got unknown option(s) {unknown}; see zg.grappa.TrainConfig{hint}")
+    if "workers" not in options:            # train()'s default P, unless the trainer has its own
+        options["workers"] = _own_workers(options.get("trainer", "grappa")) or TRAIN_WORKERS
     cfg = TrainConfig(**options).validated()
     check_output_paths(cfg.history_path, cfg.model_path, cfg.checkpoint_dir)   # before any worker starts
     if cfg.workers > g.num_nodes:
         raise ValueError(f"workers={cfg.workers} is larger than the graph's {g.num_nodes} nodes")
     if partition is not None:
         check_plan(g, cfg, partition)
-        # The partition given decides how nodes are cut; the history must say so.
-        cfg.method, cfg.num_chunks, cfg.halo, cfg.schedule = (
-            partition.method, partition.num_chunks, partition.halo, partition.schedule_name)
+        # The partition given decides how nodes are cut (documented above); the history says so.
+        cfg = replace(cfg, method=partition.method, num_chunks=partition.num_chunks,
+                      halo=partition.halo, schedule=partition.schedule_name).validated()
     part = make_partition(g, cfg) if partition is None else partition
     check_plan(g, cfg, part)
-    if cfg.trainer == "single" and part.num_parts != 1:
-        raise ValueError("trainer='single' runs one worker; pass no partition")
     return cfg, part, cfg.history_path, cfg.history_path is not None
+
+
+def _own_workers(trainer: Any) -> Optional[int]:
+    """The trainer's own P, or None (a bad name is named by TrainConfig.validated)."""
+    try:
+        return TRAINERS[trainer].workers
+    except (KeyError, TypeError):
+        return None
 
 
 def _run_many(rank: int, world: int, g: Graph, jobs: List[Any]) -> None:

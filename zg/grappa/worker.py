@@ -16,6 +16,19 @@ local graph, weights and envelope, and the worker builds a ``zg.Engine`` over it
 * ``batches``: the worker's own training nodes, cut into the I iterations every worker runs;
 * ``optimizer``: one DeviceAdam for the whole run (its state survives repartitioning).
 
+What differs between the trainers (grappa, isolated, psgd_pa, feature_fetch, single) is asked of
+the trainer object (:mod:`zg.grappa.trainers`): its source, whether DDP wraps the model, what
+happens after a step (psgd_pa's averaging). :func:`run_worker` builds those pieces, then runs a
+short loop per epoch: regroup if a new super-epoch starts, train the epoch, record, checkpoint.
+
+Hooks: :data:`on_iteration` is a list of callables ``hook(rank, epoch, batch)`` that every worker
+calls at the start of every training iteration (before sampling). Workers are separate
+processes (``torch.multiprocessing`` or torchrun), so a hook reaches them through a plugin file:
+``ZG_GRAPPA_WORKER_PLUGIN=/path/to/plugin.py`` (several: separated by ``os.pathsep``) is
+imported once in every worker process before training, and the file appends its hooks to
+``zg.grappa.worker.on_iteration``. The kit's tests inject faults this way
+(``tests/grappa_fault_plugin.py``: a worker that kills itself or stalls at a given iteration).
+
 With ``sampler="envelope"`` the Engine runs the static step (the ZeroGNN fixed-shape envelope
 step: seeds from the device table, keys derived on the device); on CUDA it is not captured into
 a CUDA Graph, because DDP's hooks run Python during backward. ``mode="full"`` trains on the
@@ -24,34 +37,50 @@ whole local graph in one iteration per epoch through the same :func:`zg.step.tra
 
 from __future__ import annotations
 
+import importlib.util
 import os
 import time
-from typing import Any, Dict, List, Optional
+from typing import Any, Callable, Dict, List, Optional
 
 import torch
 import torch.distributed as dist
-import torch.nn.functional as F
 
 from .. import models as zg_models
 from .._io import atomic_write
 from ..engine import Engine
 from ..graph import Graph
+from ..inference import evaluate
 from ..optim import make_optimizer
 from ..rng import batch_key, seed_dropout
 from ..sampling import MiniBatch
-from ..step import OverflowGuard, train_step
+from ..step import OverflowGuard, per_seed_cross_entropy, train_step
 from .checkpoint import checkpoint_file, resume, write_checkpoint
 from .comm import KINDS, CommLedger
 from .config import TrainConfig, check_plan, make_partition, super_epoch_of
-from .faults import fault_from_env, inject_fault
-from ..inference import evaluate
+from .estimators import masked_batch_stats
 from .history import epoch_record, history, write_json
-from .hook import HookState, average_parameters, estimator_hook, gather_row, reduce_overflow_flag
+from .hook import gather_row, reduce_overflow_flag
 from .launch import worker_device
 from .partition import Partition
-from .sources import IsolatedSource
 
-__all__ = ["run_worker"]
+__all__ = ["run_worker", "on_iteration", "PLUGIN_ENV", "load_plugins"]
+
+on_iteration: List[Callable[[int, int, int], None]] = []
+PLUGIN_ENV = "ZG_GRAPPA_WORKER_PLUGIN"
+_loaded_plugins: set = set()
+
+
+def load_plugins() -> None:
+    """Import each file named in ``$ZG_GRAPPA_WORKER_PLUGIN`` once per process (see the module
+    docstring); a file that cannot be imported raises, naming the variable."""
+    for path in filter(None, os.environ.get(PLUGIN_ENV, "").split(os.pathsep)):
+        if path in _loaded_plugins:
+            continue
+        spec = importlib.util.spec_from_file_location(f"zg_grappa_plugin_{len(_loaded_plugins)}", path)
+        if spec is None or not os.path.isfile(path):
+            raise ValueError(f"{PLUGIN_ENV}: {path!r} is not a Python file")
+        spec.loader.exec_module(importlib.util.module_from_spec(spec))
+        _loaded_plugins.add(path)
 
 
 def run_worker(rank: int, world: int, cfg: TrainConfig, g: Graph, part: Optional[Partition],
@@ -74,14 +103,199 @@ def run_worker(rank: int, world: int, cfg: TrainConfig, g: Graph, part: Optional
                            f"{str(exc)[:300]}") from exc
 
 
+def _run_worker(rank: int, world: int, cfg: TrainConfig, g: Graph, part: Optional[Partition],
+                history_path: Optional[str], local_rank: Optional[int]) -> None:
+    if world != cfg.workers:
+        raise ValueError(f"the process group has {world} workers but the config says workers="
+                         f"{cfg.workers} (trainer={cfg.trainer!r})")
+    device = worker_device(dist.get_backend(), rank if local_rank is None else local_rank)
+    torch.set_num_threads(cfg.threads or max(1, (os.cpu_count() or 1) // world))
+    part = make_partition(g, cfg) if part is None else part
+    check_plan(g, cfg, part)
+    load_plugins()
+    worker = _Worker(cfg, g, part, rank, world, device)
+    run = _Run(worker, g)
+    for epoch in range(run.first_epoch, cfg.epochs):
+        repartition_seconds = worker.enter(super_epoch_of(cfg, epoch))
+        dist.barrier()                               # the epoch clock starts together
+        seconds, overflows, rewound = worker.train_epoch(epoch)
+        run.record(epoch, seconds, repartition_seconds, overflows, rewound)
+        run.checkpoint(epoch)
+        dist.barrier()                               # nobody's clock runs while rank 0 evaluates
+    run.finish(part, history_path)
+
+
+class _Worker:
+    """A worker's pieces: its trainer, source, model (and what wraps it), optimizer, loss,
+    overflow guard, ledger, and the Engine of the current super-epoch."""
+
+    def __init__(self, cfg: TrainConfig, g: Graph, part: Partition, rank: int, world: int,
+                 device: torch.device):
+        self.cfg, self.rank, self.world, self.device = cfg, rank, world, device
+        self.trainer = cfg.trainer_object
+        self.ledger = CommLedger(world)
+        self.full = cfg.mode == "full"
+        self.envelope_step = cfg.sampler == "envelope" and not self.full
+        self.guard = OverflowGuard(cfg.num_layers, device, distributed=True) if self.envelope_step else None
+        torch.manual_seed(cfg.seed)                  # identical initial parameters everywhere
+        self.model = zg_models.build(cfg.model, g.feat_dim, cfg.hidden_dim, g.num_classes,
+                                     cfg.num_layers, dropout=cfg.dropout).to(device)
+        self.source = self.trainer.make_source(cfg, g, part, rank, world, device, self.ledger)
+        self.net, hook_state = self.trainer.wrap(self.model, device, self.ledger, self.guard)
+        self.optimizer = make_optimizer(self.model, "adam", cfg.lr, cfg.weight_decay)
+        self.iterations = self.source.iterations
+        self.loss = _EstimatorLoss(cfg, self.source, rank, world, self.ledger, hook_state,
+                                   self.guard, self.full)
+        self.engine: Optional[Engine] = None
+
+    def enter(self, s: int) -> float:
+        """Seconds spent regrouping into super-epoch ``s`` (0.0 if it is the current one)."""
+        if s == self.source.super_epoch:
+            return 0.0
+        start = time.perf_counter()
+        self.source.start_super_epoch(s)
+        self.engine = None if self.full else self._engine()
+        return time.perf_counter() - start
+
+    def before_step(self, epoch: int, b: int) -> None:
+        for hook in on_iteration:
+            hook(self.rank, epoch, b)
+
+    def after_step(self, epoch: int, b: int) -> None:
+        self.loss.keep(b)
+        self.trainer.after_step(self.model, epoch * self.iterations + b,
+                                self.cfg.average_every or self.iterations, self.world, self.ledger,
+                                self.guard)
+
+    def train_epoch(self, epoch: int):
+        """(seconds, envelope overflows, rewound batches) of one epoch of training."""
+        self.model.train()
+        start = time.perf_counter()
+        if self.full:
+            self.before_step(epoch, 0)
+            seed_dropout(batch_key(self.source.seed, epoch, 0))
+            train_step(self._whole_local_graph, self.model, self.optimizer,
+                       lambda nodes: self.source.graph.x, self.source.graph.y, loss=self.loss,
+                       forward=self.net)
+            self.after_step(epoch, 0)
+            return time.perf_counter() - start, 0, 0
+        self.engine.epoch, self.engine.batch = epoch, 0
+        stats = self.engine.train_epoch()
+        return time.perf_counter() - start, stats.overflows, stats.rewound_batches
+
+    def _whole_local_graph(self, clock=None) -> MiniBatch:
+        """mode="full": one batch of every local training node over the whole local graph."""
+        seeds = self.source.train_nodes.to(self.device)
+        layers, device = self.cfg.num_layers, self.device
+        return MiniBatch(seeds=seeds, num_seeds=torch.tensor(seeds.numel(), device=device),
+                         blocks=[self.source.block] * layers,
+                         counts=torch.zeros(layers, dtype=torch.int64, device=device),
+                         overflowed=torch.zeros((), dtype=torch.bool, device=device))
+
+    def _engine(self) -> Engine:
+        """The worker's Engine for the current super-epoch (the class a single process runs)."""
+        cfg, source = self.cfg, self.source
+        envelope_step = cfg.sampler == "envelope"
+        guard = self.guard if self.guard is not None else OverflowGuard(cfg.num_layers, self.device)
+        return Engine(source.graph, self.model, cfg.fanouts, source.rows,
+                      envelope=source.envelope if envelope_step else "worst_case",
+                      optimizer=self.optimizer, device=self.device, capture=envelope_step,
+                      cuda_graph=False, seed=source.seed,
+                      pipeline="envelope" if envelope_step else "dynamic", audit_iterations=0,
+                      nodes=source.train_nodes, batches=source.batches, forward=self.net,
+                      loss=self.loss, features=source.features, guard=guard,
+                      before_step=self.before_step, after_step=self.after_step)
+
+
+class _Run:
+    """A run's bookkeeping around the loop: resuming, the epoch records (rank 0), evaluation,
+    checkpoints, the progress bar and the history at the end."""
+
+    def __init__(self, worker: _Worker, g: Graph):
+        self.worker, self.g, self.cfg = worker, g, worker.cfg
+        self.rank, self.world = worker.rank, worker.world
+        self.records: List[Dict[str, Any]] = []
+        self.first_epoch, self.seconds_before, self.resumed_at = 0, 0.0, []
+        self.path = checkpoint_file(self.cfg)
+        if self.path is not None:
+            state = resume(self.path, self.cfg, g, self.rank, self.world, worker.model,
+                           worker.optimizer, worker.device)
+            if state is not None:
+                self.first_epoch, self.seconds_before = state["next_epoch"], state["seconds"]
+                self.records = state["records"] if self.rank == 0 else []
+                self.resumed_at = state["resumed_at"] + [self.first_epoch]
+        self.eval_graph = g.to(worker.device) if self.rank == 0 else None
+        self.bar = self._progress_bar()
+        self.start = time.perf_counter()
+
+    def _progress_bar(self):
+        if self.rank != 0 or not self.cfg.progress:
+            return None
+        try:
+            from tqdm.auto import tqdm
+        except ImportError:
+            return None
+        return tqdm(total=self.cfg.epochs, initial=self.first_epoch,
+                    desc=f"{self.cfg.trainer} P={self.world}", leave=False)
+
+    def seconds(self) -> float:
+        return self.seconds_before + time.perf_counter() - self.start
+
+    def record(self, epoch: int, seconds: float, repartition_seconds: float, overflows: int,
+               rewound: int) -> None:
+        """Gather every worker's sums of the epoch; rank 0 keeps the record and evaluates."""
+        worker, cfg = self.worker, self.cfg
+        loss_sum, seen, lam = worker.loss.take()
+        comm = worker.ledger.take()
+        row = [loss_sum, seen, seconds, repartition_seconds, worker.source.mean_coverage]
+        row += [float(comm["bytes"][k]) for k in KINDS] + [float(comm["rounds"][k]) for k in KINDS]
+        table = gather_row(torch.tensor(row, dtype=torch.float64, device=worker.device), self.world)
+        if self.rank != 0:                                               # table: [P, 13]
+            return
+        record = epoch_record(epoch, super_epoch_of(cfg, epoch), table, [lam] if lam is not None else [],
+                              worker.iterations)
+        if worker.envelope_step:
+            record["envelope_overflows"], record["rewound_batches"] = overflows, rewound
+        if (epoch + 1) % cfg.eval_every == 0 or epoch == cfg.epochs - 1:
+            t = time.perf_counter()
+            acc = evaluate(worker.model, self.eval_graph, ("val", "test"))
+            record.update(val_acc=acc["val"], test_acc=acc["test"], eval_seconds=time.perf_counter() - t)
+        self.records.append(record)
+        if self.bar is not None:
+            self.bar.set_postfix(loss=f"{record['loss']:.3f}", val=record.get("val_acc"))
+            self.bar.update()
+
+    def checkpoint(self, epoch: int) -> None:
+        cfg, worker = self.cfg, self.worker
+        if self.path is None or not ((epoch + 1) % cfg.checkpoint_every == 0 or epoch == cfg.epochs - 1):
+            return
+        write_checkpoint(self.path, cfg, self.g, self.rank, self.world, worker.model, worker.optimizer,
+                         worker.device, epoch + 1, (epoch + 1) * worker.iterations, self.records,
+                         self.seconds(), self.resumed_at)
+
+    def finish(self, part: Partition, history_path: Optional[str]) -> None:
+        if self.bar is not None:
+            self.bar.close()
+        if self.rank != 0:
+            return
+        result = history(self.cfg, self.g, part, self.world, self.records, self.seconds(),
+                         dist.get_backend(), self.resumed_at)
+        if history_path:
+            write_json(result, history_path)
+        if self.cfg.model_path:
+            params = {k: v.cpu() for k, v in self.worker.model.state_dict().items()}
+            atomic_write(self.cfg.model_path, lambda f: torch.save(params, f), name="model_path")
+
+
 class _EstimatorLoss:
-    """The worker's loss ``sum_v f_v l_v`` (per-seed cross-entropy times the estimator's
-    factors), with the estimator's scalars all-gathered and combined on the device. It also
-    keeps, per executed batch, the sums the history reports (mean loss, shrinkage lambda)."""
+    """The worker's loss ``sum_v f_v l_v`` (:func:`zg.step.per_seed_cross_entropy` times the
+    estimator's factors), with the estimator's scalars all-gathered and combined on the device.
+    It also keeps, per executed batch, the sums the history reports (mean loss, shrinkage
+    lambda)."""
 
     def __init__(self, cfg: TrainConfig, source, rank: int, world: int, ledger: CommLedger,
-                 hook_state: Optional[HookState], guard: Optional[OverflowGuard], full: bool):
-        self.cfg, self.source, self.rank, self.world = cfg, source, rank, world
+                 hook_state, guard: Optional[OverflowGuard], full: bool):
+        self.trainer, self.source, self.rank, self.world = cfg.trainer_object, source, rank, world
         self.estimator = cfg.estimator_object
         self.ledger, self.hook_state, self.guard, self.full = ledger, hook_state, guard, full
         self.current: Dict[str, torch.Tensor] = {}
@@ -90,30 +304,27 @@ class _EstimatorLoss:
     def __call__(self, logits: torch.Tensor, labels: torch.Tensor, mb: MiniBatch) -> torch.Tensor:
         if self.full:                                   # whole-graph logits: keep the seeds' rows
             logits = logits.index_select(0, mb.seeds)
-        valid = mb.valid & (labels >= 0)                                      # [B]
-        per_seed = F.cross_entropy(logits, labels.clamp(min=0), reduction="none")   # [B]
-        weights = self.source.weights.index_select(0, mb.seeds)               # [B]
-        if self.cfg.trainer == "psgd_pa":
-            valid_f = valid.to(per_seed.dtype)
-            factors = valid_f / valid_f.sum().clamp(min=1.0)
+        per_seed, counted = per_seed_cross_entropy(logits, labels, mb.valid)   # [B], [B]
+        weights = self.source.weights.index_select(0, mb.seeds)                # [B]
+        lam = None
+        if self.trainer.averages_models:                # its own mean; no gradient exchange
+            counted_f = counted.to(per_seed.dtype)
+            factors = counted_f / counted_f.sum().clamp(min=1.0)
             if self.guard is not None:                  # no per-iteration collective to ride on
                 reduce_overflow_flag(self.guard, self.ledger)
-            lam = None
         else:
-            from .estimators import masked_batch_stats
             stats = None
             if self.estimator.needs_stats:
-                mine = masked_batch_stats(weights, valid)                       # [3] float64
+                mine = masked_batch_stats(weights, counted)                     # [3] float64
                 self.ledger.record("scalars", "all_gather", mine.numel() * mine.element_size())
                 gathered = [torch.empty_like(mine) for _ in range(self.world)]
                 dist.all_gather(gathered, mine)
                 stats = torch.stack(gathered)                                   # [P, 3], device
-            factors, scale, info = self.estimator.combine_device(weights, valid, self.rank,
+            factors, scale, info = self.estimator.combine_device(weights, counted, self.rank,
                                                                  self.world, stats)
             self.hook_state.scale = scale
             lam = info.get("lambda")
-        self.current = {"loss_sum": (per_seed.detach() * valid).sum().double(),
-                        "count": valid.sum().double()}
+        self.current = {"loss_sum": per_seed.detach().sum().double(), "count": counted.sum().double()}
         if lam is not None:
             self.current["lambda"] = lam
         return (per_seed * factors.to(per_seed.dtype)).sum()
@@ -131,150 +342,3 @@ class _EstimatorLoss:
         lams = [k["lambda"] for k in kept if "lambda" in k]
         lam = float(torch.stack(lams).mean()) if lams else None
         return loss_sum, seen, lam
-
-
-def _run_worker(rank: int, world: int, cfg: TrainConfig, g: Graph, part: Optional[Partition],
-                history_path: Optional[str], local_rank: Optional[int]) -> None:
-    from torch.nn.parallel import DistributedDataParallel
-
-    if world != cfg.workers:
-        raise ValueError(f"the process group has {world} workers but the config says workers="
-                         f"{cfg.workers} (trainer={cfg.trainer!r})")
-    device = worker_device(dist.get_backend(), rank if local_rank is None else local_rank)
-    torch.set_num_threads(cfg.threads or max(1, (os.cpu_count() or 1) // world))
-    if part is None:
-        part = make_partition(g, cfg)
-    check_plan(g, cfg, part)
-    ledger = CommLedger(world)
-    full = cfg.mode == "full"
-    envelope_step = cfg.sampler == "envelope" and not full
-    guard = OverflowGuard(cfg.num_layers, device, distributed=True) if envelope_step else None
-
-    torch.manual_seed(cfg.seed)                      # identical initial parameters everywhere
-    model = zg_models.build(cfg.model, g.feat_dim, cfg.hidden_dim, g.num_classes, cfg.num_layers,
-                            dropout=cfg.dropout).to(device)
-    if cfg.trainer == "feature_fetch":
-        from ..baselines.remote import FeatureFetchSource
-        source = FeatureFetchSource(cfg, g, part, rank, world, device, ledger)
-    else:
-        source = IsolatedSource(cfg, g, part, rank, world, device, cfg.estimator_object)
-    hook_state = None
-    if cfg.trainer == "psgd_pa":
-        net = model
-    else:
-        net = DistributedDataParallel(model, device_ids=[device.index] if device.type == "cuda" else None,
-                                      broadcast_buffers=False)
-        hook_state = HookState(ledger, guard=guard)
-        net.register_comm_hook(hook_state, estimator_hook)
-    optimizer = make_optimizer(model, "adam", cfg.lr, cfg.weight_decay)
-    iterations = source.iterations
-    average_every = cfg.average_every or iterations
-    loss = _EstimatorLoss(cfg, source, rank, world, ledger, hook_state, guard, full)
-    fault = fault_from_env(rank)
-
-    def before_step(epoch: int, b: int) -> None:
-        if fault is not None and fault[1:] == (epoch, b):
-            inject_fault(fault[0])
-
-    def after_step(epoch: int, b: int) -> None:
-        loss.keep(b)
-        if cfg.trainer == "psgd_pa" and (epoch * iterations + b + 1) % average_every == 0:
-            # Gated like the optimizer step: an overflowed iteration averages nothing.
-            average_parameters(model, world, ledger, apply=None if guard is None else guard.apply())
-
-    records: List[Dict[str, Any]] = []
-    first_epoch, seconds_before, resumed_at = 0, 0.0, []
-    checkpoint = checkpoint_file(cfg)
-    if checkpoint is not None:
-        state = resume(checkpoint, cfg, g, rank, world, model, optimizer, device)
-        if state is not None:
-            first_epoch, seconds_before = state["next_epoch"], state["seconds"]
-            records = state["records"] if rank == 0 else []
-            resumed_at = state["resumed_at"] + [first_epoch]
-    eval_graph = g.to(device) if rank == 0 else None
-    bar = None
-    if rank == 0 and cfg.progress:
-        try:
-            from tqdm.auto import tqdm
-            bar = tqdm(total=cfg.epochs, initial=first_epoch, desc=f"{cfg.trainer} P={world}", leave=False)
-        except ImportError:
-            bar = None
-    engine: Optional[Engine] = None
-    run_start = time.perf_counter()
-    for epoch in range(first_epoch, cfg.epochs):
-        s = super_epoch_of(cfg, epoch)
-        t = time.perf_counter()
-        if s != source.super_epoch:
-            source.start_super_epoch(s)
-            engine = None if full else _engine(cfg, source, model, net, optimizer, device, loss,
-                                               guard, before_step, after_step)
-        repartition_seconds = time.perf_counter() - t
-        dist.barrier()                               # the epoch clock starts together
-        model.train()
-        start = time.perf_counter()
-        overflows = rewound = 0
-        if full:
-            before_step(epoch, 0)
-            seed_dropout(batch_key(source.seed, epoch, 0))
-            seeds = source.train_nodes.to(device)
-            full_batch = MiniBatch(seeds=seeds, num_seeds=torch.tensor(seeds.numel(), device=device),
-                                   blocks=[source.block] * cfg.num_layers,
-                                   counts=torch.zeros(cfg.num_layers, dtype=torch.int64, device=device),
-                                   overflowed=torch.zeros((), dtype=torch.bool, device=device))
-            train_step(lambda clock: full_batch, model, optimizer, lambda nodes: source.graph.x,
-                       source.graph.y, loss=loss, forward=net)
-            after_step(epoch, 0)
-        else:
-            engine.epoch, engine.batch = epoch, 0
-            stats = engine.train_epoch()
-            overflows, rewound = stats.overflows, stats.rewound_batches
-        seconds = time.perf_counter() - start
-        loss_sum, seen, lam = loss.take()
-        comm = ledger.take()
-        row = [loss_sum, seen, seconds, repartition_seconds, source.mean_coverage]
-        row += [float(comm["bytes"][k]) for k in KINDS] + [float(comm["rounds"][k]) for k in KINDS]
-        table = gather_row(torch.tensor(row, dtype=torch.float64, device=device), world)   # [P, 13]
-        if rank == 0:
-            record = epoch_record(epoch, s, table, [lam] if lam is not None else [], iterations)
-            if envelope_step:
-                record["envelope_overflows"] = overflows
-                record["rewound_batches"] = rewound
-            if (epoch + 1) % cfg.eval_every == 0 or epoch == cfg.epochs - 1:
-                t = time.perf_counter()
-                acc = evaluate(model, eval_graph, ("val", "test"))
-                record.update(val_acc=acc["val"], test_acc=acc["test"],
-                              eval_seconds=time.perf_counter() - t)
-            records.append(record)
-            if bar is not None:
-                bar.set_postfix(loss=f"{record['loss']:.3f}", val=record.get("val_acc"))
-                bar.update()
-        if checkpoint is not None and ((epoch + 1) % cfg.checkpoint_every == 0
-                                       or epoch == cfg.epochs - 1):
-            write_checkpoint(checkpoint, cfg, g, rank, world, model, optimizer, device, epoch + 1,
-                             (epoch + 1) * iterations, records,
-                             seconds_before + time.perf_counter() - run_start, resumed_at)
-        dist.barrier()                               # nobody's clock runs while rank 0 evaluates
-    if bar is not None:
-        bar.close()
-    if rank == 0:
-        result = history(cfg, g, part, world, records, seconds_before + time.perf_counter() - run_start,
-                         dist.get_backend(), resumed_at)
-        if history_path:
-            write_json(result, history_path)
-        if cfg.model_path:
-            params = {k: v.cpu() for k, v in model.state_dict().items()}
-            atomic_write(cfg.model_path, lambda f: torch.save(params, f), name="model_path")
-
-
-def _engine(cfg: TrainConfig, source, model, net, optimizer, device, loss, guard, before_step,
-            after_step) -> Engine:
-    """The worker's Engine for the current super-epoch (the same class a single process runs)."""
-    envelope_step = cfg.sampler == "envelope"
-    return Engine(source.graph, model, cfg.fanouts, source.rows,
-                  envelope=source.envelope if envelope_step else "worst_case",
-                  optimizer=optimizer, device=device, capture=envelope_step, cuda_graph=False,
-                  seed=source.seed, pipeline="envelope" if envelope_step else "dynamic",
-                  audit_iterations=0, nodes=source.train_nodes, batches=source.batches,
-                  forward=net, loss=loss, features=source.features,
-                  guard=guard if guard is not None else OverflowGuard(cfg.num_layers, device),
-                  before_step=before_step, after_step=after_step)

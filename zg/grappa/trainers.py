@@ -1,0 +1,186 @@
+"""The five distributed trainers, one small class each, holding only what differs between them.
+
+Where it sits: every part of the Grappa half that must know which trainer runs asks the
+trainer object (``cfg.trainer_object``), never its name; :data:`TRAINERS` is the one place that
+maps a name to its class. The worker loop (:mod:`zg.grappa.worker`) is the same for all five:
+
+    trainer          source (what it samples)         gradients                     corrects
+    grappa           its local graph (isolated)        DDP hook, estimator s_p       yes (batch)
+    isolated         its local graph, never regrouped  DDP hook, mean                no
+    psgd_pa          its local graph, never regrouped  none: parameters averaged      no
+                                                       every ``average_every`` steps
+    feature_fetch    the whole structure, remote       DDP hook, mean                no
+                     features fetched every iteration
+    single           the whole graph, one worker       (one worker: nothing sent)    no
+
+A trainer also says which settings it fixes (:meth:`Trainer.fixed`) and which defaults it
+resolves (:meth:`Trainer.defaults`); :meth:`zg.grappa.TrainConfig.validated` refuses a config
+that contradicts them, naming both fields.
+"""
+
+from __future__ import annotations
+
+from typing import Any, Dict, Optional, Tuple
+
+import torch
+
+__all__ = ["Trainer", "Grappa", "Isolated", "PSGDPA", "FeatureFetch", "Single", "TRAINERS",
+           "get_trainer"]
+
+
+class Trainer:
+    """What a trainer is. Subclasses set the class attributes; the methods are shared.
+
+    Attributes:
+        name: the trainer's name in configs and histories.
+        corrects: combines gradients with a coverage-correcting estimator (else "mean" only).
+        repartitions: regroups the chunks every ``repartition_every`` epochs.
+        averages_models: each worker steps on its own gradient and the parameters are averaged
+            every ``average_every`` iterations (no per-iteration gradient exchange).
+        fetches_features: samples the whole graph's structure and fetches remote features
+            every iteration (mini-batches with the dynamic sampler only).
+        workers: a fixed number of workers (None: any).
+    """
+
+    name = ""
+    corrects = False
+    repartitions = False
+    averages_models = False
+    fetches_features = False
+    workers: Optional[int] = None
+
+    def __repr__(self) -> str:
+        return f"zg.grappa.trainers.{type(self).__name__}()"
+
+    # ------------------------------------------------------------------------- configuration
+
+    def defaults(self) -> Dict[str, Any]:
+        """The values of the trainer-dependent fields a config leaves unset."""
+        out = {"workers": self.workers or 2, "estimator": "batch" if self.corrects else "mean",
+               "repartition_every": 5 if self.repartitions else None}
+        if self.workers == 1:
+            out["num_chunks"] = 1
+        return out
+
+    def fixed(self) -> Dict[str, Tuple[Any, str]]:
+        """``{field: (value, why)}``: the settings this trainer only runs with."""
+        out: Dict[str, Tuple[Any, str]] = {}
+        if not self.corrects:
+            out["estimator"] = ("mean", "combines gradients without coverage correction")
+        if not self.repartitions:
+            out["repartition_every"] = (None, "never repartitions")
+        if self.workers is not None:
+            out["workers"] = (self.workers, f"runs {self.workers} worker(s)")
+        if self.workers == 1:
+            out["num_chunks"] = (1, "trains on the whole graph as one chunk")
+        return out
+
+    def check(self, cfg: Any) -> None:
+        """Refuse settings of ``cfg`` this trainer contradicts (a ValueError naming both)."""
+        for field, (value, why) in self.fixed().items():
+            given = getattr(cfg, field)
+            same = given == value or (field == "repartition_every" and not given)
+            if not same:
+                raise ValueError(f"trainer={self.name!r} {why} ({field}={value!r}); got "
+                                 f"{field}={given!r}: drop {field} or choose another trainer")
+        if self.fetches_features and cfg.mode != "minibatch":
+            raise ValueError(f"trainer={self.name!r} trains in mode='minibatch' (it fetches the "
+                             f"features of sampled neighbourhoods); got mode={cfg.mode!r}")
+        if self.fetches_features and cfg.sampler != "dynamic":
+            raise ValueError(f"trainer={self.name!r} samples the whole structure with the dynamic "
+                             f"sampler; sampler='envelope' samples each worker's local graph "
+                             f"(trainers {[n for n, t in TRAINERS.items() if not t.fetches_features]})")
+
+    def shared_options(self, options: Dict[str, Any]) -> Dict[str, Any]:
+        """``options`` without the settings this trainer fixes: for options shared by the runs
+        of a comparison (a ``repartition_every`` meant for the trainers that repartition), which
+        each run's trainer then decides. A run's own options go to train() as they are."""
+        fixed = self.fixed()
+        return {k: v for k, v in options.items() if k not in fixed}
+
+    def replicas(self, world: int) -> int:
+        """How many model copies a checkpoint holds: one under DDP (every worker applies the
+        same gradient), one per worker when each steps on its own."""
+        return world if self.averages_models else 1
+
+    # ------------------------------------------------------------------------- the worker's pieces
+
+    def make_source(self, cfg: Any, g: Any, part: Any, rank: int, world: int, device: torch.device,
+                    ledger: Any):
+        """What this worker trains on (:mod:`zg.grappa.sources`): its isolated local graph."""
+        from .sources import IsolatedSource
+        return IsolatedSource(cfg, g, part, rank, world, device, cfg.estimator_object)
+
+    def wrap(self, model: torch.nn.Module, device: torch.device, ledger: Any, guard: Any):
+        """(the module the step calls, the hook state or None): the model in DDP with the
+        estimator's communication hook (:mod:`zg.grappa.hook`)."""
+        from torch.nn.parallel import DistributedDataParallel
+
+        from .hook import HookState, estimator_hook
+        net = DistributedDataParallel(model, device_ids=[device.index] if device.type == "cuda" else None,
+                                      broadcast_buffers=False)
+        state = HookState(ledger, guard=guard)
+        net.register_comm_hook(state, estimator_hook)
+        return net, state
+
+    def after_step(self, model: torch.nn.Module, step: int, every: int, world: int, ledger: Any,
+                   guard: Any) -> None:
+        """After the ``step``-th iteration of the run (0-based): nothing to do under DDP."""
+
+
+class Grappa(Trainer):
+    """Isolated local graphs, regrouped every super-epoch; the estimator corrects the gradients."""
+
+    name, corrects, repartitions = "grappa", True, True
+
+
+class Isolated(Trainer):
+    """The same workers without correction or regrouping: what isolation alone costs."""
+
+    name = "isolated"
+
+
+class PSGDPA(Trainer):
+    """Periodic model averaging: local steps, parameters averaged every ``average_every``
+    iterations (default: once per epoch) with one all_reduce."""
+
+    name, averages_models = "psgd_pa", True
+
+    def wrap(self, model, device, ledger, guard):
+        return model, None
+
+    def after_step(self, model, step, every, world, ledger, guard):
+        if (step + 1) % every == 0:
+            from .hook import average_parameters
+            # Gated like the optimizer step: an overflowed iteration averages nothing.
+            average_parameters(model, world, ledger, apply=None if guard is None else guard.apply())
+
+
+class FeatureFetch(Trainer):
+    """DistDGL-style: the whole structure on every worker, remote features fetched every
+    iteration (:mod:`zg.grappa.remote`), gradients averaged."""
+
+    name, fetches_features = "feature_fetch", True
+
+    def make_source(self, cfg, g, part, rank, world, device, ledger):
+        from .remote import FeatureFetchSource
+        return FeatureFetchSource(cfg, g, part, rank, world, device, ledger)
+
+
+class Single(Trainer):
+    """One process on the whole graph: the accuracy ceiling."""
+
+    name, workers = "single", 1
+
+
+# The one place a trainer's name is tested.
+TRAINERS: Dict[str, type] = {cls.name: cls for cls in (Grappa, Isolated, PSGDPA, FeatureFetch, Single)}
+
+
+def get_trainer(name: Any) -> Trainer:
+    """The trainer called ``name`` (a ValueError naming ``trainer`` and the choices otherwise)."""
+    if not isinstance(name, str):
+        raise TypeError(f"trainer must be a str, one of {list(TRAINERS)}; got {type(name).__name__} {name!r}")
+    if name not in TRAINERS:
+        raise ValueError(f"unknown trainer {name!r}; choose one of {list(TRAINERS)}")
+    return TRAINERS[name]()
