@@ -521,3 +521,28 @@ def test_observers_see_every_executed_batch_and_fill_the_stats(graph):
     assert count not in eng.observers, "observers given to one call are not kept"
     with pytest.raises(ValueError, match="no zg.observe.Trace"):
         eng.applied_trace()
+
+
+@pytest.mark.parametrize("mode", ["static", "eager", "dynamic"])
+def test_the_model_is_at_most_four_calls_below_train_epoch(graph, mode):
+    """The iteration is visible: from Engine.train_epoch to the model's forward at most 4 calls
+    (train_epoch -> _run -> [_static_step ->] train_step -> model)."""
+    import inspect
+
+    eng = engine(graph, "worst_case", mode=mode)
+    chains = []
+    real_forward = eng.model.forward
+
+    def forward(*args, **kwargs):
+        frames = [f.function for f in inspect.stack(0)[1:]]
+        chains.append(frames[:frames.index("train_epoch")])     # the frames between the two
+        return real_forward(*args, **kwargs)
+
+    eng.model.forward = forward
+    eng.train_epoch(max_batches=2)
+    assert len(chains) == 2, "forward ran once per batch"
+    for chain in chains:
+        ours = [f for f in chain if f not in ("_call_impl", "_wrapped_call_impl")]   # nn.Module's
+        expected = ["train_step", "_static_step", "_run"] if mode == "static" else ["train_step", "_run"]
+        assert ours == expected, chain
+        assert len(ours) + 1 <= 4         # + the call of forward itself

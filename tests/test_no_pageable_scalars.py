@@ -11,7 +11,7 @@ from pathlib import Path
 
 ZG = Path(__file__).resolve().parents[1] / "zg"
 # The modules an iteration runs through (sampling, the step, the engine's loop, the model).
-PATH_MODULES = ("sampling.py", "step.py", "engine.py", "pipeline.py", "optim.py", "models.py",
+PATH_MODULES = ("sampling.py", "step.py", "engine.py", "observe.py", "optim.py", "models.py",
                 "blocks.py", "rng.py", "kernels/__init__.py", "kernels/sampling.py",
                 "kernels/aggregate.py")
 # Functions that run once per engine or optimizer, never per iteration.

@@ -322,15 +322,15 @@ class Engine(metaclass=_OldKeywords):
         if not isinstance(model, torch.nn.Module):
             raise TypeError(f"model must be a torch.nn.Module, got {type(model).__name__}")
         self.device = _check_device(device)
-        self.mode = _check_mode(mode, self.device)
+        mode = _check_mode(mode, self.device)
         step = Step() if step is None else step
         if not isinstance(step, Step):
             raise TypeError(f"step must be a zg.Step or None, got {type(step).__name__}")
         self.step = step
-        if self.mode == "dgl" and isinstance(model, _BlockModel):
+        if mode == "dgl" and isinstance(model, _BlockModel):
             raise TypeError("mode='dgl' trains a dgl.nn model (zg.baselines.dgl.DGLModel); a zg "
                             "model reads padded zg blocks: use mode 'dynamic', 'eager' or 'static'")
-        if self.mode != "dgl" and step.forward is None and not isinstance(model, _BlockModel):
+        if mode != "dgl" and step.forward is None and not isinstance(model, _BlockModel):
             raise TypeError(f"model must be a zg model (zg.models.SAGE, GCN or GAT: it reads padded "
                             f"zg blocks), got {type(model).__name__}")
         if not (isinstance(envelope, Envelope) or (isinstance(envelope, str)
@@ -346,14 +346,13 @@ class Engine(metaclass=_OldKeywords):
             if g.train_idx is None or g.train_idx.numel() == 0:
                 raise ValueError("g needs a non-empty train_idx to train (or give Step(nodes=...))")
             nodes = g.train_idx
-        self.fanouts = check_fanouts(fanouts)
-        self.batch_size = int_arg(batch_size, "batch_size", low=1)
-        self.seed = int_arg(seed, "seed", low=0, high=2**63 - 1)       # an int64 (a device tensor)
+        fanouts = check_fanouts(fanouts)
+        batch_size = int_arg(batch_size, "batch_size", low=1)
+        seed = int_arg(seed, "seed", low=0, high=2**63 - 1)       # an int64 (a device tensor)
         if not isinstance(replace, bool):
             raise TypeError(f"replace must be a bool, got {type(replace).__name__}")
-        self.replace = replace
         if isinstance(model, _BlockModel):
-            _check_model_fits(model, g, self.fanouts, step.features is None)
+            _check_model_fits(model, g, fanouts, step.features is None)
         # A copy: a later in-place change of g.train_idx must not reach the running engine.
         self.nodes = torch.as_tensor(nodes, dtype=torch.int64).cpu().clone()
         if self.nodes.numel() == 0:
@@ -362,23 +361,22 @@ class Engine(metaclass=_OldKeywords):
             raise ValueError(f"the training nodes must be node ids in [0, {g.num_nodes}); "
                              f"got ids in [{int(self.nodes.min())}, {int(self.nodes.max())}]")
         # Buffers hold at most the training set: batch 10^6 on 300 nodes is 300 rows.
-        self.rows = self.batch_size if step.batches is not None else min(self.batch_size, self.nodes.numel())
+        self.rows = batch_size if step.batches is not None else min(batch_size, self.nodes.numel())
 
         self.g = g.to(self.device)
         self.model = model.to(self.device)
-        if isinstance(self.model, _BlockModel) and hasattr(self.model, "set_kernel"):  # TODO(kernels)
+        if isinstance(self.model, _BlockModel):
             self.model.set_kernel(kernel)
         self.optimizer = _build_optimizer(optimizer, self.model)
         group = self.optimizer.param_groups[0]
         self.settings = EngineSettings(
-            fanouts=self.fanouts, batch_size=self.batch_size, mode=self.mode,
-            device=str(self.device), seed=self.seed, replace=replace,
+            fanouts=fanouts, batch_size=batch_size, mode=mode,
+            device=str(self.device), seed=seed, replace=replace,
             optimizer=type(self.optimizer).__name__.replace("Device", "").lower(),
             lr=float(group["lr"]), weight_decay=float(group.get("weight_decay", 0.0)),
             kernel=kernel, poll_every=step.poll_every, grow_factor=step.grow_factor,
             model=type(model).__name__, num_parameters=sum(p.numel() for p in model.parameters()),
             num_nodes=g.num_nodes, num_edges=g.num_edges)
-        self.kernel = kernel
         self.features = step.features if step.features is not None else self.g.x
         self.guard = step.guard if step.guard is not None else OverflowGuard(len(self.fanouts), self.device)
         self.observers: List[Observer] = [AuditSyncs(1)]
@@ -415,6 +413,14 @@ class Engine(metaclass=_OldKeywords):
             self.loss_buf = torch.zeros((), dtype=torch.float32, device=dev)
             self.applied_buf = torch.zeros((), dtype=torch.bool, device=dev)
         self._build()
+
+    # The settings live in one record; these read it.
+    mode = property(lambda self: self.settings.mode, doc="What runs (:data:`MODES`).")
+    fanouts = property(lambda self: self.settings.fanouts, doc="Per layer, input layer first.")
+    batch_size = property(lambda self: self.settings.batch_size, doc="Seeds per iteration.")
+    seed = property(lambda self: self.settings.seed, doc="Sampling, dropout and seed order.")
+    replace = property(lambda self: self.settings.replace, doc="Sampling with replacement.")
+    kernel = property(lambda self: self.settings.kernel, doc='"auto" | "fused" | "torch".')
 
     # ------------------------------------------------------------------------- the loop
 
