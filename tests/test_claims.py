@@ -40,9 +40,24 @@ def test_absent_results_are_not_shown(tmp_path, monkeypatch):
     assert "5.28x" in text and "**not shown**" in text and "file absent" in text
 
 
-def test_gpu_claims_stay_not_shown_without_a_cuda_result():
+def test_gpu_claims_stay_not_shown_without_a_cuda_result(tmp_path, monkeypatch):
+    """Every GPU claim reads gpu_check_cuda.json: in a results folder with everything but that
+    file, the GPU-only claims are not shown and the rest say they were measured on the CPU;
+    with the committed file they are measured by its own machine."""
+    import shutil
+
     tool = load_tool()
-    if (tool.RESULTS / "gpu_check_cuda.json").exists():
-        return                                              # a committed GPU result: measured, by its own machine
     gpu = [c for c in tool.CLAIMS if c["file"] == "gpu_check_cuda.json"]
-    assert gpu and all(c["number"]()[1] == tool.NOT_SHOWN for c in gpu)
+    assert gpu, "the claims table has GPU claims"
+    committed = tool.RESULTS / "gpu_check_cuda.json"
+    if committed.exists():
+        assert all(c["number"]()[1] != tool.NOT_SHOWN for c in gpu)
+    for f in tool.RESULTS.glob("*.json"):
+        if f.name != "gpu_check_cuda.json":
+            shutil.copy(f, tmp_path / f.name)
+    monkeypatch.setattr(tool, "RESULTS", tmp_path)
+    shown = {c["claim"]: c["number"]() for c in gpu}
+    # Without the CUDA file a claim is not shown, or shown from the CPU run and saying so.
+    for claim, (text, status) in shown.items():
+        assert status == tool.NOT_SHOWN or "on CPU" in text, (claim, text, status)
+    assert sum(status == tool.NOT_SHOWN for _, status in shown.values()) >= 3, shown
