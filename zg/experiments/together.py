@@ -42,7 +42,7 @@ def worker_syncs(g: Graph, *, workers: int = 2, fanouts: Sequence[int] = (10, 10
     Returns ``{"dynamic": summary, "envelope": summary, "envelope_sizes": [...],
     "local_nodes": n, "rows": batch rows}`` (summaries as :func:`~zg.experiments.host_syncs.audit_samplers`).
     """
-    from ..engine import Engine
+    from ..engine import Engine, Step
     from ..grappa import partition as make_partition
     from ..grappa.config import TrainConfig
     from ..grappa.sources import IsolatedSource
@@ -61,9 +61,9 @@ def worker_syncs(g: Graph, *, workers: int = 2, fanouts: Sequence[int] = (10, 10
         # The worker's own Engine (as zg.grappa.worker builds it, minus the process group).
         eng = Engine(src.graph, model, cfg.fanouts, src.rows,
                      envelope=src.envelope if sampler == "envelope" else "worst_case",
-                     capture=sampler == "envelope", seed=src.seed,
-                     pipeline="envelope" if sampler == "envelope" else "dynamic",
-                     audit_iterations=0, nodes=src.train_nodes, batches=src.batches)
+                     mode="static" if sampler == "envelope" else "dynamic", seed=src.seed,
+                     step=Step(nodes=src.train_nodes, batches=src.batches))
+        eng.observers = []
         eng.run_batch(0)                              # warm-up: first calls allocate lazily
         with SyncAudit(where=True) as audit:
             eng.run_batch(1)

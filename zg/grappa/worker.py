@@ -47,7 +47,7 @@ import torch.distributed as dist
 
 from .. import models as zg_models
 from .._io import atomic_write
-from ..engine import Engine
+from ..engine import Engine, Step
 from ..graph import Graph
 from ..inference import evaluate
 from ..optim import make_optimizer
@@ -195,16 +195,17 @@ class _Worker:
     def _engine(self) -> Engine:
         """The worker's Engine for the current super-epoch (the class a single process runs)."""
         cfg, source = self.cfg, self.source
-        envelope_step = cfg.sampler == "envelope"
         guard = self.guard if self.guard is not None else OverflowGuard(cfg.num_layers, self.device)
-        return Engine(source.graph, self.model, cfg.fanouts, source.rows,
-                      envelope=source.envelope if envelope_step else "worst_case",
-                      optimizer=self.optimizer, device=self.device, capture=envelope_step,
-                      cuda_graph=False, seed=source.seed,
-                      pipeline="envelope" if envelope_step else "dynamic", audit_iterations=0,
-                      nodes=source.train_nodes, batches=source.batches, forward=self.net,
-                      loss=self.loss, features=source.features, guard=guard,
-                      before_step=self.before_step, after_step=self.after_step)
+        step = Step(nodes=source.train_nodes, batches=source.batches, forward=self.net, loss=self.loss,
+                    features=source.features, guard=guard, before=self.before_step,
+                    after=self.after_step)
+        # "static": the fixed-shape step, never a CUDA Graph (DDP's hooks run Python in backward).
+        engine = Engine(source.graph, self.model, cfg.fanouts, source.rows,
+                        envelope=source.envelope if self.envelope_step else "worst_case",
+                        mode="static" if self.envelope_step else "dynamic", device=self.device,
+                        seed=source.seed, optimizer=self.optimizer, step=step)
+        engine.observers = []                        # no sync audit inside a worker's epoch
+        return engine
 
 
 class _Run:
