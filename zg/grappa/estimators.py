@@ -94,9 +94,9 @@ The paper's own weighting, exactly as its public code does it (not self-normalis
 
 The paper's two ablations, as options of :func:`zg.grappa.train`:
 
-    unweighted aggregation  ``estimator="mean"`` (or ``ablation="unweighted"``): the plain mean
-                            of the workers' batch-mean gradients, no coverage correction.
-    fixed partitions        ``repartition_every=None`` (or ``ablation="fixed_partitions"``):
+    unweighted aggregation  ``estimator="mean"``: the plain mean of the workers' batch-mean
+                            gradients, no coverage correction.
+    fixed partitions        ``repartition_every=None``:
                             the chunks of super-epoch 0 stay with their workers for the whole
                             run; every estimator works with it.
 """
