@@ -5,15 +5,12 @@ across super-epochs, against the schedule (notebooks 05, 08)."""
 import pytest
 import torch
 
+from graphs import tiny
 import zg
 from zg import grappa
 from zg import experiments as ex
 
 pytestmark = pytest.mark.timeout(300)
-
-
-def tiny(n=300):
-    return zg.datasets.csbm(num_nodes=n, avg_degree=6, num_classes=3, feat_dim=8, seed=0)
 
 
 def brute_force(g, owner):

@@ -7,6 +7,7 @@ import math
 import pytest
 import torch
 
+from graphs import tiny
 import zg
 from zg import grappa
 from zg import experiments as ex
@@ -17,10 +18,6 @@ pytestmark = pytest.mark.timeout(300)
 
 REAL = dict(batch_size=64, hidden_dim=16, num_layers=2, fanouts=[5, 5], timeout=60, run_timeout=240,
             threads=1)
-
-
-def tiny(n=300):
-    return zg.datasets.csbm(num_nodes=n, avg_degree=6, num_classes=3, feat_dim=8, seed=0)
 
 
 def test_traffic_rows_follow_the_rules():

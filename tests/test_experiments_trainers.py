@@ -3,12 +3,9 @@ runs refused before any process starts (notebook 06)."""
 
 import pytest
 
+from graphs import tiny
 import zg
 from zg import experiments as ex
-
-
-def tiny(n=300):
-    return zg.datasets.csbm(num_nodes=n, avg_degree=6, num_classes=3, feat_dim=8, seed=0)
 
 
 def fake_history(trainer="grappa", workers=2, val=(0.5, 0.6, 0.7, 0.8), kinds=None):

@@ -6,6 +6,7 @@ trains exactly as the never-overflowing worst case."""
 import pytest
 import torch
 
+from graphs import tiny
 import zg
 from zg import grappa
 from zg.audit import SyncAudit
@@ -16,10 +17,6 @@ pytestmark = pytest.mark.timeout(300)
 
 SMALL = dict(batch_size=48, hidden_dim=16, num_layers=2, fanouts=[5, 5], timeout=60,
              run_timeout=240, lr=0.02)
-
-
-def tiny():
-    return zg.datasets.csbm(num_nodes=300, avg_degree=6, num_classes=3, feat_dim=8, seed=0)
 
 
 def source(g, sampler, rank=0, workers=2):

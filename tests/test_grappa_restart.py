@@ -18,6 +18,7 @@ from pathlib import Path
 import pytest
 import torch
 
+from graphs import tiny
 import zg
 from zg import grappa
 from zg.grappa.train import CheckpointError, read_checkpoint
@@ -31,10 +32,6 @@ SMALL = dict(batch_size=64, hidden_dim=16, num_layers=2, fanouts=[5, 5], timeout
              run_timeout=240, lr=0.02)
 # What must be identical between an interrupted-and-resumed run and an uninterrupted one.
 SAME = ("epoch", "super_epoch", "loss", "val_acc", "test_acc", "bytes_sent", "bytes_by_kind", "rounds")
-
-
-def tiny():
-    return zg.datasets.csbm(num_nodes=300, avg_degree=6, num_classes=3, feat_dim=8, seed=0)
 
 
 def same_parts(history):

@@ -10,6 +10,7 @@ from pathlib import Path
 
 import pytest
 
+from graphs import tiny
 import zg
 from zg import grappa
 from zg.grappa.comm import wire_bytes
@@ -19,10 +20,6 @@ pytestmark = pytest.mark.timeout(300)
 ROOT = Path(__file__).resolve().parent.parent
 SMALL = dict(batch_size=64, hidden_dim=16, num_layers=2, fanouts=[5, 5], timeout=60,
              run_timeout=240, lr=0.02)
-
-
-def tiny():
-    return zg.datasets.csbm(num_nodes=300, avg_degree=6, num_classes=3, feat_dim=8, seed=0)
 
 
 def num_params(g, hidden=16, layers=2):

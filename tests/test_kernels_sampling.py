@@ -16,6 +16,7 @@ from pathlib import Path
 import pytest
 import torch
 
+import graphs
 import zg
 from zg.kernels import sampling as _fused
 from zg.envelope import Envelope
@@ -44,19 +45,8 @@ def threads(request, numba):
 
 
 def mixed_degree_graph():
-    """Degrees 1, 3, 5, 20, 100,000 (a hub) and 0 for nodes 0..5; their neighbours are nodes 6...
-    Plus a few edges among the neighbours so later hops have something to sample."""
-    degrees = [1, 3, 5, 20, 100_000, 0]
-    src, dst, nxt = [], [], 6
-    for v, d in enumerate(degrees):
-        src.append(torch.arange(nxt, nxt + d))
-        dst.append(torch.full((d,), v))
-        nxt += d
-    gen = torch.Generator().manual_seed(3)
-    extra_dst = torch.randint(6, nxt, (20_000,), generator=gen)
-    extra_src = torch.randint(0, nxt, (20_000,), generator=gen)
-    return zg.Graph.from_edges(torch.cat(src + [extra_src]), torch.cat(dst + [extra_dst]), nxt,
-                               duplicates="remove")
+    """tests/graphs.py's graph plus edges among the neighbours, so later hops have something to sample."""
+    return graphs.mixed_degree_graph(extra_edges=20_000)[0]
 
 
 def random_graph(n=600, e=6000, seed=0):
