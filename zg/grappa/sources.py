@@ -66,12 +66,10 @@ class IsolatedSource:
         if self.cfg.mode == "full":
             self.block = whole_graph_block(self.graph)
         elif self.cfg.sampler == "envelope":
-            if self.cfg.envelope == "worst_case":
-                self.envelope = Envelope.worst_case(self.graph, self.cfg.fanouts, self.rows)
-            else:
-                self.envelope = Envelope.profile(self.graph, self.cfg.fanouts, self.rows, seed=self.seed,
-                                                 quantile=self.cfg.envelope_quantile,
-                                                 margin=self.cfg.envelope_margin, nodes=self.train_nodes)
+            self.envelope = Envelope.resolve(self.cfg.envelope, self.graph, self.cfg.fanouts, self.rows,
+                                             seed=self.seed, nodes=self.train_nodes,
+                                             quantile=self.cfg.envelope_quantile,
+                                             margin=self.cfg.envelope_margin)
         self.super_epoch = s
         self.mean_coverage = float(coverage[self.graph.train_idx].mean())
 
