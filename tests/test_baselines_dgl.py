@@ -1,5 +1,5 @@
 """zg.baselines.dgl: mode "dgl" runs DGL's sampler and dgl.nn layers through the same Engine
-loop, on the same batches as every zg mode; and the old zg.pipeline names point to the modes."""
+loop, on the same batches as every zg mode (the old zg.pipeline names: tests/test_pipeline.py)."""
 
 import pytest
 import torch
@@ -80,17 +80,3 @@ def test_dgl_mode_refuses_what_it_cannot_run(dgl):
         Engine(g, models.SAGE(16, 16, 4, 2), [5, 5], 128, mode="dgl")
     with pytest.raises(TypeError, match="must be a zg model"):
         Engine(g, DGLModel("sage", 16, 16, 4, 2), [5, 5], 128, mode="static")
-
-
-def test_the_old_pipeline_names_point_to_their_replacements():
-    import zg.pipeline as old
-
-    with pytest.warns(DeprecationWarning, match="zg.rng.epoch_order"):
-        assert old.epoch_order is zg.rng.epoch_order
-    for name, replacement in [("DynamicPipeline", 'mode="dynamic"'), ("EnvelopePipeline", 'mode="eager"')]:
-        with pytest.raises(AttributeError, match=replacement):
-            getattr(old, name)
-    from zg import baselines
-    with pytest.raises(ImportError):
-        from zg.baselines.dgl import DGLPipeline  # noqa: F401
-    assert baselines is not None

@@ -218,15 +218,6 @@ def test_bad_checkpoints_raise_and_leave_the_engine_untouched(graph, tmp_path):
 # ----------------------------------------------------------------------------- accuracy
 
 
-def test_cora_sage_reaches_78_percent():
-    g = zg.datasets.load("cora")
-    model, kwargs, epochs = zg.recipes.cora_sage()
-    eng = Engine(g, model, **kwargs)
-    eng.observers = []
-    eng.fit(epochs, progress=False)
-    assert eng.evaluate("test") >= 0.78
-
-
 def test_full_neighbour_inference_matches_a_dense_reference():
     g = zg.datasets.csbm(num_nodes=300, avg_degree=6, num_classes=3, feat_dim=5, seed=2)
     torch.manual_seed(0)
@@ -492,35 +483,6 @@ def test_every_mode_trains_the_same_batches_in_the_same_order(graph, mode):
     assert stats.iterations == len(ref.batches(0))
     if mode == "dynamic":
         assert other.envelope is None and stats.envelope_sizes == []
-
-
-def test_observers_see_every_executed_batch_and_fill_the_stats(graph):
-    from zg.observe import Observer
-
-    class Count(Observer):
-        def __init__(self):
-            self.calls = []
-
-        def epoch_start(self, engine, epoch, first_batch):
-            self.calls.append(("start", epoch, first_batch))
-
-        def batch_end(self, engine, epoch, batch):
-            assert engine.last_batch is not None and engine.applied is not None
-            self.calls.append(("batch", batch))
-
-        def epoch_end(self, engine, stats):
-            stats.loss_seen_by_observer = stats.loss
-
-    eng = engine(graph, Envelope([200, 140]), poll_every=2)
-    count = Count()
-    stats = eng.train_epoch(observers=[count])
-    batches = [c for c in count.calls if c[0] == "batch"]
-    assert count.calls[0] == ("start", 0, 0)
-    assert len(batches) == stats.replays and stats.overflows >= 1
-    assert stats.loss_seen_by_observer == stats.loss
-    assert count not in eng.observers, "observers given to one call are not kept"
-    with pytest.raises(ValueError, match="no zg.observe.Trace"):
-        eng.applied_trace()
 
 
 @pytest.mark.parametrize("mode", ["static", "eager", "dynamic"])
