@@ -508,3 +508,28 @@ def test_the_model_is_at_most_four_calls_below_train_epoch(graph, mode):
         expected = ["train_step", "_static_step", "_run"] if mode == "static" else ["train_step", "_run"]
         assert ours == expected, chain
         assert len(ours) + 1 <= 4         # + the call of forward itself
+
+
+@pytest.mark.parametrize("nodes, error, match", [
+    ([0.5, 1.7, 2.2], TypeError, "Step.nodes must hold integer node ids"),
+    (torch.zeros(3000, dtype=torch.bool), TypeError, "a boolean tensor"),
+    ([3, 4, 3], ValueError, "repeated"),
+    ([0, 3000], ValueError, "3000"),
+    ([], ValueError, "Step.nodes is empty"),
+])
+def test_training_nodes_get_the_kits_own_id_checks_in_every_mode(graph, nodes, error, match):
+    """Floats were truncated, a mask trained on nodes {0, 1}, duplicates passed in one mode:
+    now every mode refuses them, naming Step.nodes, before any work."""
+    for mode in ("dynamic", "eager", "static"):
+        with pytest.raises(error, match=match):
+            Engine(graph, models.SAGE(16, 8, 4, 2), [5, 5], 128, "worst_case", mode=mode,
+                   step=Step(nodes=nodes))
+
+
+def test_training_on_nodes_without_labels_is_refused(graph):
+    g = zg.datasets.csbm(num_nodes=300, avg_degree=6, num_classes=3, feat_dim=8, seed=0)
+    unlabelled = g.train_idx[:10]
+    g.y[unlabelled] = -1
+    with pytest.raises(ValueError, match="none of the 10 training nodes has a label"):
+        Engine(g, models.SAGE(8, 8, 3, 2), [5, 5], 32, step=Step(nodes=unlabelled))
+    Engine(g, models.SAGE(8, 8, 3, 2), [5, 5], 32, step=Step(nodes=g.train_idx[:20]))   # some labelled: fine

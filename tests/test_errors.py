@@ -67,9 +67,6 @@ def test_every_exception_class_in_zg_is_a_zg_error_built_from_its_message():
         assert str(cls("a message")) == "a message", name
 
 
-@pytest.mark.xfail(strict=True, reason="zg.cli.CommandError derives from Exception, not "
-                   "zg.errors.ZgError, against zg/errors.py's rule (cmd_train / cmd_grappa raise "
-                   "it to a Python caller)")
 def test_the_cli_command_error_is_a_zg_error():
     from zg.cli import CommandError
 

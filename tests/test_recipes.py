@@ -36,8 +36,6 @@ def test_cora_sage_builds_what_its_docstring_says():
     assert inspect.signature(Engine.evaluate).parameters["mode"].default == "full"
 
 
-@pytest.mark.xfail(strict=True, reason="zg/recipes.py's docstring still says the accuracy is "
-                   "asserted in tests/test_engine.py; the test lives in tests/test_recipes.py")
 def test_the_docstring_names_the_test_that_asserts_the_accuracy():
     doc = " ".join(zg.recipes.__doc__.split())
     assert "tests/test_recipes.py asserts >= 78 %" in doc

@@ -58,7 +58,11 @@ def real_arg(value: Any, name: str, *, low: float = -math.inf, high: float = mat
     unless ``*_open``)."""
     if isinstance(value, bool) or not isinstance(value, (int, float, np.integer, np.floating)):
         raise TypeError(f"{name} must be a number, got {type(value).__name__} {_shown(value)}")
-    value = float(value)
+    try:
+        value = float(value)
+    except OverflowError:                 # an int beyond float's range
+        raise ValueError(f"{name} must be finite, got an integer of {len(str(abs(int(value))))} "
+                         "digits, beyond a float's range") from None
     if not math.isfinite(value):
         raise ValueError(f"{name} must be finite, got {value}")
     too_low = value <= low if low_open else value < low

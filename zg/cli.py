@@ -31,6 +31,8 @@ import typing
 from pathlib import Path
 from typing import Any, Dict, List, Optional, Sequence
 
+from .errors import ZgError
+
 __all__ = ["main", "build_parser", "parse_fanouts", "repo_root", "REPO_ENV"]
 
 REPO_ENV = "ZG_REPO"
@@ -39,7 +41,7 @@ HISTORY_VERSION = 1
 OPTIONAL_PACKAGES = ("dgl", "numba", "ogb", "torch_geometric", "pymetis", "tqdm", "plotly")
 
 
-class CommandError(Exception):
+class CommandError(ZgError):
     """A failure after the run started: reported in one line, exit status 1."""
 
 

@@ -54,7 +54,7 @@ from typing import Any, Callable, Dict, List, Optional, Sequence
 
 import torch
 
-from ._checks import int_arg
+from ._checks import int_arg, node_ids_arg
 from ._io import atomic_write
 from .envelope import Envelope
 from .graph import Graph
@@ -353,13 +353,14 @@ class Engine(metaclass=_OldKeywords):
             raise TypeError(f"replace must be a bool, got {type(replace).__name__}")
         if isinstance(model, _BlockModel):
             _check_model_fits(model, g, fanouts, step.features is None)
-        # A copy: a later in-place change of g.train_idx must not reach the running engine.
-        self.nodes = torch.as_tensor(nodes, dtype=torch.int64).cpu().clone()
-        if self.nodes.numel() == 0:
-            raise ValueError("nodes is empty: there is nothing to train on")
-        if int(self.nodes.min()) < 0 or int(self.nodes.max()) >= g.num_nodes:
-            raise ValueError(f"the training nodes must be node ids in [0, {g.num_nodes}); "
-                             f"got ids in [{int(self.nodes.min())}, {int(self.nodes.max())}]")
+        # The kit's own id checks (integers, 1-d, distinct, in range; a mask or floats are
+        # refused), on a copy: a later in-place change of g.train_idx must not reach the engine.
+        self.nodes = node_ids_arg(nodes.cpu() if isinstance(nodes, torch.Tensor) else nodes,
+                                  "Step.nodes" if step.nodes is not None else "g.train_idx",
+                                  g.num_nodes, device=torch.device("cpu")).clone()
+        if g.y is not None and not bool((g.y.cpu()[self.nodes] >= 0).any()):
+            raise ValueError(f"none of the {self.nodes.numel()} training nodes has a label (y >= 0): "
+                             "the loss would be 0 and no parameter would ever change")
         # Buffers hold at most the training set: batch 10^6 on 300 nodes is 300 rows.
         self.rows = batch_size if step.batches is not None else min(batch_size, self.nodes.numel())
 

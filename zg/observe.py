@@ -139,15 +139,23 @@ class Trace(Observer):
 
 
 class Progress(Observer):
-    """One tick of a tqdm bar (or anything with ``update(n)``) per executed batch."""
+    """One tick of a tqdm bar (or anything with ``update(n)``) per batch of the epoch reached
+    for the first time: a batch run again after a rewind does not tick again, so the bar ends
+    at its total (one tick per batch of the epoch)."""
 
     def __init__(self, bar):
         if not callable(getattr(bar, "update", None)):
             raise TypeError(f"bar must have an update(n) method (a tqdm bar), got {type(bar).__name__}")
         self.bar = bar
+        self._reached = 0
+
+    def epoch_start(self, engine, epoch, first_batch):
+        self._reached = first_batch
 
     def batch_end(self, engine, epoch, batch):
-        self.bar.update(1)
+        if batch >= self._reached:
+            self.bar.update(1)
+            self._reached = batch + 1
 
 
 class Callbacks(Observer):

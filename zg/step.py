@@ -1,18 +1,20 @@
-"""The one training step, the one overflow policy, and the one epoch loop.
+"""The one training step, the one overflow policy, and the one masked per-seed loss.
 
-Where it sits: under every trainer in the kit. The DGL baseline, zg's dynamic and eager
-envelope pipelines, the static/captured :class:`zg.Engine`, the data-parallel trainer and every
-Grappa worker run the same chain, with the same stage names (code, profiler labels, figure
-colours, notebooks):
+Where it sits: under every trainer in the kit. Every mode of :class:`zg.Engine` (the DGL
+baseline, dynamic, eager, static, CUDA Graph), the data-parallel trainer and every Grappa worker
+run the same chain, with the same stage names (code, profiler labels, figure colours, notebooks):
 
     seeds -> sample -> compact -> gather -> forward -> loss -> backward -> step
 
 A *source* produces a :class:`zg.MiniBatch` (sample + compact); :func:`train_step` does the rest.
 :class:`OverflowGuard` is the overflow policy, kept on the device: once a batch's envelope
 overflows, every optimizer step is skipped on the device (parameters and optimizer state stay
-bit for bit unchanged) until the host, polling at fixed iterations, notices, grows the envelope
-and resumes from the first overflowed batch (:func:`run_batches`). Whatever the envelope, the
-same batches are applied in the same order as in a run that never overflowed.
+bit for bit unchanged) until the host, polling at fixed iterations (:class:`OverflowPoll`),
+notices, grows the envelope and resumes from the first overflowed batch. Whatever the envelope,
+the same batches are applied in the same order as in a run that never overflowed. The epoch
+loop itself is written out once, in :meth:`zg.Engine.train_epoch`; :func:`run_batches` is the
+same policy as a function, for labs and tests. :class:`StageClock` times the stages when a
+profiler asks.
 """
 
 from __future__ import annotations
@@ -28,7 +30,7 @@ from .rng import device_scalar
 
 __all__ = ["STAGES", "StageClock", "OverflowGuard", "train_step", "masked_cross_entropy",
            "per_seed_cross_entropy",
-           "run_batches", "BatchRun"]
+           "run_batches", "BatchRun", "OverflowPoll", "mean_loss"]
 
 STAGES = ("sample", "compact", "gather", "forward", "loss", "backward", "step")
 
