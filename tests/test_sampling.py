@@ -7,6 +7,7 @@ import math
 import pytest
 import torch
 
+from graphs import mixed_degree_graph
 import zg
 from zg.envelope import Envelope
 from zg.sampling import DynamicSampler, EnvelopeSampler, batch_key, sample_neighbors
@@ -17,18 +18,6 @@ def random_graph(n=600, e=6000, seed=0):
     src = torch.randint(0, n, (e,), generator=gen)
     dst = torch.randint(0, n, (e,), generator=gen)
     return zg.Graph.from_edges(src, dst, n, duplicates="remove")
-
-
-def mixed_degree_graph():
-    """Node 0 has degree 1, node 1 degree 3, node 2 degree 5, node 3 degree 20, node 4 degree
-    100,000 (a hub), node 5 degree 0. Neighbours are nodes 6..."""
-    degrees = [1, 3, 5, 20, 100_000, 0]
-    src, dst, nxt = [], [], 6
-    for v, d in enumerate(degrees):
-        src.append(torch.arange(nxt, nxt + d))
-        dst.append(torch.full((d,), v))
-        nxt += d
-    return zg.Graph.from_edges(torch.cat(src), torch.cat(dst), nxt), degrees
 
 
 def chi2_sf(stat, dof):
