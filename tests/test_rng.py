@@ -46,20 +46,24 @@ def test_no_torch_manual_seed_on_the_per_iteration_path():
     # through zg.rng.seed_dropout; the workers' one seeding of their initial parameters may use
     # torch's, once (a second call there would be in the epoch loop).
     zg_dir = Path(__file__).resolve().parents[1] / "zg"
-    once = {("grappa/worker.py", "_run_worker"): 1, ("parallel.py", "_worker"): 1}
+    once = {("grappa/worker.py", "_Worker.__init__"): 1, ("parallel.py", "_worker"): 1}
     offenders, found = [], {}
     for name in ("engine.py", "observe.py", "step.py", "sampling.py", "models.py", "grappa/worker.py",
                  "grappa/hook.py", "grappa/gradient.py", "parallel.py"):
-        for fn in ast.walk(ast.parse((zg_dir / name).read_text())):
+        tree = ast.parse((zg_dir / name).read_text())
+        owner = {fn: f"{cls.name}." for cls in ast.walk(tree) if isinstance(cls, ast.ClassDef)
+                 for fn in cls.body if isinstance(fn, ast.FunctionDef)}
+        for fn in ast.walk(tree):
             if not isinstance(fn, ast.FunctionDef):
                 continue
+            qualname = owner.get(fn, "") + fn.name            # methods by Class.method
             calls = [node.lineno for node in ast.walk(fn)
                      if isinstance(node, ast.Call) and isinstance(node.func, ast.Attribute)
                      and node.func.attr == "manual_seed" and isinstance(node.func.value, ast.Name)
                      and node.func.value.id == "torch"]
-            if (name, fn.name) in once:
-                found[(name, fn.name)] = len(calls)
-                calls = calls[once[(name, fn.name)]:]
-            offenders += [f"zg/{name}:{line} in {fn.name}" for line in calls]
+            if (name, qualname) in once:
+                found[(name, qualname)] = len(calls)
+                calls = calls[once[(name, qualname)]:]
+            offenders += [f"zg/{name}:{line} in {qualname}" for line in calls]
     assert found == once                                   # the exempt functions exist, seeding once
     assert not offenders, "torch.manual_seed per iteration (use zg.rng.seed_dropout): " + ", ".join(offenders)
