@@ -387,6 +387,7 @@ class Engine(metaclass=_OldKeywords):
         self.steps_done = 0
         self.history: List[EpochStats] = []
         self.last_batch = None                     # the MiniBatch of the last executed step
+        self._captured_batch = None                # mode "graph": the captured step's MiniBatch
         self.applied: Optional[torch.Tensor] = None   # bool []: whether that step was applied
         self.graph = None                          # the CUDA Graph (mode "graph")
         self.epoch_seeds: Optional[torch.Tensor] = None   # int64 [I, rows]: this epoch's batches
@@ -485,6 +486,9 @@ class Engine(metaclass=_OldKeywords):
 
     def _run(self, batches: List[torch.Tensor], epoch: int, b: int, clock=None) -> torch.Tensor:
         """Batch ``b`` of ``epoch``, its step gated by the overflow guard; its loss (device)."""
+        # Drop the last batch's tensors before sampling this one: kept alive, they would make
+        # the next step allocate (and on the CPU page-fault) fresh buffers instead of reusing.
+        self.last_batch = None
         seed_dropout(batch_key(self.seed, epoch, b))             # the same masks if rerun
         if self.mode in _STATIC_MODES:                            # the device reads batch b itself
             if self._next_batch != b:                             # only after a rewind or a jump
@@ -492,6 +496,7 @@ class Engine(metaclass=_OldKeywords):
             self._next_batch = b + 1
             if self.graph is not None and clock is None:
                 self.graph.replay()
+                self.last_batch = self._captured_batch             # rewritten by every replay
             else:
                 self._static_step(clock)
             return self.loss_buf.clone()
@@ -560,6 +565,7 @@ class Engine(metaclass=_OldKeywords):
             self.graph = torch.cuda.CUDAGraph()
             with torch.cuda.graph(self.graph, stream=side):
                 self._static_step()
+            self._captured_batch = self.last_batch           # its tensors live in the graph's pool
             torch.cuda.synchronize(dev)
             self.guard.reset()
             self.guard.enabled.fill_(True)
