@@ -321,3 +321,23 @@ def test_callbacks_may_be_one_sided_and_must_be_callable():
     for name in ("before", "after"):
         with pytest.raises(TypeError, match=f"{name} must be callable or None"):
             Callbacks(**{name: "print"})
+
+
+# ----------------------------------------------------------------------------- StageTimes
+
+
+@pytest.mark.parametrize("mode", ["static", "eager", "dynamic"])
+def test_stage_times_fill_every_stage_of_the_epoch_and_only_when_attached(graph, mode):
+    from zg.observe import StageTimes
+    from zg.step import STAGES
+
+    eng = engine(graph, mode=mode)
+    plain = eng.train_epoch(max_batches=3)
+    assert plain.stage_seconds == {} and eng.clock is None
+    times = StageTimes()
+    stats = eng.train_epoch(max_batches=3, observers=[times])
+    assert set(stats.stage_seconds) == set(STAGES) and stats.stage_seconds == times.seconds
+    assert all(stats.stage_seconds[s] > 0 for s in STAGES), stats.stage_seconds
+    # The laps tile the clocked batches, which lie inside the epoch's wall clock.
+    assert sum(stats.stage_seconds.values()) <= stats.seconds
+    assert eng.clock is None, "the clock is lent for a batch, never kept"

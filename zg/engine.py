@@ -86,7 +86,8 @@ class EpochStats:
     one rewinds). replays: executions of the step (CUDA Graph replays on a GPU), rewound ones
     included. rewound_batches: batches executed again after a rewind. polls: host reads of the
     overflow flag. peak_bytes: CUDA ``max_memory_allocated`` on a GPU; on the CPU the envelope
-    memory model's total.
+    memory model's total. stage_seconds: seconds per stage over the epoch, when a
+    :class:`zg.observe.StageTimes` observer ran (empty otherwise).
     """
 
     epoch: int
@@ -101,6 +102,7 @@ class EpochStats:
     envelope_sizes: List[int] = field(default_factory=list)
     cuda_sync_warnings: Optional[float] = None
     polls: int = 0
+    stage_seconds: Dict[str, float] = field(default_factory=dict)
 
 
 @dataclass
@@ -389,6 +391,7 @@ class Engine(metaclass=_OldKeywords):
         self.last_batch = None                     # the MiniBatch of the last executed step
         self._captured_batch = None                # mode "graph": the captured step's MiniBatch
         self.applied: Optional[torch.Tensor] = None   # bool []: whether that step was applied
+        self.clock: Optional[StageClock] = None    # lent by a zg.observe.StageTimes observer
         self.graph = None                          # the CUDA Graph (mode "graph")
         self.epoch_seeds: Optional[torch.Tensor] = None   # int64 [I, rows]: this epoch's batches
         self._loaded_epoch: Optional[int] = None
@@ -455,7 +458,7 @@ class Engine(metaclass=_OldKeywords):
             for o in watch:
                 o.batch_start(self, epoch, b)
             # sample -> compact -> gather -> forward -> loss -> backward -> step (gated on device)
-            losses[b] = self._run(batches, epoch, b)
+            losses[b] = self._run(batches, epoch, b, self.clock)
             self.steps_done += 1
             for o in reversed(watch):
                 o.batch_end(self, epoch, b)

@@ -23,21 +23,24 @@ call. The kit's observers:
 * :class:`Progress`: advances a tqdm bar one tick per executed batch.
 * :class:`Callbacks`: plain ``before(epoch, batch)`` / ``after(epoch, batch)`` functions (what a
   Grappa worker or a test hooks in; :class:`zg.engine.Step` passes its own here).
-
-The stage clock is not an observer: the laps are the stage names of the chain itself, and
-:meth:`zg.Engine.run_batch` takes a :class:`zg.step.StageClock` when a profiler asks.
+* :class:`StageTimes`: lends the loop a :class:`zg.step.StageClock` (``engine.clock``) for each
+  batch and writes the epoch's seconds per stage into ``stats.stage_seconds``. The laps are the
+  stage names of the chain itself; a CUDA Graph replay cannot be split, so in mode "graph" the
+  clocked batches run the same static step uncaptured. (A profiler timing single iterations
+  passes a clock to :meth:`zg.Engine.run_batch` instead.)
 """
 
 from __future__ import annotations
 
-from typing import Callable, List, Optional
+from typing import Callable, Dict, List, Optional
 
 import torch
 
 from .audit import SyncAudit
 from .rng import mix64
+from .step import STAGES, StageClock
 
-__all__ = ["Observer", "AuditSyncs", "Trace", "Progress", "Callbacks", "node_set_hash"]
+__all__ = ["Observer", "AuditSyncs", "Trace", "Progress", "Callbacks", "StageTimes", "node_set_hash"]
 
 
 class Observer:
@@ -175,3 +178,30 @@ class Callbacks(Observer):
     def batch_end(self, engine, epoch, batch):
         if self.after is not None:
             self.after(epoch, batch)
+
+
+class StageTimes(Observer):
+    """Seconds per stage of every executed batch, summed over the epoch.
+
+    ``epoch_end`` writes them into ``stats.stage_seconds`` (and keeps the last epoch's in
+    ``self.seconds``). On the CPU the laps are ``time.perf_counter``; on CUDA, CUDA events read
+    once at the end of the epoch (no sync per lap).
+    """
+
+    def __init__(self):
+        self.seconds: Dict[str, float] = {}
+        self._clock: Optional[StageClock] = None
+
+    def epoch_start(self, engine, epoch, first_batch):
+        self.seconds = {s: 0.0 for s in STAGES}
+        self._clock = StageClock(engine.device, into=self.seconds)
+
+    def batch_start(self, engine, epoch, batch):
+        self._clock.start()
+        engine.clock = self._clock
+
+    def batch_end(self, engine, epoch, batch):
+        engine.clock = None
+
+    def epoch_end(self, engine, stats):
+        stats.stage_seconds = dict(self._clock.finish())
