@@ -533,3 +533,15 @@ def test_training_on_nodes_without_labels_is_refused(graph):
     with pytest.raises(ValueError, match="none of the 10 training nodes has a label"):
         Engine(g, models.SAGE(8, 8, 3, 2), [5, 5], 32, step=Step(nodes=unlabelled))
     Engine(g, models.SAGE(8, 8, 3, 2), [5, 5], 32, step=Step(nodes=g.train_idx[:20]))   # some labelled: fine
+
+
+@pytest.mark.parametrize("old, error, match", [
+    (dict(capture="yes"), TypeError, "capture must be None, True or False"),
+    (dict(pipeline="fast"), ValueError, "pipeline must be 'envelope' or 'dynamic'"),
+    (dict(cuda_graph=1), TypeError, "cuda_graph must be True or False"),
+    (dict(trace="on"), TypeError, "trace must be True or False"),
+    (dict(audit_iterations=-1), ValueError, "audit_iterations must be an int >= 0"),
+])
+def test_old_keywords_are_still_checked(graph, old, error, match):
+    with pytest.raises(error, match=match):
+        Engine(graph, models.SAGE(16, 8, 4, 2), [5, 5], 128, **old)

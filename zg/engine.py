@@ -40,7 +40,8 @@ the same key before every iteration, so a rewound batch draws the same masks.
 
 What other trainers change (Grappa workers, the data-parallel trainer) is one :class:`Step`
 (their batches, loss, gradient reduction, shared overflow guard, ...). What measures an epoch
-(sync audit, trace, progress) is an observer (:mod:`zg.observe`), attached from outside the loop.
+(sync audit, trace, progress, stage times) is an observer (:mod:`zg.observe`), attached from
+outside the loop.
 """
 
 from __future__ import annotations
@@ -225,6 +226,17 @@ _OLD_KEYWORDS = ("capture", "cuda_graph", "pipeline", "lr", "weight_decay", "aud
 def _translate_old_keywords(kwargs: Dict[str, Any]):
     """(new kwargs, observer changes) for a call that used the old keyword arguments."""
     old = {k: kwargs.pop(k) for k in _OLD_KEYWORDS if k in kwargs}
+    for name in ("cuda_graph", "trace"):
+        if name in old and not isinstance(old[name], bool):
+            raise TypeError(f"{name} must be True or False, got {old[name]!r}")
+    if "capture" in old and old["capture"] not in (None, True, False):
+        raise TypeError(f"capture must be None, True or False, got {old['capture']!r}")
+    if "pipeline" in old and old["pipeline"] not in ("envelope", "dynamic"):
+        raise ValueError(f"pipeline must be 'envelope' or 'dynamic', got {old['pipeline']!r} "
+                         "(its replacement: mode='eager' | 'static' | 'dynamic' | 'dgl')")
+    audit = old.get("audit_iterations", 0)
+    if isinstance(audit, bool) or not isinstance(audit, int) or audit < 0:
+        raise ValueError(f"audit_iterations must be an int >= 0, got {audit!r}")
     replaced = []
     if {"capture", "cuda_graph", "pipeline"} & set(old):
         if "mode" in kwargs:

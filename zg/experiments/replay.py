@@ -33,7 +33,7 @@ def static_addresses(eng: Any) -> Dict[str, int]:
     """
     named: Dict[str, torch.Tensor] = {}
     for name in ("epoch_seeds", "epoch_counts", "counter", "epoch_buf", "seed_tensor",
-                 "loss_buf", "hash_buf", "applied_buf"):
+                 "loss_buf", "applied_buf"):
         if isinstance(getattr(eng, name, None), torch.Tensor):
             named[f"engine.{name}"] = getattr(eng, name)
     for name in ("overflowed", "first", "local", "first_wanted", "enabled"):
