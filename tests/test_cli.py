@@ -334,3 +334,20 @@ def test_console_script_runs(tmp_path):
     bad = zg_process("train", "--fanouts", "x", cwd=tmp_path, timeout=120,
                      command=[str(Path(sys.executable).with_name("zg"))])
     assert bad.returncode == 2 and "--fanouts" in bad.stderr
+
+
+@pytest.mark.parametrize("command", ["train", "grappa"])
+def test_json_never_overwrites_the_input(tmp_path, capsys, command):
+    """--json naming the dataset (a slip of tab completion) used to train, then replace the
+    graph with the history; now it exits 2 before anything runs and the input is untouched."""
+    g = datasets.load("cora")
+    npz = tmp_path / "cora.npz"
+    datasets.save_npz(g, npz)
+    folder = tmp_path / "cora-folder"
+    datasets.save_folder(g, folder)
+    before = npz.read_bytes()
+    for dataset, out in [(npz, npz), (folder, folder / "x.npy"), (folder, folder / "history.json")]:
+        err = exits_with_2(capsys, [command, "--dataset", str(dataset), "--json", str(out)])
+        assert "would destroy the input" in err, err
+    assert npz.read_bytes() == before
+    assert not (folder / "history.json").exists() and not list(tmp_path.glob("**/.zg-write-check-*"))

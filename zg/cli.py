@@ -92,18 +92,34 @@ def _positive_float(text: str) -> float:
     return value
 
 
-def _check_output(parser: argparse.ArgumentParser, flag: str, path: Optional[str]) -> None:
-    """An output path must be writable before anything runs: its folder exists, it is no folder."""
+def _check_output(parser: argparse.ArgumentParser, flag: str, path: Optional[str],
+                  inputs: Sequence[Any] = ()) -> None:
+    """An output path must be writable before anything runs: its folder exists, it is no
+    folder, it is none of the ``inputs`` (files or folders the run reads) nor inside an input
+    folder, and a file can really be created beside it (tried, not asked of ``os.access``)."""
     if path is None:
         return
+    import tempfile
+
     target = Path(path)
     if target.is_dir():
         parser.error(f"{flag} {path}: is a folder; give a file name, e.g. {target / 'history.json'}")
     folder = target.parent
     if not folder.is_dir():
         parser.error(f"{flag} {path}: the folder {folder} does not exist (create it first)")
-    if not os.access(folder, os.W_OK):
-        parser.error(f"{flag} {path}: the folder {folder} is not writable")
+    resolved = target.resolve()
+    for given in inputs:
+        if given is None or not Path(given).exists():
+            continue
+        source = Path(given).resolve()
+        if resolved == source or (source.is_dir() and source in resolved.parents):
+            parser.error(f"{flag} {path}: is the input {given} (or inside it); writing the "
+                         "output there would destroy the input. Give another file name")
+    try:
+        with tempfile.NamedTemporaryFile(dir=folder, prefix=".zg-write-check-"):
+            pass
+    except OSError as exc:
+        parser.error(f"{flag} {path}: cannot write in the folder {folder} ({exc.strerror or exc})")
 
 
 def _device(parser: argparse.ArgumentParser, text: str) -> str:
@@ -324,8 +340,8 @@ def cmd_train(args: argparse.Namespace, parser: argparse.ArgumentParser) -> int:
     if mode == "graph" and not device.startswith("cuda"):
         parser.error("--mode graph captures a CUDA Graph and needs --device cuda; on the CPU "
                      "--mode static is its twin")
-    _check_output(parser, "--json", args.json)
     source = _dataset_source(parser, args.dataset, args.root)
+    _check_output(parser, "--json", args.json, inputs=[source[1]] if source[0] != "name" else [])
     if args.eval_every > args.epochs:
         parser.error(f"--eval-every {args.eval_every} is more than --epochs {args.epochs}")
 
@@ -541,7 +557,9 @@ def cmd_grappa(args: argparse.Namespace, parser: argparse.ArgumentParser) -> int
     from .grappa.__main__ import run
 
     values = _grappa_values(args, parser)
-    _check_output(parser, "--json", values.get("history_path"))
+    dataset = values.get("dataset")
+    inputs = list(dataset.values()) if isinstance(dataset, dict) and "name" not in dataset else []
+    _check_output(parser, "--json", values.get("history_path"), inputs=inputs + [args.config])
     return run(values, values.get("history_path"), _grappa_error(parser),
                source="zg grappa", report=_report_grappa)
 
