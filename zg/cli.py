@@ -72,13 +72,14 @@ def _positive_int(text: str) -> int:
     return value
 
 
-def _non_negative_int(text: str) -> int:
+def _seed(text: str) -> int:
+    """--seed: an int64 >= 0 (the Engine keeps it in a device tensor; torch seeds are 64-bit)."""
     try:
         value = int(text)
     except ValueError:
         raise argparse.ArgumentTypeError(f"{text!r} is not an integer") from None
-    if value < 0:
-        raise argparse.ArgumentTypeError(f"must be an integer >= 0, got {value}")
+    if not 0 <= value <= 2**63 - 1:
+        raise argparse.ArgumentTypeError(f"must be an integer in [0, 2^63 - 1], got {value}")
     return value
 
 
@@ -695,7 +696,7 @@ def build_parser() -> argparse.ArgumentParser:
     p.add_argument("--capture", action=argparse.BooleanOptionalAction, default=None,
                    help=argparse.SUPPRESS)
     p.add_argument("--device", default="auto", help="auto (CUDA if available), cpu, cuda or cuda:N")
-    p.add_argument("--seed", type=_non_negative_int, default=0, help="default 0")
+    p.add_argument("--seed", type=_seed, default=0, help="default 0")
     p.add_argument("--eval-every", type=_positive_int, default=1, metavar="K",
                    help="evaluate val/test accuracy every K epochs and after the last (default 1)")
     p.add_argument("--json", default=None, metavar="OUT", help="write the history as JSON to OUT")
