@@ -186,8 +186,8 @@ def device_arg(value: Any, name: str = "device") -> torch.device:
                         f"device index, got {type(value).__name__} {_shown(value)}")
     if not isinstance(value, str) and value < 0:
         raise ValueError(f"{name} index must be >= 0, got {value}")
-    try:
-        return torch.device(value if isinstance(value, str) else int(value))
+    try:   # an index is a CUDA index (recent torch reads a bare int as "the accelerator")
+        return torch.device(value) if isinstance(value, str) else torch.device("cuda", int(value))
     except (RuntimeError, ValueError) as exc:
         raise ValueError(f"{name} {value!r} is not a torch device ({exc})") from None
 
