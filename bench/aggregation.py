@@ -156,16 +156,16 @@ def main(argv=None) -> int:
         hidden, extra = (args.hidden // 4, {"heads": 4}) if kind == "gat" else (args.hidden, {})
         torch.manual_seed(args.seed)
         model = models.build(kind, g.feat_dim, hidden, g.num_classes, len(fanouts), **extra)
-        eng = Engine(g, model, fanouts=fanouts, batch_size=args.batch_size, envelope=envelope,
-                     mode="static", seed=args.seed)
+        eng = Engine(g, model, fanouts, args.batch_size, envelope, mode="static", seed=args.seed)
+        eng.observers = []
         variants = VARIANTS
         if args.vs_dgl and kind == "sage":   # DGL's pipeline in the same rotation: DGL / zg
-            from zg.baselines.dgl import DGLModel, DGLPipeline
+            from zg.baselines.dgl import DGLModel
 
             torch.manual_seed(args.seed)
-            pipe = DGLPipeline(g, DGLModel(kind, g.feat_dim, hidden, g.num_classes, len(fanouts)),
-                               fanouts=fanouts, batch_size=args.batch_size, seed=args.seed)
-            dgl_batches = pipe.batches(0)
+            dgl_eng = Engine(g, DGLModel(kind, g.feat_dim, hidden, g.num_classes, len(fanouts)),
+                             fanouts, args.batch_size, mode="dgl", seed=args.seed)
+            dgl_eng.observers = []
             variants = VARIANTS + ("dgl",)
         times = {v: {m: [] for m in MEASURES} for v in variants}
         batch = 0
@@ -175,9 +175,7 @@ def main(argv=None) -> int:
                 stages = {s: 0.0 for s in STAGES}
                 start, cpu_start = time.perf_counter(), time.process_time()
                 if variant == "dgl":
-                    got, seeds = next(dgl_batches)
-                    assert got == batch, (got, batch)
-                    pipe.train_step(seeds, 0, got, stages)
+                    dgl_eng.run_batch(batch, epoch=0, clock=StageClock(None, into=stages))
                 else:
                     use_variant(model, variant)
                     eng.run_batch(batch, epoch=0, clock=StageClock(None, into=stages))

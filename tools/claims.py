@@ -190,7 +190,7 @@ def cpu_speed_engine():
                          f"batches, 1 seed): {at['dgl']['seconds_per_batch'] / at['zg_envelope']['seconds_per_batch']:.2f}x")
     d = load("dgl_check.json")
     if d is not None:
-        parts.append(f"independent check (DGL's own NeighborSampler + DataLoader + SAGEConv vs zg.Engine(capture=True), "
+        parts.append(f"independent check (DGL's own NeighborSampler + DataLoader + SAGEConv vs zg.Engine(mode='static'), "
                      f"{d['settings']['batches']} batches, median of {d['settings']['runs']}): {d['ratio_dgl_vs_zg']:.2f}x")
     if not parts:
         return ("engine.json absent", NOT_SHOWN)

@@ -113,7 +113,7 @@ class FeatureFetchSource:
         self.rows = max(1, -(-self.train_nodes.numel() // self.iterations))
         self.weights = torch.ones(g.num_nodes, device=device)
         self.seed = worker_seed(cfg.seed, rank, 0)
-        # The sampler the worker's Engine (pipeline="dynamic", this seed) builds; kept here so
+        # The sampler the worker's Engine (mode="dynamic", this seed) builds; kept here so
         # analyses can replay a worker's requests without a process group.
         self.sampler = DynamicSampler(self.graph, cfg.fanouts, seed=self.seed)
         self._order_seed = worker_seed(cfg.seed, rank)
