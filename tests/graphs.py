@@ -5,6 +5,7 @@
 * :func:`mixed_degree_graph`: nodes 0..5 with in-degrees 1, 3, 5, 20, 100,000 (a hub) and 0,
   the degrees that exercise every branch of neighbour sampling (fewer neighbours than the fanout,
   exactly as many, many more, none); their neighbours are nodes 6 and up.
+* :func:`random_graph`: uniform random edges, no features (what the sampler tests compare on).
 """
 
 from __future__ import annotations
@@ -40,3 +41,11 @@ def mixed_degree_graph(extra_edges: int = 0):
     g = zg.Graph.from_edges(torch.cat(src + [extra_src]), torch.cat(dst + [extra_dst]), nxt,
                             duplicates="remove")
     return g, list(MIXED_DEGREES)
+
+
+def random_graph(n: int = 600, e: int = 6000, seed: int = 0) -> zg.Graph:
+    """``e`` uniform random edges among ``n`` nodes (duplicates removed), seeded."""
+    gen = torch.Generator().manual_seed(seed)
+    src = torch.randint(0, n, (e,), generator=gen)
+    dst = torch.randint(0, n, (e,), generator=gen)
+    return zg.Graph.from_edges(src, dst, n, duplicates="remove")

@@ -17,6 +17,7 @@ import pytest
 import torch
 
 import graphs
+from graphs import random_graph
 import zg
 from zg.kernels import sampling as _fused
 from zg.envelope import Envelope
@@ -47,13 +48,6 @@ def threads(request, numba):
 def mixed_degree_graph():
     """tests/graphs.py's graph plus edges among the neighbours, so later hops have something to sample."""
     return graphs.mixed_degree_graph(extra_edges=20_000)[0]
-
-
-def random_graph(n=600, e=6000, seed=0):
-    gen = torch.Generator().manual_seed(seed)
-    src = torch.randint(0, n, (e,), generator=gen)
-    dst = torch.randint(0, n, (e,), generator=gen)
-    return zg.Graph.from_edges(src, dst, n, duplicates="remove")
 
 
 def assert_bit_identical(a, b):

@@ -7,17 +7,10 @@ import math
 import pytest
 import torch
 
-from graphs import mixed_degree_graph
+from graphs import mixed_degree_graph, random_graph
 import zg
 from zg.envelope import Envelope
 from zg.sampling import DynamicSampler, EnvelopeSampler, batch_key, sample_neighbors
-
-
-def random_graph(n=600, e=6000, seed=0):
-    gen = torch.Generator().manual_seed(seed)
-    src = torch.randint(0, n, (e,), generator=gen)
-    dst = torch.randint(0, n, (e,), generator=gen)
-    return zg.Graph.from_edges(src, dst, n, duplicates="remove")
 
 
 def chi2_sf(stat, dof):
