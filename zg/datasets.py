@@ -13,8 +13,9 @@ the samplers, the engine and Grappa's partitioner then read.
                             features, 47 classes), generated with numpy and cached on disk
     save_npz(g, path)       a user's own graph to one .npz file ...
     load_npz(path)          ... and back, through the validating constructor
-    save_folder(g, path)    a graph as a folder of .npy files ...
-    load_folder(path)       ... memory-mapped back: a graph larger than RAM can be sampled
+    save_folder(g, path)    a graph as a folder of .npy files, replaced atomically ...
+    load_folder(path)       ... read back, the features memory-mapped: features larger than
+                            RAM can be sampled (the structure is copied into memory)
 
 The synthetic generators are vectorised over edges and work in fixed-size chunks, so memory
 stays bounded; they build the CSC arrays with one sort of an int64 key ``dst * N + src``.
@@ -80,6 +81,10 @@ FOLDER_META = "meta.json"
 # The arrays of a graph folder, each <key>.npy, and the dtype each must have.
 FOLDER_ARRAYS = {"indptr": "int64", "indices": "int64", "x": "float32", "y": "int64",
                  "train_idx": "int64", "val_idx": "int64", "test_idx": "int64"}
+# The arrays load_folder(mmap=True) leaves memory-mapped. Only the features: every other array
+# is something the samplers index with (an out-of-range id read from a file rewritten under a
+# run would make the compiled kernels read outside their buffers), so it is copied into memory.
+FOLDER_MAPPED = ("x",)
 
 # Chunk sizes of the generators. They bound memory, and they fix how the random stream is
 # consumed: changing one changes which graph a given seed produces.
@@ -292,9 +297,13 @@ def save_folder(g: Graph, path: Any) -> None:
     The write is atomic: everything goes into a temporary folder beside ``path``, is flushed
     to disk, and the folder is renamed into place, so ``path`` never holds a half-written
     graph. An existing graph folder at ``path`` is replaced; anything else there is refused
-    (FileExistsError), so a typo cannot delete unrelated files. The arrays are written
-    straight from the tensors (no copy of a CPU tensor), so a memory-mapped graph can be
-    saved elsewhere without loading it.
+    (FileExistsError), so a typo cannot delete unrelated files. A process that has the old
+    folder loaded (:func:`load_folder`, memory-mapped) keeps its graph unchanged: the old files
+    lose their names but live on, bit for bit, until the last map of them is closed. This is
+    the way to change a graph under a running job; never rewrite its files in place (see
+    :func:`load_folder` and docs/files.md). The arrays are written straight from the tensors
+    (no copy of a CPU tensor), so a memory-mapped graph can be saved elsewhere without loading
+    it.
     """
     if not isinstance(g, Graph):
         raise TypeError(f"g must be a zg.Graph, got {type(g).__name__}")
@@ -343,13 +352,30 @@ def save_folder(g: Graph, path: Any) -> None:
 def load_folder(path: Any, *, mmap: bool = True) -> Graph:
     """Read a graph folder written by :func:`save_folder`, validating it like any other Graph.
 
-    ``mmap=True`` (default) memory-maps every array (``np.load(mmap_mode="c")``: copy-on-write,
-    so the files are never modified) and hands the maps to the Graph without copying: the
-    graph's tensors are views of the files, pages are read from disk when first touched, and
-    the operating system can drop them again under memory pressure. So a graph larger than
-    RAM can still be sampled and trained on (the samplers touch only the rows they sample),
-    while the validation reads every array once, streaming. ``mmap=False`` reads everything
-    into memory.
+    ``mmap=True`` (default) memory-maps the feature matrix ``x.npy``
+    (``np.load(mmap_mode="c")``: copy-on-write, so the file is never modified) and hands the
+    map to the Graph without copying: ``g.x`` is a view of the file, pages are read from disk
+    when first touched, and the operating system can drop them again under memory pressure.
+    So features larger than RAM can still be sampled and trained on (the samplers gather only
+    the rows they sample), while the validation reads the file once, streaming.
+
+    The structure (``indptr``, ``indices``) and what the samplers index with (``y`` and the
+    splits) are always copied into memory, read before they are validated: 8 bytes per edge
+    plus 8 per node for each of indptr and y, plus 8 per split entry (a products-sized graph,
+    2.4M nodes and 120M edges: 0.95 GiB, a little more than its 100 features, 0.89 GiB; the
+    measured cost is in docs/files.md). That RAM is taken beyond the mapped features; in
+    exchange the graph's own ids can never change under a run: a file rewritten in place
+    later (``np.save`` over ``indices.npy`` by a regenerate-the-data script) changes nothing
+    in this process, and no sampler can be sent outside its arrays. ``mmap=False`` reads
+    ``x`` into memory too.
+
+    What you must not do: rewrite or truncate ``x.npy`` in place while a process has the folder
+    loaded with ``mmap=True``. Rewritten, the run silently reads the new values; truncated, the
+    next read of a lost page gets the signal SIGBUS from the operating system, which kills the
+    process (exit status 135) and which no Python code can catch. To change the data under a
+    running job, write a new folder with :func:`save_folder`: it replaces the folder
+    atomically (a rename), and a process that has the old one loaded keeps reading the old,
+    now unnamed, files, bit for bit. Or load with ``mmap=False``, which reads everything.
 
     Raises FileNotFoundError if ``path`` is not a folder, and ValueError naming the file if
     ``meta.json`` is missing, unreadable or from a newer version, or an array file is
@@ -367,7 +393,7 @@ def load_folder(path: Any, *, mmap: bool = True) -> Graph:
     if not path.is_dir():
         raise FileNotFoundError(f"no graph folder at {path}")
     meta = _read_folder_meta(path / FOLDER_META)
-    arrays = {key: _read_npy(path / f"{key}.npy", spec, mmap=mmap)
+    arrays = {key: _read_npy(path / f"{key}.npy", spec, mmap=mmap and key in FOLDER_MAPPED)
               for key, spec in meta["arrays"].items()}
     try:
         return Graph(
@@ -862,8 +888,9 @@ def products_like(
 
     Caching: unless ``cache=False``, the graph is written with :func:`save_folder` to
     ``products_like_path(...)`` under ``cache_dir`` (default :func:`default_cache_dir`) and
-    every later call with the same arguments reads it back with :func:`load_folder` (memory-
-    mapped unless ``mmap=False``); a cache hit returns the same tensors as the generating call.
+    every later call with the same arguments reads it back with :func:`load_folder` (features
+    memory-mapped unless ``mmap=False``, the structure copied into memory); a cache hit returns
+    the same tensors as the generating call.
     The folder also holds ``products_like.json``: the arguments and the generation time.
 
     Cost at the defaults (2.4M nodes, 119,995,018 directed edges, largest degree 15,439,

@@ -34,6 +34,7 @@ returns the same multiset of edges.
 
 from __future__ import annotations
 
+import math
 from typing import Any, Iterator, Optional, Tuple
 
 import numpy as np
@@ -191,6 +192,25 @@ def _pyg_labels(y: torch.Tensor, num_nodes: int) -> torch.Tensor:
                             "fractional values (regression targets?)")
         y = torch.where(missing, torch.full_like(y, -1), y).to(torch.int64)
     return y
+
+
+def _pyg_dense(value: Any, name: str) -> Any:
+    """A PyG attribute as a dense CPU tensor: a sparse one (COO, CSR, ...; PyG allows a sparse
+    ``x``) is densified, since every zg consumer indexes rows of a strided tensor."""
+    if not isinstance(value, torch.Tensor) or value.layout == torch.strided:
+        return value if not isinstance(value, torch.Tensor) else value.cpu()
+    if value.dim() > 2:
+        raise TypeError(f"data.{name} must be at most 2-dimensional, got a sparse tensor of shape "
+                        f"{tuple(value.shape)}")
+    dense_bytes = math.prod(value.shape) * value.element_size()
+    try:
+        return value.cpu().to_dense()
+    except (RuntimeError, MemoryError) as exc:
+        if isinstance(exc, RuntimeError) and "alloc" not in str(exc):   # not out of memory
+            raise
+        raise MemoryError(f"data.{name} is a sparse {value.layout} tensor of shape "
+                          f"{tuple(value.shape)}; its dense copy needs {dense_bytes:,} bytes, "
+                          f"which could not be allocated ({exc})") from None
 
 
 def _csc_from_edges(src: torch.Tensor, dst: torch.Tensor, num_nodes: int):
@@ -428,6 +448,11 @@ class Graph:
         unlabelled) and ``train_mask`` / ``val_mask`` / ``test_mask`` (bool [N]) as the splits,
         each only if present. ``data.num_nodes`` gives N. Edges are kept as they are
         (self-loops and duplicates included); edge attributes are not carried.
+
+        A sparse ``x`` (a torch COO or CSR tensor, as PyG allows for bag-of-words features),
+        and a sparse ``y`` or mask, is densified: ``g.x`` is float32 [N, F] either way (it needs
+        N * F * 4 bytes; a MemoryError names ``data.x`` if that cannot be allocated). Its
+        number of rows must be ``data.num_nodes`` (ValueError naming ``data.x``).
         """
         from .interop import require_pyg
 
@@ -444,14 +469,18 @@ class Graph:
         if not isinstance(edge_index, torch.Tensor):
             raise TypeError(f"data.edge_index must be a tensor [2, E], got {type(edge_index).__name__} "
                             "(a SparseTensor adjacency? convert it to edge_index first)")
+        if edge_index.layout != torch.strided:
+            raise TypeError(f"data.edge_index must be a dense tensor [2, E], got a sparse "
+                            f"{edge_index.layout} tensor of shape {tuple(edge_index.shape)} (an "
+                            "adjacency matrix? torch_geometric.utils.to_edge_index converts it)")
         if edge_index.dim() != 2 or edge_index.shape[0] != 2:
             raise ValueError(f"data.edge_index must have shape [2, E], got {tuple(edge_index.shape)}")
-        y = data.y
+        y = _pyg_dense(data.y, "y")
         if y is not None:
             y = _pyg_labels(torch.as_tensor(y).cpu(), int(num_nodes))
         splits = {}
         for split in ("train", "val", "test"):
-            mask = getattr(data, f"{split}_mask", None)
+            mask = _pyg_dense(getattr(data, f"{split}_mask", None), f"{split}_mask")
             if mask is None:
                 continue
             mask = torch.as_tensor(mask).cpu()
@@ -460,9 +489,12 @@ class Graph:
                     f"data.{split}_mask must be a bool mask [num_nodes], got dtype {mask.dtype} and "
                     f"shape {tuple(mask.shape)} (several splits as columns? pick one: mask[:, i])")
             splits[f"{split}_idx"] = torch.nonzero(mask).flatten()
-        x = data.x
+        x = _pyg_dense(data.x, "x")
+        if isinstance(x, torch.Tensor) and x.dim() == 2 and x.shape[0] != int(num_nodes):
+            raise ValueError(f"data.x has {x.shape[0]} rows but the graph has "
+                             f"num_nodes={int(num_nodes)} (data.num_nodes); one row per node")
         return cls.from_edges(edge_index[0].cpu(), edge_index[1].cpu(), int(num_nodes),
-                              x=None if x is None else x.cpu(), y=y, name=name, **splits)
+                              x=x, y=y, name=name, **splits)
 
     def to_pyg(self):
         """This graph as a ``torch_geometric.data.Data``.

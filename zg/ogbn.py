@@ -32,6 +32,12 @@ and the folder the files belong in. ogb's interactive questions ("Will you proce
 before downloads over 1 GB, "Will you update the dataset now?" for an old release) are never
 asked: the first is answered "yes" (the caller asked for the dataset), the second is turned
 into an error before ogb starts.
+
+Damaged files: every file ogb reads goes through zg's wrappers of ``pandas.read_csv``,
+``numpy.load`` and ``torch.load`` (:class:`_ReadsNamingTheFile`), so a truncated, corrupt or
+missing file (an interrupted download, copy or first load) ends in one error that names the
+dataset, the file and what to do (a ValueError, or FileNotFoundError for a missing file),
+instead of ogb's bare ``EOFError`` or "No necessary file". zg never deletes anything there.
 """
 
 from __future__ import annotations
@@ -148,7 +154,102 @@ class _TorchForOgbCache:
     @staticmethod
     def load(f: Any, *args: Any, **kwargs: Any) -> Any:
         kwargs.setdefault("weights_only", False)
-        return torch.load(f, *args, **kwargs)
+        return _reading(torch.load, f, *args, **kwargs)
+
+
+# ----------------------------------------------------------------------------- damaged files
+
+
+class _DamagedFile(Exception):
+    """A file ogb could not read (``path``), and why (``error``); turned into a user's error by
+    :func:`_damage_error`. A missing file is not one: ogb reads optional files (edge features)
+    inside ``except FileNotFoundError`` (see :func:`_missing_file`)."""
+
+    def __init__(self, path: Any, error: BaseException):
+        super().__init__(f"{path}: {type(error).__name__}: {error}")
+        self.path = Path(os.fspath(path))
+        self.error = error
+
+
+def _reading(read, path: Any, *args: Any, **kwargs: Any) -> Any:
+    """``read(path, ...)``, any failure but running out of memory raised as :class:`_DamagedFile`."""
+    try:
+        return read(path, *args, **kwargs)
+    except (MemoryError, FileNotFoundError):
+        raise
+    except Exception as exc:     # EOFError, zlib.error, BadZipFile, UnpicklingError, ParserError...
+        if not isinstance(path, (str, os.PathLike)):
+            raise
+        raise _DamagedFile(path, exc) from exc
+
+
+class _NpzNamingTheFile:
+    """An open ``.npz`` whose members, read lazily, report a failure as :class:`_DamagedFile`."""
+
+    def __init__(self, npz: Any, path: Any):
+        self._npz, self._path = npz, path
+
+    def __getattr__(self, name: str) -> Any:
+        return getattr(self._npz, name)
+
+    def __getitem__(self, key: str) -> Any:
+        return _reading(lambda _path: self._npz[key], self._path)
+
+    def __contains__(self, key: str) -> bool:
+        return key in self._npz
+
+    def __iter__(self):
+        return iter(self._npz)
+
+
+class _ReadsNamingTheFile:
+    """A module (``pandas`` or ``numpy``) as ogb's loaders see it while zg loads: its readers
+    report a damaged or missing file as :class:`_DamagedFile`. Everything else is the module."""
+
+    def __init__(self, module: Any):
+        self._module = module
+
+    def __getattr__(self, name: str) -> Any:
+        return getattr(self._module, name)
+
+    def read_csv(self, path: Any, *args: Any, **kwargs: Any) -> Any:
+        return _reading(self._module.read_csv, path, *args, **kwargs)
+
+    def load(self, path: Any, *args: Any, **kwargs: Any) -> Any:
+        loaded = _reading(self._module.load, path, *args, **kwargs)
+        return _NpzNamingTheFile(loaded, path) if hasattr(loaded, "files") else loaded
+
+
+def _missing_file(exc: BaseException) -> Any:
+    """The FileNotFoundError (with a file name) behind ``exc``, or None: ogb answers a missing
+    required raw file with a bare RuntimeError("No necessary file") raised while handling it."""
+    seen = set()
+    while exc is not None and id(exc) not in seen:
+        seen.add(id(exc))
+        if isinstance(exc, FileNotFoundError) and exc.filename:
+            return exc
+        exc = exc.__cause__ or exc.__context__
+    return None
+
+
+def _damage_error(name: str, folder: Path, damaged: _DamagedFile) -> Exception:
+    """The error a user sees for a file ogb could not read: dataset, file, and what to do."""
+    path, error = damaged.path, damaged.error
+    fresh = (f"Delete the folder {folder} and load {name} again with downloads allowed "
+             "(download=True, the default; `zg train` without --no-download) to fetch a fresh "
+             "copy; zg deletes nothing itself.")
+    if isinstance(error, FileNotFoundError) or not path.exists():
+        return FileNotFoundError(f"{name}: the file {path} is missing, so the dataset folder "
+                                 f"{folder} is incomplete (an interrupted download or copy?). {fresh}")
+    why = f"({type(error).__name__}: {error})"
+    if path.parent.name == "processed":
+        return ValueError(
+            f"{name}: ogb's cache of the parsed files, {path}, could not be read {why}; it is "
+            f"damaged (an interrupted first load, a full disk?). Delete that file and load "
+            f"{name} again: ogb rebuilds it from the raw files in {folder / 'raw'}; zg deletes "
+            "nothing itself.")
+    return ValueError(f"{name}: the file {path} could not be read {why}; it is damaged or "
+                      f"incomplete (an interrupted download or copy?). {fresh}")
 
 
 # ----------------------------------------------------------------------------- files and network
@@ -267,7 +368,11 @@ def load(name: str, root: Any = None, *, symmetrize: bool = True, download: bool
 
     Raises FileNotFoundError (naming the dataset and the folder) when the files are missing
     and cannot be downloaded, ValueError when the folder holds another release, ImportError
-    when ogb is not installed. Loading ogbn-papers100M (111M nodes, 1.6B edges) needs a
+    when ogb is not installed. A damaged file (truncated or corrupt: ogb's cache
+    ``processed/data_processed`` or a raw or split file) is a ValueError, and a single missing
+    raw file a FileNotFoundError, each naming the dataset and the file and saying what to do
+    (delete the cache, which ogb rebuilds, or the dataset folder, to download it again);
+    nothing is deleted here. Loading ogbn-papers100M (111M nodes, 1.6B edges) needs a
     machine with a few hundred GB of memory, as with ogb itself.
     """
     name = canonical_name(name)
@@ -282,19 +387,34 @@ def load(name: str, root: Any = None, *, symmetrize: bool = True, download: bool
     _check_folder(name, folder, meta, download=download)
     if download:
         root.mkdir(parents=True, exist_ok=True)
-    patched = {"decide_download": _decide_download_without_prompt, "input": _no_prompt,
-               "torch": _TorchForOgbCache()}
-    saved = {key: ogb_dataset.__dict__.get(key) for key in patched}
-    ogb_dataset.__dict__.update(patched)
+    import ogb.io.read_graph_raw as ogb_raw   # imported by ogb_dataset; it reads the raw files
+    import pandas as pd                       # ogb depends on pandas
+
+    readers = {"pd": _ReadsNamingTheFile(pd), "np": _ReadsNamingTheFile(np)}
+    patches = [(ogb_dataset, {"decide_download": _decide_download_without_prompt,
+                              "input": _no_prompt, "torch": _TorchForOgbCache(), **readers}),
+               (ogb_raw, readers)]
+    saved = [(module, {key: module.__dict__.get(key) for key in patched})
+             for module, patched in patches]
+    for module, patched in patches:
+        module.__dict__.update(patched)
     try:
         ds = ogb_dataset.NodePropPredDataset(name, root=str(root))
         split = ds.get_idx_split()
+    except _DamagedFile as damaged:
+        raise _damage_error(name, folder, damaged) from damaged.error
+    except (RuntimeError, FileNotFoundError) as exc:
+        missing = _missing_file(exc)
+        if missing is None:
+            raise
+        raise _damage_error(name, folder, _DamagedFile(missing.filename, missing)) from missing
     finally:
-        for key, value in saved.items():
-            if value is None:
-                ogb_dataset.__dict__.pop(key, None)
-            else:
-                ogb_dataset.__dict__[key] = value
+        for module, values in saved:
+            for key, value in values.items():
+                if value is None:
+                    module.__dict__.pop(key, None)
+                else:
+                    module.__dict__[key] = value
     return _to_graph(name, ds.graph, ds.labels, split, int(meta["num classes"]),
                      symmetrize=symmetrize and meta["add_inverse_edge"] != "True")
 
