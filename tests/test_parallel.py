@@ -19,11 +19,13 @@ OPTIONS = dict(epochs=2, batch_size=64, fanouts=[4, 4], hidden_dim=16, dropout=0
                timeout=60, run_timeout=240)
 
 
-def single_process(g, envelope="worst_case"):
+def single_process(g, envelope="worst_case", losses=None):
     torch.manual_seed(OPTIONS["seed"])
     eng = zg.Engine(g, models.build("sage", g.feat_dim, 16, g.num_classes, 2, dropout=0.0), [4, 4], 64,
-                    envelope=envelope, lr=0.01, seed=3, audit_iterations=0)
-    eng.fit(2, progress=False)
+                    envelope=envelope, optimizer=zg.optim.adam(lr=0.01), seed=3)
+    stats = eng.fit(2, progress=False)
+    if losses is not None:
+        losses.extend(s.loss for s in stats)
     return {k: v.detach().clone() for k, v in eng.model.state_dict().items()}
 
 
@@ -42,14 +44,18 @@ def test_two_processes_train_exactly_as_one(tmp_path):
     g = graph()
     path = tmp_path / "dp.pt"
     hist = parallel.train(g, workers=2, envelope="worst_case", model_path=str(path), **OPTIONS)
-    got, want = torch.load(path), single_process(g)
+    losses = []
+    got, want = torch.load(path), single_process(g, losses=losses)
     diff = max(float((got[k] - want[k]).abs().max()) for k in want)
     assert diff <= 1e-5, diff
+    # The history's loss is the mean per-seed loss over the global batches, as the Engine's
+    # (issue 28, item 3: it was each process's sum of per-seed losses, ~30x larger here).
+    assert [e["loss"] for e in hist["epochs"]] == pytest.approx(losses, rel=1e-5, abs=1e-6)
     assert hist["workers"] == 2 and len(hist["epochs"]) == 2
     assert all(e["host_syncs"] == 0 for e in hist["epochs"])          # the static step, reduce included
     num_params = sum(v.numel() for v in want.values())
     iterations = sum(e["iterations"] for e in hist["epochs"])
-    assert hist["bytes_sent_per_worker"] == iterations * 4 * (num_params + 2)
+    assert hist["bytes_sent_per_worker"] == iterations * 4 * (num_params + 3)   # grads, loss, count, flag
 
 
 def test_tiny_envelope_on_two_processes_matches_the_worst_case(tmp_path):

@@ -214,9 +214,23 @@ def _nearest_existing(path: Path) -> Path:
     return path
 
 
+def _try_writing_in(folder: Path, name: str, path: Path) -> None:
+    """Create (and remove) a file in ``folder``: the one honest test that it can be written
+    (``os.access`` answers yes to root for a read-only mount or a kernel file system)."""
+    import tempfile
+
+    try:
+        with tempfile.NamedTemporaryFile(dir=folder, prefix=".zg-write-check-"):
+            pass
+    except OSError as exc:
+        raise ValueError(f"{name} {str(path)!r}: the folder {str(folder)!r} is not writable "
+                         f"(creating a file there failed: {exc.strerror or exc})") from None
+
+
 def output_file_arg(value: Any, name: str = "path", *, make_parents: bool = False) -> Path:
     """A path a file can be written at: not a directory; its folder exists (or, with
-    ``make_parents``, can be created) and is writable. Raises before anything is written."""
+    ``make_parents``, can be created) and a file can be created in it (tried: a temporary file
+    is created and removed). Raises before anything is written."""
     path = path_arg(value, name)
     if path.is_dir():
         raise ValueError(f"{name} {str(path)!r} is a directory; give a file path inside it")
@@ -228,20 +242,19 @@ def output_file_arg(value: Any, name: str = "path", *, make_parents: bool = Fals
         if not make_parents:
             raise ValueError(f"{name} {str(path)!r}: the folder {str(folder)!r} does not exist")
         folder = existing
-    if not os.access(folder, os.W_OK | os.X_OK):
-        raise ValueError(f"{name} {str(path)!r}: the folder {str(folder)!r} is not writable")
+    _try_writing_in(folder, name, path)
     return path
 
 
 def output_folder_arg(value: Any, name: str) -> Path:
-    """A folder files can be written into: an existing writable directory, or a path that can
-    be created (its nearest existing ancestor is a writable directory)."""
+    """A folder files can be written into: an existing directory a file can be created in, or a
+    path that can be created (a file can be created in its nearest existing ancestor). Tried,
+    not asked of ``os.access``."""
     path = path_arg(value, name)
     if path.exists() and not path.is_dir():
         raise ValueError(f"{name} {str(path)!r} is a file, not a folder")
     existing = _nearest_existing(path)
     if not existing.is_dir():
         raise ValueError(f"{name} {str(path)!r}: {str(existing)!r} is a file, not a folder")
-    if not os.access(existing, os.W_OK | os.X_OK):
-        raise ValueError(f"{name} {str(path)!r}: the folder {str(existing)!r} is not writable")
+    _try_writing_in(existing, name, path)
     return path

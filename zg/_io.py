@@ -12,11 +12,11 @@ from __future__ import annotations
 import os
 import tempfile
 from pathlib import Path
-from typing import IO, Any, Callable
+from typing import IO, Any, Callable, Optional
 
 from ._checks import output_file_arg
 
-__all__ = ["atomic_write", "os_error_naming"]
+__all__ = ["atomic_write", "os_error_naming", "graph_fingerprint", "fingerprint_mismatch"]
 
 
 def os_error_naming(exc: OSError, name: str, path: Path, doing: str) -> OSError:
@@ -71,3 +71,59 @@ def atomic_write(path: Any, write: Callable[[IO], Any], *, name: str = "path", t
             raise os_error_naming(exc, name, path, "write") from exc
         raise
     return path
+
+
+# ----------------------------------------------------------------------------- a graph's identity
+
+# What a checkpoint records of its graph: counts a reader can check at a glance, and a digest of
+# every array, so a run never resumes on another graph that merely has the same sizes.
+FINGERPRINT_COUNTS = ("num_nodes", "num_edges", "feat_dim", "num_classes", "num_train")
+FINGERPRINT_DIGESTS = {"structure": ("indptr", "indices"), "features": ("x",), "labels": ("y",),
+                       "splits": ("train_idx", "val_idx", "test_idx")}
+
+
+def _digest(arrays) -> str:
+    import hashlib
+
+    import numpy as np
+    import torch
+
+    h = hashlib.blake2b(digest_size=16)
+    for array in arrays:
+        if array is None:
+            h.update(b"none;")
+            continue
+        if torch.is_tensor(array):
+            a = array.detach().cpu().contiguous()
+            a = (a.view(torch.int16) if a.dtype == torch.bfloat16 else a).numpy()
+        else:
+            a = np.asarray(array)
+        a = np.ascontiguousarray(a)
+        h.update(f"{a.dtype.str}{a.shape};".encode())
+        h.update(memoryview(a).cast("B"))
+    return h.hexdigest()
+
+
+def graph_fingerprint(g) -> dict:
+    """What identifies a :class:`zg.Graph` by content: its counts and a BLAKE2b digest each of its
+    structure (indptr, indices), features, labels and splits (dtype, shape and bytes). Two graphs
+    have equal fingerprints only if every array is equal (up to a 128-bit collision)."""
+    train = g.train_idx
+    counts = {"num_nodes": int(g.num_nodes), "num_edges": int(g.num_edges),
+              "feat_dim": int(g.feat_dim), "num_classes": int(g.num_classes),
+              "num_train": 0 if train is None else int(train.numel())}
+    return {**counts, **{name: _digest([getattr(g, key) for key in keys])
+                         for name, keys in FINGERPRINT_DIGESTS.items()}}
+
+
+def fingerprint_mismatch(saved: Any, mine: dict) -> Optional[str]:
+    """None if ``saved`` (a checkpoint's record) names the graph ``mine`` describes, else a message
+    naming each differing field ("features: 1f0c... there, 9ab2... here"). A record with counts
+    only (written before digests were kept) is compared on the counts alone."""
+    if not isinstance(saved, dict):
+        return f"its graph record is {type(saved).__name__}, not a mapping"
+    keys = [k for k in (*FINGERPRINT_COUNTS, *FINGERPRINT_DIGESTS) if k in saved or k in FINGERPRINT_COUNTS]
+    differ = [k for k in keys if saved.get(k, "<absent>") != mine.get(k)]
+    if not differ:
+        return None
+    return "; ".join(f"{k}: {saved.get(k, '<absent>')} there, {mine.get(k)} here" for k in differ)

@@ -523,21 +523,37 @@ def _grappa_values(args: argparse.Namespace, parser: argparse.ArgumentParser) ->
     return values
 
 
-def _grappa_error(parser: argparse.ArgumentParser):
-    """parser.error for zg.grappa's run(): the TrainConfig field a message names first is
-    shown as its flag ("--estimator: unknown estimator 'x'; choose one of [...]")."""
+def _grappa_flags():
+    """message -> message: the TrainConfig field a message names first is shown as its flag
+    ("--estimator: unknown estimator 'x'; choose one of [...]"); run()'s source prefix goes."""
     import re
 
     names = [f.name for f, _ in _grappa_fields()]
     pattern = re.compile(r"\b(" + "|".join(sorted(names, key=len, reverse=True)) + r")\b")
 
-    def error(message: str):
-        _, _, message = message.partition(": ")           # drop run()'s "zg grappa: " prefix
+    def flagged(message: str) -> str:
+        if message.startswith("zg grappa: "):
+            message = message[len("zg grappa: "):]
         named = pattern.search(message)
         if named is not None and not message.startswith("--"):
             message = f"{_flag(named.group(1))}: {message}"
-        parser.error(message)
+        return message
+    return flagged
+
+
+def _grappa_error(parser: argparse.ArgumentParser):
+    """parser.error for zg.grappa's run(), the field shown as its flag (exit 2)."""
+    flagged = _grappa_flags()
+
+    def error(message: str):
+        parser.error(flagged(message))
     return error
+
+
+def _grappa_failed(message: str) -> int:
+    """A started run that failed (a timeout, another run's checkpoint, ...): one line, exit 1."""
+    print(f"zg grappa: error: {_grappa_flags()(message)}", file=sys.stderr, flush=True)
+    return 1
 
 
 def _report_grappa(history: Dict[str, Any], out: Optional[str]) -> None:
@@ -562,7 +578,7 @@ def cmd_grappa(args: argparse.Namespace, parser: argparse.ArgumentParser) -> int
     inputs = list(dataset.values()) if isinstance(dataset, dict) and "name" not in dataset else []
     _check_output(parser, "--json", values.get("history_path"), inputs=inputs + [args.config])
     return run(values, values.get("history_path"), _grappa_error(parser),
-               source="zg grappa", report=_report_grappa)
+               source="zg grappa", report=_report_grappa, failed=_grappa_failed)
 
 
 # ----------------------------------------------------------------------------- zg bench, zg report
@@ -743,12 +759,53 @@ def build_parser() -> argparse.ArgumentParser:
     return parser
 
 
+class _ClosedPipeSafe:
+    """stdout for one command: once the reader has gone (``zg train ... | head -n 1``), further
+    output is dropped instead of raising BrokenPipeError, so the run still finishes and writes
+    its files (--json, --save). Everything else is the wrapped stream's."""
+
+    def __init__(self, stream):
+        self._stream, self.closed_by_reader = stream, False
+
+    def _dropped(self) -> None:
+        self.closed_by_reader = True
+        try:                 # the interpreter's own flush at exit must not fail either
+            devnull = os.open(os.devnull, os.O_WRONLY)
+            os.dup2(devnull, self._stream.fileno())
+            os.close(devnull)
+        except (OSError, ValueError, AttributeError):
+            pass
+
+    def write(self, text: str) -> int:
+        if self.closed_by_reader:
+            return len(text)
+        try:
+            return self._stream.write(text)
+        except BrokenPipeError:
+            self._dropped()
+            return len(text)
+
+    def flush(self) -> None:
+        if self.closed_by_reader:
+            return
+        try:
+            self._stream.flush()
+        except BrokenPipeError:
+            self._dropped()
+
+    def __getattr__(self, name: str):
+        return getattr(self._stream, name)
+
+
 def main(argv: Optional[Sequence[str]] = None) -> int:
     """Run the ``zg`` command with ``argv`` (default ``sys.argv[1:]``); returns the exit status."""
     argv = list(sys.argv[1:] if argv is None else argv)
     parser = build_parser()
     args = parser.parse_args(argv)
     args.argv = argv
+    stdout = sys.stdout
+    if not isinstance(stdout, _ClosedPipeSafe):
+        sys.stdout = _ClosedPipeSafe(stdout)
     try:
         # The subcommand's parser reports errors: "zg train: error: --fanouts ...", exit 2.
         return args.handler(args, args.subparser)
@@ -758,6 +815,8 @@ def main(argv: Optional[Sequence[str]] = None) -> int:
     except KeyboardInterrupt:
         print(f"zg {args.command}: interrupted", file=sys.stderr)
         return 130
+    finally:
+        sys.stdout = stdout
 
 
 if __name__ == "__main__":

@@ -56,7 +56,7 @@ from typing import Any, Callable, Dict, List, Optional, Sequence
 import torch
 
 from ._checks import int_arg, node_ids_arg
-from ._io import atomic_write
+from ._io import atomic_write, fingerprint_mismatch, graph_fingerprint
 from .envelope import Envelope
 from .graph import Graph
 from .models import _BlockModel
@@ -70,7 +70,7 @@ __all__ = ["Engine", "Step", "EngineSettings", "EpochStats", "MODES", "CHECKPOIN
            "ENGINE_STAGES"]
 
 CHECKPOINT_FORMAT = "zg.engine"
-CHECKPOINT_VERSION = 2
+CHECKPOINT_VERSION = 3          # 3: the graph recorded by content (zg._io.graph_fingerprint)
 ENGINE_STAGES = STAGES                   # one tuple of stage names for the whole kit
 MODES = ("dgl", "dynamic", "eager", "static", "graph")
 _STATIC_MODES = ("static", "graph")      # the modes that run on the static buffers
@@ -758,6 +758,7 @@ class Engine(metaclass=_OldKeywords):
         return {
             "format": CHECKPOINT_FORMAT, "version": CHECKPOINT_VERSION,
             "settings": self.settings.as_dict(),
+            "graph": graph_fingerprint(self.g),
             "model": {k: v.detach().cpu().clone() for k, v in self.model.state_dict().items()},
             "optimizer": _optimizer_state_to_cpu(self.optimizer.state_dict()),
             "envelope": None if self.envelope is None else list(self.envelope.sizes),
@@ -776,9 +777,13 @@ class Engine(metaclass=_OldKeywords):
 
         Everything is read and checked first (format, version, the settings of
         :data:`EngineSettings.CHECKPOINT_KEYS`, parameter names and shapes, optimizer state);
-        only then is anything assigned. A corrupt or mismatched file raises ValueError and
-        leaves the engine exactly as it was. Version-1 checkpoints (``config`` instead of
-        ``settings``) load too.
+        only then is anything assigned. The graph is compared by content (structure, features,
+        labels and splits, each by its digest): a checkpoint of another graph is refused, the
+        differing parts named. A corrupt or mismatched file raises ValueError and leaves the
+        engine exactly as it was. Version-1 and -2 checkpoints (which did not record the graph;
+        version 1 has ``config`` instead of ``settings``) load too, with a warning that the
+        graph could not be checked. To start from another graph's parameters without its
+        position, load them into ``engine.model`` with ``load_state_dict``.
         """
         path = Path(path)
         if not path.exists():
@@ -790,9 +795,9 @@ class Engine(metaclass=_OldKeywords):
         if not isinstance(state, dict) or state.get("format") != CHECKPOINT_FORMAT:
             raise ValueError(f"{str(path)!r} is not a zg engine checkpoint")
         version = state.get("version")
-        if version not in (1, CHECKPOINT_VERSION):
+        if version not in (1, 2, CHECKPOINT_VERSION):
             raise ValueError(f"checkpoint version {version!r} is not supported "
-                             f"(this zg reads versions 1 and {CHECKPOINT_VERSION})")
+                             f"(this zg reads versions 1 to {CHECKPOINT_VERSION})")
         settings_key = "config" if version == 1 else "settings"
         for key in (settings_key, "model", "optimizer", "envelope", "epoch", "batch"):
             if key not in state:
@@ -804,6 +809,13 @@ class Engine(metaclass=_OldKeywords):
         if diff:
             raise ValueError("checkpoint was written by an engine with different settings: "
                              + ", ".join(f"{k}: {theirs.get(k)!r} != {mine[k]!r}" for k in diff))
+        if version >= 3:
+            differ = fingerprint_mismatch(state.get("graph"), graph_fingerprint(self.g))
+            if differ is not None:
+                raise ValueError(f"checkpoint {str(path)!r} was written for another graph ({differ})")
+        else:
+            warnings.warn(f"checkpoint {str(path)!r} (version {version}) does not record its graph, "
+                          "so it cannot be checked to be this engine's graph", stacklevel=2)
         current = self.model.state_dict()
         model_state = state["model"]
         if set(model_state) != set(current):

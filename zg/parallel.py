@@ -5,10 +5,11 @@ scaling by eliminating host-side bottlenecks"). Every process holds the whole gr
 same static envelope step; each global batch of ``batch_size`` seeds is split into P near-equal
 shares and process r trains on share r. Gradients are summed inside the step, between backward
 and the optimizer step, by one all-reduce of a flat buffer that also carries the share's valid
-seed count and the overflow flag:
+seed count, the share's summed loss and the overflow flag:
 
-    flat = [grad of sum_v l_v (every parameter) | n_r | overflowed_r]     -> all_reduce SUM
-    grad <- flat[:-2] / flat[-2]       (the mean over the whole global batch, on every process)
+    flat = [grad of sum_v l_v (every parameter) | sum_v l_v | n_r | overflowed_r]  -> all_reduce SUM
+    grad <- flat[:-3] / flat[-2]       (the mean over the whole global batch, on every process)
+    loss <- flat[-3] / flat[-2]        (the global batch's mean per-seed loss, as zg.Engine reports)
 
 so the update is exactly the single-process update on the global batch (every seed's
 neighbourhood is sampled from the same key whichever process holds it; the sums only
@@ -61,13 +62,20 @@ class GradientAllReduce:
 
     def __call__(self) -> None:
         grads = [p.grad.reshape(-1) for p in self.params]
-        extra = torch.stack([self.counter["count"].to(grads[0].dtype),
+        loss = self.counter["loss"].detach()       # the step's loss tensor (the share's sum), []
+        extra = torch.stack([loss.to(grads[0].dtype).reshape(()),
+                             self.counter["count"].to(grads[0].dtype),
                              self.guard.outgoing().to(grads[0].dtype).reshape(())])
-        flat = torch.cat(grads + [extra])                                    # [num_params + 2]
+        flat = torch.cat(grads + [extra])                                    # [num_params + 3]
         self.bytes_sent += flat.numel() * flat.element_size()
         dist.all_reduce(flat, group=self.group)
         self.guard.merge(flat[-1])
-        mean = flat[:-2] / flat[-2].clamp(min=1.0)
+        count = flat[-2].clamp(min=1.0)
+        # What the step returns as its loss becomes the global batch's mean per-seed loss (the
+        # backward pass that needed the sum is done), so every process reports what one
+        # process training on the whole batch reports.
+        loss.copy_((flat[-3] / count).to(loss.dtype))
+        mean = flat[:-3] / count
         offset = 0
         for p in self.params:
             p.grad.copy_(mean[offset: offset + p.numel()].view_as(p.grad))
@@ -75,12 +83,14 @@ class GradientAllReduce:
 
 
 def _sum_loss(counter: Dict[str, torch.Tensor]):
-    """Sum (not mean) of the counted seeds' cross-entropy (:func:`zg.step.per_seed_cross_entropy`);
-    remembers the share's count."""
+    """Sum (not mean) of the counted seeds' cross-entropy (:func:`zg.step.per_seed_cross_entropy`),
+    the gradient's objective; remembers the share's count and the loss tensor, which
+    :class:`GradientAllReduce` turns into the global mean after backward."""
     def loss(logits, labels, mb):
         per_seed, counted = per_seed_cross_entropy(logits, labels, mb.valid)   # [B], [B]
         counter["count"] = counted.sum()
-        return per_seed.sum()
+        counter["loss"] = per_seed.sum()
+        return counter["loss"]
     return loss
 
 
@@ -123,8 +133,9 @@ def _worker(rank: int, world: int, g: Graph, options: Dict[str, Any], out: str) 
         row = torch.tensor([seconds, stats.loss], dtype=torch.float64, device=device)
         gathered = [torch.empty_like(row) for _ in range(world)]
         dist.all_gather(gathered, row)
+        # Every process's loss is already the global batches' mean (equal on all of them).
         record = {"epoch": epoch, "seconds": float(max(float(r[0]) for r in gathered)),
-                  "loss": sum(float(r[1]) for r in gathered) / world,
+                  "loss": float(gathered[0][1]),
                   "iterations": stats.iterations, "overflows": stats.overflows,
                   "rewound_batches": stats.rewound_batches, "host_syncs": stats.host_syncs,
                   "envelope_sizes": stats.envelope_sizes}
@@ -159,13 +170,14 @@ def train(g: Graph, workers: int = 2, epochs: int = 3, batch_size: int = 1024,
         threads: torch threads per process (default: cores / P). evaluate: rank 0 reports
             validation accuracy after every epoch. backend: gloo / nccl / None (auto: nccl with
             one GPU per process). timeout, run_timeout: see :func:`zg.grappa.launch.spawn`.
-        model_path: where to save the final parameters (optional).
+        model_path: where to save the final parameters (optional; its folder must exist and
+            be writable, checked before any process starts).
     Returns:
         {"epochs": [{epoch, seconds (slowest process), loss, iterations, overflows,
         rewound_batches, host_syncs, val_acc}], "seconds_per_epoch", "bytes_sent_per_worker",
         "captured", "workers", "backend", "device", "options"}.
     """
-    from ._checks import int_arg, real_arg
+    from ._checks import int_arg, output_file_arg, real_arg
     from .grappa.launch import spawn
 
     if not isinstance(g, Graph):
@@ -188,6 +200,8 @@ def train(g: Graph, workers: int = 2, epochs: int = 3, batch_size: int = 1024,
             raise ValueError(f"envelope has {len(envelope)} sizes but fanouts has {len(fanouts)}")
     elif envelope not in ("profiled", "worst_case"):
         raise ValueError(f"envelope must be 'profiled', 'worst_case' or a list of sizes, got {envelope!r}")
+    if model_path is not None:         # checked now, not after the whole run
+        model_path = str(output_file_arg(model_path, "model_path"))
     options = dict(epochs=epochs, batch_size=batch_size, fanouts=fanouts, model=model,
                    hidden_dim=hidden_dim, dropout=dropout, lr=lr, envelope=envelope, seed=seed,
                    poll_every=poll_every, threads=threads, evaluate=bool(evaluate))

@@ -49,11 +49,12 @@ import tempfile
 from typing import Any, Callable, Dict, NoReturn, Optional
 
 from .. import datasets
+from ..errors import ZgError
 from ..graph import Graph
 from .._checks import output_file_arg
 from ._checks import check_output_paths
 from .launch import exit_worker, init_from_env
-from .train import TrainConfig, run_worker, train
+from .train import TrainConfig, launch_prepared, prepare_many, run_worker
 
 GENERATORS = {"csbm": datasets.csbm, "rmat": datasets.rmat}
 
@@ -95,9 +96,23 @@ def under_torchrun() -> bool:
 
 Report = Callable[[Dict[str, Any], Optional[str]], None]
 
+# What a started run can end in that the user should read as one line, not a traceback: a
+# timeout (its message names the setting), any zg error (a checkpoint from another run, ...),
+# a worker's non-finite loss, a file that cannot be written.
+# (A ValueError here is a worker's, raised again in the parent as itself.)
+RUN_FAILURES = (TimeoutError, ZgError, FloatingPointError, OSError, ValueError)
+
+
+def _say_failure(source: str) -> Callable[[str], int]:
+    def fail(message: str) -> int:
+        print(f"{source}: error: {message}", file=sys.stderr, flush=True)
+        return 1
+    return fail
+
 
 def run(values: Any, out: Optional[str], error: Callable[[str], NoReturn], *,
-        source: str = "config", report: Optional[Report] = None) -> int:
+        source: str = "config", report: Optional[Report] = None,
+        failed: Optional[Callable[[str], int]] = None) -> int:
     """One Grappa run from config ``values`` (a dict of TrainConfig fields plus ``dataset``,
     which this function takes out: it names the graph).
 
@@ -108,7 +123,10 @@ def run(values: Any, out: Optional[str], error: Callable[[str], NoReturn], *,
     :func:`zg.grappa.launch.exit_worker`; otherwise it starts the workers itself.
     ``report(history, out)`` is called once with the finished history, in the process that
     has it (rank 0 under torchrun). ``out``: where to write the history JSON (default: the
-    config's ``history_path``). Returns the exit status, 0.
+    config's ``history_path``). A started run that fails in a way the user can act on
+    (:data:`RUN_FAILURES`: a timeout, a zg error such as a checkpoint of another run, a
+    non-finite loss, a file that cannot be written) goes to ``failed(message)`` (default: one
+    line on stderr), whose return value is the exit status (1). Returns the exit status: 0.
     """
     dataset = None
     if isinstance(values, dict):
@@ -147,7 +165,14 @@ def run(values: Any, out: Optional[str], error: Callable[[str], NoReturn], *,
         exit_worker()                            # see zg.grappa.launch.exit_worker
         return 0
     options = {**cfg.to_dict(), "history_path": out}
-    history = train(g, **options)
+    try:                      # the plan (partition, batches per worker, ...) before any process
+        prepared = prepare_many(g, [options])
+    except (TypeError, ValueError) as exc:
+        error(f"{source}: {exc}")
+    try:
+        history = launch_prepared(g, prepared)[0]
+    except RUN_FAILURES as exc:
+        return (failed or _say_failure(source))(str(exc))
     if report is not None:
         report(history, out)
     return 0

@@ -9,12 +9,13 @@ part. A checkpoint that cannot be read, or was written by another run, stops eve
 from __future__ import annotations
 
 import os
+import warnings
 from typing import Any, Dict, List, Optional
 
 import torch
 import torch.distributed as dist
 
-from .._io import atomic_write
+from .._io import atomic_write, fingerprint_mismatch, graph_fingerprint
 from ..errors import ZgError
 from ..graph import Graph
 from ._checks import CHECKPOINT_FILE
@@ -34,6 +35,10 @@ _CHECKPOINT_KEYS = ("config", "graph", "world", "next_epoch", "step", "records",
                     "optimizer", "seconds", "resumed_at")
 
 
+# 2: the graph is recorded by content (graph_fingerprint), not by its sizes alone.
+CHECKPOINT_VERSION = 2
+
+
 class CheckpointError(ZgError, RuntimeError):
     """A checkpoint the run cannot resume from: unreadable, or written by a different run."""
 
@@ -43,9 +48,9 @@ def checkpoint_file(cfg: TrainConfig) -> Optional[str]:
     return None if cfg.checkpoint_dir is None else os.path.join(cfg.checkpoint_dir, CHECKPOINT_FILE)
 
 
-def _graph_signature(g: Graph) -> Dict[str, int]:
-    return {"num_nodes": g.num_nodes, "num_edges": g.num_edges, "feat_dim": g.feat_dim,
-            "num_classes": int(g.num_classes), "num_train": int(g.train_idx.numel())}
+def _graph_signature(g: Graph) -> Dict[str, Any]:
+    """The graph by content (:func:`zg._io.graph_fingerprint`): counts and digests."""
+    return graph_fingerprint(g)
 
 
 def _to_cpu(obj: Any) -> Any:
@@ -63,7 +68,8 @@ def read_checkpoint(path: str, cfg: TrainConfig, g: Graph, world: int) -> Option
 
     Raises :class:`CheckpointError` (naming the file and what is wrong) if it cannot be read or
     was written by a run with another config (any field but :data:`RESUMABLE_CHANGES`), another
-    graph or another number of workers. Loaded with ``weights_only=True``: tensors and plain
+    graph (compared by content: structure, features, labels and splits, each by its digest) or
+    another number of workers. Loaded with ``weights_only=True``: tensors and plain
     containers only, never arbitrary pickled objects.
     """
     if not os.path.exists(path):
@@ -75,8 +81,9 @@ def read_checkpoint(path: str, cfg: TrainConfig, g: Graph, world: int) -> Option
                               f"{str(exc)[:200]}); it is corrupt or truncated. Delete it to start "
                               "afresh") from exc
     if not isinstance(state, dict) or state.get("format") != "zg.grappa.checkpoint" \
-            or state.get("version") != 1:
-        raise CheckpointError(f"{path} is not a zg.grappa checkpoint (format version 1)")
+            or state.get("version") not in (1, CHECKPOINT_VERSION):
+        raise CheckpointError(f"{path} is not a zg.grappa checkpoint (format version 1 or "
+                              f"{CHECKPOINT_VERSION})")
     missing = [k for k in _CHECKPOINT_KEYS if k not in state]
     if missing:
         raise CheckpointError(f"checkpoint {path} lacks {missing}; it is corrupt")
@@ -90,9 +97,14 @@ def read_checkpoint(path: str, cfg: TrainConfig, g: Graph, world: int) -> Option
                           for k in differ[:6])
         raise CheckpointError(f"checkpoint {path} was written by a run with a different config "
                               f"({shown}). Use another checkpoint_dir, or delete it to start afresh")
-    if state["graph"] != _graph_signature(g):
-        raise CheckpointError(f"checkpoint {path} was written for another graph "
-                              f"({state['graph']} there, {_graph_signature(g)} here)")
+    differ = fingerprint_mismatch(state["graph"], _graph_signature(g))
+    if differ is not None:
+        raise CheckpointError(f"checkpoint {path} was written for another graph ({differ}). Use "
+                              "another checkpoint_dir, or delete it to start afresh")
+    if state["version"] == 1:
+        warnings.warn(f"checkpoint {path} was written by an older zg that recorded the graph's "
+                      "sizes only, so it could not be checked to be this graph's; resuming "
+                      "because the sizes match", stacklevel=2)
     if state["world"] != world:
         raise CheckpointError(f"checkpoint {path} was written by {state['world']} workers; this run "
                               f"has {world}")
@@ -142,7 +154,7 @@ def write_checkpoint(path: str, cfg: TrainConfig, g: Graph, rank: int, world: in
         states = [mine]
     if rank == 0:
         _save_checkpoint(path, {
-            "format": "zg.grappa.checkpoint", "version": 1, "config": cfg.to_dict(),
+            "format": "zg.grappa.checkpoint", "version": CHECKPOINT_VERSION, "config": cfg.to_dict(),
             "graph": _graph_signature(g), "world": world, "next_epoch": next_epoch, "step": step,
             "records": records, "model": [s["model"] for s in states],
             "optimizer": [s["optimizer"] for s in states], "seconds": seconds,

@@ -393,8 +393,9 @@ def check_plan(g: Graph, cfg: TrainConfig, part: Partition) -> None:
         worst = int(torch.argmin(counts))
         if int(counts[worst]) < iterations:
             raise ValueError(
-                f"empty partition: worker {worst} owns {int(counts[worst])} training nodes in "
-                f"super-epoch {s}, fewer than the {iterations} iterations of an epoch; use fewer "
-                "workers or a larger batch_size")
+                f"batch_size={cfg.batch_size} makes {iterations} iterations per epoch, but worker "
+                f"{worst} owns only {int(counts[worst])} training nodes in super-epoch {s} (empty "
+                "partition: every worker runs the same number of iterations, each with at least "
+                "one seed of its own); use a larger batch_size or fewer workers")
 
 

@@ -11,9 +11,15 @@ cannot tell how it was started:
   ``run_timeout`` seconds and terminates the children, and a child that raises takes the
   others down with it (``torch.multiprocessing`` does that), its traceback in the error.
   A worker's zg exception (any class defined in ``zg``, e.g. ``CheckpointError``), ``ValueError``,
-  ``TypeError`` or ``TimeoutError`` is raised again in the parent as itself, with its message
-  (the worker's traceback chained as its cause), so ``except CheckpointError`` works around
-  ``grappa.train``; see :func:`spawn`.
+  ``TypeError``, ``TimeoutError`` or ``FloatingPointError`` is raised again in the parent as
+  itself, with its message (the worker's traceback chained as its cause), so ``except
+  CheckpointError`` works around ``grappa.train``; see :func:`spawn`.
+  An interrupt (``KeyboardInterrupt``: Ctrl-C, JupyterLab's "interrupt kernel") or ``SIGTERM``
+  delivered to the parent alone stops every worker too (``SIGTERM``, then ``SIGKILL`` after
+  :data:`STOP_SECONDS`), removes the run's temporary folders and re-raises (``SIGTERM`` as
+  ``SystemExit(143)``), so nothing goes on training and nothing claims the run finished. A
+  worker whose parent dies without a word (``SIGKILL``) is ended by the kernel
+  (``PR_SET_PDEATHSIG``, Linux).
 * :func:`init_from_env` (torchrun, ``env://``): reads RANK / WORLD_SIZE / MASTER_ADDR /
   MASTER_PORT that torchrun sets, and works after torchrun restarted the workers
   (``--max-restarts``), see the function.
@@ -25,6 +31,7 @@ machine (each worker then uses GPU ``local_rank``).
 from __future__ import annotations
 
 import builtins
+import ctypes
 import datetime
 import faulthandler
 import importlib
@@ -32,8 +39,10 @@ import json
 import multiprocessing
 import os
 import shutil
+import signal
 import sys
 import tempfile
+import threading
 import time
 from typing import Any, Callable, Optional, Sequence, Tuple
 
@@ -52,7 +61,9 @@ ERROR_EXIT_SECONDS = 15
 # parent; an environment variable too, for a child that fails before it knows its arguments.
 ERRORS_ENV = "ZG_SPAWN_ERRORS"
 # Exceptions that cross from a worker to the parent as themselves (besides zg's own classes).
-REPLAYED_BUILTINS = ("ValueError", "TypeError", "TimeoutError")
+REPLAYED_BUILTINS = ("ValueError", "TypeError", "TimeoutError", "FloatingPointError")
+# Workers asked to stop (an interrupt or SIGTERM to the parent) get this long before SIGKILL.
+STOP_SECONDS = 5.0
 
 
 def pick_backend(world_size: int, backend: Optional[str] = None) -> str:
@@ -118,7 +129,7 @@ def _record_error(folder: Optional[str], exc: BaseException, rank: Optional[int]
 
 def _replayed(record: dict) -> Optional[BaseException]:
     """The exception a worker's record describes, if it is one the parent raises as itself:
-    a class defined in zg, or a builtin ValueError / TypeError / TimeoutError."""
+    a class defined in zg, or one of the builtins of :data:`REPLAYED_BUILTINS`."""
     module, name = record.get("module"), record.get("name")
     if not isinstance(module, str) or not isinstance(name, str):
         return None
@@ -178,12 +189,48 @@ def _refuse_unguarded_main() -> None:
     raise error
 
 
-def _entry(rank: int, fn: Callable, world_size: int, port: int, backend: str, timeout: float,
-           args: Tuple[Any, ...], errors: Optional[str] = None) -> None:
+def _die_with_parent(parent: int) -> None:
+    """Ask the kernel to send this process SIGTERM when its parent dies (Linux; elsewhere a
+    no-op), and end now if the parent is already gone."""
+    if sys.platform.startswith("linux"):
+        try:
+            ctypes.CDLL(None, use_errno=True).prctl(1, signal.SIGTERM, 0, 0, 0)   # PR_SET_PDEATHSIG
+        except (OSError, AttributeError):
+            pass
+    if os.getppid() != parent:
+        os._exit(143)
+
+
+def _exit_on_sigterm(signum, frame) -> None:
+    """A worker's SIGTERM handler: unwind (``finally`` blocks run, temporary files go), exit 143."""
+    raise SystemExit(128 + signal.SIGTERM)
+
+
+def _join_group(rank: int, world_size: int, port: int, backend: str, timeout: float) -> None:
+    """Connect to the parent's store and join the process group; a timeout says which setting."""
     try:
         store = dist.TCPStore("127.0.0.1", port, None, False, timeout=_timeout(timeout))
         dist.init_process_group(backend, store=store, rank=rank, world_size=world_size,
                                 timeout=_timeout(timeout))
+    except (RuntimeError, TimeoutError) as exc:        # torch's DistStoreError / DistNetworkError
+        if isinstance(exc, TimeoutError) or "timed out" in str(exc).lower() \
+                or "timeout" in str(exc).lower():
+            raise TimeoutError(
+                f"timeout={timeout} s: worker {rank} of {world_size} could not join the others "
+                "within it (starting a worker process takes seconds); give a larger timeout") from exc
+        raise
+
+
+def _entry(rank: int, fn: Callable, world_size: int, port: int, backend: str, timeout: float,
+           args: Tuple[Any, ...], errors: Optional[str] = None, parent: Optional[int] = None) -> None:
+    try:
+        if parent is not None:
+            _die_with_parent(parent)
+        signal.signal(signal.SIGTERM, _exit_on_sigterm)
+        # Ctrl-C in a terminal reaches the whole process group: the parent alone handles it
+        # (it stops the workers), so the workers do not each print a KeyboardInterrupt.
+        signal.signal(signal.SIGINT, signal.SIG_IGN)
+        _join_group(rank, world_size, port, backend, timeout)
         fn(rank, world_size, *args)
     except BaseException as exc:
         _record_error(errors, exc, rank)
@@ -192,6 +239,48 @@ def _entry(rank: int, fn: Callable, world_size: int, port: int, backend: str, ti
         faulthandler.dump_traceback_later(ERROR_EXIT_SECONDS, exit=True, file=open(os.devnull, "w"))
         raise
     exit_worker()
+
+
+def _stop(processes: Sequence[Any], grace: float = STOP_SECONDS) -> None:
+    """SIGTERM every live process, wait up to ``grace`` seconds, SIGKILL what is left."""
+    for process in processes:
+        if process.is_alive():
+            process.terminate()
+    deadline = time.monotonic() + grace
+    for process in processes:
+        process.join(max(0.0, deadline - time.monotonic()))
+    for process in processes:
+        if process.is_alive():
+            process.kill()
+            process.join(5)
+
+
+class _SigtermAsExit:
+    """While active (main thread only), SIGTERM raises ``SystemExit(143)`` in the parent, so
+    :func:`spawn` can stop its workers and every caller's ``finally`` runs; a handler the caller
+    had installed is restored on exit and called once if a SIGTERM arrived."""
+
+    def __enter__(self):
+        self.active = threading.current_thread() is threading.main_thread()
+        self.received = False
+        if self.active:
+            self.previous = signal.getsignal(signal.SIGTERM)
+            if self.previous is signal.SIG_IGN:
+                self.active = False
+            else:
+                signal.signal(signal.SIGTERM, self._handle)
+        return self
+
+    def _handle(self, signum, frame):
+        self.received = True
+        raise SystemExit(128 + signal.SIGTERM)
+
+    def __exit__(self, *exc):
+        if self.active:
+            signal.signal(signal.SIGTERM, self.previous)
+            if self.received and callable(self.previous):
+                self.previous(signal.SIGTERM, None)
+        return False
 
 
 def spawn(fn: Callable, world_size: int, args: Sequence[Any] = (), *, timeout: float = 60.0,
@@ -209,6 +298,10 @@ def spawn(fn: Callable, world_size: int, args: Sequence[Any] = (), *, timeout: f
     ``if __name__ == "__main__":`` guard), it raises :class:`zg.errors.MainGuardError` naming
     that fix, in the workers and then in the parent, instead of "process 0 terminated with exit
     code 1".
+
+    A ``KeyboardInterrupt`` or ``SIGTERM`` in the parent stops every worker within
+    :data:`STOP_SECONDS` (then SIGKILL), removes the temporary folder and re-raises
+    (``SIGTERM``: ``SystemExit(143)``; a SIGTERM handler of the caller's is called afterwards).
     """
     if _reimporting_main():
         _refuse_unguarded_main()
@@ -219,39 +312,48 @@ def spawn(fn: Callable, world_size: int, args: Sequence[Any] = (), *, timeout: f
         _timeout(run_timeout)
     backend = pick_backend(world_size, backend)
     # The parent holds the rendezvous store for the whole run: port 0 = the OS picks a free one.
-    store = dist.TCPStore("127.0.0.1", 0, None, True, timeout=_timeout(timeout),
-                          wait_for_workers=False)
-    errors = tempfile.mkdtemp(prefix="zg-spawn-errors-")
     try:
-        # The children inherit the environment at start: one that fails while re-running the
-        # main script (before it has its arguments) still finds the folder.
-        previous = os.environ.get(ERRORS_ENV)
-        os.environ[ERRORS_ENV] = errors
-        try:
-            context = mp.start_processes(
-                _entry, args=(fn, world_size, store.port, backend, timeout, tuple(args), errors),
-                nprocs=world_size, join=False, start_method="spawn")
-        finally:
-            if previous is None:
-                os.environ.pop(ERRORS_ENV, None)
-            else:
-                os.environ[ERRORS_ENV] = previous
-        deadline = None if run_timeout is None else time.monotonic() + run_timeout
-        try:
-            while not context.join(timeout=0.5):
-                if deadline is not None and time.monotonic() > deadline:
-                    for process in context.processes:
-                        if process.is_alive():
-                            process.terminate()
-                    for process in context.processes:
-                        process.join(5)
-                    raise TimeoutError(f"the {world_size} workers did not finish within run_timeout="
-                                       f"{run_timeout} s; they were terminated")
-        except (mp.ProcessRaisedException, mp.ProcessExitedException) as failure:
-            replayed = _first_worker_error(errors)
-            if replayed is None:
-                raise
-            raise replayed from failure
+        store = dist.TCPStore("127.0.0.1", 0, None, True, timeout=_timeout(timeout),
+                              wait_for_workers=False)
+    except RuntimeError as exc:
+        raise TimeoutError(f"timeout={timeout} s: too short to open the workers' rendezvous store "
+                           f"on 127.0.0.1 ({exc}); give a few seconds at least") from exc
+    errors = tempfile.mkdtemp(prefix="zg-spawn-errors-")
+    context = None
+    try:
+        with _SigtermAsExit():
+            # The children inherit the environment at start: one that fails while re-running the
+            # main script (before it has its arguments) still finds the folder.
+            previous = os.environ.get(ERRORS_ENV)
+            os.environ[ERRORS_ENV] = errors
+            try:
+                context = mp.start_processes(
+                    _entry, args=(fn, world_size, store.port, backend, timeout, tuple(args), errors,
+                                  os.getpid()),
+                    nprocs=world_size, join=False, start_method="spawn")
+            finally:
+                if previous is None:
+                    os.environ.pop(ERRORS_ENV, None)
+                else:
+                    os.environ[ERRORS_ENV] = previous
+            deadline = None if run_timeout is None else time.monotonic() + run_timeout
+            try:
+                while not context.join(timeout=0.5):
+                    if deadline is not None and time.monotonic() > deadline:
+                        _stop(context.processes)
+                        raise TimeoutError(f"run_timeout={run_timeout} s: the {world_size} workers "
+                                           "did not finish within it and were stopped; give a "
+                                           "larger run_timeout (or none)")
+            except (mp.ProcessRaisedException, mp.ProcessExitedException) as failure:
+                replayed = _first_worker_error(errors)
+                if replayed is None:
+                    raise
+                raise replayed from failure
+    except BaseException:
+        # An interrupt, SIGTERM, a timeout or a worker's failure: no worker may go on.
+        if context is not None:
+            _stop(context.processes)
+        raise
     finally:
         shutil.rmtree(errors, ignore_errors=True)
         del store

@@ -62,9 +62,18 @@ it are kept in the history, none is run twice, and the result is the same as an 
 run's. That is what makes ``torchrun --max-restarts=N`` useful: when a worker dies, torchrun
 restarts all of them and they continue from the last checkpoint. A checkpoint that cannot be
 read, or was written by a run with another config or graph, stops every rank with
-:class:`CheckpointError` before any training. A peer that stops answering makes every other
-worker fail after ``timeout`` seconds with a ``TimeoutError`` naming the timeout (gloo enforces
-it on every collective; under nccl, torch's watchdog does).
+:class:`CheckpointError` before any training; the graph is compared by content (a digest each
+of its structure, features, labels and splits, :func:`zg._io.graph_fingerprint`), so a graph of
+the same sizes with other features is refused, the differing part named. A peer that stops
+answering makes every other worker fail after ``timeout`` seconds with a ``TimeoutError``
+naming the timeout (gloo enforces it on every collective; under nccl, torch's watchdog does).
+
+Stopping a run: an interrupt (Ctrl-C, JupyterLab's "interrupt kernel") or ``SIGTERM`` sent to
+the calling process alone stops every worker within seconds, removes the run's temporary
+folders, writes no history (a history means the run finished) and re-raises
+(``KeyboardInterrupt``; ``SIGTERM`` as ``SystemExit(143)``); checkpoints already written stay
+and a later run resumes from them. ``zg grappa`` then exits 130 (interrupt) or 143 (SIGTERM).
+See :func:`zg.grappa.launch.spawn`; tested in ``tests/test_probe_findings.py``.
 """
 
 from __future__ import annotations
@@ -218,6 +227,13 @@ def train_many(g: Graph, runs: List[Dict[str, Any]]) -> List[Dict[str, Any]]:
     timeouts. A run here gives the same history as the same :func:`train` call (every run
     reseeds everything at its start); it only saves starting P processes per run.
     """
+    return launch_prepared(g, prepare_many(g, runs))
+
+
+def prepare_many(g: Graph, runs: List[Dict[str, Any]]) -> List[Any]:
+    """Everything :func:`train_many` checks before a worker starts: every run's config, its
+    partition and plan, where it writes. Raises ``TypeError`` / ``ValueError`` naming the
+    option; returns what :func:`launch_prepared` runs. Nothing is written."""
     graph_arg(g, train=True)
     if g.val_idx is None or g.val_idx.numel() == 0:
         raise ValueError("g has no validation nodes (val_idx); rank 0 evaluates on them")
@@ -234,6 +250,12 @@ def train_many(g: Graph, runs: List[Dict[str, Any]]) -> List[Dict[str, Any]]:
             if getattr(cfg, name) != getattr(first, name):
                 raise ValueError(f"every run of train_many needs the same {name}; got "
                                  f"{getattr(first, name)!r} and {getattr(cfg, name)!r}")
+    return prepared
+
+
+def launch_prepared(g: Graph, prepared: List[Any]) -> List[Dict[str, Any]]:
+    """Start the workers for runs checked by :func:`prepare_many`; their histories."""
+    first = prepared[0][0]
     # Temporary history files only once every run is known to be valid.
     prepared = [(cfg, part, path if keep else os.path.join(tempfile.mkdtemp(prefix="zg-grappa-"),
                                                          "history.json"), keep)
