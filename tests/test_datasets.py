@@ -342,7 +342,7 @@ def mapped_file(tensor):
     return None
 
 
-@pytest.mark.parametrize("mmap", [True, False])
+@pytest.mark.parametrize("mmap", [True, "all", False])
 def test_folder_round_trip(tmp_path, mmap):
     g = datasets.csbm(300, avg_degree=5, num_classes=3, feat_dim=6, name="mine")
     path = tmp_path / "mine"
@@ -368,11 +368,24 @@ def test_folder_round_trip(tmp_path, mmap):
 def test_folder_mmap_keeps_tensors_as_file_views(tmp_path):
     g = datasets.load("cora")
     datasets.save_folder(g, tmp_path / "cora")
-    mapped = datasets.load_folder(tmp_path / "cora")
-    for field in ("indptr", "indices", "x", "y", "train_idx"):
-        assert mapped_file(getattr(mapped, field)) == str(tmp_path / "cora" / f"{field}.npy"), field
+    fields = ("indptr", "indices", "x", "y", "train_idx", "val_idx", "test_idx")
+
+    def file_of(field):
+        return str(tmp_path / "cora" / f"{field}.npy")
+
+    default = datasets.load_folder(tmp_path / "cora")          # mmap=True: only x is a file view
+    assert mapped_file(default.x) == file_of("x")
+    for field in fields:
+        if field != "x":                                        # copied, then validated
+            assert mapped_file(getattr(default, field)) != file_of(field), field
+    mapped = datasets.load_folder(tmp_path / "cora", mmap="all")   # every array a file view
+    for field in fields:
+        assert mapped_file(getattr(mapped, field)) == file_of(field), field
+    assert_graphs_equal(mapped, g)
+    assert_graphs_equal(default, g)
     eager = datasets.load_folder(tmp_path / "cora", mmap=False)
-    assert mapped_file(eager.indices) != str(tmp_path / "cora" / "indices.npy")
+    for field in fields:
+        assert mapped_file(getattr(eager, field)) != file_of(field), field
     # Sampling and training read the maps in place: no copy, and the files stay unchanged.
     before = (tmp_path / "cora" / "indices.npy").read_bytes()
     model = zg.models.build("sage", mapped.feat_dim, 16, mapped.num_classes, num_layers=2)
@@ -383,6 +396,27 @@ def test_folder_mmap_keeps_tensors_as_file_views(tmp_path):
     assert mapped_file(mapped.indices) == str(tmp_path / "cora" / "indices.npy")
     assert mapped_file(eng.g.indices) == str(tmp_path / "cora" / "indices.npy")
     assert (tmp_path / "cora" / "indices.npy").read_bytes() == before
+
+
+@pytest.mark.skipif(not os.path.exists("/proc/self/maps"), reason="needs Linux /proc/self/maps")
+def test_mmap_all_maps_every_array_and_products_like_passes_it_through(tmp_path):
+    """mmap="all": a structure larger than RAM stays on disk; products_like's cache takes it too."""
+    kwargs = dict(num_nodes=2_000, avg_degree=6, feat_dim=4, num_classes=3, seed=1,
+                  cache_dir=tmp_path)
+    folder = datasets.products_like_path(**kwargs)
+    first = datasets.products_like(**kwargs, mmap="all")         # generates, saves, maps back
+    hit = datasets.products_like(**kwargs, mmap="all")           # a cache hit
+    default = datasets.products_like(**kwargs)
+    for g in (first, hit):
+        for field in ("indptr", "indices", "x", "y", "train_idx", "val_idx", "test_idx"):
+            assert mapped_file(getattr(g, field)) == str(folder / f"{field}.npy"), field
+        assert_graphs_equal(g, default)
+    assert mapped_file(default.indices) != str(folder / "indices.npy")
+    assert mapped_file(default.x) == str(folder / "x.npy")
+    for bad, error in [("everything", ValueError), (0, TypeError)]:
+        with pytest.raises(error, match=r"mmap must be True .*'all' .*False"):
+            datasets.products_like(**{**kwargs, "seed": 2}, mmap=bad)
+    assert sorted(p.name for p in tmp_path.iterdir()) == [folder.name]   # nothing written
 
 
 def test_folder_errors(tmp_path):
@@ -465,5 +499,6 @@ def test_folder_errors(tmp_path):
         datasets.save_folder("not a graph", tmp_path / "x")
     with pytest.raises(TypeError, match="path"):
         datasets.load_folder(3)
-    with pytest.raises(TypeError, match="mmap"):
-        datasets.load_folder(good, mmap="yes")
+    for bad, error in [("yes", ValueError), ("All", ValueError), (1, TypeError), (None, TypeError)]:
+        with pytest.raises(error, match=r"mmap must be True .*'all' .*False"):
+            datasets.load_folder(good, mmap=bad)

@@ -157,6 +157,11 @@ def test_only_the_features_stay_memory_mapped(tmp_path):
 def test_load_folder_docstring_says_what_not_to_do():
     doc = datasets.load_folder.__doc__
     assert "copied" in doc and "SIGBUS" in doc and "save_folder" in doc and "mmap=False" in doc
+    # mmap="all" gives the structure back to the files, and with it the rule for every file.
+    doc = " ".join(doc.split())
+    assert 'mmap="all"' in doc and "no file of the folder may be rewritten or truncated in place" in doc
+    files = " ".join((ROOT / "docs" / "files.md").read_text().split())
+    assert 'With `mmap="all"`, do not rewrite or truncate any file of the folder in place' in files
 
 
 # ----------------------------------------------------------------------------- item 9: damaged OGB files

@@ -187,3 +187,22 @@ def test_the_3_layer_diagnosis_prose_matches_grappa_map_deep():
     docstring = " ".join(zg.grappa.train.__doc__.split())
     assert (f"{100 * cells[d32]['eval_local_mean']:.0f} % on them" in docstring
             and f"the whole graph gives {100 * cells[d32]['eval_full_mean']:.0f} %" in docstring)
+
+
+MMAP_LOAD = ROOT / "bench" / "results" / "mmap_load.json"
+
+
+@pytest.mark.skipif(not MMAP_LOAD.exists(), reason="mmap_load.json is not committed")
+def test_the_readme_larger_than_memory_paragraph_matches_mmap_load():
+    result = json.loads(MMAP_LOAD.read_text())
+    s = result["summary"]
+    d, a, e = s["default"], s["all"], s["eager"]
+    readme = " ".join((ROOT / "README.md").read_text().split())
+    assert f"100 features, {result['written']['bytes_on_disk'] / 2**30:.1f} GiB;" in readme
+    assert (f"loading took {d['load_seconds']:.1f} s by default, {a['load_seconds']:.1f} s all mapped "
+            f"and {e['load_seconds']:.1f} s read in, and added {d['anon_added_by_load_gib']:.2f}, "
+            f"{a['anon_added_by_load_gib']:.2f} and {e['anon_added_by_load_gib']:.2f} GiB") in readme
+    peaks = sorted(m["peak_rss_load_gib"] for m in (d, a, e))
+    assert f"peak RSS was {peaks[0]:.1f}-{peaks[-1]:.1f} GiB in all three" in readme
+    assert (f"Sampling {result['setting']['batches']} batches was {d['sampling_slowdown']:.2f}x (default) "
+            f"and {a['sampling_slowdown']:.2f}x (all mapped) slower than from memory") in readme

@@ -15,7 +15,8 @@ the samplers, the engine and Grappa's partitioner then read.
     load_npz(path)          ... and back, through the validating constructor
     save_folder(g, path)    a graph as a folder of .npy files, replaced atomically ...
     load_folder(path)       ... read back, the features memory-mapped: features larger than
-                            RAM can be sampled (the structure is copied into memory)
+                            RAM can be sampled (the structure is copied into memory;
+                            mmap="all" maps it too, for structure larger than RAM)
 
 The synthetic generators are vectorised over edges and work in fixed-size chunks, so memory
 stays bounded; they build the CSC arrays with one sort of an int64 key ``dst * N + src``.
@@ -81,10 +82,12 @@ FOLDER_META = "meta.json"
 # The arrays of a graph folder, each <key>.npy, and the dtype each must have.
 FOLDER_ARRAYS = {"indptr": "int64", "indices": "int64", "x": "float32", "y": "int64",
                  "train_idx": "int64", "val_idx": "int64", "test_idx": "int64"}
-# The arrays load_folder(mmap=True) leaves memory-mapped. Only the features: every other array
-# is something the samplers index with (an out-of-range id read from a file rewritten under a
-# run would make the compiled kernels read outside their buffers), so it is copied into memory.
-FOLDER_MAPPED = ("x",)
+# The arrays load_folder leaves memory-mapped, for each value of its mmap argument. True (the
+# default): only the features; every other array is something the samplers index with (an
+# out-of-range id read from a file rewritten under a run would make the compiled kernels read
+# outside their buffers), so it is copied into memory. "all": every array, for a structure
+# larger than RAM, trusting that no file is rewritten in place. False: none.
+FOLDER_MAPPED = {True: ("x",), "all": tuple(FOLDER_ARRAYS), False: ()}
 
 # Chunk sizes of the generators. They bound memory, and they fix how the random stream is
 # consumed: changing one changes which graph a given seed produces.
@@ -92,6 +95,16 @@ FEATURE_CHUNK = 1 << 16       # feature rows drawn per chunk
 
 
 # ----------------------------------------------------------------------------- argument checks
+
+
+def _mmap_arg(value: Any) -> Any:
+    """The ``mmap=`` of load_folder and products_like: True, "all" or False."""
+    if isinstance(value, bool) or (isinstance(value, str) and value == "all"):
+        return value
+    allowed = "True (map the features), 'all' (map every array) or False (map nothing)"
+    if isinstance(value, str):
+        raise ValueError(f"mmap must be {allowed}, got {value!r}")
+    raise TypeError(f"mmap must be {allowed}, got {type(value).__name__}")
 
 
 def _name_arg(value: Any) -> str:
@@ -349,8 +362,16 @@ def save_folder(g: Graph, path: Any) -> None:
         raise
 
 
-def load_folder(path: Any, *, mmap: bool = True) -> Graph:
+def load_folder(path: Any, *, mmap: Any = True) -> Graph:
     """Read a graph folder written by :func:`save_folder`, validating it like any other Graph.
+
+    ``mmap`` chooses what is memory-mapped:
+
+    * ``True`` (default): ``x`` only. Features larger than RAM; safe against in-place
+      rewrites of the structure files.
+    * ``"all"``: every array. A structure (8 bytes per edge) larger than RAM; no file of the
+      folder may be rewritten or truncated in place while it is loaded.
+    * ``False``: nothing; every array is read into memory, and the files may change.
 
     ``mmap=True`` (default) memory-maps the feature matrix ``x.npy``
     (``np.load(mmap_mode="c")``: copy-on-write, so the file is never modified) and hands the
@@ -359,15 +380,23 @@ def load_folder(path: Any, *, mmap: bool = True) -> Graph:
     So features larger than RAM can still be sampled and trained on (the samplers gather only
     the rows they sample), while the validation reads the file once, streaming.
 
-    The structure (``indptr``, ``indices``) and what the samplers index with (``y`` and the
-    splits) are always copied into memory, read before they are validated: 8 bytes per edge
-    plus 8 per node for each of indptr and y, plus 8 per split entry (a products-sized graph,
-    2.4M nodes and 120M edges: 0.95 GiB, a little more than its 100 features, 0.89 GiB; the
-    measured cost is in docs/files.md). That RAM is taken beyond the mapped features; in
-    exchange the graph's own ids can never change under a run: a file rewritten in place
-    later (``np.save`` over ``indices.npy`` by a regenerate-the-data script) changes nothing
-    in this process, and no sampler can be sent outside its arrays. ``mmap=False`` reads
-    ``x`` into memory too.
+    With ``mmap=True`` the structure (``indptr``, ``indices``) and what the samplers index with
+    (``y`` and the splits) are copied into memory, read before they are validated: 8 bytes per
+    edge plus 8 per node for each of indptr and y, plus 8 per split entry (a products-sized
+    graph, 2.4M nodes and 120M edges: 0.95 GiB, a little more than its 100 features, 0.89 GiB;
+    the measured cost is in docs/files.md). That RAM is taken beyond the mapped features; in
+    exchange the graph's own ids can never change under a run: a file rewritten in place later
+    (``np.save`` over ``indices.npy`` by a regenerate-the-data script) changes nothing in this
+    process, and no sampler can be sent outside its arrays. ``mmap=False`` reads ``x`` into
+    memory too.
+
+    ``mmap="all"`` maps every array, as zg did before the structure was copied: loading adds
+    almost none of the process's own memory, for a graph whose structure does not fit in RAM.
+    Then no file of the folder may be rewritten or truncated in place while it is loaded,
+    not only ``x.npy``: the arrays are validated once, at load time, and the samplers then
+    trust every id they read, so an ``indices.npy`` rewritten with out-of-range ids under a
+    run can make them read outside their buffers and crash the process (a segmentation
+    fault), and a truncated file gets SIGBUS. Replace the folder with :func:`save_folder`.
 
     What you must not do: rewrite or truncate ``x.npy`` in place while a process has the folder
     loaded with ``mmap=True``. Rewritten, the run silently reads the new values; truncated, the
@@ -377,15 +406,15 @@ def load_folder(path: Any, *, mmap: bool = True) -> Graph:
     atomically (a rename), and a process that has the old one loaded keeps reading the old,
     now unnamed, files, bit for bit. Or load with ``mmap=False``, which reads everything.
 
-    Raises FileNotFoundError if ``path`` is not a folder, and ValueError naming the file if
+    Raises TypeError / ValueError naming ``mmap`` for a value other than True, "all" or
+    False, FileNotFoundError if ``path`` is not a folder, and ValueError naming the file if
     ``meta.json`` is missing, unreadable or from a newer version, or an array file is
     missing, truncated, corrupt or disagrees with ``meta.json``, or if the arrays do not make
     a valid graph.
     """
     if not isinstance(path, (str, os.PathLike)):
         raise TypeError(f"path must be a str or os.PathLike, got {type(path).__name__}")
-    if not isinstance(mmap, bool):
-        raise TypeError(f"mmap must be a bool, got {type(mmap).__name__}")
+    mapped = FOLDER_MAPPED[_mmap_arg(mmap)]
     path = Path(os.fspath(path))
     if path.is_file():
         raise ValueError(f"{path} is a file; load_folder reads a folder written by save_folder "
@@ -393,7 +422,7 @@ def load_folder(path: Any, *, mmap: bool = True) -> Graph:
     if not path.is_dir():
         raise FileNotFoundError(f"no graph folder at {path}")
     meta = _read_folder_meta(path / FOLDER_META)
-    arrays = {key: _read_npy(path / f"{key}.npy", spec, mmap=mmap and key in FOLDER_MAPPED)
+    arrays = {key: _read_npy(path / f"{key}.npy", spec, mmap=key in mapped)
               for key, spec in meta["arrays"].items()}
     try:
         return Graph(
@@ -851,7 +880,7 @@ def products_like(
     feature_snr: float = 1.0,
     train_frac: float = 0.08,
     val_frac: float = 0.016,
-    mmap: bool = True,
+    mmap: Any = True,
     name: str = "products_like",
 ) -> Graph:
     """A synthetic graph with the shape of ogbn-products, generated once and cached on disk.
@@ -889,7 +918,8 @@ def products_like(
     Caching: unless ``cache=False``, the graph is written with :func:`save_folder` to
     ``products_like_path(...)`` under ``cache_dir`` (default :func:`default_cache_dir`) and
     every later call with the same arguments reads it back with :func:`load_folder` (features
-    memory-mapped unless ``mmap=False``, the structure copied into memory); a cache hit returns
+    memory-mapped unless ``mmap=False``, the structure copied into memory unless
+    ``mmap="all"``); a cache hit returns
     the same tensors as the generating call.
     The folder also holds ``products_like.json``: the arguments and the generation time.
 
@@ -911,7 +941,8 @@ def products_like(
             min(20,000, N - 1); a hub also cannot have more distinct neighbours than its
             class and the rest offer, so on small graphs the realised cap is lower).
         feature_snr: >= 0.  train_frac, val_frac: in [0, 1], summing to <= 1.
-        mmap: a cache hit memory-maps the arrays (True) or reads them into memory.
+        mmap: how the cached folder is read, as :func:`load_folder`: True maps the
+            features, "all" every array, False reads everything into memory.
         name: the Graph's name.
     """
     import time
@@ -920,8 +951,7 @@ def products_like(
                                power, max_degree, feature_snr, train_frac, val_frac, name)
     if not isinstance(cache, bool):
         raise TypeError(f"cache must be a bool, got {type(cache).__name__}")
-    if not isinstance(mmap, bool):
-        raise TypeError(f"mmap must be a bool, got {type(mmap).__name__}")
+    _mmap_arg(mmap)
     if cache_dir is not None:
         path_arg(cache_dir, "cache_dir")
     folder = _products_like_folder(args, cache_dir) if cache else None
