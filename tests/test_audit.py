@@ -340,3 +340,41 @@ def test_cuda_sync_debug_mode_is_counted_and_restored():
     if previous == 0:                                         # nobody outside asked for them
         assert not any("synchronizing" in str(w.message) for w in seen)
     del y
+
+
+# ----------------------------------------------------------------------------- launches
+
+
+def test_launch_count_of_a_hand_counted_toy_step():
+    """mm, relu, sum, add launch; t(), view(), empty() do not (a view, a view, an allocation)."""
+    from zg.audit import LaunchCount, SyncAudit
+
+    x, w = torch.randn(4, 3), torch.randn(3, 2)
+
+    def toy():
+        y = (x @ w).relu()          # mm, relu
+        z = y.t()                   # view
+        torch.empty(3)              # allocation only
+        x.view(-1)                  # view
+        return z.sum() + 1          # sum, add
+
+    with LaunchCount() as count, SyncAudit() as audit:
+        toy()
+    assert count.launches == 4, count.report()
+    assert dict(count.per_op) == {"mm": 1, "relu": 1, "sum": 1, "add": 1}
+    assert audit.launches == 4 and audit.launches_per_op == count.per_op
+
+
+def test_launches_reach_epoch_stats():
+    import zg
+    from zg import models
+    from zg.audit import LaunchCount
+
+    g = zg.datasets.csbm(num_nodes=600, avg_degree=8, num_classes=3, feat_dim=8, seed=0)
+    torch.manual_seed(0)
+    eng = zg.Engine(g, models.build("sage", g.feat_dim, 16, g.num_classes, 2), [5, 5], 64, kernel="torch")
+    eng.train_epoch()
+    stats = eng.train_epoch()
+    with LaunchCount() as count:
+        eng.run_batch(1, 1)
+    assert stats.launches == count.launches > 0

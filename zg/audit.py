@@ -80,7 +80,8 @@ import torch
 from torch.overrides import TorchFunctionMode
 from torch.utils._python_dispatch import TorchDispatchMode
 
-__all__ = ["SyncAudit", "count_syncs", "HOST_SYNC", "DYNAMIC_SHAPE"]
+__all__ = ["SyncAudit", "count_syncs", "LaunchCount", "count_launches", "launches_op",
+           "HOST_SYNC", "DYNAMIC_SHAPE"]
 
 HOST_SYNC = "host_sync"
 DYNAMIC_SHAPE = "dynamic_shape"
@@ -123,6 +124,23 @@ _CUDA_SYNC_MESSAGE = "called a synchronizing CUDA operation"
 _REEMITTED_WARNINGS: dict = {}  # so a re-emitted warning still shows once per location
 _TORCH_DIR = os.path.realpath(os.path.dirname(torch.__file__)) + os.sep
 _THIS_FILE = os.path.realpath(__file__)
+
+
+# Ops that run no kernel on any device: they only allocate (a caching allocator hands out
+# memory) or change a tensor's metadata. Views (``func.is_view``: view, expand, select, slice,
+# detach, t, ...) are recognised from the schema.
+_NO_LAUNCH = {"empty", "empty_like", "empty_strided", "new_empty", "new_empty_strided",
+              "_unsafe_view", "lift_fresh", "set_", "resize_", "as_strided_", "_reshape_alias",
+              "alias", "unsqueeze_", "squeeze_", "transpose_", "t_", "detach_"}
+
+
+def launches_op(func) -> bool:
+    """Whether an aten op launches device work: every op that is neither a view nor a pure
+    allocation / metadata change (:data:`_NO_LAUNCH`). One such op is one kernel launch (or one
+    memset / memcpy) on a GPU, counted the same way on the CPU, where no launch happens, so the
+    count can be bounded and tested without a GPU. A composite op reaches the dispatcher as the
+    ops it is made of (``linear`` as ``t`` + ``addmm``), which is how the GPU runs it too."""
+    return not func.is_view and func.overloadpacket.__name__ not in _NO_LAUNCH
 
 
 def _argument(func, args, kwargs, name: str, default: Any = None) -> Any:
@@ -237,6 +255,8 @@ class SyncAudit(TorchDispatchMode):
         dynamic_shape_ops   int, events whose output shape depends on tensor values
         allocations         int, new output tensors (views and in-place results excluded)
         allocated_bytes     int, their total size in bytes
+        launches            int, ops that launch device work (:func:`launches_op`)
+        launches_per_op     Counter, op name -> launches
         per_op              Counter, op name -> number of sync / dynamic-shape events
         events              list of (op name, kind) in the order they happened
         locations           list parallel to ``events``: caller location, or None without where
@@ -258,6 +278,8 @@ class SyncAudit(TorchDispatchMode):
         self.dynamic_shape_ops = 0
         self.allocations = 0
         self.allocated_bytes = 0
+        self.launches = 0
+        self.launches_per_op: Counter = Counter()
         self.cuda_sync_warnings = 0
         self.per_op: Counter = Counter()
         self.events: list[tuple[str, str]] = []
@@ -278,6 +300,9 @@ class SyncAudit(TorchDispatchMode):
             kind = _classify(func, args, kwargs)
             if kind is not None:
                 self._record(func.overloadpacket.__name__, kind)
+            if launches_op(func):
+                self.launches += 1
+                self.launches_per_op[func.overloadpacket.__name__] += 1
         out = func(*args, **kwargs)
         for tensor in _fresh_tensors(func, out):
             self.allocations += 1
@@ -374,3 +399,47 @@ def count_syncs(fn: Callable, *args, **kwargs) -> tuple[Any, SyncAudit]:
     with SyncAudit(where=True) as audit:
         result = fn(*args, **kwargs)
     return result, audit
+
+
+class LaunchCount(TorchDispatchMode):
+    """Counts the ops a block of code launches, by op (:func:`launches_op`): on a GPU, what
+    the host must launch one by one unless the block is captured as a CUDA Graph.
+
+    Attributes (accumulated until ``reset()``): ``launches`` int, ``per_op`` Counter.
+
+        with zg.audit.LaunchCount() as count:
+            engine.run_batch(b, epoch)
+        count.launches, count.per_op.most_common(8)
+    """
+
+    def __init__(self):
+        super().__init__()
+        self.reset()
+
+    def reset(self) -> None:
+        self.launches = 0
+        self.per_op: Counter = Counter()
+
+    def __torch_dispatch__(self, func, types, args=(), kwargs=None):
+        if launches_op(func):
+            self.launches += 1
+            self.per_op[func.overloadpacket.__name__] += 1
+        return func(*args, **(kwargs or {}))
+
+    def report(self, top: int = 10) -> str:
+        lines = [f"LaunchCount: {self.launches} launches"]
+        for op, count in self.per_op.most_common(top):
+            lines.append(f"  {op:<28} {count:>5}")
+        return "\n".join(lines)
+
+    def __repr__(self) -> str:
+        return f"LaunchCount(launches={self.launches})"
+
+
+def count_launches(fn: Callable, *args, **kwargs) -> tuple[Any, LaunchCount]:
+    """Run ``fn(*args, **kwargs)`` under a :class:`LaunchCount`; return (result, count)."""
+    if not callable(fn):
+        raise TypeError(f"fn must be callable, got {type(fn).__name__}")
+    with LaunchCount() as count:
+        result = fn(*args, **kwargs)
+    return result, count

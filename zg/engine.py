@@ -83,7 +83,9 @@ class EpochStats:
     seconds: wall clock of the epoch. iterations: batches applied. host_syncs: host syncs per
     steady-state iteration (:class:`zg.observe.AuditSyncs`; None if none was audited).
     cuda_sync_warnings: on CUDA, the syncs torch's sync-debug mode reported over the same
-    iterations (a second, independent count; None on the CPU). overflows: overflow events (each
+    iterations (a second, independent count; None on the CPU). launches: ops launched per
+    steady-state iteration, counted over the same iterations (:func:`zg.audit.launches_op`; on a
+    GPU each is a kernel launch unless the step is captured). overflows: overflow events (each
     one rewinds). replays: executions of the step (CUDA Graph replays on a GPU), rewound ones
     included. rewound_batches: batches executed again after a rewind. polls: host reads of the
     overflow flag. peak_bytes: CUDA ``max_memory_allocated`` on a GPU; on the CPU the envelope
@@ -102,6 +104,7 @@ class EpochStats:
     loss: float
     envelope_sizes: List[int] = field(default_factory=list)
     cuda_sync_warnings: Optional[float] = None
+    launches: Optional[float] = None
     polls: int = 0
     stage_seconds: Dict[str, float] = field(default_factory=dict)
 

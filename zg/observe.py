@@ -64,7 +64,8 @@ class AuditSyncs(Observer):
 
     The first ``iterations`` batches of each epoch that are not the engine's very first step
     (which allocates, compiles and warms caches) run under the audit; ``epoch_end`` writes the
-    mean per iteration into ``stats.host_syncs`` (None when no batch was audited).
+    mean per iteration into ``stats.host_syncs`` and the ops launched per iteration into
+    ``stats.launches`` (:func:`zg.audit.launches_op`; None when no batch was audited).
     """
 
     def __init__(self, iterations: int = 1):
@@ -74,7 +75,7 @@ class AuditSyncs(Observer):
         self._audit: Optional[SyncAudit] = None
 
     def epoch_start(self, engine, epoch, first_batch):
-        self.done = self.syncs = self.warnings = 0
+        self.done = self.syncs = self.warnings = self.launches = 0
 
     def batch_start(self, engine, epoch, batch):
         if self.done < self.iterations and engine.steps_done > 0:
@@ -85,12 +86,14 @@ class AuditSyncs(Observer):
             self._audit.__exit__(None, None, None)
             self.done += 1
             self.syncs += self._audit.host_syncs
+            self.launches += self._audit.launches
             self.warnings += self._audit.cuda_sync_warnings
             self._audit = None
 
     def epoch_end(self, engine, stats):
         if self.done:
             stats.host_syncs = self.syncs / self.done
+            stats.launches = self.launches / self.done
             if engine.device.type == "cuda":
                 stats.cuda_sync_warnings = self.warnings / self.done
 

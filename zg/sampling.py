@@ -198,10 +198,7 @@ def sample_neighbors(indptr: torch.Tensor, indices: torch.Tensor, nodes: torch.T
         t = torch.remainder(draws, (j + 1).clamp(min=1))           # [k, R] in [0, j]
         narrow = torch.int32 if indices.numel() < 2**31 else torch.int64
         t, j = t.to(narrow), j.to(narrow)
-        chosen = t.clone()                                         # [k, R]
-        for i in range(1, k):
-            taken = (chosen[:i] == t[i]).any(dim=0)                # [R]
-            chosen[i] = torch.where(taken, j[i], t[i])
+        chosen = _floyd_rounds(t, j, k)                            # [k, R]
         small = degree <= k                                        # take every neighbour
         offset = torch.where(small[None, :], slots, chosen.to(torch.int64))   # [k, R]
         mask = slots < degree[None, :]                             # [k, R]
@@ -213,6 +210,46 @@ def sample_neighbors(indptr: torch.Tensor, indices: torch.Tensor, nodes: torch.T
     return torch.where(mask, _gather(indices, edge), pad), mask
 
 
+# Up to this many rounds Floyd's loop (4 ops a round) launches fewer ops than the closed form.
+_FLOYD_LOOP_MAX_K = 6
+_STRICTLY_BELOW: dict = {}
+
+
+def _floyd_rounds(t: torch.Tensor, j: torch.Tensor, k: int) -> torch.Tensor:
+    """Floyd's choices for every row at once: ``chosen[i] = j[i] if t[i] is already taken else
+    t[i]`` (t, j: [k, R], ``t[i] <= j[i] = d - k + i``), the same values as the round-by-round
+    loop, in a fixed number of ops.
+
+    Round ``i`` finds ``t[i]`` taken exactly when (a) some earlier round drew the same ``t``
+    (whatever that round then chose, the value was in the set after it), or (b) ``t[i]``
+    equals ``j[m]`` of an earlier round ``m = t[i] - (d - k)`` that was itself taken (only then
+    did round ``m`` add ``j[m]``; if it added ``t[m] == j[m]``, (a) holds). So ``taken`` is (a)
+    OR-ed along a chain of pointers to earlier rounds, which ``ceil(log2 k)`` pointer-doubling
+    steps resolve. For small ``k`` the loop is shorter and runs instead.
+    """
+    if k <= _FLOYD_LOOP_MAX_K:
+        chosen = t.clone()                                         # [k, R]
+        for i in range(1, k):
+            taken = (chosen[:i] == t[i]).any(dim=0)                # [R]
+            chosen[i] = torch.where(taken, j[i], t[i])
+        return chosen
+    key = (k, t.device)
+    below = _STRICTLY_BELOW.get(key)
+    if below is None:                        # [k, k, 1] m < i, built once per (k, device)
+        below = torch.ones(k, k, dtype=torch.bool, device=t.device).tril(-1)[:, :, None]
+        _STRICTLY_BELOW[key] = below
+    # (a) an earlier round drew the same t: [k, k, R] -> [k, R]
+    taken = ((t[:, None, :] == t[None, :, :]) & below).any(dim=1)
+    # (b) the pointer to round m = t[i] - (j[i] - i), when 0 <= m < i; else to itself.
+    slots = torch.arange(k, device=t.device, dtype=t.dtype)[:, None]           # [k, 1]
+    m = t - j + slots                                                          # [k, R]
+    ptr = torch.where((m >= 0) & (m < slots), m, slots).to(torch.int64)        # [k, R]
+    for _ in range(max(1, (k - 1).bit_length())):
+        taken = taken | torch.gather(taken, 0, ptr)
+        ptr = torch.gather(ptr, 0, ptr)
+    return torch.where(taken, j, t)
+
+
 def _gather(src: torch.Tensor, index: torch.Tensor) -> torch.Tensor:
     """``src[index]`` for a 1-d ``src``, shaped like ``index``: ``torch.gather`` on the flat
     index, several times faster on CPU than advanced indexing, and the same on a GPU."""
@@ -221,6 +258,12 @@ def _gather(src: torch.Tensor, index: torch.Tensor) -> torch.Tensor:
 
 def _hop_key(key: torch.Tensor, hop: int) -> torch.Tensor:
     return mix64(key + _signed(((hop + 1) * 0x9E3779B97F4A7C15) % (1 << 64)))
+
+
+def _hop_constants(hops: int, device: torch.device) -> torch.Tensor:
+    """int64 [hops]: the constants :func:`_hop_key` adds, for all hops at once."""
+    return torch.tensor([_signed(((hop + 1) * 0x9E3779B97F4A7C15) % (1 << 64)) for hop in range(hops)],
+                        dtype=torch.int64, device=device)
 
 
 # ----------------------------------------------------------------------------- mini-batch
@@ -396,6 +439,8 @@ class EnvelopeSampler:
         # by scattering back only the entries that hop touched.
         self._first = torch.full((n + 1,), torch.iinfo(torch.int64).max, dtype=torch.int64, device=self.device)
         self._local = torch.zeros(n + 1, dtype=torch.int64, device=self.device)
+        # Every hop's key from one hash of a [hops] vector (the same bits as _hop_key per hop).
+        self._hop_constants = _hop_constants(len(self.fanouts), self.device)
 
     @property
     def sizes(self) -> List[int]:
@@ -451,13 +496,14 @@ class EnvelopeSampler:
         blocks: List[Block] = []
         true_counts: List[torch.Tensor] = []
         sizes = list(reversed(self._sizes))                              # seeds outward
+        hop_keys = mix64(key + self._hop_constants)                      # [hops]
         for hop, k in enumerate(reversed(self.effective_fanouts)):
             rows, cap = dst.shape[0], sizes[hop]
             row_ids = torch.arange(rows, device=dev)
             valid_rows = row_ids < n_dst                                 # [R]
             # Masked slots come out as N, the marker arrays' trash row.
             nbrs, mask = sample_neighbors(indptr, self.g.indices, dst, valid_rows, k,
-                                          self.replace, _hop_key(key, hop), self.max_degree, pad=n)   # [R, k]
+                                          self.replace, hop_keys[hop], self.max_degree, pad=n)   # [R, k]
             if clock is not None:
                 clock("sample")
             # Candidates: destination rows first (so they keep local ids 0..n_dst-1), then slots.
