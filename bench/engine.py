@@ -108,9 +108,11 @@ def run_seed(g, kind, batch_size, args, seed, envelope, want_profile):
     for name, make in engines.items():
         eng = make()
         stats = eng.train_epoch(max_batches=args.max_batches)
+        # launches: dispatch-level ops per audited iteration (zg.audit.launches_op); the fused
+        # CPU sampler's work is one compiled call there, counted as nothing.
         out[name] = {"seconds": stats.seconds, "iterations": stats.iterations,
                      "host_syncs_per_iteration": stats.host_syncs, "overflows": stats.overflows,
-                     "loss": stats.loss}
+                     "launches_per_iteration": stats.launches, "loss": stats.loss}
         if want_profile:
             prof = profile_engine(eng, iterations=3, warmup=1)
             profiles.append({"pipeline": name, **prof.as_dict()})
@@ -176,6 +178,7 @@ def main(argv=None):
                 audited = [r[p]["host_syncs_per_iteration"] for r in per_seed]
                 row[p]["host_syncs_per_iteration_steady"] = next((s for s in steady if s is not None), None)
                 row[p]["host_syncs_per_iteration"] = audited
+                row[p]["launches_per_iteration"] = [r[p].get("launches_per_iteration") for r in per_seed]
             # Ratios are taken seed by seed (same load), then averaged.
             for p in ("zg_dynamic", "zg_envelope"):
                 row[f"ratio_dgl_vs_{p[3:]}"] = mean_std(r["dgl"]["seconds"] / r[p]["seconds"] for r in per_seed)

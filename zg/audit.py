@@ -131,7 +131,9 @@ _THIS_FILE = os.path.realpath(__file__)
 # detach, t, ...) are recognised from the schema.
 _NO_LAUNCH = {"empty", "empty_like", "empty_strided", "new_empty", "new_empty_strided",
               "_unsafe_view", "lift_fresh", "set_", "resize_", "as_strided_", "_reshape_alias",
-              "alias", "unsqueeze_", "squeeze_", "transpose_", "t_", "detach_"}
+              "alias", "unsqueeze_", "squeeze_", "transpose_", "t_", "detach_",
+              # the profiler's markers (torch.optim wraps every step in one)
+              "_record_function_enter", "_record_function_enter_new", "_record_function_exit"}
 
 
 def launches_op(func) -> bool:
