@@ -10,8 +10,9 @@ note, the design, one record per run and one per cell, and prints the cell table
 Factors (issue 14): average degree (5, 20, 50), homophily (0.3, 0.8), feature signal-to-noise
 (0.5, 2), workers P (2, 4, 8), partition (random, METIS), depth (2, 3 layers). The base cell is
 degree 20, homophily 0.8, SNR 0.5, P=4, 2 layers (the issue's csbm setting). The partition
-factor compares the paper's setting with the kit's: **random** chunks run as the paper runs
-them, without the halo; **METIS** chunks run as the kit's defaults run them, with the one-hop
+factor compares the kit's isolation stress test with the kit's defaults: **random** chunks
+without the halo (not the paper's setting: the authors' public code adds the complete one-hop
+halo and a partner chunk, ``preset="reference"``, bench/grappa_reference.py); **METIS** chunks run as the kit's defaults run them, with the one-hop
 halo (``TrainConfig().halo``). Each cell and run records ``halo``.
 
     --design wide (the committed map; 240 distributed + 24 single-process runs)
@@ -130,7 +131,7 @@ def design(name="lean"):
 
 
 def halo_of(method):
-    """The halo goes with the partition: random chunks run as the paper runs them (no halo),
+    """The halo goes with the partition: random chunks run without a halo (the stress test),
     METIS chunks as the kit's defaults run them (with the halo, ``TrainConfig().halo``)."""
     return False if method == "random" else TrainConfig().halo
 

@@ -8,6 +8,7 @@ The flow, one module per stage:
     estimators.py   mean / node / batch / shrink, the paper's "reference" weighting (+ a uniform
                     control): how gradients combine
     config.py       TrainConfig = Experiment + Runtime + Output; the plan a config implies
+    presets.py      named configurations: "reference" = the authors' public code
     trainers.py     one class per trainer (grappa, isolated, psgd_pa, feature_fetch, single)
     sources.py      what a worker trains on: its isolated local graph; remote.py: the
                     feature-fetching baseline's source (whole structure, remote features)
@@ -25,6 +26,7 @@ The flow, one module per stage:
     part = grappa.partition(g, num_parts=4, method="random", seed=0)
     cov  = grappa.coverage(g, part, hops=2)
     hist = grappa.train(g, workers=4, estimator="batch", repartition_every=5, epochs=20, seed=0)
+    hist = grappa.train(g, workers=4, preset="reference", epochs=20, seed=0)   # the public code
     err  = grappa.gradient_error(g, model, part, estimator="batch")
 
 A worker's exception reaches the caller as itself (``except grappa.CheckpointError`` works
@@ -35,13 +37,14 @@ main script); without it, ``grappa.MainGuardError`` says so.
 Nothing here imports DGL; pymetis is imported only for ``method="metis"``.
 """
 
-from . import comm, estimators
+from . import comm, estimators, presets
 from .comm import LINKS, CommLedger, Link, project_seconds
 from .coverage import coverage, local_coverage
 from .estimators import ESTIMATORS, WEIGHTINGS, Estimator
 from .fullgraph import evaluate, whole_graph_block
 from .gradient import exact_gradient, gradient_error, random_partitions
 from .partition import METHODS, SCHEDULES, LocalGraph, Partition, partition
+from .presets import PRESETS
 from ..errors import MainGuardError, ZgError
 from .config import ABLATIONS, Experiment, Output, Runtime
 from .train import CheckpointError, TrainConfig, train, train_many
@@ -52,5 +55,5 @@ __all__ = ["partition", "Partition", "LocalGraph", "coverage", "local_coverage",
            "get_trainer", "gradient_error", "exact_gradient", "random_partitions",
            "evaluate", "whole_graph_block", "comm", "estimators", "CommLedger", "Link", "LINKS",
            "project_seconds", "ESTIMATORS", "WEIGHTINGS", "METHODS", "SCHEDULES", "TRAINERS",
-           "ABLATIONS",
+           "ABLATIONS", "PRESETS", "presets",
            "CheckpointError", "MainGuardError", "ZgError"]

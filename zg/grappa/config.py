@@ -31,6 +31,7 @@ from ..sampling import check_fanouts
 from ._checks import bool_arg, choice_arg, int_arg, real_arg
 from .estimators import Estimator
 from .partition import METHODS, SCHEDULES, Partition, partition
+from .presets import PRESETS, apply_preset
 from .trainers import TRAINERS, Trainer, get_trainer
 
 __all__ = ["TrainConfig", "Experiment", "Runtime", "Output", "UNSET", "TRAINERS", "MODES", "SAMPLERS",
@@ -88,6 +89,7 @@ class Experiment:
     lr: float = 0.01
     weight_decay: float = 0.0
     average_every: Optional[int] = None
+    preset: Optional[str] = None
 
 
 @dataclass
@@ -128,13 +130,20 @@ class TrainConfig(Output, Runtime, Experiment):
     estimator, weighting, coverage_floor, shrink: see :mod:`zg.grappa.estimators`.
     repartition_every: epochs per super-epoch (None or 0: never). method, num_chunks, halo,
     schedule: see :func:`zg.grappa.partition`; the defaults are METIS chunks (needs pymetis, a
-    dependency of the kit) with the one-hop halo, because on random chunks isolation costs
-    accuracy that no estimator wins back, and METIS without the halo still missed the 1-point
-    acceptance bound on one unseen graph (docs/grappa_diagnosis.md); ``method="random",
-    halo=False`` is the paper's own setting. mode: "minibatch" or "full". model, hidden_dim,
-    num_layers, dropout: see :func:`zg.models.build`. fanouts: input layer first. batch_size:
-    global seeds per iteration. lr, weight_decay: Adam. average_every: psgd_pa's averaging
-    period in iterations (default one epoch; the other trainers do not read it).
+    dependency of the kit) with the one-hop halo, because on random chunks *without a halo*
+    isolation costs accuracy that no estimator wins back, and METIS without the halo still
+    missed the 1-point acceptance bound on one unseen graph (docs/grappa_diagnosis.md).
+    ``method="random", halo=False`` is the kit's isolation stress test, not the paper's setting:
+    the authors' public code trains on random chunks *with* the complete one-hop halo of the
+    worker's chunk and a sweeping partner chunk, which is ``preset="reference"``
+    (:mod:`zg.grappa.presets`; how it compares: bench/results/grappa_reference.json). mode:
+    "minibatch" or "full". model, hidden_dim, num_layers, dropout: see :func:`zg.models.build`.
+    fanouts: input layer first. batch_size: global seeds per iteration. lr, weight_decay: Adam.
+    average_every: psgd_pa's averaging period in iterations (default one epoch; the other
+    trainers do not read it). preset: None (the kit's defaults) or a name of
+    :data:`zg.grappa.presets.PRESETS`; :func:`zg.grappa.train`, :meth:`from_dict` and the
+    command line fill every field not given from it (a TrainConfig built directly takes its
+    fields as given and only records the name).
 
     Runtime. sampler: "dynamic" (host-mediated, the reference) or "envelope" (each worker runs
     the ZeroGNN fixed-shape step on its local graph: envelope sampler, padded blocks, no host
@@ -244,7 +253,7 @@ class TrainConfig(Output, Runtime, Experiment):
             hint = ("; 'dataset' is read by the command line (python -m zg.grappa, zg grappa), "
                     "not by TrainConfig" if "dataset" in unknown else "")
             raise ValueError(f"unknown config key(s) {unknown}; known keys: {sorted(known)}{hint}")
-        return cls(**values).validated()
+        return cls(**apply_preset(values)).validated()
 
     @classmethod
     def saved_form(cls, values: Dict[str, Any]) -> Dict[str, Any]:
@@ -255,6 +264,7 @@ class TrainConfig(Output, Runtime, Experiment):
         psgd_pa stored an ``estimator`` it never used). Unknown keys are dropped."""
         known = {f.name for f in fields(cls)}
         out = {k: v for k, v in values.items() if k in known}
+        out.setdefault("preset", None)          # saved before presets existed: the kit's defaults
         try:
             fixed = get_trainer(out.get("trainer", Experiment.trainer)).fixed()
         except (TypeError, ValueError):
@@ -316,6 +326,8 @@ class TrainConfig(Output, Runtime, Experiment):
         int_arg(self.checkpoint_every, "checkpoint_every", low=1)
         int_arg(self.eval_every, "eval_every", low=1)
         bool_arg(self.progress, "progress")
+        if self.preset is not None:
+            choice_arg(self.preset, "preset", PRESETS)
         trainer.check(self)
         return self
 

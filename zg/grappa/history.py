@@ -19,6 +19,7 @@ from ..graph import Graph
 from .comm import KINDS
 from .config import TrainConfig
 from .partition import Partition
+from .presets import preset_record
 
 __all__ = ["epoch_record", "history", "write_json", "bytes_by_kind", "bytes_by_kind_per_worker",
            "bytes_per_worker"]
@@ -77,6 +78,12 @@ def epoch_record(epoch: int, s: int, table: torch.Tensor, lambdas: List[float],
     }
     if lambdas:
         record["shrink_lambda"] = sum(lambdas) / len(lambdas)
+    scale = table[:, 5 + 2 * nk: 8 + 2 * nk]                             # [P, 3] min, mean, max
+    if scale.shape[1] == 3 and bool(torch.isfinite(scale).all()):
+        # The scale s_p each worker's hook multiplied its gradient by, over the epoch's batches
+        # (the reference estimator: s_p = c_r / P).
+        record["worker_scale"] = {"min": scale[:, 0].tolist(), "mean": scale[:, 1].tolist(),
+                                  "max": scale[:, 2].tolist()}
     return record
 
 
@@ -92,6 +99,7 @@ def history(cfg: TrainConfig, g: Graph, part: Partition, world: int, records: Li
     return {
         "format": "zg.grappa.history", "version": 1,
         "config": cfg.to_dict(), "workers": world, "backend": backend,
+        "preset": preset_record(cfg.to_dict()),
         "graph": {k: v for k, v in g.summary().items() if k != "device"},
         "partition": {**part.summary(),
                       "stats": [part.stats(g, s) for s in sorted({r["super_epoch"] % part.num_super_epochs

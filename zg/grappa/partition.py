@@ -27,13 +27,26 @@ The schedule (``schedule``), for ``C = k P`` chunks (k chunks per worker):
                            between them are never trained on. Kept as the contrast that shows
                            why the round-robin schedule lets the base chunk move too.
 
-With ``C = P`` there is one chunk per worker and one super-epoch: no repartitioning.
+    partner_sweep          the authors' public code (chongyang-xu/grappa, ``t10n/dataloader.py``:
+                           ``get_cur_dataloader``, ``load_nbr_chunk_v2``): C = P, worker p keeps its
+                           own chunk p and adds one *partner* chunk, which moves every super-epoch
+                           to the next chunk, skipping p itself: p + 1, p + 2, ... (mod P), so the
+                           partner of super-epoch s is ``(p + 1 + s mod (P - 1)) mod P`` and the
+                           period is P - 1 super-epochs. The partner adds structure only: a
+                           worker's seeds are its own chunk's training nodes, always. Here a
+                           node is stored by two workers (its chunk's and the one whose partner
+                           it is), but it is a seed of exactly one.
 
-Every super-epoch owns every node exactly once: the groups of a round are a partition of the
-chunks. A local graph holds the owned nodes (local ids ``0 .. num_owned - 1``) and, with
+With ``C = P`` (and any schedule but partner_sweep) there is one chunk per worker and one
+super-epoch: no repartitioning.
+
+Every super-epoch makes every node a seed of exactly one worker (:meth:`Partition.owner`); in
+the two tournament schedules the groups of a round are a partition of the chunks, so every node
+is also stored (with its in-edges) by exactly one worker. A local graph holds the owned nodes (local ids ``0 .. num_owned - 1``) and, with
 ``halo=True``, after them the *halo*: every in-neighbour of an owned node that is not owned,
 with its features but without its own in-edges. Its edges are all in-edges of owned nodes whose
-source is local; halo nodes have in-degree 0 there.
+source is local; halo nodes have in-degree 0 there. Its training nodes (the worker's seeds) are
+the owned training nodes, or with ``partner_sweep`` those of the worker's own chunk only.
 """
 
 from __future__ import annotations
@@ -50,7 +63,7 @@ from ._checks import bool_arg, choice_arg, graph_arg, int_arg
 __all__ = ["partition", "Partition", "LocalGraph", "METHODS", "SCHEDULES", "chunk_nodes"]
 
 METHODS = ("random", "metis")
-SCHEDULES = ("round_robin", "fixed_base")
+SCHEDULES = ("round_robin", "fixed_base", "partner_sweep")
 
 
 # ----------------------------------------------------------------------------- chunks
@@ -142,6 +155,13 @@ def _fixed_base(num_chunks: int, num_parts: int) -> List[List[List[int]]]:
     return [[[p] + group((p + s) % num_parts) for p in range(num_parts)] for s in range(num_parts)]
 
 
+def _partner_sweep(num_parts: int) -> List[List[List[int]]]:
+    """rounds[s][p] = [p, partner of p in super-epoch s] (one chunk per worker, C = P)."""
+    if num_parts == 1:
+        return [[[0]]]
+    return [[[p, (p + 1 + s) % num_parts] for p in range(num_parts)] for s in range(num_parts - 1)]
+
+
 # ----------------------------------------------------------------------------- local graphs
 
 
@@ -152,7 +172,8 @@ class LocalGraph:
     Attributes:
         graph: a zg.Graph on local ids: owned nodes ``0 .. num_owned - 1`` (in global id order),
             then halo nodes. Features and labels of every local node; ``train_idx`` holds the
-            owned training nodes only (halo nodes are never seeds); no val/test split.
+            worker's seeds: its owned training nodes (with ``partner_sweep``: those of its own
+            chunk only; halo nodes are never seeds); no val/test split.
         global_ids: int64 [n_local], the global id of each local node.
         num_owned: number of owned nodes.
         global_in_degree: int64 [n_local], each local node's in-degree in the *whole* graph (the
@@ -183,7 +204,10 @@ class Partition:
     Attributes:
         chunk_of: int64 [N] chunk of every node.
         schedule: int64 [S, P, k]: ``schedule[s, p]`` are the chunks worker p owns in super-epoch
-            ``s`` (super-epochs past S wrap around: super-epoch s uses round ``s % S``).
+            ``s`` (super-epochs past S wrap around: super-epoch s uses round ``s % S``); the
+            first is its base chunk, whose training nodes are its seeds.
+        seeds_from_base: only the base chunk's training nodes are seeds (``partner_sweep``: the
+            partner chunk adds structure only); otherwise every owned training node is.
     """
 
     def __init__(self, chunk_of: torch.Tensor, num_parts: int, rounds: List[List[List[int]]], *,
@@ -192,7 +216,10 @@ class Partition:
         self.num_parts = num_parts
         self.schedule = torch.tensor(rounds, dtype=torch.int64)         # [S, P, k]
         self.method, self.seed, self.halo, self.schedule_name = method, seed, halo, schedule
-        self.num_chunks = int(self.schedule.shape[1] * self.schedule.shape[2])
+        self.seeds_from_base = schedule == "partner_sweep"
+        # Groups overlap under partner_sweep (C = P, k = 2): count the chunks, not the seats.
+        self.num_chunks = (num_parts if self.seeds_from_base
+                           else int(self.schedule.shape[1] * self.schedule.shape[2]))
         self.chunk_sizes = torch.bincount(chunk_of, minlength=self.num_chunks)   # [C]
 
     # ------------------------------------------------------------------------- ownership
@@ -217,11 +244,18 @@ class Partition:
         return self.schedule[self._round(super_epoch), self._worker(worker)].tolist()
 
     def owner(self, super_epoch: int = 0) -> torch.Tensor:
-        """int64 [N]: the worker owning each node in super_epoch."""
+        """int64 [N]: the worker whose seeds each node belongs to in super_epoch (in the
+        tournament schedules also the one worker that stores it; under ``partner_sweep`` the
+        worker of its own chunk)."""
         chunk_owner = torch.empty(self.num_chunks, dtype=torch.int64)
         for p, group in enumerate(self.schedule[self._round(super_epoch)]):
-            chunk_owner[group] = p
+            chunk_owner[group[:1] if self.seeds_from_base else group] = p
         return chunk_owner[self.chunk_of]
+
+    def partner(self, worker: int, super_epoch: int = 0) -> Optional[int]:
+        """``partner_sweep``: the partner chunk of worker in super_epoch (None otherwise or for P = 1)."""
+        chunks = self.chunks(worker, super_epoch)
+        return chunks[1] if self.seeds_from_base and len(chunks) > 1 else None
 
     def owned_nodes(self, worker: int, super_epoch: int = 0) -> torch.Tensor:
         """int64 [n_p] sorted global ids of the nodes worker owns in super_epoch."""
@@ -278,7 +312,11 @@ class Partition:
         train = None
         if g.train_idx is not None:
             t = local[g.train_idx]
-            train = torch.sort(t[(t >= 0) & (t < n_own)]).values
+            seeds = (t >= 0) & (t < n_own)
+            if self.seeds_from_base:                                     # the partner adds structure only
+                base = self.chunks(worker, s)[0]
+                seeds &= self.chunk_of.to(g.device)[g.train_idx] == base
+            train = torch.sort(t[seeds]).values
         sub = Graph(indptr, src, x=None if g.x is None else g.x[global_ids],
                     y=None if g.y is None else g.y[global_ids], train_idx=train,
                     num_classes=g.num_classes if g.num_classes else None,
@@ -298,6 +336,8 @@ class Partition:
         part / mean part), ``chunk_sizes``.
         """
         g = self._check_graph(g)
+        if self.seeds_from_base:
+            return self._stored_stats(g, super_epoch)
         owner = self.owner(super_epoch).to(g.device)                     # [N]
         src, dst = g.edges()
         p_dst = owner[dst]
@@ -325,6 +365,42 @@ class Partition:
             "chunk_sizes": self.chunk_sizes.tolist(),
         }
 
+    def _stored_stats(self, g: Graph, super_epoch: int) -> Dict[str, Any]:
+        """:meth:`stats` when groups overlap (``partner_sweep``): worker by worker. ``nodes``
+        are the nodes it stores with their in-edges (both chunks), ``train_nodes`` its seeds;
+        ``edge_cut_fraction`` is the cut share of all stored nodes' in-edges (each edge counted
+        once per worker that stores its destination)."""
+        src, dst = g.edges()
+        chunk_of = self.chunk_of.to(g.device)
+        owner = self.owner(super_epoch).to(g.device)
+        P, n = self.num_parts, g.num_nodes
+        parts, stored_total, cut_total, in_edges_total = [], 0, 0, 0
+        for p in range(P):
+            group = torch.tensor(self.chunks(p, super_epoch), device=g.device)
+            mine = torch.isin(chunk_of, group)                           # [N] stored with in-edges
+            into = mine[dst]                                             # [E]
+            cut = into & ~mine[src]
+            halo = int(torch.unique(src[cut]).numel())
+            nodes, cut_edges, into_edges = int(mine.sum()), int(cut.sum()), int(into.sum())
+            train = int((owner[g.train_idx] == p).sum()) if g.train_idx is not None else 0
+            stored = nodes + (halo if self.halo else 0)
+            parts.append({"worker": p, "chunks": self.chunks(p, super_epoch), "nodes": nodes,
+                          "train_nodes": train,
+                          "edges": into_edges if self.halo else into_edges - cut_edges,
+                          "cut_edges": cut_edges, "halo": halo,
+                          "replication": float(stored) / max(1, nodes)})
+            stored_total, cut_total, in_edges_total = (stored_total + stored, cut_total + cut_edges,
+                                                       in_edges_total + into_edges)
+        sizes = torch.tensor([q["nodes"] for q in parts], dtype=torch.float64)
+        return {
+            "super_epoch": int(super_epoch), "method": self.method, "num_parts": P,
+            "num_chunks": self.num_chunks, "halo": self.halo, "parts": parts,
+            "cut_edges": cut_total, "edge_cut_fraction": cut_total / max(1, in_edges_total),
+            "replication_factor": stored_total / n,
+            "balance": float(sizes.max() / sizes.mean()),
+            "chunk_sizes": self.chunk_sizes.tolist(),
+        }
+
     def summary(self) -> Dict[str, Any]:
         return {"num_nodes": self.num_nodes, "num_parts": self.num_parts,
                 "num_chunks": self.num_chunks, "method": self.method, "seed": self.seed,
@@ -349,8 +425,11 @@ def partition(g: Graph, num_parts: int, method: str = "random", seed: int = 0, *
         seed: fixes the chunks (and the greedy schedule for k >= 3).
         num_chunks: C, a multiple of P with P <= C <= N; default 2P (a base and a variable
             chunk per worker, so repartitioning has something to move; C = P disables it).
+            ``schedule="partner_sweep"`` takes C = P (its default there).
         halo: store the one-hop halo (in-neighbours of owned nodes, features only).
-        schedule: "round_robin" (every pair of chunks meets) | "fixed_base" (see module doc).
+        schedule: "round_robin" (every pair of chunks meets) | "fixed_base" | "partner_sweep"
+            (own chunk + a sweeping partner chunk, seeds from the own chunk: the authors' public
+            code; see the module doc).
     Raises:
         ValueError if a chunk comes out empty (METIS can do that on tiny or disconnected
         graphs): every worker must own nodes in every super-epoch.
@@ -365,8 +444,12 @@ def partition(g: Graph, num_parts: int, method: str = "random", seed: int = 0, *
     halo = bool_arg(halo, "halo")
     schedule = choice_arg(schedule, "schedule", SCHEDULES)
     if num_chunks is None:
-        num_chunks = min(2 * num_parts, g.num_nodes - g.num_nodes % num_parts)
+        num_chunks = (num_parts if schedule == "partner_sweep"
+                      else min(2 * num_parts, g.num_nodes - g.num_nodes % num_parts))
     num_chunks = int_arg(num_chunks, "num_chunks", low=num_parts, high=g.num_nodes)
+    if schedule == "partner_sweep" and num_chunks != num_parts:
+        raise ValueError(f"schedule='partner_sweep' has one chunk per worker: num_chunks must equal "
+                         f"num_parts={num_parts}, got {num_chunks}")
     if num_chunks % num_parts:
         raise ValueError(f"num_chunks={num_chunks} must be a multiple of num_parts={num_parts} "
                          "(each worker owns the same number of chunks)")
@@ -377,6 +460,7 @@ def partition(g: Graph, num_parts: int, method: str = "random", seed: int = 0, *
         raise ValueError(f"empty partition: {method} left chunk {empty} of {num_chunks} without "
                          "nodes; use fewer num_parts / num_chunks or method='random'")
     rounds = (_round_robin(num_chunks, num_parts, seed) if schedule == "round_robin"
-              else _fixed_base(num_chunks, num_parts))
+              else _fixed_base(num_chunks, num_parts) if schedule == "fixed_base"
+              else _partner_sweep(num_parts))
     return Partition(chunk_of, num_parts, rounds, method=method, seed=seed, halo=halo,
                      schedule=schedule)

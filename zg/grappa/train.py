@@ -95,6 +95,7 @@ from .history import bytes_by_kind, bytes_per_worker, write_json
 from .hook import HookState, average_parameters, estimator_hook, gather_stats
 from .launch import spawn
 from .partition import Partition
+from .presets import apply_preset
 from .sources import IsolatedSource
 from .worker import run_worker
 
@@ -139,15 +140,21 @@ def train(g: Graph, workers: int = UNSET, estimator: str = UNSET, repartition_ev
     at 32 epochs they already fit their workers' local graphs, 98 % on them, but three layers
     reach past the one-hop halo and the whole graph gives 80 %). On Cora and a 200k-node csbm graph the defaults
     hold with 3 layers too (bench/results/grappa.json, B9). Give deeper models more epochs and
-    measure on your graph before relying on isolation. ``method="random", halo=False`` is the paper's own setting and the place to see
-    what isolation costs.
+    measure on your graph before relying on isolation. ``method="random", halo=False`` is the
+    kit's isolation stress test (random chunks without a halo: the place to see what isolation
+    costs), not the paper's setting. The authors' public code (chongyang-xu/grappa) trains on
+    random chunks with the complete one-hop halo of the worker's own chunk and of a partner
+    chunk that sweeps every 50 epochs, seeds from its own chunk, and the unnormalised per-worker
+    weight c_r in the DDP hook: ``preset="reference"`` runs exactly that
+    (:mod:`zg.grappa.presets`, its sources and every deliberate difference; measured beside
+    these defaults in bench/results/grappa_reference.json).
 
     Args:
         g: graph with features, labels, train and val splits.
         workers: P (1 <= P <= number of nodes; default 4, or the trainer's own: single 1).
             estimator (default: "batch" for grappa, "mean", the only choice, for the others):
             "mean" | "node" | "batch" | "shrink"
-            | "reference" (the paper's own weighting: each worker's gradient times the mean of
+            | "reference" (the public code's weighting: each worker's gradient times the mean of
             min(1, d_local / (d_global + 1)) over its seeds, divided by P) (or the "uniform"
             control); see :mod:`zg.grappa.estimators`.
         repartition_every: epochs per super-epoch (None or 0: never repartition; default 5 for
@@ -158,6 +165,10 @@ def train(g: Graph, workers: int = UNSET, estimator: str = UNSET, repartition_ev
         A setting that contradicts the trainer (``trainer="isolated", estimator="batch"``) is a
         ValueError naming both; nothing is silently rewritten.
         epochs, seed: as named.
+        preset (in options): "reference" fills every option not given from the authors' public
+            code's configuration (:mod:`zg.grappa.presets`); options given explicitly override
+            it and the history lists them (``preset.overrides``). With ``trainer="single"`` or
+            ``"isolated"`` the same preset runs the same model and training settings.
         partition: a precomputed :class:`Partition` for P workers (default: from the config);
             its method, chunks, halo and schedule then replace the config's.
         history_path: where to keep the history JSON (default: a temporary file, removed).
@@ -192,6 +203,7 @@ def _prepare(g: Graph, run: Dict[str, Any]):
         raise TypeError(f"train() got unknown option(s) {unknown}; see zg.grappa.TrainConfig{hint}")
     if "workers" not in options:            # train()'s default P, unless the trainer has its own
         options["workers"] = _own_workers(options.get("trainer", "grappa")) or TRAIN_WORKERS
+    options = apply_preset(options)         # fields not given, from the preset (if any)
     cfg = TrainConfig(**options).validated()
     check_output_paths(cfg.history_path, cfg.model_path, cfg.checkpoint_dir)   # before any worker starts
     if cfg.workers > g.num_nodes:

@@ -246,12 +246,13 @@ class _Run:
                rewound: int) -> None:
         """Gather every worker's sums of the epoch; rank 0 keeps the record and evaluates."""
         worker, cfg = self.worker, self.cfg
-        loss_sum, seen, lam = worker.loss.take()
+        loss_sum, seen, lam, scales = worker.loss.take()
         comm = worker.ledger.take()
         row = [loss_sum, seen, seconds, repartition_seconds, worker.source.mean_coverage]
         row += [float(comm["bytes"][k]) for k in KINDS] + [float(comm["rounds"][k]) for k in KINDS]
+        row += scales                                                    # hook scale min, mean, max
         table = gather_row(torch.tensor(row, dtype=torch.float64, device=worker.device), self.world)
-        if self.rank != 0:                                               # table: [P, 13]
+        if self.rank != 0:                                               # table: [P, 16]
             return
         record = epoch_record(epoch, super_epoch_of(cfg, epoch), table, [lam] if lam is not None else [],
                               worker.iterations)
@@ -326,6 +327,9 @@ class _EstimatorLoss:
             self.hook_state.scale = scale
             lam = info.get("lambda")
         self.current = {"loss_sum": per_seed.detach().sum().double(), "count": counted.sum().double()}
+        if not self.trainer.averages_models:
+            self.current["scale"] = torch.as_tensor(self.hook_state.scale, dtype=torch.float64,
+                                                    device=per_seed.device)
         if lam is not None:
             self.current["lambda"] = lam
         return (per_seed * factors.to(per_seed.dtype)).sum()
@@ -335,11 +339,18 @@ class _EstimatorLoss:
         self.per_batch[batch] = self.current
 
     def take(self):
-        """(loss sum, seeds, mean lambda or None) over the epoch's applied batches; one read."""
+        """(loss sum, seeds, mean lambda or None, [min, mean, max] of this worker's hook scale
+        s_p over the batches, NaN without a hook) over the epoch's applied batches; one read."""
         kept = [self.per_batch[b] for b in sorted(self.per_batch)]
         self.per_batch = {}
         loss_sum = float(torch.stack([k["loss_sum"] for k in kept]).sum()) if kept else 0.0
         seen = float(torch.stack([k["count"] for k in kept]).sum()) if kept else 0.0
         lams = [k["lambda"] for k in kept if "lambda" in k]
         lam = float(torch.stack(lams).mean()) if lams else None
-        return loss_sum, seen, lam
+        scales = [k["scale"] for k in kept if "scale" in k]
+        if scales:
+            s = torch.stack(scales)                                      # [batches] float64
+            spread = [float(v) for v in torch.stack([s.min(), s.mean(), s.max()])]
+        else:
+            spread = [float("nan")] * 3
+        return loss_sum, seen, lam, spread
