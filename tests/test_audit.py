@@ -378,3 +378,143 @@ def test_launches_reach_epoch_stats():
     with LaunchCount() as count:
         eng.run_batch(1, 1)
     assert stats.launches == count.launches > 0
+
+
+# ----------------------------------------------------------------------------- strict mode
+
+
+STRICT_ONLY = [
+    # every way data reaches the host that runs no counted aten op on the CPU
+    pytest.param(lambda x: x.ints.numpy(), "numpy", id="numpy"),
+    pytest.param(lambda x: np.asarray(x.ints), "__array__", id="np.asarray"),
+    pytest.param(lambda x: np.array(x.floats), "__array__", id="np.array"),
+    pytest.param(lambda x: [v for v in x.ints], "__iter__", id="iteration"),
+    pytest.param(lambda x: list(x.floats), "__iter__", id="list"),
+    pytest.param(lambda x: x.ints.cpu(), "cpu", id="cpu"),
+    pytest.param(lambda x: x.ints.to("cpu"), "to", id="to-cpu"),
+    pytest.param(lambda x: x.ints.to(device=torch.device("cpu")), "to", id="to-device-cpu"),
+    pytest.param(lambda x: np.unique(x.ints.numpy()[x.mask.numpy()]), "numpy", id="np.unique"),
+]
+
+
+@pytest.mark.parametrize("program, op", STRICT_ONLY)
+def test_strict_mode_counts_what_the_default_mode_lets_through(program, op):
+    """On the CPU these read host memory without a syncing aten op (the default mode's rule:
+    validation of host-side inputs stays out of the audit); on a GPU each moves data to the host,
+    so the strict audit counts it, as a whole-tensor copy."""
+    with SyncAudit() as default:
+        program(_inputs())
+    assert default.host_syncs == 0, default.report()
+    with SyncAudit(strict=True) as strict:
+        program(_inputs())
+    assert strict.host_syncs >= 1 and set(strict.per_op) == {op}, strict.report()
+    assert strict.host_copies == strict.host_syncs and strict.dynamic_shape_ops == 0
+
+
+SCALAR_READS = [
+    pytest.param(lambda x: x.ints[1].item(), id="item"),
+    pytest.param(lambda x: bool(x.ints[1]), id="bool"),
+    pytest.param(lambda x: int(x.ints[1]), id="int"),
+    pytest.param(lambda x: float(x.floats[0]), id="float"),
+    pytest.param(lambda x: [10, 20, 30][x.ints[2]], id="index"),
+    pytest.param(lambda x: range(x.ints[3]), id="range"),
+    pytest.param(lambda x: 2 in x.ints, id="contains"),
+    pytest.param(_if, id="if"),
+]
+
+
+@pytest.mark.parametrize("program", SCALAR_READS)
+def test_strict_mode_counts_each_scalar_read_once_under_the_default_name(program):
+    """.item(), bool, int, float, __index__, `in`: one event each, named as the default mode
+    names it (the aten op underneath), so both modes agree and nothing is counted twice."""
+    with SyncAudit() as default:
+        program(_inputs())
+    with SyncAudit(strict=True) as strict:
+        program(_inputs())
+    assert strict.host_syncs == default.host_syncs == 1, (default.report(), strict.report())
+    assert strict.per_op == default.per_op == {"_local_scalar_dense": 1}
+    assert strict.host_copies == 0
+
+
+@pytest.mark.parametrize("program, op", [
+    pytest.param(lambda x: x.ints.tolist(), "tolist", id="tolist"),
+    pytest.param(lambda x: repr(x.ints), "__repr__", id="repr"),
+    pytest.param(lambda x: f"{x.floats[0]:.2f}", "__format__", id="format"),
+])
+def test_strict_and_default_agree_on_python_level_reads_the_default_already_counts(program, op):
+    for strict in (False, True):
+        with SyncAudit(strict=strict) as audit:
+            program(_inputs())
+        assert dict(audit.per_op) == {op: 1} and audit.host_copies == 1, (strict, audit.report())
+
+
+@pytest.mark.parametrize("program", [p for p in SYNC_FREE if p.id not in ("numpy", "np.asarray")])
+def test_strict_mode_still_counts_zero_in_sync_free_code(program):
+    """Every device-side program of the default mode's list (the two numpy reads of host memory
+    are exactly what strict mode adds, above)."""
+    with SyncAudit(strict=True) as audit:
+        program(_inputs())
+    assert audit.host_syncs == 0, audit.report()
+
+
+def test_strict_mode_leaves_device_free_conversions_alone():
+    """Changing dtype, making views, shapes and len() read no data: 0 in both modes."""
+    x = _inputs()
+    with SyncAudit(strict=True) as audit:
+        x.ints.to(torch.float32)
+        x.ints.to(dtype=torch.float64)
+        x.matrix.view(-1)
+        len(x.ints)
+        x.ints.shape[0] + x.ints.numel()
+        torch.where(x.mask, x.ints, 0).sum()
+    assert audit.host_syncs == 0, audit.report()
+
+
+def test_default_mode_is_unchanged_by_strict_mode():
+    """The documented default rules: .numpy() / np.asarray of a CPU tensor, .cpu() and
+    iteration are not counted; .item() and tolist are."""
+    x = _inputs()
+    with SyncAudit() as audit:
+        x.ints.numpy()
+        np.asarray(x.floats)
+        x.ints.cpu()
+        list(x.ints)
+    assert audit.host_syncs == 0 and not audit.strict, audit.report()
+    with SyncAudit() as audit:
+        x.ints[0].item()
+        x.ints.tolist()
+    assert dict(audit.per_op) == {"_local_scalar_dense": 1, "tolist": 1}
+
+
+def test_strict_mode_nests_with_a_default_audit_and_rejects_a_non_bool():
+    x = _inputs()
+    with SyncAudit() as outer, SyncAudit(strict=True) as inner:
+        x.ints.numpy()
+        x.ints[0].item()
+    assert inner.host_syncs == 2 and dict(inner.per_op) == {"numpy": 1, "_local_scalar_dense": 1}
+    assert outer.host_syncs == 1 and dict(outer.per_op) == {"_local_scalar_dense": 1}
+    assert "strict=True" in repr(inner) and "numpy" in inner.report()
+    with pytest.raises(TypeError, match="strict must be a bool"):
+        SyncAudit(strict=1)
+
+
+def test_strict_mode_catches_the_lab_1_host_round_trips():
+    """Issue 27: Part C of Lab 1 solved by moving the hop to the host must not look sync-free."""
+    dst = torch.tensor([4, 1])
+    nbrs = torch.tensor([[1, 7, 9], [7, 2, 0]])
+    mask = torch.tensor([[True, True, False], [True, True, False]])
+
+    def via_numpy():
+        new = np.setdiff1d(np.unique(nbrs.numpy()[mask.numpy()]), dst.numpy())
+        return torch.cat([dst, torch.from_numpy(new)])
+
+    def via_set():
+        seen = set(dst.tolist())
+        new = sorted(set(torch.where(mask, nbrs, dst[0]).flatten().tolist()) - seen)
+        return torch.cat([dst, torch.tensor(new, dtype=torch.int64)])
+
+    for fn in (via_numpy, via_set):
+        with SyncAudit(strict=True) as audit:
+            out = fn()
+        assert out.tolist() == [4, 1, 2, 7]
+        assert audit.host_copies >= 2, (fn.__name__, audit.report())

@@ -60,6 +60,19 @@ t.numpy() / np.asarray(t) (they refuse a device tensor, so they never sync silen
 is the .cpu() before them, counted as _to_copy; on a CPU tensor they read host memory, which
 is how validation of host-side inputs stays out of the audit).
 
+Strict mode (``SyncAudit(strict=True)``, what the labs grade with): every way data reaches
+the host counts, also on the CPU where nothing moves, because each one would move data to the
+host on a GPU. On top of the above it counts, at the Python level, ``t.numpy()``,
+``np.asarray(t)`` / ``np.array(t)`` (``__array__``), ``.item()``, ``bool(t)``, ``int(t)``,
+``float(t)``, ``t.__index__()`` (``lst[t]``, ``range(t)``), ``x in t`` (``__contains__``), iterating
+over a tensor (``for v in t``: ``__iter__``, one event per loop, not per element), ``t.cpu()``
+and ``t.to("cpu")`` (a copy to host memory, even of a tensor already there). A method that
+already arrives as a counted aten op (``.item()`` as ``_local_scalar_dense``) is counted once,
+under the aten name, so the op names match the default mode's. ``host_copies`` counts the
+events that copy a whole tensor to the host (``tolist``, ``numpy``, ``__array__``, ``__iter__``,
+``cpu``, ``to``, printing, blocking copies to or from a device): the ones a "fewer syncs"
+exercise must not trade a sync for.
+
 What it cannot see: syncs made inside an op's C++ code (e.g. a CUDA kernel that calls
 ``.item()`` internally), explicit ``torch.cuda.synchronize()``, and code run with dispatch modes
 disabled. On CUDA the sync debug mode covers those (``cuda_sync_warnings``).
@@ -99,6 +112,17 @@ _WHY = {
     "_to_copy": "blocking copy between host memory and a device",
     "copy_": "blocking copy between host memory and a device",
     "tolist": "reads every element on the host",
+    "numpy": "strict: hands the data to numpy on the host (a device tensor needs a copy)",
+    "__array__": "strict: np.asarray(t) hands the data to numpy on the host",
+    "item": "strict: copies one value to the host",
+    "__bool__": "strict: bool(t) reads the value on the host",
+    "__int__": "strict: int(t) reads the value on the host",
+    "__float__": "strict: float(t) reads the value on the host",
+    "__index__": "strict: using a tensor as a Python index reads it on the host",
+    "__contains__": "strict: `x in t` returns a Python bool read on the host",
+    "__iter__": "strict: iterating hands the elements to Python one by one",
+    "cpu": "strict: copies the tensor to host memory",
+    "to": "strict: .to('cpu') copies the tensor to host memory",
     "__repr__": "printing reads the data on the host",
     "__format__": "formatting reads the data on the host",
     "nonzero": "output length = number of non-zero entries",
@@ -120,6 +144,16 @@ _ALWAYS_DYNAMIC = {"nonzero", "argwhere", "_unique", "_unique2", "unique_dim",
 _MASK_DTYPES = (torch.bool, torch.uint8)
 # Tensor methods that silently copy a device tensor to the host, yet run no aten op on CPU.
 _HOST_READ_METHODS = {torch.Tensor.tolist, torch.Tensor.__repr__, torch.Tensor.__format__}
+# Strict mode: every other Tensor method through which data reaches the host. On a GPU each one
+# copies device data to the host; on a CPU most run no aten op (numpy, __array__, cpu, to) or one
+# the default rules classify (item -> _local_scalar_dense).
+_STRICT_HOST_READ_METHODS = _HOST_READ_METHODS | {
+    torch.Tensor.item, torch.Tensor.numpy, torch.Tensor.__array__, torch.Tensor.__bool__,
+    torch.Tensor.__int__, torch.Tensor.__float__, torch.Tensor.__index__,
+    torch.Tensor.__contains__, torch.Tensor.__iter__, torch.Tensor.cpu, torch.Tensor.to}
+# Events that copy a whole tensor (not one scalar) to host memory: host_copies counts them.
+_HOST_COPY_OPS = {"tolist", "numpy", "__array__", "__iter__", "cpu", "to", "__repr__",
+                  "__format__", "_to_copy", "copy_"}
 _CUDA_SYNC_MESSAGE = "called a synchronizing CUDA operation"
 _REEMITTED_WARNINGS: dict = {}  # so a re-emitted warning still shows once per location
 _TORCH_DIR = os.path.realpath(os.path.dirname(torch.__file__)) + os.sep
@@ -225,24 +259,78 @@ def _human_bytes(count: int) -> str:
     raise AssertionError("unreachable")
 
 
+def _to_host(args, kwargs) -> bool:
+    """Whether a ``Tensor.to(...)`` call names the CPU as its target device."""
+    for value in list(args[1:]) + [kwargs.get("device"), kwargs.get("other")]:
+        if isinstance(value, torch.Tensor):
+            return value.device.type == "cpu"
+        if isinstance(value, (str, torch.device)):
+            try:
+                return torch.device(value).type == "cpu"
+            except (RuntimeError, TypeError):
+                return False
+    return False
+
+
+# A Tensor.__iter__ that does not go through __torch_function__ (torch 2.2) reaches the mode as
+# the ``unbind`` it calls; the frame that called it tells the two apart.
+_ITER_CODE = getattr(torch.Tensor.__iter__, "__code__", None)
+
+
+def _called_from_iter() -> bool:
+    frame = sys._getframe(2)
+    for _ in range(4):
+        if frame is None:
+            return False
+        if frame.f_code is _ITER_CODE:
+            return True
+        frame = frame.f_back
+    return False
+
+
 class _HostReadWatch(TorchFunctionMode):
-    """Sees Tensor methods that read data on the host (tolist, printing) and records
-    them on its audit; aten ops they run underneath are not classified again."""
+    """Sees Tensor methods that read data on the host (tolist, printing; in strict mode every
+    method of ``_STRICT_HOST_READ_METHODS``) and records them on its audit; aten ops they run
+    underneath are not classified again."""
 
     def __init__(self, audit: "SyncAudit"):
         super().__init__()
         self.audit = audit
+        self.methods = _STRICT_HOST_READ_METHODS if audit.strict else _HOST_READ_METHODS
 
     def __torch_function__(self, func, types, args=(), kwargs=None):
         kwargs = kwargs or {}
+        audit = self.audit
+        if audit.strict and not audit._inside_host_read and not audit._inside_strict_read:
+            name = getattr(func, "__name__", "")
+            if func is torch.Tensor.unbind and _called_from_iter():
+                return self._strict(func, "__iter__", args, kwargs)
+            if func in self.methods and func not in _HOST_READ_METHODS:
+                if func is torch.Tensor.to and not _to_host(args, kwargs):
+                    return func(*args, **kwargs)
+                return self._strict(func, name, args, kwargs)
         if func not in _HOST_READ_METHODS:
             return func(*args, **kwargs)
-        self.audit._record(func.__name__, HOST_SYNC)
-        self.audit._inside_host_read += 1
+        audit._record(func.__name__, HOST_SYNC)
+        audit._inside_host_read += 1
         try:
             return func(*args, **kwargs)
         finally:
-            self.audit._inside_host_read -= 1
+            audit._inside_host_read -= 1
+
+    def _strict(self, func, name, args, kwargs):
+        """Run a strict-mode host read: counted once, under the aten op's name if the default
+        rules count one underneath (``.item()`` as ``_local_scalar_dense``), else as ``name``."""
+        audit = self.audit
+        before = audit.host_syncs
+        audit._inside_strict_read += 1
+        try:
+            out = func(*args, **kwargs)
+        finally:
+            audit._inside_strict_read -= 1
+        if audit.host_syncs == before:
+            audit._record(name, HOST_SYNC)
+        return out
 
 
 class SyncAudit(TorchDispatchMode):
@@ -251,9 +339,14 @@ class SyncAudit(TorchDispatchMode):
     Args:
         where: also record, for each sync, the ``file:line (function)`` outside torch that
             caused it (``locations``), so the report says which line of your code synced.
+        strict: also count every Python-level way data reaches the host (``.numpy()``,
+            ``np.asarray(t)``, iteration, ``.cpu()``, ...; see the module docstring), as it
+            would on a GPU. The labs grade with it.
 
     Attributes (they accumulate over every ``with`` block until ``reset()``):
         host_syncs          int, every event (dynamic-shape ops included)
+        host_copies         int, events that copy a whole tensor to host memory (tolist, numpy,
+                            __array__, iteration, cpu, printing, blocking device copies)
         dynamic_shape_ops   int, events whose output shape depends on tensor values
         allocations         int, new output tensors (views and in-place results excluded)
         allocated_bytes     int, their total size in bytes
@@ -265,18 +358,23 @@ class SyncAudit(TorchDispatchMode):
         cuda_sync_warnings  int, syncs reported by torch.cuda's sync debug mode (CUDA only)
     """
 
-    def __init__(self, where: bool = False):
+    def __init__(self, where: bool = False, strict: bool = False):
         if not isinstance(where, bool):
             raise TypeError(f"where must be a bool, got {type(where).__name__}")
+        if not isinstance(strict, bool):
+            raise TypeError(f"strict must be a bool, got {type(strict).__name__}")
         super().__init__()
         self.where = where
-        self._host_read_watch = _HostReadWatch(self)
+        self.strict = strict
         self._inside_host_read = 0
+        self._inside_strict_read = 0
+        self._host_read_watch = _HostReadWatch(self)
         self._caught_warnings: Optional[warnings.catch_warnings] = None
         self.reset()
 
     def reset(self) -> None:
         self.host_syncs = 0
+        self.host_copies = 0
         self.dynamic_shape_ops = 0
         self.allocations = 0
         self.allocated_bytes = 0
@@ -291,6 +389,7 @@ class SyncAudit(TorchDispatchMode):
 
     def _record(self, op: str, kind: str) -> None:
         self.host_syncs += 1
+        self.host_copies += op in _HOST_COPY_OPS
         self.dynamic_shape_ops += kind == DYNAMIC_SHAPE
         self.per_op[op] += 1
         self.events.append((op, kind))
@@ -389,9 +488,10 @@ class SyncAudit(TorchDispatchMode):
         return "\n".join(lines)
 
     def __repr__(self) -> str:
+        strict = ", strict=True" if self.strict else ""
         return (f"SyncAudit(host_syncs={self.host_syncs}, dynamic_shape_ops="
                 f"{self.dynamic_shape_ops}, allocations={self.allocations}, "
-                f"allocated_bytes={self.allocated_bytes})")
+                f"allocated_bytes={self.allocated_bytes}{strict})")
 
 
 def count_syncs(fn: Callable, *args, **kwargs) -> tuple[Any, SyncAudit]:
