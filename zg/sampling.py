@@ -157,7 +157,8 @@ def _check_clock(clock: Any) -> None:
 
 def sample_neighbors(indptr: torch.Tensor, indices: torch.Tensor, nodes: torch.Tensor,
                      valid_rows: torch.Tensor, fanout: int, replace: bool,
-                     key: torch.Tensor, max_degree: Optional[int] = None, pad: int = 0):
+                     key: torch.Tensor, max_degree: Optional[int] = None, pad: Any = 0,
+                     node_hash: Optional[torch.Tensor] = None):
     """Pick up to ``fanout`` in-neighbours of each node, in fixed shape.
 
     Args:
@@ -169,7 +170,9 @@ def sample_neighbors(indptr: torch.Tensor, indices: torch.Tensor, nodes: torch.T
         max_degree: the graph's largest in-degree, if known (a host int). Without replacement
             and ``fanout >= max_degree`` every row takes all its neighbours, so Floyd's ``k``
             rounds (``O(k^2)`` per row) are skipped; the result is the same.
-        pad: the id masked slots hold.
+        pad: the id masked slots hold (an int, or an int64 0-d tensor on the device).
+        node_hash: optional int64 [N], ``mix64(arange(N))`` computed once (one gather per hop
+            instead of a 12-op hash; the same bits).
     Returns:
         (neighbours int64 [R, k] global ids, mask bool [R, k]). Masked slots hold ``pad``.
     """
@@ -177,7 +180,8 @@ def sample_neighbors(indptr: torch.Tensor, indices: torch.Tensor, nodes: torch.T
     rows = nodes.shape[0]
     start = _gather(indptr, nodes)                                 # [R]
     degree = _gather(indptr, nodes + 1) - start                    # [R]
-    row_key = mix64(key ^ mix64(nodes))                            # [R]
+    hashed = mix64(nodes) if node_hash is None else _gather(node_hash, nodes)
+    row_key = mix64(key ^ hashed)                                  # [R]
     # Slot-major [k, R] layout: round i of Floyd reads and writes one contiguous row.
     slots = torch.arange(k, device=nodes.device)[:, None]          # [k, 1]
     if not replace and max_degree is not None and k >= max_degree:
@@ -204,11 +208,15 @@ def sample_neighbors(indptr: torch.Tensor, indices: torch.Tensor, nodes: torch.T
         mask = slots < degree[None, :]                             # [k, R]
     mask = (mask & valid_rows[None, :]).t()                        # [R, k] (a view)
     if indices.numel() == 0:                                       # no edges: every slot masked
-        return torch.full(mask.shape, pad, dtype=torch.int64, device=nodes.device), mask
-    # Masked slots read edge 0 (always in bounds) and are then overwritten with pad.
-    edge = torch.where(mask, start[:, None] + offset.t(), 0)        # [R, k]
+        return torch.full(mask.shape, int(pad), dtype=torch.int64, device=nodes.device), mask
+    # Masked slots read edge 0 (always in bounds: times a False mask is 0) and are then
+    # overwritten with pad.
+    edge = (start[:, None] + offset.t()) * mask                    # [R, k]
     return torch.where(mask, _gather(indices, edge), pad), mask
 
+
+# Above this many nodes the static sampler hashes node ids per hop instead of keeping a table.
+NODE_HASH_MAX_NODES = 1 << 26
 
 # Up to this many rounds Floyd's loop (4 ops a round) launches fewer ops than the closed form.
 _FLOYD_LOOP_MAX_K = 6
@@ -441,11 +449,32 @@ class EnvelopeSampler:
         self._local = torch.zeros(n + 1, dtype=torch.int64, device=self.device)
         # Every hop's key from one hash of a [hops] vector (the same bits as _hop_key per hop).
         self._hop_constants = _hop_constants(len(self.fanouts), self.device)
+        # Launch-saving constants (fixed shapes, made once): each node's hash (8 bytes a node,
+        # beside the markers' 16; skipped above NODE_HASH_MAX_NODES), the trash id as a device
+        # scalar, and the row numbers of every hop's buffers.
+        self._node_hash = mix64(torch.arange(n, device=self.device)) if n <= NODE_HASH_MAX_NODES else None
+        self._trash = torch.full((), n, dtype=torch.int64, device=self.device)
+        self._rows = {}
 
     @property
     def sizes(self) -> List[int]:
         """The envelope size of every block (input layer first)."""
         return list(self._sizes)
+
+    def _scalar(self, value: int) -> torch.Tensor:
+        """An int64 0-d device tensor holding ``value``, made once per value."""
+        key = ("scalar", value)
+        t = self._rows.get(key)
+        if t is None:
+            t = self._rows[key] = torch.full((), value, dtype=torch.int64, device=self.device)
+        return t
+
+    def _row_ids(self, count: int) -> torch.Tensor:
+        """``arange(count)`` on the device, made once per size (the sizes are the envelope's)."""
+        ids = self._rows.get(count)
+        if ids is None:
+            ids = self._rows[count] = torch.arange(count, device=self.device)
+        return ids
 
     def sample(self, seeds: Any, epoch: int = 0, batch: int = 0, *,
                key: Optional[torch.Tensor] = None, clock: Optional[Any] = None) -> MiniBatch:
@@ -499,42 +528,43 @@ class EnvelopeSampler:
         hop_keys = mix64(key + self._hop_constants)                      # [hops]
         for hop, k in enumerate(reversed(self.effective_fanouts)):
             rows, cap = dst.shape[0], sizes[hop]
-            row_ids = torch.arange(rows, device=dev)
-            valid_rows = row_ids < n_dst                                 # [R]
+            valid_rows = self._row_ids(rows) < n_dst                     # [R]
             # Masked slots come out as N, the marker arrays' trash row.
             nbrs, mask = sample_neighbors(indptr, self.g.indices, dst, valid_rows, k,
-                                          self.replace, hop_keys[hop], self.max_degree, pad=n)   # [R, k]
+                                          self.replace, hop_keys[hop], self.max_degree,
+                                          pad=self._trash, node_hash=self._node_hash)   # [R, k]
             if clock is not None:
                 clock("sample")
             # Candidates: destination rows first (so they keep local ids 0..n_dst-1), then slots.
-            cand = torch.cat([torch.where(valid_rows, dst, n), nbrs.flatten()])      # [M], masked: N
-            pos = torch.arange(cand.shape[0], device=dev)                # [M]
+            cand = torch.cat([torch.where(valid_rows, dst, self._trash), nbrs.flatten()])  # [M], masked: N
+            pos = self._row_ids(cand.shape[0])                           # [M]
             self._first.scatter_reduce_(0, cand, pos, reduce="amin")
             is_first = (_gather(self._first, cand) == pos) & (cand < n)           # [M]
             is_new = is_first & (pos >= rows)                            # first seen in a slot
-            rank = torch.cumsum(is_new.to(torch.int64), 0)               # [M]
+            rank = torch.cumsum(is_new, 0, dtype=torch.int64)            # [M]
             num_src = n_dst + rank[-1]                                   # [] true count
             overflowed = overflowed | (num_src > cap)
             new_local = n_dst + rank - 1                                 # local id if is_new
             # Local ids of every first occurrence, through the node-indexed array.
             local_of_first = torch.where(is_new, new_local, pos)         # dst rows: own row
-            self._local.scatter_(0, torch.where(is_first, cand, n), local_of_first)
+            self._local.scatter_(0, torch.where(is_first, cand, self._trash), local_of_first)
             local = _gather(self._local, cand)                           # [M]
             # Source-node buffer [cap]: dst rows, then new nodes; overflow goes to the trash row.
             src_nodes = torch.zeros(cap + 1, dtype=torch.int64, device=dev)
-            src_nodes[:rows] = torch.where(valid_rows, dst, 0)            # envelope: rows <= cap
-            target = torch.where(is_new, new_local.clamp(max=cap), cap)
+            src_nodes[:rows] = dst * valid_rows                          # envelope: rows <= cap
+            target = torch.where(is_new, new_local, self._scalar(cap)).clamp(max=cap)
             src_nodes.scatter_(0, target, cand.clamp(max=n - 1))
             src_nodes = src_nodes[:cap]                                  # [cap] view
-            nbr_local = torch.where(mask, local[rows:].view(rows, k), 0).clamp(max=cap - 1)  # [R, k]
+            nbr_local = (local[rows:].view(rows, k) * mask).clamp(max=cap - 1)        # [R, k]
             # Reset the marker entries this hop touched (fixed-shape scatter, no fill of N).
             self._first.index_fill_(0, cand, sentinel)
-            blocks.append(Block(nbr=nbr_local, mask=mask, num_src=num_src.clamp(max=cap),
-                                num_dst=n_dst, src_nodes=src_nodes))
+            kept = num_src.clamp(max=cap)                                # [] what the buffer holds
+            blocks.append(Block(nbr=nbr_local, mask=mask, num_src=kept, num_dst=n_dst,
+                                src_nodes=src_nodes))
             true_counts.append(num_src)
             if clock is not None:
                 clock("compact")
-            dst, n_dst = src_nodes, num_src.clamp(max=cap)
+            dst, n_dst = src_nodes, kept
         blocks.reverse()
         counts = torch.stack([b.num_src for b in blocks])
         return MiniBatch(seeds=seeds, num_seeds=num_seeds, blocks=blocks, counts=counts,
