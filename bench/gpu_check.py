@@ -1,21 +1,33 @@
-"""GPU check: captured vs uncaptured numerics over several batches and two epochs, the overflow
-policy on the device, then epoch time, GPU execution fraction, host syncs and peak memory for
-dynamic / envelope eager / envelope captured, and data-parallel scaling when more than one GPU
-is here. Needs only torch (>= 2.2) and numpy: no DGL, no internet. Stays within ``--budget``
-seconds: rows that would not fit are listed as skipped, never silently dropped. Every row is
-caught on its own (an exception becomes an "error" entry) and the JSON is rewritten after each
-row, so a failure late in the run loses nothing measured before it.
+"""GPU check: captured vs uncaptured numerics, then for each graph and batch size the iteration
+time of dynamic / envelope eager / envelope captured (and, beside them, ``torch.compile`` of the
+same steps: the peer a user would try first), each row's memory above its own baseline, host
+syncs and launches per iteration, the cold start (profiling + build + capture), the cost of one
+overflow and rewind, a kernel-level profile of the captured replay, and data-parallel scaling
+when more than one GPU is here. Needs only torch (>= 2.2) and numpy: no DGL, no internet. Stays
+within ``--budget`` seconds (default 480, so that it can run twice in 15 minutes of GPU time):
+rows that would not fit are listed as skipped, never silently dropped. Every row is caught on its
+own (an exception becomes an "error" entry) and the JSON is rewritten after each row.
 
     bash bench/gpu_check.sh                  # on a GPU machine: this, then the CUDA-marked tests
-    python bench/gpu_check.py --budget 120   # anywhere; on a CPU it runs the CPU parts and says
-                                             # plainly what it skipped
+    python bench/gpu_check.py --budget 120   # anywhere; on a CPU it runs the CPU parts at a
+                                             # reduced size and says plainly what it skipped
 
 Writes bench/results/gpu_check_<cuda|cpu>.json and prints a short table.
 
-Peak memory: reset before each Engine is built (so a captured graph's private memory pool is
-counted), reported as ``max_memory_allocated`` and ``max_memory_reserved``. Host syncs: the
-SyncAudit count (``host_syncs_per_iteration``) and, on CUDA, torch's sync-debug count
-(``cuda_sync_warnings_per_iteration``), reported separately, never added.
+How it measures (the defects of the first GPU runs, fixed):
+- Timing: the sync audit is off; ``--reps`` (3) rounds of ``--iterations`` (100 on a GPU)
+  iterations per variant, the variants interleaved round by round, so a drift of the machine
+  hits all of them alike; the row reports the median and the sample standard deviation of the
+  rounds' seconds per iteration.
+- Syncs and launches: counted on their own, untimed, by ``zg.observe.AuditSyncs`` (host syncs
+  and the ops the host launches per steady iteration; a captured replay launches one graph).
+  The captured graph's kernels come from the profiler (``kernel_profile``).
+- Memory: every variant is measured alone: everything freed, the baseline taken
+  (``memory_allocated`` / ``memory_reserved``), the engine built, warmed and run; the row
+  reports its peak above that baseline (``ORACLE``: the dynamic pipeline, which allocates each
+  batch's exact sizes, is the oracle the envelope is compared with).
+- Cora (140 training nodes: one batch whatever the batch size) serves the numerics check only;
+  no Cora rows are timed.
 """
 
 from __future__ import annotations
@@ -25,6 +37,8 @@ import os
 os.environ.setdefault("OMP_WAIT_POLICY", "PASSIVE")   # before torch: idle OpenMP threads sleep
 
 import argparse
+import gc
+import statistics
 import sys
 import time
 import traceback
@@ -37,7 +51,7 @@ sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
 
 import zg  # noqa: E402
 from zg import models  # noqa: E402
-from zg.engine import Engine  # noqa: E402
+from zg.engine import Engine, Step  # noqa: E402
 from zg.observe import AuditSyncs, Trace  # noqa: E402
 from zg.envelope import Envelope, worst_case_sizes  # noqa: E402
 from zg.profile import gpu_execution_fraction  # noqa: E402
@@ -46,23 +60,37 @@ from _machine import machine_note, table, write_json  # noqa: E402
 FANOUTS = [15, 10, 5]
 HIDDEN, LAYERS, DROPOUT = 256, 3, 0.5        # the measured model: 3-layer SAGE, hidden 256
 VARIANTS = ("dynamic", "envelope_eager", "envelope_captured")
+# torch.compile of the same steps (the model's forward compiled; sampling as the variant has it):
+# variant -> (base variant, torch.compile mode).
+COMPILED = {"dynamic_compiled": ("dynamic", "default"),
+            "dynamic_compiled_reduce_overhead": ("dynamic", "reduce-overhead"),
+            "envelope_eager_compiled": ("envelope_eager", "default")}
+ORACLE = "dynamic"        # memory: the pipeline that allocates each batch's exact sizes
 
 
-def build_engine(g, device, batch_size, variant, envelope, seed=0, audit_iterations=2):
+def build_engine(g, device, batch_size, variant, envelope, seed=0, audit_iterations=2, model="sage"):
     """The check's engine for one variant (also bench/gpu_sync_sources.py's): the measured model
-    (SAGE, HIDDEN, LAYERS, FANOUTS) seeded with ``seed``; "dynamic" (mode "dynamic",
-    host-mediated sampling), "envelope_eager" (mode "eager": fixed shapes, no capture) or
-    "envelope_captured" (mode "graph", one CUDA Graph, on a GPU; mode "static", the same step
-    run eagerly, on a CPU). ``audit_iterations`` steady iterations per epoch run under SyncAudit."""
+    (``model``: "sage" by default, or "gcn" / "gat"; HIDDEN, LAYERS, FANOUTS) seeded with
+    ``seed``; "dynamic" (mode "dynamic", host-mediated sampling), "envelope_eager" (mode "eager":
+    fixed shapes, no capture) or "envelope_captured" (mode "graph", one CUDA Graph, on a GPU;
+    mode "static", the same step run eagerly, on a CPU), or a :data:`COMPILED` variant (its base
+    variant with the model's forward under ``torch.compile``). ``audit_iterations`` steady
+    iterations per epoch run under SyncAudit (0: none, as when timing)."""
+    compiled = None
+    if variant in COMPILED:
+        variant, compiled = COMPILED[variant]
     if variant not in VARIANTS:
-        raise ValueError(f"variant must be one of {VARIANTS}, got {variant!r}")
+        raise ValueError(f"variant must be one of {VARIANTS + tuple(COMPILED)}, got {variant!r}")
     torch.manual_seed(seed)
-    model = models.SAGE(g.feat_dim, HIDDEN, max(g.num_classes, 1), LAYERS, dropout=DROPOUT)
+    net = models.build(model, g.feat_dim, HIDDEN, max(g.num_classes, 1), LAYERS, dropout=DROPOUT)
     captured = "graph" if torch.device(device).type == "cuda" else "static"
     mode = {"dynamic": "dynamic", "envelope_eager": "eager", "envelope_captured": captured}[variant]
     if mode == "dynamic":
         envelope = "profiled"          # unused: the dynamic mode has no envelope
-    eng = Engine(g, model, FANOUTS, batch_size, envelope, mode=mode, device=device, seed=seed)
+    step = None
+    if compiled is not None:
+        step = Step(forward=torch.compile(net, mode=compiled))
+    eng = Engine(g, net, FANOUTS, batch_size, envelope, mode=mode, device=device, seed=seed, step=step)
     eng.observers = [AuditSyncs(audit_iterations)] if audit_iterations else []
     return eng
 
@@ -108,33 +136,171 @@ def numerics_check(g, device):
     return out
 
 
-def measure(g, device, batch_size, variant, envelope, max_batches, seed=0):
-    """One epoch (or max_batches) of one variant; returns seconds, syncs, fraction, memory."""
+def _sync(device):
     if device.type == "cuda":
         torch.cuda.synchronize(device)
-        torch.cuda.reset_peak_memory_stats(device)       # before building: the graph's pool counts
+
+
+def free(device) -> None:
+    """Everything a finished row left behind goes, so the next row's baseline is its own."""
+    gc.collect()
+    if device.type == "cuda":
+        torch.cuda.synchronize(device)
+        torch.cuda.empty_cache()
+        torch.cuda.reset_peak_memory_stats(device)
+
+
+def measure(g, device, batch_size, variant, envelope, max_batches, seed=0):
+    """One variant alone (audit on): an epoch (or max_batches) after a warm-up; seconds, syncs,
+    launches, memory above the row's baseline. The interleaved timing of :func:`time_rounds` is
+    what the check reports as the row's time; this is its audit and memory part."""
+    free(device)
+    base = _memory(device)
+    t0 = time.perf_counter()
     eng = build_engine(g, device, batch_size, variant, envelope, seed=seed)
     eng.train_epoch(max_batches=2)                        # warm-up (not timed; captures on a GPU)
-    if device.type == "cuda":
-        torch.cuda.synchronize(device)
+    _sync(device)
+    build_seconds = time.perf_counter() - t0
     stats = eng.train_epoch(max_batches=max_batches)
-    if device.type == "cuda":
-        torch.cuda.synchronize(device)
-    fraction = gpu_execution_fraction(lambda i: eng.run_batch(i), 10) if device.type == "cuda" else None
+    _sync(device)
+    peak = _memory(device, peak=True)
     row = {"variant": variant, "batch_size": batch_size, "iterations": stats.iterations,
-           "seconds": stats.seconds, "seconds_per_iteration": stats.seconds / max(stats.iterations, 1),
-           "full_epoch": max_batches is None, "host_syncs_per_iteration": stats.host_syncs,
+           "audited_seconds": stats.seconds, "full_epoch": max_batches is None,
+           "host_syncs_per_iteration": stats.host_syncs,
+           "launches_per_iteration": stats.launches,
            "cuda_sync_warnings_per_iteration": stats.cuda_sync_warnings,
-           "overflows": stats.overflows, "gpu_execution_fraction": fraction,
-           "captured": eng.graph is not None,
-           "peak_bytes": int(torch.cuda.max_memory_allocated(device)) if device.type == "cuda" else None,
-           "peak_reserved_bytes": int(torch.cuda.max_memory_reserved(device)) if device.type == "cuda" else None,
+           "overflows": stats.overflows, "captured": eng.graph is not None,
+           "build_and_warm_up_seconds": build_seconds,
+           "baseline_allocated_bytes": base["allocated"], "baseline_reserved_bytes": base["reserved"],
+           "peak_bytes": None if peak["allocated"] is None else peak["allocated"] - base["allocated"],
+           "peak_reserved_bytes": None if peak["reserved"] is None else peak["reserved"] - base["reserved"],
            "envelope": None if eng.envelope is None else eng.envelope.sizes,
            # The work of one iteration (bench/network.py bounds a worker's compute with these).
            "feat_dim": g.feat_dim, "hidden_dim": HIDDEN, "num_layers": LAYERS, "fanouts": FANOUTS}
+    # Without an interleaved timing (a caller of measure alone) the audited epoch is the time.
+    row["seconds"] = stats.seconds
+    row["seconds_per_iteration"] = stats.seconds / max(stats.iterations, 1)
     if eng.envelope is not None:
         row["model_bytes"] = eng.memory_model()["totals"]
+    del eng
+    free(device)
     return row
+
+
+def _memory(device, peak: bool = False):
+    if device.type != "cuda":
+        return {"allocated": None, "reserved": None}
+    if peak:
+        return {"allocated": int(torch.cuda.max_memory_allocated(device)),
+                "reserved": int(torch.cuda.max_memory_reserved(device))}
+    return {"allocated": int(torch.cuda.memory_allocated(device)),
+            "reserved": int(torch.cuda.memory_reserved(device))}
+
+
+def time_iterations(eng, iterations: int, device, start: int = 0) -> float:
+    """Seconds per iteration of ``iterations`` steady iterations (batches ``start``, ...)."""
+    _sync(device)
+    t0 = time.perf_counter()
+    for i in range(iterations):
+        eng.run_batch(start + i)
+    _sync(device)
+    return (time.perf_counter() - t0) / iterations
+
+
+def spread(values):
+    """Median, sample standard deviation (n - 1) and n of a list of measurements."""
+    values = list(values)
+    return {"median": statistics.median(values), "mean": statistics.fmean(values),
+            "std": statistics.stdev(values) if len(values) > 1 else None, "n": len(values),
+            "values": values}
+
+
+def time_rounds(engines, iterations: int, reps: int, device):
+    """Every engine timed ``reps`` times, interleaved round by round: {name: spread}."""
+    seconds = {name: [] for name in engines}
+    for rep in range(reps):
+        for name, eng in engines.items():
+            seconds[name].append(time_iterations(eng, iterations, device, start=rep * iterations))
+    return {name: spread(v) for name, v in seconds.items()}
+
+
+def kernel_summary(events, replays: int, top: int = 10):
+    """A compact summary of GPU activity: ``events`` is a list of (name, start_us, duration_us)
+    (the profiler's CUDA kernels and memory operations over ``replays`` replays). Returns kernels
+    per replay, the ``top`` kernels by total time (count per replay, microseconds, share), and
+    the idle gaps between consecutive activities (busy time is the union of the intervals)."""
+    events = sorted((float(s), float(d), str(n)) for n, s, d in events if d > 0)
+    if not events or replays < 1:
+        return {"replays": replays, "kernels_per_replay": 0, "top": [], "busy_fraction": None}
+    by_name = {}
+    for start, dur, name in events:
+        total, count = by_name.get(name, (0.0, 0))
+        by_name[name] = (total + dur, count + 1)
+    busy_total = sum(d for _, d, _ in events)
+    merged, gaps = [], []
+    cur_start, cur_end = events[0][0], events[0][0] + events[0][1]
+    for start, dur, _ in events[1:]:
+        if start > cur_end:
+            merged.append((cur_start, cur_end))
+            gaps.append(start - cur_end)
+            cur_start, cur_end = start, start + dur
+        else:
+            cur_end = max(cur_end, start + dur)
+    merged.append((cur_start, cur_end))
+    busy = sum(e - s for s, e in merged)
+    span = merged[-1][1] - merged[0][0]
+    ranked = sorted(by_name.items(), key=lambda kv: -kv[1][0])[:top]
+    return {"replays": replays, "kernels_per_replay": len(events) / replays,
+            "distinct_kernels": len(by_name),
+            "top": [{"name": name[:120], "per_replay": count / replays, "total_us": total,
+                     "share": total / busy_total} for name, (total, count) in ranked],
+            "busy_us_per_replay": busy / replays, "span_us_per_replay": span / replays,
+            "busy_fraction": busy / span if span > 0 else None,
+            "gaps_per_replay": len(gaps) / replays,
+            "median_gap_us": statistics.median(gaps) if gaps else 0.0,
+            "idle_us_per_replay": sum(gaps) / replays}
+
+
+def kernel_profile(eng, replays: int = 50):
+    """The profiler's view of ``replays`` steady iterations of ``eng`` (CUDA only): see
+    :func:`kernel_summary`."""
+    from torch.profiler import ProfilerActivity, profile
+
+    device = eng.device
+    torch.cuda.synchronize(device)
+    with profile(activities=[ProfilerActivity.CUDA]) as prof:
+        for i in range(replays):
+            eng.run_batch(i)
+        torch.cuda.synchronize(device)
+    events = []
+    for e in prof.events():
+        if "CUDA" in str(getattr(e, "device_type", "")):
+            events.append((e.name, e.time_range.start, e.time_range.elapsed_us()))
+    return kernel_summary(events, replays)
+
+
+def overflow_cost(g, device, batch_size, envelope, batches: int, seed=0, shrink: float = 0.6):
+    """The cost of overflows: the same ``batches`` cold-started with the profiled envelope and
+    with one shrunk by ``shrink`` (it overflows, grows, is captured again, rewinds). Seconds per
+    overflow = the extra seconds over the overflows counted."""
+    sizes = [max(batch_size, int(s * shrink)) for s in envelope.sizes]
+    tiny = Envelope(sizes, fanouts=FANOUTS, batch_size=batch_size, num_nodes=g.num_nodes)
+    out = {}
+    for name, env in (("profiled", envelope), ("shrunk", tiny)):
+        free(device)
+        eng = build_engine(g, device, batch_size, "envelope_captured", env, seed=seed, audit_iterations=0)
+        _sync(device)
+        t0 = time.perf_counter()
+        stats = eng.train_epoch(max_batches=batches)
+        _sync(device)
+        out[name] = {"seconds": time.perf_counter() - t0, "overflows": stats.overflows,
+                     "rewound_batches": stats.rewound_batches, "iterations": stats.iterations,
+                     "envelope_start": env.sizes, "envelope_end": eng.envelope.sizes}
+        del eng
+    extra = out["shrunk"]["seconds"] - out["profiled"]["seconds"]
+    out["seconds_per_overflow"] = extra / out["shrunk"]["overflows"] if out["shrunk"]["overflows"] else None
+    out["shrink"] = shrink
+    return out
 
 
 def data_parallel_rows(g, budget_left, epochs=2):
@@ -158,30 +324,54 @@ def data_parallel_rows(g, budget_left, epochs=2):
 
 def main(argv=None):
     ap = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
-    ap.add_argument("--budget", type=float, default=300.0, help="seconds for everything (default 300)")
-    ap.add_argument("--nodes", type=int, default=1_000_000, help="csbm size on a GPU")
+    ap.add_argument("--budget", type=float, default=480.0, help="seconds for everything (default 480)")
+    ap.add_argument("--nodes", type=int, default=1_000_000, help="csbm size on a GPU (a CPU uses 20,000)")
     ap.add_argument("--batch-sizes", type=int, nargs="+", default=[256, 1024, 4096])
     ap.add_argument("--seed", type=int, default=0,
                     help="seed for the models, the engines' sampling and the envelope profile (the graphs stay seed 0)")
     ap.add_argument("--name", default=None,
                     help="write bench/results/<name>.json instead of gpu_check_<cuda|cpu>.json")
+    ap.add_argument("--iterations", type=int, default=None,
+                    help="timed iterations per round (default 100 on a GPU, 3 on a CPU)")
+    ap.add_argument("--reps", type=int, default=3, help="interleaved timing rounds (default 3)")
     ap.add_argument("--max-batches", type=int, default=None,
-                    help="iterations per measured run (default: a full epoch on a GPU, 20 on a CPU)")
+                    help="iterations of each row's audited epoch (default 20 on a GPU, 3 on a CPU)")
+    ap.add_argument("--compile", dest="compile", action="store_true", default=None,
+                    help="time the torch.compile variants (default: on a GPU)")
+    ap.add_argument("--no-compile", dest="compile", action="store_false")
+    ap.add_argument("--products", dest="products", action="store_true", default=None,
+                    help="rows for products_like (2.4M nodes; default: on a GPU)")
+    ap.add_argument("--no-products", dest="products", action="store_false")
     args = ap.parse_args(argv)
     t_start = time.perf_counter()
     cuda = torch.cuda.is_available()
     device = torch.device("cuda", 0) if cuda else torch.device("cpu")
     tag = "cuda" if cuda else "cpu"
+    iterations = args.iterations or (100 if cuda else 3)
+    audit_batches = args.max_batches or (20 if cuda else 3)
+    want_compile = cuda if args.compile is None else args.compile
+    want_products = cuda if args.products is None else args.products
     result = {"benchmark": "gpu_check", "machine": machine_note(), "settings": vars(args),
-              "numerics": None, "rows": [], "data_parallel": None, "ratios": {}, "skipped": [],
-              "errors": [], "complete": False,
-              "note": ("dynamic allocates each batch's exact sizes, so its peak is the oracle's; "
-                       "worst_case_captured is the never-overflowing envelope.")}
+              "method": {"timing": f"{args.reps} interleaved rounds of {iterations} iterations per "
+                                   "variant, audit off; median and sample std of the rounds",
+                         "memory": "each variant alone; peak above the row's own baseline "
+                                   "(max_memory_allocated / reserved minus memory_allocated / "
+                                   "reserved before the engine was built)",
+                         "oracle": f"{ORACLE}: allocates each batch's exact sizes",
+                         "cora": "numerics only (140 training nodes: one batch); no Cora rows timed",
+                         "audit": f"{audit_batches} iterations per row, untimed: host syncs and "
+                                  "launches per steady iteration (zg.observe.AuditSyncs)"},
+              "numerics": None, "rows": [], "timing": [], "compiled": [], "kernel_profile": None,
+              "overflow_cost": None, "cold_start": [], "data_parallel": None, "ratios": {},
+              "skipped": [], "errors": [], "complete": False}
     skipped, errors, rows = result["skipped"], result["errors"], result["rows"]
 
     def save():
         result["seconds_total"] = time.perf_counter() - t_start
         return write_json(args.name or f"gpu_check_{tag}", result)
+
+    def left():
+        return args.budget - (time.perf_counter() - t_start)
 
     def guarded(name, fn):
         try:
@@ -199,7 +389,7 @@ def main(argv=None):
     print(f"device: {torch.cuda.get_device_name(device) if cuda else 'CPU (no CUDA here)'}; torch {torch.__version__}")
     if not cuda:
         skipped.append("CUDA Graph capture (no CUDA): the 'captured' variant runs the same static step eagerly")
-        skipped.append("GPU execution fraction (no CUDA)")
+        skipped.append("GPU execution fraction, memory and the kernel profile (no CUDA)")
         skipped.append(f"csbm with {args.nodes:,} nodes (CPU run uses 20,000 nodes)")
     cora = zg.datasets.load("cora").to(device)
     check = guarded("numerics", lambda: numerics_check(cora, device))
@@ -210,75 +400,184 @@ def main(argv=None):
               f"max diffs {check['captured_vs_static_max_abs_param_diff']:.1e} / "
               f"{check['eager_vs_static_max_abs_param_diff']:.1e} / "
               f"{check['tiny_envelope_vs_static_max_abs_param_diff']:.1e}")
+    cora = None                  # off the GPU before the timed rows
+    free(device)
     save()
 
-    graphs = {"cora": cora}
     nodes = args.nodes if cuda else 20_000
-    t0 = time.perf_counter()
-    big = guarded("csbm", lambda: zg.datasets.csbm(num_nodes=nodes, avg_degree=20, num_classes=10,
-                                                   feat_dim=128, seed=0).to(device))
-    if big is not None:
-        graphs[f"csbm_{nodes}"] = big
-        print(f"csbm {nodes:,} nodes generated in {time.perf_counter() - t0:.1f} s")
-    max_batches = args.max_batches if cuda else (args.max_batches or 20)
-    if not cuda and args.max_batches is None:
-        skipped.append("full epochs on the CPU (each CPU run is 20 iterations)")
-
-    for gname, g in graphs.items():
-        for batch_size in args.batch_sizes:
+    plan = [(f"csbm_{nodes}", lambda: zg.datasets.csbm(num_nodes=nodes, avg_degree=20, num_classes=10,
+                                                       feat_dim=128, seed=0), args.batch_sizes)]
+    if want_products:
+        plan.append(("products_like", lambda: zg.datasets.products_like(), [1024, 4096]))
+    else:
+        skipped.append("products_like rows (--no-products; default on a GPU only)")
+    if not want_compile:
+        skipped.append("torch.compile variants (--no-compile; default on a GPU only)")
+    first_graph = True
+    for gname, make_graph, batch_sizes in plan:
+        if left() < 60:
+            skipped.append(f"{gname} (time budget)")
+            continue
+        t0 = time.perf_counter()
+        g = guarded(gname, lambda: make_graph().to(device))
+        if g is None:
+            continue
+        print(f"{gname}: {g.num_nodes:,} nodes loaded in {time.perf_counter() - t0:.1f} s")
+        for batch_size in batch_sizes:
+            if left() < 30:
+                skipped.append(f"{gname} batch {batch_size} (time budget)")
+                continue
+            bs = min(batch_size, g.train_idx.numel())
+            t0 = time.perf_counter()
             envelope = guarded(f"{gname} b{batch_size} profile",
-                               lambda: Envelope.profile(g, FANOUTS, min(batch_size, g.train_idx.numel()),
-                                                                seed=args.seed))
-            worst = Envelope.worst_case(g, FANOUTS, min(batch_size, g.train_idx.numel()))
+                               lambda: Envelope.profile(g, FANOUTS, bs, seed=args.seed))
+            profile_seconds = time.perf_counter() - t0
+            worst = Envelope.worst_case(g, FANOUTS, bs)
+            # 1. Each variant alone: audit (syncs, launches) and memory above its baseline.
+            by = {}
             for variant, env in (("dynamic", None), ("envelope_eager", envelope),
                                  ("envelope_captured", envelope), ("worst_case_captured", worst)):
                 if variant != "dynamic" and env is None:
                     continue
-                if time.perf_counter() - t_start > args.budget * 0.8:
+                if left() < 20:
                     skipped.append(f"{gname} batch {batch_size} {variant} (time budget)")
                     continue
+                base = "envelope_captured" if variant == "worst_case_captured" else variant
                 row = guarded(f"{gname} b{batch_size} {variant}",
-                              lambda: measure(g, device, batch_size,
-                                              "envelope_captured" if variant == "worst_case_captured" else variant,
-                                              env, max_batches, args.seed))
+                              lambda: measure(g, device, batch_size, base, env, audit_batches, args.seed))
                 if row is None:
                     continue
-                row["variant"], row["graph"] = variant, gname
+                row["variant"], row["graph"], row["model"] = variant, gname, "sage"
                 if envelope is not None:
                     row["oracle_mean_counts"] = envelope.observed.double().mean(0).tolist()
                 row["worst_case_sizes"] = worst_case_sizes(g.num_nodes, FANOUTS, batch_size)
+                if variant == "envelope_captured":
+                    result["cold_start"].append({
+                        "graph": gname, "batch_size": batch_size, "profile_seconds": profile_seconds,
+                        "build_capture_and_two_batches_seconds": row["build_and_warm_up_seconds"]})
                 rows.append(row)
+                by[variant] = row
                 save()
-                print(f"  {gname:14s} b={batch_size:5d} {variant:20s} {row['seconds_per_iteration'] * 1e3:8.2f} ms/it"
-                      f"  syncs/it={row['host_syncs_per_iteration']} (cuda debug: {row['cuda_sync_warnings_per_iteration']})"
-                      f"  gpu_frac={row['gpu_execution_fraction']}  peak={row['peak_bytes']}")
+            # 2. The time: the variants alive together, interleaved rounds, audit off.
+            names = ["dynamic", "envelope_eager", "envelope_captured"]
+            if want_compile and batch_size == 1024 and first_graph:
+                names += list(COMPILED)
+            timed = {}
+            for name in names:
+                if left() < 30:
+                    skipped.append(f"{gname} batch {batch_size} {name} timing (time budget)")
+                    continue
+                env = None if COMPILED.get(name, (name,))[0] == "dynamic" else envelope
 
-    if cuda and torch.cuda.device_count() > 1 and "csbm" in "".join(graphs):
-        left = args.budget - (time.perf_counter() - t_start)
-        if left > 60:
-            result["data_parallel"] = guarded("data_parallel", lambda: data_parallel_rows(big.to("cpu"), left))
+                def warm(name=name, env=env):
+                    t = time.perf_counter()
+                    eng = build_engine(g, device, batch_size, name, env, seed=args.seed, audit_iterations=0)
+                    eng.train_epoch(max_batches=3)      # warm-up: captures, compiles
+                    _sync(device)
+                    return eng, time.perf_counter() - t
+                made = guarded(f"{gname} b{batch_size} {name} build", warm)
+                if made is not None:
+                    timed[name] = made
+            if timed:
+                spreads = guarded(f"{gname} b{batch_size} timing",
+                                  lambda: time_rounds({k: v[0] for k, v in timed.items()}, iterations,
+                                                      args.reps, device)) or {}
+                for name, sp in spreads.items():
+                    entry = {"graph": gname, "model": "sage", "batch_size": batch_size, "variant": name,
+                             "seconds_per_iteration": sp, "warm_up_seconds": timed[name][1]}
+                    if cuda:
+                        entry["gpu_execution_fraction"] = guarded(
+                            f"{gname} b{batch_size} {name} fraction",
+                            lambda: gpu_execution_fraction(lambda i: timed[name][0].run_batch(i), 10))
+                    (result["compiled"] if name in COMPILED else result["timing"]).append(entry)
+                    if name in by:          # the row's time is the interleaved median
+                        by[name]["seconds_per_iteration"] = sp["median"]
+                        by[name]["seconds_per_iteration_spread"] = sp
+                        by[name]["gpu_execution_fraction"] = entry.get("gpu_execution_fraction")
+                # 3. The captured replay's kernels (CUDA, batch 1024 of the first graph).
+                if cuda and batch_size == 1024 and first_graph and "envelope_captured" in timed:
+                    result["kernel_profile"] = guarded(
+                        "kernel profile", lambda: {"graph": gname, "batch_size": batch_size,
+                                                   **kernel_profile(timed["envelope_captured"][0], 50)})
+            for name in list(timed):
+                del timed[name]
+            free(device)
+            # 4. One overflow and rewind (batch 1024 of the first graph).
+            if batch_size == 1024 and first_graph and envelope is not None:
+                if left() > 60:
+                    result["overflow_cost"] = guarded(
+                        "overflow cost", lambda: {"graph": gname, "batch_size": batch_size,
+                                                  **overflow_cost(g, device, batch_size, envelope,
+                                                                  max(audit_batches, 10), args.seed)})
+                else:
+                    skipped.append("overflow cost (time budget)")
+            save()
+        # 5. GCN and GAT at batch 1024 on the first graph.
+        if first_graph:
+            for kind in ("gcn", "gat"):
+                if left() < 45:
+                    skipped.append(f"{gname} {kind} b1024 (time budget)")
+                    continue
+                bs = min(1024, g.train_idx.numel())
+                envelope = Envelope.profile(g, FANOUTS, bs, seed=args.seed)
+
+                def models_row(kind=kind, envelope=envelope):
+                    engines = {}
+                    for variant in ("dynamic", "envelope_captured"):
+                        eng = build_engine(g, device, 1024, variant, envelope, seed=args.seed,
+                                           audit_iterations=0, model=kind)
+                        eng.train_epoch(max_batches=3)
+                        engines[variant] = eng
+                    sp = time_rounds(engines, iterations, args.reps, device)
+                    return [{"graph": gname, "model": kind, "batch_size": 1024, "variant": v,
+                             "seconds_per_iteration": s} for v, s in sp.items()]
+                got = guarded(f"{gname} {kind} b1024", models_row)
+                if got:
+                    result["timing"].extend(got)
+                free(device)
+        first_graph = False
+        g = None
+        free(device)
+
+    if cuda and torch.cuda.device_count() > 1:
+        if left() > 60:
+            big = zg.datasets.csbm(num_nodes=nodes, avg_degree=20, num_classes=10, feat_dim=128, seed=0)
+            result["data_parallel"] = guarded("data_parallel", lambda: data_parallel_rows(big, left()))
         else:
             skipped.append("data-parallel scaling (time budget)")
-    elif not cuda or torch.cuda.device_count() < 2:
+    else:
         skipped.append("data-parallel scaling across GPUs (needs more than one GPU; the CPU "
                        "scaling is in bench/results/parallel.json)")
 
     ratios = result["ratios"]
-    for gname in graphs:
-        for batch_size in args.batch_sizes:
-            by = {r["variant"]: r for r in rows if r["graph"] == gname and r["batch_size"] == batch_size}
-            if "dynamic" in by and "envelope_captured" in by:
-                ratios[f"{gname}/b{batch_size}/captured_vs_dynamic"] = (
-                    by["dynamic"]["seconds_per_iteration"] / by["envelope_captured"]["seconds_per_iteration"])
-            if "envelope_eager" in by and "envelope_captured" in by:
-                ratios[f"{gname}/b{batch_size}/captured_vs_eager"] = (
-                    by["envelope_eager"]["seconds_per_iteration"] / by["envelope_captured"]["seconds_per_iteration"])
-            if cuda and "envelope_captured" in by and "worst_case_captured" in by and "dynamic" in by:
-                ratios[f"{gname}/b{batch_size}/peak_captured_over_dynamic"] = (
-                    by["envelope_captured"]["peak_bytes"] / by["dynamic"]["peak_bytes"])
-                ratios[f"{gname}/b{batch_size}/peak_captured_over_worst_case"] = (
-                    by["envelope_captured"]["peak_bytes"] / by["worst_case_captured"]["peak_bytes"])
+    timing = {(t["graph"], t["model"], t["batch_size"], t["variant"]): t["seconds_per_iteration"]["median"]
+              for t in result["timing"] + result["compiled"]}
+    for (gname, model, batch_size, variant), sec in timing.items():
+        if variant != "envelope_captured":
+            continue
+        for other in ("dynamic", "envelope_eager", *COMPILED):
+            if (gname, model, batch_size, other) in timing:
+                ratios[f"{gname}/{model}/b{batch_size}/captured_vs_{other}"] = timing[(gname, model, batch_size, other)] / sec
+        compiled = [timing[(gname, model, batch_size, c)] for c in COMPILED if (gname, model, batch_size, c) in timing]
+        if compiled:
+            ratios[f"{gname}/{model}/b{batch_size}/captured_vs_best_compiled"] = min(compiled) / sec
+    if cuda:
+        for gname in {r["graph"] for r in rows}:
+            for batch_size in args.batch_sizes + [1024, 4096]:
+                by = {r["variant"]: r for r in rows if r["graph"] == gname and r["batch_size"] == batch_size}
+                if {"envelope_captured", "worst_case_captured", ORACLE} <= set(by) and all(
+                        by[v]["peak_bytes"] for v in ("envelope_captured", "worst_case_captured", ORACLE)):
+                    ratios[f"{gname}/b{batch_size}/peak_captured_over_oracle"] = (
+                        by["envelope_captured"]["peak_bytes"] / by[ORACLE]["peak_bytes"])
+                    ratios[f"{gname}/b{batch_size}/peak_captured_over_worst_case"] = (
+                        by["envelope_captured"]["peak_bytes"] / by["worst_case_captured"]["peak_bytes"])
     print()
+    print(table([[t["graph"], t["model"], t["batch_size"], t["variant"],
+                  f"{t['seconds_per_iteration']['median'] * 1e3:.2f}",
+                  "" if t["seconds_per_iteration"]["std"] is None else f"{t['seconds_per_iteration']['std'] * 1e3:.2f}",
+                  t.get("gpu_execution_fraction")]
+                 for t in result["timing"] + result["compiled"]],
+                ["graph", "model", "batch", "variant", "ms/it (median)", "std", "gpu fraction"]))
     print(table([[k, f"{v:.2f}x"] for k, v in ratios.items()], ["ratio", "value"]))
     if skipped:
         print("\nskipped:")
