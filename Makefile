@@ -13,7 +13,7 @@ export PYTHONHASHSEED := 0
 # slow torch's CPU kernels down by an order of magnitude.
 export OMP_WAIT_POLICY := PASSIVE
 
-.PHONY: help env lab lab-instructor labs labs-check test test-core test-modern report report-ci report-check bench clean
+.PHONY: help env lab lab-instructor labs labs-check labs-wrong test test-core test-modern report report-ci report-check bench clean
 
 help:
 	@echo "make lab          set up .venv (reference env) and start JupyterLab in notebooks/"
@@ -25,6 +25,7 @@ help:
 	@echo "make bench        run the benchmarks in bench/ (JSON lands in bench/results/)"
 	@echo "make labs         build the student version of the graded labs into labs/release/ (nbgrader)"
 	@echo "make labs-check   grade the labs as two students: solutions get every point, the untouched release ~none"
+	@echo "make labs-wrong   grade the wrong solutions of labs/wrong/: each loses at least half the points of its part"
 	@echo "make lab-instructor  JupyterLab in labs/ (nbgrader's formgrader manages the course there)"
 
 # The reference environment: created if missing, reinstalled when the pins or pyproject change.
@@ -51,6 +52,10 @@ labs: env
 
 labs-check: env
 	PYTHONPATH=$(CURDIR) $(PY) tools/labs_check.py
+
+# `make labs-wrong`: grade every deliberately wrong solution of labs/wrong/ (tools/labs_wrong.py).
+labs-wrong: env
+	PYTHONPATH=$(CURDIR) $(PY) tools/labs_wrong.py
 
 # ZG_REFERENCE_ENV=1: in the reference environment a missing DGL (or other pinned extra) is a
 # test error, never a skip.

@@ -138,3 +138,40 @@ def test_nbgrader_extensions_are_installed_and_enabled_for_jupyterlab():
     if disabled.is_file():
         off = json.loads(disabled.read_text()).get("disabledExtensions", {})
         assert not any(k.startswith("@jupyter/nbgrader") and v for k, v in off.items()), off
+
+
+def _wrong_solutions():
+    sys.path.insert(0, str(ROOT / "tools"))
+    try:
+        import labs_wrong
+    finally:
+        sys.path.remove(str(ROOT / "tools"))
+    return labs_wrong
+
+
+def test_every_wrong_solution_names_a_real_cell_and_part():
+    """labs/wrong/: each file's header names its lab, the solution cell it replaces and the
+    graded cells of its part (what `make labs-wrong` grades)."""
+    labs_wrong = _wrong_solutions()
+    files = sorted((LABS / "wrong").glob("*.py"))
+    assert len(files) >= 8, files
+    for path in files:
+        wrong = labs_wrong.read_wrong(path)
+        source = LABS / "source" / wrong["lab"] / f"{wrong['lab']}.ipynb"
+        assert source.is_file(), (path.name, wrong["lab"])
+        labs_wrong.submission(source, wrong)        # raises on an unknown cell or part
+        assert wrong["code"].strip() and wrong["why"], path.name
+    assert "make labs-wrong" in (ROOT / ".ci" / "run").read_text()
+
+
+@pytest.mark.parametrize("name", ["lab1_numpy_unique", "lab1_tolist_set", "lab5_out_edges",
+                                  "lab6_shrink_over_workers"])
+def test_a_few_wrong_solutions_lose_their_points_without_nbgrader(name):
+    """The quick version of `make labs-wrong`: the lab's cells run in this process with one
+    cell replaced by a wrong solution; its part earns at most half its points."""
+    labs_wrong = _wrong_solutions()
+    wrong = labs_wrong.read_wrong(LABS / "wrong" / f"{name}.py")
+    scores = labs_wrong.grade_in_process(LABS / "source" / wrong["lab"] / f"{wrong['lab']}.ipynb", wrong)
+    earned, total = sum(s for s, _ in scores.values()), sum(p for _, p in scores.values())
+    assert total > 0 and set(scores) == set(wrong["part"]), scores
+    assert earned <= total / 2, (name, scores)

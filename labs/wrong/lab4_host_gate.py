@@ -1,0 +1,12 @@
+# ruff: noqa: F821  (a notebook cell: torch, INF, dist come from the lab's setup cell)
+# lab: 04_overflow_rewind
+# cell: gated_sgd
+# part: test_gated_sgd test_gated_sgd_hidden
+# why: reads the flag on the host through numpy, which the default audit did not count
+def gated_sgd_(params, lr, apply):
+    """In place: p -= lr * p.grad where apply (bool [] tensor) is True; no host read of apply."""
+    with torch.no_grad():
+        if apply.numpy():
+            for p in params:
+                if p.grad is not None:
+                    p.sub_(lr * p.grad)

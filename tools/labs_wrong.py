@@ -1,0 +1,178 @@
+"""Grade deliberately wrong solutions and check that each loses its points (`make labs-wrong`).
+
+labs/wrong/<name>.py holds one wrong solution, written as a student would, with a header:
+
+    # lab: 01_host_syncs                      the lab
+    # cell: compact_fewer_syncs               the grade_id of the solution cell it replaces
+    # part: test_compact_fewer_syncs ...      the graded test cells of that exercise
+    # why: ...                                what is wrong with it
+    <the code of the cell>
+
+Each one is handed in as its own student: the lab's source notebook (every other solution
+right) with that one cell replaced, graded by ``nbgrader autograde`` exactly as
+tools/labs_check.py grades (a temp copy of the course, the gradebook read back). Passes when
+every wrong solution earns at most half the autograded points of its part.
+
+    python tools/labs_wrong.py [--course labs] [--wrong labs/wrong] [--keep DIR] [name ...]
+
+:func:`grade_in_process` runs the same cells without nbgrader (one namespace, in this process)
+for a quick check from pytest; it cannot run Lab 6's hook tests (their workers re-import the
+caller), so pytest uses it for the other labs.
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import os
+import shutil
+import sys
+import tempfile
+import time
+import warnings
+from pathlib import Path
+
+ROOT = Path(__file__).resolve().parent.parent
+HEADER_KEYS = ("lab", "cell", "part", "why")
+
+
+def read_wrong(path: Path) -> dict:
+    """{name, lab, cell, part (list of grade ids), why, code} of one wrong solution file."""
+    meta, code = {}, []
+    for line in path.read_text().splitlines(keepends=True):
+        key = line[2:].split(":", 1)[0] if line.startswith("# ") and ":" in line else None
+        if not code and key in HEADER_KEYS:
+            meta[key] = line.split(":", 1)[1].strip()
+        elif not code and line.startswith("# ruff:"):
+            continue
+        else:
+            code.append(line)
+    missing = [k for k in HEADER_KEYS if k not in meta]
+    if missing:
+        raise SystemExit(f"labs_wrong: {path} lacks the header line(s) {missing}")
+    return {"name": path.stem, "lab": meta["lab"], "cell": meta["cell"], "part": meta["part"].split(),
+            "why": meta["why"], "code": "".join(code).strip("\n") + "\n"}
+
+
+def submission(source: Path, wrong: dict) -> dict:
+    """The source notebook with the wrong solution in place of its cell."""
+    nb = json.loads(source.read_text())
+    ids = {c.get("metadata", {}).get("nbgrader", {}).get("grade_id"): c for c in nb["cells"]}
+    if wrong["cell"] not in ids or not ids[wrong["cell"]]["metadata"]["nbgrader"].get("solution"):
+        raise SystemExit(f"labs_wrong: {wrong['name']}: {wrong['lab']} has no solution cell {wrong['cell']!r}")
+    for gid in wrong["part"]:
+        if gid not in ids or not ids[gid]["metadata"]["nbgrader"].get("grade"):
+            raise SystemExit(f"labs_wrong: {wrong['name']}: {wrong['lab']} has no graded cell {gid!r}")
+    lines = wrong["code"].splitlines(keepends=True)
+    ids[wrong["cell"]]["source"] = lines[:-1] + [lines[-1].rstrip("\n")]
+    return nb
+
+
+def grade_in_process(source: Path, wrong: dict) -> dict:
+    """{grade_id: (earned, points)} of the wrong solution's part, the cells run in one namespace."""
+    nb = submission(source, wrong)
+    namespace = {"__name__": "__labs_wrong__"}
+    scores = {}
+    cwd = os.getcwd()
+    os.chdir(source.parent)
+    try:
+        for cell in nb["cells"]:
+            if cell["cell_type"] != "code":
+                continue
+            meta = cell.get("metadata", {}).get("nbgrader", {})
+            try:
+                exec(compile("".join(cell["source"]), meta.get("grade_id", "<cell>"), "exec"), namespace)
+                passed = True
+            except Exception:                            # a failing test cell earns 0, as in nbgrader
+                passed = False
+            if meta.get("grade_id") in wrong["part"]:
+                scores[meta["grade_id"]] = (meta["points"] if passed else 0.0, meta["points"])
+    finally:
+        os.chdir(cwd)
+    return scores
+
+
+def main(argv=None) -> int:
+    ap = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
+    ap.add_argument("names", nargs="*", help="wrong solutions by file stem (default: all)")
+    ap.add_argument("--course", default=str(ROOT / "labs"))
+    ap.add_argument("--wrong", default=str(ROOT / "labs" / "wrong"))
+    ap.add_argument("--keep", default=None, help="grade in this (new or empty) folder and keep it")
+    ap.add_argument("--max-share", type=float, default=0.5,
+                    help="largest share of its part's points a wrong solution may earn")
+    args = ap.parse_args(argv)
+    start = time.time()
+    wrongs = [read_wrong(p) for p in sorted(Path(args.wrong).glob("*.py"))
+              if not args.names or p.stem in args.names]
+    if not wrongs:
+        raise SystemExit(f"labs_wrong: no wrong solutions under {args.wrong}")
+
+    os.environ["PATH"] = str(Path(sys.executable).parent) + os.pathsep + os.environ.get("PATH", "")
+    os.environ.setdefault("PYTHONPATH", str(ROOT))
+    warnings.filterwarnings("ignore", module="nbgrader")
+    warnings.filterwarnings("ignore", message=".*not in session.*")
+    from nbgrader.api import Gradebook
+    from nbgrader.apps import NbGraderAPI
+    from nbgrader.coursedir import CourseDirectory
+    from traitlets.config import Config
+
+    source_course = Path(args.course).resolve()
+    if args.keep:
+        work = Path(args.keep).resolve()
+        if work.exists() and any(work.iterdir()):
+            raise SystemExit(f"labs_wrong: --keep {work} must be new or empty")
+        work.mkdir(parents=True, exist_ok=True)
+        cleanup = None
+    else:
+        cleanup = tempfile.TemporaryDirectory(prefix="zg-labs-wrong-")
+        work = Path(cleanup.name)
+    course = work / "labs"
+    course.mkdir()
+    shutil.copy2(source_course / "nbgrader_config.py", course / "nbgrader_config.py")
+    shutil.copytree(source_course / "source", course / "source",
+                    ignore=shutil.ignore_patterns(".ipynb_checkpoints", "__pycache__"))
+    config = Config()
+    config.CourseDirectory.root = str(course)
+    config.ExecutePreprocessor.timeout = 300
+    api = NbGraderAPI(coursedir=CourseDirectory(config=config), config=config)
+    for lab in sorted({w["lab"] for w in wrongs}):
+        result = api.generate_assignment(lab, force=True, create=True)
+        if not result["success"]:
+            raise SystemExit(f"labs_wrong: generate_assignment {lab} failed:\n{result['log']}{result['error']}")
+    for wrong in wrongs:
+        lab = wrong["lab"]
+        folder = course / "submitted" / wrong["name"] / lab
+        folder.mkdir(parents=True)
+        nb = submission(course / "source" / lab / f"{lab}.ipynb", wrong)
+        (folder / f"{lab}.ipynb").write_text(json.dumps(nb, indent=1, ensure_ascii=False) + "\n")
+        t = time.time()
+        result = api.autograde(lab, wrong["name"], force=True, create=True)
+        if not result["success"]:
+            raise SystemExit(f"labs_wrong: autograde {wrong['name']} failed:\n{result['log']}{result['error']}")
+        print(f"  autograded {wrong['name']} ({lab}) in {time.time() - t:.1f} s", flush=True)
+
+    failures = []
+    print(f"\n{'wrong solution':<28} {'lab':<27} {'earned':>6} {'of':>4}  why")
+    with Gradebook(f"sqlite:///{course / 'gradebook.db'}") as gb:
+        for wrong in wrongs:
+            grades = [gb.find_grade(gid, wrong["lab"], wrong["lab"], wrong["name"]) for gid in wrong["part"]]
+            earned = sum(g.auto_score or 0.0 for g in grades)
+            total = sum(g.max_score for g in grades)
+            print(f"{wrong['name']:<28} {wrong['lab']:<27} {earned:>6g} {total:>4g}  {wrong['why']}")
+            if earned > args.max_share * total:
+                failures.append(f"{wrong['name']} ({wrong['lab']}, cell {wrong['cell']}) earns "
+                                f"{earned:g} of {total:g} points of its part (at most "
+                                f"{args.max_share:.0%} allowed): {wrong['why']}")
+    print(f"\n{len(wrongs)} wrong solutions graded in {time.time() - start:.0f} s"
+          + (f"; graded course kept in {course}" if args.keep else ""))
+    if cleanup is not None:
+        cleanup.cleanup()
+    if failures:
+        print("labs_wrong: FAILED\n  " + "\n  ".join(failures))
+        return 1
+    print(f"labs_wrong: passed (every wrong solution earns at most {args.max_share:.0%} of its part)")
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())

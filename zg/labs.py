@@ -1,0 +1,97 @@
+"""Helpers the graded labs (labs/) call where a notebook alone cannot test a student's code.
+
+Where it sits: outside the training flow. Lab 6 asks for a DDP communication hook; a hook run
+in one process (world size 1) cannot show whether it communicates, or whether it scales before
+the all-reduce, so :func:`hook_on_workers` runs it on real gloo processes
+(:func:`zg.grappa.launch.spawn`, as the kit's trainers start workers) and returns what every
+rank got beside what it should have got.
+
+The spawned workers cannot see a notebook's globals, so the hook travels as its source code
+(``inspect.getsource``, which works for functions defined in a Jupyter cell) and is defined
+again in each worker with ``torch`` and ``torch.distributed as dist`` in scope: the hook must
+use nothing else from the notebook.
+"""
+
+from __future__ import annotations
+
+import inspect
+import os
+import tempfile
+import textwrap
+from types import SimpleNamespace
+from typing import Callable, Sequence
+
+import torch
+import torch.distributed as dist
+
+__all__ = ["hook_on_workers"]
+
+
+def _model(seed: int) -> torch.nn.Module:
+    torch.manual_seed(seed)
+    return torch.nn.Sequential(torch.nn.Linear(8, 64), torch.nn.ReLU(), torch.nn.Linear(64, 4))
+
+
+def _rank_input(rank: int) -> torch.Tensor:
+    return torch.randn(16, 8, generator=torch.Generator().manual_seed(100 + rank))   # [16, 8]
+
+
+def _grads_through(ddp: torch.nn.Module, model: torch.nn.Module, rank: int) -> list:
+    model.zero_grad()
+    ddp(_rank_input(rank)).square().mean().backward()
+    return [p.grad.detach().clone() for p in model.parameters()]
+
+
+def _hook_worker(rank: int, world_size: int, source: str, name: str, scales: Sequence[float],
+                 bucket_cap_mb: float, seed: int, out_dir: str) -> None:
+    from torch.nn.parallel import DistributedDataParallel as DDP
+
+    from .grappa.comm import CommLedger
+    from .grappa.hook import HookState, estimator_hook
+
+    namespace = {"torch": torch, "dist": dist, "__name__": "student_hook"}
+    exec(compile(source, f"<{name}>", "exec"), namespace)          # noqa: S102 - the lab's hook
+    hook = namespace[name]
+    # What the gradient must be on every rank: sum over ranks r of scales[r] * (r's local gradient).
+    reference = _model(seed)
+    expected = None
+    for r in range(world_size):
+        local = _grads_through(reference, reference, r)
+        expected = [scales[r] * g for g in local] if expected is None else \
+            [e + scales[r] * g for e, g in zip(expected, local)]
+    model = _model(seed)
+    ddp = DDP(model, bucket_cap_mb=bucket_cap_mb)
+    state = SimpleNamespace(scale=float(scales[rank]), ledger=CommLedger(world_size))
+    ddp.register_comm_hook(state, hook)
+    got = _grads_through(ddp, model, rank)
+    kit_model = _model(seed)
+    kit = DDP(kit_model, bucket_cap_mb=bucket_cap_mb)
+    kit_state = HookState(CommLedger(world_size))
+    kit_state.scale = float(scales[rank])
+    kit.register_comm_hook(kit_state, estimator_hook)
+    kit_got = _grads_through(kit, kit_model, rank)
+    torch.save({"got": got, "expected": expected, "kit": kit_got, "ledger": state.ledger.take(),
+                "kit_ledger": kit_state.ledger.take()}, os.path.join(out_dir, f"{rank}.pt"))
+
+
+def hook_on_workers(hook: Callable, scales: Sequence[float], *, bucket_cap_mb: float = 25.0,
+                    seed: int = 0, timeout: float = 60.0) -> list:
+    """Run the communication hook ``hook(state, bucket)`` under DDP on ``len(scales)`` gloo
+    processes: rank r has its own input, ``state.scale = scales[r]`` and ``state.ledger`` a
+    :class:`zg.grappa.comm.CommLedger`. Returns one dict per rank: ``got`` (the gradients DDP
+    left, a list of tensors), ``expected`` (``sum_r scales[r] * grad_r``), ``kit`` (what
+    :func:`zg.grappa.hook.estimator_hook` gives), ``ledger`` and ``kit_ledger`` (``take()`` of
+    each ledger)."""
+    from .grappa.launch import spawn
+
+    if not callable(hook) or not hasattr(hook, "__name__"):
+        raise TypeError(f"hook must be a function, got {type(hook).__name__}")
+    world_size = len(scales)
+    if world_size < 2:
+        raise ValueError("give at least two scales: one per worker, at least two workers")
+    source = textwrap.dedent(inspect.getsource(hook))
+    with tempfile.TemporaryDirectory(prefix="zg-lab-hook-") as out_dir:
+        spawn(_hook_worker, world_size,
+              args=(source, hook.__name__, [float(s) for s in scales], bucket_cap_mb, seed, out_dir),
+              timeout=timeout, run_timeout=4 * timeout, backend="gloo")
+        return [torch.load(os.path.join(out_dir, f"{r}.pt")) for r in range(world_size)]
