@@ -80,3 +80,34 @@ def test_run_batches_resumes_from_the_first_overflowed_batch(poll_every):
     # before), never only at the end of the epoch.
     assert out.rewound <= 2 * poll_every, (out.rewound, executed)
     assert sorted(out.losses) == list(range(40)) and out.mean_loss() == pytest.approx(19.5)
+
+
+def test_train_step_calls_a_given_forward_and_loss_even_when_they_are_falsy():
+    """``torch.compile(model)`` has a ``__len__`` that raises; an empty nn.Sequential is falsy.
+    The step must test ``is None``, never truthiness (it once ran ``forward or model``)."""
+    import zg
+    from zg import models
+    from zg.engine import Step
+
+    g = zg.datasets.csbm(num_nodes=300, avg_degree=5, num_classes=3, feat_dim=8, seed=0)
+    torch.manual_seed(0)
+    net = models.build("sage", g.feat_dim, 16, g.num_classes, 2)
+    calls = {"forward": 0, "loss": 0}
+
+    class Falsy:
+        def __init__(self, fn, name):
+            self.fn, self.name = fn, name
+
+        def __len__(self):
+            raise TypeError("no len()")
+
+        def __call__(self, *args):
+            calls[self.name] += 1
+            return self.fn(*args)
+
+    from zg.step import masked_cross_entropy
+    eng = zg.Engine(g, net, [4, 4], 64, step=Step(forward=Falsy(net, "forward"),
+                                                   loss=Falsy(lambda logits, y, mb: masked_cross_entropy(
+                                                       logits, y, mb.valid), "loss")))
+    eng.train_epoch(max_batches=2)
+    assert calls["forward"] >= 2 and calls["loss"] >= 2

@@ -247,9 +247,9 @@ def train_step(sample, model: torch.nn.Module, optimizer: torch.optim.Optimizer,
     x = features(mb.input_nodes) if callable(features) else features.index_select(0, mb.input_nodes)   # [S0, F]
     y = labels.index_select(0, mb.seeds)                              # [B]
     _lap(clock, "gather")
-    logits = (forward or model)(mb.blocks, x)                         # [B, C]
+    logits = (model if forward is None else forward)(mb.blocks, x)    # [B, C]
     _lap(clock, "forward")
-    value = (loss or _default_loss)(logits, y, mb)                    # []
+    value = (_default_loss if loss is None else loss)(logits, y, mb)  # []
     _lap(clock, "loss")
     optimizer.zero_grad(set_to_none=False)
     value.backward()
