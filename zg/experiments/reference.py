@@ -1,0 +1,70 @@
+"""The reference preset beside the kit's defaults: rows and sentences from
+``bench/results/grappa_reference.json`` (written by ``bench/grappa_reference.py``).
+
+Where it sits: what notebook 06 shows and what the README's Grappa section quotes (a test checks
+the README's numbers against :func:`reference_summary`), so no number is typed by hand.
+"""
+
+from __future__ import annotations
+
+from typing import Any, Dict, List
+
+__all__ = ["reference_rows", "reference_summary", "LABELS"]
+
+LABELS = {
+    "single": "single (reference settings)",
+    "isolated": "isolated (reference structure, no weighting, no sweep)",
+    "reference": "reference preset (the public code)",
+    "kit": "kit defaults (METIS + halo, batch)",
+    "single_kit": "single (kit defaults)",
+}
+CEILING = {"isolated": "single", "reference": "single", "kit": "single_kit"}
+
+
+def _pct(stat: Dict[str, Any]) -> str:
+    return f"{100 * stat['mean']:.1f} ± {100 * stat['std']:.1f}"
+
+
+def reference_rows(result: Dict[str, Any]) -> List[Dict[str, Any]]:
+    """One row per graph, depth and trainer: test accuracy at the best validation epoch (mean ±
+    sample std over the seeds, %), its gap to the single-process run of the same settings
+    (points, negative = below), gradient bytes per epoch and worker, and c_r's range."""
+    rows = []
+    for graph, entry in result["graphs"].items():
+        for depth, cells in entry["depths"].items():
+            for row in result["rows"]:
+                cell = cells[row]
+                acc = cell["test_acc_at_best_val"]
+                ceiling = CEILING.get(row)
+                gap = (100 * (acc["mean"] - cells[ceiling]["test_acc_at_best_val"]["mean"])
+                       if ceiling else None)
+                grads = cell["bytes_per_epoch_per_worker_by_kind"].get("gradients", [0])
+                c_r = cell.get("c_r_per_step")
+                rows.append({"graph": graph, "layers": int(depth), "trainer": LABELS[row],
+                             "test % at best val": _pct(acc),
+                             "gap to single (points)": "" if gap is None else f"{gap:+.1f}",
+                             "gradient bytes / epoch / worker": f"{max(grads):,.0f}",
+                             "c_r min / mean / max": "" if c_r is None else
+                             f"{c_r['min']:.3f} / {c_r['mean']:.3f} / {c_r['max']:.3f}"})
+    return rows
+
+
+def reference_summary(result: Dict[str, Any], graph: str = "cora") -> Dict[str, Any]:
+    """The numbers the prose quotes, as the strings it writes them in: per depth the
+    accuracy of every row (``"75.1 ± 0.4"``) and the reference and kit gaps to their single
+    runs (``"-0.3"``); c_r's range over every step of every reference run; the epochs."""
+    entry = result["graphs"][graph]
+    out: Dict[str, Any] = {"epochs": entry["epochs"], "seeds": len(result["seeds"]),
+                           "workers": result["workers"], "depths": {}}
+    lows, highs = [], []
+    for depth, cells in entry["depths"].items():
+        d = {row: _pct(cells[row]["test_acc_at_best_val"]) for row in result["rows"]}
+        for row, ceiling in CEILING.items():
+            gap = 100 * (cells[row]["test_acc_at_best_val"]["mean"]
+                         - cells[ceiling]["test_acc_at_best_val"]["mean"])
+            d[f"{row}_gap"] = f"{gap:+.1f}"
+        out["depths"][int(depth)] = d
+        lows.append(cells["reference"]["c_r_per_step"]["min"])
+        highs.append(cells["reference"]["c_r_per_step"]["max"])
+    out["c_r"] = f"{min(lows):.3f}-{max(highs):.3f}"
+    return out
