@@ -8,7 +8,8 @@
    as a student receives it.
 4. ``nbgrader autograde`` both, read the scores from the gradebook (nbgrader.api.Gradebook).
 
-Passes when there are at least ``--min-labs`` labs (6), every lab has autograded points, hidden
+Passes when there is the setup check (``00_setup``, Lab 0) and at least ``--min-labs`` graded
+labs besides it (7), every lab has autograded points, hidden
 tests and a hand-graded cell, the solutions earn every autograded point, and the untouched
 release earns at most ``--max-untouched`` (10 %) of them in every lab. Hand-graded points are
 reported, never counted (nobody has graded them).
@@ -33,6 +34,7 @@ from pathlib import Path
 
 ROOT = Path(__file__).resolve().parent.parent
 STUDENTS = ("solutions", "untouched")
+SETUP_LAB = "00_setup"          # Lab 0, the environment check: graded like the others, not counted
 
 
 def lab_names(course: Path) -> list[str]:
@@ -65,7 +67,7 @@ def main(argv=None) -> int:
     ap.add_argument("labs", nargs="*", help="lab names (default: every lab under source/)")
     ap.add_argument("--course", default=str(ROOT / "labs"), help="the course folder (default labs/)")
     ap.add_argument("--keep", default=None, help="grade in this (new or empty) folder and keep it")
-    ap.add_argument("--min-labs", type=int, default=6)
+    ap.add_argument("--min-labs", type=int, default=7, help="graded labs besides Lab 0 (00_setup)")
     ap.add_argument("--max-untouched", type=float, default=0.10,
                     help="largest share of autograded points the untouched release may earn")
     args = ap.parse_args(argv)
@@ -154,8 +156,11 @@ def main(argv=None) -> int:
                 failures.append(f"{lab}: no hand-graded question (a markdown solution cell with points)")
             if declared["solutions"] == 0:
                 failures.append(f"{lab}: no ### BEGIN SOLUTION / ### END SOLUTION markers")
-    if not args.labs and len(labs) < args.min_labs:
-        failures.append(f"{len(labs)} labs, expected at least {args.min_labs}")
+    graded = [lab for lab in labs if lab != SETUP_LAB]
+    if not args.labs and SETUP_LAB not in labs:
+        failures.append(f"no setup check: expected source/{SETUP_LAB}/{SETUP_LAB}.ipynb (Lab 0)")
+    if not args.labs and len(graded) < args.min_labs:
+        failures.append(f"{len(graded)} graded labs besides {SETUP_LAB}, expected at least {args.min_labs}")
     print(f"\n{len(labs)} labs, {total_auto:g} autograded points, checked in {time.time() - start:.0f} s"
           + (f"; graded course kept in {course}" if args.keep else ""))
     if cleanup is not None:
