@@ -164,7 +164,7 @@ def test_every_wrong_solution_names_a_real_cell_and_part():
     assert "make labs-wrong" in (ROOT / ".ci" / "run").read_text()
 
 
-@pytest.mark.parametrize("name", ["lab1_numpy_unique", "lab1_tolist_set", "lab5_out_edges",
+@pytest.mark.parametrize("name", ["lab1_numpy_unique", "lab1_tolist_set", "lab5_out_edges", "lab8_zero_grad_to_none",
                                   "lab6_shrink_over_workers"])
 def test_a_few_wrong_solutions_lose_their_points_without_nbgrader(name):
     """The quick version of `make labs-wrong`: the lab's cells run in this process with one

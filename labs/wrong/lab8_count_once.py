@@ -1,0 +1,10 @@
+# ruff: noqa: F821  (a notebook cell: LaunchCount comes from the lab's setup cell)
+# lab: 08_capture
+# cell: launches_per_step
+# part: test_launches_per_step test_launches_per_step_hidden
+# why: counts the first call (the warm-up, with its one-time work) and repeats that number
+def launches_per_step(step, state, steps=3):
+    """[int] * steps: the launches of each step(state) call after one uncounted warm-up."""
+    with LaunchCount() as count:
+        step(state)
+    return [count.launches] * steps
