@@ -4,6 +4,7 @@
     .venv/bin/python bench/engine.py --graph products        # the products-scale graph (+ memory rows)
     .venv/bin/python bench/engine.py --quick                 # csbm 20k, one seed: checks it runs
     .venv/bin/python bench/engine.py --graph products --max-batches 40   # same batches, fewer of them
+    .venv-modern/bin/python bench/engine.py --compile --no-dgl           # torch.compile beside zg
 
 For each graph, model and batch size (fanouts [15, 10, 5], 3 layers): one full training epoch of
 each pipeline (zg.Engine in mode "dgl", "dynamic" and "static"), timed in the same process, for
@@ -50,6 +51,19 @@ from zg.profile import profile_engine  # noqa: E402
 from _machine import machine_note, table, write_json  # noqa: E402
 
 PIPELINES = ("dgl", "zg_dynamic", "zg_envelope")
+# --compile: the model's forward under torch.compile, in zg's dynamic and eager modes (a user's
+# first try at the same thing): pipeline -> (zg mode, torch.compile mode).
+COMPILED = {"zg_dynamic_compiled": ("dynamic", "default"),
+            "zg_dynamic_compiled_reduce_overhead": ("dynamic", "reduce-overhead"),
+            "zg_eager_compiled": ("eager", "default")}
+
+
+def have_dgl() -> bool:
+    try:
+        import dgl  # noqa: F401
+    except Exception:
+        return False
+    return True
 
 
 def load_graph(name: str, nodes: int, seed: int):
@@ -80,8 +94,6 @@ def mean_std(values):
 
 def run_seed(g, kind, batch_size, args, seed, envelope, want_profile):
     """One epoch of each pipeline for one seed; returns {pipeline: measurements} (+ profiles)."""
-    from zg.baselines.dgl import DGLModel
-
     hidden, extra = model_widths(kind, args.hidden, args.gat_heads)
     layers = len(args.fanouts)
 
@@ -94,12 +106,15 @@ def run_seed(g, kind, batch_size, args, seed, envelope, want_profile):
         eng.observers = [AuditSyncs(audit)] if audit else []
         return eng
 
-    torch.manual_seed(seed)
-    dgl_eng = build("dgl", DGLModel(kind, g.feat_dim, hidden, g.num_classes, layers, **extra), audit=0)
     out = {}
-    stats = dgl_eng.train_epoch(max_batches=args.max_batches)
-    out["dgl"] = {"seconds": stats.seconds, "iterations": stats.iterations, "loss": stats.loss}
-    del dgl_eng
+    if args.dgl:
+        from zg.baselines.dgl import DGLModel
+
+        torch.manual_seed(seed)
+        dgl_eng = build("dgl", DGLModel(kind, g.feat_dim, hidden, g.num_classes, layers, **extra), audit=0)
+        stats = dgl_eng.train_epoch(max_batches=args.max_batches)
+        out["dgl"] = {"seconds": stats.seconds, "iterations": stats.iterations, "loss": stats.loss}
+        del dgl_eng
     engines = {
         "zg_dynamic": lambda: build("dynamic", zg_model()),
         "zg_envelope": lambda: build("static", zg_model(), envelope),
@@ -120,6 +135,25 @@ def run_seed(g, kind, batch_size, args, seed, envelope, want_profile):
         if name == "zg_envelope":
             out[name]["memory_model_bytes"] = eng.memory_model()["totals"]
         del eng
+    if args.compile:
+        from zg.engine import Step
+
+        for name, (mode, how) in COMPILED.items():
+            model = zg_model()
+            try:
+                eng = Engine(g, model, args.fanouts, batch_size,
+                             "profiled" if mode == "dynamic" else envelope, mode=mode, seed=seed,
+                             step=Step(forward=torch.compile(model, mode=how)))
+                eng.observers = []
+                t0 = time.perf_counter()
+                eng.train_epoch(max_batches=3)                 # compiles (not timed below)
+                warm = time.perf_counter() - t0
+                stats = eng.train_epoch(max_batches=args.max_batches)
+                out[name] = {"seconds": stats.seconds, "iterations": stats.iterations,
+                             "warm_up_seconds": warm, "loss": stats.loss}
+            except Exception as exc:                           # a compiler that fails is a result
+                out[name] = {"error": f"{type(exc).__name__}: {str(exc).splitlines()[0][:300]}"}
+            eng = None
     return out, profiles
 
 
@@ -137,7 +171,14 @@ def main(argv=None):
                     help="time the first N batches of the epoch on every side (default: the whole epoch)")
     ap.add_argument("--quick", action="store_true", help="csbm 20k, one seed, no products graph")
     ap.add_argument("--name", default=None)
+    ap.add_argument("--compile", action="store_true",
+                    help="also time the model under torch.compile (default and reduce-overhead) in "
+                         "zg's dynamic and eager modes; compile time reported apart")
+    ap.add_argument("--no-dgl", dest="dgl", action="store_false", default=None,
+                    help="skip the DGL side (default: run it when DGL imports)")
     args = ap.parse_args(argv)
+    if args.dgl is None:
+        args.dgl = have_dgl()
     if args.quick:
         args.graph, args.nodes, args.seeds = "csbm", 20_000, [0]
     name = args.name or ("engine_quick" if args.quick else {"csbm": "engine", "products": "engine_products"}[args.graph])
@@ -164,12 +205,22 @@ def main(argv=None):
                 profiles += [{"graph": gname, "model": kind, "batch_size": batch_size, "seed": seed, **p}
                              for p in prof]
                 print(f"  {kind:4s} b={batch_size:5d} seed {seed}: "
-                      + "  ".join(f"{p} {out[p]['seconds']:7.2f} s" for p in PIPELINES), flush=True)
+                      + "  ".join(f"{p} {out[p]['seconds']:7.2f} s" if "seconds" in out[p] else f"{p} failed"
+                                  for p in out), flush=True)
             row = {"graph": gname, "model": kind, "batch_size": batch_size, "seeds": args.seeds,
                    "envelope": envelopes[args.seeds[0]].sizes}
-            for p in PIPELINES:
+            for p in [p for p in PIPELINES if p in per_seed[0]]:
                 row[p] = {"seconds": mean_std(r[p]["seconds"] for r in per_seed),
                           "iterations": per_seed[0][p]["iterations"]}
+            for p in [p for p in COMPILED if p in per_seed[0]]:
+                if all("seconds" in r[p] for r in per_seed):
+                    row[p] = {"seconds": mean_std(r[p]["seconds"] for r in per_seed),
+                              "warm_up_seconds": mean_std(r[p]["warm_up_seconds"] for r in per_seed),
+                              "iterations": per_seed[0][p]["iterations"]}
+                    row[f"ratio_{p[3:]}_vs_envelope"] = mean_std(
+                        r[p]["seconds"] / r["zg_envelope"]["seconds"] for r in per_seed)
+                else:
+                    row[p] = {"error": next(r[p]["error"] for r in per_seed if "error" in r[p])}
             for p in ("zg_dynamic", "zg_envelope"):
                 row[p]["overflows"] = sum(r[p]["overflows"] for r in per_seed)
                 # Steady state where profiled (the epoch's own audit may include the first-ever
@@ -181,7 +232,8 @@ def main(argv=None):
                 row[p]["launches_per_iteration"] = [r[p].get("launches_per_iteration") for r in per_seed]
             # Ratios are taken seed by seed (same load), then averaged.
             for p in ("zg_dynamic", "zg_envelope"):
-                row[f"ratio_dgl_vs_{p[3:]}"] = mean_std(r["dgl"]["seconds"] / r[p]["seconds"] for r in per_seed)
+                if args.dgl:
+                    row[f"ratio_dgl_vs_{p[3:]}"] = mean_std(r["dgl"]["seconds"] / r[p]["seconds"] for r in per_seed)
             row["per_seed"] = per_seed
             rows.append(row)
         # Memory: the model-independent feature and activation bytes of SAGE at this width.
@@ -198,13 +250,22 @@ def main(argv=None):
         return (fmt + " ± " + fmt).format(d["mean"], d["std"])
 
     print()
-    print(table([[r["graph"], r["model"], r["batch_size"], pm(r["dgl"]["seconds"]), pm(r["zg_dynamic"]["seconds"]),
-                  pm(r["zg_envelope"]["seconds"]), pm(r["ratio_dgl_vs_dynamic"]) + "x",
-                  pm(r["ratio_dgl_vs_envelope"]) + "x",
-                  max(r["zg_envelope"]["host_syncs_per_iteration"], key=lambda v: -1 if v is None else v),
-                  r["zg_envelope"]["overflows"]] for r in rows],
-                ["graph", "model", "batch", "DGL s/epoch", "dynamic s/epoch", "envelope s/epoch",
-                 "DGL/dynamic", "DGL/envelope", "env syncs/it", "overflows"]))
+    if args.dgl:
+        print(table([[r["graph"], r["model"], r["batch_size"], pm(r["dgl"]["seconds"]), pm(r["zg_dynamic"]["seconds"]),
+                      pm(r["zg_envelope"]["seconds"]), pm(r["ratio_dgl_vs_dynamic"]) + "x",
+                      pm(r["ratio_dgl_vs_envelope"]) + "x",
+                      max(r["zg_envelope"]["host_syncs_per_iteration"], key=lambda v: -1 if v is None else v),
+                      r["zg_envelope"]["overflows"]] for r in rows],
+                    ["graph", "model", "batch", "DGL s/epoch", "dynamic s/epoch", "envelope s/epoch",
+                     "DGL/dynamic", "DGL/envelope", "env syncs/it", "overflows"]))
+    if args.compile:
+        print(table([[r["graph"], r["model"], r["batch_size"], p,
+                      r[p].get("error") or pm(r[p]["seconds"]),
+                      "" if "error" in r[p] else pm(r[p]["warm_up_seconds"]),
+                      "" if "error" in r[p] else pm(r[f"ratio_{p[3:]}_vs_envelope"]) + "x"]
+                     for r in rows for p in COMPILED if p in r],
+                    ["graph", "model", "batch", "compiled pipeline", "s/epoch", "compile (warm-up) s",
+                     "compiled / zg envelope"]))
     print()
     print(table([[m["graph"], m["batch_size"], f"{m['bytes'][0]['envelope'] / 2**20:.1f}",
                   f"{m['bytes'][0]['oracle_max'] / 2**20:.1f}", f"{m['bytes'][0]['worst_case'] / 2**20:.1f}",
@@ -215,7 +276,7 @@ def main(argv=None):
     b1024 = [r for r in rows if r["batch_size"] == 1024 and r["model"] == "sage"]
     targets = {
         "training epoch, SAGE h=256, batch 1024: DGL / zg envelope >= 1.0":
-            all(r["ratio_dgl_vs_envelope"]["mean"] >= 1.0 for r in b1024) if b1024 else None,
+            all(r["ratio_dgl_vs_envelope"]["mean"] >= 1.0 for r in b1024) if b1024 and args.dgl else None,
         "0 host syncs per envelope iteration":
             all(r["zg_envelope"]["host_syncs_per_iteration_steady"] in (0, 0.0, None)
                 and all(a in (0, 0.0, None) for a in r["zg_envelope"]["host_syncs_per_iteration"])
@@ -236,7 +297,11 @@ def main(argv=None):
                                                  "widths; oracle = the largest profiled batch's exact sizes",
                                        "gat": f"{args.gat_heads} heads x {args.hidden // args.gat_heads} "
                                               "features per head (hidden layers concatenate heads)",
-                                       "compile": "torch.compile of the static step is not attempted"}})
+                                       "compile": ("--compile: the model's forward under torch.compile "
+                                                   "(default, reduce-overhead) in zg's dynamic and eager "
+                                                   "modes; 3 warm-up batches (compile) timed apart"
+                                                   if args.compile else "torch.compile not run (--compile)"),
+                                       "dgl": "run" if args.dgl else "not run (DGL absent or --no-dgl)"}})
     print(f"\nwrote {path}")
 
 
