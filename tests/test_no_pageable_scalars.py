@@ -15,7 +15,8 @@ PATH_MODULES = ("sampling.py", "step.py", "engine.py", "observe.py", "optim.py",
                 "blocks.py", "rng.py", "kernels/__init__.py", "kernels/sampling.py",
                 "kernels/aggregate.py")
 # Functions that run once per engine or optimizer, never per iteration.
-ONCE = {("engine.py", "__init__"), ("optim.py", "_init_lr")}
+ONCE = {("engine.py", "__init__"), ("optim.py", "_init_lr"),
+        ("sampling.py", "_hop_constants")}     # once per sampler (EnvelopeSampler.__init__; a rebuild after an overflow, already a host decision)
 
 
 def device_tensor_calls(source: str):
