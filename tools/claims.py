@@ -389,8 +389,11 @@ def grappa_reference():
             accs = ", ".join(f"{names[r]} {cells[r]['test_acc_at_best_val']['mean']:.3f} ± "
                              f"{cells[r]['test_acc_at_best_val']['std']:.3f}" for r in d["rows"])
             c = cells["reference"]["c_r_per_step"]
+            steps = (cells["reference"]["iterations_per_epoch"], cells["single"]["iterations_per_epoch"])
+            budget = (f" (optimizer steps per epoch: reference {steps[0]}, single {steps[1]})"
+                      if steps[0] != steps[1] else "")
             parts.append(f"{graph} {depth} layers, P={d['workers']}, {entry['epochs']} epochs, "
-                         f"{len(d['seeds'])} seeds (test acc at best val): {accs}; c_r {c['min']:.3f}-{c['max']:.3f}")
+                         f"{len(d['seeds'])} seeds (test acc at best val): {accs}; c_r {c['min']:.3f}-{c['max']:.3f}{budget}")
     return ("; ".join(parts) + ". Not run: " + "; ".join(d["not_run"].values()), MEASURED)
 
 

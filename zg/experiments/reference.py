@@ -52,7 +52,8 @@ def reference_rows(result: Dict[str, Any]) -> List[Dict[str, Any]]:
 def reference_summary(result: Dict[str, Any], graph: str = "cora") -> Dict[str, Any]:
     """The numbers the prose quotes, as the strings it writes them in: per depth the
     accuracy of every row (``"75.1 ± 0.4"``) and the reference and kit gaps to their single
-    runs (``"-0.3"``); c_r's range over every step of every reference run; the epochs."""
+    runs (``"-0.3"``); c_r's range over every step of every reference run; the epochs; the
+    optimizer steps per epoch of the reference and single runs (``steps``)."""
     entry = result["graphs"][graph]
     out: Dict[str, Any] = {"epochs": entry["epochs"], "seeds": len(result["seeds"]),
                            "workers": result["workers"], "depths": {}}
@@ -67,4 +68,7 @@ def reference_summary(result: Dict[str, Any], graph: str = "cora") -> Dict[str, 
         lows.append(cells["reference"]["c_r_per_step"]["min"])
         highs.append(cells["reference"]["c_r_per_step"]["max"])
     out["c_r"] = f"{min(lows):.3f}-{max(highs):.3f}"
+    first = entry["depths"][min(entry["depths"], key=int)]
+    # Optimizer steps per epoch: the preset's batch is 1000 seeds per worker, single's 1000.
+    out["steps"] = (first["reference"]["iterations_per_epoch"], first["single"]["iterations_per_epoch"])
     return out
