@@ -155,10 +155,17 @@ if __name__ == "__main__":
 """
 
 
+def _interruptible():
+    """In the child, before exec: SIGINT back to its default. A process started in the
+    background by a non-interactive shell (a CI runner, nohup) inherits SIGINT ignored, and
+    Python then leaves it ignored instead of raising KeyboardInterrupt."""
+    signal.signal(signal.SIGINT, signal.SIG_DFL)
+
+
 def _start_and_wait_for_training(command, tmp_path, marker, checkpoint):
     env, tmp = env_for(tmp_path, ZG_PROBE_MARK=marker)
     proc = subprocess.Popen(command, env=env, cwd=tmp_path, stdout=subprocess.PIPE,
-                            stderr=subprocess.PIPE, text=True)
+                            stderr=subprocess.PIPE, text=True, preexec_fn=_interruptible)
     deadline = time.monotonic() + 180
     while not checkpoint.exists():               # an epoch is done: the workers train
         assert proc.poll() is None, proc.communicate()
