@@ -162,6 +162,22 @@ def _interruptible():
     signal.signal(signal.SIGINT, signal.SIG_DFL)
 
 
+def _finish(proc, marker):
+    """The child's output once it ends; if it does not end within 60 s, it and every process
+    carrying its marker are killed (a failing test must not leave a run training) and the
+    test fails."""
+    try:
+        return proc.communicate(timeout=60)
+    except subprocess.TimeoutExpired:
+        for pid in [proc.pid] + _marked(marker):
+            try:
+                os.kill(pid, signal.SIGKILL)
+            except OSError:
+                pass
+        proc.communicate()
+        pytest.fail("the interrupted run did not stop within 60 s")
+
+
 def _start_and_wait_for_training(command, tmp_path, marker, checkpoint):
     env, tmp = env_for(tmp_path, ZG_PROBE_MARK=marker)
     proc = subprocess.Popen(command, env=env, cwd=tmp_path, stdout=subprocess.PIPE,
@@ -189,7 +205,7 @@ def test_a_signal_to_the_caller_alone_stops_every_worker(tmp_path, sig, status):
                                              tmp_path / "ckpt" / CHECKPOINT_FILE)
     sent = time.monotonic()
     os.kill(proc.pid, sig)
-    out, err = proc.communicate(timeout=60)
+    out, err = _finish(proc, marker)
     assert time.monotonic() - sent < 20, "the caller took too long to stop"
     # SIGINT: an uncaught KeyboardInterrupt (Python then ends by SIGINT); SIGTERM: SystemExit(143).
     assert proc.returncode == status, err[-2000:]
@@ -211,7 +227,7 @@ def test_zg_grappa_interrupted_exits_130_and_writes_no_json(tmp_path):
          "--checkpoint-dir", str(tmp_path / "ckpt"), "--checkpoint-every", "1", "--json", str(out),
          "--no-progress"], tmp_path, marker, tmp_path / "ckpt" / CHECKPOINT_FILE)
     os.kill(proc.pid, signal.SIGINT)
-    _, err = proc.communicate(timeout=60)
+    _, err = _finish(proc, marker)
     assert proc.returncode == 130 and "zg grappa: interrupted" in err
     assert "Traceback" not in err
     deadline = time.monotonic() + 15
