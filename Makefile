@@ -13,10 +13,12 @@ export PYTHONHASHSEED := 0
 # slow torch's CPU kernels down by an order of magnitude.
 export OMP_WAIT_POLICY := PASSIVE
 
-.PHONY: help env lab lab-instructor labs labs-check labs-wrong test test-core test-modern report report-ci report-check bench clean
+.PHONY: help env lint format lab lab-instructor labs labs-check labs-wrong test test-core test-modern report report-ci report-check bench clean
 
 help:
 	@echo "make lab          set up .venv (reference env) and start JupyterLab in notebooks/"
+	@echo "make lint         ruff (lint + format check) and nbstripout --verify on the tree"
+	@echo "make format       ruff format + ruff check --fix + nbstripout, in place"
 	@echo "make test         set up .venv and run the whole suite (unit, property, distributed, notebooks)"
 	@echo "make test-modern  set up .venv-modern (torch 2.13 CPU, no DGL) and run the core tests"
 	@echo "make report       execute the notebooks at full size into reports/*.html (ZG_SCALE=small: CI size)"
@@ -56,6 +58,18 @@ labs-check: env
 # `make labs-wrong`: grade every deliberately wrong solution of labs/wrong/ (tools/labs_wrong.py).
 labs-wrong: env
 	PYTHONPATH=$(CURDIR) $(PY) tools/labs_wrong.py
+
+# `make lint`: what the pre-commit hooks check (.pre-commit-config.yaml), on every tracked file.
+STORED_NOTEBOOKS = $(NOTEBOOKS) $(wildcard labs/source/*/*.ipynb)
+lint: env
+	$(VENV)/bin/ruff check .
+	$(VENV)/bin/ruff format --check .
+	$(VENV)/bin/nbstripout --verify --keep-id $(STORED_NOTEBOOKS)
+
+format: env
+	$(VENV)/bin/ruff check --fix .
+	$(VENV)/bin/ruff format .
+	$(VENV)/bin/nbstripout --keep-id $(STORED_NOTEBOOKS)
 
 # ZG_REFERENCE_ENV=1: in the reference environment a missing DGL (or other pinned extra) is a
 # test error, never a skip.

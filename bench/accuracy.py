@@ -12,7 +12,7 @@ from __future__ import annotations
 
 import os
 
-os.environ.setdefault("OMP_WAIT_POLICY", "PASSIVE")   # before torch: idle OpenMP threads sleep
+os.environ.setdefault("OMP_WAIT_POLICY", "PASSIVE")  # before torch: idle OpenMP threads sleep
 
 import argparse
 import sys
@@ -22,14 +22,17 @@ import torch
 
 sys.path.insert(0, str(Path(__file__).resolve().parent))
 
-import zg  # noqa: E402
-from zg import models  # noqa: E402
-from zg.baselines.features import feature_only_accuracy  # noqa: E402
-from _machine import machine_note, table, write_json  # noqa: E402
+from _machine import machine_note, table, write_json
+
+import zg
+from zg import models
+from zg.baselines.features import feature_only_accuracy
 
 
 def main(argv=None):
-    ap = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
+    ap = argparse.ArgumentParser(
+        description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter
+    )
     ap.add_argument("--nodes", type=int, default=20_000)
     ap.add_argument("--epochs", type=int, default=15)
     ap.add_argument("--homophily", type=float, nargs="+", default=[0.1, 0.3, 0.5, 0.7, 0.9])
@@ -37,28 +40,60 @@ def main(argv=None):
     args = ap.parse_args(argv)
     rows = []
     for h in args.homophily:
-        g = zg.datasets.csbm(num_nodes=args.nodes, avg_degree=10, num_classes=10, feat_dim=32,
-                             homophily=h, seed=args.seed)
+        g = zg.datasets.csbm(
+            num_nodes=args.nodes,
+            avg_degree=10,
+            num_classes=10,
+            feat_dim=32,
+            homophily=h,
+            seed=args.seed,
+        )
         torch.manual_seed(args.seed)
-        eng = zg.Engine(g, models.SAGE(32, 64, 10, 2, dropout=0.5), [10, 10], 512, seed=args.seed,
-                        optimizer=zg.optim.adam(lr=3e-3))
+        eng = zg.Engine(
+            g,
+            models.SAGE(32, 64, 10, 2, dropout=0.5),
+            [10, 10],
+            512,
+            seed=args.seed,
+            optimizer=zg.optim.adam(lr=3e-3),
+        )
         eng.observers = []
         curve = []
         for _ in range(args.epochs):
             eng.train_epoch()
             curve.append(eng.evaluate("val"))
-        row = {"homophily_requested": h, "homophily_measured": g.edge_homophily(),
-               "val_curve": curve, "test_accuracy": eng.evaluate("test"),
-               "feature_only_test_accuracy": feature_only_accuracy(g, seed=args.seed)}
+        row = {
+            "homophily_requested": h,
+            "homophily_measured": g.edge_homophily(),
+            "val_curve": curve,
+            "test_accuracy": eng.evaluate("test"),
+            "feature_only_test_accuracy": feature_only_accuracy(g, seed=args.seed),
+        }
         rows.append(row)
-        print(f"h={h:.1f}  measured {row['homophily_measured']:.3f}  SAGE test {row['test_accuracy']:.3f}  "
-              f"features only {row['feature_only_test_accuracy']:.3f}", flush=True)
+        print(
+            f"h={h:.1f}  measured {row['homophily_measured']:.3f}  SAGE test {row['test_accuracy']:.3f}  "
+            f"features only {row['feature_only_test_accuracy']:.3f}",
+            flush=True,
+        )
     print()
-    print(table([[f"{r['homophily_requested']:.1f}", f"{r['test_accuracy']:.3f}",
-                  f"{r['feature_only_test_accuracy']:.3f}",
-                  " ".join(f"{v:.2f}" for v in r["val_curve"][::3])] for r in rows],
-                ["homophily", "SAGE test", "features only", "val curve (every 3rd epoch)"]))
-    path = write_json("accuracy", {"benchmark": "accuracy", "machine": machine_note(), "settings": vars(args), "rows": rows})
+    print(
+        table(
+            [
+                [
+                    f"{r['homophily_requested']:.1f}",
+                    f"{r['test_accuracy']:.3f}",
+                    f"{r['feature_only_test_accuracy']:.3f}",
+                    " ".join(f"{v:.2f}" for v in r["val_curve"][::3]),
+                ]
+                for r in rows
+            ],
+            ["homophily", "SAGE test", "features only", "val curve (every 3rd epoch)"],
+        )
+    )
+    path = write_json(
+        "accuracy",
+        {"benchmark": "accuracy", "machine": machine_note(), "settings": vars(args), "rows": rows},
+    )
     print(f"\nwrote {path}")
 
 

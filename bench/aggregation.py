@@ -39,27 +39,28 @@ _THREADS = 2
 for _i, _a in enumerate(sys.argv):
     if _a == "--threads" and _i + 1 < len(sys.argv):
         _THREADS = int(sys.argv[_i + 1])
-os.environ.setdefault("OMP_WAIT_POLICY", "PASSIVE")   # before torch: idle OpenMP threads sleep
+os.environ.setdefault("OMP_WAIT_POLICY", "PASSIVE")  # before torch: idle OpenMP threads sleep
 os.environ.setdefault("OMP_NUM_THREADS", str(_THREADS))
 os.environ.setdefault("NUMBA_NUM_THREADS", str(_THREADS))
 os.environ.setdefault("DGLBACKEND", "pytorch")
 
-import argparse  # noqa: E402
-import statistics  # noqa: E402
-import time  # noqa: E402
-from pathlib import Path  # noqa: E402
+import argparse
+import statistics
+import time
+from pathlib import Path
 
-import torch  # noqa: E402
-import torch.nn.functional as F  # noqa: E402
+import torch
+import torch.nn.functional as F
 
 sys.path.insert(0, str(Path(__file__).resolve().parent))
 
-import zg  # noqa: E402
-from zg import models  # noqa: E402
-from zg.kernels import aggregate as _aggregate  # noqa: E402
-from zg.engine import Engine  # noqa: E402
-from zg.step import STAGES, StageClock  # noqa: E402
-from _machine import machine_note, table, write_json  # noqa: E402
+from _machine import machine_note, table, write_json
+
+import zg
+from zg import models
+from zg.engine import Engine
+from zg.kernels import aggregate as _aggregate
+from zg.step import STAGES, StageClock
 
 # torch: kernel="torch" (the explicit gather, ReLU after the layer); csr: kernel="fused" (the
 # CSR backward); csr_fused_relu: the CSR backward and the hidden layers' fused padded-row
@@ -80,8 +81,8 @@ def use_variant(model, variant: str) -> None:
     for layer in model.layers[:last]:
         layer.activation = "relu" if fused else None
     if fused:
-        model.__dict__.pop("after_layer", None)            # the class's: dropout only
-    else:                                                  # as before: ReLU, then dropout
+        model.__dict__.pop("after_layer", None)  # the class's: dropout only
+    else:  # as before: ReLU, then dropout
         model.after_layer = lambda i, h: model.dropout(F.relu(h)) if i < last else h
 
 
@@ -99,32 +100,52 @@ def time_kernel(mb, widths, repeats):
         edge_mask = block.mask & (torch.arange(num_dst) < block.num_dst).unsqueeze(1)
         nbr = torch.where(edge_mask, block.nbr, 0)
         degree = edge_mask.sum(1, keepdim=True).clamp(min=1)
-        weight = (edge_mask / degree).unsqueeze(-1)                              # [D, k, 1]
+        weight = (edge_mask / degree).unsqueeze(-1)  # [D, k, 1]
         table = torch.randn(num_rows, 1, width, generator=gen).requires_grad_(True)
         grads = [torch.randn(num_dst, 1, width, generator=gen)] * (2 if with_self else 1)
         seconds = {"torch": [], "csr": []}
         cpu = {"torch": [], "csr": []}
         for rep in range(repeats + 1):
-            for variant in (("torch", "csr") if rep % 2 == 0 else ("csr", "torch")):
+            for variant in ("torch", "csr") if rep % 2 == 0 else ("csr", "torch"):
                 start, cpu_start = time.perf_counter(), time.process_time()
-                result = _aggregate.neighbour_sum(table, nbr, weight, edge_mask, backward=variant,
-                                                  self_rows=num_dst if with_self else None)
+                result = _aggregate.neighbour_sum(
+                    table,
+                    nbr,
+                    weight,
+                    edge_mask,
+                    backward=variant,
+                    self_rows=num_dst if with_self else None,
+                )
                 torch.autograd.backward(list(result) if with_self else [result], grads)
                 if rep:
                     seconds[variant].append(time.perf_counter() - start)
                     cpu[variant].append(time.process_time() - cpu_start)
                 table.grad = None
-        out[f"layer{layer}"] = {"rows": num_rows, "dst_rows": num_dst, "fanout": int(nbr.shape[1]),
-                                "width": width, "self_term": with_self, "seconds": seconds, "cpu_seconds": cpu,
-                                "median": {v: statistics.median(x) for v, x in seconds.items()},
-                                "median_cpu": {v: statistics.median(x) for v, x in cpu.items()}}
+        out[f"layer{layer}"] = {
+            "rows": num_rows,
+            "dst_rows": num_dst,
+            "fanout": int(nbr.shape[1]),
+            "width": width,
+            "self_term": with_self,
+            "seconds": seconds,
+            "cpu_seconds": cpu,
+            "median": {v: statistics.median(x) for v, x in seconds.items()},
+            "median_cpu": {v: statistics.median(x) for v, x in cpu.items()},
+        }
     return out
 
 
 def main(argv=None) -> int:
-    p = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
-    p.add_argument("--model", action="append", choices=sorted(models.MODELS), default=None,
-                   help="model(s) to time (default: sage); repeat the flag for several")
+    p = argparse.ArgumentParser(
+        description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter
+    )
+    p.add_argument(
+        "--model",
+        action="append",
+        choices=sorted(models.MODELS),
+        default=None,
+        help="model(s) to time (default: sage); repeat the flag for several",
+    )
     p.add_argument("--nodes", type=int, default=2_400_000)
     p.add_argument("--repeats", type=int, default=7, help="steps per variant (median over them)")
     p.add_argument("--warmup", type=int, default=2, help="untimed steps per variant first")
@@ -134,8 +155,11 @@ def main(argv=None) -> int:
     p.add_argument("--seed", type=int, default=0)
     p.add_argument("--cache-dir", default=None, help="products_like cache (default: zg's)")
     p.add_argument("--quick", action="store_true", help="products_like 100k, 3 repeats")
-    p.add_argument("--vs-dgl", action="store_true",
-                   help="SAGE: also DGL's pipeline (NeighborSampler + dgl.nn.SAGEConv) in the rotation")
+    p.add_argument(
+        "--vs-dgl",
+        action="store_true",
+        help="SAGE: also DGL's pipeline (NeighborSampler + dgl.nn.SAGEConv) in the rotation",
+    )
     p.add_argument("--name", default=None)
     args = p.parse_args(argv)
     if args.repeats < 5 and not args.quick:
@@ -148,8 +172,14 @@ def main(argv=None) -> int:
     torch.set_num_threads(args.threads)
     fanouts = [15, 10, 5]
     load_before = list(os.getloadavg())
-    g = zg.datasets.products_like(num_nodes=args.nodes, avg_degree=50, feat_dim=100, num_classes=47,
-                                  seed=0, cache_dir=args.cache_dir)
+    g = zg.datasets.products_like(
+        num_nodes=args.nodes,
+        avg_degree=50,
+        feat_dim=100,
+        num_classes=47,
+        seed=0,
+        cache_dir=args.cache_dir,
+    )
     envelope = zg.Envelope.profile(g, fanouts, args.batch_size, num_batches=8, seed=args.seed)
     rows, results = [], {}
     for kind in kinds:
@@ -159,18 +189,24 @@ def main(argv=None) -> int:
         eng = Engine(g, model, fanouts, args.batch_size, envelope, mode="static", seed=args.seed)
         eng.observers = []
         variants = VARIANTS
-        if args.vs_dgl and kind == "sage":   # DGL's pipeline in the same rotation: DGL / zg
+        if args.vs_dgl and kind == "sage":  # DGL's pipeline in the same rotation: DGL / zg
             from zg.baselines.dgl import DGLModel
 
             torch.manual_seed(args.seed)
-            dgl_eng = Engine(g, DGLModel(kind, g.feat_dim, hidden, g.num_classes, len(fanouts)),
-                             fanouts, args.batch_size, mode="dgl", seed=args.seed)
+            dgl_eng = Engine(
+                g,
+                DGLModel(kind, g.feat_dim, hidden, g.num_classes, len(fanouts)),
+                fanouts,
+                args.batch_size,
+                mode="dgl",
+                seed=args.seed,
+            )
             dgl_eng.observers = []
             variants = VARIANTS + ("dgl",)
         times = {v: {m: [] for m in MEASURES} for v in variants}
         batch = 0
         for rep in range(args.warmup + args.repeats):
-            order = variants[rep % len(variants):] + variants[:rep % len(variants)]
+            order = variants[rep % len(variants) :] + variants[: rep % len(variants)]
             for variant in order:
                 stages = {s: 0.0 for s in STAGES}
                 start, cpu_start = time.perf_counter(), time.process_time()
@@ -188,42 +224,101 @@ def main(argv=None) -> int:
             batch += 1
         use_variant(model, VARIANTS[-1])
         medians = {v: {m: statistics.median(x) for m, x in t.items()} for v, t in times.items()}
-        ratios = {v: {m: medians["torch"][m] / medians[v][m] for m in MEASURES} for v in VARIANTS[1:]}
-        results[kind] = {"hidden": hidden, **extra, "seconds": times, "median": medians,
-                         "ratio_torch_over_variant": ratios}
+        ratios = {
+            v: {m: medians["torch"][m] / medians[v][m] for m in MEASURES} for v in VARIANTS[1:]
+        }
+        results[kind] = {
+            "hidden": hidden,
+            **extra,
+            "seconds": times,
+            "median": medians,
+            "ratio_torch_over_variant": ratios,
+        }
         if "dgl" in variants:
             results[kind]["ratio_dgl_over_variant"] = {
-                v: {m: medians["dgl"][m] / medians[v][m] for m in MEASURES} for v in VARIANTS}
+                v: {m: medians["dgl"][m] / medians[v][m] for m in MEASURES} for v in VARIANTS
+            }
             for m in MEASURES:
-                rows.append([kind, f"dgl {m}", f"{medians['dgl'][m]:.4f}", "", "",
-                             "DGL / torch, DGL / csr+fused:",
-                             f"{medians['dgl'][m] / medians['torch'][m]:.2f}, "
-                             f"{medians['dgl'][m] / medians['csr_fused_relu'][m]:.2f}"])
-        if kind == "sage":   # the aggregation alone, on one batch's blocks (layers 1 and 2)
+                rows.append(
+                    [
+                        kind,
+                        f"dgl {m}",
+                        f"{medians['dgl'][m]:.4f}",
+                        "",
+                        "",
+                        "DGL / torch, DGL / csr+fused:",
+                        f"{medians['dgl'][m] / medians['torch'][m]:.2f}, "
+                        f"{medians['dgl'][m] / medians['csr_fused_relu'][m]:.2f}",
+                    ]
+                )
+        if kind == "sage":  # the aggregation alone, on one batch's blocks (layers 1 and 2)
             mb = eng.sample(0, epoch=0)
-            layers = [(None, False), (hidden, True), (g.num_classes, False)]   # layer 2 projects first
+            layers = [
+                (None, False),
+                (hidden, True),
+                (g.num_classes, False),
+            ]  # layer 2 projects first
             results[kind]["aggregation_alone"] = kernel = time_kernel(mb, layers, 3 * args.repeats)
             for name, k in kernel.items():
                 for label, key in (("", "median"), (" cpu", "median_cpu")):
-                    rows.append([kind, f"{name} aggregation{label}", f"{k[key]['torch']:.4f}",
-                                 f"{k[key]['csr']:.4f}", "", f"{k[key]['torch'] / k[key]['csr']:.2f}", ""])
+                    rows.append(
+                        [
+                            kind,
+                            f"{name} aggregation{label}",
+                            f"{k[key]['torch']:.4f}",
+                            f"{k[key]['csr']:.4f}",
+                            "",
+                            f"{k[key]['torch'] / k[key]['csr']:.2f}",
+                            "",
+                        ]
+                    )
         for m in MEASURES:
-            rows.append([kind, m] + [f"{medians[v][m]:.4f}" for v in VARIANTS]
-                        + [f"{ratios[v][m]:.2f}" for v in VARIANTS[1:]])
-    print(table(rows, ["model", "measure", "torch (s)", "csr (s)", "csr+fused relu (s)",
-                       "torch / csr", "torch / csr+fused"]))
+            rows.append(
+                [kind, m]
+                + [f"{medians[v][m]:.4f}" for v in VARIANTS]
+                + [f"{ratios[v][m]:.2f}" for v in VARIANTS[1:]]
+            )
+    print(
+        table(
+            rows,
+            [
+                "model",
+                "measure",
+                "torch (s)",
+                "csr (s)",
+                "csr+fused relu (s)",
+                "torch / csr",
+                "torch / csr+fused",
+            ],
+        )
+    )
     name = args.name or ("aggregation_quick" if args.quick else "aggregation")
-    path = write_json(name, {
-        "machine": machine_note(), "threads": args.threads, "load_average_before": load_before,
-        "load_average_after": list(os.getloadavg()),
-        "settings": {"nodes": args.nodes, "edges": g.num_edges, "fanouts": fanouts,
-                     "batch_size": args.batch_size, "repeats": args.repeats, "warmup": args.warmup,
-                     "seed": args.seed, "variants": {
+    path = write_json(
+        name,
+        {
+            "machine": machine_note(),
+            "threads": args.threads,
+            "load_average_before": load_before,
+            "load_average_after": list(os.getloadavg()),
+            "settings": {
+                "nodes": args.nodes,
+                "edges": g.num_edges,
+                "fanouts": fanouts,
+                "batch_size": args.batch_size,
+                "repeats": args.repeats,
+                "warmup": args.warmup,
+                "seed": args.seed,
+                "variants": {
                     "torch": "kernel='torch': the explicit gather and sum (as CUDA runs it); ReLU after the layer",
                     "csr": "kernel='fused': embedding_bag forward, zg.kernels.aggregate CSR backward (SAGE: self term's gradient in the same pass); ReLU after the layer",
-                    "csr_fused_relu": "CSR backward; hidden layers fuse padded-row zeroing and ReLU (zg now)"}},
-        "command": "bench/aggregation.py " + " ".join(argv if argv is not None else sys.argv[1:]),
-        "results": results})
+                    "csr_fused_relu": "CSR backward; hidden layers fuse padded-row zeroing and ReLU (zg now)",
+                },
+            },
+            "command": "bench/aggregation.py "
+            + " ".join(argv if argv is not None else sys.argv[1:]),
+            "results": results,
+        },
+    )
     print(f"wrote {path}")
     return 0
 

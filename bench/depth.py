@@ -19,7 +19,7 @@ from __future__ import annotations
 
 import os
 
-os.environ.setdefault("OMP_WAIT_POLICY", "PASSIVE")   # before torch: idle OpenMP threads sleep
+os.environ.setdefault("OMP_WAIT_POLICY", "PASSIVE")  # before torch: idle OpenMP threads sleep
 
 import argparse
 import sys
@@ -29,16 +29,30 @@ from pathlib import Path
 sys.path.insert(0, str(Path(__file__).resolve().parent))
 sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
 
-import zg  # noqa: E402
-from zg import experiments as ex  # noqa: E402
-from _machine import machine_note, table, write_json  # noqa: E402
+from _machine import machine_note, table, write_json
 
-TRAIN = dict(method="random", batch_size=32, hidden_dim=64, dropout=0.5, lr=0.01, weight_decay=5e-4,
-             threads=1, timeout=600)
-ABLATION = {"grappa, fixed partition": dict(trainer="grappa", estimator="batch", repartition_every=None),
-            "grappa, unweighted": dict(trainer="grappa", estimator="mean", repartition_every=1)}
-TRAINERS = {"single": dict(trainer="single"), "isolated": dict(trainer="isolated"),
-            "grappa": dict(trainer="grappa", estimator="batch", repartition_every=1)}
+import zg
+from zg import experiments as ex
+
+TRAIN = dict(
+    method="random",
+    batch_size=32,
+    hidden_dim=64,
+    dropout=0.5,
+    lr=0.01,
+    weight_decay=5e-4,
+    threads=1,
+    timeout=600,
+)
+ABLATION = {
+    "grappa, fixed partition": dict(trainer="grappa", estimator="batch", repartition_every=None),
+    "grappa, unweighted": dict(trainer="grappa", estimator="mean", repartition_every=1),
+}
+TRAINERS = {
+    "single": dict(trainer="single"),
+    "isolated": dict(trainer="isolated"),
+    "grappa": dict(trainer="grappa", estimator="batch", repartition_every=1),
+}
 
 
 def depth_runs(depths, seeds, fanout):
@@ -48,19 +62,32 @@ def depth_runs(depths, seeds, fanout):
         for seed in seeds:
             names = dict(TRAINERS, **(ABLATION if layers == depths[0] else {}))
             for name, options in names.items():
-                runs.append({**options, "label": f"{name}|{layers}|{seed}", "num_layers": layers,
-                             "fanouts": [fanout] * layers, "seed": seed})
+                runs.append(
+                    {
+                        **options,
+                        "label": f"{name}|{layers}|{seed}",
+                        "num_layers": layers,
+                        "fanouts": [fanout] * layers,
+                        "seed": seed,
+                    }
+                )
     return runs
 
 
 def main(argv=None):
-    ap = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
+    ap = argparse.ArgumentParser(
+        description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter
+    )
     ap.add_argument("--depths", type=int, nargs="+", default=[2, 3, 4])
     ap.add_argument("--seeds", type=int, nargs="+", default=[0, 1, 2])
     ap.add_argument("--epochs", type=int, default=6)
     ap.add_argument("--workers", type=int, default=2)
     ap.add_argument("--fanout", type=int, default=10)
-    ap.add_argument("--quick", action="store_true", help="depths 2 3, seed 0, 2 epochs (writes depth_quick.json)")
+    ap.add_argument(
+        "--quick",
+        action="store_true",
+        help="depths 2 3, seed 0, 2 epochs (writes depth_quick.json)",
+    )
     args = ap.parse_args(argv)
     if args.quick:
         args.depths, args.seeds, args.epochs = [2, 3], [0], 2
@@ -68,24 +95,49 @@ def main(argv=None):
         ap.error("--depths must be >= 1, --epochs >= 1 and --workers >= 2")
     g = zg.datasets.load("cora")
     start = time.perf_counter()
-    histories = ex.run_trainers(g, depth_runs(args.depths, args.seeds, args.fanout), workers=args.workers,
-                                epochs=args.epochs, **TRAIN)
+    histories = ex.run_trainers(
+        g,
+        depth_runs(args.depths, args.seeds, args.fanout),
+        workers=args.workers,
+        epochs=args.epochs,
+        **TRAIN,
+    )
     seconds = time.perf_counter() - start
     by_key = {}
     for label, h in histories.items():
         name, layers, seed = label.split("|")
         by_key.setdefault((int(layers), int(seed)), {})[name] = h
     rows = ex.depth_rows(by_key, metric="test_acc_at_best_val")
-    print(table([(r["trainer"], r["layers"], f"{r['mean']:.3f} ± {r['std']:.3f}", r["seeds"]) for r in rows],
-                ["trainer", "layers", "test acc. at best val.", "seeds"]))
-    path = write_json("depth_quick" if args.quick else "depth", {
-        "benchmark": "depth", "machine": machine_note(),
-        "settings": {"dataset": "cora", "depths": args.depths, "seeds": args.seeds, "epochs": args.epochs,
-                     "workers": args.workers, "fanout_per_layer": args.fanout, **TRAIN},
-        "metric": "test_acc_at_best_val", "rows": rows,
-        "note": "single trains on the whole graph in one process; isolated = no repartitioning + plain averaging; "
-                "grappa = batch estimator + repartitioning every epoch; the two ablation rows exist at the first depth only",
-        "seconds_total": seconds})
+    print(
+        table(
+            [
+                (r["trainer"], r["layers"], f"{r['mean']:.3f} ± {r['std']:.3f}", r["seeds"])
+                for r in rows
+            ],
+            ["trainer", "layers", "test acc. at best val.", "seeds"],
+        )
+    )
+    path = write_json(
+        "depth_quick" if args.quick else "depth",
+        {
+            "benchmark": "depth",
+            "machine": machine_note(),
+            "settings": {
+                "dataset": "cora",
+                "depths": args.depths,
+                "seeds": args.seeds,
+                "epochs": args.epochs,
+                "workers": args.workers,
+                "fanout_per_layer": args.fanout,
+                **TRAIN,
+            },
+            "metric": "test_acc_at_best_val",
+            "rows": rows,
+            "note": "single trains on the whole graph in one process; isolated = no repartitioning + plain averaging; "
+            "grappa = batch estimator + repartitioning every epoch; the two ablation rows exist at the first depth only",
+            "seconds_total": seconds,
+        },
+    )
     print(f"wrote {path} in {seconds:.0f} s")
 
 

@@ -16,7 +16,7 @@ from __future__ import annotations
 
 import os
 
-os.environ.setdefault("OMP_WAIT_POLICY", "PASSIVE")   # before torch: idle OpenMP threads sleep
+os.environ.setdefault("OMP_WAIT_POLICY", "PASSIVE")  # before torch: idle OpenMP threads sleep
 os.environ.setdefault("DGLBACKEND", "pytorch")
 
 import argparse
@@ -31,8 +31,9 @@ from torch import nn
 
 sys.path.insert(0, str(Path(__file__).resolve().parent))
 
-import zg  # noqa: E402
-from _machine import machine_note, write_json  # noqa: E402
+from _machine import machine_note, write_json
+
+import zg
 
 
 class DGLSAGE(nn.Module):
@@ -43,7 +44,9 @@ class DGLSAGE(nn.Module):
 
         super().__init__()
         dims = [in_dim] + [hidden] * (num_layers - 1) + [num_classes]
-        self.layers = nn.ModuleList(dglnn.SAGEConv(a, b, "mean") for a, b in zip(dims[:-1], dims[1:]))
+        self.layers = nn.ModuleList(
+            dglnn.SAGEConv(a, b, "mean") for a, b in zip(dims[:-1], dims[1:])
+        )
         self.dropout = nn.Dropout(dropout)
 
     def forward(self, blocks, x):
@@ -56,7 +59,9 @@ class DGLSAGE(nn.Module):
 
 
 def main(argv=None):
-    ap = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
+    ap = argparse.ArgumentParser(
+        description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter
+    )
     ap.add_argument("--nodes", type=int, default=200_000)
     ap.add_argument("--batches", type=int, default=40)
     ap.add_argument("--runs", type=int, default=3)
@@ -72,22 +77,35 @@ def main(argv=None):
     name = args.name or ("dgl_check_quick" if args.quick else "dgl_check")
     import dgl
 
-    g = zg.datasets.csbm(num_nodes=args.nodes, avg_degree=20, num_classes=10, feat_dim=128, seed=args.seed)
+    g = zg.datasets.csbm(
+        num_nodes=args.nodes, avg_degree=20, num_classes=10, feat_dim=128, seed=args.seed
+    )
     threads = torch.get_num_threads()
     needed = (args.batches + 2) * args.batch_size
     if needed > g.train_idx.numel():
-        print(f"note: {args.batches} + 2 batches of {args.batch_size} exceed the {g.train_idx.numel()} "
-              "training nodes; each side wraps into its next epoch")
+        print(
+            f"note: {args.batches} + 2 batches of {args.batch_size} exceed the {g.train_idx.numel()} "
+            "training nodes; each side wraps into its next epoch"
+        )
 
     # --- DGL, as a DGL user writes it.
     torch.manual_seed(args.seed)
     dgl.seed(args.seed)
-    dgl_graph = dgl.graph((g.indices, torch.repeat_interleave(torch.arange(g.num_nodes), g.indptr.diff())),
-                          num_nodes=g.num_nodes)          # CSC in-edges: indices[j] -> v
+    dgl_graph = dgl.graph(
+        (g.indices, torch.repeat_interleave(torch.arange(g.num_nodes), g.indptr.diff())),
+        num_nodes=g.num_nodes,
+    )  # CSC in-edges: indices[j] -> v
     dgl_graph.ndata["feat"], dgl_graph.ndata["label"] = g.x, g.y
     sampler = dgl.dataloading.NeighborSampler(args.fanouts)
-    loader = dgl.dataloading.DataLoader(dgl_graph, g.train_idx, sampler, batch_size=args.batch_size,
-                                        shuffle=True, drop_last=False, num_workers=0)
+    loader = dgl.dataloading.DataLoader(
+        dgl_graph,
+        g.train_idx,
+        sampler,
+        batch_size=args.batch_size,
+        shuffle=True,
+        drop_last=False,
+        num_workers=0,
+    )
     model = DGLSAGE(g.feat_dim, args.hidden, g.num_classes, len(args.fanouts))
     opt = torch.optim.Adam(model.parameters(), lr=3e-3)
     batches = iter(loader)
@@ -111,8 +129,15 @@ def main(argv=None):
     # --- zg: the engine in mode "static" (the capturable step, run on the CPU).
     torch.manual_seed(args.seed)
     zg_model = zg.models.SAGE(g.feat_dim, args.hidden, g.num_classes, len(args.fanouts))
-    eng = zg.Engine(g, zg_model, args.fanouts, args.batch_size, mode="static", seed=args.seed,
-                    optimizer=zg.optim.adam(lr=3e-3))
+    eng = zg.Engine(
+        g,
+        zg_model,
+        args.fanouts,
+        args.batch_size,
+        mode="static",
+        seed=args.seed,
+        optimizer=zg.optim.adam(lr=3e-3),
+    )
 
     def zg_batches(n):
         done = 0
@@ -127,18 +152,32 @@ def main(argv=None):
             t0 = time.perf_counter()
             fn(args.batches)
             times[side].append(time.perf_counter() - t0)
-        print(f"run {run}: DGL {times['dgl'][-1]:.2f} s, zg.Engine(mode='static') {times['zg'][-1]:.2f} s "
-              f"for {args.batches} batches", flush=True)
+        print(
+            f"run {run}: DGL {times['dgl'][-1]:.2f} s, zg.Engine(mode='static') {times['zg'][-1]:.2f} s "
+            f"for {args.batches} batches",
+            flush=True,
+        )
     med = {k: statistics.median(v) for k, v in times.items()}
     ratio = med["dgl"] / med["zg"]
-    print(f"median of {args.runs}: DGL {med['dgl']:.2f} s, zg {med['zg']:.2f} s; DGL / zg = {ratio:.2f}x "
-          f"({threads} threads, load {os.getloadavg()[0]:.1f})")
+    print(
+        f"median of {args.runs}: DGL {med['dgl']:.2f} s, zg {med['zg']:.2f} s; DGL / zg = {ratio:.2f}x "
+        f"({threads} threads, load {os.getloadavg()[0]:.1f})"
+    )
     command = "bench/dgl_check.py " + " ".join(argv if argv is not None else sys.argv[1:])
-    path = write_json(name, {"benchmark": "dgl_check", "command": command.strip(), "machine": machine_note(),
-                             "threads": threads, "settings": vars(args),
-                             "engine": {"mode": eng.mode,
-                                        "envelope": eng.envelope.sizes},
-                             "seconds": times, "median_seconds": med, "ratio_dgl_vs_zg": ratio})
+    path = write_json(
+        name,
+        {
+            "benchmark": "dgl_check",
+            "command": command.strip(),
+            "machine": machine_note(),
+            "threads": threads,
+            "settings": vars(args),
+            "engine": {"mode": eng.mode, "envelope": eng.envelope.sizes},
+            "seconds": times,
+            "median_seconds": med,
+            "ratio_dgl_vs_zg": ratio,
+        },
+    )
     print(f"wrote {path}")
 
 

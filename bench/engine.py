@@ -30,7 +30,7 @@ from __future__ import annotations
 
 import os
 
-os.environ.setdefault("OMP_WAIT_POLICY", "PASSIVE")   # before torch: idle OpenMP threads sleep
+os.environ.setdefault("OMP_WAIT_POLICY", "PASSIVE")  # before torch: idle OpenMP threads sleep
 os.environ.setdefault("DGLBACKEND", "pytorch")
 
 import argparse
@@ -43,19 +43,22 @@ import torch
 
 sys.path.insert(0, str(Path(__file__).resolve().parent))
 
-import zg  # noqa: E402
-from zg import models  # noqa: E402
-from zg.engine import Engine  # noqa: E402
-from zg.observe import AuditSyncs  # noqa: E402
-from zg.profile import profile_engine  # noqa: E402
-from _machine import machine_note, table, write_json  # noqa: E402
+from _machine import machine_note, table, write_json
+
+import zg
+from zg import models
+from zg.engine import Engine
+from zg.observe import AuditSyncs
+from zg.profile import profile_engine
 
 PIPELINES = ("dgl", "zg_dynamic", "zg_envelope")
 # --compile: the model's forward under torch.compile, in zg's dynamic and eager modes (a user's
 # first try at the same thing): pipeline -> (zg mode, torch.compile mode).
-COMPILED = {"zg_dynamic_compiled": ("dynamic", "default"),
-            "zg_dynamic_compiled_reduce_overhead": ("dynamic", "reduce-overhead"),
-            "zg_eager_compiled": ("eager", "default")}
+COMPILED = {
+    "zg_dynamic_compiled": ("dynamic", "default"),
+    "zg_dynamic_compiled_reduce_overhead": ("dynamic", "reduce-overhead"),
+    "zg_eager_compiled": ("eager", "default"),
+}
 
 
 def have_dgl() -> bool:
@@ -69,11 +72,13 @@ def have_dgl() -> bool:
 def load_graph(name: str, nodes: int, seed: int):
     """csbm (the quick graph) or the products-scale graph (2.4M nodes, degree ~50, 100 features)."""
     if name == "csbm":
-        return f"csbm_{nodes}", zg.datasets.csbm(num_nodes=nodes, avg_degree=20, num_classes=10,
-                                                 feat_dim=128, seed=seed)
+        return f"csbm_{nodes}", zg.datasets.csbm(
+            num_nodes=nodes, avg_degree=20, num_classes=10, feat_dim=128, seed=seed
+        )
     if name == "products":
-        return "products_like", zg.datasets.products_like(num_nodes=2_400_000, avg_degree=50,
-                                                          feat_dim=100, num_classes=47, seed=seed)
+        return "products_like", zg.datasets.products_like(
+            num_nodes=2_400_000, avg_degree=50, feat_dim=100, num_classes=47, seed=seed
+        )
     raise ValueError(f"--graph must be csbm or products, got {name!r}")
 
 
@@ -88,8 +93,11 @@ def model_widths(kind: str, hidden: int, heads: int):
 
 def mean_std(values):
     values = [float(v) for v in values]
-    return {"mean": statistics.fmean(values), "std": statistics.stdev(values) if len(values) > 1 else 0.0,
-            "values": values}
+    return {
+        "mean": statistics.fmean(values),
+        "std": statistics.stdev(values) if len(values) > 1 else 0.0,
+        "values": values,
+    }
 
 
 def run_seed(g, kind, batch_size, args, seed, envelope, want_profile):
@@ -111,7 +119,9 @@ def run_seed(g, kind, batch_size, args, seed, envelope, want_profile):
         from zg.baselines.dgl import DGLModel
 
         torch.manual_seed(seed)
-        dgl_eng = build("dgl", DGLModel(kind, g.feat_dim, hidden, g.num_classes, layers, **extra), audit=0)
+        dgl_eng = build(
+            "dgl", DGLModel(kind, g.feat_dim, hidden, g.num_classes, layers, **extra), audit=0
+        )
         stats = dgl_eng.train_epoch(max_batches=args.max_batches)
         out["dgl"] = {"seconds": stats.seconds, "iterations": stats.iterations, "loss": stats.loss}
         del dgl_eng
@@ -125,9 +135,14 @@ def run_seed(g, kind, batch_size, args, seed, envelope, want_profile):
         stats = eng.train_epoch(max_batches=args.max_batches)
         # launches: dispatch-level ops per audited iteration (zg.audit.launches_op); the fused
         # CPU sampler's work is one compiled call there, counted as nothing.
-        out[name] = {"seconds": stats.seconds, "iterations": stats.iterations,
-                     "host_syncs_per_iteration": stats.host_syncs, "overflows": stats.overflows,
-                     "launches_per_iteration": stats.launches, "loss": stats.loss}
+        out[name] = {
+            "seconds": stats.seconds,
+            "iterations": stats.iterations,
+            "host_syncs_per_iteration": stats.host_syncs,
+            "overflows": stats.overflows,
+            "launches_per_iteration": stats.launches,
+            "loss": stats.loss,
+        }
         if want_profile:
             prof = profile_engine(eng, iterations=3, warmup=1)
             profiles.append({"pipeline": name, **prof.as_dict()})
@@ -141,84 +156,140 @@ def run_seed(g, kind, batch_size, args, seed, envelope, want_profile):
         for name, (mode, how) in COMPILED.items():
             model = zg_model()
             try:
-                eng = Engine(g, model, args.fanouts, batch_size,
-                             "profiled" if mode == "dynamic" else envelope, mode=mode, seed=seed,
-                             step=Step(forward=torch.compile(model, mode=how)))
+                eng = Engine(
+                    g,
+                    model,
+                    args.fanouts,
+                    batch_size,
+                    "profiled" if mode == "dynamic" else envelope,
+                    mode=mode,
+                    seed=seed,
+                    step=Step(forward=torch.compile(model, mode=how)),
+                )
                 eng.observers = []
                 t0 = time.perf_counter()
-                eng.train_epoch(max_batches=3)                 # compiles (not timed below)
+                eng.train_epoch(max_batches=3)  # compiles (not timed below)
                 warm = time.perf_counter() - t0
                 stats = eng.train_epoch(max_batches=args.max_batches)
-                out[name] = {"seconds": stats.seconds, "iterations": stats.iterations,
-                             "warm_up_seconds": warm, "loss": stats.loss}
-            except Exception as exc:                           # a compiler that fails is a result
+                out[name] = {
+                    "seconds": stats.seconds,
+                    "iterations": stats.iterations,
+                    "warm_up_seconds": warm,
+                    "loss": stats.loss,
+                }
+            except Exception as exc:  # a compiler that fails is a result
                 out[name] = {"error": f"{type(exc).__name__}: {str(exc).splitlines()[0][:300]}"}
             eng = None
     return out, profiles
 
 
 def main(argv=None):
-    ap = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
+    ap = argparse.ArgumentParser(
+        description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter
+    )
     ap.add_argument("--graph", choices=["csbm", "products"], default="csbm")
-    ap.add_argument("--nodes", type=int, default=200_000, help="csbm size (the products graph is fixed)")
-    ap.add_argument("--models", nargs="+", choices=["sage", "gcn", "gat"], default=["sage", "gcn", "gat"])
+    ap.add_argument(
+        "--nodes", type=int, default=200_000, help="csbm size (the products graph is fixed)"
+    )
+    ap.add_argument(
+        "--models", nargs="+", choices=["sage", "gcn", "gat"], default=["sage", "gcn", "gat"]
+    )
     ap.add_argument("--batch-sizes", type=int, nargs="+", default=[1024])
     ap.add_argument("--fanouts", type=int, nargs="+", default=[15, 10, 5])
     ap.add_argument("--hidden", type=int, default=256)
     ap.add_argument("--gat-heads", type=int, default=4)
     ap.add_argument("--seeds", type=int, nargs="+", default=[0, 1, 2])
-    ap.add_argument("--max-batches", type=int, default=None,
-                    help="time the first N batches of the epoch on every side (default: the whole epoch)")
+    ap.add_argument(
+        "--max-batches",
+        type=int,
+        default=None,
+        help="time the first N batches of the epoch on every side (default: the whole epoch)",
+    )
     ap.add_argument("--quick", action="store_true", help="csbm 20k, one seed, no products graph")
     ap.add_argument("--name", default=None)
-    ap.add_argument("--compile", action="store_true",
-                    help="also time the model under torch.compile (default and reduce-overhead) in "
-                         "zg's dynamic and eager modes; compile time reported apart")
-    ap.add_argument("--no-dgl", dest="dgl", action="store_false", default=None,
-                    help="skip the DGL side (default: run it when DGL imports)")
+    ap.add_argument(
+        "--compile",
+        action="store_true",
+        help="also time the model under torch.compile (default and reduce-overhead) in "
+        "zg's dynamic and eager modes; compile time reported apart",
+    )
+    ap.add_argument(
+        "--no-dgl",
+        dest="dgl",
+        action="store_false",
+        default=None,
+        help="skip the DGL side (default: run it when DGL imports)",
+    )
     args = ap.parse_args(argv)
     if args.dgl is None:
         args.dgl = have_dgl()
     if args.quick:
         args.graph, args.nodes, args.seeds = "csbm", 20_000, [0]
-    name = args.name or ("engine_quick" if args.quick else {"csbm": "engine", "products": "engine_products"}[args.graph])
+    name = args.name or (
+        "engine_quick"
+        if args.quick
+        else {"csbm": "engine", "products": "engine_products"}[args.graph]
+    )
 
     gname, g = load_graph(args.graph, args.nodes, seed=0)
     threads = torch.get_num_threads()
-    print(f"{gname}: {g.num_nodes} nodes, {g.num_edges} edges, {g.train_idx.numel()} training nodes; "
-          f"{threads} threads for DGL and zg", flush=True)
+    print(
+        f"{gname}: {g.num_nodes} nodes, {g.num_edges} edges, {g.train_idx.numel()} training nodes; "
+        f"{threads} threads for DGL and zg",
+        flush=True,
+    )
     rows, profiles, memory = [], [], []
     for batch_size in args.batch_sizes:
         # Sized for the rows a batch really has (the Engine sizes its buffers the same way).
         envelopes, profile_seconds = {}, {}
         for seed in args.seeds:
             t0 = time.perf_counter()
-            envelopes[seed] = zg.Envelope.profile(g, args.fanouts, min(batch_size, g.train_idx.numel()),
-                                                  seed=seed)
+            envelopes[seed] = zg.Envelope.profile(
+                g, args.fanouts, min(batch_size, g.train_idx.numel()), seed=seed
+            )
             profile_seconds[seed] = time.perf_counter() - t0
         for kind in args.models:
             per_seed = []
             for i, seed in enumerate(args.seeds):
-                want_profile = i == 0 and kind == args.models[0] and batch_size == args.batch_sizes[0]
+                want_profile = (
+                    i == 0 and kind == args.models[0] and batch_size == args.batch_sizes[0]
+                )
                 out, prof = run_seed(g, kind, batch_size, args, seed, envelopes[seed], want_profile)
                 per_seed.append(out)
-                profiles += [{"graph": gname, "model": kind, "batch_size": batch_size, "seed": seed, **p}
-                             for p in prof]
-                print(f"  {kind:4s} b={batch_size:5d} seed {seed}: "
-                      + "  ".join(f"{p} {out[p]['seconds']:7.2f} s" if "seconds" in out[p] else f"{p} failed"
-                                  for p in out), flush=True)
-            row = {"graph": gname, "model": kind, "batch_size": batch_size, "seeds": args.seeds,
-                   "envelope": envelopes[args.seeds[0]].sizes}
+                profiles += [
+                    {"graph": gname, "model": kind, "batch_size": batch_size, "seed": seed, **p}
+                    for p in prof
+                ]
+                print(
+                    f"  {kind:4s} b={batch_size:5d} seed {seed}: "
+                    + "  ".join(
+                        f"{p} {out[p]['seconds']:7.2f} s" if "seconds" in out[p] else f"{p} failed"
+                        for p in out
+                    ),
+                    flush=True,
+                )
+            row = {
+                "graph": gname,
+                "model": kind,
+                "batch_size": batch_size,
+                "seeds": args.seeds,
+                "envelope": envelopes[args.seeds[0]].sizes,
+            }
             for p in [p for p in PIPELINES if p in per_seed[0]]:
-                row[p] = {"seconds": mean_std(r[p]["seconds"] for r in per_seed),
-                          "iterations": per_seed[0][p]["iterations"]}
+                row[p] = {
+                    "seconds": mean_std(r[p]["seconds"] for r in per_seed),
+                    "iterations": per_seed[0][p]["iterations"],
+                }
             for p in [p for p in COMPILED if p in per_seed[0]]:
                 if all("seconds" in r[p] for r in per_seed):
-                    row[p] = {"seconds": mean_std(r[p]["seconds"] for r in per_seed),
-                              "warm_up_seconds": mean_std(r[p]["warm_up_seconds"] for r in per_seed),
-                              "iterations": per_seed[0][p]["iterations"]}
+                    row[p] = {
+                        "seconds": mean_std(r[p]["seconds"] for r in per_seed),
+                        "warm_up_seconds": mean_std(r[p]["warm_up_seconds"] for r in per_seed),
+                        "iterations": per_seed[0][p]["iterations"],
+                    }
                     row[f"ratio_{p[3:]}_vs_envelope"] = mean_std(
-                        r[p]["seconds"] / r["zg_envelope"]["seconds"] for r in per_seed)
+                        r[p]["seconds"] / r["zg_envelope"]["seconds"] for r in per_seed
+                    )
                 else:
                     row[p] = {"error": next(r[p]["error"] for r in per_seed if "error" in r[p])}
             for p in ("zg_dynamic", "zg_envelope"):
@@ -227,81 +298,183 @@ def main(argv=None):
                 # iteration), else the epoch's audit of its first iterations.
                 steady = [r[p].get("host_syncs_per_iteration_steady") for r in per_seed]
                 audited = [r[p]["host_syncs_per_iteration"] for r in per_seed]
-                row[p]["host_syncs_per_iteration_steady"] = next((s for s in steady if s is not None), None)
+                row[p]["host_syncs_per_iteration_steady"] = next(
+                    (s for s in steady if s is not None), None
+                )
                 row[p]["host_syncs_per_iteration"] = audited
-                row[p]["launches_per_iteration"] = [r[p].get("launches_per_iteration") for r in per_seed]
+                row[p]["launches_per_iteration"] = [
+                    r[p].get("launches_per_iteration") for r in per_seed
+                ]
             # Ratios are taken seed by seed (same load), then averaged.
             for p in ("zg_dynamic", "zg_envelope"):
                 if args.dgl:
-                    row[f"ratio_dgl_vs_{p[3:]}"] = mean_std(r["dgl"]["seconds"] / r[p]["seconds"] for r in per_seed)
+                    row[f"ratio_dgl_vs_{p[3:]}"] = mean_std(
+                        r["dgl"]["seconds"] / r[p]["seconds"] for r in per_seed
+                    )
             row["per_seed"] = per_seed
             rows.append(row)
         # Memory: the model-independent feature and activation bytes of SAGE at this width.
-        mm = [envelopes[s].memory_model(g.feat_dim, args.hidden, max(int(g.num_classes), 1))["totals"]
-              for s in args.seeds]
-        memory.append({"graph": gname, "batch_size": batch_size, "hidden": args.hidden,
-                       "bytes": [m for m in mm],
-                       "envelope_vs_oracle_max": mean_std(m["envelope"] / m["oracle_max"] for m in mm),
-                       "envelope_vs_oracle_mean": mean_std(m["envelope"] / m["oracle_mean"] for m in mm),
-                       "envelope_vs_worst_case": mean_std(m["envelope"] / m["worst_case"] for m in mm),
-                       "profile_seconds": mean_std(profile_seconds[s] for s in args.seeds)})
+        mm = [
+            envelopes[s].memory_model(g.feat_dim, args.hidden, max(int(g.num_classes), 1))["totals"]
+            for s in args.seeds
+        ]
+        memory.append(
+            {
+                "graph": gname,
+                "batch_size": batch_size,
+                "hidden": args.hidden,
+                "bytes": [m for m in mm],
+                "envelope_vs_oracle_max": mean_std(m["envelope"] / m["oracle_max"] for m in mm),
+                "envelope_vs_oracle_mean": mean_std(m["envelope"] / m["oracle_mean"] for m in mm),
+                "envelope_vs_worst_case": mean_std(m["envelope"] / m["worst_case"] for m in mm),
+                "profile_seconds": mean_std(profile_seconds[s] for s in args.seeds),
+            }
+        )
 
     def pm(d, fmt="{:.2f}"):
         return (fmt + " ± " + fmt).format(d["mean"], d["std"])
 
     print()
     if args.dgl:
-        print(table([[r["graph"], r["model"], r["batch_size"], pm(r["dgl"]["seconds"]), pm(r["zg_dynamic"]["seconds"]),
-                      pm(r["zg_envelope"]["seconds"]), pm(r["ratio_dgl_vs_dynamic"]) + "x",
-                      pm(r["ratio_dgl_vs_envelope"]) + "x",
-                      max(r["zg_envelope"]["host_syncs_per_iteration"], key=lambda v: -1 if v is None else v),
-                      r["zg_envelope"]["overflows"]] for r in rows],
-                    ["graph", "model", "batch", "DGL s/epoch", "dynamic s/epoch", "envelope s/epoch",
-                     "DGL/dynamic", "DGL/envelope", "env syncs/it", "overflows"]))
+        print(
+            table(
+                [
+                    [
+                        r["graph"],
+                        r["model"],
+                        r["batch_size"],
+                        pm(r["dgl"]["seconds"]),
+                        pm(r["zg_dynamic"]["seconds"]),
+                        pm(r["zg_envelope"]["seconds"]),
+                        pm(r["ratio_dgl_vs_dynamic"]) + "x",
+                        pm(r["ratio_dgl_vs_envelope"]) + "x",
+                        max(
+                            r["zg_envelope"]["host_syncs_per_iteration"],
+                            key=lambda v: -1 if v is None else v,
+                        ),
+                        r["zg_envelope"]["overflows"],
+                    ]
+                    for r in rows
+                ],
+                [
+                    "graph",
+                    "model",
+                    "batch",
+                    "DGL s/epoch",
+                    "dynamic s/epoch",
+                    "envelope s/epoch",
+                    "DGL/dynamic",
+                    "DGL/envelope",
+                    "env syncs/it",
+                    "overflows",
+                ],
+            )
+        )
     if args.compile:
-        print(table([[r["graph"], r["model"], r["batch_size"], p,
-                      r[p].get("error") or pm(r[p]["seconds"]),
-                      "" if "error" in r[p] else pm(r[p]["warm_up_seconds"]),
-                      "" if "error" in r[p] else pm(r[f"ratio_{p[3:]}_vs_envelope"]) + "x"]
-                     for r in rows for p in COMPILED if p in r],
-                    ["graph", "model", "batch", "compiled pipeline", "s/epoch", "compile (warm-up) s",
-                     "compiled / zg envelope"]))
+        print(
+            table(
+                [
+                    [
+                        r["graph"],
+                        r["model"],
+                        r["batch_size"],
+                        p,
+                        r[p].get("error") or pm(r[p]["seconds"]),
+                        "" if "error" in r[p] else pm(r[p]["warm_up_seconds"]),
+                        "" if "error" in r[p] else pm(r[f"ratio_{p[3:]}_vs_envelope"]) + "x",
+                    ]
+                    for r in rows
+                    for p in COMPILED
+                    if p in r
+                ],
+                [
+                    "graph",
+                    "model",
+                    "batch",
+                    "compiled pipeline",
+                    "s/epoch",
+                    "compile (warm-up) s",
+                    "compiled / zg envelope",
+                ],
+            )
+        )
     print()
-    print(table([[m["graph"], m["batch_size"], f"{m['bytes'][0]['envelope'] / 2**20:.1f}",
-                  f"{m['bytes'][0]['oracle_max'] / 2**20:.1f}", f"{m['bytes'][0]['worst_case'] / 2**20:.1f}",
-                  pm(m["envelope_vs_oracle_max"], "{:.3f}") + "x", pm(m["envelope_vs_worst_case"], "{:.3f}") + "x"]
-                 for m in memory],
-                ["graph", "batch", "envelope MiB", "oracle MiB (largest batch)", "worst case MiB",
-                 "envelope/oracle", "envelope/worst"]))
+    print(
+        table(
+            [
+                [
+                    m["graph"],
+                    m["batch_size"],
+                    f"{m['bytes'][0]['envelope'] / 2**20:.1f}",
+                    f"{m['bytes'][0]['oracle_max'] / 2**20:.1f}",
+                    f"{m['bytes'][0]['worst_case'] / 2**20:.1f}",
+                    pm(m["envelope_vs_oracle_max"], "{:.3f}") + "x",
+                    pm(m["envelope_vs_worst_case"], "{:.3f}") + "x",
+                ]
+                for m in memory
+            ],
+            [
+                "graph",
+                "batch",
+                "envelope MiB",
+                "oracle MiB (largest batch)",
+                "worst case MiB",
+                "envelope/oracle",
+                "envelope/worst",
+            ],
+        )
+    )
     b1024 = [r for r in rows if r["batch_size"] == 1024 and r["model"] == "sage"]
     targets = {
-        "training epoch, SAGE h=256, batch 1024: DGL / zg envelope >= 1.0":
-            all(r["ratio_dgl_vs_envelope"]["mean"] >= 1.0 for r in b1024) if b1024 and args.dgl else None,
-        "0 host syncs per envelope iteration":
-            all(r["zg_envelope"]["host_syncs_per_iteration_steady"] in (0, 0.0, None)
-                and all(a in (0, 0.0, None) for a in r["zg_envelope"]["host_syncs_per_iteration"])
-                for r in rows),
+        "training epoch, SAGE h=256, batch 1024: DGL / zg envelope >= 1.0": all(
+            r["ratio_dgl_vs_envelope"]["mean"] >= 1.0 for r in b1024
+        )
+        if b1024 and args.dgl
+        else None,
+        "0 host syncs per envelope iteration": all(
+            r["zg_envelope"]["host_syncs_per_iteration_steady"] in (0, 0.0, None)
+            and all(a in (0, 0.0, None) for a in r["zg_envelope"]["host_syncs_per_iteration"])
+            for r in rows
+        ),
     }
     if args.graph == "products":
         targets["memory: profiled envelope / oracle <= 1.15"] = all(
-            m["envelope_vs_oracle_max"]["mean"] <= 1.15 for m in memory)
+            m["envelope_vs_oracle_max"]["mean"] <= 1.15 for m in memory
+        )
         targets["memory: profiled envelope / worst case <= 0.5"] = all(
-            m["envelope_vs_worst_case"]["mean"] <= 0.5 for m in memory)
+            m["envelope_vs_worst_case"]["mean"] <= 0.5 for m in memory
+        )
     for k, ok in targets.items():
         print(f"  [{'met' if ok else ('n/a' if ok is None else 'MISSED')}] {k}")
     command = "bench/engine.py " + " ".join(argv if argv is not None else sys.argv[1:])
-    path = write_json(name, {"benchmark": "engine", "command": command.strip(), "machine": machine_note(),
-                             "threads": threads, "settings": vars(args), "rows": rows, "memory": memory,
-                             "stage_profiles": profiles, "targets": targets,
-                             "notes": {"memory": "envelope memory model (zg.Envelope.memory_model), SAGE "
-                                                 "widths; oracle = the largest profiled batch's exact sizes",
-                                       "gat": f"{args.gat_heads} heads x {args.hidden // args.gat_heads} "
-                                              "features per head (hidden layers concatenate heads)",
-                                       "compile": ("--compile: the model's forward under torch.compile "
-                                                   "(default, reduce-overhead) in zg's dynamic and eager "
-                                                   "modes; 3 warm-up batches (compile) timed apart"
-                                                   if args.compile else "torch.compile not run (--compile)"),
-                                       "dgl": "run" if args.dgl else "not run (DGL absent or --no-dgl)"}})
+    path = write_json(
+        name,
+        {
+            "benchmark": "engine",
+            "command": command.strip(),
+            "machine": machine_note(),
+            "threads": threads,
+            "settings": vars(args),
+            "rows": rows,
+            "memory": memory,
+            "stage_profiles": profiles,
+            "targets": targets,
+            "notes": {
+                "memory": "envelope memory model (zg.Envelope.memory_model), SAGE "
+                "widths; oracle = the largest profiled batch's exact sizes",
+                "gat": f"{args.gat_heads} heads x {args.hidden // args.gat_heads} "
+                "features per head (hidden layers concatenate heads)",
+                "compile": (
+                    "--compile: the model's forward under torch.compile "
+                    "(default, reduce-overhead) in zg's dynamic and eager "
+                    "modes; 3 warm-up batches (compile) timed apart"
+                    if args.compile
+                    else "torch.compile not run (--compile)"
+                ),
+                "dgl": "run" if args.dgl else "not run (DGL absent or --no-dgl)",
+            },
+        },
+    )
     print(f"\nwrote {path}")
 
 

@@ -34,7 +34,7 @@ from __future__ import annotations
 
 import os
 
-os.environ.setdefault("OMP_WAIT_POLICY", "PASSIVE")   # before torch: idle OpenMP threads sleep
+os.environ.setdefault("OMP_WAIT_POLICY", "PASSIVE")  # before torch: idle OpenMP threads sleep
 
 import argparse
 import gc
@@ -49,26 +49,31 @@ import torch
 sys.path.insert(0, str(Path(__file__).resolve().parent))
 sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
 
-import zg  # noqa: E402
-from zg import models  # noqa: E402
-from zg.engine import Engine, Step  # noqa: E402
-from zg.observe import AuditSyncs, Trace  # noqa: E402
-from zg.envelope import Envelope, worst_case_sizes  # noqa: E402
-from zg.profile import gpu_execution_fraction  # noqa: E402
-from _machine import machine_note, table, write_json  # noqa: E402
+from _machine import machine_note, table, write_json
+
+import zg
+from zg import models
+from zg.engine import Engine, Step
+from zg.envelope import Envelope, worst_case_sizes
+from zg.observe import AuditSyncs, Trace
+from zg.profile import gpu_execution_fraction
 
 FANOUTS = [15, 10, 5]
-HIDDEN, LAYERS, DROPOUT = 256, 3, 0.5        # the measured model: 3-layer SAGE, hidden 256
+HIDDEN, LAYERS, DROPOUT = 256, 3, 0.5  # the measured model: 3-layer SAGE, hidden 256
 VARIANTS = ("dynamic", "envelope_eager", "envelope_captured")
 # torch.compile of the same steps (the model's forward compiled; sampling as the variant has it):
 # variant -> (base variant, torch.compile mode).
-COMPILED = {"dynamic_compiled": ("dynamic", "default"),
-            "dynamic_compiled_reduce_overhead": ("dynamic", "reduce-overhead"),
-            "envelope_eager_compiled": ("envelope_eager", "default")}
-ORACLE = "dynamic"        # memory: the pipeline that allocates each batch's exact sizes
+COMPILED = {
+    "dynamic_compiled": ("dynamic", "default"),
+    "dynamic_compiled_reduce_overhead": ("dynamic", "reduce-overhead"),
+    "envelope_eager_compiled": ("envelope_eager", "default"),
+}
+ORACLE = "dynamic"  # memory: the pipeline that allocates each batch's exact sizes
 
 
-def build_engine(g, device, batch_size, variant, envelope, seed=0, audit_iterations=2, model="sage"):
+def build_engine(
+    g, device, batch_size, variant, envelope, seed=0, audit_iterations=2, model="sage"
+):
     """The check's engine for one variant (also bench/gpu_sync_sources.py's): the measured model
     (``model``: "sage" by default, or "gcn" / "gat"; HIDDEN, LAYERS, FANOUTS) seeded with
     ``seed``; "dynamic" (mode "dynamic", host-mediated sampling), "envelope_eager" (mode "eager":
@@ -86,11 +91,13 @@ def build_engine(g, device, batch_size, variant, envelope, seed=0, audit_iterati
     captured = "graph" if torch.device(device).type == "cuda" else "static"
     mode = {"dynamic": "dynamic", "envelope_eager": "eager", "envelope_captured": captured}[variant]
     if mode == "dynamic":
-        envelope = "profiled"          # unused: the dynamic mode has no envelope
+        envelope = "profiled"  # unused: the dynamic mode has no envelope
     step = None
     if compiled is not None:
         step = Step(forward=torch.compile(net, mode=compiled))
-    eng = Engine(g, net, FANOUTS, batch_size, envelope, mode=mode, device=device, seed=seed, step=step)
+    eng = Engine(
+        g, net, FANOUTS, batch_size, envelope, mode=mode, device=device, seed=seed, step=step
+    )
     eng.observers = [AuditSyncs(audit_iterations)] if audit_iterations else []
     return eng
 
@@ -124,15 +131,25 @@ def numerics_check(g, device):
     for name, eng in (("captured", captured), ("eager", eager), ("tiny_envelope", tiny)):
         diff = max(float((p - q).abs().max()) for p, q in zip(_params(eng), _params(static)))
         out[f"{name}_vs_static_max_abs_param_diff"] = diff
-        out[f"{name}_same_batches"] = [t[:2] for t in eng.applied_trace()] == [t[:2] for t in ref_trace]
+        out[f"{name}_same_batches"] = [t[:2] for t in eng.applied_trace()] == [
+            t[:2] for t in ref_trace
+        ]
         out[f"{name}_same_node_sets"] = eng.applied_trace() == ref_trace
     out["tiny_envelope_overflows"] = sum(h.overflows for h in tiny.history)
     # Equal envelope sizes: bitwise on the CPU; a grown envelope re-associates sums (1e-5).
-    tolerance = {"captured": 0.0 if device.type == "cpu" else 1e-4,
-                 "eager": 0.0 if device.type == "cpu" else 1e-4, "tiny_envelope": 1e-5 if device.type == "cpu" else 1e-4}
+    tolerance = {
+        "captured": 0.0 if device.type == "cpu" else 1e-4,
+        "eager": 0.0 if device.type == "cpu" else 1e-4,
+        "tiny_envelope": 1e-5 if device.type == "cpu" else 1e-4,
+    }
     out["tolerance"] = tolerance
-    out["agree"] = all(out[f"{n}_vs_static_max_abs_param_diff"] <= tol and out[f"{n}_same_batches"]
-                       for n, tol in tolerance.items()) and out["tiny_envelope_overflows"] >= 1
+    out["agree"] = (
+        all(
+            out[f"{n}_vs_static_max_abs_param_diff"] <= tol and out[f"{n}_same_batches"]
+            for n, tol in tolerance.items()
+        )
+        and out["tiny_envelope_overflows"] >= 1
+    )
     return out
 
 
@@ -158,25 +175,37 @@ def measure(g, device, batch_size, variant, envelope, max_batches, seed=0):
     base = _memory(device)
     t0 = time.perf_counter()
     eng = build_engine(g, device, batch_size, variant, envelope, seed=seed)
-    eng.train_epoch(max_batches=2)                        # warm-up (not timed; captures on a GPU)
+    eng.train_epoch(max_batches=2)  # warm-up (not timed; captures on a GPU)
     _sync(device)
     build_seconds = time.perf_counter() - t0
     stats = eng.train_epoch(max_batches=max_batches)
     _sync(device)
     peak = _memory(device, peak=True)
-    row = {"variant": variant, "batch_size": batch_size, "iterations": stats.iterations,
-           "audited_seconds": stats.seconds, "full_epoch": max_batches is None,
-           "host_syncs_per_iteration": stats.host_syncs,
-           "launches_per_iteration": stats.launches,
-           "cuda_sync_warnings_per_iteration": stats.cuda_sync_warnings,
-           "overflows": stats.overflows, "captured": eng.graph is not None,
-           "build_and_warm_up_seconds": build_seconds,
-           "baseline_allocated_bytes": base["allocated"], "baseline_reserved_bytes": base["reserved"],
-           "peak_bytes": None if peak["allocated"] is None else peak["allocated"] - base["allocated"],
-           "peak_reserved_bytes": None if peak["reserved"] is None else peak["reserved"] - base["reserved"],
-           "envelope": None if eng.envelope is None else eng.envelope.sizes,
-           # The work of one iteration (bench/network.py bounds a worker's compute with these).
-           "feat_dim": g.feat_dim, "hidden_dim": HIDDEN, "num_layers": LAYERS, "fanouts": FANOUTS}
+    row = {
+        "variant": variant,
+        "batch_size": batch_size,
+        "iterations": stats.iterations,
+        "audited_seconds": stats.seconds,
+        "full_epoch": max_batches is None,
+        "host_syncs_per_iteration": stats.host_syncs,
+        "launches_per_iteration": stats.launches,
+        "cuda_sync_warnings_per_iteration": stats.cuda_sync_warnings,
+        "overflows": stats.overflows,
+        "captured": eng.graph is not None,
+        "build_and_warm_up_seconds": build_seconds,
+        "baseline_allocated_bytes": base["allocated"],
+        "baseline_reserved_bytes": base["reserved"],
+        "peak_bytes": None if peak["allocated"] is None else peak["allocated"] - base["allocated"],
+        "peak_reserved_bytes": None
+        if peak["reserved"] is None
+        else peak["reserved"] - base["reserved"],
+        "envelope": None if eng.envelope is None else eng.envelope.sizes,
+        # The work of one iteration (bench/network.py bounds a worker's compute with these).
+        "feat_dim": g.feat_dim,
+        "hidden_dim": HIDDEN,
+        "num_layers": LAYERS,
+        "fanouts": FANOUTS,
+    }
     # Without an interleaved timing (a caller of measure alone) the audited epoch is the time.
     row["seconds"] = stats.seconds
     row["seconds_per_iteration"] = stats.seconds / max(stats.iterations, 1)
@@ -191,10 +220,14 @@ def _memory(device, peak: bool = False):
     if device.type != "cuda":
         return {"allocated": None, "reserved": None}
     if peak:
-        return {"allocated": int(torch.cuda.max_memory_allocated(device)),
-                "reserved": int(torch.cuda.max_memory_reserved(device))}
-    return {"allocated": int(torch.cuda.memory_allocated(device)),
-            "reserved": int(torch.cuda.memory_reserved(device))}
+        return {
+            "allocated": int(torch.cuda.max_memory_allocated(device)),
+            "reserved": int(torch.cuda.max_memory_reserved(device)),
+        }
+    return {
+        "allocated": int(torch.cuda.memory_allocated(device)),
+        "reserved": int(torch.cuda.memory_reserved(device)),
+    }
 
 
 def time_iterations(eng, iterations: int, device, start: int = 0) -> float:
@@ -210,9 +243,13 @@ def time_iterations(eng, iterations: int, device, start: int = 0) -> float:
 def spread(values):
     """Median, sample standard deviation (n - 1) and n of a list of measurements."""
     values = list(values)
-    return {"median": statistics.median(values), "mean": statistics.fmean(values),
-            "std": statistics.stdev(values) if len(values) > 1 else None, "n": len(values),
-            "values": values}
+    return {
+        "median": statistics.median(values),
+        "mean": statistics.fmean(values),
+        "std": statistics.stdev(values) if len(values) > 1 else None,
+        "n": len(values),
+        "values": values,
+    }
 
 
 def time_rounds(engines, iterations: int, reps: int, device):
@@ -233,7 +270,7 @@ def kernel_summary(events, replays: int, top: int = 10):
     if not events or replays < 1:
         return {"replays": replays, "kernels_per_replay": 0, "top": [], "busy_fraction": None}
     by_name = {}
-    for start, dur, name in events:
+    for _start, dur, name in events:
         total, count = by_name.get(name, (0.0, 0))
         by_name[name] = (total + dur, count + 1)
     busy_total = sum(d for _, d, _ in events)
@@ -250,15 +287,26 @@ def kernel_summary(events, replays: int, top: int = 10):
     busy = sum(e - s for s, e in merged)
     span = merged[-1][1] - merged[0][0]
     ranked = sorted(by_name.items(), key=lambda kv: -kv[1][0])[:top]
-    return {"replays": replays, "kernels_per_replay": len(events) / replays,
-            "distinct_kernels": len(by_name),
-            "top": [{"name": name[:120], "per_replay": count / replays, "total_us": total,
-                     "share": total / busy_total} for name, (total, count) in ranked],
-            "busy_us_per_replay": busy / replays, "span_us_per_replay": span / replays,
-            "busy_fraction": busy / span if span > 0 else None,
-            "gaps_per_replay": len(gaps) / replays,
-            "median_gap_us": statistics.median(gaps) if gaps else 0.0,
-            "idle_us_per_replay": sum(gaps) / replays}
+    return {
+        "replays": replays,
+        "kernels_per_replay": len(events) / replays,
+        "distinct_kernels": len(by_name),
+        "top": [
+            {
+                "name": name[:120],
+                "per_replay": count / replays,
+                "total_us": total,
+                "share": total / busy_total,
+            }
+            for name, (total, count) in ranked
+        ],
+        "busy_us_per_replay": busy / replays,
+        "span_us_per_replay": span / replays,
+        "busy_fraction": busy / span if span > 0 else None,
+        "gaps_per_replay": len(gaps) / replays,
+        "median_gap_us": statistics.median(gaps) if gaps else 0.0,
+        "idle_us_per_replay": sum(gaps) / replays,
+    }
 
 
 def kernel_profile(eng, replays: int = 50):
@@ -288,17 +336,26 @@ def overflow_cost(g, device, batch_size, envelope, batches: int, seed=0, shrink:
     out = {}
     for name, env in (("profiled", envelope), ("shrunk", tiny)):
         free(device)
-        eng = build_engine(g, device, batch_size, "envelope_captured", env, seed=seed, audit_iterations=0)
+        eng = build_engine(
+            g, device, batch_size, "envelope_captured", env, seed=seed, audit_iterations=0
+        )
         _sync(device)
         t0 = time.perf_counter()
         stats = eng.train_epoch(max_batches=batches)
         _sync(device)
-        out[name] = {"seconds": time.perf_counter() - t0, "overflows": stats.overflows,
-                     "rewound_batches": stats.rewound_batches, "iterations": stats.iterations,
-                     "envelope_start": env.sizes, "envelope_end": eng.envelope.sizes}
+        out[name] = {
+            "seconds": time.perf_counter() - t0,
+            "overflows": stats.overflows,
+            "rewound_batches": stats.rewound_batches,
+            "iterations": stats.iterations,
+            "envelope_start": env.sizes,
+            "envelope_end": eng.envelope.sizes,
+        }
         del eng
     extra = out["shrunk"]["seconds"] - out["profiled"]["seconds"]
-    out["seconds_per_overflow"] = extra / out["shrunk"]["overflows"] if out["shrunk"]["overflows"] else None
+    out["seconds_per_overflow"] = (
+        extra / out["shrunk"]["overflows"] if out["shrunk"]["overflows"] else None
+    )
     out["shrink"] = shrink
     return out
 
@@ -311,36 +368,81 @@ def data_parallel_rows(g, budget_left, epochs=2):
     rows = []
     count = torch.cuda.device_count()
     for workers in (1, count):
-        hist = parallel.train(g, workers=workers, epochs=epochs, batch_size=4096, fanouts=FANOUTS,
-                              hidden_dim=256, evaluate=False, backend="nccl",
-                              run_timeout=max(30.0, budget_left / 2))
-        rows.append({"workers": workers, "seconds_per_epoch": hist["seconds_per_epoch"],
-                     "captured": hist["captured"],
-                     "host_syncs": [e["host_syncs"] for e in hist["epochs"]]})
-    rows.append({"speedup": rows[0]["seconds_per_epoch"] / rows[1]["seconds_per_epoch"],
-                 "workers": count})
+        hist = parallel.train(
+            g,
+            workers=workers,
+            epochs=epochs,
+            batch_size=4096,
+            fanouts=FANOUTS,
+            hidden_dim=256,
+            evaluate=False,
+            backend="nccl",
+            run_timeout=max(30.0, budget_left / 2),
+        )
+        rows.append(
+            {
+                "workers": workers,
+                "seconds_per_epoch": hist["seconds_per_epoch"],
+                "captured": hist["captured"],
+                "host_syncs": [e["host_syncs"] for e in hist["epochs"]],
+            }
+        )
+    rows.append(
+        {"speedup": rows[0]["seconds_per_epoch"] / rows[1]["seconds_per_epoch"], "workers": count}
+    )
     return rows
 
 
 def main(argv=None):
-    ap = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
-    ap.add_argument("--budget", type=float, default=480.0, help="seconds for everything (default 480)")
-    ap.add_argument("--nodes", type=int, default=1_000_000, help="csbm size on a GPU (a CPU uses 20,000)")
+    ap = argparse.ArgumentParser(
+        description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter
+    )
+    ap.add_argument(
+        "--budget", type=float, default=480.0, help="seconds for everything (default 480)"
+    )
+    ap.add_argument(
+        "--nodes", type=int, default=1_000_000, help="csbm size on a GPU (a CPU uses 20,000)"
+    )
     ap.add_argument("--batch-sizes", type=int, nargs="+", default=[256, 1024, 4096])
-    ap.add_argument("--seed", type=int, default=0,
-                    help="seed for the models, the engines' sampling and the envelope profile (the graphs stay seed 0)")
-    ap.add_argument("--name", default=None,
-                    help="write bench/results/<name>.json instead of gpu_check_<cuda|cpu>.json")
-    ap.add_argument("--iterations", type=int, default=None,
-                    help="timed iterations per round (default 100 on a GPU, 3 on a CPU)")
+    ap.add_argument(
+        "--seed",
+        type=int,
+        default=0,
+        help="seed for the models, the engines' sampling and the envelope profile (the graphs stay seed 0)",
+    )
+    ap.add_argument(
+        "--name",
+        default=None,
+        help="write bench/results/<name>.json instead of gpu_check_<cuda|cpu>.json",
+    )
+    ap.add_argument(
+        "--iterations",
+        type=int,
+        default=None,
+        help="timed iterations per round (default 100 on a GPU, 3 on a CPU)",
+    )
     ap.add_argument("--reps", type=int, default=3, help="interleaved timing rounds (default 3)")
-    ap.add_argument("--max-batches", type=int, default=None,
-                    help="iterations of each row's audited epoch (default 20 on a GPU, 3 on a CPU)")
-    ap.add_argument("--compile", dest="compile", action="store_true", default=None,
-                    help="time the torch.compile variants (default: on a GPU)")
+    ap.add_argument(
+        "--max-batches",
+        type=int,
+        default=None,
+        help="iterations of each row's audited epoch (default 20 on a GPU, 3 on a CPU)",
+    )
+    ap.add_argument(
+        "--compile",
+        dest="compile",
+        action="store_true",
+        default=None,
+        help="time the torch.compile variants (default: on a GPU)",
+    )
     ap.add_argument("--no-compile", dest="compile", action="store_false")
-    ap.add_argument("--products", dest="products", action="store_true", default=None,
-                    help="rows for products_like (2.4M nodes; default: on a GPU)")
+    ap.add_argument(
+        "--products",
+        dest="products",
+        action="store_true",
+        default=None,
+        help="rows for products_like (2.4M nodes; default: on a GPU)",
+    )
     ap.add_argument("--no-products", dest="products", action="store_false")
     args = ap.parse_args(argv)
     t_start = time.perf_counter()
@@ -351,19 +453,34 @@ def main(argv=None):
     audit_batches = args.max_batches or (20 if cuda else 3)
     want_compile = cuda if args.compile is None else args.compile
     want_products = cuda if args.products is None else args.products
-    result = {"benchmark": "gpu_check", "machine": machine_note(), "settings": vars(args),
-              "method": {"timing": f"{args.reps} interleaved rounds of {iterations} iterations per "
-                                   "variant, audit off; median and sample std of the rounds",
-                         "memory": "each variant alone; peak above the row's own baseline "
-                                   "(max_memory_allocated / reserved minus memory_allocated / "
-                                   "reserved before the engine was built)",
-                         "oracle": f"{ORACLE}: allocates each batch's exact sizes",
-                         "cora": "numerics only (140 training nodes: one batch); no Cora rows timed",
-                         "audit": f"{audit_batches} iterations per row, untimed: host syncs and "
-                                  "launches per steady iteration (zg.observe.AuditSyncs)"},
-              "numerics": None, "rows": [], "timing": [], "compiled": [], "kernel_profile": None,
-              "overflow_cost": None, "cold_start": [], "data_parallel": None, "ratios": {},
-              "skipped": [], "errors": [], "complete": False}
+    result = {
+        "benchmark": "gpu_check",
+        "machine": machine_note(),
+        "settings": vars(args),
+        "method": {
+            "timing": f"{args.reps} interleaved rounds of {iterations} iterations per "
+            "variant, audit off; median and sample std of the rounds",
+            "memory": "each variant alone; peak above the row's own baseline "
+            "(max_memory_allocated / reserved minus memory_allocated / "
+            "reserved before the engine was built)",
+            "oracle": f"{ORACLE}: allocates each batch's exact sizes",
+            "cora": "numerics only (140 training nodes: one batch); no Cora rows timed",
+            "audit": f"{audit_batches} iterations per row, untimed: host syncs and "
+            "launches per steady iteration (zg.observe.AuditSyncs)",
+        },
+        "numerics": None,
+        "rows": [],
+        "timing": [],
+        "compiled": [],
+        "kernel_profile": None,
+        "overflow_cost": None,
+        "cold_start": [],
+        "data_parallel": None,
+        "ratios": {},
+        "skipped": [],
+        "errors": [],
+        "complete": False,
+    }
     skipped, errors, rows = result["skipped"], result["errors"], result["rows"]
 
     def save():
@@ -378,35 +495,53 @@ def main(argv=None):
             return fn()
         except (torch.cuda.OutOfMemoryError, MemoryError) as exc:
             skipped.append(f"{name}: out of memory ({str(exc)[:200]})")
-        except Exception as exc:                         # keep every other row
-            errors.append({"row": name, "error": f"{type(exc).__name__}: {str(exc)[:500]}",
-                           "traceback": traceback.format_exc()[-2000:]})
+        except Exception as exc:  # keep every other row
+            errors.append(
+                {
+                    "row": name,
+                    "error": f"{type(exc).__name__}: {str(exc)[:500]}",
+                    "traceback": traceback.format_exc()[-2000:],
+                }
+            )
             print(f"  {name}: ERROR {type(exc).__name__}: {exc}")
         finally:
             save()
         return None
 
-    print(f"device: {torch.cuda.get_device_name(device) if cuda else 'CPU (no CUDA here)'}; torch {torch.__version__}")
+    print(
+        f"device: {torch.cuda.get_device_name(device) if cuda else 'CPU (no CUDA here)'}; torch {torch.__version__}"
+    )
     if not cuda:
-        skipped.append("CUDA Graph capture (no CUDA): the 'captured' variant runs the same static step eagerly")
+        skipped.append(
+            "CUDA Graph capture (no CUDA): the 'captured' variant runs the same static step eagerly"
+        )
         skipped.append("GPU execution fraction, memory and the kernel profile (no CUDA)")
         skipped.append(f"csbm with {args.nodes:,} nodes (CPU run uses 20,000 nodes)")
     cora = zg.datasets.load("cora").to(device)
     check = guarded("numerics", lambda: numerics_check(cora, device))
     result["numerics"] = check
     if check is not None:
-        print(f"captured vs static vs eager vs tiny envelope (2 epochs, {check['batches_per_epoch']} batches): "
-              f"{'agree' if check['agree'] else 'DISAGREE'}; captured={check['captured']}, "
-              f"max diffs {check['captured_vs_static_max_abs_param_diff']:.1e} / "
-              f"{check['eager_vs_static_max_abs_param_diff']:.1e} / "
-              f"{check['tiny_envelope_vs_static_max_abs_param_diff']:.1e}")
-    cora = None                  # off the GPU before the timed rows
+        print(
+            f"captured vs static vs eager vs tiny envelope (2 epochs, {check['batches_per_epoch']} batches): "
+            f"{'agree' if check['agree'] else 'DISAGREE'}; captured={check['captured']}, "
+            f"max diffs {check['captured_vs_static_max_abs_param_diff']:.1e} / "
+            f"{check['eager_vs_static_max_abs_param_diff']:.1e} / "
+            f"{check['tiny_envelope_vs_static_max_abs_param_diff']:.1e}"
+        )
+    cora = None  # off the GPU before the timed rows
     free(device)
     save()
 
     nodes = args.nodes if cuda else 20_000
-    plan = [(f"csbm_{nodes}", lambda: zg.datasets.csbm(num_nodes=nodes, avg_degree=20, num_classes=10,
-                                                       feat_dim=128, seed=0), args.batch_sizes)]
+    plan = [
+        (
+            f"csbm_{nodes}",
+            lambda: zg.datasets.csbm(
+                num_nodes=nodes, avg_degree=20, num_classes=10, feat_dim=128, seed=0
+            ),
+            args.batch_sizes,
+        )
+    ]
     if want_products:
         plan.append(("products_like", lambda: zg.datasets.products_like(), [1024, 4096]))
     else:
@@ -429,22 +564,30 @@ def main(argv=None):
                 continue
             bs = min(batch_size, g.train_idx.numel())
             t0 = time.perf_counter()
-            envelope = guarded(f"{gname} b{batch_size} profile",
-                               lambda: Envelope.profile(g, FANOUTS, bs, seed=args.seed))
+            envelope = guarded(
+                f"{gname} b{batch_size} profile",
+                lambda: Envelope.profile(g, FANOUTS, bs, seed=args.seed),
+            )
             profile_seconds = time.perf_counter() - t0
             worst = Envelope.worst_case(g, FANOUTS, bs)
             # 1. Each variant alone: audit (syncs, launches) and memory above its baseline.
             by = {}
-            for variant, env in (("dynamic", None), ("envelope_eager", envelope),
-                                 ("envelope_captured", envelope), ("worst_case_captured", worst)):
+            for variant, env in (
+                ("dynamic", None),
+                ("envelope_eager", envelope),
+                ("envelope_captured", envelope),
+                ("worst_case_captured", worst),
+            ):
                 if variant != "dynamic" and env is None:
                     continue
                 if left() < 20:
                     skipped.append(f"{gname} batch {batch_size} {variant} (time budget)")
                     continue
                 base = "envelope_captured" if variant == "worst_case_captured" else variant
-                row = guarded(f"{gname} b{batch_size} {variant}",
-                              lambda: measure(g, device, batch_size, base, env, audit_batches, args.seed))
+                row = guarded(
+                    f"{gname} b{batch_size} {variant}",
+                    lambda: measure(g, device, batch_size, base, env, audit_batches, args.seed),
+                )
                 if row is None:
                     continue
                 row["variant"], row["graph"], row["model"] = variant, gname, "sage"
@@ -452,9 +595,16 @@ def main(argv=None):
                     row["oracle_mean_counts"] = envelope.observed.double().mean(0).tolist()
                 row["worst_case_sizes"] = worst_case_sizes(g.num_nodes, FANOUTS, batch_size)
                 if variant == "envelope_captured":
-                    result["cold_start"].append({
-                        "graph": gname, "batch_size": batch_size, "profile_seconds": profile_seconds,
-                        "build_capture_and_two_batches_seconds": row["build_and_warm_up_seconds"]})
+                    result["cold_start"].append(
+                        {
+                            "graph": gname,
+                            "batch_size": batch_size,
+                            "profile_seconds": profile_seconds,
+                            "build_capture_and_two_batches_seconds": row[
+                                "build_and_warm_up_seconds"
+                            ],
+                        }
+                    )
                 rows.append(row)
                 by[variant] = row
                 save()
@@ -471,34 +621,57 @@ def main(argv=None):
 
                 def warm(name=name, env=env):
                     t = time.perf_counter()
-                    eng = build_engine(g, device, batch_size, name, env, seed=args.seed, audit_iterations=0)
-                    eng.train_epoch(max_batches=3)      # warm-up: captures, compiles
+                    eng = build_engine(
+                        g, device, batch_size, name, env, seed=args.seed, audit_iterations=0
+                    )
+                    eng.train_epoch(max_batches=3)  # warm-up: captures, compiles
                     _sync(device)
                     return eng, time.perf_counter() - t
+
                 made = guarded(f"{gname} b{batch_size} {name} build", warm)
                 if made is not None:
                     timed[name] = made
             if timed:
-                spreads = guarded(f"{gname} b{batch_size} timing",
-                                  lambda: time_rounds({k: v[0] for k, v in timed.items()}, iterations,
-                                                      args.reps, device)) or {}
+                spreads = (
+                    guarded(
+                        f"{gname} b{batch_size} timing",
+                        lambda: time_rounds(
+                            {k: v[0] for k, v in timed.items()}, iterations, args.reps, device
+                        ),
+                    )
+                    or {}
+                )
                 for name, sp in spreads.items():
-                    entry = {"graph": gname, "model": "sage", "batch_size": batch_size, "variant": name,
-                             "seconds_per_iteration": sp, "warm_up_seconds": timed[name][1]}
+                    entry = {
+                        "graph": gname,
+                        "model": "sage",
+                        "batch_size": batch_size,
+                        "variant": name,
+                        "seconds_per_iteration": sp,
+                        "warm_up_seconds": timed[name][1],
+                    }
                     if cuda:
                         entry["gpu_execution_fraction"] = guarded(
                             f"{gname} b{batch_size} {name} fraction",
-                            lambda: gpu_execution_fraction(lambda i: timed[name][0].run_batch(i), 10))
+                            lambda: gpu_execution_fraction(
+                                lambda i: timed[name][0].run_batch(i), 10
+                            ),
+                        )
                     (result["compiled"] if name in COMPILED else result["timing"]).append(entry)
-                    if name in by:          # the row's time is the interleaved median
+                    if name in by:  # the row's time is the interleaved median
                         by[name]["seconds_per_iteration"] = sp["median"]
                         by[name]["seconds_per_iteration_spread"] = sp
                         by[name]["gpu_execution_fraction"] = entry.get("gpu_execution_fraction")
                 # 3. The captured replay's kernels (CUDA, batch 1024 of the first graph).
                 if cuda and batch_size == 1024 and first_graph and "envelope_captured" in timed:
                     result["kernel_profile"] = guarded(
-                        "kernel profile", lambda: {"graph": gname, "batch_size": batch_size,
-                                                   **kernel_profile(timed["envelope_captured"][0], 50)})
+                        "kernel profile",
+                        lambda: {
+                            "graph": gname,
+                            "batch_size": batch_size,
+                            **kernel_profile(timed["envelope_captured"][0], 50),
+                        },
+                    )
             for name in list(timed):
                 del timed[name]
             free(device)
@@ -506,9 +679,15 @@ def main(argv=None):
             if batch_size == 1024 and first_graph and envelope is not None:
                 if left() > 60:
                     result["overflow_cost"] = guarded(
-                        "overflow cost", lambda: {"graph": gname, "batch_size": batch_size,
-                                                  **overflow_cost(g, device, batch_size, envelope,
-                                                                  max(audit_batches, 10), args.seed)})
+                        "overflow cost",
+                        lambda: {
+                            "graph": gname,
+                            "batch_size": batch_size,
+                            **overflow_cost(
+                                g, device, batch_size, envelope, max(audit_batches, 10), args.seed
+                            ),
+                        },
+                    )
                 else:
                     skipped.append("overflow cost (time budget)")
             save()
@@ -524,13 +703,30 @@ def main(argv=None):
                 def models_row(kind=kind, envelope=envelope):
                     engines = {}
                     for variant in ("dynamic", "envelope_captured"):
-                        eng = build_engine(g, device, 1024, variant, envelope, seed=args.seed,
-                                           audit_iterations=0, model=kind)
+                        eng = build_engine(
+                            g,
+                            device,
+                            1024,
+                            variant,
+                            envelope,
+                            seed=args.seed,
+                            audit_iterations=0,
+                            model=kind,
+                        )
                         eng.train_epoch(max_batches=3)
                         engines[variant] = eng
                     sp = time_rounds(engines, iterations, args.reps, device)
-                    return [{"graph": gname, "model": kind, "batch_size": 1024, "variant": v,
-                             "seconds_per_iteration": s} for v, s in sp.items()]
+                    return [
+                        {
+                            "graph": gname,
+                            "model": kind,
+                            "batch_size": 1024,
+                            "variant": v,
+                            "seconds_per_iteration": s,
+                        }
+                        for v, s in sp.items()
+                    ]
+
                 got = guarded(f"{gname} {kind} b1024", models_row)
                 if got:
                     result["timing"].extend(got)
@@ -541,43 +737,81 @@ def main(argv=None):
 
     if cuda and torch.cuda.device_count() > 1:
         if left() > 60:
-            big = zg.datasets.csbm(num_nodes=nodes, avg_degree=20, num_classes=10, feat_dim=128, seed=0)
-            result["data_parallel"] = guarded("data_parallel", lambda: data_parallel_rows(big, left()))
+            big = zg.datasets.csbm(
+                num_nodes=nodes, avg_degree=20, num_classes=10, feat_dim=128, seed=0
+            )
+            result["data_parallel"] = guarded(
+                "data_parallel", lambda: data_parallel_rows(big, left())
+            )
         else:
             skipped.append("data-parallel scaling (time budget)")
     else:
-        skipped.append("data-parallel scaling across GPUs (needs more than one GPU; the CPU "
-                       "scaling is in bench/results/parallel.json)")
+        skipped.append(
+            "data-parallel scaling across GPUs (needs more than one GPU; the CPU "
+            "scaling is in bench/results/parallel.json)"
+        )
 
     ratios = result["ratios"]
-    timing = {(t["graph"], t["model"], t["batch_size"], t["variant"]): t["seconds_per_iteration"]["median"]
-              for t in result["timing"] + result["compiled"]}
+    timing = {
+        (t["graph"], t["model"], t["batch_size"], t["variant"]): t["seconds_per_iteration"][
+            "median"
+        ]
+        for t in result["timing"] + result["compiled"]
+    }
     for (gname, model, batch_size, variant), sec in timing.items():
         if variant != "envelope_captured":
             continue
         for other in ("dynamic", "envelope_eager", *COMPILED):
             if (gname, model, batch_size, other) in timing:
-                ratios[f"{gname}/{model}/b{batch_size}/captured_vs_{other}"] = timing[(gname, model, batch_size, other)] / sec
-        compiled = [timing[(gname, model, batch_size, c)] for c in COMPILED if (gname, model, batch_size, c) in timing]
+                ratios[f"{gname}/{model}/b{batch_size}/captured_vs_{other}"] = (
+                    timing[(gname, model, batch_size, other)] / sec
+                )
+        compiled = [
+            timing[(gname, model, batch_size, c)]
+            for c in COMPILED
+            if (gname, model, batch_size, c) in timing
+        ]
         if compiled:
             ratios[f"{gname}/{model}/b{batch_size}/captured_vs_best_compiled"] = min(compiled) / sec
     if cuda:
         for gname in {r["graph"] for r in rows}:
             for batch_size in args.batch_sizes + [1024, 4096]:
-                by = {r["variant"]: r for r in rows if r["graph"] == gname and r["batch_size"] == batch_size}
+                by = {
+                    r["variant"]: r
+                    for r in rows
+                    if r["graph"] == gname and r["batch_size"] == batch_size
+                }
                 if {"envelope_captured", "worst_case_captured", ORACLE} <= set(by) and all(
-                        by[v]["peak_bytes"] for v in ("envelope_captured", "worst_case_captured", ORACLE)):
+                    by[v]["peak_bytes"]
+                    for v in ("envelope_captured", "worst_case_captured", ORACLE)
+                ):
                     ratios[f"{gname}/b{batch_size}/peak_captured_over_oracle"] = (
-                        by["envelope_captured"]["peak_bytes"] / by[ORACLE]["peak_bytes"])
+                        by["envelope_captured"]["peak_bytes"] / by[ORACLE]["peak_bytes"]
+                    )
                     ratios[f"{gname}/b{batch_size}/peak_captured_over_worst_case"] = (
-                        by["envelope_captured"]["peak_bytes"] / by["worst_case_captured"]["peak_bytes"])
+                        by["envelope_captured"]["peak_bytes"]
+                        / by["worst_case_captured"]["peak_bytes"]
+                    )
     print()
-    print(table([[t["graph"], t["model"], t["batch_size"], t["variant"],
-                  f"{t['seconds_per_iteration']['median'] * 1e3:.2f}",
-                  "" if t["seconds_per_iteration"]["std"] is None else f"{t['seconds_per_iteration']['std'] * 1e3:.2f}",
-                  t.get("gpu_execution_fraction")]
-                 for t in result["timing"] + result["compiled"]],
-                ["graph", "model", "batch", "variant", "ms/it (median)", "std", "gpu fraction"]))
+    print(
+        table(
+            [
+                [
+                    t["graph"],
+                    t["model"],
+                    t["batch_size"],
+                    t["variant"],
+                    f"{t['seconds_per_iteration']['median'] * 1e3:.2f}",
+                    ""
+                    if t["seconds_per_iteration"]["std"] is None
+                    else f"{t['seconds_per_iteration']['std'] * 1e3:.2f}",
+                    t.get("gpu_execution_fraction"),
+                ]
+                for t in result["timing"] + result["compiled"]
+            ],
+            ["graph", "model", "batch", "variant", "ms/it (median)", "std", "gpu fraction"],
+        )
+    )
     print(table([[k, f"{v:.2f}x"] for k, v in ratios.items()], ["ratio", "value"]))
     if skipped:
         print("\nskipped:")

@@ -29,11 +29,13 @@ import torch
 sys.path.insert(0, str(Path(__file__).resolve().parent))
 sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
 
-import zg  # noqa: E402
-from zg.engine import Engine  # noqa: E402
-from zg.envelope import Envelope  # noqa: E402
-from _machine import machine_note, write_json  # noqa: E402
-from gpu_check import FANOUTS, VARIANTS, build_engine  # noqa: E402  (the same engines as the check)
+from _machine import machine_note, write_json
+from gpu_check import FANOUTS, VARIANTS, build_engine
+
+import zg
+from zg.engine import Engine
+from zg.envelope import Envelope
+
 ZG_DIR = str(Path(zg.__file__).resolve().parent)
 
 
@@ -91,31 +93,45 @@ def host_profile(g, batch_size: int, iterations: int) -> dict:
     if eng.graph is not None:
         start, end = torch.cuda.Event(enable_timing=True), torch.cuda.Event(enable_timing=True)
         start.record()
-        for b in range(iterations):
+        for _ in range(iterations):
             eng.graph.replay()
         end.record()
         sync()
         replay = start.elapsed_time(end) / 1e3
     stats = pstats.Stats(prof)
     rows = []
-    for (filename, line, name), (cc, nc, tt, ct, _) in stats.stats.items():
-        rows.append({"function": f"{Path(filename).name}:{line} {name}", "calls_per_iteration": nc / iterations,
-                     "cumulative_ms_per_iteration": ct * 1e3 / iterations,
-                     "own_ms_per_iteration": tt * 1e3 / iterations})
+    for (filename, line, name), (_cc, nc, tt, ct, _) in stats.stats.items():
+        rows.append(
+            {
+                "function": f"{Path(filename).name}:{line} {name}",
+                "calls_per_iteration": nc / iterations,
+                "cumulative_ms_per_iteration": ct * 1e3 / iterations,
+                "own_ms_per_iteration": tt * 1e3 / iterations,
+            }
+        )
     rows.sort(key=lambda r: -r["own_ms_per_iteration"])
-    return {"batch_size": batch_size, "iterations": iterations,
-            "host_ms_per_iteration_profiled": host * 1e3 / iterations,
-            "total_ms_per_iteration_profiled": total * 1e3 / iterations,
-            "graph_replay_only_ms_per_iteration": replay * 1e3 / iterations,
-            "top_own_time": rows[:20]}
+    return {
+        "batch_size": batch_size,
+        "iterations": iterations,
+        "host_ms_per_iteration_profiled": host * 1e3 / iterations,
+        "total_ms_per_iteration_profiled": total * 1e3 / iterations,
+        "graph_replay_only_ms_per_iteration": replay * 1e3 / iterations,
+        "top_own_time": rows[:20],
+    }
 
 
 def main(argv=None):
-    ap = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
+    ap = argparse.ArgumentParser(
+        description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter
+    )
     ap.add_argument("--batch-size", type=int, default=1024)
     ap.add_argument("--iterations", type=int, default=3)
-    ap.add_argument("--profile-nodes", type=int, default=1_000_000,
-                    help="csbm size for the host profile of a captured iteration (0: skip)")
+    ap.add_argument(
+        "--profile-nodes",
+        type=int,
+        default=1_000_000,
+        help="csbm size for the host profile of a captured iteration (0: skip)",
+    )
     ap.add_argument("--profile-batch-sizes", type=int, nargs="+", default=[256, 4096])
     args = ap.parse_args(argv)
     if not torch.cuda.is_available():
@@ -124,31 +140,42 @@ def main(argv=None):
     device = torch.device("cuda", 0)
     g = zg.datasets.load("cora").to(device)
     envelope = Envelope.profile(g, FANOUTS, args.batch_size, seed=0)
-    result = {"benchmark": "gpu_sync_sources", "machine": machine_note(), "settings": vars(args),
-              "graph": "cora", "variants": {}}
+    result = {
+        "benchmark": "gpu_sync_sources",
+        "machine": machine_note(),
+        "settings": vars(args),
+        "graph": "cora",
+        "variants": {},
+    }
     for variant in VARIANTS:
         eng = build_engine(g, device, args.batch_size, variant, envelope, audit_iterations=0)
-        eng.train_epoch(max_batches=2)                   # warm-up; captures the graph
+        eng.train_epoch(max_batches=2)  # warm-up; captures the graph
         sites = sync_sites(eng, args.iterations)
         total = sum(sites.values())
         result["variants"][variant] = {
             "syncs_per_iteration": total / args.iterations,
-            "sites_per_iteration": {k: v / args.iterations for k, v in sites.most_common()}}
+            "sites_per_iteration": {k: v / args.iterations for k, v in sites.most_common()},
+        }
         print(f"{variant:18s} {total / args.iterations:5.1f} syncs/it")
         for k, v in sites.most_common():
             print(f"    {v / args.iterations:5.1f}  {k}")
     if args.profile_nodes:
-        big = zg.datasets.csbm(num_nodes=args.profile_nodes, avg_degree=20, num_classes=10,
-                               feat_dim=128, seed=0).to(device)
+        big = zg.datasets.csbm(
+            num_nodes=args.profile_nodes, avg_degree=20, num_classes=10, feat_dim=128, seed=0
+        ).to(device)
         result["host_profile"] = {"graph": f"csbm_{args.profile_nodes}", "rows": []}
         for bs in args.profile_batch_sizes:
             row = host_profile(big, bs, 30)
             result["host_profile"]["rows"].append(row)
-            print(f"captured b={bs}: host {row['host_ms_per_iteration_profiled']:.2f} ms/it (profiled), "
-                  f"total {row['total_ms_per_iteration_profiled']:.2f}, replay only "
-                  f"{row['graph_replay_only_ms_per_iteration']:.2f}")
+            print(
+                f"captured b={bs}: host {row['host_ms_per_iteration_profiled']:.2f} ms/it (profiled), "
+                f"total {row['total_ms_per_iteration_profiled']:.2f}, replay only "
+                f"{row['graph_replay_only_ms_per_iteration']:.2f}"
+            )
             for r in row["top_own_time"][:12]:
-                print(f"    {r['own_ms_per_iteration']:7.3f} ms own  {r['calls_per_iteration']:6.1f} calls  {r['function']}")
+                print(
+                    f"    {r['own_ms_per_iteration']:7.3f} ms own  {r['calls_per_iteration']:6.1f} calls  {r['function']}"
+                )
     path = write_json("gpu_sync_sources", result)
     print(f"wrote {path}")
     return 0

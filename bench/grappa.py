@@ -52,12 +52,12 @@ import torch
 sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
 sys.path.insert(0, str(Path(__file__).resolve().parent))
 
-import zg  # noqa: E402
-from zg import grappa  # noqa: E402
-from zg.grappa.comm import LINKS, project_seconds  # noqa: E402
+from _machine import machine_note, table, write_json
 
-from _machine import machine_note, table, write_json  # noqa: E402
-from zg.grappa.history import bytes_by_kind  # noqa: E402
+import zg
+from zg import grappa
+from zg.grappa.comm import LINKS, project_seconds
+from zg.grappa.history import bytes_by_kind
 
 ESTIMATORS = ("mean", "node", "batch", "shrink", "reference")
 
@@ -65,23 +65,47 @@ ESTIMATORS = ("mean", "node", "batch", "shrink", "reference")
 FULL = {
     "cora": {
         "graph": {"name": "cora"},
-        "train": dict(batch_size=32, hidden_dim=64, dropout=0.5, lr=0.01, weight_decay=5e-4,
-                      epochs=20, eval_every=1),
+        "train": dict(
+            batch_size=32,
+            hidden_dim=64,
+            dropout=0.5,
+            lr=0.01,
+            weight_decay=5e-4,
+            epochs=20,
+            eval_every=1,
+        ),
         "fanouts": {2: [10, 10], 3: [10, 10, 10]},
     },
     "csbm": {
-        "graph": {"name": "csbm", "num_nodes": 200_000, "avg_degree": 10, "num_classes": 10,
-                  "feat_dim": 64, "seed": 0, "train_frac": 0.05, "val_frac": 0.05},
-        "train": dict(batch_size=256, hidden_dim=64, dropout=0.1, lr=0.01, weight_decay=0.0,
-                      epochs=8, eval_every=4),
+        "graph": {
+            "name": "csbm",
+            "num_nodes": 200_000,
+            "avg_degree": 10,
+            "num_classes": 10,
+            "feat_dim": 64,
+            "seed": 0,
+            "train_frac": 0.05,
+            "val_frac": 0.05,
+        },
+        "train": dict(
+            batch_size=256,
+            hidden_dim=64,
+            dropout=0.1,
+            lr=0.01,
+            weight_decay=0.0,
+            epochs=8,
+            eval_every=4,
+        ),
         "fanouts": {2: [5, 5], 3: [5, 5, 5]},
     },
 }
 QUICK = {
     "cora": {**FULL["cora"], "train": {**FULL["cora"]["train"], "epochs": 4}},
-    "csbm": {"graph": {**FULL["csbm"]["graph"], "num_nodes": 20_000},
-             "train": {**FULL["csbm"]["train"], "epochs": 2, "eval_every": 1},
-             "fanouts": FULL["csbm"]["fanouts"]},
+    "csbm": {
+        "graph": {**FULL["csbm"]["graph"], "num_nodes": 20_000},
+        "train": {**FULL["csbm"]["train"], "epochs": 2, "eval_every": 1},
+        "fanouts": FULL["csbm"]["fanouts"],
+    },
 }
 # One torch thread per worker: on 2 shared cores, more threads per process make OpenMP spin
 # against the other workers and the measured epoch times erratic. PSGD-PA averages every 5
@@ -103,15 +127,25 @@ def summarise(hist, wall):
     epochs = hist["epochs"]
     median = sorted(epochs, key=lambda e: e["seconds"])[len(epochs) // 2]
     kinds = {k: v / (len(epochs) * hist["workers"]) for k, v in bytes_by_kind(hist).items()}
-    projected = {name: project_seconds(median["seconds"], median["bytes_sent"], median["rounds"], link)
-                 ["projected_seconds"] for name, link in LINKS.items() if name in ("1GbE", "10GbE")}
+    projected = {
+        name: project_seconds(median["seconds"], median["bytes_sent"], median["rounds"], link)[
+            "projected_seconds"
+        ]
+        for name, link in LINKS.items()
+        if name in ("1GbE", "10GbE")
+    }
     cfg = hist["config"]
     return {
-        "trainer": cfg["trainer"], "workers": hist["workers"], "layers": cfg["num_layers"],
+        "trainer": cfg["trainer"],
+        "workers": hist["workers"],
+        "layers": cfg["num_layers"],
         "estimator": cfg["estimator"] if cfg["trainer"] == "grappa" else None,
-        "repartition": bool(cfg["repartition_every"]), "method": cfg["method"], "halo": cfg["halo"],
+        "repartition": bool(cfg["repartition_every"]),
+        "method": cfg["method"],
+        "halo": cfg["halo"],
         "seed": cfg["seed"],
-        "test_acc": hist["final"]["test_acc_at_best_val"], "val_acc": hist["final"]["best_val_acc"],
+        "test_acc": hist["final"]["test_acc_at_best_val"],
+        "val_acc": hist["final"]["best_val_acc"],
         "final_test_acc": hist["final"]["test_acc"],
         "bytes_per_epoch_per_worker": hist["bytes_per_epoch_per_worker"],
         "bytes_per_epoch_by_kind": kinds,
@@ -132,26 +166,43 @@ def run_group(g, label, records, runs, settings=None):
     # COMMON's repartition_every and average_every are meant for the trainers that use them.
     runs = [grappa.get_trainer(r.get("trainer", "grappa")).shared_options(r) for r in runs]
     histories = grappa.train_many(g, runs)
-    wall = (time.perf_counter() - start) / len(runs)                    # start-up shared
+    wall = (time.perf_counter() - start) / len(runs)  # start-up shared
     for i, hist in enumerate(histories):
-        rec = {"dataset": label, **summarise(hist, wall),
-               "setting": settings[i] if settings else "comparison"}
+        rec = {
+            "dataset": label,
+            **summarise(hist, wall),
+            "setting": settings[i] if settings else "comparison",
+        }
         records.append(rec)
         est = rec["estimator"] or ""
-        print(f"  {label:5s} L={rec['layers']} P={rec['workers']} {rec['trainer']:13s} {est:6s} "
-              f"{'repart' if rec['repartition'] else '      '} {rec['method']:6s} seed={rec['seed']} "
-              f"test={rec['test_acc']:.4f} bytes/epoch={rec['bytes_per_epoch_per_worker']:,.0f} "
-              f"epoch={rec['measured_epoch_seconds']:.2f}s", flush=True)
+        print(
+            f"  {label:5s} L={rec['layers']} P={rec['workers']} {rec['trainer']:13s} {est:6s} "
+            f"{'repart' if rec['repartition'] else '      '} {rec['method']:6s} seed={rec['seed']} "
+            f"test={rec['test_acc']:.4f} bytes/epoch={rec['bytes_per_epoch_per_worker']:,.0f} "
+            f"epoch={rec['measured_epoch_seconds']:.2f}s",
+            flush=True,
+        )
 
 
 def trained_model(g, spec, layers, path):
     """Parameters for the gradient-error measurement: the single reference after one epoch
     (mid-training, where the gradient is still large and informative)."""
-    options = grappa.get_trainer("single").shared_options({**spec["train"], **COMMON, "epochs": 1,
-                                                           "eval_every": 1})
-    grappa.train(g, workers=1, trainer="single", seed=0, num_layers=layers,
-                 fanouts=spec["fanouts"][layers], model_path=path, **options)
-    model = zg.models.SAGE(g.feat_dim, spec["train"]["hidden_dim"], g.num_classes, num_layers=layers)
+    options = grappa.get_trainer("single").shared_options(
+        {**spec["train"], **COMMON, "epochs": 1, "eval_every": 1}
+    )
+    grappa.train(
+        g,
+        workers=1,
+        trainer="single",
+        seed=0,
+        num_layers=layers,
+        fanouts=spec["fanouts"][layers],
+        model_path=path,
+        **options,
+    )
+    model = zg.models.SAGE(
+        g.feat_dim, spec["train"]["hidden_dim"], g.num_classes, num_layers=layers
+    )
     model.load_state_dict(torch.load(path))
     return model
 
@@ -164,25 +215,50 @@ def gradient_errors(g, label, spec, configs, count, out, scratch):
     models = {}
     for layers in sorted({layers for layers, _ in configs}):
         torch.manual_seed(0)
-        init = zg.models.SAGE(g.feat_dim, spec["train"]["hidden_dim"], g.num_classes, num_layers=layers)
-        models[layers] = (("init", init),
-                          ("after_1_epoch", trained_model(g, spec, layers,
-                                                          os.path.join(scratch, f"{label}_{layers}.pt"))))
+        init = zg.models.SAGE(
+            g.feat_dim, spec["train"]["hidden_dim"], g.num_classes, num_layers=layers
+        )
+        models[layers] = (
+            ("init", init),
+            (
+                "after_1_epoch",
+                trained_model(g, spec, layers, os.path.join(scratch, f"{label}_{layers}.pt")),
+            ),
+        )
     for layers, P in configs:
         parts = grappa.random_partitions(g, P, count=count, method="metis", seed=0)
         for when, model in models[layers]:
             start = time.perf_counter()
             model.eval()
             reference = grappa.exact_gradient(g, model)
-            err = grappa.gradient_error(g, model, parts, estimator="all", super_epochs=[0, 1],
-                                        weighting=["inverse", "coverage"], reference=reference)
+            err = grappa.gradient_error(
+                g,
+                model,
+                parts,
+                estimator="all",
+                super_epochs=[0, 1],
+                weighting=["inverse", "coverage"],
+                reference=reference,
+            )
             for weighting, by_name in err.items():
                 for name, e in by_name.items():
                     e.pop("per_draw")
-                    out.append({"dataset": label, "layers": layers, "workers": P, "parameters": when,
-                                "weighting": weighting, "estimator": name, **e})
+                    out.append(
+                        {
+                            "dataset": label,
+                            "layers": layers,
+                            "workers": P,
+                            "parameters": when,
+                            "weighting": weighting,
+                            "estimator": name,
+                            **e,
+                        }
+                    )
                 line = "  ".join(f"{n}={e['relative_error']:.4f}" for n, e in by_name.items())
-                print(f"  grad-error {label} L={layers} P={P} {when:13s} {weighting:8s} {line}", flush=True)
+                print(
+                    f"  grad-error {label} L={layers} P={P} {when:13s} {weighting:8s} {line}",
+                    flush=True,
+                )
             print(f"    ({time.perf_counter() - start:.0f}s)", flush=True)
 
 
@@ -195,40 +271,83 @@ def main(argv=None):
     start = time.perf_counter()
     note = machine_note()
     records, grad_rows = [], []
-    scratch = tempfile.mkdtemp(prefix="zg-bench-grappa-")             # model files, outside the repo
+    scratch = tempfile.mkdtemp(prefix="zg-bench-grappa-")  # model files, outside the repo
     for label, spec in specs.items():
         g = load(spec["graph"])
         print(f"{label}: {g}", flush=True)
         base = {**spec["train"], **COMMON}
         for layers in (2, 3):
             fan = spec["fanouts"][layers]
-            run_group(g, label, records, [dict(workers=1, trainer="single", seed=seed, num_layers=layers,
-                                               fanouts=fan, **base) for seed in (0, 1, 2)])
+            run_group(
+                g,
+                label,
+                records,
+                [
+                    dict(
+                        workers=1,
+                        trainer="single",
+                        seed=seed,
+                        num_layers=layers,
+                        fanouts=fan,
+                        **base,
+                    )
+                    for seed in (0, 1, 2)
+                ],
+            )
             for P in (2, 4):
                 part = grappa.partition(g, P, "metis", seed=0)
                 kw = dict(workers=P, seed=0, num_layers=layers, fanouts=fan, **base)
-                runs = [dict(trainer=t, partition=part, **kw) for t in ("feature_fetch", "isolated", "psgd_pa")]
-                runs += [dict(trainer="grappa", estimator=est, partition=part,
-                              **{**kw, "repartition_every": 1 if repartition else None})
-                         for est in ESTIMATORS for repartition in (True, False)]
-                if P == 4:                                               # coverage contrast
+                runs = [
+                    dict(trainer=t, partition=part, **kw)
+                    for t in ("feature_fetch", "isolated", "psgd_pa")
+                ]
+                runs += [
+                    dict(
+                        trainer="grappa",
+                        estimator=est,
+                        partition=part,
+                        **{**kw, "repartition_every": 1 if repartition else None},
+                    )
+                    for est in ESTIMATORS
+                    for repartition in (True, False)
+                ]
+                if P == 4:  # coverage contrast
                     rand = grappa.partition(g, P, "random", seed=0)
-                    runs += [dict(trainer="isolated", partition=rand, **kw),
-                             dict(trainer="grappa", estimator="batch", partition=rand, **kw)]
+                    runs += [
+                        dict(trainer="isolated", partition=rand, **kw),
+                        dict(trainer="grappa", estimator="batch", partition=rand, **kw),
+                    ]
                 settings = ["comparison"] * len(runs)
                 # B9: the kit's defaults (no estimator, partition, halo or repartition_every given).
-                runs += [dict(trainer="grappa", workers=P, seed=seed, num_layers=layers, fanouts=fan,
-                              **{**spec["train"], **DEFAULT_RUN}) for seed in B9_SEEDS]
+                runs += [
+                    dict(
+                        trainer="grappa",
+                        workers=P,
+                        seed=seed,
+                        num_layers=layers,
+                        fanouts=fan,
+                        **{**spec["train"], **DEFAULT_RUN},
+                    )
+                    for seed in B9_SEEDS
+                ]
                 settings += ["default"] * len(B9_SEEDS)
                 run_group(g, label, records, runs, settings)
         if label == "cora":
             gradient_errors(g, label, spec, [(2, 2), (2, 4), (3, 2), (3, 4)], 3, grad_rows, scratch)
-        else:       # a full-graph pass over 200k nodes costs seconds: the target's P = 4 only
+        else:  # a full-graph pass over 200k nodes costs seconds: the target's P = 4 only
             gradient_errors(g, label, spec, [(2, 4), (3, 4)], 2, grad_rows, scratch)
-    result = {"machine": note, "quick": args.quick, "settings": {"datasets": specs, "common": COMMON,
-              "partition": "METIS, 2P chunks, round-robin schedule (random chunks where noted)",
-              "accuracy": "test accuracy at the best validation epoch"},
-              "runs": records, "gradient_error": grad_rows}
+    result = {
+        "machine": note,
+        "quick": args.quick,
+        "settings": {
+            "datasets": specs,
+            "common": COMMON,
+            "partition": "METIS, 2P chunks, round-robin schedule (random chunks where noted)",
+            "accuracy": "test accuracy at the best validation epoch",
+        },
+        "runs": records,
+        "gradient_error": grad_rows,
+    }
     result["targets"] = check_targets(records, grad_rows)
     result["bench_seconds"] = time.perf_counter() - start
     # The machine is shared: the load at the end says how much the others ran meanwhile.
@@ -246,94 +365,229 @@ def check_targets(records, grad_rows):
     out = {"accuracy": [], "other_settings": [], "bytes": None, "gradient_error": []}
     for ds in sorted({r["dataset"] for r in records}):
         for layers in (2, 3):
-            singles = [r["test_acc"] for r in records if r["dataset"] == ds and r["layers"] == layers
-                       and r["trainer"] == "single"]
+            singles = [
+                r["test_acc"]
+                for r in records
+                if r["dataset"] == ds and r["layers"] == layers and r["trainer"] == "single"
+            ]
             s_mean, s_std = mean_std(singles)
             for P in (2, 4):
-                default = [r for r in records if r["dataset"] == ds and r["layers"] == layers
-                           and r["workers"] == P and r["setting"] == "default"]
+                default = [
+                    r
+                    for r in records
+                    if r["dataset"] == ds
+                    and r["layers"] == layers
+                    and r["workers"] == P
+                    and r["setting"] == "default"
+                ]
                 d_mean, d_std = mean_std([r["test_acc"] for r in default])
                 gap = 100 * (s_mean - d_mean)
                 cfg = default[0]
-                out["accuracy"].append({
-                    "dataset": ds, "layers": layers, "workers": P,
-                    "single_mean": s_mean, "single_std": s_std, "single_seeds": len(singles),
-                    "grappa_default_mean": d_mean, "grappa_default_std": d_std,
-                    "grappa_default_seeds": len(default),
-                    "grappa_default_setting": {"estimator": cfg["estimator"], "method": cfg["method"],
-                                               "halo": cfg.get("halo"), "repartition": cfg["repartition"]},
-                    "gap_points": gap, "met": gap <= 1.0 + 1e-9})
+                out["accuracy"].append(
+                    {
+                        "dataset": ds,
+                        "layers": layers,
+                        "workers": P,
+                        "single_mean": s_mean,
+                        "single_std": s_std,
+                        "single_seeds": len(singles),
+                        "grappa_default_mean": d_mean,
+                        "grappa_default_std": d_std,
+                        "grappa_default_seeds": len(default),
+                        "grappa_default_setting": {
+                            "estimator": cfg["estimator"],
+                            "method": cfg["method"],
+                            "halo": cfg.get("halo"),
+                            "repartition": cfg["repartition"],
+                        },
+                        "gap_points": gap,
+                        "met": gap <= 1.0 + 1e-9,
+                    }
+                )
                 # Every other grappa setting, named, one seed: listed, never chosen.
                 for r in records:
-                    if (r["dataset"], r["layers"], r["workers"], r["trainer"], r["setting"]) != \
-                            (ds, layers, P, "grappa", "comparison"):
+                    if (r["dataset"], r["layers"], r["workers"], r["trainer"], r["setting"]) != (
+                        ds,
+                        layers,
+                        P,
+                        "grappa",
+                        "comparison",
+                    ):
                         continue
-                    name = (f"grappa/{r['estimator']} {r['method']} "
-                            f"{'repartition every epoch' if r['repartition'] else 'fixed partitions'}")
-                    out["other_settings"].append({
-                        "dataset": ds, "layers": layers, "workers": P, "setting": name,
-                        "seed": r["seed"], "test_acc": r["test_acc"],
-                        "gap_points_to_single_mean": 100 * (s_mean - r["test_acc"]),
-                        "better_than_default_mean": r["test_acc"] > d_mean})
-    pick = lambda trainer, est=None: [r for r in records if r["dataset"] == "csbm" and r["workers"] == 4  # noqa: E731
-                                      and r["layers"] == 3 and r["trainer"] == trainer and r["method"] == "metis"
-                                      and r["setting"] == "comparison"
-                                      and (est is None or (r["estimator"] == est and r["repartition"]))]
+                    name = (
+                        f"grappa/{r['estimator']} {r['method']} "
+                        f"{'repartition every epoch' if r['repartition'] else 'fixed partitions'}"
+                    )
+                    out["other_settings"].append(
+                        {
+                            "dataset": ds,
+                            "layers": layers,
+                            "workers": P,
+                            "setting": name,
+                            "seed": r["seed"],
+                            "test_acc": r["test_acc"],
+                            "gap_points_to_single_mean": 100 * (s_mean - r["test_acc"]),
+                            "better_than_default_mean": r["test_acc"] > d_mean,
+                        }
+                    )
+
+    def pick(trainer, est=None):
+        return [
+            r
+            for r in records
+            if r["dataset"] == "csbm"
+            and r["workers"] == 4
+            and r["layers"] == 3
+            and r["trainer"] == trainer
+            and r["method"] == "metis"
+            and r["setting"] == "comparison"
+            and (est is None or (r["estimator"] == est and r["repartition"]))
+        ]
+
     fetch, grap = pick("feature_fetch"), pick("grappa", "batch")
     if fetch and grap:
         ratio = grap[0]["bytes_per_epoch_per_worker"] / fetch[0]["bytes_per_epoch_per_worker"]
-        out["bytes"] = {"grappa_batch": grap[0]["bytes_per_epoch_per_worker"],
-                        "feature_fetch": fetch[0]["bytes_per_epoch_per_worker"], "ratio": ratio,
-                        "met": ratio <= 0.1}
+        out["bytes"] = {
+            "grappa_batch": grap[0]["bytes_per_epoch_per_worker"],
+            "feature_fetch": fetch[0]["bytes_per_epoch_per_worker"],
+            "ratio": ratio,
+            "met": ratio <= 0.1,
+        }
     for row in grad_rows:
         if row["dataset"] != "csbm" or row["workers"] != 4 or row["estimator"] == "mean":
             continue
-        mean = next(r for r in grad_rows if r["estimator"] == "mean" and
-                    all(r[k] == row[k] for k in ("dataset", "layers", "workers", "parameters", "weighting")))
+        mean = next(
+            r
+            for r in grad_rows
+            if r["estimator"] == "mean"
+            and all(
+                r[k] == row[k] for k in ("dataset", "layers", "workers", "parameters", "weighting")
+            )
+        )
         if row["estimator"] == "uniform":
             continue
-        uniform = next(r for r in grad_rows if r["estimator"] == "uniform" and
-                       all(r[k] == row[k] for k in ("dataset", "layers", "workers", "parameters", "weighting")))
-        out["gradient_error"].append({k: row[k] for k in ("layers", "parameters", "weighting", "estimator")}
-                                     | {"error": row["relative_error"], "mean_error": mean["relative_error"],
-                                        "uniform_error": uniform["relative_error"],
-                                        "met": row["relative_error"] < mean["relative_error"]})
+        uniform = next(
+            r
+            for r in grad_rows
+            if r["estimator"] == "uniform"
+            and all(
+                r[k] == row[k] for k in ("dataset", "layers", "workers", "parameters", "weighting")
+            )
+        )
+        out["gradient_error"].append(
+            {k: row[k] for k in ("layers", "parameters", "weighting", "estimator")}
+            | {
+                "error": row["relative_error"],
+                "mean_error": mean["relative_error"],
+                "uniform_error": uniform["relative_error"],
+                "met": row["relative_error"] < mean["relative_error"],
+            }
+        )
     return out
 
 
 def print_tables(records, grad_rows, targets):
-    rows = [[r["dataset"], r["layers"], r["workers"], r["setting"], r["trainer"], r["estimator"] or "",
-             "yes" if r["repartition"] else "", r["method"], r["seed"], f"{100 * r['test_acc']:.1f}",
-             f"{r['bytes_per_epoch_per_worker'] / 1e6:,.3f}", f"{r['measured_epoch_seconds']:.2f}",
-             f"{r['projected_epoch_seconds']['1GbE']:.2f}", f"{r['projected_epoch_seconds']['10GbE']:.2f}"]
-            for r in records]
-    print("\n" + table(rows, ["data", "L", "P", "setting", "trainer", "estimator", "repart", "chunks", "seed",
-                              "test %", "MB/epoch/worker", "epoch s (measured)",
-                              "1GbE s (projection)", "10GbE s (projection)"]))
-    rows = [[r["dataset"], r["layers"], r["workers"], r["parameters"], r["weighting"], r["estimator"],
-             f"{r['relative_error']:.4f}", f"{r['cosine']:.4f}", f"{r['bias']:.4f}", f"{r['variance']:.5f}"]
-            for r in grad_rows]
-    print("\n" + table(rows, ["data", "L", "P", "parameters", "weighting", "estimator", "rel. error",
-                              "cosine", "bias", "variance"]))
+    rows = [
+        [
+            r["dataset"],
+            r["layers"],
+            r["workers"],
+            r["setting"],
+            r["trainer"],
+            r["estimator"] or "",
+            "yes" if r["repartition"] else "",
+            r["method"],
+            r["seed"],
+            f"{100 * r['test_acc']:.1f}",
+            f"{r['bytes_per_epoch_per_worker'] / 1e6:,.3f}",
+            f"{r['measured_epoch_seconds']:.2f}",
+            f"{r['projected_epoch_seconds']['1GbE']:.2f}",
+            f"{r['projected_epoch_seconds']['10GbE']:.2f}",
+        ]
+        for r in records
+    ]
+    print(
+        "\n"
+        + table(
+            rows,
+            [
+                "data",
+                "L",
+                "P",
+                "setting",
+                "trainer",
+                "estimator",
+                "repart",
+                "chunks",
+                "seed",
+                "test %",
+                "MB/epoch/worker",
+                "epoch s (measured)",
+                "1GbE s (projection)",
+                "10GbE s (projection)",
+            ],
+        )
+    )
+    rows = [
+        [
+            r["dataset"],
+            r["layers"],
+            r["workers"],
+            r["parameters"],
+            r["weighting"],
+            r["estimator"],
+            f"{r['relative_error']:.4f}",
+            f"{r['cosine']:.4f}",
+            f"{r['bias']:.4f}",
+            f"{r['variance']:.5f}",
+        ]
+        for r in grad_rows
+    ]
+    print(
+        "\n"
+        + table(
+            rows,
+            [
+                "data",
+                "L",
+                "P",
+                "parameters",
+                "weighting",
+                "estimator",
+                "rel. error",
+                "cosine",
+                "bias",
+                "variance",
+            ],
+        )
+    )
     print("\ntargets:")
     for a in targets["accuracy"]:
-        print(f"  accuracy {a['dataset']} L={a['layers']} P={a['workers']}: single "
-              f"{100 * a['single_mean']:.1f} ± {100 * a['single_std']:.1f} vs grappa (defaults: "
-              f"{a['grappa_default_setting']}) {100 * a['grappa_default_mean']:.1f} ± "
-              f"{100 * a['grappa_default_std']:.1f} ({a['grappa_default_seeds']} seeds each): gap "
-              f"{a['gap_points']:+.1f} points -> {'met' if a['met'] else 'NOT met'}")
+        print(
+            f"  accuracy {a['dataset']} L={a['layers']} P={a['workers']}: single "
+            f"{100 * a['single_mean']:.1f} ± {100 * a['single_std']:.1f} vs grappa (defaults: "
+            f"{a['grappa_default_setting']}) {100 * a['grappa_default_mean']:.1f} ± "
+            f"{100 * a['grappa_default_std']:.1f} ({a['grappa_default_seeds']} seeds each): gap "
+            f"{a['gap_points']:+.1f} points -> {'met' if a['met'] else 'NOT met'}"
+        )
     for o in targets["other_settings"]:
         if o["better_than_default_mean"]:
-            print(f"    other setting {o['dataset']} L={o['layers']} P={o['workers']} {o['setting']} "
-                  f"(seed {o['seed']} only): {100 * o['test_acc']:.1f}")
+            print(
+                f"    other setting {o['dataset']} L={o['layers']} P={o['workers']} {o['setting']} "
+                f"(seed {o['seed']} only): {100 * o['test_acc']:.1f}"
+            )
     if targets["bytes"]:
         b = targets["bytes"]
-        print(f"  bytes csbm L=3 P=4: grappa {b['grappa_batch']:,.0f} / feature-fetch {b['feature_fetch']:,.0f}"
-              f" = {b['ratio']:.4f} -> {'met' if b['met'] else 'NOT met'}")
+        print(
+            f"  bytes csbm L=3 P=4: grappa {b['grappa_batch']:,.0f} / feature-fetch {b['feature_fetch']:,.0f}"
+            f" = {b['ratio']:.4f} -> {'met' if b['met'] else 'NOT met'}"
+        )
     for e in targets["gradient_error"]:
-        print(f"  gradient error csbm L={e['layers']} P=4 {e['parameters']} {e['weighting']}: {e['estimator']} "
-              f"{e['error']:.4f} vs mean {e['mean_error']:.4f} (uniform {e['uniform_error']:.4f}) -> "
-              f"{'met' if e['met'] else 'NOT met'}")
+        print(
+            f"  gradient error csbm L={e['layers']} P=4 {e['parameters']} {e['weighting']}: {e['estimator']} "
+            f"{e['error']:.4f} vs mean {e['mean_error']:.4f} (uniform {e['uniform_error']:.4f}) -> "
+            f"{'met' if e['met'] else 'NOT met'}"
+        )
 
 
 if __name__ == "__main__":

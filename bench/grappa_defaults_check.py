@@ -31,7 +31,6 @@ changes no number) and generous timeouts are added to what a user passes.
 from __future__ import annotations
 
 import argparse
-import os
 import statistics
 import sys
 import time
@@ -41,35 +40,63 @@ from pathlib import Path
 sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
 sys.path.insert(0, str(Path(__file__).resolve().parent))
 
-import zg  # noqa: E402
-from zg import grappa  # noqa: E402
+from _machine import machine_note, table, write_json
 
-from _machine import machine_note, table, write_json  # noqa: E402
+import zg
+from zg import grappa
 
 GRAPHS = {
-    "csbm_a": dict(num_nodes=8000, avg_degree=12, num_classes=6, feat_dim=32, homophily=0.6,
-                   feature_snr=1.0, seed=101, name="csbm_a"),
-    "csbm_pl": dict(num_nodes=8000, avg_degree=10, num_classes=8, feat_dim=32, homophily=0.7,
-                    degree="powerlaw", power=4.0, feature_snr=0.7, seed=202, name="csbm_pl"),
+    "csbm_a": dict(
+        num_nodes=8000,
+        avg_degree=12,
+        num_classes=6,
+        feat_dim=32,
+        homophily=0.6,
+        feature_snr=1.0,
+        seed=101,
+        name="csbm_a",
+    ),
+    "csbm_pl": dict(
+        num_nodes=8000,
+        avg_degree=10,
+        num_classes=8,
+        feat_dim=32,
+        homophily=0.7,
+        degree="powerlaw",
+        power=4.0,
+        feature_snr=0.7,
+        seed=202,
+        name="csbm_pl",
+    ),
 }
 EPOCHS = 10
 SEEDS = (0, 1, 2)
-SPEED = dict(threads=1, timeout=900, run_timeout=7200)    # no effect on any number
+SPEED = dict(threads=1, timeout=900, run_timeout=7200)  # no effect on any number
 
 
 def mean_std(values):
-    return {"mean": statistics.mean(values),
-            "std": statistics.stdev(values) if len(values) > 1 else 0.0, "values": values}
+    return {
+        "mean": statistics.mean(values),
+        "std": statistics.stdev(values) if len(values) > 1 else 0.0,
+        "values": values,
+    }
 
 
 def main(argv=None):
     parser = argparse.ArgumentParser(description=__doc__.split("\n")[0])
     parser.add_argument("--quick", action="store_true", help="2 epochs, one seed: a smoke run")
-    parser.add_argument("--graphs", type=lambda t: t.split(","), default=list(GRAPHS),
-                        help=f"comma-separated subset of {list(GRAPHS)}")
+    parser.add_argument(
+        "--graphs",
+        type=lambda t: t.split(","),
+        default=list(GRAPHS),
+        help=f"comma-separated subset of {list(GRAPHS)}",
+    )
     parser.add_argument("--name", default=None, help="result file name (default: from --quick)")
-    parser.add_argument("--combine", action="store_true",
-                        help="join bench/results/grappa_defaults_check_<graph>.json into one file")
+    parser.add_argument(
+        "--combine",
+        action="store_true",
+        help="join bench/results/grappa_defaults_check_<graph>.json into one file",
+    )
     args = parser.parse_args(argv)
     if args.combine:
         return combine()
@@ -88,39 +115,85 @@ def main(argv=None):
         g = zg.datasets.csbm(**spec)
         print(f"{name}: {g} (edge homophily {g.edge_homophily():.2f})", flush=True)
         t = time.perf_counter()
-        single = grappa.train_many(g, [dict(trainer="single", workers=1, epochs=epochs, seed=s, **SPEED)
-                                       for s in seeds])
-        dist = grappa.train_many(g, [dict(workers=4, epochs=epochs, seed=s, **SPEED) for s in seeds])
+        single = grappa.train_many(
+            g, [dict(trainer="single", workers=1, epochs=epochs, seed=s, **SPEED) for s in seeds]
+        )
+        dist = grappa.train_many(
+            g, [dict(workers=4, epochs=epochs, seed=s, **SPEED) for s in seeds]
+        )
         seconds = time.perf_counter() - t
         s_acc = [h["final"]["test_acc"] for h in single]
         g_acc = [h["final"]["test_acc"] for h in dist]
         gap = 100 * (statistics.mean(s_acc) - statistics.mean(g_acc))
         cfg = dist[0]["config"]
-        results[name] = {"graph": spec, "summary": str(g), "single": mean_std(s_acc),
-                         "grappa": mean_std(g_acc), "gap_points": gap, "met": gap <= 1.0,
-                         "grappa_config": {k: cfg[k] for k in ("estimator", "method", "halo",
-                                                               "repartition_every", "num_chunks",
-                                                               "batch_size", "lr", "epochs")},
-                         "seconds": seconds}
-        rows.append([name, f"{100 * statistics.mean(s_acc):.1f} ± {100 * results[name]['single']['std']:.1f}",
-                     f"{100 * statistics.mean(g_acc):.1f} ± {100 * results[name]['grappa']['std']:.1f}",
-                     f"{gap:+.1f}", "met" if gap <= 1.0 else "NOT met"])
-        print(f"  single {s_acc}  grappa {g_acc}  gap {gap:+.2f} points ({seconds:.0f}s)", flush=True)
-    print("\n" + table(rows, ["graph", "single test %", "grappa (defaults) test %", "gap (pts)", "check"]))
-    out = {"machine": note, "quick": args.quick, "epochs": epochs, "seeds": list(seeds),
-           "defaults": defaults, "speed_options": SPEED, "graphs": results,
-           "all_met": all(r["met"] for r in results.values()),
-           "bench_seconds": time.perf_counter() - start}
-    path = write_json(args.name or ("grappa_defaults_check_quick" if args.quick else "grappa_defaults_check"), out)
+        results[name] = {
+            "graph": spec,
+            "summary": str(g),
+            "single": mean_std(s_acc),
+            "grappa": mean_std(g_acc),
+            "gap_points": gap,
+            "met": gap <= 1.0,
+            "grappa_config": {
+                k: cfg[k]
+                for k in (
+                    "estimator",
+                    "method",
+                    "halo",
+                    "repartition_every",
+                    "num_chunks",
+                    "batch_size",
+                    "lr",
+                    "epochs",
+                )
+            },
+            "seconds": seconds,
+        }
+        rows.append(
+            [
+                name,
+                f"{100 * statistics.mean(s_acc):.1f} ± {100 * results[name]['single']['std']:.1f}",
+                f"{100 * statistics.mean(g_acc):.1f} ± {100 * results[name]['grappa']['std']:.1f}",
+                f"{gap:+.1f}",
+                "met" if gap <= 1.0 else "NOT met",
+            ]
+        )
+        print(
+            f"  single {s_acc}  grappa {g_acc}  gap {gap:+.2f} points ({seconds:.0f}s)", flush=True
+        )
+    print(
+        "\n"
+        + table(rows, ["graph", "single test %", "grappa (defaults) test %", "gap (pts)", "check"])
+    )
+    out = {
+        "machine": note,
+        "quick": args.quick,
+        "epochs": epochs,
+        "seeds": list(seeds),
+        "defaults": defaults,
+        "speed_options": SPEED,
+        "graphs": results,
+        "all_met": all(r["met"] for r in results.values()),
+        "bench_seconds": time.perf_counter() - start,
+    }
+    path = write_json(
+        args.name or ("grappa_defaults_check_quick" if args.quick else "grappa_defaults_check"), out
+    )
     print(f"wrote {path}")
 
 
 def combine():
     """bench/results/grappa_defaults_check.json from the per-graph files."""
     import json
+
     results = Path(__file__).resolve().parent / "results"
-    parts = [json.loads((results / f"grappa_defaults_check_{name}.json").read_text()) for name in GRAPHS]
-    out = {k: v for k, v in parts[0].items() if k not in ("graphs", "all_met", "bench_seconds", "source")}
+    parts = [
+        json.loads((results / f"grappa_defaults_check_{name}.json").read_text()) for name in GRAPHS
+    ]
+    out = {
+        k: v
+        for k, v in parts[0].items()
+        if k not in ("graphs", "all_met", "bench_seconds", "source")
+    }
     out["graphs"] = {k: v for p in parts for k, v in p["graphs"].items()}
     out["machines"] = [p["machine"] for p in parts]
     out["all_met"] = all(r["met"] for r in out["graphs"].values())

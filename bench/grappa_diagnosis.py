@@ -47,31 +47,58 @@ import torch
 sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
 sys.path.insert(0, str(Path(__file__).resolve().parent))
 
-import zg  # noqa: E402
-from zg import grappa  # noqa: E402
-from zg.grappa.config import super_epoch_of, TrainConfig  # noqa: E402
-from zg.grappa.fullgraph import accuracy, full_forward  # noqa: E402
+from _machine import machine_note, table, write_json
 
-from _machine import machine_note, table, write_json  # noqa: E402
+import zg
+from zg import grappa
+from zg.grappa.config import TrainConfig, super_epoch_of
+from zg.grappa.fullgraph import accuracy, full_forward
 
 ESTIMATORS = ("mean", "node", "batch", "shrink", "reference")
 SEEDS = (0, 1, 2)
 SPECS = {
-    "cora": {"graph": {"name": "cora"}, "batch_size": 32, "epochs": 60, "quick_epochs": 6,
-             "checkpoints": (0, 5, 20), "quick_checkpoints": (0, 2)},
-    "csbm20k": {"graph": {"name": "csbm", "num_nodes": 20_000, "avg_degree": 20, "num_classes": 10,
-                          "feat_dim": 64, "feature_snr": 0.5, "seed": 0},
-                "batch_size": 256, "epochs": 12, "quick_epochs": 2,
-                "checkpoints": (0, 3), "quick_checkpoints": (0,)},
+    "cora": {
+        "graph": {"name": "cora"},
+        "batch_size": 32,
+        "epochs": 60,
+        "quick_epochs": 6,
+        "checkpoints": (0, 5, 20),
+        "quick_checkpoints": (0, 2),
+    },
+    "csbm20k": {
+        "graph": {
+            "name": "csbm",
+            "num_nodes": 20_000,
+            "avg_degree": 20,
+            "num_classes": 10,
+            "feat_dim": 64,
+            "feature_snr": 0.5,
+            "seed": 0,
+        },
+        "batch_size": 256,
+        "epochs": 12,
+        "quick_epochs": 2,
+        "checkpoints": (0, 3),
+        "quick_checkpoints": (0,),
+    },
 }
 # One torch thread per worker (2 shared cores); random chunks unless a run says otherwise.
-COMMON = dict(fanouts=[10, 10], threads=1, timeout=900, run_timeout=7200, eval_every=1,
-              method="random", halo=False)
+COMMON = dict(
+    fanouts=[10, 10],
+    threads=1,
+    timeout=900,
+    run_timeout=7200,
+    eval_every=1,
+    method="random",
+    halo=False,
+)
 
 
 # The kit's Grappa defaults (METIS chunks, the halo, the batch estimator, a new super-epoch
 # every 5 epochs), read from TrainConfig so the "grappa/defaults" run follows them.
-DEFAULTS = {f: getattr(TrainConfig(), f) for f in ("method", "halo", "estimator", "repartition_every")}
+DEFAULTS = {
+    f: getattr(TrainConfig(), f) for f in ("method", "halo", "estimator", "repartition_every")
+}
 
 
 def load(spec):
@@ -82,37 +109,59 @@ def load(spec):
 
 def distributed_runs(base, only=None):
     """(label, options) of every 4-worker run of one seed (``only``: a subset of the labels)."""
-    runs = [("feature_fetch", dict(trainer="feature_fetch")), ("isolated", dict(trainer="isolated"))]
-    runs += [(f"grappa/{est}", dict(trainer="grappa", estimator=est, repartition_every=5))
-             for est in ESTIMATORS]
-    runs += [("grappa/batch every 1", dict(trainer="grappa", estimator="batch", repartition_every=1)),
-             ("grappa/batch fixed", dict(trainer="grappa", estimator="batch", repartition_every=None)),
-             ("grappa/batch halo", dict(trainer="grappa", estimator="batch", repartition_every=5, halo=True)),
-             ("grappa/batch metis", dict(trainer="grappa", estimator="batch", repartition_every=5,
-                                         method="metis")),
-             # What a user gets: every Grappa setting at the kit's default (TrainConfig).
-             ("grappa/defaults", dict(trainer="grappa", **DEFAULTS))]
-    return [(label, {**base, "workers": 4, **opts}) for label, opts in runs if not only or label in only]
+    runs = [
+        ("feature_fetch", dict(trainer="feature_fetch")),
+        ("isolated", dict(trainer="isolated")),
+    ]
+    runs += [
+        (f"grappa/{est}", dict(trainer="grappa", estimator=est, repartition_every=5))
+        for est in ESTIMATORS
+    ]
+    runs += [
+        ("grappa/batch every 1", dict(trainer="grappa", estimator="batch", repartition_every=1)),
+        ("grappa/batch fixed", dict(trainer="grappa", estimator="batch", repartition_every=None)),
+        (
+            "grappa/batch halo",
+            dict(trainer="grappa", estimator="batch", repartition_every=5, halo=True),
+        ),
+        (
+            "grappa/batch metis",
+            dict(trainer="grappa", estimator="batch", repartition_every=5, method="metis"),
+        ),
+        # What a user gets: every Grappa setting at the kit's default (TrainConfig).
+        ("grappa/defaults", dict(trainer="grappa", **DEFAULTS)),
+    ]
+    return [
+        (label, {**base, "workers": 4, **opts}) for label, opts in runs if not only or label in only
+    ]
 
 
 @torch.no_grad()
 def eval_modes(g, hist, model_path):
     """Test accuracy of a saved model: full, sampled (training fanouts), local (own partition)."""
     cfg = TrainConfig.from_dict(TrainConfig.saved_form(hist["config"]))
-    model = zg.models.build(cfg.model, g.feat_dim, cfg.hidden_dim, g.num_classes, cfg.num_layers,
-                            dropout=cfg.dropout)
+    model = zg.models.build(
+        cfg.model, g.feat_dim, cfg.hidden_dim, g.num_classes, cfg.num_layers, dropout=cfg.dropout
+    )
     model.load_state_dict(torch.load(model_path))
     model.eval()
     test = g.test_idx
     out = {"full": accuracy(full_forward(model, g)[test], g.y[test])}
     sampled = []
-    for draw in range(3):                                                # 3 independent samples
+    for draw in range(3):  # 3 independent samples
         mb = zg.DynamicSampler(g, cfg.fanouts, seed=1000 + draw).sample(test)
         sampled.append(accuracy(model(mb.blocks, g.x[mb.input_nodes]), g.y[test]))
     out["sampled"] = statistics.mean(sampled)
     if cfg.trainer in ("isolated", "grappa"):
-        part = grappa.partition(g, cfg.workers, cfg.method, cfg.seed, num_chunks=cfg.num_chunks,
-                                halo=cfg.halo, schedule=cfg.schedule)
+        part = grappa.partition(
+            g,
+            cfg.workers,
+            cfg.method,
+            cfg.seed,
+            num_chunks=cfg.num_chunks,
+            halo=cfg.halo,
+            schedule=cfg.schedule,
+        )
         s = super_epoch_of(cfg, cfg.epochs - 1)
         correct = 0
         is_test = torch.zeros(g.num_nodes, dtype=torch.bool)
@@ -131,8 +180,11 @@ def mean_std(values):
     values = [v for v in values if v is not None]
     if not values:
         return None
-    return {"mean": statistics.mean(values), "std": statistics.stdev(values) if len(values) > 1 else 0.0,
-            "n": len(values)}
+    return {
+        "mean": statistics.mean(values),
+        "std": statistics.stdev(values) if len(values) > 1 else 0.0,
+        "n": len(values),
+    }
 
 
 def run_dataset(label, spec, args, scratch, save):
@@ -145,13 +197,23 @@ def run_dataset(label, spec, args, scratch, save):
     print(f"{label}: {g}, {epochs} epochs", flush=True)
     records = []
     t = time.perf_counter()
-    singles = [dict(base, workers=1, trainer="single", seed=s,
-                    model_path=os.path.join(scratch, f"{label}_single_{s}.pt")) for s in args.seeds]
+    singles = [
+        dict(
+            base,
+            workers=1,
+            trainer="single",
+            seed=s,
+            model_path=os.path.join(scratch, f"{label}_single_{s}.pt"),
+        )
+        for s in args.seeds
+    ]
     runs = [("single", r) for r in singles]
     dist_runs = []
     for s in args.seeds:
         for name, opts in distributed_runs(base, args.runs):
-            path = os.path.join(scratch, f"{label}_{name.replace('/', '_').replace(' ', '_')}_{s}.pt")
+            path = os.path.join(
+                scratch, f"{label}_{name.replace('/', '_').replace(' ', '_')}_{s}.pt"
+            )
             dist_runs.append((name, dict(opts, seed=s, model_path=path)))
     histories = grappa.train_many(g, [r for _, r in runs])
     print(f"  single: {time.perf_counter() - t:.0f}s", flush=True)
@@ -160,21 +222,40 @@ def run_dataset(label, spec, args, scratch, save):
     print(f"  4-worker runs: {time.perf_counter() - t:.0f}s", flush=True)
     for (name, run), hist in zip(runs + dist_runs, histories):
         modes = eval_modes(g, hist, run["model_path"])
-        rec = {"run": name, "seed": run["seed"], "val_curve": [e["val_acc"] for e in hist["epochs"]],
-               "test_curve": [e["test_acc"] for e in hist["epochs"]],
-               "loss_curve": [e["loss"] for e in hist["epochs"]],
-               "final_test_acc": hist["final"]["test_acc"],
-               "test_acc_at_best_val": hist["final"]["test_acc_at_best_val"],
-               "eval": modes, "mean_coverage": statistics.mean(hist["epochs"][-1]["mean_coverage"])}
+        rec = {
+            "run": name,
+            "seed": run["seed"],
+            "val_curve": [e["val_acc"] for e in hist["epochs"]],
+            "test_curve": [e["test_acc"] for e in hist["epochs"]],
+            "loss_curve": [e["loss"] for e in hist["epochs"]],
+            "final_test_acc": hist["final"]["test_acc"],
+            "test_acc_at_best_val": hist["final"]["test_acc_at_best_val"],
+            "eval": modes,
+            "mean_coverage": statistics.mean(hist["epochs"][-1]["mean_coverage"]),
+        }
         records.append(rec)
-        print(f"  {name:22s} seed={run['seed']} final test={rec['final_test_acc']:.4f} "
-              f"full={modes['full']:.4f} sampled={modes['sampled']:.4f} "
-              f"local={modes.get('local', float('nan')):.4f}", flush=True)
+        print(
+            f"  {name:22s} seed={run['seed']} final test={rec['final_test_acc']:.4f} "
+            f"full={modes['full']:.4f} sampled={modes['sampled']:.4f} "
+            f"local={modes.get('local', float('nan')):.4f}",
+            flush=True,
+        )
     summary = summarise(records, epochs)
-    result = {"graph": str(g), "epochs": epochs, "argv": sys.argv[1:],
-              "settings": {**base, "lr": base.get("lr", TrainConfig().lr), "workers": 4, "seeds": list(args.seeds)},
-              "runs": records, "summary": summary, "gradient_error": None}
-    save(result)                                         # the runs are kept even if what follows fails
+    result = {
+        "graph": str(g),
+        "epochs": epochs,
+        "argv": sys.argv[1:],
+        "settings": {
+            **base,
+            "lr": base.get("lr", TrainConfig().lr),
+            "workers": 4,
+            "seeds": list(args.seeds),
+        },
+        "runs": records,
+        "summary": summary,
+        "gradient_error": None,
+    }
+    save(result)  # the runs are kept even if what follows fails
     print_summary(label, result)
     if not args.no_gradient:
         result["gradient_error"] = gradient_along_training(g, label, spec, base, quick, scratch)
@@ -190,17 +271,28 @@ def summarise(records, epochs):
         rs = [r for r in records if r["run"] == name]
         curve = [mean_std([r["val_curve"][e] for r in rs]) for e in range(epochs)]
         test_curve = [mean_std([r["test_curve"][e] for r in rs]) for e in range(epochs)]
-        gap_curve = [100 * (statistics.mean(r["test_curve"][e] for r in single)
-                            - statistics.mean(r["test_curve"][e] for r in rs)) for e in range(epochs)]
+        gap_curve = [
+            100
+            * (
+                statistics.mean(r["test_curve"][e] for r in single)
+                - statistics.mean(r["test_curve"][e] for r in rs)
+            )
+            for e in range(epochs)
+        ]
         out[name] = {
-            "val_curve": curve, "test_curve": test_curve, "test_gap_points_curve": gap_curve,
+            "val_curve": curve,
+            "test_curve": test_curve,
+            "test_gap_points_curve": gap_curve,
             "final_test_acc": mean_std([r["final_test_acc"] for r in rs]),
             "test_acc_at_best_val": mean_std([r["test_acc_at_best_val"] for r in rs]),
             "eval_full": mean_std([r["eval"]["full"] for r in rs]),
             "eval_sampled": mean_std([r["eval"]["sampled"] for r in rs]),
             "eval_local": mean_std([r["eval"].get("local") for r in rs]),
-            "gap_points_final": 100 * (statistics.mean(r["final_test_acc"] for r in single)
-                                       - statistics.mean(r["final_test_acc"] for r in rs)),
+            "gap_points_final": 100
+            * (
+                statistics.mean(r["final_test_acc"] for r in single)
+                - statistics.mean(r["final_test_acc"] for r in rs)
+            ),
         }
     return out
 
@@ -211,33 +303,49 @@ def gradient_along_training(g, label, spec, base, quick, scratch):
     checkpoints = spec["quick_checkpoints"] if quick else spec["checkpoints"]
     epochs = base["epochs"]
     points = sorted({k for k in checkpoints if k < epochs} | {epochs})
-    final = os.path.join(scratch, f"{label}_grappa_batch_0.pt")         # the seed-0 run's model
+    final = os.path.join(scratch, f"{label}_grappa_batch_0.pt")  # the seed-0 run's model
     if os.path.exists(final):
         os.replace(final, os.path.join(scratch, f"{label}_traj_{epochs}.pt"))
     runs = []
     for k in points:
         if k == 0 or os.path.exists(os.path.join(scratch, f"{label}_traj_{k}.pt")):
             continue
-        runs.append(dict(base, workers=4, trainer="grappa", estimator="batch", repartition_every=5,
-                         seed=0, epochs=k, model_path=os.path.join(scratch, f"{label}_traj_{k}.pt")))
+        runs.append(
+            dict(
+                base,
+                workers=4,
+                trainer="grappa",
+                estimator="batch",
+                repartition_every=5,
+                seed=0,
+                epochs=k,
+                model_path=os.path.join(scratch, f"{label}_traj_{k}.pt"),
+            )
+        )
     if runs:
         grappa.train_many(g, runs)
     parts = grappa.random_partitions(g, 4, count=3, method="random", seed=0)
     rows = []
     for k in points:
-        torch.manual_seed(0)                     # the initial parameters of every seed-0 run
+        torch.manual_seed(0)  # the initial parameters of every seed-0 run
         model = zg.models.build("sage", g.feat_dim, 64, g.num_classes, 2, dropout=0.5)
         if k:
             model.load_state_dict(torch.load(os.path.join(scratch, f"{label}_traj_{k}.pt")))
         model.eval()
         ref = grappa.exact_gradient(g, model)
-        err = grappa.gradient_error(g, model, parts, estimator="all", super_epochs=[0, 1], reference=ref)
+        err = grappa.gradient_error(
+            g, model, parts, estimator="all", super_epochs=[0, 1], reference=ref
+        )
         for name, e in err.items():
             e.pop("per_draw")
             rows.append({"epoch": k, "estimator": name, **e})
-        print(f"  grad-error {label} epoch {k}: " +
-              "  ".join(f"{n}={e['relative_error']:.3f}/cos {e['cosine']:.3f}" for n, e in err.items()),
-              flush=True)
+        print(
+            f"  grad-error {label} epoch {k}: "
+            + "  ".join(
+                f"{n}={e['relative_error']:.3f}/cos {e['cosine']:.3f}" for n, e in err.items()
+            ),
+            flush=True,
+        )
     return rows
 
 
@@ -245,11 +353,34 @@ def print_summary(label, result):
     rows = []
     for name, s in result["summary"].items():
         fmt = lambda m: "" if m is None else f"{100 * m['mean']:.1f} ± {100 * m['std']:.1f}"  # noqa: E731
-        rows.append([label, name, fmt(s["final_test_acc"]), fmt(s["test_acc_at_best_val"]),
-                     f"{s['gap_points_final']:+.1f}", fmt(s["eval_full"]), fmt(s["eval_sampled"]),
-                     fmt(s["eval_local"])])
-    print("\n" + table(rows, ["data", "run", "final test %", "test % @ best val", "gap to single (pts)",
-                              "eval full %", "eval sampled %", "eval local %"]))
+        rows.append(
+            [
+                label,
+                name,
+                fmt(s["final_test_acc"]),
+                fmt(s["test_acc_at_best_val"]),
+                f"{s['gap_points_final']:+.1f}",
+                fmt(s["eval_full"]),
+                fmt(s["eval_sampled"]),
+                fmt(s["eval_local"]),
+            ]
+        )
+    print(
+        "\n"
+        + table(
+            rows,
+            [
+                "data",
+                "run",
+                "final test %",
+                "test % @ best val",
+                "gap to single (pts)",
+                "eval full %",
+                "eval sampled %",
+                "eval local %",
+            ],
+        )
+    )
 
 
 def combine(names, target):
@@ -267,9 +398,15 @@ def combine(names, target):
             dataset.setdefault("argv", part.get("argv"))
             datasets[key] = dataset
         sources.append(path.name)
-    out = {"machine": machine_note(), "machine_note": "the machine of the --combine step; each dataset holds "
-           "the machine note of the run that measured it", "quick": False, "argv": sys.argv[1:],
-           "combined_from": sources, "datasets": datasets}
+    out = {
+        "machine": machine_note(),
+        "machine_note": "the machine of the --combine step; each dataset holds "
+        "the machine note of the run that measured it",
+        "quick": False,
+        "argv": sys.argv[1:],
+        "combined_from": sources,
+        "datasets": datasets,
+    }
     print(f"wrote {write_json(target, out)}: datasets {list(datasets)} from {sources}")
 
 
@@ -308,11 +445,17 @@ def pool_datasets(datasets, keys):
     seeds = sorted({r["seed"] for r in records})
     order = [name for name in dict.fromkeys(r["run"] for r in first["runs"]) if name in common]
     records.sort(key=lambda r: (order.index(r["run"]), r["seed"]))
-    return {"graph": first["graph"], "epochs": first["epochs"], "pooled_from": list(keys),
-            "machines": {k: part.get("machine") for k, part in zip(keys, parts)},
-            "argvs": {k: part.get("argv") for k, part in zip(keys, parts)},
-            "settings": {**first["settings"], "seeds": seeds}, "runs": records,
-            "summary": summarise(records, first["epochs"]), "gradient_error": None}
+    return {
+        "graph": first["graph"],
+        "epochs": first["epochs"],
+        "pooled_from": list(keys),
+        "machines": {k: part.get("machine") for k, part in zip(keys, parts)},
+        "argvs": {k: part.get("argv") for k, part in zip(keys, parts)},
+        "settings": {**first["settings"], "seeds": seeds},
+        "runs": records,
+        "summary": summarise(records, first["epochs"]),
+        "gradient_error": None,
+    }
 
 
 def pool(keys, tag, target):
@@ -328,13 +471,15 @@ def pool(keys, tag, target):
     try:
         pooled = pool_datasets(out.get("datasets") or {}, keys)
     except ValueError as exc:
-        raise SystemExit(f"error: {exc}")
+        raise SystemExit(f"error: {exc}") from None
     dropped = redundant_sources(out["datasets"], keys, pooled)
     out["datasets"] = {k: v for k, v in out["datasets"].items() if k not in dropped}
     out["datasets"][tag] = pooled
     out.pop("source", None)
-    print(f"wrote {write_json(target, out)}: dataset {tag!r} = runs {sorted(pooled['summary'])} "
-          f"over seeds {pooled['settings']['seeds']}, from {list(keys)}; dropped {dropped}")
+    print(
+        f"wrote {write_json(target, out)}: dataset {tag!r} = runs {sorted(pooled['summary'])} "
+        f"over seeds {pooled['settings']['seeds']}, from {list(keys)}; dropped {dropped}"
+    )
 
 
 def redundant_sources(datasets, keys, pooled):
@@ -347,32 +492,63 @@ def main(argv=None):
     parser = argparse.ArgumentParser(description=__doc__.split("\n")[0])
     parser.add_argument("--quick", action="store_true", help="a few epochs: a smoke run")
     parser.add_argument("--only", choices=sorted(SPECS), help="one dataset")
-    parser.add_argument("--epochs", type=int, default=None, help="epochs of every run (default: per dataset)")
-    parser.add_argument("--runs", type=lambda t: [x.strip() for x in t.split(",")], default=None,
-                        help="comma-separated 4-worker run labels to keep (default: all; single always runs)")
+    parser.add_argument(
+        "--epochs", type=int, default=None, help="epochs of every run (default: per dataset)"
+    )
+    parser.add_argument(
+        "--runs",
+        type=lambda t: [x.strip() for x in t.split(",")],
+        default=None,
+        help="comma-separated 4-worker run labels to keep (default: all; single always runs)",
+    )
     parser.add_argument("--no-gradient", action="store_true", help="skip the gradient-error part")
-    parser.add_argument("--lr", type=float, default=None,
-                        help="learning rate of every run (default: the kit's); the dataset is then "
-                             "recorded as '<name> lr=<lr>'")
-    parser.add_argument("--seeds", type=int, nargs="+", default=list(SEEDS),
-                        help=f"seeds of every run (default {' '.join(map(str, SEEDS))})")
-    parser.add_argument("--tag", default=None,
-                        help="append this to the dataset's key in the result (e.g. '100 epochs, seed 0'), "
-                             "so --combine keeps it beside the dataset's other runs")
+    parser.add_argument(
+        "--lr",
+        type=float,
+        default=None,
+        help="learning rate of every run (default: the kit's); the dataset is then "
+        "recorded as '<name> lr=<lr>'",
+    )
+    parser.add_argument(
+        "--seeds",
+        type=int,
+        nargs="+",
+        default=list(SEEDS),
+        help=f"seeds of every run (default {' '.join(map(str, SEEDS))})",
+    )
+    parser.add_argument(
+        "--tag",
+        default=None,
+        help="append this to the dataset's key in the result (e.g. '100 epochs, seed 0'), "
+        "so --combine keeps it beside the dataset's other runs",
+    )
     parser.add_argument("--name", default=None, help="result file name (default: from the options)")
-    parser.add_argument("--combine", nargs="+", default=None, metavar="RESULT",
-                        help="measure nothing: put the datasets of these result files (names in "
-                             "bench/results, e.g. grappa_diagnosis_csbm20k) into the --name file "
-                             "(default grappa_diagnosis), later files replacing earlier ones; each "
-                             "dataset keeps its own machine note and command line")
-    parser.add_argument("--pool", nargs="+", default=None, metavar="DATASET",
-                        help="measure nothing: pool the runs that all these datasets of the --name file "
-                             "(default grappa_diagnosis) have, over all their seeds, into one dataset "
-                             "named by --tag, its summary recomputed (e.g. seed 0 and seeds 1-2 of one "
-                             "setting)")
-    parser.add_argument("--merge", action="store_true",
-                        help="keep the other datasets already in the result file (replace only the "
-                             "ones this run measures)")
+    parser.add_argument(
+        "--combine",
+        nargs="+",
+        default=None,
+        metavar="RESULT",
+        help="measure nothing: put the datasets of these result files (names in "
+        "bench/results, e.g. grappa_diagnosis_csbm20k) into the --name file "
+        "(default grappa_diagnosis), later files replacing earlier ones; each "
+        "dataset keeps its own machine note and command line",
+    )
+    parser.add_argument(
+        "--pool",
+        nargs="+",
+        default=None,
+        metavar="DATASET",
+        help="measure nothing: pool the runs that all these datasets of the --name file "
+        "(default grappa_diagnosis) have, over all their seeds, into one dataset "
+        "named by --tag, its summary recomputed (e.g. seed 0 and seeds 1-2 of one "
+        "setting)",
+    )
+    parser.add_argument(
+        "--merge",
+        action="store_true",
+        help="keep the other datasets already in the result file (replace only the "
+        "ones this run measures)",
+    )
     args = parser.parse_args(argv)
     if args.combine:
         return combine(args.combine, args.name or "grappa_diagnosis")
@@ -394,16 +570,21 @@ def main(argv=None):
             with open(previous) as f:
                 old = json.load(f)
             kept = old.get("datasets") or {}
-            for dataset in kept.values():                  # each dataset keeps its own machine note
+            for dataset in kept.values():  # each dataset keeps its own machine note
                 dataset.setdefault("machine", old.get("machine"))
                 dataset.setdefault("argv", old.get("argv"))
 
     def save(_=None):
-        out = {"machine": note, "machine_note": "the machine of this invocation; each dataset holds the "
-               "machine note of the run that measured it", "quick": args.quick, "argv": sys.argv[1:],
-               "datasets": {**{k: v for k, v in kept.items() if k not in results}, **results},
-               "bench_seconds": time.perf_counter() - start,
-               "load_average_at_end": list(os.getloadavg()) if hasattr(os, "getloadavg") else None}
+        out = {
+            "machine": note,
+            "machine_note": "the machine of this invocation; each dataset holds the "
+            "machine note of the run that measured it",
+            "quick": args.quick,
+            "argv": sys.argv[1:],
+            "datasets": {**{k: v for k, v in kept.items() if k not in results}, **results},
+            "bench_seconds": time.perf_counter() - start,
+            "load_average_at_end": list(os.getloadavg()) if hasattr(os, "getloadavg") else None,
+        }
         return write_json(name, out), out
 
     for label, spec in SPECS.items():
@@ -412,9 +593,16 @@ def main(argv=None):
         key = label if args.lr is None else f"{label} lr={args.lr:g}"
         if args.tag:
             key += f" {args.tag}"
-        results[key] = run_dataset(label, spec, args, scratch,
-                                   lambda partial, key=key: (results.__setitem__(key, {**partial, "machine": note}),
-                                                             save()))
+        results[key] = run_dataset(
+            label,
+            spec,
+            args,
+            scratch,
+            lambda partial, key=key: (
+                results.__setitem__(key, {**partial, "machine": note}),
+                save(),
+            ),
+        )
         results[key]["machine"] = note
     path, out = save()
     print(f"\nwrote {path} in {out['bench_seconds'] / 60:.1f} min")

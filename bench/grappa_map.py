@@ -59,12 +59,12 @@ import torch
 sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
 sys.path.insert(0, str(Path(__file__).resolve().parent))
 
-import zg  # noqa: E402
-from zg.grappa.config import TrainConfig  # noqa: E402
-from zg.grappa.launch import spawn  # noqa: E402
-from zg.grappa.worker import run_worker  # noqa: E402
+from _machine import machine_note, table, write_json
 
-from _machine import machine_note, table, write_json  # noqa: E402
+import zg
+from zg.grappa.config import TrainConfig
+from zg.grappa.launch import spawn
+from zg.grappa.worker import run_worker
 
 FACTORS = {
     "avg_degree": (5, 20, 50),
@@ -74,24 +74,36 @@ FACTORS = {
     "method": ("random", "metis"),
     "num_layers": (2, 3),
 }
-BASE = {"avg_degree": 20, "homophily": 0.8, "feature_snr": 0.5, "workers": 4, "method": "random",
-        "num_layers": 2}
+BASE = {
+    "avg_degree": 20,
+    "homophily": 0.8,
+    "feature_snr": 0.5,
+    "workers": 4,
+    "method": "random",
+    "num_layers": 2,
+}
 CORE = ("method", "avg_degree", "homophily")
 SLICES = ({"feature_snr": 2.0}, {"workers": 2}, {"workers": 8}, {"num_layers": 3})
 TRAINERS = ("grappa", "isolated", "psgd_pa", "feature_fetch")
 GRAPH = {"num_classes": 10, "feat_dim": 64, "seed": 0}
 DESIGNS = {
-    "lean": ("fractional design, one factor at a time: the base cell (degree 20, homophily 0.8, SNR 0.5, "
-             "P=4, 2 layers) on random and METIS chunks with all four trainers; P=2 on both partitions "
-             "with all four; P=8 on both partitions with grappa and isolated; degree 5, degree 50, "
-             "homophily 0.3, SNR 2 and 3 layers on random chunks with grappa and isolated. Interactions "
-             "between factors are not measured. The full 144-cell factorial x 5 trainers x 3 seeds does "
-             "not fit in 30 minutes on 2 cores; this design was sized for a shared, heavily loaded machine"),
-    "wide": ("fractional design: the full factorial partition x degree x homophily at the base values of "
-             "the other factors (12 cells), plus one factor at a time away from the base (SNR 2, P=2, P=8, "
-             "3 layers) for both partitions (8 cells); all four trainers in every cell"),
-    "full": ("the full factorial: every combination of the six factors (144 cells), all four trainers in "
-             "every cell (1,728 distributed runs and 72 single-process runs per 3 seeds; hours on 2 cores)"),
+    "lean": (
+        "fractional design, one factor at a time: the base cell (degree 20, homophily 0.8, SNR 0.5, "
+        "P=4, 2 layers) on random and METIS chunks with all four trainers; P=2 on both partitions "
+        "with all four; P=8 on both partitions with grappa and isolated; degree 5, degree 50, "
+        "homophily 0.3, SNR 2 and 3 layers on random chunks with grappa and isolated. Interactions "
+        "between factors are not measured. The full 144-cell factorial x 5 trainers x 3 seeds does "
+        "not fit in 30 minutes on 2 cores; this design was sized for a shared, heavily loaded machine"
+    ),
+    "wide": (
+        "fractional design: the full factorial partition x degree x homophily at the base values of "
+        "the other factors (12 cells), plus one factor at a time away from the base (SNR 2, P=2, P=8, "
+        "3 layers) for both partitions (8 cells); all four trainers in every cell"
+    ),
+    "full": (
+        "the full factorial: every combination of the six factors (144 cells), all four trainers in "
+        "every cell (1,728 distributed runs and 72 single-process runs per 3 seeds; hours on 2 cores)"
+    ),
 }
 # 2,000 nodes and 32 epochs: 96 optimizer steps at the default batch (512), 6 super-epochs at the
 # default repartitioning (every 5). 16 epochs left the 3-layer model untrained (single: 37 %
@@ -112,9 +124,19 @@ def design(name="lean"):
             add("base", TRAINERS, method=method)
         for workers in (2, 8):
             for method in FACTORS["method"]:
-                add("slice", TRAINERS if workers == 2 else ("grappa", "isolated"), workers=workers, method=method)
-        for change in ({"avg_degree": 5}, {"avg_degree": 50}, {"homophily": 0.3}, {"feature_snr": 2.0},
-                       {"num_layers": 3}):
+                add(
+                    "slice",
+                    TRAINERS if workers == 2 else ("grappa", "isolated"),
+                    workers=workers,
+                    method=method,
+                )
+        for change in (
+            {"avg_degree": 5},
+            {"avg_degree": 50},
+            {"homophily": 0.3},
+            {"feature_snr": 2.0},
+            {"num_layers": 3},
+        ):
             add("slice", ("grappa", "isolated"), method="random", **change)
     elif name == "wide":
         for values in itertools.product(*(FACTORS[f] for f in CORE)):
@@ -154,8 +176,13 @@ def run_group(graphs, runs, scratch, workers):
         start = time.perf_counter()
         print(f"P={workers}: {len(todo)} runs ({len(runs) - len(todo)} reused)", flush=True)
         # One run at a time would be a spawn per run; the timeout covers the whole set.
-        spawn(_run_jobs, workers, args=({k: graphs[k] for k in {k for k, *_ in todo}}, todo),
-              timeout=600, run_timeout=6 * 3600)
+        spawn(
+            _run_jobs,
+            workers,
+            args=({k: graphs[k] for k in {k for k, *_ in todo}}, todo),
+            timeout=600,
+            run_timeout=6 * 3600,
+        )
         print(f"P={workers}: done in {time.perf_counter() - start:.0f}s", flush=True)
     histories = {}
     for name, _, _, path in runs:
@@ -172,12 +199,23 @@ def summarise(values):
 def main(argv=None):
     parser = argparse.ArgumentParser(description=__doc__.split("\n")[0])
     parser.add_argument("--quick", action="store_true", help="tiny graphs, 2 epochs: a smoke run")
-    parser.add_argument("--design", choices=sorted(DESIGNS), default="wide",
-                        help="which cells (see the module docstring); the committed map is wide")
-    parser.add_argument("--scratch", default=None,
-                        help="folder for the per-run histories (reused by a rerun; default: a new one)")
-    parser.add_argument("--max-cells", type=int, default=None,
-                        help="only the first N cells of the design (a smoke run of the code paths)")
+    parser.add_argument(
+        "--design",
+        choices=sorted(DESIGNS),
+        default="wide",
+        help="which cells (see the module docstring); the committed map is wide",
+    )
+    parser.add_argument(
+        "--scratch",
+        default=None,
+        help="folder for the per-run histories (reused by a rerun; default: a new one)",
+    )
+    parser.add_argument(
+        "--max-cells",
+        type=int,
+        default=None,
+        help="only the first N cells of the design (a smoke run of the code paths)",
+    )
     args = parser.parse_args(argv)
     size = QUICK if args.quick else FULL
     torch.set_num_threads(1)
@@ -194,8 +232,13 @@ def main(argv=None):
     for cell in cells:
         key = graph_key(cell)
         if key not in graphs:
-            graphs[key] = zg.datasets.csbm(num_nodes=size["nodes"], avg_degree=key[0], homophily=key[1],
-                                           feature_snr=key[2], **GRAPH)
+            graphs[key] = zg.datasets.csbm(
+                num_nodes=size["nodes"],
+                avg_degree=key[0],
+                homophily=key[1],
+                feature_snr=key[2],
+                **GRAPH,
+            )
     common = dict(epochs=size["epochs"], eval_every=size["epochs"], threads=1, timeout=600)
 
     # Every run once: (trainer, graph, depth, P, method, seed); single ignores P and method.
@@ -204,16 +247,41 @@ def main(argv=None):
     for cell in cells:
         key = graph_key(cell)
         for seed in size["seeds"]:
-            wanted = [("single", 1, "random")] + [(t, cell["workers"], cell["method"]) for t in cell["trainers"]]
+            wanted = [("single", 1, "random")] + [
+                (t, cell["workers"], cell["method"]) for t in cell["trainers"]
+            ]
             for trainer, workers, method in wanted:
                 name = (trainer, key, cell["num_layers"], workers, method, seed)
                 if name in seen:
                     continue
                 seen.add(name)
-                cfg = TrainConfig(trainer=trainer, workers=workers, seed=seed, num_layers=cell["num_layers"],
-                                  method=method, halo=halo_of(method), **common).validated()
-                path = os.path.join(scratch, "_".join(map(str, (trainer, *key, cell["num_layers"], workers,
-                                                                     method, int(cfg.halo), seed))) + ".json")
+                cfg = TrainConfig(
+                    trainer=trainer,
+                    workers=workers,
+                    seed=seed,
+                    num_layers=cell["num_layers"],
+                    method=method,
+                    halo=halo_of(method),
+                    **common,
+                ).validated()
+                path = os.path.join(
+                    scratch,
+                    "_".join(
+                        map(
+                            str,
+                            (
+                                trainer,
+                                *key,
+                                cell["num_layers"],
+                                workers,
+                                method,
+                                int(cfg.halo),
+                                seed,
+                            ),
+                        )
+                    )
+                    + ".json",
+                )
                 runs_by_p.setdefault(workers, []).append((name, key, cfg, path))
     histories = {}
     for workers in sorted(runs_by_p):
@@ -222,13 +290,24 @@ def main(argv=None):
     records = []
     for name, hist in histories.items():
         trainer, key, layers, workers, method, seed = name
-        records.append({"trainer": trainer, "avg_degree": key[0], "homophily": key[1], "feature_snr": key[2],
-                        "num_layers": layers, "workers": workers, "method": method,
-                        "halo": hist["config"]["halo"], "seed": seed,
-                        "test_acc": hist["final"]["test_acc"], "val_acc": hist["final"]["val_acc"],
-                        "mean_coverage": statistics.mean(hist["epochs"][-1]["mean_coverage"]),
-                        "estimator": hist["config"]["estimator"] if trainer == "grappa" else None,
-                        "total_seconds": hist["total_seconds"]})
+        records.append(
+            {
+                "trainer": trainer,
+                "avg_degree": key[0],
+                "homophily": key[1],
+                "feature_snr": key[2],
+                "num_layers": layers,
+                "workers": workers,
+                "method": method,
+                "halo": hist["config"]["halo"],
+                "seed": seed,
+                "test_acc": hist["final"]["test_acc"],
+                "val_acc": hist["final"]["val_acc"],
+                "mean_coverage": statistics.mean(hist["epochs"][-1]["mean_coverage"]),
+                "estimator": hist["config"]["estimator"] if trainer == "grappa" else None,
+                "total_seconds": hist["total_seconds"],
+            }
+        )
     acc = {name: hist["final"]["test_acc"] for name, hist in histories.items()}
     cell_rows, printed = [], []
     for cell in cells:
@@ -239,23 +318,53 @@ def main(argv=None):
         row["single_acc_mean"], row["single_acc_std"] = summarise(single)
         for trainer in TRAINERS:
             if trainer not in cell["trainers"]:
-                row[trainer] = None                          # not run in this design
+                row[trainer] = None  # not run in this design
                 continue
-            got = [acc[(trainer, key, cell["num_layers"], cell["workers"], cell["method"], s)]
-                   for s in size["seeds"]]
+            got = [
+                acc[(trainer, key, cell["num_layers"], cell["workers"], cell["method"], s)]
+                for s in size["seeds"]
+            ]
             gaps = [a - b for a, b in zip(got, single)]
-            row[trainer] = {"acc_mean": summarise(got)[0], "acc_std": summarise(got)[1],
-                            "gap_mean": summarise(gaps)[0], "gap_std": summarise(gaps)[1]}
-        cov = [r["mean_coverage"] for r in records if r["trainer"] == "isolated" and
-               (r["avg_degree"], r["homophily"], r["feature_snr"]) == key and r["num_layers"] == cell["num_layers"]
-               and r["workers"] == cell["workers"] and r["method"] == cell["method"]]
+            row[trainer] = {
+                "acc_mean": summarise(got)[0],
+                "acc_std": summarise(got)[1],
+                "gap_mean": summarise(gaps)[0],
+                "gap_std": summarise(gaps)[1],
+            }
+        cov = [
+            r["mean_coverage"]
+            for r in records
+            if r["trainer"] == "isolated"
+            and (r["avg_degree"], r["homophily"], r["feature_snr"]) == key
+            and r["num_layers"] == cell["num_layers"]
+            and r["workers"] == cell["workers"]
+            and r["method"] == cell["method"]
+        ]
         row["isolated_mean_coverage"] = statistics.mean(cov)
         cell_rows.append(row)
-        printed.append([cell["design"], cell["method"], cell["avg_degree"], cell["homophily"], cell["feature_snr"],
-                        cell["workers"], cell["num_layers"], f"{row['single_acc_mean']:.3f}"]
-                       + [f"{row[t]['gap_mean']:+.3f}±{row[t]['gap_std']:.3f}" if row[t] else "-" for t in TRAINERS])
-    print(table(printed, ["design", "partition", "degree", "homophily", "snr", "P", "layers", "single"]
-                + [f"gap {t}" for t in TRAINERS]))
+        printed.append(
+            [
+                cell["design"],
+                cell["method"],
+                cell["avg_degree"],
+                cell["homophily"],
+                cell["feature_snr"],
+                cell["workers"],
+                cell["num_layers"],
+                f"{row['single_acc_mean']:.3f}",
+            ]
+            + [
+                f"{row[t]['gap_mean']:+.3f}±{row[t]['gap_std']:.3f}" if row[t] else "-"
+                for t in TRAINERS
+            ]
+        )
+    print(
+        table(
+            printed,
+            ["design", "partition", "degree", "homophily", "snr", "P", "layers", "single"]
+            + [f"gap {t}" for t in TRAINERS],
+        )
+    )
     defaults = asdict(TrainConfig().validated())
     payload = {
         "machine": note,
@@ -272,22 +381,45 @@ def main(argv=None):
             "seeds": list(size["seeds"]),
             "trainers": ["single", *TRAINERS],
             "gap": "trainer test accuracy minus single-process test accuracy with the same seed, "
-                   "at the end of training; mean and sample std over the seeds",
+            "at the end of training; mean and sample std over the seeds",
         },
-        "graph": {"generator": "zg.datasets.csbm", "num_nodes": size["nodes"], **GRAPH,
-                  "split": "default (0.6 / 0.2 / 0.2)"},
+        "graph": {
+            "generator": "zg.datasets.csbm",
+            "num_nodes": size["nodes"],
+            **GRAPH,
+            "split": "default (0.6 / 0.2 / 0.2)",
+        },
         "budget": common,
-        "defaults": {k: defaults[k] for k in ("estimator", "weighting", "coverage_floor", "shrink",
-                                              "repartition_every", "halo", "num_chunks", "schedule", "mode",
-                                              "model", "hidden_dim", "dropout", "fanouts", "batch_size",
-                                              "lr", "weight_decay", "average_every", "sampler")},
+        "defaults": {
+            k: defaults[k]
+            for k in (
+                "estimator",
+                "weighting",
+                "coverage_floor",
+                "shrink",
+                "repartition_every",
+                "halo",
+                "num_chunks",
+                "schedule",
+                "mode",
+                "model",
+                "hidden_dim",
+                "dropout",
+                "fanouts",
+                "batch_size",
+                "lr",
+                "weight_decay",
+                "average_every",
+                "sampler",
+            )
+        },
         "defaults_note": "fanouts default to 10 per layer (3 layers: [10, 10, 10])",
         "cells_table": cell_rows,
         "runs": records,
         "seconds": time.perf_counter() - start,
     }
     name = "grappa_map_quick" if args.quick else "grappa_map"
-    if args.max_cells is not None:                     # a partial map never replaces the committed one
+    if args.max_cells is not None:  # a partial map never replaces the committed one
         name += f"_first{args.max_cells}"
     path = write_json(name, payload)
     print(f"wrote {path} in {payload['seconds']:.0f}s")

@@ -43,14 +43,21 @@ import torch
 sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
 sys.path.insert(0, str(Path(__file__).resolve().parent))
 
-import zg  # noqa: E402
-from zg.grappa.train import train_many  # noqa: E402
+from _machine import machine_note, table, write_json
+from grappa_diagnosis import eval_modes
 
-from _machine import machine_note, table, write_json  # noqa: E402
-from grappa_diagnosis import eval_modes  # noqa: E402
+import zg
+from zg.grappa.train import train_many
 
-CELL = {"num_nodes": 2000, "avg_degree": 20, "homophily": 0.8, "feature_snr": 0.5, "num_classes": 10,
-        "feat_dim": 64, "seed": 0}
+CELL = {
+    "num_nodes": 2000,
+    "avg_degree": 20,
+    "homophily": 0.8,
+    "feature_snr": 0.5,
+    "num_classes": 10,
+    "feat_dim": 64,
+    "seed": 0,
+}
 RUN = {"method": "random", "halo": False, "num_layers": 3, "threads": 1, "timeout": 600}
 VARIANTS = {
     "isolated": {"trainer": "isolated"},
@@ -81,62 +88,154 @@ def main(argv=None):
     scratch = tempfile.mkdtemp(prefix="zg_map_deep_")
 
     def model_path(epochs, name, seed):
-        return os.path.join(scratch, f"{epochs}_{name.replace('/', '_').replace(' ', '_')}_{seed}.pt")
+        return os.path.join(
+            scratch, f"{epochs}_{name.replace('/', '_').replace(' ', '_')}_{seed}.pt"
+        )
 
     runs, names = [], []
     for epochs in budgets:
         for seed in seeds:
             for name, variant in VARIANTS.items():
-                runs.append(dict(RUN, workers=4, epochs=epochs, eval_every=1, seed=seed,
-                                 model_path=model_path(epochs, name, seed), **variant))
+                runs.append(
+                    dict(
+                        RUN,
+                        workers=4,
+                        epochs=epochs,
+                        eval_every=1,
+                        seed=seed,
+                        model_path=model_path(epochs, name, seed),
+                        **variant,
+                    )
+                )
                 names.append((epochs, name, seed))
     histories = train_many(g, runs)
     singles = []
     for epochs in budgets:
         for seed in seeds:
-            singles.append(dict(RUN, workers=1, trainer="single", epochs=epochs, eval_every=1, seed=seed,
-                                model_path=model_path(epochs, "single", seed)))
+            singles.append(
+                dict(
+                    RUN,
+                    workers=1,
+                    trainer="single",
+                    epochs=epochs,
+                    eval_every=1,
+                    seed=seed,
+                    model_path=model_path(epochs, "single", seed),
+                )
+            )
             names.append((epochs, "single", seed))
     histories += train_many(g, singles)
     records = []
     try:
         for (epochs, name, seed), h in zip(names, histories):
-            records.append({"epochs": epochs, "run": name, "seed": seed, "test_acc": h["final"]["test_acc"],
-                            "val_curve": [e["val_acc"] for e in h["epochs"]],
-                            "loss_curve": [e["loss"] for e in h["epochs"]],
-                            "mean_coverage": statistics.mean(h["epochs"][-1]["mean_coverage"]),
-                            "eval": eval_modes(g, h, model_path(epochs, name, seed))})
+            records.append(
+                {
+                    "epochs": epochs,
+                    "run": name,
+                    "seed": seed,
+                    "test_acc": h["final"]["test_acc"],
+                    "val_curve": [e["val_acc"] for e in h["epochs"]],
+                    "loss_curve": [e["loss"] for e in h["epochs"]],
+                    "mean_coverage": statistics.mean(h["epochs"][-1]["mean_coverage"]),
+                    "eval": eval_modes(g, h, model_path(epochs, name, seed)),
+                }
+            )
     finally:
         for entry in os.listdir(scratch):
             os.remove(os.path.join(scratch, entry))
         os.rmdir(scratch)
     cells, printed = [], []
     for epochs in budgets:
-        single = {r["seed"]: r["test_acc"] for r in records if r["epochs"] == epochs and r["run"] == "single"}
+        single = {
+            r["seed"]: r["test_acc"]
+            for r in records
+            if r["epochs"] == epochs and r["run"] == "single"
+        }
         for name in ("single", *VARIANTS):
             rs = [r for r in records if r["epochs"] == epochs and r["run"] == name]
             acc = summarise([r["test_acc"] for r in rs])
             gap = summarise([r["test_acc"] - single[r["seed"]] for r in rs])
             # The loss at chance level is ln(classes); the first epoch whose loss is well below it.
-            below = [next((i + 1 for i, x in enumerate(r["loss_curve"]) if x < 0.9 * math.log(cell["num_classes"])),
-                          None) for r in rs]
-            evals = {mode: summarise([r["eval"][mode] for r in rs]) if all(mode in r["eval"] for r in rs)
-                     else None for mode in ("full", "sampled", "local")}
-            cells.append({"epochs": epochs, "run": name, "test_acc_mean": acc[0], "test_acc_std": acc[1],
-                          "gap_mean": gap[0], "gap_std": gap[1], "final_loss_mean": summarise(
-                              [r["loss_curve"][-1] for r in rs])[0], "first_epoch_loss_below_0.9_chance": below,
-                          **{f"eval_{mode}_mean": None if v is None else v[0] for mode, v in evals.items()},
-                          **{f"eval_{mode}_std": None if v is None else v[1] for mode, v in evals.items()}})
-            printed.append([epochs, name, f"{acc[0]:.3f} ± {acc[1]:.3f}", f"{100 * gap[0]:+.1f} ± {100 * gap[1]:.1f}",
-                            f"{cells[-1]['final_loss_mean']:.3f}", ", ".join(map(str, below)),
-                            *("-" if v is None else f"{v[0]:.3f} ± {v[1]:.3f}" for v in evals.values())])
-    print(table(printed, ["epochs", "run", "test accuracy", "gap to single (points)", "final loss",
-                          "first epoch with loss < 0.9 ln(C)", "eval full", "eval sampled", "eval local"]))
-    payload = {"benchmark": "grappa_map_deep", "machine": machine_note(), "quick": args.quick,
-               "argv": sys.argv[1:] if argv is None else list(argv), "graph": dict(cell, generator="zg.datasets.csbm"),
-               "run_settings": dict(RUN, workers=4, eval_every=1), "variants": VARIANTS, "seeds": seeds,
-               "budgets": budgets, "cells": cells, "runs": records, "seconds": time.perf_counter() - start}
-    print(f"wrote {write_json(args.name or ('grappa_map_deep_quick' if args.quick else 'grappa_map_deep'), payload)}")
+            below = [
+                next(
+                    (
+                        i + 1
+                        for i, x in enumerate(r["loss_curve"])
+                        if x < 0.9 * math.log(cell["num_classes"])
+                    ),
+                    None,
+                )
+                for r in rs
+            ]
+            evals = {
+                mode: summarise([r["eval"][mode] for r in rs])
+                if all(mode in r["eval"] for r in rs)
+                else None
+                for mode in ("full", "sampled", "local")
+            }
+            cells.append(
+                {
+                    "epochs": epochs,
+                    "run": name,
+                    "test_acc_mean": acc[0],
+                    "test_acc_std": acc[1],
+                    "gap_mean": gap[0],
+                    "gap_std": gap[1],
+                    "final_loss_mean": summarise([r["loss_curve"][-1] for r in rs])[0],
+                    "first_epoch_loss_below_0.9_chance": below,
+                    **{
+                        f"eval_{mode}_mean": None if v is None else v[0]
+                        for mode, v in evals.items()
+                    },
+                    **{
+                        f"eval_{mode}_std": None if v is None else v[1] for mode, v in evals.items()
+                    },
+                }
+            )
+            printed.append(
+                [
+                    epochs,
+                    name,
+                    f"{acc[0]:.3f} ± {acc[1]:.3f}",
+                    f"{100 * gap[0]:+.1f} ± {100 * gap[1]:.1f}",
+                    f"{cells[-1]['final_loss_mean']:.3f}",
+                    ", ".join(map(str, below)),
+                    *("-" if v is None else f"{v[0]:.3f} ± {v[1]:.3f}" for v in evals.values()),
+                ]
+            )
+    print(
+        table(
+            printed,
+            [
+                "epochs",
+                "run",
+                "test accuracy",
+                "gap to single (points)",
+                "final loss",
+                "first epoch with loss < 0.9 ln(C)",
+                "eval full",
+                "eval sampled",
+                "eval local",
+            ],
+        )
+    )
+    payload = {
+        "benchmark": "grappa_map_deep",
+        "machine": machine_note(),
+        "quick": args.quick,
+        "argv": sys.argv[1:] if argv is None else list(argv),
+        "graph": dict(cell, generator="zg.datasets.csbm"),
+        "run_settings": dict(RUN, workers=4, eval_every=1),
+        "variants": VARIANTS,
+        "seeds": seeds,
+        "budgets": budgets,
+        "cells": cells,
+        "runs": records,
+        "seconds": time.perf_counter() - start,
+    }
+    print(
+        f"wrote {write_json(args.name or ('grappa_map_deep_quick' if args.quick else 'grappa_map_deep'), payload)}"
+    )
 
 
 if __name__ == "__main__":

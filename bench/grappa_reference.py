@@ -42,11 +42,11 @@ from pathlib import Path
 sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
 sys.path.insert(0, str(Path(__file__).resolve().parent))
 
-import zg  # noqa: E402
-from zg import grappa  # noqa: E402
-from zg.grappa.history import bytes_by_kind_per_worker  # noqa: E402
+from _machine import RESULTS, machine_note, table, write_json
 
-from _machine import RESULTS, machine_note, table, write_json  # noqa: E402
+import zg
+from zg import grappa
+from zg.grappa.history import bytes_by_kind_per_worker
 
 WORKERS = 4
 SEEDS = (0, 1, 2)
@@ -55,22 +55,29 @@ DEPTHS = (2, 3)
 # docs/grappa_diagnosis.md; a worker's 1000-seed batches make 3 steps per epoch there (single:
 # 12), so its budget is the most this 2-core machine allowed, and its plateau is recorded.
 EPOCHS = {"cora": 150, "csbm20k": 40}
-GRAPHS = {"cora": None, "csbm20k": dict(num_nodes=20_000, avg_degree=20, num_classes=10, feat_dim=64,
-                                        feature_snr=0.5, seed=0)}
+GRAPHS = {
+    "cora": None,
+    "csbm20k": dict(
+        num_nodes=20_000, avg_degree=20, num_classes=10, feat_dim=64, feature_snr=0.5, seed=0
+    ),
+}
 NOT_RUN = {
     "layers_4": "4 layers (issue 26 item 5) were not run on this 2-core machine within the session's time",
 }
 NOT_RUN_GRAPHS = {
     "csbm20k": "the csbm graph of the diagnosis (20k nodes) was not run on this 2-core machine "
-               "within the session's time",
+    "within the session's time",
 }
-SPEED = dict(threads=1, timeout=900, run_timeout=7200)    # no effect on any number
+SPEED = dict(threads=1, timeout=900, run_timeout=7200)  # no effect on any number
 ROWS = ("single", "isolated", "reference", "kit", "single_kit")
 
 
 def mean_std(values):
-    return {"mean": statistics.mean(values),
-            "std": statistics.stdev(values) if len(values) > 1 else 0.0, "values": values}
+    return {
+        "mean": statistics.mean(values),
+        "std": statistics.stdev(values) if len(values) > 1 else 0.0,
+        "values": values,
+    }
 
 
 def load(name):
@@ -118,20 +125,44 @@ def summarise(histories, row):
     first = histories[0]
     epochs = len(first["epochs"])
     by_kind = {k: [b / epochs for b in v] for k, v in bytes_by_kind_per_worker(first).items()}
-    out = {"test_acc_at_best_val": mean_std(best), "test_acc_last": mean_std(last),
-           "bytes_per_epoch_per_worker_by_kind": by_kind,
-           "config": {k: first["config"][k] for k in
-                      ("trainer", "workers", "preset", "method", "num_chunks", "halo", "schedule",
-                       "repartition_every", "estimator", "model", "hidden_dim", "num_layers",
-                       "fanouts", "dropout", "batch_size", "lr", "epochs")},
-           "iterations_per_epoch": first["epochs"][0]["iterations"],
-           "replication_factor": [s["replication_factor"] for s in first["partition"]["stats"]],
-           "edge_cut_fraction": [s["edge_cut_fraction"] for s in first["partition"]["stats"]]}
+    out = {
+        "test_acc_at_best_val": mean_std(best),
+        "test_acc_last": mean_std(last),
+        "bytes_per_epoch_per_worker_by_kind": by_kind,
+        "config": {
+            k: first["config"][k]
+            for k in (
+                "trainer",
+                "workers",
+                "preset",
+                "method",
+                "num_chunks",
+                "halo",
+                "schedule",
+                "repartition_every",
+                "estimator",
+                "model",
+                "hidden_dim",
+                "num_layers",
+                "fanouts",
+                "dropout",
+                "batch_size",
+                "lr",
+                "epochs",
+            )
+        },
+        "iterations_per_epoch": first["epochs"][0]["iterations"],
+        "replication_factor": [s["replication_factor"] for s in first["partition"]["stats"]],
+        "edge_cut_fraction": [s["edge_cut_fraction"] for s in first["partition"]["stats"]],
+    }
     spreads = [c_r_spread(h) for h in histories]
     if row == "reference" and all(spreads):
-        out["c_r_per_step"] = {"per_seed": spreads, "min": min(s["min"] for s in spreads),
-                               "mean": statistics.mean(s["mean"] for s in spreads),
-                               "max": max(s["max"] for s in spreads)}
+        out["c_r_per_step"] = {
+            "per_seed": spreads,
+            "min": min(s["min"] for s in spreads),
+            "mean": statistics.mean(s["mean"] for s in spreads),
+            "max": max(s["max"] for s in spreads),
+        }
     if row == "single":
         out["plateau"] = [plateau(h) for h in histories]
     return out
@@ -141,10 +172,17 @@ def main(argv=None):
     argv = sys.argv[1:] if argv is None else argv
     parser = argparse.ArgumentParser(description=__doc__.split("\n")[0])
     parser.add_argument("--quick", action="store_true", help="3 epochs, one seed: a smoke run")
-    parser.add_argument("--graphs", type=lambda t: t.split(","), default=["cora"],
-                        help=f"comma-separated subset of {list(GRAPHS)} (default cora)")
-    parser.add_argument("--add", action="store_true",
-                        help="keep the graphs already in the result file, add (or replace) these")
+    parser.add_argument(
+        "--graphs",
+        type=lambda t: t.split(","),
+        default=["cora"],
+        help=f"comma-separated subset of {list(GRAPHS)} (default cora)",
+    )
+    parser.add_argument(
+        "--add",
+        action="store_true",
+        help="keep the graphs already in the result file, add (or replace) these",
+    )
     args = parser.parse_args(argv)
     unknown = sorted(set(args.graphs) - set(GRAPHS))
     if unknown:
@@ -163,38 +201,60 @@ def main(argv=None):
         for group in (("single", "single_kit"), ("isolated", "reference", "kit")):
             todo = [p for p in plan if p[0] in group]
             t = time.perf_counter()
-            out = grappa.train_many(g, [runs_for(row, depth, epochs, seed) for row, depth, seed in todo])
+            out = grappa.train_many(
+                g, [runs_for(row, depth, epochs, seed) for row, depth, seed in todo]
+            )
             print(f"  {group}: {len(todo)} runs in {time.perf_counter() - t:.0f} s", flush=True)
             histories.update(dict(zip(todo, out)))
         for depth in DEPTHS:
-            cell = {row: summarise([histories[(row, depth, s)] for s in seeds], row) for row in ROWS}
+            cell = {
+                row: summarise([histories[(row, depth, s)] for s in seeds], row) for row in ROWS
+            }
             results[name]["depths"][str(depth)] = cell
             for row in ROWS:
                 acc = cell[row]["test_acc_at_best_val"]
-                rows.append([name, depth, row, f"{100 * acc['mean']:.1f} ± {100 * acc['std']:.1f}",
-                             f"{100 * cell[row]['test_acc_last']['mean']:.1f}"])
+                rows.append(
+                    [
+                        name,
+                        depth,
+                        row,
+                        f"{100 * acc['mean']:.1f} ± {100 * acc['std']:.1f}",
+                        f"{100 * cell[row]['test_acc_last']['mean']:.1f}",
+                    ]
+                )
     print("\n" + table(rows, ["graph", "layers", "row", "test % at best val", "test % last"]))
     name = "grappa_reference_quick" if args.quick else "grappa_reference"
     command = "bench/grappa_reference.py " + " ".join(argv)
     for entry in results.values():
         entry.update(command=command, machine=machine_note(), seconds=time.perf_counter() - start)
-    out = {"benchmark": "grappa_reference", "command": command,
-           "machine": machine_note(), "quick": args.quick, "workers": WORKERS,
-           "seeds": list(seeds), "depths": list(DEPTHS), "rows": list(ROWS),
-           "metric": "final.test_acc_at_best_val (test accuracy at the best validation epoch, "
-                     "full-neighbour evaluation); test_acc_last: the last epoch's",
-           "speed_options": SPEED, "graphs": results,
-           "bench_seconds": time.perf_counter() - start}
+    out = {
+        "benchmark": "grappa_reference",
+        "command": command,
+        "machine": machine_note(),
+        "quick": args.quick,
+        "workers": WORKERS,
+        "seeds": list(seeds),
+        "depths": list(DEPTHS),
+        "rows": list(ROWS),
+        "metric": "final.test_acc_at_best_val (test accuracy at the best validation epoch, "
+        "full-neighbour evaluation); test_acc_last: the last epoch's",
+        "speed_options": SPEED,
+        "graphs": results,
+        "bench_seconds": time.perf_counter() - start,
+    }
     previous = RESULTS / f"{name}.json"
     if args.add and previous.exists():
         old = json.loads(previous.read_text())
-        for entry in old["graphs"].values():       # a file written before entries carried these
+        for entry in old["graphs"].values():  # a file written before entries carried these
             entry.setdefault("command", old["command"])
             entry.setdefault("machine", old["machine"])
         out["graphs"] = {**{k: v for k, v in old["graphs"].items() if k not in results}, **results}
         out["commands"] = old.get("commands", [old["command"]]) + [command]
         out["bench_seconds"] += old["bench_seconds"]
-    out["not_run"] = {**{k: v for k, v in NOT_RUN_GRAPHS.items() if k not in out["graphs"]}, **NOT_RUN}
+    out["not_run"] = {
+        **{k: v for k, v in NOT_RUN_GRAPHS.items() if k not in out["graphs"]},
+        **NOT_RUN,
+    }
     path = write_json(name, out)
     print(f"wrote {path}")
 

@@ -29,7 +29,7 @@ from __future__ import annotations
 
 import os
 
-os.environ.setdefault("OMP_WAIT_POLICY", "PASSIVE")   # before torch: idle OpenMP threads sleep
+os.environ.setdefault("OMP_WAIT_POLICY", "PASSIVE")  # before torch: idle OpenMP threads sleep
 
 import argparse
 import gc
@@ -127,18 +127,26 @@ def generate(path: Path, nodes: int, edges: int, feat_dim: int, seed: int) -> di
 
     rng = np.random.default_rng(seed)
     start = time.perf_counter()
-    degrees = rng.multinomial(edges, np.full(nodes, 1.0 / nodes))          # [N], sums to E
+    degrees = rng.multinomial(edges, np.full(nodes, 1.0 / nodes))  # [N], sums to E
     indptr = np.zeros(nodes + 1, dtype=np.int64)
     np.cumsum(degrees, out=indptr[1:])
     del degrees
-    indices = rng.integers(0, nodes, edges, dtype=np.int64)                 # [E] sources
-    x = rng.standard_normal((nodes, feat_dim), dtype=np.float32)            # [N, F]
+    indices = rng.integers(0, nodes, edges, dtype=np.int64)  # [E] sources
+    x = rng.standard_normal((nodes, feat_dim), dtype=np.float32)  # [N, F]
     y = rng.integers(0, 47, nodes, dtype=np.int64)
     perm = rng.permutation(nodes)
     n_train, n_val = int(0.08 * nodes), int(0.02 * nodes)
-    g = zg.Graph(indptr, indices, x=x, y=y, num_classes=47, name="mmap_bench",
-                 train_idx=np.sort(perm[:n_train]), val_idx=np.sort(perm[n_train:n_train + n_val]),
-                 test_idx=np.sort(perm[n_train + n_val:]))
+    g = zg.Graph(
+        indptr,
+        indices,
+        x=x,
+        y=y,
+        num_classes=47,
+        name="mmap_bench",
+        train_idx=np.sort(perm[:n_train]),
+        val_idx=np.sort(perm[n_train : n_train + n_val]),
+        test_idx=np.sort(perm[n_train + n_val :]),
+    )
     generated = time.perf_counter() - start
     start = time.perf_counter()
     zg.datasets.save_folder(g, path)
@@ -146,22 +154,32 @@ def generate(path: Path, nodes: int, edges: int, feat_dim: int, seed: int) -> di
     size = sum(p.stat().st_size for p in path.iterdir())
     del g, indptr, indices, x, y, perm, torch
     gc.collect()
-    return {"generate_seconds": generated, "write_seconds": written, "bytes_on_disk": size,
-            "files": {p.name: p.stat().st_size for p in sorted(path.iterdir())}}
+    return {
+        "generate_seconds": generated,
+        "write_seconds": written,
+        "bytes_on_disk": size,
+        "files": {p.name: p.stat().st_size for p in sorted(path.iterdir())},
+    }
 
 
 def measure(path: Path, mode: str, batches: int) -> dict:
     env = {**os.environ, "PYTHONPATH": str(Path(__file__).resolve().parent.parent)}
-    done = subprocess.run([sys.executable, "-c", CHILD, str(path), mode, json.dumps(MMAP[mode]),
-                           str(batches)],
-                          capture_output=True, text=True, env=env, timeout=1800)
+    done = subprocess.run(
+        [sys.executable, "-c", CHILD, str(path), mode, json.dumps(MMAP[mode]), str(batches)],
+        capture_output=True,
+        text=True,
+        env=env,
+        timeout=1800,
+    )
     if done.returncode != 0:
         raise RuntimeError(f"the {mode} measurement failed:\n{done.stderr[-3000:]}")
     return json.loads(done.stdout.strip().splitlines()[-1])
 
 
 def main() -> None:
-    ap = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
+    ap = argparse.ArgumentParser(
+        description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter
+    )
     ap.add_argument("--nodes", type=int, default=2_400_000)
     ap.add_argument("--edges", type=int, default=120_000_000)
     ap.add_argument("--feat-dim", type=int, default=100)
@@ -179,18 +197,24 @@ def main() -> None:
     if path.exists():
         shutil.rmtree(path)
     try:
-        print(f"writing {args.nodes:,} nodes, {args.edges:,} edges, {args.feat_dim} features to {path}")
+        print(
+            f"writing {args.nodes:,} nodes, {args.edges:,} edges, {args.feat_dim} features to {path}"
+        )
         written = generate(path, args.nodes, args.edges, args.feat_dim, args.seed)
-        print(f"  {written['bytes_on_disk'] / 2**30:.2f} GiB in {written['generate_seconds']:.1f} s "
-              f"(generate) + {written['write_seconds']:.1f} s (save_folder)")
+        print(
+            f"  {written['bytes_on_disk'] / 2**30:.2f} GiB in {written['generate_seconds']:.1f} s "
+            f"(generate) + {written['write_seconds']:.1f} s (save_folder)"
+        )
         runs = []
         for repeat in range(args.repeats):
             for mode in MODES:
                 run = measure(path, mode, args.batches)
                 run["repeat"] = repeat
                 runs.append(run)
-                print(f"  {mode:7s} load {run['load_seconds']:.2f} s, peak RSS "
-                      f"{run['peak_rss_load'] / 2**30:.2f} GiB, anonymous {run['anon_after_load'] / 2**30:.2f} GiB")
+                print(
+                    f"  {mode:7s} load {run['load_seconds']:.2f} s, peak RSS "
+                    f"{run['peak_rss_load'] / 2**30:.2f} GiB, anonymous {run['anon_after_load'] / 2**30:.2f} GiB"
+                )
     finally:
         if not args.keep:
             shutil.rmtree(path, ignore_errors=True)
@@ -200,50 +224,96 @@ def main() -> None:
         return min(values)
 
     gib = 2**30
-    summary = {mode: {"load_seconds": best(mode, "load_seconds"),
-                      "sample_seconds": best(mode, "sample_seconds"),
-                      "peak_rss_load_gib": best(mode, "peak_rss_load") / gib,
-                      "peak_anon_load_gib": best(mode, "peak_anon_load") / gib,
-                      "anon_after_load_gib": best(mode, "anon_after_load") / gib,
-                      "file_after_load_gib": best(mode, "file_after_load") / gib,
-                      "peak_anon_total_gib": best(mode, "peak_anon_total") / gib,
-                      # what loading itself added to the process's own memory (torch and zg
-                      # imported before the clock starts are not counted)
-                      "anon_added_by_load_gib": min(r["anon_after_load"] - r["anon_before_load"]
-                                                    for r in runs if r["mode"] == mode) / gib,
-                      "peak_anon_added_by_load_gib": min(r["peak_anon_load"] - r["anon_before_load"]
-                                                         for r in runs if r["mode"] == mode) / gib}
-               for mode in MODES}
+    summary = {
+        mode: {
+            "load_seconds": best(mode, "load_seconds"),
+            "sample_seconds": best(mode, "sample_seconds"),
+            "peak_rss_load_gib": best(mode, "peak_rss_load") / gib,
+            "peak_anon_load_gib": best(mode, "peak_anon_load") / gib,
+            "anon_after_load_gib": best(mode, "anon_after_load") / gib,
+            "file_after_load_gib": best(mode, "file_after_load") / gib,
+            "peak_anon_total_gib": best(mode, "peak_anon_total") / gib,
+            # what loading itself added to the process's own memory (torch and zg
+            # imported before the clock starts are not counted)
+            "anon_added_by_load_gib": min(
+                r["anon_after_load"] - r["anon_before_load"] for r in runs if r["mode"] == mode
+            )
+            / gib,
+            "peak_anon_added_by_load_gib": min(
+                r["peak_anon_load"] - r["anon_before_load"] for r in runs if r["mode"] == mode
+            )
+            / gib,
+        }
+        for mode in MODES
+    }
     # Each mapped mode against eager (every array read in).
     for mode in ("default", "all"):
-        summary[mode]["load_speedup"] = summary["eager"]["load_seconds"] / summary[mode]["load_seconds"]
-        summary[mode]["anonymous_memory_saved_gib"] = (summary["eager"]["anon_after_load_gib"]
-                                                       - summary[mode]["anon_after_load_gib"])
-        summary[mode]["sampling_slowdown"] = summary[mode]["sample_seconds"] / summary["eager"]["sample_seconds"]
+        summary[mode]["load_speedup"] = (
+            summary["eager"]["load_seconds"] / summary[mode]["load_seconds"]
+        )
+        summary[mode]["anonymous_memory_saved_gib"] = (
+            summary["eager"]["anon_after_load_gib"] - summary[mode]["anon_after_load_gib"]
+        )
+        summary[mode]["sampling_slowdown"] = (
+            summary[mode]["sample_seconds"] / summary["eager"]["sample_seconds"]
+        )
     print()
-    print(table([[m, f"{summary[m]['load_seconds']:.2f}", f"{summary[m]['peak_rss_load_gib']:.2f}",
-                  f"{summary[m]['peak_anon_added_by_load_gib']:.2f}",
-                  f"{summary[m]['anon_added_by_load_gib']:.2f}",
-                  f"{summary[m]['file_after_load_gib']:.2f}", f"{summary[m]['sample_seconds']:.2f}"]
-                 for m in MODES],
-                ["mode", "load s", "peak RSS GiB", "peak anon added GiB", "anon added GiB",
-                 "file-backed GiB", f"sample {args.batches} batches s"]))
-    out = write_json(args.name, {
-        "machine": machine_note(),
-        "setting": {"nodes": args.nodes, "edges": args.edges, "feat_dim": args.feat_dim,
-                    "batches": args.batches, "batch_size": 1024, "fanouts": [15, 10, 5],
-                    "repeats": args.repeats, "seed": args.seed, "page_cache": "warm (just written)"},
-        "written": written,
-        "runs": runs,
-        "summary": summary,
-        "modes": {mode: f"zg.datasets.load_folder(path, mmap={MMAP[mode]!r})" for mode in MODES},
-        "notes": ("best of the repeats per mode; seconds are wall clock in a fresh process "
-                  "(imports excluded); memory from /proc/self/status: VmHWM is the peak RSS, "
-                  "RssAnon the process's own memory, RssFile the mapped page cache that the "
-                  "kernel can reclaim. Loading includes zg.Graph's validation, which reads "
-                  "every array once in every mode. load_speedup, anonymous_memory_saved_gib and "
-                  "sampling_slowdown compare a mapped mode with eager."),
-    })
+    print(
+        table(
+            [
+                [
+                    m,
+                    f"{summary[m]['load_seconds']:.2f}",
+                    f"{summary[m]['peak_rss_load_gib']:.2f}",
+                    f"{summary[m]['peak_anon_added_by_load_gib']:.2f}",
+                    f"{summary[m]['anon_added_by_load_gib']:.2f}",
+                    f"{summary[m]['file_after_load_gib']:.2f}",
+                    f"{summary[m]['sample_seconds']:.2f}",
+                ]
+                for m in MODES
+            ],
+            [
+                "mode",
+                "load s",
+                "peak RSS GiB",
+                "peak anon added GiB",
+                "anon added GiB",
+                "file-backed GiB",
+                f"sample {args.batches} batches s",
+            ],
+        )
+    )
+    out = write_json(
+        args.name,
+        {
+            "machine": machine_note(),
+            "setting": {
+                "nodes": args.nodes,
+                "edges": args.edges,
+                "feat_dim": args.feat_dim,
+                "batches": args.batches,
+                "batch_size": 1024,
+                "fanouts": [15, 10, 5],
+                "repeats": args.repeats,
+                "seed": args.seed,
+                "page_cache": "warm (just written)",
+            },
+            "written": written,
+            "runs": runs,
+            "summary": summary,
+            "modes": {
+                mode: f"zg.datasets.load_folder(path, mmap={MMAP[mode]!r})" for mode in MODES
+            },
+            "notes": (
+                "best of the repeats per mode; seconds are wall clock in a fresh process "
+                "(imports excluded); memory from /proc/self/status: VmHWM is the peak RSS, "
+                "RssAnon the process's own memory, RssFile the mapped page cache that the "
+                "kernel can reclaim. Loading includes zg.Graph's validation, which reads "
+                "every array once in every mode. load_speedup, anonymous_memory_saved_gib and "
+                "sampling_slowdown compare a mapped mode with eager."
+            ),
+        },
+    )
     print(f"\nwrote {out}")
 
 

@@ -52,26 +52,38 @@ sys.path.insert(0, str(Path(__file__).resolve().parent))
 sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
 sys.path.insert(0, str(Path(__file__).resolve().parent.parent / "tools"))
 
-import zg  # noqa: E402
-from zg import experiments as ex  # noqa: E402
-from zg import grappa  # noqa: E402
-from zg.grappa.comm import LINKS, Link, project_seconds  # noqa: E402
-from zg.grappa.config import TrainConfig  # noqa: E402
-from netlab import NetLab, supports_latency, unavailable_reason  # noqa: E402
-from _machine import machine_note, table, write_json  # noqa: E402
-from zg.grappa.history import bytes_per_worker  # noqa: E402
+from _machine import machine_note, table, write_json
+from netlab import NetLab, supports_latency, unavailable_reason
+
+import zg
+from zg import experiments as ex
+from zg import grappa
+from zg.grappa.comm import LINKS, Link, project_seconds
+from zg.grappa.config import TrainConfig
+from zg.grappa.history import bytes_per_worker
 
 RATES = {"1gbit": 125e6, "10gbit": 1.25e9, "100mbit": 12.5e6}
 # The products-scale synthetic graph (zg.datasets.products_like's defaults): only its sizes.
-TARGET = 4.0                       # issue 14: Grappa >= 4x faster than feature fetch at P=4, 1 Gbit/s
-PRODUCTS = {"num_nodes": 2_400_000, "avg_degree": 50, "feat_dim": 100, "num_classes": 47, "train_frac": 0.08}
+TARGET = 4.0  # issue 14: Grappa >= 4x faster than feature fetch at P=4, 1 Gbit/s
+PRODUCTS = {
+    "num_nodes": 2_400_000,
+    "avg_degree": 50,
+    "feat_dim": 100,
+    "num_classes": 47,
+    "train_frac": 0.08,
+}
 
 
 def products_projection(args, fanouts, hidden, workers=4):
     """The link model's projection of one epoch on products_like at P=workers (see the module
     docstring): rows measured and modelled, per-iteration compute and bytes, projected seconds."""
-    small = zg.datasets.csbm(num_nodes=args.proj_nodes, avg_degree=PRODUCTS["avg_degree"],
-                             num_classes=PRODUCTS["num_classes"], feat_dim=PRODUCTS["feat_dim"], seed=0)
+    small = zg.datasets.csbm(
+        num_nodes=args.proj_nodes,
+        avg_degree=PRODUCTS["avg_degree"],
+        num_classes=PRODUCTS["num_classes"],
+        feat_dim=PRODUCTS["feat_dim"],
+        seed=0,
+    )
     part = grappa.partition(small, workers, "random", seed=0)
     counted = ex.feature_fetch_traffic(small, part, fanouts, args.batch_size, seed=0)
     seeds = args.batch_size / workers
@@ -81,27 +93,47 @@ def products_projection(args, fanouts, hidden, workers=4):
     # backward (plus the fetch, which the link model replaces); a Grappa worker does the same on
     # its local graph, which is smaller, so using this time for Grappa too favours feature
     # fetching.
-    one = grappa.train(small, workers=1, trainer="single", epochs=1, seed=0, fanouts=fanouts,
-                       num_layers=len(fanouts), batch_size=int(seeds), hidden_dim=hidden, eval_every=1,
-                       threads=1, timeout=600)
+    one = grappa.train(
+        small,
+        workers=1,
+        trainer="single",
+        epochs=1,
+        seed=0,
+        fanouts=fanouts,
+        num_layers=len(fanouts),
+        batch_size=int(seeds),
+        hidden_dim=hidden,
+        eval_every=1,
+        threads=1,
+        timeout=600,
+    )
     measured_per_iteration = one["seconds_per_epoch"] / one["epochs"][0]["iterations"]
     tree = seeds * math.prod(1 + f for f in fanouts)
     rows = PRODUCTS["num_nodes"] * -math.expm1(-tree / PRODUCTS["num_nodes"])
     scale = rows / counted["input_rows_per_iteration"]
-    model = zg.models.build("sage", PRODUCTS["feat_dim"], hidden, PRODUCTS["num_classes"], len(fanouts))
+    model = zg.models.build(
+        "sage", PRODUCTS["feat_dim"], hidden, PRODUCTS["num_classes"], len(fanouts)
+    )
     estimator = TrainConfig().estimator
     grad = ex.gradient_traffic(model, workers, estimator=estimator)
     mean = ex.gradient_traffic(model, workers, estimator="mean")
     fetch = ex.fetch_traffic_model(rows, seeds, workers, PRODUCTS["feat_dim"])
-    per_iteration = {name: {"seconds": scale * measured_per_iteration} for name in ("grappa", "feature_fetch")}
+    per_iteration = {
+        name: {"seconds": scale * measured_per_iteration} for name in ("grappa", "feature_fetch")
+    }
     per_iteration["grappa"].update(bytes=grad["bytes"], rounds=grad["rounds"])
-    per_iteration["feature_fetch"].update(bytes=fetch["bytes"] + mean["bytes"], rounds=fetch["rounds"] + mean["rounds"])
+    per_iteration["feature_fetch"].update(
+        bytes=fetch["bytes"] + mean["bytes"], rounds=fetch["rounds"] + mean["rounds"]
+    )
     iterations = math.ceil(PRODUCTS["train_frac"] * PRODUCTS["num_nodes"] / args.batch_size)
     links = [Link("1gbit", RATES["1gbit"], 0.0), LINKS["1GbE"]]
     rows_out = ex.project_epochs(per_iteration, iterations, links)
     by = {(r["design"], r["link"]): r for r in rows_out}
-    speedups = {link.name: by[("feature_fetch", link.name)]["projected_seconds"]
-                / by[("grappa", link.name)]["projected_seconds"] for link in links}
+    speedups = {
+        link.name: by[("feature_fetch", link.name)]["projected_seconds"]
+        / by[("grappa", link.name)]["projected_seconds"]
+        for link in links
+    }
     # Where the 4x would hold: (c + L_fetch) / (c + L_grappa) >= 4 for a per-iteration compute
     # c <= (L_fetch - 4 L_grappa) / 3, with L the link seconds per iteration (derived from the
     # model above, not measured). How much faster than this machine's one-thread compute that is.
@@ -110,27 +142,53 @@ def products_projection(args, fanouts, hidden, workers=4):
         l_fetch = by[("feature_fetch", link.name)]["link_seconds"] / iterations
         l_grappa = by[("grappa", link.name)]["link_seconds"] / iterations
         c_max = (l_fetch - TARGET * l_grappa) / (TARGET - 1)
-        break_even[link.name] = {"max_compute_seconds_per_iteration": c_max,
-                                 "compute_here_seconds_per_iteration": per_iteration["grappa"]["seconds"],
-                                 "compute_speedup_needed": per_iteration["grappa"]["seconds"] / c_max if c_max > 0
-                                 else None}
-    return {"label": "projected (link model), not measured",
-            "graph": {"generator": "zg.datasets.products_like", **PRODUCTS},
-            "workers": workers, "batch_size": args.batch_size, "fanouts": fanouts, "hidden_dim": hidden,
-            "estimator": estimator, "iterations_per_epoch": iterations,
-            "seeds_per_worker": seeds, "sampled_tree_rows": tree, "input_rows_per_iteration": rows,
-            "smaller_graph": {"generator": "zg.datasets.csbm", "num_nodes": args.proj_nodes,
-                              "avg_degree": PRODUCTS["avg_degree"], "feat_dim": PRODUCTS["feat_dim"],
-                              "num_classes": PRODUCTS["num_classes"], "seed": 0,
-                              "input_rows_per_iteration": counted["input_rows_per_iteration"],
-                              "measured_seconds_per_iteration": measured_per_iteration,
-                              "measured_how": "trainer='single', one worker's batch, one process, one thread"},
-            "link_only_ratio": {link.name: by[("feature_fetch", link.name)]["link_seconds"]
-                                / by[("grappa", link.name)]["link_seconds"] for link in links},
-            "compute_scale": scale, "per_iteration": per_iteration, "rows": rows_out, "speedups": speedups,
-            "break_even_for_target": {"target": TARGET, "label": "derived from the link model, not measured",
-                                      "how": "largest per-iteration compute c with (c + fetch link s) / "
-                                             "(c + grappa link s) >= target", **break_even}}
+        break_even[link.name] = {
+            "max_compute_seconds_per_iteration": c_max,
+            "compute_here_seconds_per_iteration": per_iteration["grappa"]["seconds"],
+            "compute_speedup_needed": per_iteration["grappa"]["seconds"] / c_max
+            if c_max > 0
+            else None,
+        }
+    return {
+        "label": "projected (link model), not measured",
+        "graph": {"generator": "zg.datasets.products_like", **PRODUCTS},
+        "workers": workers,
+        "batch_size": args.batch_size,
+        "fanouts": fanouts,
+        "hidden_dim": hidden,
+        "estimator": estimator,
+        "iterations_per_epoch": iterations,
+        "seeds_per_worker": seeds,
+        "sampled_tree_rows": tree,
+        "input_rows_per_iteration": rows,
+        "smaller_graph": {
+            "generator": "zg.datasets.csbm",
+            "num_nodes": args.proj_nodes,
+            "avg_degree": PRODUCTS["avg_degree"],
+            "feat_dim": PRODUCTS["feat_dim"],
+            "num_classes": PRODUCTS["num_classes"],
+            "seed": 0,
+            "input_rows_per_iteration": counted["input_rows_per_iteration"],
+            "measured_seconds_per_iteration": measured_per_iteration,
+            "measured_how": "trainer='single', one worker's batch, one process, one thread",
+        },
+        "link_only_ratio": {
+            link.name: by[("feature_fetch", link.name)]["link_seconds"]
+            / by[("grappa", link.name)]["link_seconds"]
+            for link in links
+        },
+        "compute_scale": scale,
+        "per_iteration": per_iteration,
+        "rows": rows_out,
+        "speedups": speedups,
+        "break_even_for_target": {
+            "target": TARGET,
+            "label": "derived from the link model, not measured",
+            "how": "largest per-iteration compute c with (c + fetch link s) / "
+            "(c + grappa link s) >= target",
+            **break_even,
+        },
+    }
 
 
 def gpu_compute_bound(projection, gpu=None):
@@ -150,14 +208,23 @@ def gpu_compute_bound(projection, gpu=None):
         """The row's own sizes (gpu_check.py records them since they became per row); files
         from before fall back to what gpu_check.py measured then, with 128 features, the
         smaller of its two graphs' widths (Cora 1,433, csbm 128), as the lower bound."""
-        return {"feat_dim": r.get("feat_dim", 128), "hidden_dim": r.get("hidden_dim", 256),
-                "fanouts": r.get("fanouts", [15, 10, 5]),
-                "sizes_from": "the row" if "feat_dim" in r else "gpu_check.py's constants (older file)"}
+        return {
+            "feat_dim": r.get("feat_dim", 128),
+            "hidden_dim": r.get("hidden_dim", 256),
+            "fanouts": r.get("fanouts", [15, 10, 5]),
+            "sizes_from": "the row" if "feat_dim" in r else "gpu_check.py's constants (older file)",
+        }
 
-    rows = [r for r in gpu["rows"] if r.get("oracle_mean_counts")
-            and r["oracle_mean_counts"][0] >= worker_rows and r["batch_size"] >= projection["seeds_per_worker"]
-            and work(r)["feat_dim"] >= projection["graph"]["feat_dim"]
-            and work(r)["hidden_dim"] >= projection["hidden_dim"] and work(r)["fanouts"] == projection["fanouts"]]
+    rows = [
+        r
+        for r in gpu["rows"]
+        if r.get("oracle_mean_counts")
+        and r["oracle_mean_counts"][0] >= worker_rows
+        and r["batch_size"] >= projection["seeds_per_worker"]
+        and work(r)["feat_dim"] >= projection["graph"]["feat_dim"]
+        and work(r)["hidden_dim"] >= projection["hidden_dim"]
+        and work(r)["fanouts"] == projection["fanouts"]
+    ]
     if not rows:
         return None
     row = max(rows, key=lambda r: r["seconds_per_iteration"])
@@ -167,39 +234,84 @@ def gpu_compute_bound(projection, gpu=None):
     for link in {r["link"] for r in projection["rows"]}:
         by = {r["design"]: r for r in projection["rows"] if r["link"] == link}
         it = by["grappa"]["iterations"]
-        speedups[link] = (c + by["feature_fetch"]["link_seconds"] / it) / (c + by["grappa"]["link_seconds"] / it)
-    return {"label": "projected (link model) with a GPU compute bound, not measured",
-            "compute_seconds_per_iteration_at_most": c,
-            "from": {"file": "bench/results/gpu_check_cuda.json", "gpu": gpu["machine"].get("cuda"),
-                     "graph": row["graph"], "batch_size": row["batch_size"], "variant": row["variant"],
-                     "input_rows_per_iteration": row["oracle_mean_counts"][0], **work(row)},
-            "products_worker": {"input_rows_per_iteration": worker_rows, "seeds": projection["seeds_per_worker"],
-                                "feat_dim": projection["graph"]["feat_dim"], "hidden_dim": projection["hidden_dim"]},
-            "why_a_bound": ("the GPU row's iteration (the slowest pipeline among those that qualify) does at least a products worker's work on every size "
-                            "(more input rows, seeds, feature and hidden width; the same fanouts), so a worker's "
-                            "compute on that GPU is at most this; Grappa's estimator scalars and the all-reduce are "
-                            "in the link time"),
-            "speedups": speedups, "cpu_bytes_per_iteration": {k: v["bytes"] for k, v in per.items()}}
+        speedups[link] = (c + by["feature_fetch"]["link_seconds"] / it) / (
+            c + by["grappa"]["link_seconds"] / it
+        )
+    return {
+        "label": "projected (link model) with a GPU compute bound, not measured",
+        "compute_seconds_per_iteration_at_most": c,
+        "from": {
+            "file": "bench/results/gpu_check_cuda.json",
+            "gpu": gpu["machine"].get("cuda"),
+            "graph": row["graph"],
+            "batch_size": row["batch_size"],
+            "variant": row["variant"],
+            "input_rows_per_iteration": row["oracle_mean_counts"][0],
+            **work(row),
+        },
+        "products_worker": {
+            "input_rows_per_iteration": worker_rows,
+            "seeds": projection["seeds_per_worker"],
+            "feat_dim": projection["graph"]["feat_dim"],
+            "hidden_dim": projection["hidden_dim"],
+        },
+        "why_a_bound": (
+            "the GPU row's iteration (the slowest pipeline among those that qualify) does at least a products worker's work on every size "
+            "(more input rows, seeds, feature and hidden width; the same fanouts), so a worker's "
+            "compute on that GPU is at most this; Grappa's estimator scalars and the all-reduce are "
+            "in the link time"
+        ),
+        "speedups": speedups,
+        "cpu_bytes_per_iteration": {k: v["bytes"] for k, v in per.items()},
+    }
 
 
 def print_projection(projection):
-    print(table([[r["design"], r["link"], r["iterations"], f"{r['compute_seconds']:.1f}", f"{r['link_seconds']:.1f}",
-                  f"{r['projected_seconds']:.1f}", f"{r['bytes_per_worker'] / 2**30:.2f}"] for r in projection["rows"]],
-                ["design", "link", "iterations", "compute s (scaled)", "link s", "projected s/epoch", "GiB/worker"]))
+    print(
+        table(
+            [
+                [
+                    r["design"],
+                    r["link"],
+                    r["iterations"],
+                    f"{r['compute_seconds']:.1f}",
+                    f"{r['link_seconds']:.1f}",
+                    f"{r['projected_seconds']:.1f}",
+                    f"{r['bytes_per_worker'] / 2**30:.2f}",
+                ]
+                for r in projection["rows"]
+            ],
+            [
+                "design",
+                "link",
+                "iterations",
+                "compute s (scaled)",
+                "link s",
+                "projected s/epoch",
+                "GiB/worker",
+            ],
+        )
+    )
     for k, v in projection["speedups"].items():
         print(f"projected feature_fetch / grappa epoch time on products_like, P=4, {k}: {v:.2f}x")
     ptarget = projection["speedups"]["1gbit"]
-    print(f"  [{'met' if ptarget >= TARGET else 'MISSED'}] projected: Grappa >= {TARGET:g}x faster than feature "
-          f"fetch at P=4 on 1 Gbit/s, products_like ({ptarget:.2f}x)")
+    print(
+        f"  [{'met' if ptarget >= TARGET else 'MISSED'}] projected: Grappa >= {TARGET:g}x faster than feature "
+        f"fetch at P=4 on 1 Gbit/s, products_like ({ptarget:.2f}x)"
+    )
     g = projection.get("gpu_compute_bound")
     if g:
-        print(f"  projected with GPU compute (at most {g['compute_seconds_per_iteration_at_most'] * 1e3:.1f} ms per "
-              f"worker iteration, {g['from']['gpu']}, {g['from']['variant']}, {g['from']['graph']} b{g['from']['batch_size']}): "
-              + ", ".join(f"{k} {v:.1f}x" for k, v in sorted(g["speedups"].items())))
+        print(
+            f"  projected with GPU compute (at most {g['compute_seconds_per_iteration_at_most'] * 1e3:.1f} ms per "
+            f"worker iteration, {g['from']['gpu']}, {g['from']['variant']}, {g['from']['graph']} b{g['from']['batch_size']}): "
+            + ", ".join(f"{k} {v:.1f}x" for k, v in sorted(g["speedups"].items()))
+        )
     b = projection["break_even_for_target"]["1gbit"]
-    print(f"  derived: the {TARGET:g}x holds on 1 Gbit/s when one worker's iteration computes in at most "
-          f"{b['max_compute_seconds_per_iteration']:.3f} s; here it takes {b['compute_here_seconds_per_iteration']:.1f} s "
-          f"(one CPU thread), {b['compute_speedup_needed']:.0f}x longer")
+    print(
+        f"  derived: the {TARGET:g}x holds on 1 Gbit/s when one worker's iteration computes in at most "
+        f"{b['max_compute_seconds_per_iteration']:.3f} s; here it takes {b['compute_here_seconds_per_iteration']:.1f} s "
+        f"(one CPU thread), {b['compute_speedup_needed']:.0f}x longer"
+    )
     return ptarget
 
 
@@ -208,12 +320,19 @@ def reproject(args):
     name = "network_quick" if args.quick else "network"
     path = Path(__file__).resolve().parent / "results" / f"{name}.json"
     if not path.exists():
-        print(f"error: --projection-only needs an existing {path.name}: run the full bench first", file=sys.stderr)
+        print(
+            f"error: --projection-only needs an existing {path.name}: run the full bench first",
+            file=sys.stderr,
+        )
         return 2
     with open(path) as f:
         result = json.load(f)
     fanouts = result["projected"]["fanouts"] if "projected" in result else [15, 10, 5]
-    projection = result["projected"] if args.gpu_bound_only else products_projection(args, fanouts, args.hidden)
+    projection = (
+        result["projected"]
+        if args.gpu_bound_only
+        else products_projection(args, fanouts, args.hidden)
+    )
     if not args.gpu_bound_only:
         projection["machine"] = machine_note()
     projection["gpu_compute_bound"] = gpu_compute_bound(projection)
@@ -228,8 +347,13 @@ def run_on_lab(lab: NetLab, config: dict, workdir: Path, port: int, timeout: flo
     cfg = workdir / "config.json"
     cfg.write_text(json.dumps(config))
     out = workdir / "history.json"
-    codes, logs = lab.torchrun(["-m", "zg.grappa", "--config", str(cfg), "--out", str(out)], workdir,
-                               port=port, timeout=timeout, rdzv_id=f"net{port}")
+    codes, logs = lab.torchrun(
+        ["-m", "zg.grappa", "--config", str(cfg), "--out", str(out)],
+        workdir,
+        port=port,
+        timeout=timeout,
+        rdzv_id=f"net{port}",
+    )
     if codes != [0] * lab.hosts:
         raise RuntimeError(f"torchrun failed with {codes}: {logs[0][-2000:]}")
     return json.loads(out.read_text())
@@ -237,16 +361,21 @@ def run_on_lab(lab: NetLab, config: dict, workdir: Path, port: int, timeout: flo
 
 def summary(history: dict) -> dict:
     epochs = history["epochs"]
-    return {"seconds_per_epoch": history["seconds_per_epoch"],
-            "bytes_per_epoch_per_worker": history["bytes_per_epoch_per_worker"],
-            "bytes_per_worker": [b / len(epochs) for b in bytes_per_worker(history)],
-            "rounds_per_worker": [sum(e["rounds"][p] for e in epochs) / len(epochs)
-                                  for p in range(history["workers"])],
-            "test_acc": history["final"]["test_acc"]}
+    return {
+        "seconds_per_epoch": history["seconds_per_epoch"],
+        "bytes_per_epoch_per_worker": history["bytes_per_epoch_per_worker"],
+        "bytes_per_worker": [b / len(epochs) for b in bytes_per_worker(history)],
+        "rounds_per_worker": [
+            sum(e["rounds"][p] for e in epochs) / len(epochs) for p in range(history["workers"])
+        ],
+        "test_acc": history["final"]["test_acc"],
+    }
 
 
 def main(argv=None):
-    ap = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
+    ap = argparse.ArgumentParser(
+        description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter
+    )
     ap.add_argument("--workers", type=int, nargs="+", default=[4])
     ap.add_argument("--rates", nargs="+", default=["1gbit"])
     ap.add_argument("--nodes", type=int, default=20_000)
@@ -255,19 +384,35 @@ def main(argv=None):
     ap.add_argument("--hidden", type=int, default=64)
     ap.add_argument("--batch-size", type=int, default=2048)
     ap.add_argument("--epochs", type=int, default=2)
-    ap.add_argument("--proj-nodes", type=int, default=50_000,
-                    help="nodes of the smaller csbm (products' degree and features) the projection measures on")
+    ap.add_argument(
+        "--proj-nodes",
+        type=int,
+        default=50_000,
+        help="nodes of the smaller csbm (products' degree and features) the projection measures on",
+    )
     ap.add_argument("--timeout", type=float, default=900)
     ap.add_argument("--quick", action="store_true", help="small sizes, one epoch: a smoke run")
-    ap.add_argument("--projection-only", action="store_true",
-                    help="recompute only the products projection (no root needed) and replace that part of "
-                         "the existing result file, keeping its measured rows and their machine note")
-    ap.add_argument("--gpu-bound-only", action="store_true",
-                    help="keep the existing projection and add (or refresh) only its GPU compute bound, read "
-                         "from bench/results/gpu_check_cuda.json")
+    ap.add_argument(
+        "--projection-only",
+        action="store_true",
+        help="recompute only the products projection (no root needed) and replace that part of "
+        "the existing result file, keeping its measured rows and their machine note",
+    )
+    ap.add_argument(
+        "--gpu-bound-only",
+        action="store_true",
+        help="keep the existing projection and add (or refresh) only its GPU compute bound, read "
+        "from bench/results/gpu_check_cuda.json",
+    )
     args = ap.parse_args(argv)
     if args.quick:
-        args.nodes, args.feat_dim, args.batch_size, args.epochs, args.proj_nodes = 4000, 256, 512, 1, 5000
+        args.nodes, args.feat_dim, args.batch_size, args.epochs, args.proj_nodes = (
+            4000,
+            256,
+            512,
+            1,
+            5000,
+        )
     if args.projection_only or args.gpu_bound_only:
         return reproject(args)
     reason = unavailable_reason()
@@ -275,71 +420,139 @@ def main(argv=None):
         print(f"skipped: {reason}")
         return 0
     fanouts = [15, 10, 5]
-    dataset = {"name": "csbm", "num_nodes": args.nodes, "avg_degree": args.degree, "num_classes": 10,
-               "feat_dim": args.feat_dim, "seed": 0}
-    base = {"dataset": dataset, "epochs": args.epochs, "num_layers": 3, "hidden_dim": args.hidden,
-            "fanouts": fanouts, "batch_size": args.batch_size, "timeout": 300.0, "seed": 0,
-            "eval_every": args.epochs, "threads": 1}
+    dataset = {
+        "name": "csbm",
+        "num_nodes": args.nodes,
+        "avg_degree": args.degree,
+        "num_classes": 10,
+        "feat_dim": args.feat_dim,
+        "seed": 0,
+    }
+    base = {
+        "dataset": dataset,
+        "epochs": args.epochs,
+        "num_layers": 3,
+        "hidden_dim": args.hidden,
+        "fanouts": fanouts,
+        "batch_size": args.batch_size,
+        "timeout": 300.0,
+        "seed": 0,
+        "eval_every": args.epochs,
+        "threads": 1,
+    }
     # Grappa with the kit's defaults (estimator, repartitioning): only the sizes are set.
     trainers = {"grappa": {"trainer": "grappa"}, "feature_fetch": {"trainer": "feature_fetch"}}
     rows, port = [], 29600
     with tempfile.TemporaryDirectory() as tmp:
         for P in args.workers:
             for rate in ["loopback"] + list(args.rates):
-                with NetLab(hosts=P, bandwidth=None if rate == "loopback" else rate, prefix="zgb") as lab:
+                with NetLab(
+                    hosts=P, bandwidth=None if rate == "loopback" else rate, prefix="zgb"
+                ) as lab:
                     for name, extra in trainers.items():
                         port += 1
                         work = Path(tmp) / f"{name}-{P}-{rate}"
                         work.mkdir()
                         t0 = time.perf_counter()
                         history = run_on_lab(lab, {**base, **extra}, work, port, args.timeout)
-                        row = {"trainer": name, "workers": P, "link": rate, **summary(history),
-                               "wall_seconds": time.perf_counter() - t0}
+                        row = {
+                            "trainer": name,
+                            "workers": P,
+                            "link": rate,
+                            **summary(history),
+                            "wall_seconds": time.perf_counter() - t0,
+                        }
                         rows.append(row)
-                        print(f"P={P} {rate:8s} {name:14s} {row['seconds_per_epoch']:8.2f} s/epoch  "
-                              f"{row['bytes_per_epoch_per_worker'] / 2**20:9.2f} MiB/epoch/worker", flush=True)
+                        print(
+                            f"P={P} {rate:8s} {name:14s} {row['seconds_per_epoch']:8.2f} s/epoch  "
+                            f"{row['bytes_per_epoch_per_worker'] / 2**20:9.2f} MiB/epoch/worker",
+                            flush=True,
+                        )
     # Link-model check: projection from the loopback run vs the shaped measurement.
     for row in rows:
         if row["link"] == "loopback":
             continue
-        loop = next(r for r in rows if r["link"] == "loopback" and r["trainer"] == row["trainer"]
-                    and r["workers"] == row["workers"])
+        loop = next(
+            r
+            for r in rows
+            if r["link"] == "loopback"
+            and r["trainer"] == row["trainer"]
+            and r["workers"] == row["workers"]
+        )
         link = Link(row["link"], RATES[row["link"]], 0.0)
-        proj = project_seconds(loop["seconds_per_epoch"], row["bytes_per_worker"], row["rounds_per_worker"], link)
+        proj = project_seconds(
+            loop["seconds_per_epoch"], row["bytes_per_worker"], row["rounds_per_worker"], link
+        )
         row["projected_seconds_per_epoch"] = proj["projected_seconds"]
         row["projection_over_measurement"] = proj["projected_seconds"] / row["seconds_per_epoch"]
     speedups = {}
     for P in args.workers:
         for rate in args.rates:
-            g = next(r for r in rows if r["trainer"] == "grappa" and r["workers"] == P and r["link"] == rate)
-            f = next(r for r in rows if r["trainer"] == "feature_fetch" and r["workers"] == P and r["link"] == rate)
+            g = next(
+                r
+                for r in rows
+                if r["trainer"] == "grappa" and r["workers"] == P and r["link"] == rate
+            )
+            f = next(
+                r
+                for r in rows
+                if r["trainer"] == "feature_fetch" and r["workers"] == P and r["link"] == rate
+            )
             speedups[f"P{P}/{rate}"] = f["seconds_per_epoch"] / g["seconds_per_epoch"]
     print()
-    print(table([[r["trainer"], r["workers"], r["link"], f"{r['seconds_per_epoch']:.2f}",
-                  f"{r.get('projected_seconds_per_epoch', float('nan')):.2f}",
-                  f"{r['bytes_per_epoch_per_worker'] / 2**20:.2f}"] for r in rows],
-                ["trainer", "P", "link", "measured s/epoch", "projected s/epoch", "MiB/epoch/worker"]))
+    print(
+        table(
+            [
+                [
+                    r["trainer"],
+                    r["workers"],
+                    r["link"],
+                    f"{r['seconds_per_epoch']:.2f}",
+                    f"{r.get('projected_seconds_per_epoch', float('nan')):.2f}",
+                    f"{r['bytes_per_epoch_per_worker'] / 2**20:.2f}",
+                ]
+                for r in rows
+            ],
+            ["trainer", "P", "link", "measured s/epoch", "projected s/epoch", "MiB/epoch/worker"],
+        )
+    )
     for k, v in speedups.items():
         print(f"feature_fetch / grappa epoch time, {k}: {v:.2f}x")
     target = speedups.get("P4/1gbit")
-    print(f"  [{'met' if target and target >= 4 else 'MISSED'}] measured: Grappa >= 4x faster than feature "
-          f"fetch at P=4 on 1 Gbit/s ({target if target is None else round(target, 2)}x)")
+    print(
+        f"  [{'met' if target and target >= 4 else 'MISSED'}] measured: Grappa >= 4x faster than feature "
+        f"fetch at P=4 on 1 Gbit/s ({target if target is None else round(target, 2)}x)"
+    )
     print("\nprojection for products_like (link model, not a measurement) ...", flush=True)
     projection = products_projection(args, fanouts, args.hidden)
     projection["gpu_compute_bound"] = gpu_compute_bound(projection)
     ptarget = print_projection(projection)
-    path = write_json("network_quick" if args.quick else "network", {
-        "benchmark": "network", "machine": machine_note(), "settings": vars(args),
-        "config": base, "latency_shaped": False,
-        "netem_available": supports_latency(),
-        "measured": {"label": "measured on NetLab hosts (network namespaces on this machine, tc tbf links)",
-                     "rows": rows, "speedups": speedups,
-                     "note": "all hosts share this machine's cores, so compute is slower than on separate "
-                             "machines and hides part of the network time"},
-        "projected": projection,
-        "targets": {"measured_P4_1gbit_at_least_4x": target, "projected_products_P4_1gbit_at_least_4x": ptarget},
-        "note": "links shaped with tc tbf on both ends; no added latency "
-                "(netem unavailable)" if not supports_latency() else ""})
+    path = write_json(
+        "network_quick" if args.quick else "network",
+        {
+            "benchmark": "network",
+            "machine": machine_note(),
+            "settings": vars(args),
+            "config": base,
+            "latency_shaped": False,
+            "netem_available": supports_latency(),
+            "measured": {
+                "label": "measured on NetLab hosts (network namespaces on this machine, tc tbf links)",
+                "rows": rows,
+                "speedups": speedups,
+                "note": "all hosts share this machine's cores, so compute is slower than on separate "
+                "machines and hides part of the network time",
+            },
+            "projected": projection,
+            "targets": {
+                "measured_P4_1gbit_at_least_4x": target,
+                "projected_products_P4_1gbit_at_least_4x": ptarget,
+            },
+            "note": "links shaped with tc tbf on both ends; no added latency (netem unavailable)"
+            if not supports_latency()
+            else "",
+        },
+    )
     print(f"\nwrote {path}")
     return 0
 

@@ -17,7 +17,7 @@ from __future__ import annotations
 
 import os
 
-os.environ.setdefault("OMP_WAIT_POLICY", "PASSIVE")   # before torch: idle OpenMP threads sleep
+os.environ.setdefault("OMP_WAIT_POLICY", "PASSIVE")  # before torch: idle OpenMP threads sleep
 
 import argparse
 import statistics
@@ -28,13 +28,16 @@ from pathlib import Path
 sys.path.insert(0, str(Path(__file__).resolve().parent))
 sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
 
-import zg  # noqa: E402
-from zg import parallel  # noqa: E402
-from _machine import machine_note, table, write_json  # noqa: E402
+from _machine import machine_note, table, write_json
+
+import zg
+from zg import parallel
 
 
 def main(argv=None):
-    ap = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
+    ap = argparse.ArgumentParser(
+        description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter
+    )
     ap.add_argument("--nodes", type=int, default=50_000)
     ap.add_argument("--batch-size", type=int, default=1024)
     ap.add_argument("--epochs", type=int, default=2)
@@ -48,33 +51,72 @@ def main(argv=None):
     for workers in args.workers:
         times, syncs, sent, overflows = [], [], [], 0
         for seed in args.seeds:
-            hist = parallel.train(g, workers=workers, epochs=args.epochs, batch_size=args.batch_size,
-                                  fanouts=[15, 10, 5], hidden_dim=256, seed=seed, evaluate=False,
-                                  threads=max(1, cores // workers), timeout=600)
+            hist = parallel.train(
+                g,
+                workers=workers,
+                epochs=args.epochs,
+                batch_size=args.batch_size,
+                fanouts=[15, 10, 5],
+                hidden_dim=256,
+                seed=seed,
+                evaluate=False,
+                threads=max(1, cores // workers),
+                timeout=600,
+            )
             times.append(hist["seconds_per_epoch"])
             syncs += [e["host_syncs"] for e in hist["epochs"]]
             sent.append(hist["bytes_sent_per_worker"] / args.epochs)
             overflows += sum(e["overflows"] for e in hist["epochs"])
-        rows.append({"workers": workers, "threads_per_worker": max(1, cores // workers),
-                     "seconds_per_epoch_mean": statistics.mean(times),
-                     "seconds_per_epoch_std": statistics.stdev(times) if len(times) > 1 else 0.0,
-                     "seconds_per_epoch": times, "host_syncs_per_iteration": max(syncs),
-                     "bytes_sent_per_worker_per_epoch": statistics.mean(sent), "overflows": overflows})
-        print(f"workers={workers}: {rows[-1]['seconds_per_epoch_mean']:.2f} ± "
-              f"{rows[-1]['seconds_per_epoch_std']:.2f} s/epoch, syncs/it={max(syncs)}")
+        rows.append(
+            {
+                "workers": workers,
+                "threads_per_worker": max(1, cores // workers),
+                "seconds_per_epoch_mean": statistics.mean(times),
+                "seconds_per_epoch_std": statistics.stdev(times) if len(times) > 1 else 0.0,
+                "seconds_per_epoch": times,
+                "host_syncs_per_iteration": max(syncs),
+                "bytes_sent_per_worker_per_epoch": statistics.mean(sent),
+                "overflows": overflows,
+            }
+        )
+        print(
+            f"workers={workers}: {rows[-1]['seconds_per_epoch_mean']:.2f} ± "
+            f"{rows[-1]['seconds_per_epoch_std']:.2f} s/epoch, syncs/it={max(syncs)}"
+        )
     base = rows[0]["seconds_per_epoch_mean"]
     for r in rows:
         r["speedup_vs_first"] = base / r["seconds_per_epoch_mean"]
-    print(table([[r["workers"], r["threads_per_worker"], f"{r['seconds_per_epoch_mean']:.2f} ± {r['seconds_per_epoch_std']:.2f}",
-                  f"{r['speedup_vs_first']:.2f}x", r["host_syncs_per_iteration"]] for r in rows],
-                ["workers", "threads each", "s / epoch", "speed-up", "syncs / it"]))
-    path = write_json("parallel", {
-        "benchmark": "parallel", "machine": machine_note(), "settings": vars(args),
-        "graph": {"name": "csbm", "nodes": args.nodes, "avg_degree": 20, "feat_dim": 128},
-        "model": "SAGE 3 layers, hidden 256, fanouts [15, 10, 5], DeviceAdam lr 3e-3, dropout 0",
-        "rows": rows, "seconds_total": time.perf_counter() - start,
-        "note": ("every process holds the whole graph and trains its share of each global batch; "
-                 "threads per worker = cores / workers, so both sides use the same cores")})
+    print(
+        table(
+            [
+                [
+                    r["workers"],
+                    r["threads_per_worker"],
+                    f"{r['seconds_per_epoch_mean']:.2f} ± {r['seconds_per_epoch_std']:.2f}",
+                    f"{r['speedup_vs_first']:.2f}x",
+                    r["host_syncs_per_iteration"],
+                ]
+                for r in rows
+            ],
+            ["workers", "threads each", "s / epoch", "speed-up", "syncs / it"],
+        )
+    )
+    path = write_json(
+        "parallel",
+        {
+            "benchmark": "parallel",
+            "machine": machine_note(),
+            "settings": vars(args),
+            "graph": {"name": "csbm", "nodes": args.nodes, "avg_degree": 20, "feat_dim": 128},
+            "model": "SAGE 3 layers, hidden 256, fanouts [15, 10, 5], DeviceAdam lr 3e-3, dropout 0",
+            "rows": rows,
+            "seconds_total": time.perf_counter() - start,
+            "note": (
+                "every process holds the whole graph and trains its share of each global batch; "
+                "threads per worker = cores / workers, so both sides use the same cores"
+            ),
+        },
+    )
     print(f"wrote {path}")
     return 0
 

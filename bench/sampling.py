@@ -30,7 +30,7 @@ from __future__ import annotations
 
 import os
 
-os.environ.setdefault("OMP_WAIT_POLICY", "PASSIVE")   # before torch: idle OpenMP threads sleep
+os.environ.setdefault("OMP_WAIT_POLICY", "PASSIVE")  # before torch: idle OpenMP threads sleep
 
 import argparse
 import statistics
@@ -45,13 +45,14 @@ import torch
 sys.path.insert(0, str(Path(__file__).resolve().parent))
 os.environ.setdefault("DGLBACKEND", "pytorch")
 
-import zg  # noqa: E402
-from zg import models  # noqa: E402
-from zg.kernels import sampling as _fused  # noqa: E402
-from zg.audit import SyncAudit  # noqa: E402
-from zg.engine import Engine  # noqa: E402
-from zg.step import STAGES, StageClock  # noqa: E402
-from _machine import machine_note, table, write_json  # noqa: E402
+from _machine import machine_note, table, write_json
+
+import zg
+from zg import models
+from zg.audit import SyncAudit
+from zg.engine import Engine
+from zg.kernels import sampling as _fused
+from zg.step import STAGES, StageClock
 
 ROOT = Path(__file__).resolve().parent.parent
 
@@ -63,7 +64,10 @@ def syncs_per_iteration(eng, iterations=3, sample_only=False):
     with SyncAudit() as audit:
         for b in range(1, iterations + 1):
             run(b, epoch=99)
-    return {"host_syncs": audit.host_syncs / iterations, "dynamic_shape_ops": audit.dynamic_shape_ops / iterations}
+    return {
+        "host_syncs": audit.host_syncs / iterations,
+        "dynamic_shape_ops": audit.dynamic_shape_ops / iterations,
+    }
 
 
 def sample_epoch(eng, epoch, keep_counts=False):
@@ -100,7 +104,9 @@ def sampled_edges(eng, epoch):
     for b in range(len(eng.batches(epoch))):
         mb = eng.sample(b, epoch=epoch)
         for block in mb.blocks:
-            total += int(block.num_edges()) if hasattr(block, "num_edges") else int(block.mask.sum())
+            total += (
+                int(block.num_edges()) if hasattr(block, "num_edges") else int(block.mask.sum())
+            )
     return total
 
 
@@ -108,10 +114,13 @@ def cold_compile_seconds():
     """The fused kernel's first call in a fresh process with an empty numba cache (compiles)."""
     with tempfile.TemporaryDirectory() as cache:
         env = {**os.environ, "NUMBA_CACHE_DIR": cache, "PYTHONPATH": str(ROOT)}
-        code = ("from zg.kernels import sampling as _fused; s = _fused.warm_up(); "
-                "i = _fused.compile_info(); print(s, i['from_cache'])")
-        out = subprocess.run([sys.executable, "-c", code], env=env, capture_output=True,
-                             text=True, timeout=600)
+        code = (
+            "from zg.kernels import sampling as _fused; s = _fused.warm_up(); "
+            "i = _fused.compile_info(); print(s, i['from_cache'])"
+        )
+        out = subprocess.run(
+            [sys.executable, "-c", code], env=env, capture_output=True, text=True, timeout=600
+        )
     if out.returncode != 0:
         raise RuntimeError(f"the cold-compile run failed: {out.stderr[-2000:]}")
     seconds, from_cache = out.stdout.split()
@@ -121,19 +130,33 @@ def cold_compile_seconds():
 def load_graph(args):
     if args.graph == "products":
         if not hasattr(zg.datasets, "products_like"):
-            raise SystemExit("--graph products needs zg.datasets.products_like (the products-scale "
-                             "generator), which this checkout does not have")
-        return zg.datasets.products_like(num_nodes=args.nodes or 2_400_000, avg_degree=50,
-                                         feat_dim=100, num_classes=47, seed=args.seed)
-    return zg.datasets.csbm(num_nodes=args.nodes or 200_000, avg_degree=args.degree, num_classes=10,
-                            feat_dim=args.feat_dim, seed=args.seed)
+            raise SystemExit(
+                "--graph products needs zg.datasets.products_like (the products-scale "
+                "generator), which this checkout does not have"
+            )
+        return zg.datasets.products_like(
+            num_nodes=args.nodes or 2_400_000,
+            avg_degree=50,
+            feat_dim=100,
+            num_classes=47,
+            seed=args.seed,
+        )
+    return zg.datasets.csbm(
+        num_nodes=args.nodes or 200_000,
+        avg_degree=args.degree,
+        num_classes=10,
+        feat_dim=args.feat_dim,
+        seed=args.seed,
+    )
 
 
 ALL_PIPELINES = ("dgl", "zg_dynamic", "zg_envelope_torch", "zg_envelope")
 
 
 def main(argv=None):
-    ap = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
+    ap = argparse.ArgumentParser(
+        description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter
+    )
     ap.add_argument("--graph", choices=["csbm", "products"], default="csbm")
     ap.add_argument("--nodes", type=int, default=None, help="default: 200k (csbm), 2.4M (products)")
     ap.add_argument("--degree", type=int, default=20, help="csbm's average degree")
@@ -141,33 +164,62 @@ def main(argv=None):
     ap.add_argument("--hidden", type=int, default=256)
     ap.add_argument("--batch-size", type=int, default=1024)
     ap.add_argument("--fanouts", type=int, nargs="+", default=[15, 10, 5])
-    ap.add_argument("--repeats", type=int, default=3, help="sampling epochs per pipeline (the median is compared)")
-    ap.add_argument("--threads", type=int, default=None, help="threads for torch, DGL and numba (default: torch's)")
-    ap.add_argument("--no-train", action="store_true", help="sampling only: skip the training epochs")
-    ap.add_argument("--quick", action="store_true", help="csbm 20k, sampling only, name sampling_quick")
+    ap.add_argument(
+        "--repeats",
+        type=int,
+        default=3,
+        help="sampling epochs per pipeline (the median is compared)",
+    )
+    ap.add_argument(
+        "--threads",
+        type=int,
+        default=None,
+        help="threads for torch, DGL and numba (default: torch's)",
+    )
+    ap.add_argument(
+        "--no-train", action="store_true", help="sampling only: skip the training epochs"
+    )
+    ap.add_argument(
+        "--quick", action="store_true", help="csbm 20k, sampling only, name sampling_quick"
+    )
     ap.add_argument("--seed", type=int, default=0)
-    ap.add_argument("--pipelines", nargs="+", default=list(ALL_PIPELINES), choices=ALL_PIPELINES,
-                    help="pipelines to time (dgl and zg_envelope always; the others are slow on the "
-                         "products-scale graph); host syncs are audited on all of them either way")
-    ap.add_argument("--name", default=None, help="results file name (default: sampling[_products|_quick])")
+    ap.add_argument(
+        "--pipelines",
+        nargs="+",
+        default=list(ALL_PIPELINES),
+        choices=ALL_PIPELINES,
+        help="pipelines to time (dgl and zg_envelope always; the others are slow on the "
+        "products-scale graph); host syncs are audited on all of them either way",
+    )
+    ap.add_argument(
+        "--name", default=None, help="results file name (default: sampling[_products|_quick])"
+    )
     args = ap.parse_args(argv)
     timed = [p for p in ALL_PIPELINES if p in set(args.pipelines) | {"dgl", "zg_envelope"}]
     if args.quick:
         args.nodes = args.nodes or 20_000
         args.no_train = True
     if args.name is None:
-        args.name = "sampling" + ("_quick" if args.quick else "") + ("_products" if args.graph == "products" else "")
+        args.name = (
+            "sampling"
+            + ("_quick" if args.quick else "")
+            + ("_products" if args.graph == "products" else "")
+        )
     load_before = list(os.getloadavg())
     torch.manual_seed(args.seed)
 
     import dgl
+
     from zg.baselines.dgl import DGLModel
 
     threads = args.threads or torch.get_num_threads()
     torch.set_num_threads(threads)
     dgl.utils.set_num_threads(threads)
-    threads_used = {"torch": torch.get_num_threads(), "dgl": dgl.utils.get_num_threads(),
-                    "numba": None}
+    threads_used = {
+        "torch": torch.get_num_threads(),
+        "dgl": dgl.utils.get_num_threads(),
+        "numba": None,
+    }
 
     t0 = time.perf_counter()
     g = load_graph(args)
@@ -180,8 +232,16 @@ def main(argv=None):
         return models.SAGE(feat_dim, args.hidden, num_classes, layers)
 
     def make(model, mode, envelope="profiled", kernel="auto"):
-        eng = Engine(g, model, args.fanouts, args.batch_size, envelope, mode=mode, seed=args.seed,
-                     kernel=kernel)
+        eng = Engine(
+            g,
+            model,
+            args.fanouts,
+            args.batch_size,
+            envelope,
+            mode=mode,
+            seed=args.seed,
+            kernel=kernel,
+        )
         eng.observers = []
         return eng
 
@@ -193,8 +253,10 @@ def main(argv=None):
     fused_info["this_process"] = _fused.compile_info()
     threads_used["numba"] = _fused.set_threads()
     print(f"envelope: {envelope_eng.envelope}  (profiled in {profile_seconds:.1f} s)")
-    print(f"fused kernel: cold compile {fused_info['cold_compile']['seconds']:.1f} s, this process "
-          f"{fused_info['this_process']['seconds']:.1f} s (from cache: {fused_info['this_process']['from_cache']})")
+    print(
+        f"fused kernel: cold compile {fused_info['cold_compile']['seconds']:.1f} s, this process "
+        f"{fused_info['this_process']['seconds']:.1f} s (from cache: {fused_info['this_process']['from_cache']})"
+    )
     print(f"threads: {threads_used}")
     torch.manual_seed(args.seed)
     engines = {
@@ -207,7 +269,7 @@ def main(argv=None):
     # Sampling epochs round-robin over the pipelines (epoch r of each, then r + 1, ...), so a
     # change in the machine's load during the run falls on every pipeline alike.
     times = {name: [] for name in timed}
-    sampled = {name: [] for name in timed}          # (counts, overflowed) of every sampled batch
+    sampled = {name: [] for name in timed}  # (counts, overflowed) of every sampled batch
     for r in range(args.repeats):
         for name in timed:
             seconds, batches = sample_epoch(engines[name], r, keep_counts=name == "zg_envelope")
@@ -223,7 +285,9 @@ def main(argv=None):
         results[name] = {
             "sample_epoch_seconds": median,
             "sample_epoch_seconds_all": sample_times,
-            "sample_epoch_seconds_std": statistics.stdev(sample_times) if len(sample_times) > 1 else 0.0,
+            "sample_epoch_seconds_std": statistics.stdev(sample_times)
+            if len(sample_times) > 1
+            else 0.0,
         }
         if name in ("dgl", "zg_envelope"):
             edges = [sampled_edges(eng, r) for r in range(args.repeats)]
@@ -234,14 +298,22 @@ def main(argv=None):
         line = f"{name:18s} sample/epoch {median:7.2f} s (all {', '.join(f'{t:.2f}' for t in sample_times)})"
         if not args.no_train:
             seconds, stages, iterations, loss = train_epoch_with_stages(eng, args.repeats)
-            results[name].update({"train_epoch_seconds": seconds, "train_stage_seconds": stages,
-                                  "iterations": iterations, "train_loss": loss})
+            results[name].update(
+                {
+                    "train_epoch_seconds": seconds,
+                    "train_stage_seconds": stages,
+                    "iterations": iterations,
+                    "train_loss": loss,
+                }
+            )
             line += f"   train/epoch {seconds:7.2f} s"
         print(line)
 
     # Metadata: host syncs (zg pipelines), envelope memory, overflows.
     for name in ("zg_dynamic", "zg_envelope_torch", "zg_envelope"):
-        results[name]["syncs_per_iteration_sampling"] = syncs_per_iteration(engines[name], sample_only=True)
+        results[name]["syncs_per_iteration_sampling"] = syncs_per_iteration(
+            engines[name], sample_only=True
+        )
         if not args.no_train:
             results[name]["syncs_per_iteration_training"] = syncs_per_iteration(engines[name])
     # The exact sizes of the batches of every sampling epoch (what the oracle would allocate).
@@ -253,7 +325,9 @@ def main(argv=None):
     totals = mm["totals"]
     memory = {
         "envelope_sizes": env.sizes,
-        "worst_case_sizes": zg.envelope.worst_case_sizes(g.num_nodes, args.fanouts, args.batch_size),
+        "worst_case_sizes": zg.envelope.worst_case_sizes(
+            g.num_nodes, args.fanouts, args.batch_size
+        ),
         "oracle_mean_counts": oracle_counts.double().mean(0).tolist(),
         "oracle_max_counts": oracle_counts.max(0).values.tolist(),
         "bytes": totals,
@@ -264,89 +338,153 @@ def main(argv=None):
         "profile_seconds": profile_seconds,
         "profile_settings": env.settings,
     }
-    overflow = {"overflowed_batches": overflows, "sampled_batches": sampled_batches,
-                "rate": overflows / max(sampled_batches, 1)}
+    overflow = {
+        "overflowed_batches": overflows,
+        "sampled_batches": sampled_batches,
+        "rate": overflows / max(sampled_batches, 1),
+    }
 
     # Context for the memory target: on the uniform-degree csbm graph the input hop reaches
     # almost every node, so the worst case (capped at N) is nearly tight. Graphs whose degrees
     # fall below the fanouts or are skewed show the envelope's real margin; profile two of them.
     context = {}
     if args.graph == "csbm" and not args.quick:
-        for label, other in (("cora", zg.datasets.load("cora")),
-                             ("csbm_powerlaw", zg.datasets.csbm(num_nodes=g.num_nodes, avg_degree=args.degree,
-                                                                num_classes=10, feat_dim=8, degree="powerlaw",
-                                                                seed=args.seed))):
+        for label, other in (
+            ("cora", zg.datasets.load("cora")),
+            (
+                "csbm_powerlaw",
+                zg.datasets.csbm(
+                    num_nodes=g.num_nodes,
+                    avg_degree=args.degree,
+                    num_classes=10,
+                    feat_dim=8,
+                    degree="powerlaw",
+                    seed=args.seed,
+                ),
+            ),
+        ):
             e = zg.Envelope.profile(other, args.fanouts, args.batch_size, seed=args.seed)
             t = e.memory_model(feat_dim, args.hidden, num_classes)["totals"]
-            context[label] = {"envelope_sizes": e.sizes,
-                              "worst_case_sizes": zg.envelope.worst_case_sizes(other.num_nodes, args.fanouts, args.batch_size),
-                              "envelope_over_worst_case": t["envelope"] / t["worst_case"],
-                              "envelope_over_oracle_mean": t["envelope"] / t["oracle_mean"]}
+            context[label] = {
+                "envelope_sizes": e.sizes,
+                "worst_case_sizes": zg.envelope.worst_case_sizes(
+                    other.num_nodes, args.fanouts, args.batch_size
+                ),
+                "envelope_over_worst_case": t["envelope"] / t["worst_case"],
+                "envelope_over_oracle_mean": t["envelope"] / t["oracle_mean"],
+            }
     memory["other_graphs"] = context
 
     dgl_s, env_s, torch_s = results["dgl"], results["zg_envelope"], results["zg_envelope_torch"]
 
-    def over(a, b, key="sample_epoch_seconds"):      # None when a pipeline was not timed
+    def over(a, b, key="sample_epoch_seconds"):  # None when a pipeline was not timed
         return a[key] / b[key] if key in a and key in b else None
 
     ratios = {
-        "sampling_speedup_envelope_vs_dgl": dgl_s["sample_epoch_seconds"] / env_s["sample_epoch_seconds"],
+        "sampling_speedup_envelope_vs_dgl": dgl_s["sample_epoch_seconds"]
+        / env_s["sample_epoch_seconds"],
         "sampling_speedup_envelope_torch_vs_dgl": over(dgl_s, torch_s),
         "sampling_speedup_fused_vs_torch": over(torch_s, env_s),
         "sampling_speedup_envelope_vs_dynamic": over(results["zg_dynamic"], env_s),
         # Each repeat's DGL epoch over the fused epoch run right after it (same load), median.
         "sampling_speedup_envelope_vs_dgl_paired_median": statistics.median(
-            d / f for d, f in zip(dgl_s["sample_epoch_seconds_all"], env_s["sample_epoch_seconds_all"])),
-        "edges_per_second_per_core_fused_over_dgl": (env_s["sampled_edges_per_second_per_core"]
-                                                     / dgl_s["sampled_edges_per_second_per_core"]),
+            d / f
+            for d, f in zip(dgl_s["sample_epoch_seconds_all"], env_s["sample_epoch_seconds_all"])
+        ),
+        "edges_per_second_per_core_fused_over_dgl": (
+            env_s["sampled_edges_per_second_per_core"] / dgl_s["sampled_edges_per_second_per_core"]
+        ),
     }
     if not args.no_train:
-        ratios["training_speedup_envelope_vs_dgl"] = dgl_s["train_epoch_seconds"] / env_s["train_epoch_seconds"]
-        ratios["training_speedup_envelope_vs_dynamic"] = over(results["zg_dynamic"], env_s, "train_epoch_seconds")
+        ratios["training_speedup_envelope_vs_dgl"] = (
+            dgl_s["train_epoch_seconds"] / env_s["train_epoch_seconds"]
+        )
+        ratios["training_speedup_envelope_vs_dynamic"] = over(
+            results["zg_dynamic"], env_s, "train_epoch_seconds"
+        )
     targets = {
-        "envelope (fused) sampling >= 1.5x faster than DGL": ratios["sampling_speedup_envelope_vs_dgl"] >= 1.5,
-        "0 host syncs per envelope sampling call (torch path)":
-            torch_s["syncs_per_iteration_sampling"]["host_syncs"] == 0,
+        "envelope (fused) sampling >= 1.5x faster than DGL": ratios[
+            "sampling_speedup_envelope_vs_dgl"
+        ]
+        >= 1.5,
+        "0 host syncs per envelope sampling call (torch path)": torch_s[
+            "syncs_per_iteration_sampling"
+        ]["host_syncs"]
+        == 0,
         "profiled memory <= 1.15x oracle (mean)": memory["envelope_over_oracle_mean"] <= 1.15,
         "profiled memory <= 0.5x worst case": memory["envelope_over_worst_case"] <= 0.5,
         "overflow rate <= 1%": overflow["rate"] <= 0.01,
     }
     if not args.no_train:
-        targets["envelope training epoch no slower than DGL"] = ratios["training_speedup_envelope_vs_dgl"] >= 1.0
-        targets["0 host syncs per envelope training iteration (torch path)"] = \
+        targets["envelope training epoch no slower than DGL"] = (
+            ratios["training_speedup_envelope_vs_dgl"] >= 1.0
+        )
+        targets["0 host syncs per envelope training iteration (torch path)"] = (
             torch_s["syncs_per_iteration_training"]["host_syncs"] == 0
+        )
 
-    rows = [[name, f"{r['sample_epoch_seconds']:.2f} ± {r['sample_epoch_seconds_std']:.2f}" if r.get("timed", True)
-             else "not timed",
-             f"{r['sampled_edges_per_second_per_core'] / 1e6:.2f}" if "sampled_edges_per_second_per_core" in r else "",
-             f"{r['train_epoch_seconds']:.2f}" if "train_epoch_seconds" in r else "",
-             f"{r['syncs_per_iteration_sampling']['host_syncs']:.1f}" if "syncs_per_iteration_sampling" in r else ""]
-            for name, r in results.items()]
+    rows = [
+        [
+            name,
+            f"{r['sample_epoch_seconds']:.2f} ± {r['sample_epoch_seconds_std']:.2f}"
+            if r.get("timed", True)
+            else "not timed",
+            f"{r['sampled_edges_per_second_per_core'] / 1e6:.2f}"
+            if "sampled_edges_per_second_per_core" in r
+            else "",
+            f"{r['train_epoch_seconds']:.2f}" if "train_epoch_seconds" in r else "",
+            f"{r['syncs_per_iteration_sampling']['host_syncs']:.1f}"
+            if "syncs_per_iteration_sampling" in r
+            else "",
+        ]
+        for name, r in results.items()
+    ]
     print()
-    print(table(rows, ["pipeline", "sample s/epoch", "M edges/s/core", "train s/epoch", "host syncs/sample"]))
+    print(
+        table(
+            rows,
+            ["pipeline", "sample s/epoch", "M edges/s/core", "train s/epoch", "host syncs/sample"],
+        )
+    )
     print()
     for k, v in ratios.items():
         print(f"{k:44s} {v:6.2f}x" if v is not None else f"{k:44s}    n/a (not timed)")
-    print(f"{'fused kernel compile (cold, fresh process)':44s} {fused_info['cold_compile']['seconds']:6.1f} s")
+    print(
+        f"{'fused kernel compile (cold, fresh process)':44s} {fused_info['cold_compile']['seconds']:6.1f} s"
+    )
     print(f"{'envelope / oracle (mean) bytes':44s} {memory['envelope_over_oracle_mean']:6.2f}x")
     print(f"{'envelope / worst case bytes':44s} {memory['envelope_over_worst_case']:6.2f}x")
     print(f"{'overflow rate':44s} {overflow['rate']:6.2%}")
     for label, c in context.items():
-        print(f"  memory on {label:14s} envelope/worst {c['envelope_over_worst_case']:.2f}x  "
-              f"envelope/oracle {c['envelope_over_oracle_mean']:.2f}x  sizes {c['envelope_sizes']}")
+        print(
+            f"  memory on {label:14s} envelope/worst {c['envelope_over_worst_case']:.2f}x  "
+            f"envelope/oracle {c['envelope_over_oracle_mean']:.2f}x  sizes {c['envelope_sizes']}"
+        )
     print()
     for k, ok in targets.items():
         print(f"  [{'met' if ok else 'MISSED'}] {k}")
 
     load_after = list(os.getloadavg())
     command = "bench/sampling.py " + " ".join(argv if argv is not None else sys.argv[1:])
-    path = write_json(args.name, {
-        "benchmark": "sampling", "command": command.strip(), "machine": machine_note(),
-        "load_average_before": load_before, "load_average_after": load_after,
-        "threads": threads_used, "settings": vars(args), "graph": g.summary(),
-        "fused_kernel": fused_info, "results": results, "ratios": ratios, "memory": memory,
-        "overflow": overflow, "targets": targets,
-    })
+    path = write_json(
+        args.name,
+        {
+            "benchmark": "sampling",
+            "command": command.strip(),
+            "machine": machine_note(),
+            "load_average_before": load_before,
+            "load_average_after": load_after,
+            "threads": threads_used,
+            "settings": vars(args),
+            "graph": g.summary(),
+            "fused_kernel": fused_info,
+            "results": results,
+            "ratios": ratios,
+            "memory": memory,
+            "overflow": overflow,
+            "targets": targets,
+        },
+    )
     print(f"\nwrote {path}")
 
 

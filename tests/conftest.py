@@ -26,8 +26,11 @@ def require_module(name: str):
             return importlib.import_module(name)
     except ImportError as exc:
         if REFERENCE_ENV:
-            pytest.fail(f"{name} is missing in the reference environment ({exc}); it is pinned "
-                        "in requirements/reference.txt and must be installed", pytrace=False)
+            pytest.fail(
+                f"{name} is missing in the reference environment ({exc}); it is pinned "
+                "in requirements/reference.txt and must be installed",
+                pytrace=False,
+            )
         pytest.skip(f"{name} is not installed in this environment")
 
 

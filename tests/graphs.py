@@ -38,8 +38,9 @@ def mixed_degree_graph(extra_edges: int = 0):
     gen = torch.Generator().manual_seed(3)
     extra_dst = torch.randint(6, nxt, (extra_edges,), generator=gen)
     extra_src = torch.randint(0, nxt, (extra_edges,), generator=gen)
-    g = zg.Graph.from_edges(torch.cat(src + [extra_src]), torch.cat(dst + [extra_dst]), nxt,
-                            duplicates="remove")
+    g = zg.Graph.from_edges(
+        torch.cat(src + [extra_src]), torch.cat(dst + [extra_dst]), nxt, duplicates="remove"
+    )
     return g, list(MIXED_DEGREES)
 
 

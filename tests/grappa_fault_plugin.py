@@ -28,9 +28,15 @@ PLUGIN = str(Path(__file__).resolve())
 def parse(spec: str):
     """(action, epoch, iteration, rank) of a ``ZG_GRAPPA_FAULT`` value."""
     parts = spec.split(":")
-    if len(parts) != 4 or parts[0] not in ("kill", "stall") or not all(p.isdigit() for p in parts[1:]):
-        raise ValueError(f"{FAULT_ENV} must look like 'kill:EPOCH:ITERATION:RANK' or "
-                         f"'stall:EPOCH:ITERATION:RANK', got {spec!r}")
+    if (
+        len(parts) != 4
+        or parts[0] not in ("kill", "stall")
+        or not all(p.isdigit() for p in parts[1:])
+    ):
+        raise ValueError(
+            f"{FAULT_ENV} must look like 'kill:EPOCH:ITERATION:RANK' or "
+            f"'stall:EPOCH:ITERATION:RANK', got {spec!r}"
+        )
     return parts[0], int(parts[1]), int(parts[2]), int(parts[3])
 
 
@@ -46,11 +52,11 @@ def fault(rank: int, epoch: int, batch: int) -> None:
         try:
             os.close(os.open(marker, os.O_CREAT | os.O_EXCL | os.O_WRONLY))
         except FileExistsError:
-            return                               # fired before: this is the restarted run
+            return  # fired before: this is the restarted run
     sys.stdout.flush()
     if action == "kill":
         os.kill(os.getpid(), signal.SIGKILL)
-    while True:                                  # "stall": alive, in the group, silent
+    while True:  # "stall": alive, in the group, silent
         time.sleep(3600)
 
 

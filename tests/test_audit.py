@@ -10,21 +10,27 @@ import pytest
 import torch
 from torch.utils._python_dispatch import _get_current_dispatch_mode
 
-from zg.audit import (_CUDA_SYNC_MESSAGE, DYNAMIC_SHAPE, HOST_SYNC, SyncAudit, _crosses_host,
-                      count_syncs)
+from zg.audit import (
+    _CUDA_SYNC_MESSAGE,
+    DYNAMIC_SHAPE,
+    HOST_SYNC,
+    SyncAudit,
+    _crosses_host,
+    count_syncs,
+)
 
 
 def _inputs():
-    ints = torch.tensor([0, 1, 2, 2, 0, 3])                  # int64 [6]
+    ints = torch.tensor([0, 1, 2, 2, 0, 3])  # int64 [6]
     return SimpleNamespace(
         ints=ints,
-        mask=ints > 0,                                        # bool [6]
-        floats=torch.tensor([0.5, 1.5, -1.0, 2.0]),           # float32 [4]
-        other=torch.tensor([0.5, 1.5, -1.0, 2.0]),            # equal values, another tensor
-        matrix=torch.arange(6.0).view(2, 3),                  # float32 [2, 3]
-        rows=torch.tensor([[1, 2], [1, 2], [3, 4]]),          # int64 [3, 2]
-        buffer=torch.zeros(6),                                # float32 [6], preallocated
-        index=torch.tensor([4, 0, 2]),                        # int64 [3]
+        mask=ints > 0,  # bool [6]
+        floats=torch.tensor([0.5, 1.5, -1.0, 2.0]),  # float32 [4]
+        other=torch.tensor([0.5, 1.5, -1.0, 2.0]),  # equal values, another tensor
+        matrix=torch.arange(6.0).view(2, 3),  # float32 [2, 3]
+        rows=torch.tensor([[1, 2], [1, 2], [3, 4]]),  # int64 [3, 2]
+        buffer=torch.zeros(6),  # float32 [6], preallocated
+        index=torch.tensor([4, 0, 2]),  # int64 [3]
     )
 
 
@@ -40,8 +46,13 @@ def _setitem_bool(x):
 def _case(program, kind, *op_names, marks=()):
     """One program that must trigger ``kind``; any of ``op_names`` may name it in per_op (some
     composite ops arrive as the op they decompose into)."""
-    return pytest.param(program, kind, set(op_names), marks=marks,
-                        id=program.__name__ if program.__name__ != "<lambda>" else op_names[0])
+    return pytest.param(
+        program,
+        kind,
+        set(op_names),
+        marks=marks,
+        id=program.__name__ if program.__name__ != "<lambda>" else op_names[0],
+    )
 
 
 SYNCING = [
@@ -51,16 +62,26 @@ SYNCING = [
     pytest.param(lambda x: float(x.floats[0]), HOST_SYNC, {"_local_scalar_dense"}, id="float"),
     pytest.param(lambda x: bool(x.ints[1]), HOST_SYNC, {"_local_scalar_dense"}, id="bool"),
     _case(_if, HOST_SYNC, "_local_scalar_dense"),
-    pytest.param(lambda x: x.ints[1].is_nonzero(), HOST_SYNC,
-                 {"is_nonzero", "_local_scalar_dense"}, id="is_nonzero"),
+    pytest.param(
+        lambda x: x.ints[1].is_nonzero(),
+        HOST_SYNC,
+        {"is_nonzero", "_local_scalar_dense"},
+        id="is_nonzero",
+    ),
     pytest.param(lambda x: torch.equal(x.floats, x.other), HOST_SYNC, {"equal"}, id="equal"),
-    pytest.param(lambda x: torch.allclose(x.floats, x.other), HOST_SYNC, {"allclose"},
-                 id="allclose"),
-    pytest.param(lambda x: torch.histc(x.floats, bins=4), HOST_SYNC, {"histc"},
-                 id="histc-data-range"),
+    pytest.param(
+        lambda x: torch.allclose(x.floats, x.other), HOST_SYNC, {"allclose"}, id="allclose"
+    ),
+    pytest.param(
+        lambda x: torch.histc(x.floats, bins=4), HOST_SYNC, {"histc"}, id="histc-data-range"
+    ),
     _case(_setitem_bool, HOST_SYNC, "index_put_"),
-    pytest.param(lambda x: x.ints.index_put_((x.mask,), torch.tensor(7)), HOST_SYNC,
-                 {"index_put_"}, id="index_put_-bool"),
+    pytest.param(
+        lambda x: x.ints.index_put_((x.mask,), torch.tensor(7)),
+        HOST_SYNC,
+        {"index_put_"},
+        id="index_put_-bool",
+    ),
     # data read on the host at the Python level
     pytest.param(lambda x: x.ints.tolist(), HOST_SYNC, {"tolist"}, id="tolist"),
     pytest.param(lambda x: repr(x.ints), HOST_SYNC, {"__repr__"}, id="print"),
@@ -68,32 +89,64 @@ SYNCING = [
     # output shape depends on values
     pytest.param(lambda x: x.ints.nonzero(), DYNAMIC_SHAPE, {"nonzero"}, id="nonzero"),
     pytest.param(lambda x: torch.where(x.mask), DYNAMIC_SHAPE, {"nonzero"}, id="where-1-arg"),
-    pytest.param(lambda x: torch.argwhere(x.ints), DYNAMIC_SHAPE, {"argwhere", "nonzero"},
-                 id="argwhere"),
-    pytest.param(lambda x: torch.unique(x.ints), DYNAMIC_SHAPE, {"_unique2", "unique"},
-                 id="unique"),
-    pytest.param(lambda x: torch.unique(x.ints, return_inverse=True, return_counts=True),
-                 DYNAMIC_SHAPE, {"_unique2", "unique"}, id="unique-inverse"),
+    pytest.param(
+        lambda x: torch.argwhere(x.ints), DYNAMIC_SHAPE, {"argwhere", "nonzero"}, id="argwhere"
+    ),
+    pytest.param(
+        lambda x: torch.unique(x.ints), DYNAMIC_SHAPE, {"_unique2", "unique"}, id="unique"
+    ),
+    pytest.param(
+        lambda x: torch.unique(x.ints, return_inverse=True, return_counts=True),
+        DYNAMIC_SHAPE,
+        {"_unique2", "unique"},
+        id="unique-inverse",
+    ),
     pytest.param(lambda x: torch._unique(x.ints), DYNAMIC_SHAPE, {"_unique"}, id="_unique"),
-    pytest.param(lambda x: torch.unique(x.rows, dim=0), DYNAMIC_SHAPE, {"unique_dim"},
-                 id="unique_dim"),
-    pytest.param(lambda x: torch.unique_consecutive(x.ints), DYNAMIC_SHAPE,
-                 {"unique_consecutive"}, id="unique_consecutive"),
-    pytest.param(lambda x: torch.unique_consecutive(x.rows, dim=0), DYNAMIC_SHAPE,
-                 {"unique_consecutive", "unique_dim_consecutive"}, id="unique_consecutive-dim"),
+    pytest.param(
+        lambda x: torch.unique(x.rows, dim=0), DYNAMIC_SHAPE, {"unique_dim"}, id="unique_dim"
+    ),
+    pytest.param(
+        lambda x: torch.unique_consecutive(x.ints),
+        DYNAMIC_SHAPE,
+        {"unique_consecutive"},
+        id="unique_consecutive",
+    ),
+    pytest.param(
+        lambda x: torch.unique_consecutive(x.rows, dim=0),
+        DYNAMIC_SHAPE,
+        {"unique_consecutive", "unique_dim_consecutive"},
+        id="unique_consecutive-dim",
+    ),
     pytest.param(lambda x: x.ints[x.mask], DYNAMIC_SHAPE, {"index"}, id="bool-mask-index"),
-    pytest.param(lambda x: x.ints[x.mask.to(torch.uint8)], DYNAMIC_SHAPE, {"index"},
-                 id="uint8-mask-index",
-                 marks=pytest.mark.filterwarnings("ignore:indexing with dtype torch.uint8")),
-    pytest.param(lambda x: x.ints.masked_select(x.mask), DYNAMIC_SHAPE, {"masked_select"},
-                 id="masked_select"),
-    pytest.param(lambda x: torch.repeat_interleave(x.ints, x.ints), DYNAMIC_SHAPE,
-                 {"repeat_interleave"}, id="repeat_interleave"),
-    pytest.param(lambda x: torch.repeat_interleave(x.ints), DYNAMIC_SHAPE,
-                 {"repeat_interleave"}, id="repeat_interleave-counts"),
+    pytest.param(
+        lambda x: x.ints[x.mask.to(torch.uint8)],
+        DYNAMIC_SHAPE,
+        {"index"},
+        id="uint8-mask-index",
+        marks=pytest.mark.filterwarnings("ignore:indexing with dtype torch.uint8"),
+    ),
+    pytest.param(
+        lambda x: x.ints.masked_select(x.mask), DYNAMIC_SHAPE, {"masked_select"}, id="masked_select"
+    ),
+    pytest.param(
+        lambda x: torch.repeat_interleave(x.ints, x.ints),
+        DYNAMIC_SHAPE,
+        {"repeat_interleave"},
+        id="repeat_interleave",
+    ),
+    pytest.param(
+        lambda x: torch.repeat_interleave(x.ints),
+        DYNAMIC_SHAPE,
+        {"repeat_interleave"},
+        id="repeat_interleave-counts",
+    ),
     pytest.param(lambda x: torch.bincount(x.ints), DYNAMIC_SHAPE, {"bincount"}, id="bincount"),
-    pytest.param(lambda x: torch.bincount(x.ints, minlength=10), DYNAMIC_SHAPE, {"bincount"},
-                 id="bincount-minlength"),
+    pytest.param(
+        lambda x: torch.bincount(x.ints, minlength=10),
+        DYNAMIC_SHAPE,
+        {"bincount"},
+        id="bincount-minlength",
+    ),
 ]
 
 
@@ -138,11 +191,14 @@ SYNC_FREE = [
     pytest.param(lambda x: x.ints.cumsum(0), id="cumsum"),
     pytest.param(lambda x: torch.where(x.mask, x.ints, 0), id="where-3-arg"),
     pytest.param(lambda x: x.ints.masked_fill(x.mask, 0), id="masked_fill"),
-    pytest.param(lambda x: torch.zeros(6).masked_scatter(x.mask, torch.ones(6)),
-                 id="masked_scatter"),
+    pytest.param(
+        lambda x: torch.zeros(6).masked_scatter(x.mask, torch.ones(6)), id="masked_scatter"
+    ),
     pytest.param(lambda x: torch.histc(x.floats, bins=4, min=-2, max=2), id="histc-range"),
-    pytest.param(lambda x: torch.repeat_interleave(x.ints, x.ints, output_size=8),
-                 id="repeat_interleave-output_size"),
+    pytest.param(
+        lambda x: torch.repeat_interleave(x.ints, x.ints, output_size=8),
+        id="repeat_interleave-output_size",
+    ),
     pytest.param(lambda x: torch.repeat_interleave(x.ints, 2), id="repeat_interleave-int"),
     pytest.param(lambda x: x.ints[x.index], id="int64-index"),
     pytest.param(lambda x: x.ints.max(), id="max-stays-on-device"),
@@ -155,8 +211,9 @@ SYNC_FREE = [
     pytest.param(_training_step, id="sgd-training-step"),
 ]
 if hasattr(torch, "nonzero_static"):
-    SYNC_FREE.append(pytest.param(lambda x: torch.nonzero_static(x.ints, size=6),
-                                  id="nonzero_static"))
+    SYNC_FREE.append(
+        pytest.param(lambda x: torch.nonzero_static(x.ints, size=6), id="nonzero_static")
+    )
 
 
 @pytest.mark.parametrize("program", SYNC_FREE)
@@ -183,8 +240,11 @@ def test_each_event_is_recorded_in_order_with_its_kind():
         x.ints.nonzero()
         x.ints[0].item()
         x.ints.nonzero()
-    assert audit.events == [("nonzero", DYNAMIC_SHAPE), ("_local_scalar_dense", HOST_SYNC),
-                            ("nonzero", DYNAMIC_SHAPE)]
+    assert audit.events == [
+        ("nonzero", DYNAMIC_SHAPE),
+        ("_local_scalar_dense", HOST_SYNC),
+        ("nonzero", DYNAMIC_SHAPE),
+    ]
     assert audit.per_op == {"nonzero": 2, "_local_scalar_dense": 1}
     assert (audit.host_syncs, audit.dynamic_shape_ops) == (3, 2)
 
@@ -194,8 +254,9 @@ def test_where_points_at_the_line_that_synced():
     with SyncAudit(where=True) as audit:
         line = inspect.currentframe().f_lineno + 1
         x.ints[x.mask]
-    assert audit.locations == [f"tests/test_audit.py:{line} "
-                               f"(test_where_points_at_the_line_that_synced)"]
+    assert audit.locations == [
+        f"tests/test_audit.py:{line} (test_where_points_at_the_line_that_synced)"
+    ]
     assert f"test_audit.py:{line}" in audit.report()
 
 
@@ -207,7 +268,7 @@ def test_without_where_locations_are_none():
 
 def test_allocations_count_new_tensors_and_their_bytes():
     with SyncAudit() as audit:
-        torch.empty(10)                                       # float32 [10]
+        torch.empty(10)  # float32 [10]
     assert audit.allocations >= 1 and audit.allocated_bytes >= 40
 
     buffer, ones = torch.zeros(10), torch.ones(10)
@@ -217,8 +278,8 @@ def test_allocations_count_new_tensors_and_their_bytes():
     assert (audit.allocations, audit.allocated_bytes) == (0, 0)
 
     with SyncAudit() as audit:
-        buffer + ones                                         # float32 [10]
-        torch.zeros(3, dtype=torch.int64)                     # int64 [3]
+        buffer + ones  # float32 [10]
+        torch.zeros(3, dtype=torch.int64)  # int64 [3]
     assert (audit.allocations, audit.allocated_bytes) == (2, 40 + 24)
 
 
@@ -227,7 +288,7 @@ def test_nested_audits_both_count_and_inner_inspection_is_invisible():
     with SyncAudit() as outer:
         x.ints[0].item()
         with SyncAudit() as inner:
-            x.ints[x.mask]                                    # inner inspects the index dtype
+            x.ints[x.mask]  # inner inspects the index dtype
             x.ints.tolist()
             torch.empty(4)
         assert _get_current_dispatch_mode() is outer
@@ -250,7 +311,7 @@ def test_exception_inside_the_block_pops_the_modes_and_keeps_the_counts():
     # An op that fails inside the block is still counted, and the audit can be entered again.
     with pytest.raises(RuntimeError):
         with audit:
-            torch.bincount(torch.tensor([-1]))                # the kernel rejects negatives
+            torch.bincount(torch.tensor([-1]))  # the kernel rejects negatives
     assert audit.per_op == {"_local_scalar_dense": 1, "bincount": 1}
     assert _get_current_dispatch_mode() is None
 
@@ -259,8 +320,13 @@ def test_reset_clears_everything():
     with SyncAudit(where=True) as audit:
         torch.tensor([1, 0]).nonzero()
     audit.reset()
-    assert (audit.host_syncs, audit.dynamic_shape_ops, audit.allocations,
-            audit.allocated_bytes, audit.cuda_sync_warnings) == (0, 0, 0, 0, 0)
+    assert (
+        audit.host_syncs,
+        audit.dynamic_shape_ops,
+        audit.allocations,
+        audit.allocated_bytes,
+        audit.cuda_sync_warnings,
+    ) == (0, 0, 0, 0, 0)
     assert audit.events == [] and audit.locations == [] and not audit.per_op
 
 
@@ -293,8 +359,9 @@ def test_count_syncs_returns_result_and_audit():
         SyncAudit(where="yes")
 
 
-@pytest.mark.skipif(not hasattr(torch._C, "_cuda_set_sync_debug_mode"),
-                    reason="torch built without CUDA")
+@pytest.mark.skipif(
+    not hasattr(torch._C, "_cuda_set_sync_debug_mode"), reason="torch built without CUDA"
+)
 def test_cuda_warning_bookkeeping_without_a_gpu(monkeypatch):
     # A CUDA build can flip the sync debug mode without a driver; a plain warning stands in for
     # the one torch's kernels emit.
@@ -303,14 +370,14 @@ def test_cuda_warning_bookkeeping_without_a_gpu(monkeypatch):
         warnings.simplefilter("always")
         with SyncAudit() as outer:
             assert torch._C._cuda_get_sync_debug_mode() == 1
-            warnings.warn(_CUDA_SYNC_MESSAGE)
+            warnings.warn(_CUDA_SYNC_MESSAGE, stacklevel=1)
             with SyncAudit() as inner:
-                warnings.warn(_CUDA_SYNC_MESSAGE)
-                warnings.warn("unrelated")
+                warnings.warn(_CUDA_SYNC_MESSAGE, stacklevel=1)
+                warnings.warn("unrelated", stacklevel=1)
             assert torch._C._cuda_get_sync_debug_mode() == 1
         assert torch._C._cuda_get_sync_debug_mode() == 0
     assert (inner.cuda_sync_warnings, outer.cuda_sync_warnings) == (1, 2)
-    assert [str(w.message) for w in seen] == ["unrelated"]   # sync warnings nobody asked for
+    assert [str(w.message) for w in seen] == ["unrelated"]  # sync warnings nobody asked for
     assert "CUDA sync debug mode reported 2 syncs" in outer.report()
 
     with pytest.raises(ValueError):
@@ -331,13 +398,13 @@ def test_cuda_sync_debug_mode_is_counted_and_restored():
             x.nonzero()
             x.cpu()
             x.to("cpu", non_blocking=True)
-            y = x * 2                                         # no sync
+            y = x * 2  # no sync
         torch.cuda.synchronize()
     assert audit.cuda_sync_warnings >= 3
     assert audit.per_op["_local_scalar_dense"] == 1 and audit.per_op["nonzero"] == 1
-    assert audit.per_op["_to_copy"] == 1                      # the non_blocking copy is free
+    assert audit.per_op["_to_copy"] == 1  # the non_blocking copy is free
     assert torch.cuda.get_sync_debug_mode() == previous
-    if previous == 0:                                         # nobody outside asked for them
+    if previous == 0:  # nobody outside asked for them
         assert not any("synchronizing" in str(w.message) for w in seen)
     del y
 
@@ -352,11 +419,11 @@ def test_launch_count_of_a_hand_counted_toy_step():
     x, w = torch.randn(4, 3), torch.randn(3, 2)
 
     def toy():
-        y = (x @ w).relu()          # mm, relu
-        z = y.t()                   # view
-        torch.empty(3)              # allocation only
-        x.view(-1)                  # view
-        return z.sum() + 1          # sum, add
+        y = (x @ w).relu()  # mm, relu
+        z = y.t()  # view
+        torch.empty(3)  # allocation only
+        x.view(-1)  # view
+        return z.sum() + 1  # sum, add
 
     with LaunchCount() as count, SyncAudit() as audit:
         toy()
@@ -372,7 +439,9 @@ def test_launches_reach_epoch_stats():
 
     g = zg.datasets.csbm(num_nodes=600, avg_degree=8, num_classes=3, feat_dim=8, seed=0)
     torch.manual_seed(0)
-    eng = zg.Engine(g, models.build("sage", g.feat_dim, 16, g.num_classes, 2), [5, 5], 64, kernel="torch")
+    eng = zg.Engine(
+        g, models.build("sage", g.feat_dim, 16, g.num_classes, 2), [5, 5], 64, kernel="torch"
+    )
     eng.train_epoch()
     stats = eng.train_epoch()
     with LaunchCount() as count:
@@ -436,11 +505,14 @@ def test_strict_mode_counts_each_scalar_read_once_under_the_default_name(program
     assert strict.host_copies == 0
 
 
-@pytest.mark.parametrize("program, op", [
-    pytest.param(lambda x: x.ints.tolist(), "tolist", id="tolist"),
-    pytest.param(lambda x: repr(x.ints), "__repr__", id="repr"),
-    pytest.param(lambda x: f"{x.floats[0]:.2f}", "__format__", id="format"),
-])
+@pytest.mark.parametrize(
+    "program, op",
+    [
+        pytest.param(lambda x: x.ints.tolist(), "tolist", id="tolist"),
+        pytest.param(lambda x: repr(x.ints), "__repr__", id="repr"),
+        pytest.param(lambda x: f"{x.floats[0]:.2f}", "__format__", id="format"),
+    ],
+)
 def test_strict_and_default_agree_on_python_level_reads_the_default_already_counts(program, op):
     for strict in (False, True):
         with SyncAudit(strict=strict) as audit:

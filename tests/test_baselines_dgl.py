@@ -11,8 +11,9 @@ from zg.engine import Engine
 
 
 def graph():
-    return zg.datasets.csbm(num_nodes=1500, avg_degree=8, num_classes=4, feat_dim=16,
-                            homophily=0.8, seed=0)
+    return zg.datasets.csbm(
+        num_nodes=1500, avg_degree=8, num_classes=4, feat_dim=16, homophily=0.8, seed=0
+    )
 
 
 def test_masked_cross_entropy_ignores_padding():
@@ -29,9 +30,11 @@ def test_dgl_mode_visits_the_batches_every_zg_mode_visits(dgl):
     from zg.baselines.dgl import DGLModel
 
     g = graph()
-    engines = [Engine(g, DGLModel("sage", 16, 16, 4, 2), [5, 5], 128, mode="dgl", seed=4),
-               Engine(g, models.SAGE(16, 16, 4, 2), [5, 5], 128, mode="dynamic", seed=4),
-               Engine(g, models.SAGE(16, 16, 4, 2), [5, 5], 128, mode="static", seed=4)]
+    engines = [
+        Engine(g, DGLModel("sage", 16, 16, 4, 2), [5, 5], 128, mode="dgl", seed=4),
+        Engine(g, models.SAGE(16, 16, 4, 2), [5, 5], 128, mode="dynamic", seed=4),
+        Engine(g, models.SAGE(16, 16, 4, 2), [5, 5], 128, mode="static", seed=4),
+    ]
     batches = [[s.tolist() for s in e.batches(2)] for e in engines]
     assert batches[0] == batches[1] == batches[2]
     # DGL's loader yields exactly these seeds, in this order, and when asked out of order.
@@ -47,6 +50,7 @@ def test_every_mode_learns(mode, require):
     if mode == "dgl":
         require("dgl")
         from zg.baselines.dgl import DGLModel
+
         model = DGLModel("sage", 16, 32, 4, 2)
     else:
         model = models.SAGE(16, 32, 4, 2)
@@ -63,7 +67,7 @@ def test_envelope_step_has_zero_syncs_dynamic_step_has_many():
     env = Engine(g, models.SAGE(16, 16, 4, 2), [5, 5], 128, mode="eager", kernel="torch")
     dyn = Engine(g, models.SAGE(16, 16, 4, 2), [5, 5], 128, mode="dynamic")
     for eng in (env, dyn):
-        eng.run_batch(0)                              # warm-up (optimizer state exists already)
+        eng.run_batch(0)  # warm-up (optimizer state exists already)
     with SyncAudit() as a:
         env.run_batch(1)
     assert a.host_syncs == 0 and a.dynamic_shape_ops == 0, a.report()

@@ -6,8 +6,8 @@ from pathlib import Path
 
 import pytest
 import torch
-
 from script_loader import load_script
+
 import zg
 
 ROOT = Path(__file__).resolve().parent.parent
@@ -28,8 +28,14 @@ def graph():
 
 def test_kernel_summary_of_a_hand_counted_trace(check):
     # Two replays: A 0-10, B 10-15 (touching A), a gap of 5, A 20-30 | A 100-110, B 112-115.
-    events = [("A", 0, 10), ("B", 10, 5), ("A", 20, 10), ("A", 100, 10), ("B", 112, 3),
-              ("zero", 50, 0)]                                    # a zero-length event is dropped
+    events = [
+        ("A", 0, 10),
+        ("B", 10, 5),
+        ("A", 20, 10),
+        ("A", 100, 10),
+        ("B", 112, 3),
+        ("zero", 50, 0),
+    ]  # a zero-length event is dropped
     s = check.kernel_summary(events, replays=2)
     assert s["kernels_per_replay"] == 2.5 and s["distinct_kernels"] == 2
     assert [t["name"] for t in s["top"]] == ["A", "B"]
@@ -38,13 +44,17 @@ def test_kernel_summary_of_a_hand_counted_trace(check):
     # Busy: [0, 15] + [20, 30] + [100, 110] + [112, 115] = 15 + 10 + 10 + 3 = 38 of a 115 span.
     assert s["busy_us_per_replay"] == 19 and s["span_us_per_replay"] == 57.5
     assert s["busy_fraction"] == pytest.approx(38 / 115)
-    assert s["gaps_per_replay"] == 1.5 and s["median_gap_us"] == 5 and s["idle_us_per_replay"] == (5 + 70 + 2) / 2
+    assert (
+        s["gaps_per_replay"] == 1.5
+        and s["median_gap_us"] == 5
+        and s["idle_us_per_replay"] == (5 + 70 + 2) / 2
+    )
 
 
 def test_spread_is_the_sample_standard_deviation(check):
     s = check.spread([1.0, 2.0, 4.0])
     assert s["median"] == 2.0 and s["n"] == 3
-    assert s["std"] == pytest.approx(1.5275252, rel=1e-6)           # n - 1, not n (1.2472)
+    assert s["std"] == pytest.approx(1.5275252, rel=1e-6)  # n - 1, not n (1.2472)
     assert check.spread([3.0])["std"] is None
 
 
@@ -53,13 +63,15 @@ def test_rows_time_audit_and_memory_on_the_cpu(check, graph):
     env = zg.Envelope.profile(graph, check.FANOUTS, 64, seed=0)
     row = check.measure(graph, cpu, 64, "envelope_captured", env, max_batches=3)
     assert row["host_syncs_per_iteration"] == 0 and row["launches_per_iteration"] > 0
-    assert row["peak_bytes"] is None and row["baseline_allocated_bytes"] is None    # no CUDA
+    assert row["peak_bytes"] is None and row["baseline_allocated_bytes"] is None  # no CUDA
     dynamic = check.measure(graph, cpu, 64, "dynamic", None, max_batches=3)
     assert dynamic["host_syncs_per_iteration"] > 0
-    engines = {v: check.build_engine(graph, cpu, 64, v, env, audit_iterations=0)
-               for v in ("dynamic", "envelope_captured")}
+    engines = {
+        v: check.build_engine(graph, cpu, 64, v, env, audit_iterations=0)
+        for v in ("dynamic", "envelope_captured")
+    }
     for eng in engines.values():
-        assert eng.observers == []                       # the audit is off while timing
+        assert eng.observers == []  # the audit is off while timing
         eng.train_epoch(max_batches=2)
     rounds = check.time_rounds(engines, iterations=2, reps=3, device=cpu)
     assert set(rounds) == set(engines)
@@ -77,7 +89,7 @@ def test_overflow_cost_counts_the_rewinds(check, graph):
 
 def test_compiled_variants_build_the_same_step_with_a_compiled_forward(check, graph):
     env = zg.Envelope.profile(graph, check.FANOUTS, 64, seed=0)
-    for name, (base, mode) in check.COMPILED.items():
+    for name, (base, _mode) in check.COMPILED.items():
         eng = check.build_engine(graph, torch.device("cpu"), 64, name, env, audit_iterations=0)
         assert eng.step.forward is not None and type(eng.step.forward).__name__ == "OptimizedModule"
         assert eng.mode == {"dynamic": "dynamic", "envelope_eager": "eager"}[base]

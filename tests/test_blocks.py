@@ -17,13 +17,18 @@ def contract_block(num_dst, num_src, pad_dst, pad_src, fanout, seed, p_edge=0.6,
     gen = torch.Generator().manual_seed(seed)
     dst_rows = num_dst + pad_dst
     src_rows = max(num_src, dst_rows) + pad_src
-    mask = torch.rand(dst_rows, fanout, generator=gen) < p_edge              # [D, k]
+    mask = torch.rand(dst_rows, fanout, generator=gen) < p_edge  # [D, k]
     mask[num_dst:] = False
     nbr = torch.randint(0, max(num_src, 1), (dst_rows, fanout), generator=gen)
-    nbr = torch.where(mask, nbr, 0)                                         # [D, k]
+    nbr = torch.where(mask, nbr, 0)  # [D, k]
     src_nodes = torch.randperm(3 * src_rows + 5, generator=gen)[:src_rows] if ids else None
-    return Block(nbr=nbr, mask=mask, num_src=torch.tensor(num_src), num_dst=torch.tensor(num_dst),
-                 src_nodes=src_nodes)
+    return Block(
+        nbr=nbr,
+        mask=mask,
+        num_src=torch.tensor(num_src),
+        num_dst=torch.tensor(num_dst),
+        src_nodes=src_nodes,
+    )
 
 
 def slot_by_slot_edges(block):
@@ -36,9 +41,15 @@ def slot_by_slot_edges(block):
     return out
 
 
-block_shapes = {"num_dst": st.integers(0, 7), "extra_src": st.integers(0, 9), "pad_dst": st.integers(0, 3),
-                "pad_src": st.integers(0, 3), "fanout": st.integers(1, 5), "seed": st.integers(0, 2**16),
-                "p_edge": st.floats(0.0, 1.0)}
+block_shapes = {
+    "num_dst": st.integers(0, 7),
+    "extra_src": st.integers(0, 9),
+    "pad_dst": st.integers(0, 3),
+    "pad_src": st.integers(0, 3),
+    "fanout": st.integers(1, 5),
+    "seed": st.integers(0, 2**16),
+    "p_edge": st.floats(0.0, 1.0),
+}
 
 
 # ----------------------------------------------------------------------------- sizes and edges
@@ -55,8 +66,9 @@ def test_static_sizes_are_the_tensor_shapes_not_the_true_counts():
 
 @given(**block_shapes)
 @settings(max_examples=60, deadline=None)
-def test_edges_are_the_real_slots_row_by_row_slot_by_slot(num_dst, extra_src, pad_dst, pad_src,
-                                                         fanout, seed, p_edge):
+def test_edges_are_the_real_slots_row_by_row_slot_by_slot(
+    num_dst, extra_src, pad_dst, pad_src, fanout, seed, p_edge
+):
     b = contract_block(num_dst, num_dst + extra_src, pad_dst, pad_src, fanout, seed, p_edge)
     src, dst = b.edges()
     assert src.dtype == dst.dtype == torch.int64
@@ -67,8 +79,13 @@ def test_edges_are_the_real_slots_row_by_row_slot_by_slot(num_dst, extra_src, pa
 
 
 def test_a_neighbour_in_two_slots_is_two_edges():
-    b = Block(nbr=torch.tensor([[1, 1, 0], [0, 2, 0]]), mask=torch.tensor([[1, 1, 0], [1, 1, 0]]).bool(),
-              num_src=torch.tensor(3), num_dst=torch.tensor(2), src_nodes=torch.tensor([10, 11, 12]))
+    b = Block(
+        nbr=torch.tensor([[1, 1, 0], [0, 2, 0]]),
+        mask=torch.tensor([[1, 1, 0], [1, 1, 0]]).bool(),
+        num_src=torch.tensor(3),
+        num_dst=torch.tensor(2),
+        src_nodes=torch.tensor([10, 11, 12]),
+    )
     src, dst = b.edges()
     assert src.tolist() == [1, 1, 0, 2] and dst.tolist() == [0, 0, 1, 1]
 
@@ -78,24 +95,35 @@ def test_a_neighbour_in_two_slots_is_two_edges():
 
 @pytest.mark.dgl
 @given(**block_shapes)
-@settings(max_examples=40, deadline=None, suppress_health_check=[HealthCheck.function_scoped_fixture])
-def test_to_dgl_is_the_dgl_block_of_the_same_edges(dgl, num_dst, extra_src, pad_dst, pad_src,
-                                                  fanout, seed, p_edge):
+@settings(
+    max_examples=40, deadline=None, suppress_health_check=[HealthCheck.function_scoped_fixture]
+)
+def test_to_dgl_is_the_dgl_block_of_the_same_edges(
+    dgl, num_dst, extra_src, pad_dst, pad_src, fanout, seed, p_edge
+):
     b = contract_block(num_dst, num_dst + extra_src, pad_dst, pad_src, fanout, seed, p_edge)
     num_src = num_dst + extra_src
     edges = slot_by_slot_edges(b)
-    ref = dgl.create_block((torch.tensor([s for s, _ in edges], dtype=torch.int64),
-                            torch.tensor([d for _, d in edges], dtype=torch.int64)),
-                           num_src_nodes=num_src, num_dst_nodes=num_dst)
+    ref = dgl.create_block(
+        (
+            torch.tensor([s for s, _ in edges], dtype=torch.int64),
+            torch.tensor([d for _, d in edges], dtype=torch.int64),
+        ),
+        num_src_nodes=num_src,
+        num_dst_nodes=num_dst,
+    )
     got = b.to_dgl()
     assert got.is_block
-    assert (got.num_src_nodes(), got.num_dst_nodes(), got.num_edges()) == \
-        (ref.num_src_nodes(), ref.num_dst_nodes(), ref.num_edges())
+    assert (got.num_src_nodes(), got.num_dst_nodes(), got.num_edges()) == (
+        ref.num_src_nodes(),
+        ref.num_dst_nodes(),
+        ref.num_edges(),
+    )
     for mine, theirs in zip(got.edges(order="eid"), ref.edges(order="eid")):
         assert torch.equal(mine, theirs)
     assert torch.equal(got.in_degrees(), b.mask[:num_dst].sum(1))
     assert torch.equal(got.srcdata[dgl.NID], b.src_nodes[:num_src])
-    assert torch.equal(got.dstdata[dgl.NID], b.src_nodes[:num_dst])   # dst rows = first src rows
+    assert torch.equal(got.dstdata[dgl.NID], b.src_nodes[:num_dst])  # dst rows = first src rows
 
 
 @pytest.mark.dgl
@@ -104,13 +132,13 @@ def test_to_dgl_message_passing_sums_the_real_slots(dgl):
     import dgl.function as fn
 
     b = contract_block(num_dst=6, num_src=11, pad_dst=2, pad_src=3, fanout=5, seed=7)
-    h = torch.randn(b.num_src_rows, 4, dtype=torch.float64)                  # [S, 4]
+    h = torch.randn(b.num_src_rows, 4, dtype=torch.float64)  # [S, 4]
     graph = b.to_dgl()
     graph.srcdata["h"] = h[: int(b.num_src)]
     graph.update_all(fn.copy_u("h", "m"), fn.sum("m", "s"))
-    padded = (h[b.nbr] * b.mask[..., None]).sum(1)                          # [D, 4]
+    padded = (h[b.nbr] * b.mask[..., None]).sum(1)  # [D, 4]
     assert torch.allclose(graph.dstdata["s"], padded[: int(b.num_dst)])
-    assert torch.all(padded[int(b.num_dst):] == 0), "padding rows receive nothing"
+    assert torch.all(padded[int(b.num_dst) :] == 0), "padding rows receive nothing"
 
 
 @pytest.mark.dgl
@@ -127,7 +155,10 @@ def test_to_dgl_without_global_ids_carries_no_nid(dgl):
 def _graph():
     gen = torch.Generator().manual_seed(2)
     n = 300
-    src, dst = torch.randint(0, n, (2400,), generator=gen), torch.randint(0, n, (2400,), generator=gen)
+    src, dst = (
+        torch.randint(0, n, (2400,), generator=gen),
+        torch.randint(0, n, (2400,), generator=gen),
+    )
     return zg.Graph.from_edges(src, dst, n, duplicates="remove")
 
 
@@ -143,9 +174,12 @@ def test_to_dgl_blocks_equal_dgl_to_block_of_the_same_edges(dgl, make):
     destination nodes: the same destinations in order, the same source set (destinations first),
     the same edges; and the blocks chain as DGL's do (block l's dst = block l+1's src)."""
     g = _graph()
-    seeds = torch.arange(0, 300, 11)                                          # 28 seeds
-    sampler = (EnvelopeSampler(g, [4, 3], 32, seed=5) if make == "envelope"
-               else DynamicSampler(g, [4, 3], seed=5))
+    seeds = torch.arange(0, 300, 11)  # 28 seeds
+    sampler = (
+        EnvelopeSampler(g, [4, 3], 32, seed=5)
+        if make == "envelope"
+        else DynamicSampler(g, [4, 3], seed=5)
+    )
     mb = sampler.sample(seeds, epoch=1, batch=2)
     mine = mb.to_dgl_blocks()
     assert len(mine) == len(mb.blocks) == 2
@@ -178,8 +212,10 @@ def test_to_dgl_blocks_run_dgl_layers_as_dgl_blocks_do(dgl):
     conv = dgl.nn.SAGEConv(6, 3, "mean")
     for ours, zb in zip(mb.to_dgl_blocks(), mb.blocks):
         s, d = zb.edges()
-        theirs = dgl.to_block(dgl.graph((zb.src_nodes[s], zb.src_nodes[d]), num_nodes=g.num_nodes),
-                              dst_nodes=ours.dstdata[dgl.NID])
+        theirs = dgl.to_block(
+            dgl.graph((zb.src_nodes[s], zb.src_nodes[d]), num_nodes=g.num_nodes),
+            dst_nodes=ours.dstdata[dgl.NID],
+        )
         out_ours = conv(ours, x[ours.srcdata[dgl.NID]])
         out_theirs = conv(theirs, x[theirs.srcdata[dgl.NID]])
         assert torch.allclose(out_ours, out_theirs, atol=1e-6)

@@ -16,14 +16,33 @@ from zg import _checks as C
 
 INT64 = st.integers(C.INT64_MIN, C.INT64_MAX)
 # Anything a caller might pass by mistake.
-JUNK = st.one_of(st.none(), st.booleans(), st.integers(-2**100, 2**100),  # (huge ints too: real_arg names them)
-                 st.floats(allow_nan=True),
-                 st.text(max_size=5), st.binary(max_size=3), st.lists(st.integers(), max_size=3),
-                 st.lists(st.floats(), max_size=2), st.dictionaries(st.text(max_size=2), st.integers(), max_size=2),
-                 st.tuples(st.integers()), st.sampled_from([np.int64(3), np.float32(2.5), np.bool_(True),
-                                                            np.array([1, 2]), torch.tensor(1.5),
-                                                            torch.tensor([True]), object(), [[1, 2], [3]]]))
-NAME = st.text(alphabet="abcdefghijklmnopqrstuvwxyz_", min_size=3, max_size=10).map(lambda s: f"arg_{s}")
+JUNK = st.one_of(
+    st.none(),
+    st.booleans(),
+    st.integers(-(2**100), 2**100),  # (huge ints too: real_arg names them)
+    st.floats(allow_nan=True),
+    st.text(max_size=5),
+    st.binary(max_size=3),
+    st.lists(st.integers(), max_size=3),
+    st.lists(st.floats(), max_size=2),
+    st.dictionaries(st.text(max_size=2), st.integers(), max_size=2),
+    st.tuples(st.integers()),
+    st.sampled_from(
+        [
+            np.int64(3),
+            np.float32(2.5),
+            np.bool_(True),
+            np.array([1, 2]),
+            torch.tensor(1.5),
+            torch.tensor([True]),
+            object(),
+            [[1, 2], [3]],
+        ]
+    ),
+)
+NAME = st.text(alphabet="abcdefghijklmnopqrstuvwxyz_", min_size=3, max_size=10).map(
+    lambda s: f"arg_{s}"
+)
 
 FAST = settings(max_examples=60, deadline=None)
 
@@ -59,7 +78,7 @@ def test_every_validator_accepts_or_raises_a_type_or_value_error_naming_the_argu
 # ----------------------------------------------------------------------------- ints
 
 
-@given(low=st.integers(-10**6, 10**6), span=st.integers(0, 10**6), data=st.data())
+@given(low=st.integers(-(10**6), 10**6), span=st.integers(0, 10**6), data=st.data())
 @FAST
 def test_int_arg_accepts_exactly_the_ints_in_the_interval(low, span, data):
     high = low + span
@@ -70,10 +89,12 @@ def test_int_arg_accepts_exactly_the_ints_in_the_interval(low, span, data):
     outside = data.draw(st.one_of(st.integers(max_value=low - 1), st.integers(min_value=high + 1)))
     with pytest.raises(ValueError, match=rf"n must be in \[{low}, {high}\], got {outside}"):
         C.int_arg(outside, "n", low=low, high=high)
-    assert C.int_arg(high + 10**30, "n", low=low) == high + 10**30       # no upper bound
+    assert C.int_arg(high + 10**30, "n", low=low) == high + 10**30  # no upper bound
 
 
-@pytest.mark.parametrize("value", [True, False, 1.0, 1.5, "3", None, np.float64(2.0), torch.tensor(3)])
+@pytest.mark.parametrize(
+    "value", [True, False, 1.0, 1.5, "3", None, np.float64(2.0), torch.tensor(3)]
+)
 def test_int_arg_refuses_what_is_not_an_int(value):
     with pytest.raises(TypeError, match="count must be an int"):
         C.int_arg(value, "count", low=0)
@@ -83,7 +104,9 @@ def test_int_arg_refuses_what_is_not_an_int(value):
 @FAST
 def test_batch_size_arg_is_at_most_the_graph(n, data):
     assert C.batch_size_arg(data.draw(st.integers(1, n)), n) <= n
-    with pytest.raises(ValueError, match=rf"batch_size={n + 1} is larger than the graph's {n} nodes.*at most {n}"):
+    with pytest.raises(
+        ValueError, match=rf"batch_size={n + 1} is larger than the graph's {n} nodes.*at most {n}"
+    ):
         C.batch_size_arg(n + 1, n)
     with pytest.raises(ValueError, match="size must be >= 1"):
         C.batch_size_arg(0, n, "size")
@@ -147,7 +170,10 @@ def test_real_arg_refuses_an_int_too_large_for_a_float_naming_the_argument():
 # ----------------------------------------------------------------------------- choices, bools, strs
 
 
-@given(choices=st.lists(st.text(min_size=1, max_size=4), min_size=1, max_size=4, unique=True), data=st.data())
+@given(
+    choices=st.lists(st.text(min_size=1, max_size=4), min_size=1, max_size=4, unique=True),
+    data=st.data(),
+)
 @FAST
 def test_choice_arg_accepts_exactly_the_choices(choices, data):
     pick = data.draw(st.sampled_from(choices))
@@ -202,16 +228,19 @@ def test_fanouts_arg_accepts_one_positive_int_per_layer(fanouts, as_numpy):
     assert out == fanouts and all(type(k) is int for k in out)
 
 
-@pytest.mark.parametrize("value, error, match", [
-    ([], ValueError, "fanouts is empty"),
-    ([5, -1], ValueError, r"fanouts\[1\] must be >= 1.*no fanout -1"),
-    ([5, 0], ValueError, r"fanouts\[1\] must be >= 1"),
-    ([5, True], TypeError, r"fanouts\[1\] must be an int"),
-    ([5, 2.0], TypeError, r"fanouts\[1\] must be an int"),
-    (5, TypeError, "fanouts must be a list of ints"),
-    ("55", TypeError, "fanouts must be a list of ints"),
-    (None, TypeError, "fanouts must be a list of ints"),
-])
+@pytest.mark.parametrize(
+    "value, error, match",
+    [
+        ([], ValueError, "fanouts is empty"),
+        ([5, -1], ValueError, r"fanouts\[1\] must be >= 1.*no fanout -1"),
+        ([5, 0], ValueError, r"fanouts\[1\] must be >= 1"),
+        ([5, True], TypeError, r"fanouts\[1\] must be an int"),
+        ([5, 2.0], TypeError, r"fanouts\[1\] must be an int"),
+        (5, TypeError, "fanouts must be a list of ints"),
+        ("55", TypeError, "fanouts must be a list of ints"),
+        (None, TypeError, "fanouts must be a list of ints"),
+    ],
+)
 def test_fanouts_arg_errors(value, error, match):
     with pytest.raises(error, match=match):
         C.fanouts_arg(value)
@@ -224,8 +253,11 @@ def test_fanouts_arg_errors(value, error, match):
 @FAST
 def test_node_ids_arg_accepts_unique_ids_in_range_and_keeps_their_order(n, data, kind):
     ids = data.draw(st.lists(st.integers(0, n - 1), min_size=1, max_size=min(n, 30), unique=True))
-    given_as = {"list": ids, "numpy32": np.array(ids, dtype=np.int32),
-                "tensor": torch.tensor(ids, dtype=torch.int32)}[kind]
+    given_as = {
+        "list": ids,
+        "numpy32": np.array(ids, dtype=np.int32),
+        "tensor": torch.tensor(ids, dtype=torch.int32),
+    }[kind]
     out = C.node_ids_arg(given_as, "seeds", n)
     assert out.dtype == torch.int64 and out.tolist() == ids
     bad = data.draw(st.one_of(st.integers(C.INT64_MIN, -1), st.integers(n, C.INT64_MAX)))
@@ -249,21 +281,28 @@ def test_node_ids_arg_repeats_and_max_len():
     assert C.node_ids_arg([1, 2], "seeds", 5, max_len=2).tolist() == [1, 2]
 
 
-@pytest.mark.parametrize("value, error, match", [
-    ([], ValueError, "seeds is empty"),
-    (torch.tensor([], dtype=torch.int64), ValueError, "seeds is empty"),
-    (torch.tensor([True, False]), TypeError, "boolean tensor"),
-    ([True, False], TypeError, "boolean tensor"),
-    (torch.tensor([1.0, 2.0]), TypeError, "seeds must hold integer node ids, got dtype"),
-    ([1.0, 2.0], TypeError, "seeds must hold integer node ids"),
-    (["1", "2"], TypeError, "seeds must hold integer node ids"),
-    ([[1, 2], [3]], TypeError, "seeds could not be read as a list of node ids"),
-    (torch.tensor([[1, 2]]), ValueError, r"seeds must be 1-dimensional, got shape \(1, 2\)"),
-    (3, TypeError, "seeds must be a 1-d integer tensor"),
-    (None, TypeError, "seeds must be a 1-d integer tensor"),
-    ({1, 2}, TypeError, "seeds must be a 1-d integer tensor"),
-    (np.array([2**64 - 1], dtype=np.uint64), ValueError, "seeds holds node id 18446744073709551615"),
-])
+@pytest.mark.parametrize(
+    "value, error, match",
+    [
+        ([], ValueError, "seeds is empty"),
+        (torch.tensor([], dtype=torch.int64), ValueError, "seeds is empty"),
+        (torch.tensor([True, False]), TypeError, "boolean tensor"),
+        ([True, False], TypeError, "boolean tensor"),
+        (torch.tensor([1.0, 2.0]), TypeError, "seeds must hold integer node ids, got dtype"),
+        ([1.0, 2.0], TypeError, "seeds must hold integer node ids"),
+        (["1", "2"], TypeError, "seeds must hold integer node ids"),
+        ([[1, 2], [3]], TypeError, "seeds could not be read as a list of node ids"),
+        (torch.tensor([[1, 2]]), ValueError, r"seeds must be 1-dimensional, got shape \(1, 2\)"),
+        (3, TypeError, "seeds must be a 1-d integer tensor"),
+        (None, TypeError, "seeds must be a 1-d integer tensor"),
+        ({1, 2}, TypeError, "seeds must be a 1-d integer tensor"),
+        (
+            np.array([2**64 - 1], dtype=np.uint64),
+            ValueError,
+            "seeds holds node id 18446744073709551615",
+        ),
+    ],
+)
 def test_node_ids_arg_errors(value, error, match):
     with pytest.raises(error, match=match):
         C.node_ids_arg(value, "seeds", 5)
@@ -277,11 +316,13 @@ def test_device_arg():
     assert C.device_arg(dev) is dev
     assert C.device_arg("cpu") == dev
     assert C.device_arg(0) == torch.device("cuda", 0) == C.device_arg(np.int64(0))
-    for value, error, match in [(-1, ValueError, "gpu index must be >= 0"),
-                                ("nonsense", ValueError, "gpu 'nonsense' is not a torch device"),
-                                (True, TypeError, "gpu must be a torch.device"),
-                                (0.0, TypeError, "gpu must be a torch.device"),
-                                (None, TypeError, "gpu must be a torch.device")]:
+    for value, error, match in [
+        (-1, ValueError, "gpu index must be >= 0"),
+        ("nonsense", ValueError, "gpu 'nonsense' is not a torch device"),
+        (True, TypeError, "gpu must be a torch.device"),
+        (0.0, TypeError, "gpu must be a torch.device"),
+        (None, TypeError, "gpu must be a torch.device"),
+    ]:
         with pytest.raises(error, match=match):
             C.device_arg(value, "gpu")
 

@@ -16,15 +16,18 @@ def load_tool():
 
 def test_claims_md_is_up_to_date_with_the_committed_json():
     tool = load_tool()
-    assert (ROOT / "CLAIMS.md").read_text() == tool.render(), \
+    assert (ROOT / "CLAIMS.md").read_text() == tool.render(), (
         "CLAIMS.md is out of date with bench/results/*.json: run `python tools/claims.py`"
+    )
 
 
 def test_every_claim_has_a_place_a_number_and_a_status():
     tool = load_tool()
     sources = {c["source"] for c in tool.CLAIMS}
     assert {"ZeroGNN", "Grappa"} <= sources
-    assert {f"notebook 0{i}" for i in range(10)} <= sources, "every notebook's claims are in the ledger"
+    assert {f"notebook 0{i}" for i in range(10)} <= sources, (
+        "every notebook's claims are in the ledger"
+    )
     for c in tool.CLAIMS:
         number, status = c["number"]()
         assert c["test"] and number, c["claim"]
@@ -33,7 +36,7 @@ def test_every_claim_has_a_place_a_number_and_a_status():
 
 def test_absent_results_are_not_shown(tmp_path, monkeypatch):
     tool = load_tool()
-    monkeypatch.setattr(tool, "RESULTS", tmp_path)          # no JSON at all
+    monkeypatch.setattr(tool, "RESULTS", tmp_path)  # no JSON at all
     statuses = {c["claim"]: c["number"]()[1] for c in tool.CLAIMS if c["file"]}
     assert set(statuses.values()) == {tool.NOT_SHOWN}, statuses
     text = tool.render()

@@ -100,13 +100,13 @@ def test_csbm_shapes_classes_and_split():
     assert g.x.shape == (1001, 16) and g.x.dtype == torch.float32
     assert g.num_classes == 4
     sizes = torch.bincount(g.y, minlength=4)
-    assert int(sizes.max() - sizes.min()) <= 1                      # balanced
+    assert int(sizes.max() - sizes.min()) <= 1  # balanced
     assert (g.train_idx.numel(), g.val_idx.numel(), g.test_idx.numel()) == (500, 250, 251)
     assert torch.unique(torch.cat([g.train_idx, g.val_idx, g.test_idx])).numel() == 1001
     # Features are class-correlated: each class's mean feature vector is closest to its own.
     means = torch.stack([g.x[g.y == c].mean(0) for c in range(4)])
     nearest = torch.cdist(g.x, means).argmin(1)
-    assert float((nearest == g.y).float().mean()) > 0.4             # chance is 0.25
+    assert float((nearest == g.y).float().mean()) > 0.4  # chance is 0.25
 
 
 def test_csbm_powerlaw_is_more_skewed():
@@ -134,29 +134,32 @@ def test_csbm_homophily_one_and_single_class():
     assert empty.num_edges == 0
 
 
-@pytest.mark.parametrize("kwargs, error, match", [
-    (dict(num_nodes=1), ValueError, "num_nodes"),
-    (dict(num_nodes=10.0), TypeError, "num_nodes"),
-    (dict(num_nodes=True), TypeError, "num_nodes"),
-    (dict(avg_degree=-1), ValueError, "avg_degree"),
-    (dict(avg_degree=200), ValueError, "avg_degree"),
-    (dict(avg_degree=float("nan")), ValueError, "avg_degree"),
-    (dict(avg_degree="5"), TypeError, "avg_degree"),
-    (dict(num_classes=0), ValueError, "num_classes"),
-    (dict(num_classes=101), ValueError, "num_classes"),
-    (dict(num_classes=1, homophily=0.5), ValueError, "num_classes"),
-    (dict(feat_dim=0), ValueError, "feat_dim"),
-    (dict(homophily=1.5), ValueError, "homophily"),
-    (dict(homophily=-0.1), ValueError, "homophily"),
-    (dict(seed=-1), ValueError, "seed"),
-    (dict(seed=1.5), TypeError, "seed"),
-    (dict(degree="zipf"), ValueError, "degree"),
-    (dict(degree="powerlaw", power=2.0), ValueError, "power"),
-    (dict(feature_snr=-1.0), ValueError, "feature_snr"),
-    (dict(train_frac=1.2), ValueError, "train_frac"),
-    (dict(train_frac=0.7, val_frac=0.5), ValueError, "train_frac \\+ val_frac"),
-    (dict(name=3), TypeError, "name"),
-])
+@pytest.mark.parametrize(
+    "kwargs, error, match",
+    [
+        (dict(num_nodes=1), ValueError, "num_nodes"),
+        (dict(num_nodes=10.0), TypeError, "num_nodes"),
+        (dict(num_nodes=True), TypeError, "num_nodes"),
+        (dict(avg_degree=-1), ValueError, "avg_degree"),
+        (dict(avg_degree=200), ValueError, "avg_degree"),
+        (dict(avg_degree=float("nan")), ValueError, "avg_degree"),
+        (dict(avg_degree="5"), TypeError, "avg_degree"),
+        (dict(num_classes=0), ValueError, "num_classes"),
+        (dict(num_classes=101), ValueError, "num_classes"),
+        (dict(num_classes=1, homophily=0.5), ValueError, "num_classes"),
+        (dict(feat_dim=0), ValueError, "feat_dim"),
+        (dict(homophily=1.5), ValueError, "homophily"),
+        (dict(homophily=-0.1), ValueError, "homophily"),
+        (dict(seed=-1), ValueError, "seed"),
+        (dict(seed=1.5), TypeError, "seed"),
+        (dict(degree="zipf"), ValueError, "degree"),
+        (dict(degree="powerlaw", power=2.0), ValueError, "power"),
+        (dict(feature_snr=-1.0), ValueError, "feature_snr"),
+        (dict(train_frac=1.2), ValueError, "train_frac"),
+        (dict(train_frac=0.7, val_frac=0.5), ValueError, "train_frac \\+ val_frac"),
+        (dict(name=3), TypeError, "name"),
+    ],
+)
 def test_csbm_rejects_bad_arguments(kwargs, error, match):
     args = dict(num_nodes=100, avg_degree=4, num_classes=3, feat_dim=4)
     args.update(kwargs)
@@ -179,27 +182,33 @@ def test_rmat_shape_and_skew():
     assert top_share(g) > 0.10 and top_share(g) > 3 * top_share(flat)
     assert float(deg.max()) > 20 * float(deg.mean())
     assert int(g.in_degrees().max()) > 5 * int(flat.in_degrees().max())
-    assert int((g.in_degrees() == 0).sum()) > 0                      # isolated nodes, as in Graph500
+    assert int((g.in_degrees() == 0).sum()) > 0  # isolated nodes, as in Graph500
 
 
 def test_rmat_is_seeded():
-    assert_graphs_equal(datasets.rmat(10, feat_dim=4, seed=3), datasets.rmat(10, feat_dim=4, seed=3))
-    assert not torch.equal(datasets.rmat(10, feat_dim=4, seed=3).indptr,
-                           datasets.rmat(10, feat_dim=4, seed=4).indptr)
+    assert_graphs_equal(
+        datasets.rmat(10, feat_dim=4, seed=3), datasets.rmat(10, feat_dim=4, seed=3)
+    )
+    assert not torch.equal(
+        datasets.rmat(10, feat_dim=4, seed=3).indptr, datasets.rmat(10, feat_dim=4, seed=4).indptr
+    )
 
 
-@pytest.mark.parametrize("kwargs, error, match", [
-    (dict(scale=0), ValueError, "scale"),
-    (dict(scale=31), ValueError, "scale"),
-    (dict(scale=8.0), TypeError, "scale"),
-    (dict(edge_factor=0), ValueError, "edge_factor"),
-    (dict(num_classes=0), ValueError, "num_classes"),
-    (dict(feat_dim=-1), ValueError, "feat_dim"),
-    (dict(a=1.2), ValueError, "a must"),
-    (dict(a=0.5, b=0.3, c=0.3), ValueError, "a \\+ b \\+ c"),
-    (dict(seed="0"), TypeError, "seed"),
-    (dict(val_frac=-0.1), ValueError, "val_frac"),
-])
+@pytest.mark.parametrize(
+    "kwargs, error, match",
+    [
+        (dict(scale=0), ValueError, "scale"),
+        (dict(scale=31), ValueError, "scale"),
+        (dict(scale=8.0), TypeError, "scale"),
+        (dict(edge_factor=0), ValueError, "edge_factor"),
+        (dict(num_classes=0), ValueError, "num_classes"),
+        (dict(feat_dim=-1), ValueError, "feat_dim"),
+        (dict(a=1.2), ValueError, "a must"),
+        (dict(a=0.5, b=0.3, c=0.3), ValueError, "a \\+ b \\+ c"),
+        (dict(seed="0"), TypeError, "seed"),
+        (dict(val_frac=-0.1), ValueError, "val_frac"),
+    ],
+)
 def test_rmat_rejects_bad_arguments(kwargs, error, match):
     args = dict(scale=6)
     args.update(kwargs)
@@ -213,20 +222,21 @@ def test_rmat_rejects_bad_arguments(kwargs, error, match):
 @pytest.mark.parametrize("compress", [False, True])
 def test_npz_round_trip(tmp_path, compress):
     g = datasets.csbm(300, avg_degree=5, num_classes=3, feat_dim=6, name="mine")
-    path = tmp_path / "mine"                                        # no ".npz": kept as given
+    path = tmp_path / "mine"  # no ".npz": kept as given
     datasets.save_npz(g, path, compress=compress)
     assert path.is_file() and not (tmp_path / "mine.npz").exists()
-    assert [p.name for p in tmp_path.iterdir()] == ["mine"]         # no temp file left behind
+    assert [p.name for p in tmp_path.iterdir()] == ["mine"]  # no temp file left behind
     assert_graphs_equal(datasets.load_npz(path), g)
 
 
 def test_npz_round_trip_with_absent_fields(tmp_path):
-    bare = zg.Graph.from_edges([0, 1, 2], [1, 2, 0], num_nodes=4)   # no x, y or splits
+    bare = zg.Graph.from_edges([0, 1, 2], [1, 2, 0], num_nodes=4)  # no x, y or splits
     datasets.save_npz(bare, tmp_path / "bare.npz")
     back = datasets.load_npz(str(tmp_path / "bare.npz"))
     assert_graphs_equal(back, bare)
-    partial = zg.Graph.from_edges([0, 1], [1, 0], num_nodes=3, y=[0, 1, -1], train_idx=[0],
-                                  num_classes=4)
+    partial = zg.Graph.from_edges(
+        [0, 1], [1, 0], num_nodes=3, y=[0, 1, -1], train_idx=[0], num_classes=4
+    )
     datasets.save_npz(partial, tmp_path / "partial.npz")
     assert_graphs_equal(datasets.load_npz(tmp_path / "partial.npz"), partial)
 
@@ -252,7 +262,7 @@ def test_npz_errors(tmp_path):
     # A corrupt member inside an intact zip directory: flip bytes in the middle.
     data = bytearray(good.read_bytes())
     mid = len(data) // 2
-    data[mid:mid + 64] = bytes(64)
+    data[mid : mid + 64] = bytes(64)
     flipped = tmp_path / "flipped.npz"
     flipped.write_bytes(bytes(data))
     with pytest.raises(ValueError, match="truncated or corrupt.*CRC"):
@@ -272,15 +282,20 @@ def test_npz_errors(tmp_path):
         datasets.load_npz(newer)
 
     missing_key = tmp_path / "missing_key.npz"
-    np.savez(missing_key, format=np.array("zg.graph"), version=np.array(1),
-             indptr=g.indptr.numpy(), name=np.array("x"))
+    np.savez(
+        missing_key,
+        format=np.array("zg.graph"),
+        version=np.array(1),
+        indptr=g.indptr.numpy(),
+        name=np.array("x"),
+    )
     with pytest.raises(ValueError, match="'indices'"):
         datasets.load_npz(missing_key)
 
     invalid = tmp_path / "invalid.npz"
     with np.load(good) as f:
         arrays = dict(f)
-    arrays["indices"] = arrays["indices"] + 10_000                  # ids out of range
+    arrays["indices"] = arrays["indices"] + 10_000  # ids out of range
     np.savez(invalid, **arrays)
     with pytest.raises(ValueError, match="does not hold a valid graph.*indices"):
         datasets.load_npz(invalid)
@@ -292,7 +307,7 @@ def test_npz_errors(tmp_path):
     (tmp_path / "empty.npz").write_bytes(b"")
     with pytest.raises(ValueError, match="truncated or corrupt"):
         datasets.load_npz(tmp_path / "empty.npz")
-    npy = tmp_path / "array-named.npz"                              # .npy bytes, .npz name
+    npy = tmp_path / "array-named.npz"  # .npy bytes, .npz name
     with open(npy, "wb") as f:
         np.save(f, np.arange(3))
     with pytest.raises(ValueError, match="single .npy array"):
@@ -303,7 +318,7 @@ def test_npz_errors(tmp_path):
 
 
 def test_load_npz_keeps_labels_without_known_classes(tmp_path):
-    unlabelled = zg.Graph.from_edges([0, 1], [1, 0], num_nodes=2, y=[-1, -1])   # num_classes 0
+    unlabelled = zg.Graph.from_edges([0, 1], [1, 0], num_nodes=2, y=[-1, -1])  # num_classes 0
     datasets.save_npz(unlabelled, tmp_path / "u.npz")
     assert_graphs_equal(datasets.load_npz(tmp_path / "u.npz"), unlabelled)
 
@@ -313,7 +328,7 @@ def test_load_npz_keeps_labels_without_known_classes(tmp_path):
 
 def test_cora_root_and_direction(tmp_path):
     directed = datasets.load("cora", symmetrize=False)
-    assert directed.num_edges == 5429                                # the citations as given
+    assert directed.num_edges == 5429  # the citations as given
     assert 2 * directed.num_edges > datasets.load("cora").num_edges  # some pairs cite both ways
     (tmp_path / "cora.npz").write_bytes((datasets.data_dir() / "cora.npz").read_bytes())
     assert_graphs_equal(datasets.load("CORA", root=tmp_path), datasets.load("cora"))
@@ -347,19 +362,29 @@ def test_folder_round_trip(tmp_path, mmap):
     g = datasets.csbm(300, avg_degree=5, num_classes=3, feat_dim=6, name="mine")
     path = tmp_path / "mine"
     datasets.save_folder(g, path)
-    assert [p.name for p in tmp_path.iterdir()] == ["mine"]         # no temp folder left behind
+    assert [p.name for p in tmp_path.iterdir()] == ["mine"]  # no temp folder left behind
     assert sorted(p.name for p in path.iterdir()) == sorted(
-        ["meta.json", "indptr.npy", "indices.npy", "x.npy", "y.npy", "train_idx.npy",
-         "val_idx.npy", "test_idx.npy"])
+        [
+            "meta.json",
+            "indptr.npy",
+            "indices.npy",
+            "x.npy",
+            "y.npy",
+            "train_idx.npy",
+            "val_idx.npy",
+            "test_idx.npy",
+        ]
+    )
     assert_graphs_equal(datasets.load_folder(path, mmap=mmap), g)
-    assert np.array_equal(np.load(path / "indices.npy"), g.indices.numpy())   # plain .npy files
+    assert np.array_equal(np.load(path / "indices.npy"), g.indices.numpy())  # plain .npy files
     bare = zg.Graph.from_edges([0, 1, 2], [1, 2, 0], num_nodes=4)
-    datasets.save_folder(bare, str(path))                           # replaces a graph folder
+    datasets.save_folder(bare, str(path))  # replaces a graph folder
     assert_graphs_equal(datasets.load_folder(str(path), mmap=mmap), bare)
     assert sorted(p.name for p in path.iterdir()) == ["indices.npy", "indptr.npy", "meta.json"]
     assert [p.name for p in tmp_path.iterdir()] == ["mine"]
-    partial = zg.Graph.from_edges([0, 1], [1, 0], num_nodes=3, y=[0, 1, -1], train_idx=[0],
-                                  num_classes=4)
+    partial = zg.Graph.from_edges(
+        [0, 1], [1, 0], num_nodes=3, y=[0, 1, -1], train_idx=[0], num_classes=4
+    )
     datasets.save_folder(partial, path)
     assert_graphs_equal(datasets.load_folder(path, mmap=mmap), partial)
 
@@ -373,12 +398,12 @@ def test_folder_mmap_keeps_tensors_as_file_views(tmp_path):
     def file_of(field):
         return str(tmp_path / "cora" / f"{field}.npy")
 
-    default = datasets.load_folder(tmp_path / "cora")          # mmap=True: only x is a file view
+    default = datasets.load_folder(tmp_path / "cora")  # mmap=True: only x is a file view
     assert mapped_file(default.x) == file_of("x")
     for field in fields:
-        if field != "x":                                        # copied, then validated
+        if field != "x":  # copied, then validated
             assert mapped_file(getattr(default, field)) != file_of(field), field
-    mapped = datasets.load_folder(tmp_path / "cora", mmap="all")   # every array a file view
+    mapped = datasets.load_folder(tmp_path / "cora", mmap="all")  # every array a file view
     for field in fields:
         assert mapped_file(getattr(mapped, field)) == file_of(field), field
     assert_graphs_equal(mapped, g)
@@ -401,11 +426,12 @@ def test_folder_mmap_keeps_tensors_as_file_views(tmp_path):
 @pytest.mark.skipif(not os.path.exists("/proc/self/maps"), reason="needs Linux /proc/self/maps")
 def test_mmap_all_maps_every_array_and_products_like_passes_it_through(tmp_path):
     """mmap="all": a structure larger than RAM stays on disk; products_like's cache takes it too."""
-    kwargs = dict(num_nodes=2_000, avg_degree=6, feat_dim=4, num_classes=3, seed=1,
-                  cache_dir=tmp_path)
+    kwargs = dict(
+        num_nodes=2_000, avg_degree=6, feat_dim=4, num_classes=3, seed=1, cache_dir=tmp_path
+    )
     folder = datasets.products_like_path(**kwargs)
-    first = datasets.products_like(**kwargs, mmap="all")         # generates, saves, maps back
-    hit = datasets.products_like(**kwargs, mmap="all")           # a cache hit
+    first = datasets.products_like(**kwargs, mmap="all")  # generates, saves, maps back
+    hit = datasets.products_like(**kwargs, mmap="all")  # a cache hit
     default = datasets.products_like(**kwargs)
     for g in (first, hit):
         for field in ("indptr", "indices", "x", "y", "train_idx", "val_idx", "test_idx"):
@@ -416,7 +442,7 @@ def test_mmap_all_maps_every_array_and_products_like_passes_it_through(tmp_path)
     for bad, error in [("everything", ValueError), (0, TypeError)]:
         with pytest.raises(error, match=r"mmap must be True .*'all' .*False"):
             datasets.products_like(**{**kwargs, "seed": 2}, mmap=bad)
-    assert sorted(p.name for p in tmp_path.iterdir()) == [folder.name]   # nothing written
+    assert sorted(p.name for p in tmp_path.iterdir()) == [folder.name]  # nothing written
 
 
 def test_folder_errors(tmp_path):
@@ -443,7 +469,9 @@ def test_folder_errors(tmp_path):
     data = (folder / "indices.npy").read_bytes()
     (folder / "indices.npy").write_bytes(data[: len(data) // 2])
     for mmap in (True, False):
-        with pytest.raises(ValueError, match=r"truncated.*indices\.npy.*truncated|indices\.npy is truncated"):
+        with pytest.raises(
+            ValueError, match=r"truncated.*indices\.npy.*truncated|indices\.npy is truncated"
+        ):
             datasets.load_folder(folder, mmap=mmap)
 
     folder = broken("header")
@@ -471,19 +499,23 @@ def test_folder_errors(tmp_path):
     with pytest.raises(ValueError, match=r"meta\.json could not be read as JSON"):
         datasets.load_folder(folder)
     meta = json.loads((good / "meta.json").read_text())
-    for change, match in [({"format": "other"}, "not a 'zg.graph.folder' file"),
-                          ({"version": 2}, "version 2"),
-                          ({"arrays": {"indptr": meta["arrays"]["indptr"]}}, "indptr and indices"),
-                          ({"arrays": {**meta["arrays"], "z": {}}}, "unknown array 'z'"),
-                          ({"arrays": {**meta["arrays"], "x": {"dtype": "float64", "shape": [1]}}},
-                           "array 'x' must be described"),
-                          ({"num_classes": "2"}, "num_classes")]:
+    for change, match in [
+        ({"format": "other"}, "not a 'zg.graph.folder' file"),
+        ({"version": 2}, "version 2"),
+        ({"arrays": {"indptr": meta["arrays"]["indptr"]}}, "indptr and indices"),
+        ({"arrays": {**meta["arrays"], "z": {}}}, "unknown array 'z'"),
+        (
+            {"arrays": {**meta["arrays"], "x": {"dtype": "float64", "shape": [1]}}},
+            "array 'x' must be described",
+        ),
+        ({"num_classes": "2"}, "num_classes"),
+    ]:
         (folder / "meta.json").write_text(json.dumps({**meta, **change}))
         with pytest.raises(ValueError, match=match):
             datasets.load_folder(folder)
 
     folder = broken("invalid")
-    indices = np.load(folder / "indices.npy") + 10_000                 # ids out of range
+    indices = np.load(folder / "indices.npy") + 10_000  # ids out of range
     np.save(folder / "indices.npy", indices)
     with pytest.raises(ValueError, match="does not hold a valid graph.*indices"):
         datasets.load_folder(folder)

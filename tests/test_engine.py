@@ -17,14 +17,23 @@ def graph():
     return zg.datasets.csbm(num_nodes=3000, avg_degree=10, num_classes=4, feat_dim=16, seed=0)
 
 
-def engine(g, envelope="worst_case", *, trace=False, audit=1, poll_every=8, lr=3e-3,
-           optimizer="adam", **kw):
+def engine(
+    g, envelope="worst_case", *, trace=False, audit=1, poll_every=8, lr=3e-3, optimizer="adam", **kw
+):
     """A 2-layer SAGE engine; ``trace`` attaches a Trace, ``audit`` sets the audited iterations."""
     torch.manual_seed(0)
     model = models.SAGE(16, 32, 4, 2, dropout=0.5)
     kw.setdefault("seed", 1)
-    eng = Engine(g, model, [5, 5], 128, envelope, optimizer=zg.optim.OptimizerSpec(optimizer, lr),
-                 step=Step(poll_every=poll_every), **kw)
+    eng = Engine(
+        g,
+        model,
+        [5, 5],
+        128,
+        envelope,
+        optimizer=zg.optim.OptimizerSpec(optimizer, lr),
+        step=Step(poll_every=poll_every),
+        **kw,
+    )
     eng.observers = [AuditSyncs(audit)] + ([Trace()] if trace else [])
     return eng
 
@@ -54,7 +63,9 @@ def test_static_step_of_every_model_has_zero_host_syncs(graph, kind):
     runs = []
     for _ in range(2):
         torch.manual_seed(0)
-        model = models.build(kind, 16, 8, 4, 2, dropout=0.5, **({"heads": 2} if kind == "gat" else {}))
+        model = models.build(
+            kind, 16, 8, 4, 2, dropout=0.5, **({"heads": 2} if kind == "gat" else {})
+        )
         eng = Engine(graph, model, [5, 5], 128, "profiled", seed=1)
         eng.observers = [AuditSyncs(3)]
         stats = eng.train_epoch(max_batches=5)
@@ -71,21 +82,36 @@ def test_dynamic_mode_through_the_same_api_syncs(graph):
 
 def test_static_buffers_keep_their_addresses(graph):
     eng = engine(graph)
-    eng.train_epoch(max_batches=1)              # the first step creates the gradients
+    eng.train_epoch(max_batches=1)  # the first step creates the gradients
+
     def addresses():
-        tensors = [eng.epoch_seeds, eng.epoch_counts, eng.counter, eng.epoch_buf, eng.overflowed,
-                   eng.guard.first, eng.guard.first_wanted, eng.loss_buf, eng.optimizer._lr[0],
-                   eng.g.x, eng.g.indices]
+        tensors = [
+            eng.epoch_seeds,
+            eng.epoch_counts,
+            eng.counter,
+            eng.epoch_buf,
+            eng.overflowed,
+            eng.guard.first,
+            eng.guard.first_wanted,
+            eng.loss_buf,
+            eng.optimizer._lr[0],
+            eng.g.x,
+            eng.g.indices,
+        ]
         # The sampler's marker arrays: the torch path's two, or the fused kernel's one.
-        tensors += ([eng.source._first, eng.source._local] if eng.source.kernel == "torch"
-                    else [eng.source._marker])
+        tensors += (
+            [eng.source._first, eng.source._local]
+            if eng.source.kernel == "torch"
+            else [eng.source._marker]
+        )
         tensors += [p for p in eng.model.parameters()] + [p.grad for p in eng.model.parameters()]
         for state in eng.optimizer.state.values():
             tensors += [state["exp_avg"], state["exp_avg_sq"], state["step"]]
         return [t.data_ptr() for t in tensors]
+
     before = addresses()
     eng.train_epoch(max_batches=4)
-    eng.train_epoch()                           # into the next epoch: a new seed table, same buffer
+    eng.train_epoch()  # into the next epoch: a new seed table, same buffer
     eng.train_epoch(max_batches=2)
     assert eng.epoch == 1
     assert addresses() == before
@@ -103,8 +129,9 @@ def test_static_step_reads_its_batch_on_the_device(graph):
     assert static.applied_trace() == eager.applied_trace()
     assert all(torch.equal(p, q) for p, q in zip(params(static), params(eager)))
     from zg.rng import batch_key, batch_key_device
+
     for seed, epoch, batch in [(0, 0, 0), (1, 3, 17), (2**40, -2, 5), (7, 10**6, 2**31)]:
-        t = lambda v: torch.tensor(v, dtype=torch.int64)   # noqa: E731
+        t = lambda v: torch.tensor(v, dtype=torch.int64)  # noqa: E731
         assert int(batch_key_device(t(seed), t(epoch), t(batch))) == batch_key(seed, epoch, batch)
 
 
@@ -139,7 +166,9 @@ def test_tiny_envelope_applies_exactly_the_batches_of_a_worst_case_run(graph, po
     assert first.rewound_batches <= first.overflows * 2 * poll_every
     # Same batch ids, same sampled node sets (hash), same order: nothing skipped, repeated or reordered.
     assert tiny.applied_trace() == ref.applied_trace()
-    assert [t[:2] for t in ref.applied_trace()] == [(e, b) for e in range(2) for b in range(len(ref.batches(e)))]
+    assert [t[:2] for t in ref.applied_trace()] == [
+        (e, b) for e in range(2) for b in range(len(ref.batches(e)))
+    ]
     # Executed but not applied: exactly the rewound batches, never a step.
     skipped = [t for t in trace_of(tiny) if not t["applied"]]
     assert len(skipped) == sum(h.rewound_batches for h in tiny.history)
@@ -153,7 +182,7 @@ def test_skipped_steps_leave_state_bitwise_unchanged(graph):
     eng = engine(graph, Envelope([200, 140]))
     before = params(eng)
     moments = copy.deepcopy(eng.optimizer.state_dict())
-    eng.overflowed.fill_(True)                   # as if an earlier batch had overflowed
+    eng.overflowed.fill_(True)  # as if an earlier batch had overflowed
     eng.run_batch(0)
     assert all(torch.equal(p, q) for p, q in zip(params(eng), before))
     for k, s in eng.optimizer.state_dict()["state"].items():
@@ -224,7 +253,7 @@ def test_full_neighbour_inference_matches_a_dense_reference():
     model = models.SAGE(5, 7, 3, 2, dropout=0.0).eval()
     from zg.inference import full_neighbour_logits
 
-    got = full_neighbour_logits(model, g, budget=64)     # many small chunks
+    got = full_neighbour_logits(model, g, budget=64)  # many small chunks
     src, dst = g.edges()
     h = g.x
     for i, layer in enumerate(model.layers):
@@ -238,23 +267,26 @@ def test_full_neighbour_inference_matches_a_dense_reference():
 # ----------------------------------------------------------------------------- errors
 
 
-@pytest.mark.parametrize("kwargs, error, match", [
-    (dict(batch_size=0), ValueError, "batch_size must be >= 1"),
-    (dict(fanouts=[5, 0]), ValueError, r"fanouts\[1\]"),
-    (dict(fanouts=[5, 5, 5]), ValueError, "2 layers but fanouts has 3"),
-    (dict(envelope="tight"), ValueError, "envelope must be"),
-    (dict(envelope=Envelope([50, 20])), ValueError, "smaller than its"),
-    (dict(mode="magic"), ValueError, "mode must be one of"),
-    (dict(mode="graph"), ValueError, "'static' is its twin"),
-    (dict(mode="static", kernel="numba"), ValueError, "kernel must be"),
-    (dict(step=dict(poll_every=2)), TypeError, "step must be a zg.Step"),
-    (dict(device="cuda:7"), ValueError, "CUDA is not available"),
-    (dict(device="banana"), ValueError, "not a valid torch device"),
-    (dict(optimizer="rmsprop"), ValueError, "optimizer must be"),
-    (dict(optimizer="torch-adam"), ValueError, "optimizer must be"),
-    (dict(optimizer=3), TypeError, "optimizer must be"),
-    (dict(step=zg.Step), TypeError, "step must be a zg.Step"),
-])
+@pytest.mark.parametrize(
+    "kwargs, error, match",
+    [
+        (dict(batch_size=0), ValueError, "batch_size must be >= 1"),
+        (dict(fanouts=[5, 0]), ValueError, r"fanouts\[1\]"),
+        (dict(fanouts=[5, 5, 5]), ValueError, "2 layers but fanouts has 3"),
+        (dict(envelope="tight"), ValueError, "envelope must be"),
+        (dict(envelope=Envelope([50, 20])), ValueError, "smaller than its"),
+        (dict(mode="magic"), ValueError, "mode must be one of"),
+        (dict(mode="graph"), ValueError, "'static' is its twin"),
+        (dict(mode="static", kernel="numba"), ValueError, "kernel must be"),
+        (dict(step=dict(poll_every=2)), TypeError, "step must be a zg.Step"),
+        (dict(device="cuda:7"), ValueError, "CUDA is not available"),
+        (dict(device="banana"), ValueError, "not a valid torch device"),
+        (dict(optimizer="rmsprop"), ValueError, "optimizer must be"),
+        (dict(optimizer="torch-adam"), ValueError, "optimizer must be"),
+        (dict(optimizer=3), TypeError, "optimizer must be"),
+        (dict(step=zg.Step), TypeError, "step must be a zg.Step"),
+    ],
+)
 def test_bad_engine_arguments(graph, kwargs, error, match):
     if str(kwargs.get("device", "")).startswith("cuda") and torch.cuda.is_available():
         pytest.skip("this machine has CUDA")
@@ -266,13 +298,16 @@ def test_bad_engine_arguments(graph, kwargs, error, match):
         Engine(graph, models.SAGE(16, 8, 4, 2), **base)
 
 
-@pytest.mark.parametrize("make, match", [
-    (lambda: zg.optim.adam(lr=-1.0), "lr must be"),
-    (lambda: zg.optim.adam(lr=float("nan")), "lr must be finite"),
-    (lambda: zg.optim.sgd(lr=float("inf")), "lr must be finite"),
-    (lambda: zg.optim.adam(weight_decay=float("nan")), "weight_decay must be finite"),
-    (lambda: zg.optim.OptimizerSpec("rmsprop"), "optimizer must be one of"),
-])
+@pytest.mark.parametrize(
+    "make, match",
+    [
+        (lambda: zg.optim.adam(lr=-1.0), "lr must be"),
+        (lambda: zg.optim.adam(lr=float("nan")), "lr must be finite"),
+        (lambda: zg.optim.sgd(lr=float("inf")), "lr must be finite"),
+        (lambda: zg.optim.adam(weight_decay=float("nan")), "weight_decay must be finite"),
+        (lambda: zg.optim.OptimizerSpec("rmsprop"), "optimizer must be one of"),
+    ],
+)
 def test_bad_optimizer_settings(make, match):
     with pytest.raises(ValueError, match=match):
         make()
@@ -354,8 +389,12 @@ def test_bad_evaluate_arguments(graph):
 @pytest.mark.cuda
 @pytest.mark.skipif(not torch.cuda.is_available(), reason="needs a CUDA GPU")
 def test_captured_step_matches_eager_on_cuda(graph):
-    captured = engine(graph.to("cuda"), Envelope([2400, 700]), device="cuda", mode="graph", trace=True)
-    eager = engine(graph.to("cuda"), Envelope([2400, 700]), device="cuda", mode="static", trace=True)
+    captured = engine(
+        graph.to("cuda"), Envelope([2400, 700]), device="cuda", mode="graph", trace=True
+    )
+    eager = engine(
+        graph.to("cuda"), Envelope([2400, 700]), device="cuda", mode="static", trace=True
+    )
     for _ in range(2):
         captured.train_epoch()
         eager.train_epoch()
@@ -393,8 +432,9 @@ def test_envelope_step_makes_no_cuda_sync_on_cuda(graph, mode):
     eng = engine(g, Envelope([2400, 700]), device="cuda", mode=mode, audit=3)
     stats = eng.train_epoch()
     assert stats.cuda_sync_warnings == 0 and stats.host_syncs == 0
-    dynamic = Engine(g, models.SAGE(g.feat_dim, 16, g.num_classes, 2), [5, 5], 32, device="cuda",
-                     mode="dynamic")
+    dynamic = Engine(
+        g, models.SAGE(g.feat_dim, 16, g.num_classes, 2), [5, 5], 32, device="cuda", mode="dynamic"
+    )
     dynamic.observers = [AuditSyncs(3)]
     assert dynamic.train_epoch().cuda_sync_warnings > 0
 
@@ -418,10 +458,18 @@ def test_csbm_graph_adds_accuracy_above_the_feature_floor():
     """With homophily 0.9 the graph must lift SAGE well above what the features alone give."""
     from zg.baselines.features import feature_only_accuracy
 
-    g = zg.datasets.csbm(num_nodes=3000, avg_degree=10, num_classes=5, feat_dim=16, homophily=0.9, seed=3)
+    g = zg.datasets.csbm(
+        num_nodes=3000, avg_degree=10, num_classes=5, feat_dim=16, homophily=0.9, seed=3
+    )
     torch.manual_seed(0)
-    eng = Engine(g, models.SAGE(16, 32, 5, 2, dropout=0.3), [10, 10], 256, seed=0,
-                 optimizer=zg.optim.adam(lr=5e-3))
+    eng = Engine(
+        g,
+        models.SAGE(16, 32, 5, 2, dropout=0.3),
+        [10, 10],
+        256,
+        seed=0,
+        optimizer=zg.optim.adam(lr=5e-3),
+    )
     eng.observers = []
     eng.fit(8, progress=False)
     assert eng.evaluate("test") > feature_only_accuracy(g) + 0.1
@@ -436,9 +484,13 @@ def test_the_constructor_is_short_and_the_old_keywords_still_work(graph):
 
     params_ = [p for p in inspect.signature(Engine.__init__).parameters if p != "self"]
     assert len(params_) <= 12, params_
-    model = lambda: models.SAGE(16, 8, 4, 2)   # noqa: E731
-    for old, mode in [(dict(capture=False), "eager"), (dict(capture=True), "static"),
-                      (dict(pipeline="dynamic"), "dynamic"), (dict(cuda_graph=False), "static")]:
+    model = lambda: models.SAGE(16, 8, 4, 2)  # noqa: E731
+    for old, mode in [
+        (dict(capture=False), "eager"),
+        (dict(capture=True), "static"),
+        (dict(pipeline="dynamic"), "dynamic"),
+        (dict(cuda_graph=False), "static"),
+    ]:
         with pytest.warns(DeprecationWarning, match="mode="):
             eng = Engine(graph, model(), [5, 5], 128, **old)
         assert eng.mode == mode
@@ -459,11 +511,14 @@ def test_the_constructor_is_short_and_the_old_keywords_still_work(graph):
         Engine(graph, model(), [5, 5], 128, "worst_case", "adam")
 
 
-@pytest.mark.parametrize("kwargs, match", [
-    (dict(poll_every=0), "Step.poll_every must be >= 1"),
-    (dict(grow_factor=float("nan")), "Step.grow_factor"),
-    (dict(grow_factor=1.0), "Step.grow_factor"),
-])
+@pytest.mark.parametrize(
+    "kwargs, match",
+    [
+        (dict(poll_every=0), "Step.poll_every must be >= 1"),
+        (dict(grow_factor=float("nan")), "Step.grow_factor"),
+        (dict(grow_factor=1.0), "Step.grow_factor"),
+    ],
+)
 def test_bad_step_settings(kwargs, match):
     with pytest.raises(ValueError, match=match):
         Step(**kwargs)
@@ -497,33 +552,45 @@ def test_the_model_is_at_most_four_calls_below_train_epoch(graph, mode):
 
     def forward(*args, **kwargs):
         frames = [f.function for f in inspect.stack(0)[1:]]
-        chains.append(frames[:frames.index("train_epoch")])     # the frames between the two
+        chains.append(frames[: frames.index("train_epoch")])  # the frames between the two
         return real_forward(*args, **kwargs)
 
     eng.model.forward = forward
     eng.train_epoch(max_batches=2)
     assert len(chains) == 2, "forward ran once per batch"
     for chain in chains:
-        ours = [f for f in chain if f not in ("_call_impl", "_wrapped_call_impl")]   # nn.Module's
-        expected = ["train_step", "_static_step", "_run"] if mode == "static" else ["train_step", "_run"]
+        ours = [f for f in chain if f not in ("_call_impl", "_wrapped_call_impl")]  # nn.Module's
+        expected = (
+            ["train_step", "_static_step", "_run"] if mode == "static" else ["train_step", "_run"]
+        )
         assert ours == expected, chain
-        assert len(ours) + 1 <= 4         # + the call of forward itself
+        assert len(ours) + 1 <= 4  # + the call of forward itself
 
 
-@pytest.mark.parametrize("nodes, error, match", [
-    ([0.5, 1.7, 2.2], TypeError, "Step.nodes must hold integer node ids"),
-    (torch.zeros(3000, dtype=torch.bool), TypeError, "a boolean tensor"),
-    ([3, 4, 3], ValueError, "repeated"),
-    ([0, 3000], ValueError, "3000"),
-    ([], ValueError, "Step.nodes is empty"),
-])
+@pytest.mark.parametrize(
+    "nodes, error, match",
+    [
+        ([0.5, 1.7, 2.2], TypeError, "Step.nodes must hold integer node ids"),
+        (torch.zeros(3000, dtype=torch.bool), TypeError, "a boolean tensor"),
+        ([3, 4, 3], ValueError, "repeated"),
+        ([0, 3000], ValueError, "3000"),
+        ([], ValueError, "Step.nodes is empty"),
+    ],
+)
 def test_training_nodes_get_the_kits_own_id_checks_in_every_mode(graph, nodes, error, match):
     """Floats were truncated, a mask trained on nodes {0, 1}, duplicates passed in one mode:
     now every mode refuses them, naming Step.nodes, before any work."""
     for mode in ("dynamic", "eager", "static"):
         with pytest.raises(error, match=match):
-            Engine(graph, models.SAGE(16, 8, 4, 2), [5, 5], 128, "worst_case", mode=mode,
-                   step=Step(nodes=nodes))
+            Engine(
+                graph,
+                models.SAGE(16, 8, 4, 2),
+                [5, 5],
+                128,
+                "worst_case",
+                mode=mode,
+                step=Step(nodes=nodes),
+            )
 
 
 def test_training_on_nodes_without_labels_is_refused(graph):
@@ -532,16 +599,21 @@ def test_training_on_nodes_without_labels_is_refused(graph):
     g.y[unlabelled] = -1
     with pytest.raises(ValueError, match="none of the 10 training nodes has a label"):
         Engine(g, models.SAGE(8, 8, 3, 2), [5, 5], 32, step=Step(nodes=unlabelled))
-    Engine(g, models.SAGE(8, 8, 3, 2), [5, 5], 32, step=Step(nodes=g.train_idx[:20]))   # some labelled: fine
+    Engine(
+        g, models.SAGE(8, 8, 3, 2), [5, 5], 32, step=Step(nodes=g.train_idx[:20])
+    )  # some labelled: fine
 
 
-@pytest.mark.parametrize("old, error, match", [
-    (dict(capture="yes"), TypeError, "capture must be None, True or False"),
-    (dict(pipeline="fast"), ValueError, "pipeline must be 'envelope' or 'dynamic'"),
-    (dict(cuda_graph=1), TypeError, "cuda_graph must be True or False"),
-    (dict(trace="on"), TypeError, "trace must be True or False"),
-    (dict(audit_iterations=-1), ValueError, "audit_iterations must be an int >= 0"),
-])
+@pytest.mark.parametrize(
+    "old, error, match",
+    [
+        (dict(capture="yes"), TypeError, "capture must be None, True or False"),
+        (dict(pipeline="fast"), ValueError, "pipeline must be 'envelope' or 'dynamic'"),
+        (dict(cuda_graph=1), TypeError, "cuda_graph must be True or False"),
+        (dict(trace="on"), TypeError, "trace must be True or False"),
+        (dict(audit_iterations=-1), ValueError, "audit_iterations must be an int >= 0"),
+    ],
+)
 def test_old_keywords_are_still_checked(graph, old, error, match):
     with pytest.raises(error, match=match):
         Engine(graph, models.SAGE(16, 8, 4, 2), [5, 5], 128, **old)

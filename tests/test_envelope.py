@@ -15,7 +15,11 @@ def graph(n=3000, e=30000, seed=0):
 
 
 def test_worst_case_is_rows_times_fanout_plus_one_capped_by_n():
-    assert worst_case_sizes(10**7, [15, 10, 5], 1024) == [1024 * 6 * 11 * 16, 1024 * 6 * 11, 1024 * 6]
+    assert worst_case_sizes(10**7, [15, 10, 5], 1024) == [
+        1024 * 6 * 11 * 16,
+        1024 * 6 * 11,
+        1024 * 6,
+    ]
     assert worst_case_sizes(10**6, [15, 10, 5], 1024) == [10**6, 1024 * 6 * 11, 1024 * 6]
     assert worst_case_sizes(50_000, [15, 10, 5], 1024) == [50_000, 50_000, 6144]
     env = Envelope.worst_case(graph(), [4, 3], 100)
@@ -51,7 +55,9 @@ def test_grow_reaches_worst_case_and_covers_observed():
     env = Envelope.profile(g, [5, 4, 3], 64, num_batches=8)
     worst = Envelope.worst_case(g, [5, 4, 3], 64)
     grown = env.grow(observed=[x + 500 for x in env.sizes])
-    assert all(s >= min(o, w) for s, o, w in zip(grown.sizes, [x + 500 for x in env.sizes], worst.sizes))
+    assert all(
+        s >= min(o, w) for s, o, w in zip(grown.sizes, [x + 500 for x in env.sizes], worst.sizes)
+    )
     for _ in range(20):
         grown = grown.grow()
     assert grown.sizes == worst.sizes
@@ -66,19 +72,28 @@ def test_memory_model_orders_oracle_envelope_worst():
     env = Envelope.profile(g, [10, 5], 256, num_batches=8)
     mm = env.memory_model(feat_dim=64, hidden_dim=32, num_classes=5)
     totals = mm["totals"]
-    assert totals["oracle_mean"] <= totals["oracle_max"] <= totals["envelope"] <= totals["worst_case"]
+    assert (
+        totals["oracle_mean"] <= totals["oracle_max"] <= totals["envelope"] <= totals["worst_case"]
+    )
     # The formula, by hand, for the envelope's input block.
     s0, s1 = env.sizes
-    assert mm["envelope"][0] == {"index": s1 * 10 * 9 + s0 * 8, "features": s0 * 64 * 4,
-                                 "activations": s1 * 32 * 4, "total": s1 * 10 * 9 + s0 * 8 + s0 * 64 * 4 + s1 * 32 * 4}
+    assert mm["envelope"][0] == {
+        "index": s1 * 10 * 9 + s0 * 8,
+        "features": s0 * 64 * 4,
+        "activations": s1 * 32 * 4,
+        "total": s1 * 10 * 9 + s0 * 8 + s0 * 64 * 4 + s1 * 32 * 4,
+    }
     assert block_bytes([5], [2], [3], 4, 8, 2)[0]["activations"] == 2 * 2 * 4
 
 
-@pytest.mark.parametrize("sizes, error, match", [
-    ([], TypeError, "non-empty list"),
-    ([10, 0], ValueError, r"sizes\[1\] must be >= 1"),
-    ([10, 2.5], TypeError, r"sizes\[1\] must be an int"),
-])
+@pytest.mark.parametrize(
+    "sizes, error, match",
+    [
+        ([], TypeError, "non-empty list"),
+        ([10, 0], ValueError, r"sizes\[1\] must be >= 1"),
+        ([10, 2.5], TypeError, r"sizes\[1\] must be an int"),
+    ],
+)
 def test_explicit_sizes_are_validated(sizes, error, match):
     with pytest.raises(error, match=match):
         Envelope(sizes)
@@ -103,11 +118,15 @@ def test_envelopes_follow_the_clamped_fanout():
     huge = Envelope.worst_case(g, [10**6, 10**6], 64)
     assert huge.sizes == Envelope.worst_case(g, [top, top], 64).sizes
     assert huge.sizes == worst_case_sizes(g.num_nodes, [top, top], 64) and huge.max_degree == top
-    assert Envelope.profile(g, [10**6, 10**6], 64, num_batches=4).sizes == \
-        Envelope.profile(g, [top, top], 64, num_batches=4).sizes
-    assert huge.memory_model(8, 16, 3)["worst_case"] == \
-        Envelope.worst_case(g, [top, top], 64).memory_model(8, 16, 3)["worst_case"]
-    assert huge.grow(observed=[10**9, 10**9]).sizes == huge.sizes      # capped by the worst case
+    assert (
+        Envelope.profile(g, [10**6, 10**6], 64, num_batches=4).sizes
+        == Envelope.profile(g, [top, top], 64, num_batches=4).sizes
+    )
+    assert (
+        huge.memory_model(8, 16, 3)["worst_case"]
+        == Envelope.worst_case(g, [top, top], 64).memory_model(8, 16, 3)["worst_case"]
+    )
+    assert huge.grow(observed=[10**9, 10**9]).sizes == huge.sizes  # capped by the worst case
 
 
 def test_an_envelope_larger_than_any_batch_is_refused():

@@ -55,10 +55,12 @@ def test_every_pyproject_dependency_is_pinned_in_the_reference_env():
     project = tomllib.loads((ROOT / "pyproject.toml").read_text())["project"]
     pinned = {name_of(p) for p in reference_pins()}
     wanted = list(project["dependencies"])
-    for extra, deps in project["optional-dependencies"].items():
+    for _extra, deps in project["optional-dependencies"].items():
         wanted += deps
     missing = sorted({name_of(d) for d in wanted} - pinned)
-    assert not missing, f"pyproject asks for {missing}, which requirements/reference.txt does not pin"
+    assert not missing, (
+        f"pyproject asks for {missing}, which requirements/reference.txt does not pin"
+    )
     assert set(project["optional-dependencies"]) >= {"dgl", "lab", "grappa", "dev"}
 
 
@@ -66,4 +68,6 @@ def test_makefile_installs_from_the_single_pin_file():
     makefile = (ROOT / "Makefile").read_text()
     assert "requirements/reference.txt" in makefile and "requirements/modern.txt" in makefile
     assert "torch==2.13.0" in (ROOT / "requirements" / "modern.txt").read_text()
-    assert "dgl" not in {name_of(p) for p in requirement_lines((ROOT / "requirements" / "modern.txt").read_text())}
+    assert "dgl" not in {
+        name_of(p) for p in requirement_lines((ROOT / "requirements" / "modern.txt").read_text())
+    }

@@ -21,7 +21,7 @@ def zg_exception_classes():
             continue
         try:
             module = importlib.import_module(info.name)
-        except ImportError:                    # an optional dependency this env lacks
+        except ImportError:  # an optional dependency this env lacks
             continue
         for _, cls in inspect.getmembers(module, inspect.isclass):
             if issubclass(cls, BaseException) and cls.__module__ == info.name:
@@ -61,7 +61,11 @@ def test_every_exception_class_in_zg_is_a_zg_error_built_from_its_message():
     """The rule of the module docstring, and what replaying a worker's error needs: the class
     rebuilds from its message alone."""
     classes = zg_exception_classes()
-    assert {"zg.errors.ZgError", "zg.errors.MainGuardError", "zg.grappa.checkpoint.CheckpointError"} <= set(classes)
+    assert {
+        "zg.errors.ZgError",
+        "zg.errors.MainGuardError",
+        "zg.grappa.checkpoint.CheckpointError",
+    } <= set(classes)
     for name, cls in classes.items():
         if name in KNOWN_OUTSIDE:
             continue
@@ -104,7 +108,9 @@ def test_main_guard_error_is_what_an_unguarded_main_script_gets(monkeypatch):
     monkeypatch.delenv(launch.ERRORS_ENV, raising=False)
     monkeypatch.setattr(launch, "_reimporting_main", lambda: True)
     started = []
-    monkeypatch.setattr(launch.mp, "start_processes", lambda *a, **k: started.append(a), raising=False)
+    monkeypatch.setattr(
+        launch.mp, "start_processes", lambda *a, **k: started.append(a), raising=False
+    )
     with pytest.raises(MainGuardError, match=r'if __name__ == "__main__":'):
         launch.spawn(print, 2)
     assert started == []

@@ -5,8 +5,8 @@ import pytest
 import torch
 
 import zg
-from zg import grappa
 from zg import experiments as ex
+from zg import grappa
 
 pytestmark = pytest.mark.timeout(300)
 
@@ -26,8 +26,14 @@ def test_error_rows_flatten_gradient_error():
     assert len(rows) == 2 * len(grappa.ESTIMATORS)
     for row in rows:
         e = err[row["weighting"]][row["estimator"]]
-        assert row["partition"] == "random" and row["bias"] == e["bias"] and row["variance"] == e["variance"]
-        assert row["relative_mse"] == pytest.approx(row["bias_squared"] + row["variance"], rel=1e-9, abs=1e-12)
+        assert (
+            row["partition"] == "random"
+            and row["bias"] == e["bias"]
+            and row["variance"] == e["variance"]
+        )
+        assert row["relative_mse"] == pytest.approx(
+            row["bias_squared"] + row["variance"], rel=1e-9, abs=1e-12
+        )
     one = grappa.gradient_error(g, model, parts, estimator=["mean", "batch"])
     assert [r["estimator"] for r in ex.error_rows(one, weighting="inverse")] == ["mean", "batch"]
     with pytest.raises(ValueError, match="weighting"):
@@ -44,7 +50,7 @@ def test_shrink_sweep_matches_gradient_error_at_every_lambda():
     sweep = ex.shrink_sweep(g, model, parts, lambdas, super_epochs=[0, 1])
     assert model.training, "the model's mode is restored"
     assert sweep["draws"] == 4 and len(sweep["auto_lambda"]) == 4
-    for i, lam in enumerate(lambdas):                       # independent recomputation per lambda
+    for i, lam in enumerate(lambdas):  # independent recomputation per lambda
         direct = grappa.gradient_error(g, model, parts, "shrink", shrink=lam, super_epochs=[0, 1])
         for key in ("bias", "variance", "relative_mse", "relative_error", "cosine"):
             assert sweep[key][i] == pytest.approx(direct[key], rel=1e-9, abs=1e-12), (lam, key)
@@ -80,12 +86,32 @@ def test_shrink_sweep_validates():
 def test_bias_vs_workers_matches_gradient_error_for_each_worker_count():
     g, model = small(seed=2)
     reference = grappa.exact_gradient(g, model)
-    rows = ex.bias_vs_workers(g, model, [2, 4], draws=2, method="random", estimators=("mean", "batch"),
-                              super_epochs=(0,), seed=3, reference=reference)
-    assert [(r["workers"], r["estimator"]) for r in rows] == [(2, "mean"), (2, "batch"), (4, "mean"), (4, "batch")]
+    rows = ex.bias_vs_workers(
+        g,
+        model,
+        [2, 4],
+        draws=2,
+        method="random",
+        estimators=("mean", "batch"),
+        super_epochs=(0,),
+        seed=3,
+        reference=reference,
+    )
+    assert [(r["workers"], r["estimator"]) for r in rows] == [
+        (2, "mean"),
+        (2, "batch"),
+        (4, "mean"),
+        (4, "batch"),
+    ]
     for P in (2, 4):
-        direct = grappa.gradient_error(g, model, grappa.random_partitions(g, P, count=2, method="random", seed=3),
-                                       estimator=["mean", "batch"], super_epochs=(0,), reference=reference)
+        direct = grappa.gradient_error(
+            g,
+            model,
+            grappa.random_partitions(g, P, count=2, method="random", seed=3),
+            estimator=["mean", "batch"],
+            super_epochs=(0,),
+            reference=reference,
+        )
         for r in (r for r in rows if r["workers"] == P):
             assert r["bias"] == direct[r["estimator"]]["bias"] and r["draws"] == 2
             assert r["partition"] == "random" and r["weighting"] == "inverse"

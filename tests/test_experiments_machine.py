@@ -35,13 +35,17 @@ def test_machine_note_names_this_machine():
     label = ex.machine_label(info)
     assert f"{info['cores']} cores" in label and info["torch"] in label
     foreign = dict(info, cuda="NVIDIA H200", date="2026-01-01T00:00:00+00:00")
-    assert "GPU NVIDIA H200" in ex.machine_label(foreign) and "2026-01-01" in ex.machine_label(foreign)
+    assert "GPU NVIDIA H200" in ex.machine_label(foreign) and "2026-01-01" in ex.machine_label(
+        foreign
+    )
     with pytest.raises(TypeError):
         ex.machine_label("not a dict")
 
 
 def test_markdown_table():
-    text = ex.markdown_table([{"a": 1234567, "b": 0.123456, "c": None}, {"a": 2, "b": 12345.6, "c": "x"}])
+    text = ex.markdown_table(
+        [{"a": 1234567, "b": 0.123456, "c": None}, {"a": 2, "b": 12345.6, "c": "x"}]
+    )
     lines = text.splitlines()
     assert lines[0] == "| a | b | c |" and lines[1] == "|---|---|---|"
     assert lines[2] == "| 1,234,567 | 0.123 | None |"

@@ -4,11 +4,11 @@ across super-epochs, against the schedule (notebooks 05, 08)."""
 
 import pytest
 import torch
-
 from graphs import tiny
+
 import zg
-from zg import grappa
 from zg import experiments as ex
+from zg import grappa
 
 pytestmark = pytest.mark.timeout(300)
 
@@ -18,9 +18,11 @@ def brute_force(g, owner):
     indptr, indices = g.indptr.tolist(), g.indices.tolist()
     owner = owner.tolist()
     n = g.num_nodes
-    local = [[u for u in indices[indptr[v]:indptr[v + 1]] if owner[u] == owner[v]] for v in range(n)]
+    local = [
+        [u for u in indices[indptr[v] : indptr[v + 1]] if owner[u] == owner[v]] for v in range(n)
+    ]
     degree = [indptr[v + 1] - indptr[v] for v in range(n)]
-    cut = sum(len(indices[indptr[v]:indptr[v + 1]]) - len(local[v]) for v in range(n))
+    cut = sum(len(indices[indptr[v] : indptr[v + 1]]) - len(local[v]) for v in range(n))
     c1 = [1.0 if degree[v] == 0 else len(local[v]) / degree[v] for v in range(n)]
     c2 = [1.0 if degree[v] == 0 else sum(c1[u] for u in local[v]) / degree[v] for v in range(n)]
     return cut, c1, c2
@@ -52,7 +54,9 @@ def test_partition_quality_agrees_with_grappa_coverage_and_later_super_epochs():
     g = tiny()
     q = ex.partition_quality(g, 2, "random", hops=3, seed=0, super_epoch=1)
     for h in (1, 2, 3):
-        assert torch.allclose(q["coverage"][h], grappa.coverage(g, q["partition"], hops=h, super_epoch=1))
+        assert torch.allclose(
+            q["coverage"][h], grappa.coverage(g, q["partition"], hops=h, super_epoch=1)
+        )
     cut, _, _ = brute_force(g, q["partition"].owner(1))
     assert q["cut_edges"] == cut
     assert q["coverage_1"] >= q["coverage_2"] >= q["coverage_3"]
@@ -102,8 +106,10 @@ def brute_pairs(part, upto):
     return len(met) / (C * (C - 1) // 2)
 
 
-@pytest.mark.parametrize("schedule,parts,chunks", [("round_robin", 2, 4), ("fixed_base", 2, 4),
-                                                   ("round_robin", 3, 9), ("fixed_base", 3, 9)])
+@pytest.mark.parametrize(
+    "schedule,parts,chunks",
+    [("round_robin", 2, 4), ("fixed_base", 2, 4), ("round_robin", 3, 9), ("fixed_base", 3, 9)],
+)
 def test_chunk_pairs_met_against_the_schedule(schedule, parts, chunks):
     g = tiny(200)
     part = grappa.partition(g, parts, num_chunks=chunks, schedule=schedule)
@@ -113,7 +119,7 @@ def test_chunk_pairs_met_against_the_schedule(schedule, parts, chunks):
     if schedule == "round_robin":
         assert got[part.num_super_epochs - 1] == 1.0
     else:
-        assert got[-1] < 1.0                                   # base chunks never meet
+        assert got[-1] < 1.0  # base chunks never meet
     assert ex.chunk_pairs_met(grappa.partition(g, 2, num_chunks=2), 3) == [0.0] * 3
     with pytest.raises(ValueError, match="super_epochs"):
         ex.chunk_pairs_met(part, 0)
@@ -127,7 +133,9 @@ def test_edges_exposed_brute_force():
     seen = set()
     for s in range(4):
         owner = part.owner(s).tolist()
-        seen |= {e for e, (a, b) in enumerate(zip(src.tolist(), dst.tolist())) if owner[a] == owner[b]}
+        seen |= {
+            e for e, (a, b) in enumerate(zip(src.tolist(), dst.tolist())) if owner[a] == owner[b]
+        }
         assert got[s] == pytest.approx(len(seen) / g.num_edges)
     assert got[0] == pytest.approx(1 - part.stats(g)["edge_cut_fraction"])
-    assert got[2] == 1.0                                       # C - 1 = 3 super-epochs: every pair met
+    assert got[2] == 1.0  # C - 1 = 3 super-epochs: every pair met

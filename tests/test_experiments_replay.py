@@ -5,12 +5,11 @@ import pytest
 import torch
 
 import zg
-from zg import models
 from zg import experiments as ex
+from zg import models
 from zg.engine import Engine
 from zg.envelope import Envelope
 from zg.observe import Trace
-
 
 FANOUTS = [4, 3]
 
@@ -22,8 +21,9 @@ def graph():
 
 def engine(g, envelope="worst_case", trace=False):
     torch.manual_seed(0)
-    eng = Engine(g, models.SAGE(g.feat_dim, 16, g.num_classes, len(FANOUTS)), FANOUTS, 64,
-                 envelope, seed=1)
+    eng = Engine(
+        g, models.SAGE(g.feat_dim, 16, g.num_classes, len(FANOUTS)), FANOUTS, 64, envelope, seed=1
+    )
     eng.observers = [Trace()] if trace else []
     return eng
 
@@ -32,10 +32,21 @@ def test_static_addresses_cover_the_step_and_stay_put(graph):
     eng = engine(graph)
     eng.train_epoch(max_batches=1)
     before = ex.static_addresses(eng)
-    marker = "sampler.first" if eng.source.kernel == "torch" else "sampler.marker"   # fused kernel: one array
-    for key in ("engine.epoch_seeds", "engine.counter", "guard.overflowed", "optim.lr.0", marker, "graph.x"):
+    marker = (
+        "sampler.first" if eng.source.kernel == "torch" else "sampler.marker"
+    )  # fused kernel: one array
+    for key in (
+        "engine.epoch_seeds",
+        "engine.counter",
+        "guard.overflowed",
+        "optim.lr.0",
+        marker,
+        "graph.x",
+    ):
         assert key in before, f"expected {key} among the static addresses, got {sorted(before)}"
-    assert any(k.startswith("param.") for k in before) and any(k.startswith("grad.") for k in before)
+    assert any(k.startswith("param.") for k in before) and any(
+        k.startswith("grad.") for k in before
+    )
     assert any(k.startswith("optim.") and k.endswith(".exp_avg") for k in before)
     eng.train_epoch(max_batches=3)
     assert ex.static_addresses(eng) == before
@@ -45,7 +56,7 @@ def test_parameter_comparisons():
     a = [torch.tensor([1.0, -0.0]), torch.zeros(2, 2)]
     b = [t.clone() for t in a]
     assert ex.bitwise_equal(a, b) and ex.max_abs_difference(a, b) == 0.0
-    c = [torch.tensor([1.0, 0.0]), torch.zeros(2, 2)]                  # -0.0 == 0.0, but not bitwise
+    c = [torch.tensor([1.0, 0.0]), torch.zeros(2, 2)]  # -0.0 == 0.0, but not bitwise
     assert torch.equal(a[0], c[0]) and not ex.bitwise_equal(a, c)
     d = [torch.tensor([1.5, -0.0]), torch.zeros(2, 2)]
     assert ex.max_abs_difference(a, d) == 0.5
@@ -68,6 +79,8 @@ def test_trace_steps_shows_skipped_and_rerun_steps(graph):
     skipped = [r for r in rows if not r["applied"]]
     applied = [(r["epoch"], r["batch"]) for r in rows if r["applied"]]
     assert skipped and stats.overflows >= 1
-    assert applied == [(0, b) for b in range(len(eng.batches(0)))]    # each batch applied once, in order
+    assert applied == [
+        (0, b) for b in range(len(eng.batches(0)))
+    ]  # each batch applied once, in order
     with pytest.raises(ValueError, match="no zg.observe.Trace"):
         ex.trace_steps(engine(graph))

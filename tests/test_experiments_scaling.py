@@ -14,19 +14,38 @@ def fake_result(quick=False):
     """A bench/scaling.py-shaped result: time = a * nodes^0.5 * batch^0.8, DGL twice as slow."""
     rows = []
     for pipeline, a in (("dgl", 2.0), ("zg_envelope", 1.0)):
-        for n, b in ((100_000, 1024), (400_000, 1024), (1_600_000, 1024), (1_600_000, 256),
-                     (1_600_000, 4096)):
-            seconds = a * 1e-3 * n ** 0.5 * (b / 1024) ** 0.8
+        for n, b in (
+            (100_000, 1024),
+            (400_000, 1024),
+            (1_600_000, 1024),
+            (1_600_000, 256),
+            (1_600_000, 4096),
+        ):
+            seconds = a * 1e-3 * n**0.5 * (b / 1024) ** 0.8
             stages = {s: 0.0 for s in STAGES}
             stages.update(sample=0.5 * seconds, forward=0.2 * seconds, backward=0.3 * seconds)
-            rows.append({"pipeline": pipeline, "num_nodes": n, "batch_size": b,
-                         "seconds_per_batch": seconds, "seconds_per_batch_std": 0.0,
-                         "projected_epoch_seconds": seconds * math.ceil(0.08 * n / b),
-                         "stage_seconds_per_batch": stages, "timed_batches": 4})
-    return {"benchmark": "scaling", "machine": {"cpu": "test"}, "settings": {"quick": quick},
-            "sweeps": {"size": {"batch_size": 1024, "num_nodes": [100_000, 400_000, 1_600_000]},
-                       "batch": {"num_nodes": 1_600_000, "batch_size": [256, 1024, 4096]}},
-            "rows": rows}
+            rows.append(
+                {
+                    "pipeline": pipeline,
+                    "num_nodes": n,
+                    "batch_size": b,
+                    "seconds_per_batch": seconds,
+                    "seconds_per_batch_std": 0.0,
+                    "projected_epoch_seconds": seconds * math.ceil(0.08 * n / b),
+                    "stage_seconds_per_batch": stages,
+                    "timed_batches": 4,
+                }
+            )
+    return {
+        "benchmark": "scaling",
+        "machine": {"cpu": "test"},
+        "settings": {"quick": quick},
+        "sweeps": {
+            "size": {"batch_size": 1024, "num_nodes": [100_000, 400_000, 1_600_000]},
+            "batch": {"num_nodes": 1_600_000, "batch_size": [256, 1024, 4096]},
+        },
+        "rows": rows,
+    }
 
 
 def test_load_absent_full_and_quick(tmp_path):
@@ -76,7 +95,9 @@ def test_summary_recovers_the_exponents_and_shares():
     summary = {s["pipeline"]: s for s in ex.cost_growth_summary(fake_result())}
     env, dgl = summary["zg envelope"], summary["DGL"]
     assert env["num_nodes"] == 1_600_000 and env["batch_size"] == 1024
-    assert env["size_exponent"] == pytest.approx(0.5) and env["batch_exponent"] == pytest.approx(0.8)
+    assert env["size_exponent"] == pytest.approx(0.5) and env["batch_exponent"] == pytest.approx(
+        0.8
+    )
     assert env["dgl_over_this"] == pytest.approx(2.0) and dgl["dgl_over_this"] == pytest.approx(1.0)
     assert env["top_stage"] == "sample" and env["top_share"] == pytest.approx(0.5)
     assert list(env["stage_shares"])[:3] == ["sample", "backward", "forward"]

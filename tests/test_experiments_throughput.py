@@ -7,11 +7,10 @@ import pytest
 import torch
 
 import zg
-from zg import models
 from zg import experiments as ex
+from zg import models
 from zg.engine import Engine
 from zg.step import STAGES
-
 
 FANOUTS = [4, 3]
 
@@ -26,15 +25,23 @@ def seeds(graph):
     return graph.train_idx[:64]
 
 
-@pytest.mark.parametrize("mode, kernel", [("dynamic", "auto"), ("eager", "torch"), ("static", "auto")])
+@pytest.mark.parametrize(
+    "mode, kernel", [("dynamic", "auto"), ("eager", "torch"), ("static", "auto")]
+)
 def test_time_stages_of_zg_modes(graph, mode, kernel):
     torch.manual_seed(0)
-    eng = Engine(graph, models.SAGE(graph.feat_dim, 16, graph.num_classes, len(FANOUTS)), FANOUTS, 64,
-                 mode=mode, kernel=kernel)
+    eng = Engine(
+        graph,
+        models.SAGE(graph.feat_dim, 16, graph.num_classes, len(FANOUTS)),
+        FANOUTS,
+        64,
+        mode=mode,
+        kernel=kernel,
+    )
     events = ex.time_stages(eng, repeats=1)
     stages = [e["stage"] for e in events]
     assert set(stages) <= set(STAGES)
-    assert stages.count("compact") == len(FANOUTS)                      # one report per hop
+    assert stages.count("compact") == len(FANOUTS)  # one report per hop
     assert stages[-5:] == ["gather", "forward", "loss", "backward", "step"]
     for e in events:
         assert 0 <= e["start"] <= e["end"]
@@ -52,11 +59,24 @@ def test_time_stages_of_zg_modes(graph, mode, kernel):
 def test_time_stages_of_dgl(graph, seeds, dgl):
     from zg.baselines.dgl import DGLModel
 
-    eng = Engine(graph, DGLModel("sage", graph.feat_dim, 16, graph.num_classes, len(FANOUTS)),
-                 FANOUTS, 32, mode="dgl", step=zg.Step(nodes=seeds))
+    eng = Engine(
+        graph,
+        DGLModel("sage", graph.feat_dim, 16, graph.num_classes, len(FANOUTS)),
+        FANOUTS,
+        32,
+        mode="dgl",
+        step=zg.Step(nodes=seeds),
+    )
     events = ex.time_stages(eng, batch=1, repeats=1)
-    assert [e["stage"] for e in events] == ["sample", "gather", "forward", "loss", "backward", "step"]
-    assert events[0]["host_syncs"] is None                              # C++: not visible to SyncAudit
+    assert [e["stage"] for e in events] == [
+        "sample",
+        "gather",
+        "forward",
+        "loss",
+        "backward",
+        "step",
+    ]
+    assert events[0]["host_syncs"] is None  # C++: not visible to SyncAudit
     with pytest.raises(ValueError, match="past the end"):
         ex.time_stages(eng, batch=99, repeats=1)
 
@@ -64,14 +84,17 @@ def test_time_stages_of_dgl(graph, seeds, dgl):
 def test_time_stages_rejects_bad_arguments(graph, seeds):
     with pytest.raises(TypeError, match="engine must be a zg.Engine"):
         ex.time_stages(object())
-    eng = Engine(graph, models.SAGE(graph.feat_dim, 8, graph.num_classes, 2), FANOUTS, 64, mode="dynamic")
+    eng = Engine(
+        graph, models.SAGE(graph.feat_dim, 8, graph.num_classes, 2), FANOUTS, 64, mode="dynamic"
+    )
     with pytest.raises(ValueError, match="repeats"):
         ex.time_stages(eng, repeats=0)
 
 
 def test_profile_modes_without_dgl(graph):
-    rows = ex.profile_modes(graph, FANOUTS, 64, hidden_dim=16, iterations=2, warmup=1, repeats=2,
-                            include_dgl=False)
+    rows = ex.profile_modes(
+        graph, FANOUTS, 64, hidden_dim=16, iterations=2, warmup=1, repeats=2, include_dgl=False
+    )
     assert [r["pipeline"] for r in rows] == ["zg dynamic", "zg envelope"]
     assert [r["mode"] for r in rows] == ["dynamic", "static"]
     for r in rows:
@@ -80,8 +103,13 @@ def test_profile_modes_without_dgl(graph):
         assert r["step_seconds_range"][0] <= r["step_seconds"] <= r["step_seconds_range"][1]
         assert set(r["stage_seconds"]) == set(STAGES)
     dynamic, envelope = rows
-    assert dynamic["host_syncs_per_iteration"] == 3 * len(FANOUTS) and dynamic["envelope_sizes"] is None
-    assert envelope["host_syncs_per_iteration"] == 0 and len(envelope["envelope_sizes"]) == len(FANOUTS)
+    assert (
+        dynamic["host_syncs_per_iteration"] == 3 * len(FANOUTS)
+        and dynamic["envelope_sizes"] is None
+    )
+    assert envelope["host_syncs_per_iteration"] == 0 and len(envelope["envelope_sizes"]) == len(
+        FANOUTS
+    )
     with pytest.raises(ValueError, match="repeats"):
         ex.profile_modes(graph, FANOUTS, 64, repeats=0)
 
@@ -104,9 +132,24 @@ def test_load_gpu_results(tmp_path):
     with pytest.raises(ValueError, match="machine"):
         ex.load_gpu_results(tmp_path / "odd.json")
     gpu = tmp_path / "gpu.json"
-    gpu.write_text(json.dumps({"machine": {"cuda": "NVIDIA H200"}, "rows": [
-        {"graph": "cora", "batch_size": 256, "variant": "envelope_captured", "seconds_per_iteration": 0.002,
-         "gpu_execution_fraction": 0.97, "host_syncs_per_iteration": 0, "peak_bytes": 123}]}))
+    gpu.write_text(
+        json.dumps(
+            {
+                "machine": {"cuda": "NVIDIA H200"},
+                "rows": [
+                    {
+                        "graph": "cora",
+                        "batch_size": 256,
+                        "variant": "envelope_captured",
+                        "seconds_per_iteration": 0.002,
+                        "gpu_execution_fraction": 0.97,
+                        "host_syncs_per_iteration": 0,
+                        "peak_bytes": 123,
+                    }
+                ],
+            }
+        )
+    )
     results = ex.load_gpu_results(gpu)
     assert results["path"] == str(gpu)
     (row,) = ex.gpu_result_rows(results)

@@ -6,18 +6,25 @@ import math
 
 import pytest
 import torch
-
 from graphs import tiny
+
 import zg
-from zg import grappa
 from zg import experiments as ex
+from zg import grappa
 from zg.grappa.comm import LINKS, Link, rounds, wire_bytes
 
 pytestmark = pytest.mark.timeout(300)
 
 
-REAL = dict(batch_size=64, hidden_dim=16, num_layers=2, fanouts=[5, 5], timeout=60, run_timeout=240,
-            threads=1)
+REAL = dict(
+    batch_size=64,
+    hidden_dim=16,
+    num_layers=2,
+    fanouts=[5, 5],
+    timeout=60,
+    run_timeout=240,
+    threads=1,
+)
 
 
 def test_traffic_rows_follow_the_rules():
@@ -48,10 +55,24 @@ def test_traffic_rows_follow_the_rules():
 def test_expected_bytes_equal_what_real_workers_sent():
     """Every trainer, real processes: bytes_sent(history) == expected_bytes(config)."""
     g = tiny()
-    common = dict(workers=2, epochs=2, seed=3, batch_size=64, hidden_dim=8, fanouts=[4, 4],
-                  timeout=60, run_timeout=240, threads=1)
-    runs = ["single", "isolated", {"trainer": "grappa", "estimator": "batch", "repartition_every": 1},
-            {"trainer": "psgd_pa", "average_every": 3}, "feature_fetch"]
+    common = dict(
+        workers=2,
+        epochs=2,
+        seed=3,
+        batch_size=64,
+        hidden_dim=8,
+        fanouts=[4, 4],
+        timeout=60,
+        run_timeout=240,
+        threads=1,
+    )
+    runs = [
+        "single",
+        "isolated",
+        {"trainer": "grappa", "estimator": "batch", "repartition_every": 1},
+        {"trainer": "psgd_pa", "average_every": 3},
+        "feature_fetch",
+    ]
     histories = ex.run_trainers(g, runs, **common)
     assert list(histories) == ["single", "isolated", "grappa", "psgd_pa", "feature_fetch"]
     assert histories["single"]["workers"] == 1 and histories["grappa"]["workers"] == 2
@@ -85,14 +106,18 @@ def real_runs():
     g = zg.datasets.csbm(num_nodes=600, avg_degree=6, num_classes=3, feat_dim=12, seed=5)
     part = grappa.partition(g, 2, seed=2)
     base = dict(workers=2, epochs=2, seed=3, partition=part, **REAL)
-    hist = grappa.train_many(g, [dict(trainer="grappa", estimator="batch", **base),
-                                 dict(trainer="feature_fetch", **base)])
+    hist = grappa.train_many(
+        g,
+        [dict(trainer="grappa", estimator="batch", **base), dict(trainer="feature_fetch", **base)],
+    )
     return g, part, dict(zip(["grappa", "feature_fetch"], hist))
 
 
 def test_feature_fetch_traffic_equals_the_real_runs_ledger(real_runs):
     g, part, hist = real_runs
-    counted = ex.feature_fetch_traffic(g, part, REAL["fanouts"], REAL["batch_size"], epochs=2, seed=3)
+    counted = ex.feature_fetch_traffic(
+        g, part, REAL["fanouts"], REAL["batch_size"], epochs=2, seed=3
+    )
     epochs = hist["feature_fetch"]["epochs"]
     real = [sum(e["bytes_by_kind"]["features"][w] for e in epochs) / 2 for w in range(2)]
     assert counted["bytes_per_epoch"] == real
@@ -133,23 +158,33 @@ def test_fetch_traffic_model_near_the_counted_traffic():
 
 
 def test_scaling_rows_are_consistent():
-    graphs = [zg.datasets.rmat(scale=s, edge_factor=4, feat_dim=8, num_classes=3, seed=0) for s in (7, 8, 9)]
+    graphs = [
+        zg.datasets.rmat(scale=s, edge_factor=4, feat_dim=8, num_classes=3, seed=0)
+        for s in (7, 8, 9)
+    ]
     rows = ex.scaling_rows(graphs, workers=2, fanouts=[5, 5], batch_size=128, hidden_dim=8)
     assert [r["nodes"] for r in rows] == [128, 256, 512]
     assert len({r["gradient_bytes_per_iteration"] for r in rows}) == 1
     for g, r in zip(graphs, rows):
         part = grappa.partition(g, 2, "random", 0)
         assert r["edge_cut_fraction"] == part.stats(g)["edge_cut_fraction"]
-        assert r["mean_coverage"] == pytest.approx(float(grappa.coverage(g, part, 2)[g.train_idx].mean()))
+        assert r["mean_coverage"] == pytest.approx(
+            float(grappa.coverage(g, part, 2)[g.train_idx].mean())
+        )
         assert r["iterations_per_epoch"] == math.ceil(g.train_idx.numel() / 128)
         assert r["fetch_bytes_per_epoch"] == pytest.approx(
-            (r["feature_bytes_per_iteration"] + r["gradient_bytes_per_iteration"]) * r["iterations_per_epoch"])
+            (r["feature_bytes_per_iteration"] + r["gradient_bytes_per_iteration"])
+            * r["iterations_per_epoch"]
+        )
     with pytest.raises(ValueError, match="graphs"):
         ex.scaling_rows([], workers=2, fanouts=[5], batch_size=8)
 
 
 def test_project_epochs_by_hand():
-    per_iteration = {"a": {"seconds": 0.01, "bytes": 1e6, "rounds": 4}, "b": {"seconds": 0.02, "bytes": 10.0, "rounds": 1}}
+    per_iteration = {
+        "a": {"seconds": 0.01, "bytes": 1e6, "rounds": 4},
+        "b": {"seconds": 0.02, "bytes": 10.0, "rounds": 1},
+    }
     link = Link("test", bandwidth=1e8, latency=1e-4)
     rows = ex.project_epochs(per_iteration, 1000, [link])
     a, b = rows
@@ -165,4 +200,4 @@ def test_project_epochs_by_hand():
         ex.project_epochs(per_iteration, 0)
     with pytest.raises(TypeError, match="links"):
         ex.project_epochs(per_iteration, 10, ["1GbE"])
-    assert wire_bytes("all_reduce", 8, 2) == 8                      # the rule the rows rest on
+    assert wire_bytes("all_reduce", 8, 2) == 8  # the rule the rows rest on

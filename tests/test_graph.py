@@ -14,8 +14,13 @@ from zg import Graph
 def small_graph(**kw):
     src = torch.tensor([0, 1, 2, 2, 3, 0])
     dst = torch.tensor([1, 2, 0, 1, 0, 3])
-    defaults = dict(num_nodes=4, x=torch.randn(4, 3), y=torch.tensor([0, 1, 1, -1]),
-                    train_idx=[0, 1], val_idx=[2])
+    defaults = dict(
+        num_nodes=4,
+        x=torch.randn(4, 3),
+        y=torch.tensor([0, 1, 1, -1]),
+        train_idx=[0, 1],
+        val_idx=[2],
+    )
     defaults.update(kw)
     return Graph.from_edges(src, dst, **defaults)
 
@@ -31,7 +36,7 @@ def test_csc_layout_lists_in_neighbours():
     g = small_graph()
     assert g.indptr.dtype == torch.int64 and g.indices.dtype == torch.int64
     assert g.num_nodes == 4 and g.num_edges == 6
-    ins = {v: sorted(g.indices[g.indptr[v]:g.indptr[v + 1]].tolist()) for v in range(4)}
+    ins = {v: sorted(g.indices[g.indptr[v] : g.indptr[v + 1]].tolist()) for v in range(4)}
     assert ins == {0: [2, 3], 1: [0, 2], 2: [1], 3: [0]}
     assert g.in_degrees().tolist() == [2, 2, 1, 1]
     assert g.out_degrees().tolist() == [2, 1, 2, 1]
@@ -54,11 +59,14 @@ def test_int32_ids_are_accepted_and_widened():
     assert g.indices.dtype == torch.int64 and g.num_nodes == 2
 
 
-@pytest.mark.parametrize("policy, expected", [
-    ("keep", {(0, 0): 1, (0, 1): 2, (1, 0): 1}),
-    ("remove", {(0, 1): 2, (1, 0): 1}),
-    ("add", {(0, 0): 1, (1, 1): 1, (0, 1): 2, (1, 0): 1}),
-])
+@pytest.mark.parametrize(
+    "policy, expected",
+    [
+        ("keep", {(0, 0): 1, (0, 1): 2, (1, 0): 1}),
+        ("remove", {(0, 1): 2, (1, 0): 1}),
+        ("add", {(0, 0): 1, (1, 1): 1, (0, 1): 2, (1, 0): 1}),
+    ],
+)
 def test_self_loop_policy(policy, expected):
     g = Graph.from_edges([0, 0, 0, 1], [0, 1, 1, 0], num_nodes=2, self_loops=policy)
     assert edge_multiset(*g.edges()) == expected
@@ -82,59 +90,95 @@ def test_graph_without_edges_is_fine_but_without_nodes_is_not():
 
 def test_repr_is_a_useful_summary():
     text = repr(small_graph())
-    for part in ("num_nodes=4", "num_edges=6", "feat_dim=3", "num_classes=2", "train/val/test=2/1/0"):
+    for part in (
+        "num_nodes=4",
+        "num_edges=6",
+        "feat_dim=3",
+        "num_classes=2",
+        "train/val/test=2/1/0",
+    ):
         assert part in text
 
 
 # ----------------------------------------------------------------------------- validation
 
 
-@pytest.mark.parametrize("kwargs, error, match", [
-    (dict(indptr=[0, 2, 1], indices=[0, 1]), ValueError, "non-decreasing"),
-    (dict(indptr=[1, 2, 2], indices=[0, 1]), ValueError, r"indptr\[0\]"),
-    (dict(indptr=[0, 1, 3], indices=[0, 1]), ValueError, r"indptr\[-1\]"),
-    (dict(indptr=[0], indices=[]), ValueError, "at least one node"),
-    (dict(indptr=[0, 1, 2], indices=[0, 5]), ValueError, "indices holds id 5"),
-    (dict(indptr=[0, 1, 2], indices=[0, -1]), ValueError, "indices holds a negative id"),
-    (dict(indptr=[0.0, 1.0, 2.0], indices=[0, 1]), TypeError, "indptr must hold integer"),
-    (dict(indptr=[0, 1, 2], indices=[0.0, 1.0]), TypeError, "indices must hold integer"),
-    (dict(indptr=[[0, 1, 2]], indices=[0, 1]), TypeError, "indptr must be 1-dimensional"),
-    (dict(indptr=[0, 1, 2], indices=[True, False]), TypeError, "boolean"),
-    (dict(indptr="012", indices=[0, 1]), TypeError, "indptr"),
-])
+@pytest.mark.parametrize(
+    "kwargs, error, match",
+    [
+        (dict(indptr=[0, 2, 1], indices=[0, 1]), ValueError, "non-decreasing"),
+        (dict(indptr=[1, 2, 2], indices=[0, 1]), ValueError, r"indptr\[0\]"),
+        (dict(indptr=[0, 1, 3], indices=[0, 1]), ValueError, r"indptr\[-1\]"),
+        (dict(indptr=[0], indices=[]), ValueError, "at least one node"),
+        (dict(indptr=[0, 1, 2], indices=[0, 5]), ValueError, "indices holds id 5"),
+        (dict(indptr=[0, 1, 2], indices=[0, -1]), ValueError, "indices holds a negative id"),
+        (dict(indptr=[0.0, 1.0, 2.0], indices=[0, 1]), TypeError, "indptr must hold integer"),
+        (dict(indptr=[0, 1, 2], indices=[0.0, 1.0]), TypeError, "indices must hold integer"),
+        (dict(indptr=[[0, 1, 2]], indices=[0, 1]), TypeError, "indptr must be 1-dimensional"),
+        (dict(indptr=[0, 1, 2], indices=[True, False]), TypeError, "boolean"),
+        (dict(indptr="012", indices=[0, 1]), TypeError, "indptr"),
+    ],
+)
 def test_csc_validation(kwargs, error, match):
     with pytest.raises(error, match=match):
         Graph(kwargs.pop("indptr"), kwargs.pop("indices"), **kwargs)
 
 
-@pytest.mark.parametrize("kwargs, error, match", [
-    (dict(src=[0, 1], dst=[1]), ValueError, "lengths must match"),
-    (dict(src=[0, 9], dst=[1, 0], num_nodes=3), ValueError, "src holds id 9"),
-    (dict(src=[0, 1], dst=[-1, 0], num_nodes=3), ValueError, "dst holds a negative id"),
-    (dict(src=[0.5, 1.0], dst=[1, 0]), TypeError, "src must hold integer"),
-    (dict(src=[0, 1], dst=[1, 0], num_nodes=2.0), TypeError, "num_nodes must be an int"),
-    (dict(src=[0, 1], dst=[1, 0], num_nodes=True), TypeError, "num_nodes must be an int"),
-    (dict(src=[0, 1], dst=[1, 0], num_nodes=10**15), ValueError, "num_nodes"),
-    (dict(src=[0, 1], dst=[1, 0], num_nodes=2, x=torch.ones(3, 2)), ValueError, "x has 3 rows"),
-    (dict(src=[0, 1], dst=[1, 0], x=torch.tensor([[1.0], [float("nan")]])), ValueError, "NaN or inf"),
-    (dict(src=[0, 1], dst=[1, 0], x=torch.tensor([[1.0], [float("inf")]])), ValueError, "NaN or inf"),
-    (dict(src=[0, 1], dst=[1, 0], x=np.array([[1e300], [0.0]])), ValueError, "NaN or inf"),
-    (dict(src=[0, 1], dst=[1, 0], x=torch.ones(2)), TypeError, "x must be 2-dimensional"),
-    (dict(src=[0, 1], dst=[1, 0], num_nodes=2, y=[0, 1, 2]), ValueError, "y has 3 entries"),
-    (dict(src=[0, 1], dst=[1, 0], y=[0, -2]), ValueError, "y holds label -2"),
-    (dict(src=[0, 1], dst=[1, 0], y=[0, 3], num_classes=3), ValueError, "y holds label 3"),
-    (dict(src=[0, 1], dst=[1, 0], y=[0.0, 1.0]), TypeError, "y must hold integer"),
-    (dict(src=[0, 1], dst=[1, 0], y=[0, 1], train_idx=[0, 2]), ValueError, "train_idx holds id 2"),
-    (dict(src=[0, 1], dst=[1, 0], y=[0, 1], train_idx=[0, 0]), ValueError, "train_idx lists node 0 more than once"),
-    (dict(src=[0, 1], dst=[1, 0], y=[0, 1], train_idx=[0], test_idx=[1, 0]), ValueError, "overlap"),
-    (dict(src=[0, 1], dst=[1, 0], y=[0, 1], val_idx=[-1]), ValueError, "val_idx holds a negative id"),
-    (dict(src=[0, 1], dst=[1, 0], y=[0, -1], train_idx=[1]), ValueError, "unlabelled"),
-    (dict(src=[0, 1], dst=[1, 0], val_idx=[0.0]), TypeError, "val_idx must hold integer"),
-    (dict(src=[0, 1], dst=[1, 0], self_loops="drop"), ValueError, "self_loops must be one of"),
-    (dict(src=[0, 1], dst=[1, 0], duplicates="merge"), ValueError, "duplicates must be one of"),
-    (dict(src=0, dst=[1]), TypeError, "src must be a tensor"),
-    (dict(src=[[0, 1]], dst=[[1, 0]]), TypeError, "src must be 1-dimensional"),
-])
+@pytest.mark.parametrize(
+    "kwargs, error, match",
+    [
+        (dict(src=[0, 1], dst=[1]), ValueError, "lengths must match"),
+        (dict(src=[0, 9], dst=[1, 0], num_nodes=3), ValueError, "src holds id 9"),
+        (dict(src=[0, 1], dst=[-1, 0], num_nodes=3), ValueError, "dst holds a negative id"),
+        (dict(src=[0.5, 1.0], dst=[1, 0]), TypeError, "src must hold integer"),
+        (dict(src=[0, 1], dst=[1, 0], num_nodes=2.0), TypeError, "num_nodes must be an int"),
+        (dict(src=[0, 1], dst=[1, 0], num_nodes=True), TypeError, "num_nodes must be an int"),
+        (dict(src=[0, 1], dst=[1, 0], num_nodes=10**15), ValueError, "num_nodes"),
+        (dict(src=[0, 1], dst=[1, 0], num_nodes=2, x=torch.ones(3, 2)), ValueError, "x has 3 rows"),
+        (
+            dict(src=[0, 1], dst=[1, 0], x=torch.tensor([[1.0], [float("nan")]])),
+            ValueError,
+            "NaN or inf",
+        ),
+        (
+            dict(src=[0, 1], dst=[1, 0], x=torch.tensor([[1.0], [float("inf")]])),
+            ValueError,
+            "NaN or inf",
+        ),
+        (dict(src=[0, 1], dst=[1, 0], x=np.array([[1e300], [0.0]])), ValueError, "NaN or inf"),
+        (dict(src=[0, 1], dst=[1, 0], x=torch.ones(2)), TypeError, "x must be 2-dimensional"),
+        (dict(src=[0, 1], dst=[1, 0], num_nodes=2, y=[0, 1, 2]), ValueError, "y has 3 entries"),
+        (dict(src=[0, 1], dst=[1, 0], y=[0, -2]), ValueError, "y holds label -2"),
+        (dict(src=[0, 1], dst=[1, 0], y=[0, 3], num_classes=3), ValueError, "y holds label 3"),
+        (dict(src=[0, 1], dst=[1, 0], y=[0.0, 1.0]), TypeError, "y must hold integer"),
+        (
+            dict(src=[0, 1], dst=[1, 0], y=[0, 1], train_idx=[0, 2]),
+            ValueError,
+            "train_idx holds id 2",
+        ),
+        (
+            dict(src=[0, 1], dst=[1, 0], y=[0, 1], train_idx=[0, 0]),
+            ValueError,
+            "train_idx lists node 0 more than once",
+        ),
+        (
+            dict(src=[0, 1], dst=[1, 0], y=[0, 1], train_idx=[0], test_idx=[1, 0]),
+            ValueError,
+            "overlap",
+        ),
+        (
+            dict(src=[0, 1], dst=[1, 0], y=[0, 1], val_idx=[-1]),
+            ValueError,
+            "val_idx holds a negative id",
+        ),
+        (dict(src=[0, 1], dst=[1, 0], y=[0, -1], train_idx=[1]), ValueError, "unlabelled"),
+        (dict(src=[0, 1], dst=[1, 0], val_idx=[0.0]), TypeError, "val_idx must hold integer"),
+        (dict(src=[0, 1], dst=[1, 0], self_loops="drop"), ValueError, "self_loops must be one of"),
+        (dict(src=[0, 1], dst=[1, 0], duplicates="merge"), ValueError, "duplicates must be one of"),
+        (dict(src=0, dst=[1]), TypeError, "src must be a tensor"),
+        (dict(src=[[0, 1]], dst=[[1, 0]]), TypeError, "src must be 1-dimensional"),
+    ],
+)
 def test_from_edges_validation(kwargs, error, match):
     with pytest.raises(error, match=match):
         Graph.from_edges(kwargs.pop("src"), kwargs.pop("dst"), **kwargs)
@@ -163,23 +207,42 @@ def as_array(values, dtype):
 
 
 @settings(max_examples=300, deadline=None, suppress_health_check=[HealthCheck.too_slow])
-@given(src=id_values, dst=id_values, src_dtype=id_dtypes, dst_dtype=id_dtypes,
-       num_nodes=st.one_of(st.none(), st.integers(-2, 12), st.floats(0, 12), st.just(2**40)),
-       with_x=st.sampled_from(["none", "ok", "nan", "short"]),
-       labels=st.one_of(st.none(), st.lists(st.integers(-2, 4), max_size=14)),
-       train=st.one_of(st.none(), st.lists(st.integers(-1, 13), max_size=5)),
-       test=st.one_of(st.none(), st.lists(st.integers(-1, 13), max_size=5)),
-       self_loops=st.sampled_from(["keep", "remove", "add", "bogus"]),
-       duplicates=st.sampled_from(["keep", "remove"]))
-def test_from_edges_never_crashes_and_never_lies(src, dst, src_dtype, dst_dtype, num_nodes, with_x,
-                                                labels, train, test, self_loops, duplicates):
+@given(
+    src=id_values,
+    dst=id_values,
+    src_dtype=id_dtypes,
+    dst_dtype=id_dtypes,
+    num_nodes=st.one_of(st.none(), st.integers(-2, 12), st.floats(0, 12), st.just(2**40)),
+    with_x=st.sampled_from(["none", "ok", "nan", "short"]),
+    labels=st.one_of(st.none(), st.lists(st.integers(-2, 4), max_size=14)),
+    train=st.one_of(st.none(), st.lists(st.integers(-1, 13), max_size=5)),
+    test=st.one_of(st.none(), st.lists(st.integers(-1, 13), max_size=5)),
+    self_loops=st.sampled_from(["keep", "remove", "add", "bogus"]),
+    duplicates=st.sampled_from(["keep", "remove"]),
+)
+def test_from_edges_never_crashes_and_never_lies(
+    src, dst, src_dtype, dst_dtype, num_nodes, with_x, labels, train, test, self_loops, duplicates
+):
     src_in, dst_in = as_array(src, src_dtype), as_array(dst, dst_dtype)
     n_guess = num_nodes if isinstance(num_nodes, int) and 0 < num_nodes < 100 else 13
-    x = {"none": None, "ok": torch.randn(n_guess, 2), "short": torch.randn(1, 2),
-         "nan": torch.full((n_guess, 2), float("nan"))}[with_x]
+    x = {
+        "none": None,
+        "ok": torch.randn(n_guess, 2),
+        "short": torch.randn(1, 2),
+        "nan": torch.full((n_guess, 2), float("nan")),
+    }[with_x]
     try:
-        g = Graph.from_edges(src_in, dst_in, num_nodes, x=x, y=labels, train_idx=train,
-                             test_idx=test, self_loops=self_loops, duplicates=duplicates)
+        g = Graph.from_edges(
+            src_in,
+            dst_in,
+            num_nodes,
+            x=x,
+            y=labels,
+            train_idx=train,
+            test_idx=test,
+            self_loops=self_loops,
+            duplicates=duplicates,
+        )
     except (ValueError, TypeError) as exc:
         assert str(exc), "errors must carry a message"
         return
@@ -208,7 +271,10 @@ def test_from_edges_never_crashes_and_never_lies(src, dst, src_dtype, dst_dtype,
 
 
 @settings(max_examples=200, deadline=None)
-@given(indptr=st.lists(st.integers(-2, 8), max_size=8), indices=st.lists(st.integers(-2, 8), max_size=10))
+@given(
+    indptr=st.lists(st.integers(-2, 8), max_size=8),
+    indices=st.lists(st.integers(-2, 8), max_size=10),
+)
 def test_csc_constructor_never_crashes(indptr, indices):
     try:
         g = Graph(indptr, indices)
@@ -228,13 +294,22 @@ def test_subgraph_is_induced_and_maps_back():
     n = 60
     src, dst = torch.randint(0, n, (500,)), torch.randint(0, n, (500,))
     y = torch.randint(0, 3, (n,))
-    g = Graph.from_edges(src, dst, n, x=torch.randn(n, 4), y=y,
-                         train_idx=torch.arange(0, 20), val_idx=torch.arange(20, 40))
+    g = Graph.from_edges(
+        src,
+        dst,
+        n,
+        x=torch.randn(n, 4),
+        y=y,
+        train_idx=torch.arange(0, 20),
+        val_idx=torch.arange(20, 40),
+    )
     nodes = torch.randperm(n)[:25]
     sub, global_ids = g.subgraph(nodes)
     assert torch.equal(global_ids, nodes)
     keep = set(nodes.tolist())
-    want = collections.Counter((s, d) for s, d in zip(src.tolist(), dst.tolist()) if s in keep and d in keep)
+    want = collections.Counter(
+        (s, d) for s, d in zip(src.tolist(), dst.tolist()) if s in keep and d in keep
+    )
     s, d = sub.edges()
     assert edge_multiset(global_ids[s], global_ids[d]) == want
     assert torch.equal(sub.x, g.x[nodes]) and torch.equal(sub.y, g.y[nodes])
@@ -255,7 +330,9 @@ def test_subgraph_validation():
 def test_to_device_copies_everything():
     g = small_graph()
     h = g.to("cpu")
-    assert h is not g and torch.equal(h.indices, g.indices) and torch.equal(h.train_idx, g.train_idx)
+    assert (
+        h is not g and torch.equal(h.indices, g.indices) and torch.equal(h.train_idx, g.train_idx)
+    )
     assert h.num_classes == g.num_classes
 
 
@@ -271,8 +348,16 @@ def test_dgl_round_trip(dgl):
     torch.manual_seed(3)
     n = 40
     src, dst = torch.randint(0, n, (300,)), torch.randint(0, n, (300,))
-    g = Graph.from_edges(src, dst, n, x=torch.randn(n, 5), y=torch.randint(0, 4, (n,)),
-                         train_idx=torch.arange(10), val_idx=torch.arange(10, 15), test_idx=torch.arange(30, 40))
+    g = Graph.from_edges(
+        src,
+        dst,
+        n,
+        x=torch.randn(n, 5),
+        y=torch.randint(0, 4, (n,)),
+        train_idx=torch.arange(10),
+        val_idx=torch.arange(10, 15),
+        test_idx=torch.arange(30, 40),
+    )
     d = g.to_dgl()
     assert d.num_nodes() == n and d.num_edges() == 300
     ds, dd = d.edges()
@@ -334,9 +419,18 @@ def test_pyg_round_trip(pyg):
     n = 40
     src, dst = torch.randint(0, n, (300,)), torch.randint(0, n, (300,))
     y = torch.randint(0, 4, (n,))
-    y[35:] = -1                                                     # unlabelled nodes
-    g = Graph.from_edges(src, dst, n, x=torch.randn(n, 5), y=y, train_idx=torch.arange(10),
-                         val_idx=torch.arange(10, 15), test_idx=torch.arange(30, 35), name="mine")
+    y[35:] = -1  # unlabelled nodes
+    g = Graph.from_edges(
+        src,
+        dst,
+        n,
+        x=torch.randn(n, 5),
+        y=y,
+        train_idx=torch.arange(10),
+        val_idx=torch.arange(10, 15),
+        test_idx=torch.arange(30, 35),
+        name="mine",
+    )
     data = g.to_pyg()
     assert isinstance(data, pyg.data.Data) and data.num_nodes == n
     assert data.edge_index.shape == (2, 300) and data.edge_index.dtype == torch.int64
@@ -350,7 +444,7 @@ def test_pyg_round_trip(pyg):
     for field in ("indptr", "indices", "x", "y", "train_idx", "val_idx", "test_idx"):
         assert torch.equal(getattr(back, field), getattr(g, field)), field
     assert back.name == "mine" and back.num_classes == g.num_classes
-    bare = Graph.from_edges([0, 1], [1, 2], num_nodes=4).to_pyg()   # no x, y or splits
+    bare = Graph.from_edges([0, 1], [1, 2], num_nodes=4).to_pyg()  # no x, y or splits
     assert bare.x is None and bare.y is None and "train_mask" not in bare
     assert Graph.from_pyg(bare).num_nodes == 4
 
@@ -377,10 +471,12 @@ def test_from_pyg_rejects_what_it_cannot_carry(pyg):
     with pytest.raises(TypeError, match="homogeneous"):
         Graph.from_pyg(hetero)
     data = pyg.data.Data(edge_index=torch.tensor([[0], [1]]), num_nodes=3)
-    data.train_mask = torch.ones(3, 2, dtype=torch.bool)            # several splits as columns
+    data.train_mask = torch.ones(3, 2, dtype=torch.bool)  # several splits as columns
     with pytest.raises(ValueError, match="train_mask.*pick one"):
         Graph.from_pyg(data)
-    data = pyg.data.Data(edge_index=torch.tensor([[0], [1]]), num_nodes=3, y=torch.tensor([0.5, 1.0, 2.0]))
+    data = pyg.data.Data(
+        edge_index=torch.tensor([[0], [1]]), num_nodes=3, y=torch.tensor([0.5, 1.0, 2.0])
+    )
     with pytest.raises(TypeError, match="data.y must hold integer class labels"):
         Graph.from_pyg(data)
     data = pyg.data.Data(edge_index=torch.tensor([0, 1]), num_nodes=3)

@@ -6,12 +6,18 @@ from zg.grappa.comm import LINKS, CommLedger, Link, project_seconds, rounds, wir
 
 
 def test_wire_bytes_and_rounds_per_collective():
-    assert wire_bytes("all_reduce", 1000, 4) == 1500                     # 2 (P-1) / P * S
+    assert wire_bytes("all_reduce", 1000, 4) == 1500  # 2 (P-1) / P * S
     assert wire_bytes("all_reduce", 1000, 2) == 1000
-    assert wire_bytes("all_gather", 24, 4) == 72                         # (P-1) * S
-    assert wire_bytes("all_to_all", 123, 4) == 123                       # exact, given
-    assert all(wire_bytes(c, 1000, 1) == 0 for c in ("all_reduce", "all_gather", "all_to_all", "send"))
-    assert rounds("all_reduce", 4) == 6 and rounds("all_gather", 4) == 3 and rounds("all_to_all", 4) == 3
+    assert wire_bytes("all_gather", 24, 4) == 72  # (P-1) * S
+    assert wire_bytes("all_to_all", 123, 4) == 123  # exact, given
+    assert all(
+        wire_bytes(c, 1000, 1) == 0 for c in ("all_reduce", "all_gather", "all_to_all", "send")
+    )
+    assert (
+        rounds("all_reduce", 4) == 6
+        and rounds("all_gather", 4) == 3
+        and rounds("all_to_all", 4) == 3
+    )
     assert rounds("all_reduce", 1) == 0
     with pytest.raises(ValueError, match="collective"):
         wire_bytes("broadcast_everything", 1, 2)
@@ -26,7 +32,7 @@ def test_ledger_totals_and_take():
     taken = ledger.take()
     assert taken["bytes"]["gradients"] == 3000 and taken["payload"]["gradients"] == 2000
     assert taken["rounds"]["gradients"] == 12 and taken["calls"]["scalars"] == 1
-    assert ledger.total_bytes == 0                                       # reset by take
+    assert ledger.total_bytes == 0  # reset by take
     with pytest.raises(ValueError, match="kind"):
         ledger.record("activations", "all_reduce", 1)
 

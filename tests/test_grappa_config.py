@@ -10,8 +10,15 @@ import pytest
 
 import zg
 from zg import grappa
-from zg.grappa.config import (ABLATIONS, UNSET, Experiment, Output, Runtime, TrainConfig,
-                              map_deprecated)
+from zg.grappa.config import (
+    ABLATIONS,
+    UNSET,
+    Experiment,
+    Output,
+    Runtime,
+    TrainConfig,
+    map_deprecated,
+)
 
 
 def test_the_three_groups_partition_the_fields():
@@ -26,7 +33,9 @@ def test_the_three_groups_partition_the_fields():
 
 
 def test_groups_round_trip_and_compose():
-    cfg = TrainConfig(trainer="psgd_pa", epochs=3, sampler="envelope", checkpoint_dir="ckpt").validated()
+    cfg = TrainConfig(
+        trainer="psgd_pa", epochs=3, sampler="envelope", checkpoint_dir="ckpt"
+    ).validated()
     assert cfg.experiment.epochs == 3 and cfg.runtime.sampler == "envelope"
     assert cfg.output.checkpoint_dir == "ckpt"
     assert TrainConfig.compose(cfg.experiment, cfg.runtime, cfg.output) == cfg
@@ -35,39 +44,64 @@ def test_groups_round_trip_and_compose():
         TrainConfig.compose(runtime=Output())
 
 
-@pytest.mark.parametrize("trainer, workers, estimator, repartition_every, num_chunks", [
-    ("grappa", 2, "batch", 5, None), ("isolated", 2, "mean", None, None),
-    ("psgd_pa", 2, "mean", None, None), ("feature_fetch", 2, "mean", None, None),
-    ("single", 1, "mean", None, 1)])
+@pytest.mark.parametrize(
+    "trainer, workers, estimator, repartition_every, num_chunks",
+    [
+        ("grappa", 2, "batch", 5, None),
+        ("isolated", 2, "mean", None, None),
+        ("psgd_pa", 2, "mean", None, None),
+        ("feature_fetch", 2, "mean", None, None),
+        ("single", 1, "mean", None, 1),
+    ],
+)
 def test_defaults_follow_the_trainer(trainer, workers, estimator, repartition_every, num_chunks):
     cfg = TrainConfig(trainer=trainer)
-    assert (cfg.workers, cfg.estimator, cfg.repartition_every, cfg.num_chunks) == \
-        (workers, estimator, repartition_every, num_chunks)
+    assert (cfg.workers, cfg.estimator, cfg.repartition_every, cfg.num_chunks) == (
+        workers,
+        estimator,
+        repartition_every,
+        num_chunks,
+    )
     assert cfg.fanouts == [10, 10]
     assert cfg.checkpoint_every == (repartition_every or 1)
     assert UNSET not in dataclasses.astuple(cfg)
-    json.dumps(cfg.to_dict())                                        # the JSON form
+    json.dumps(cfg.to_dict())  # the JSON form
 
 
 def test_validated_changes_nothing():
-    for cfg in (TrainConfig(), TrainConfig(trainer="single"), TrainConfig(repartition_every=0),
-                TrainConfig(fanouts=(5, 5), num_chunks=None)):
+    for cfg in (
+        TrainConfig(),
+        TrainConfig(trainer="single"),
+        TrainConfig(repartition_every=0),
+        TrainConfig(fanouts=(5, 5), num_chunks=None),
+    ):
         before = dataclasses.replace(cfg)
         assert cfg.validated() is cfg and cfg == before
-    assert TrainConfig(repartition_every=0).repartition_every == 0   # 0 stays 0 (= never)
+    assert TrainConfig(repartition_every=0).repartition_every == 0  # 0 stays 0 (= never)
     assert TrainConfig(fanouts=(5, 5)).fanouts == [5, 5]
 
 
-@pytest.mark.parametrize("options, first, second", [
-    (dict(trainer="isolated", estimator="batch"), "trainer='isolated'", "estimator='batch'"),
-    (dict(trainer="feature_fetch", repartition_every=3), "trainer='feature_fetch'", "repartition_every=3"),
-    (dict(trainer="psgd_pa", estimator="node"), "trainer='psgd_pa'", "estimator='node'"),
-    (dict(trainer="single", workers=2), "trainer='single'", "workers=2"),
-    (dict(trainer="single", num_chunks=4), "trainer='single'", "num_chunks=4"),
-    (dict(trainer="feature_fetch", sampler="envelope"), "trainer='feature_fetch'", "sampler='envelope'"),
-    (dict(trainer="feature_fetch", mode="full"), "trainer='feature_fetch'", "mode='full'"),
-    (dict(sampler="envelope", mode="full"), "sampler='envelope'", "mode='full'"),
-])
+@pytest.mark.parametrize(
+    "options, first, second",
+    [
+        (dict(trainer="isolated", estimator="batch"), "trainer='isolated'", "estimator='batch'"),
+        (
+            dict(trainer="feature_fetch", repartition_every=3),
+            "trainer='feature_fetch'",
+            "repartition_every=3",
+        ),
+        (dict(trainer="psgd_pa", estimator="node"), "trainer='psgd_pa'", "estimator='node'"),
+        (dict(trainer="single", workers=2), "trainer='single'", "workers=2"),
+        (dict(trainer="single", num_chunks=4), "trainer='single'", "num_chunks=4"),
+        (
+            dict(trainer="feature_fetch", sampler="envelope"),
+            "trainer='feature_fetch'",
+            "sampler='envelope'",
+        ),
+        (dict(trainer="feature_fetch", mode="full"), "trainer='feature_fetch'", "mode='full'"),
+        (dict(sampler="envelope", mode="full"), "sampler='envelope'", "mode='full'"),
+    ],
+)
 def test_a_conflict_is_refused_naming_both_fields(options, first, second):
     with pytest.raises(ValueError) as info:
         TrainConfig(**options).validated()
@@ -88,7 +122,9 @@ def test_the_ablation_keyword_maps_to_its_setting_with_a_warning():
         with pytest.warns(DeprecationWarning):
             cfg = TrainConfig.from_dict({"ablation": ablation})
         assert getattr(cfg, name) == value
-    with pytest.raises(ValueError, match="ablation='unweighted' means estimator='mean'.*estimator='node'"):
+    with pytest.raises(
+        ValueError, match="ablation='unweighted' means estimator='mean'.*estimator='node'"
+    ):
         with pytest.warns(DeprecationWarning):
             map_deprecated({"ablation": "unweighted", "estimator": "node"})
     with pytest.raises(ValueError, match="ablation"):
@@ -97,7 +133,9 @@ def test_the_ablation_keyword_maps_to_its_setting_with_a_warning():
         map_deprecated({"ablation": "fixed_partitions", "trainer": "isolated"})
     with warnings.catch_warnings():
         warnings.simplefilter("error")
-        assert map_deprecated({"ablation": None, "epochs": 2}) == {"epochs": 2}   # an old config's None
+        assert map_deprecated({"ablation": None, "epochs": 2}) == {
+            "epochs": 2
+        }  # an old config's None
 
 
 def test_dataset_belongs_to_the_command_line():
@@ -109,13 +147,18 @@ def test_dataset_belongs_to_the_command_line():
 
 
 def test_a_config_saved_before_the_split_reads_as_this_version_writes_it():
-    old = {**TrainConfig(trainer="psgd_pa").to_dict(), "estimator": "batch", "ablation": None,
-           "dataset": "cora"}
+    old = {
+        **TrainConfig(trainer="psgd_pa").to_dict(),
+        "estimator": "batch",
+        "ablation": None,
+        "dataset": "cora",
+    }
     assert TrainConfig.saved_form(old) == TrainConfig(trainer="psgd_pa").to_dict()
 
 
 def test_train_defaults_to_four_workers_unless_the_trainer_has_its_own():
     from zg.grappa.train import TRAIN_WORKERS, _own_workers
+
     assert TRAIN_WORKERS == 4
     assert _own_workers("single") == 1 and _own_workers("grappa") is None
     assert _own_workers("no such trainer") is None

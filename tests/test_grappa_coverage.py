@@ -6,9 +6,9 @@ import pytest
 import torch
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
+from test_grappa_partition import random_graph
 
 from zg import grappa
-from test_grappa_partition import random_graph
 
 
 def brute_force(g, part, worker, super_epoch, node, hops):
@@ -25,14 +25,14 @@ def brute_force(g, part, worker, super_epoch, node, hops):
     if part.halo:
         local_nodes |= {u for v in owned for u in in_edges[v]}
 
-    def edge_is_local(u, v):        # in-edges of owned nodes from local sources, nothing else
+    def edge_is_local(u, v):  # in-edges of owned nodes from local sources, nothing else
         return v in owned and u in local_nodes
 
     def walk(v, steps):
         if steps == 0 or not in_edges[v]:
-            return Fraction(1)       # done, or nowhere to go: the walk stayed
+            return Fraction(1)  # done, or nowhere to go: the walk stayed
         total = Fraction(0)
-        for u in in_edges[v]:        # one entry per edge: duplicates count twice
+        for u in in_edges[v]:  # one entry per edge: duplicates count twice
             if edge_is_local(u, v):
                 total += walk(u, steps - 1)
         return total / len(in_edges[v])
@@ -41,9 +41,15 @@ def brute_force(g, part, worker, super_epoch, node, hops):
 
 
 @settings(max_examples=30, deadline=None, suppress_health_check=[HealthCheck.too_slow])
-@given(n=st.integers(3, 14), e=st.integers(0, 40), parts=st.integers(1, 3),
-       hops=st.integers(0, 3), seed=st.integers(0, 10_000), halo=st.booleans(),
-       s=st.integers(0, 4))
+@given(
+    n=st.integers(3, 14),
+    e=st.integers(0, 40),
+    parts=st.integers(1, 3),
+    hops=st.integers(0, 3),
+    seed=st.integers(0, 10_000),
+    halo=st.booleans(),
+    s=st.integers(0, 4),
+)
 def test_coverage_matches_brute_force_walks(n, e, parts, hops, seed, halo, s):
     g = random_graph(n, e, seed)
     part = grappa.partition(g, parts, seed=seed, halo=halo)
@@ -57,7 +63,9 @@ def test_coverage_matches_brute_force_walks(n, e, parts, hops, seed, halo, s):
         local = part.local_graph(g, p, s)
         lc = grappa.local_coverage(local, hops)
         for i, v in enumerate(local.global_ids.tolist()):
-            assert float(lc[i]) == pytest.approx(float(brute_force(g, part, p, s, v, hops)), abs=1e-6)
+            assert float(lc[i]) == pytest.approx(
+                float(brute_force(g, part, p, s, v, hops)), abs=1e-6
+            )
 
 
 def test_one_hop_coverage_is_the_local_share_of_in_edges():
@@ -80,7 +88,7 @@ def test_coverage_bounds_and_special_cases():
     assert torch.equal(grappa.coverage(g, part, hops=0), torch.ones(30))
     no_in_edges = g.in_degrees() == 0
     assert bool((grappa.coverage(g, part, hops=3)[no_in_edges] == 1).all())
-    whole = grappa.partition(g, 1)                                       # one worker sees it all
+    whole = grappa.partition(g, 1)  # one worker sees it all
     assert torch.allclose(grappa.coverage(g, whole, hops=3), torch.ones(30))
     # Deeper walks can only leave more often.
     c1, c2 = grappa.coverage(g, part, hops=1), grappa.coverage(g, part, hops=2)

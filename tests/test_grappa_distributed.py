@@ -19,12 +19,12 @@ import torch.distributed as dist
 import torch.nn.functional as F
 
 import zg
-from zg.grappa.remote import FeatureTable, fetch_features
 from zg.errors import ZgError
 from zg.grappa import CheckpointError
 from zg.grappa.comm import CommLedger, wire_bytes
 from zg.grappa.estimators import ESTIMATORS, Estimator, batch_stats
 from zg.grappa.launch import spawn
+from zg.grappa.remote import FeatureTable, fetch_features
 from zg.grappa.train import HookState, _average_parameters, _gather_stats, estimator_hook
 
 pytestmark = pytest.mark.timeout(180)
@@ -37,7 +37,7 @@ def tiny_graph():
 def rank_batch(g, p):
     """Worker p's deterministic batch: seeds, sampled blocks, features, labels, node weights."""
     gen = torch.Generator().manual_seed(100 + p)
-    seeds = torch.randperm(g.num_nodes, generator=gen)[: 4 + 3 * p]      # unequal batch sizes
+    seeds = torch.randperm(g.num_nodes, generator=gen)[: 4 + 3 * p]  # unequal batch sizes
     mb = zg.DynamicSampler(g, [3, 3], seed=p).sample(seeds)
     w = torch.rand(seeds.numel(), generator=gen) * 5 + 0.2
     return mb.blocks, g.x[mb.input_nodes], g.y[seeds], w
@@ -53,12 +53,12 @@ def _hook_worker(rank, world, out_dir):
     torch.manual_seed(0)
     g = tiny_graph()
     model = zg.models.SAGE(5, 8, 3, num_layers=2, dropout=0.0)
-    reference = copy.deepcopy(model)                                     # for the hand computation
+    reference = copy.deepcopy(model)  # for the hand computation
     ledger = CommLedger(world)
     ddp = DistributedDataParallel(model, broadcast_buffers=False)
     state = HookState(ledger)
     ddp.register_comm_hook(state, estimator_hook)
-    batches = [rank_batch(g, p) for p in range(world)]                   # every rank knows all
+    batches = [rank_batch(g, p) for p in range(world)]  # every rank knows all
     results = {}
     for name in ESTIMATORS:
         est = Estimator(name, shrink=0.25 if name == "shrink" else "auto")
@@ -76,8 +76,13 @@ def _hook_worker(rank, world, out_dir):
         factors, state.scale, _ = est.combine(w, rank, world, stats)
         model.zero_grad()
         (F.cross_entropy(ddp(blocks, x), y, reduction="none") * factors).sum().backward()
-        results[name] = {"got": flat_grad(model).clone(), "expected": expected,
-                         "stats": stats, "all_stats": all_stats, "comm": ledger.take()}
+        results[name] = {
+            "got": flat_grad(model).clone(),
+            "expected": expected,
+            "stats": stats,
+            "all_stats": all_stats,
+            "comm": ledger.take(),
+        }
     results["num_params"] = sum(p.numel() for p in model.parameters())
     torch.save(results, os.path.join(out_dir, f"{rank}.pt"))
 
@@ -91,43 +96,51 @@ def test_hook_combined_gradient_equals_hand_computed_combination(tmp_path, world
         for r in range(world):
             got, expected = results[r][name]["got"], results[r][name]["expected"]
             assert torch.allclose(got, expected, rtol=1e-5, atol=1e-6), (name, r)
-            assert torch.equal(got, results[0][name]["got"])            # identical on every worker
+            assert torch.equal(got, results[0][name]["got"])  # identical on every worker
             comm = results[r][name]["comm"]
             # One bucket: the whole gradient in one all_reduce, counted by the ring model.
             assert comm["payload"]["gradients"] == 4 * num_params
             assert comm["bytes"]["gradients"] == wire_bytes("all_reduce", 4 * num_params, world)
             assert comm["bytes"]["features"] == 0 and comm["bytes"]["parameters"] == 0
-            if name in ("mean", "reference"):                           # s_p from its own batch
+            if name in ("mean", "reference"):  # s_p from its own batch
                 assert comm["bytes"]["scalars"] == 0
             else:
-                assert comm["bytes"]["scalars"] == (world - 1) * 24      # 3 float64 to P-1 peers
+                assert comm["bytes"]["scalars"] == (world - 1) * 24  # 3 float64 to P-1 peers
                 assert torch.equal(results[r][name]["stats"], results[r][name]["all_stats"])
 
 
 def _averaging_and_fetch_worker(rank, world, out_dir):
-    torch.manual_seed(rank)                                              # different parameters
+    torch.manual_seed(rank)  # different parameters
     model = zg.models.SAGE(4, 6, 2, num_layers=2)
     before = [p.detach().clone() for p in model.parameters()]
     ledger = CommLedger(world)
     _average_parameters(model, world, ledger)
     g = tiny_graph()
     owner = torch.arange(g.num_nodes) % world
-    owner[:7] = 0                                                        # uneven ownership
+    owner[:7] = 0  # uneven ownership
     table = FeatureTable(g.x, owner, rank)
     gen = torch.Generator().manual_seed(rank)
     fetched = []
-    for size in (0 if rank == 1 else 3, 17, 40):                         # empty requests too
+    for size in (0 if rank == 1 else 3, 17, 40):  # empty requests too
         nodes = torch.randperm(g.num_nodes, generator=gen)[:size]
         fetched.append((nodes, fetch_features(table, nodes, world, ledger)))
-    torch.save({"before": before, "after": [p.detach() for p in model.parameters()],
-                "fetched": fetched, "comm": ledger.take(), "owner": owner}, os.path.join(out_dir, f"{rank}.pt"))
+    torch.save(
+        {
+            "before": before,
+            "after": [p.detach() for p in model.parameters()],
+            "fetched": fetched,
+            "comm": ledger.take(),
+            "owner": owner,
+        },
+        os.path.join(out_dir, f"{rank}.pt"),
+    )
 
 
 def test_parameter_averaging_and_feature_fetching(tmp_path):
     world = 3
     spawn(_averaging_and_fetch_worker, world, args=(str(tmp_path),), timeout=30, run_timeout=120)
     results = [torch.load(tmp_path / f"{r}.pt") for r in range(world)]
-    for i, p0 in enumerate(results[0]["after"]):
+    for i, _p0 in enumerate(results[0]["after"]):
         mean = sum(r["before"][i] for r in results) / world
         for r in results:
             assert torch.allclose(r["after"][i], mean, atol=1e-6)
@@ -136,11 +149,15 @@ def test_parameter_averaging_and_feature_fetching(tmp_path):
     all_requests = [[nodes for nodes, _ in r["fetched"]] for r in results]
     for rank, r in enumerate(results):
         for nodes, x in r["fetched"]:
-            assert torch.equal(x, g.x[nodes])                            # exactly the right rows
+            assert torch.equal(x, g.x[nodes])  # exactly the right rows
         # Bytes: counts to P-1 peers, 8 per id asked of others, the rows others asked of me.
         asked = sum(int((owner[n] != rank).sum()) for n in all_requests[rank])
-        served = sum(int((owner[n] == rank).sum()) for q in range(world) if q != rank
-                     for n in all_requests[q])
+        served = sum(
+            int((owner[n] == rank).sum())
+            for q in range(world)
+            if q != rank
+            for n in all_requests[q]
+        )
         expected = 3 * ((world - 1) * 8) + 8 * asked + served * g.feat_dim * 4
         assert r["comm"]["bytes"]["features"] == expected
         n_params = sum(p.numel() for p in r["after"])
@@ -160,7 +177,7 @@ def _failing_worker(rank, world):
 
 
 def _silent_peer_worker(rank, world):
-    if rank == 1:                                # joined the group, never enters a collective
+    if rank == 1:  # joined the group, never enters a collective
         while True:
             time.sleep(3600)
     dist.all_reduce(torch.ones(8))
@@ -180,7 +197,7 @@ def test_launcher_never_hangs():
         spawn(_sleepy_worker, 2, timeout=30, run_timeout=4)
     with pytest.raises(Exception, match="failed on purpose"):
         spawn(_failing_worker, 2, timeout=10, run_timeout=60)
-    assert time.monotonic() - start < 60                                 # a hang guard, not a timing
+    assert time.monotonic() - start < 60  # a hang guard, not a timing
 
 
 def _flag_worker(rank, world, out_dir):
@@ -206,10 +223,20 @@ def _flag_worker(rank, world, out_dir):
         local_before = bool(guard.overflowed)
         model.zero_grad()
         F.cross_entropy(ddp(blocks, x), y).backward()
-        seen.append({"before": local_before, "apply": bool(guard.apply()), "first": int(guard.first),
-                     "local": bool(guard.local)})
-    seen.append({"payload": ledger.take()["payload"]["gradients"],
-                 "num_params": sum(p.numel() for p in model.parameters())})
+        seen.append(
+            {
+                "before": local_before,
+                "apply": bool(guard.apply()),
+                "first": int(guard.first),
+                "local": bool(guard.local),
+            }
+        )
+    seen.append(
+        {
+            "payload": ledger.take()["payload"]["gradients"],
+            "num_params": sum(p.numel() for p in model.parameters()),
+        }
+    )
     torch.save(seen, os.path.join(out_dir, f"{rank}.pt"))
 
 
@@ -221,7 +248,7 @@ def test_overflow_flag_rides_the_gradient_all_reduce(tmp_path):
         assert [s["before"] for s in seen[:3]] == [False, False, True]
         assert [s["apply"] for s in seen[:3]] == [True, False, False]
         assert all(s["first"] == (1 if i >= 1 else -1) for i, s in enumerate(seen[:3]))
-        assert seen[2]["local"] == (rank == 1)            # only rank 1 grows its envelope
+        assert seen[2]["local"] == (rank == 1)  # only rank 1 grows its envelope
         # One float more per iteration on the gradient all-reduce, no other collective.
         assert seen[3]["payload"] == 3 * (4 * seen[3]["num_params"] + 4)
 
@@ -237,8 +264,10 @@ class PickyError(ZgError):
 
 
 RAISED = {
-    "checkpoint": lambda: CheckpointError("checkpoint /x/checkpoint.pt was written by a run with a "
-                                          "different config (lr: 0.02 there, 0.05 here)"),
+    "checkpoint": lambda: CheckpointError(
+        "checkpoint /x/checkpoint.pt was written by a run with a "
+        "different config (lr: 0.02 there, 0.05 here)"
+    ),
     "value": lambda: ValueError("fanouts[0] must be >= 1, got 0"),
     "timeout": lambda: TimeoutError("worker 1: a collective waited longer than timeout=4.0 s"),
     "runtime": lambda: RuntimeError("an ordinary bug in worker 1"),
@@ -249,7 +278,7 @@ RAISED = {
 def _raising_worker(rank, world, kind):
     if rank == 1:
         raise RAISED[kind]()
-    dist.barrier()                               # rank 0 waits; the launcher takes it down
+    dist.barrier()  # rank 0 waits; the launcher takes it down
 
 
 @pytest.mark.parametrize("kind", ["checkpoint", "value", "timeout"])
@@ -259,7 +288,7 @@ def test_a_worker_exception_reaches_the_caller_as_itself(kind):
         spawn(_raising_worker, 2, args=(kind,), timeout=30, run_timeout=120)
     assert type(info.value) is type(expected) and str(info.value) == str(expected)
     assert info.value.worker_rank == 1
-    cause = info.value.__cause__                 # torch's report, with the worker's traceback
+    cause = info.value.__cause__  # torch's report, with the worker's traceback
     assert isinstance(cause, torch.multiprocessing.ProcessRaisedException)
     assert "_raising_worker" in str(cause)
 
@@ -270,16 +299,18 @@ def test_other_worker_exceptions_stay_torchs(kind):
         spawn(_raising_worker, 2, args=(kind,), timeout=30, run_timeout=120)
 
 
-UNGUARDED = '''
+UNGUARDED = """
 import zg
 from zg import grappa
 
 g = zg.datasets.csbm(num_nodes=300, avg_degree=6, num_classes=3, feat_dim=8, seed=0)
 CALL
 print("history with", len(history["epochs"]), "epochs")
-'''
-CALL = ('history = grappa.train(g, workers=2, epochs=1, seed=0, batch_size=64, hidden_dim=16, '
-        'num_layers=2, fanouts=[5, 5], timeout=60, run_timeout=120)')
+"""
+CALL = (
+    "history = grappa.train(g, workers=2, epochs=1, seed=0, batch_size=64, hidden_dim=16, "
+    "num_layers=2, fanouts=[5, 5], timeout=60, run_timeout=120)"
+)
 
 
 @pytest.mark.timeout(300)
@@ -288,21 +319,40 @@ def test_a_script_without_a_main_guard_is_told_to_add_one(tmp_path):
     ``if __name__ == "__main__":`` the run ends with MainGuardError naming the fix (it used to
     end with "process 0 terminated with exit code 1"); with the guard it trains."""
     root = Path(__file__).resolve().parent.parent
-    env = {**os.environ, "PYTHONPATH": str(root) + os.pathsep + os.environ.get("PYTHONPATH", ""),
-           "OMP_NUM_THREADS": "1"}
+    env = {
+        **os.environ,
+        "PYTHONPATH": str(root) + os.pathsep + os.environ.get("PYTHONPATH", ""),
+        "OMP_NUM_THREADS": "1",
+    }
     unguarded = tmp_path / "unguarded.py"
     unguarded.write_text(UNGUARDED.replace("CALL", CALL))
-    done = subprocess.run([sys.executable, str(unguarded)], cwd=tmp_path, env=env,
-                          capture_output=True, text=True, timeout=240)
+    done = subprocess.run(
+        [sys.executable, str(unguarded)],
+        cwd=tmp_path,
+        env=env,
+        capture_output=True,
+        text=True,
+        timeout=240,
+    )
     assert done.returncode == 1
     last = done.stderr.strip().splitlines()[-1]
-    assert last.startswith("zg.errors.MainGuardError: worker processes were started while Python "
-                           f"re-ran {unguarded}"), done.stderr[-3000:]
+    assert last.startswith(
+        f"zg.errors.MainGuardError: worker processes were started while Python re-ran {unguarded}"
+    ), done.stderr[-3000:]
     assert 'if __name__ == "__main__":' in last
     guarded = tmp_path / "guarded.py"
-    guarded.write_text(UNGUARDED.replace("CALL", "if __name__ == '__main__':\n    " + CALL)
-                       .replace('\nprint(', '\n    print('))
-    done = subprocess.run([sys.executable, str(guarded)], cwd=tmp_path, env=env,
-                          capture_output=True, text=True, timeout=240)
+    guarded.write_text(
+        UNGUARDED.replace("CALL", "if __name__ == '__main__':\n    " + CALL).replace(
+            "\nprint(", "\n    print("
+        )
+    )
+    done = subprocess.run(
+        [sys.executable, str(guarded)],
+        cwd=tmp_path,
+        env=env,
+        capture_output=True,
+        text=True,
+        timeout=240,
+    )
     assert done.returncode == 0, done.stderr[-3000:]
     assert "history with 1 epochs" in done.stdout

@@ -5,18 +5,18 @@ trains exactly as the never-overflowing worst case."""
 
 import pytest
 import torch
-
 from graphs import tiny
+
 import zg
 from zg import grappa
-from zg.audit import SyncAudit
 from zg.grappa.config import TrainConfig
 from zg.grappa.sources import IsolatedSource
 
 pytestmark = pytest.mark.timeout(300)
 
-SMALL = dict(batch_size=48, hidden_dim=16, num_layers=2, fanouts=[5, 5], timeout=60,
-             run_timeout=240, lr=0.02)
+SMALL = dict(
+    batch_size=48, hidden_dim=16, num_layers=2, fanouts=[5, 5], timeout=60, run_timeout=240, lr=0.02
+)
 
 
 def source(g, sampler, rank=0, workers=2):
@@ -40,13 +40,15 @@ def test_envelope_worker_node_sets_are_exact():
     local graph, batch by batch: rows map back to the seeds."""
     g = tiny()
     env = source(g, "envelope", rank=1)
-    sampler = zg.EnvelopeSampler(env.graph, SMALL["fanouts"], env.rows, envelope=env.envelope, seed=env.seed)
+    sampler = zg.EnvelopeSampler(
+        env.graph, SMALL["fanouts"], env.rows, envelope=env.envelope, seed=env.seed
+    )
     exact = zg.DynamicSampler(env.graph, SMALL["fanouts"], seed=env.seed)
     for it, seeds in enumerate(env.batches(3)):
         mb = sampler.sample(seeds, 3, it)
-        assert not bool(mb.overflowed)                                  # profiled + margin
+        assert not bool(mb.overflowed)  # profiled + margin
         top = mb.blocks[-1]
-        assert torch.equal(top.src_nodes[: seeds.numel()], seeds)      # dst rows come first
+        assert torch.equal(top.src_nodes[: seeds.numel()], seeds)  # dst rows come first
         ref = exact.sample(seeds, 3, it)
         for got, want in zip(mb.node_sets(), ref.node_sets()):
             assert torch.equal(got, want)
@@ -70,17 +72,28 @@ def test_tiny_envelope_rewinds_and_matches_the_worst_case(tmp_path, dropout):
     if dropout and not dropout_ignores_padding():
         pytest.skip("this torch build's CPU dropout masks depend on the padded size")
     g = tiny()
-    common = dict(workers=2, estimator="batch", repartition_every=2, epochs=4, seed=3,
-                  sampler="envelope", dropout=dropout, **SMALL)
-    tiny_run = dict(common, envelope_quantile=0.01, envelope_margin=0.0,
-                    model_path=str(tmp_path / "tiny.pt"))
+    common = dict(
+        workers=2,
+        estimator="batch",
+        repartition_every=2,
+        epochs=4,
+        seed=3,
+        sampler="envelope",
+        dropout=dropout,
+        **SMALL,
+    )
+    tiny_run = dict(
+        common, envelope_quantile=0.01, envelope_margin=0.0, model_path=str(tmp_path / "tiny.pt")
+    )
     worst_run = dict(common, envelope="worst_case", model_path=str(tmp_path / "worst.pt"))
     tiny_hist, worst_hist = grappa.train_many(g, [tiny_run, worst_run])
     overflows = [e["envelope_overflows"] for e in tiny_hist["epochs"]]
     rewound = [e["rewound_batches"] for e in tiny_hist["epochs"]]
-    assert sum(overflows) >= 1, overflows                                 # it did overflow
-    assert sum(rewound) >= sum(overflows)                                 # each rewinds >= 1 batch
-    assert all(e["envelope_overflows"] == 0 and e["rewound_batches"] == 0 for e in worst_hist["epochs"])
+    assert sum(overflows) >= 1, overflows  # it did overflow
+    assert sum(rewound) >= sum(overflows)  # each rewinds >= 1 batch
+    assert all(
+        e["envelope_overflows"] == 0 and e["rewound_batches"] == 0 for e in worst_hist["epochs"]
+    )
     for a, b in zip(tiny_hist["epochs"], worst_hist["epochs"]):
         assert a["loss"] == pytest.approx(b["loss"], rel=1e-5)
         assert a["iterations"] == b["iterations"]
@@ -92,8 +105,12 @@ def test_tiny_envelope_rewinds_and_matches_the_worst_case(tmp_path, dropout):
 
 def assert_tiny_matches_worst_case(g, common, tmp_path):
     """A tiny profiled envelope (it overflows) ends within 1e-5 of the worst case's parameters."""
-    runs = [dict(common, envelope_quantile=0.01, envelope_margin=0.0, model_path=str(tmp_path / "a.pt")),
-            dict(common, envelope="worst_case", model_path=str(tmp_path / "b.pt"))]
+    runs = [
+        dict(
+            common, envelope_quantile=0.01, envelope_margin=0.0, model_path=str(tmp_path / "a.pt")
+        ),
+        dict(common, envelope="worst_case", model_path=str(tmp_path / "b.pt")),
+    ]
     a, _ = grappa.train_many(g, runs)
     assert sum(e["envelope_overflows"] for e in a["epochs"]) >= 1
     p, q = torch.load(tmp_path / "a.pt"), torch.load(tmp_path / "b.pt")
@@ -106,16 +123,31 @@ def test_overflow_on_one_worker_stops_every_worker(tmp_path):
     batches the other's overflow stopped (the flag itself: test_grappa_distributed.py's
     test_overflow_flag_rides_the_gradient_all_reduce)."""
     g = tiny()
-    common = dict(workers=2, estimator="mean", repartition_every=None, epochs=2, seed=5,
-                  sampler="envelope", dropout=0.0, **SMALL)
+    common = dict(
+        workers=2,
+        estimator="mean",
+        repartition_every=None,
+        epochs=2,
+        seed=5,
+        sampler="envelope",
+        dropout=0.0,
+        **SMALL,
+    )
     assert_tiny_matches_worst_case(g, common, tmp_path)
 
 
 @pytest.mark.parametrize("trainer", ["isolated", "psgd_pa", "single"])
 def test_every_envelope_trainer_matches_its_worst_case(tmp_path, trainer):
     g = tiny()
-    common = dict(trainer=trainer, workers=1 if trainer == "single" else 2, epochs=2, seed=1,
-                  sampler="envelope", dropout=0.0, **SMALL)
+    common = dict(
+        trainer=trainer,
+        workers=1 if trainer == "single" else 2,
+        epochs=2,
+        seed=1,
+        sampler="envelope",
+        dropout=0.0,
+        **SMALL,
+    )
     if trainer == "psgd_pa":
         common["average_every"] = 2
     assert_tiny_matches_worst_case(g, common, tmp_path)

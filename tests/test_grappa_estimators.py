@@ -5,13 +5,19 @@ import torch
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from zg.grappa.estimators import (ESTIMATORS, Estimator, batch_stats, reference_weights, shrink_lambda,
-                                  worker_scales)
+from zg.grappa.estimators import (
+    ESTIMATORS,
+    Estimator,
+    batch_stats,
+    reference_weights,
+    shrink_lambda,
+    worker_scales,
+)
 
 
 def draw_batches(sizes, seed):
     gen = torch.Generator().manual_seed(seed)
-    return [torch.rand(n, generator=gen) * 0.9 + 0.05 for n in sizes]   # coverages in [0.05, 0.95]
+    return [torch.rand(n, generator=gen) * 0.9 + 0.05 for n in sizes]  # coverages in [0.05, 0.95]
 
 
 def weights_of(est, c):
@@ -33,14 +39,18 @@ def effective_node_weights(est, coverages):
 
 
 @settings(max_examples=40, deadline=None)
-@given(sizes=st.lists(st.integers(1, 12), min_size=1, max_size=5), seed=st.integers(0, 1000),
-       weighting=st.sampled_from(["inverse", "coverage"]), lam=st.floats(0, 1))
+@given(
+    sizes=st.lists(st.integers(1, 12), min_size=1, max_size=5),
+    seed=st.integers(0, 1000),
+    weighting=st.sampled_from(["inverse", "coverage"]),
+    lam=st.floats(0, 1),
+)
 def test_every_estimator_weights_sum_to_one(sizes, seed, weighting, lam):
     coverages = draw_batches(sizes, seed)
     for name in ESTIMATORS:
         est = Estimator(name, weighting, shrink=lam if name == "shrink" else "auto")
         eff, _ = effective_node_weights(est, coverages)
-        if name == "reference":       # the paper's scaling is not normalised: sum = mean_p(mean r_p)
+        if name == "reference":  # the paper's scaling is not normalised: sum = mean_p(mean r_p)
             expected = sum(float(c.double().mean()) for c in coverages) / len(coverages)
             assert float(torch.cat(eff).sum()) == pytest.approx(expected, abs=1e-6)
         else:
@@ -60,11 +70,15 @@ def test_each_estimator_matches_its_formula():
     }
     expected["uniform"] = [torch.full((int(k),), 1.0 / float(n.sum())) for k in n]
     # reference: the coverages read as r_v; every seed of worker p gets mean(r_p) / (P n_p).
-    expected["reference"] = [torch.full((int(k),), float(coverages[p].double().mean()) / (3 * k))
-                             for p, k in enumerate(n)]
+    expected["reference"] = [
+        torch.full((int(k),), float(coverages[p].double().mean()) / (3 * k))
+        for p, k in enumerate(n)
+    ]
     lam = 0.3
-    expected["shrink"] = [torch.full((int(k),), float(((1 - lam) * W_p[p] / W + lam * k / n.sum()) / k))
-                          for p, k in enumerate(n)]
+    expected["shrink"] = [
+        torch.full((int(k),), float(((1 - lam) * W_p[p] / W + lam * k / n.sum()) / k))
+        for p, k in enumerate(n)
+    ]
     for name, exp in expected.items():
         est = Estimator(name, shrink=lam if name == "shrink" else "auto")
         eff, _ = effective_node_weights(est, coverages)
@@ -81,9 +95,11 @@ def test_batch_weight_is_the_least_squares_fit_of_the_node_weights():
     for omega, b in zip(node, batch):
         beta = float(b[0])
         assert torch.allclose(b, torch.full_like(b, beta))
-        lstsq = torch.linalg.lstsq(torch.ones(omega.numel(), 1, dtype=torch.float64), omega[:, None]).solution
-        assert beta == pytest.approx(float(lstsq), rel=1e-6)    # factors are float32
-        loss = lambda x: float(((omega - x) ** 2).sum())                 # noqa: E731
+        lstsq = torch.linalg.lstsq(
+            torch.ones(omega.numel(), 1, dtype=torch.float64), omega[:, None]
+        ).solution
+        assert beta == pytest.approx(float(lstsq), rel=1e-6)  # factors are float32
+        loss = lambda x: float(((omega - x) ** 2).sum())  # noqa: E731, B023 (used at once)
         assert loss(beta) <= min(loss(beta * 1.01), loss(beta * 0.99))
 
 
@@ -103,7 +119,7 @@ def test_shrink_interpolates_between_batch_and_uniform():
     zero, _ = worker_scales(Estimator("shrink", shrink=0.0), stats)
     one, _ = worker_scales(Estimator("shrink", shrink=1.0), stats)
     assert torch.allclose(zero, batch)
-    assert torch.allclose(one, stats[:, 0] / stats[:, 0].sum())          # uniform node weights
+    assert torch.allclose(one, stats[:, 0] / stats[:, 0].sum())  # uniform node weights
     assert torch.allclose(one, worker_scales(Estimator("uniform"), stats)[0])
     auto, info = worker_scales(Estimator("shrink"), stats)
     assert 0.0 <= info["lambda"] <= 1.0
@@ -112,9 +128,11 @@ def test_shrink_interpolates_between_batch_and_uniform():
 
 def test_auto_lambda_follows_signal_and_noise():
     equal = torch.tensor([[10.0, 20.0, 40.0], [10.0, 20.0, 40.0]], dtype=torch.float64)
-    assert shrink_lambda(equal) == 1.0                                   # no spread: uniform
+    assert shrink_lambda(equal) == 1.0  # no spread: uniform
     # Constant weights inside batches (no noise) but different between them: keep them.
-    no_noise = torch.stack([batch_stats(torch.full((50,), 1.0)), batch_stats(torch.full((50,), 5.0))])
+    no_noise = torch.stack(
+        [batch_stats(torch.full((50,), 1.0)), batch_stats(torch.full((50,), 5.0))]
+    )
     assert shrink_lambda(no_noise) == 0.0
     # Huge within-batch noise, a small between-batch difference: shrink fully.
     gen = torch.Generator().manual_seed(0)
@@ -124,12 +142,16 @@ def test_auto_lambda_follows_signal_and_noise():
 
 def test_weightings_and_floor():
     c = torch.tensor([0.0, 0.01, 0.5, 1.0])
-    assert torch.allclose(Estimator(weighting="inverse", floor=0.05).node_weights(c),
-                          torch.tensor([20.0, 20.0, 2.0, 1.0]))
-    assert torch.allclose(Estimator(weighting="coverage", floor=0.05).node_weights(c),
-                          torch.tensor([0.05, 0.05, 0.5, 1.0]))
+    assert torch.allclose(
+        Estimator(weighting="inverse", floor=0.05).node_weights(c),
+        torch.tensor([20.0, 20.0, 2.0, 1.0]),
+    )
+    assert torch.allclose(
+        Estimator(weighting="coverage", floor=0.05).node_weights(c),
+        torch.tensor([0.05, 0.05, 0.5, 1.0]),
+    )
     assert not Estimator("mean").needs_stats and Estimator("node").needs_stats
-    assert not Estimator("reference").needs_stats                       # s_p is local
+    assert not Estimator("reference").needs_stats  # s_p is local
     with pytest.raises(ValueError, match="reference"):
         Estimator("reference").node_weights(c)
 
@@ -140,7 +162,7 @@ def test_reference_weights_by_hand():
     # min(1, d_loc / (d + 1)): 0/1, 1/2, 2/5, 3/4, 5/6, 4/11
     want = torch.tensor([0.0, 0.5, 0.4, 0.75, 5 / 6, 4 / 11])
     assert torch.allclose(reference_weights(d_loc, d), want)
-    assert float(reference_weights(torch.tensor([7]), torch.tensor([3]))) == 1.0    # clipped at 1
+    assert float(reference_weights(torch.tensor([7]), torch.tensor([3]))) == 1.0  # clipped at 1
     with pytest.raises(ValueError, match="global_in_degree"):
         reference_weights(d_loc, d[:3])
 
@@ -149,7 +171,7 @@ def test_reference_scale_is_the_mean_ratio_over_p_on_the_device_too():
     gen = torch.Generator().manual_seed(0)
     est = Estimator("reference")
     w = torch.rand(6, generator=gen)
-    valid = torch.tensor([True, True, True, True, False, False])          # two padding rows
+    valid = torch.tensor([True, True, True, True, False, False])  # two padding rows
     factors, scale, info = est.combine_device(w, valid, rank=1, num_workers=4)
     assert float(scale) == pytest.approx(float(w[:4].double().mean()) / 4, rel=1e-9)
     assert torch.allclose(factors, torch.tensor([0.25] * 4 + [0.0] * 2)) and info == {}
@@ -195,7 +217,9 @@ def test_device_combination_equals_the_host_one_and_ignores_padding(name):
         valid = torch.arange(padded.numel()) < w.numel()
         assert torch.equal(masked_batch_stats(padded, valid), batch_stats(w))
         factors, scale, _ = est.combine(w, rank, 3, stats if est.needs_stats else None)
-        dfactors, dscale, _ = est.combine_device(padded, valid, rank, 3, stats if est.needs_stats else None)
+        dfactors, dscale, _ = est.combine_device(
+            padded, valid, rank, 3, stats if est.needs_stats else None
+        )
         assert torch.allclose(dfactors[: w.numel()], factors, rtol=1e-6)
-        assert torch.equal(dfactors[w.numel():], torch.zeros(4))
+        assert torch.equal(dfactors[w.numel() :], torch.zeros(4))
         assert float(dscale) == pytest.approx(scale, rel=1e-12)

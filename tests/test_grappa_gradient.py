@@ -50,13 +50,13 @@ def test_combined_gradients_match_per_seed_hand_computation():
     model.eval()
     part = grappa.partition(g, 3, seed=2)
     params = list(model.parameters())
-    per_seed, coverage, owner = [], [], []                               # one row per training seed
+    per_seed, coverage, owner = [], [], []  # one row per training seed
     for p in range(3):
         local = part.local_graph(g, p, 1)
         logits = grappa.fullgraph.full_forward(model, local.graph)
         cov = grappa.local_coverage(local, 2)
         for v in local.graph.train_idx.tolist():
-            loss = F.cross_entropy(logits[v: v + 1], local.graph.y[v: v + 1])
+            loss = F.cross_entropy(logits[v : v + 1], local.graph.y[v : v + 1])
             per_seed.append(flat(torch.autograd.grad(loss, params, retain_graph=True)))
             coverage.append(float(cov[v]))
             owner.append(p)
@@ -79,20 +79,29 @@ def test_bias_and_variance_decompose_the_error():
     state = {k: v.clone() for k, v in model.state_dict().items()}
     model.train()
     parts = grappa.random_partitions(g, 4, count=3, seed=0)
-    err = grappa.gradient_error(g, model, parts, estimator=["mean", "batch", "shrink"],
-                                super_epochs=[0, 1])
-    for name, e in err.items():
+    err = grappa.gradient_error(
+        g, model, parts, estimator=["mean", "batch", "shrink"], super_epochs=[0, 1]
+    )
+    for e in err.values():
         assert e["draws"] == 6 and len(e["per_draw"]) == 6
         assert e["relative_mse"] == pytest.approx(e["bias"] ** 2 + e["variance"], rel=1e-6)
         assert 0 < e["relative_error"] and -1 <= e["cosine"] <= 1
-    assert model.training                                                # mode restored
+    assert model.training  # mode restored
     assert all(torch.equal(v, state[k]) for k, v in model.state_dict().items())  # untouched
-    both = grappa.gradient_error(g, model, parts, estimator=["mean", "batch", "shrink"],
-                                 super_epochs=[0, 1], weighting=["inverse", "coverage"])
+    both = grappa.gradient_error(
+        g,
+        model,
+        parts,
+        estimator=["mean", "batch", "shrink"],
+        super_epochs=[0, 1],
+        weighting=["inverse", "coverage"],
+    )
     assert set(both) == {"inverse", "coverage"}
-    for name, e in err.items():                                          # inverse is the default
+    for name, e in err.items():  # inverse is the default
         assert both["inverse"][name]["relative_error"] == pytest.approx(e["relative_error"])
-    assert both["coverage"]["mean"]["relative_error"] == pytest.approx(err["mean"]["relative_error"])
+    assert both["coverage"]["mean"]["relative_error"] == pytest.approx(
+        err["mean"]["relative_error"]
+    )
     single = grappa.gradient_error(g, model, parts[0], estimator="batch")
     assert single["draws"] == 1 and single["variance"] == 0.0
     assert single["relative_error"] == pytest.approx(single["bias"])
@@ -121,19 +130,47 @@ def test_gradient_error_bad_arguments():
 
 def hand_graph():
     """8 nodes, two workers owning 0-3 and 4-7 (one chunk each, no repartitioning)."""
-    edges = [(0, 1), (2, 1), (5, 1), (1, 0), (4, 2), (6, 2), (0, 3), (1, 3), (2, 3), (5, 4),
-             (0, 5), (1, 5), (6, 5), (7, 5), (7, 7)]
+    edges = [
+        (0, 1),
+        (2, 1),
+        (5, 1),
+        (1, 0),
+        (4, 2),
+        (6, 2),
+        (0, 3),
+        (1, 3),
+        (2, 3),
+        (5, 4),
+        (0, 5),
+        (1, 5),
+        (6, 5),
+        (7, 5),
+        (7, 7),
+    ]
     src, dst = torch.tensor(edges).T
     gen = torch.Generator().manual_seed(0)
-    g = zg.Graph.from_edges(src, dst, 8, x=torch.randn(8, 4, generator=gen),
-                            y=torch.tensor([0, 1, 1, 0, 1, 0, 0, 1]), train_idx=torch.arange(8),
-                            num_classes=2)
+    g = zg.Graph.from_edges(
+        src,
+        dst,
+        8,
+        x=torch.randn(8, 4, generator=gen),
+        y=torch.tensor([0, 1, 1, 0, 1, 0, 0, 1]),
+        train_idx=torch.arange(8),
+        num_classes=2,
+    )
     return g
 
 
 def hand_partition(halo=False):
-    return grappa.Partition(torch.tensor([0, 0, 0, 0, 1, 1, 1, 1]), 2, [[[0], [1]]], method="random",
-                            seed=0, halo=halo, schedule="round_robin")
+    return grappa.Partition(
+        torch.tensor([0, 0, 0, 0, 1, 1, 1, 1]),
+        2,
+        [[[0], [1]]],
+        method="random",
+        seed=0,
+        halo=halo,
+        schedule="round_robin",
+    )
 
 
 @pytest.mark.parametrize("halo", [False, True])
@@ -145,7 +182,7 @@ def test_reference_estimator_by_hand(halo):
     g = hand_graph()
     part = hand_partition(halo)
     # global in-degrees 1 3 2 3 1 4 0 1; local in-degrees (no halo) 1 2 0 3 1 2 0 1
-    if halo:                                   # every in-edge of an owned node is local: d / (d + 1)
+    if halo:  # every in-edge of an owned node is local: d / (d + 1)
         r = [[1 / 2, 3 / 4, 2 / 3, 3 / 4], [1 / 2, 4 / 5, 0.0, 1 / 2]]
     else:
         r = [[1 / 2, 2 / 4, 0 / 3, 3 / 4], [1 / 2, 2 / 5, 0.0, 1 / 2]]
@@ -166,7 +203,7 @@ def test_reference_estimator_by_hand(halo):
         logits = grappa.fullgraph.full_forward(model, local.graph)
         mean_grad = 0
         for v in range(4):
-            loss = F.cross_entropy(logits[v: v + 1], local.graph.y[v: v + 1])
+            loss = F.cross_entropy(logits[v : v + 1], local.graph.y[v : v + 1])
             mean_grad = mean_grad + flat(torch.autograd.grad(loss, params, retain_graph=True)) / 4
         expected = expected + (sum(r[p]) / 4) / 2 * mean_grad
     got = combined_gradients(g, model, part, [est])["reference"]

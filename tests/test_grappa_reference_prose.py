@@ -43,19 +43,35 @@ def test_reference_numbers_in_the_prose_are_the_committed_ones(doc):
         phrases = reference_phrases(summary)
         ref_steps, single_steps = summary["steps"]
         if ref_steps != single_steps:
-            phrases.append(f"makes {ref_steps} optimizer steps per epoch there against single's {single_steps}")
+            phrases.append(
+                f"makes {ref_steps} optimizer steps per epoch there against single's {single_steps}"
+            )
         for phrase in phrases:
-            assert phrase in text, f"{doc}: expected {phrase!r} ({graph}, from grappa_reference.json)"
+            assert phrase in text, (
+                f"{doc}: expected {phrase!r} ({graph}, from grappa_reference.json)"
+            )
     assert len(reference_rows(result)) == len(result["rows"]) * sum(
-        len(g["depths"]) for g in result["graphs"].values())
+        len(g["depths"]) for g in result["graphs"].values()
+    )
 
 
 def test_no_sentence_calls_random_chunks_without_a_halo_the_papers_setting():
-    places = [ROOT / "README.md", ROOT / "CLAIMS.md", *sorted((ROOT / "docs").glob("*.md")),
-              *sorted((ROOT / "notebooks").glob("*.ipynb")), *sorted((ROOT / "zg").rglob("*.py")),
-              *sorted((ROOT / "bench").glob("*.py"))]
-    wrong = re.compile(r"\(the paper'?s (own )?setting\)|, the paper'?s own setting,|is the paper'?s own setting"
-                       r"|as the paper runs them")
-    found = [f"{p.relative_to(ROOT)}: {m.group(0)}" for p in places if p.exists()
-             for m in wrong.finditer(" ".join(p.read_text(errors="replace").split()))]
+    places = [
+        ROOT / "README.md",
+        ROOT / "CLAIMS.md",
+        *sorted((ROOT / "docs").glob("*.md")),
+        *sorted((ROOT / "notebooks").glob("*.ipynb")),
+        *sorted((ROOT / "zg").rglob("*.py")),
+        *sorted((ROOT / "bench").glob("*.py")),
+    ]
+    wrong = re.compile(
+        r"\(the paper'?s (own )?setting\)|, the paper'?s own setting,|is the paper'?s own setting"
+        r"|as the paper runs them"
+    )
+    found = [
+        f"{p.relative_to(ROOT)}: {m.group(0)}"
+        for p in places
+        if p.exists()
+        for m in wrong.finditer(" ".join(p.read_text(errors="replace").split()))
+    ]
     assert not found, found

@@ -17,21 +17,30 @@ from pathlib import Path
 
 import pytest
 import torch
-
 from graphs import tiny
+from grappa_fault_plugin import FAULT_ENV, FAULT_ONCE_ENV, PLUGIN
+
 import zg
 from zg import grappa
 from zg.grappa.train import CheckpointError, read_checkpoint
 from zg.grappa.worker import PLUGIN_ENV
 
-from grappa_fault_plugin import FAULT_ENV, FAULT_ONCE_ENV, PLUGIN
-
 ROOT = Path(__file__).resolve().parent.parent
 TORCHRUN = Path(sys.executable).with_name("torchrun")
-SMALL = dict(batch_size=64, hidden_dim=16, num_layers=2, fanouts=[5, 5], timeout=60,
-             run_timeout=240, lr=0.02)
+SMALL = dict(
+    batch_size=64, hidden_dim=16, num_layers=2, fanouts=[5, 5], timeout=60, run_timeout=240, lr=0.02
+)
 # What must be identical between an interrupted-and-resumed run and an uninterrupted one.
-SAME = ("epoch", "super_epoch", "loss", "val_acc", "test_acc", "bytes_sent", "bytes_by_kind", "rounds")
+SAME = (
+    "epoch",
+    "super_epoch",
+    "loss",
+    "val_acc",
+    "test_acc",
+    "bytes_sent",
+    "bytes_by_kind",
+    "rounds",
+)
 
 
 def same_parts(history):
@@ -40,17 +49,41 @@ def same_parts(history):
 
 def torchrun(tmp_path, config, name, extra_env=None, max_restarts=0, timeout=400):
     """``torchrun --standalone --nproc-per-node=2 -m zg.grappa`` -> (exit code, output, history path)."""
-    command = [str(TORCHRUN)] if TORCHRUN.exists() else [sys.executable, "-m", "torch.distributed.run"]
+    command = (
+        [str(TORCHRUN)] if TORCHRUN.exists() else [sys.executable, "-m", "torch.distributed.run"]
+    )
     path = tmp_path / f"{name}.json"
     path.write_text(json.dumps(config))
     out = tmp_path / f"{name}-history.json"
     env = {k: v for k, v in os.environ.items() if k not in (FAULT_ENV, FAULT_ONCE_ENV)}
-    env.update({"PYTHONPATH": str(ROOT) + os.pathsep + os.environ.get("PYTHONPATH", ""),
-                "OMP_NUM_THREADS": "1", PLUGIN_ENV: PLUGIN, **(extra_env or {})})
-    done = subprocess.run(command + ["--standalone", "--nproc-per-node=2", f"--max-restarts={max_restarts}",
-                                     "--monitor-interval=1", "-m", "zg.grappa", "--config", str(path),
-                                     "--out", str(out)],
-                          cwd=tmp_path, env=env, capture_output=True, text=True, timeout=timeout)
+    env.update(
+        {
+            "PYTHONPATH": str(ROOT) + os.pathsep + os.environ.get("PYTHONPATH", ""),
+            "OMP_NUM_THREADS": "1",
+            PLUGIN_ENV: PLUGIN,
+            **(extra_env or {}),
+        }
+    )
+    done = subprocess.run(
+        command
+        + [
+            "--standalone",
+            "--nproc-per-node=2",
+            f"--max-restarts={max_restarts}",
+            "--monitor-interval=1",
+            "-m",
+            "zg.grappa",
+            "--config",
+            str(path),
+            "--out",
+            str(out),
+        ],
+        cwd=tmp_path,
+        env=env,
+        capture_output=True,
+        text=True,
+        timeout=timeout,
+    )
     return done.returncode, done.stdout[-4000:] + done.stderr[-6000:], out
 
 
@@ -62,20 +95,44 @@ def test_torchrun_restarts_a_killed_worker_and_the_run_resumes_exactly(tmp_path)
     """Cora, 2 workers, 6 epochs, a checkpoint every super-epoch (2 epochs). Rank 1 is killed with
     SIGKILL in the middle of epoch 3; torchrun (--max-restarts=1) restarts both workers, which
     resume at epoch 2 from the checkpoint written after epoch 1."""
-    base = {"dataset": "cora", "trainer": "grappa", "estimator": "batch", "epochs": 6,
-            "repartition_every": 2, "batch_size": 35, "hidden_dim": 16, "fanouts": [5, 5],
-            "lr": 0.02, "timeout": 60.0, "seed": 0}
-    code, log, out = torchrun(tmp_path, {**base, "checkpoint_dir": str(tmp_path / "ckpt-ref"),
-                                         "model_path": str(tmp_path / "ref.pt")}, "reference")
+    base = {
+        "dataset": "cora",
+        "trainer": "grappa",
+        "estimator": "batch",
+        "epochs": 6,
+        "repartition_every": 2,
+        "batch_size": 35,
+        "hidden_dim": 16,
+        "fanouts": [5, 5],
+        "lr": 0.02,
+        "timeout": 60.0,
+        "seed": 0,
+    }
+    code, log, out = torchrun(
+        tmp_path,
+        {
+            **base,
+            "checkpoint_dir": str(tmp_path / "ckpt-ref"),
+            "model_path": str(tmp_path / "ref.pt"),
+        },
+        "reference",
+    )
     assert code == 0, log
     reference = json.loads(out.read_text())
     marker = tmp_path / "killed-once"
-    code, log, out = torchrun(tmp_path, {**base, "checkpoint_dir": str(tmp_path / "ckpt"),
-                                         "model_path": str(tmp_path / "resumed.pt")}, "killed",
-                              extra_env={FAULT_ENV: "kill:3:1:1", FAULT_ONCE_ENV: str(marker)},
-                              max_restarts=1)
+    code, log, out = torchrun(
+        tmp_path,
+        {
+            **base,
+            "checkpoint_dir": str(tmp_path / "ckpt"),
+            "model_path": str(tmp_path / "resumed.pt"),
+        },
+        "killed",
+        extra_env={FAULT_ENV: "kill:3:1:1", FAULT_ONCE_ENV: str(marker)},
+        max_restarts=1,
+    )
     assert code == 0, log
-    assert marker.exists()                                               # the kill did happen
+    assert marker.exists()  # the kill did happen
     resumed = json.loads(out.read_text())
     assert reference["resumed_at_epochs"] == [] and resumed["resumed_at_epochs"] == [2], log
     # Every epoch exactly once, in order, and the same numbers as without the failure.
@@ -85,8 +142,10 @@ def test_torchrun_restarts_a_killed_worker_and_the_run_resumes_exactly(tmp_path)
     assert resumed["bytes_sent_per_worker"] == reference["bytes_sent_per_worker"]
     a, b = torch.load(tmp_path / "ref.pt"), torch.load(tmp_path / "resumed.pt")
     assert a.keys() == b.keys() and all(torch.equal(a[k], b[k]) for k in a)
-    print(f"final test accuracy: uninterrupted {reference['final']['test_acc']:.4f}, "
-          f"killed and resumed {resumed['final']['test_acc']:.4f}")
+    print(
+        f"final test accuracy: uninterrupted {reference['final']['test_acc']:.4f}, "
+        f"killed and resumed {resumed['final']['test_acc']:.4f}"
+    )
 
 
 @pytest.mark.timeout(600)
@@ -105,7 +164,7 @@ def test_a_killed_run_started_again_resumes_exactly(tmp_path, monkeypatch, train
     state = torch.load(tmp_path / "checkpoint.pt", weights_only=True)
     assert state["next_epoch"] == 2 and [r["epoch"] for r in state["records"]] == [0, 1]
     assert len(state["model"]) == (2 if trainer == "psgd_pa" else 1)
-    if trainer == "psgd_pa":              # parameters averaged at the epoch's end, Adam states not
+    if trainer == "psgd_pa":  # parameters averaged at the epoch's end, Adam states not
         adam = [state["optimizer"][r]["state"] for r in range(2)]
         assert any(not torch.equal(adam[0][i]["exp_avg"], adam[1][i]["exp_avg"]) for i in adam[0])
     resumed = grappa.train(g, checkpoint_dir=str(tmp_path), **run)
@@ -137,8 +196,15 @@ def test_read_checkpoint_checks_the_run(finished, tmp_path):
     state = read_checkpoint(path, config_of(run, folder), g, 2)
     assert state["next_epoch"] == 2 and state["records"] == history["epochs"]
     # What may change on a restart: paths, timeouts, threads, how often to checkpoint.
-    assert read_checkpoint(path, config_of(run, folder, timeout=5.0, checkpoint_every=3,
-                                           history_path="h.json"), g, 2) is not None
+    assert (
+        read_checkpoint(
+            path,
+            config_of(run, folder, timeout=5.0, checkpoint_every=3, history_path="h.json"),
+            g,
+            2,
+        )
+        is not None
+    )
     assert read_checkpoint(str(tmp_path / "none.pt"), config_of(run, folder), g, 2) is None
     with pytest.raises(CheckpointError, match="different config.*lr: 0.02 there, 0.05 here"):
         read_checkpoint(path, config_of(run, folder, lr=0.05), g, 2)
@@ -180,7 +246,9 @@ def test_a_bad_checkpoint_stops_every_worker_before_training(finished, tmp_path)
     with pytest.raises(CheckpointError, match="different config.*lr: 0.02 there, 0.05 here"):
         grappa.train(g, checkpoint_dir=str(folder), **{**run, "lr": 0.05})
     with pytest.raises(ValueError, match="checkpoint_dir"):
-        grappa.train_many(g, [dict(run, checkpoint_dir=str(tmp_path)), dict(run, checkpoint_dir=str(tmp_path))])
+        grappa.train_many(
+            g, [dict(run, checkpoint_dir=str(tmp_path)), dict(run, checkpoint_dir=str(tmp_path))]
+        )
 
 
 # ----------------------------------------------------------------------------- a silent peer
@@ -193,17 +261,32 @@ def test_a_peer_that_never_answers_ends_the_run_with_a_timeout_error(monkeypatch
     timeout, and the launcher takes the sleeper down (run_timeout is far away)."""
     monkeypatch.setenv(PLUGIN_ENV, PLUGIN)
     monkeypatch.setenv(FAULT_ENV, "stall:0:1:1")
-    with pytest.raises(TimeoutError, match=r"worker 0: a collective waited longer than "
-                                           r"timeout=4.0 s"):
-        grappa.train(tiny(), workers=2, epochs=2, seed=0, **{**SMALL, "timeout": 4.0, "run_timeout": 250})
+    with pytest.raises(
+        TimeoutError,
+        match=r"worker 0: a collective waited longer than "
+        r"timeout=4.0 s",
+    ):
+        grappa.train(
+            tiny(), workers=2, epochs=2, seed=0, **{**SMALL, "timeout": 4.0, "run_timeout": 250}
+        )
 
 
 @pytest.mark.timeout(300)
 def test_a_peer_that_never_answers_under_torchrun(tmp_path):
-    config = {"dataset": {"name": "csbm", "num_nodes": 300, "avg_degree": 6, "num_classes": 3,
-                          "feat_dim": 8, "seed": 0},
-              "epochs": 2, "seed": 0, **{k: v for k, v in SMALL.items() if k != "run_timeout"},
-              "timeout": 4.0}
+    config = {
+        "dataset": {
+            "name": "csbm",
+            "num_nodes": 300,
+            "avg_degree": 6,
+            "num_classes": 3,
+            "feat_dim": 8,
+            "seed": 0,
+        },
+        "epochs": 2,
+        "seed": 0,
+        **{k: v for k, v in SMALL.items() if k != "run_timeout"},
+        "timeout": 4.0,
+    }
     code, log, out = torchrun(tmp_path, config, "stall", extra_env={FAULT_ENV: "stall:1:0:1"})
     assert code != 0
     assert "a collective waited longer than timeout=4.0 s" in log, log

@@ -9,8 +9,8 @@ import sys
 from pathlib import Path
 
 import pytest
-
 from graphs import tiny
+
 import zg
 from zg import grappa
 from zg.grappa.comm import wire_bytes
@@ -18,19 +18,31 @@ from zg.grappa.comm import wire_bytes
 pytestmark = pytest.mark.timeout(300)
 
 ROOT = Path(__file__).resolve().parent.parent
-SMALL = dict(batch_size=64, hidden_dim=16, num_layers=2, fanouts=[5, 5], timeout=60,
-             run_timeout=240, lr=0.02)
+SMALL = dict(
+    batch_size=64, hidden_dim=16, num_layers=2, fanouts=[5, 5], timeout=60, run_timeout=240, lr=0.02
+)
 
 
 def num_params(g, hidden=16, layers=2):
-    return sum(p.numel() for p in zg.models.build("sage", g.feat_dim, hidden, g.num_classes, layers).parameters())
+    return sum(
+        p.numel()
+        for p in zg.models.build("sage", g.feat_dim, hidden, g.num_classes, layers).parameters()
+    )
 
 
 def test_history_json_contents(tmp_path):
     g = tiny()
     path = tmp_path / "history.json"
-    hist = grappa.train(g, workers=2, estimator="batch", repartition_every=1, epochs=3, seed=0,
-                        history_path=str(path), **SMALL)
+    hist = grappa.train(
+        g,
+        workers=2,
+        estimator="batch",
+        repartition_every=1,
+        epochs=3,
+        seed=0,
+        history_path=str(path),
+        **SMALL,
+    )
     saved = json.loads(path.read_text())
     assert hist["path"] == str(path) and {k: v for k, v in hist.items() if k != "path"} == saved
     assert saved["format"] == "zg.grappa.history" and saved["workers"] == 2
@@ -40,15 +52,18 @@ def test_history_json_contents(tmp_path):
     grad_bytes = iterations * wire_bytes("all_reduce", 4 * num_params(g), 2)
     epochs = saved["epochs"]
     assert [e["epoch"] for e in epochs] == [0, 1, 2]
-    assert [e["super_epoch"] for e in epochs] == [0, 1, 2]               # repartitioned each epoch
+    assert [e["super_epoch"] for e in epochs] == [0, 1, 2]  # repartitioned each epoch
     for e in epochs:
         assert e["iterations"] == iterations
         assert math.isfinite(e["loss"]) and e["loss"] > 0
         assert 0 <= e["val_acc"] <= 1 and 0 <= e["test_acc"] <= 1
         assert e["seconds"] > 0 and len(e["worker_seconds"]) == 2 and e["eval_seconds"] >= 0
         assert e["bytes_by_kind"]["gradients"] == [grad_bytes, grad_bytes]
-        assert e["bytes_by_kind"]["scalars"] == [iterations * 24] * 2     # 3 float64 to 1 peer
-        assert e["bytes_by_kind"]["features"] == [0, 0] and e["bytes_by_kind"]["parameters"] == [0, 0]
+        assert e["bytes_by_kind"]["scalars"] == [iterations * 24] * 2  # 3 float64 to 1 peer
+        assert e["bytes_by_kind"]["features"] == [0, 0] and e["bytes_by_kind"]["parameters"] == [
+            0,
+            0,
+        ]
         assert e["bytes_sent"] == [grad_bytes + iterations * 24] * 2
         assert e["rounds"] == [iterations * (2 + 1)] * 2
         assert all(0 <= c <= 1 for c in e["mean_coverage"])
@@ -65,8 +80,12 @@ def test_history_json_contents(tmp_path):
 
 def test_same_seed_same_run():
     g = tiny()
-    runs = [grappa.train(g, workers=2, estimator="shrink", repartition_every=1, epochs=2, seed=s, **SMALL)
-            for s in (3, 3, 4)]
+    runs = [
+        grappa.train(
+            g, workers=2, estimator="shrink", repartition_every=1, epochs=2, seed=s, **SMALL
+        )
+        for s in (3, 3, 4)
+    ]
     keys = ("loss", "val_acc", "test_acc", "bytes_sent", "shrink_lambda")
     same = [[e[k] for k in keys] for e in runs[0]["epochs"]]
     assert same == [[e[k] for k in keys] for e in runs[1]["epochs"]]
@@ -75,8 +94,10 @@ def test_same_seed_same_run():
 
 def test_train_many_reuses_processes_and_gives_the_same_runs():
     g = tiny()
-    runs = [dict(workers=2, estimator="batch", repartition_every=1, epochs=2, seed=0, **SMALL),
-            dict(workers=2, trainer="psgd_pa", epochs=2, seed=1, **SMALL)]
+    runs = [
+        dict(workers=2, estimator="batch", repartition_every=1, epochs=2, seed=0, **SMALL),
+        dict(workers=2, trainer="psgd_pa", epochs=2, seed=1, **SMALL),
+    ]
     many = grappa.train_many(g, runs)
     for run, hist in zip(runs, many):
         alone = grappa.train(g, **run)
@@ -89,13 +110,14 @@ def test_train_many_reuses_processes_and_gives_the_same_runs():
         grappa.train_many(g, [])
 
 
-@pytest.mark.parametrize("trainer,workers", [("isolated", 2), ("psgd_pa", 2), ("feature_fetch", 3),
-                                             ("single", 1)])
+@pytest.mark.parametrize(
+    "trainer,workers", [("isolated", 2), ("psgd_pa", 2), ("feature_fetch", 3), ("single", 1)]
+)
 def test_every_trainer_counts_what_it_sends(trainer, workers):
     g = tiny()
     # A baseline corrects nothing and never repartitions: asking it to is refused, naming both.
     for setting in (dict(estimator="node"), dict(repartition_every=1)):
-        (name, value), = setting.items()
+        ((name, value),) = setting.items()
         with pytest.raises(ValueError, match=rf"trainer='{trainer}'.*got {name}={value!r}"):
             grappa.train(g, workers=workers, epochs=2, seed=0, trainer=trainer, **setting, **SMALL)
     hist = grappa.train(g, workers=workers, epochs=2, seed=0, trainer=trainer, **SMALL)
@@ -105,10 +127,10 @@ def test_every_trainer_counts_what_it_sends(trainer, workers):
     assert hist["config"]["estimator"] == "mean" and hist["config"]["repartition_every"] is None
     for e in hist["epochs"]:
         kinds = e["bytes_by_kind"]
-        assert e["super_epoch"] == 0                                     # baselines never repartition
-        assert kinds["scalars"] == [0] * workers                         # "mean": no scalars
+        assert e["super_epoch"] == 0  # baselines never repartition
+        assert kinds["scalars"] == [0] * workers  # "mean": no scalars
         if trainer == "psgd_pa":
-            assert kinds["gradients"] == [0] * workers                   # one average per epoch
+            assert kinds["gradients"] == [0] * workers  # one average per epoch
             assert kinds["parameters"] == [grads] * workers
         else:
             assert kinds["gradients"] == [iterations * grads] * workers
@@ -126,8 +148,18 @@ def test_every_trainer_counts_what_it_sends(trainer, workers):
 
 def test_full_graph_mode_with_four_workers_and_a_halo():
     g = tiny()
-    hist = grappa.train(g, workers=4, estimator="node", repartition_every=2, epochs=4, seed=1,
-                        mode="full", halo=True, method="random", **SMALL)
+    hist = grappa.train(
+        g,
+        workers=4,
+        estimator="node",
+        repartition_every=2,
+        epochs=4,
+        seed=1,
+        mode="full",
+        halo=True,
+        method="random",
+        **SMALL,
+    )
     assert [e["iterations"] for e in hist["epochs"]] == [1] * 4
     assert [e["super_epoch"] for e in hist["epochs"]] == [0, 0, 1, 1]
     grads = wire_bytes("all_reduce", 4 * num_params(g), 4)
@@ -143,22 +175,28 @@ def test_paper_ablations_and_the_reference_estimator_train():
     (repartition_every=None, estimator="mean"); the old ablation= keyword maps to them with a
     DeprecationWarning naming the replacement."""
     g = tiny()
-    runs = [dict(workers=2, estimator=est, ablation="fixed_partitions", epochs=2, seed=0, **SMALL)
-            for est in grappa.ESTIMATORS]
-    runs += [dict(workers=2, ablation="unweighted", repartition_every=1, epochs=2, seed=0, **SMALL),
-             dict(workers=2, estimator="mean", repartition_every=1, epochs=2, seed=0, **SMALL),
-             dict(workers=2, estimator="reference", repartition_every=1, epochs=2, seed=0, **SMALL)]
+    runs = [
+        dict(workers=2, estimator=est, ablation="fixed_partitions", epochs=2, seed=0, **SMALL)
+        for est in grappa.ESTIMATORS
+    ]
+    runs += [
+        dict(workers=2, ablation="unweighted", repartition_every=1, epochs=2, seed=0, **SMALL),
+        dict(workers=2, estimator="mean", repartition_every=1, epochs=2, seed=0, **SMALL),
+        dict(workers=2, estimator="reference", repartition_every=1, epochs=2, seed=0, **SMALL),
+    ]
     with pytest.warns(DeprecationWarning) as caught:
         hists = grappa.train_many(g, runs)
     messages = {str(w.message) for w in caught if w.category is DeprecationWarning}
-    assert "ablation='fixed_partitions' is deprecated; pass repartition_every=None instead" in messages
+    assert (
+        "ablation='fixed_partitions' is deprecated; pass repartition_every=None instead" in messages
+    )
     assert "ablation='unweighted' is deprecated; pass estimator='mean' instead" in messages
     for est, hist in zip(grappa.ESTIMATORS, hists):
         assert hist["config"]["estimator"] == est and hist["config"]["repartition_every"] is None
         assert [e["super_epoch"] for e in hist["epochs"]] == [0, 0], est
         assert all(math.isfinite(e["loss"]) for e in hist["epochs"])
         assert 0 <= hist["final"]["test_acc"] <= 1
-    unweighted, mean, reference = hists[len(grappa.ESTIMATORS):]
+    unweighted, mean, reference = hists[len(grappa.ESTIMATORS) :]
     assert unweighted["config"]["estimator"] == "mean" and "ablation" not in unweighted["config"]
     assert [e["loss"] for e in unweighted["epochs"]] == [e["loss"] for e in mean["epochs"]]
     assert [e["super_epoch"] for e in reference["epochs"]] == [0, 1]
@@ -169,7 +207,9 @@ def test_paper_ablations_and_the_reference_estimator_train():
         grappa.train(g, workers=2, epochs=1, ablation="no_halo")
     with pytest.raises(ValueError, match="ablation"):
         grappa.train(g, workers=2, epochs=1, trainer="isolated", ablation="unweighted")
-    with pytest.raises(ValueError, match="ablation='unweighted' means estimator='mean'.*estimator='batch'"):
+    with pytest.raises(
+        ValueError, match="ablation='unweighted' means estimator='mean'.*estimator='batch'"
+    ):
         grappa.train(g, workers=2, epochs=1, estimator="batch", ablation="unweighted")
 
 
@@ -178,10 +218,10 @@ def test_bad_configurations_are_rejected_before_any_process_starts():
     with pytest.raises(ValueError, match="estimator"):
         grappa.train(g, workers=2, estimator="median", epochs=1)
     with pytest.raises(ValueError, match="workers"):
-        grappa.train(g, workers=301, epochs=1)                           # P > nodes
+        grappa.train(g, workers=301, epochs=1)  # P > nodes
     with pytest.raises(ValueError, match="workers"):
         grappa.train(g, workers=0, epochs=1)
-    with pytest.raises(ValueError, match="empty partition"):            # a worker without seeds
+    with pytest.raises(ValueError, match="empty partition"):  # a worker without seeds
         few = zg.Graph(g.indptr, g.indices, x=g.x, y=g.y, train_idx=[0, 1], val_idx=[2, 3])
         grappa.train(few, workers=3, epochs=1, batch_size=1)
     with pytest.raises(TypeError, match="colour"):
@@ -209,25 +249,58 @@ def test_bad_configurations_are_rejected_before_any_process_starts():
 def test_torchrun_smoke(tmp_path):
     """The same worker code under ``torchrun --standalone --nproc-per-node=2 -m zg.grappa``."""
     torchrun = Path(sys.executable).with_name("torchrun")
-    command = ([str(torchrun)] if torchrun.exists() else [sys.executable, "-m", "torch.distributed.run"])
-    config = {"dataset": {"name": "csbm", "num_nodes": 300, "avg_degree": 6, "num_classes": 3,
-                          "feat_dim": 8, "seed": 0},
-              "trainer": "grappa", "estimator": "batch", "epochs": 2, "repartition_every": 1,
-              "seed": 0, **{k: v for k, v in SMALL.items() if k != "run_timeout"}}
+    command = (
+        [str(torchrun)] if torchrun.exists() else [sys.executable, "-m", "torch.distributed.run"]
+    )
+    config = {
+        "dataset": {
+            "name": "csbm",
+            "num_nodes": 300,
+            "avg_degree": 6,
+            "num_classes": 3,
+            "feat_dim": 8,
+            "seed": 0,
+        },
+        "trainer": "grappa",
+        "estimator": "batch",
+        "epochs": 2,
+        "repartition_every": 1,
+        "seed": 0,
+        **{k: v for k, v in SMALL.items() if k != "run_timeout"},
+    }
     (tmp_path / "cfg.json").write_text(json.dumps(config))
     out = tmp_path / "history.json"
-    env = {**os.environ, "PYTHONPATH": str(ROOT) + os.pathsep + os.environ.get("PYTHONPATH", ""),
-           "OMP_NUM_THREADS": "1"}
-    done = subprocess.run(command + ["--standalone", "--nproc-per-node=2", "-m", "zg.grappa",
-                                     "--config", str(tmp_path / "cfg.json"), "--out", str(out)],
-                          cwd=tmp_path, env=env, capture_output=True, text=True, timeout=240)
+    env = {
+        **os.environ,
+        "PYTHONPATH": str(ROOT) + os.pathsep + os.environ.get("PYTHONPATH", ""),
+        "OMP_NUM_THREADS": "1",
+    }
+    done = subprocess.run(
+        command
+        + [
+            "--standalone",
+            "--nproc-per-node=2",
+            "-m",
+            "zg.grappa",
+            "--config",
+            str(tmp_path / "cfg.json"),
+            "--out",
+            str(out),
+        ],
+        cwd=tmp_path,
+        env=env,
+        capture_output=True,
+        text=True,
+        timeout=240,
+    )
     assert done.returncode == 0, done.stdout[-3000:] + done.stderr[-3000:]
     hist = json.loads(out.read_text())
     assert hist["workers"] == 2 and len(hist["epochs"]) == 2
     assert [e["super_epoch"] for e in hist["epochs"]] == [0, 1]
     assert all(b > 0 for b in hist["bytes_sent_per_worker"])
     # The same run started by zg itself gives the same numbers.
-    spawned = grappa.train(tiny(), workers=2, estimator="batch", repartition_every=1, epochs=2,
-                           seed=0, **SMALL)
+    spawned = grappa.train(
+        tiny(), workers=2, estimator="batch", repartition_every=1, epochs=2, seed=0, **SMALL
+    )
     assert [e["loss"] for e in spawned["epochs"]] == [e["loss"] for e in hist["epochs"]]
     assert spawned["bytes_sent_per_worker"] == hist["bytes_sent_per_worker"]

@@ -6,14 +6,19 @@ from pathlib import Path
 import pytest
 
 from zg import grappa
-from zg.grappa.trainers import TRAINERS, FeatureFetch, Grappa, Isolated, PSGDPA, Single, get_trainer
+from zg.grappa.trainers import PSGDPA, TRAINERS, FeatureFetch, Grappa, Isolated, Single, get_trainer
 
 PACKAGE = Path(grappa.__file__).resolve().parent
 
 
 def test_the_registry_maps_each_name_to_its_class():
-    assert TRAINERS == {"grappa": Grappa, "isolated": Isolated, "psgd_pa": PSGDPA,
-                        "feature_fetch": FeatureFetch, "single": Single}
+    assert TRAINERS == {
+        "grappa": Grappa,
+        "isolated": Isolated,
+        "psgd_pa": PSGDPA,
+        "feature_fetch": FeatureFetch,
+        "single": Single,
+    }
     for name, cls in TRAINERS.items():
         assert isinstance(get_trainer(name), cls) and get_trainer(name).name == name
     with pytest.raises(ValueError, match="unknown trainer 'ddp'; choose one of"):
@@ -30,7 +35,12 @@ def test_what_differs_is_held_by_the_objects():
     assert {n: c.workers for n, c in TRAINERS.items() if c.workers} == {"single": 1}
     assert get_trainer("psgd_pa").replicas(4) == 4 and get_trainer("grappa").replicas(4) == 1
     assert get_trainer("grappa").fixed() == {}
-    assert set(get_trainer("single").fixed()) == {"estimator", "repartition_every", "workers", "num_chunks"}
+    assert set(get_trainer("single").fixed()) == {
+        "estimator",
+        "repartition_every",
+        "workers",
+        "num_chunks",
+    }
 
 
 def test_shared_options_leave_out_what_the_trainer_fixes():
@@ -43,6 +53,7 @@ def test_shared_options_leave_out_what_the_trainer_fixes():
 def _name_tests(tree):
     """Comparisons (==, !=, in, not in) that involve a trainer's name: a variable or attribute
     called ``trainer``, or a string literal naming a trainer."""
+
     def names_a_trainer(node):
         if isinstance(node, ast.Name):
             return node.id == "trainer"
@@ -53,16 +64,23 @@ def _name_tests(tree):
         if isinstance(node, (ast.Tuple, ast.List, ast.Set)):
             return any(names_a_trainer(e) for e in node.elts)
         return False
+
     for node in ast.walk(tree):
-        if isinstance(node, ast.Compare) \
-                and any(isinstance(op, (ast.Eq, ast.NotEq, ast.In, ast.NotIn)) for op in node.ops) \
-                and any(names_a_trainer(n) for n in [node.left, *node.comparators]):
+        if (
+            isinstance(node, ast.Compare)
+            and any(isinstance(op, (ast.Eq, ast.NotEq, ast.In, ast.NotIn)) for op in node.ops)
+            and any(names_a_trainer(n) for n in [node.left, *node.comparators])
+        ):
             yield node.lineno
 
 
 def test_the_trainer_name_is_tested_in_one_place():
     """Outside trainers.py (the registry) no module of zg/grappa compares a trainer's name."""
-    offenders = [f"{path.name}:{line}" for path in sorted(PACKAGE.glob("*.py")) if path.name != "trainers.py"
-                 for line in _name_tests(ast.parse(path.read_text()))]
+    offenders = [
+        f"{path.name}:{line}"
+        for path in sorted(PACKAGE.glob("*.py"))
+        if path.name != "trainers.py"
+        for line in _name_tests(ast.parse(path.read_text()))
+    ]
     assert offenders == []
-    assert list(_name_tests(ast.parse("if cfg.trainer == 'x': pass"))) == [1]     # the check works
+    assert list(_name_tests(ast.parse("if cfg.trainer == 'x': pass"))) == [1]  # the check works

@@ -8,14 +8,16 @@ from zg.grappa import worker
 
 def test_a_plugin_file_is_imported_once_and_installs_its_hook(tmp_path, monkeypatch):
     plugin = tmp_path / "plugin.py"
-    plugin.write_text("from zg.grappa import worker\n"
-                      "calls = []\n"
-                      "worker.on_iteration.append(lambda rank, epoch, batch: calls.append((rank, epoch, batch)))\n")
+    plugin.write_text(
+        "from zg.grappa import worker\n"
+        "calls = []\n"
+        "worker.on_iteration.append(lambda rank, epoch, batch: calls.append((rank, epoch, batch)))\n"
+    )
     monkeypatch.setattr(worker, "on_iteration", [])
     monkeypatch.setattr(worker, "_loaded_plugins", set())
     monkeypatch.setenv(worker.PLUGIN_ENV, str(plugin))
     worker.load_plugins()
-    worker.load_plugins()                                # a second run in the same process
+    worker.load_plugins()  # a second run in the same process
     assert len(worker.on_iteration) == 1
     worker.on_iteration[0](1, 2, 3)
 

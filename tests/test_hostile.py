@@ -3,11 +3,9 @@ hang or a half-written file; a long run does not grow in memory."""
 
 import contextlib
 import io
-import math
 import os
 import signal
 import time
-import zipfile
 from datetime import timedelta
 
 import numpy as np
@@ -21,8 +19,11 @@ from zg import models
 from zg.engine import Engine, Step
 from zg.envelope import Envelope
 
-FUZZ = settings(max_examples=60, deadline=None,
-                suppress_health_check=[HealthCheck.too_slow, HealthCheck.function_scoped_fixture])
+FUZZ = settings(
+    max_examples=60,
+    deadline=None,
+    suppress_health_check=[HealthCheck.too_slow, HealthCheck.function_scoped_fixture],
+)
 
 
 @pytest.fixture(scope="module")
@@ -41,7 +42,10 @@ def npz_bytes(small, tmp_path_factory):
 
 
 @FUZZ
-@given(cut=st.integers(0, 10_000), flips=st.lists(st.tuples(st.integers(0, 10**6), st.integers(1, 255)), max_size=4))
+@given(
+    cut=st.integers(0, 10_000),
+    flips=st.lists(st.tuples(st.integers(0, 10**6), st.integers(1, 255)), max_size=4),
+)
 def test_load_npz_on_truncated_or_corrupted_bytes(npz_bytes, tmp_path_factory, cut, flips):
     data = bytearray(npz_bytes[: min(cut, len(npz_bytes))] if cut < len(npz_bytes) else npz_bytes)
     for at, bits in flips:
@@ -59,16 +63,28 @@ def test_load_npz_on_truncated_or_corrupted_bytes(npz_bytes, tmp_path_factory, c
 
 
 arrays = st.one_of(
-    st.just(np.zeros(0, dtype=np.int64)), st.just(np.array([0, 5, 2])), st.just(np.array([[1, 2]])),
-    st.just(np.array([0.5, 1.5])), st.just(np.array(["a", "b"])), st.just(np.array([np.nan])),
-    st.just(np.array([-1, 0])), st.just(np.array(3)),
+    st.just(np.zeros(0, dtype=np.int64)),
+    st.just(np.array([0, 5, 2])),
+    st.just(np.array([[1, 2]])),
+    st.just(np.array([0.5, 1.5])),
+    st.just(np.array(["a", "b"])),
+    st.just(np.array([np.nan])),
+    st.just(np.array([-1, 0])),
+    st.just(np.array(3)),
 )
 
 
 @FUZZ
-@given(replace=st.dictionaries(st.sampled_from(["indptr", "indices", "x", "y", "train_idx", "num_classes",
-                                                "format", "version", "name"]), arrays, max_size=3),
-       drop=st.lists(st.sampled_from(["indptr", "indices", "format", "version"]), max_size=2))
+@given(
+    replace=st.dictionaries(
+        st.sampled_from(
+            ["indptr", "indices", "x", "y", "train_idx", "num_classes", "format", "version", "name"]
+        ),
+        arrays,
+        max_size=3,
+    ),
+    drop=st.lists(st.sampled_from(["indptr", "indices", "format", "version"]), max_size=2),
+)
 def test_load_npz_on_wrong_arrays(small, tmp_path_factory, replace, drop):
     path = tmp_path_factory.mktemp("fuzz") / "g.npz"
     zg.datasets.save_npz(small, path)
@@ -102,10 +118,15 @@ def test_save_npz_is_atomic_when_writing_fails(small, tmp_path, monkeypatch):
     assert sorted(p.name for p in tmp_path.iterdir()) == ["g.npz"], "no temp file left behind"
 
 
-@pytest.mark.parametrize("path, error, match", [
-    (None, TypeError, "path must be a path"), (3, TypeError, "path must be a path"),
-    ("", ValueError, "path is an empty string"), ("/", ValueError, "path '/' is a directory"),
-])
+@pytest.mark.parametrize(
+    "path, error, match",
+    [
+        (None, TypeError, "path must be a path"),
+        (3, TypeError, "path must be a path"),
+        ("", ValueError, "path is an empty string"),
+        ("/", ValueError, "path '/' is a directory"),
+    ],
+)
 def test_load_npz_names_a_bad_path(path, error, match):
     with pytest.raises(error, match=match):
         zg.datasets.load_npz(path)
@@ -118,15 +139,17 @@ def test_load_npz_names_a_file_it_cannot_read():
 
 
 def test_save_npz_names_the_path_and_leaves_nothing(small, tmp_path):
-    for target, match in [(tmp_path / "missing" / "g.npz", "the folder .* does not exist"),
-                          (tmp_path, "is a directory")]:
+    for target, match in [
+        (tmp_path / "missing" / "g.npz", "the folder .* does not exist"),
+        (tmp_path, "is a directory"),
+    ]:
         with pytest.raises(ValueError, match=match) as info:
             zg.datasets.save_npz(small, target)
         assert str(target) in str(info.value) and ".tmp" not in str(info.value)
     with pytest.raises(TypeError, match="path must be a path"):
         zg.datasets.save_npz(small, None)
     assert list(tmp_path.iterdir()) == []
-    if os.geteuid() == 0:                                # root ignores permission bits
+    if os.geteuid() == 0:  # root ignores permission bits
         target = "/proc/self/g.npz"
     else:
         (tmp_path / "ro").mkdir(mode=0o555)
@@ -139,17 +162,35 @@ def test_save_npz_names_the_path_and_leaves_nothing(small, tmp_path):
 # ----------------------------------------------------------------------------- engine configs
 
 
-values = st.one_of(st.none(), st.booleans(), st.integers(-3, 300), st.floats(-1, 1e3), st.just(float("nan")),
-                   st.text(max_size=4), st.lists(st.integers(-2, 12), max_size=4))
+values = st.one_of(
+    st.none(),
+    st.booleans(),
+    st.integers(-3, 300),
+    st.floats(-1, 1e3),
+    st.just(float("nan")),
+    st.text(max_size=4),
+    st.lists(st.integers(-2, 12), max_size=4),
+)
 
 
 @FUZZ
-@given(batch_size=values, fanouts=values, lr=values, poll_every=values, envelope=values,
-       seed=values, device=st.sampled_from(["cpu", "cuda", "tpu", "", None, 3]))
-def test_engine_configs_fail_clearly_or_work(small, batch_size, fanouts, lr, poll_every, envelope, seed, device):
+@given(
+    batch_size=values,
+    fanouts=values,
+    lr=values,
+    poll_every=values,
+    envelope=values,
+    seed=values,
+    device=st.sampled_from(["cpu", "cuda", "tpu", "", None, 3]),
+)
+def test_engine_configs_fail_clearly_or_work(
+    small, batch_size, fanouts, lr, poll_every, envelope, seed, device
+):
     if isinstance(envelope, list):
         envelope = Envelope(envelope) if envelope and all(v > 0 for v in envelope) else envelope
-    kwargs = dict(batch_size=batch_size, fanouts=fanouts, envelope=envelope, seed=seed, device=device)
+    kwargs = dict(
+        batch_size=batch_size, fanouts=fanouts, envelope=envelope, seed=seed, device=device
+    )
     kwargs = {k: v for k, v in kwargs.items() if v is not None or k in ("envelope", "device")}
     kwargs.setdefault("batch_size", 32)
     kwargs.setdefault("fanouts", [3, 3])
@@ -178,7 +219,10 @@ def checkpoint(small, tmp_path_factory):
 
 
 @FUZZ
-@given(cut=st.integers(0, 200_000), flips=st.lists(st.tuples(st.integers(0, 10**7), st.integers(1, 255)), max_size=3))
+@given(
+    cut=st.integers(0, 200_000),
+    flips=st.lists(st.tuples(st.integers(0, 10**7), st.integers(1, 255)), max_size=3),
+)
 def test_corrupt_checkpoints_never_half_load(small, checkpoint, tmp_path_factory, cut, flips):
     data = bytearray(checkpoint[:cut] if cut < len(checkpoint) else checkpoint)
     for at, bits in flips:
@@ -250,14 +294,16 @@ def _has_malloc_trim():
         return False
 
 
-@pytest.mark.skipif(not os.path.exists("/proc/self/statm") or not _has_malloc_trim(),
-                    reason="needs /proc and glibc's malloc_trim (Linux)")
+@pytest.mark.skipif(
+    not os.path.exists("/proc/self/statm") or not _has_malloc_trim(),
+    reason="needs /proc and glibc's malloc_trim (Linux)",
+)
 def test_long_run_on_cora_does_not_grow_in_memory():
     g = zg.datasets.load("cora")
     model, kwargs, _ = zg.recipes.cora_sage()
     eng = Engine(g, model, **kwargs)
-    for _ in range(10):                       # warm up allocator caches (training and inference:
-        eng.train_epoch()                     # full-neighbour inference settles after two calls)
+    for _ in range(10):  # warm up allocator caches (training and inference:
+        eng.train_epoch()  # full-neighbour inference settles after two calls)
     for _ in range(3):
         eng.evaluate("val")
     start = _settled_rss_bytes()
@@ -269,8 +315,10 @@ def test_long_run_on_cora_does_not_grow_in_memory():
     # The recipe runs one iteration per epoch. Leaking one 140x10x10 int64 index tensor per
     # iteration (a sampled layer's worth, 109 KiB) shows up here as +6.6 MiB; the trimmed
     # baseline moves by under 0.1 MiB, so 4 MiB separates the two.
-    assert growth < 4 * 2**20, f"RSS grew by {growth / 2**20:.2f} MiB over 60 epochs (after malloc_trim)"
-    assert len(eng.history) == 70              # the history grows by design; nothing else may
+    assert growth < 4 * 2**20, (
+        f"RSS grew by {growth / 2**20:.2f} MiB over 60 epochs (after malloc_trim)"
+    )
+    assert len(eng.history) == 70  # the history grows by design; nothing else may
 
 
 # ----------------------------------------------------------------------------- samplers and envelopes
@@ -287,6 +335,7 @@ class Hang(BaseException):
 def time_limit(seconds):
     """Fail with Hang if the block runs longer than ``seconds`` (SIGALRM). pytest-timeout's own
     alarm, if set, is restored afterwards with the time it had left."""
+
     def alarm(signum, frame):
         raise Hang(f"one example ran longer than {seconds} s: a hang")
 
@@ -304,8 +353,11 @@ def time_limit(seconds):
 
 
 # Per example: hypothesis reports a slow example (deadline), the alarm ends a hung one.
-TIMED = settings(max_examples=150, deadline=timedelta(seconds=20),
-                 suppress_health_check=[HealthCheck.too_slow, HealthCheck.function_scoped_fixture])
+TIMED = settings(
+    max_examples=150,
+    deadline=timedelta(seconds=20),
+    suppress_health_check=[HealthCheck.too_slow, HealthCheck.function_scoped_fixture],
+)
 EXAMPLE_SECONDS = 30
 
 
@@ -315,7 +367,9 @@ def g300():
 
 
 @pytest.mark.timeout(60)
-@pytest.mark.parametrize("nodes", [[], torch.zeros(0, dtype=torch.int64), np.zeros(0, dtype=np.int64)])
+@pytest.mark.parametrize(
+    "nodes", [[], torch.zeros(0, dtype=torch.int64), np.zeros(0, dtype=np.int64)]
+)
 def test_profile_on_no_nodes_fails_instead_of_looping(g300, nodes):
     with time_limit(20), pytest.raises(ValueError, match="nodes is empty"):
         Envelope.profile(g300, [5, 5], 64, nodes=nodes)
@@ -340,56 +394,119 @@ def _envelope(g, **kw):
     return zg.EnvelopeSampler(g, kw.pop("fanouts", [5]), kw.pop("batch_size", 8), **kw)
 
 
-@pytest.mark.parametrize("call, error, match", [
-    # the wrong argument named: nodes, not seeds; "empty", not a dtype; seed, not int()
-    (lambda g: Envelope.profile(g, [5, 5], 4, nodes=[1, 1, 2, 3]), ValueError, "nodes holds repeated"),
-    (lambda g: Envelope.profile(g, [5, 5], 64, nodes=[0.5, 1.5]), TypeError, "nodes must hold integer"),
-    (lambda g: Envelope.profile(g, [5, 5], 64, nodes=[[1, 2]]), ValueError, "nodes must be 1-dim"),
-    (lambda g: Envelope.profile(g, [5, 5], 64, nodes=[400]), ValueError, "nodes holds node id 400"),
-    (lambda g: Envelope.profile(g, [5, 5], 64, nodes=[True, False]), TypeError, "nodes must hold integer"),
-    (lambda g: Envelope.profile(g, [5, 5], 64, nodes="12"), TypeError, "nodes must be a 1-d"),
-    (lambda g: _dynamic(g).sample([]), ValueError, "seeds is empty"),
-    (lambda g: _envelope(g).sample([]), ValueError, "seeds is empty"),
-    (lambda g: _dynamic(g).sample(None), TypeError, "seeds must be a 1-d"),
-    (lambda g: _dynamic(g).sample(["1", "2"]), TypeError, "seeds must hold integer"),
-    (lambda g: _dynamic(g).sample(3), TypeError, "seeds must be a 1-d"),
-    (lambda g: _dynamic(g, seed="abc"), TypeError, "seed must be an int"),
-    (lambda g: _envelope(g, seed="abc"), TypeError, "seed must be an int"),
-    (lambda g: Envelope.profile(g, [5, 5], 64, seed="abc"), TypeError, "seed must be an int"),
-    (lambda g: _dynamic(g, seed=1.5), TypeError, "seed must be an int"),
-    (lambda g: _envelope(g, seed=True), TypeError, "seed must be an int"),
-    (lambda g: _dynamic(g, seed=2**64), ValueError, "seed must be in"),
-    (lambda g: _dynamic(g).sample([1], epoch=1.5), TypeError, "epoch must be an int"),
-    (lambda g: _envelope(g).sample([1], batch="2"), TypeError, "batch must be an int"),
-    (lambda g: _envelope(g).sample([1], key=3), TypeError, "key must be None or an int64"),
-    (lambda g: _dynamic(g).sample([1], clock="yes"), TypeError, "clock must be callable"),
-    (lambda g: _dynamic(g, replace=1), TypeError, "replace must be a bool"),
-    (lambda g: _envelope(g, batch_size=8.0), TypeError, "batch_size must be an int"),
-    (lambda g: _envelope(g, batch_size=True), TypeError, "batch_size must be an int"),
-    (lambda g: _dynamic(g, fanouts=[5, True]), TypeError, r"fanouts\[1\] must be an int"),
-    (lambda g: _dynamic(None), TypeError, "g must be a zg.Graph"),
-    (lambda g: Envelope.worst_case(None, [5], 8), TypeError, "g must be a zg.Graph"),
-    (lambda g: Envelope.worst_case(g, [5], 8.5), TypeError, "batch_size must be an int"),
-    (lambda g: Envelope.profile(g, [5], 8, quantile="0.5"), TypeError, "quantile must be a number"),
-    (lambda g: Envelope.profile(g, [5], 8, quantile=True), TypeError, "quantile must be a number"),
-    (lambda g: Envelope.profile(g, [5], 8, margin=float("nan")), ValueError, "margin must be finite"),
-    (lambda g: Envelope.profile(g, [5], 8, num_batches=2.0), TypeError, "num_batches must be an int"),
-    (lambda g: Envelope.profile(g, [5], 8, replace=0), TypeError, "replace must be a bool"),
-    (lambda g: Envelope([5], policy=3), TypeError, "policy must be a str"),
-    (lambda g: Envelope([5], batch_size=3.5), TypeError, "batch_size must be an int"),
-    (lambda g: Envelope([5], num_nodes="300"), TypeError, "num_nodes must be an int"),
-    (lambda g: Envelope([5], max_degree=-1), ValueError, "max_degree must be >= 0"),
-    (lambda g: Envelope([5], observed=[[1]]), TypeError, "observed must be None or an integer tensor"),
-    (lambda g: Envelope([5], settings="x"), TypeError, "settings must be a dict"),
-    (lambda g: Envelope.worst_case(g, [5], 4).grow("2"), TypeError, "factor must be a number"),
-    (lambda g: Envelope.worst_case(g, [5], 4).grow(float("inf")), ValueError, "factor must be finite"),
-    (lambda g: Envelope.worst_case(g, [5], 4).grow(2, observed=[1.5]), TypeError, r"observed\[0\] must be an int"),
-    (lambda g: Envelope.worst_case(g, [5], 4).grow(2, observed=[1, 2]), ValueError, "observed has 2 counts"),
-    (lambda g: Envelope.worst_case(g, [5], 4).memory_model(8.0, 16, 3), TypeError, "feat_dim must be an int"),
-    (lambda g: _envelope(g, envelope=Envelope([10**9])), ValueError, "larger than any batch can fill"),
-    (lambda g: g.to("xyz"), ValueError, "device 'xyz' is not a torch device"),
-    (lambda g: g.to(None), TypeError, "device must be"),
-])
+@pytest.mark.parametrize(
+    "call, error, match",
+    [
+        # the wrong argument named: nodes, not seeds; "empty", not a dtype; seed, not int()
+        (
+            lambda g: Envelope.profile(g, [5, 5], 4, nodes=[1, 1, 2, 3]),
+            ValueError,
+            "nodes holds repeated",
+        ),
+        (
+            lambda g: Envelope.profile(g, [5, 5], 64, nodes=[0.5, 1.5]),
+            TypeError,
+            "nodes must hold integer",
+        ),
+        (
+            lambda g: Envelope.profile(g, [5, 5], 64, nodes=[[1, 2]]),
+            ValueError,
+            "nodes must be 1-dim",
+        ),
+        (
+            lambda g: Envelope.profile(g, [5, 5], 64, nodes=[400]),
+            ValueError,
+            "nodes holds node id 400",
+        ),
+        (
+            lambda g: Envelope.profile(g, [5, 5], 64, nodes=[True, False]),
+            TypeError,
+            "nodes must hold integer",
+        ),
+        (lambda g: Envelope.profile(g, [5, 5], 64, nodes="12"), TypeError, "nodes must be a 1-d"),
+        (lambda g: _dynamic(g).sample([]), ValueError, "seeds is empty"),
+        (lambda g: _envelope(g).sample([]), ValueError, "seeds is empty"),
+        (lambda g: _dynamic(g).sample(None), TypeError, "seeds must be a 1-d"),
+        (lambda g: _dynamic(g).sample(["1", "2"]), TypeError, "seeds must hold integer"),
+        (lambda g: _dynamic(g).sample(3), TypeError, "seeds must be a 1-d"),
+        (lambda g: _dynamic(g, seed="abc"), TypeError, "seed must be an int"),
+        (lambda g: _envelope(g, seed="abc"), TypeError, "seed must be an int"),
+        (lambda g: Envelope.profile(g, [5, 5], 64, seed="abc"), TypeError, "seed must be an int"),
+        (lambda g: _dynamic(g, seed=1.5), TypeError, "seed must be an int"),
+        (lambda g: _envelope(g, seed=True), TypeError, "seed must be an int"),
+        (lambda g: _dynamic(g, seed=2**64), ValueError, "seed must be in"),
+        (lambda g: _dynamic(g).sample([1], epoch=1.5), TypeError, "epoch must be an int"),
+        (lambda g: _envelope(g).sample([1], batch="2"), TypeError, "batch must be an int"),
+        (lambda g: _envelope(g).sample([1], key=3), TypeError, "key must be None or an int64"),
+        (lambda g: _dynamic(g).sample([1], clock="yes"), TypeError, "clock must be callable"),
+        (lambda g: _dynamic(g, replace=1), TypeError, "replace must be a bool"),
+        (lambda g: _envelope(g, batch_size=8.0), TypeError, "batch_size must be an int"),
+        (lambda g: _envelope(g, batch_size=True), TypeError, "batch_size must be an int"),
+        (lambda g: _dynamic(g, fanouts=[5, True]), TypeError, r"fanouts\[1\] must be an int"),
+        (lambda g: _dynamic(None), TypeError, "g must be a zg.Graph"),
+        (lambda g: Envelope.worst_case(None, [5], 8), TypeError, "g must be a zg.Graph"),
+        (lambda g: Envelope.worst_case(g, [5], 8.5), TypeError, "batch_size must be an int"),
+        (
+            lambda g: Envelope.profile(g, [5], 8, quantile="0.5"),
+            TypeError,
+            "quantile must be a number",
+        ),
+        (
+            lambda g: Envelope.profile(g, [5], 8, quantile=True),
+            TypeError,
+            "quantile must be a number",
+        ),
+        (
+            lambda g: Envelope.profile(g, [5], 8, margin=float("nan")),
+            ValueError,
+            "margin must be finite",
+        ),
+        (
+            lambda g: Envelope.profile(g, [5], 8, num_batches=2.0),
+            TypeError,
+            "num_batches must be an int",
+        ),
+        (lambda g: Envelope.profile(g, [5], 8, replace=0), TypeError, "replace must be a bool"),
+        (lambda g: Envelope([5], policy=3), TypeError, "policy must be a str"),
+        (lambda g: Envelope([5], batch_size=3.5), TypeError, "batch_size must be an int"),
+        (lambda g: Envelope([5], num_nodes="300"), TypeError, "num_nodes must be an int"),
+        (lambda g: Envelope([5], max_degree=-1), ValueError, "max_degree must be >= 0"),
+        (
+            lambda g: Envelope([5], observed=[[1]]),
+            TypeError,
+            "observed must be None or an integer tensor",
+        ),
+        (lambda g: Envelope([5], settings="x"), TypeError, "settings must be a dict"),
+        (lambda g: Envelope.worst_case(g, [5], 4).grow("2"), TypeError, "factor must be a number"),
+        (
+            lambda g: Envelope.worst_case(g, [5], 4).grow(float("inf")),
+            ValueError,
+            "factor must be finite",
+        ),
+        (
+            lambda g: Envelope.worst_case(g, [5], 4).grow(2, observed=[1.5]),
+            TypeError,
+            r"observed\[0\] must be an int",
+        ),
+        (
+            lambda g: Envelope.worst_case(g, [5], 4).grow(2, observed=[1, 2]),
+            ValueError,
+            "observed has 2 counts",
+        ),
+        (
+            lambda g: Envelope.worst_case(g, [5], 4).memory_model(8.0, 16, 3),
+            TypeError,
+            "feat_dim must be an int",
+        ),
+        (
+            lambda g: _envelope(g, envelope=Envelope([10**9])),
+            ValueError,
+            "larger than any batch can fill",
+        ),
+        (lambda g: g.to("xyz"), ValueError, "device 'xyz' is not a torch device"),
+        (lambda g: g.to(None), TypeError, "device must be"),
+    ],
+)
 def test_errors_name_the_argument_that_is_wrong(g300, call, error, match):
     with time_limit(20), pytest.raises(error, match=match):
         call(g300)
@@ -397,54 +514,115 @@ def test_errors_name_the_argument_that_is_wrong(g300, call, error, match):
 
 # Values for each argument, valid and invalid mixed: whatever the mix, the call works or raises
 # a ValueError / TypeError that names an argument it was given, within EXAMPLE_SECONDS.
-junk = st.one_of(st.none(), st.booleans(), st.integers(-3, 40), st.floats(allow_nan=True),
-                 st.text(max_size=3), st.sampled_from([2**63, -(2**63) - 1, 10**6]))
-node_lists = st.one_of(st.lists(st.integers(-2, 305), max_size=12), st.just([]), st.just([[1, 2]]),
-                       st.lists(st.floats(0, 10), min_size=1, max_size=3), st.just(np.arange(5)),
-                       st.just(torch.arange(3, dtype=torch.int32)), st.just(torch.tensor([0.5])),
-                       st.just(np.array(["1"])), junk)
-fanout_lists = st.one_of(st.lists(st.sampled_from([-1, 0, 1, 3, 13, 14, 1024, 1025, 10**6, 10**18]),
-                                  min_size=1, max_size=3),
-                         st.lists(junk, max_size=2), junk)
+junk = st.one_of(
+    st.none(),
+    st.booleans(),
+    st.integers(-3, 40),
+    st.floats(allow_nan=True),
+    st.text(max_size=3),
+    st.sampled_from([2**63, -(2**63) - 1, 10**6]),
+)
+node_lists = st.one_of(
+    st.lists(st.integers(-2, 305), max_size=12),
+    st.just([]),
+    st.just([[1, 2]]),
+    st.lists(st.floats(0, 10), min_size=1, max_size=3),
+    st.just(np.arange(5)),
+    st.just(torch.arange(3, dtype=torch.int32)),
+    st.just(torch.tensor([0.5])),
+    st.just(np.array(["1"])),
+    junk,
+)
+fanout_lists = st.one_of(
+    st.lists(
+        st.sampled_from([-1, 0, 1, 3, 13, 14, 1024, 1025, 10**6, 10**18]), min_size=1, max_size=3
+    ),
+    st.lists(junk, max_size=2),
+    junk,
+)
 ARGUMENTS = {
-    "fanouts": fanout_lists, "batch_size": st.one_of(st.integers(-1, 70), junk),
-    "replace": st.one_of(st.booleans(), junk), "seed": junk, "seeds": node_lists, "epoch": junk,
-    "batch": junk, "nodes": node_lists, "num_batches": st.one_of(st.integers(-1, 6), st.none(),
-                                                                  st.floats(0, 4), st.text(max_size=2)),
-    "quantile": st.one_of(st.floats(-0.5, 1.5), junk), "margin": st.one_of(st.floats(-1, 12), junk),
+    "fanouts": fanout_lists,
+    "batch_size": st.one_of(st.integers(-1, 70), junk),
+    "replace": st.one_of(st.booleans(), junk),
+    "seed": junk,
+    "seeds": node_lists,
+    "epoch": junk,
+    "batch": junk,
+    "nodes": node_lists,
+    "num_batches": st.one_of(st.integers(-1, 6), st.none(), st.floats(0, 4), st.text(max_size=2)),
+    "quantile": st.one_of(st.floats(-0.5, 1.5), junk),
+    "margin": st.one_of(st.floats(-1, 12), junk),
     "sizes": st.one_of(st.lists(st.sampled_from([0, 1, 64, 300, 10**9]), max_size=3), junk),
     "factor": st.one_of(st.floats(0, 1e6), junk),
-    "observed": st.one_of(st.lists(st.integers(-1, 10**9), max_size=3), st.lists(junk, max_size=2), junk),
+    "observed": st.one_of(
+        st.lists(st.integers(-1, 10**9), max_size=3), st.lists(junk, max_size=2), junk
+    ),
 }
-VALID = {"fanouts": [3, 2], "batch_size": 16, "replace": False, "seed": 0, "seeds": [0, 5, 9, 120],
-         "epoch": 0, "batch": 0, "nodes": None, "num_batches": 3, "quantile": 0.99, "margin": 0.05,
-         "sizes": [200, 60], "factor": 1.5, "observed": None}
+VALID = {
+    "fanouts": [3, 2],
+    "batch_size": 16,
+    "replace": False,
+    "seed": 0,
+    "seeds": [0, 5, 9, 120],
+    "epoch": 0,
+    "batch": 0,
+    "nodes": None,
+    "num_batches": 3,
+    "quantile": 0.99,
+    "margin": 0.05,
+    "sizes": [200, 60],
+    "factor": 1.5,
+    "observed": None,
+}
 
 
 def _call(g, target, a):
     if target == "dynamic":
         return zg.DynamicSampler(g, a["fanouts"], replace=a["replace"], seed=a["seed"]).sample(
-            a["seeds"], a["epoch"], a["batch"])
+            a["seeds"], a["epoch"], a["batch"]
+        )
     if target == "envelope":
-        return zg.EnvelopeSampler(g, a["fanouts"], a["batch_size"], replace=a["replace"],
-                                  seed=a["seed"]).sample(a["seeds"], a["epoch"], a["batch"])
+        return zg.EnvelopeSampler(
+            g, a["fanouts"], a["batch_size"], replace=a["replace"], seed=a["seed"]
+        ).sample(a["seeds"], a["epoch"], a["batch"])
     if target == "profile":
-        return Envelope.profile(g, a["fanouts"], a["batch_size"], num_batches=a["num_batches"],
-                                quantile=a["quantile"], margin=a["margin"], replace=a["replace"],
-                                seed=a["seed"], nodes=a["nodes"])
+        return Envelope.profile(
+            g,
+            a["fanouts"],
+            a["batch_size"],
+            num_batches=a["num_batches"],
+            quantile=a["quantile"],
+            margin=a["margin"],
+            replace=a["replace"],
+            seed=a["seed"],
+            nodes=a["nodes"],
+        )
     if target == "worst_case":
         return Envelope.worst_case(g, a["fanouts"], a["batch_size"])
     if target == "grow":
-        env = Envelope(a["sizes"], fanouts=a["fanouts"], batch_size=a["batch_size"], num_nodes=g.num_nodes)
+        env = Envelope(
+            a["sizes"], fanouts=a["fanouts"], batch_size=a["batch_size"], num_nodes=g.num_nodes
+        )
         return env.grow(a["factor"], observed=a["observed"])
     raise AssertionError(target)
 
 
-USES = {"dynamic": ("fanouts", "replace", "seed", "seeds", "epoch", "batch"),
-        "envelope": ("fanouts", "batch_size", "replace", "seed", "seeds", "epoch", "batch"),
-        "profile": ("fanouts", "batch_size", "num_batches", "quantile", "margin", "replace", "seed", "nodes"),
-        "worst_case": ("fanouts", "batch_size"),
-        "grow": ("sizes", "fanouts", "batch_size", "factor", "observed")}
+USES = {
+    "dynamic": ("fanouts", "replace", "seed", "seeds", "epoch", "batch"),
+    "envelope": ("fanouts", "batch_size", "replace", "seed", "seeds", "epoch", "batch"),
+    "profile": (
+        "fanouts",
+        "batch_size",
+        "num_batches",
+        "quantile",
+        "margin",
+        "replace",
+        "seed",
+        "nodes",
+    ),
+    "worst_case": ("fanouts", "batch_size"),
+    "grow": ("sizes", "fanouts", "batch_size", "factor", "observed"),
+}
 
 
 @pytest.mark.timeout(900)
@@ -464,21 +642,32 @@ def test_samplers_and_envelopes_fail_clearly_or_work(g300, data, target):
     if isinstance(out, zg.MiniBatch):
         assert bool((out.counts <= g300.num_nodes).all()) and not bool(out.overflowed)
     else:
-        assert all(1 <= s <= max(g300.num_nodes, VALID["batch_size"], a["batch_size"]) for s in out.sizes)
+        assert all(
+            1 <= s <= max(g300.num_nodes, VALID["batch_size"], a["batch_size"]) for s in out.sizes
+        )
 
 
 ENGINE_ARGUMENTS = {
-    "fanouts": fanout_lists, "batch_size": st.one_of(st.integers(-1, 70), junk),
-    "envelope": st.one_of(st.sampled_from(["profiled", "worst_case", "oracle", ""]), junk,
-                          st.lists(st.sampled_from([0, 64, 300, 10**9]), min_size=1, max_size=2)),
+    "fanouts": fanout_lists,
+    "batch_size": st.one_of(st.integers(-1, 70), junk),
+    "envelope": st.one_of(
+        st.sampled_from(["profiled", "worst_case", "oracle", ""]),
+        junk,
+        st.lists(st.sampled_from([0, 64, 300, 10**9]), min_size=1, max_size=2),
+    ),
     "optimizer": st.one_of(st.sampled_from(["adam", "sgd", "torch-adam", "Adam"]), junk),
     "device": st.one_of(st.sampled_from(["cpu", "cuda", "tpu", "", "cpu:0"]), junk),
-    "mode": st.one_of(st.sampled_from(["dynamic", "eager", "static", "graph", "dgl", "capture"]), junk),
-    "seed": junk, "replace": st.one_of(st.booleans(), junk),
+    "mode": st.one_of(
+        st.sampled_from(["dynamic", "eager", "static", "graph", "dgl", "capture"]), junk
+    ),
+    "seed": junk,
+    "replace": st.one_of(st.booleans(), junk),
     "kernel": st.one_of(st.sampled_from(["auto", "fused", "torch", "numba"]), junk),
     # Built inside the try: zg.optim.adam(lr=..., weight_decay=...) and zg.Step(...).
-    "lr": st.one_of(st.floats(-1, 1), junk), "weight_decay": st.one_of(st.floats(-1, 1), junk),
-    "poll_every": st.one_of(st.integers(-1, 10), junk), "grow_factor": st.one_of(st.floats(0, 1e6), junk),
+    "lr": st.one_of(st.floats(-1, 1), junk),
+    "weight_decay": st.one_of(st.floats(-1, 1), junk),
+    "poll_every": st.one_of(st.integers(-1, 10), junk),
+    "grow_factor": st.one_of(st.floats(0, 1e6), junk),
 }
 ENGINE_VALID = dict(fanouts=[3, 3], batch_size=32, envelope="worst_case")
 _OPTIMIZER_FIELDS, _STEP_FIELDS = ("lr", "weight_decay"), ("poll_every", "grow_factor")
@@ -502,16 +691,25 @@ ENGINE_PENDING: dict = {}
 @TIMED
 @given(data=st.data())
 def test_engine_constructor_fails_clearly_or_works(g300, data):
-    names = data.draw(st.lists(st.sampled_from(sorted(ENGINE_ARGUMENTS)), min_size=1, max_size=2, unique=True))
+    names = data.draw(
+        st.lists(st.sampled_from(sorted(ENGINE_ARGUMENTS)), min_size=1, max_size=2, unique=True)
+    )
     bad = {name: data.draw(ENGINE_ARGUMENTS[name], label=name) for name in names}
     assume(not any(name in ENGINE_PENDING and ENGINE_PENDING[name](v) for name, v in bad.items()))
-    if isinstance(bad.get("envelope"), list) and all(isinstance(v, int) and v > 0 for v in bad["envelope"]):
+    if isinstance(bad.get("envelope"), list) and all(
+        isinstance(v, int) and v > 0 for v in bad["envelope"]
+    ):
         bad["envelope"] = Envelope(bad["envelope"])
-    kwargs = {**ENGINE_VALID, **{k: v for k, v in bad.items() if k not in _OPTIMIZER_FIELDS + _STEP_FIELDS}}
+    kwargs = {
+        **ENGINE_VALID,
+        **{k: v for k, v in bad.items() if k not in _OPTIMIZER_FIELDS + _STEP_FIELDS},
+    }
     with time_limit(EXAMPLE_SECONDS):
         try:
             if any(k in bad for k in _OPTIMIZER_FIELDS):
-                kwargs["optimizer"] = zg.optim.adam(**{k: bad[k] for k in _OPTIMIZER_FIELDS if k in bad})
+                kwargs["optimizer"] = zg.optim.adam(
+                    **{k: bad[k] for k in _OPTIMIZER_FIELDS if k in bad}
+                )
             if any(k in bad for k in _STEP_FIELDS):
                 kwargs["step"] = Step(**{k: bad[k] for k in _STEP_FIELDS if k in bad})
             eng = Engine(g300, models.SAGE(8, 16, 3, 2), **kwargs)
@@ -523,6 +721,8 @@ def test_engine_constructor_fails_clearly_or_works(g300, data):
         try:
             stats = eng.train_epoch(max_batches=2)
         except FloatingPointError as exc:
-            assert "learning rate" in str(exc) and any(n in ("lr", "weight_decay") for n in bad), str(exc)
+            assert "learning rate" in str(exc) and any(n in ("lr", "weight_decay") for n in bad), (
+                str(exc)
+            )
             return
     assert stats.iterations >= 1 and np.isfinite(stats.loss)

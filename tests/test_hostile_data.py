@@ -31,8 +31,15 @@ STRUCTURE = ("indptr", "indices", "y", "train_idx", "val_idx", "test_idx")
 def run_script(code: str, *args: str, timeout: int = 240) -> subprocess.CompletedProcess:
     """``code`` in a fresh interpreter with the repository on its path; a crash is a return code."""
     env = {**os.environ, "PYTHONPATH": str(ROOT), "DGLBACKEND": "pytorch"}
-    return subprocess.run([sys.executable, "-c", textwrap.dedent(code), *args], capture_output=True,
-                          text=True, timeout=timeout, env=env, cwd=ROOT, stdin=subprocess.DEVNULL)
+    return subprocess.run(
+        [sys.executable, "-c", textwrap.dedent(code), *args],
+        capture_output=True,
+        text=True,
+        timeout=timeout,
+        env=env,
+        cwd=ROOT,
+        stdin=subprocess.DEVNULL,
+    )
 
 
 def crashed(run: subprocess.CompletedProcess) -> str:
@@ -76,7 +83,9 @@ RUN = """
 def test_in_place_rewrite_of_structure_files_cannot_crash_or_change_a_run(tmp_path, rewrite):
     """A regenerate-the-data script np.save's out-of-range ids over the files of a loaded folder."""
     folder = saved_graph(tmp_path / "g")
-    code = RUN + """
+    code = (
+        RUN
+        + """
     folder, keys = sys.argv[1], sys.argv[2].split(",")
     g = zg.datasets.load_folder(folder)                   # mmap=True, the default
     before = run(g)
@@ -88,6 +97,7 @@ def test_in_place_rewrite_of_structure_files_cannot_crash_or_change_a_run(tmp_pa
     after = run(g)
     print("same" if after == before else f"changed: {before!r} -> {after!r}")
     """
+    )
     result = run_script(code, str(folder), ",".join(rewrite))
     assert result.returncode == 0, crashed(result)
     assert result.stdout.strip().splitlines()[-1] == "same"
@@ -95,7 +105,9 @@ def test_in_place_rewrite_of_structure_files_cannot_crash_or_change_a_run(tmp_pa
 
 def test_save_folder_over_a_loaded_folder_leaves_the_loaded_graph_intact(tmp_path):
     folder = saved_graph(tmp_path / "g")
-    code = RUN + """
+    code = (
+        RUN
+        + """
     import zg.datasets as d
     folder = sys.argv[1]
     g = d.load_folder(folder)
@@ -108,6 +120,7 @@ def test_save_folder_over_a_loaded_folder_leaves_the_loaded_graph_intact(tmp_pat
     assert d.load_folder(folder).num_nodes == 900
     print("same" if after == before else "changed")
     """
+    )
     result = run_script(code, str(folder))
     assert result.returncode == 0, crashed(result)
     assert result.stdout.strip().splitlines()[-1] == "same"
@@ -116,7 +129,9 @@ def test_save_folder_over_a_loaded_folder_leaves_the_loaded_graph_intact(tmp_pat
 def test_mmap_false_survives_a_truncated_feature_file(tmp_path):
     """The documented way to let files change under a run: mmap=False reads everything."""
     folder = saved_graph(tmp_path / "g")
-    code = RUN + """
+    code = (
+        RUN
+        + """
     folder = sys.argv[1]
     g = zg.datasets.load_folder(folder, mmap=False)
     before = run(g)
@@ -124,6 +139,7 @@ def test_mmap_false_survives_a_truncated_feature_file(tmp_path):
         f.truncate(64)
     print("same" if run(g) == before else "changed")
     """
+    )
     result = run_script(code, str(folder))
     assert result.returncode == 0, crashed(result)
     assert result.stdout.strip().splitlines()[-1] == "same"
@@ -149,7 +165,8 @@ def test_only_the_features_stay_memory_mapped(tmp_path):
     for key in STRUCTURE:
         assert mapped_file(getattr(g, key)) != str(folder / f"{key}.npy"), key
         assert getattr(g, key).numpy().base is None or not isinstance(
-            getattr(g, key).numpy().base, np.memmap), key
+            getattr(g, key).numpy().base, np.memmap
+        ), key
     eager = datasets.load_folder(folder, mmap=False)
     assert mapped_file(eager.x) != str(folder / "x.npy")
 
@@ -159,7 +176,10 @@ def test_load_folder_docstring_says_what_not_to_do():
     assert "copied" in doc and "SIGBUS" in doc and "save_folder" in doc and "mmap=False" in doc
     # mmap="all" gives the structure back to the files, and with it the rule for every file.
     doc = " ".join(doc.split())
-    assert 'mmap="all"' in doc and "no file of the folder may be rewritten or truncated in place" in doc
+    assert (
+        'mmap="all"' in doc
+        and "no file of the folder may be rewritten or truncated in place" in doc
+    )
     files = " ".join((ROOT / "docs" / "files.md").read_text().split())
     assert 'With `mmap="all"`, do not rewrite or truncate any file of the folder in place' in files
 
@@ -176,6 +196,7 @@ def arxiv(require, tmp_path, monkeypatch):
 
     def forbidden(*args, **kwargs):
         raise AssertionError("the network was probed although the files are present")
+
     monkeypatch.setattr(ogbn, "reachable", forbidden)
     write_csv_dataset(tmp_path / "ogb", "ogbn-arxiv", "time", years=True)
     return tmp_path / "ogb"
@@ -187,7 +208,7 @@ def truncate(path: Path) -> None:
 
 
 def test_truncated_ogb_cache_names_the_file_and_the_fix(arxiv):
-    datasets.load("ogbn-arxiv", root=arxiv)                       # ogb writes its cache
+    datasets.load("ogbn-arxiv", root=arxiv)  # ogb writes its cache
     cache = arxiv / "ogbn_arxiv" / "processed" / "data_processed"
     truncate(cache)
     with pytest.raises(ValueError) as info:
@@ -195,7 +216,7 @@ def test_truncated_ogb_cache_names_the_file_and_the_fix(arxiv):
     message = str(info.value)
     assert message.startswith("ogbn-arxiv: ") and str(cache) in message
     assert "damaged" in message and "Delete" in message
-    assert cache.is_file()                                        # nothing of the user's deleted
+    assert cache.is_file()  # nothing of the user's deleted
 
 
 def test_truncated_ogb_raw_file_names_the_file_and_the_fix(arxiv):
@@ -234,8 +255,24 @@ def test_zg_train_reports_damaged_ogb_files_in_one_line(arxiv, capsys, damage):
         bad = folder / "raw" / "num-node-list.csv.gz"
         bad.unlink()
     capsys.readouterr()
-    status = cli.main(["train", "--dataset", "ogbn-arxiv", "--root", str(arxiv), "--epochs", "1",
-                       "--fanouts", "5,5", "--hidden", "16", "--batch-size", "70", "--no-progress"])
+    status = cli.main(
+        [
+            "train",
+            "--dataset",
+            "ogbn-arxiv",
+            "--root",
+            str(arxiv),
+            "--epochs",
+            "1",
+            "--fanouts",
+            "5,5",
+            "--hidden",
+            "16",
+            "--batch-size",
+            "70",
+            "--no-progress",
+        ]
+    )
     err = capsys.readouterr().err
     assert status != 0
     assert err.startswith("zg train: error: --dataset ogbn-arxiv: ogbn-arxiv: "), err
@@ -246,12 +283,27 @@ def test_python_m_zg_grappa_reports_a_damaged_ogb_file_without_a_traceback(arxiv
     edges = arxiv / "ogbn_arxiv" / "raw" / "edge.csv.gz"
     truncate(edges)
     config = tmp_path / "cfg.json"
-    config.write_text('{"dataset": {"name": "ogbn-arxiv", "root": "%s"}, "workers": 2, "epochs": 1}'
-                      % arxiv)
+    config.write_text(
+        '{"dataset": {"name": "ogbn-arxiv", "root": "%s"}, "workers": 2, "epochs": 1}' % arxiv
+    )
     env = {**os.environ, "PYTHONPATH": str(ROOT), "DGLBACKEND": "pytorch"}
-    result = subprocess.run([sys.executable, "-m", "zg.grappa", "--config", str(config),
-                             "--out", str(tmp_path / "history.json")], capture_output=True,
-                            text=True, timeout=240, env=env, cwd=ROOT, stdin=subprocess.DEVNULL)
+    result = subprocess.run(
+        [
+            sys.executable,
+            "-m",
+            "zg.grappa",
+            "--config",
+            str(config),
+            "--out",
+            str(tmp_path / "history.json"),
+        ],
+        capture_output=True,
+        text=True,
+        timeout=240,
+        env=env,
+        cwd=ROOT,
+        stdin=subprocess.DEVNULL,
+    )
     assert result.returncode == 2, crashed(result)
     assert "Traceback" not in result.stderr
     last = result.stderr.strip().splitlines()[-1]
@@ -262,7 +314,6 @@ def test_python_m_zg_grappa_reports_a_damaged_ogb_file_without_a_traceback(arxiv
 
 def test_ogb_modules_are_left_as_found_after_a_damaged_load(arxiv):
     import pandas
-
     from ogb.io import read_graph_raw
     from ogb.nodeproppred import dataset as ogb_dataset
 
@@ -283,8 +334,9 @@ def test_from_pyg_densifies_a_sparse_x(require, layout):
     dense = torch.zeros(5, 3)
     dense[0, 1], dense[3, 2], dense[4, 0] = 1.0, 2.5, -1.0
     sparse = dense.to_sparse() if layout == "coo" else dense.to_sparse_csr()
-    data = pyg.data.Data(x=sparse, edge_index=torch.tensor([[0, 1, 2], [1, 2, 3]]),
-                         y=torch.tensor([0, 1, 0, 1, 1]))
+    data = pyg.data.Data(
+        x=sparse, edge_index=torch.tensor([[0, 1, 2], [1, 2, 3]]), y=torch.tensor([0, 1, 0, 1, 1])
+    )
     g = zg.Graph.from_pyg(data)
     assert g.x.layout == torch.strided and g.x.dtype == torch.float32 and torch.equal(g.x, dense)
     assert g.num_nodes == 5 and torch.equal(g.to_pyg().x, dense)
@@ -292,12 +344,14 @@ def test_from_pyg_densifies_a_sparse_x(require, layout):
 
 def test_from_pyg_sparse_x_of_the_wrong_shape_is_a_clear_error(require):
     pyg = require("torch_geometric")
-    data = pyg.data.Data(x=torch.eye(4).to_sparse(), edge_index=torch.tensor([[0, 1], [1, 2]]),
-                         num_nodes=6)
+    data = pyg.data.Data(
+        x=torch.eye(4).to_sparse(), edge_index=torch.tensor([[0, 1], [1, 2]]), num_nodes=6
+    )
     with pytest.raises(ValueError, match=r"data\.x .*4 rows.*num_nodes=6"):
         zg.Graph.from_pyg(data)
-    data = pyg.data.Data(x=torch.ones(2, 2, 2).to_sparse(), edge_index=torch.tensor([[0], [1]]),
-                         num_nodes=2)
+    data = pyg.data.Data(
+        x=torch.ones(2, 2, 2).to_sparse(), edge_index=torch.tensor([[0], [1]]), num_nodes=2
+    )
     with pytest.raises(TypeError, match=r"data\.x"):
         zg.Graph.from_pyg(data)
 
@@ -306,7 +360,11 @@ def test_from_pyg_sparse_labels_and_masks(require):
     pyg = require("torch_geometric")
     y = torch.tensor([0, 2, 0, 1])
     train = torch.tensor([True, False, False, True])
-    data = pyg.data.Data(x=torch.ones(4, 2), edge_index=torch.tensor([[0, 1], [1, 2]]),
-                         y=y.to_sparse(), train_mask=train.to_sparse())
+    data = pyg.data.Data(
+        x=torch.ones(4, 2),
+        edge_index=torch.tensor([[0, 1], [1, 2]]),
+        y=y.to_sparse(),
+        train_mask=train.to_sparse(),
+    )
     g = zg.Graph.from_pyg(data)
     assert torch.equal(g.y, y) and torch.equal(g.train_idx, torch.tensor([0, 3]))

@@ -23,7 +23,7 @@ def test_chunked_logits_equal_the_whole_graph_block_forward(kind, budget):
     torch.manual_seed(0)
     model = models.build(kind, g.feat_dim, 8, g.num_classes, 2, dropout=0.0).eval()
     with torch.no_grad():
-        reference = full_forward(model, g)                                  # [N, C]
+        reference = full_forward(model, g)  # [N, C]
     assert torch.allclose(full_neighbour_logits(model, g, budget=budget), reference, atol=1e-5)
 
 

@@ -15,7 +15,7 @@ def test_writes_and_replaces(tmp_path):
     assert path.read_bytes() == b"two"
     atomic_write(path, lambda f: f.write("drei ü"), text=True)
     assert path.read_text(encoding="utf-8") == "drei ü"
-    assert stat.S_IMODE(path.stat().st_mode) == 0o644          # not mkstemp's owner-only 0o600
+    assert stat.S_IMODE(path.stat().st_mode) == 0o644  # not mkstemp's owner-only 0o600
     assert sorted(p.name for p in tmp_path.iterdir()) == ["out.bin"]
 
 
@@ -27,8 +27,9 @@ def test_make_parents_creates_the_folders(tmp_path):
     assert path.read_bytes() == b"{}"
 
 
-@pytest.mark.parametrize("exception", [OSError(28, "No space left on device"), RuntimeError("bug"),
-                                       KeyboardInterrupt()])
+@pytest.mark.parametrize(
+    "exception", [OSError(28, "No space left on device"), RuntimeError("bug"), KeyboardInterrupt()]
+)
 def test_a_failed_write_leaves_the_old_file_and_no_temporary(tmp_path, exception):
     path = tmp_path / "out.bin"
     path.write_bytes(b"old")
@@ -39,18 +40,23 @@ def test_a_failed_write_leaves_the_old_file_and_no_temporary(tmp_path, exception
 
     with pytest.raises(type(exception)) as info:
         atomic_write(path, write)
-    if isinstance(exception, OSError):                  # the user's path, not the temporary
+    if isinstance(exception, OSError):  # the user's path, not the temporary
         assert str(path) in str(info.value) and info.value.errno == 28
         assert ".tmp" not in str(info.value)
     assert path.read_bytes() == b"old"
     assert sorted(p.name for p in tmp_path.iterdir()) == ["out.bin"]
 
 
-@pytest.mark.parametrize("path, error, match", [
-    (None, TypeError, "path must be a path"), (3, TypeError, "path must be a path"),
-    (b"/tmp/x", TypeError, "path must be a path"), ("", ValueError, "path is an empty string"),
-    ("a\0b", ValueError, "NUL"),
-])
+@pytest.mark.parametrize(
+    "path, error, match",
+    [
+        (None, TypeError, "path must be a path"),
+        (3, TypeError, "path must be a path"),
+        (b"/tmp/x", TypeError, "path must be a path"),
+        ("", ValueError, "path is an empty string"),
+        ("a\0b", ValueError, "NUL"),
+    ],
+)
 def test_what_is_not_a_path(path, error, match):
     with pytest.raises(error, match=match):
         atomic_write(path, lambda f: None)

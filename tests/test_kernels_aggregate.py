@@ -52,10 +52,10 @@ def run(fn, table, nbr, alpha, mask, grad_out, weight_grad=True):
 CASES = [  # num_dst, real_dst, num_rows, fanout, heads, width
     (12, 9, 17, 4, 1, 6),
     (12, 9, 17, 5, 3, 7),
-    (30, 30, 5, 6, 2, 3),       # many slots on few rows: long lists per row
-    (8, 0, 10, 3, 1, 4),        # every row padded: zero output, zero gradient
+    (30, 30, 5, 6, 2, 3),  # many slots on few rows: long lists per row
+    (8, 0, 10, 3, 1, 4),  # every row padded: zero output, zero gradient
     (7, 5, 9, 1, 4, 5),
-    (40, 33, 300, 10, 1, 33),   # most source rows read by no edge
+    (40, 33, 300, 10, 1, 33),  # most source rows read by no edge
 ]
 
 
@@ -105,8 +105,9 @@ def test_without_a_weight_gradient_only_the_table_gets_one():
     """SAGE and GCN: the weights are constants (1/degree, 1.0); the backward skips their dot."""
     gen = torch.Generator().manual_seed(5)
     nbr, mask, table, alpha, grad_out = random_case(20, 15, 25, 4, 1, 8, gen)
-    out, grad_table, grad_alpha = run(za.neighbour_sum, table, nbr, alpha, mask, grad_out,
-                                      weight_grad=False)
+    out, grad_table, grad_alpha = run(
+        za.neighbour_sum, table, nbr, alpha, mask, grad_out, weight_grad=False
+    )
     ref = run(gather_reference, table, nbr, alpha, mask, grad_out, weight_grad=False)
     assert grad_alpha is None
     torch.testing.assert_close(grad_table, ref[1], **TOL)
@@ -141,16 +142,22 @@ def test_gradients_are_bit_identical_run_to_run_and_across_thread_counts():
 def test_transpose_lists_each_rows_real_slots_in_order(chunks, monkeypatch):
     gen = torch.Generator().manual_seed(7)
     nbr, mask, *_ = random_case(25, 20, 11, 5, 1, 1, gen)
-    nbr = torch.where(mask, nbr, torch.randint(0, 11, nbr.shape, generator=gen))  # junk behind masks
-    offsets, slots = za.transpose_slots(nbr, mask, 13)   # rows 11 and 12: read by nothing
+    nbr = torch.where(
+        mask, nbr, torch.randint(0, 11, nbr.shape, generator=gen)
+    )  # junk behind masks
+    offsets, slots = za.transpose_slots(nbr, mask, 13)  # rows 11 and 12: read by nothing
     flat_nbr, flat_mask = nbr.reshape(-1), mask.reshape(-1)
-    want = [[e for e in range(flat_nbr.numel()) if flat_mask[e] and flat_nbr[e] == s] for s in range(13)]
+    want = [
+        [e for e in range(flat_nbr.numel()) if flat_mask[e] and flat_nbr[e] == s] for s in range(13)
+    ]
     assert offsets.shape == (14,) and int(offsets[-1]) == int(mask.sum())
     for s in range(13):
-        assert slots[offsets[s]:offsets[s + 1]].tolist() == want[s]
+        assert slots[offsets[s] : offsets[s + 1]].tolist() == want[s]
     # The chunk count (the thread count) changes how the work is split, never the result.
     got = za._transpose(flat_nbr.numpy(), flat_mask.numpy(), 13, chunks)
-    assert torch.equal(torch.from_numpy(got[0]), offsets) and torch.equal(torch.from_numpy(got[1]), slots)
+    assert torch.equal(torch.from_numpy(got[0]), offsets) and torch.equal(
+        torch.from_numpy(got[1]), slots
+    )
 
 
 def test_without_numba_auto_runs_the_gather_and_csr_is_an_error(monkeypatch):
@@ -161,11 +168,17 @@ def test_without_numba_auto_runs_the_gather_and_csr_is_an_error(monkeypatch):
     monkeypatch.setattr(zg.kernels, "_notice", {"given": False})
     assert not za.available() and not zg.kernels.available()
     with pytest.warns(RuntimeWarning, match="numba is not installed"):
-        got = run(lambda t, n, w, m: za.attention_sum(t, n, w, m, kernel="auto"),
-                  table, nbr, alpha, mask, grad_out)
+        got = run(
+            lambda t, n, w, m: za.attention_sum(t, n, w, m, kernel="auto"),
+            table,
+            nbr,
+            alpha,
+            mask,
+            grad_out,
+        )
     ref = run(gather_reference, table, nbr, alpha, mask, grad_out)
     for a, b in zip(got, ref):
-        assert torch.equal(a, b)                     # the very same ops: the gather reference
+        assert torch.equal(a, b)  # the very same ops: the gather reference
     old = run(lambda *a: za.neighbour_sum(*a, backward="torch"), table, nbr, alpha, mask, grad_out)
     for a, b in zip(old, ref):
         torch.testing.assert_close(a, b, **TOL)
@@ -180,11 +193,13 @@ def test_without_numba_auto_runs_the_gather_and_csr_is_an_error(monkeypatch):
 def test_backward_choice_is_validated_and_there_is_no_module_switch():
     table, nbr = torch.randn(3, 1, 2), torch.zeros(2, 1, dtype=torch.long)
     with pytest.raises(ValueError, match="backward must be one of"):
-        za.neighbour_sum(table, nbr, torch.zeros(2, 1, 1), torch.zeros(2, 1, dtype=torch.bool),
-                         backward="fast")
+        za.neighbour_sum(
+            table, nbr, torch.zeros(2, 1, 1), torch.zeros(2, 1, dtype=torch.bool), backward="fast"
+        )
     with pytest.raises(ValueError, match="kernel must be one of"):
-        za.weighted_neighbour_sum(table[:, 0], nbr, torch.zeros(2, 1),
-                                  torch.zeros(2, 1, dtype=torch.bool), kernel="csr")
+        za.weighted_neighbour_sum(
+            table[:, 0], nbr, torch.zeros(2, 1), torch.zeros(2, 1, dtype=torch.bool), kernel="csr"
+        )
     assert not hasattr(za, "set_backward") and not hasattr(za, "_backward")
 
 
@@ -195,10 +210,10 @@ def test_kernel_torch_is_the_gather_and_fused_is_the_csr_kernel(self_rows):
     (same bits; no embedding_bag in the graph), "fused" the CSR kernel, equal within tolerance."""
     gen = torch.Generator().manual_seed(9)
     nbr, mask, table, alpha, grad_out = random_case(12, 9, 17, 4, 1, 6, gen)
-    weight = torch.where(mask, alpha[..., 0], 0.0)                                 # [D, k]
+    weight = torch.where(mask, alpha[..., 0], 0.0)  # [D, k]
     results = {}
     for kernel in ("torch", "fused"):
-        h = table[:, 0].clone().requires_grad_(True)                               # [S, F]
+        h = table[:, 0].clone().requires_grad_(True)  # [S, F]
         out = za.weighted_neighbour_sum(h, nbr, weight, mask, kernel, self_rows=self_rows)
         first = out if self_rows is None else out[0]
         node = type(first.grad_fn).__name__ + type(first.grad_fn.next_functions[0][0]).__name__
@@ -213,10 +228,14 @@ def test_kernel_torch_is_the_gather_and_fused_is_the_csr_kernel(self_rows):
     for got, ref in zip(results["fused"], results["torch"]):
         torch.testing.assert_close(got, ref, **TOL)
     z = table.clone()
-    assert torch.equal(za.attention_sum(z, nbr, alpha, mask, "torch"),
-                       za.attention_gather_sum(z, nbr, alpha, mask))
-    torch.testing.assert_close(za.attention_sum(z, nbr, alpha, mask, "fused"),
-                               za.attention_gather_sum(z, nbr, alpha, mask), **TOL)
+    assert torch.equal(
+        za.attention_sum(z, nbr, alpha, mask, "torch"), za.attention_gather_sum(z, nbr, alpha, mask)
+    )
+    torch.testing.assert_close(
+        za.attention_sum(z, nbr, alpha, mask, "fused"),
+        za.attention_gather_sum(z, nbr, alpha, mask),
+        **TOL,
+    )
 
 
 @needs_numba
@@ -254,7 +273,9 @@ def test_self_rows_gradient_is_added_in_the_same_pass(self_rows, backward):
         t = table.clone().requires_grad_(True)
         weight = torch.where(mask.unsqueeze(-1), alpha, 0.0)
         if fused:
-            out, rows = za.neighbour_sum(t, nbr, weight, mask, backward=backward, self_rows=self_rows)
+            out, rows = za.neighbour_sum(
+                t, nbr, weight, mask, backward=backward, self_rows=self_rows
+            )
         else:
             out, rows = gather_reference(t, nbr, weight, mask), t[:self_rows]
         torch.autograd.backward([out, rows], [grad_out, grad_self])
@@ -271,7 +292,10 @@ def test_the_grad_fn_is_the_csr_backward():
     nbr, mask, table, alpha, _ = random_case(6, 5, 7, 3, 1, 4, gen)
     t = table.clone().requires_grad_(True)
     assert "_NeighbourSum" in type(za.neighbour_sum(t, nbr, alpha, mask).grad_fn).__name__
-    assert "_NeighbourSumAndSelf" in type(za.neighbour_sum(t, nbr, alpha, mask, self_rows=2)[0].grad_fn).__name__
+    assert (
+        "_NeighbourSumAndSelf"
+        in type(za.neighbour_sum(t, nbr, alpha, mask, self_rows=2)[0].grad_fn).__name__
+    )
     view = za.neighbour_sum(t, nbr, alpha, mask, backward="torch").grad_fn
     assert "EmbeddingBag" in type(view.next_functions[0][0]).__name__
 
@@ -281,8 +305,13 @@ def test_the_grad_fn_is_the_csr_backward():
 def test_no_destination_rows(num_rows):
     table = torch.randn(num_rows, 2, 4, requires_grad=True)
     alpha = torch.zeros(0, 3, 2, requires_grad=True)
-    out = za.neighbour_sum(table, torch.zeros(0, 3, dtype=torch.long), alpha,
-                           torch.zeros(0, 3, dtype=torch.bool), backward="csr")
+    out = za.neighbour_sum(
+        table,
+        torch.zeros(0, 3, dtype=torch.long),
+        alpha,
+        torch.zeros(0, 3, dtype=torch.bool),
+        backward="csr",
+    )
     out.sum().backward()
     assert out.shape == (0, 2, 4)
     assert table.grad.shape == (num_rows, 2, 4) and torch.all(table.grad == 0)

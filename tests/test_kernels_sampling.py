@@ -13,14 +13,14 @@ import subprocess
 import sys
 from pathlib import Path
 
+import graphs
 import pytest
 import torch
-
-import graphs
 from graphs import random_graph
+
 import zg
-from zg.kernels import sampling as _fused
 from zg.envelope import Envelope
+from zg.kernels import sampling as _fused
 from zg.rng import batch_key
 from zg.sampling import EnvelopeSampler, resolve_kernel, worst_case_sizes
 from zg.step import StageClock
@@ -52,6 +52,7 @@ def mixed_degree_graph():
 
 def assert_bit_identical(a, b):
     """Every tensor of two MiniBatches: same dtype, shape and values."""
+
     def same(x, y, what):
         assert x.dtype == y.dtype, f"{what}: dtype {x.dtype} vs {y.dtype}"
         assert x.shape == y.shape, f"{what}: shape {tuple(x.shape)} vs {tuple(y.shape)}"
@@ -67,8 +68,10 @@ def assert_bit_identical(a, b):
 
 
 def both(g, fanouts, rows, **kwargs):
-    return (EnvelopeSampler(g, fanouts, rows, kernel="torch", **kwargs),
-            EnvelopeSampler(g, fanouts, rows, kernel="fused", **kwargs))
+    return (
+        EnvelopeSampler(g, fanouts, rows, kernel="torch", **kwargs),
+        EnvelopeSampler(g, fanouts, rows, kernel="fused", **kwargs),
+    )
 
 
 @pytest.mark.parametrize("replace", [False, True])
@@ -79,7 +82,9 @@ def test_mixed_degrees_hub_degree_zero_and_below_fanout(numba, threads, replace)
     # The hub (4), degree 0 (5), degrees below the fanout (0, 1, 2), and two padding rows.
     seeds = torch.tensor([4, 5, 0, 1, 2, 3])
     for epoch, batch in [(0, 0), (0, 1), (3, 7), (-1, 2)]:
-        assert_bit_identical(reference.sample(seeds, epoch, batch), fused.sample(seeds, epoch, batch))
+        assert_bit_identical(
+            reference.sample(seeds, epoch, batch), fused.sample(seeds, epoch, batch)
+        )
 
 
 @pytest.mark.parametrize("replace", [False, True])
@@ -89,7 +94,7 @@ def test_random_graphs_many_keys_and_hops(numba, threads, replace, fanouts):
     reference, fused = both(g, fanouts, 64, replace=replace, seed=5)
     perm = torch.randperm(g.num_nodes, generator=torch.Generator().manual_seed(1))
     for batch in range(6):
-        seeds = perm[batch * 64:(batch + 1) * 64]
+        seeds = perm[batch * 64 : (batch + 1) * 64]
         assert_bit_identical(reference.sample(seeds, 1, batch), fused.sample(seeds, 1, batch))
 
 
@@ -113,11 +118,13 @@ def test_overflowing_envelopes_same_flag_and_wanted(numba, threads, replace):
         a, b = reference.sample(seeds, 0, batch), fused.sample(seeds, 0, batch)
         assert_bit_identical(a, b)
         overflowed += bool(b.overflowed)
-    assert overflowed == 4                     # the test really exercises the overflow path
+    assert overflowed == 4  # the test really exercises the overflow path
     # After overflows the marker is clean again: a roomy batch matches a fresh sampler.
     seeds = torch.arange(300, 364)
-    assert_bit_identical(fused.sample(seeds, 2, 0), both(g, [5, 4, 3], 64, envelope=tiny,
-                                                         replace=replace)[0].sample(seeds, 2, 0))
+    assert_bit_identical(
+        fused.sample(seeds, 2, 0),
+        both(g, [5, 4, 3], 64, envelope=tiny, replace=replace)[0].sample(seeds, 2, 0),
+    )
 
 
 def test_overflow_at_the_first_hop_only(numba, threads):
@@ -146,7 +153,7 @@ def test_sample_static_with_raw_keys(numba, threads):
 
 def test_fanout_at_or_above_the_largest_degree_and_graph_without_edges(numba, threads):
     g = random_graph(n=300, e=900)
-    reference, fused = both(g, [1000, 1000], 20)                     # every neighbour
+    reference, fused = both(g, [1000, 1000], 20)  # every neighbour
     seeds = torch.arange(20)
     assert_bit_identical(reference.sample(seeds), fused.sample(seeds))
     empty = zg.Graph.from_edges([], [], num_nodes=10)
@@ -161,10 +168,17 @@ def test_hypothesis_property(numba, threads, require):
     st = hypothesis.strategies
 
     @hypothesis.settings(max_examples=25, deadline=None, derandomize=True)
-    @hypothesis.given(n=st.integers(2, 60), edges=st.integers(0, 400),
-                      fanouts=st.lists(st.integers(1, 6), min_size=1, max_size=3),
-                      rows=st.integers(1, 12), fill=st.integers(1, 12), replace=st.booleans(),
-                      tight=st.booleans(), seed=st.integers(0, 2**62), graph_seed=st.integers(0, 99))
+    @hypothesis.given(
+        n=st.integers(2, 60),
+        edges=st.integers(0, 400),
+        fanouts=st.lists(st.integers(1, 6), min_size=1, max_size=3),
+        rows=st.integers(1, 12),
+        fill=st.integers(1, 12),
+        replace=st.booleans(),
+        tight=st.booleans(),
+        seed=st.integers(0, 2**62),
+        graph_seed=st.integers(0, 99),
+    )
     def check(n, edges, fanouts, rows, fill, replace, tight, seed, graph_seed):
         rows = min(rows, n)
         g = random_graph(n=n, e=edges, seed=graph_seed)
@@ -172,7 +186,9 @@ def test_hypothesis_property(numba, threads, require):
         # tight: every envelope size at its smallest (rows of the next hop), so overflows happen
         envelope = Envelope([rows] * len(fanouts)) if tight else Envelope(worst)
         reference, fused = both(g, fanouts, rows, envelope=envelope, replace=replace, seed=seed)
-        seeds = torch.randperm(n, generator=torch.Generator().manual_seed(graph_seed))[:min(fill, rows)]
+        seeds = torch.randperm(n, generator=torch.Generator().manual_seed(graph_seed))[
+            : min(fill, rows)
+        ]
         assert_bit_identical(reference.sample(seeds, 0, 3), fused.sample(seeds, 0, 3))
 
     check()
@@ -202,7 +218,7 @@ def test_stage_seconds_come_from_the_one_compiled_call(numba, threads, replace, 
     compiled = _fused.sample_all
 
     def counted(*args):
-        calls.append(args[-2])                                    # the "timed" flag
+        calls.append(args[-2])  # the "timed" flag
         return compiled(*args)
 
     def per_hop(*args):
@@ -222,7 +238,7 @@ def test_stage_seconds_come_from_the_one_compiled_call(numba, threads, replace, 
         assert [stage for stage, _ in laps] == ["sample", "compact"] * 3
         assert all(isinstance(seconds, float) and seconds > 0 for _, seconds in laps), laps
         assert_bit_identical(expected, fused.sample_static(seeds, n, k))
-    assert calls == [True, False] * 3                            # one compiled call per batch
+    assert calls == [True, False] * 3  # one compiled call per batch
     # Into a StageClock: the seconds add up in its "sample" and "compact" stages, and reading
     # them back costs no host sync.
     from zg.audit import SyncAudit
@@ -234,8 +250,9 @@ def test_stage_seconds_come_from_the_one_compiled_call(numba, threads, replace, 
     assert audit.host_syncs == 0, audit.report()
     assert set(stages) == {"sample", "compact"} and min(stages.values()) > 0
     with pytest.raises(ValueError, match="node ids"):
-        fused.sample_static(torch.full((64,), g.num_nodes), torch.tensor(3), torch.tensor(0),
-                            clock=CountingLaps())
+        fused.sample_static(
+            torch.full((64,), g.num_nodes), torch.tensor(3), torch.tensor(0), clock=CountingLaps()
+        )
 
 
 def test_a_clock_without_laps_is_a_type_error_naming_clock(numba):
@@ -243,7 +260,7 @@ def test_a_clock_without_laps_is_a_type_error_naming_clock(numba):
     fused = EnvelopeSampler(g, [3, 2], 8, kernel="fused")
     with pytest.raises(TypeError, match="clock"):
         fused.sample(torch.arange(8), clock=lambda stage: None)
-    stages = []                        # the torch reference takes any callable
+    stages = []  # the torch reference takes any callable
     EnvelopeSampler(g, [3, 2], 8, kernel="torch").sample(torch.arange(8), clock=stages.append)
     assert stages == ["sample", "compact"] * 2
 
@@ -251,8 +268,13 @@ def test_a_clock_without_laps_is_a_type_error_naming_clock(numba):
 def test_the_per_hop_driver_and_the_parallel_compact_are_gone(numba):
     import inspect
 
-    for name in ("compact_parallel", "first_occurrences", "compact_hop", "Workspace",
-                 "PARALLEL_MIN_SLOTS"):
+    for name in (
+        "compact_parallel",
+        "first_occurrences",
+        "compact_hop",
+        "Workspace",
+        "PARALLEL_MIN_SLOTS",
+    ):
         assert not hasattr(_fused, name), name
     parameters = inspect.signature(_fused.sample_fused).parameters
     assert "clock" not in parameters and "parallel_min_slots" not in parameters
@@ -271,7 +293,9 @@ def test_bad_static_inputs_are_errors_not_crashes(numba):
         fused.sample_static(torch.tensor([0, 1, 2]), torch.tensor(3), key)
     # The sampler is unharmed.
     seeds = torch.tensor([0, 1, 2, 3])
-    assert_bit_identical(fused.sample(seeds), EnvelopeSampler(g, [3], 4, kernel="torch").sample(seeds))
+    assert_bit_identical(
+        fused.sample(seeds), EnvelopeSampler(g, [3], 4, kernel="torch").sample(seeds)
+    )
 
 
 @pytest.mark.parametrize("replace", [False, True])
@@ -283,19 +307,34 @@ def test_an_int64_marker_duplicate_seeds_and_a_stale_marker(numba, replace):
     g = random_graph(n=3000, e=40_000, seed=4)
     reference, _ = both(g, [6, 5], 700, replace=replace, seed=2)
     seeds = torch.randint(0, 3000, (700,), generator=torch.Generator().manual_seed(0))
-    seeds[10:20] = seeds[0]                                            # duplicate seeds
+    seeds[10:20] = seeds[0]  # duplicate seeds
     key = torch.tensor(batch_key(2, 0, 0))
     expected = reference.sample_static(seeds, torch.tensor(690), key)
     fanouts = list(reversed(reference.effective_fanouts))
     sizes = list(reversed(reference.sizes))
     for dtype in (torch.int32, torch.int64):
         for stale in (0, 3):
-            marker = torch.randint(-5, 5000, (g.num_nodes,), dtype=dtype,
-                                   generator=torch.Generator().manual_seed(stale))
+            marker = torch.randint(
+                -5,
+                5000,
+                (g.num_nodes,),
+                dtype=dtype,
+                generator=torch.Generator().manual_seed(stale),
+            )
             seen = _fused.new_seen_bitmap(g.num_nodes)
             hops, wanted, clamped, overflowed = _fused.sample_fused(
-                g.indptr, g.indices, seeds, torch.tensor(690), key, fanouts, sizes, replace,
-                reference.max_degree, marker, seen=seen)
+                g.indptr,
+                g.indices,
+                seeds,
+                torch.tensor(690),
+                key,
+                fanouts,
+                sizes,
+                replace,
+                reference.max_degree,
+                marker,
+                seen=seen,
+            )
             assert torch.equal(wanted, expected.wanted.flip(0))
             assert torch.equal(overflowed, expected.overflowed)
             for (nbr, mask, src), block in zip(hops, reversed(expected.blocks)):
@@ -303,9 +342,19 @@ def test_an_int64_marker_duplicate_seeds_and_a_stale_marker(numba, replace):
                 assert torch.equal(src, block.src_nodes)
             assert seen.shape == ((g.num_nodes + 63) // 64,) and not seen.any()
     with pytest.raises(TypeError, match="stage_seconds"):
-        _fused.sample_fused(g.indptr, g.indices, seeds, torch.tensor(690), key, fanouts, sizes,
-                            replace, reference.max_degree, marker,
-                            stage_seconds=torch.zeros(len(fanouts), 2))          # float32
+        _fused.sample_fused(
+            g.indptr,
+            g.indices,
+            seeds,
+            torch.tensor(690),
+            key,
+            fanouts,
+            sizes,
+            replace,
+            reference.max_degree,
+            marker,
+            stage_seconds=torch.zeros(len(fanouts), 2),
+        )  # float32
 
 
 # ----------------------------------------------------------------------------- choosing the kernel
@@ -326,7 +375,11 @@ def test_auto_picks_fused_on_the_cpu_and_the_argument_forces_either(numba, monke
     assert resolve_kernel("auto", torch.device("cuda")) == "torch"
     with pytest.raises(ValueError, match="runs on the CPU"):
         resolve_kernel("fused", torch.device("cuda"))
-    assert zg.kernels.resolve("torch", "cpu") == "torch" and zg.kernels.KERNELS == ("auto", "fused", "torch")
+    assert zg.kernels.resolve("torch", "cpu") == "torch" and zg.kernels.KERNELS == (
+        "auto",
+        "fused",
+        "torch",
+    )
 
 
 def test_no_environment_variable_or_module_switch_chooses_the_kernel():
@@ -335,8 +388,11 @@ def test_no_environment_variable_or_module_switch_chooses_the_kernel():
     import zg.kernels.aggregate as aggregate
     import zg.sampling as sampling
 
-    for path in [ROOT / "zg" / "sampling.py", ROOT / "zg" / "models.py",
-                 *sorted((ROOT / "zg" / "kernels").glob("*.py"))]:
+    for path in [
+        ROOT / "zg" / "sampling.py",
+        ROOT / "zg" / "models.py",
+        *sorted((ROOT / "zg" / "kernels").glob("*.py")),
+    ]:
         source = path.read_text()
         assert "os.environ" not in source and "getenv" not in source, path
     assert not hasattr(sampling, "KERNEL_ENV")
@@ -354,10 +410,18 @@ def test_the_timed_driver_loads_from_numbas_cache(numba):
     """The clock read (objmode) does not stop numba caching the driver: once this process has
     compiled (or loaded) it, a fresh process loads every kernel from the cache."""
     _fused.warm_up()
-    code = ("from zg.kernels import sampling; sampling.warm_up(); "
-            "print(sampling.compile_info()['from_cache'])")
-    out = subprocess.run([sys.executable, "-c", code], cwd=ROOT, capture_output=True, text=True,
-                         env={**os.environ, "PYTHONPATH": str(ROOT)}, timeout=300)
+    code = (
+        "from zg.kernels import sampling; sampling.warm_up(); "
+        "print(sampling.compile_info()['from_cache'])"
+    )
+    out = subprocess.run(
+        [sys.executable, "-c", code],
+        cwd=ROOT,
+        capture_output=True,
+        text=True,
+        env={**os.environ, "PYTHONPATH": str(ROOT)},
+        timeout=300,
+    )
     assert out.returncode == 0, out.stderr
     assert out.stdout.split() == ["True"]
 
@@ -376,10 +440,18 @@ def test_numba_threads_follow_torch(numba):
 def test_warm_up_keeps_torch_thread_count(numba):
     """numba's OpenMP layer resets torch's thread count at its first parallel launch; warm_up
     (the first launch of every fused sampler) puts it back, so "numba follows torch" holds."""
-    code = ("import torch; torch.set_num_threads(1); from zg import kernels; "
-            "kernels.sampling.warm_up(); print(torch.get_num_threads(), kernels.set_threads())")
-    out = subprocess.run([sys.executable, "-c", code], cwd=ROOT, capture_output=True, text=True,
-                         env={**os.environ, "PYTHONPATH": str(ROOT)}, timeout=300)
+    code = (
+        "import torch; torch.set_num_threads(1); from zg import kernels; "
+        "kernels.sampling.warm_up(); print(torch.get_num_threads(), kernels.set_threads())"
+    )
+    out = subprocess.run(
+        [sys.executable, "-c", code],
+        cwd=ROOT,
+        capture_output=True,
+        text=True,
+        env={**os.environ, "PYTHONPATH": str(ROOT)},
+        timeout=300,
+    )
     assert out.returncode == 0, out.stderr
     assert out.stdout.split() == ["1", "1"]
 
@@ -425,8 +497,14 @@ print("ok", notices[0])
 
 def test_without_numba_the_torch_path_runs_with_one_notice():
     env = {**os.environ, "PYTHONPATH": str(ROOT)}
-    out = subprocess.run([sys.executable, "-c", WITHOUT_NUMBA], cwd=ROOT, env=env,
-                         capture_output=True, text=True, timeout=120)
+    out = subprocess.run(
+        [sys.executable, "-c", WITHOUT_NUMBA],
+        cwd=ROOT,
+        env=env,
+        capture_output=True,
+        text=True,
+        timeout=120,
+    )
     assert out.returncode == 0, out.stderr
     assert out.stdout.startswith("ok zg: numba is not installed")
 
@@ -444,7 +522,7 @@ def test_engine_training_is_identical_with_either_kernel(numba, mode):
         model = zg.models.SAGE(16, 32, 4, num_layers=2)
         eng = zg.Engine(g, model, fanouts=[5, 4], batch_size=128, mode=mode, seed=3, kernel=kernel)
         assert eng.source.kernel == kernel and model.kernel == kernel
-        model.set_kernel("fused")        # the same aggregation in both: only sampling differs
+        model.set_kernel("fused")  # the same aggregation in both: only sampling differs
         stats = eng.train_epoch()
         assert stats.iterations > 1
         params.append({k: v.clone() for k, v in model.state_dict().items()})
@@ -457,5 +535,6 @@ def test_engine_training_is_identical_with_either_kernel(numba, mode):
 def test_engine_rejects_a_bad_kernel():
     g = zg.datasets.csbm(num_nodes=200, avg_degree=4, num_classes=2, feat_dim=4, seed=0)
     with pytest.raises(ValueError, match="kernel must be"):
-        zg.Engine(g, zg.models.SAGE(4, 8, 2, num_layers=1), fanouts=[3], batch_size=16,
-                  kernel="cuda")
+        zg.Engine(
+            g, zg.models.SAGE(4, 8, 2, num_layers=1), fanouts=[3], batch_size=16, kernel="cuda"
+        )

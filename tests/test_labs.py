@@ -35,7 +35,9 @@ def text(cell):
 
 
 def test_there_are_at_least_six_labs_in_the_standard_layout():
-    assert len(SOURCES) >= 6, f"expected >= 6 labs as labs/source/<lab>/<lab>.ipynb, found {len(SOURCES)}"
+    assert len(SOURCES) >= 6, (
+        f"expected >= 6 labs as labs/source/<lab>/<lab>.ipynb, found {len(SOURCES)}"
+    )
     config = (LABS / "nbgrader_config.py").read_text()
     assert "CourseDirectory.root" in config and "course_id" in config
     readme = (LABS / "README.md").read_text()
@@ -51,25 +53,43 @@ def test_every_lab_has_solutions_points_hidden_tests_and_a_hand_graded_question(
         meta, src = grade_meta(cell), text(cell)
         if meta:
             ids.append(meta["grade_id"])
-            assert meta.get("schema_version") == 3, f"{path.stem}/{meta['grade_id']}: schema_version 3"
+            assert meta.get("schema_version") == 3, (
+                f"{path.stem}/{meta['grade_id']}: schema_version 3"
+            )
         begin, end = src.count("### BEGIN SOLUTION"), src.count("### END SOLUTION")
         assert begin == end, f"{path.stem}/{meta.get('grade_id')}: unbalanced solution markers"
         if begin:
-            assert cell["cell_type"] == "code" and meta.get("solution") and not meta.get("grade"), \
+            assert cell["cell_type"] == "code" and meta.get("solution") and not meta.get("grade"), (
                 f"{path.stem}: a cell with solution markers must be an (ungraded) solution cell"
+            )
         if meta.get("grade") and cell["cell_type"] == "code":
-            assert not meta.get("solution") and meta.get("locked"), f"{path.stem}/{meta['grade_id']}"
-            assert meta.get("points", 0) > 0, f"{path.stem}/{meta['grade_id']}: a test cell without points"
+            assert not meta.get("solution") and meta.get("locked"), (
+                f"{path.stem}/{meta['grade_id']}"
+            )
+            assert meta.get("points", 0) > 0, (
+                f"{path.stem}/{meta['grade_id']}: a test cell without points"
+            )
             auto_points += meta["points"]
             has_hidden = "### BEGIN HIDDEN TESTS" in src
             assert has_hidden == ("### END HIDDEN TESTS" in src), f"{path.stem}/{meta['grade_id']}"
             hidden += has_hidden
-            assert "assert" in src, f"{path.stem}/{meta['grade_id']}: a test cell that asserts nothing"
+            assert "assert" in src, (
+                f"{path.stem}/{meta['grade_id']}: a test cell that asserts nothing"
+            )
         if meta.get("grade") and cell["cell_type"] == "markdown":
-            assert meta.get("solution") and meta.get("points", 0) > 0, f"{path.stem}/{meta['grade_id']}"
+            assert meta.get("solution") and meta.get("points", 0) > 0, (
+                f"{path.stem}/{meta['grade_id']}"
+            )
             manual_points += meta["points"]
-    assert sum("### BEGIN SOLUTION" in text(c) for c in cells(path)) >= 2, f"{path.stem}: fewer than 2 exercises"
-    assert auto_points > 0 and hidden > 0 and manual_points > 0, (path.stem, auto_points, hidden, manual_points)
+    assert sum("### BEGIN SOLUTION" in text(c) for c in cells(path)) >= 2, (
+        f"{path.stem}: fewer than 2 exercises"
+    )
+    assert auto_points > 0 and hidden > 0 and manual_points > 0, (
+        path.stem,
+        auto_points,
+        hidden,
+        manual_points,
+    )
     assert len(ids) == len(set(ids)), f"{path.stem}: duplicate grade_id"
 
 
@@ -81,7 +101,9 @@ def test_every_exercise_is_tested_and_states_its_time(path):
     intro = text(nb[0])
     assert re.search(r"\*\*Time:\*\* about \d+ minutes", intro), f"{path.stem}: no **Time:** line"
     assert "**Prerequisites:**" in intro, f"{path.stem}: no **Prerequisites:** line"
-    tests = "\n".join(text(c) for c in nb if grade_meta(c).get("grade") and c["cell_type"] == "code")
+    tests = "\n".join(
+        text(c) for c in nb if grade_meta(c).get("grade") and c["cell_type"] == "code"
+    )
     for cell in nb:
         if "### BEGIN SOLUTION" not in text(cell):
             continue
@@ -96,8 +118,11 @@ def test_source_notebooks_are_stored_without_outputs(path):
             assert cell.get("outputs") == [] and cell.get("execution_count") is None, path.stem
 
 
-@pytest.mark.skipif(not HAVE_NBGRADER, reason="nbgrader is not installed (it is pinned in the "
-                    "reference env only; the modern env does not run the labs)")
+@pytest.mark.skipif(
+    not HAVE_NBGRADER,
+    reason="nbgrader is not installed (it is pinned in the "
+    "reference env only; the modern env does not run the labs)",
+)
 @pytest.mark.parametrize("path", SOURCES, ids=lambda p: p.stem)
 def test_nbgrader_accepts_the_metadata_and_strips_solutions(path):
     import nbformat
@@ -114,22 +139,28 @@ def test_nbgrader_accepts_the_metadata_and_strips_solutions(path):
 
 def test_labs_check_and_release_are_wired_into_make_and_ci():
     makefile = (ROOT / "Makefile").read_text()
-    assert re.search(r"^labs:", makefile, flags=re.M) and re.search(r"^labs-check:", makefile, flags=re.M)
+    assert re.search(r"^labs:", makefile, flags=re.M) and re.search(
+        r"^labs-check:", makefile, flags=re.M
+    )
     assert "make labs-check" in (ROOT / ".ci" / "run").read_text()
     ignored = (ROOT / ".gitignore").read_text()
     for path in ("labs/release/", "labs/gradebook.db", "labs/submitted/", "labs/autograded/"):
         assert path in ignored, f"{path} must be gitignored"
 
 
-@pytest.mark.skipif(not HAVE_NBGRADER, reason="nbgrader is not installed (it is pinned in the "
-                    "reference env only; the modern env does not run the labs)")
+@pytest.mark.skipif(
+    not HAVE_NBGRADER,
+    reason="nbgrader is not installed (it is pinned in the "
+    "reference env only; the modern env does not run the labs)",
+)
 def test_nbgrader_extensions_are_installed_and_enabled_for_jupyterlab():
     """What `make lab` loads: the prebuilt lab extension and the four server extensions, as
     `jupyter labextension list` / `jupyter server extension list` report them (read from the
     files those commands read, without starting Jupyter)."""
     prefix = Path(sys.prefix)
-    assert (prefix / "share/jupyter/labextensions/@jupyter/nbgrader/package.json").is_file(), \
+    assert (prefix / "share/jupyter/labextensions/@jupyter/nbgrader/package.json").is_file(), (
         "nbgrader's JupyterLab extension is not installed in this environment"
+    )
     config = json.loads((prefix / "etc/jupyter/jupyter_server_config.d/nbgrader.json").read_text())
     enabled = config["ServerApp"]["jpserver_extensions"]
     for name in ("formgrader", "validate_assignment", "assignment_list", "course_list"):
@@ -159,19 +190,29 @@ def test_every_wrong_solution_names_a_real_cell_and_part():
         wrong = labs_wrong.read_wrong(path)
         source = LABS / "source" / wrong["lab"] / f"{wrong['lab']}.ipynb"
         assert source.is_file(), (path.name, wrong["lab"])
-        labs_wrong.submission(source, wrong)        # raises on an unknown cell or part
+        labs_wrong.submission(source, wrong)  # raises on an unknown cell or part
         assert wrong["code"].strip() and wrong["why"], path.name
     assert "make labs-wrong" in (ROOT / ".ci" / "run").read_text()
 
 
-@pytest.mark.parametrize("name", ["lab1_numpy_unique", "lab1_tolist_set", "lab5_out_edges", "lab8_zero_grad_to_none",
-                                  "lab6_shrink_over_workers"])
+@pytest.mark.parametrize(
+    "name",
+    [
+        "lab1_numpy_unique",
+        "lab1_tolist_set",
+        "lab5_out_edges",
+        "lab8_zero_grad_to_none",
+        "lab6_shrink_over_workers",
+    ],
+)
 def test_a_few_wrong_solutions_lose_their_points_without_nbgrader(name):
     """The quick version of `make labs-wrong`: the lab's cells run in this process with one
     cell replaced by a wrong solution; its part earns at most half its points."""
     labs_wrong = _wrong_solutions()
     wrong = labs_wrong.read_wrong(LABS / "wrong" / f"{name}.py")
-    scores = labs_wrong.grade_in_process(LABS / "source" / wrong["lab"] / f"{wrong['lab']}.ipynb", wrong)
+    scores = labs_wrong.grade_in_process(
+        LABS / "source" / wrong["lab"] / f"{wrong['lab']}.ipynb", wrong
+    )
     earned, total = sum(s for s, _ in scores.values()), sum(p for _, p in scores.values())
     assert total > 0 and set(scores) == set(wrong["part"]), scores
     assert earned <= total / 2, (name, scores)

@@ -23,16 +23,21 @@ def random_block(num_dst, num_src, dst_rows, src_rows, fanout, gen, p_edge=0.7, 
     have an all-False mask and masked slots point at row 0 (the Block contract)."""
     assert num_dst <= num_src and num_dst <= dst_rows <= src_rows and num_src <= src_rows
     mask = torch.rand(dst_rows, fanout, generator=gen) < p_edge
-    mask &= (torch.rand(dst_rows, 1, generator=gen) >= p_empty)      # some real rows empty
-    mask[num_dst:] = False                                             # padding rows
+    mask &= torch.rand(dst_rows, 1, generator=gen) >= p_empty  # some real rows empty
+    mask[num_dst:] = False  # padding rows
     nbr = torch.randint(0, max(num_src, 1), (dst_rows, fanout), generator=gen)
     if fanout >= 2:  # duplicated neighbours: slot 1 repeats slot 0 in about a third of the rows
         dup = torch.rand(dst_rows, generator=gen) < 0.35
         nbr[:, 1] = torch.where(dup, nbr[:, 0], nbr[:, 1])
     nbr = torch.where(mask, nbr, 0)
     src_nodes = torch.randperm(10 * src_rows + 10, generator=gen)[:src_rows]
-    return Block(nbr=nbr, mask=mask, num_src=torch.tensor(num_src), num_dst=torch.tensor(num_dst),
-                 src_nodes=src_nodes)
+    return Block(
+        nbr=nbr,
+        mask=mask,
+        num_src=torch.tensor(num_src),
+        num_dst=torch.tensor(num_dst),
+        src_nodes=src_nodes,
+    )
 
 
 def random_blocks(num_layers, fanouts, gen, num_seeds=5):
@@ -59,8 +64,15 @@ def perturb_padding(blocks, x, gen):
     out = []
     for b in blocks:
         junk = torch.randint(0, b.src_nodes.shape[0], b.nbr.shape, generator=gen)
-        out.append(Block(nbr=torch.where(b.mask, b.nbr, junk), mask=b.mask, num_src=b.num_src,
-                         num_dst=b.num_dst, src_nodes=b.src_nodes))
+        out.append(
+            Block(
+                nbr=torch.where(b.mask, b.nbr, junk),
+                mask=b.mask,
+                num_src=b.num_src,
+                num_dst=b.num_dst,
+                src_nodes=b.src_nodes,
+            )
+        )
     return out, x
 
 
@@ -118,9 +130,13 @@ def compare(run_zg, run_dgl, zg_module, dgl_module, blocks, x, gen):
 
 
 LAYER_CASES = [
-    ("sage", 6, 4, {}), ("sage", 3, 7, {}),          # project-then-gather and gather-then-project
-    ("gcn", 6, 4, {}), ("gcn", 3, 7, {}),
-    ("gat", 5, 3, {}), ("gat", 5, 3, {"residual": True}), ("gat", 6, 3, {"residual": True}),
+    ("sage", 6, 4, {}),
+    ("sage", 3, 7, {}),  # project-then-gather and gather-then-project
+    ("gcn", 6, 4, {}),
+    ("gcn", 3, 7, {}),
+    ("gat", 5, 3, {}),
+    ("gat", 5, 3, {"residual": True}),
+    ("gat", 6, 3, {"residual": True}),
 ]
 
 
@@ -134,7 +150,7 @@ def test_layer_matches_dgl(dgl, kind, in_dim, out_dim, kw, seed):
     ref = dgl_layer(dgl, kind, in_dim, out_dim, **kw)
     randomize(ref, gen)
     layer = zg_layer(kind, in_dim, out_dim, **kw)
-    layer.load_state_dict(ref.state_dict())                # same parameter names and shapes
+    layer.load_state_dict(ref.state_dict())  # same parameter names and shapes
     graph = block.to_dgl()
     compare(lambda h: layer(block, h), lambda h: ref(graph, h), layer, ref, [block], x, gen)
 
@@ -143,8 +159,9 @@ def test_layer_matches_dgl(dgl, kind, in_dim, out_dim, kw, seed):
 @pytest.mark.parametrize("kind", ["sage", "gcn", "gat"])
 def test_layer_matches_dgl_on_a_block_without_edges(dgl, kind):
     gen = torch.Generator().manual_seed(3)
-    block = random_block(num_dst=4, num_src=6, dst_rows=5, src_rows=8, fanout=3, gen=gen,
-                         p_edge=0.0)
+    block = random_block(
+        num_dst=4, num_src=6, dst_rows=5, src_rows=8, fanout=3, gen=gen, p_edge=0.0
+    )
     x = torch.randn(8, 5, generator=gen)
     ref = dgl_layer(dgl, kind, 5, 3)
     randomize(ref, gen)
@@ -155,12 +172,23 @@ def test_layer_matches_dgl_on_a_block_without_edges(dgl, kind):
 
 
 @pytest.mark.dgl
-@given(num_dst=st.integers(1, 8), extra_src=st.integers(0, 10), pad_dst=st.integers(0, 3),
-       pad_src=st.integers(0, 3), fanout=st.integers(1, 6), in_dim=st.integers(1, 6),
-       out_dim=st.integers(1, 6), p_edge=st.floats(0.0, 1.0), seed=st.integers(0, 2**16))
-@settings(max_examples=25, deadline=None, suppress_health_check=[HealthCheck.function_scoped_fixture])
-def test_sage_matches_dgl_on_random_shapes(dgl, num_dst, extra_src, pad_dst, pad_src, fanout,
-                                           in_dim, out_dim, p_edge, seed):
+@given(
+    num_dst=st.integers(1, 8),
+    extra_src=st.integers(0, 10),
+    pad_dst=st.integers(0, 3),
+    pad_src=st.integers(0, 3),
+    fanout=st.integers(1, 6),
+    in_dim=st.integers(1, 6),
+    out_dim=st.integers(1, 6),
+    p_edge=st.floats(0.0, 1.0),
+    seed=st.integers(0, 2**16),
+)
+@settings(
+    max_examples=25, deadline=None, suppress_health_check=[HealthCheck.function_scoped_fixture]
+)
+def test_sage_matches_dgl_on_random_shapes(
+    dgl, num_dst, extra_src, pad_dst, pad_src, fanout, in_dim, out_dim, p_edge, seed
+):
     gen = torch.Generator().manual_seed(seed)
     num_src, dst_rows = num_dst + extra_src, num_dst + pad_dst
     src_rows = max(num_src, dst_rows) + pad_src
@@ -205,15 +233,24 @@ def test_model_matches_dgl_stack(dgl, kind, num_layers):
     if kind == "gat":
         outs = [hidden] * (num_layers - 1) + [classes]
         ref.layers = torch.nn.ModuleList(
-            dgl_layer(dgl, kind, widths[i], outs[i], heads) for i in range(num_layers))
+            dgl_layer(dgl, kind, widths[i], outs[i], heads) for i in range(num_layers)
+        )
     else:
         ref.layers = torch.nn.ModuleList(
-            dgl_layer(dgl, kind, a, b) for a, b in zip(widths[:-1], widths[1:]))
+            dgl_layer(dgl, kind, a, b) for a, b in zip(widths[:-1], widths[1:])
+        )
     randomize(ref, gen)
     model.load_state_dict(ref.state_dict())
     graphs = [b.to_dgl() for b in blocks]
-    compare(lambda h: model(blocks, h), lambda h: dgl_stack_forward(kind, ref.layers, graphs, h),
-            model, ref, blocks, x, gen)
+    compare(
+        lambda h: model(blocks, h),
+        lambda h: dgl_stack_forward(kind, ref.layers, graphs, h),
+        model,
+        ref,
+        blocks,
+        x,
+        gen,
+    )
 
 
 def test_feature_dims_and_shapes():
@@ -241,7 +278,9 @@ def run_with_grads(model, blocks, x):
     model.zero_grad(set_to_none=True)
     out = model(blocks, x)
     num_dst = int(blocks[-1].num_dst)
-    (out[:num_dst] * torch.arange(out[:num_dst].numel()).view_as(out[:num_dst]).sin()).sum().backward()
+    (
+        out[:num_dst] * torch.arange(out[:num_dst].numel()).view_as(out[:num_dst]).sin()
+    ).sum().backward()
     return out, x.grad, {n: p.grad.clone() for n, p in model.named_parameters()}
 
 
@@ -254,7 +293,7 @@ def test_padding_does_not_influence_real_rows_bitwise(kind):
     out, x_grad, grads = run_with_grads(model, blocks, x)
     blocks2, x2 = perturb_padding(blocks, x, gen)
     assert all(not torch.equal(b.nbr, b2.nbr) for b, b2 in zip(blocks, blocks2))
-    assert (x2[num_src_rows(blocks):] != x[num_src_rows(blocks):]).any()
+    assert (x2[num_src_rows(blocks) :] != x[num_src_rows(blocks) :]).any()
     out2, x_grad2, grads2 = run_with_grads(model, blocks2, x2)
     num_src, num_dst = int(blocks[0].num_src), int(blocks[-1].num_dst)
     assert torch.equal(out[:num_dst], out2[:num_dst])
@@ -268,8 +307,13 @@ def test_padded_destination_edges_are_ignored():
     """A mask bit set on a padding row (a broken sampler) still adds no edge."""
     gen = torch.Generator().manual_seed(6)
     block = random_block(num_dst=4, num_src=7, dst_rows=6, src_rows=8, fanout=3, gen=gen)
-    bad = Block(nbr=block.nbr, mask=block.mask.clone(), num_src=block.num_src,
-                num_dst=block.num_dst, src_nodes=block.src_nodes)
+    bad = Block(
+        nbr=block.nbr,
+        mask=block.mask.clone(),
+        num_src=block.num_src,
+        num_dst=block.num_dst,
+        src_nodes=block.src_nodes,
+    )
     bad.mask[4:] = True
     x = torch.randn(8, 5, generator=gen)
     for layer in (zm.SAGEConv(5, 3), zm.GCNConv(5, 3), zm.GATConv(5, 3, 2)):
@@ -278,10 +322,18 @@ def test_padded_destination_edges_are_ignored():
 
 def test_empty_blocks_give_zeros_not_nan():
     x = torch.randn(4, 5, requires_grad=True)
-    no_dst = Block(nbr=torch.zeros(3, 2, dtype=torch.long), mask=torch.zeros(3, 2, dtype=torch.bool),
-                   num_src=torch.tensor(2), num_dst=torch.tensor(0))
-    no_fanout = Block(nbr=torch.zeros(3, 0, dtype=torch.long), mask=torch.zeros(3, 0, dtype=torch.bool),
-                      num_src=torch.tensor(4), num_dst=torch.tensor(3))
+    no_dst = Block(
+        nbr=torch.zeros(3, 2, dtype=torch.long),
+        mask=torch.zeros(3, 2, dtype=torch.bool),
+        num_src=torch.tensor(2),
+        num_dst=torch.tensor(0),
+    )
+    no_fanout = Block(
+        nbr=torch.zeros(3, 0, dtype=torch.long),
+        mask=torch.zeros(3, 0, dtype=torch.bool),
+        num_src=torch.tensor(4),
+        num_dst=torch.tensor(3),
+    )
     for layer in (zm.SAGEConv(5, 3), zm.GCNConv(5, 3), zm.GATConv(5, 3, 2)):
         out = layer(no_dst, x)
         assert torch.all(out == 0)
@@ -295,8 +347,10 @@ def test_empty_blocks_give_zeros_not_nan():
 def test_masked_softmax():
     scores = torch.randn(5, 4, 3, requires_grad=True)
     with torch.no_grad():
-        scores[:, 3] = 1e30                              # huge scores behind masked slots
-    mask = torch.tensor([[1, 1, 0, 0], [1, 0, 0, 0], [0, 0, 0, 0], [1, 1, 1, 0], [0, 1, 0, 0]]).bool()
+        scores[:, 3] = 1e30  # huge scores behind masked slots
+    mask = torch.tensor(
+        [[1, 1, 0, 0], [1, 0, 0, 0], [0, 0, 0, 0], [1, 1, 1, 0], [0, 1, 0, 0]]
+    ).bool()
     alpha = zm.masked_softmax(scores, mask)
     assert torch.isfinite(alpha).all()
     assert torch.all(alpha[~mask] == 0) and torch.all(alpha[2] == 0)
@@ -323,8 +377,9 @@ def test_layer_with_relu_matches_dgl_with_activation(dgl, kind, in_dim, out_dim)
         ref = dgl.nn.SAGEConv(in_dim, out_dim, "mean", activation=F.relu)
         layer = zm.SAGEConv(in_dim, out_dim, activation="relu")
     else:
-        ref = dgl.nn.GraphConv(in_dim, out_dim, norm="both", allow_zero_in_degree=True,
-                               activation=F.relu)
+        ref = dgl.nn.GraphConv(
+            in_dim, out_dim, norm="both", allow_zero_in_degree=True, activation=F.relu
+        )
         layer = zm.GCNConv(in_dim, out_dim, activation="relu")
     randomize(ref, gen)
     layer.load_state_dict(ref.state_dict())
@@ -381,10 +436,10 @@ def test_attention_sum_on_the_cpu_equals_the_gather_reference(heads, fanout, see
     gen = torch.Generator().manual_seed(seed)
     block = random_block(num_dst=9, num_src=13, dst_rows=12, src_rows=16, fanout=fanout, gen=gen)
     mask = block.mask & (torch.arange(12) < 9).unsqueeze(1)
-    mask[2] = False                                          # a real row without an edge
+    mask[2] = False  # a real row without an edge
     junk = torch.randint(0, 16, block.nbr.shape, generator=gen)
-    nbr = torch.where(mask, block.nbr, junk)                 # masked slots point anywhere
-    nbr = torch.cat([nbr, nbr], 1)[:, :fanout]               # a strided view, as engines pass
+    nbr = torch.where(mask, block.nbr, junk)  # masked slots point anywhere
+    nbr = torch.cat([nbr, nbr], 1)[:, :fanout]  # a strided view, as engines pass
     z = torch.randn(16, heads, 6, generator=gen)
     scores = torch.randn(12, fanout, heads, generator=gen)
     weight = torch.randn(12, heads, 6, generator=gen)
@@ -424,8 +479,9 @@ def test_kernel_torch_runs_the_gather_and_equals_the_cpu_kernel_in_a_whole_model
     assert model.set_kernel("torch") is model
     assert model.kernel == "torch" and all(layer.kernel == "torch" for layer in model.layers)
     ref, x_ref, grads_ref = run_with_grads(model, blocks, x)
-    assert not any("NeighbourSum" in n or "EmbeddingBag" in n
-                   for n in autograd_node_names(model(blocks, x)))
+    assert not any(
+        "NeighbourSum" in n or "EmbeddingBag" in n for n in autograd_node_names(model(blocks, x))
+    )
     torch.testing.assert_close(out, ref, **TOL)
     torch.testing.assert_close(x_grad, x_ref, **TOL)
     for name in grads:
@@ -444,16 +500,21 @@ def autograd_node_names(out):
         node = stack.pop()
         if node is None or node in seen:
             continue
-        seen.append(node)                   # held, so no id is reused while walking
+        seen.append(node)  # held, so no id is reused while walking
         names.add(type(node).__name__)
         stack.extend(next_node for next_node, _ in node.next_functions)
     return names
 
 
 def test_the_kernel_choice_is_validated_by_every_model_and_layer():
-    for make in (lambda k: zm.SAGE(4, 8, 3, kernel=k), lambda k: zm.GCN(4, 8, 3, kernel=k),
-                 lambda k: zm.GAT(4, 8, 3, kernel=k), lambda k: zm.SAGEConv(4, 3, kernel=k),
-                 lambda k: zm.GCNConv(4, 3, kernel=k), lambda k: zm.GATConv(4, 3, 2, kernel=k)):
+    for make in (
+        lambda k: zm.SAGE(4, 8, 3, kernel=k),
+        lambda k: zm.GCN(4, 8, 3, kernel=k),
+        lambda k: zm.GAT(4, 8, 3, kernel=k),
+        lambda k: zm.SAGEConv(4, 3, kernel=k),
+        lambda k: zm.GCNConv(4, 3, kernel=k),
+        lambda k: zm.GATConv(4, 3, 2, kernel=k),
+    ):
         assert make("torch").kernel == "torch"
         with pytest.raises(ValueError, match="kernel must be one of"):
             make("numba")
@@ -472,7 +533,7 @@ def test_no_host_syncs_or_dynamic_shapes_in_forward_and_backward(kind):
     gen = torch.Generator().manual_seed(8)
     blocks = random_blocks(3, [4, 3, 2], gen)
     x = torch.randn(blocks[0].src_nodes.shape[0], 6, generator=gen, requires_grad=True)
-    model = zm.build(kind, 6, 8, 3, 3)                   # train mode: dropout on
+    model = zm.build(kind, 6, 8, 3, 3)  # train mode: dropout on
     with SyncAudit() as a:
         loss = model(blocks, x).sum()
         loss.backward()
@@ -486,13 +547,21 @@ def test_no_host_syncs_or_dynamic_shapes_in_forward_and_backward(kind):
 def test_forward_backward_capture_in_a_cuda_graph(kind):
     gen = torch.Generator().manual_seed(9)
     cpu_blocks = random_blocks(3, [4, 3, 2], gen)
-    blocks = [Block(nbr=b.nbr.cuda(), mask=b.mask.cuda(), num_src=b.num_src.cuda(),
-                    num_dst=b.num_dst.cuda(), src_nodes=b.src_nodes.cuda()) for b in cpu_blocks]
+    blocks = [
+        Block(
+            nbr=b.nbr.cuda(),
+            mask=b.mask.cuda(),
+            num_src=b.num_src.cuda(),
+            num_dst=b.num_dst.cuda(),
+            src_nodes=b.src_nodes.cuda(),
+        )
+        for b in cpu_blocks
+    ]
     x = torch.randn(cpu_blocks[0].src_nodes.shape[0], 6, generator=gen).cuda()
     model = zm.build(kind, 6, 8, 3, 3, dropout=0.0).cuda()
     side = torch.cuda.Stream()
     side.wait_stream(torch.cuda.current_stream())
-    with torch.cuda.stream(side):                        # warm-up outside the capture
+    with torch.cuda.stream(side):  # warm-up outside the capture
         for _ in range(2):
             model.zero_grad(set_to_none=False)
             model(blocks, x).square().sum().backward()
@@ -517,22 +586,25 @@ def test_forward_backward_capture_in_a_cuda_graph(kind):
 # ----------------------------------------------------------------------------- bad arguments
 
 
-@pytest.mark.parametrize("args, kw, error, match", [
-    (("mlp", 4, 8, 3, 2), {}, ValueError, "unknown model"),
-    ((3, 4, 8, 3, 2), {}, TypeError, "name"),
-    (("sage", 0, 8, 3, 2), {}, ValueError, "in_dim"),
-    (("gcn", 4, -1, 3, 2), {}, ValueError, "hidden_dim"),
-    (("gat", 4, 8, 0, 2), {}, ValueError, "num_classes"),
-    (("sage", 4, 8, 3, 0), {}, ValueError, "num_layers"),
-    (("sage", 4.0, 8, 3, 2), {}, TypeError, "in_dim"),
-    (("sage", True, 8, 3, 2), {}, TypeError, "in_dim"),
-    (("sage", 4, 8, 3, 2), {"dropout": 1.0}, ValueError, "dropout"),
-    (("sage", 4, 8, 3, 2), {"dropout": -0.1}, ValueError, "dropout"),
-    (("sage", 4, 8, 3, 2), {"dropout": float("nan")}, ValueError, "dropout"),
-    (("sage", 4, 8, 3, 2), {"dropout": "0.5"}, TypeError, "dropout"),
-    (("sage", 4, 8, 3, 2), {"heads": 2}, ValueError, "heads"),
-    (("gat", 4, 8, 3, 2), {"heads": 0}, ValueError, "heads"),
-])
+@pytest.mark.parametrize(
+    "args, kw, error, match",
+    [
+        (("mlp", 4, 8, 3, 2), {}, ValueError, "unknown model"),
+        ((3, 4, 8, 3, 2), {}, TypeError, "name"),
+        (("sage", 0, 8, 3, 2), {}, ValueError, "in_dim"),
+        (("gcn", 4, -1, 3, 2), {}, ValueError, "hidden_dim"),
+        (("gat", 4, 8, 0, 2), {}, ValueError, "num_classes"),
+        (("sage", 4, 8, 3, 0), {}, ValueError, "num_layers"),
+        (("sage", 4.0, 8, 3, 2), {}, TypeError, "in_dim"),
+        (("sage", True, 8, 3, 2), {}, TypeError, "in_dim"),
+        (("sage", 4, 8, 3, 2), {"dropout": 1.0}, ValueError, "dropout"),
+        (("sage", 4, 8, 3, 2), {"dropout": -0.1}, ValueError, "dropout"),
+        (("sage", 4, 8, 3, 2), {"dropout": float("nan")}, ValueError, "dropout"),
+        (("sage", 4, 8, 3, 2), {"dropout": "0.5"}, TypeError, "dropout"),
+        (("sage", 4, 8, 3, 2), {"heads": 2}, ValueError, "heads"),
+        (("gat", 4, 8, 3, 2), {"heads": 0}, ValueError, "heads"),
+    ],
+)
 def test_build_rejects_bad_arguments(args, kw, error, match):
     with pytest.raises(error, match=match):
         zm.build(*args, **kw)

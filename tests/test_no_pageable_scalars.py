@@ -11,12 +11,25 @@ from pathlib import Path
 
 ZG = Path(__file__).resolve().parents[1] / "zg"
 # The modules an iteration runs through (sampling, the step, the engine's loop, the model).
-PATH_MODULES = ("sampling.py", "step.py", "engine.py", "observe.py", "optim.py", "models.py",
-                "blocks.py", "rng.py", "kernels/__init__.py", "kernels/sampling.py",
-                "kernels/aggregate.py")
+PATH_MODULES = (
+    "sampling.py",
+    "step.py",
+    "engine.py",
+    "observe.py",
+    "optim.py",
+    "models.py",
+    "blocks.py",
+    "rng.py",
+    "kernels/__init__.py",
+    "kernels/sampling.py",
+    "kernels/aggregate.py",
+)
 # Functions that run once per engine or optimizer, never per iteration.
-ONCE = {("engine.py", "__init__"), ("optim.py", "_init_lr"),
-        ("sampling.py", "_hop_constants")}     # once per sampler (EnvelopeSampler.__init__; a rebuild after an overflow, already a host decision)
+ONCE = {
+    ("engine.py", "__init__"),
+    ("optim.py", "_init_lr"),
+    ("sampling.py", "_hop_constants"),
+}  # once per sampler (EnvelopeSampler.__init__; a rebuild after an overflow, already a host decision)
 
 
 def device_tensor_calls(source: str):
@@ -26,9 +39,14 @@ def device_tensor_calls(source: str):
         if not isinstance(fn, (ast.FunctionDef, ast.AsyncFunctionDef)):
             continue
         for node in ast.walk(fn):
-            if (isinstance(node, ast.Call) and isinstance(node.func, ast.Attribute)
-                    and node.func.attr in ("tensor", "as_tensor") and isinstance(node.func.value, ast.Name)
-                    and node.func.value.id == "torch" and any(k.arg == "device" for k in node.keywords)):
+            if (
+                isinstance(node, ast.Call)
+                and isinstance(node.func, ast.Attribute)
+                and node.func.attr in ("tensor", "as_tensor")
+                and isinstance(node.func.value, ast.Name)
+                and node.func.value.id == "torch"
+                and any(k.arg == "device" for k in node.keywords)
+            ):
                 found.append((node.lineno, fn.name))
     return found
 
@@ -44,6 +62,8 @@ def test_no_tensor_from_python_data_on_the_device_in_the_iteration_path():
         for line, fn in device_tensor_calls((ZG / name).read_text()):
             if (name, fn) not in ONCE:
                 offenders.append(f"zg/{name}:{line} in {fn}")
-    assert not offenders, ("torch.tensor/as_tensor(..., device=...) on the per-iteration path (a pageable "
-                           "host-to-device copy: the host waits on CUDA); use zg.rng.device_scalar or a "
-                           "preallocated buffer: " + ", ".join(offenders))
+    assert not offenders, (
+        "torch.tensor/as_tensor(..., device=...) on the per-iteration path (a pageable "
+        "host-to-device copy: the host waits on CUDA); use zg.rng.device_scalar or a "
+        "preallocated buffer: " + ", ".join(offenders)
+    )

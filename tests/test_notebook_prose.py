@@ -16,10 +16,15 @@ LONG = "csbm20k 100 epochs, seed 0"
 
 def markdown_cell(notebook, starts_with):
     cells = json.loads((ROOT / "notebooks" / notebook).read_text())["cells"]
-    found = [''.join(c["source"]) for c in cells
-             if c["cell_type"] == "markdown" and ''.join(c["source"]).startswith(starts_with)]
-    assert len(found) == 1, f"{notebook}: expected one markdown cell starting {starts_with!r}, found {len(found)}"
-    return " ".join(found[0].split())                  # one line: the prose wraps anywhere
+    found = [
+        "".join(c["source"])
+        for c in cells
+        if c["cell_type"] == "markdown" and "".join(c["source"]).startswith(starts_with)
+    ]
+    assert len(found) == 1, (
+        f"{notebook}: expected one markdown cell starting {starts_with!r}, found {len(found)}"
+    )
+    return " ".join(found[0].split())  # one line: the prose wraps anywhere
 
 
 def pct(x):
@@ -38,7 +43,13 @@ def test_notebook_07_long_run_paragraph_matches_the_committed_diagnosis():
     assert f"peaks at epoch {peak + 1} ({pct(iso[peak])} % test accuracy)" in text
     assert f"falls to {pct(runs['isolated']['final_test_acc'])} % by epoch {len(iso)}" in text
     grappa = {name: r for name, r in runs.items() if name.startswith("grappa/")}
-    assert set(grappa) == {"grappa/mean", "grappa/node", "grappa/batch", "grappa/shrink", "grappa/reference"}
+    assert set(grappa) == {
+        "grappa/mean",
+        "grappa/node",
+        "grappa/batch",
+        "grappa/shrink",
+        "grappa/reference",
+    }
     # "every Grappa estimator ends within 2.5 points of its epoch-10 level (lo-hi %)"
     drift = max(abs(r["final_test_acc"] - r["test_curve"][9]) for r in grappa.values())
     assert drift <= 0.025 and "within 2.5 points of its epoch-10 level" in text
@@ -53,8 +64,11 @@ def test_notebook_07_long_run_paragraph_matches_the_committed_diagnosis():
     assert best == "grappa/mean" and "`grappa/mean` (no coverage correction) ends highest" in text
     above = 100 * (grappa[best]["final_test_acc"] - runs["isolated"]["final_test_acc"])
     assert f"{round(above)} points above it" in text
-    below = sorted(100 * (grappa[best]["final_test_acc"] - r["final_test_acc"])
-                   for n, r in grappa.items() if n != best)
+    below = sorted(
+        100 * (grappa[best]["final_test_acc"] - r["final_test_acc"])
+        for n, r in grappa.items()
+        if n != best
+    )
     assert f"end {below[0]:.1f}-{below[-1]:.1f} points below `grappa/mean`" in text
 
 
@@ -83,21 +97,27 @@ def test_the_3_seed_long_run_sentences_match_the_pooled_dataset():
     summary, final = three_seed_summary(POOLED)
     assert set(summary) == {"single", "feature_fetch", "isolated", "grappa/batch"}
     for run in summary:
-        final(run)                                                       # 3 seeds each
+        final(run)  # 3 seeds each
 
     curve = [p["mean"] for p in summary["isolated"]["test_curve"]]
     peak = max(range(len(curve)), key=curve.__getitem__)
     gap = f"{summary['grappa/batch']['gap_points_final']:.1f} points below single"
     nb = markdown_cell("07_coverage_correction.ipynb", "**How to read the diagnosis.**")
-    assert (f"single ends at {final('single')}, isolated at {final('isolated')} (its mean curve peaks at "
-            f"epoch {peak + 1}, {pct(curve[peak])} %), Grappa/batch at {final('grappa/batch')}, {gap}") in nb
+    assert (
+        f"single ends at {final('single')}, isolated at {final('isolated')} (its mean curve peaks at "
+        f"epoch {peak + 1}, {pct(curve[peak])} %), Grappa/batch at {final('grappa/batch')}, {gap}"
+    ) in nb
     doc = " ".join((ROOT / "docs" / "grappa_diagnosis.md").read_text().split())
-    assert (f"single ends at {final('single')}, feature fetching at {final('feature_fetch')}, isolated at "
-            f"{final('isolated')} (its mean test curve peaks at epoch {peak + 1}, {pct(curve[peak])} %) and "
-            f"Grappa/batch at {final('grappa/batch')}, {gap}") in doc
+    assert (
+        f"single ends at {final('single')}, feature fetching at {final('feature_fetch')}, isolated at "
+        f"{final('isolated')} (its mean test curve peaks at epoch {peak + 1}, {pct(curve[peak])} %) and "
+        f"Grappa/batch at {final('grappa/batch')}, {gap}"
+    ) in doc
     readme = " ".join((ROOT / "README.md").read_text().split())
-    assert (f"(3 seeds: isolated {summary['isolated']['gap_points_final']:.1f} points below single, Grappa "
-            f"with the default estimator {summary['grappa/batch']['gap_points_final']:.1f} below;") in readme
+    assert (
+        f"(3 seeds: isolated {summary['isolated']['gap_points_final']:.1f} points below single, Grappa "
+        f"with the default estimator {summary['grappa/batch']['gap_points_final']:.1f} below;"
+    ) in readme
 
 
 ABLATIONS = "csbm20k 100 epochs, ablations"
@@ -111,20 +131,26 @@ def test_the_100_epoch_ablation_sentences_match_the_diagnosis():
         return f"{summary[run]['gap_points_final']:.1f}"
 
     defaults = summary["grappa/defaults"]
-    assert abs(defaults["test_gap_points_curve"][11]) < 0.05                 # "level at epoch 12"
-    assert defaults["gap_points_final"] > 1.0                                # "not at 100"
+    assert abs(defaults["test_gap_points_curve"][11]) < 0.05  # "level at epoch 12"
+    assert defaults["gap_points_final"] > 1.0  # "not at 100"
     doc = " ".join((ROOT / "docs" / "grappa_diagnosis.md").read_text().split())
-    assert (f"repartitioning every epoch ends at {final('grappa/batch every 1')} ({gap('grappa/batch every 1')} "
-            f"points below single; no better than every 5), the one-hop halo on random chunks at "
-            f"{final('grappa/batch halo')} ({gap('grappa/batch halo')} below), the kit's defaults (METIS, halo) at "
-            f"{final('grappa/defaults')} ({gap('grappa/defaults')} below)") in doc
+    assert (
+        f"repartitioning every epoch ends at {final('grappa/batch every 1')} ({gap('grappa/batch every 1')} "
+        f"points below single; no better than every 5), the one-hop halo on random chunks at "
+        f"{final('grappa/batch halo')} ({gap('grappa/batch halo')} below), the kit's defaults (METIS, halo) at "
+        f"{final('grappa/defaults')} ({gap('grappa/defaults')} below)"
+    ) in doc
     nb = markdown_cell("07_coverage_correction.ipynb", "**How to read the diagnosis.**")
-    assert (f"repartitioning every epoch does not ({final('grappa/batch every 1')}), the one-hop halo does "
-            f"({final('grappa/batch halo')}), and the kit's defaults (METIS chunks and the halo) end at "
-            f"{final('grappa/defaults')}, {gap('grappa/defaults')} points below single") in nb
+    assert (
+        f"repartitioning every epoch does not ({final('grappa/batch every 1')}), the one-hop halo does "
+        f"({final('grappa/batch halo')}), and the kit's defaults (METIS chunks and the halo) end at "
+        f"{final('grappa/defaults')}, {gap('grappa/defaults')} points below single"
+    ) in nb
     readme = " ".join((ROOT / "README.md").read_text().split())
-    assert (f"the halo alone {gap('grappa/batch halo')} below, the defaults {gap('grappa/defaults')} below "
-            f"after being level with single at epoch 12") in readme
+    assert (
+        f"the halo alone {gap('grappa/batch halo')} below, the defaults {gap('grappa/defaults')} below "
+        f"after being level with single at epoch 12"
+    ) in readme
 
 
 DEEP = ROOT / "bench" / "results" / "grappa_map_deep.json"
@@ -134,7 +160,7 @@ DEEP = ROOT / "bench" / "results" / "grappa_map_deep.json"
 def test_the_3_layer_diagnosis_prose_matches_grappa_map_deep():
     cells = {(c["epochs"], c["run"]): c for c in json.loads(DEEP.read_text())["cells"]}
 
-    def gap(epochs, run):                                       # as the docs write it: "−0.2 ± 0.3"
+    def gap(epochs, run):  # as the docs write it: "−0.2 ± 0.3"
         c = cells[(epochs, run)]
         return f"{100 * c['gap_mean']:+.1f} ± {100 * c['gap_std']:.1f}".replace("-", "−")
 
@@ -143,22 +169,34 @@ def test_the_3_layer_diagnosis_prose_matches_grappa_map_deep():
         return f"{min(firsts)}-{max(firsts)}"
 
     late = [abs(c["gap_mean"]) for (e, _), c in cells.items() if e == 100]
-    assert max(late) <= 0.005                                   # "within 0.5 points"
+    assert max(late) <= 0.005  # "within 0.5 points"
     doc = " ".join((ROOT / "docs" / "grappa_diagnosis.md").read_text().split())
-    for run, words in (("isolated", "isolated"), ("grappa/batch", "Grappa (batch)"),
-                       ("grappa/mean", "Grappa without coverage weights (mean)"),
-                       ("grappa/batch fixed", "Grappa without repartitioning")):
+    for run, words in (
+        ("isolated", "isolated"),
+        ("grappa/batch", "Grappa (batch)"),
+        ("grappa/mean", "Grappa without coverage weights (mean)"),
+        ("grappa/batch fixed", "Grappa without repartitioning"),
+    ):
         assert f"{words} {gap(100, run)}" in doc, (words, gap(100, run))
     assert f"defaults (METIS, halo) {gap(100, 'defaults (metis+halo)')}" in doc
-    for run, number in (("grappa/batch", "59.9"), ("isolated", "36.8"), ("defaults (metis+halo)", "16.7")):
+    for run, number in (
+        ("grappa/batch", "59.9"),
+        ("isolated", "36.8"),
+        ("defaults (metis+halo)", "16.7"),
+    ):
         assert f"{-100 * cells[(32, run)]['gap_mean']:.1f}" == number and f"−{number}" in doc
     assert f"single {span('single')}; defaults {span('defaults (metis+halo)')}" in doc
-    assert f"isolated and Grappa without repartitioning {span('isolated', 'grappa/batch fixed')}" in doc
+    assert (
+        f"isolated and Grappa without repartitioning {span('isolated', 'grappa/batch fixed')}"
+        in doc
+    )
     assert f"(either weighting) {span('grappa/batch', 'grappa/mean')}" in doc
     nb = markdown_cell("06_gradient_only_training.ipynb", "**How to read it.**")
     assert "within 0.5 points of single-process training in both cells" in nb
-    assert (f"single's (epoch {span('single')}), isolated at {span('isolated')} and Grappa at "
-            f"{span('grappa/batch', 'grappa/mean')}") in nb
+    assert (
+        f"single's (epoch {span('single')}), isolated at {span('isolated')} and Grappa at "
+        f"{span('grappa/batch', 'grappa/mean')}"
+    ) in nb
     loss = {r: cells[(32, r)]["final_loss_mean"] for r in ("defaults (metis+halo)", "single")}
     assert f"({loss['defaults (metis+halo)']:.2f} against {loss['single']:.2f})" in doc
 
@@ -169,24 +207,35 @@ def test_the_3_layer_diagnosis_prose_matches_grappa_map_deep():
         return text + (f" ± {100 * c[f'eval_{mode}_std']:.1f} %" if std else "")
 
     d32, d100 = (32, "defaults (metis+halo)"), (100, "defaults (metis+halo)")
-    assert cells[d32]["eval_local_mean"] - cells[d32]["eval_full_mean"] >= 0.1    # "fitted locally"
-    assert abs(cells[d100]["eval_local_mean"] - cells[d100]["eval_full_mean"]) <= 0.005   # "agree"
-    assert (f"score {pct(*d32, 'local', True)} against {pct(*d32, 'full', True)} on full neighbourhoods "
-            f"({pct(*d32, 'sampled', True)} on neighbourhoods sampled") in doc
+    assert cells[d32]["eval_local_mean"] - cells[d32]["eval_full_mean"] >= 0.1  # "fitted locally"
+    assert abs(cells[d100]["eval_local_mean"] - cells[d100]["eval_full_mean"]) <= 0.005  # "agree"
+    assert (
+        f"score {pct(*d32, 'local', True)} against {pct(*d32, 'full', True)} on full neighbourhoods "
+        f"({pct(*d32, 'sampled', True)} on neighbourhoods sampled"
+    ) in doc
     assert f"(local {pct(*d100, 'local')} %, full {pct(*d100, 'full')} %)" in doc
-    for run in ("isolated", "grappa/batch"):                     # "not yet fitted even locally"
+    for run in ("isolated", "grappa/batch"):  # "not yet fitted even locally"
         assert cells[(32, run)]["eval_local_mean"] < cells[(32, run)]["eval_full_mean"]
-    assert (f"isolated {pct(32, 'isolated', 'local')} % local against {pct(32, 'isolated', 'full')} % full, "
-            f"Grappa (batch) {pct(32, 'grappa/batch', 'local')} % against {pct(32, 'grappa/batch', 'full')} %") in doc
-    assert (f"local graph they score {pct(*d32, 'local')} %, on the whole graph {pct(*d32, 'full')} % "
-            f"(mean of 3 seeds)") in nb
+    assert (
+        f"isolated {pct(32, 'isolated', 'local')} % local against {pct(32, 'isolated', 'full')} % full, "
+        f"Grappa (batch) {pct(32, 'grappa/batch', 'local')} % against {pct(32, 'grappa/batch', 'full')} %"
+    ) in doc
+    assert (
+        f"local graph they score {pct(*d32, 'local')} %, on the whole graph {pct(*d32, 'full')} % "
+        f"(mean of 3 seeds)"
+    ) in nb
     readme = " ".join((ROOT / "README.md").read_text().split())
-    assert (f"already score {pct(*d32, 'local')} % on their workers' local graphs but {pct(*d32, 'full')} % "
-            f"on the whole graph") in readme
+    assert (
+        f"already score {pct(*d32, 'local')} % on their workers' local graphs but {pct(*d32, 'full')} % "
+        f"on the whole graph"
+    ) in readme
     import zg.grappa
+
     docstring = " ".join(zg.grappa.train.__doc__.split())
-    assert (f"{100 * cells[d32]['eval_local_mean']:.0f} % on them" in docstring
-            and f"the whole graph gives {100 * cells[d32]['eval_full_mean']:.0f} %" in docstring)
+    assert (
+        f"{100 * cells[d32]['eval_local_mean']:.0f} % on them" in docstring
+        and f"the whole graph gives {100 * cells[d32]['eval_full_mean']:.0f} %" in docstring
+    )
 
 
 MMAP_LOAD = ROOT / "bench" / "results" / "mmap_load.json"
@@ -199,10 +248,14 @@ def test_the_readme_larger_than_memory_paragraph_matches_mmap_load():
     d, a, e = s["default"], s["all"], s["eager"]
     readme = " ".join((ROOT / "README.md").read_text().split())
     assert f"100 features, {result['written']['bytes_on_disk'] / 2**30:.1f} GiB;" in readme
-    assert (f"loading took {d['load_seconds']:.1f} s by default, {a['load_seconds']:.1f} s all mapped "
-            f"and {e['load_seconds']:.1f} s read in, and added {d['anon_added_by_load_gib']:.2f}, "
-            f"{a['anon_added_by_load_gib']:.2f} and {e['anon_added_by_load_gib']:.2f} GiB") in readme
+    assert (
+        f"loading took {d['load_seconds']:.1f} s by default, {a['load_seconds']:.1f} s all mapped "
+        f"and {e['load_seconds']:.1f} s read in, and added {d['anon_added_by_load_gib']:.2f}, "
+        f"{a['anon_added_by_load_gib']:.2f} and {e['anon_added_by_load_gib']:.2f} GiB"
+    ) in readme
     peaks = sorted(m["peak_rss_load_gib"] for m in (d, a, e))
     assert f"peak RSS was {peaks[0]:.1f}-{peaks[-1]:.1f} GiB in all three" in readme
-    assert (f"Sampling {result['setting']['batches']} batches was {d['sampling_slowdown']:.2f}x (default) "
-            f"and {a['sampling_slowdown']:.2f}x (all mapped) slower than from memory") in readme
+    assert (
+        f"Sampling {result['setting']['batches']} batches was {d['sampling_slowdown']:.2f}x (default) "
+        f"and {a['sampling_slowdown']:.2f}x (all mapped) slower than from memory"
+    ) in readme

@@ -12,7 +12,9 @@ NOTEBOOKS = sorted((ROOT / "notebooks").glob("*.ipynb"))
 
 
 def load_tool():
-    spec = importlib.util.spec_from_file_location("strip_notebooks", ROOT / "tools" / "strip_notebooks.py")
+    spec = importlib.util.spec_from_file_location(
+        "strip_notebooks", ROOT / "tools" / "strip_notebooks.py"
+    )
     module = importlib.util.module_from_spec(spec)
     spec.loader.exec_module(module)
     return module
@@ -23,7 +25,9 @@ def test_notebook_is_stored_without_outputs(path, require):
     nbformat = require("nbformat")
     nb = nbformat.read(path, as_version=nbformat.NO_CONVERT)
     found = load_tool().problems(nb)
-    assert not found, f"{path.name} holds outputs; run `python tools/strip_notebooks.py`: {found[:5]}"
+    assert not found, (
+        f"{path.name} holds outputs; run `python tools/strip_notebooks.py`: {found[:5]}"
+    )
 
 
 @pytest.mark.parametrize("path", NOTEBOOKS, ids=[p.name for p in NOTEBOOKS])
@@ -34,14 +38,18 @@ def test_notebook_follows_the_walkthrough_rules(path, require):
     code = "\n".join(c.source for c in nb.cells if c.cell_type == "code")
     text = "\n".join(c.source for c in nb.cells)
     assert "zg.viz.setup_notebook()" in code, "figures must render offline in reports"
-    assert "ZG_SCALE" in text, "the parameters cell reads ZG_SCALE (small by default, full for reports)"
+    assert "ZG_SCALE" in text, (
+        "the parameters cell reads ZG_SCALE (small by default, full for reports)"
+    )
     assert "assert " in code, "a notebook asserts its key claims"
 
 
 def make_dirty(nbformat):
     from nbformat.v4 import new_code_cell, new_markdown_cell, new_notebook, new_output
 
-    nb = new_notebook(cells=[new_markdown_cell("# title"), new_code_cell("print(1)"), new_code_cell("x = 2")])
+    nb = new_notebook(
+        cells=[new_markdown_cell("# title"), new_code_cell("print(1)"), new_code_cell("x = 2")]
+    )
     nb.cells[1].outputs = [new_output("stream", name="stdout", text="1\n")]
     nb.cells[1].execution_count = 1
     nb.cells[2].metadata["execution"] = {"iopub.status.busy": "2026-01-01T00:00:00Z"}
@@ -73,6 +81,6 @@ def test_check_mode_exit_status(require, tmp_path, capsys):
     assert tool.main(["--check", str(path)]) == 1
     assert "not stripped" in capsys.readouterr().out
     assert nbformat.read(path, as_version=4).cells[1].outputs, "--check changes nothing"
-    assert tool.main([str(path)]) == 0                            # strip in place
+    assert tool.main([str(path)]) == 0  # strip in place
     assert tool.main(["--check", str(path)]) == 0
     assert nbformat.read(path, as_version=4).cells[1].outputs == []

@@ -24,8 +24,16 @@ def engine(g, envelope="worst_case", *, observers=(), poll_every=8, **kw):
     """A 2-layer SAGE engine (batch 128: 12 batches an epoch) with exactly ``observers``."""
     torch.manual_seed(0)
     kw.setdefault("seed", 1)
-    eng = Engine(g, models.SAGE(16, 32, 4, 2, dropout=0.5), [5, 5], 128, envelope,
-                 optimizer=zg.optim.adam(lr=3e-3), step=Step(poll_every=poll_every), **kw)
+    eng = Engine(
+        g,
+        models.SAGE(16, 32, 4, 2, dropout=0.5),
+        [5, 5],
+        128,
+        envelope,
+        optimizer=zg.optim.adam(lr=3e-3),
+        step=Step(poll_every=poll_every),
+        **kw,
+    )
     eng.observers = list(observers)
     return eng
 
@@ -106,15 +114,24 @@ def test_the_loop_calls_the_four_points_in_order_and_ends_in_reverse(graph):
     inner.batch_end = lambda e, ep, b, f=inner.batch_end: (order.append("inner"), f(e, ep, b))
     eng.train_epoch(max_batches=3, observers=[inner])
     for log in (outer, inner):
-        assert log.calls == [("epoch_start", 0, 0),
-                             ("batch_start", 0, 0, 0), ("batch_end", 0, 0, 1),
-                             ("batch_start", 0, 1, 1), ("batch_end", 0, 1, 2),
-                             ("batch_start", 0, 2, 2), ("batch_end", 0, 2, 3),
-                             ("epoch_end", 0)]
+        assert log.calls == [
+            ("epoch_start", 0, 0),
+            ("batch_start", 0, 0, 0),
+            ("batch_end", 0, 0, 1),
+            ("batch_start", 0, 1, 1),
+            ("batch_end", 0, 1, 2),
+            ("batch_start", 0, 2, 2),
+            ("batch_end", 0, 2, 3),
+            ("epoch_end", 0),
+        ]
     assert order == ["inner", "outer"] * 3
-    eng.train_epoch(max_batches=1)                          # the next call starts where it stopped
-    assert outer.calls[-4:] == [("epoch_start", 0, 3), ("batch_start", 0, 3, 3),
-                                ("batch_end", 0, 3, 4), ("epoch_end", 0)]
+    eng.train_epoch(max_batches=1)  # the next call starts where it stopped
+    assert outer.calls[-4:] == [
+        ("epoch_start", 0, 3),
+        ("batch_start", 0, 3, 3),
+        ("batch_end", 0, 3, 4),
+        ("epoch_end", 0),
+    ]
     assert len(inner.calls) == 8, "an observer given to one call is not kept"
     assert eng.observers == [outer]
 
@@ -150,7 +167,9 @@ def test_audit_syncs_counts_what_sync_audit_counts_over_the_same_steps(graph):
 
 def test_audit_syncs_skips_the_engines_first_step(graph):
     eng = engine(graph, mode="dynamic", observers=[AuditSyncs(2)])
-    assert eng.train_epoch(max_batches=1).host_syncs is None, "only the first step ran: none audited"
+    assert eng.train_epoch(max_batches=1).host_syncs is None, (
+        "only the first step ran: none audited"
+    )
     by_hand = AuditEach()
     stats = eng.train_epoch(max_batches=1, observers=[by_hand])
     assert stats.host_syncs == by_hand.counts[0] > 0
@@ -187,14 +206,16 @@ def test_trace_records_every_executed_step_and_rewound_ones_unapplied(graph, mod
     assert stats.overflows >= 1 and stats.rewound_batches >= 1
     assert len(trace.steps) == stats.replays == len(log.executed())
     assert [(s["epoch"], s["batch"]) for s in trace.steps] == log.executed(), "in executed order"
-    assert all(set(s) == {"epoch", "batch", "hash", "applied"} for s in trace.steps), "flushed at epoch_end"
+    assert all(set(s) == {"epoch", "batch", "hash", "applied"} for s in trace.steps), (
+        "flushed at epoch_end"
+    )
     unapplied = [s for s in trace.steps if not s["applied"]]
     assert len(unapplied) == stats.rewound_batches
     # Every batch is applied exactly once, in order; each unapplied step ran again later.
     applied = [s["batch"] for s in trace.steps if s["applied"]]
     assert applied == list(range(len(eng.batches(0))))
     for s in unapplied:
-        later = trace.steps[trace.steps.index(s) + 1:]
+        later = trace.steps[trace.steps.index(s) + 1 :]
         assert any(t["batch"] == s["batch"] and t["applied"] for t in later)
     assert trace.applied() == [(0, s["batch"], s["hash"]) for s in trace.steps if s["applied"]]
     assert eng.applied_trace() == trace.applied()
@@ -203,8 +224,13 @@ def test_trace_records_every_executed_step_and_rewound_ones_unapplied(graph, mod
 def test_trace_hash_is_the_node_set_hash_of_each_executed_batch(graph):
     eng = engine(graph, mode="eager", observers=[trace := Trace()])
     hashes = []
-    eng.observers.append(type("Hash", (Observer,), {
-        "batch_end": lambda self, e, ep, b: hashes.append(int(node_set_hash(e.last_batch)))})())
+    eng.observers.append(
+        type(
+            "Hash",
+            (Observer,),
+            {"batch_end": lambda self, e, ep, b: hashes.append(int(node_set_hash(e.last_batch)))},
+        )()
+    )
     eng.train_epoch(max_batches=4)
     assert [s["hash"] for s in trace.steps] == hashes and len(set(hashes)) == 4
     assert all(s["applied"] for s in trace.steps)
@@ -225,6 +251,7 @@ def _no_epoch_end(trace):
     class Wrapped(Observer):
         def batch_end(self, engine, epoch, batch):
             trace.batch_end(engine, epoch, batch)
+
     return Wrapped()
 
 
@@ -238,8 +265,8 @@ def test_node_set_hash_sees_the_true_node_sets_only():
     dyn = DynamicSampler(g, [4, 4], seed=3).sample(seeds, epoch=2, batch=5)
     assert [s.tolist() for s in env.node_sets()] == [s.tolist() for s in dyn.node_sets()]
     assert int(node_set_hash(env)) == int(node_set_hash(dyn)), "order and padding do not count"
-    for b in env.blocks:                           # garbage in the padding rows: no change
-        b.src_nodes[int(b.num_src):] = 7
+    for b in env.blocks:  # garbage in the padding rows: no change
+        b.src_nodes[int(b.num_src) :] = 7
     assert int(node_set_hash(env)) == int(node_set_hash(dyn))
     other = EnvelopeSampler(g, [4, 4], 64, seed=3).sample(seeds, epoch=2, batch=6)
     assert int(node_set_hash(other)) != int(node_set_hash(dyn))
@@ -274,7 +301,7 @@ def test_progress_counts_from_where_a_call_starts(graph):
     progress = Progress(bar)
     eng.train_epoch(max_batches=4, observers=[progress, log])
     assert bar.ticks == [1] * 4 and [b for _, b in log.executed()] == [3, 4, 5, 6]
-    eng.train_epoch(observers=[progress])                   # the rest of epoch 0
+    eng.train_epoch(observers=[progress])  # the rest of epoch 0
     assert len(bar.ticks) == len(eng.batches(0)) - 3
 
 
@@ -289,8 +316,10 @@ def test_progress_wants_a_bar():
 def test_callbacks_run_around_every_batch_in_order(graph):
     seen = []
     eng = engine(graph, Envelope([200, 140]), poll_every=2, mode="eager")
-    cb = Callbacks(before=lambda e, b: seen.append(("before", e, b, eng.steps_done)),
-                   after=lambda e, b: seen.append(("after", e, b, eng.steps_done)))
+    cb = Callbacks(
+        before=lambda e, b: seen.append(("before", e, b, eng.steps_done)),
+        after=lambda e, b: seen.append(("after", e, b, eng.steps_done)),
+    )
     log = Log()
     stats = eng.train_epoch(observers=[cb, log])
     assert len(seen) == 2 * stats.replays
@@ -304,8 +333,15 @@ def test_callbacks_run_around_every_batch_in_order(graph):
 def test_step_callbacks_are_callbacks_the_engine_keeps(graph):
     seen = []
     torch.manual_seed(0)
-    eng = Engine(graph, models.SAGE(16, 8, 4, 2), [5, 5], 128, "worst_case", mode="eager",
-                 step=Step(after=lambda e, b: seen.append((e, b))))
+    eng = Engine(
+        graph,
+        models.SAGE(16, 8, 4, 2),
+        [5, 5],
+        128,
+        "worst_case",
+        mode="eager",
+        step=Step(after=lambda e, b: seen.append((e, b))),
+    )
     eng.train_epoch(max_batches=2)
     eng.train_epoch(max_batches=1)
     assert seen == [(0, 0), (0, 1), (0, 2)]

@@ -44,11 +44,15 @@ def small_graph(seed: int):
     src = rng.integers(0, N, 200)
     dst = rng.integers(0, N, 200)
     src = np.concatenate([src, [1, 2, 3, 3, 7]])
-    dst = np.concatenate([dst, [2, 1, 4, 4, 7]])                 # 1<->2, 3->4 twice, 7->7
+    dst = np.concatenate([dst, [2, 1, 4, 4, 7]])  # 1<->2, 3->4 twice, 7->7
     x = rng.standard_normal((N, F)).astype(np.float32)
     y = rng.integers(0, 4, N)
     perm = rng.permutation(N)
-    split = {"train": np.sort(perm[:30]), "valid": np.sort(perm[30:40]), "test": np.sort(perm[40:55])}
+    split = {
+        "train": np.sort(perm[:30]),
+        "valid": np.sort(perm[30:40]),
+        "test": np.sort(perm[40:55]),
+    }
     return src.astype(np.int64), dst.astype(np.int64), x, y.astype(np.int64), split
 
 
@@ -65,12 +69,12 @@ def write_csv_dataset(root: Path, name: str, split_name: str, seed: int = 0, yea
     write_csv_gz(raw / "edge.csv.gz", np.stack([src, dst], 1), "%d")
     write_csv_gz(raw / "num-node-list.csv.gz", np.array([N]), "%d")
     write_csv_gz(raw / "num-edge-list.csv.gz", np.array([src.size]), "%d")
-    write_csv_gz(raw / "node-feat.csv.gz", x, "%.9g")           # %.9g: float32 round trip
+    write_csv_gz(raw / "node-feat.csv.gz", x, "%.9g")  # %.9g: float32 round trip
     write_csv_gz(raw / "node-label.csv.gz", y[:, None], "%d")
-    if years:                                                   # master.csv: node_year
+    if years:  # master.csv: node_year
         write_csv_gz(raw / "node_year.csv.gz", np.full((N, 1), 2020), "%d")
     write_split(folder, split_name, split)
-    (folder / "processed").mkdir()                              # shipped empty in ogb's zip
+    (folder / "processed").mkdir()  # shipped empty in ogb's zip
     (folder / "RELEASE_v1.txt").write_text("test release\n")
     return src, dst, x, y, split
 
@@ -83,9 +87,14 @@ def write_papers(root: Path, seed: int = 0):
     labels[unlabelled] = np.nan
     folder = root / "ogbn_papers100M"
     (folder / "raw").mkdir(parents=True)
-    np.savez(folder / "raw" / "data.npz", edge_index=np.stack([src, dst]),
-             num_nodes_list=np.array([N]), num_edges_list=np.array([src.size]),
-             node_feat=x, node_year=np.full((N, 1), 2020))
+    np.savez(
+        folder / "raw" / "data.npz",
+        edge_index=np.stack([src, dst]),
+        num_nodes_list=np.array([N]),
+        num_edges_list=np.array([src.size]),
+        node_feat=x,
+        node_year=np.full((N, 1), 2020),
+    )
     np.savez(folder / "raw" / "node-label.npz", node_label=labels[:, None])
     write_split(folder, "time", split)
     (folder / "RELEASE_v1.txt").write_text("test release\n")
@@ -109,8 +118,10 @@ def check_features_labels_split(g, x, y, split, name):
 @pytest.fixture
 def no_network(monkeypatch):
     """Fail the test if the loader so much as probes the network."""
+
     def forbidden(*args, **kwargs):
         raise AssertionError("the network was probed although the files are present")
+
     monkeypatch.setattr(ogbn, "reachable", forbidden)
 
 
@@ -121,13 +132,15 @@ def test_arxiv_symmetrised_by_default(ogb, tmp_path, no_network):
     src, dst, x, y, split = write_csv_dataset(tmp_path, "ogbn-arxiv", "time", years=True)
     g = datasets.load("ogbn-arxiv", root=tmp_path)
     check_features_labels_split(g, x, y, split, "ogbn-arxiv")
-    assert g.num_classes == 40                                  # from ogb's master.csv
+    assert g.num_classes == 40  # from ogb's master.csv
     # Every citation in both directions, each pair once; the self-loop 7 -> 7 once.
-    pairs = {(int(u), int(v)) for u, v in zip(src, dst)} | {(int(v), int(u)) for u, v in zip(src, dst)}
+    pairs = {(int(u), int(v)) for u, v in zip(src, dst)} | {
+        (int(v), int(u)) for u, v in zip(src, dst)
+    }
     assert edge_counter(g) == Counter(pairs)
     assert edge_counter(g)[(7, 7)] == 1 and edge_counter(g)[(4, 3)] == 1
-    assert (tmp_path / "ogbn_arxiv" / "processed" / "data_processed").is_file()   # ogb's cache
-    again = datasets.load("OGBN-ARXIV", root=str(tmp_path))     # now from ogb's processed cache
+    assert (tmp_path / "ogbn_arxiv" / "processed" / "data_processed").is_file()  # ogb's cache
+    again = datasets.load("OGBN-ARXIV", root=str(tmp_path))  # now from ogb's processed cache
     for field in ("indptr", "indices", "x", "y", "train_idx", "val_idx", "test_idx"):
         assert torch.equal(getattr(again, field), getattr(g, field)), field
 
@@ -136,10 +149,11 @@ def test_arxiv_directed_keeps_ogbs_edges(ogb, tmp_path, no_network):
     src, dst, x, y, split = write_csv_dataset(tmp_path, "ogbn-arxiv", "time", years=True)
     # The trusted reference: ogb's loader itself, parsing the raw files (and caching them).
     from ogb.nodeproppred import NodePropPredDataset
+
     ref = NodePropPredDataset("ogbn-arxiv", root=str(tmp_path)).graph["edge_index"]
-    g = datasets.load("ogbn-arxiv", root=tmp_path, symmetrize=False)   # reads ogb's cache
+    g = datasets.load("ogbn-arxiv", root=tmp_path, symmetrize=False)  # reads ogb's cache
     check_features_labels_split(g, x, y, split, "ogbn-arxiv")
-    assert edge_counter(g) == Counter(zip(src.tolist(), dst.tolist()))   # repeats kept
+    assert edge_counter(g) == Counter(zip(src.tolist(), dst.tolist()))  # repeats kept
     assert g.num_edges == src.size
     assert edge_counter(g) == Counter(zip(ref[0].tolist(), ref[1].tolist()))
 
@@ -163,11 +177,15 @@ def test_papers100m_nan_labels_are_unlabelled(ogb, tmp_path, no_network):
     assert torch.equal(g.x, torch.from_numpy(x))
     assert torch.equal(g.y[torch.from_numpy(unlabelled)], torch.full((unlabelled.size,), -1))
     known = ~np.isnan(labels)
-    assert torch.equal(g.y[torch.from_numpy(known)], torch.from_numpy(labels[known].astype(np.int64)))
+    assert torch.equal(
+        g.y[torch.from_numpy(known)], torch.from_numpy(labels[known].astype(np.int64))
+    )
     assert torch.equal(g.train_idx, torch.from_numpy(split["train"]))
     assert torch.equal(g.val_idx, torch.from_numpy(split["valid"]))
     assert torch.equal(g.test_idx, torch.from_numpy(split["test"]))
-    pairs = {(int(u), int(v)) for u, v in zip(src, dst)} | {(int(v), int(u)) for u, v in zip(src, dst)}
+    pairs = {(int(u), int(v)) for u, v in zip(src, dst)} | {
+        (int(v), int(u)) for u, v in zip(src, dst)
+    }
     assert edge_counter(g) == Counter(pairs)
     directed = datasets.load("ogbn-papers100m", root=tmp_path, symmetrize=False)
     assert edge_counter(directed) == Counter(zip(src.tolist(), dst.tolist()))
@@ -181,7 +199,9 @@ def test_default_root_comes_from_the_environment(ogb, tmp_path, monkeypatch, no_
     monkeypatch.delenv("ZG_OGB_ROOT")
     monkeypatch.setenv("XDG_CACHE_HOME", str(tmp_path / "xdg"))
     assert ogbn.default_root() == tmp_path / "xdg" / "zg" / "ogb"
-    assert ogbn.dataset_dir("ogbn-papers100m") == tmp_path / "xdg" / "zg" / "ogb" / "ogbn_papers100M"
+    assert (
+        ogbn.dataset_dir("ogbn-papers100m") == tmp_path / "xdg" / "zg" / "ogb" / "ogbn_papers100M"
+    )
 
 
 def test_ogb_module_is_left_as_found(ogb, tmp_path, no_network):
@@ -202,19 +222,24 @@ def test_missing_files_without_download_fail_at_once(ogb, tmp_path, no_network):
     with pytest.raises(FileNotFoundError, match=r"ogbn-arxiv.*" + str(tmp_path / "ogbn_arxiv")):
         datasets.load("ogbn-arxiv", root=tmp_path, download=False)
     assert time.perf_counter() - start < 5
-    assert list(tmp_path.iterdir()) == []                       # nothing written
+    assert list(tmp_path.iterdir()) == []  # nothing written
 
 
 def unshare_works() -> bool:
     if shutil.which("unshare") is None:
         return False
     try:
-        return subprocess.run(["unshare", "-rn", "true"], capture_output=True, timeout=10).returncode == 0
+        return (
+            subprocess.run(["unshare", "-rn", "true"], capture_output=True, timeout=10).returncode
+            == 0
+        )
     except (OSError, subprocess.SubprocessError):
         return False
 
 
-@pytest.mark.skipif(not unshare_works(), reason="needs `unshare -rn` (a network namespace) to be offline")
+@pytest.mark.skipif(
+    not unshare_works(), reason="needs `unshare -rn` (a network namespace) to be offline"
+)
 def test_missing_files_without_network_fail_within_seconds(ogb, tmp_path):
     """A real offline machine: a new network namespace has no route anywhere."""
     code = (
@@ -227,8 +252,14 @@ def test_missing_files_without_network_fail_within_seconds(ogb, tmp_path):
     )
     env = {**os.environ, "PYTHONPATH": str(ROOT)}
     # stdin is a pipe nobody writes to: a prompt would hang until the timeout.
-    run = subprocess.run(["unshare", "-rn", sys.executable, "-c", code, str(tmp_path)],
-                         capture_output=True, text=True, timeout=120, env=env, stdin=subprocess.PIPE)
+    run = subprocess.run(
+        ["unshare", "-rn", sys.executable, "-c", code, str(tmp_path)],
+        capture_output=True,
+        text=True,
+        timeout=120,
+        env=env,
+        stdin=subprocess.PIPE,
+    )
     assert run.returncode == 3, run.stdout + run.stderr
     seconds, message = run.stdout.split("\n", 1)
     assert float(seconds) < ogbn.NETWORK_TIMEOUT + 3
@@ -241,7 +272,7 @@ def test_folder_from_another_release_is_an_error_not_a_prompt(ogb, tmp_path, no_
     (tmp_path / "ogbn_arxiv" / "RELEASE_v1.txt").unlink()
     with pytest.raises(ValueError, match=r"ogbn-arxiv.*no RELEASE_v1.txt.*Delete"):
         datasets.load("ogbn-arxiv", root=tmp_path)
-    assert (tmp_path / "ogbn_arxiv" / "raw" / "edge.csv.gz").is_file()   # nothing deleted
+    assert (tmp_path / "ogbn_arxiv" / "raw" / "edge.csv.gz").is_file()  # nothing deleted
 
 
 def test_incomplete_folder_names_what_is_missing(ogb, tmp_path, no_network):

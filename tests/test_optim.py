@@ -93,7 +93,9 @@ def test_the_flat_step_gives_the_loops_bits():
         run(twin, loop, x, y, 1, apply=gate)
         for p, q in zip(model.parameters(), twin.parameters()):
             assert torch.equal(p, q)
-    for (k, s), (_, t) in zip(flat.state_dict()["state"].items(), loop.state_dict()["state"].items()):
+    for (k, s), (_, t) in zip(
+        flat.state_dict()["state"].items(), loop.state_dict()["state"].items()
+    ):
         for name in ("step", "exp_avg", "exp_avg_sq"):
             assert torch.equal(s[name], t[name]), (k, name)
 
@@ -136,7 +138,10 @@ def test_loading_state_keeps_the_flat_buffers():
     flat = fresh._flat[0]
     for p in fresh_model.parameters():
         assert fresh.state[p]["exp_avg"].data_ptr() >= flat["exp_avg"].data_ptr()
-        assert fresh.state[p]["exp_avg"].untyped_storage().data_ptr() == flat["exp_avg"].untyped_storage().data_ptr()
+        assert (
+            fresh.state[p]["exp_avg"].untyped_storage().data_ptr()
+            == flat["exp_avg"].untyped_storage().data_ptr()
+        )
         assert fresh.state[p]["step"] is flat["step"]
     run(model, opt, x, y, 2)
     run(fresh_model, fresh, x, y, 2)

@@ -5,7 +5,6 @@ import torch
 
 import zg
 from zg import models, parallel
-from zg.envelope import Envelope
 from zg.rng import epoch_order
 
 pytestmark = pytest.mark.timeout(300)
@@ -15,14 +14,30 @@ def graph():
     return zg.datasets.csbm(num_nodes=800, avg_degree=6, num_classes=3, feat_dim=8, seed=2)
 
 
-OPTIONS = dict(epochs=2, batch_size=64, fanouts=[4, 4], hidden_dim=16, dropout=0.0, lr=0.01, seed=3,
-               timeout=60, run_timeout=240)
+OPTIONS = dict(
+    epochs=2,
+    batch_size=64,
+    fanouts=[4, 4],
+    hidden_dim=16,
+    dropout=0.0,
+    lr=0.01,
+    seed=3,
+    timeout=60,
+    run_timeout=240,
+)
 
 
 def single_process(g, envelope="worst_case", losses=None):
     torch.manual_seed(OPTIONS["seed"])
-    eng = zg.Engine(g, models.build("sage", g.feat_dim, 16, g.num_classes, 2, dropout=0.0), [4, 4], 64,
-                    envelope=envelope, optimizer=zg.optim.adam(lr=0.01), seed=3)
+    eng = zg.Engine(
+        g,
+        models.build("sage", g.feat_dim, 16, g.num_classes, 2, dropout=0.0),
+        [4, 4],
+        64,
+        envelope=envelope,
+        optimizer=zg.optim.adam(lr=0.01),
+        seed=3,
+    )
     stats = eng.fit(2, progress=False)
     if losses is not None:
         losses.extend(s.loss for s in stats)
@@ -35,7 +50,7 @@ def test_shares_cover_every_global_batch_once():
     assert all(len(p) == 6 for p in parts)
     for b in range(6):
         joined = torch.cat([parts[r][b] for r in range(3)])
-        assert torch.equal(joined, order[20 * b: 20 * b + 20])
+        assert torch.equal(joined, order[20 * b : 20 * b + 20])
 
 
 def test_two_processes_train_exactly_as_one(tmp_path):
@@ -52,17 +67,26 @@ def test_two_processes_train_exactly_as_one(tmp_path):
     # (issue 28, item 3: it was each process's sum of per-seed losses, ~30x larger here).
     assert [e["loss"] for e in hist["epochs"]] == pytest.approx(losses, rel=1e-5, abs=1e-6)
     assert hist["workers"] == 2 and len(hist["epochs"]) == 2
-    assert all(e["host_syncs"] == 0 for e in hist["epochs"])          # the static step, reduce included
+    assert all(e["host_syncs"] == 0 for e in hist["epochs"])  # the static step, reduce included
     num_params = sum(v.numel() for v in want.values())
     iterations = sum(e["iterations"] for e in hist["epochs"])
-    assert hist["bytes_sent_per_worker"] == iterations * 4 * (num_params + 3)   # grads, loss, count, flag
+    assert hist["bytes_sent_per_worker"] == iterations * 4 * (
+        num_params + 3
+    )  # grads, loss, count, flag
 
 
 def test_tiny_envelope_on_two_processes_matches_the_worst_case(tmp_path):
     g = graph()
-    hist = parallel.train(g, workers=2, envelope="worst_case", model_path=str(tmp_path / "a.pt"), **OPTIONS)
-    tiny = parallel.train(g, workers=2, envelope=[60, 40], model_path=str(tmp_path / "b.pt"),
-                          **dict(OPTIONS, poll_every=2))
+    hist = parallel.train(
+        g, workers=2, envelope="worst_case", model_path=str(tmp_path / "a.pt"), **OPTIONS
+    )
+    tiny = parallel.train(
+        g,
+        workers=2,
+        envelope=[60, 40],
+        model_path=str(tmp_path / "b.pt"),
+        **dict(OPTIONS, poll_every=2),
+    )
     a, b = torch.load(tmp_path / "a.pt"), torch.load(tmp_path / "b.pt")
     assert max(float((a[k] - b[k]).abs().max()) for k in a) <= 1e-5
     assert sum(e["overflows"] for e in hist["epochs"]) == 0

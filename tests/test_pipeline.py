@@ -14,18 +14,29 @@ import zg.pipeline as old
 def test_the_old_pipeline_names_point_to_their_replacements():
     with pytest.warns(DeprecationWarning, match="zg.rng.epoch_order"):
         assert old.epoch_order is zg.rng.epoch_order
-    for name, replacement in [("DynamicPipeline", 'mode="dynamic"'), ("EnvelopePipeline", 'mode="eager"')]:
+    for name, replacement in [
+        ("DynamicPipeline", 'mode="dynamic"'),
+        ("EnvelopePipeline", 'mode="eager"'),
+    ]:
         with pytest.raises(AttributeError, match=replacement):
             getattr(old, name)
     from zg import baselines
+
     with pytest.raises(ImportError):
         from zg.baselines.dgl import DGLPipeline  # noqa: F401
     assert baselines is not None
 
 
-@pytest.mark.parametrize("name, home", [("epoch_order", "zg.rng"), ("batch_ranges", "zg.rng"),
-                                        ("masked_cross_entropy", "zg.step"), ("STAGES", "zg.step"),
-                                        ("make_optimizer", "zg.optim")])
+@pytest.mark.parametrize(
+    "name, home",
+    [
+        ("epoch_order", "zg.rng"),
+        ("batch_ranges", "zg.rng"),
+        ("masked_cross_entropy", "zg.step"),
+        ("STAGES", "zg.step"),
+        ("make_optimizer", "zg.optim"),
+    ],
+)
 def test_every_moved_name_warns_with_its_new_home_and_is_the_same_object(name, home):
     with pytest.warns(DeprecationWarning, match=rf"zg\.pipeline\.{name} moved to {home}\.{name}"):
         value = getattr(old, name)
@@ -39,17 +50,22 @@ def test_the_warning_points_at_the_caller():
     assert record[0].filename == __file__
 
 
-@pytest.mark.parametrize("name, replacement", [
-    ("Pipeline", "zg.Engine(..., mode="),
-    ("DynamicPipeline", 'mode="dynamic"'),
-    ("EnvelopePipeline", 'mode="eager"'),
-    ("EpochTiming", "zg.EpochStats"),
-])
+@pytest.mark.parametrize(
+    "name, replacement",
+    [
+        ("Pipeline", "zg.Engine(..., mode="),
+        ("DynamicPipeline", 'mode="dynamic"'),
+        ("EnvelopePipeline", 'mode="eager"'),
+        ("EpochTiming", "zg.EpochStats"),
+    ],
+)
 def test_every_removed_class_raises_naming_its_replacement(name, replacement):
-    with pytest.raises(AttributeError, match=rf"zg\.pipeline\.{name} is gone: use .*{re.escape(replacement)}"):
+    with pytest.raises(
+        AttributeError, match=rf"zg\.pipeline\.{name} is gone: use .*{re.escape(replacement)}"
+    ):
         getattr(old, name)
     with pytest.raises(ImportError, match=name):
-        exec(f"from zg.pipeline import {name}", {})  # noqa: S102 (the import statement itself)
+        exec(f"from zg.pipeline import {name}", {})
 
 
 def test_the_replacements_it_names_exist():

@@ -28,22 +28,30 @@ from zg.grappa.checkpoint import CHECKPOINT_FILE, CheckpointError
 pytestmark = pytest.mark.timeout(300)
 
 ROOT = Path(__file__).resolve().parent.parent
-SMALL = dict(batch_size=64, hidden_dim=16, num_layers=2, fanouts=[5, 5], timeout=60,
-             run_timeout=240, lr=0.02)
+SMALL = dict(
+    batch_size=64, hidden_dim=16, num_layers=2, fanouts=[5, 5], timeout=60, run_timeout=240, lr=0.02
+)
 
 
 def env_for(tmp_path, **extra):
     """The environment of a child python: this checkout first, a private TMPDIR, one thread."""
     tmp = tmp_path / "tmpdir"
     tmp.mkdir(exist_ok=True)
-    env = dict(os.environ, PYTHONPATH=str(ROOT) + os.pathsep + os.environ.get("PYTHONPATH", ""),
-               TMPDIR=str(tmp), OMP_NUM_THREADS="1", DGLBACKEND="pytorch", **extra)
+    env = dict(
+        os.environ,
+        PYTHONPATH=str(ROOT) + os.pathsep + os.environ.get("PYTHONPATH", ""),
+        TMPDIR=str(tmp),
+        OMP_NUM_THREADS="1",
+        DGLBACKEND="pytorch",
+        **extra,
+    )
     return env, tmp
 
 
 def probe_graph(snr=5.0):
-    return zg.datasets.csbm(num_nodes=600, num_classes=3, feat_dim=8, avg_degree=6,
-                            feature_snr=snr, seed=0)
+    return zg.datasets.csbm(
+        num_nodes=600, num_classes=3, feat_dim=8, avg_degree=6, feature_snr=snr, seed=0
+    )
 
 
 # ----------------------------------------------------------------------------- 1: a checkpoint knows its graph
@@ -53,15 +61,20 @@ def test_a_reused_checkpoint_dir_refuses_another_graph_of_the_same_sizes(tmp_pat
     """The probe's case: the same call on the same sizes but other features used to return the
     first run's history without training."""
     folder = tmp_path / "ckpt"
-    first = grappa.train(probe_graph(5.0), workers=2, epochs=2, seed=0, checkpoint_dir=str(folder),
-                         **SMALL)
+    first = grappa.train(
+        probe_graph(5.0), workers=2, epochs=2, seed=0, checkpoint_dir=str(folder), **SMALL
+    )
     assert (folder / CHECKPOINT_FILE).exists() and len(first["epochs"]) == 2
-    with pytest.raises(CheckpointError, match=r"another graph \(features: [0-9a-f]+ there, [0-9a-f]+ here\)"):
-        grappa.train(probe_graph(0.0), workers=2, epochs=2, seed=0, checkpoint_dir=str(folder),
-                     **SMALL)
+    with pytest.raises(
+        CheckpointError, match=r"another graph \(features: [0-9a-f]+ there, [0-9a-f]+ here\)"
+    ):
+        grappa.train(
+            probe_graph(0.0), workers=2, epochs=2, seed=0, checkpoint_dir=str(folder), **SMALL
+        )
     # The same graph again resumes (here: is already finished) and returns the same history.
-    again = grappa.train(probe_graph(5.0), workers=2, epochs=2, seed=0, checkpoint_dir=str(folder),
-                         **SMALL)
+    again = grappa.train(
+        probe_graph(5.0), workers=2, epochs=2, seed=0, checkpoint_dir=str(folder), **SMALL
+    )
     assert [e["loss"] for e in again["epochs"]] == [e["loss"] for e in first["epochs"]]
 
 
@@ -71,30 +84,62 @@ def _variants(g):
     indices = g.indices.clone()
     # Move one edge's source (within range, same count): the structure alone changes.
     indices[0] = (indices[0] + 1) % n
-    moved = zg.Graph(g.indptr, indices, x=g.x, y=g.y, train_idx=g.train_idx, val_idx=g.val_idx,
-                     test_idx=g.test_idx, num_classes=g.num_classes)
+    moved = zg.Graph(
+        g.indptr,
+        indices,
+        x=g.x,
+        y=g.y,
+        train_idx=g.train_idx,
+        val_idx=g.val_idx,
+        test_idx=g.test_idx,
+        num_classes=g.num_classes,
+    )
     x = g.x.clone()
     x[3, 2] += 1e-3
-    feats = zg.Graph(g.indptr, g.indices, x=x, y=g.y, train_idx=g.train_idx, val_idx=g.val_idx,
-                     test_idx=g.test_idx, num_classes=g.num_classes)
+    feats = zg.Graph(
+        g.indptr,
+        g.indices,
+        x=x,
+        y=g.y,
+        train_idx=g.train_idx,
+        val_idx=g.val_idx,
+        test_idx=g.test_idx,
+        num_classes=g.num_classes,
+    )
     y = g.y.clone()
     y[int(g.train_idx[0])] = (y[int(g.train_idx[0])] + 1) % g.num_classes
-    labels = zg.Graph(g.indptr, g.indices, x=g.x, y=y, train_idx=g.train_idx, val_idx=g.val_idx,
-                      test_idx=g.test_idx, num_classes=g.num_classes)
+    labels = zg.Graph(
+        g.indptr,
+        g.indices,
+        x=g.x,
+        y=y,
+        train_idx=g.train_idx,
+        val_idx=g.val_idx,
+        test_idx=g.test_idx,
+        num_classes=g.num_classes,
+    )
     train = g.train_idx.clone()
     outside = int(g.test_idx[0])
     train[0] = outside
     test = g.test_idx.clone()
     test[0] = int(g.train_idx[0])
-    splits = zg.Graph(g.indptr, g.indices, x=g.x, y=g.y, train_idx=train, val_idx=g.val_idx,
-                      test_idx=test, num_classes=g.num_classes)
+    splits = zg.Graph(
+        g.indptr,
+        g.indices,
+        x=g.x,
+        y=g.y,
+        train_idx=train,
+        val_idx=g.val_idx,
+        test_idx=test,
+        num_classes=g.num_classes,
+    )
     return [("structure", moved), ("features", feats), ("labels", labels), ("splits", splits)]
 
 
 def test_the_fingerprint_tells_each_kind_of_content_apart():
     g = probe_graph()
     mine = graph_fingerprint(g)
-    assert graph_fingerprint(probe_graph()) == mine           # equal content, equal print
+    assert graph_fingerprint(probe_graph()) == mine  # equal content, equal print
     for field, other in _variants(g):
         theirs = graph_fingerprint(other)
         assert {k for k in mine if mine[k] != theirs[k]} == {field}, field
@@ -105,7 +150,9 @@ def test_an_engine_checkpoint_refuses_another_graph_naming_what_differs(tmp_path
 
     def engine(graph):
         torch.manual_seed(0)
-        return zg.Engine(graph, models.build("sage", graph.feat_dim, 16, graph.num_classes, 2), [5, 5], 64)
+        return zg.Engine(
+            graph, models.build("sage", graph.feat_dim, 16, graph.num_classes, 2), [5, 5], 64
+        )
 
     eng = engine(g)
     eng.train_epoch()
@@ -117,7 +164,7 @@ def test_an_engine_checkpoint_refuses_another_graph_naming_what_differs(tmp_path
             target.load(path)
         assert all(torch.equal(before[k], v) for k, v in target.model.state_dict().items())
         assert target.epoch == 0
-    assert engine(probe_graph()).load(path).epoch == 1          # the same graph resumes
+    assert engine(probe_graph()).load(path).epoch == 1  # the same graph resumes
 
 
 # ----------------------------------------------------------------------------- 3: see tests/test_parallel.py
@@ -137,7 +184,7 @@ def _marked(marker: str):
             with open(f"/proc/{entry}/environ", "rb") as f:
                 if marker.encode() in f.read():
                     with open(f"/proc/{entry}/stat") as s:
-                        if s.read().split(") ")[-1].split()[0] != "Z":    # not a zombie
+                        if s.read().split(") ")[-1].split()[0] != "Z":  # not a zombie
                             found.append(int(entry))
         except OSError:
             continue
@@ -180,14 +227,21 @@ def _finish(proc, marker):
 
 def _start_and_wait_for_training(command, tmp_path, marker, checkpoint):
     env, tmp = env_for(tmp_path, ZG_PROBE_MARK=marker)
-    proc = subprocess.Popen(command, env=env, cwd=tmp_path, stdout=subprocess.PIPE,
-                            stderr=subprocess.PIPE, text=True, preexec_fn=_interruptible)
+    proc = subprocess.Popen(
+        command,
+        env=env,
+        cwd=tmp_path,
+        stdout=subprocess.PIPE,
+        stderr=subprocess.PIPE,
+        text=True,
+        preexec_fn=_interruptible,
+    )
     deadline = time.monotonic() + 180
-    while not checkpoint.exists():               # an epoch is done: the workers train
+    while not checkpoint.exists():  # an epoch is done: the workers train
         assert proc.poll() is None, proc.communicate()
         assert time.monotonic() < deadline, "the run never wrote its first checkpoint"
         time.sleep(0.2)
-    assert len(_marked(marker)) >= 3              # the caller and its two workers
+    assert len(_marked(marker)) >= 3  # the caller and its two workers
     return proc, tmp
 
 
@@ -200,9 +254,12 @@ def test_a_signal_to_the_caller_alone_stops_every_worker(tmp_path, sig, status):
     script = tmp_path / "run.py"
     script.write_text(RUN_FOREVER)
     history = tmp_path / "history.json"
-    proc, tmp = _start_and_wait_for_training([sys.executable, str(script), str(tmp_path / "ckpt"),
-                                              str(history)], tmp_path, marker,
-                                             tmp_path / "ckpt" / CHECKPOINT_FILE)
+    proc, tmp = _start_and_wait_for_training(
+        [sys.executable, str(script), str(tmp_path / "ckpt"), str(history)],
+        tmp_path,
+        marker,
+        tmp_path / "ckpt" / CHECKPOINT_FILE,
+    )
     sent = time.monotonic()
     os.kill(proc.pid, sig)
     out, err = _finish(proc, marker)
@@ -216,16 +273,34 @@ def test_a_signal_to_the_caller_alone_stops_every_worker(tmp_path, sig, status):
         time.sleep(0.2)
     assert _marked(marker) == [], "workers kept running after the caller stopped"
     assert not history.exists()
-    assert os.listdir(tmp) == []                  # no zg-spawn-errors-*, no zg-grappa-* folder
+    assert os.listdir(tmp) == []  # no zg-spawn-errors-*, no zg-grappa-* folder
 
 
 def test_zg_grappa_interrupted_exits_130_and_writes_no_json(tmp_path):
     marker = uuid.uuid4().hex
     out = tmp_path / "h.json"
     proc, tmp = _start_and_wait_for_training(
-        [sys.executable, "-m", "zg", "grappa", "--dataset", "cora", "--epochs", "100000",
-         "--checkpoint-dir", str(tmp_path / "ckpt"), "--checkpoint-every", "1", "--json", str(out),
-         "--no-progress"], tmp_path, marker, tmp_path / "ckpt" / CHECKPOINT_FILE)
+        [
+            sys.executable,
+            "-m",
+            "zg",
+            "grappa",
+            "--dataset",
+            "cora",
+            "--epochs",
+            "100000",
+            "--checkpoint-dir",
+            str(tmp_path / "ckpt"),
+            "--checkpoint-every",
+            "1",
+            "--json",
+            str(out),
+            "--no-progress",
+        ],
+        tmp_path,
+        marker,
+        tmp_path / "ckpt" / CHECKPOINT_FILE,
+    )
     os.kill(proc.pid, signal.SIGINT)
     _, err = _finish(proc, marker)
     assert proc.returncode == 130 and "zg grappa: interrupted" in err
@@ -240,13 +315,16 @@ def test_zg_grappa_interrupted_exits_130_and_writes_no_json(tmp_path):
 # ----------------------------------------------------------------------------- 8: zg grappa, one line
 
 
-@pytest.mark.parametrize("argv, flag", [
-    (["--workers", "100000"], "--workers"),
-    (["--batch-size", "1"], "--batch-size"),
-    (["--num-chunks", "3"], "--num-chunks"),
-    (["--num-chunks", "2000"], "--num-chunks"),
-    (["--seed", "99999999999999999999"], "--seed"),
-])
+@pytest.mark.parametrize(
+    "argv, flag",
+    [
+        (["--workers", "100000"], "--workers"),
+        (["--batch-size", "1"], "--batch-size"),
+        (["--num-chunks", "3"], "--num-chunks"),
+        (["--num-chunks", "2000"], "--num-chunks"),
+        (["--seed", "99999999999999999999"], "--seed"),
+    ],
+)
 def test_zg_grappa_refuses_an_impossible_plan_with_exit_2_naming_the_flag(capsys, argv, flag):
     with pytest.raises(SystemExit) as stop:
         zg_main(["grappa", "--dataset", "cora", "--epochs", "1"] + argv)
@@ -256,16 +334,36 @@ def test_zg_grappa_refuses_an_impossible_plan_with_exit_2_naming_the_flag(capsys
     assert "Traceback" not in err
 
 
-@pytest.mark.parametrize("argv, flag", [(["--run-timeout", "0.5"], "--run-timeout"),
-                                        (["--timeout", "0.001"], "--timeout")])
+@pytest.mark.parametrize(
+    "argv, flag",
+    [(["--run-timeout", "0.5"], "--run-timeout"), (["--timeout", "0.001"], "--timeout")],
+)
 def test_zg_grappa_timeouts_end_in_one_line_naming_the_flag(tmp_path, argv, flag):
     env, _ = env_for(tmp_path)
-    done = subprocess.run([sys.executable, "-m", "zg", "grappa", "--dataset", "cora", "--epochs", "50",
-                           "--no-progress"] + argv, env=env, cwd=tmp_path, capture_output=True,
-                          text=True, timeout=200)
+    done = subprocess.run(
+        [
+            sys.executable,
+            "-m",
+            "zg",
+            "grappa",
+            "--dataset",
+            "cora",
+            "--epochs",
+            "50",
+            "--no-progress",
+        ]
+        + argv,
+        env=env,
+        cwd=tmp_path,
+        capture_output=True,
+        text=True,
+        timeout=200,
+    )
     assert done.returncode == 1, done.stderr[-2000:]
     assert "Traceback" not in done.stderr
-    assert done.stderr.strip().splitlines()[-1].startswith(f"zg grappa: error: {flag}: "), done.stderr
+    assert done.stderr.strip().splitlines()[-1].startswith(f"zg grappa: error: {flag}: "), (
+        done.stderr
+    )
 
 
 def test_a_timeout_too_short_to_start_names_timeout_from_python():
@@ -281,11 +379,27 @@ def test_zg_train_finishes_and_writes_json_when_stdout_is_closed_early(tmp_path)
     """``zg train --json H | head -n 1``: the run must finish and write H."""
     env, _ = env_for(tmp_path)
     out = tmp_path / "h.json"
-    proc = subprocess.Popen([sys.executable, "-m", "zg", "train", "--dataset", "cora", "--epochs", "4",
-                             "--no-progress", "--json", str(out)], env=env, cwd=tmp_path,
-                            stdout=subprocess.PIPE, stderr=subprocess.PIPE)
+    proc = subprocess.Popen(
+        [
+            sys.executable,
+            "-m",
+            "zg",
+            "train",
+            "--dataset",
+            "cora",
+            "--epochs",
+            "4",
+            "--no-progress",
+            "--json",
+            str(out),
+        ],
+        env=env,
+        cwd=tmp_path,
+        stdout=subprocess.PIPE,
+        stderr=subprocess.PIPE,
+    )
     first = proc.stdout.readline()
-    proc.stdout.close()                                  # what head does after one line
+    proc.stdout.close()  # what head does after one line
     err = proc.stderr.read().decode()
     proc.wait(timeout=200)
     assert first
@@ -312,13 +426,16 @@ def _unwritable_folder():
 def test_output_paths_are_tried_not_asked_of_os_access(tmp_path, capsys):
     ro = _unwritable_folder()
     from zg._checks import output_file_arg, output_folder_arg
+
     with pytest.raises(ValueError, match="out .* is not writable"):
         output_file_arg(ro / "h.json", "out")
     with pytest.raises(ValueError, match="checkpoint_dir .* is not writable"):
         output_folder_arg(ro / "ckpt", "checkpoint_dir")
-    for argv in (["train", "--dataset", "cora", "--epochs", "1", "--json", str(ro / "h.json")],
-                 ["grappa", "--dataset", "cora", "--epochs", "1", "--json", str(ro / "h.json")],
-                 ["grappa", "--dataset", "cora", "--epochs", "1", "--checkpoint-dir", str(ro / "c")]):
+    for argv in (
+        ["train", "--dataset", "cora", "--epochs", "1", "--json", str(ro / "h.json")],
+        ["grappa", "--dataset", "cora", "--epochs", "1", "--json", str(ro / "h.json")],
+        ["grappa", "--dataset", "cora", "--epochs", "1", "--checkpoint-dir", str(ro / "c")],
+    ):
         with pytest.raises(SystemExit) as stop:
             zg_main(argv)
         assert stop.value.code == 2, argv
@@ -332,13 +449,19 @@ def test_parallel_train_checks_model_path_before_any_process_starts(tmp_path, mo
 
     def never(*args, **kwargs):
         raise AssertionError("a process was started")
+
     monkeypatch.setattr(launch, "spawn", never)
     g = probe_graph()
-    cases = [(tmp_path / "missing" / "m.pt", "does not exist"), (tmp_path, "is a directory"),
-             (_unwritable_folder() / "m.pt", "is not writable")]
+    cases = [
+        (tmp_path / "missing" / "m.pt", "does not exist"),
+        (tmp_path, "is a directory"),
+        (_unwritable_folder() / "m.pt", "is not writable"),
+    ]
     for path, problem in cases:
         with pytest.raises(ValueError, match=f"model_path .*{problem}"):
-            parallel.train(g, workers=2, epochs=1, batch_size=64, fanouts=[4, 4], model_path=str(path))
+            parallel.train(
+                g, workers=2, epochs=1, batch_size=64, fanouts=[4, 4], model_path=str(path)
+            )
 
 
 # ----------------------------------------------------------------------------- 12: a worker's own exception
@@ -349,11 +472,12 @@ def test_a_workers_floating_point_error_reaches_the_caller_as_itself(tmp_path):
     (the Engine's non-finite loss) must arrive as FloatingPointError, not ProcessRaisedException."""
     g = probe_graph()
     folder = tmp_path / "ckpt"
-    grappa.train(g, workers=2, epochs=2, seed=0, checkpoint_dir=str(folder), checkpoint_every=1,
-                 **SMALL)
+    grappa.train(
+        g, workers=2, epochs=2, seed=0, checkpoint_dir=str(folder), checkpoint_every=1, **SMALL
+    )
     path = folder / CHECKPOINT_FILE
     state = torch.load(path, weights_only=True)
-    state["next_epoch"], state["records"] = 1, state["records"][:1]     # resume at epoch 1
+    state["next_epoch"], state["records"] = 1, state["records"][:1]  # resume at epoch 1
     for replica in state["model"]:
         for value in replica.values():
             if value.is_floating_point():

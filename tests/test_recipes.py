@@ -42,7 +42,7 @@ def test_the_docstring_names_the_test_that_asserts_the_accuracy():
 
 
 def test_cora_sage_fits_the_cora_graph_one_iteration_per_epoch(cora):
-    """"batch 140 (the whole training split: one iteration per epoch)"; the Engine takes the
+    """ "batch 140 (the whole training split: one iteration per epoch)"; the Engine takes the
     kwargs as they are (no deprecated keyword among them)."""
     import warnings
 
@@ -59,7 +59,7 @@ def test_cora_sage_fits_the_cora_graph_one_iteration_per_epoch(cora):
 
 def test_cora_sage_seed_fixes_the_initial_parameters():
     a, ka, _ = zg.recipes.cora_sage(seed=0)
-    torch.manual_seed(123)                     # the recipe seeds torch itself
+    torch.manual_seed(123)  # the recipe seeds torch itself
     b, _, _ = zg.recipes.cora_sage(seed=0)
     c, kc, _ = zg.recipes.cora_sage(seed=1)
     assert all(torch.equal(p, q) for p, q in zip(a.parameters(), b.parameters()))

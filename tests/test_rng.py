@@ -1,21 +1,33 @@
 """zg.rng: the device key equals the host key bit for bit; named streams are stable."""
 
+import ast
+from pathlib import Path
+
 import torch
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-import ast
-from pathlib import Path
-
-from zg.rng import batch_key, batch_key_device, dropout_seed, epoch_order, order_seed, seed_dropout, worker_seed
+from zg.rng import (
+    batch_key,
+    batch_key_device,
+    dropout_seed,
+    epoch_order,
+    order_seed,
+    seed_dropout,
+    worker_seed,
+)
 
 INT63 = st.integers(min_value=0, max_value=2**63 - 1)
 
 
 @settings(max_examples=200, deadline=None)
-@given(seed=INT63, epoch=st.integers(min_value=-2, max_value=2**40), batch=st.integers(min_value=0, max_value=2**40))
+@given(
+    seed=INT63,
+    epoch=st.integers(min_value=-2, max_value=2**40),
+    batch=st.integers(min_value=0, max_value=2**40),
+)
 def test_device_key_equals_host_key(seed, epoch, batch):
-    t = lambda v: torch.tensor(v, dtype=torch.int64)   # noqa: E731
+    t = lambda v: torch.tensor(v, dtype=torch.int64)  # noqa: E731
     assert int(batch_key_device(t(seed), t(epoch), t(batch))) == batch_key(seed, epoch, batch)
 
 
@@ -24,7 +36,9 @@ def test_streams_are_the_earlier_formulas():
     assert order_seed(3, 5) == 3 * 1_000_003 + 5
     assert worker_seed(1, 2) == ((0x5EED * 1_000_003 + 1) * 1_000_003 + 2) % 2**62
     order = epoch_order(torch.arange(10), 0, 1)
-    assert sorted(order.tolist()) == list(range(10)) and torch.equal(order, epoch_order(torch.arange(10), 0, 1))
+    assert sorted(order.tolist()) == list(range(10)) and torch.equal(
+        order, epoch_order(torch.arange(10), 0, 1)
+    )
 
 
 @settings(max_examples=50, deadline=None)
@@ -34,7 +48,7 @@ def test_seed_dropout_draws_what_torch_manual_seed_draws(key):
     # must leave the CPU generator in the same state (same masks, same later draws).
     torch.manual_seed(dropout_seed(key))
     want = (torch.nn.functional.dropout(torch.ones(257), 0.5), torch.rand(3))
-    torch.manual_seed(12345)                         # a different state in between
+    torch.manual_seed(12345)  # a different state in between
     seed_dropout(key)
     got = (torch.nn.functional.dropout(torch.ones(257), 0.5), torch.rand(3))
     assert torch.equal(want[0], got[0]) and torch.equal(want[1], got[1])
@@ -48,22 +62,43 @@ def test_no_torch_manual_seed_on_the_per_iteration_path():
     zg_dir = Path(__file__).resolve().parents[1] / "zg"
     once = {("grappa/worker.py", "_Worker.__init__"): 1, ("parallel.py", "_worker"): 1}
     offenders, found = [], {}
-    for name in ("engine.py", "observe.py", "step.py", "sampling.py", "models.py", "grappa/worker.py",
-                 "grappa/hook.py", "grappa/gradient.py", "parallel.py"):
+    for name in (
+        "engine.py",
+        "observe.py",
+        "step.py",
+        "sampling.py",
+        "models.py",
+        "grappa/worker.py",
+        "grappa/hook.py",
+        "grappa/gradient.py",
+        "parallel.py",
+    ):
         tree = ast.parse((zg_dir / name).read_text())
-        owner = {fn: f"{cls.name}." for cls in ast.walk(tree) if isinstance(cls, ast.ClassDef)
-                 for fn in cls.body if isinstance(fn, ast.FunctionDef)}
+        owner = {
+            fn: f"{cls.name}."
+            for cls in ast.walk(tree)
+            if isinstance(cls, ast.ClassDef)
+            for fn in cls.body
+            if isinstance(fn, ast.FunctionDef)
+        }
         for fn in ast.walk(tree):
             if not isinstance(fn, ast.FunctionDef):
                 continue
-            qualname = owner.get(fn, "") + fn.name            # methods by Class.method
-            calls = [node.lineno for node in ast.walk(fn)
-                     if isinstance(node, ast.Call) and isinstance(node.func, ast.Attribute)
-                     and node.func.attr == "manual_seed" and isinstance(node.func.value, ast.Name)
-                     and node.func.value.id == "torch"]
+            qualname = owner.get(fn, "") + fn.name  # methods by Class.method
+            calls = [
+                node.lineno
+                for node in ast.walk(fn)
+                if isinstance(node, ast.Call)
+                and isinstance(node.func, ast.Attribute)
+                and node.func.attr == "manual_seed"
+                and isinstance(node.func.value, ast.Name)
+                and node.func.value.id == "torch"
+            ]
             if (name, qualname) in once:
                 found[(name, qualname)] = len(calls)
-                calls = calls[once[(name, qualname)]:]
+                calls = calls[once[(name, qualname)] :]
             offenders += [f"zg/{name}:{line} in {qualname}" for line in calls]
-    assert found == once                                   # the exempt functions exist, seeding once
-    assert not offenders, "torch.manual_seed per iteration (use zg.rng.seed_dropout): " + ", ".join(offenders)
+    assert found == once  # the exempt functions exist, seeding once
+    assert not offenders, "torch.manual_seed per iteration (use zg.rng.seed_dropout): " + ", ".join(
+        offenders
+    )

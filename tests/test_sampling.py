@@ -2,14 +2,13 @@
 reproducibility, overflow, and errors."""
 
 import itertools
-import math
 
 import pytest
+import torch
+from graphs import mixed_degree_graph, random_graph
 from hypothesis import given, settings
 from hypothesis import strategies as st
-import torch
 
-from graphs import mixed_degree_graph, random_graph
 import zg
 from zg.envelope import Envelope
 from zg.sampling import DynamicSampler, EnvelopeSampler, batch_key, sample_neighbors
@@ -17,8 +16,12 @@ from zg.sampling import DynamicSampler, EnvelopeSampler, batch_key, sample_neigh
 
 def chi2_sf(stat, dof):
     """Survival function of the chi-square distribution."""
-    return float(torch.special.gammaincc(torch.tensor(dof / 2.0, dtype=torch.float64),
-                                         torch.tensor(stat / 2.0, dtype=torch.float64)))
+    return float(
+        torch.special.gammaincc(
+            torch.tensor(dof / 2.0, dtype=torch.float64),
+            torch.tensor(stat / 2.0, dtype=torch.float64),
+        )
+    )
 
 
 def draw(g, node, k, replace, trials):
@@ -26,12 +29,19 @@ def draw(g, node, k, replace, trials):
     nodes = torch.tensor([node])
     rows, masks = [], []
     for t in range(trials):
-        nb, mask = sample_neighbors(g.indptr, g.indices, nodes, torch.tensor([True]), k, replace,
-                                    torch.tensor(batch_key(7, 0, t)))
+        nb, mask = sample_neighbors(
+            g.indptr,
+            g.indices,
+            nodes,
+            torch.tensor([True]),
+            k,
+            replace,
+            torch.tensor(batch_key(7, 0, t)),
+        )
         rows.append(nb[0])
         masks.append(mask[0])
     first_neighbour = int(g.indices[g.indptr[node]]) if g.in_degrees()[node] > 0 else 0
-    return torch.stack(rows) - first_neighbour, torch.stack(masks)   # neighbours are consecutive ids
+    return torch.stack(rows) - first_neighbour, torch.stack(masks)  # neighbours are consecutive ids
 
 
 def global_edges(mb):
@@ -49,11 +59,13 @@ def global_edges(mb):
 def test_node_sets_are_torch_unique_of_the_sampled_neighbours(replace):
     g = random_graph()
     seeds = torch.randperm(g.num_nodes)[:64]
-    for sampler in (DynamicSampler(g, [5, 4, 3], replace=replace),
-                    EnvelopeSampler(g, [5, 4, 3], 64, replace=replace)):
+    for sampler in (
+        DynamicSampler(g, [5, 4, 3], replace=replace),
+        EnvelopeSampler(g, [5, 4, 3], 64, replace=replace),
+    ):
         mb = sampler.sample(seeds, epoch=1, batch=2)
         dst = seeds
-        for b in reversed(mb.blocks):                       # seeds outward
+        for b in reversed(mb.blocks):  # seeds outward
             num_src, num_dst = int(b.num_src), int(b.num_dst)
             assert num_dst == dst.numel()
             assert torch.equal(b.src_nodes[:num_dst], dst), "destination nodes come first"
@@ -71,7 +83,7 @@ def test_envelope_sampler_reproduces_the_dynamic_sampler_exactly(replace):
     dyn = DynamicSampler(g, [6, 3, 2], replace=replace, seed=3)
     env = EnvelopeSampler(g, [6, 3, 2], 100, replace=replace, seed=3)
     for batch in range(3):
-        seeds = torch.randperm(g.num_nodes)[: 100 - 20 * batch]   # also shorter, padded batches
+        seeds = torch.randperm(g.num_nodes)[: 100 - 20 * batch]  # also shorter, padded batches
         a, b = dyn.sample(seeds, 0, batch), env.sample(seeds, 0, batch)
         assert torch.equal(a.counts, b.counts)
         assert global_edges(a) == global_edges(b)
@@ -102,14 +114,22 @@ def test_matches_dgl_neighbor_sampler_structure(dgl):
     theirs = dgl.dataloading.NeighborSampler([5, 3]).sample_blocks(g.to_dgl(), seeds)[2]
     mine = ours.to_dgl_blocks()
     deg = g.in_degrees()
-    assert torch.equal(mine[-1].dstdata[dgl.NID], seeds) and torch.equal(theirs[-1].dstdata[dgl.NID], seeds)
+    assert torch.equal(mine[-1].dstdata[dgl.NID], seeds) and torch.equal(
+        theirs[-1].dstdata[dgl.NID], seeds
+    )
     for ob, tb, k in zip(mine, theirs, [5, 3]):
         for b in (ob, tb):
             assert torch.equal(b.in_degrees(), torch.clamp(deg[b.dstdata[dgl.NID]], max=k))
             assert torch.equal(b.srcdata[dgl.NID][: b.num_dst_nodes()], b.dstdata[dgl.NID])
     # And the DGL blocks we produce are exact: their edges are ours.
-    assert global_edges(ours) == [sorted(zip(b.srcdata[dgl.NID][b.edges()[0]].tolist(),
-                                             b.dstdata[dgl.NID][b.edges()[1]].tolist())) for b in mine]
+    assert global_edges(ours) == [
+        sorted(
+            zip(
+                b.srcdata[dgl.NID][b.edges()[0]].tolist(), b.dstdata[dgl.NID][b.edges()[1]].tolist()
+            )
+        )
+        for b in mine
+    ]
 
 
 # ----------------------------------------------------------------------------- uniformity
@@ -134,7 +154,7 @@ def test_without_replacement_inclusion_is_k_over_d(node, k):
 def test_without_replacement_every_subset_is_equally_likely():
     g, _ = mixed_degree_graph()
     trials = 4000
-    offsets, _ = draw(g, 2, 2, False, trials)          # degree 5, k = 2: 10 subsets
+    offsets, _ = draw(g, 2, 2, False, trials)  # degree 5, k = 2: 10 subsets
     subsets = list(itertools.combinations(range(5), 2))
     index = {s: i for i, s in enumerate(subsets)}
     counts = torch.zeros(len(subsets), dtype=torch.float64)
@@ -188,7 +208,9 @@ def test_shapes_are_fixed_by_batch_size_fanouts_and_envelope():
     shapes = None
     for batch, size in enumerate([32, 17, 1]):
         mb = sampler.sample(torch.randperm(g.num_nodes)[:size], batch=batch)
-        got = [(tuple(b.nbr.shape), tuple(b.mask.shape), tuple(b.src_nodes.shape)) for b in mb.blocks]
+        got = [
+            (tuple(b.nbr.shape), tuple(b.mask.shape), tuple(b.src_nodes.shape)) for b in mb.blocks
+        ]
         assert shapes is None or got == shapes
         shapes = got
     rows = [env.sizes[1], env.sizes[2], 32]
@@ -201,13 +223,15 @@ def test_reproducible_per_seed_epoch_batch_and_independent_of_history():
     first = EnvelopeSampler(g, [4, 4], 40, seed=5)
     other = EnvelopeSampler(g, [4, 4], 40, seed=5)
     a = first.sample(seeds, epoch=2, batch=9)
-    other.sample(torch.arange(100, 140), epoch=0, batch=0)      # different history
+    other.sample(torch.arange(100, 140), epoch=0, batch=0)  # different history
     b = other.sample(seeds, epoch=2, batch=9)
     assert global_edges(a) == global_edges(b)
     assert global_edges(a) == global_edges(first.sample(seeds, epoch=2, batch=9))
     assert global_edges(a) != global_edges(first.sample(seeds, epoch=2, batch=10))
     assert global_edges(a) != global_edges(first.sample(seeds, epoch=3, batch=9))
-    assert global_edges(a) != global_edges(EnvelopeSampler(g, [4, 4], 40, seed=6).sample(seeds, 2, 9))
+    assert global_edges(a) != global_edges(
+        EnvelopeSampler(g, [4, 4], 40, seed=6).sample(seeds, 2, 9)
+    )
 
 
 def test_overflow_is_flagged_and_nothing_is_written_out_of_bounds():
@@ -267,13 +291,16 @@ def test_envelope_sampler_has_zero_host_syncs_and_dynamic_has_many():
 # ----------------------------------------------------------------------------- errors
 
 
-@pytest.mark.parametrize("fanouts, error, match", [
-    ([5, 0], ValueError, r"fanouts\[1\] must be >= 1"),
-    ([5, -1], ValueError, r"fanouts\[1\] must be >= 1"),
-    ([], ValueError, "fanouts is empty"),
-    (5, TypeError, "fanouts must be a list"),
-    ([5, 2.5], TypeError, r"fanouts\[1\] must be an int"),
-])
+@pytest.mark.parametrize(
+    "fanouts, error, match",
+    [
+        ([5, 0], ValueError, r"fanouts\[1\] must be >= 1"),
+        ([5, -1], ValueError, r"fanouts\[1\] must be >= 1"),
+        ([], ValueError, "fanouts is empty"),
+        (5, TypeError, "fanouts must be a list"),
+        ([5, 2.5], TypeError, r"fanouts\[1\] must be an int"),
+    ],
+)
 def test_bad_fanouts(fanouts, error, match):
     g = random_graph()
     with pytest.raises(error, match=match):
@@ -282,16 +309,19 @@ def test_bad_fanouts(fanouts, error, match):
         DynamicSampler(g, fanouts)
 
 
-@pytest.mark.parametrize("seeds, error, match", [
-    (torch.tensor([], dtype=torch.int64), ValueError, "seeds is empty"),
-    (torch.tensor([0, 600]), ValueError, "node id 600, out of range"),
-    (torch.tensor([-1, 3]), ValueError, "node id -1, out of range"),
-    (torch.tensor([1.0, 2.0]), TypeError, "seeds must hold integer"),
-    (torch.tensor([[1, 2]]), ValueError, "seeds must be 1-dimensional"),
-    (torch.tensor([3, 3]), ValueError, "repeated"),
-    (torch.arange(9), ValueError, "batch_size is 8"),
-    (torch.tensor([1, 2], device="meta"), ValueError, "seeds is on meta"),
-])
+@pytest.mark.parametrize(
+    "seeds, error, match",
+    [
+        (torch.tensor([], dtype=torch.int64), ValueError, "seeds is empty"),
+        (torch.tensor([0, 600]), ValueError, "node id 600, out of range"),
+        (torch.tensor([-1, 3]), ValueError, "node id -1, out of range"),
+        (torch.tensor([1.0, 2.0]), TypeError, "seeds must hold integer"),
+        (torch.tensor([[1, 2]]), ValueError, "seeds must be 1-dimensional"),
+        (torch.tensor([3, 3]), ValueError, "repeated"),
+        (torch.arange(9), ValueError, "batch_size is 8"),
+        (torch.tensor([1, 2], device="meta"), ValueError, "seeds is on meta"),
+    ],
+)
 def test_bad_seeds(seeds, error, match):
     sampler = EnvelopeSampler(random_graph(), [3, 2], 8)
     with pytest.raises(error, match=match):
@@ -342,14 +372,15 @@ def test_a_fanout_above_the_largest_in_degree_means_every_neighbour(make):
 
     for huge in (top, top + 1, 10**6, 10**18):
         assert sampler([huge, huge]).effective_fanouts == [top, top]
-        assert_same_minibatch(sampler([top, top]).sample(seeds, 2, 5),
-                              sampler([huge, huge]).sample(seeds, 2, 5))
+        assert_same_minibatch(
+            sampler([top, top]).sample(seeds, 2, 5), sampler([huge, huge]).sample(seeds, 2, 5)
+        )
     # Every neighbour, each once: the blocks hold the exact in-neighbourhoods.
     mb = sampler([10**6]).sample(seeds)
     block = mb.blocks[0]
     for row, v in enumerate(seeds.tolist()):
         taken = block.src_nodes[block.nbr[row][block.mask[row]]].sort().values
-        assert torch.equal(taken, g.indices[g.indptr[v]:g.indptr[v + 1]].sort().values)
+        assert torch.equal(taken, g.indices[g.indptr[v] : g.indptr[v + 1]].sort().values)
 
 
 def test_the_clamp_changes_no_sample():
@@ -362,11 +393,14 @@ def test_the_clamp_changes_no_sample():
     valid = torch.ones(sub.num_nodes, dtype=torch.bool)
     key = torch.tensor(batch_key(1, 2, 3))
     wide, wide_mask = sample_neighbors(sub.indptr, indices, nodes, valid, top + 5, False, key)
-    tight, tight_mask = sample_neighbors(sub.indptr, indices, nodes, valid, top, False, key,
-                                         max_degree=top)
+    tight, tight_mask = sample_neighbors(
+        sub.indptr, indices, nodes, valid, top, False, key, max_degree=top
+    )
     assert not wide_mask[:, top:].any()
     assert torch.equal(wide_mask[:, :top], tight_mask)
-    assert torch.equal(torch.where(tight_mask, wide[:, :top], -1), torch.where(tight_mask, tight, -1))
+    assert torch.equal(
+        torch.where(tight_mask, wide[:, :top], -1), torch.where(tight_mask, tight, -1)
+    )
 
 
 def test_with_replacement_a_large_fanout_is_kept_up_to_a_bound():
@@ -374,9 +408,13 @@ def test_with_replacement_a_large_fanout_is_kept_up_to_a_bound():
     top = int(g.in_degrees().max())
     assert DynamicSampler(g, [top + 50], replace=True).effective_fanouts == [top + 50]
     assert EnvelopeSampler(g, [1024, 3], 8, replace=True).effective_fanouts == [1024, 3]
-    for make in (lambda: DynamicSampler(g, [3, 10**6], replace=True),
-                 lambda: EnvelopeSampler(g, [3, 10**6], 8, replace=True)):
-        with pytest.raises(ValueError, match=r"fanouts\[1\] = 1000000 with replace=True.*at most 1024"):
+    for make in (
+        lambda: DynamicSampler(g, [3, 10**6], replace=True),
+        lambda: EnvelopeSampler(g, [3, 10**6], 8, replace=True),
+    ):
+        with pytest.raises(
+            ValueError, match=r"fanouts\[1\] = 1000000 with replace=True.*at most 1024"
+        ):
             make()
 
 
@@ -387,7 +425,7 @@ def test_samplers_read_the_graph_in_place():
         own = [v for v in vars(sampler).values() if isinstance(v, torch.Tensor)]
         assert own and all(t.numel() <= g.num_nodes + 1 for t in own), type(sampler).__name__
         sampler.sample(g.train_idx[:64])
-    empty = zg.Graph.from_edges([], [], num_nodes=3)               # no edges: every slot masked
+    empty = zg.Graph.from_edges([], [], num_nodes=3)  # no edges: every slot masked
     mb = EnvelopeSampler(empty, [2], 2).sample(torch.tensor([0, 1]))
     assert not bool(mb.blocks[0].mask.any())
     assert DynamicSampler(empty, [2]).sample(torch.tensor([0, 2])).blocks[0].num_src.item() == 2
@@ -402,8 +440,8 @@ def test_floyd_closed_form_equals_the_round_by_round_loop(k, rows, seed):
     from zg.sampling import _floyd_rounds
 
     gen = torch.Generator().manual_seed(seed)
-    degree = torch.randint(k, k + 30, (rows,), generator=gen)                 # d >= k
-    j = degree[None, :] - k + torch.arange(k)[:, None]                         # [k, R]
+    degree = torch.randint(k, k + 30, (rows,), generator=gen)  # d >= k
+    j = degree[None, :] - k + torch.arange(k)[:, None]  # [k, R]
     t = (torch.rand(k, rows, generator=gen) * (j + 1)).floor().to(torch.int64)  # t in [0, j]
     t = torch.minimum(t, j)
     loop = t.clone()
@@ -429,8 +467,13 @@ def test_the_static_step_launches_the_same_ops_at_every_batch_size():
     counts = {}
     for batch_size in (256, 1024):
         torch.manual_seed(0)
-        eng = zg.Engine(g, models.build("sage", g.feat_dim, 256, g.num_classes, 3, dropout=0.0),
-                        [15, 10, 5], batch_size, kernel="torch")
+        eng = zg.Engine(
+            g,
+            models.build("sage", g.feat_dim, 256, g.num_classes, 3, dropout=0.0),
+            [15, 10, 5],
+            batch_size,
+            kernel="torch",
+        )
         eng.run_batch(0, 0)
         with LaunchCount() as count:
             eng.run_batch(1, 0)

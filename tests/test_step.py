@@ -50,7 +50,7 @@ def test_distributed_guard_waits_for_the_reduced_flag():
     guard = OverflowGuard(2, torch.device("cpu"), distributed=True)
     guard.observe(_batch(False), 4)
     assert bool(guard.apply()) and float(guard.outgoing()) == 0.0
-    guard.merge(torch.tensor([1.0]))                 # another worker overflowed at batch 4
+    guard.merge(torch.tensor([1.0]))  # another worker overflowed at batch 4
     assert not bool(guard.apply()) and int(guard.first) == 4 and not bool(guard.local)
 
 
@@ -106,8 +106,16 @@ def test_train_step_calls_a_given_forward_and_loss_even_when_they_are_falsy():
             return self.fn(*args)
 
     from zg.step import masked_cross_entropy
-    eng = zg.Engine(g, net, [4, 4], 64, step=Step(forward=Falsy(net, "forward"),
-                                                   loss=Falsy(lambda logits, y, mb: masked_cross_entropy(
-                                                       logits, y, mb.valid), "loss")))
+
+    eng = zg.Engine(
+        g,
+        net,
+        [4, 4],
+        64,
+        step=Step(
+            forward=Falsy(net, "forward"),
+            loss=Falsy(lambda logits, y, mb: masked_cross_entropy(logits, y, mb.valid), "loss"),
+        ),
+    )
     eng.train_epoch(max_batches=2)
     assert calls["forward"] >= 2 and calls["loss"] >= 2

@@ -18,12 +18,19 @@ def test_grappa_figures(viz):
 
 
 def test_coverage_distributions(viz):
-    fig = viz.coverage_distributions({"random partition": [0.1, 0.2, 0.3], "metis partition": [0.9, 1.0]},
-                                     hops=2, subtitle="here")
+    fig = viz.coverage_distributions(
+        {"random partition": [0.1, 0.2, 0.3], "metis partition": [0.9, 1.0]},
+        hops=2,
+        subtitle="here",
+    )
     assert [t.type for t in fig.data] == ["histogram", "histogram"]
     assert "mean 0.20" in fig.data[0].name and "mean 0.95" in fig.data[1].name
     assert fig.data[0].marker.color != fig.data[1].marker.color
-    assert len(fig.layout.shapes) == 2 and "2-hop" in fig.layout.title.text and "here" in fig.layout.title.text
+    assert (
+        len(fig.layout.shapes) == 2
+        and "2-hop" in fig.layout.title.text
+        and "here" in fig.layout.title.text
+    )
     with pytest.raises(ValueError):
         viz.coverage_distributions({}, hops=2)
     with pytest.raises(ValueError, match="empty"):
@@ -31,9 +38,15 @@ def test_coverage_distributions(viz):
 
 
 def test_partition_sweep_figure(viz):
-    rows = [{"method": m, "num_parts": p, "edge_cut_fraction": c, "coverage_2": v}
-            for m, p, c, v in [("random", 2, 0.5, 0.3), ("random", 4, 0.75, 0.1),
-                               ("metis", 2, 0.05, 0.9), ("metis", 4, 0.09, 0.85)]]
+    rows = [
+        {"method": m, "num_parts": p, "edge_cut_fraction": c, "coverage_2": v}
+        for m, p, c, v in [
+            ("random", 2, 0.5, 0.3),
+            ("random", 4, 0.75, 0.1),
+            ("metis", 2, 0.05, 0.9),
+            ("metis", 4, 0.09, 0.85),
+        ]
+    ]
     fig = viz.partition_sweep(rows, hops=2)
     names = [t.name for t in fig.data]
     assert names == ["random", "random", "metis", "metis", "(P - 1) / P"]
@@ -44,12 +57,21 @@ def test_partition_sweep_figure(viz):
 
 
 def traffic(method, batch, feature, gradient):
-    return {"method": method, "batch_size": batch, "feature_bytes": feature, "gradient_bytes": gradient}
+    return {
+        "method": method,
+        "batch_size": batch,
+        "feature_bytes": feature,
+        "gradient_bytes": gradient,
+    }
 
 
 def test_traffic_vs_batch(viz):
-    rows = [traffic("random", 16, 100, 400), traffic("random", 64, 90, 100),
-            traffic("metis", 16, 30, 400), traffic("metis", 64, 25, 100)]
+    rows = [
+        traffic("random", 16, 100, 400),
+        traffic("random", 64, 90, 100),
+        traffic("metis", 16, 30, 400),
+        traffic("metis", 64, 25, 100),
+    ]
     fig = viz.traffic_vs_batch(rows)
     assert len(fig.data) == 3
     assert list(fig.data[0].y) == [100, 90] and list(fig.data[1].y) == [30, 25]
@@ -58,8 +80,11 @@ def test_traffic_vs_batch(viz):
 
 
 def test_partition_view(viz):
-    fig = viz.partition_view({"random partition": [0.2, 0.4], "metis partition": [0.9]},
-                             [traffic("random", 32, 300, 200), traffic("metis", 32, 80, 200)], hops=2)
+    fig = viz.partition_view(
+        {"random partition": [0.2, 0.4], "metis partition": [0.9]},
+        [traffic("random", 32, 300, 200), traffic("metis", 32, 80, 200)],
+        hops=2,
+    )
     histograms = [t for t in fig.data if t.type == "histogram"]
     (bars,) = [t for t in fig.data if t.type == "bar"]
     assert len(histograms) == 2
@@ -69,10 +94,22 @@ def test_partition_view(viz):
 
 
 def test_bytes_per_epoch_by_run(viz):
-    rows = [{"run": "isolated", "gradients_per_epoch": 10.0, "scalars_per_epoch": 0.0,
-             "features_per_epoch": 0.0, "parameters_per_epoch": 0.0},
-            {"run": "feature_fetch", "gradients_per_epoch": 10.0, "scalars_per_epoch": 0.0,
-             "features_per_epoch": 5.0, "parameters_per_epoch": 0.0}]
+    rows = [
+        {
+            "run": "isolated",
+            "gradients_per_epoch": 10.0,
+            "scalars_per_epoch": 0.0,
+            "features_per_epoch": 0.0,
+            "parameters_per_epoch": 0.0,
+        },
+        {
+            "run": "feature_fetch",
+            "gradients_per_epoch": 10.0,
+            "scalars_per_epoch": 0.0,
+            "features_per_epoch": 5.0,
+            "parameters_per_epoch": 0.0,
+        },
+    ]
     fig = viz.bytes_per_epoch_by_run(rows)
     bars = [t for t in fig.data if t.type == "bar"]
     assert [t.name for t in bars] == ["gradients", "scalars", "features", "parameters"]
@@ -84,19 +121,32 @@ def test_bytes_per_epoch_by_run(viz):
 
 
 def test_estimator_errors_stacks_bias_squared_and_variance(viz):
-    rows = [{"partition": "metis", "weighting": "inverse", "estimator": n, "bias_squared": b, "variance": v}
-            for n, b, v in (("mean", 0.04, 0.02), ("batch", 0.01, 0.005))]
+    rows = [
+        {
+            "partition": "metis",
+            "weighting": "inverse",
+            "estimator": n,
+            "bias_squared": b,
+            "variance": v,
+        }
+        for n, b, v in (("mean", 0.04, 0.02), ("batch", 0.01, 0.005))
+    ]
     fig = viz.estimator_errors(rows, subtitle="s")
     assert fig.layout.barmode == "stack" and [t.name for t in fig.data] == ["bias²", "variance"]
     assert list(fig.data[0].y) == [0.04, 0.01] and list(fig.data[1].y) == [0.02, 0.005]
-    assert len(fig.data[0].x) == 3                               # partition, weighting, estimator levels
+    assert len(fig.data[0].x) == 3  # partition, weighting, estimator levels
     with pytest.raises(ValueError, match="variance"):
         viz.estimator_errors([{"weighting": "inverse", "estimator": "mean", "bias_squared": 1.0}])
 
 
 def test_shrink_curve_marks_auto_and_chosen(viz):
-    sweep = {"lambdas": [0.0, 0.5, 1.0], "bias": [0.2, 0.1, 0.3], "variance": [0.01, 0.02, 0.03],
-             "relative_mse": [0.05, 0.03, 0.12], "auto_lambda": [0.4, 0.6]}
+    sweep = {
+        "lambdas": [0.0, 0.5, 1.0],
+        "bias": [0.2, 0.1, 0.3],
+        "variance": [0.01, 0.02, 0.03],
+        "relative_mse": [0.05, 0.03, 0.12],
+        "auto_lambda": [0.4, 0.6],
+    }
     fig = viz.shrink_curve(sweep, chosen={"lambda": 0.5, "relative_mse": 0.03})
     names = [t.name for t in fig.data]
     assert names[:3] == ["bias²", "variance", "relative MSE"]
@@ -108,21 +158,38 @@ def test_shrink_curve_marks_auto_and_chosen(viz):
 
 
 def test_accuracy_vs_bytes(viz):
-    rows = [{"run": "a", "bytes": 1e6, "accuracy": 0.7}, {"run": "b", "bytes": 1e7, "accuracy": 0.75, "counted_bytes": 5e6}]
+    rows = [
+        {"run": "a", "bytes": 1e6, "accuracy": 0.7},
+        {"run": "b", "bytes": 1e7, "accuracy": 0.75, "counted_bytes": 5e6},
+    ]
     fig = viz.accuracy_vs_bytes(rows)
     assert fig.layout.xaxis.type == "log"
-    assert len(fig.data) == 3 and list(fig.data[2].x) == [1e7, 1.5e7] and fig.data[2].line.dash == "dot"
+    assert (
+        len(fig.data) == 3
+        and list(fig.data[2].x) == [1e7, 1.5e7]
+        and fig.data[2].line.dash == "dot"
+    )
     with pytest.raises(ValueError, match="rows"):
         viz.accuracy_vs_bytes([])
 
 
 def test_rmat_scaling_and_projection_figures(viz):
-    rows = [{"nodes": n, "feature_bytes_per_iteration": 10 * n, "gradient_bytes_per_iteration": 500,
-             "edge_cut_fraction": 0.5, "mean_coverage": 0.4} for n in (2048, 1024)]
+    rows = [
+        {
+            "nodes": n,
+            "feature_bytes_per_iteration": 10 * n,
+            "gradient_bytes_per_iteration": 500,
+            "edge_cut_fraction": 0.5,
+            "mean_coverage": 0.4,
+        }
+        for n in (2048, 1024)
+    ]
     fig = viz.rmat_scaling(rows)
-    assert len(fig.data) == 4 and list(fig.data[0].x) == [1024, 2048]   # sorted by size
-    proj = [{"design": d, "link": "1GbE", "compute_seconds": 3600.0, "link_seconds": s} for d, s in
-            (("grappa", 360.0), ("feature fetching", 7200.0))]
+    assert len(fig.data) == 4 and list(fig.data[0].x) == [1024, 2048]  # sorted by size
+    proj = [
+        {"design": d, "link": "1GbE", "compute_seconds": 3600.0, "link_seconds": s}
+        for d, s in (("grappa", 360.0), ("feature fetching", 7200.0))
+    ]
     fig = viz.epoch_projection(proj, title="Epoch: projection (link model), not a measurement")
     assert fig.layout.barmode == "stack" and list(fig.data[1].y) == pytest.approx([0.1, 2.0])
     with pytest.raises(ValueError, match="projection"):
@@ -133,8 +200,20 @@ def test_variant_summary_figure(require):
     require("plotly")
     import zg.viz
 
-    rows = [{"variant": "a", "seconds_per_epoch": 0.5, "bytes_per_epoch_per_worker": 2048.0, "test_acc": 0.7},
-            {"variant": "b", "seconds_per_epoch": 0.25, "bytes_per_epoch_per_worker": 4096.0, "test_acc": 0.6}]
+    rows = [
+        {
+            "variant": "a",
+            "seconds_per_epoch": 0.5,
+            "bytes_per_epoch_per_worker": 2048.0,
+            "test_acc": 0.7,
+        },
+        {
+            "variant": "b",
+            "seconds_per_epoch": 0.25,
+            "bytes_per_epoch_per_worker": 4096.0,
+            "test_acc": 0.6,
+        },
+    ]
     fig = zg.viz.variant_summary(rows, subtitle="test machine")
     assert len(fig.data) == 3 and all(list(t.x) == ["a", "b"] for t in fig.data)
     assert list(fig.data[1].y) == [2048.0, 4096.0] and fig.data[1].text[0] == "2.0 KiB"
@@ -144,14 +223,18 @@ def test_variant_summary_figure(require):
 
 
 def test_epoch_time_vs_workers(viz):
-    rows = [{"run": "grappa", "workers": 2, "seconds_mean": 1.0, "seconds_std": 0.1},
-            {"run": "grappa", "workers": 4, "seconds_mean": 0.6, "seconds_std": 0.05},
-            {"run": "single", "workers": 1, "seconds_mean": 1.5}]
+    rows = [
+        {"run": "grappa", "workers": 2, "seconds_mean": 1.0, "seconds_std": 0.1},
+        {"run": "grappa", "workers": 4, "seconds_mean": 0.6, "seconds_std": 0.05},
+        {"run": "single", "workers": 1, "seconds_mean": 1.5},
+    ]
     fig = viz.epoch_time_vs_workers(list(reversed(rows)), subtitle="bench X")
     assert [t.name for t in fig.data] == ["single", "grappa"]
-    assert list(fig.data[1].x) == [2, 4] and list(fig.data[1].y) == [1.0, 0.6]     # sorted by P
+    assert list(fig.data[1].x) == [2, 4] and list(fig.data[1].y) == [1.0, 0.6]  # sorted by P
     assert list(fig.data[1].error_y.array) == [0.1, 0.05] and fig.data[0].error_y.array is None
-    assert "bench X" in fig.layout.title.text and axis_title(fig.layout.yaxis) == "seconds per epoch"
+    assert (
+        "bench X" in fig.layout.title.text and axis_title(fig.layout.yaxis) == "seconds per epoch"
+    )
     with pytest.raises(ValueError, match="empty"):
         viz.epoch_time_vs_workers([])
     with pytest.raises(ValueError, match="seconds_mean"):
@@ -159,47 +242,74 @@ def test_epoch_time_vs_workers(viz):
 
 
 def test_accuracy_vs_depth(viz):
-    rows = [{"trainer": t, "layers": L, "mean": m, "std": s, "seeds": 3}
-            for t, L, m, s in [("single", 2, 0.8, 0.01), ("single", 3, 0.79, 0.02), ("single", 4, 0.78, 0.0),
-                               ("grappa", 2, 0.75, 0.02), ("grappa", 3, 0.7, 0.03), ("grappa", 4, 0.6, 0.05)]]
+    rows = [
+        {"trainer": t, "layers": L, "mean": m, "std": s, "seeds": 3}
+        for t, L, m, s in [
+            ("single", 2, 0.8, 0.01),
+            ("single", 3, 0.79, 0.02),
+            ("single", 4, 0.78, 0.0),
+            ("grappa", 2, 0.75, 0.02),
+            ("grappa", 3, 0.7, 0.03),
+            ("grappa", 4, 0.6, 0.05),
+        ]
+    ]
     fig = viz.accuracy_vs_depth(rows)
     assert [t.name for t in fig.data] == ["single", "grappa"]
     assert list(fig.data[1].x) == [2, 3, 4] and list(fig.data[1].y) == [0.75, 0.7, 0.6]
     assert list(fig.data[1].error_y.array) == [0.02, 0.03, 0.05]
-    assert "3 seed(s)" in fig.layout.title.text and axis_title(fig.layout.xaxis) == "layers (GNN depth)"
+    assert (
+        "3 seed(s)" in fig.layout.title.text
+        and axis_title(fig.layout.xaxis) == "layers (GNN depth)"
+    )
     with pytest.raises(ValueError, match="mean"):
         viz.accuracy_vs_depth([{"trainer": "a", "layers": 2}])
 
 
 def test_estimator_bias_vs_workers(viz):
-    rows = [{"estimator": e, "workers": P, "bias": b, "relative_mse": b * b, "partition": "metis"}
-            for e, P, b in [("mean", 2, 0.2), ("mean", 4, 0.3), ("batch", 2, 0.1), ("batch", 4, 0.15)]]
+    rows = [
+        {"estimator": e, "workers": P, "bias": b, "relative_mse": b * b, "partition": "metis"}
+        for e, P, b in [("mean", 2, 0.2), ("mean", 4, 0.3), ("batch", 2, 0.1), ("batch", 4, 0.15)]
+    ]
     fig = viz.estimator_bias_vs_workers(rows)
     assert [t.name for t in fig.data] == ["mean (metis)", "batch (metis)"]
     assert list(fig.data[0].y) == [0.2, 0.3] and fig.layout.xaxis.type == "log"
     assert list(fig.layout.xaxis.tickvals) == [2, 4]
     fig = viz.estimator_bias_vs_workers(rows, value="relative_mse")
-    assert list(fig.data[1].y) == [0.010000000000000002, 0.0225] and "relative mse" in fig.layout.title.text
+    assert (
+        list(fig.data[1].y) == [0.010000000000000002, 0.0225]
+        and "relative mse" in fig.layout.title.text
+    )
     with pytest.raises(ValueError, match="bias"):
         viz.estimator_bias_vs_workers([{"estimator": "mean", "workers": 2}])
 
 
 def _map_cell(method, gaps):
-    cell = {"method": method, "avg_degree": 20, "homophily": 0.8, "feature_snr": 0.5, "workers": 4,
-            "num_layers": 2, "design": "core"}
+    cell = {
+        "method": method,
+        "avg_degree": 20,
+        "homophily": 0.8,
+        "feature_snr": 0.5,
+        "workers": 4,
+        "num_layers": 2,
+        "design": "core",
+    }
     for trainer, (mean, std) in gaps.items():
         cell[trainer] = {"gap_mean": mean, "gap_std": std, "acc_mean": 0.8 + mean, "acc_std": std}
     return cell
 
 
 def test_grappa_map_figure(viz):
-    cells = [_map_cell("random", {"grappa": (-0.25, 0.02), "isolated": (-0.3, 0.01)}),
-             _map_cell("metis", {"grappa": (0.01, 0.005), "isolated": (-0.02, 0.01)})]
+    cells = [
+        _map_cell("random", {"grappa": (-0.25, 0.02), "isolated": (-0.3, 0.01)}),
+        _map_cell("metis", {"grappa": (0.01, 0.005), "isolated": (-0.02, 0.01)}),
+    ]
     fig = viz.grappa_map(cells, trainers=["grappa", "isolated"], subtitle="csbm")
     heat = fig.data[0]
     assert heat.type == "heatmap" and list(heat.x) == ["grappa", "isolated"]
-    assert list(heat.y) == ["random · deg 20 · h 0.8 · snr 0.5 · P=4 · L=2",
-                            "metis · deg 20 · h 0.8 · snr 0.5 · P=4 · L=2"]
+    assert list(heat.y) == [
+        "random · deg 20 · h 0.8 · snr 0.5 · P=4 · L=2",
+        "metis · deg 20 · h 0.8 · snr 0.5 · P=4 · L=2",
+    ]
     # Points, not fractions; the colour scale is centred on "no gap" and symmetric.
     assert [list(r) for r in heat.z] == [[-25.0, -30.0], [1.0, -2.0]]
     assert heat.text[0][0] == "-25.0 ± 2.0" and heat.text[1][0] == "+1.0 ± 0.5"
@@ -218,7 +328,9 @@ def test_grappa_map_rejects_bad_cells(viz):
     with pytest.raises(ValueError, match="empty"):
         viz.grappa_map([])
     with pytest.raises(ValueError, match="'psgd_pa'"):
-        viz.grappa_map([_map_cell("random", {"grappa": (0.0, 0.0)})], trainers=["grappa", "psgd_pa"])
+        viz.grappa_map(
+            [_map_cell("random", {"grappa": (0.0, 0.0)})], trainers=["grappa", "psgd_pa"]
+        )
     bad = _map_cell("random", {"grappa": (0.0, 0.0)})
     bad["grappa"] = 0.1
     with pytest.raises(ValueError, match="gap_mean"):

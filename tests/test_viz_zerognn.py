@@ -20,11 +20,16 @@ def test_host_syncs(viz):
 
 
 def test_hop_metadata(viz):
-    rows = [{"hop": 1, "fanout": 5, "frontier": 10, "sampled_edges": 40, "distinct_nodes": 35},
-            {"hop": 2, "fanout": 3, "frontier": 35, "sampled_edges": 90, "distinct_nodes": 80}]
+    rows = [
+        {"hop": 1, "fanout": 5, "frontier": 10, "sampled_edges": 40, "distinct_nodes": 35},
+        {"hop": 2, "fanout": 3, "frontier": 35, "sampled_edges": 90, "distinct_nodes": 80},
+    ]
     fig = viz.hop_metadata(rows)
     assert [t.name.split(" ")[0] for t in fig.data] == ["frontier", "sampled", "distinct"]
-    assert list(fig.data[2].y) == [35, 80] and list(fig.data[0].x) == ["hop 1 (fanout 5)", "hop 2 (fanout 3)"]
+    assert list(fig.data[2].y) == [35, 80] and list(fig.data[0].x) == [
+        "hop 1 (fanout 5)",
+        "hop 2 (fanout 3)",
+    ]
     assert axis_title(fig.layout.xaxis) == "hop (from the seeds outward)"
     with pytest.raises(ValueError, match="distinct_nodes"):
         viz.hop_metadata([{"hop": 1, "frontier": 1, "sampled_edges": 1}])
@@ -39,26 +44,39 @@ def test_sync_ops(viz):
 
 
 def test_stage_timeline(viz):
-    events = {"zg dynamic": [{"stage": "sample", "start": 0.0, "end": 0.001, "host_syncs": 0},
-                             {"stage": "compact", "start": 0.001, "end": 0.003, "host_syncs": 3}],
-              "DGL": [{"stage": "sample", "start": 0.0, "end": 0.002, "host_syncs": None}]}
+    events = {
+        "zg dynamic": [
+            {"stage": "sample", "start": 0.0, "end": 0.001, "host_syncs": 0},
+            {"stage": "compact", "start": 0.001, "end": 0.003, "host_syncs": 3},
+        ],
+        "DGL": [{"stage": "sample", "start": 0.0, "end": 0.002, "host_syncs": None}],
+    }
     fig = viz.stage_timeline(events)
     legend = [t.name for t in fig.data if t.showlegend is not False]
-    assert legend == ["sample", "compact"]                       # in pipeline order
+    assert legend == ["sample", "compact"]  # in pipeline order
     bars = [t for t in fig.data if t.showlegend is False]
     assert len(bars) == 3
     synced = [t for t in bars if t.marker.line.color == "black"]
-    assert len(synced) == 1 and synced[0].x[0] == pytest.approx(2.0) and synced[0].base[0] == pytest.approx(1.0)
+    assert (
+        len(synced) == 1
+        and synced[0].x[0] == pytest.approx(2.0)
+        and synced[0].base[0] == pytest.approx(1.0)
+    )
     assert list(fig.layout.yaxis.categoryarray) == ["zg dynamic", "DGL"]
     assert axis_title(fig.layout.xaxis) == "time since the iteration started (ms)"
 
 
 def test_count_distributions(viz):
     counts = torch.tensor([[100, 20], [110, 22], [105, 21]])
-    fig = viz.count_distributions(counts, {"profiled": [115, 23], "worst case": [1000, 24]}, fanouts=[5, 2])
+    fig = viz.count_distributions(
+        counts, {"profiled": [115, 23], "worst case": [1000, 24]}, fanouts=[5, 2]
+    )
     hists = [t for t in fig.data if t.type == "histogram"]
     assert len(hists) == 2 and list(hists[0].x) == [100, 110, 105]
-    assert [t.name for t in fig.data if t.type == "scatter"] == ["profiled envelope", "worst case envelope"]
+    assert [t.name for t in fig.data if t.type == "scatter"] == [
+        "profiled envelope",
+        "worst case envelope",
+    ]
     # 1000 is far off block 0's data: named in the axis title, not drawn.
     assert "worst case: 1,000" in fig.layout.xaxis.title.text
     assert "off this scale" not in fig.layout.xaxis2.title.text
@@ -69,9 +87,18 @@ def test_count_distributions(viz):
 
 def test_memory_per_hop(viz):
     block = {"index": 1, "features": 2, "activations": 3, "total": 2**20}
-    memory = {"worst_case": [block, block], "envelope": [block], "oracle_mean": [block], "totals": {}}
+    memory = {
+        "worst_case": [block, block],
+        "envelope": [block],
+        "oracle_mean": [block],
+        "totals": {},
+    }
     fig = viz.memory_per_hop(memory)
-    assert [t.name.split(":")[0] for t in fig.data] == ["worst case", "profiled envelope", "oracle (mean batch)"]
+    assert [t.name.split(":")[0] for t in fig.data] == [
+        "worst case",
+        "profiled envelope",
+        "oracle (mean batch)",
+    ]
     assert fig.data[0].name.endswith("2.0 MiB") and list(fig.data[0].y) == [1.0, 1.0]
     assert axis_title(fig.layout.yaxis) == "MiB"
     with pytest.raises(ValueError):
@@ -79,22 +106,30 @@ def test_memory_per_hop(viz):
 
 
 def test_overflow_vs_margin(viz):
-    curve = {"margins": [0.0, 0.1], "quantile": 0.9, "overflow_probability": [0.25, 0.0],
-             "envelope_bytes": [100, 110], "oracle_mean_bytes": 100, "worst_case_bytes": 400}
+    curve = {
+        "margins": [0.0, 0.1],
+        "quantile": 0.9,
+        "overflow_probability": [0.25, 0.0],
+        "envelope_bytes": [100, 110],
+        "oracle_mean_bytes": 100,
+        "worst_case_bytes": 400,
+    }
     fig = viz.overflow_vs_margin([curve, dict(curve, quantile=0.5)])
     assert len(fig.data) == 4
     assert list(fig.data[0].y) == [25.0, 0.0] and list(fig.data[1].y) == [1.0, 1.1]
     assert list(fig.data[0].x) == [0.0, 10.0]
-    assert "4.00x" in fig.layout.annotations[1].text                # the worst case, named
+    assert "4.00x" in fig.layout.annotations[1].text  # the worst case, named
     assert viz.overflow_vs_margin(curve).data[0].name == "quantile 0.9"
     with pytest.raises(ValueError):
         viz.overflow_vs_margin([])
 
 
 def test_execution_trace(viz):
-    rows = [{"order": 0, "epoch": 0, "batch": 0, "applied": False},
-            {"order": 1, "epoch": 0, "batch": 1, "applied": False},
-            {"order": 2, "epoch": 0, "batch": 0, "applied": True}]
+    rows = [
+        {"order": 0, "epoch": 0, "batch": 0, "applied": False},
+        {"order": 1, "epoch": 0, "batch": 1, "applied": False},
+        {"order": 2, "epoch": 0, "batch": 0, "applied": True},
+    ]
     fig = viz.execution_trace({"tiny": rows})
     assert [t.name for t in fig.data] == ["tiny: applied (1)", "tiny: skipped, re-run later (2)"]
     assert fig.data[1].marker.symbol == "circle-open" and list(fig.data[1].x) == [0, 1]
@@ -102,9 +137,17 @@ def test_execution_trace(viz):
 
 
 def test_stage_breakdown_and_batch_scaling(viz):
-    rows = [{"pipeline": p, "batch_size": b, "step_seconds": 0.01 * b / 64,
-             "stage_seconds": {"sample": 0.002, "forward": 0.004}, "seeds_per_second": 6400.0 * (1 + i)}
-            for b in (64, 256) for i, p in enumerate(("DGL", "zg envelope"))]
+    rows = [
+        {
+            "pipeline": p,
+            "batch_size": b,
+            "step_seconds": 0.01 * b / 64,
+            "stage_seconds": {"sample": 0.002, "forward": 0.004},
+            "seeds_per_second": 6400.0 * (1 + i),
+        }
+        for b in (64, 256)
+        for i, p in enumerate(("DGL", "zg envelope"))
+    ]
     fig = viz.stage_breakdown(rows)
     assert [t.name for t in fig.data] == ["sample", "forward", "whole step (timed separately)"]
     assert fig.layout.barmode == "stack" and axis_title(fig.layout.yaxis) == "ms per iteration"
@@ -113,14 +156,27 @@ def test_stage_breakdown_and_batch_scaling(viz):
     assert [t.name for t in scaling.data] == ["DGL", "zg envelope"]
     assert list(scaling.data[1].x) == [64, 256] and scaling.layout.xaxis.type == "log"
     assert axis_title(scaling.layout.yaxis) == "training seeds per second"
-    assert axis_title(viz.batch_scaling(rows, metric="step_seconds").layout.yaxis) == "seconds per iteration"
+    assert (
+        axis_title(viz.batch_scaling(rows, metric="step_seconds").layout.yaxis)
+        == "seconds per iteration"
+    )
 
 
 def test_gpu_results_figure(viz):
-    rows = [{"graph": "cora", "batch_size": 256, "variant": v, "ms_per_iteration": ms,
-             "gpu_execution_fraction": f} for v, ms, f in (("dynamic", 4.0, 0.3), ("envelope_captured", 1.0, 0.95))]
+    rows = [
+        {
+            "graph": "cora",
+            "batch_size": 256,
+            "variant": v,
+            "ms_per_iteration": ms,
+            "gpu_execution_fraction": f,
+        }
+        for v, ms, f in (("dynamic", 4.0, 0.3), ("envelope_captured", 1.0, 0.95))
+    ]
     fig = viz.gpu_results(rows, label="NVIDIA H200, measured 2026-01-01")
-    assert "not measured on this machine" in fig.layout.title.text and "H200" in fig.layout.title.text
+    assert (
+        "not measured on this machine" in fig.layout.title.text and "H200" in fig.layout.title.text
+    )
     assert len(fig.data) == 4 and list(fig.data[3].y) == [0.95]
     with pytest.raises(ValueError, match="label"):
         viz.gpu_results(rows, label="")
@@ -134,10 +190,16 @@ def _growth_rows():
     for name, factor in (("DGL", 1.0), ("zg envelope", 2.0)):
         for n, b in ((100, 1024), (400, 1024), (400, 256), (400, 4096)):
             seconds = factor * n / 100 * b / 1024
-            row = {"pipeline": name, "num_nodes": n, "batch_size": b, "seconds_per_batch": seconds,
-                   "seconds_per_batch_std": 0.1 * seconds, "projected_epoch_seconds": 10 * seconds}
+            row = {
+                "pipeline": name,
+                "num_nodes": n,
+                "batch_size": b,
+                "seconds_per_batch": seconds,
+                "seconds_per_batch_std": 0.1 * seconds,
+                "projected_epoch_seconds": 10 * seconds,
+            }
             row.update({s: seconds / len(STAGES) for s in STAGES})
-            row["loss"] = 0.0                      # a stage that took nothing is not drawn
+            row["loss"] = 0.0  # a stage that took nothing is not drawn
             rows.append(row)
     return rows
 
@@ -147,7 +209,7 @@ def test_cost_growth(viz):
 
     rows = _growth_rows()
     fig = viz.cost_growth(rows, size_batch=1024, batch_graph=400, subtitle="machine X")
-    per_pipeline = 2 * (1 + len(STAGES))                    # two panels, total + every stage
+    per_pipeline = 2 * (1 + len(STAGES))  # two panels, total + every stage
     assert len(fig.data) == 2 * per_pipeline
     totals = [t for t in fig.data if t.name in ("DGL", "zg envelope")]
     assert len(totals) == 4
@@ -164,14 +226,21 @@ def test_cost_growth(viz):
     buttons = fig.layout.updatemenus[0].buttons
     assert [b.label for b in buttons] == ["all pipelines", "DGL, by stage", "zg envelope, by stage"]
     shown = buttons[0].args[0]["visible"]
-    assert [t.name for t, v in zip(fig.data, shown) if v] == ["DGL", "DGL", "zg envelope", "zg envelope"]
+    assert [t.name for t, v in zip(fig.data, shown) if v] == [
+        "DGL",
+        "DGL",
+        "zg envelope",
+        "zg envelope",
+    ]
     assert [bool(t.visible is not False) for t in fig.data] == shown
     dgl_only = buttons[1].args[0]["visible"]
     assert all(t.name.startswith("DGL") for t, v in zip(fig.data, dgl_only) if v)
     assert sum(dgl_only) == per_pipeline
     loss = next(t for t in fig.data if t.name == "DGL: loss")
-    assert all(v is None for v in loss.y)                   # zero: off the log axis, not at 0
-    epoch = viz.cost_growth(rows, size_batch=1024, batch_graph=400, metric="projected_epoch_seconds")
+    assert all(v is None for v in loss.y)  # zero: off the log axis, not at 0
+    epoch = viz.cost_growth(
+        rows, size_batch=1024, batch_graph=400, metric="projected_epoch_seconds"
+    )
     sample = next(t for t in epoch.data if t.name == "DGL: sample" and t.xaxis == "x")
     assert list(sample.y) == pytest.approx([10 / len(STAGES), 40 / len(STAGES)])
     assert epoch.data[0].error_y.array is None
@@ -187,17 +256,30 @@ def test_cost_growth_bad_input(viz):
     with pytest.raises(ValueError, match="batch_graph"):
         viz.cost_growth(rows, size_batch=1024, batch_graph=7)
     with pytest.raises(ValueError, match="sample"):
-        viz.cost_growth([{k: v for k, v in rows[0].items() if k != "sample"}], size_batch=1024,
-                        batch_graph=100)
+        viz.cost_growth(
+            [{k: v for k, v in rows[0].items() if k != "sample"}], size_batch=1024, batch_graph=100
+        )
     with pytest.raises(ValueError, match="empty"):
         viz.cost_growth([], size_batch=1024, batch_graph=400)
 
 
 def test_gpu_timeline(viz):
-    rows = [{"graph": "cora", "batch_size": 256, "variant": "dynamic", "ms_per_iteration": 10.0,
-             "gpu_execution_fraction": 0.25},
-            {"graph": "cora", "batch_size": 256, "variant": "captured", "ms_per_iteration": 4.0,
-             "gpu_execution_fraction": 1.0}]
+    rows = [
+        {
+            "graph": "cora",
+            "batch_size": 256,
+            "variant": "dynamic",
+            "ms_per_iteration": 10.0,
+            "gpu_execution_fraction": 0.25,
+        },
+        {
+            "graph": "cora",
+            "batch_size": 256,
+            "variant": "captured",
+            "ms_per_iteration": 4.0,
+            "gpu_execution_fraction": 1.0,
+        },
+    ]
     fig = viz.gpu_timeline(rows, label="GPU X, 2026-01-01", iterations=3)
     busy, idle = fig.data
     assert busy.name == "GPU busy" and idle.name.startswith("GPU idle")
@@ -217,8 +299,18 @@ def test_gpu_timeline(viz):
 
 
 def test_gpu_results_title_can_say_it_is_a_cpu_run(viz):
-    rows = [{"graph": "cora", "batch_size": 256, "variant": "dynamic", "ms_per_iteration": 10.0,
-             "gpu_execution_fraction": None}]
+    rows = [
+        {
+            "graph": "cora",
+            "batch_size": 256,
+            "variant": "dynamic",
+            "ms_per_iteration": 10.0,
+            "gpu_execution_fraction": None,
+        }
+    ]
     assert "Committed GPU measurements" in viz.gpu_results(rows, label="GPU X").layout.title.text
     fig = viz.gpu_results(rows, label="CPU RUN", title="A CPU run of the check")
-    assert fig.layout.title.text.startswith("A CPU run of the check") and "CPU RUN" in fig.layout.title.text
+    assert (
+        fig.layout.title.text.startswith("A CPU run of the check")
+        and "CPU RUN" in fig.layout.title.text
+    )

@@ -29,11 +29,12 @@ import time
 from pathlib import Path
 
 HERE = Path(__file__).resolve().parent
-TEMPLATE = "report_template"          # tools/report_template/: JupyterLab's look, offline
+TEMPLATE = "report_template"  # tools/report_template/: JupyterLab's look, offline
 # plotly.js announces itself in its first lines ("plotly.js v3.1.0"), whatever the version.
 PLOTLYJS_BANNER = re.compile(r"plotly\.js v\d+\.\d+\.\d+")
-REMOTE_LOAD = re.compile(r"<(?:script|link|img|iframe)\b[^>]*\b(?:src|href)\s*=\s*[\"']?(?:https?:)?//",
-                         re.IGNORECASE)
+REMOTE_LOAD = re.compile(
+    r"<(?:script|link|img|iframe)\b[^>]*\b(?:src|href)\s*=\s*[\"']?(?:https?:)?//", re.IGNORECASE
+)
 
 
 def static_problems(text: str) -> list:
@@ -64,8 +65,12 @@ def build(notebook: Path, out_dir: Path, scale: str, timeout: int, retries: int 
         try:
             return _build_once(notebook, out_dir, scale, timeout)
         except _Stalled as exc:
-            print(f"report: {notebook}: {exc}; " + ("retrying in a fresh kernel" if attempt < retries
-                                                    else "giving up"), file=sys.stderr, flush=True)
+            print(
+                f"report: {notebook}: {exc}; "
+                + ("retrying in a fresh kernel" if attempt < retries else "giving up"),
+                file=sys.stderr,
+                flush=True,
+            )
             stalled = exc
     return False, time.perf_counter() - start, f"execution stopped (no report written): {stalled}"
 
@@ -75,7 +80,6 @@ def _build_once(notebook: Path, out_dir: Path, scale: str, timeout: int) -> tupl
     from nbclient import NotebookClient
     from nbclient.exceptions import CellExecutionError, CellTimeoutError, DeadKernelError
     from nbconvert import HTMLExporter
-
     from traitlets.config import Config
 
     nb = nbformat.read(notebook, as_version=4)
@@ -87,18 +91,27 @@ def _build_once(notebook: Path, out_dir: Path, scale: str, timeout: int) -> tupl
     # picking "free" ports races with every other kernel being started on a shared machine,
     # and a lost race leaves the client waiting on a kernel that never hears it.
     with tempfile.TemporaryDirectory(prefix="zg-report-kernel-") as sockets:
-        config = Config({"KernelManager": {"transport": "ipc", "ip": os.path.join(sockets, "kernel")}})
+        config = Config(
+            {"KernelManager": {"transport": "ipc", "ip": os.path.join(sockets, "kernel")}}
+        )
         # Widget state is recorded (nbclient's Output-widget handling needs it), dropped below.
-        client = NotebookClient(nb, timeout=timeout, kernel_name="python3", allow_errors=False,
-                                store_widget_state=True, record_timing=False, config=config,
-                                resources={"metadata": {"path": str(notebook.parent.resolve())}})
+        client = NotebookClient(
+            nb,
+            timeout=timeout,
+            kernel_name="python3",
+            allow_errors=False,
+            store_widget_state=True,
+            record_timing=False,
+            config=config,
+            resources={"metadata": {"path": str(notebook.parent.resolve())}},
+        )
         try:
             client.execute()
         except CellTimeoutError as exc:
             raise _Stalled(f"a cell timed out after {timeout} s: {str(exc)[:200]}") from None
         except DeadKernelError as exc:
             raise _Stalled(f"the kernel died: {exc}") from None
-        except AssertionError:   # nbclient's own check when kernel_info gets no answer in time
+        except AssertionError:  # nbclient's own check when kernel_info gets no answer in time
             raise _Stalled(f"the kernel did not answer kernel_info within {timeout} s") from None
         except CellExecutionError as exc:
             ok, message = False, f"a cell failed:\n{exc}"
@@ -106,12 +119,15 @@ def _build_once(notebook: Path, out_dir: Path, scale: str, timeout: int) -> tupl
             ok, message = False, f"execution stopped: {type(exc).__name__}: {exc}"
     seconds = time.perf_counter() - start
     nb.metadata.pop("widgets", None)
-    exporter = HTMLExporter(extra_template_basedirs=[str(HERE)], template_name=TEMPLATE, theme="light")
+    exporter = HTMLExporter(
+        extra_template_basedirs=[str(HERE)], template_name=TEMPLATE, theme="light"
+    )
     body, _ = exporter.from_notebook_node(nb, resources={"metadata": {"name": notebook.stem}})
-    from zg._io import atomic_write   # here: report_check imports this module without torch
+    from zg._io import atomic_write  # here: report_check imports this module without torch
 
-    atomic_write(out_dir / f"{notebook.stem}.html", lambda f: f.write(body), text=True,
-                 make_parents=True)
+    atomic_write(
+        out_dir / f"{notebook.stem}.html", lambda f: f.write(body), text=True, make_parents=True
+    )
     problems = static_problems(body)
     if problems:
         ok = False
@@ -120,13 +136,23 @@ def _build_once(notebook: Path, out_dir: Path, scale: str, timeout: int) -> tupl
 
 
 def main(argv=None) -> int:
-    ap = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
+    ap = argparse.ArgumentParser(
+        description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter
+    )
     ap.add_argument("notebooks", nargs="+", type=Path)
     ap.add_argument("--out", type=Path, default=Path("reports"))
-    ap.add_argument("--scale", choices=("small", "full"), default="full",
-                    help="ZG_SCALE for the notebooks (default: full)")
-    ap.add_argument("--timeout", type=int, default=None,
-                    help="seconds per cell (default: 120 at small scale, 3600 at full)")
+    ap.add_argument(
+        "--scale",
+        choices=("small", "full"),
+        default="full",
+        help="ZG_SCALE for the notebooks (default: full)",
+    )
+    ap.add_argument(
+        "--timeout",
+        type=int,
+        default=None,
+        help="seconds per cell (default: 120 at small scale, 3600 at full)",
+    )
     args = ap.parse_args(argv)
     if args.timeout is None:
         # At CI size every cell finishes in seconds, so a short timeout turns the rare stalled
@@ -138,11 +164,15 @@ def main(argv=None) -> int:
             print(f"report: {notebook} does not exist", file=sys.stderr)
             failures += 1
             continue
-        ok, seconds, message = build(notebook, args.out, args.scale, args.timeout,
-                                     retries=3 if args.scale == "small" else 1)
+        ok, seconds, message = build(
+            notebook, args.out, args.scale, args.timeout, retries=3 if args.scale == "small" else 1
+        )
         status = "ok" if ok else "FAILED"
-        print(f"report: {notebook} -> {args.out / (notebook.stem + '.html')}  [{status}, "
-              f"{seconds:.0f} s, ZG_SCALE={args.scale}]", flush=True)
+        print(
+            f"report: {notebook} -> {args.out / (notebook.stem + '.html')}  [{status}, "
+            f"{seconds:.0f} s, ZG_SCALE={args.scale}]",
+            flush=True,
+        )
         if not ok:
             failures += 1
             print(message, file=sys.stderr)

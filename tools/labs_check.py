@@ -34,28 +34,41 @@ from pathlib import Path
 
 ROOT = Path(__file__).resolve().parent.parent
 STUDENTS = ("solutions", "untouched")
-SETUP_LAB = "00_setup"          # Lab 0, the environment check: graded like the others, not counted
+SETUP_LAB = "00_setup"  # Lab 0, the environment check: graded like the others, not counted
 
 
 def lab_names(course: Path) -> list[str]:
-    labs = sorted(p.name for p in (course / "source").iterdir()
-                  if p.is_dir() and (p / f"{p.name}.ipynb").is_file())
+    labs = sorted(
+        p.name
+        for p in (course / "source").iterdir()
+        if p.is_dir() and (p / f"{p.name}.ipynb").is_file()
+    )
     if not labs:
-        raise SystemExit(f"labs_check: no labs under {course / 'source'} (want source/<lab>/<lab>.ipynb)")
+        raise SystemExit(
+            f"labs_check: no labs under {course / 'source'} (want source/<lab>/<lab>.ipynb)"
+        )
     return labs
 
 
 def structure(notebook: Path) -> dict:
     """What the source notebook declares: autograded / manual points, hidden tests, solutions."""
     cells = json.loads(notebook.read_text())["cells"]
-    out = {"auto_points": 0.0, "manual_points": 0.0, "hidden_tests": 0, "solutions": 0, "auto_ids": []}
+    out = {
+        "auto_points": 0.0,
+        "manual_points": 0.0,
+        "hidden_tests": 0,
+        "solutions": 0,
+        "auto_ids": [],
+    }
     for cell in cells:
         meta = cell.get("metadata", {}).get("nbgrader", {})
         text = "".join(cell["source"])
         if meta.get("grade") and cell["cell_type"] == "code" and not meta.get("solution"):
             out["auto_points"] += float(meta.get("points", 0))
             out["auto_ids"].append(meta["grade_id"])
-            out["hidden_tests"] += "### BEGIN HIDDEN TESTS" in text and "### END HIDDEN TESTS" in text
+            out["hidden_tests"] += (
+                "### BEGIN HIDDEN TESTS" in text and "### END HIDDEN TESTS" in text
+            )
         if meta.get("grade") and cell["cell_type"] == "markdown" and meta.get("solution"):
             out["manual_points"] += float(meta.get("points", 0))
         out["solutions"] += "### BEGIN SOLUTION" in text and "### END SOLUTION" in text
@@ -65,11 +78,17 @@ def structure(notebook: Path) -> dict:
 def main(argv=None) -> int:
     ap = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     ap.add_argument("labs", nargs="*", help="lab names (default: every lab under source/)")
-    ap.add_argument("--course", default=str(ROOT / "labs"), help="the course folder (default labs/)")
+    ap.add_argument(
+        "--course", default=str(ROOT / "labs"), help="the course folder (default labs/)"
+    )
     ap.add_argument("--keep", default=None, help="grade in this (new or empty) folder and keep it")
     ap.add_argument("--min-labs", type=int, default=7, help="graded labs besides Lab 0 (00_setup)")
-    ap.add_argument("--max-untouched", type=float, default=0.10,
-                    help="largest share of autograded points the untouched release may earn")
+    ap.add_argument(
+        "--max-untouched",
+        type=float,
+        default=0.10,
+        help="largest share of autograded points the untouched release may earn",
+    )
     args = ap.parse_args(argv)
     start = time.time()
 
@@ -97,8 +116,11 @@ def main(argv=None) -> int:
     course = work / "labs"
     course.mkdir()
     shutil.copy2(source_course / "nbgrader_config.py", course / "nbgrader_config.py")
-    shutil.copytree(source_course / "source", course / "source",
-                    ignore=shutil.ignore_patterns(".ipynb_checkpoints", "__pycache__"))
+    shutil.copytree(
+        source_course / "source",
+        course / "source",
+        ignore=shutil.ignore_patterns(".ipynb_checkpoints", "__pycache__"),
+    )
     labs = args.labs or lab_names(course)
 
     config = Config()
@@ -110,22 +132,31 @@ def main(argv=None) -> int:
     for lab in labs:
         result = api.generate_assignment(lab, force=True, create=True)
         if not result["success"]:
-            raise SystemExit(f"labs_check: generate_assignment {lab} failed:\n{result['log']}{result['error']}")
+            raise SystemExit(
+                f"labs_check: generate_assignment {lab} failed:\n{result['log']}{result['error']}"
+            )
         released = (course / "release" / lab / f"{lab}.ipynb").read_text()
         for secret in ("BEGIN SOLUTION", "END SOLUTION", "HIDDEN TESTS", "Model answer"):
             if secret in released:
                 failures.append(f"{lab}: the student release contains {secret!r}")
-        for student, origin in (("solutions", course / "source"), ("untouched", course / "release")):
+        for student, origin in (
+            ("solutions", course / "source"),
+            ("untouched", course / "release"),
+        ):
             folder = course / "submitted" / student / lab
             folder.mkdir(parents=True)
             shutil.copy2(origin / lab / f"{lab}.ipynb", folder / f"{lab}.ipynb")
             t = time.time()
             result = api.autograde(lab, student, force=True, create=True)
             if not result["success"]:
-                raise SystemExit(f"labs_check: autograde {lab} / {student} failed:\n{result['log']}{result['error']}")
+                raise SystemExit(
+                    f"labs_check: autograde {lab} / {student} failed:\n{result['log']}{result['error']}"
+                )
             print(f"  autograded {lab} as {student} in {time.time() - t:.1f} s", flush=True)
 
-    print(f"\n{'lab':<28} {'auto pts':>8} {'solutions':>10} {'untouched':>10} {'manual pts':>10} {'hidden':>6}")
+    print(
+        f"\n{'lab':<28} {'auto pts':>8} {'solutions':>10} {'untouched':>10} {'manual pts':>10} {'hidden':>6}"
+    )
     total_auto = 0.0
     with Gradebook(f"sqlite:///{course / 'gradebook.db'}") as gb:
         for lab in labs:
@@ -138,38 +169,54 @@ def main(argv=None) -> int:
                 scores[student] = sum(g.auto_score or 0.0 for g in grades)
                 max_auto = sum(g.max_score for g in grades)
             total_auto += max_auto
-            print(f"{lab:<28} {max_auto:>8g} {scores['solutions']:>10g} {scores['untouched']:>10g} "
-                  f"{declared['manual_points']:>10g} {declared['hidden_tests']:>6}")
+            print(
+                f"{lab:<28} {max_auto:>8g} {scores['solutions']:>10g} {scores['untouched']:>10g} "
+                f"{declared['manual_points']:>10g} {declared['hidden_tests']:>6}"
+            )
             if max_auto <= 0 or declared["auto_points"] != max_auto:
-                failures.append(f"{lab}: {max_auto:g} autograded points in the gradebook, "
-                                f"{declared['auto_points']:g} declared in the notebook")
+                failures.append(
+                    f"{lab}: {max_auto:g} autograded points in the gradebook, "
+                    f"{declared['auto_points']:g} declared in the notebook"
+                )
             if scores["solutions"] < max_auto:
-                failures.append(f"{lab}: the solutions earn {scores['solutions']:g} of {max_auto:g} "
-                                "autograded points (expected all); see autograded/solutions/" + lab)
+                failures.append(
+                    f"{lab}: the solutions earn {scores['solutions']:g} of {max_auto:g} "
+                    "autograded points (expected all); see autograded/solutions/" + lab
+                )
             if scores["untouched"] > args.max_untouched * max_auto:
-                failures.append(f"{lab}: the untouched release earns {scores['untouched']:g} of "
-                                f"{max_auto:g} autograded points (at most {args.max_untouched:.0%} "
-                                "allowed): some test passes without any student work")
+                failures.append(
+                    f"{lab}: the untouched release earns {scores['untouched']:g} of "
+                    f"{max_auto:g} autograded points (at most {args.max_untouched:.0%} "
+                    "allowed): some test passes without any student work"
+                )
             if declared["hidden_tests"] == 0:
                 failures.append(f"{lab}: no test cell has hidden tests")
             if declared["manual_points"] <= 0:
-                failures.append(f"{lab}: no hand-graded question (a markdown solution cell with points)")
+                failures.append(
+                    f"{lab}: no hand-graded question (a markdown solution cell with points)"
+                )
             if declared["solutions"] == 0:
                 failures.append(f"{lab}: no ### BEGIN SOLUTION / ### END SOLUTION markers")
     graded = [lab for lab in labs if lab != SETUP_LAB]
     if not args.labs and SETUP_LAB not in labs:
         failures.append(f"no setup check: expected source/{SETUP_LAB}/{SETUP_LAB}.ipynb (Lab 0)")
     if not args.labs and len(graded) < args.min_labs:
-        failures.append(f"{len(graded)} graded labs besides {SETUP_LAB}, expected at least {args.min_labs}")
-    print(f"\n{len(labs)} labs, {total_auto:g} autograded points, checked in {time.time() - start:.0f} s"
-          + (f"; graded course kept in {course}" if args.keep else ""))
+        failures.append(
+            f"{len(graded)} graded labs besides {SETUP_LAB}, expected at least {args.min_labs}"
+        )
+    print(
+        f"\n{len(labs)} labs, {total_auto:g} autograded points, checked in {time.time() - start:.0f} s"
+        + (f"; graded course kept in {course}" if args.keep else "")
+    )
     if cleanup is not None:
         cleanup.cleanup()
     if failures:
         print("labs_check: FAILED\n  " + "\n  ".join(failures))
         return 1
-    print("labs_check: passed (solutions earn every autograded point; the untouched release "
-          f"earns at most {args.max_untouched:.0%})")
+    print(
+        "labs_check: passed (solutions earn every autograded point; the untouched release "
+        f"earns at most {args.max_untouched:.0%})"
+    )
     return 0
 
 

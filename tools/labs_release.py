@@ -29,13 +29,18 @@ def main(argv=None) -> int:
     from traitlets.config import Config
 
     if not labs:
-        labs = sorted(p.name for p in (COURSE / "source").iterdir()
-                      if p.is_dir() and (p / f"{p.name}.ipynb").is_file())
+        labs = sorted(
+            p.name
+            for p in (COURSE / "source").iterdir()
+            if p.is_dir() and (p / f"{p.name}.ipynb").is_file()
+        )
     known = {p.name for p in (COURSE / "source").iterdir() if p.is_dir()}
     unknown = [lab for lab in labs if lab not in known]
     if unknown:
-        raise SystemExit(f"labs_release: no lab named {unknown} under {COURSE / 'source'}; "
-                         f"choose from {sorted(known)}")
+        raise SystemExit(
+            f"labs_release: no lab named {unknown} under {COURSE / 'source'}; "
+            f"choose from {sorted(known)}"
+        )
     config = Config()
     config.CourseDirectory.root = str(COURSE)
     api = NbGraderAPI(coursedir=CourseDirectory(config=config), config=config)

@@ -50,8 +50,14 @@ def read_wrong(path: Path) -> dict:
     missing = [k for k in HEADER_KEYS if k not in meta]
     if missing:
         raise SystemExit(f"labs_wrong: {path} lacks the header line(s) {missing}")
-    return {"name": path.stem, "lab": meta["lab"], "cell": meta["cell"], "part": meta["part"].split(),
-            "why": meta["why"], "code": "".join(code).strip("\n") + "\n"}
+    return {
+        "name": path.stem,
+        "lab": meta["lab"],
+        "cell": meta["cell"],
+        "part": meta["part"].split(),
+        "why": meta["why"],
+        "code": "".join(code).strip("\n") + "\n",
+    }
 
 
 def submission(source: Path, wrong: dict) -> dict:
@@ -59,10 +65,14 @@ def submission(source: Path, wrong: dict) -> dict:
     nb = json.loads(source.read_text())
     ids = {c.get("metadata", {}).get("nbgrader", {}).get("grade_id"): c for c in nb["cells"]}
     if wrong["cell"] not in ids or not ids[wrong["cell"]]["metadata"]["nbgrader"].get("solution"):
-        raise SystemExit(f"labs_wrong: {wrong['name']}: {wrong['lab']} has no solution cell {wrong['cell']!r}")
+        raise SystemExit(
+            f"labs_wrong: {wrong['name']}: {wrong['lab']} has no solution cell {wrong['cell']!r}"
+        )
     for gid in wrong["part"]:
         if gid not in ids or not ids[gid]["metadata"]["nbgrader"].get("grade"):
-            raise SystemExit(f"labs_wrong: {wrong['name']}: {wrong['lab']} has no graded cell {gid!r}")
+            raise SystemExit(
+                f"labs_wrong: {wrong['name']}: {wrong['lab']} has no graded cell {gid!r}"
+            )
     lines = wrong["code"].splitlines(keepends=True)
     ids[wrong["cell"]]["source"] = lines[:-1] + [lines[-1].rstrip("\n")]
     return nb
@@ -81,9 +91,12 @@ def grade_in_process(source: Path, wrong: dict) -> dict:
                 continue
             meta = cell.get("metadata", {}).get("nbgrader", {})
             try:
-                exec(compile("".join(cell["source"]), meta.get("grade_id", "<cell>"), "exec"), namespace)
+                exec(
+                    compile("".join(cell["source"]), meta.get("grade_id", "<cell>"), "exec"),
+                    namespace,
+                )
                 passed = True
-            except Exception:                            # a failing test cell earns 0, as in nbgrader
+            except Exception:  # a failing test cell earns 0, as in nbgrader
                 passed = False
             if meta.get("grade_id") in wrong["part"]:
                 scores[meta["grade_id"]] = (meta["points"] if passed else 0.0, meta["points"])
@@ -98,12 +111,19 @@ def main(argv=None) -> int:
     ap.add_argument("--course", default=str(ROOT / "labs"))
     ap.add_argument("--wrong", default=str(ROOT / "labs" / "wrong"))
     ap.add_argument("--keep", default=None, help="grade in this (new or empty) folder and keep it")
-    ap.add_argument("--max-share", type=float, default=0.5,
-                    help="largest share of its part's points a wrong solution may earn")
+    ap.add_argument(
+        "--max-share",
+        type=float,
+        default=0.5,
+        help="largest share of its part's points a wrong solution may earn",
+    )
     args = ap.parse_args(argv)
     start = time.time()
-    wrongs = [read_wrong(p) for p in sorted(Path(args.wrong).glob("*.py"))
-              if not args.names or p.stem in args.names]
+    wrongs = [
+        read_wrong(p)
+        for p in sorted(Path(args.wrong).glob("*.py"))
+        if not args.names or p.stem in args.names
+    ]
     if not wrongs:
         raise SystemExit(f"labs_wrong: no wrong solutions under {args.wrong}")
 
@@ -129,8 +149,11 @@ def main(argv=None) -> int:
     course = work / "labs"
     course.mkdir()
     shutil.copy2(source_course / "nbgrader_config.py", course / "nbgrader_config.py")
-    shutil.copytree(source_course / "source", course / "source",
-                    ignore=shutil.ignore_patterns(".ipynb_checkpoints", "__pycache__"))
+    shutil.copytree(
+        source_course / "source",
+        course / "source",
+        ignore=shutil.ignore_patterns(".ipynb_checkpoints", "__pycache__"),
+    )
     config = Config()
     config.CourseDirectory.root = str(course)
     config.ExecutePreprocessor.timeout = 300
@@ -138,7 +161,9 @@ def main(argv=None) -> int:
     for lab in sorted({w["lab"] for w in wrongs}):
         result = api.generate_assignment(lab, force=True, create=True)
         if not result["success"]:
-            raise SystemExit(f"labs_wrong: generate_assignment {lab} failed:\n{result['log']}{result['error']}")
+            raise SystemExit(
+                f"labs_wrong: generate_assignment {lab} failed:\n{result['log']}{result['error']}"
+            )
     for wrong in wrongs:
         lab = wrong["lab"]
         folder = course / "submitted" / wrong["name"] / lab
@@ -148,29 +173,42 @@ def main(argv=None) -> int:
         t = time.time()
         result = api.autograde(lab, wrong["name"], force=True, create=True)
         if not result["success"]:
-            raise SystemExit(f"labs_wrong: autograde {wrong['name']} failed:\n{result['log']}{result['error']}")
+            raise SystemExit(
+                f"labs_wrong: autograde {wrong['name']} failed:\n{result['log']}{result['error']}"
+            )
         print(f"  autograded {wrong['name']} ({lab}) in {time.time() - t:.1f} s", flush=True)
 
     failures = []
     print(f"\n{'wrong solution':<28} {'lab':<27} {'earned':>6} {'of':>4}  why")
     with Gradebook(f"sqlite:///{course / 'gradebook.db'}") as gb:
         for wrong in wrongs:
-            grades = [gb.find_grade(gid, wrong["lab"], wrong["lab"], wrong["name"]) for gid in wrong["part"]]
+            grades = [
+                gb.find_grade(gid, wrong["lab"], wrong["lab"], wrong["name"])
+                for gid in wrong["part"]
+            ]
             earned = sum(g.auto_score or 0.0 for g in grades)
             total = sum(g.max_score for g in grades)
-            print(f"{wrong['name']:<28} {wrong['lab']:<27} {earned:>6g} {total:>4g}  {wrong['why']}")
+            print(
+                f"{wrong['name']:<28} {wrong['lab']:<27} {earned:>6g} {total:>4g}  {wrong['why']}"
+            )
             if earned > args.max_share * total:
-                failures.append(f"{wrong['name']} ({wrong['lab']}, cell {wrong['cell']}) earns "
-                                f"{earned:g} of {total:g} points of its part (at most "
-                                f"{args.max_share:.0%} allowed): {wrong['why']}")
-    print(f"\n{len(wrongs)} wrong solutions graded in {time.time() - start:.0f} s"
-          + (f"; graded course kept in {course}" if args.keep else ""))
+                failures.append(
+                    f"{wrong['name']} ({wrong['lab']}, cell {wrong['cell']}) earns "
+                    f"{earned:g} of {total:g} points of its part (at most "
+                    f"{args.max_share:.0%} allowed): {wrong['why']}"
+                )
+    print(
+        f"\n{len(wrongs)} wrong solutions graded in {time.time() - start:.0f} s"
+        + (f"; graded course kept in {course}" if args.keep else "")
+    )
     if cleanup is not None:
         cleanup.cleanup()
     if failures:
         print("labs_wrong: FAILED\n  " + "\n  ".join(failures))
         return 1
-    print(f"labs_wrong: passed (every wrong solution earns at most {args.max_share:.0%} of its part)")
+    print(
+        f"labs_wrong: passed (every wrong solution earns at most {args.max_share:.0%} of its part)"
+    )
     return 0
 
 

@@ -27,8 +27,8 @@ import shutil
 import subprocess
 import sys
 import time
+from collections.abc import Sequence
 from pathlib import Path
-from typing import Dict, List, Optional, Sequence, Tuple
 
 __all__ = ["NetLab", "unavailable_reason", "supports_latency"]
 
@@ -37,7 +37,7 @@ def _ip(*args: str, check: bool = True) -> subprocess.CompletedProcess:
     return subprocess.run(["ip", *args], check=check, capture_output=True, text=True, timeout=30)
 
 
-def unavailable_reason() -> Optional[str]:
+def unavailable_reason() -> str | None:
     """None if NetLab can run here, else a sentence saying what is missing."""
     if not hasattr(os, "geteuid") or os.geteuid() != 0:
         return "network namespaces need root"
@@ -60,8 +60,26 @@ def supports_latency() -> bool:
     try:
         _ip("netns", "add", probe)
         _ip("-n", probe, "link", "set", "lo", "up")
-        result = subprocess.run(["ip", "netns", "exec", probe, "tc", "qdisc", "add", "dev", "lo",
-                                 "root", "netem", "delay", "1ms"], capture_output=True, text=True, timeout=30)
+        result = subprocess.run(
+            [
+                "ip",
+                "netns",
+                "exec",
+                probe,
+                "tc",
+                "qdisc",
+                "add",
+                "dev",
+                "lo",
+                "root",
+                "netem",
+                "delay",
+                "1ms",
+            ],
+            capture_output=True,
+            text=True,
+            timeout=30,
+        )
         return result.returncode == 0
     except (subprocess.CalledProcessError, OSError):
         return False
@@ -80,12 +98,20 @@ class NetLab:
         net: the third octet of the private /24 (10.231.<net>.0/24) used inside the namespaces.
     """
 
-    def __init__(self, hosts: int = 2, bandwidth: Optional[str] = None, latency: Optional[str] = None,
-                 prefix: str = "zg", net: int = 77):
+    def __init__(
+        self,
+        hosts: int = 2,
+        bandwidth: str | None = None,
+        latency: str | None = None,
+        prefix: str = "zg",
+        net: int = 77,
+    ):
         if isinstance(hosts, bool) or not isinstance(hosts, int) or not 2 <= hosts <= 16:
             raise ValueError(f"hosts must be an int in [2, 16], got {hosts!r}")
         if not prefix.isalnum() or len(prefix) > 6:
-            raise ValueError(f"prefix must be alphanumeric and at most 6 characters, got {prefix!r}")
+            raise ValueError(
+                f"prefix must be alphanumeric and at most 6 characters, got {prefix!r}"
+            )
         if not isinstance(net, int) or not 0 <= net <= 255:
             raise ValueError(f"net must be an int in [0, 255], got {net!r}")
         self.hosts, self.bandwidth, self.latency = hosts, bandwidth, latency
@@ -94,11 +120,11 @@ class NetLab:
         self.names = [f"{prefix}-h{i}" for i in range(hosts)]
         self.addresses = [f"10.231.{net}.{i + 1}" for i in range(hosts)]
         self.interface = "eth0"
-        self._created: List[str] = []
+        self._created: list[str] = []
 
     # ------------------------------------------------------------------------- lifecycle
 
-    def __enter__(self) -> "NetLab":
+    def __enter__(self) -> NetLab:
         reason = unavailable_reason()
         if reason:
             raise RuntimeError(f"NetLab cannot run here: {reason}")
@@ -132,8 +158,20 @@ class NetLab:
             self._created.append(ns)
             host_end, switch_end = f"{self.prefix}h{i}", f"{self.prefix}s{i}"
             # Create the pair directly inside the two namespaces: it never exists in the root one.
-            _ip("-n", ns, "link", "add", host_end, "type", "veth", "peer", "name", switch_end,
-                "netns", self.switch)
+            _ip(
+                "-n",
+                ns,
+                "link",
+                "add",
+                host_end,
+                "type",
+                "veth",
+                "peer",
+                "name",
+                switch_end,
+                "netns",
+                self.switch,
+            )
             _ip("-n", ns, "link", "set", host_end, "name", self.interface)
             _ip("-n", ns, "addr", "add", f"{addr}/24", "dev", self.interface)
             _ip("-n", ns, "link", "set", self.interface, "up")
@@ -153,7 +191,15 @@ class NetLab:
                 cmd += ["rate", self.bandwidth]
         else:
             # Burst of ~1 ms at the given rate (at least 64 KiB) keeps tbf accurate at Gbit rates.
-            cmd += ["tbf", "rate", self.bandwidth, "burst", _burst(self.bandwidth), "latency", "50ms"]
+            cmd += [
+                "tbf",
+                "rate",
+                self.bandwidth,
+                "burst",
+                _burst(self.bandwidth),
+                "latency",
+                "50ms",
+            ]
         subprocess.run(cmd, check=True, capture_output=True, text=True, timeout=30)
 
     def close(self) -> None:
@@ -164,31 +210,54 @@ class NetLab:
 
     # ------------------------------------------------------------------------- running
 
-    def command(self, host: int, argv: Sequence[str]) -> List[str]:
+    def command(self, host: int, argv: Sequence[str]) -> list[str]:
         """``argv`` prefixed to run inside host ``host``'s namespace."""
         if not 0 <= host < self.hosts:
             raise ValueError(f"host must be in [0, {self.hosts}), got {host}")
         return ["ip", "netns", "exec", self.names[host], *argv]
 
-    def env(self, host: int, extra: Optional[Dict[str, str]] = None) -> Dict[str, str]:
+    def env(self, host: int, extra: dict[str, str] | None = None) -> dict[str, str]:
         """Environment for a process on ``host``: gloo and NCCL bound to the lab's interface."""
         env = dict(os.environ)
-        env.update({"GLOO_SOCKET_IFNAME": self.interface, "NCCL_SOCKET_IFNAME": self.interface,
-                    "TP_SOCKET_IFNAME": self.interface})
+        env.update(
+            {
+                "GLOO_SOCKET_IFNAME": self.interface,
+                "NCCL_SOCKET_IFNAME": self.interface,
+                "TP_SOCKET_IFNAME": self.interface,
+            }
+        )
         env.update(extra or {})
         return env
 
-    def popen(self, host: int, argv: Sequence[str], extra_env: Optional[Dict[str, str]] = None,
-              **kwargs) -> subprocess.Popen:
+    def popen(
+        self, host: int, argv: Sequence[str], extra_env: dict[str, str] | None = None, **kwargs
+    ) -> subprocess.Popen:
         return subprocess.Popen(self.command(host, argv), env=self.env(host, extra_env), **kwargs)
 
-    def run(self, host: int, argv: Sequence[str], timeout: float = 60, **kwargs) -> subprocess.CompletedProcess:
-        return subprocess.run(self.command(host, argv), env=self.env(host), timeout=timeout,
-                              capture_output=True, text=True, **kwargs)
+    def run(
+        self, host: int, argv: Sequence[str], timeout: float = 60, **kwargs
+    ) -> subprocess.CompletedProcess:
+        return subprocess.run(
+            self.command(host, argv),
+            env=self.env(host),
+            timeout=timeout,
+            capture_output=True,
+            text=True,
+            **kwargs,
+        )
 
-    def torchrun(self, program: Sequence[str], workdir, *, port: int = 29500, timeout: float = 600,
-                 nproc_per_node: int = 1, max_restarts: int = 0, rdzv_id: Optional[str] = None,
-                 extra_env: Optional[Dict[str, str]] = None) -> Tuple[List[int], Dict[int, str]]:
+    def torchrun(
+        self,
+        program: Sequence[str],
+        workdir,
+        *,
+        port: int = 29500,
+        timeout: float = 600,
+        nproc_per_node: int = 1,
+        max_restarts: int = 0,
+        rdzv_id: str | None = None,
+        extra_env: dict[str, str] | None = None,
+    ) -> tuple[list[int], dict[int, str]]:
         """Run ``torchrun ... <program>`` across the lab: one agent per host, all started at once.
 
         Every agent joins a c10d rendezvous hosted by host 0's agent on
@@ -203,34 +272,58 @@ class NetLab:
         if not isinstance(port, int) or not 1 <= port <= 65535:
             raise ValueError(f"port must be an int in [1, 65535], got {port!r}")
         launcher = Path(sys.executable).with_name("torchrun")
-        launcher = [str(launcher)] if launcher.exists() else [sys.executable, "-m", "torch.distributed.run"]
+        launcher = (
+            [str(launcher)]
+            if launcher.exists()
+            else [sys.executable, "-m", "torch.distributed.run"]
+        )
         workdir = Path(workdir)
         procs = []
         try:
             for host in range(self.hosts):
-                argv = [*launcher, f"--nnodes={self.hosts}", f"--nproc-per-node={nproc_per_node}",
-                        f"--node-rank={host}", "--rdzv-backend=c10d",
-                        f"--rdzv-endpoint={self.addresses[0]}:{port}",
-                        f"--rdzv-id={rdzv_id or f'{self.prefix}-{port}'}",
-                        f"--rdzv-conf=is_host={int(host == 0)}", f"--local-addr={self.addresses[host]}",
-                        f"--max-restarts={max_restarts}", *program]
+                argv = [
+                    *launcher,
+                    f"--nnodes={self.hosts}",
+                    f"--nproc-per-node={nproc_per_node}",
+                    f"--node-rank={host}",
+                    "--rdzv-backend=c10d",
+                    f"--rdzv-endpoint={self.addresses[0]}:{port}",
+                    f"--rdzv-id={rdzv_id or f'{self.prefix}-{port}'}",
+                    f"--rdzv-conf=is_host={int(host == 0)}",
+                    f"--local-addr={self.addresses[host]}",
+                    f"--max-restarts={max_restarts}",
+                    *program,
+                ]
                 log = open(workdir / f"host{host}.log", "w")
-                procs.append((self.popen(host, argv, stdout=log, stderr=subprocess.STDOUT,
-                                         extra_env={"OMP_NUM_THREADS": "1", **(extra_env or {})}), log))
+                procs.append(
+                    (
+                        self.popen(
+                            host,
+                            argv,
+                            stdout=log,
+                            stderr=subprocess.STDOUT,
+                            extra_env={"OMP_NUM_THREADS": "1", **(extra_env or {})},
+                        ),
+                        log,
+                    )
+                )
             codes = []
             deadline = time.monotonic() + timeout
             for proc, _ in procs:
                 try:
                     codes.append(proc.wait(timeout=max(0.0, deadline - time.monotonic())))
                 except subprocess.TimeoutExpired:
-                    codes.append(-9)                     # killed below
+                    codes.append(-9)  # killed below
         finally:
             for proc, log in procs:
                 if proc.poll() is None:
                     proc.kill()
                     proc.wait()
                 log.close()
-        logs = {h: (workdir / f"host{h}.log").read_text(errors="replace")[-3000:] for h in range(self.hosts)}
+        logs = {
+            h: (workdir / f"host{h}.log").read_text(errors="replace")[-3000:]
+            for h in range(self.hosts)
+        }
         return codes, logs
 
 

@@ -44,7 +44,7 @@ from pathlib import Path
 
 HERE = Path(__file__).resolve().parent
 sys.path.insert(0, str(HERE))
-from build_report import static_problems  # noqa: E402
+from build_report import static_problems
 
 MARKER_ID = "zg-report-check"
 COLLECTOR = """<script type="text/javascript">
@@ -81,13 +81,27 @@ COLLECTOR = """<script type="text/javascript">
 </script>
 """ % {"marker": MARKER_ID}
 
-CHROMIUM_FLAGS = ["--headless", "--no-sandbox", "--disable-gpu", "--disable-quic", "--no-first-run",
-                  "--disable-background-networking", "--disable-component-update", "--disable-sync",
-                  "--disable-extensions", "--enable-logging=stderr", "--v=0"]
+CHROMIUM_FLAGS = [
+    "--headless",
+    "--no-sandbox",
+    "--disable-gpu",
+    "--disable-quic",
+    "--no-first-run",
+    "--disable-background-networking",
+    "--disable-component-update",
+    "--disable-sync",
+    "--disable-extensions",
+    "--enable-logging=stderr",
+    "--v=0",
+]
 
 
 def find_chromium(explicit: str | None = None) -> str | None:
-    for name in ([explicit] if explicit else []) + ["chromium", "chromium-browser", "google-chrome"]:
+    for name in ([explicit] if explicit else []) + [
+        "chromium",
+        "chromium-browser",
+        "google-chrome",
+    ]:
         path = shutil.which(name) if name else None
         if path:
             return path
@@ -99,11 +113,24 @@ def instrument(text: str) -> str:
     match = re.search(r"<head\b[^>]*>", text, re.IGNORECASE)
     if match is None:
         raise ValueError("the page has no <head> to put the error collector in")
-    return text[: match.end()] + "\n" + COLLECTOR + text[match.end():]
+    return text[: match.end()] + "\n" + COLLECTOR + text[match.end() :]
 
 
-_VOID = {"area", "base", "br", "col", "embed", "hr", "img", "input", "link", "meta", "source",
-         "track", "wbr"}
+_VOID = {
+    "area",
+    "base",
+    "br",
+    "col",
+    "embed",
+    "hr",
+    "img",
+    "input",
+    "link",
+    "meta",
+    "source",
+    "track",
+    "wbr",
+}
 
 
 class _DomSummary(HTMLParser):
@@ -111,21 +138,26 @@ class _DomSummary(HTMLParser):
 
     def __init__(self):
         super().__init__(convert_charrefs=True)
-        self.stack = []             # (tag, is_figure_div) of open elements
+        self.stack = []  # (tag, is_figure_div) of open elements
         self.figures = 0
         self.rendered = 0
-        self._open_figures = []     # [rendered?] per figure div currently open
-        self.marker = None          # {"loaded": str, "text": str} once found
+        self._open_figures = []  # [rendered?] per figure div currently open
+        self.marker = None  # {"loaded": str, "text": str} once found
         self._in_marker = False
 
     def handle_starttag(self, tag, attrs):
         attrs = dict(attrs)
         classes = (attrs.get("class") or "").split()
-        if tag == "svg" and "main-svg" in classes and self._open_figures and not self._open_figures[-1]:
+        if (
+            tag == "svg"
+            and "main-svg" in classes
+            and self._open_figures
+            and not self._open_figures[-1]
+        ):
             self._open_figures[-1] = True
             self.rendered += 1
         if tag in _VOID:
-            return                  # never closed, so never pushed
+            return  # never closed, so never pushed
         is_figure = tag == "div" and "plotly-graph-div" in classes
         if is_figure:
             self.figures += 1
@@ -138,7 +170,12 @@ class _DomSummary(HTMLParser):
     def handle_startendtag(self, tag, attrs):
         attrs = dict(attrs)
         classes = (attrs.get("class") or "").split()
-        if tag == "svg" and "main-svg" in classes and self._open_figures and not self._open_figures[-1]:
+        if (
+            tag == "svg"
+            and "main-svg" in classes
+            and self._open_figures
+            and not self._open_figures[-1]
+        ):
             self._open_figures[-1] = True
             self.rendered += 1
 
@@ -162,11 +199,18 @@ class _DomSummary(HTMLParser):
 def render(page: Path, chromium: str, budget_ms: int, timeout: float) -> dict:
     """Open ``page`` (already instrumented) in headless Chromium; return what happened."""
     with tempfile.TemporaryDirectory(prefix="zg-chromium-") as profile:
-        cmd = [chromium, *CHROMIUM_FLAGS, f"--user-data-dir={profile}",
-               f"--virtual-time-budget={budget_ms}", "--dump-dom", page.resolve().as_uri()]
+        cmd = [
+            chromium,
+            *CHROMIUM_FLAGS,
+            f"--user-data-dir={profile}",
+            f"--virtual-time-budget={budget_ms}",
+            "--dump-dom",
+            page.resolve().as_uri(),
+        ]
         try:
-            proc = subprocess.run(cmd, capture_output=True, text=True, timeout=timeout,
-                                  errors="replace")
+            proc = subprocess.run(
+                cmd, capture_output=True, text=True, timeout=timeout, errors="replace"
+            )
         except subprocess.TimeoutExpired:
             return {"ok": False, "problems": [f"chromium did not finish within {timeout:.0f} s"]}
     dom = _DomSummary()
@@ -174,12 +218,16 @@ def render(page: Path, chromium: str, budget_ms: int, timeout: float) -> dict:
     dom.close()
     problems = []
     if proc.returncode != 0:
-        problems.append(f"chromium exited with status {proc.returncode}: {proc.stderr.strip()[-500:]}")
+        problems.append(
+            f"chromium exited with status {proc.returncode}: {proc.stderr.strip()[-500:]}"
+        )
     console_errors = [line.strip() for line in proc.stderr.splitlines() if "Uncaught" in line]
     problems += [f"console: {line[:300]}" for line in console_errors]
     if dom.marker is None:
-        problems.append("the error collector never wrote its marker (the page did not run, or the "
-                        "DOM dump is empty)")
+        problems.append(
+            "the error collector never wrote its marker (the page did not run, or the "
+            "DOM dump is empty)"
+        )
     else:
         if dom.marker["loaded"] != "1":
             problems.append("the page never fired its load event within the time budget")
@@ -190,11 +238,20 @@ def render(page: Path, chromium: str, budget_ms: int, timeout: float) -> dict:
         problems += [f"js: {e}" for e in errors]
     missing = dom.figures - dom.rendered
     if missing:
-        problems.append(f"{missing} of {dom.figures} plotly figures have no svg.main-svg (did not render)")
-    return {"ok": not problems, "problems": problems, "figures": dom.figures, "rendered": dom.rendered}
+        problems.append(
+            f"{missing} of {dom.figures} plotly figures have no svg.main-svg (did not render)"
+        )
+    return {
+        "ok": not problems,
+        "problems": problems,
+        "figures": dom.figures,
+        "rendered": dom.rendered,
+    }
 
 
-def check_report(path: Path, chromium: str, budget_ms: int, timeout: float, min_figures: int) -> dict:
+def check_report(
+    path: Path, chromium: str, budget_ms: int, timeout: float, min_figures: int
+) -> dict:
     text = path.read_text(encoding="utf-8", errors="replace")
     problems = static_problems(text)
     with tempfile.TemporaryDirectory(prefix="zg-report-check-") as tmp:
@@ -203,25 +260,28 @@ def check_report(path: Path, chromium: str, budget_ms: int, timeout: float, min_
         result = render(page, chromium, budget_ms, timeout)
     result["problems"] = problems + result["problems"]
     if result.get("figures", 0) < min_figures:
-        result["problems"].append(f"only {result.get('figures', 0)} plotly figures; expected at least {min_figures}")
+        result["problems"].append(
+            f"only {result.get('figures', 0)} plotly figures; expected at least {min_figures}"
+        )
     result["ok"] = not result["problems"]
     return result
 
 
 def self_test(chromium: str, budget_ms: int, timeout: float) -> list:
     """Problems with the checker itself: it must pass a good page and fail a broken one."""
-    from plotly.offline import get_plotlyjs
-
     import plotly.graph_objects as go
     import plotly.io as pio
+    from plotly.offline import get_plotlyjs
 
     fig = go.Figure(go.Bar(x=["a", "b"], y=[1, 2]))
     figure_html = pio.to_html(fig, include_plotlyjs=False, include_mathjax=False, full_html=False)
     head = f"<html><head><meta charset='utf-8'><script>{get_plotlyjs()}</script></head><body>"
     good = head + figure_html + "</body></html>"
     # Broken: a script that throws, and a figure div whose newPlot never runs.
-    bad = (head + figure_html + "<script>notDefinedAnywhere();</script>"
-           "<div class='plotly-graph-div' id='never'></div></body></html>")
+    bad = (
+        head + figure_html + "<script>notDefinedAnywhere();</script>"
+        "<div class='plotly-graph-div' id='never'></div></body></html>"
+    )
     out = []
     with tempfile.TemporaryDirectory(prefix="zg-report-selftest-") as tmp:
         for name, text, should_pass in (("good", good, True), ("broken", bad, False)):
@@ -229,25 +289,36 @@ def self_test(chromium: str, budget_ms: int, timeout: float) -> list:
             page.write_text(instrument(text), encoding="utf-8")
             result = render(page, chromium, budget_ms, timeout)
             if result["ok"] != should_pass:
-                out.append(f"self-test: the {name} page {'failed' if should_pass else 'passed'}: {result['problems']}")
+                out.append(
+                    f"self-test: the {name} page {'failed' if should_pass else 'passed'}: {result['problems']}"
+                )
             elif not should_pass:
                 joined = " ".join(result["problems"])
                 if "notDefinedAnywhere" not in joined:
                     out.append(f"self-test: the JS error was not detected: {result['problems']}")
                 if "no svg.main-svg" not in joined:
-                    out.append(f"self-test: the figure that never drew was not detected: {result['problems']}")
+                    out.append(
+                        f"self-test: the figure that never drew was not detected: {result['problems']}"
+                    )
                 if not any(p.startswith("console:") for p in result["problems"]):
-                    out.append("self-test: chromium's console log did not report the uncaught error")
+                    out.append(
+                        "self-test: chromium's console log did not report the uncaught error"
+                    )
             elif result["figures"] != 1 or result["rendered"] != 1:
                 out.append(f"self-test: expected 1 rendered figure on the good page, got {result}")
     return out
 
 
 def main(argv=None) -> int:
-    ap = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
-    ap.add_argument("reports", nargs="*", type=Path,
-                    help="HTML files or folders of them (default: reports/)")
-    ap.add_argument("--chromium", default=None, help="the browser binary (default: chromium on PATH)")
+    ap = argparse.ArgumentParser(
+        description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter
+    )
+    ap.add_argument(
+        "reports", nargs="*", type=Path, help="HTML files or folders of them (default: reports/)"
+    )
+    ap.add_argument(
+        "--chromium", default=None, help="the browser binary (default: chromium on PATH)"
+    )
     ap.add_argument("--budget-ms", type=int, default=10000, help="Chromium's --virtual-time-budget")
     ap.add_argument("--timeout", type=float, default=180.0, help="seconds per page, wall clock")
     ap.add_argument("--min-figures", type=int, default=1, help="figures every report must have")
@@ -255,32 +326,42 @@ def main(argv=None) -> int:
     args = ap.parse_args(argv)
     chromium = find_chromium(args.chromium)
     if chromium is None:
-        print("report-check: no chromium found; install Debian's package (apt-get install -y chromium)",
-              file=sys.stderr)
+        print(
+            "report-check: no chromium found; install Debian's package (apt-get install -y chromium)",
+            file=sys.stderr,
+        )
         return 2
     if not args.no_self_test:
         problems = self_test(chromium, args.budget_ms, args.timeout)
         if problems:
-            print("report-check: the checker failed its self-test; results would not be trustworthy:",
-                  file=sys.stderr)
+            print(
+                "report-check: the checker failed its self-test; results would not be trustworthy:",
+                file=sys.stderr,
+            )
             for p in problems:
                 print(f"  {p}", file=sys.stderr)
             return 2
-        print("report-check: self-test passed (a good page passes; a JS error and an undrawn figure are caught)")
+        print(
+            "report-check: self-test passed (a good page passes; a JS error and an undrawn figure are caught)"
+        )
     targets = args.reports or [Path("reports")]
     pages = []
     for target in targets:
         pages += sorted(target.glob("*.html")) if target.is_dir() else [target]
     if not pages:
-        print(f"report-check: no HTML reports in {', '.join(map(str, targets))}; run `make report` first",
-              file=sys.stderr)
+        print(
+            f"report-check: no HTML reports in {', '.join(map(str, targets))}; run `make report` first",
+            file=sys.stderr,
+        )
         return 1
     failed = 0
     for page in pages:
         result = check_report(page, chromium, args.budget_ms, args.timeout, args.min_figures)
         status = "ok" if result["ok"] else "FAILED"
-        print(f"report-check: {page}: {status} ({result.get('rendered', 0)}/{result.get('figures', 0)} "
-              f"figures rendered, {len([p for p in result['problems'] if p.startswith(('js:', 'console:'))])} JS errors)")
+        print(
+            f"report-check: {page}: {status} ({result.get('rendered', 0)}/{result.get('figures', 0)} "
+            f"figures rendered, {len([p for p in result['problems'] if p.startswith(('js:', 'console:'))])} JS errors)"
+        )
         for p in result["problems"]:
             print(f"    {p}")
         failed += not result["ok"]

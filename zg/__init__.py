@@ -7,8 +7,22 @@ GNN training iterations) and Grappa (gradient-only distributed GNN training).
     mb = zg.EnvelopeSampler(g, [15, 10, 5], 1024, envelope=env).sample(g.train_idx[:1024])
 """
 
-from . import (audit, datasets, engine, envelope, errors, inference, models, observe, optim, parallel,
-               recipes, rng, sampling, step)
+from . import (
+    audit,
+    datasets,
+    engine,
+    envelope,
+    errors,
+    inference,
+    models,
+    observe,
+    optim,
+    parallel,
+    recipes,
+    rng,
+    sampling,
+    step,
+)
 from .blocks import Block
 from .engine import Engine, EpochStats, Step
 from .envelope import Envelope
@@ -16,6 +30,29 @@ from .graph import Graph
 from .sampling import DynamicSampler, EnvelopeSampler, MiniBatch
 
 __version__ = "0.1.0"
-__all__ = ["Graph", "Block", "Engine", "EpochStats", "Step", "Envelope", "DynamicSampler", "EnvelopeSampler", "MiniBatch",
-           "audit", "datasets", "engine", "envelope", "errors", "inference", "models", "observe", "optim",
-           "parallel", "recipes", "rng", "sampling", "step", "__version__"]
+__all__ = [
+    "Graph",
+    "Block",
+    "Engine",
+    "EpochStats",
+    "Step",
+    "Envelope",
+    "DynamicSampler",
+    "EnvelopeSampler",
+    "MiniBatch",
+    "audit",
+    "datasets",
+    "engine",
+    "envelope",
+    "errors",
+    "inference",
+    "models",
+    "observe",
+    "optim",
+    "parallel",
+    "recipes",
+    "rng",
+    "sampling",
+    "step",
+    "__version__",
+]

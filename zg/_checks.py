@@ -12,8 +12,9 @@ from __future__ import annotations
 
 import math
 import os
+from collections.abc import Sequence
 from pathlib import Path
-from typing import Any, List, Optional, Sequence
+from typing import Any
 
 import numpy as np
 import torch
@@ -26,7 +27,7 @@ def _shown(value: Any, limit: int = 60) -> str:
     return text if len(text) <= limit else text[: limit - 3] + "..."
 
 
-def int_arg(value: Any, name: str, *, low: int, high: Optional[int] = None) -> int:
+def int_arg(value: Any, name: str, *, low: int, high: int | None = None) -> int:
     """``value`` as an int in ``[low, high]`` (bools and floats refused)."""
     if isinstance(value, bool) or not isinstance(value, (int, np.integer)):
         raise TypeError(f"{name} must be an int, got {type(value).__name__} {_shown(value)}")
@@ -42,8 +43,10 @@ def batch_size_arg(value: Any, num_nodes: int, name: str = "batch_size") -> int:
     and every per-batch buffer is sized by it, so a larger value only allocates padding)."""
     value = int_arg(value, name, low=1)
     if value > num_nodes:
-        raise ValueError(f"{name}={value} is larger than the graph's {num_nodes} nodes; a batch "
-                         f"holds each node at most once, so use at most {num_nodes}")
+        raise ValueError(
+            f"{name}={value} is larger than the graph's {num_nodes} nodes; a batch "
+            f"holds each node at most once, so use at most {num_nodes}"
+        )
     return value
 
 
@@ -52,17 +55,26 @@ def seed_arg(value: Any, name: str = "seed") -> int:
     return int_arg(value, name, low=INT64_MIN, high=INT64_MAX)
 
 
-def real_arg(value: Any, name: str, *, low: float = -math.inf, high: float = math.inf,
-             low_open: bool = False, high_open: bool = False) -> float:
+def real_arg(
+    value: Any,
+    name: str,
+    *,
+    low: float = -math.inf,
+    high: float = math.inf,
+    low_open: bool = False,
+    high_open: bool = False,
+) -> float:
     """``value`` as a finite float in the interval from ``low`` to ``high`` (each end closed
     unless ``*_open``)."""
     if isinstance(value, bool) or not isinstance(value, (int, float, np.integer, np.floating)):
         raise TypeError(f"{name} must be a number, got {type(value).__name__} {_shown(value)}")
     try:
         value = float(value)
-    except OverflowError:                 # an int beyond float's range
-        raise ValueError(f"{name} must be finite, got an integer of {len(str(abs(int(value))))} "
-                         "digits, beyond a float's range") from None
+    except OverflowError:  # an int beyond float's range
+        raise ValueError(
+            f"{name} must be finite, got an integer of {len(str(abs(int(value))))} "
+            "digits, beyond a float's range"
+        ) from None
     if not math.isfinite(value):
         raise ValueError(f"{name} must be finite, got {value}")
     too_low = value <= low if low_open else value < low
@@ -94,21 +106,26 @@ def str_arg(value: Any, name: str) -> str:
     return value
 
 
-def positive_ints_arg(values: Any, name: str) -> List[int]:
+def positive_ints_arg(values: Any, name: str) -> list[int]:
     """A non-empty list (or tuple) of ints >= 1, e.g. fanouts or envelope sizes."""
     if isinstance(values, (str, bytes, dict)) or not isinstance(values, (list, tuple)):
-        raise TypeError(f"{name} must be a non-empty list of ints, got {type(values).__name__} "
-                        f"{_shown(values)}")
+        raise TypeError(
+            f"{name} must be a non-empty list of ints, got {type(values).__name__} {_shown(values)}"
+        )
     if len(values) == 0:
-        raise TypeError(f"{name} must be a non-empty list of ints, got an empty {type(values).__name__}")
+        raise TypeError(
+            f"{name} must be a non-empty list of ints, got an empty {type(values).__name__}"
+        )
     return [int_arg(v, f"{name}[{i}]", low=1) for i, v in enumerate(values)]
 
 
-def fanouts_arg(fanouts: Any, name: str = "fanouts") -> List[int]:
+def fanouts_arg(fanouts: Any, name: str = "fanouts") -> list[int]:
     """One fanout (int >= 1) per layer, input layer first. A fanout at or above the graph's
     largest in-degree means "every neighbour" (see :func:`zg.sampling.effective_fanouts`)."""
     if isinstance(fanouts, (int, str, bytes)) or not isinstance(fanouts, Sequence):
-        raise TypeError(f"{name} must be a list of ints (input layer first), got {type(fanouts).__name__}")
+        raise TypeError(
+            f"{name} must be a list of ints (input layer first), got {type(fanouts).__name__}"
+        )
     if len(fanouts) == 0:
         raise ValueError(f"{name} is empty: give one fanout per layer, e.g. [15, 10, 5]")
     out = []
@@ -116,15 +133,24 @@ def fanouts_arg(fanouts: Any, name: str = "fanouts") -> List[int]:
         if isinstance(k, bool) or not isinstance(k, (int, np.integer)):
             raise TypeError(f"{name}[{i}] must be an int, got {type(k).__name__} {_shown(k)}")
         if k <= 0:
-            raise ValueError(f"{name}[{i}] must be >= 1, got {k} (zg has no fanout -1 for full "
-                             "neighbourhoods: any fanout >= the graph's largest in-degree takes "
-                             "every neighbour, at no extra cost)")
+            raise ValueError(
+                f"{name}[{i}] must be >= 1, got {k} (zg has no fanout -1 for full "
+                "neighbourhoods: any fanout >= the graph's largest in-degree takes "
+                "every neighbour, at no extra cost)"
+            )
         out.append(int(k))
     return out
 
 
-def node_ids_arg(value: Any, name: str, num_nodes: int, *, device: Optional[torch.device] = None,
-                 max_len: Optional[int] = None, unique: bool = True) -> torch.Tensor:
+def node_ids_arg(
+    value: Any,
+    name: str,
+    num_nodes: int,
+    *,
+    device: torch.device | None = None,
+    max_len: int | None = None,
+    unique: bool = True,
+) -> torch.Tensor:
     """A non-empty 1-d set of node ids in ``[0, num_nodes)`` as int64 on ``device``.
 
     Accepts a tensor, a numpy array or a list of ints. Ids that already live on an accelerator
@@ -132,30 +158,41 @@ def node_ids_arg(value: Any, name: str, num_nodes: int, *, device: Optional[torc
     ``unique``: each id may appear once (a mini-batch's seeds, the nodes to profile on).
     """
     if not isinstance(value, torch.Tensor):
-        if value is None or isinstance(value, (bool, int, float, complex, str, bytes, dict, set,
-                                               frozenset, np.generic)):
-            raise TypeError(f"{name} must be a 1-d integer tensor, array or list of node ids, "
-                            f"got {type(value).__name__} {_shown(value)}")
+        if value is None or isinstance(
+            value, (bool, int, float, complex, str, bytes, dict, set, frozenset, np.generic)
+        ):
+            raise TypeError(
+                f"{name} must be a 1-d integer tensor, array or list of node ids, "
+                f"got {type(value).__name__} {_shown(value)}"
+            )
         try:
             array = np.asarray(value)
-        except Exception as exc:   # ragged lists and other oddities
-            raise TypeError(f"{name} could not be read as a list of node ids "
-                            f"({type(exc).__name__}: {exc})") from None
+        except Exception as exc:  # ragged lists and other oddities
+            raise TypeError(
+                f"{name} could not be read as a list of node ids ({type(exc).__name__}: {exc})"
+            ) from None
         if array.size and array.dtype.kind not in "biufc":
             raise TypeError(f"{name} must hold integer node ids, got {array.dtype} values")
         if array.size and array.dtype.kind == "u" and int(array.max()) > INT64_MAX:
-            raise ValueError(f"{name} holds node id {int(array.max())}, out of range for a graph "
-                             f"with {num_nodes} nodes")
+            raise ValueError(
+                f"{name} holds node id {int(array.max())}, out of range for a graph "
+                f"with {num_nodes} nodes"
+            )
         if array.dtype.kind in "iu":
             array = array.astype(np.int64)
-        value = torch.from_numpy(np.array(array, copy=True)) if array.size else torch.zeros(
-            array.shape, dtype=torch.int64)
+        value = (
+            torch.from_numpy(np.array(array, copy=True))
+            if array.size
+            else torch.zeros(array.shape, dtype=torch.int64)
+        )
     ids = value
     if ids.numel() == 0:
         raise ValueError(f"{name} is empty: give at least one node id")
     if ids.dtype == torch.bool:
-        raise TypeError(f"{name} must hold integer node ids, got a boolean tensor (a mask? "
-                        f"use torch.nonzero(mask).flatten())")
+        raise TypeError(
+            f"{name} must hold integer node ids, got a boolean tensor (a mask? "
+            f"use torch.nonzero(mask).flatten())"
+        )
     if ids.is_floating_point() or ids.is_complex():
         raise TypeError(f"{name} must hold integer node ids, got dtype {ids.dtype}")
     if ids.dim() != 1:
@@ -168,13 +205,19 @@ def node_ids_arg(value: Any, name: str, num_nodes: int, *, device: Optional[torc
         lo, hi = int(values.min()), int(values.max())
         if lo < 0 or hi >= num_nodes:
             bad = lo if lo < 0 else hi
-            raise ValueError(f"{name} holds node id {bad}, out of range for a graph with {num_nodes} nodes")
+            raise ValueError(
+                f"{name} holds node id {bad}, out of range for a graph with {num_nodes} nodes"
+            )
         if unique and len(np.unique(values)) != len(values):
             raise ValueError(f"{name} holds repeated node ids; each node may appear once")
     elif device is not None and ids.device != device:
-        raise ValueError(f"{name} is on {ids.device} but the graph is on {device}; "
-                         f"move one of them ({name}.to({str(device)!r}))")
-    return ids.to(device=ids.device if device is None else device, dtype=torch.int64, non_blocking=True)
+        raise ValueError(
+            f"{name} is on {ids.device} but the graph is on {device}; "
+            f"move one of them ({name}.to({str(device)!r}))"
+        )
+    return ids.to(
+        device=ids.device if device is None else device, dtype=torch.int64, non_blocking=True
+    )
 
 
 def device_arg(value: Any, name: str = "device") -> torch.device:
@@ -182,11 +225,13 @@ def device_arg(value: Any, name: str = "device") -> torch.device:
     if isinstance(value, torch.device):
         return value
     if isinstance(value, bool) or not isinstance(value, (str, int, np.integer)):
-        raise TypeError(f"{name} must be a torch.device, a str such as 'cpu' or 'cuda:0', or a "
-                        f"device index, got {type(value).__name__} {_shown(value)}")
+        raise TypeError(
+            f"{name} must be a torch.device, a str such as 'cpu' or 'cuda:0', or a "
+            f"device index, got {type(value).__name__} {_shown(value)}"
+        )
     if not isinstance(value, str) and value < 0:
         raise ValueError(f"{name} index must be >= 0, got {value}")
-    try:   # an index is a CUDA index (recent torch reads a bare int as "the accelerator")
+    try:  # an index is a CUDA index (recent torch reads a bare int as "the accelerator")
         return torch.device(value) if isinstance(value, str) else torch.device("cuda", int(value))
     except (RuntimeError, ValueError) as exc:
         raise ValueError(f"{name} {value!r} is not a torch device ({exc})") from None
@@ -202,8 +247,9 @@ def path_arg(value: Any, name: str = "path") -> Path:
             if "\0" in text:
                 raise ValueError(f"{name} {text!r} holds a NUL character, which no path can hold")
             return Path(text)
-    raise TypeError(f"{name} must be a path (str or os.PathLike), got {type(value).__name__} "
-                    f"{_shown(value)}")
+    raise TypeError(
+        f"{name} must be a path (str or os.PathLike), got {type(value).__name__} {_shown(value)}"
+    )
 
 
 def _nearest_existing(path: Path) -> Path:
@@ -223,8 +269,10 @@ def _try_writing_in(folder: Path, name: str, path: Path) -> None:
         with tempfile.NamedTemporaryFile(dir=folder, prefix=".zg-write-check-"):
             pass
     except OSError as exc:
-        raise ValueError(f"{name} {str(path)!r}: the folder {str(folder)!r} is not writable "
-                         f"(creating a file there failed: {exc.strerror or exc})") from None
+        raise ValueError(
+            f"{name} {str(path)!r}: the folder {str(folder)!r} is not writable "
+            f"(creating a file there failed: {exc.strerror or exc})"
+        ) from None
 
 
 def output_file_arg(value: Any, name: str = "path", *, make_parents: bool = False) -> Path:

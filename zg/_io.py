@@ -11,8 +11,9 @@ from __future__ import annotations
 
 import os
 import tempfile
+from collections.abc import Callable
 from pathlib import Path
-from typing import IO, Any, Callable, Optional
+from typing import IO, Any
 
 from ._checks import output_file_arg
 
@@ -26,8 +27,15 @@ def os_error_naming(exc: OSError, name: str, path: Path, doing: str) -> OSError:
     return OSError(exc.errno, message) if exc.errno is not None else type(exc)(message)
 
 
-def atomic_write(path: Any, write: Callable[[IO], Any], *, name: str = "path", text: bool = False,
-                 make_parents: bool = False, mode: int = 0o644) -> Path:
+def atomic_write(
+    path: Any,
+    write: Callable[[IO], Any],
+    *,
+    name: str = "path",
+    text: bool = False,
+    make_parents: bool = False,
+    mode: int = 0o644,
+) -> Path:
     """Write a file at ``path`` with ``write(f)`` and return the path.
 
     Args:
@@ -67,7 +75,7 @@ def atomic_write(path: Any, write: Callable[[IO], Any], *, name: str = "path", t
             os.unlink(tmp)
         except FileNotFoundError:
             pass
-        if isinstance(exc, OSError):      # a full disk, a vanished folder, ...
+        if isinstance(exc, OSError):  # a full disk, a vanished folder, ...
             raise os_error_naming(exc, name, path, "write") from exc
         raise
     return path
@@ -78,8 +86,12 @@ def atomic_write(path: Any, write: Callable[[IO], Any], *, name: str = "path", t
 # What a checkpoint records of its graph: counts a reader can check at a glance, and a digest of
 # every array, so a run never resumes on another graph that merely has the same sizes.
 FINGERPRINT_COUNTS = ("num_nodes", "num_edges", "feat_dim", "num_classes", "num_train")
-FINGERPRINT_DIGESTS = {"structure": ("indptr", "indices"), "features": ("x",), "labels": ("y",),
-                       "splits": ("train_idx", "val_idx", "test_idx")}
+FINGERPRINT_DIGESTS = {
+    "structure": ("indptr", "indices"),
+    "features": ("x",),
+    "labels": ("y",),
+    "splits": ("train_idx", "val_idx", "test_idx"),
+}
 
 
 def _digest(arrays) -> str:
@@ -109,20 +121,33 @@ def graph_fingerprint(g) -> dict:
     structure (indptr, indices), features, labels and splits (dtype, shape and bytes). Two graphs
     have equal fingerprints only if every array is equal (up to a 128-bit collision)."""
     train = g.train_idx
-    counts = {"num_nodes": int(g.num_nodes), "num_edges": int(g.num_edges),
-              "feat_dim": int(g.feat_dim), "num_classes": int(g.num_classes),
-              "num_train": 0 if train is None else int(train.numel())}
-    return {**counts, **{name: _digest([getattr(g, key) for key in keys])
-                         for name, keys in FINGERPRINT_DIGESTS.items()}}
+    counts = {
+        "num_nodes": int(g.num_nodes),
+        "num_edges": int(g.num_edges),
+        "feat_dim": int(g.feat_dim),
+        "num_classes": int(g.num_classes),
+        "num_train": 0 if train is None else int(train.numel()),
+    }
+    return {
+        **counts,
+        **{
+            name: _digest([getattr(g, key) for key in keys])
+            for name, keys in FINGERPRINT_DIGESTS.items()
+        },
+    }
 
 
-def fingerprint_mismatch(saved: Any, mine: dict) -> Optional[str]:
+def fingerprint_mismatch(saved: Any, mine: dict) -> str | None:
     """None if ``saved`` (a checkpoint's record) names the graph ``mine`` describes, else a message
     naming each differing field ("features: 1f0c... there, 9ab2... here"). A record with counts
     only (written before digests were kept) is compared on the counts alone."""
     if not isinstance(saved, dict):
         return f"its graph record is {type(saved).__name__}, not a mapping"
-    keys = [k for k in (*FINGERPRINT_COUNTS, *FINGERPRINT_DIGESTS) if k in saved or k in FINGERPRINT_COUNTS]
+    keys = [
+        k
+        for k in (*FINGERPRINT_COUNTS, *FINGERPRINT_DIGESTS)
+        if k in saved or k in FINGERPRINT_COUNTS
+    ]
     differ = [k for k in keys if saved.get(k, "<absent>") != mine.get(k)]
     if not differ:
         return None

@@ -87,14 +87,22 @@ import os
 import sys
 import warnings
 from collections import Counter
-from typing import Any, Callable, Iterator, Optional
+from collections.abc import Callable, Iterator
+from typing import Any
 
 import torch
 from torch.overrides import TorchFunctionMode
 from torch.utils._python_dispatch import TorchDispatchMode
 
-__all__ = ["SyncAudit", "count_syncs", "LaunchCount", "count_launches", "launches_op",
-           "HOST_SYNC", "DYNAMIC_SHAPE"]
+__all__ = [
+    "SyncAudit",
+    "count_syncs",
+    "LaunchCount",
+    "count_launches",
+    "launches_op",
+    "HOST_SYNC",
+    "DYNAMIC_SHAPE",
+]
 
 HOST_SYNC = "host_sync"
 DYNAMIC_SHAPE = "dynamic_shape"
@@ -139,8 +147,17 @@ _WHY = {
 }
 
 _ALWAYS_SYNC = {"_local_scalar_dense", "is_nonzero", "equal", "allclose"}
-_ALWAYS_DYNAMIC = {"nonzero", "argwhere", "_unique", "_unique2", "unique_dim",
-                   "unique_consecutive", "unique_dim_consecutive", "masked_select", "bincount"}
+_ALWAYS_DYNAMIC = {
+    "nonzero",
+    "argwhere",
+    "_unique",
+    "_unique2",
+    "unique_dim",
+    "unique_consecutive",
+    "unique_dim_consecutive",
+    "masked_select",
+    "bincount",
+}
 _MASK_DTYPES = (torch.bool, torch.uint8)
 # Tensor methods that silently copy a device tensor to the host, yet run no aten op on CPU.
 _HOST_READ_METHODS = {torch.Tensor.tolist, torch.Tensor.__repr__, torch.Tensor.__format__}
@@ -148,12 +165,31 @@ _HOST_READ_METHODS = {torch.Tensor.tolist, torch.Tensor.__repr__, torch.Tensor._
 # copies device data to the host; on a CPU most run no aten op (numpy, __array__, cpu, to) or one
 # the default rules classify (item -> _local_scalar_dense).
 _STRICT_HOST_READ_METHODS = _HOST_READ_METHODS | {
-    torch.Tensor.item, torch.Tensor.numpy, torch.Tensor.__array__, torch.Tensor.__bool__,
-    torch.Tensor.__int__, torch.Tensor.__float__, torch.Tensor.__index__,
-    torch.Tensor.__contains__, torch.Tensor.__iter__, torch.Tensor.cpu, torch.Tensor.to}
+    torch.Tensor.item,
+    torch.Tensor.numpy,
+    torch.Tensor.__array__,
+    torch.Tensor.__bool__,
+    torch.Tensor.__int__,
+    torch.Tensor.__float__,
+    torch.Tensor.__index__,
+    torch.Tensor.__contains__,
+    torch.Tensor.__iter__,
+    torch.Tensor.cpu,
+    torch.Tensor.to,
+}
 # Events that copy a whole tensor (not one scalar) to host memory: host_copies counts them.
-_HOST_COPY_OPS = {"tolist", "numpy", "__array__", "__iter__", "cpu", "to", "__repr__",
-                  "__format__", "_to_copy", "copy_"}
+_HOST_COPY_OPS = {
+    "tolist",
+    "numpy",
+    "__array__",
+    "__iter__",
+    "cpu",
+    "to",
+    "__repr__",
+    "__format__",
+    "_to_copy",
+    "copy_",
+}
 _CUDA_SYNC_MESSAGE = "called a synchronizing CUDA operation"
 _REEMITTED_WARNINGS: dict = {}  # so a re-emitted warning still shows once per location
 _TORCH_DIR = os.path.realpath(os.path.dirname(torch.__file__)) + os.sep
@@ -163,11 +199,29 @@ _THIS_FILE = os.path.realpath(__file__)
 # Ops that run no kernel on any device: they only allocate (a caching allocator hands out
 # memory) or change a tensor's metadata. Views (``func.is_view``: view, expand, select, slice,
 # detach, t, ...) are recognised from the schema.
-_NO_LAUNCH = {"empty", "empty_like", "empty_strided", "new_empty", "new_empty_strided",
-              "_unsafe_view", "lift_fresh", "set_", "resize_", "as_strided_", "_reshape_alias",
-              "alias", "unsqueeze_", "squeeze_", "transpose_", "t_", "detach_",
-              # the profiler's markers (torch.optim wraps every step in one)
-              "_record_function_enter", "_record_function_enter_new", "_record_function_exit"}
+_NO_LAUNCH = {
+    "empty",
+    "empty_like",
+    "empty_strided",
+    "new_empty",
+    "new_empty_strided",
+    "_unsafe_view",
+    "lift_fresh",
+    "set_",
+    "resize_",
+    "as_strided_",
+    "_reshape_alias",
+    "alias",
+    "unsqueeze_",
+    "squeeze_",
+    "transpose_",
+    "t_",
+    "detach_",
+    # the profiler's markers (torch.optim wraps every step in one)
+    "_record_function_enter",
+    "_record_function_enter_new",
+    "_record_function_exit",
+}
 
 
 def launches_op(func) -> bool:
@@ -193,7 +247,7 @@ def _crosses_host(source: torch.device, target: torch.device) -> bool:
     return "cpu" in kinds and len(kinds) == 2 and "meta" not in kinds
 
 
-def _classify(func, args, kwargs) -> Optional[str]:
+def _classify(func, args, kwargs) -> str | None:
     """HOST_SYNC, DYNAMIC_SHAPE or None for one aten call. Reads only metadata (dtype, device),
     never runs an op, so an enclosing audit does not see the inspection."""
     name = func.overloadpacket.__name__
@@ -215,12 +269,14 @@ def _classify(func, args, kwargs) -> Optional[str]:
             return HOST_SYNC
     elif name == "_to_copy":
         target = _argument(func, args, kwargs, "device") or args[0].device
-        if (_crosses_host(args[0].device, torch.device(target))
-                and not _argument(func, args, kwargs, "non_blocking", False)):
+        if _crosses_host(args[0].device, torch.device(target)) and not _argument(
+            func, args, kwargs, "non_blocking", False
+        ):
             return HOST_SYNC
     elif name == "copy_":
-        if (_crosses_host(args[1].device, args[0].device)
-                and not _argument(func, args, kwargs, "non_blocking", False)):
+        if _crosses_host(args[1].device, args[0].device) and not _argument(
+            func, args, kwargs, "non_blocking", False
+        ):
             return HOST_SYNC
     return None
 
@@ -293,7 +349,7 @@ class _HostReadWatch(TorchFunctionMode):
     method of ``_STRICT_HOST_READ_METHODS``) and records them on its audit; aten ops they run
     underneath are not classified again."""
 
-    def __init__(self, audit: "SyncAudit"):
+    def __init__(self, audit: SyncAudit):
         super().__init__()
         self.audit = audit
         self.methods = _STRICT_HOST_READ_METHODS if audit.strict else _HOST_READ_METHODS
@@ -369,7 +425,7 @@ class SyncAudit(TorchDispatchMode):
         self._inside_host_read = 0
         self._inside_strict_read = 0
         self._host_read_watch = _HostReadWatch(self)
-        self._caught_warnings: Optional[warnings.catch_warnings] = None
+        self._caught_warnings: warnings.catch_warnings | None = None
         self.reset()
 
     def reset(self) -> None:
@@ -383,7 +439,7 @@ class SyncAudit(TorchDispatchMode):
         self.cuda_sync_warnings = 0
         self.per_op: Counter = Counter()
         self.events: list[tuple[str, str]] = []
-        self.locations: list[Optional[str]] = []
+        self.locations: list[str | None] = []
 
     # -- recording ------------------------------------------------------------------------------
 
@@ -412,7 +468,7 @@ class SyncAudit(TorchDispatchMode):
 
     # -- entering and leaving -------------------------------------------------------------------
 
-    def __enter__(self) -> "SyncAudit":
+    def __enter__(self) -> SyncAudit:
         super().__enter__()
         self._host_read_watch.__enter__()
         if torch.cuda.is_available():
@@ -454,16 +510,23 @@ class SyncAudit(TorchDispatchMode):
                     continue
             elif "debug mode is a prototype" in text:
                 continue
-            warnings.warn_explicit(caught.message, caught.category, caught.filename,
-                                   caught.lineno, registry=_REEMITTED_WARNINGS)
+            warnings.warn_explicit(
+                caught.message,
+                caught.category,
+                caught.filename,
+                caught.lineno,
+                registry=_REEMITTED_WARNINGS,
+            )
 
     # -- reading --------------------------------------------------------------------------------
 
     def report(self) -> str:
         """A readable summary: totals, one row per op (kind, count, why), locations, meaning."""
-        lines = [f"SyncAudit: {self.host_syncs} host syncs ({self.dynamic_shape_ops} with "
-                 f"data-dependent shapes), {self.allocations} allocations "
-                 f"({_human_bytes(self.allocated_bytes)})"]
+        lines = [
+            f"SyncAudit: {self.host_syncs} host syncs ({self.dynamic_shape_ops} with "
+            f"data-dependent shapes), {self.allocations} allocations "
+            f"({_human_bytes(self.allocated_bytes)})"
+        ]
         if torch.cuda.is_available():
             lines.append(f"CUDA sync debug mode reported {self.cuda_sync_warnings} syncs")
         if self.per_op:
@@ -478,20 +541,26 @@ class SyncAudit(TorchDispatchMode):
             for (where, op), count in sites.most_common():
                 lines.append(f"    {where}  {op} x{count}")
         if self.host_syncs == 0:
-            lines.append("No host syncs and no data-dependent shapes: nothing here asks the host "
-                         "for device data, so it can run ahead of the GPU and be captured as a "
-                         "CUDA Graph.")
+            lines.append(
+                "No host syncs and no data-dependent shapes: nothing here asks the host "
+                "for device data, so it can run ahead of the GPU and be captured as a "
+                "CUDA Graph."
+            )
         else:
-            lines.append("Each host sync makes the CPU wait until the GPU has finished all queued "
-                         "work; a data-dependent shape also rules out CUDA Graph capture (a graph "
-                         "replays fixed sizes).")
+            lines.append(
+                "Each host sync makes the CPU wait until the GPU has finished all queued "
+                "work; a data-dependent shape also rules out CUDA Graph capture (a graph "
+                "replays fixed sizes)."
+            )
         return "\n".join(lines)
 
     def __repr__(self) -> str:
         strict = ", strict=True" if self.strict else ""
-        return (f"SyncAudit(host_syncs={self.host_syncs}, dynamic_shape_ops="
-                f"{self.dynamic_shape_ops}, allocations={self.allocations}, "
-                f"allocated_bytes={self.allocated_bytes}{strict})")
+        return (
+            f"SyncAudit(host_syncs={self.host_syncs}, dynamic_shape_ops="
+            f"{self.dynamic_shape_ops}, allocations={self.allocations}, "
+            f"allocated_bytes={self.allocated_bytes}{strict})"
+        )
 
 
 def count_syncs(fn: Callable, *args, **kwargs) -> tuple[Any, SyncAudit]:

@@ -21,7 +21,6 @@ message ``src_nodes[nbr[i, j]] -> src_nodes[i]``.
 from __future__ import annotations
 
 from dataclasses import dataclass
-from typing import Optional
 
 import torch
 
@@ -34,7 +33,7 @@ class Block:
     mask: torch.Tensor
     num_src: torch.Tensor
     num_dst: torch.Tensor
-    src_nodes: Optional[torch.Tensor] = None
+    src_nodes: torch.Tensor | None = None
 
     @property
     def num_dst_rows(self) -> int:
@@ -54,7 +53,9 @@ class Block:
 
     def edges(self):
         """(src_local, dst_local) of the real edges, int64 each. Reads sizes on the host."""
-        dst_local = torch.arange(self.nbr.shape[0], device=self.nbr.device)[:, None].expand_as(self.nbr)
+        dst_local = torch.arange(self.nbr.shape[0], device=self.nbr.device)[:, None].expand_as(
+            self.nbr
+        )
         return self.nbr[self.mask], dst_local[self.mask]
 
     def to_dgl(self):
@@ -67,8 +68,9 @@ class Block:
         dgl = require_dgl()
         num_src, num_dst = int(self.num_src), int(self.num_dst)
         src, dst = self.edges()
-        block = dgl.create_block((src, dst), num_src_nodes=num_src, num_dst_nodes=num_dst,
-                                 device=self.nbr.device)
+        block = dgl.create_block(
+            (src, dst), num_src_nodes=num_src, num_dst_nodes=num_dst, device=self.nbr.device
+        )
         if self.src_nodes is not None:
             block.srcdata[dgl.NID] = self.src_nodes[:num_src]
             block.dstdata[dgl.NID] = self.src_nodes[:num_dst]

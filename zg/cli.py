@@ -27,9 +27,11 @@ import os
 import subprocess
 import sys
 import time
+import types
 import typing
+from collections.abc import Sequence
 from pathlib import Path
-from typing import Any, Dict, List, Optional, Sequence
+from typing import Any
 
 from .errors import ZgError
 
@@ -48,7 +50,7 @@ class CommandError(ZgError):
 # ----------------------------------------------------------------------------- flag parsing
 
 
-def parse_fanouts(text: str) -> List[int]:
+def parse_fanouts(text: str) -> list[int]:
     """``"15,10,5"`` -> ``[15, 10, 5]`` (input layer first); argparse type for --fanouts."""
     parts = [p.strip() for p in str(text).split(",")]
     try:
@@ -56,9 +58,12 @@ def parse_fanouts(text: str) -> List[int]:
     except ValueError:
         raise argparse.ArgumentTypeError(
             f"{text!r} is not a list of fanouts: give positive integers separated by commas, "
-            "input layer first, e.g. 15,10,5") from None
+            "input layer first, e.g. 15,10,5"
+        ) from None
     if not fanouts or any(f < 1 for f in fanouts):
-        raise argparse.ArgumentTypeError(f"{text!r}: every fanout must be an integer >= 1, e.g. 15,10,5")
+        raise argparse.ArgumentTypeError(
+            f"{text!r}: every fanout must be an integer >= 1, e.g. 15,10,5"
+        )
     return fanouts
 
 
@@ -93,8 +98,9 @@ def _positive_float(text: str) -> float:
     return value
 
 
-def _check_output(parser: argparse.ArgumentParser, flag: str, path: Optional[str],
-                  inputs: Sequence[Any] = ()) -> None:
+def _check_output(
+    parser: argparse.ArgumentParser, flag: str, path: str | None, inputs: Sequence[Any] = ()
+) -> None:
     """An output path must be writable before anything runs: its folder exists, it is no
     folder, it is none of the ``inputs`` (files or folders the run reads) nor inside an input
     folder, and a file can really be created beside it (tried, not asked of ``os.access``)."""
@@ -104,7 +110,9 @@ def _check_output(parser: argparse.ArgumentParser, flag: str, path: Optional[str
 
     target = Path(path)
     if target.is_dir():
-        parser.error(f"{flag} {path}: is a folder; give a file name, e.g. {target / 'history.json'}")
+        parser.error(
+            f"{flag} {path}: is a folder; give a file name, e.g. {target / 'history.json'}"
+        )
     folder = target.parent
     if not folder.is_dir():
         parser.error(f"{flag} {path}: the folder {folder} does not exist (create it first)")
@@ -114,8 +122,10 @@ def _check_output(parser: argparse.ArgumentParser, flag: str, path: Optional[str
             continue
         source = Path(given).resolve()
         if resolved == source or (source.is_dir() and source in resolved.parents):
-            parser.error(f"{flag} {path}: is the input {given} (or inside it); writing the "
-                         "output there would destroy the input. Give another file name")
+            parser.error(
+                f"{flag} {path}: is the input {given} (or inside it); writing the "
+                "output there would destroy the input. Give another file name"
+            )
     try:
         with tempfile.NamedTemporaryFile(dir=folder, prefix=".zg-write-check-"):
             pass
@@ -139,11 +149,13 @@ def _device(parser: argparse.ArgumentParser, text: str) -> str:
         if not torch.cuda.is_available():
             parser.error(f"--device {text}: CUDA is not available here; use --device cpu (or auto)")
         if device.index is not None and device.index >= torch.cuda.device_count():
-            parser.error(f"--device {text}: this machine has {torch.cuda.device_count()} CUDA device(s)")
+            parser.error(
+                f"--device {text}: this machine has {torch.cuda.device_count()} CUDA device(s)"
+            )
     return text
 
 
-def _dataset_source(parser: argparse.ArgumentParser, dataset: str, root: Optional[str]):
+def _dataset_source(parser: argparse.ArgumentParser, dataset: str, root: str | None):
     """--dataset/--root -> ("name", name) | ("npz", path) | ("folder", path), or exit 2."""
     from . import datasets
 
@@ -155,12 +167,16 @@ def _dataset_source(parser: argparse.ArgumentParser, dataset: str, root: Optiona
     path = Path(dataset)
     looks_like_path = path.suffix == ".npz" or os.sep in dataset or path.exists()
     if not looks_like_path:
-        parser.error(f"--dataset {dataset!r}: unknown dataset; choose one of "
-                     f"{', '.join(datasets.KNOWN_DATASETS)}, or give a .npz file "
-                     "(zg.datasets.save_npz) or a graph folder (zg.datasets.save_folder)")
+        parser.error(
+            f"--dataset {dataset!r}: unknown dataset; choose one of "
+            f"{', '.join(datasets.KNOWN_DATASETS)}, or give a .npz file "
+            "(zg.datasets.save_npz) or a graph folder (zg.datasets.save_folder)"
+        )
     if root is not None:
-        parser.error(f"--root applies to the named datasets ({', '.join(datasets.KNOWN_DATASETS)}), "
-                     f"not to a file or folder like --dataset {dataset}")
+        parser.error(
+            f"--root applies to the named datasets ({', '.join(datasets.KNOWN_DATASETS)}), "
+            f"not to a file or folder like --dataset {dataset}"
+        )
     if path.is_file():
         return "npz", str(path)
     if path.is_dir():
@@ -168,7 +184,7 @@ def _dataset_source(parser: argparse.ArgumentParser, dataset: str, root: Optiona
     parser.error(f"--dataset {dataset}: no such file or folder")
 
 
-def _load_graph(source, root: Optional[str], symmetrize: bool, download: bool):
+def _load_graph(source, root: str | None, symmetrize: bool, download: bool):
     """The graph of a checked dataset source; a failure to read it is a CommandError."""
     from . import datasets
 
@@ -186,63 +202,84 @@ def _load_graph(source, root: Optional[str], symmetrize: bool, download: bool):
 # ----------------------------------------------------------------------------- zg info
 
 
-def _version(package: str) -> Optional[str]:
+def _version(package: str) -> str | None:
     try:
         return importlib.metadata.version(package)
     except importlib.metadata.PackageNotFoundError:
         return None
 
 
-def info() -> Dict[str, Any]:
+def info() -> dict[str, Any]:
     """What ``zg info`` reports, as a dict (JSON-serialisable)."""
     import torch
 
     import zg
-    from .experiments import machine_label, machine_note as machine
+
+    from .experiments import machine_label
+    from .experiments import machine_note as machine
 
     devices = []
     if torch.cuda.is_available():
         for i in range(torch.cuda.device_count()):
             props = torch.cuda.get_device_properties(i)
-            devices.append({"index": i, "name": props.name,
-                            "memory_gib": round(props.total_memory / 2**30, 1),
-                            "capability": f"{props.major}.{props.minor}"})
+            devices.append(
+                {
+                    "index": i,
+                    "name": props.name,
+                    "memory_gib": round(props.total_memory / 2**30, 1),
+                    "capability": f"{props.major}.{props.minor}",
+                }
+            )
     note = machine()
     return {
-        "zg": zg.__version__, "zg_path": str(Path(zg.__file__).resolve().parent),
-        "python": sys.version.split()[0], "executable": sys.executable,
-        "torch": torch.__version__, "torch_cuda_build": torch.version.cuda,
-        "cuda_available": torch.cuda.is_available(), "cuda_devices": devices,
+        "zg": zg.__version__,
+        "zg_path": str(Path(zg.__file__).resolve().parent),
+        "python": sys.version.split()[0],
+        "executable": sys.executable,
+        "torch": torch.__version__,
+        "torch_cuda_build": torch.version.cuda,
+        "cuda_available": torch.cuda.is_available(),
+        "cuda_devices": devices,
         "packages": {name: _version(name) for name in OPTIONAL_PACKAGES},
-        "threads": {"torch_intra_op": torch.get_num_threads(),
-                    "torch_inter_op": torch.get_num_interop_threads(),
-                    "cores": os.cpu_count(),
-                    "OMP_NUM_THREADS": os.environ.get("OMP_NUM_THREADS")},
+        "threads": {
+            "torch_intra_op": torch.get_num_threads(),
+            "torch_inter_op": torch.get_num_interop_threads(),
+            "cores": os.cpu_count(),
+            "OMP_NUM_THREADS": os.environ.get("OMP_NUM_THREADS"),
+        },
         "repository": _repo_or_none(),
         "machine": note,
         "machine_label": machine_label(note),
     }
 
 
-def _print_info(report: Dict[str, Any]) -> None:
+def _print_info(report: dict[str, Any]) -> None:
     packages = report["packages"]
     cuda = "not available"
     if report["cuda_available"]:
-        cuda = "; ".join(f"{d['index']}: {d['name']} ({d['memory_gib']} GiB, sm {d['capability']})"
-                         for d in report["cuda_devices"])
+        cuda = "; ".join(
+            f"{d['index']}: {d['name']} ({d['memory_gib']} GiB, sm {d['capability']})"
+            for d in report["cuda_devices"]
+        )
     threads = report["threads"]
     lines = [
         ("zg", f"{report['zg']}  ({report['zg_path']})"),
         ("python", f"{report['python']}  ({report['executable']})"),
-        ("torch", f"{report['torch']}  (CUDA build: {report['torch_cuda_build'] or 'none, CPU only'})"),
+        (
+            "torch",
+            f"{report['torch']}  (CUDA build: {report['torch_cuda_build'] or 'none, CPU only'})",
+        ),
         ("DGL", packages["dgl"] or "not installed"),
         ("numba", packages["numba"] or "not installed"),
         ("ogb", packages["ogb"] or "not installed"),
         ("PyG", packages["torch_geometric"] or "not installed"),
         ("CUDA devices", cuda),
-        ("threads", f"torch {threads['torch_intra_op']} intra-op, {threads['torch_inter_op']} "
-                    f"inter-op; {threads['cores']} cores; OMP_NUM_THREADS="
-                    f"{threads['OMP_NUM_THREADS'] or 'unset'}"),
+        (
+            "threads",
+            f"torch {threads['torch_intra_op']} intra-op, {threads['torch_inter_op']} "
+            f"inter-op; {threads['cores']} cores; OMP_NUM_THREADS="
+            f"{threads['OMP_NUM_THREADS'] or 'unset'}",
+        ),
         ("repository", report["repository"] or "not found (bench and report need a checkout)"),
         ("machine", report["machine_label"]),
     ]
@@ -266,13 +303,16 @@ def cmd_info(args: argparse.Namespace, parser: argparse.ArgumentParser) -> int:
 # ----------------------------------------------------------------------------- zg train
 
 
-def _resolve_layers(parser: argparse.ArgumentParser, layers: Optional[int],
-                    fanouts: Optional[List[int]]) -> List[int]:
+def _resolve_layers(
+    parser: argparse.ArgumentParser, layers: int | None, fanouts: list[int] | None
+) -> list[int]:
     if fanouts is None:
         fanouts = [15, 10, 5] if layers is None else [10] * layers
     if layers is not None and layers != len(fanouts):
-        parser.error(f"--layers {layers} but --fanouts {','.join(map(str, fanouts))} has "
-                     f"{len(fanouts)} entries; give one fanout per layer (or leave out --layers)")
+        parser.error(
+            f"--layers {layers} but --fanouts {','.join(map(str, fanouts))} has "
+            f"{len(fanouts)} entries; give one fanout per layer (or leave out --layers)"
+        )
     return fanouts
 
 
@@ -296,6 +336,7 @@ def write_json_atomic(path: str, payload: Any) -> None:
     def write(f):
         json.dump(payload, f, indent=1)
         f.write("\n")
+
     atomic_write(path, write, name="--json", text=True)
 
 
@@ -311,13 +352,15 @@ def table(rows: Sequence[Sequence[Any]], headers: Sequence[str]) -> str:
     """A plain-text table: the first column left-aligned, the others right-aligned."""
     cells = [list(map(str, headers))] + [list(map(str, r)) for r in rows]
     widths = [max(len(r[i]) for r in cells) for i in range(len(headers))]
-    lines = ["  ".join(c.ljust(w) if i == 0 else c.rjust(w) for i, (c, w) in enumerate(zip(r, widths)))
-             for r in cells]
+    lines = [
+        "  ".join(c.ljust(w) if i == 0 else c.rjust(w) for i, (c, w) in enumerate(zip(r, widths)))
+        for r in cells
+    ]
     lines.insert(1, "  ".join("-" * w for w in widths))
     return "\n".join(lines)
 
 
-def _progress_bar(enabled: Optional[bool], total: int, desc: str):
+def _progress_bar(enabled: bool | None, total: int, desc: str):
     """A tqdm bar on stderr (None without tqdm or when disabled; auto: only on a terminal)."""
     if enabled is False:
         return None
@@ -325,22 +368,33 @@ def _progress_bar(enabled: Optional[bool], total: int, desc: str):
         from tqdm.auto import tqdm
     except ImportError:
         return None
-    return tqdm(total=total, desc=desc, unit="batch", leave=False,
-                disable=None if enabled is None else False)
+    return tqdm(
+        total=total,
+        desc=desc,
+        unit="batch",
+        leave=False,
+        disable=None if enabled is None else False,
+    )
 
 
 def cmd_train(args: argparse.Namespace, parser: argparse.ArgumentParser) -> int:
     # Every check that can fail on the flags alone runs before the dataset is read.
     fanouts = _resolve_layers(parser, args.layers, args.fanouts)
     if args.pipeline is not None or args.capture is not None:
-        parser.error("--pipeline and --capture are replaced by --mode: dynamic (was --pipeline "
-                     "dynamic), eager (was --no-capture), static (was --capture on the CPU), "
-                     "graph (a CUDA Graph: was --capture on a GPU)")
+        parser.error(
+            "--pipeline and --capture are replaced by --mode: dynamic (was --pipeline "
+            "dynamic), eager (was --no-capture), static (was --capture on the CPU), "
+            "graph (a CUDA Graph: was --capture on a GPU)"
+        )
     device = _device(parser, args.device)
-    mode = args.mode if args.mode != "auto" else ("graph" if device.startswith("cuda") else "static")
+    mode = (
+        args.mode if args.mode != "auto" else ("graph" if device.startswith("cuda") else "static")
+    )
     if mode == "graph" and not device.startswith("cuda"):
-        parser.error("--mode graph captures a CUDA Graph and needs --device cuda; on the CPU "
-                     "--mode static is its twin")
+        parser.error(
+            "--mode graph captures a CUDA Graph and needs --device cuda; on the CPU "
+            "--mode static is its twin"
+        )
     source = _dataset_source(parser, args.dataset, args.root)
     _check_output(parser, "--json", args.json, inputs=[source[1]] if source[0] != "name" else [])
     if args.eval_every > args.epochs:
@@ -352,34 +406,65 @@ def cmd_train(args: argparse.Namespace, parser: argparse.ArgumentParser) -> int:
 
     torch.manual_seed(args.seed)
     g = _load_graph(source, args.root, args.symmetrize, args.download)
-    missing = [what for what, value in (("features (x)", g.x), ("labels (y)", g.y),
-                                        ("a train split", g.train_idx), ("a val split", g.val_idx))
-               if value is None or (isinstance(value, torch.Tensor) and value.numel() == 0)]
+    missing = [
+        what
+        for what, value in (
+            ("features (x)", g.x),
+            ("labels (y)", g.y),
+            ("a train split", g.train_idx),
+            ("a val split", g.val_idx),
+        )
+        if value is None or (isinstance(value, torch.Tensor) and value.numel() == 0)
+    ]
     if missing:
-        parser.error(f"--dataset {args.dataset}: the graph has no {', '.join(missing)}; "
-                     "zg train needs features, labels and train/val splits")
+        parser.error(
+            f"--dataset {args.dataset}: the graph has no {', '.join(missing)}; "
+            "zg train needs features, labels and train/val splits"
+        )
     try:
         model = zg.models.build(args.model, g.feat_dim, args.hidden, g.num_classes, len(fanouts))
-        eng = zg.Engine(g, model, fanouts, args.batch_size, mode=mode, device=device,
-                        seed=args.seed, optimizer=zg.optim.adam(lr=args.lr))
+        eng = zg.Engine(
+            g,
+            model,
+            fanouts,
+            args.batch_size,
+            mode=mode,
+            device=device,
+            seed=args.seed,
+            optimizer=zg.optim.adam(lr=args.lr),
+        )
     except (TypeError, ValueError) as exc:
         parser.error(f"cannot train this combination: {exc}")
 
-    config = {"dataset": args.dataset, "root": args.root, "symmetrize": args.symmetrize,
-              "download": args.download, "model": args.model, "layers": len(fanouts),
-              "hidden": args.hidden, "fanouts": fanouts, "batch_size": args.batch_size,
-              "epochs": args.epochs,
-              "lr": args.lr, "mode": mode,
-              "device": device, "seed": args.seed, "eval_every": args.eval_every}
-    print(f"{g!r}\n{args.model} x{len(fanouts)} layers, hidden {args.hidden}, fanouts {fanouts}, "
-          f"batch {args.batch_size}, mode {mode} on {device}", flush=True)
+    config = {
+        "dataset": args.dataset,
+        "root": args.root,
+        "symmetrize": args.symmetrize,
+        "download": args.download,
+        "model": args.model,
+        "layers": len(fanouts),
+        "hidden": args.hidden,
+        "fanouts": fanouts,
+        "batch_size": args.batch_size,
+        "epochs": args.epochs,
+        "lr": args.lr,
+        "mode": mode,
+        "device": device,
+        "seed": args.seed,
+        "eval_every": args.eval_every,
+    }
+    print(
+        f"{g!r}\n{args.model} x{len(fanouts)} layers, hidden {args.hidden}, fanouts {fanouts}, "
+        f"batch {args.batch_size}, mode {mode} on {device}",
+        flush=True,
+    )
     batches = math.ceil(g.train_idx.numel() / args.batch_size)
     has_test = g.test_idx is not None and g.test_idx.numel() > 0
-    rows: List[Dict[str, Any]] = []
+    rows: list[dict[str, Any]] = []
     start = time.perf_counter()
     for epoch in range(args.epochs):
         bar = _progress_bar(args.progress, batches, f"epoch {epoch + 1}/{args.epochs}")
-        try:                                                           # one tick per batch
+        try:  # one tick per batch
             stats = eng.train_epoch(observers=[zg.observe.Progress(bar)] if bar is not None else [])
         finally:
             if bar is not None:
@@ -393,35 +478,76 @@ def cmd_train(args: argparse.Namespace, parser: argparse.ArgumentParser) -> int:
             row["test_acc"] = eng.evaluate("test") if has_test else None
         rows.append(row)
         if args.progress is not False and sys.stderr.isatty():
-            print(f"epoch {epoch + 1}: loss {row.get('loss', float('nan')):.4f}, val "
-                  f"{_cell(row['val_acc'])}, {row.get('seconds', 0.0):.2f} s", file=sys.stderr)
+            print(
+                f"epoch {epoch + 1}: loss {row.get('loss', float('nan')):.4f}, val "
+                f"{_cell(row['val_acc'])}, {row.get('seconds', 0.0):.2f} s",
+                file=sys.stderr,
+            )
     total = time.perf_counter() - start
 
     print()
     # Epochs counted from 1 here; the JSON keeps EpochStats.epoch as the Engine counts (from 0).
-    print(table([[i + 1, _cell(r.get("seconds"), 3), _cell(r.get("iterations")),
-                  _cell(r.get("host_syncs"), 2), _cell(r.get("overflows")), _cell(r.get("replays")),
-                  _cell(r.get("loss")), _cell(r["val_acc"]), _cell(r["test_acc"])]
-                 for i, r in enumerate(rows)],
-                ["epoch", "seconds", "iterations", "host syncs/iter", "overflows", "replays",
-                 "loss", "val acc", "test acc"]))
+    print(
+        table(
+            [
+                [
+                    i + 1,
+                    _cell(r.get("seconds"), 3),
+                    _cell(r.get("iterations")),
+                    _cell(r.get("host_syncs"), 2),
+                    _cell(r.get("overflows")),
+                    _cell(r.get("replays")),
+                    _cell(r.get("loss")),
+                    _cell(r["val_acc"]),
+                    _cell(r["test_acc"]),
+                ]
+                for i, r in enumerate(rows)
+            ],
+            [
+                "epoch",
+                "seconds",
+                "iterations",
+                "host syncs/iter",
+                "overflows",
+                "replays",
+                "loss",
+                "val acc",
+                "test acc",
+            ],
+        )
+    )
     evaluated = [r for r in rows if r["val_acc"] is not None]
     best = max(evaluated, key=lambda r: r["val_acc"])
     syncs = [r.get("host_syncs") for r in rows if r.get("host_syncs") is not None]
-    final = {"val_acc": evaluated[-1]["val_acc"], "test_acc": evaluated[-1]["test_acc"],
-             "best_val_acc": best["val_acc"], "test_acc_at_best_val": best["test_acc"],
-             "best_epoch": best.get("epoch"), "host_syncs_per_iteration": syncs[-1] if syncs else None,
-             "seconds": total}
-    print(f"\nfinal: val {_cell(final['val_acc'])}, test {_cell(final['test_acc'])}, "
-          f"host syncs/iter {_cell(final['host_syncs_per_iteration'], 2)}, {total:.1f} s")
+    final = {
+        "val_acc": evaluated[-1]["val_acc"],
+        "test_acc": evaluated[-1]["test_acc"],
+        "best_val_acc": best["val_acc"],
+        "test_acc_at_best_val": best["test_acc"],
+        "best_epoch": best.get("epoch"),
+        "host_syncs_per_iteration": syncs[-1] if syncs else None,
+        "seconds": total,
+    }
+    print(
+        f"\nfinal: val {_cell(final['val_acc'])}, test {_cell(final['test_acc'])}, "
+        f"host syncs/iter {_cell(final['host_syncs_per_iteration'], 2)}, {total:.1f} s"
+    )
     if args.json:
         from .experiments import machine_note as machine
 
-        write_json_atomic(args.json, {
-            "format": HISTORY_FORMAT, "version": HISTORY_VERSION,
-            "command": ["zg", *args.argv], "config": config,
-            "graph": {k: v for k, v in g.summary().items() if k != "device"},
-            "machine": machine(), "epochs": rows, "final": final})
+        write_json_atomic(
+            args.json,
+            {
+                "format": HISTORY_FORMAT,
+                "version": HISTORY_VERSION,
+                "command": ["zg", *args.argv],
+                "config": config,
+                "graph": {k: v for k, v in g.summary().items() if k != "device"},
+                "machine": machine(),
+                "epochs": rows,
+                "final": final,
+            },
+        )
         print(f"history written to {args.json}")
     return 0
 
@@ -444,6 +570,7 @@ def _flag(name: str) -> str:
 def _optional(convert):
     def parse(text: str):
         return None if text.lower() in ("none", "null") else convert(text)
+
     parse.__name__ = getattr(convert, "__name__", "value")
     return parse
 
@@ -456,12 +583,18 @@ def _number_or_text(text: str) -> Any:
         return text
 
 
+def _is_optional(hint: Any) -> bool:
+    """``X | None`` or ``Optional[X]`` (two different origins: types.UnionType, typing.Union)."""
+    origin = typing.get_origin(hint)
+    return origin in (typing.Union, types.UnionType) and type(None) in typing.get_args(hint)
+
+
 def _converter(hint: Any):
     """argparse ``type`` for a TrainConfig field's type hint; bools get --x/--no-x instead."""
     args = typing.get_args(hint)
-    optional = typing.get_origin(hint) is typing.Union and type(None) in args
+    optional = _is_optional(hint)
     inner = next((a for a in args if a is not type(None)), hint) if optional else hint
-    if typing.get_origin(inner) in (list, List):
+    if typing.get_origin(inner) is list:
         convert = parse_fanouts
     elif inner is int:
         convert = int
@@ -469,7 +602,7 @@ def _converter(hint: Any):
         convert = float
     elif inner is str:
         convert = str
-    else:                                    # Any: e.g. shrink = "auto" or a number
+    else:  # Any: e.g. shrink = "auto" or a number
         convert = _number_or_text
     return _optional(convert) if optional else convert
 
@@ -484,24 +617,35 @@ def _add_grappa_flags(parser: argparse.ArgumentParser) -> None:
         default = f.default if f.default is not dataclasses.MISSING else None
         help_text = f"TrainConfig.{f.name} (default: {default})"
         if hint is bool:
-            parser.add_argument(_flag(f.name), action=argparse.BooleanOptionalAction,
-                                default=argparse.SUPPRESS, help=help_text)
+            parser.add_argument(
+                _flag(f.name),
+                action=argparse.BooleanOptionalAction,
+                default=argparse.SUPPRESS,
+                help=help_text,
+            )
             continue
         names = [_flag(f.name)] + (["--json"] if f.name == "history_path" else [])
-        optional = typing.get_origin(hint) is typing.Union and type(None) in typing.get_args(hint)
-        parser.add_argument(*names, dest=f.name, type=_converter(hint), default=argparse.SUPPRESS,
-                            metavar="VALUE|none" if optional else "VALUE", help=help_text)
+        optional = _is_optional(hint)
+        parser.add_argument(
+            *names,
+            dest=f.name,
+            type=_converter(hint),
+            default=argparse.SUPPRESS,
+            metavar="VALUE|none" if optional else "VALUE",
+            help=help_text,
+        )
 
 
-def _grappa_values(args: argparse.Namespace, parser: argparse.ArgumentParser) -> Dict[str, Any]:
-    values: Dict[str, Any] = {}
+def _grappa_values(args: argparse.Namespace, parser: argparse.ArgumentParser) -> dict[str, Any]:
+    values: dict[str, Any] = {}
     if args.config is not None:
         try:
             with open(args.config, "rb") as f:
                 values = json.loads(f.read().decode("utf-8"))
         except (OSError, UnicodeDecodeError, ValueError) as exc:
-            parser.error(f"--config {args.config}: cannot read a JSON config "
-                         f"({type(exc).__name__}: {exc})")
+            parser.error(
+                f"--config {args.config}: cannot read a JSON config ({type(exc).__name__}: {exc})"
+            )
         if not isinstance(values, dict):
             parser.error(f"--config {args.config}: the config must be a JSON object")
     for f, _ in _grappa_fields():
@@ -533,11 +677,12 @@ def _grappa_flags():
 
     def flagged(message: str) -> str:
         if message.startswith("zg grappa: "):
-            message = message[len("zg grappa: "):]
+            message = message[len("zg grappa: ") :]
         named = pattern.search(message)
         if named is not None and not message.startswith("--"):
             message = f"{_flag(named.group(1))}: {message}"
         return message
+
     return flagged
 
 
@@ -547,6 +692,7 @@ def _grappa_error(parser: argparse.ArgumentParser):
 
     def error(message: str):
         parser.error(flagged(message))
+
     return error
 
 
@@ -556,17 +702,29 @@ def _grappa_failed(message: str) -> int:
     return 1
 
 
-def _report_grappa(history: Dict[str, Any], out: Optional[str]) -> None:
+def _report_grappa(history: dict[str, Any], out: str | None) -> None:
     from .grappa.__main__ import print_final
 
     rows = []
     for r in history["epochs"]:
         sent = r.get("bytes_sent") or [0]
-        rows.append([r.get("epoch"), _cell(r.get("seconds"), 3), _cell(r.get("iterations")),
-                     _cell(r.get("loss")), _cell(r.get("val_acc")), _cell(r.get("test_acc")),
-                     f"{sum(sent) / len(sent):,.0f}"])
-    print(table(rows, ["epoch", "seconds", "iterations", "loss", "val acc", "test acc",
-                       "bytes sent/worker"]))
+        rows.append(
+            [
+                r.get("epoch"),
+                _cell(r.get("seconds"), 3),
+                _cell(r.get("iterations")),
+                _cell(r.get("loss")),
+                _cell(r.get("val_acc")),
+                _cell(r.get("test_acc")),
+                f"{sum(sent) / len(sent):,.0f}",
+            ]
+        )
+    print(
+        table(
+            rows,
+            ["epoch", "seconds", "iterations", "loss", "val acc", "test acc", "bytes sent/worker"],
+        )
+    )
     print_final(history, out)
 
 
@@ -577,8 +735,14 @@ def cmd_grappa(args: argparse.Namespace, parser: argparse.ArgumentParser) -> int
     dataset = values.get("dataset")
     inputs = list(dataset.values()) if isinstance(dataset, dict) and "name" not in dataset else []
     _check_output(parser, "--json", values.get("history_path"), inputs=inputs + [args.config])
-    return run(values, values.get("history_path"), _grappa_error(parser),
-               source="zg grappa", report=_report_grappa, failed=_grappa_failed)
+    return run(
+        values,
+        values.get("history_path"),
+        _grappa_error(parser),
+        source="zg grappa",
+        report=_report_grappa,
+        failed=_grappa_failed,
+    )
 
 
 # ----------------------------------------------------------------------------- zg bench, zg report
@@ -594,7 +758,7 @@ def repo_root() -> Path:
     return Path(env) if env else Path(__file__).resolve().parent.parent
 
 
-def _repo_or_none() -> Optional[str]:
+def _repo_or_none() -> str | None:
     root = repo_root()
     return str(root) if (root / "bench").is_dir() and (root / "tools").is_dir() else None
 
@@ -603,25 +767,31 @@ def _require_repo(parser: argparse.ArgumentParser, relative: str) -> Path:
     root = repo_root()
     target = root / relative
     if not target.exists():
-        how = (f"{REPO_ENV}={root}" if os.environ.get(REPO_ENV)
-               else f"zg is installed at {Path(__file__).resolve().parent}")
-        parser.error(f"{relative} not found in {root} ({how}). bench/ and tools/ live in the zg "
-                     f"repository, not in the installed package: run from a checkout "
-                     f"(pip install -e .), or set {REPO_ENV} to one")
+        how = (
+            f"{REPO_ENV}={root}"
+            if os.environ.get(REPO_ENV)
+            else f"zg is installed at {Path(__file__).resolve().parent}"
+        )
+        parser.error(
+            f"{relative} not found in {root} ({how}). bench/ and tools/ live in the zg "
+            f"repository, not in the installed package: run from a checkout "
+            f"(pip install -e .), or set {REPO_ENV} to one"
+        )
     return target
 
 
-def _script_env(root: Path) -> Dict[str, str]:
+def _script_env(root: Path) -> dict[str, str]:
     """The environment the Makefile gives the scripts, with this checkout first on the path."""
     env = dict(os.environ)
     env["PYTHONPATH"] = os.pathsep.join(
-        [str(root)] + ([env["PYTHONPATH"]] if env.get("PYTHONPATH") else []))
+        [str(root)] + ([env["PYTHONPATH"]] if env.get("PYTHONPATH") else [])
+    )
     env.setdefault("DGLBACKEND", "pytorch")
     env.setdefault("OMP_WAIT_POLICY", "PASSIVE")
     return env
 
 
-def bench_names(folder: Path) -> List[str]:
+def bench_names(folder: Path) -> list[str]:
     """The benchmarks in ``folder``: every bench/<name>.py not starting with "_"."""
     return sorted(p.stem for p in folder.glob("*.py") if not p.stem.startswith("_"))
 
@@ -636,11 +806,14 @@ def cmd_bench(args: argparse.Namespace, parser: argparse.ArgumentParser) -> int:
             print(f"{name.ljust(max(map(len, names)))}  {summary}")
         return 0
     if args.name not in names:
-        parser.error(f"unknown benchmark {args.name!r}; choose one of {', '.join(names)} "
-                     f"(the scripts in {folder})")
+        parser.error(
+            f"unknown benchmark {args.name!r}; choose one of {', '.join(names)} "
+            f"(the scripts in {folder})"
+        )
     script = folder / f"{args.name}.py"
-    return subprocess.run([sys.executable, str(script), *args.args], cwd=folder.parent,
-                          env=_script_env(folder.parent)).returncode
+    return subprocess.run(
+        [sys.executable, str(script), *args.args], cwd=folder.parent, env=_script_env(folder.parent)
+    ).returncode
 
 
 def cmd_report(args: argparse.Namespace, parser: argparse.ArgumentParser) -> int:
@@ -655,8 +828,9 @@ def cmd_report(args: argparse.Namespace, parser: argparse.ArgumentParser) -> int
     command = [sys.executable, str(script), "--scale", args.scale, "--out", str(args.out)]
     if args.timeout is not None:
         command += ["--timeout", str(args.timeout)]
-    return subprocess.run(command + [str(nb) for nb in notebooks], cwd=root,
-                          env=_script_env(root)).returncode
+    return subprocess.run(
+        command + [str(nb) for nb in notebooks], cwd=root, env=_script_env(root)
+    ).returncode
 
 
 # ----------------------------------------------------------------------------- the parser
@@ -667,94 +841,177 @@ def build_parser() -> argparse.ArgumentParser:
     from . import datasets
 
     parser = argparse.ArgumentParser(
-        prog="zg", description="zg: ZeroGNN and Grappa, built and measured. "
-        "Start with `zg info` and `zg train --dataset cora`.")
+        prog="zg",
+        description="zg: ZeroGNN and Grappa, built and measured. "
+        "Start with `zg info` and `zg train --dataset cora`.",
+    )
     sub = parser.add_subparsers(dest="command", metavar="COMMAND", required=True)
 
-    p = sub.add_parser("info", help="versions, CUDA devices, threads and the machine note",
-                       description="Versions of torch, DGL, numba and the optional packages, "
-                       "CUDA devices, threads, and the machine note the benchmarks record.")
+    p = sub.add_parser(
+        "info",
+        help="versions, CUDA devices, threads and the machine note",
+        description="Versions of torch, DGL, numba and the optional packages, "
+        "CUDA devices, threads, and the machine note the benchmarks record.",
+    )
     p.add_argument("--json", action="store_true", help="print the report as JSON")
     p.set_defaults(handler=cmd_info, subparser=p)
 
-    p = sub.add_parser("train", help="train a GNN with zg.Engine and print a table per epoch",
-                       description="Train a GNN with zg.Engine: a progress bar per epoch, then a "
-                       "table per epoch (time, host syncs per iteration, overflows, replays, "
-                       "loss, val/test accuracy) and optionally the history as JSON.")
-    p.add_argument("--dataset", default="cora", metavar="NAME|PATH",
-                   help=f"one of {', '.join(datasets.KNOWN_DATASETS)}, a .npz file "
-                   "(zg.datasets.save_npz) or a graph folder (zg.datasets.save_folder); default cora")
-    p.add_argument("--root", default=None, metavar="DIR",
-                   help="the folder holding a named dataset's files (OGB default: $ZG_OGB_ROOT "
-                   "or ~/.cache/zg/ogb)")
-    p.add_argument("--symmetrize", action=argparse.BooleanOptionalAction, default=True,
-                   help="make directed citation graphs undirected (default: yes)")
-    p.add_argument("--download", action=argparse.BooleanOptionalAction, default=True,
-                   help="download missing OGB files (default: yes; never with a prompt)")
+    p = sub.add_parser(
+        "train",
+        help="train a GNN with zg.Engine and print a table per epoch",
+        description="Train a GNN with zg.Engine: a progress bar per epoch, then a "
+        "table per epoch (time, host syncs per iteration, overflows, replays, "
+        "loss, val/test accuracy) and optionally the history as JSON.",
+    )
+    p.add_argument(
+        "--dataset",
+        default="cora",
+        metavar="NAME|PATH",
+        help=f"one of {', '.join(datasets.KNOWN_DATASETS)}, a .npz file "
+        "(zg.datasets.save_npz) or a graph folder (zg.datasets.save_folder); default cora",
+    )
+    p.add_argument(
+        "--root",
+        default=None,
+        metavar="DIR",
+        help="the folder holding a named dataset's files (OGB default: $ZG_OGB_ROOT "
+        "or ~/.cache/zg/ogb)",
+    )
+    p.add_argument(
+        "--symmetrize",
+        action=argparse.BooleanOptionalAction,
+        default=True,
+        help="make directed citation graphs undirected (default: yes)",
+    )
+    p.add_argument(
+        "--download",
+        action=argparse.BooleanOptionalAction,
+        default=True,
+        help="download missing OGB files (default: yes; never with a prompt)",
+    )
     p.add_argument("--model", choices=("sage", "gcn", "gat"), default="sage", help="default sage")
-    p.add_argument("--layers", type=_positive_int, default=None,
-                   help="number of layers (default: one per fanout)")
+    p.add_argument(
+        "--layers",
+        type=_positive_int,
+        default=None,
+        help="number of layers (default: one per fanout)",
+    )
     p.add_argument("--hidden", type=_positive_int, default=64, help="hidden size (default 64)")
-    p.add_argument("--fanouts", type=parse_fanouts, default=None, metavar="F1,F2,...",
-                   help="neighbours sampled per layer, input layer first (default 15,10,5, "
-                   "or 10 per layer with --layers)")
-    p.add_argument("--batch-size", type=_positive_int, default=1024,
-                   help="seeds per iteration (default 1024)")
+    p.add_argument(
+        "--fanouts",
+        type=parse_fanouts,
+        default=None,
+        metavar="F1,F2,...",
+        help="neighbours sampled per layer, input layer first (default 15,10,5, "
+        "or 10 per layer with --layers)",
+    )
+    p.add_argument(
+        "--batch-size", type=_positive_int, default=1024, help="seeds per iteration (default 1024)"
+    )
     p.add_argument("--epochs", type=_positive_int, default=10, help="default 10")
-    p.add_argument("--lr", type=_positive_float, default=0.01, help="Adam learning rate (default 0.01)")
-    p.add_argument("--mode", choices=("auto", "dynamic", "eager", "static", "graph"), default="auto",
-                   help="what runs (zg.Engine's mode): dynamic = host-mediated reference; eager = "
-                   "envelope shapes, fresh tensors; static = the capturable step on fixed buffers; "
-                   "graph = that step as a CUDA Graph (CUDA only). auto (default): graph on a GPU, "
-                   "static on the CPU")
+    p.add_argument(
+        "--lr", type=_positive_float, default=0.01, help="Adam learning rate (default 0.01)"
+    )
+    p.add_argument(
+        "--mode",
+        choices=("auto", "dynamic", "eager", "static", "graph"),
+        default="auto",
+        help="what runs (zg.Engine's mode): dynamic = host-mediated reference; eager = "
+        "envelope shapes, fresh tensors; static = the capturable step on fixed buffers; "
+        "graph = that step as a CUDA Graph (CUDA only). auto (default): graph on a GPU, "
+        "static on the CPU",
+    )
     # The old flags, refused with a message naming --mode.
     p.add_argument("--pipeline", default=None, help=argparse.SUPPRESS)
-    p.add_argument("--capture", action=argparse.BooleanOptionalAction, default=None,
-                   help=argparse.SUPPRESS)
+    p.add_argument(
+        "--capture", action=argparse.BooleanOptionalAction, default=None, help=argparse.SUPPRESS
+    )
     p.add_argument("--device", default="auto", help="auto (CUDA if available), cpu, cuda or cuda:N")
     p.add_argument("--seed", type=_seed, default=0, help="default 0")
-    p.add_argument("--eval-every", type=_positive_int, default=1, metavar="K",
-                   help="evaluate val/test accuracy every K epochs and after the last (default 1)")
+    p.add_argument(
+        "--eval-every",
+        type=_positive_int,
+        default=1,
+        metavar="K",
+        help="evaluate val/test accuracy every K epochs and after the last (default 1)",
+    )
     p.add_argument("--json", default=None, metavar="OUT", help="write the history as JSON to OUT")
-    p.add_argument("--progress", action=argparse.BooleanOptionalAction, default=None,
-                   help="a progress bar per epoch (default: on a terminal)")
+    p.add_argument(
+        "--progress",
+        action=argparse.BooleanOptionalAction,
+        default=None,
+        help="a progress bar per epoch (default: on a terminal)",
+    )
     p.set_defaults(handler=cmd_train, subparser=p)
 
-    p = sub.add_parser("grappa", help="a Grappa run: one flag per zg.grappa.TrainConfig field",
-                       description="A Grappa run (zg.grappa): one flag per TrainConfig field, "
-                       "generated from the dataclass. Also works under torchrun: "
-                       "torchrun --standalone --nproc-per-node=2 -m zg grappa ...")
-    p.add_argument("--config", default=None, metavar="FILE",
-                   help="a JSON config (as for python -m zg.grappa); flags override its fields")
-    p.add_argument("--dataset", default=None, metavar="NAME|PATH",
-                   help="as for zg train (default: the config's, else cora)")
+    p = sub.add_parser(
+        "grappa",
+        help="a Grappa run: one flag per zg.grappa.TrainConfig field",
+        description="A Grappa run (zg.grappa): one flag per TrainConfig field, "
+        "generated from the dataclass. Also works under torchrun: "
+        "torchrun --standalone --nproc-per-node=2 -m zg grappa ...",
+    )
+    p.add_argument(
+        "--config",
+        default=None,
+        metavar="FILE",
+        help="a JSON config (as for python -m zg.grappa); flags override its fields",
+    )
+    p.add_argument(
+        "--dataset",
+        default=None,
+        metavar="NAME|PATH",
+        help="as for zg train (default: the config's, else cora)",
+    )
     p.add_argument("--root", default=None, metavar="DIR", help="as for zg train")
-    p.add_argument("--symmetrize", action=argparse.BooleanOptionalAction, default=True,
-                   help="as for zg train")
-    p.add_argument("--download", action=argparse.BooleanOptionalAction, default=True,
-                   help="as for zg train")
+    p.add_argument(
+        "--symmetrize", action=argparse.BooleanOptionalAction, default=True, help="as for zg train"
+    )
+    p.add_argument(
+        "--download", action=argparse.BooleanOptionalAction, default=True, help="as for zg train"
+    )
     _add_grappa_flags(p)
     p.set_defaults(handler=cmd_grappa, subparser=p)
 
-    p = sub.add_parser("bench", help="run a benchmark script from bench/ (needs a checkout)",
-                       description="Run bench/NAME.py of the zg repository with this Python; "
-                       "ARGS go to the script (zg bench NAME --help shows them).")
+    p = sub.add_parser(
+        "bench",
+        help="run a benchmark script from bench/ (needs a checkout)",
+        description="Run bench/NAME.py of the zg repository with this Python; "
+        "ARGS go to the script (zg bench NAME --help shows them).",
+    )
     p.add_argument("--list", action="store_true", help="list the benchmarks")
     p.add_argument("name", nargs="?", default=None, help="the benchmark (bench/NAME.py)")
     p.add_argument("args", nargs=argparse.REMAINDER, help="arguments for the script")
     p.set_defaults(handler=cmd_bench, subparser=p)
 
-    p = sub.add_parser("report", help="execute the notebooks into HTML reports (needs a checkout)",
-                       description="tools/build_report.py: execute notebooks into self-contained "
-                       "HTML reports, as `make report` does.")
-    p.add_argument("notebooks", nargs="*", metavar="NOTEBOOK",
-                   help="notebooks to run (default: every notebook in notebooks/)")
-    p.add_argument("--scale", choices=("small", "full"), default="full",
-                   help="ZG_SCALE for the notebooks (default full; small: CI size)")
-    p.add_argument("--out", default="reports", metavar="DIR",
-                   help="where the HTML goes (default reports)")
-    p.add_argument("--timeout", type=_positive_int, default=None, metavar="S",
-                   help="seconds each notebook cell may run")
+    p = sub.add_parser(
+        "report",
+        help="execute the notebooks into HTML reports (needs a checkout)",
+        description="tools/build_report.py: execute notebooks into self-contained "
+        "HTML reports, as `make report` does.",
+    )
+    p.add_argument(
+        "notebooks",
+        nargs="*",
+        metavar="NOTEBOOK",
+        help="notebooks to run (default: every notebook in notebooks/)",
+    )
+    p.add_argument(
+        "--scale",
+        choices=("small", "full"),
+        default="full",
+        help="ZG_SCALE for the notebooks (default full; small: CI size)",
+    )
+    p.add_argument(
+        "--out", default="reports", metavar="DIR", help="where the HTML goes (default reports)"
+    )
+    p.add_argument(
+        "--timeout",
+        type=_positive_int,
+        default=None,
+        metavar="S",
+        help="seconds each notebook cell may run",
+    )
     p.set_defaults(handler=cmd_report, subparser=p)
     return parser
 
@@ -769,7 +1026,7 @@ class _ClosedPipeSafe:
 
     def _dropped(self) -> None:
         self.closed_by_reader = True
-        try:                 # the interpreter's own flush at exit must not fail either
+        try:  # the interpreter's own flush at exit must not fail either
             devnull = os.open(os.devnull, os.O_WRONLY)
             os.dup2(devnull, self._stream.fileno())
             os.close(devnull)
@@ -797,7 +1054,7 @@ class _ClosedPipeSafe:
         return getattr(self._stream, name)
 
 
-def main(argv: Optional[Sequence[str]] = None) -> int:
+def main(argv: Sequence[str] | None = None) -> int:
     """Run the ``zg`` command with ``argv`` (default ``sys.argv[1:]``); returns the exit status."""
     argv = list(sys.argv[1:] if argv is None else argv)
     parser = build_parser()

@@ -32,15 +32,19 @@ import math
 import os
 import shutil
 import tempfile
+from collections.abc import Iterator
 from pathlib import Path
-from typing import Any, Iterator, Tuple
+from typing import Any
 
 import numpy as np
 import torch
 
-from ._checks import int_arg as _int_arg, output_file_arg, path_arg, real_arg as _real_arg
+from ._checks import int_arg as _int_arg
+from ._checks import output_file_arg, path_arg
+from ._checks import real_arg as _real_arg
 from ._io import atomic_write, os_error_naming
-from .graph import EDGE_CHUNK, Graph, csc_from_pairs as _csc_from_pairs
+from .graph import EDGE_CHUNK, Graph
+from .graph import csc_from_pairs as _csc_from_pairs
 
 __all__ = [
     "load",
@@ -80,8 +84,15 @@ FOLDER_FORMAT = "zg.graph.folder"
 FOLDER_VERSION = 1
 FOLDER_META = "meta.json"
 # The arrays of a graph folder, each <key>.npy, and the dtype each must have.
-FOLDER_ARRAYS = {"indptr": "int64", "indices": "int64", "x": "float32", "y": "int64",
-                 "train_idx": "int64", "val_idx": "int64", "test_idx": "int64"}
+FOLDER_ARRAYS = {
+    "indptr": "int64",
+    "indices": "int64",
+    "x": "float32",
+    "y": "int64",
+    "train_idx": "int64",
+    "val_idx": "int64",
+    "test_idx": "int64",
+}
 # The arrays load_folder leaves memory-mapped, for each value of its mmap argument. True (the
 # default): only the features; every other array is something the samplers index with (an
 # out-of-range id read from a file rewritten under a run would make the compiled kernels read
@@ -91,7 +102,7 @@ FOLDER_MAPPED = {True: ("x",), "all": tuple(FOLDER_ARRAYS), False: ()}
 
 # Chunk sizes of the generators. They bound memory, and they fix how the random stream is
 # consumed: changing one changes which graph a given seed produces.
-FEATURE_CHUNK = 1 << 16       # feature rows drawn per chunk
+FEATURE_CHUNK = 1 << 16  # feature rows drawn per chunk
 
 
 # ----------------------------------------------------------------------------- argument checks
@@ -113,7 +124,7 @@ def _name_arg(value: Any) -> str:
     return value
 
 
-def _split_fracs(train_frac: Any, val_frac: Any) -> Tuple[float, float]:
+def _split_fracs(train_frac: Any, val_frac: Any) -> tuple[float, float]:
     train_frac = _real_arg(train_frac, "train_frac", low=0.0, high=1.0)
     val_frac = _real_arg(val_frac, "val_frac", low=0.0, high=1.0)
     if train_frac + val_frac > 1.0 + 1e-12:
@@ -167,7 +178,9 @@ def load(name: str, root: Any = None, *, symmetrize: bool = True, download: bool
     if not isinstance(download, bool):
         raise TypeError(f"download must be a bool, got {type(download).__name__}")
     if root is not None and not isinstance(root, (str, os.PathLike)):
-        raise TypeError(f"root must be a path (str or os.PathLike) or None, got {type(root).__name__}")
+        raise TypeError(
+            f"root must be a path (str or os.PathLike) or None, got {type(root).__name__}"
+        )
     key = name.lower()
     if key not in {known.lower() for known in KNOWN_DATASETS}:
         raise ValueError(f"unknown dataset {name!r}; known datasets: {', '.join(KNOWN_DATASETS)}")
@@ -191,15 +204,21 @@ def _load_cora(path: Path, *, symmetrize: bool = True) -> Graph:
         num_nodes = int(arrays["paper_id"].shape[0])
         feat_dim = int(arrays["feat_dim"])
         # Features are 0/1, stored bit-packed along each row (np.packbits, big-endian bits).
-        x = np.unpackbits(arrays["features_packed"], axis=1, count=feat_dim)   # uint8 [N, F]
+        x = np.unpackbits(arrays["features_packed"], axis=1, count=feat_dim)  # uint8 [N, F]
         return Graph.from_edges(
-            arrays["rel_source"], arrays["rel_target"], num_nodes,
+            arrays["rel_source"],
+            arrays["rel_target"],
+            num_nodes,
             x=torch.from_numpy(x).to(torch.float32),
             y=arrays["y"].astype(np.int64),
-            train_idx=arrays["train_idx"], val_idx=arrays["val_idx"],
+            train_idx=arrays["train_idx"],
+            val_idx=arrays["val_idx"],
             test_idx=arrays["test_idx"],
             num_classes=len(CORA_SUBJECTS),
-            symmetrize=symmetrize, self_loops="remove", duplicates="remove", name="cora",
+            symmetrize=symmetrize,
+            self_loops="remove",
+            duplicates="remove",
+            name="cora",
         )
     except (KeyError, TypeError, ValueError) as exc:
         raise ValueError(
@@ -236,7 +255,7 @@ def save_npz(g: Graph, path: Any, *, compress: bool = False) -> None:
         raise TypeError(f"g must be a zg.Graph, got {type(g).__name__}")
     if not isinstance(compress, bool):
         raise TypeError(f"compress must be a bool, got {type(compress).__name__}")
-    path = output_file_arg(path, "path")       # before any array is built
+    path = output_file_arg(path, "path")  # before any array is built
     arrays = {
         "format": np.array(NPZ_FORMAT),
         "version": np.array(NPZ_VERSION, dtype=np.int64),
@@ -274,18 +293,23 @@ def load_npz(path: Any) -> Graph:
         raise FileNotFoundError(f"no graph file at {path}")
     try:
         arrays = _read_npz(path, NPZ_FORMAT, NPZ_VERSION)
-    except OSError as exc:                       # unreadable: permissions, an I/O error, ...
+    except OSError as exc:  # unreadable: permissions, an I/O error, ...
         raise os_error_naming(exc, "path", path, "read") from exc
     for key in ("indptr", "indices", "name"):
         if key not in arrays:
-            raise ValueError(f"{path} is missing the key {key!r}; it is not a complete zg graph file")
+            raise ValueError(
+                f"{path} is missing the key {key!r}; it is not a complete zg graph file"
+            )
     try:
         return Graph(
-            arrays["indptr"], arrays["indices"],
-            x=arrays.get("x"), y=arrays.get("y"),
-            train_idx=arrays.get("train_idx"), val_idx=arrays.get("val_idx"),
+            arrays["indptr"],
+            arrays["indices"],
+            x=arrays.get("x"),
+            y=arrays.get("y"),
+            train_idx=arrays.get("train_idx"),
+            val_idx=arrays.get("val_idx"),
             test_idx=arrays.get("test_idx"),
-            num_classes=int(arrays.get("num_classes", 0)) or None,     # 0: none known
+            num_classes=int(arrays.get("num_classes", 0)) or None,  # 0: none known
             name=str(arrays["name"]),
         )
     except (TypeError, ValueError) as exc:
@@ -324,15 +348,30 @@ def save_folder(g: Graph, path: Any) -> None:
         raise TypeError(f"path must be a str or os.PathLike, got {type(path).__name__}")
     path = Path(os.fspath(path))
     if path.exists() and not (path.is_dir() and (path / FOLDER_META).is_file()):
-        raise FileExistsError(f"{path} exists and is not a zg graph folder; save_folder replaces "
-                              "only a folder it wrote (one with meta.json)")
+        raise FileExistsError(
+            f"{path} exists and is not a zg graph folder; save_folder replaces "
+            "only a folder it wrote (one with meta.json)"
+        )
     if not path.parent.is_dir():
         raise FileNotFoundError(f"the parent folder of path, {path.parent}, does not exist")
-    arrays = {"indptr": g.indptr, "indices": g.indices, "x": g.x, "y": g.y,
-              "train_idx": g.train_idx, "val_idx": g.val_idx, "test_idx": g.test_idx}
-    meta = {"format": FOLDER_FORMAT, "version": FOLDER_VERSION, "name": g.name,
-            "num_nodes": g.num_nodes, "num_edges": g.num_edges, "num_classes": g.num_classes,
-            "arrays": {}}
+    arrays = {
+        "indptr": g.indptr,
+        "indices": g.indices,
+        "x": g.x,
+        "y": g.y,
+        "train_idx": g.train_idx,
+        "val_idx": g.val_idx,
+        "test_idx": g.test_idx,
+    }
+    meta = {
+        "format": FOLDER_FORMAT,
+        "version": FOLDER_VERSION,
+        "name": g.name,
+        "num_nodes": g.num_nodes,
+        "num_edges": g.num_edges,
+        "num_classes": g.num_classes,
+        "arrays": {},
+    }
     tmp = Path(tempfile.mkdtemp(dir=path.parent, prefix=f".{path.name}.", suffix=".tmp"))
     try:
         for key, tensor in arrays.items():
@@ -349,7 +388,7 @@ def save_folder(g: Graph, path: Any) -> None:
             f.write("\n")
             f.flush()
             os.fsync(f.fileno())
-        os.chmod(tmp, 0o755)          # mkdtemp makes it owner-only; a data folder is not
+        os.chmod(tmp, 0o755)  # mkdtemp makes it owner-only; a data folder is not
         old = None
         if path.exists():
             old = Path(tempfile.mkdtemp(dir=path.parent, prefix=f".{path.name}.", suffix=".old"))
@@ -417,20 +456,27 @@ def load_folder(path: Any, *, mmap: Any = True) -> Graph:
     mapped = FOLDER_MAPPED[_mmap_arg(mmap)]
     path = Path(os.fspath(path))
     if path.is_file():
-        raise ValueError(f"{path} is a file; load_folder reads a folder written by save_folder "
-                         "(a .npz file? use load_npz)")
+        raise ValueError(
+            f"{path} is a file; load_folder reads a folder written by save_folder "
+            "(a .npz file? use load_npz)"
+        )
     if not path.is_dir():
         raise FileNotFoundError(f"no graph folder at {path}")
     meta = _read_folder_meta(path / FOLDER_META)
-    arrays = {key: _read_npy(path / f"{key}.npy", spec, mmap=key in mapped)
-              for key, spec in meta["arrays"].items()}
+    arrays = {
+        key: _read_npy(path / f"{key}.npy", spec, mmap=key in mapped)
+        for key, spec in meta["arrays"].items()
+    }
     try:
         return Graph(
-            arrays["indptr"], arrays["indices"],
-            x=arrays.get("x"), y=arrays.get("y"),
-            train_idx=arrays.get("train_idx"), val_idx=arrays.get("val_idx"),
+            arrays["indptr"],
+            arrays["indices"],
+            x=arrays.get("x"),
+            y=arrays.get("y"),
+            train_idx=arrays.get("train_idx"),
+            val_idx=arrays.get("val_idx"),
             test_idx=arrays.get("test_idx"),
-            num_classes=meta["num_classes"] or None,      # 0: no labels, or none known
+            num_classes=meta["num_classes"] or None,  # 0: no labels, or none known
             name=meta["name"],
         )
     except (TypeError, ValueError) as exc:
@@ -440,13 +486,17 @@ def load_folder(path: Any, *, mmap: Any = True) -> Graph:
 def _read_folder_meta(meta_path: Path) -> dict:
     """The checked content of a graph folder's meta.json; every problem is a ValueError."""
     if not meta_path.is_file():
-        raise ValueError(f"{meta_path.parent} has no {meta_path.name}; it is not a zg graph folder "
-                         "(written by zg.datasets.save_folder)")
+        raise ValueError(
+            f"{meta_path.parent} has no {meta_path.name}; it is not a zg graph folder "
+            "(written by zg.datasets.save_folder)"
+        )
     try:
         meta = json.loads(meta_path.read_bytes().decode("utf-8"))
     except (OSError, UnicodeDecodeError, ValueError) as exc:
-        raise ValueError(f"{meta_path} could not be read as JSON; it may be truncated or corrupt "
-                         f"({type(exc).__name__}: {exc})") from None
+        raise ValueError(
+            f"{meta_path} could not be read as JSON; it may be truncated or corrupt "
+            f"({type(exc).__name__}: {exc})"
+        ) from None
     if not isinstance(meta, dict) or meta.get("format") != FOLDER_FORMAT:
         found = meta.get("format") if isinstance(meta, dict) else type(meta).__name__
         raise ValueError(f"{meta_path} is not a {FOLDER_FORMAT!r} file (found {found!r})")
@@ -454,21 +504,31 @@ def _read_folder_meta(meta_path: Path) -> dict:
     if isinstance(version, bool) or not isinstance(version, int):
         raise ValueError(f"{meta_path} has no integer format version")
     if not 1 <= version <= FOLDER_VERSION:
-        raise ValueError(f"{meta_path} has {FOLDER_FORMAT} version {version}; this zg reads "
-                         f"versions 1..{FOLDER_VERSION} (a newer zg wrote it?)")
+        raise ValueError(
+            f"{meta_path} has {FOLDER_FORMAT} version {version}; this zg reads "
+            f"versions 1..{FOLDER_VERSION} (a newer zg wrote it?)"
+        )
     arrays = meta.get("arrays")
     if not isinstance(arrays, dict) or not {"indptr", "indices"} <= set(arrays):
         raise ValueError(f"{meta_path} does not list the arrays indptr and indices")
     for key, spec in arrays.items():
         expected = FOLDER_ARRAYS.get(key)
         if expected is None:
-            raise ValueError(f"{meta_path} lists an unknown array {key!r}; known: {sorted(FOLDER_ARRAYS)}")
-        if (not isinstance(spec, dict) or spec.get("dtype") != expected
-                or not isinstance(spec.get("shape"), list)
-                or not all(isinstance(d, int) and not isinstance(d, bool) and d >= 0
-                           for d in spec["shape"])):
-            raise ValueError(f"{meta_path}: array {key!r} must be described as "
-                             f"{{\"dtype\": \"{expected}\", \"shape\": [...]}}, got {spec!r}")
+            raise ValueError(
+                f"{meta_path} lists an unknown array {key!r}; known: {sorted(FOLDER_ARRAYS)}"
+            )
+        if (
+            not isinstance(spec, dict)
+            or spec.get("dtype") != expected
+            or not isinstance(spec.get("shape"), list)
+            or not all(
+                isinstance(d, int) and not isinstance(d, bool) and d >= 0 for d in spec["shape"]
+            )
+        ):
+            raise ValueError(
+                f"{meta_path}: array {key!r} must be described as "
+                f'{{"dtype": "{expected}", "shape": [...]}}, got {spec!r}'
+            )
     if not isinstance(meta.get("name"), str):
         raise ValueError(f"{meta_path} has no graph name")
     num_classes = meta.get("num_classes")
@@ -491,12 +551,16 @@ def _read_npy(file: Path, spec: dict, *, mmap: bool) -> np.ndarray:
             else:
                 raise ValueError(f"unsupported .npy format version {major}")
             offset = f.tell()
-    except Exception as exc:   # bad magic, damaged header: ValueError, EOFError, SyntaxError...
-        raise ValueError(f"{file} is not a readable .npy file; it may be truncated or corrupt "
-                         f"({type(exc).__name__}: {exc})") from None
+    except Exception as exc:  # bad magic, damaged header: ValueError, EOFError, SyntaxError...
+        raise ValueError(
+            f"{file} is not a readable .npy file; it may be truncated or corrupt "
+            f"({type(exc).__name__}: {exc})"
+        ) from None
     if str(dtype) != spec["dtype"] or list(shape) != spec["shape"] or fortran_order:
-        raise ValueError(f"{file} holds {'Fortran-order ' if fortran_order else ''}{dtype} "
-                         f"{list(shape)}, but meta.json says {spec['dtype']} {spec['shape']}")
+        raise ValueError(
+            f"{file} holds {'Fortran-order ' if fortran_order else ''}{dtype} "
+            f"{list(shape)}, but meta.json says {spec['dtype']} {spec['shape']}"
+        )
     size = file.stat().st_size
     expected = offset + int(np.prod(shape, dtype=np.int64)) * dtype.itemsize
     if size != expected:
@@ -546,19 +610,22 @@ def _read_npz(path: Path, expected_format: str, max_version: int) -> dict:
 # ----------------------------------------------------------------------------- shared generator parts
 
 
-def _class_features(y: torch.Tensor, num_classes: int, feat_dim: int, feature_snr: float,
-                    gen: torch.Generator) -> torch.Tensor:
+def _class_features(
+    y: torch.Tensor, num_classes: int, feat_dim: int, feature_snr: float, gen: torch.Generator
+) -> torch.Tensor:
     """float32 [N, F]: x_i = mean[y_i] + noise_i, noise ~ N(0, I).
 
     The class means are drawn from N(0, snr^2 / (2F) I), so two class means lie about
     ``feature_snr`` noise standard deviations apart.
     """
-    means = torch.randn(num_classes, feat_dim, generator=gen) * (feature_snr / math.sqrt(2 * feat_dim))
-    x = torch.empty(y.numel(), feat_dim, dtype=torch.float32)      # [N, F]
-    for start in range(0, y.numel(), FEATURE_CHUNK):              # chunks: no [N, F] temporary
-        rows = x[start:start + FEATURE_CHUNK]
+    means = torch.randn(num_classes, feat_dim, generator=gen) * (
+        feature_snr / math.sqrt(2 * feat_dim)
+    )
+    x = torch.empty(y.numel(), feat_dim, dtype=torch.float32)  # [N, F]
+    for start in range(0, y.numel(), FEATURE_CHUNK):  # chunks: no [N, F] temporary
+        rows = x[start : start + FEATURE_CHUNK]
         torch.randn(rows.shape, generator=gen, out=rows)
-        rows += means[y[start:start + FEATURE_CHUNK]]
+        rows += means[y[start : start + FEATURE_CHUNK]]
     return x
 
 
@@ -567,9 +634,11 @@ def _random_split(num_nodes: int, train_frac: float, val_frac: float, gen: torch
     perm = torch.randperm(num_nodes, generator=gen)
     n_train = int(train_frac * num_nodes)
     n_val = int(val_frac * num_nodes)
-    return (torch.sort(perm[:n_train]).values,
-            torch.sort(perm[n_train:n_train + n_val]).values,
-            torch.sort(perm[n_train + n_val:]).values)
+    return (
+        torch.sort(perm[:n_train]).values,
+        torch.sort(perm[n_train : n_train + n_val]).values,
+        torch.sort(perm[n_train + n_val :]).values,
+    )
 
 
 def _chunks(total: int) -> Iterator[int]:
@@ -653,16 +722,16 @@ def csbm(
 
     gen = torch.Generator().manual_seed(seed)
     N, C = num_nodes, num_classes
-    y = (torch.arange(N) % C)[torch.randperm(N, generator=gen)]     # [N] balanced classes
+    y = (torch.arange(N) % C)[torch.randperm(N, generator=gen)]  # [N] balanced classes
     # Nodes grouped by class: members[class_start[c]:class_start[c + 1]] are class c.
-    members = torch.argsort(y, stable=True)                          # [N]
-    class_size = torch.bincount(y, minlength=C)                      # [C]
-    class_start = torch.cumsum(class_size, 0) - class_size           # [C]
+    members = torch.argsort(y, stable=True)  # [N]
+    class_size = torch.bincount(y, minlength=C)  # [C]
+    class_start = torch.cumsum(class_size, 0) - class_size  # [C]
     if degree == "powerlaw":
         u01 = torch.rand(N, generator=gen, dtype=torch.float64)
-        weight = (1.0 - u01).pow(-1.0 / (power - 1.0))               # [N] Pareto, >= 1
-        cum = torch.cumsum(weight[members], 0)                       # [N] float64, by class
-        cum_before = torch.cat([cum.new_zeros(1), cum])[class_start] # [C] mass before class c
+        weight = (1.0 - u01).pow(-1.0 / (power - 1.0))  # [N] Pareto, >= 1
+        cum = torch.cumsum(weight[members], 0)  # [N] float64, by class
+        cum_before = torch.cat([cum.new_zeros(1), cum])[class_start]  # [C] mass before class c
         class_mass = cum[class_start + class_size - 1] - cum_before  # [C]
 
     def draw_in_classes(c: torch.Tensor) -> torch.Tensor:
@@ -679,7 +748,7 @@ def csbm(
 
     num_pairs = round(N * avg_degree / 2)
 
-    def pairs() -> Iterator[Tuple[torch.Tensor, torch.Tensor]]:
+    def pairs() -> Iterator[tuple[torch.Tensor, torch.Tensor]]:
         for k in _chunks(num_pairs):
             if degree == "uniform":
                 u = torch.randint(N, (k,), generator=gen)
@@ -699,8 +768,17 @@ def csbm(
     indptr, indices = _csc_from_pairs(pairs(), num_pairs, N)
     x = _class_features(y, C, feat_dim, feature_snr, gen)
     train_idx, val_idx, test_idx = _random_split(N, train_frac, val_frac, gen)
-    return Graph(indptr, indices, x=x, y=y, train_idx=train_idx, val_idx=val_idx,
-                 test_idx=test_idx, num_classes=C, name=name)
+    return Graph(
+        indptr,
+        indices,
+        x=x,
+        y=y,
+        train_idx=train_idx,
+        val_idx=val_idx,
+        test_idx=test_idx,
+        num_classes=C,
+        name=name,
+    )
 
 
 # ----------------------------------------------------------------------------- R-MAT
@@ -766,16 +844,16 @@ def rmat(
     # as (source bit, destination bit). The edge is carried as one int64 code src * N + dst,
     # so each level is a table lookup and an add: quadrant q adds step[q] << level.
     thresholds = torch.tensor([a, a + b, a + b + c])
-    step = torch.tensor([0, 1, N, N + 1], dtype=torch.int64)        # [4] (src bit) * N + (dst bit)
+    step = torch.tensor([0, 1, N, N + 1], dtype=torch.int64)  # [4] (src bit) * N + (dst bit)
     # Graph500 permutes vertex labels so that hubs are not all at small ids; drawn first.
-    perm = torch.randperm(N, generator=gen)                         # [N]
+    perm = torch.randperm(N, generator=gen)  # [N]
 
-    def edges() -> Iterator[Tuple[torch.Tensor, torch.Tensor]]:
+    def edges() -> Iterator[tuple[torch.Tensor, torch.Tensor]]:
         for k in _chunks(num_generated):
-            code = torch.zeros(k, dtype=torch.int64)                 # [k] src * N + dst
-            for level in range(scale):                              # vectorised over edges
+            code = torch.zeros(k, dtype=torch.int64)  # [k] src * N + dst
+            for level in range(scale):  # vectorised over edges
                 r = torch.rand(k, generator=gen)
-                quadrant = torch.bucketize(r, thresholds, right=True)   # [k] in 0..3
+                quadrant = torch.bucketize(r, thresholds, right=True)  # [k] in 0..3
                 code += step[quadrant] << level
             yield perm[code // N], perm[code % N]
 
@@ -783,15 +861,24 @@ def rmat(
     y = torch.randint(num_classes, (N,), generator=gen)
     x = _class_features(y, num_classes, feat_dim, feature_snr, gen)
     train_idx, val_idx, test_idx = _random_split(N, train_frac, val_frac, gen)
-    return Graph(indptr, indices, x=x, y=y, train_idx=train_idx, val_idx=val_idx,
-                 test_idx=test_idx, num_classes=num_classes, name=name)
+    return Graph(
+        indptr,
+        indices,
+        x=x,
+        y=y,
+        train_idx=train_idx,
+        val_idx=val_idx,
+        test_idx=test_idx,
+        num_classes=num_classes,
+        name=name,
+    )
 
 
 # ----------------------------------------------------------------------------- products-like
 
-PRODUCTS_LIKE_VERSION = 1     # bump when the generator changes: cached folders then miss
+PRODUCTS_LIKE_VERSION = 1  # bump when the generator changes: cached folders then miss
 PRODUCTS_LIKE_CHUNK = 1 << 21  # node pairs drawn per chunk (fixes how the stream is consumed)
-PRODUCTS_LIKE_MAX_DEGREE = 20_000   # default cap on expected degree (ogbn-products: max 17,481)
+PRODUCTS_LIKE_MAX_DEGREE = 20_000  # default cap on expected degree (ogbn-products: max 17,481)
 
 
 def default_cache_dir() -> Path:
@@ -810,8 +897,20 @@ def default_cache_dir() -> Path:
     return Path(xdg) / "zg" / "datasets"
 
 
-def _products_like_args(num_nodes, avg_degree, feat_dim, num_classes, seed, homophily, power,
-                        max_degree, feature_snr, train_frac, val_frac, name) -> dict:
+def _products_like_args(
+    num_nodes,
+    avg_degree,
+    feat_dim,
+    num_classes,
+    seed,
+    homophily,
+    power,
+    max_degree,
+    feature_snr,
+    train_frac,
+    val_frac,
+    name,
+) -> dict:
     """The checked arguments of :func:`products_like` (every problem names its argument)."""
     num_nodes = _int_arg(num_nodes, "num_nodes", low=2, high=2**31)
     avg_degree = _real_arg(avg_degree, "avg_degree", low=0.0, high=num_nodes - 1, low_open=True)
@@ -820,37 +919,74 @@ def _products_like_args(num_nodes, avg_degree, feat_dim, num_classes, seed, homo
     seed = _int_arg(seed, "seed", low=0, high=2**63 - 1)
     homophily = _real_arg(homophily, "homophily", low=0.0, high=1.0)
     if homophily < 1.0 and num_classes < 2:
-        raise ValueError(f"homophily={homophily} < 1 sends some edges to another class, which "
-                         f"needs num_classes >= 2 (got num_classes={num_classes})")
+        raise ValueError(
+            f"homophily={homophily} < 1 sends some edges to another class, which "
+            f"needs num_classes >= 2 (got num_classes={num_classes})"
+        )
     power = _real_arg(power, "power", low=2.0, low_open=True)
     if max_degree is None:
         max_degree = min(PRODUCTS_LIKE_MAX_DEGREE, num_nodes - 1)
     max_degree = _int_arg(max_degree, "max_degree", low=1, high=num_nodes - 1)
     if max_degree < avg_degree:
-        raise ValueError(f"max_degree must be >= avg_degree, got max_degree={max_degree} < "
-                         f"avg_degree={avg_degree}")
+        raise ValueError(
+            f"max_degree must be >= avg_degree, got max_degree={max_degree} < "
+            f"avg_degree={avg_degree}"
+        )
     feature_snr = _real_arg(feature_snr, "feature_snr", low=0.0)
     train_frac, val_frac = _split_fracs(train_frac, val_frac)
     name = _name_arg(name)
-    return dict(num_nodes=num_nodes, avg_degree=avg_degree, feat_dim=feat_dim,
-                num_classes=num_classes, seed=seed, homophily=homophily, power=power,
-                max_degree=max_degree, feature_snr=feature_snr, train_frac=train_frac,
-                val_frac=val_frac, name=name)
+    return dict(
+        num_nodes=num_nodes,
+        avg_degree=avg_degree,
+        feat_dim=feat_dim,
+        num_classes=num_classes,
+        seed=seed,
+        homophily=homophily,
+        power=power,
+        max_degree=max_degree,
+        feature_snr=feature_snr,
+        train_frac=train_frac,
+        val_frac=val_frac,
+        name=name,
+    )
 
 
-def products_like_path(num_nodes: int = 2_400_000, avg_degree: float = 50.0, feat_dim: int = 100,
-                       num_classes: int = 47, seed: int = 0, cache_dir: Any = None, *,
-                       homophily: float = 0.8, power: float = 2.5, max_degree: Any = None,
-                       feature_snr: float = 1.0, train_frac: float = 0.08, val_frac: float = 0.016,
-                       name: str = "products_like") -> Path:
+def products_like_path(
+    num_nodes: int = 2_400_000,
+    avg_degree: float = 50.0,
+    feat_dim: int = 100,
+    num_classes: int = 47,
+    seed: int = 0,
+    cache_dir: Any = None,
+    *,
+    homophily: float = 0.8,
+    power: float = 2.5,
+    max_degree: Any = None,
+    feature_snr: float = 1.0,
+    train_frac: float = 0.08,
+    val_frac: float = 0.016,
+    name: str = "products_like",
+) -> Path:
     """The cache folder :func:`products_like` reads and writes for these arguments.
 
     Its name shows the size and seed and ends in a hash of every argument and the generator
     version, so two different graphs never share a folder. Whether it exists says whether the
     next call generates or loads.
     """
-    args = _products_like_args(num_nodes, avg_degree, feat_dim, num_classes, seed, homophily,
-                               power, max_degree, feature_snr, train_frac, val_frac, name)
+    args = _products_like_args(
+        num_nodes,
+        avg_degree,
+        feat_dim,
+        num_classes,
+        seed,
+        homophily,
+        power,
+        max_degree,
+        feature_snr,
+        train_frac,
+        val_frac,
+        name,
+    )
     return _products_like_folder(args, cache_dir)
 
 
@@ -858,11 +994,14 @@ def _products_like_folder(args: dict, cache_dir: Any) -> Path:
     import hashlib
 
     root = default_cache_dir() if cache_dir is None else path_arg(cache_dir, "cache_dir")
-    spec = json.dumps({"generator": "products_like", "version": PRODUCTS_LIKE_VERSION, **args},
-                      sort_keys=True)
+    spec = json.dumps(
+        {"generator": "products_like", "version": PRODUCTS_LIKE_VERSION, **args}, sort_keys=True
+    )
     digest = hashlib.sha256(spec.encode()).hexdigest()[:12]
-    return root / (f"products_like-n{args['num_nodes']}-d{args['avg_degree']:g}-f{args['feat_dim']}"
-                   f"-c{args['num_classes']}-s{args['seed']}-{digest}")
+    return root / (
+        f"products_like-n{args['num_nodes']}-d{args['avg_degree']:g}-f{args['feat_dim']}"
+        f"-c{args['num_classes']}-s{args['seed']}-{digest}"
+    )
 
 
 def products_like(
@@ -947,8 +1086,20 @@ def products_like(
     """
     import time
 
-    args = _products_like_args(num_nodes, avg_degree, feat_dim, num_classes, seed, homophily,
-                               power, max_degree, feature_snr, train_frac, val_frac, name)
+    args = _products_like_args(
+        num_nodes,
+        avg_degree,
+        feat_dim,
+        num_classes,
+        seed,
+        homophily,
+        power,
+        max_degree,
+        feature_snr,
+        train_frac,
+        val_frac,
+        name,
+    )
     if not isinstance(cache, bool):
         raise TypeError(f"cache must be a bool, got {type(cache).__name__}")
     _mmap_arg(mmap)
@@ -964,15 +1115,20 @@ def products_like(
         return g
     folder.parent.mkdir(parents=True, exist_ok=True)
     save_folder(g, folder)
-    info = {"generator": "products_like", "version": PRODUCTS_LIKE_VERSION, "arguments": args,
-            "generation_seconds": seconds, "num_edges": g.num_edges,
-            "numpy": np.__version__}
+    info = {
+        "generator": "products_like",
+        "version": PRODUCTS_LIKE_VERSION,
+        "arguments": args,
+        "generation_seconds": seconds,
+        "num_edges": g.num_edges,
+        "numpy": np.__version__,
+    }
     try:
         with open(folder / "products_like.json", "w", encoding="utf-8") as f:
             json.dump(info, f, indent=1)
             f.write("\n")
     except OSError:
-        pass                      # the note is informative; the graph itself is saved
+        pass  # the note is informative; the graph itself is saved
     return load_folder(folder, mmap=mmap) if mmap else g
 
 
@@ -995,20 +1151,32 @@ def _capped_degrees(weight: np.ndarray, avg_degree: float, max_degree: int) -> n
     return degree
 
 
-def _generate_products_like(num_nodes, avg_degree, feat_dim, num_classes, seed, homophily, power,
-                            max_degree, feature_snr, train_frac, val_frac, name) -> Graph:
+def _generate_products_like(
+    num_nodes,
+    avg_degree,
+    feat_dim,
+    num_classes,
+    seed,
+    homophily,
+    power,
+    max_degree,
+    feature_snr,
+    train_frac,
+    val_frac,
+    name,
+) -> Graph:
     rng = np.random.default_rng(seed)
     N, C = num_nodes, num_classes
-    y = rng.permutation(np.arange(N, dtype=np.int64) % C)                 # [N] balanced classes
-    members = np.argsort(y, kind="stable")                                 # [N] nodes by class
-    class_size = np.bincount(y, minlength=C)                               # [C]
-    class_start = np.cumsum(class_size) - class_size                       # [C]
-    pareto = (1.0 - rng.random(N)) ** (-1.0 / (power - 1.0))              # [N] float64, >= 1
-    weight = _capped_degrees(pareto, avg_degree, max_degree)               # [N] expected degree
+    y = rng.permutation(np.arange(N, dtype=np.int64) % C)  # [N] balanced classes
+    members = np.argsort(y, kind="stable")  # [N] nodes by class
+    class_size = np.bincount(y, minlength=C)  # [C]
+    class_start = np.cumsum(class_size) - class_size  # [C]
+    pareto = (1.0 - rng.random(N)) ** (-1.0 / (power - 1.0))  # [N] float64, >= 1
+    weight = _capped_degrees(pareto, avg_degree, max_degree)  # [N] expected degree
     del pareto
-    cum = np.cumsum(weight[members])                                       # [N] by class
-    cum_before = np.concatenate([[0.0], cum])[class_start]                 # [C] mass before c
-    class_mass = cum[class_start + class_size - 1] - cum_before            # [C]
+    cum = np.cumsum(weight[members])  # [N] by class
+    cum_before = np.concatenate([[0.0], cum])[class_start]  # [C] mass before c
+    class_mass = cum[class_start + class_size - 1] - cum_before  # [C]
     del weight
 
     guide = _guide_table(cum)
@@ -1028,30 +1196,32 @@ def _generate_products_like(num_nodes, avg_degree, feat_dim, num_classes, seed, 
         multinomial draw over the class masses), so the searches for u and for a same-class v
         stay in that class's slice of ``cum``, which stays in cache.
         """
-        keys = np.empty(2 * count, dtype=np.int64)     # filled in place, chunk by chunk
+        keys = np.empty(2 * count, dtype=np.int64)  # filled in place, chunk by chunk
         filled = 0
-        per_class = rng.multinomial(count, class_mass / class_mass.sum())    # [C]
+        per_class = rng.multinomial(count, class_mass / class_mass.sum())  # [C]
         for c, n_c in enumerate(per_class.tolist()):
             for start in range(0, n_c, PRODUCTS_LIKE_CHUNK):
                 k = min(PRODUCTS_LIKE_CHUNK, n_c - start)
-                u = draw_in_classes(np.full(k, c, dtype=np.int64))         # [k] in class c
+                u = draw_in_classes(np.full(k, c, dtype=np.int64))  # [k] in class c
                 same = rng.random(k) < homophily
                 # A uniformly chosen *other* class: shift by 1..C-1 around the ring.
                 other = c if C == 1 else (c + rng.integers(1, C, k)) % C
-                v = draw_in_classes(np.where(same, c, other))              # [k]
-                keep = u != v                                              # no self-loops
+                v = draw_in_classes(np.where(same, c, other))  # [k]
+                keep = u != v  # no self-loops
                 u, v = u[keep], v[keep]
-                forward = keys[filled:filled + u.size]
-                backward = keys[filled + u.size:filled + 2 * u.size]
-                np.multiply(v, N, out=forward); forward += u               # edge u -> v
-                np.multiply(u, N, out=backward); backward += v             # edge v -> u
+                forward = keys[filled : filled + u.size]
+                backward = keys[filled + u.size : filled + 2 * u.size]
+                np.multiply(v, N, out=forward)  # edge u -> v
+                forward += u
+                np.multiply(u, N, out=backward)  # edge v -> u
+                backward += v
                 filled += 2 * u.size
         return keys[:filled]
 
-    target = int(round(N * avg_degree / 2))                                # undirected pairs
+    target = int(round(N * avg_degree / 2))  # undirected pairs
     keys = draw_pairs(target)
-    keys.sort()                                    # in place; numpy's sort is the fast one here
-    keys = _distinct_sorted(keys)                                          # [E] by (dst, src)
+    keys.sort()  # in place; numpy's sort is the fast one here
+    keys = _distinct_sorted(keys)  # [E] by (dst, src)
     # Top-up: duplicates and self-loops were dropped, so draw the missing pairs again (a few
     # rounds: each loses a smaller share). New keys merge into the sorted array by searchsorted.
     for _ in range(8):
@@ -1064,24 +1234,33 @@ def _generate_products_like(num_nodes, avg_degree, feat_dim, num_classes, seed, 
         at = np.searchsorted(keys, extra)
         fresh = (at == keys.size) | (keys[np.minimum(at, keys.size - 1)] != extra)
         keys = np.insert(keys, at[fresh], extra[fresh])
-    indices = keys % N                                                     # [E] sources
-    indptr = np.searchsorted(keys, np.arange(N + 1, dtype=np.int64) * N)   # [N + 1]
+    indices = keys % N  # [E] sources
+    indptr = np.searchsorted(keys, np.arange(N + 1, dtype=np.int64) * N)  # [N + 1]
     del keys
     # Features: class means + noise, drawn in row chunks straight into x.
     means = rng.standard_normal((C, feat_dim)) * (feature_snr / math.sqrt(2 * feat_dim))
     means = means.astype(np.float32)
-    x = np.empty((N, feat_dim), dtype=np.float32)                          # [N, F]
+    x = np.empty((N, feat_dim), dtype=np.float32)  # [N, F]
     for start in range(0, N, FEATURE_CHUNK):
-        rows = x[start:start + FEATURE_CHUNK]
+        rows = x[start : start + FEATURE_CHUNK]
         rng.standard_normal(rows.shape, dtype=np.float32, out=rows)
-        rows += means[y[start:start + FEATURE_CHUNK]]
+        rows += means[y[start : start + FEATURE_CHUNK]]
     perm = rng.permutation(N)
     n_train, n_val = int(train_frac * N), int(val_frac * N)
     train_idx = np.sort(perm[:n_train])
-    val_idx = np.sort(perm[n_train:n_train + n_val])
-    test_idx = np.sort(perm[n_train + n_val:])
-    return Graph(indptr, indices, x=x, y=y, train_idx=train_idx, val_idx=val_idx,
-                 test_idx=test_idx, num_classes=C, name=name)
+    val_idx = np.sort(perm[n_train : n_train + n_val])
+    test_idx = np.sort(perm[n_train + n_val :])
+    return Graph(
+        indptr,
+        indices,
+        x=x,
+        y=y,
+        train_idx=train_idx,
+        val_idx=val_idx,
+        test_idx=test_idx,
+        num_classes=C,
+        name=name,
+    )
 
 
 def _guide_table(cum: np.ndarray) -> np.ndarray:
@@ -1100,10 +1279,10 @@ def _guided_search(cum: np.ndarray, guide: np.ndarray, query: np.ndarray) -> np.
     m = cum.size
     # One bin early: float rounding of query / width may land one bin past the true one.
     j = np.clip((query * (m / cum[-1])).astype(np.int64) - 1, 0, m)
-    pos = guide[j]                                            # a lower bound of the answer
+    pos = guide[j]  # a lower bound of the answer
     active = np.flatnonzero(pos < m)
     while active.size:
-        step = cum[pos[active]] <= query[active]              # still at or below the query
+        step = cum[pos[active]] <= query[active]  # still at or below the query
         active = active[step]
         pos[active] += 1
         active = active[pos[active] < m]

@@ -49,9 +49,10 @@ from __future__ import annotations
 import math
 import time
 import warnings
+from collections.abc import Callable, Sequence
 from dataclasses import asdict, dataclass, field
 from pathlib import Path
-from typing import Any, Callable, Dict, List, Optional, Sequence
+from typing import Any
 
 import torch
 
@@ -66,14 +67,21 @@ from .rng import EVAL_EPOCH, batch_key, batch_key_device, batch_ranges, epoch_ba
 from .sampling import DynamicSampler, EnvelopeSampler, check_fanouts
 from .step import STAGES, OverflowGuard, OverflowPoll, StageClock, mean_loss, train_step
 
-__all__ = ["Engine", "Step", "EngineSettings", "EpochStats", "MODES", "CHECKPOINT_FORMAT",
-           "ENGINE_STAGES"]
+__all__ = [
+    "Engine",
+    "Step",
+    "EngineSettings",
+    "EpochStats",
+    "MODES",
+    "CHECKPOINT_FORMAT",
+    "ENGINE_STAGES",
+]
 
 CHECKPOINT_FORMAT = "zg.engine"
-CHECKPOINT_VERSION = 3          # 3: the graph recorded by content (zg._io.graph_fingerprint)
-ENGINE_STAGES = STAGES                   # one tuple of stage names for the whole kit
+CHECKPOINT_VERSION = 3  # 3: the graph recorded by content (zg._io.graph_fingerprint)
+ENGINE_STAGES = STAGES  # one tuple of stage names for the whole kit
 MODES = ("dgl", "dynamic", "eager", "static", "graph")
-_STATIC_MODES = ("static", "graph")      # the modes that run on the static buffers
+_STATIC_MODES = ("static", "graph")  # the modes that run on the static buffers
 
 
 @dataclass
@@ -96,17 +104,17 @@ class EpochStats:
     epoch: int
     seconds: float
     iterations: int
-    host_syncs: Optional[float]
+    host_syncs: float | None
     overflows: int
     replays: int
     rewound_batches: int
     peak_bytes: int
     loss: float
-    envelope_sizes: List[int] = field(default_factory=list)
-    cuda_sync_warnings: Optional[float] = None
-    launches: Optional[float] = None
+    envelope_sizes: list[int] = field(default_factory=list)
+    cuda_sync_warnings: float | None = None
+    launches: float | None = None
     polls: int = 0
-    stage_seconds: Dict[str, float] = field(default_factory=dict)
+    stage_seconds: dict[str, float] = field(default_factory=dict)
 
 
 @dataclass
@@ -128,14 +136,14 @@ class Step:
     """
 
     nodes: Any = None
-    batches: Optional[Callable[[int], List[torch.Tensor]]] = None
-    forward: Optional[Callable] = None
-    loss: Optional[Callable] = None
-    features: Optional[Callable] = None
-    reduce: Optional[Callable[[], None]] = None
-    guard: Optional[OverflowGuard] = None
-    before: Optional[Callable[[int, int], None]] = None
-    after: Optional[Callable[[int, int], None]] = None
+    batches: Callable[[int], list[torch.Tensor]] | None = None
+    forward: Callable | None = None
+    loss: Callable | None = None
+    features: Callable | None = None
+    reduce: Callable[[], None] | None = None
+    guard: OverflowGuard | None = None
+    before: Callable[[int, int], None] | None = None
+    after: Callable[[int, int], None] | None = None
     poll_every: int = 8
     grow_factor: float = 1.5
 
@@ -145,8 +153,10 @@ class Step:
             if value is not None and not callable(value):
                 raise TypeError(f"Step.{name} must be callable or None, got {type(value).__name__}")
         if self.guard is not None and not isinstance(self.guard, OverflowGuard):
-            raise TypeError(f"Step.guard must be a zg.step.OverflowGuard or None, got "
-                            f"{type(self.guard).__name__}")
+            raise TypeError(
+                f"Step.guard must be a zg.step.OverflowGuard or None, got "
+                f"{type(self.guard).__name__}"
+            )
         self.poll_every = int_arg(self.poll_every, "Step.poll_every", low=1)
         g = self.grow_factor
         if isinstance(g, bool) or not isinstance(g, (int, float)):
@@ -161,7 +171,7 @@ class EngineSettings:
     """An Engine's settings, recorded once: what :meth:`Engine.save` writes and
     :meth:`Engine.load` checks (those in :data:`CHECKPOINT_KEYS`), and what reports print."""
 
-    fanouts: List[int]
+    fanouts: list[int]
     batch_size: int
     mode: str
     device: str
@@ -180,10 +190,21 @@ class EngineSettings:
 
     # What a checkpoint must agree on to be loaded: what defines the training trajectory,
     # not how it runs (a static run on the CPU may resume as a CUDA Graph on a GPU).
-    CHECKPOINT_KEYS = ("fanouts", "batch_size", "optimizer", "lr", "weight_decay", "seed",
-                       "replace", "num_nodes", "num_edges", "model", "num_parameters")
+    CHECKPOINT_KEYS = (
+        "fanouts",
+        "batch_size",
+        "optimizer",
+        "lr",
+        "weight_decay",
+        "seed",
+        "replace",
+        "num_nodes",
+        "num_edges",
+        "model",
+        "num_parameters",
+    )
 
-    def as_dict(self) -> Dict[str, Any]:
+    def as_dict(self) -> dict[str, Any]:
         return asdict(self)
 
 
@@ -199,8 +220,9 @@ def _check_device(device: Any) -> torch.device:
             raise ValueError(f"device {device!r} asked for, but CUDA is not available here")
         index = 0 if dev.index is None else dev.index
         if index >= torch.cuda.device_count():
-            raise ValueError(f"device {device!r}: there are only {torch.cuda.device_count()} "
-                             "CUDA device(s) here")
+            raise ValueError(
+                f"device {device!r}: there are only {torch.cuda.device_count()} CUDA device(s) here"
+            )
         dev = torch.device("cuda", index)
     return dev
 
@@ -209,24 +231,43 @@ def _check_mode(mode: Any, device: torch.device) -> str:
     if not isinstance(mode, str) or mode not in MODES:
         raise ValueError(f"mode must be one of {', '.join(map(repr, MODES))}, got {mode!r}")
     if mode == "graph" and device.type != "cuda":
-        raise ValueError("mode='graph' captures a CUDA Graph, which needs a CUDA device; on the "
-                         "CPU mode='static' is its twin (the same static step, run eagerly)")
+        raise ValueError(
+            "mode='graph' captures a CUDA Graph, which needs a CUDA device; on the "
+            "CPU mode='static' is its twin (the same static step, run eagerly)"
+        )
     if mode == "dgl" and device.type != "cpu":
-        raise ValueError("mode='dgl' runs on the CPU here (the reference environment's DGL has no "
-                         "CUDA build)")
+        raise ValueError(
+            "mode='dgl' runs on the CPU here (the reference environment's DGL has no CUDA build)"
+        )
     return mode
 
 
 # Old keyword arguments, translated with a DeprecationWarning that names the replacement.
-_STEP_KEYWORDS = {"nodes": "nodes", "batches": "batches", "forward": "forward", "loss": "loss",
-                  "features": "features", "reduce": "reduce", "guard": "guard",
-                  "before_step": "before", "after_step": "after", "poll_every": "poll_every",
-                  "grow_factor": "grow_factor"}
-_OLD_KEYWORDS = ("capture", "cuda_graph", "pipeline", "lr", "weight_decay", "audit_iterations",
-                 "trace") + tuple(_STEP_KEYWORDS)
+_STEP_KEYWORDS = {
+    "nodes": "nodes",
+    "batches": "batches",
+    "forward": "forward",
+    "loss": "loss",
+    "features": "features",
+    "reduce": "reduce",
+    "guard": "guard",
+    "before_step": "before",
+    "after_step": "after",
+    "poll_every": "poll_every",
+    "grow_factor": "grow_factor",
+}
+_OLD_KEYWORDS = (
+    "capture",
+    "cuda_graph",
+    "pipeline",
+    "lr",
+    "weight_decay",
+    "audit_iterations",
+    "trace",
+) + tuple(_STEP_KEYWORDS)
 
 
-def _translate_old_keywords(kwargs: Dict[str, Any]):
+def _translate_old_keywords(kwargs: dict[str, Any]):
     """(new kwargs, observer changes) for a call that used the old keyword arguments."""
     old = {k: kwargs.pop(k) for k in _OLD_KEYWORDS if k in kwargs}
     for name in ("cuda_graph", "trace"):
@@ -235,16 +276,19 @@ def _translate_old_keywords(kwargs: Dict[str, Any]):
     if "capture" in old and old["capture"] not in (None, True, False):
         raise TypeError(f"capture must be None, True or False, got {old['capture']!r}")
     if "pipeline" in old and old["pipeline"] not in ("envelope", "dynamic"):
-        raise ValueError(f"pipeline must be 'envelope' or 'dynamic', got {old['pipeline']!r} "
-                         "(its replacement: mode='eager' | 'static' | 'dynamic' | 'dgl')")
+        raise ValueError(
+            f"pipeline must be 'envelope' or 'dynamic', got {old['pipeline']!r} "
+            "(its replacement: mode='eager' | 'static' | 'dynamic' | 'dgl')"
+        )
     audit = old.get("audit_iterations", 0)
     if isinstance(audit, bool) or not isinstance(audit, int) or audit < 0:
         raise ValueError(f"audit_iterations must be an int >= 0, got {audit!r}")
     replaced = []
     if {"capture", "cuda_graph", "pipeline"} & set(old):
         if "mode" in kwargs:
-            raise TypeError("give mode=... alone: capture=, cuda_graph= and pipeline= are its old "
-                            "spellings")
+            raise TypeError(
+                "give mode=... alone: capture=, cuda_graph= and pipeline= are its old spellings"
+            )
         device = _check_device(kwargs.get("device", "cpu"))
         capture, pipeline = old.get("capture"), old.get("pipeline", "envelope")
         if pipeline == "dynamic":
@@ -258,8 +302,10 @@ def _translate_old_keywords(kwargs: Dict[str, Any]):
     if {"lr", "weight_decay"} & set(old):
         name = kwargs.get("optimizer", "adam")
         if not isinstance(name, str):
-            raise TypeError("lr= and weight_decay= go with optimizer='adam' or 'sgd'; an optimizer "
-                            "object carries its own")
+            raise TypeError(
+                "lr= and weight_decay= go with optimizer='adam' or 'sgd'; an optimizer "
+                "object carries its own"
+            )
         kwargs["optimizer"] = OptimizerSpec(name, old.get("lr", 3e-3), old.get("weight_decay", 0.0))
         replaced.append("lr/weight_decay -> optimizer=zg.optim.adam(lr=..., weight_decay=...)")
     step_fields = {new: old[k] for k, new in _STEP_KEYWORDS.items() if k in old}
@@ -271,8 +317,12 @@ def _translate_old_keywords(kwargs: Dict[str, Any]):
     observers = {k: old[k] for k in ("audit_iterations", "trace") if k in old}
     if observers:
         replaced.append("audit_iterations/trace -> engine.observers (zg.observe.AuditSyncs, Trace)")
-    warnings.warn("zg.Engine: old keyword arguments; " + "; ".join(replaced) + " (see the README, "
-                  "'What changed')", DeprecationWarning, stacklevel=3)
+    warnings.warn(
+        "zg.Engine: old keyword arguments; " + "; ".join(replaced) + " (see the README, "
+        "'What changed')",
+        DeprecationWarning,
+        stacklevel=3,
+    )
     return kwargs, observers
 
 
@@ -283,8 +333,10 @@ class _OldKeywords(type):
 
     def __call__(cls, *args, **kwargs):
         if len(args) > 5:
-            raise TypeError("zg.Engine takes (g, model, fanouts, batch_size, envelope) by position; "
-                            "give the rest by keyword (mode=, device=, seed=, optimizer=, ...)")
+            raise TypeError(
+                "zg.Engine takes (g, model, fanouts, batch_size, envelope) by position; "
+                "give the rest by keyword (mode=, device=, seed=, optimizer=, ...)"
+            )
         observers = {}
         if any(k in kwargs for k in _OLD_KEYWORDS):
             kwargs, observers = _translate_old_keywords(kwargs)
@@ -330,10 +382,22 @@ class Engine(metaclass=_OldKeywords):
     every call of :meth:`train_epoch`), ``envelope`` (None in modes "dgl" and "dynamic").
     """
 
-    def __init__(self, g: Graph, model: torch.nn.Module, fanouts: Sequence[int], batch_size: int,
-                 envelope: Any = "profiled", *, mode: str = "static", device: Any = "cpu",
-                 seed: int = 0, replace: bool = False, optimizer: Any = "adam", kernel: str = "auto",
-                 step: Optional[Step] = None):
+    def __init__(
+        self,
+        g: Graph,
+        model: torch.nn.Module,
+        fanouts: Sequence[int],
+        batch_size: int,
+        envelope: Any = "profiled",
+        *,
+        mode: str = "static",
+        device: Any = "cpu",
+        seed: int = 0,
+        replace: bool = False,
+        optimizer: Any = "adam",
+        kernel: str = "auto",
+        step: Step | None = None,
+    ):
         if not isinstance(g, Graph):
             raise TypeError(f"g must be a zg.Graph, got {type(g).__name__}")
         if not isinstance(model, torch.nn.Module):
@@ -345,15 +409,22 @@ class Engine(metaclass=_OldKeywords):
             raise TypeError(f"step must be a zg.Step or None, got {type(step).__name__}")
         self.step = step
         if mode == "dgl" and isinstance(model, _BlockModel):
-            raise TypeError("mode='dgl' trains a dgl.nn model (zg.baselines.dgl.DGLModel); a zg "
-                            "model reads padded zg blocks: use mode 'dynamic', 'eager' or 'static'")
+            raise TypeError(
+                "mode='dgl' trains a dgl.nn model (zg.baselines.dgl.DGLModel); a zg "
+                "model reads padded zg blocks: use mode 'dynamic', 'eager' or 'static'"
+            )
         if mode != "dgl" and step.forward is None and not isinstance(model, _BlockModel):
-            raise TypeError(f"model must be a zg model (zg.models.SAGE, GCN or GAT: it reads padded "
-                            f"zg blocks), got {type(model).__name__}")
-        if not (isinstance(envelope, Envelope) or (isinstance(envelope, str)
-                                                   and envelope in ("profiled", "worst_case"))):
+            raise TypeError(
+                f"model must be a zg model (zg.models.SAGE, GCN or GAT: it reads padded "
+                f"zg blocks), got {type(model).__name__}"
+            )
+        if not (
+            isinstance(envelope, Envelope)
+            or (isinstance(envelope, str) and envelope in ("profiled", "worst_case"))
+        ):
             raise (ValueError if isinstance(envelope, str) else TypeError)(
-                f"envelope must be 'profiled', 'worst_case' or a zg.Envelope, got {envelope!r}")
+                f"envelope must be 'profiled', 'worst_case' or a zg.Envelope, got {envelope!r}"
+            )
         if not isinstance(kernel, str) or kernel not in ("auto", "fused", "torch"):
             raise ValueError(f"kernel must be 'auto', 'fused' or 'torch', got {kernel!r}")
         if (g.x is None and step.features is None) or g.y is None:
@@ -365,19 +436,24 @@ class Engine(metaclass=_OldKeywords):
             nodes = g.train_idx
         fanouts = check_fanouts(fanouts)
         batch_size = int_arg(batch_size, "batch_size", low=1)
-        seed = int_arg(seed, "seed", low=0, high=2**63 - 1)       # an int64 (a device tensor)
+        seed = int_arg(seed, "seed", low=0, high=2**63 - 1)  # an int64 (a device tensor)
         if not isinstance(replace, bool):
             raise TypeError(f"replace must be a bool, got {type(replace).__name__}")
         if isinstance(model, _BlockModel):
             _check_model_fits(model, g, fanouts, step.features is None)
         # The kit's own id checks (integers, 1-d, distinct, in range; a mask or floats are
         # refused), on a copy: a later in-place change of g.train_idx must not reach the engine.
-        self.nodes = node_ids_arg(nodes.cpu() if isinstance(nodes, torch.Tensor) else nodes,
-                                  "Step.nodes" if step.nodes is not None else "g.train_idx",
-                                  g.num_nodes, device=torch.device("cpu")).clone()
+        self.nodes = node_ids_arg(
+            nodes.cpu() if isinstance(nodes, torch.Tensor) else nodes,
+            "Step.nodes" if step.nodes is not None else "g.train_idx",
+            g.num_nodes,
+            device=torch.device("cpu"),
+        ).clone()
         if g.y is not None and not bool((g.y.cpu()[self.nodes] >= 0).any()):
-            raise ValueError(f"none of the {self.nodes.numel()} training nodes has a label (y >= 0): "
-                             "the loss would be 0 and no parameter would ever change")
+            raise ValueError(
+                f"none of the {self.nodes.numel()} training nodes has a label (y >= 0): "
+                "the loss would be 0 and no parameter would ever change"
+            )
         # Buffers hold at most the training set: batch 10^6 on 300 nodes is 300 rows.
         self.rows = batch_size if step.batches is not None else min(batch_size, self.nodes.numel())
 
@@ -388,46 +464,72 @@ class Engine(metaclass=_OldKeywords):
         self.optimizer = _build_optimizer(optimizer, self.model)
         group = self.optimizer.param_groups[0]
         self.settings = EngineSettings(
-            fanouts=fanouts, batch_size=batch_size, mode=mode,
-            device=str(self.device), seed=seed, replace=replace,
+            fanouts=fanouts,
+            batch_size=batch_size,
+            mode=mode,
+            device=str(self.device),
+            seed=seed,
+            replace=replace,
             optimizer=type(self.optimizer).__name__.replace("Device", "").lower(),
-            lr=float(group["lr"]), weight_decay=float(group.get("weight_decay", 0.0)),
-            kernel=kernel, poll_every=step.poll_every, grow_factor=step.grow_factor,
-            model=type(model).__name__, num_parameters=sum(p.numel() for p in model.parameters()),
-            num_nodes=g.num_nodes, num_edges=g.num_edges)
+            lr=float(group["lr"]),
+            weight_decay=float(group.get("weight_decay", 0.0)),
+            kernel=kernel,
+            poll_every=step.poll_every,
+            grow_factor=step.grow_factor,
+            model=type(model).__name__,
+            num_parameters=sum(p.numel() for p in model.parameters()),
+            num_nodes=g.num_nodes,
+            num_edges=g.num_edges,
+        )
         self.features = step.features if step.features is not None else self.g.x
-        self.guard = step.guard if step.guard is not None else OverflowGuard(len(self.fanouts), self.device)
-        self.observers: List[Observer] = [AuditSyncs(1)]
+        self.guard = (
+            step.guard if step.guard is not None else OverflowGuard(len(self.fanouts), self.device)
+        )
+        self.observers: list[Observer] = [AuditSyncs(1)]
         self._callbacks = [Callbacks(step.before, step.after)] if step.before or step.after else []
 
-        self.epoch, self.batch = 0, 0              # the position: the next batch to train
+        self.epoch, self.batch = 0, 0  # the position: the next batch to train
         self.steps_done = 0
-        self.history: List[EpochStats] = []
-        self.last_batch = None                     # the MiniBatch of the last executed step
-        self._captured_batch = None                # mode "graph": the captured step's MiniBatch
-        self.applied: Optional[torch.Tensor] = None   # bool []: whether that step was applied
-        self.clock: Optional[StageClock] = None    # lent by a zg.observe.StageTimes observer
-        self.graph = None                          # the CUDA Graph (mode "graph")
-        self.epoch_seeds: Optional[torch.Tensor] = None   # int64 [I, rows]: this epoch's batches
-        self._loaded_epoch: Optional[int] = None
-        self._epoch_batches: Optional[tuple] = None       # (epoch, its batch list)
-        self._next_batch = 0                              # where the device counter points
+        self.history: list[EpochStats] = []
+        self.last_batch = None  # the MiniBatch of the last executed step
+        self._captured_batch = None  # mode "graph": the captured step's MiniBatch
+        self.applied: torch.Tensor | None = None  # bool []: whether that step was applied
+        self.clock: StageClock | None = None  # lent by a zg.observe.StageTimes observer
+        self.graph = None  # the CUDA Graph (mode "graph")
+        self.epoch_seeds: torch.Tensor | None = None  # int64 [I, rows]: this epoch's batches
+        self._loaded_epoch: int | None = None
+        self._epoch_batches: tuple | None = None  # (epoch, its batch list)
+        self._next_batch = 0  # where the device counter points
 
-        self.envelope: Optional[Envelope] = None
+        self.envelope: Envelope | None = None
         if self.mode == "dgl":
             from .baselines.dgl import DGLSource
-            self.source = DGLSource(self.g, self.fanouts, self.rows, replace=replace, seed=self.seed,
-                                    batches=self.batches)
+
+            self.source = DGLSource(
+                self.g,
+                self.fanouts,
+                self.rows,
+                replace=replace,
+                seed=self.seed,
+                batches=self.batches,
+            )
             return
         if self.mode == "dynamic":
             self.source = DynamicSampler(self.g, self.fanouts, replace=replace, seed=self.seed)
             return
-        self.envelope = Envelope.resolve(envelope, self.g, self.fanouts, self.rows, replace=replace,
-                                         seed=self.seed, nodes=self.nodes)
+        self.envelope = Envelope.resolve(
+            envelope,
+            self.g,
+            self.fanouts,
+            self.rows,
+            replace=replace,
+            seed=self.seed,
+            nodes=self.nodes,
+        )
         if self.mode in _STATIC_MODES:
             dev = self.device
             # The static buffers: the step's inputs and outputs, and the flags the host polls.
-            self.counter = torch.zeros((), dtype=torch.int64, device=dev)       # the batch counter
+            self.counter = torch.zeros((), dtype=torch.int64, device=dev)  # the batch counter
             self.epoch_buf = torch.zeros((), dtype=torch.int64, device=dev)
             self.seed_tensor = torch.tensor(self.seed, dtype=torch.int64, device=dev)
             self.loss_buf = torch.zeros((), dtype=torch.float32, device=dev)
@@ -444,8 +546,9 @@ class Engine(metaclass=_OldKeywords):
 
     # ------------------------------------------------------------------------- the loop
 
-    def train_epoch(self, max_batches: Optional[int] = None,
-                    observers: Sequence[Observer] = ()) -> EpochStats:
+    def train_epoch(
+        self, max_batches: int | None = None, observers: Sequence[Observer] = ()
+    ) -> EpochStats:
         """Train from the current position to the end of the epoch (or ``max_batches`` batches).
 
         Returns the :class:`EpochStats` of this call. A call that stops mid-epoch leaves the
@@ -464,9 +567,9 @@ class Engine(metaclass=_OldKeywords):
         self.guard.reset()
         for o in watch:
             o.epoch_start(self, epoch, first)
-        if self.mode == "dgl":        # DGL's loader starts before the clock, as zg's table loads
+        if self.mode == "dgl":  # DGL's loader starts before the clock, as zg's table loads
             self.source.prepare(epoch, first)
-        losses: Dict[int, torch.Tensor] = {}
+        losses: dict[int, torch.Tensor] = {}
         start_time = time.perf_counter()
         b = first
         while b < end:
@@ -477,20 +580,28 @@ class Engine(metaclass=_OldKeywords):
             self.steps_done += 1
             for o in reversed(watch):
                 o.batch_end(self, epoch, b)
-            overflowed_at = poll.after(b)        # the host looks every poll_every batches
+            overflowed_at = poll.after(b)  # the host looks every poll_every batches
             b += 1
-            if overflowed_at is not None:        # never applied: grow, rebuild, resume there
+            if overflowed_at is not None:  # never applied: grow, rebuild, resume there
                 losses = {k: v for k, v in losses.items() if k < overflowed_at}
                 self._grow()
                 b = overflowed_at
         seconds = time.perf_counter() - start_time
         self.epoch, self.batch = (epoch + 1, 0) if end >= len(batches) else (epoch, end)
         loss = mean_loss(losses)
-        stats = EpochStats(epoch=epoch, seconds=seconds, iterations=len(losses), host_syncs=None,
-                           overflows=poll.overflows, replays=poll.executed,
-                           rewound_batches=poll.rewound, peak_bytes=self._peak_bytes(), loss=loss,
-                           polls=poll.polls,
-                           envelope_sizes=list(self.envelope.sizes) if self.envelope else [])
+        stats = EpochStats(
+            epoch=epoch,
+            seconds=seconds,
+            iterations=len(losses),
+            host_syncs=None,
+            overflows=poll.overflows,
+            replays=poll.executed,
+            rewound_batches=poll.rewound,
+            peak_bytes=self._peak_bytes(),
+            loss=loss,
+            polls=poll.polls,
+            envelope_sizes=list(self.envelope.sizes) if self.envelope else [],
+        )
         for o in watch:
             o.epoch_end(self, stats)
         self.history.append(stats)
@@ -499,42 +610,63 @@ class Engine(metaclass=_OldKeywords):
                 f"epoch {epoch}: the mean training loss is {loss}. Likely causes: non-finite "
                 "features (g.x holds NaN/inf), a learning rate too large for this model, or "
                 "labels outside [0, num_classes). Training stopped; the parameters are those "
-                "after the epoch")
+                "after the epoch"
+            )
         return stats
 
-    def _run(self, batches: List[torch.Tensor], epoch: int, b: int, clock=None) -> torch.Tensor:
+    def _run(self, batches: list[torch.Tensor], epoch: int, b: int, clock=None) -> torch.Tensor:
         """Batch ``b`` of ``epoch``, its step gated by the overflow guard; its loss (device)."""
         # Drop the last batch's tensors before sampling this one: kept alive, they would make
         # the next step allocate (and on the CPU page-fault) fresh buffers instead of reusing.
         self.last_batch = None
-        seed_dropout(batch_key(self.seed, epoch, b))             # the same masks if rerun
-        if self.mode in _STATIC_MODES:                            # the device reads batch b itself
-            if self._next_batch != b:                             # only after a rewind or a jump
+        seed_dropout(batch_key(self.seed, epoch, b))  # the same masks if rerun
+        if self.mode in _STATIC_MODES:  # the device reads batch b itself
+            if self._next_batch != b:  # only after a rewind or a jump
                 self.counter.fill_(b)
             self._next_batch = b + 1
             if self.graph is not None and clock is None:
                 self.graph.replay()
-                self.last_batch = self._captured_batch             # rewritten by every replay
+                self.last_batch = self._captured_batch  # rewritten by every replay
             else:
                 self._static_step(clock)
             return self.loss_buf.clone()
-        mb = self.source.sample(batches[b], epoch, b, clock=clock)            # sample -> compact
+        mb = self.source.sample(batches[b], epoch, b, clock=clock)  # sample -> compact
         loss, self.last_batch, self.applied = train_step(
-            mb, self.model, self.optimizer, self.features, self.g.y, guard=self.guard, batch=b,
-            loss=self.step.loss, forward=self.step.forward, reduce=self.step.reduce, clock=clock)
+            mb,
+            self.model,
+            self.optimizer,
+            self.features,
+            self.g.y,
+            guard=self.guard,
+            batch=b,
+            loss=self.step.loss,
+            forward=self.step.forward,
+            reduce=self.step.reduce,
+            clock=clock,
+        )
         return loss
 
     def _static_step(self, clock=None) -> None:
         """The capturable step on static buffers: it reads batch ``counter`` of the epoch table,
         derives its key on the device and advances the counter; nothing depends on the host."""
-        b = self.counter                                                     # int64 []
-        seeds = self.epoch_seeds.index_select(0, b.view(1)).view(-1)         # [rows]
-        num_seeds = self.epoch_counts.index_select(0, b.view(1)).view(())    # []
-        key = batch_key_device(self.seed_tensor, self.epoch_buf, b)          # []
-        mb = self.source.sample_static(seeds, num_seeds, key, clock=clock)   # sample -> compact
+        b = self.counter  # int64 []
+        seeds = self.epoch_seeds.index_select(0, b.view(1)).view(-1)  # [rows]
+        num_seeds = self.epoch_counts.index_select(0, b.view(1)).view(())  # []
+        key = batch_key_device(self.seed_tensor, self.epoch_buf, b)  # []
+        mb = self.source.sample_static(seeds, num_seeds, key, clock=clock)  # sample -> compact
         loss, self.last_batch, apply = train_step(
-            mb, self.model, self.optimizer, self.features, self.g.y, guard=self.guard, batch=b,
-            loss=self.step.loss, forward=self.step.forward, reduce=self.step.reduce, clock=clock)
+            mb,
+            self.model,
+            self.optimizer,
+            self.features,
+            self.g.y,
+            guard=self.guard,
+            batch=b,
+            loss=self.step.loss,
+            forward=self.step.forward,
+            reduce=self.step.reduce,
+            clock=clock,
+        )
         self.loss_buf.copy_(loss)
         self.applied_buf.copy_(apply)
         self.applied = self.applied_buf
@@ -549,8 +681,15 @@ class Engine(metaclass=_OldKeywords):
 
     def _build(self) -> None:
         """(Re)build the sampler for the current envelope and, in mode "graph", (re)capture."""
-        self.source = EnvelopeSampler(self.g, self.fanouts, self.rows, envelope=self.envelope,
-                                      replace=self.replace, seed=self.seed, kernel=self.kernel)
+        self.source = EnvelopeSampler(
+            self.g,
+            self.fanouts,
+            self.rows,
+            envelope=self.envelope,
+            replace=self.replace,
+            seed=self.seed,
+            kernel=self.kernel,
+        )
         self.graph = None
         if self.mode == "graph" and self.epoch_seeds is not None:
             self._capture()
@@ -559,12 +698,14 @@ class Engine(metaclass=_OldKeywords):
         """After an overflow: grow the envelope from the first overflowed batch's counts and
         rebuild. Under a shared guard only the processes that overflowed grow; all resume."""
         if self.envelope is None:
-            raise RuntimeError(f"mode {self.mode!r} reported an overflow; it has no envelope to grow")
-        if bool(self.guard.local):                     # a rewind is rare: plain reads are fine
+            raise RuntimeError(
+                f"mode {self.mode!r} reported an overflow; it has no envelope to grow"
+            )
+        if bool(self.guard.local):  # a rewind is rare: plain reads are fine
             wanted = self.guard.first_wanted.cpu().tolist()
             self.envelope = self.envelope.grow(self.settings.grow_factor, observed=wanted)
             self._build()
-        self._next_batch = -1                          # the counter must be set again
+        self._next_batch = -1  # the counter must be set again
         self.guard.reset()
 
     def _capture(self) -> None:
@@ -583,13 +724,13 @@ class Engine(metaclass=_OldKeywords):
             self.graph = torch.cuda.CUDAGraph()
             with torch.cuda.graph(self.graph, stream=side):
                 self._static_step()
-            self._captured_batch = self.last_batch           # its tensors live in the graph's pool
+            self._captured_batch = self.last_batch  # its tensors live in the graph's pool
             torch.cuda.synchronize(dev)
             self.guard.reset()
             self.guard.enabled.fill_(True)
             self.counter.fill_(self._next_batch)
 
-    def _load_epoch(self, epoch: int) -> List[torch.Tensor]:
+    def _load_epoch(self, epoch: int) -> list[torch.Tensor]:
         """The epoch's batches; in the static modes also uploaded to the device table once.
         The list is kept, so ``run_batch`` in a loop (profilers, benchmarks) does not redo the
         epoch's permutation on every call."""
@@ -601,7 +742,7 @@ class Engine(metaclass=_OldKeywords):
         if self.mode not in _STATIC_MODES or self._loaded_epoch == epoch:
             return batches
         count = len(batches)
-        host = torch.zeros(count, self.rows, dtype=torch.int64)          # [I, rows], padded
+        host = torch.zeros(count, self.rows, dtype=torch.int64)  # [I, rows], padded
         counts = torch.zeros(count, dtype=torch.int64)
         for i, seeds in enumerate(batches):
             host[i, : seeds.numel()] = seeds
@@ -625,7 +766,7 @@ class Engine(metaclass=_OldKeywords):
 
     # ------------------------------------------------------------------------- one batch
 
-    def batches(self, epoch: int) -> List[torch.Tensor]:
+    def batches(self, epoch: int) -> list[torch.Tensor]:
         """The seed tensors (host, int64) of every batch of ``epoch``, in order."""
         if self.step.batches is None:
             return epoch_batches(self.nodes, self.seed, epoch, self.rows)
@@ -634,13 +775,16 @@ class Engine(metaclass=_OldKeywords):
         # joins the gradient all-reduce. The other modes have no such step, so they refuse it.
         low = 0 if self.mode in _STATIC_MODES else 1
         if not out or any(b.numel() > self.rows or b.numel() < low for b in out):
-            raise ValueError(f"Step.batches({epoch}) gave no batch, a batch of more than "
-                             f"batch_size={self.rows} seeds, or an empty one (only modes 'static' "
-                             "and 'graph' take empty batches)")
+            raise ValueError(
+                f"Step.batches({epoch}) gave no batch, a batch of more than "
+                f"batch_size={self.rows} seeds, or an empty one (only modes 'static' "
+                "and 'graph' take empty batches)"
+            )
         return out
 
-    def run_batch(self, batch: int, epoch: Optional[int] = None,
-                  clock: Optional[StageClock] = None) -> torch.Tensor:
+    def run_batch(
+        self, batch: int, epoch: int | None = None, clock: StageClock | None = None
+    ) -> torch.Tensor:
         """Run one training iteration on batch ``batch`` of ``epoch`` (default: the current
         epoch), outside the epoch loop: what profilers and benchmarks time. It trains (use an
         engine whose state you no longer need). ``clock``: a :class:`zg.step.StageClock` the
@@ -651,7 +795,7 @@ class Engine(metaclass=_OldKeywords):
         batch = int_arg(batch, "batch", low=0) % len(batches)
         return self._run(batches, epoch, batch, clock)
 
-    def sample(self, batch: int, epoch: Optional[int] = None):
+    def sample(self, batch: int, epoch: int | None = None):
         """Only the sampling of batch ``batch`` of ``epoch`` (sample -> compact): its
         :class:`zg.MiniBatch`, the same one the step would train on. What a sampler benchmark times."""
         epoch = self.epoch if epoch is None else int_arg(epoch, "epoch", low=0)
@@ -664,23 +808,28 @@ class Engine(metaclass=_OldKeywords):
         self.optimizer.set_lr(lr)
         self.settings.lr = float(lr)
 
-    def applied_trace(self) -> List[tuple]:
+    def applied_trace(self) -> list[tuple]:
         """(epoch, batch, node-set hash) of every applied step, in order: needs a
         :class:`zg.observe.Trace` in ``observers`` (``engine.observers.append(Trace())``)."""
         traces = [o for o in self.observers if isinstance(o, Trace)]
         if not traces:
-            raise ValueError("no zg.observe.Trace is attached: engine.observers.append(zg.observe.Trace()) "
-                             "before training")
+            raise ValueError(
+                "no zg.observe.Trace is attached: engine.observers.append(zg.observe.Trace()) "
+                "before training"
+            )
         return traces[0].applied()
 
-    def fit(self, epochs: int, progress: bool = True) -> List[EpochStats]:
+    def fit(self, epochs: int, progress: bool = True) -> list[EpochStats]:
         """Train ``epochs`` epochs with a tqdm progress bar; returns their EpochStats."""
         epochs = int_arg(epochs, "epochs", low=1)
         bar = None
         if progress:
             try:
                 from tqdm.auto import tqdm
-                bar = tqdm(total=epochs * len(self.batches(self.epoch)), desc="training", unit="batch")
+
+                bar = tqdm(
+                    total=epochs * len(self.batches(self.epoch)), desc="training", unit="batch"
+                )
             except ImportError:
                 bar = None
         watch = [Progress(bar)] if bar is not None else []
@@ -690,7 +839,9 @@ class Engine(metaclass=_OldKeywords):
                 stats = self.train_epoch(observers=watch)
                 out.append(stats)
                 if bar is not None:
-                    bar.set_postfix(epoch=stats.epoch, loss=f"{stats.loss:.3f}", overflows=stats.overflows)
+                    bar.set_postfix(
+                        epoch=stats.epoch, loss=f"{stats.loss:.3f}", overflows=stats.overflows
+                    )
         finally:
             if bar is not None:
                 bar.close()
@@ -704,11 +855,13 @@ class Engine(metaclass=_OldKeywords):
         dims = getattr(self.model, "feature_dims", None)
         return int(dims[1]) if dims and len(dims) > 2 else 1
 
-    def memory_model(self) -> Dict[str, Any]:
+    def memory_model(self) -> dict[str, Any]:
         """The envelope's memory model for this graph and model (see :meth:`zg.Envelope.memory_model`)."""
         if self.envelope is None:
             raise ValueError(f"mode {self.mode!r} has no envelope to model")
-        return self.envelope.memory_model(self.g.feat_dim, self.hidden_dim, max(int(self.g.num_classes), 1))
+        return self.envelope.memory_model(
+            self.g.feat_dim, self.hidden_dim, max(int(self.g.num_classes), 1)
+        )
 
     def _peak_bytes(self) -> int:
         if self.device.type == "cuda":
@@ -733,7 +886,9 @@ class Engine(metaclass=_OldKeywords):
         if mode not in ("full", "sampled"):
             raise ValueError(f"mode must be 'full' or 'sampled', got {mode!r}")
         if not isinstance(self.model, _BlockModel):
-            raise TypeError(f"evaluate runs zg models; this engine trains a {type(self.model).__name__}")
+            raise TypeError(
+                f"evaluate runs zg models; this engine trains a {type(self.model).__name__}"
+            )
         idx = getattr(self.g, f"{split}_idx")
         if idx is None or idx.numel() == 0:
             raise ValueError(f"the graph has no {split}_idx to evaluate on")
@@ -742,6 +897,7 @@ class Engine(metaclass=_OldKeywords):
         try:
             if mode == "full":
                 from .inference import full_neighbour_logits
+
                 logits = full_neighbour_logits(self.model, self.g)[idx]
                 correct = (logits.argmax(1) == self.g.y[idx]).sum()
             else:
@@ -757,15 +913,17 @@ class Engine(metaclass=_OldKeywords):
 
     # ------------------------------------------------------------------------- checkpoints
 
-    def state_dict(self) -> Dict[str, Any]:
+    def state_dict(self) -> dict[str, Any]:
         return {
-            "format": CHECKPOINT_FORMAT, "version": CHECKPOINT_VERSION,
+            "format": CHECKPOINT_FORMAT,
+            "version": CHECKPOINT_VERSION,
             "settings": self.settings.as_dict(),
             "graph": graph_fingerprint(self.g),
             "model": {k: v.detach().cpu().clone() for k, v in self.model.state_dict().items()},
             "optimizer": _optimizer_state_to_cpu(self.optimizer.state_dict()),
             "envelope": None if self.envelope is None else list(self.envelope.sizes),
-            "epoch": self.epoch, "batch": self.batch,
+            "epoch": self.epoch,
+            "batch": self.batch,
         }
 
     def save(self, path: Any) -> Path:
@@ -775,7 +933,7 @@ class Engine(metaclass=_OldKeywords):
         state = self.state_dict()
         return atomic_write(path, lambda f: torch.save(state, f), name="path", make_parents=True)
 
-    def load(self, path: Any) -> "Engine":
+    def load(self, path: Any) -> Engine:
         """Restore a checkpoint written by :meth:`save` into this engine.
 
         Everything is read and checked first (format, version, the settings of
@@ -799,8 +957,10 @@ class Engine(metaclass=_OldKeywords):
             raise ValueError(f"{str(path)!r} is not a zg engine checkpoint")
         version = state.get("version")
         if version not in (1, 2, CHECKPOINT_VERSION):
-            raise ValueError(f"checkpoint version {version!r} is not supported "
-                             f"(this zg reads versions 1 to {CHECKPOINT_VERSION})")
+            raise ValueError(
+                f"checkpoint version {version!r} is not supported "
+                f"(this zg reads versions 1 to {CHECKPOINT_VERSION})"
+            )
         settings_key = "config" if version == 1 else "settings"
         for key in (settings_key, "model", "optimizer", "envelope", "epoch", "batch"):
             if key not in state:
@@ -810,22 +970,35 @@ class Engine(metaclass=_OldKeywords):
             raise ValueError(f"checkpoint {str(path)!r}: its {settings_key!r} is not a mapping")
         diff = [k for k in EngineSettings.CHECKPOINT_KEYS if theirs.get(k) != mine[k]]
         if diff:
-            raise ValueError("checkpoint was written by an engine with different settings: "
-                             + ", ".join(f"{k}: {theirs.get(k)!r} != {mine[k]!r}" for k in diff))
+            raise ValueError(
+                "checkpoint was written by an engine with different settings: "
+                + ", ".join(f"{k}: {theirs.get(k)!r} != {mine[k]!r}" for k in diff)
+            )
         if version >= 3:
             differ = fingerprint_mismatch(state.get("graph"), graph_fingerprint(self.g))
             if differ is not None:
-                raise ValueError(f"checkpoint {str(path)!r} was written for another graph ({differ})")
+                raise ValueError(
+                    f"checkpoint {str(path)!r} was written for another graph ({differ})"
+                )
         else:
-            warnings.warn(f"checkpoint {str(path)!r} (version {version}) does not record its graph, "
-                          "so it cannot be checked to be this engine's graph", stacklevel=2)
+            warnings.warn(
+                f"checkpoint {str(path)!r} (version {version}) does not record its graph, "
+                "so it cannot be checked to be this engine's graph",
+                stacklevel=2,
+            )
         current = self.model.state_dict()
         model_state = state["model"]
         if set(model_state) != set(current):
-            raise ValueError(f"checkpoint parameters {sorted(model_state)} do not match the model's "
-                             f"{sorted(current)}")
+            raise ValueError(
+                f"checkpoint parameters {sorted(model_state)} do not match the model's "
+                f"{sorted(current)}"
+            )
         for k, v in model_state.items():
-            if not isinstance(v, torch.Tensor) or v.shape != current[k].shape or v.dtype != current[k].dtype:
+            if (
+                not isinstance(v, torch.Tensor)
+                or v.shape != current[k].shape
+                or v.dtype != current[k].dtype
+            ):
                 raise ValueError(f"checkpoint parameter {k!r} has the wrong shape or dtype")
         epoch, batch = state["epoch"], state["batch"]
         if not (isinstance(epoch, int) and isinstance(batch, int) and epoch >= 0 and batch >= 0):
@@ -837,13 +1010,22 @@ class Engine(metaclass=_OldKeywords):
         if self.envelope is not None:
             if not (isinstance(envelope, list) and len(envelope) == len(self.fanouts)):
                 raise ValueError("checkpoint envelope does not match the engine's layers")
-            new_envelope = Envelope(envelope, "checkpoint", fanouts=self.fanouts,
-                                    batch_size=self.rows, num_nodes=self.g.num_nodes,
-                                    settings=self.envelope.settings,
-                                    max_degree=self.envelope.max_degree)
+            new_envelope = Envelope(
+                envelope,
+                "checkpoint",
+                fanouts=self.fanouts,
+                batch_size=self.rows,
+                num_nodes=self.g.num_nodes,
+                settings=self.envelope.settings,
+                max_degree=self.envelope.max_degree,
+            )
             new_envelope.check(self.fanouts, self.rows, self.g.num_nodes)
-        probe = make_optimizer(_clone_module(self.model), self.settings.optimizer, self.settings.lr,
-                               self.settings.weight_decay)
+        probe = make_optimizer(
+            _clone_module(self.model),
+            self.settings.optimizer,
+            self.settings.lr,
+            self.settings.weight_decay,
+        )
         try:
             probe.load_state_dict(state["optimizer"])
             _check_optimizer_state(probe, state["optimizer"])
@@ -865,17 +1047,22 @@ class Engine(metaclass=_OldKeywords):
         return self
 
 
-def _check_model_fits(model: _BlockModel, g: Graph, fanouts: List[int], gathers_x: bool) -> None:
+def _check_model_fits(model: _BlockModel, g: Graph, fanouts: list[int], gathers_x: bool) -> None:
     if model.num_layers != len(fanouts):
-        raise ValueError(f"model has {model.num_layers} layers but fanouts has "
-                         f"{len(fanouts)} entries; give one fanout per layer")
+        raise ValueError(
+            f"model has {model.num_layers} layers but fanouts has "
+            f"{len(fanouts)} entries; give one fanout per layer"
+        )
     if gathers_x and model.feature_dims[0] != g.feat_dim:
-        raise ValueError(f"model takes {model.feature_dims[0]} input features but g has "
-                         f"feat_dim={g.feat_dim}")
+        raise ValueError(
+            f"model takes {model.feature_dims[0]} input features but g has feat_dim={g.feat_dim}"
+        )
     if model.feature_dims[-1] < int(g.num_classes):
-        raise ValueError(f"model has {model.feature_dims[-1]} output classes but g's labels "
-                         f"have num_classes={int(g.num_classes)}; build the model with "
-                         f"num_classes >= {int(g.num_classes)}")
+        raise ValueError(
+            f"model has {model.feature_dims[-1]} output classes but g's labels "
+            f"have num_classes={int(g.num_classes)}; build the model with "
+            f"num_classes >= {int(g.num_classes)}"
+        )
 
 
 def _build_optimizer(optimizer: Any, model: torch.nn.Module):
@@ -886,14 +1073,17 @@ def _build_optimizer(optimizer: Any, model: torch.nn.Module):
 
 def _clone_module(model):
     import copy
+
     return copy.deepcopy(model).cpu()
 
 
 def _optimizer_state_to_cpu(state: dict) -> dict:
     out = {"param_groups": [dict(g) for g in state["param_groups"]], "state": {}}
     for k, s in state["state"].items():
-        out["state"][k] = {n: (v.detach().cpu().clone() if isinstance(v, torch.Tensor) else v)
-                           for n, v in s.items()}
+        out["state"][k] = {
+            n: (v.detach().cpu().clone() if isinstance(v, torch.Tensor) else v)
+            for n, v in s.items()
+        }
     return out
 
 
@@ -903,8 +1093,10 @@ def _check_optimizer_state(probe, state: dict) -> None:
         s = state["state"].get(i, {})
         for name in ("exp_avg", "exp_avg_sq"):
             if name in s and s[name].shape != p.shape:
-                raise ValueError(f"state {name} of parameter {i} has shape {tuple(s[name].shape)}, "
-                                 f"expected {tuple(p.shape)}")
+                raise ValueError(
+                    f"state {name} of parameter {i} has shape {tuple(s[name].shape)}, "
+                    f"expected {tuple(p.shape)}"
+                )
 
 
 def _copy_optimizer_state(optimizer, state: dict) -> None:

@@ -29,25 +29,41 @@ Sizing policies:
 from __future__ import annotations
 
 import math
-from typing import Any, Dict, List, Optional, Sequence
+from collections.abc import Sequence
+from typing import Any
 
 import numpy as np
 import torch
 
-from ._checks import (batch_size_arg, bool_arg, fanouts_arg, int_arg, node_ids_arg,
-                      positive_ints_arg, real_arg, seed_arg, str_arg)
+from ._checks import (
+    batch_size_arg,
+    bool_arg,
+    fanouts_arg,
+    int_arg,
+    node_ids_arg,
+    positive_ints_arg,
+    real_arg,
+    seed_arg,
+    str_arg,
+)
 from .graph import graph_arg
 from .sampling import EnvelopeSampler, max_in_degree, worst_case_sizes
 
 __all__ = ["Envelope", "worst_case_sizes", "block_bytes"]
 
-INDEX_BYTES = 8   # int64 ids
-MASK_BYTES = 1    # bool
-VALUE_BYTES = 4   # float32
+INDEX_BYTES = 8  # int64 ids
+MASK_BYTES = 1  # bool
+VALUE_BYTES = 4  # float32
 
 
-def block_bytes(src_rows: Sequence[int], dst_rows: Sequence[int], fanouts: Sequence[int],
-                feat_dim: int, hidden_dim: int, num_classes: int) -> List[Dict[str, int]]:
+def block_bytes(
+    src_rows: Sequence[int],
+    dst_rows: Sequence[int],
+    fanouts: Sequence[int],
+    feat_dim: int,
+    hidden_dim: int,
+    num_classes: int,
+) -> list[dict[str, int]]:
     """Bytes each block's buffers take, input layer first.
 
     Per block ``i`` with ``S`` source rows, ``D`` destination rows and fanout ``k``:
@@ -84,10 +100,18 @@ class Envelope:
             neighbour slots of fanouts above it (:func:`zg.sampling.effective_fanouts`).
     """
 
-    def __init__(self, sizes: Sequence[int], policy: str = "explicit", *,
-                 fanouts: Optional[Sequence[int]] = None, batch_size: Optional[int] = None,
-                 num_nodes: Optional[int] = None, observed: Optional[torch.Tensor] = None,
-                 settings: Optional[dict] = None, max_degree: Optional[int] = None):
+    def __init__(
+        self,
+        sizes: Sequence[int],
+        policy: str = "explicit",
+        *,
+        fanouts: Sequence[int] | None = None,
+        batch_size: int | None = None,
+        num_nodes: int | None = None,
+        observed: torch.Tensor | None = None,
+        settings: dict | None = None,
+        max_degree: int | None = None,
+    ):
         self.sizes = positive_ints_arg(sizes, "sizes")
         self.policy = str_arg(policy, "policy")
         self.fanouts = None if fanouts is None else fanouts_arg(fanouts, "fanouts")
@@ -96,38 +120,64 @@ class Envelope:
         self.max_degree = None if max_degree is None else int_arg(max_degree, "max_degree", low=0)
         if self.batch_size is not None and self.num_nodes is not None:
             batch_size_arg(self.batch_size, self.num_nodes)
-        if observed is not None and not (isinstance(observed, torch.Tensor) and observed.dim() == 2
-                                         and observed.shape[1] == len(self.sizes)
-                                         and not observed.is_floating_point()):
-            got = (f"{observed.dtype} {tuple(observed.shape)}" if isinstance(observed, torch.Tensor)
-                   else type(observed).__name__)
-            raise TypeError(f"observed must be None or an integer tensor [K, {len(self.sizes)}] "
-                            f"(one row of counts per profiled batch), got {got}")
+        if observed is not None and not (
+            isinstance(observed, torch.Tensor)
+            and observed.dim() == 2
+            and observed.shape[1] == len(self.sizes)
+            and not observed.is_floating_point()
+        ):
+            got = (
+                f"{observed.dtype} {tuple(observed.shape)}"
+                if isinstance(observed, torch.Tensor)
+                else type(observed).__name__
+            )
+            raise TypeError(
+                f"observed must be None or an integer tensor [K, {len(self.sizes)}] "
+                f"(one row of counts per profiled batch), got {got}"
+            )
         self.observed = observed
         if settings is not None and not isinstance(settings, dict):
             raise TypeError(f"settings must be a dict or None, got {type(settings).__name__}")
         self.settings = dict(settings or {})
         if self.fanouts is not None and len(self.fanouts) != len(self.sizes):
-            raise ValueError(f"sizes has {len(self.sizes)} entries but fanouts has {len(self.fanouts)}; "
-                             "give one size per layer")
+            raise ValueError(
+                f"sizes has {len(self.sizes)} entries but fanouts has {len(self.fanouts)}; "
+                "give one size per layer"
+            )
 
     # ------------------------------------------------------------------------- policies
 
     @classmethod
-    def worst_case(cls, g, fanouts: Sequence[int], batch_size: int) -> "Envelope":
+    def worst_case(cls, g, fanouts: Sequence[int], batch_size: int) -> Envelope:
         """``max(R, min(N, R * (min(k, D) + 1)))`` rows per hop: can never overflow."""
 
         g = graph_arg(g)
         fanouts = fanouts_arg(fanouts, "fanouts")
         batch_size = batch_size_arg(batch_size, g.num_nodes)
         max_degree = max_in_degree(g)
-        return cls(worst_case_sizes(g.num_nodes, fanouts, batch_size, max_degree), "worst_case",
-                   fanouts=fanouts, batch_size=batch_size, num_nodes=g.num_nodes, max_degree=max_degree)
+        return cls(
+            worst_case_sizes(g.num_nodes, fanouts, batch_size, max_degree),
+            "worst_case",
+            fanouts=fanouts,
+            batch_size=batch_size,
+            num_nodes=g.num_nodes,
+            max_degree=max_degree,
+        )
 
     @classmethod
-    def profile(cls, g, fanouts: Sequence[int], batch_size: int, *, num_batches: int = 32,
-                quantile: float = 0.99, margin: float = 0.05, replace: bool = False,
-                seed: int = 0, nodes: Any = None) -> "Envelope":
+    def profile(
+        cls,
+        g,
+        fanouts: Sequence[int],
+        batch_size: int,
+        *,
+        num_batches: int = 32,
+        quantile: float = 0.99,
+        margin: float = 0.05,
+        replace: bool = False,
+        seed: int = 0,
+        nodes: Any = None,
+    ) -> Envelope:
         """Size the envelope from ``num_batches`` real batches.
 
         Seeds are drawn as an epoch draws them: a seeded permutation of ``nodes`` (default: the
@@ -147,9 +197,13 @@ class Envelope:
         replace = bool_arg(replace, "replace")
         seed = seed_arg(seed)
         if nodes is None:
-            nodes = g.train_idx if g.train_idx is not None and g.train_idx.numel() else torch.arange(g.num_nodes)
+            nodes = (
+                g.train_idx
+                if g.train_idx is not None and g.train_idx.numel()
+                else torch.arange(g.num_nodes)
+            )
         if isinstance(nodes, torch.Tensor):
-            nodes = nodes.cpu()            # validated on the host, where reading ids is free
+            nodes = nodes.cpu()  # validated on the host, where reading ids is free
         nodes = node_ids_arg(nodes, "nodes", g.num_nodes, device=torch.device("cpu"))
         sampler = EnvelopeSampler(g, fanouts, batch_size, envelope=None, replace=replace, seed=seed)
         gen = torch.Generator().manual_seed(seed)
@@ -157,7 +211,7 @@ class Envelope:
         order = torch.randperm(nodes.numel(), generator=gen)
         while drawn < num_batches:
             for b in range(0, nodes.numel(), batch_size):
-                seeds = nodes[order[b: b + batch_size]]
+                seeds = nodes[order[b : b + batch_size]]
                 if seeds.numel() < batch_size and nodes.numel() >= batch_size:
                     continue  # profile full batches only; a short last batch needs less
                 counts.append(sampler.sample(seeds, epoch=-1, batch=drawn).counts)
@@ -165,31 +219,53 @@ class Envelope:
                 if drawn == num_batches:
                     break
             order = torch.randperm(nodes.numel(), generator=gen)
-        observed = torch.stack(counts).cpu()                                  # [K, L]
+        observed = torch.stack(counts).cpu()  # [K, L]
         max_degree = sampler.max_degree
         worst = worst_case_sizes(g.num_nodes, fanouts, batch_size, max_degree)
-        q = torch.quantile(observed.double(), quantile, dim=0)                # [L]
+        q = torch.quantile(observed.double(), quantile, dim=0)  # [L]
         wanted = [math.ceil(float(v) * (1 + margin)) for v in q]
         sizes = cls._feasible(wanted, worst, batch_size)
-        return cls(sizes, "profiled", fanouts=fanouts, batch_size=batch_size, num_nodes=g.num_nodes,
-                   observed=observed, max_degree=max_degree,
-                   settings={"num_batches": num_batches, "quantile": quantile,
-                             "margin": margin, "seed": seed, "replace": replace})
+        return cls(
+            sizes,
+            "profiled",
+            fanouts=fanouts,
+            batch_size=batch_size,
+            num_nodes=g.num_nodes,
+            observed=observed,
+            max_degree=max_degree,
+            settings={
+                "num_batches": num_batches,
+                "quantile": quantile,
+                "margin": margin,
+                "seed": seed,
+                "replace": replace,
+            },
+        )
 
     @staticmethod
-    def _feasible(wanted: Sequence[int], worst: Sequence[int], batch_size: int) -> List[int]:
+    def _feasible(wanted: Sequence[int], worst: Sequence[int], batch_size: int) -> list[int]:
         """Clamp to the worst case and make each hop hold at least its destination rows."""
         sizes = [min(int(w), int(c)) for w, c in zip(wanted, worst)]
         rows = batch_size
-        for i in reversed(range(len(sizes))):       # seeds outward
+        for i in reversed(range(len(sizes))):  # seeds outward
             sizes[i] = max(sizes[i], rows)
             rows = sizes[i]
         return sizes
 
     @classmethod
-    def resolve(cls, envelope: Any, g, fanouts: Sequence[int], batch_size: int, *,
-                replace: bool = False, seed: int = 0, nodes: Any = None,
-                quantile: float = 0.99, margin: float = 0.05) -> "Envelope":
+    def resolve(
+        cls,
+        envelope: Any,
+        g,
+        fanouts: Sequence[int],
+        batch_size: int,
+        *,
+        replace: bool = False,
+        seed: int = 0,
+        nodes: Any = None,
+        quantile: float = 0.99,
+        margin: float = 0.05,
+    ) -> Envelope:
         """The one place an ``envelope`` argument becomes an :class:`Envelope` for a sampler.
 
         ``envelope``: "profiled" (:meth:`profile` with ``quantile``, ``margin``, ``replace``,
@@ -200,26 +276,47 @@ class Envelope:
         """
         if isinstance(envelope, str):
             if envelope == "profiled":
-                return cls.profile(g, fanouts, batch_size, replace=replace, seed=seed, nodes=nodes,
-                                   quantile=quantile, margin=margin)
+                return cls.profile(
+                    g,
+                    fanouts,
+                    batch_size,
+                    replace=replace,
+                    seed=seed,
+                    nodes=nodes,
+                    quantile=quantile,
+                    margin=margin,
+                )
             if envelope == "worst_case":
                 return cls.worst_case(g, fanouts, batch_size)
-            raise ValueError(f"envelope must be 'profiled', 'worst_case' or a zg.Envelope, got {envelope!r}")
+            raise ValueError(
+                f"envelope must be 'profiled', 'worst_case' or a zg.Envelope, got {envelope!r}"
+            )
         if not isinstance(envelope, Envelope):
-            raise TypeError(f"envelope must be 'profiled', 'worst_case' or a zg.Envelope, got "
-                            f"{type(envelope).__name__}")
+            raise TypeError(
+                f"envelope must be 'profiled', 'worst_case' or a zg.Envelope, got "
+                f"{type(envelope).__name__}"
+            )
         fanouts = fanouts_arg(fanouts, "fanouts")
         if len(envelope.sizes) != len(fanouts):
-            raise ValueError(f"envelope has {len(envelope.sizes)} sizes but fanouts has "
-                             f"{len(fanouts)} entries; give one envelope size per layer")
+            raise ValueError(
+                f"envelope has {len(envelope.sizes)} sizes but fanouts has "
+                f"{len(fanouts)} entries; give one envelope size per layer"
+            )
         if envelope.fanouts is None or envelope.batch_size != batch_size:
-            envelope = cls(envelope.sizes, envelope.policy, fanouts=fanouts, batch_size=batch_size,
-                           num_nodes=g.num_nodes, observed=envelope.observed,
-                           settings=envelope.settings, max_degree=max_in_degree(g))
+            envelope = cls(
+                envelope.sizes,
+                envelope.policy,
+                fanouts=fanouts,
+                batch_size=batch_size,
+                num_nodes=g.num_nodes,
+                observed=envelope.observed,
+                settings=envelope.settings,
+                max_degree=max_in_degree(g),
+            )
         envelope.check(fanouts, batch_size, g.num_nodes)
         return envelope
 
-    def grow(self, factor: float = 1.5, observed: Optional[Sequence[int]] = None) -> "Envelope":
+    def grow(self, factor: float = 1.5, observed: Sequence[int] | None = None) -> Envelope:
         """The envelope to use after an overflow.
 
         Each size becomes ``max(ceil(size * factor), ceil(observed * (1 + margin)))`` (``observed``
@@ -231,24 +328,36 @@ class Envelope:
             raise ValueError(f"factor must be > 1, got {factor}")
         if observed is not None:
             if isinstance(observed, (str, bytes, dict)) or not isinstance(observed, (list, tuple)):
-                raise TypeError(f"observed must be None or a list of {len(self.sizes)} ints, got "
-                                f"{type(observed).__name__}")
+                raise TypeError(
+                    f"observed must be None or a list of {len(self.sizes)} ints, got "
+                    f"{type(observed).__name__}"
+                )
             if len(observed) != len(self.sizes):
-                raise ValueError(f"observed has {len(observed)} counts but the envelope has "
-                                 f"{len(self.sizes)} sizes; give one count per block")
+                raise ValueError(
+                    f"observed has {len(observed)} counts but the envelope has "
+                    f"{len(self.sizes)} sizes; give one count per block"
+                )
             observed = [int_arg(v, f"observed[{i}]", low=0) for i, v in enumerate(observed)]
         if self.fanouts is None or self.batch_size is None or self.num_nodes is None:
-            raise ValueError("grow needs the envelope's fanouts, batch_size and num_nodes; build it "
-                             "with Envelope.worst_case / Envelope.profile or pass them to Envelope(...)")
+            raise ValueError(
+                "grow needs the envelope's fanouts, batch_size and num_nodes; build it "
+                "with Envelope.worst_case / Envelope.profile or pass them to Envelope(...)"
+            )
         margin = float(self.settings.get("margin", 0.05))
         wanted = [math.ceil(s * factor) for s in self.sizes]
         if observed is not None:
             wanted = [max(w, math.ceil(o * (1 + margin))) for w, o in zip(wanted, observed)]
         worst = worst_case_sizes(self.num_nodes, self.fanouts, self.batch_size, self.max_degree)
-        return Envelope(self._feasible(wanted, worst, self.batch_size), "grown", fanouts=self.fanouts,
-                        batch_size=self.batch_size, num_nodes=self.num_nodes, observed=self.observed,
-                        max_degree=self.max_degree,
-                        settings=dict(self.settings, grown_from=list(self.sizes)))
+        return Envelope(
+            self._feasible(wanted, worst, self.batch_size),
+            "grown",
+            fanouts=self.fanouts,
+            batch_size=self.batch_size,
+            num_nodes=self.num_nodes,
+            observed=self.observed,
+            max_degree=self.max_degree,
+            settings=dict(self.settings, grown_from=list(self.sizes)),
+        )
 
     def check(self, fanouts: Sequence[int], batch_size: int, num_nodes: int) -> None:
         """Raise ValueError unless this envelope fits a pipeline with these settings.
@@ -261,21 +370,32 @@ class Envelope:
         num_nodes = int_arg(num_nodes, "num_nodes", low=1)
         batch_size = batch_size_arg(batch_size, num_nodes)
         if len(self.sizes) != len(fanouts):
-            raise ValueError(f"envelope has {len(self.sizes)} sizes but there are {len(fanouts)} fanouts")
+            raise ValueError(
+                f"envelope has {len(self.sizes)} sizes but there are {len(fanouts)} fanouts"
+            )
         rows = batch_size
         for i in reversed(range(len(self.sizes))):
             if self.sizes[i] < rows:
-                raise ValueError(f"envelope size {self.sizes[i]} for block {i} is smaller than its "
-                                 f"{rows} destination rows; every block must hold its destination nodes")
+                raise ValueError(
+                    f"envelope size {self.sizes[i]} for block {i} is smaller than its "
+                    f"{rows} destination rows; every block must hold its destination nodes"
+                )
             if self.sizes[i] > num_nodes:
-                raise ValueError(f"envelope size {self.sizes[i]} for block {i} is larger than any batch "
-                                 f"can fill: at most num_nodes={num_nodes} rows")
+                raise ValueError(
+                    f"envelope size {self.sizes[i]} for block {i} is larger than any batch "
+                    f"can fill: at most num_nodes={num_nodes} rows"
+                )
             rows = self.sizes[i]
 
     # ------------------------------------------------------------------------- memory
 
-    def memory_model(self, feat_dim: int, hidden_dim: int, num_classes: int,
-                     oracle_counts: Optional[torch.Tensor] = None) -> Dict[str, Any]:
+    def memory_model(
+        self,
+        feat_dim: int,
+        hidden_dim: int,
+        num_classes: int,
+        oracle_counts: torch.Tensor | None = None,
+    ) -> dict[str, Any]:
         """Bytes per block under worst-case, this envelope's and oracle sizing.
 
         Returns ``{"worst_case": [...], "envelope": [...], "oracle_mean": [...], "oracle_max": [...],
@@ -301,12 +421,17 @@ class Envelope:
             dst_rows = list(src_rows[1:]) + [self.batch_size]
             return block_bytes(src_rows, dst_rows, slots, feat_dim, hidden_dim, num_classes)
 
-        out: Dict[str, Any] = {"worst_case": model(worst), "envelope": model(self.sizes)}
+        out: dict[str, Any] = {"worst_case": model(worst), "envelope": model(self.sizes)}
         if oracle_counts is not None:
             per_batch = [model(row.tolist()) for row in torch.as_tensor(oracle_counts)]
             totals = [sum(b["total"] for b in blocks) for blocks in per_batch]
-            out["oracle_mean"] = [{key: int(np.mean([blocks[i][key] for blocks in per_batch]))
-                                   for key in per_batch[0][i]} for i in range(len(self.sizes))]
+            out["oracle_mean"] = [
+                {
+                    key: int(np.mean([blocks[i][key] for blocks in per_batch]))
+                    for key in per_batch[0][i]
+                }
+                for i in range(len(self.sizes))
+            ]
             out["oracle_max"] = per_batch[int(np.argmax(totals))]
         out["totals"] = {name: sum(b["total"] for b in blocks) for name, blocks in out.items()}
         return out

@@ -35,7 +35,8 @@ returns the same multiset of edges.
 from __future__ import annotations
 
 import math
-from typing import Any, Iterator, Optional, Tuple
+from collections.abc import Iterator
+from typing import Any
 
 import numpy as np
 import torch
@@ -75,7 +76,7 @@ def _as_tensor(value: Any, name: str) -> torch.Tensor:
     return torch.from_numpy(np.ascontiguousarray(array))
 
 
-def _ids(value: Any, name: str, *, num_nodes: Optional[int] = None) -> torch.Tensor:
+def _ids(value: Any, name: str, *, num_nodes: int | None = None) -> torch.Tensor:
     """Validate a 1-d tensor of node ids; int32/uint8/int16 are widened to int64."""
     t = _as_tensor(value, name)
     if t.dtype == torch.bool:
@@ -115,21 +116,25 @@ def _features(value: Any, num_nodes: int) -> torch.Tensor:
     if t.is_complex():
         raise TypeError(f"x must be real, got dtype {t.dtype}")
     if t.dim() != 2:
-        raise TypeError(f"x must be 2-dimensional [num_nodes, feat_dim], got shape {tuple(t.shape)}")
+        raise TypeError(
+            f"x must be 2-dimensional [num_nodes, feat_dim], got shape {tuple(t.shape)}"
+        )
     if t.shape[0] != num_nodes:
         raise ValueError(f"x has {t.shape[0]} rows but the graph has num_nodes={num_nodes}")
     t = t.to(torch.float32).contiguous()
     # Checked in row chunks: isfinite on a [1M, 128] matrix at once would allocate ~1 GB.
     chunk = max(1, (1 << 24) // max(1, t.shape[1]))
     for start in range(0, t.shape[0], chunk):
-        part = t[start: start + chunk]
+        part = t[start : start + chunk]
         if not bool(torch.isfinite(part).all()):
             row = start + int(torch.nonzero(~torch.isfinite(part).all(dim=1))[0])
-            raise ValueError(f"x holds NaN or inf values (first in row {row}; float32 overflow counts)")
+            raise ValueError(
+                f"x holds NaN or inf values (first in row {row}; float32 overflow counts)"
+            )
     return t
 
 
-def _labels(value: Any, num_nodes: int, num_classes: Optional[int]) -> Tuple[torch.Tensor, int]:
+def _labels(value: Any, num_nodes: int, num_classes: int | None) -> tuple[torch.Tensor, int]:
     t = _as_tensor(value, "y")
     if t.dtype == torch.bool or t.is_floating_point() or t.is_complex():
         raise TypeError(f"y must hold integer class labels, got dtype {t.dtype}")
@@ -151,9 +156,7 @@ def _labels(value: Any, num_nodes: int, num_classes: Optional[int]) -> Tuple[tor
     return t, num_classes
 
 
-def _splits(
-    splits: dict, num_nodes: int, y: Optional[torch.Tensor]
-) -> dict:
+def _splits(splits: dict, num_nodes: int, y: torch.Tensor | None) -> dict:
     out: dict = {}
     owner = torch.full((num_nodes,), -1, dtype=torch.int8)
     for k, name in enumerate(SPLITS):
@@ -183,13 +186,15 @@ def _splits(
 def _pyg_labels(y: torch.Tensor, num_nodes: int) -> torch.Tensor:
     """PyG labels -> int64 [N]: [N, 1] squeezed; float labels must be whole, NaN -> -1."""
     if y.dim() == 2 and y.shape[1] == 1:
-        y = y[:, 0]                                                     # [N, 1] -> [N] (OGB)
+        y = y[:, 0]  # [N, 1] -> [N] (OGB)
     if y.is_floating_point():
         missing = torch.isnan(y)
         known = y[~missing]
         if not bool((known == torch.floor(known)).all()):
-            raise TypeError(f"data.y must hold integer class labels, got dtype {y.dtype} with "
-                            "fractional values (regression targets?)")
+            raise TypeError(
+                f"data.y must hold integer class labels, got dtype {y.dtype} with "
+                "fractional values (regression targets?)"
+            )
         y = torch.where(missing, torch.full_like(y, -1), y).to(torch.int64)
     return y
 
@@ -200,17 +205,21 @@ def _pyg_dense(value: Any, name: str) -> Any:
     if not isinstance(value, torch.Tensor) or value.layout == torch.strided:
         return value if not isinstance(value, torch.Tensor) else value.cpu()
     if value.dim() > 2:
-        raise TypeError(f"data.{name} must be at most 2-dimensional, got a sparse tensor of shape "
-                        f"{tuple(value.shape)}")
+        raise TypeError(
+            f"data.{name} must be at most 2-dimensional, got a sparse tensor of shape "
+            f"{tuple(value.shape)}"
+        )
     dense_bytes = math.prod(value.shape) * value.element_size()
     try:
         return value.cpu().to_dense()
     except (RuntimeError, MemoryError) as exc:
-        if isinstance(exc, RuntimeError) and "alloc" not in str(exc):   # not out of memory
+        if isinstance(exc, RuntimeError) and "alloc" not in str(exc):  # not out of memory
             raise
-        raise MemoryError(f"data.{name} is a sparse {value.layout} tensor of shape "
-                          f"{tuple(value.shape)}; its dense copy needs {dense_bytes:,} bytes, "
-                          f"which could not be allocated ({exc})") from None
+        raise MemoryError(
+            f"data.{name} is a sparse {value.layout} tensor of shape "
+            f"{tuple(value.shape)}; its dense copy needs {dense_bytes:,} bytes, "
+            f"which could not be allocated ({exc})"
+        ) from None
 
 
 def _csc_from_edges(src: torch.Tensor, dst: torch.Tensor, num_nodes: int):
@@ -245,7 +254,7 @@ class Graph:
         train_idx: Any = None,
         val_idx: Any = None,
         test_idx: Any = None,
-        num_classes: Optional[int] = None,
+        num_classes: int | None = None,
         name: str = "graph",
     ):
         indptr = _ids(indptr, "indptr")
@@ -288,9 +297,9 @@ class Graph:
     def _set(self, indptr, indices, *, x, labels, splits, name):
         self.indptr: torch.Tensor = indptr
         self.indices: torch.Tensor = indices
-        self.x: Optional[torch.Tensor] = x
+        self.x: torch.Tensor | None = x
         if labels is None:
-            self.y: Optional[torch.Tensor] = None
+            self.y: torch.Tensor | None = None
             self.num_classes = 0
         else:
             self.y, self.num_classes = labels
@@ -301,11 +310,17 @@ class Graph:
         self.name = name
 
     @classmethod
-    def _trusted(cls, indptr, indices, *, x, y, num_classes, splits, name) -> "Graph":
+    def _trusted(cls, indptr, indices, *, x, y, num_classes, splits, name) -> Graph:
         """Build without validation, from arrays that come from a validated Graph."""
         g = cls.__new__(cls)
-        g._set(indptr, indices, x=x, labels=None if y is None else (y, num_classes),
-               splits=splits, name=name)
+        g._set(
+            indptr,
+            indices,
+            x=x,
+            labels=None if y is None else (y, num_classes),
+            splits=splits,
+            name=name,
+        )
         if y is None:
             g.num_classes = num_classes
         return g
@@ -317,19 +332,19 @@ class Graph:
         cls,
         src: Any,
         dst: Any,
-        num_nodes: Optional[int] = None,
+        num_nodes: int | None = None,
         *,
         x: Any = None,
         y: Any = None,
         train_idx: Any = None,
         val_idx: Any = None,
         test_idx: Any = None,
-        num_classes: Optional[int] = None,
+        num_classes: int | None = None,
         self_loops: str = "keep",
         duplicates: str = "keep",
         symmetrize: bool = False,
         name: str = "graph",
-    ) -> "Graph":
+    ) -> Graph:
         """Build a graph from directed edges ``src[i] -> dst[i]``.
 
         Args:
@@ -349,7 +364,9 @@ class Graph:
         src = _ids(src, "src")
         dst = _ids(dst, "dst")
         if src.numel() != dst.numel():
-            raise ValueError(f"src has {src.numel()} edges but dst has {dst.numel()}; lengths must match")
+            raise ValueError(
+                f"src has {src.numel()} edges but dst has {dst.numel()}; lengths must match"
+            )
         if num_nodes is None:
             for value in (x, y):
                 if value is not None and hasattr(value, "shape") and len(value.shape) >= 1:
@@ -360,7 +377,9 @@ class Graph:
                     break
         if num_nodes is None:
             if src.numel() == 0:
-                raise ValueError("the edge list is empty and num_nodes is not given: the graph would have no nodes")
+                raise ValueError(
+                    "the edge list is empty and num_nodes is not given: the graph would have no nodes"
+                )
             num_nodes = int(torch.maximum(src.max(), dst.max())) + 1
         num_nodes = _count(num_nodes, "num_nodes", minimum=1)
         for arg, t in (("src", src), ("dst", dst)):
@@ -382,11 +401,20 @@ class Graph:
             loops = torch.arange(num_nodes, dtype=torch.int64)
             src, dst = torch.cat([src, loops]), torch.cat([dst, loops])
         indptr, indices = _csc_from_edges(src, dst, num_nodes)
-        return cls(indptr, indices, x=x, y=y, train_idx=train_idx, val_idx=val_idx,
-                   test_idx=test_idx, num_classes=num_classes, name=name)
+        return cls(
+            indptr,
+            indices,
+            x=x,
+            y=y,
+            train_idx=train_idx,
+            val_idx=val_idx,
+            test_idx=test_idx,
+            num_classes=num_classes,
+            name=name,
+        )
 
     @classmethod
-    def from_dgl(cls, graph: Any, *, name: str = "graph") -> "Graph":
+    def from_dgl(cls, graph: Any, *, name: str = "graph") -> Graph:
         """Build from a homogeneous ``dgl.DGLGraph``.
 
         Reads ``ndata['feat']`` (or ``'x'``) as features, ``ndata['label']`` (or ``'y'``) as
@@ -414,10 +442,15 @@ class Graph:
             mask = nd.get(f"{split}_mask")
             if mask is not None:
                 splits[f"{split}_idx"] = torch.nonzero(torch.as_tensor(mask).bool()).flatten()
-        return cls.from_edges(src.cpu(), dst.cpu(), graph.num_nodes(),
-                              x=None if x is None else x.cpu(),
-                              y=None if y is None else y.cpu(),
-                              name=name, **{k: v.cpu() for k, v in splits.items()})
+        return cls.from_edges(
+            src.cpu(),
+            dst.cpu(),
+            graph.num_nodes(),
+            x=None if x is None else x.cpu(),
+            y=None if y is None else y.cpu(),
+            name=name,
+            **{k: v.cpu() for k, v in splits.items()},
+        )
 
     def to_dgl(self):
         """This graph as a ``dgl.DGLGraph`` (edges in CSC order, ndata feat/label/masks)."""
@@ -439,7 +472,7 @@ class Graph:
         return graph
 
     @classmethod
-    def from_pyg(cls, data: Any, *, name: str = "graph") -> "Graph":
+    def from_pyg(cls, data: Any, *, name: str = "graph") -> Graph:
         """Build from a homogeneous ``torch_geometric.data.Data``.
 
         Reads ``edge_index`` (int [2, E], row 0 the sources, row 1 the destinations, as PyG's
@@ -458,8 +491,9 @@ class Graph:
 
         pyg = require_pyg()
         if not isinstance(data, pyg.data.Data):
-            raise TypeError(f"data must be a torch_geometric.data.Data (homogeneous), "
-                            f"got {type(data).__name__}")
+            raise TypeError(
+                f"data must be a torch_geometric.data.Data (homogeneous), got {type(data).__name__}"
+            )
         num_nodes = data.num_nodes
         if num_nodes is None:
             raise ValueError("data has no nodes: set data.num_nodes (or data.x)")
@@ -467,14 +501,20 @@ class Graph:
         if edge_index is None:
             edge_index = torch.empty(2, 0, dtype=torch.int64)
         if not isinstance(edge_index, torch.Tensor):
-            raise TypeError(f"data.edge_index must be a tensor [2, E], got {type(edge_index).__name__} "
-                            "(a SparseTensor adjacency? convert it to edge_index first)")
+            raise TypeError(
+                f"data.edge_index must be a tensor [2, E], got {type(edge_index).__name__} "
+                "(a SparseTensor adjacency? convert it to edge_index first)"
+            )
         if edge_index.layout != torch.strided:
-            raise TypeError(f"data.edge_index must be a dense tensor [2, E], got a sparse "
-                            f"{edge_index.layout} tensor of shape {tuple(edge_index.shape)} (an "
-                            "adjacency matrix? torch_geometric.utils.to_edge_index converts it)")
+            raise TypeError(
+                f"data.edge_index must be a dense tensor [2, E], got a sparse "
+                f"{edge_index.layout} tensor of shape {tuple(edge_index.shape)} (an "
+                "adjacency matrix? torch_geometric.utils.to_edge_index converts it)"
+            )
         if edge_index.dim() != 2 or edge_index.shape[0] != 2:
-            raise ValueError(f"data.edge_index must have shape [2, E], got {tuple(edge_index.shape)}")
+            raise ValueError(
+                f"data.edge_index must have shape [2, E], got {tuple(edge_index.shape)}"
+            )
         y = _pyg_dense(data.y, "y")
         if y is not None:
             y = _pyg_labels(torch.as_tensor(y).cpu(), int(num_nodes))
@@ -487,14 +527,18 @@ class Graph:
             if mask.dtype != torch.bool or mask.dim() != 1:
                 raise ValueError(
                     f"data.{split}_mask must be a bool mask [num_nodes], got dtype {mask.dtype} and "
-                    f"shape {tuple(mask.shape)} (several splits as columns? pick one: mask[:, i])")
+                    f"shape {tuple(mask.shape)} (several splits as columns? pick one: mask[:, i])"
+                )
             splits[f"{split}_idx"] = torch.nonzero(mask).flatten()
         x = _pyg_dense(data.x, "x")
         if isinstance(x, torch.Tensor) and x.dim() == 2 and x.shape[0] != int(num_nodes):
-            raise ValueError(f"data.x has {x.shape[0]} rows but the graph has "
-                             f"num_nodes={int(num_nodes)} (data.num_nodes); one row per node")
-        return cls.from_edges(edge_index[0].cpu(), edge_index[1].cpu(), int(num_nodes),
-                              x=x, y=y, name=name, **splits)
+            raise ValueError(
+                f"data.x has {x.shape[0]} rows but the graph has "
+                f"num_nodes={int(num_nodes)} (data.num_nodes); one row per node"
+            )
+        return cls.from_edges(
+            edge_index[0].cpu(), edge_index[1].cpu(), int(num_nodes), x=x, y=y, name=name, **splits
+        )
 
     def to_pyg(self):
         """This graph as a ``torch_geometric.data.Data``.
@@ -546,10 +590,11 @@ class Graph:
         """int64 [N]: number of out-edges (messages sent) per node."""
         return torch.bincount(self.indices, minlength=self.num_nodes)
 
-    def edges(self) -> Tuple[torch.Tensor, torch.Tensor]:
+    def edges(self) -> tuple[torch.Tensor, torch.Tensor]:
         """(src, dst), each int64 [E], in CSC order (sorted by dst, then src)."""
         dst = torch.repeat_interleave(
-            torch.arange(self.num_nodes, device=self.device), self.in_degrees(),
+            torch.arange(self.num_nodes, device=self.device),
+            self.in_degrees(),
             output_size=self.num_edges,
         )
         return self.indices, dst
@@ -567,17 +612,21 @@ class Graph:
 
     # ------------------------------------------------------------------------- transforms
 
-    def to(self, device: Any) -> "Graph":
+    def to(self, device: Any) -> Graph:
         """A copy of the graph with every tensor on ``device``."""
         device = device_arg(device, "device")
         move = lambda t: None if t is None else t.to(device)  # noqa: E731
         return Graph._trusted(
-            move(self.indptr), move(self.indices), x=move(self.x), y=move(self.y),
+            move(self.indptr),
+            move(self.indices),
+            x=move(self.x),
+            y=move(self.y),
             num_classes=self.num_classes,
-            splits={s: move(getattr(self, s)) for s in SPLITS}, name=self.name,
+            splits={s: move(getattr(self, s)) for s in SPLITS},
+            name=self.name,
         )
 
-    def subgraph(self, nodes: Any) -> Tuple["Graph", torch.Tensor]:
+    def subgraph(self, nodes: Any) -> tuple[Graph, torch.Tensor]:
         """The subgraph induced by ``nodes`` and the map from its ids back to global ids.
 
         Args:
@@ -594,14 +643,17 @@ class Graph:
         local[nodes] = torch.arange(nodes.numel(), device=self.device)
         if int((local >= 0).sum()) != nodes.numel():
             raise ValueError("nodes holds repeated ids; each node may appear once")
-        deg = self.in_degrees()[nodes]                                      # [K]
+        deg = self.in_degrees()[nodes]  # [K]
         total = int(deg.sum())
         # Edge ids of each kept node's CSC slice, concatenated: start[v] + 0..deg[v]-1.
-        owner = torch.repeat_interleave(torch.arange(nodes.numel(), device=self.device), deg,
-                                        output_size=total)                  # [sum deg]
-        first = torch.cumsum(deg, 0) - deg                                  # [K]
-        edge_ids = self.indptr[nodes][owner] + (torch.arange(total, device=self.device) - first[owner])
-        src_local = local[self.indices[edge_ids]]                           # [sum deg]
+        owner = torch.repeat_interleave(
+            torch.arange(nodes.numel(), device=self.device), deg, output_size=total
+        )  # [sum deg]
+        first = torch.cumsum(deg, 0) - deg  # [K]
+        edge_ids = self.indptr[nodes][owner] + (
+            torch.arange(total, device=self.device) - first[owner]
+        )
+        src_local = local[self.indices[edge_ids]]  # [sum deg]
         keep = src_local >= 0
         src_local, dst_local = src_local[keep], owner[keep]
         indptr, indices = _csc_from_edges(src_local.cpu(), dst_local.cpu(), nodes.numel())
@@ -614,10 +666,13 @@ class Graph:
             else:
                 splits[s] = None
         sub = Graph._trusted(
-            indptr.to(self.device), indices.to(self.device),
+            indptr.to(self.device),
+            indices.to(self.device),
             x=None if self.x is None else self.x[nodes],
             y=None if self.y is None else self.y[nodes],
-            num_classes=self.num_classes, splits=splits, name=f"{self.name}[sub]",
+            num_classes=self.num_classes,
+            splits=splits,
+            name=f"{self.name}[sub]",
         )
         return sub, nodes.clone()
 
@@ -634,7 +689,10 @@ class Graph:
             "avg_in_degree": self.num_edges / self.num_nodes,
             "max_in_degree": int(deg.max()),
             "isolated_nodes": int((deg == 0).sum()),
-            **{s: (0 if getattr(self, s) is None else int(getattr(self, s).numel())) for s in SPLITS},
+            **{
+                s: (0 if getattr(self, s) is None else int(getattr(self, s).numel()))
+                for s in SPLITS
+            },
             "device": str(self.device),
         }
 
@@ -651,12 +709,18 @@ class Graph:
 
 # ----------------------------------------------------------------------------- building CSC from pairs
 
-EDGE_CHUNK = 1 << 20          # edges (node pairs) a generator or loader hands over per chunk
+EDGE_CHUNK = 1 << 20  # edges (node pairs) a generator or loader hands over per chunk
 
 
-def csc_from_pairs(pairs: Iterator[Tuple[torch.Tensor, torch.Tensor]], max_pairs: int,
-                    num_nodes: int, *, reverse: bool = True, self_loops: bool = False,
-                    dedupe: bool = True) -> Tuple[torch.Tensor, torch.Tensor]:
+def csc_from_pairs(
+    pairs: Iterator[tuple[torch.Tensor, torch.Tensor]],
+    max_pairs: int,
+    num_nodes: int,
+    *,
+    reverse: bool = True,
+    self_loops: bool = False,
+    dedupe: bool = True,
+) -> tuple[torch.Tensor, torch.Tensor]:
     """CSC arrays of the edges u -> v in ``pairs``, built with one sort.
 
     ``pairs`` yields (u, v) chunks, int64 [k] each, at most ``max_pairs`` pairs in total.
@@ -666,16 +730,16 @@ def csc_from_pairs(pairs: Iterator[Tuple[torch.Tensor, torch.Tensor]], max_pairs
     generators need; ``reverse=False, self_loops=True, dedupe=False`` keeps the edges exactly.
     """
     per_pair = 2 if reverse else 1
-    keys = torch.empty(per_pair * max_pairs, dtype=torch.int64)    # [2M] or [M], filled in place
+    keys = torch.empty(per_pair * max_pairs, dtype=torch.int64)  # [2M] or [M], filled in place
     filled = 0
     for u, v in pairs:
         if not self_loops:
-            keep = u != v                                          # self-loops go
+            keep = u != v  # self-loops go
             u, v = u[keep], v[keep]
         k = u.numel()
-        torch.mul(v, num_nodes, out=keys[filled:filled + k]).add_(u)          # edge u -> v
+        torch.mul(v, num_nodes, out=keys[filled : filled + k]).add_(u)  # edge u -> v
         if reverse:
-            torch.mul(u, num_nodes, out=keys[filled + k:filled + 2 * k]).add_(v)  # edge v -> u
+            torch.mul(u, num_nodes, out=keys[filled + k : filled + 2 * k]).add_(v)  # edge v -> u
         filled += per_pair * k
     keys = keys[:filled]
     # numpy's in-place sort is several times faster than torch.sort on CPU and needs no
@@ -684,16 +748,16 @@ def csc_from_pairs(pairs: Iterator[Tuple[torch.Tensor, torch.Tensor]], max_pairs
     if dedupe:
         distinct = torch.ones(filled, dtype=torch.bool)
         distinct[1:] = keys[1:] != keys[:-1]
-        keys = keys[distinct]                                       # [E], sorted by (dst, src)
+        keys = keys[distinct]  # [E], sorted by (dst, src)
         del distinct
-    indices = keys % num_nodes                                      # [E] sources
+    indices = keys % num_nodes  # [E] sources
     # indptr[v] = first key >= v * N: a sorted query, so the binary searches stay in cache.
     bounds = torch.arange(num_nodes + 1, dtype=torch.int64) * num_nodes
-    indptr = torch.searchsorted(keys, bounds)                       # [N + 1]
+    indptr = torch.searchsorted(keys, bounds)  # [N + 1]
     return indptr, indices
 
 
-def graph_arg(g: Any, name: str = "g", *, train: bool = False) -> "Graph":
+def graph_arg(g: Any, name: str = "g", *, train: bool = False) -> Graph:
     """A zg.Graph; with ``train=True`` it must also have features, labels and a train split."""
     if not isinstance(g, Graph):
         raise TypeError(f"{name} must be a zg.Graph, got {type(g).__name__}")

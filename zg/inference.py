@@ -15,7 +15,7 @@ Block convention asks, then every node), and ``[chunk, k]`` slot arrays.
 
 from __future__ import annotations
 
-from typing import Dict, Iterable
+from collections.abc import Iterable
 
 import torch
 
@@ -33,6 +33,7 @@ def _needs_every_edge(model) -> bool:
     """Whether a layer of ``model`` reads its sources' out-degree (GCN's symmetric
     normalisation): a chunk's block would count only the edges into that chunk."""
     from .models import GCNConv
+
     return any(isinstance(layer, GCNConv) for layer in model.layers)
 
 
@@ -49,16 +50,18 @@ def full_neighbour_logits(model, g: Graph, budget: int = 1 << 22) -> torch.Tenso
         raise ValueError("full_neighbour_logits needs node features (g.x)")
     n, dev = g.num_nodes, g.device
     degree = g.in_degrees()
-    order = torch.argsort(degree, stable=True)                     # low degree first
+    order = torch.argsort(degree, stable=True)  # low degree first
     sorted_degree = degree[order]
-    chunks = []                                                     # (start, end, fanout)
+    chunks = []  # (start, end, fanout)
     start = 0
     if _needs_every_edge(model):
         width = max(1, int(sorted_degree[-1])) if n else 1
         if n * width > MAX_BLOCK_SLOTS:
-            raise ValueError(f"g has {n:,} nodes and maximum in-degree {width:,}: a GCN's "
-                             f"normalisation needs one block with every edge ({n * width:,} slots, "
-                             f"limit {MAX_BLOCK_SLOTS:,}); evaluate on sampled neighbourhoods instead")
+            raise ValueError(
+                f"g has {n:,} nodes and maximum in-degree {width:,}: a GCN's "
+                f"normalisation needs one block with every edge ({n * width:,} slots, "
+                f"limit {MAX_BLOCK_SLOTS:,}); evaluate on sampled neighbourhoods instead"
+            )
         chunks.append((0, n, width))
         start = n
     while start < n:
@@ -74,24 +77,31 @@ def full_neighbour_logits(model, g: Graph, budget: int = 1 << 22) -> torch.Tenso
     h = g.x
     for i, layer in enumerate(model.layers):
         width = h.shape[1]
-        src = torch.empty(max_rows + n, width, dtype=h.dtype, device=dev)   # [Dmax + N, F]
+        src = torch.empty(max_rows + n, width, dtype=h.dtype, device=dev)  # [Dmax + N, F]
         src[max_rows:] = h
         out = None
         for s, e, k in chunks:
-            nodes = order[s:e]                                      # [D]
+            nodes = order[s:e]  # [D]
             rows = nodes.numel()
             src[:rows] = h[nodes]
             slots = torch.arange(k, device=dev)
             first = g.indptr[nodes]
             deg = degree[nodes]
-            mask = slots[None, :] < deg[:, None]                    # [D, k]
+            mask = slots[None, :] < deg[:, None]  # [D, k]
             edge = torch.where(mask, first[:, None] + slots[None, :], 0)
-            nbr = torch.where(mask, g.indices[edge.clamp(max=max(g.num_edges - 1, 0))] + max_rows, 0) \
-                if g.num_edges else torch.zeros_like(edge)
-            block = Block(nbr=nbr, mask=mask,
-                          num_src=torch.tensor(max_rows + n, device=dev),
-                          num_dst=torch.tensor(rows, device=dev), src_nodes=None)
-            piece = model.after_layer(i, layer(block, src))         # [D, out]
+            nbr = (
+                torch.where(mask, g.indices[edge.clamp(max=max(g.num_edges - 1, 0))] + max_rows, 0)
+                if g.num_edges
+                else torch.zeros_like(edge)
+            )
+            block = Block(
+                nbr=nbr,
+                mask=mask,
+                num_src=torch.tensor(max_rows + n, device=dev),
+                num_dst=torch.tensor(rows, device=dev),
+                src_nodes=None,
+            )
+            piece = model.after_layer(i, layer(block, src))  # [D, out]
             if out is None:
                 out = torch.empty(n, *piece.shape[1:], dtype=piece.dtype, device=dev)
             out[nodes] = piece
@@ -107,14 +117,14 @@ def accuracy(logits: torch.Tensor, labels: torch.Tensor) -> float:
 
 
 @torch.no_grad()
-def evaluate(model, g: Graph, splits: Iterable[str] = ("val", "test")) -> Dict[str, float]:
+def evaluate(model, g: Graph, splits: Iterable[str] = ("val", "test")) -> dict[str, float]:
     """Accuracy of ``model`` on each split with full neighbourhoods (:func:`full_neighbour_logits`,
     eval mode; the model's training mode is restored afterwards). ``{"val": ..., "test": ...}``;
     NaN for a split ``g`` does not have."""
     was_training = model.training
     model.eval()
     try:
-        logits = full_neighbour_logits(model, g)                            # [N, C]
+        logits = full_neighbour_logits(model, g)  # [N, C]
     finally:
         model.train(was_training)
     out = {}

@@ -7,8 +7,8 @@ from __future__ import annotations
 import importlib.util
 import os
 import sys
+from collections.abc import Iterator
 from contextlib import contextmanager
-from typing import Iterator
 
 # ogb checks PyPI for a newer ogb in a background thread when it is first imported (through
 # the package "outdated"): a network call, and on a machine without network a thread the
@@ -28,7 +28,7 @@ def blocked_imports(*names: str) -> Iterator[None]:
     """
     blocked = [name for name in names if name not in sys.modules]
     for name in blocked:
-        sys.modules[name] = None          # type: ignore[assignment]
+        sys.modules[name] = None  # type: ignore[assignment]
     try:
         yield
     finally:
@@ -42,7 +42,7 @@ def require_dgl():
     os.environ.setdefault("DGLBACKEND", "pytorch")
     try:
         with blocked_imports(*VERSION_CHECK):
-            import dgl  # noqa: PLC0415
+            import dgl
     except ImportError as exc:
         raise ImportError(
             "this feature needs DGL, which is not installed. The reference environment has it: "
@@ -61,8 +61,8 @@ def require_pyg():
     """Import and return the ``torch_geometric`` module, or raise ImportError saying how to get it."""
     try:
         with blocked_imports(*VERSION_CHECK):
-            import torch_geometric  # noqa: PLC0415
-            import torch_geometric.data  # noqa: F401, PLC0415
+            import torch_geometric
+            import torch_geometric.data
     except ImportError as exc:
         raise ImportError(
             "this feature needs PyTorch Geometric, which is not installed: "

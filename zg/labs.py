@@ -18,8 +18,8 @@ import inspect
 import os
 import tempfile
 import textwrap
+from collections.abc import Callable, Sequence
 from types import SimpleNamespace
-from typing import Callable, Sequence
 
 import torch
 import torch.distributed as dist
@@ -33,7 +33,7 @@ def _model(seed: int) -> torch.nn.Module:
 
 
 def _rank_input(rank: int) -> torch.Tensor:
-    return torch.randn(16, 8, generator=torch.Generator().manual_seed(100 + rank))   # [16, 8]
+    return torch.randn(16, 8, generator=torch.Generator().manual_seed(100 + rank))  # [16, 8]
 
 
 def _grads_through(ddp: torch.nn.Module, model: torch.nn.Module, rank: int) -> list:
@@ -42,23 +42,34 @@ def _grads_through(ddp: torch.nn.Module, model: torch.nn.Module, rank: int) -> l
     return [p.grad.detach().clone() for p in model.parameters()]
 
 
-def _hook_worker(rank: int, world_size: int, source: str, name: str, scales: Sequence[float],
-                 bucket_cap_mb: float, seed: int, out_dir: str) -> None:
+def _hook_worker(
+    rank: int,
+    world_size: int,
+    source: str,
+    name: str,
+    scales: Sequence[float],
+    bucket_cap_mb: float,
+    seed: int,
+    out_dir: str,
+) -> None:
     from torch.nn.parallel import DistributedDataParallel as DDP
 
     from .grappa.comm import CommLedger
     from .grappa.hook import HookState, estimator_hook
 
     namespace = {"torch": torch, "dist": dist, "__name__": "student_hook"}
-    exec(compile(source, f"<{name}>", "exec"), namespace)          # noqa: S102 - the lab's hook
+    exec(compile(source, f"<{name}>", "exec"), namespace)
     hook = namespace[name]
     # What the gradient must be on every rank: sum over ranks r of scales[r] * (r's local gradient).
     reference = _model(seed)
     expected = None
     for r in range(world_size):
         local = _grads_through(reference, reference, r)
-        expected = [scales[r] * g for g in local] if expected is None else \
-            [e + scales[r] * g for e, g in zip(expected, local)]
+        expected = (
+            [scales[r] * g for g in local]
+            if expected is None
+            else [e + scales[r] * g for e, g in zip(expected, local)]
+        )
     model = _model(seed)
     ddp = DDP(model, bucket_cap_mb=bucket_cap_mb)
     state = SimpleNamespace(scale=float(scales[rank]), ledger=CommLedger(world_size))
@@ -70,12 +81,26 @@ def _hook_worker(rank: int, world_size: int, source: str, name: str, scales: Seq
     kit_state.scale = float(scales[rank])
     kit.register_comm_hook(kit_state, estimator_hook)
     kit_got = _grads_through(kit, kit_model, rank)
-    torch.save({"got": got, "expected": expected, "kit": kit_got, "ledger": state.ledger.take(),
-                "kit_ledger": kit_state.ledger.take()}, os.path.join(out_dir, f"{rank}.pt"))
+    torch.save(
+        {
+            "got": got,
+            "expected": expected,
+            "kit": kit_got,
+            "ledger": state.ledger.take(),
+            "kit_ledger": kit_state.ledger.take(),
+        },
+        os.path.join(out_dir, f"{rank}.pt"),
+    )
 
 
-def hook_on_workers(hook: Callable, scales: Sequence[float], *, bucket_cap_mb: float = 25.0,
-                    seed: int = 0, timeout: float = 60.0) -> list:
+def hook_on_workers(
+    hook: Callable,
+    scales: Sequence[float],
+    *,
+    bucket_cap_mb: float = 25.0,
+    seed: int = 0,
+    timeout: float = 60.0,
+) -> list:
     """Run the communication hook ``hook(state, bucket)`` under DDP on ``len(scales)`` gloo
     processes: rank r has its own input, ``state.scale = scales[r]`` and ``state.ledger`` a
     :class:`zg.grappa.comm.CommLedger`. Returns one dict per rank: ``got`` (the gradients DDP
@@ -91,7 +116,12 @@ def hook_on_workers(hook: Callable, scales: Sequence[float], *, bucket_cap_mb: f
         raise ValueError("give at least two scales: one per worker, at least two workers")
     source = textwrap.dedent(inspect.getsource(hook))
     with tempfile.TemporaryDirectory(prefix="zg-lab-hook-") as out_dir:
-        spawn(_hook_worker, world_size,
-              args=(source, hook.__name__, [float(s) for s in scales], bucket_cap_mb, seed, out_dir),
-              timeout=timeout, run_timeout=4 * timeout, backend="gloo")
+        spawn(
+            _hook_worker,
+            world_size,
+            args=(source, hook.__name__, [float(s) for s in scales], bucket_cap_mb, seed, out_dir),
+            timeout=timeout,
+            run_timeout=4 * timeout,
+            backend="gloo",
+        )
         return [torch.load(os.path.join(out_dir, f"{r}.pt")) for r in range(world_size)]

@@ -43,7 +43,7 @@ from __future__ import annotations
 
 import inspect
 import math
-from typing import List, Sequence
+from collections.abc import Sequence
 
 import torch
 import torch.nn.functional as F
@@ -51,14 +51,25 @@ from torch import nn
 
 from . import kernels
 from .blocks import Block
-from .kernels.aggregate import (attention_sum, destination_rows_and_projected_mean, gather,
-                                projected_neighbour_sum)
+from .kernels.aggregate import (
+    attention_sum,
+    destination_rows_and_projected_mean,
+    gather,
+    projected_neighbour_sum,
+)
 
 __all__ = [
-    "SAGEConv", "GCNConv", "GATConv",
-    "SAGE", "GCN", "GAT",
-    "build", "MODELS",
-    "masked_softmax", "zero_padded_rows", "relu_zeroing_padded_rows",
+    "SAGEConv",
+    "GCNConv",
+    "GATConv",
+    "SAGE",
+    "GCN",
+    "GAT",
+    "build",
+    "MODELS",
+    "masked_softmax",
+    "zero_padded_rows",
+    "relu_zeroing_padded_rows",
 ]
 
 
@@ -89,8 +100,10 @@ def _check_layer_inputs(layer: str, block: Block, h_src: torch.Tensor, in_dim: i
         raise TypeError(f"{layer}: h_src must be a tensor, got {type(h_src).__name__}")
     nbr, mask = block.nbr, block.mask
     if nbr.dim() != 2 or mask.shape != nbr.shape:
-        raise ValueError(f"{layer}: block.nbr and block.mask must both be [D, k], got "
-                         f"{tuple(nbr.shape)} and {tuple(mask.shape)}")
+        raise ValueError(
+            f"{layer}: block.nbr and block.mask must both be [D, k], got "
+            f"{tuple(nbr.shape)} and {tuple(mask.shape)}"
+        )
     if mask.dtype != torch.bool:
         raise TypeError(f"{layer}: block.mask must be a bool tensor, got {mask.dtype}")
     if nbr.dtype not in (torch.int64, torch.int32):
@@ -99,12 +112,16 @@ def _check_layer_inputs(layer: str, block: Block, h_src: torch.Tensor, in_dim: i
         raise ValueError(f"{layer}: h_src must be [S, {in_dim}], got {tuple(h_src.shape)}")
     num_rows = h_src.shape[0]
     if block.src_nodes is not None and num_rows != block.src_nodes.shape[0]:
-        raise ValueError(f"{layer}: h_src has {num_rows} rows but the block has "
-                         f"S = {block.src_nodes.shape[0]} source rows")
+        raise ValueError(
+            f"{layer}: h_src has {num_rows} rows but the block has "
+            f"S = {block.src_nodes.shape[0]} source rows"
+        )
     if num_rows < nbr.shape[0]:
-        raise ValueError(f"{layer}: h_src has {num_rows} rows, fewer than the block's "
-                         f"D = {nbr.shape[0]} destination rows (destinations are the first "
-                         "source rows)")
+        raise ValueError(
+            f"{layer}: h_src has {num_rows} rows, fewer than the block's "
+            f"D = {nbr.shape[0]} destination rows (destinations are the first "
+            "source rows)"
+        )
 
 
 def _real_edges(block: Block, device: torch.device):
@@ -114,8 +131,8 @@ def _real_edges(block: Block, device: torch.device):
     """
     num_dst_rows = block.nbr.shape[0]
     rows = torch.arange(num_dst_rows, device=device)
-    dst_real = (rows < block.num_dst).unsqueeze(1)                  # [D, 1]
-    edge_mask = block.mask & dst_real                               # [D, k]
+    dst_real = (rows < block.num_dst).unsqueeze(1)  # [D, 1]
+    edge_mask = block.mask & dst_real  # [D, k]
     return edge_mask, dst_real
 
 
@@ -169,7 +186,7 @@ def _zero_padded_rows_then(activation, out: torch.Tensor, dst_real: torch.Tensor
 _ACTIVATIONS = (None, "relu")
 
 
-def _activation(value) -> "str | None":
+def _activation(value) -> str | None:
     if value not in _ACTIVATIONS:
         raise ValueError(f"activation must be None or 'relu', got {value!r}")
     return value
@@ -182,11 +199,13 @@ def masked_softmax(scores: torch.Tensor, mask: torch.Tensor) -> torch.Tensor:
     all zeros (not NaN). Equals DGL's ``edge_softmax`` over each destination's in-edges.
     """
     if mask.dtype != torch.bool or scores.dim() < 2 or mask.shape != scores.shape[:2]:
-        raise ValueError(f"masked_softmax: mask must be bool [D, k] matching scores [D, k, *]; "
-                         f"got mask {mask.dtype} {tuple(mask.shape)}, scores {tuple(scores.shape)}")
+        raise ValueError(
+            f"masked_softmax: mask must be bool [D, k] matching scores [D, k, *]; "
+            f"got mask {mask.dtype} {tuple(mask.shape)}, scores {tuple(scores.shape)}"
+        )
     if scores.shape[1] == 0:
         return scores
-    mask = mask.view(*mask.shape, *([1] * (scores.dim() - 2)))            # [D, k, 1...]
+    mask = mask.view(*mask.shape, *([1] * (scores.dim() - 2)))  # [D, k, 1...]
     # Subtracting the row max keeps exp() finite. Softmax does not depend on the shift, so its
     # gradient through the max is exactly zero: detach it rather than route noise through amax.
     row_max = scores.masked_fill(~mask, -math.inf).amax(1, keepdim=True)  # [D, 1, *]
@@ -194,7 +213,7 @@ def masked_softmax(scores: torch.Tensor, mask: torch.Tensor) -> torch.Tensor:
     # -inf (not a multiply by 0) on masked slots: exp(-inf) = 0 with gradient 0, whereas an
     # overflowing exp() hidden behind a where would give 0 * inf = NaN in backward.
     weights = torch.exp(torch.where(mask, scores - row_max, -math.inf))  # [D, k, *]
-    total = weights.sum(1, keepdim=True)                                 # [D, 1, *]
+    total = weights.sum(1, keepdim=True)  # [D, 1, *]
     # total >= 1 on rows with a real slot (the max contributes exp(0)); 0 only on empty rows.
     return weights / torch.where(total > 0, total, 1.0)
 
@@ -221,8 +240,9 @@ class SAGEConv(nn.Module):
     ``in_dim > out_dim`` (the mean commutes with the linear map; gather the narrower width).
     """
 
-    def __init__(self, in_dim: int, out_dim: int, bias: bool = True, activation=None,
-                 kernel: str = "auto"):
+    def __init__(
+        self, in_dim: int, out_dim: int, bias: bool = True, activation=None, kernel: str = "auto"
+    ):
         super().__init__()
         self.in_dim = _positive_int(in_dim, "in_dim")
         self.out_dim = _positive_int(out_dim, "out_dim")
@@ -241,13 +261,14 @@ class SAGEConv(nn.Module):
 
     def forward(self, block: Block, h_src: torch.Tensor) -> torch.Tensor:
         _check_layer_inputs("SAGEConv", block, h_src, self.in_dim)
-        edge_mask, dst_real = _real_edges(block, h_src.device)          # [D, k], [D, 1]
+        edge_mask, dst_real = _real_edges(block, h_src.device)  # [D, k], [D, 1]
         # h_i (the first D rows) and W_neigh mean_j h_j, both read from h_src (the projection
         # comes first when it narrows; otherwise one backward pass gives h_src its gradient).
         h_dst, h_neigh = destination_rows_and_projected_mean(
-            h_src, block.nbr, edge_mask, self.fc_neigh, self.kernel)    # [D, in], [D, out]
-        h_self = self.fc_self(h_dst)                                     # W_self h_i + b  [D, out]
-        return _zero_padded_rows_then(self.activation, h_self + h_neigh, dst_real)   # [D, out]
+            h_src, block.nbr, edge_mask, self.fc_neigh, self.kernel
+        )  # [D, in], [D, out]
+        h_self = self.fc_self(h_dst)  # W_self h_i + b  [D, out]
+        return _zero_padded_rows_then(self.activation, h_self + h_neigh, dst_real)  # [D, out]
 
     def extra_repr(self) -> str:
         act = f", activation={self.activation}" if self.activation else ""
@@ -273,8 +294,9 @@ class GCNConv(nn.Module):
     like DGL it multiplies by ``weight`` before aggregating when ``in_dim > out_dim``.
     """
 
-    def __init__(self, in_dim: int, out_dim: int, bias: bool = True, activation=None,
-                 kernel: str = "auto"):
+    def __init__(
+        self, in_dim: int, out_dim: int, bias: bool = True, activation=None, kernel: str = "auto"
+    ):
         super().__init__()
         self.in_dim = _positive_int(in_dim, "in_dim")
         self.out_dim = _positive_int(out_dim, "out_dim")
@@ -292,19 +314,20 @@ class GCNConv(nn.Module):
 
     def forward(self, block: Block, h_src: torch.Tensor) -> torch.Tensor:
         _check_layer_inputs("GCNConv", block, h_src, self.in_dim)
-        edge_mask, dst_real = _real_edges(block, h_src.device)          # [D, k], [D, 1]
-        edge_count = edge_mask.to(h_src.dtype)                            # [D, k] 1.0 per edge
+        edge_mask, dst_real = _real_edges(block, h_src.device)  # [D, k], [D, 1]
+        edge_count = edge_mask.to(h_src.dtype)  # [D, k] 1.0 per edge
         out_degree = torch.zeros(h_src.shape[0], dtype=h_src.dtype, device=h_src.device)
-        out_degree.index_add_(0, block.nbr.reshape(-1), edge_count.reshape(-1))   # [S] d_out(j)
-        in_degree = edge_count.sum(1)                                     # [D] d_in(i)
-        h = h_src * out_degree.clamp(min=1).pow(-0.5).unsqueeze(1)        # d_out(j)^-1/2 h_j  [S, in]
+        out_degree.index_add_(0, block.nbr.reshape(-1), edge_count.reshape(-1))  # [S] d_out(j)
+        in_degree = edge_count.sum(1)  # [D] d_in(i)
+        h = h_src * out_degree.clamp(min=1).pow(-0.5).unsqueeze(1)  # d_out(j)^-1/2 h_j  [S, in]
         # sum_j (...) W (W first when it narrows: the sum commutes with it)
-        out = projected_neighbour_sum(h, block.nbr, edge_count, edge_mask, self.weight,
-                                      self.kernel)                        # [D, out]
-        out = out * in_degree.clamp(min=1).pow(-0.5).unsqueeze(1)         # d_in(i)^-1/2 (...)  [D, out]
+        out = projected_neighbour_sum(
+            h, block.nbr, edge_count, edge_mask, self.weight, self.kernel
+        )  # [D, out]
+        out = out * in_degree.clamp(min=1).pow(-0.5).unsqueeze(1)  # d_in(i)^-1/2 (...)  [D, out]
         if self.bias is not None:
             out = out + self.bias
-        return _zero_padded_rows_then(self.activation, out, dst_real)     # [D, out]
+        return _zero_padded_rows_then(self.activation, out, dst_real)  # [D, out]
 
     def extra_repr(self) -> str:
         act = f", activation={self.activation}" if self.activation else ""
@@ -333,8 +356,16 @@ class GATConv(nn.Module):
     the attention-weighted sum is computed (:data:`zg.kernels.KERNELS`; the same values).
     """
 
-    def __init__(self, in_dim: int, out_dim: int, num_heads: int, negative_slope: float = 0.2,
-                 residual: bool = False, bias: bool = True, kernel: str = "auto"):
+    def __init__(
+        self,
+        in_dim: int,
+        out_dim: int,
+        num_heads: int,
+        negative_slope: float = 0.2,
+        residual: bool = False,
+        bias: bool = True,
+        kernel: str = "auto",
+    ):
         super().__init__()
         self.kernel = kernels.check(kernel)
         self.in_dim = _positive_int(in_dim, "in_dim")
@@ -369,25 +400,29 @@ class GATConv(nn.Module):
 
     def forward(self, block: Block, h_src: torch.Tensor) -> torch.Tensor:
         _check_layer_inputs("GATConv", block, h_src, self.in_dim)
-        edge_mask, dst_real = _real_edges(block, h_src.device)          # [D, k], [D, 1]
+        edge_mask, dst_real = _real_edges(block, h_src.device)  # [D, k], [D, 1]
         nbr, num_dst_rows = block.nbr, block.nbr.shape[0]
         heads, out_dim = self.num_heads, self.out_dim
-        z = self.fc(h_src).view(-1, heads, out_dim)                       # z_j = W h_j  [S, H, out]
-        score_src = (z * self.attn_l).sum(-1)                              # a_l . z_j  [S, H]
-        score_dst = (z[:num_dst_rows] * self.attn_r).sum(-1)               # a_r . z_i  [D, H]
-        scores = gather(score_src, nbr) + score_dst.unsqueeze(1)           # [D, k, H]
-        scores = F.leaky_relu(scores, self.negative_slope)                 # e_ij
-        alpha = masked_softmax(scores, edge_mask)                          # alpha_ij  [D, k, H]
-        out = attention_sum(z, nbr, alpha, edge_mask, self.kernel)         # sum_j alpha_ij z_j  [D, H, out]
+        z = self.fc(h_src).view(-1, heads, out_dim)  # z_j = W h_j  [S, H, out]
+        score_src = (z * self.attn_l).sum(-1)  # a_l . z_j  [S, H]
+        score_dst = (z[:num_dst_rows] * self.attn_r).sum(-1)  # a_r . z_i  [D, H]
+        scores = gather(score_src, nbr) + score_dst.unsqueeze(1)  # [D, k, H]
+        scores = F.leaky_relu(scores, self.negative_slope)  # e_ij
+        alpha = masked_softmax(scores, edge_mask)  # alpha_ij  [D, k, H]
+        out = attention_sum(
+            z, nbr, alpha, edge_mask, self.kernel
+        )  # sum_j alpha_ij z_j  [D, H, out]
         if self.res_fc is not None:
             out = out + self.res_fc(h_src[:num_dst_rows]).view(-1, heads, out_dim)
         if self.bias is not None:
             out = out + self.bias.view(heads, out_dim)
-        return zero_padded_rows(out, dst_real)                             # [D, H, out]
+        return zero_padded_rows(out, dst_real)  # [D, H, out]
 
     def extra_repr(self) -> str:
-        return (f"{self.in_dim}, {self.out_dim}, num_heads={self.num_heads}, "
-                f"residual={self.res_fc is not None}")
+        return (
+            f"{self.in_dim}, {self.out_dim}, num_heads={self.num_heads}, "
+            f"residual={self.res_fc is not None}"
+        )
 
 
 # ----------------------------------------------------------------------------- models
@@ -401,9 +436,9 @@ class _BlockModel(nn.Module):
     """
 
     layers: nn.ModuleList
-    feature_dims: List[int]
+    feature_dims: list[int]
 
-    def set_kernel(self, kernel: str) -> "_BlockModel":
+    def set_kernel(self, kernel: str) -> _BlockModel:
         """How every layer aggregates (:data:`zg.kernels.KERNELS`): "auto", "fused" (the CPU's
         embedding_bag + CSR backward) or "torch" (the explicit gather, as CUDA runs it).
         The Engine calls it with its own ``kernel``. Returns the model."""
@@ -415,11 +450,15 @@ class _BlockModel(nn.Module):
     def _check_blocks(self, blocks: Sequence[Block], x: torch.Tensor) -> None:
         name = type(self).__name__
         if isinstance(blocks, Block) or not isinstance(blocks, (list, tuple)):
-            raise TypeError(f"{name}: blocks must be a list of zg.Block (input layer first), "
-                            f"got {type(blocks).__name__}")
+            raise TypeError(
+                f"{name}: blocks must be a list of zg.Block (input layer first), "
+                f"got {type(blocks).__name__}"
+            )
         if len(blocks) != len(self.layers):
-            raise ValueError(f"{name}: got {len(blocks)} blocks for a model with "
-                             f"{len(self.layers)} layers (one block per layer)")
+            raise ValueError(
+                f"{name}: got {len(blocks)} blocks for a model with "
+                f"{len(self.layers)} layers (one block per layer)"
+            )
         if not isinstance(x, torch.Tensor) or x.dim() != 2:
             raise ValueError(f"{name}: x must be a [S0, {self.feature_dims[0]}] tensor")
 
@@ -432,7 +471,7 @@ class _BlockModel(nn.Module):
         return len(self.layers)
 
 
-def _layer_dims(in_dim, hidden_dim, num_classes, num_layers) -> List[int]:
+def _layer_dims(in_dim, hidden_dim, num_classes, num_layers) -> list[int]:
     in_dim = _positive_int(in_dim, "in_dim")
     hidden_dim = _positive_int(hidden_dim, "hidden_dim")
     num_classes = _positive_int(num_classes, "num_classes")
@@ -446,31 +485,39 @@ class _PlainModel(_BlockModel):
 
     conv: type  # the layer class, set by each subclass
 
-    def __init__(self, in_dim: int, hidden_dim: int, num_classes: int, num_layers: int = 3,
-                 dropout: float = 0.5, kernel: str = "auto"):
+    def __init__(
+        self,
+        in_dim: int,
+        hidden_dim: int,
+        num_classes: int,
+        num_layers: int = 3,
+        dropout: float = 0.5,
+        kernel: str = "auto",
+    ):
         super().__init__()
         dims = _layer_dims(in_dim, hidden_dim, num_classes, num_layers)
         self.feature_dims = dims
         self.kernel = kernels.check(kernel)
         # Hidden layers apply their ReLU themselves (fused with zeroing their padded rows).
         last = len(dims) - 2
-        self.layers = nn.ModuleList(self.conv(a, b, activation="relu" if i < last else None,
-                                              kernel=self.kernel)
-                                    for i, (a, b) in enumerate(zip(dims[:-1], dims[1:])))
+        self.layers = nn.ModuleList(
+            self.conv(a, b, activation="relu" if i < last else None, kernel=self.kernel)
+            for i, (a, b) in enumerate(zip(dims[:-1], dims[1:]))
+        )
         self.dropout = nn.Dropout(_dropout_rate(dropout))
         self.reset_parameters()
 
     def forward(self, blocks: Sequence[Block], x: torch.Tensor) -> torch.Tensor:
         self._check_blocks(blocks, x)
-        h = x                                                   # [S0, in_dim]
+        h = x  # [S0, in_dim]
         for i, (layer, block) in enumerate(zip(self.layers, blocks)):
-            h = self.after_layer(i, layer(block, h))            # [D_i, feature_dims[i + 1]]
-        return h                                                # [D_last, num_classes]
+            h = self.after_layer(i, layer(block, h))  # [D_i, feature_dims[i + 1]]
+        return h  # [D_last, num_classes]
 
     def after_layer(self, i: int, h: torch.Tensor) -> torch.Tensor:
         """What follows layer ``i``: dropout between layers (the hidden layers' ReLU is their
         own last step), nothing after the last."""
-        return self.dropout(h) if i < len(self.layers) - 1 else h       # [D_i, feature_dims[i + 1]]
+        return self.dropout(h) if i < len(self.layers) - 1 else h  # [D_i, feature_dims[i + 1]]
 
 
 class SAGE(_PlainModel):
@@ -496,8 +543,16 @@ class GAT(_BlockModel):
     example; ``feature_dims`` records the concatenated widths.
     """
 
-    def __init__(self, in_dim: int, hidden_dim: int, num_classes: int, num_layers: int = 3,
-                 heads: int = 4, dropout: float = 0.5, kernel: str = "auto"):
+    def __init__(
+        self,
+        in_dim: int,
+        hidden_dim: int,
+        num_classes: int,
+        num_layers: int = 3,
+        heads: int = 4,
+        dropout: float = 0.5,
+        kernel: str = "auto",
+    ):
         super().__init__()
         dims = _layer_dims(in_dim, hidden_dim, num_classes, num_layers)
         self.heads = _positive_int(heads, "heads")
@@ -505,29 +560,31 @@ class GAT(_BlockModel):
         self.feature_dims = [in_dim] + [hidden_dim * heads] * (num_layers - 1) + [num_classes]
         self.layers = nn.ModuleList(
             GATConv(self.feature_dims[i], dims[i + 1], heads, kernel=self.kernel)
-            for i in range(num_layers))
+            for i in range(num_layers)
+        )
         self.dropout = nn.Dropout(_dropout_rate(dropout))
         self.reset_parameters()
 
     def forward(self, blocks: Sequence[Block], x: torch.Tensor) -> torch.Tensor:
         self._check_blocks(blocks, x)
-        h = x                                                   # [S0, in_dim]
+        h = x  # [S0, in_dim]
         for i, (layer, block) in enumerate(zip(self.layers, blocks)):
-            h = self.after_layer(i, layer(block, h))            # [D_i, heads, per-head dim] ->
-        return h                                                # [D_last, num_classes]
+            h = self.after_layer(i, layer(block, h))  # [D_i, heads, per-head dim] ->
+        return h  # [D_last, num_classes]
 
     def after_layer(self, i: int, h: torch.Tensor) -> torch.Tensor:
         """Hidden layers: concatenate heads, ELU, dropout. Last layer: average the heads."""
         if i < len(self.layers) - 1:
-            return self.dropout(F.elu(h.flatten(1)))            # [D_i, heads * hidden_dim]
-        return h.mean(1)                                        # [D_last, num_classes]
+            return self.dropout(F.elu(h.flatten(1)))  # [D_i, heads * hidden_dim]
+        return h.mean(1)  # [D_last, num_classes]
 
 
 MODELS = {"sage": SAGE, "gcn": GCN, "gat": GAT}
 
 
-def build(name: str, in_dim: int, hidden_dim: int, num_classes: int, num_layers: int = 3,
-          **kwargs) -> _BlockModel:
+def build(
+    name: str, in_dim: int, hidden_dim: int, num_classes: int, num_layers: int = 3, **kwargs
+) -> _BlockModel:
     """Build a model by name: ``"sage"``, ``"gcn"`` or ``"gat"``.
 
     ``kwargs`` are the model's own options: ``dropout`` and ``kernel`` for all, ``heads`` for GAT.
@@ -538,8 +595,11 @@ def build(name: str, in_dim: int, hidden_dim: int, num_classes: int, num_layers:
     if key not in MODELS:
         raise ValueError(f"unknown model {name!r}; choose one of {sorted(MODELS)}")
     cls = MODELS[key]
-    accepted = [p for p in inspect.signature(cls.__init__).parameters
-                if p not in ("self", "in_dim", "hidden_dim", "num_classes", "num_layers")]
+    accepted = [
+        p
+        for p in inspect.signature(cls.__init__).parameters
+        if p not in ("self", "in_dim", "hidden_dim", "num_classes", "num_layers")
+    ]
     unknown = sorted(set(kwargs) - set(accepted))
     if unknown:
         raise ValueError(f"model {key!r} does not take option(s) {unknown}; it accepts {accepted}")

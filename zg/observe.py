@@ -32,7 +32,7 @@ call. The kit's observers:
 
 from __future__ import annotations
 
-from typing import Callable, Dict, List, Optional
+from collections.abc import Callable
 
 import torch
 
@@ -40,7 +40,15 @@ from .audit import SyncAudit
 from .rng import mix64
 from .step import STAGES, StageClock
 
-__all__ = ["Observer", "AuditSyncs", "Trace", "Progress", "Callbacks", "StageTimes", "node_set_hash"]
+__all__ = [
+    "Observer",
+    "AuditSyncs",
+    "Trace",
+    "Progress",
+    "Callbacks",
+    "StageTimes",
+    "node_set_hash",
+]
 
 
 class Observer:
@@ -72,7 +80,7 @@ class AuditSyncs(Observer):
         if isinstance(iterations, bool) or not isinstance(iterations, int) or iterations < 0:
             raise ValueError(f"iterations must be an int >= 0, got {iterations!r}")
         self.iterations = iterations
-        self._audit: Optional[SyncAudit] = None
+        self._audit: SyncAudit | None = None
 
     def epoch_start(self, engine, epoch, first_batch):
         self.done = self.syncs = self.warnings = self.launches = 0
@@ -117,13 +125,16 @@ class Trace(Observer):
     """
 
     def __init__(self):
-        self.steps: List[dict] = []
-        self._pending: List[torch.Tensor] = []
+        self.steps: list[dict] = []
+        self._pending: list[torch.Tensor] = []
 
     def batch_end(self, engine, epoch, batch):
         applied = engine.applied if engine.applied is not None else torch.ones((), dtype=torch.bool)
-        self._pending.append(torch.stack([node_set_hash(engine.last_batch),
-                                          applied.to(torch.int64).to(engine.device)]))
+        self._pending.append(
+            torch.stack(
+                [node_set_hash(engine.last_batch), applied.to(torch.int64).to(engine.device)]
+            )
+        )
         self.steps.append({"epoch": epoch, "batch": batch})
 
     def epoch_end(self, engine, stats):
@@ -138,7 +149,7 @@ class Trace(Observer):
             entry["hash"], entry["applied"] = h, bool(applied)
         self._pending = []
 
-    def applied(self) -> List[tuple]:
+    def applied(self) -> list[tuple]:
         """(epoch, batch, node-set hash) of every applied step, in order."""
         self.flush()
         return [(s["epoch"], s["batch"], s["hash"]) for s in self.steps if s.get("applied")]
@@ -151,7 +162,9 @@ class Progress(Observer):
 
     def __init__(self, bar):
         if not callable(getattr(bar, "update", None)):
-            raise TypeError(f"bar must have an update(n) method (a tqdm bar), got {type(bar).__name__}")
+            raise TypeError(
+                f"bar must have an update(n) method (a tqdm bar), got {type(bar).__name__}"
+            )
         self.bar = bar
         self._reached = 0
 
@@ -167,8 +180,11 @@ class Progress(Observer):
 class Callbacks(Observer):
     """``before(epoch, batch)`` and ``after(epoch, batch)`` around every executed batch."""
 
-    def __init__(self, before: Optional[Callable[[int, int], None]] = None,
-                 after: Optional[Callable[[int, int], None]] = None):
+    def __init__(
+        self,
+        before: Callable[[int, int], None] | None = None,
+        after: Callable[[int, int], None] | None = None,
+    ):
         for name, f in (("before", before), ("after", after)):
             if f is not None and not callable(f):
                 raise TypeError(f"{name} must be callable or None, got {type(f).__name__}")
@@ -192,8 +208,8 @@ class StageTimes(Observer):
     """
 
     def __init__(self):
-        self.seconds: Dict[str, float] = {}
-        self._clock: Optional[StageClock] = None
+        self.seconds: dict[str, float] = {}
+        self._clock: StageClock | None = None
 
     def epoch_start(self, engine, epoch, first_batch):
         self.seconds = {s: 0.0 for s in STAGES}

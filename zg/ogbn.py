@@ -49,7 +49,7 @@ import threading
 import urllib.parse
 import urllib.request
 from pathlib import Path
-from typing import Any, Dict
+from typing import Any
 
 import numpy as np
 import torch
@@ -97,7 +97,9 @@ def _root_arg(root: Any) -> Path:
     if root is None:
         return default_root()
     if not isinstance(root, (str, os.PathLike)):
-        raise TypeError(f"root must be a path (str or os.PathLike) or None, got {type(root).__name__}")
+        raise TypeError(
+            f"root must be a path (str or os.PathLike) or None, got {type(root).__name__}"
+        )
     return Path(os.fspath(root)).expanduser()
 
 
@@ -119,7 +121,7 @@ def require_ogb():
     """Import and return ``ogb.nodeproppred.dataset``, or raise ImportError saying how to get it."""
     try:
         with _importing_ogb():
-            from ogb.nodeproppred import dataset as ogb_dataset  # noqa: PLC0415
+            from ogb.nodeproppred import dataset as ogb_dataset
     except ImportError as exc:
         raise ImportError(
             "the OGB datasets need the ogb package, which is not installed: "
@@ -128,12 +130,15 @@ def require_ogb():
     return ogb_dataset
 
 
-def _meta(ogb_dataset, name: str) -> Dict[str, str]:
+def _meta(ogb_dataset, name: str) -> dict[str, str]:
     """ogb's own description of ``name`` (a column of its master.csv), as strings."""
     import pandas as pd  # ogb depends on pandas
 
-    master = pd.read_csv(os.path.join(os.path.dirname(ogb_dataset.__file__), "master.csv"),
-                         index_col=0, keep_default_na=False)
+    master = pd.read_csv(
+        os.path.join(os.path.dirname(ogb_dataset.__file__), "master.csv"),
+        index_col=0,
+        keep_default_na=False,
+    )
     return {key: str(value) for key, value in master[name].items()}
 
 
@@ -177,7 +182,7 @@ def _reading(read, path: Any, *args: Any, **kwargs: Any) -> Any:
         return read(path, *args, **kwargs)
     except (MemoryError, FileNotFoundError):
         raise
-    except Exception as exc:     # EOFError, zlib.error, BadZipFile, UnpicklingError, ParserError...
+    except Exception as exc:  # EOFError, zlib.error, BadZipFile, UnpicklingError, ParserError...
         if not isinstance(path, (str, os.PathLike)):
             raise
         raise _DamagedFile(path, exc) from exc
@@ -235,27 +240,34 @@ def _missing_file(exc: BaseException) -> Any:
 def _damage_error(name: str, folder: Path, damaged: _DamagedFile) -> Exception:
     """The error a user sees for a file ogb could not read: dataset, file, and what to do."""
     path, error = damaged.path, damaged.error
-    fresh = (f"Delete the folder {folder} and load {name} again with downloads allowed "
-             "(download=True, the default; `zg train` without --no-download) to fetch a fresh "
-             "copy; zg deletes nothing itself.")
+    fresh = (
+        f"Delete the folder {folder} and load {name} again with downloads allowed "
+        "(download=True, the default; `zg train` without --no-download) to fetch a fresh "
+        "copy; zg deletes nothing itself."
+    )
     if isinstance(error, FileNotFoundError) or not path.exists():
-        return FileNotFoundError(f"{name}: the file {path} is missing, so the dataset folder "
-                                 f"{folder} is incomplete (an interrupted download or copy?). {fresh}")
+        return FileNotFoundError(
+            f"{name}: the file {path} is missing, so the dataset folder "
+            f"{folder} is incomplete (an interrupted download or copy?). {fresh}"
+        )
     why = f"({type(error).__name__}: {error})"
     if path.parent.name == "processed":
         return ValueError(
             f"{name}: ogb's cache of the parsed files, {path}, could not be read {why}; it is "
             f"damaged (an interrupted first load, a full disk?). Delete that file and load "
             f"{name} again: ogb rebuilds it from the raw files in {folder / 'raw'}; zg deletes "
-            "nothing itself.")
-    return ValueError(f"{name}: the file {path} could not be read {why}; it is damaged or "
-                      f"incomplete (an interrupted download or copy?). {fresh}")
+            "nothing itself."
+        )
+    return ValueError(
+        f"{name}: the file {path} could not be read {why}; it is damaged or "
+        f"incomplete (an interrupted download or copy?). {fresh}"
+    )
 
 
 # ----------------------------------------------------------------------------- files and network
 
 
-def _files_present(folder: Path, meta: Dict[str, str]) -> bool:
+def _files_present(folder: Path, meta: dict[str, str]) -> bool:
     """Whether ogb would find the dataset in ``folder`` without downloading (its own test)."""
     if (folder / "processed" / "data_processed").exists():
         return True
@@ -297,7 +309,7 @@ def reachable(url: str, timeout: float = NETWORK_TIMEOUT) -> bool:
     return bool(result and result[0])
 
 
-def _check_folder(name: str, folder: Path, meta: Dict[str, str], *, download: bool) -> None:
+def _check_folder(name: str, folder: Path, meta: dict[str, str], *, download: bool) -> None:
     """Everything ogb would ask about on stdin, turned into errors or answered here."""
     release = folder / f"RELEASE_v{meta['version']}.txt"
     present = _files_present(folder, meta)
@@ -305,22 +317,26 @@ def _check_folder(name: str, folder: Path, meta: Dict[str, str], *, download: bo
         raise FileNotFoundError(
             f"{name}: {folder} holds the graph but not its split folder "
             f"{folder / 'split' / meta['split']}; the files are incomplete: delete {folder} "
-            "and load again to download them")
+            "and load again to download them"
+        )
     if folder.is_dir() and not release.exists():
         if present or any(folder.iterdir()):
             # ogb would ask "Will you update the dataset now? (y/N)" on stdin here.
             raise ValueError(
                 f"{name}: {folder} has no {release.name}, ogb's marker of the current release "
                 f"(version {meta['version']}); the files there are from another release or "
-                f"incomplete. Delete {folder} to download the current release.")
-        folder.rmdir()          # an empty folder: ogb would ask about it; nothing is lost
+                f"incomplete. Delete {folder} to download the current release."
+            )
+        folder.rmdir()  # an empty folder: ogb would ask about it; nothing is lost
     if present:
         # ogb writes its cache into processed/ without creating it (the zip ships it empty);
         # a copy of the files that dropped the empty folder would crash ogb after parsing.
         (folder / "processed").mkdir(exist_ok=True)
         return
-    where = (f"{name}: the dataset files are not in {folder} (ogb unpacks "
-             f"{meta['url'].rsplit('/', 1)[-1]} there as folder {folder.name})")
+    where = (
+        f"{name}: the dataset files are not in {folder} (ogb unpacks "
+        f"{meta['url'].rsplit('/', 1)[-1]} there as folder {folder.name})"
+    )
     if not download:
         raise FileNotFoundError(f"{where}, and download=False")
     if not reachable(meta["url"]):
@@ -329,7 +345,8 @@ def _check_folder(name: str, folder: Path, meta: Dict[str, str], *, download: bo
             f"{where}, and they cannot be downloaded: {host}:{port} did not answer within "
             f"{NETWORK_TIMEOUT:g} s (no network?). Download {meta['url']} on a machine with "
             f"network access and unpack it into {folder.parent}, or pass root= (or set "
-            f"{ROOT_ENV}) to the folder that holds {folder.name}.")
+            f"{ROOT_ENV}) to the folder that holds {folder.name}."
+        )
 
 
 def _decide_download_without_prompt(url: str) -> bool:
@@ -339,7 +356,9 @@ def _decide_download_without_prompt(url: str) -> bool:
 
 
 def _no_prompt(prompt: str = "") -> str:
-    raise RuntimeError(f"ogb asked a question on stdin, which zg never waits on: {prompt.strip()!r}")
+    raise RuntimeError(
+        f"ogb asked a question on stdin, which zg never waits on: {prompt.strip()!r}"
+    )
 
 
 # ----------------------------------------------------------------------------- loading
@@ -387,15 +406,25 @@ def load(name: str, root: Any = None, *, symmetrize: bool = True, download: bool
     _check_folder(name, folder, meta, download=download)
     if download:
         root.mkdir(parents=True, exist_ok=True)
-    import ogb.io.read_graph_raw as ogb_raw   # imported by ogb_dataset; it reads the raw files
-    import pandas as pd                       # ogb depends on pandas
+    import ogb.io.read_graph_raw as ogb_raw  # imported by ogb_dataset; it reads the raw files
+    import pandas as pd  # ogb depends on pandas
 
     readers = {"pd": _ReadsNamingTheFile(pd), "np": _ReadsNamingTheFile(np)}
-    patches = [(ogb_dataset, {"decide_download": _decide_download_without_prompt,
-                              "input": _no_prompt, "torch": _TorchForOgbCache(), **readers}),
-               (ogb_raw, readers)]
-    saved = [(module, {key: module.__dict__.get(key) for key in patched})
-             for module, patched in patches]
+    patches = [
+        (
+            ogb_dataset,
+            {
+                "decide_download": _decide_download_without_prompt,
+                "input": _no_prompt,
+                "torch": _TorchForOgbCache(),
+                **readers,
+            },
+        ),
+        (ogb_raw, readers),
+    ]
+    saved = [
+        (module, {key: module.__dict__.get(key) for key in patched}) for module, patched in patches
+    ]
     for module, patched in patches:
         module.__dict__.update(patched)
     try:
@@ -415,17 +444,31 @@ def load(name: str, root: Any = None, *, symmetrize: bool = True, download: bool
                     module.__dict__.pop(key, None)
                 else:
                     module.__dict__[key] = value
-    return _to_graph(name, ds.graph, ds.labels, split, int(meta["num classes"]),
-                     symmetrize=symmetrize and meta["add_inverse_edge"] != "True")
+    return _to_graph(
+        name,
+        ds.graph,
+        ds.labels,
+        split,
+        int(meta["num classes"]),
+        symmetrize=symmetrize and meta["add_inverse_edge"] != "True",
+    )
 
 
-def _to_graph(name: str, graph: Dict[str, Any], labels: Any, split: Dict[str, Any],
-              num_classes: int, *, symmetrize: bool) -> Graph:
+def _to_graph(
+    name: str,
+    graph: dict[str, Any],
+    labels: Any,
+    split: dict[str, Any],
+    num_classes: int,
+    *,
+    symmetrize: bool,
+) -> Graph:
     """ogb's (graph dict, labels, split) -> Graph. ``symmetrize``: add reverses, drop repeats."""
-    from .graph import EDGE_CHUNK, csc_from_pairs as _csc_from_pairs
+    from .graph import EDGE_CHUNK
+    from .graph import csc_from_pairs as _csc_from_pairs
 
     num_nodes = int(graph["num_nodes"])
-    edge_index = np.asarray(graph["edge_index"])                         # [2, E] src, dst
+    edge_index = np.asarray(graph["edge_index"])  # [2, E] src, dst
     if edge_index.ndim != 2 or edge_index.shape[0] != 2:
         raise ValueError(f"{name}: ogb's edge_index has shape {edge_index.shape}, expected [2, E]")
     src = torch.from_numpy(np.ascontiguousarray(edge_index[0], dtype=np.int64))
@@ -436,16 +479,20 @@ def _to_graph(name: str, graph: Dict[str, Any], labels: Any, split: Dict[str, An
 
     # One sort of the int64 keys dst * N + src builds the CSC arrays (as the generators do):
     # lighter than Graph.from_edges' two argsorts at products' and papers100M's sizes.
-    chunks = ((src[i:i + EDGE_CHUNK], dst[i:i + EDGE_CHUNK]) for i in range(0, src.numel(), EDGE_CHUNK))
-    indptr, indices = _csc_from_pairs(chunks, src.numel(), num_nodes, reverse=symmetrize,
-                                      self_loops=True, dedupe=symmetrize)
+    chunks = (
+        (src[i : i + EDGE_CHUNK], dst[i : i + EDGE_CHUNK])
+        for i in range(0, src.numel(), EDGE_CHUNK)
+    )
+    indptr, indices = _csc_from_pairs(
+        chunks, src.numel(), num_nodes, reverse=symmetrize, self_loops=True, dedupe=symmetrize
+    )
     del src, dst, edge_index, chunks
 
-    labels = np.asarray(labels).reshape(-1)                             # [N, 1] -> [N]
+    labels = np.asarray(labels).reshape(-1)  # [N, 1] -> [N]
     if labels.shape[0] != num_nodes:
         raise ValueError(f"{name}: ogb gave {labels.shape[0]} labels for {num_nodes} nodes")
     if labels.dtype.kind == "f":
-        missing = np.isnan(labels)                                      # papers100M: unlabelled
+        missing = np.isnan(labels)  # papers100M: unlabelled
         known = labels[~missing]
         if not np.array_equal(known, np.floor(known)):
             raise ValueError(f"{name}: ogb's labels are not whole numbers")
@@ -453,8 +500,14 @@ def _to_graph(name: str, graph: Dict[str, Any], labels: Any, split: Dict[str, An
     else:
         y = labels.astype(np.int64)
     feat = graph.get("node_feat")
-    return Graph(indptr, indices, x=None if feat is None else np.asarray(feat), y=y,
-                 train_idx=np.asarray(split["train"]).reshape(-1).astype(np.int64),
-                 val_idx=np.asarray(split["valid"]).reshape(-1).astype(np.int64),
-                 test_idx=np.asarray(split["test"]).reshape(-1).astype(np.int64),
-                 num_classes=num_classes, name=name)
+    return Graph(
+        indptr,
+        indices,
+        x=None if feat is None else np.asarray(feat),
+        y=y,
+        train_idx=np.asarray(split["train"]).reshape(-1).astype(np.int64),
+        val_idx=np.asarray(split["valid"]).reshape(-1).astype(np.int64),
+        test_idx=np.asarray(split["test"]).reshape(-1).astype(np.int64),
+        num_classes=num_classes,
+        name=name,
+    )

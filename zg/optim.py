@@ -18,13 +18,22 @@ The update is PyTorch's Adam (Kingma & Ba, with PyTorch's L2 ``weight_decay``)::
 
 from __future__ import annotations
 
+from collections.abc import Iterable
 from dataclasses import dataclass
-from typing import Any, Iterable, Optional
+from typing import Any
 
 import torch
 
-__all__ = ["DeviceAdam", "DeviceSGD", "make_optimizer", "OPTIMIZERS", "OptimizerSpec", "adam", "sgd",
-           "optimizer_spec"]
+__all__ = [
+    "DeviceAdam",
+    "DeviceSGD",
+    "make_optimizer",
+    "OPTIMIZERS",
+    "OptimizerSpec",
+    "adam",
+    "sgd",
+    "optimizer_spec",
+]
 
 OPTIMIZERS = ("adam", "sgd")
 
@@ -33,8 +42,9 @@ OPTIMIZERS = ("adam", "sgd")
 MAX_HYPER = 1e4
 
 
-def _check_hyper(value, name: str, low: float = 0.0, open_low: bool = False,
-                 high: float = MAX_HYPER) -> float:
+def _check_hyper(
+    value, name: str, low: float = 0.0, open_low: bool = False, high: float = MAX_HYPER
+) -> float:
     """A finite real in [low, high] (> low if open_low); TypeError/ValueError name the argument."""
     import math
 
@@ -43,7 +53,9 @@ def _check_hyper(value, name: str, low: float = 0.0, open_low: bool = False,
             try:
                 value = float(value)
             except (TypeError, ValueError):
-                raise TypeError(f"{name} must be a real number, got {type(value).__name__}") from None
+                raise TypeError(
+                    f"{name} must be a real number, got {type(value).__name__}"
+                ) from None
         else:
             raise TypeError(f"{name} must be a real number, got {type(value).__name__} {value!r}")
     value = float(value)
@@ -61,8 +73,10 @@ class _DeviceLR:
     in a CUDA Graph reads the current rate: :meth:`set_lr` changes it after capture."""
 
     def _init_lr(self) -> None:
-        self._lr = [torch.tensor(float(g["lr"]), dtype=torch.float64, device=g["params"][0].device)
-                    for g in self.param_groups]
+        self._lr = [
+            torch.tensor(float(g["lr"]), dtype=torch.float64, device=g["params"][0].device)
+            for g in self.param_groups
+        ]
 
     def set_lr(self, lr: float) -> None:
         """Set every group's learning rate, in place (a captured step sees it)."""
@@ -90,14 +104,22 @@ class DeviceAdam(_DeviceLR, torch.optim.Optimizer):
     parameter has no gradient, takes the loop.
     """
 
-    def __init__(self, params: Iterable, lr: float = 1e-3, betas=(0.9, 0.999), eps: float = 1e-8,
-                 weight_decay: float = 0.0):
+    def __init__(
+        self,
+        params: Iterable,
+        lr: float = 1e-3,
+        betas=(0.9, 0.999),
+        eps: float = 1e-8,
+        weight_decay: float = 0.0,
+    ):
         lr = _check_hyper(lr, "lr", open_low=True)
         if not (0.0 <= betas[0] < 1.0 and 0.0 <= betas[1] < 1.0):
             raise ValueError(f"betas must be in [0, 1), got {betas}")
         eps = _check_hyper(eps, "eps")
         weight_decay = _check_hyper(weight_decay, "weight_decay")
-        super().__init__(params, dict(lr=lr, betas=tuple(betas), eps=eps, weight_decay=weight_decay))
+        super().__init__(
+            params, dict(lr=lr, betas=tuple(betas), eps=eps, weight_decay=weight_decay)
+        )
         self._init_lr()
         # State is created eagerly so that buffers have fixed addresses before any capture.
         self._flat = []
@@ -106,8 +128,11 @@ class DeviceAdam(_DeviceLR, torch.optim.Optimizer):
             flat = None
             if params and len({(q.device, q.dtype) for q in params}) == 1:
                 total = sum(q.numel() for q in params)
-                flat = {"exp_avg": params[0].new_zeros(total), "exp_avg_sq": params[0].new_zeros(total),
-                        "step": torch.zeros((), dtype=torch.float32, device=params[0].device)}
+                flat = {
+                    "exp_avg": params[0].new_zeros(total),
+                    "exp_avg_sq": params[0].new_zeros(total),
+                    "step": torch.zeros((), dtype=torch.float32, device=params[0].device),
+                }
             self._flat.append(flat)
             self._bind(group, flat, fresh=True)
 
@@ -124,7 +149,7 @@ class DeviceAdam(_DeviceLR, torch.optim.Optimizer):
                     state["exp_avg_sq"] = torch.zeros_like(p, memory_format=torch.preserve_format)
                 continue
             for name in ("exp_avg", "exp_avg_sq"):
-                view = flat[name][offset: offset + p.numel()].view_as(p)
+                view = flat[name][offset : offset + p.numel()].view_as(p)
                 if not fresh:
                     view.copy_(state[name])
                 state[name] = view
@@ -139,8 +164,10 @@ class DeviceAdam(_DeviceLR, torch.optim.Optimizer):
             if flat is not None:
                 steps = [self.state[p]["step"] for p in group["params"] if "step" in self.state[p]]
                 if any(not torch.equal(steps[0].float().cpu(), t.float().cpu()) for t in steps[1:]):
-                    raise ValueError("optimizer state: the parameters of a group have different "
-                                     "step counts; DeviceAdam keeps one per group")
+                    raise ValueError(
+                        "optimizer state: the parameters of a group have different "
+                        "step counts; DeviceAdam keeps one per group"
+                    )
             self._bind(group, flat, fresh=False)
 
     def zero_grad(self, set_to_none: bool = True) -> None:
@@ -148,10 +175,10 @@ class DeviceAdam(_DeviceLR, torch.optim.Optimizer):
             return super().zero_grad(set_to_none=True)
         grads = [p.grad for g in self.param_groups for p in g["params"] if p.grad is not None]
         if grads:
-            torch._foreach_zero_(grads)        # one multi-tensor launch, not one per parameter
+            torch._foreach_zero_(grads)  # one multi-tensor launch, not one per parameter
 
     @torch.no_grad()
-    def step(self, closure=None, apply: Optional[torch.Tensor] = None):
+    def step(self, closure=None, apply: torch.Tensor | None = None):
         """One Adam step; with ``apply`` (bool 0-d tensor) False, a bit-exact no-op."""
         if closure is not None:
             raise ValueError("DeviceAdam does not take a closure")
@@ -164,19 +191,37 @@ class DeviceAdam(_DeviceLR, torch.optim.Optimizer):
                 if p.grad is None:
                     continue
                 state = self.state[p]
-                _adam_update(p, p.grad, state["exp_avg"], state["exp_avg_sq"], state["step"],
-                             group, lr, apply, write=True)
+                _adam_update(
+                    p,
+                    p.grad,
+                    state["exp_avg"],
+                    state["exp_avg_sq"],
+                    state["step"],
+                    group,
+                    lr,
+                    apply,
+                    write=True,
+                )
         return None
 
     def _step_flat(self, group, lr, flat, apply) -> None:
         params = group["params"]
-        grads = torch.cat([p.grad.reshape(-1) for p in params])                  # [total]
-        values = torch.cat([p.detach().reshape(-1) for p in params])             # [total]
-        new_p = _adam_update(values, grads, flat["exp_avg"], flat["exp_avg_sq"], flat["step"],
-                             group, lr, apply, write=False)
+        grads = torch.cat([p.grad.reshape(-1) for p in params])  # [total]
+        values = torch.cat([p.detach().reshape(-1) for p in params])  # [total]
+        new_p = _adam_update(
+            values,
+            grads,
+            flat["exp_avg"],
+            flat["exp_avg_sq"],
+            flat["step"],
+            group,
+            lr,
+            apply,
+            write=False,
+        )
         offset, pieces = 0, []
         for p in params:
-            pieces.append(new_p[offset: offset + p.numel()].view_as(p))
+            pieces.append(new_p[offset : offset + p.numel()].view_as(p))
             offset += p.numel()
         torch._foreach_copy_([p.detach() for p in params], pieces)
 
@@ -189,15 +234,17 @@ def _adam_update(p, grad, m, v, step, group, lr, apply, *, write: bool):
     eps, wd = group["eps"], group["weight_decay"]
     grad = grad if wd == 0 else grad.add(p, alpha=wd)
     t = step + 1
-    new_m = torch.lerp(m, grad, 1 - beta1)                 # b1 m + (1 - b1) g
+    new_m = torch.lerp(m, grad, 1 - beta1)  # b1 m + (1 - b1) g
     new_v = v * beta2 + grad * grad * (1 - beta2)
-    t64 = t.double()                                       # bias terms in float64, as PyTorch
+    t64 = t.double()  # bias terms in float64, as PyTorch
     bias1 = (1 - torch.pow(beta1, t64)).to(p.dtype)
     bias2_sqrt = torch.sqrt(1 - torch.pow(beta2, t64)).to(p.dtype)
     denom = new_v.sqrt() / bias2_sqrt + eps
     new_p = p - (lr / bias1) * new_m / denom
     if apply is None:
-        step.copy_(t); m.copy_(new_m); v.copy_(new_v)
+        step.copy_(t)
+        m.copy_(new_m)
+        v.copy_(new_v)
     else:
         step.copy_(torch.where(apply, t, step))
         m.copy_(torch.where(apply, new_m, m))
@@ -218,7 +265,7 @@ class DeviceSGD(_DeviceLR, torch.optim.Optimizer):
         self._init_lr()
 
     @torch.no_grad()
-    def step(self, closure=None, apply: Optional[torch.Tensor] = None):
+    def step(self, closure=None, apply: torch.Tensor | None = None):
         """One SGD step; with ``apply`` (bool 0-d tensor) False, a bit-exact no-op."""
         if closure is not None:
             raise ValueError("DeviceSGD does not take a closure")
@@ -233,9 +280,10 @@ class DeviceSGD(_DeviceLR, torch.optim.Optimizer):
         return None
 
 
-def make_optimizer(model: torch.nn.Module, name: str = "adam", lr: float = 3e-3,
-                   weight_decay: float = 0.0) -> torch.optim.Optimizer:
-    """"adam" (default): :class:`DeviceAdam`; "sgd": :class:`DeviceSGD`. Both keep every
+def make_optimizer(
+    model: torch.nn.Module, name: str = "adam", lr: float = 3e-3, weight_decay: float = 0.0
+) -> torch.optim.Optimizer:
+    """ "adam" (default): :class:`DeviceAdam`; "sgd": :class:`DeviceSGD`. Both keep every
     decision on the device and take the step's ``apply`` gate (the overflow policy)."""
     lr = _check_hyper(lr, "lr", open_low=True)
     weight_decay = _check_hyper(weight_decay, "weight_decay")
@@ -280,10 +328,12 @@ def sgd(lr: float = 3e-3, weight_decay: float = 0.0) -> OptimizerSpec:
 
 
 def optimizer_spec(optimizer: Any) -> OptimizerSpec:
-    """"adam" | "sgd" | an :class:`OptimizerSpec` -> the spec (TypeError / ValueError name ``optimizer``)."""
+    """ "adam" | "sgd" | an :class:`OptimizerSpec` -> the spec (TypeError / ValueError name ``optimizer``)."""
     if isinstance(optimizer, OptimizerSpec):
         return optimizer
     if isinstance(optimizer, str):
         return OptimizerSpec(optimizer)
-    raise TypeError(f"optimizer must be 'adam', 'sgd', zg.optim.adam(...), zg.optim.sgd(...) or a "
-                    f"zg.optim.DeviceAdam/DeviceSGD, got {type(optimizer).__name__}")
+    raise TypeError(
+        f"optimizer must be 'adam', 'sgd', zg.optim.adam(...), zg.optim.sgd(...) or a "
+        f"zg.optim.DeviceAdam/DeviceSGD, got {type(optimizer).__name__}"
+    )

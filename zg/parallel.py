@@ -29,7 +29,8 @@ import os
 import shutil
 import tempfile
 import time
-from typing import Any, Dict, List, Optional, Sequence
+from collections.abc import Sequence
+from typing import Any
 
 import torch
 import torch.distributed as dist
@@ -42,31 +43,42 @@ from .step import OverflowGuard, per_seed_cross_entropy
 __all__ = ["train", "GradientAllReduce", "shares"]
 
 
-def shares(order: torch.Tensor, batch_size: int, rank: int, world: int) -> List[torch.Tensor]:
+def shares(order: torch.Tensor, batch_size: int, rank: int, world: int) -> list[torch.Tensor]:
     """Process ``rank``'s share of every global batch of ``order`` (cut into ``batch_size``
     chunks, each split into ``world`` near-equal parts; a part may be empty)."""
     from .rng import batch_ranges
 
-    return [torch.tensor_split(order[start:end], world)[rank]
-            for start, end in batch_ranges(order.numel(), batch_size)]
+    return [
+        torch.tensor_split(order[start:end], world)[rank]
+        for start, end in batch_ranges(order.numel(), batch_size)
+    ]
 
 
 class GradientAllReduce:
     """The step's gradient reduction: one all-reduce of [grads | count | flag] (see module)."""
 
-    def __init__(self, model: torch.nn.Module, guard: OverflowGuard, counter: Dict[str, torch.Tensor],
-                 process_group=None):
+    def __init__(
+        self,
+        model: torch.nn.Module,
+        guard: OverflowGuard,
+        counter: dict[str, torch.Tensor],
+        process_group=None,
+    ):
         self.params = [p for p in model.parameters() if p.requires_grad]
         self.guard, self.counter, self.group = guard, counter, process_group
         self.bytes_sent = 0
 
     def __call__(self) -> None:
         grads = [p.grad.reshape(-1) for p in self.params]
-        loss = self.counter["loss"].detach()       # the step's loss tensor (the share's sum), []
-        extra = torch.stack([loss.to(grads[0].dtype).reshape(()),
-                             self.counter["count"].to(grads[0].dtype),
-                             self.guard.outgoing().to(grads[0].dtype).reshape(())])
-        flat = torch.cat(grads + [extra])                                    # [num_params + 3]
+        loss = self.counter["loss"].detach()  # the step's loss tensor (the share's sum), []
+        extra = torch.stack(
+            [
+                loss.to(grads[0].dtype).reshape(()),
+                self.counter["count"].to(grads[0].dtype),
+                self.guard.outgoing().to(grads[0].dtype).reshape(()),
+            ]
+        )
+        flat = torch.cat(grads + [extra])  # [num_params + 3]
         self.bytes_sent += flat.numel() * flat.element_size()
         dist.all_reduce(flat, group=self.group)
         self.guard.merge(flat[-1])
@@ -78,34 +90,42 @@ class GradientAllReduce:
         mean = flat[:-3] / count
         offset = 0
         for p in self.params:
-            p.grad.copy_(mean[offset: offset + p.numel()].view_as(p.grad))
+            p.grad.copy_(mean[offset : offset + p.numel()].view_as(p.grad))
             offset += p.numel()
 
 
-def _sum_loss(counter: Dict[str, torch.Tensor]):
+def _sum_loss(counter: dict[str, torch.Tensor]):
     """Sum (not mean) of the counted seeds' cross-entropy (:func:`zg.step.per_seed_cross_entropy`),
     the gradient's objective; remembers the share's count and the loss tensor, which
     :class:`GradientAllReduce` turns into the global mean after backward."""
+
     def loss(logits, labels, mb):
-        per_seed, counted = per_seed_cross_entropy(logits, labels, mb.valid)   # [B], [B]
+        per_seed, counted = per_seed_cross_entropy(logits, labels, mb.valid)  # [B], [B]
         counter["count"] = counted.sum()
         counter["loss"] = per_seed.sum()
         return counter["loss"]
+
     return loss
 
 
-def _worker(rank: int, world: int, g: Graph, options: Dict[str, Any], out: str) -> None:
+def _worker(rank: int, world: int, g: Graph, options: dict[str, Any], out: str) -> None:
     from . import models, optim
     from .engine import Engine, Step
     from .grappa.launch import worker_device
 
     device = worker_device(dist.get_backend(), rank)
     torch.set_num_threads(options["threads"] or max(1, (os.cpu_count() or 1) // world))
-    torch.manual_seed(options["seed"])                      # identical initial parameters
-    model = models.build(options["model"], g.feat_dim, options["hidden_dim"], g.num_classes,
-                         len(options["fanouts"]), dropout=options["dropout"])
+    torch.manual_seed(options["seed"])  # identical initial parameters
+    model = models.build(
+        options["model"],
+        g.feat_dim,
+        options["hidden_dim"],
+        g.num_classes,
+        len(options["fanouts"]),
+        dropout=options["dropout"],
+    )
     guard = OverflowGuard(len(options["fanouts"]), device, distributed=True)
-    counter: Dict[str, torch.Tensor] = {"count": torch.zeros((), device=device)}
+    counter: dict[str, torch.Tensor] = {"count": torch.zeros((), device=device)}
     reduce = GradientAllReduce(model, guard, counter)
     batch_size, seed = options["batch_size"], options["seed"]
     nodes = g.train_idx.cpu()
@@ -113,15 +133,28 @@ def _worker(rank: int, world: int, g: Graph, options: Dict[str, Any], out: str) 
     envelope = options["envelope"]
     if isinstance(envelope, list):
         from .envelope import Envelope
+
         envelope = Envelope(envelope)
-    mode = "graph" if device.type == "cuda" else "static"      # the all-reduce rides the step
-    eng = Engine(g, model, options["fanouts"], share_rows, envelope, mode=mode, device=device,
-                 seed=seed, optimizer=optim.adam(lr=options["lr"]),
-                 step=Step(batches=lambda epoch: shares(epoch_order(nodes, seed, epoch), batch_size,
-                                                        rank, world),
-                           loss=_sum_loss(counter), reduce=reduce, guard=guard,
-                           poll_every=options["poll_every"]))
-    reduce.params = [p for p in eng.model.parameters() if p.requires_grad]   # on the device now
+    mode = "graph" if device.type == "cuda" else "static"  # the all-reduce rides the step
+    eng = Engine(
+        g,
+        model,
+        options["fanouts"],
+        share_rows,
+        envelope,
+        mode=mode,
+        device=device,
+        seed=seed,
+        optimizer=optim.adam(lr=options["lr"]),
+        step=Step(
+            batches=lambda epoch: shares(epoch_order(nodes, seed, epoch), batch_size, rank, world),
+            loss=_sum_loss(counter),
+            reduce=reduce,
+            guard=guard,
+            poll_every=options["poll_every"],
+        ),
+    )
+    reduce.params = [p for p in eng.model.parameters() if p.requires_grad]  # on the device now
     records = []
     for epoch in range(options["epochs"]):
         dist.barrier()
@@ -134,31 +167,59 @@ def _worker(rank: int, world: int, g: Graph, options: Dict[str, Any], out: str) 
         gathered = [torch.empty_like(row) for _ in range(world)]
         dist.all_gather(gathered, row)
         # Every process's loss is already the global batches' mean (equal on all of them).
-        record = {"epoch": epoch, "seconds": float(max(float(r[0]) for r in gathered)),
-                  "loss": float(gathered[0][1]),
-                  "iterations": stats.iterations, "overflows": stats.overflows,
-                  "rewound_batches": stats.rewound_batches, "host_syncs": stats.host_syncs,
-                  "envelope_sizes": stats.envelope_sizes}
+        record = {
+            "epoch": epoch,
+            "seconds": float(max(float(r[0]) for r in gathered)),
+            "loss": float(gathered[0][1]),
+            "iterations": stats.iterations,
+            "overflows": stats.overflows,
+            "rewound_batches": stats.rewound_batches,
+            "host_syncs": stats.host_syncs,
+            "envelope_sizes": stats.envelope_sizes,
+        }
         if rank == 0 and options["evaluate"] and g.val_idx is not None and g.val_idx.numel():
             record["val_acc"] = eng.evaluate("val")
         records.append(record)
     if rank == 0:
-        result = {"format": "zg.parallel.history", "workers": world, "backend": dist.get_backend(),
-                  "device": str(device), "options": {k: v for k, v in options.items()},
-                  "epochs": records, "bytes_sent_per_worker": reduce.bytes_sent,
-                  "captured": eng.graph is not None,
-                  "seconds_per_epoch": sorted(r["seconds"] for r in records)[len(records) // 2]}
+        result = {
+            "format": "zg.parallel.history",
+            "workers": world,
+            "backend": dist.get_backend(),
+            "device": str(device),
+            "options": {k: v for k, v in options.items()},
+            "epochs": records,
+            "bytes_sent_per_worker": reduce.bytes_sent,
+            "captured": eng.graph is not None,
+            "seconds_per_epoch": sorted(r["seconds"] for r in records)[len(records) // 2],
+        }
         with open(os.path.join(out, "history.json"), "w") as f:
             json.dump(result, f)
-        torch.save({k: v.cpu() for k, v in eng.model.state_dict().items()}, os.path.join(out, "model.pt"))
+        torch.save(
+            {k: v.cpu() for k, v in eng.model.state_dict().items()}, os.path.join(out, "model.pt")
+        )
 
 
-def train(g: Graph, workers: int = 2, epochs: int = 3, batch_size: int = 1024,
-          fanouts: Sequence[int] = (15, 10, 5), *, model: str = "sage", hidden_dim: int = 256,
-          dropout: float = 0.0, lr: float = 3e-3, envelope: Any = "profiled", seed: int = 0,
-          poll_every: int = 8, threads: Optional[int] = None, evaluate: bool = True,
-          backend: Optional[str] = None, timeout: float = 300.0,
-          run_timeout: Optional[float] = None, model_path: Optional[str] = None) -> Dict[str, Any]:
+def train(
+    g: Graph,
+    workers: int = 2,
+    epochs: int = 3,
+    batch_size: int = 1024,
+    fanouts: Sequence[int] = (15, 10, 5),
+    *,
+    model: str = "sage",
+    hidden_dim: int = 256,
+    dropout: float = 0.0,
+    lr: float = 3e-3,
+    envelope: Any = "profiled",
+    seed: int = 0,
+    poll_every: int = 8,
+    threads: int | None = None,
+    evaluate: bool = True,
+    backend: str | None = None,
+    timeout: float = 300.0,
+    run_timeout: float | None = None,
+    model_path: str | None = None,
+) -> dict[str, Any]:
     """Data-parallel ZeroGNN training with ``workers`` real processes; returns the history.
 
     Args:
@@ -188,27 +249,49 @@ def train(g: Graph, workers: int = 2, epochs: int = 3, batch_size: int = 1024,
     int_arg(epochs, "epochs", low=1)
     int_arg(batch_size, "batch_size", low=1)
     if batch_size < workers:
-        raise ValueError(f"batch_size={batch_size} is smaller than workers={workers}: every "
-                         "process needs a share of each batch")
+        raise ValueError(
+            f"batch_size={batch_size} is smaller than workers={workers}: every "
+            "process needs a share of each batch"
+        )
     fanouts = check_fanouts(fanouts)
     real_arg(lr, "lr", low=0.0, low_open=True)
     real_arg(dropout, "dropout", low=0.0, high=0.999)
     if isinstance(envelope, (list, tuple)):
         from ._checks import int_arg as _int
+
         envelope = [_int(v, "envelope[i]", low=1) for v in envelope]
         if len(envelope) != len(fanouts):
             raise ValueError(f"envelope has {len(envelope)} sizes but fanouts has {len(fanouts)}")
     elif envelope not in ("profiled", "worst_case"):
-        raise ValueError(f"envelope must be 'profiled', 'worst_case' or a list of sizes, got {envelope!r}")
-    if model_path is not None:         # checked now, not after the whole run
+        raise ValueError(
+            f"envelope must be 'profiled', 'worst_case' or a list of sizes, got {envelope!r}"
+        )
+    if model_path is not None:  # checked now, not after the whole run
         model_path = str(output_file_arg(model_path, "model_path"))
-    options = dict(epochs=epochs, batch_size=batch_size, fanouts=fanouts, model=model,
-                   hidden_dim=hidden_dim, dropout=dropout, lr=lr, envelope=envelope, seed=seed,
-                   poll_every=poll_every, threads=threads, evaluate=bool(evaluate))
+    options = dict(
+        epochs=epochs,
+        batch_size=batch_size,
+        fanouts=fanouts,
+        model=model,
+        hidden_dim=hidden_dim,
+        dropout=dropout,
+        lr=lr,
+        envelope=envelope,
+        seed=seed,
+        poll_every=poll_every,
+        threads=threads,
+        evaluate=bool(evaluate),
+    )
     out = tempfile.mkdtemp(prefix="zg-parallel-")
     try:
-        spawn(_worker, workers, args=(g.to("cpu"), options, out), timeout=timeout,
-              run_timeout=run_timeout, backend=backend)
+        spawn(
+            _worker,
+            workers,
+            args=(g.to("cpu"), options, out),
+            timeout=timeout,
+            run_timeout=run_timeout,
+            backend=backend,
+        )
         with open(os.path.join(out, "history.json")) as f:
             result = json.load(f)
         if model_path is not None:

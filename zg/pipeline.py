@@ -21,22 +21,31 @@ from __future__ import annotations
 
 import warnings
 
-_MOVED = {"epoch_order": "zg.rng", "batch_ranges": "zg.rng", "masked_cross_entropy": "zg.step",
-          "STAGES": "zg.step", "make_optimizer": "zg.optim"}
-_REPLACED = {"Pipeline": 'zg.Engine(..., mode="eager" | "dynamic" | "dgl")',
-             "DynamicPipeline": 'zg.Engine(g, model, fanouts, batch_size, mode="dynamic")',
-             "EnvelopePipeline": 'zg.Engine(g, model, fanouts, batch_size, mode="eager")',
-             "EpochTiming": "zg.EpochStats (what Engine.train_epoch returns)"}
+_MOVED = {
+    "epoch_order": "zg.rng",
+    "batch_ranges": "zg.rng",
+    "masked_cross_entropy": "zg.step",
+    "STAGES": "zg.step",
+    "make_optimizer": "zg.optim",
+}
+_REPLACED = {
+    "Pipeline": 'zg.Engine(..., mode="eager" | "dynamic" | "dgl")',
+    "DynamicPipeline": 'zg.Engine(g, model, fanouts, batch_size, mode="dynamic")',
+    "EnvelopePipeline": 'zg.Engine(g, model, fanouts, batch_size, mode="eager")',
+    "EpochTiming": "zg.EpochStats (what Engine.train_epoch returns)",
+}
 
 
 def __getattr__(name):
     if name in _MOVED:
         import importlib
 
-        warnings.warn(f"zg.pipeline.{name} moved to {_MOVED[name]}.{name}", DeprecationWarning,
-                      stacklevel=2)
+        warnings.warn(
+            f"zg.pipeline.{name} moved to {_MOVED[name]}.{name}", DeprecationWarning, stacklevel=2
+        )
         return getattr(importlib.import_module(_MOVED[name]), name)
     if name in _REPLACED:
-        raise AttributeError(f"zg.pipeline.{name} is gone: use {_REPLACED[name]} (see the README, "
-                             "'What changed')")
+        raise AttributeError(
+            f"zg.pipeline.{name} is gone: use {_REPLACED[name]} (see the README, 'What changed')"
+        )
     raise AttributeError(f"module 'zg.pipeline' has no attribute {name!r}")

@@ -20,8 +20,8 @@ from __future__ import annotations
 
 import resource
 import time
+from collections.abc import Callable
 from dataclasses import dataclass, field
-from typing import Callable, Dict, Optional
 
 import torch
 
@@ -44,18 +44,18 @@ class Profile:
     device: str
     iterations: int
     step_seconds: float
-    stage_seconds: Dict[str, float]
-    host_syncs_per_iteration: Optional[float]
-    gpu_execution_fraction: Optional[float]
+    stage_seconds: dict[str, float]
+    host_syncs_per_iteration: float | None
+    gpu_execution_fraction: float | None
     peak_bytes: int
     peak_bytes_source: str
-    memory_model_bytes: Dict[str, int] = field(default_factory=dict)
+    memory_model_bytes: dict[str, int] = field(default_factory=dict)
 
     def as_dict(self) -> dict:
         return dict(self.__dict__)
 
 
-def gpu_execution_fraction(step: Callable[[int], None], iterations: int) -> Optional[float]:
+def gpu_execution_fraction(step: Callable[[int], None], iterations: int) -> float | None:
     """Busy fraction of the GPU while ``step(i)`` runs ``iterations`` times (CUDA only).
 
     Kernel and memcpy intervals from ``torch.profiler`` are merged (overlaps counted once) and
@@ -75,7 +75,11 @@ def gpu_execution_fraction(step: Callable[[int], None], iterations: int) -> Opti
     intervals = []
     for event in prof.events():
         device_type = getattr(event, "device_type", None)
-        if device_type is not None and "CUDA" in str(device_type) and event.time_range.elapsed_us() > 0:
+        if (
+            device_type is not None
+            and "CUDA" in str(device_type)
+            and event.time_range.elapsed_us() > 0
+        ):
             intervals.append((event.time_range.start, event.time_range.end))
     if not intervals or wall <= 0:
         return 0.0
@@ -105,8 +109,13 @@ def profile_engine(eng: Engine, iterations: int = 8, warmup: int = 2) -> Profile
         raise ValueError(f"warmup must be an int >= 0, got {warmup!r}")
     dev = eng.device
     run = lambda i, clock=None: eng.run_batch(i, epoch=0, clock=clock)  # noqa: E731
-    name = {"dgl": "DGL", "dynamic": "zg dynamic", "eager": "zg envelope (eager)",
-            "static": "zg envelope (static)", "graph": "zg envelope (captured)"}[eng.mode]
+    name = {
+        "dgl": "DGL",
+        "dynamic": "zg dynamic",
+        "eager": "zg envelope (eager)",
+        "static": "zg envelope (static)",
+        "graph": "zg envelope (captured)",
+    }[eng.mode]
     for i in range(warmup):
         run(i)
     # Whole-step time on the real path (replays on a GPU).
@@ -138,7 +147,15 @@ def profile_engine(eng: Engine, iterations: int = 8, warmup: int = 2) -> Profile
     else:
         peak, source = peak_rss_bytes(), "process peak RSS"
     mm = eng.memory_model()["totals"] if eng.envelope is not None else {}
-    return Profile(pipeline=name, device=str(dev), iterations=iterations, step_seconds=step_seconds,
-                   stage_seconds=stage_seconds, host_syncs_per_iteration=syncs,
-                   gpu_execution_fraction=fraction, peak_bytes=peak, peak_bytes_source=source,
-                   memory_model_bytes=mm)
+    return Profile(
+        pipeline=name,
+        device=str(dev),
+        iterations=iterations,
+        step_seconds=step_seconds,
+        stage_seconds=stage_seconds,
+        host_syncs_per_iteration=syncs,
+        gpu_execution_fraction=fraction,
+        peak_bytes=peak,
+        peak_bytes_source=source,
+        memory_model_bytes=mm,
+    )

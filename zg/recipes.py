@@ -22,6 +22,10 @@ def cora_sage(seed: int = 0):
 
     torch.manual_seed(seed)
     model = models.SAGE(1433, 64, 7, num_layers=2, dropout=0.6)
-    kwargs = dict(fanouts=[10, 10], batch_size=140, optimizer=optim.adam(lr=1e-2, weight_decay=1e-2),
-                  seed=seed)
+    kwargs = dict(
+        fanouts=[10, 10],
+        batch_size=140,
+        optimizer=optim.adam(lr=1e-2, weight_decay=1e-2),
+        seed=seed,
+    )
     return model, kwargs, 100

@@ -18,15 +18,25 @@ CUDA Graph and still draw exactly the same.
 
 from __future__ import annotations
 
-from typing import List, Tuple
-
 import torch
 
-__all__ = ["batch_ranges", "epoch_batches", "mix64", "batch_key", "batch_key_device", "dropout_seed", "seed_dropout", "order_seed", "worker_seed",
-           "epoch_order", "PROFILE_EPOCH", "EVAL_EPOCH"]
+__all__ = [
+    "batch_ranges",
+    "epoch_batches",
+    "mix64",
+    "batch_key",
+    "batch_key_device",
+    "dropout_seed",
+    "seed_dropout",
+    "order_seed",
+    "worker_seed",
+    "epoch_order",
+    "PROFILE_EPOCH",
+    "EVAL_EPOCH",
+]
 
-PROFILE_EPOCH = -1      # Envelope.profile's warm-up batches
-EVAL_EPOCH = -2         # Engine.evaluate(mode="sampled")
+PROFILE_EPOCH = -1  # Envelope.profile's warm-up batches
+EVAL_EPOCH = -2  # Engine.evaluate(mode="sampled")
 
 _MASK64 = (1 << 64) - 1
 
@@ -116,12 +126,14 @@ def epoch_order(nodes: torch.Tensor, seed: int, epoch: int) -> torch.Tensor:
     return nodes.cpu()[torch.randperm(nodes.numel(), generator=gen)]
 
 
-def batch_ranges(count: int, batch_size: int) -> List[Tuple[int, int]]:
+def batch_ranges(count: int, batch_size: int) -> list[tuple[int, int]]:
     """[(start, end)] of the consecutive batches of ``count`` items (the last may be short)."""
     return [(s, min(s + batch_size, count)) for s in range(0, count, batch_size)]
 
 
-def epoch_batches(nodes: torch.Tensor, seed: int, epoch: int, batch_size: int) -> List[torch.Tensor]:
+def epoch_batches(
+    nodes: torch.Tensor, seed: int, epoch: int, batch_size: int
+) -> list[torch.Tensor]:
     """The seed tensors of every batch of ``epoch``: :func:`epoch_order` cut into ``batch_size``
     chunks. The DGL baseline and every zg mode visit these, in this order."""
     order = epoch_order(nodes, seed, epoch)

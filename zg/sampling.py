@@ -42,21 +42,34 @@ returns the same tensors bit for bit.
 
 from __future__ import annotations
 
+from collections.abc import Sequence
 from dataclasses import dataclass
-from typing import Any, List, Optional, Sequence
+from typing import Any
 
 import torch
 
 from . import kernels
-from .kernels import sampling as fused_sampling
 from ._checks import batch_size_arg, bool_arg, fanouts_arg, node_ids_arg, seed_arg
 from .blocks import Block
 from .graph import Graph, graph_arg
+from .kernels import sampling as fused_sampling
 from .rng import _LOW62, _signed, batch_key, device_scalar, mix64
 
-__all__ = ["sample_neighbors", "DynamicSampler", "EnvelopeSampler", "MiniBatch", "batch_key",
-           "check_fanouts", "check_seeds", "effective_fanouts", "max_in_degree", "worst_case_sizes",
-           "MAX_REPLACE_FANOUT", "KERNELS", "resolve_kernel"]
+__all__ = [
+    "sample_neighbors",
+    "DynamicSampler",
+    "EnvelopeSampler",
+    "MiniBatch",
+    "batch_key",
+    "check_fanouts",
+    "check_seeds",
+    "effective_fanouts",
+    "max_in_degree",
+    "worst_case_sizes",
+    "MAX_REPLACE_FANOUT",
+    "KERNELS",
+    "resolve_kernel",
+]
 
 
 # ----------------------------------------------------------------------------- validation
@@ -68,7 +81,7 @@ __all__ = ["sample_neighbors", "DynamicSampler", "EnvelopeSampler", "MiniBatch",
 MAX_REPLACE_FANOUT = 1024
 
 
-def check_fanouts(fanouts: Any) -> List[int]:
+def check_fanouts(fanouts: Any) -> list[int]:
     """Fanouts as a list of ints >= 1, input layer first (TypeError / ValueError naming them)."""
     return fanouts_arg(fanouts, "fanouts")
 
@@ -78,8 +91,9 @@ def max_in_degree(g: Graph) -> int:
     return int((g.indptr[1:] - g.indptr[:-1]).max())
 
 
-def worst_case_sizes(num_nodes: int, fanouts: Sequence[int], batch_size: int,
-                     max_degree: Optional[int] = None) -> List[int]:
+def worst_case_sizes(
+    num_nodes: int, fanouts: Sequence[int], batch_size: int, max_degree: int | None = None
+) -> list[int]:
     """Worst-case source rows per block (input layer first).
 
     ``max_degree``: the graph's largest in-degree, if known; a row then contributes at most
@@ -94,7 +108,7 @@ def worst_case_sizes(num_nodes: int, fanouts: Sequence[int], batch_size: int,
     return sizes[::-1]
 
 
-def effective_fanouts(fanouts: Sequence[int], max_degree: int, replace: bool) -> List[int]:
+def effective_fanouts(fanouts: Sequence[int], max_degree: int, replace: bool) -> list[int]:
     """The number of neighbour slots each hop really samples (input layer first).
 
     Without replacement a node with in-degree ``d <= k`` contributes all ``d`` neighbours, so a
@@ -115,13 +129,19 @@ def effective_fanouts(fanouts: Sequence[int], max_degree: int, replace: bool) ->
                 f"fanouts[{i}] = {k} with replace=True draws {k} neighbours per node (repeats "
                 f"allowed), [rows, {k}] slots per hop; zg allows at most {limit} (the larger of "
                 f"{MAX_REPLACE_FANOUT} and the graph's largest in-degree {max_degree}). For every "
-                f"neighbour use replace=False, where any fanout >= {max_degree} means all of them")
+                f"neighbour use replace=False, where any fanout >= {max_degree} means all of them"
+            )
         out.append(int(k))
     return out
 
 
-def check_seeds(seeds: Any, num_nodes: int, device: torch.device, max_len: Optional[int] = None,
-                name: str = "seeds") -> torch.Tensor:
+def check_seeds(
+    seeds: Any,
+    num_nodes: int,
+    device: torch.device,
+    max_len: int | None = None,
+    name: str = "seeds",
+) -> torch.Tensor:
     """Validate user seeds on the host and return them as int64 on ``device``.
 
     A non-empty 1-d integer tensor, array or list of distinct node ids in ``[0, num_nodes)``,
@@ -155,10 +175,19 @@ def _check_clock(clock: Any) -> None:
 
 # ----------------------------------------------------------------------------- the kernel
 
-def sample_neighbors(indptr: torch.Tensor, indices: torch.Tensor, nodes: torch.Tensor,
-                     valid_rows: torch.Tensor, fanout: int, replace: bool,
-                     key: torch.Tensor, max_degree: Optional[int] = None, pad: Any = 0,
-                     node_hash: Optional[torch.Tensor] = None):
+
+def sample_neighbors(
+    indptr: torch.Tensor,
+    indices: torch.Tensor,
+    nodes: torch.Tensor,
+    valid_rows: torch.Tensor,
+    fanout: int,
+    replace: bool,
+    key: torch.Tensor,
+    max_degree: int | None = None,
+    pad: Any = 0,
+    node_hash: torch.Tensor | None = None,
+):
     """Pick up to ``fanout`` in-neighbours of each node, in fixed shape.
 
     Args:
@@ -178,40 +207,40 @@ def sample_neighbors(indptr: torch.Tensor, indices: torch.Tensor, nodes: torch.T
     """
     k = fanout
     rows = nodes.shape[0]
-    start = _gather(indptr, nodes)                                 # [R]
-    degree = _gather(indptr, nodes + 1) - start                    # [R]
+    start = _gather(indptr, nodes)  # [R]
+    degree = _gather(indptr, nodes + 1) - start  # [R]
     hashed = mix64(nodes) if node_hash is None else _gather(node_hash, nodes)
-    row_key = mix64(key ^ hashed)                                  # [R]
+    row_key = mix64(key ^ hashed)  # [R]
     # Slot-major [k, R] layout: round i of Floyd reads and writes one contiguous row.
-    slots = torch.arange(k, device=nodes.device)[:, None]          # [k, 1]
+    slots = torch.arange(k, device=nodes.device)[:, None]  # [k, 1]
     if not replace and max_degree is not None and k >= max_degree:
-        offset = slots.expand(k, rows)                             # every row: all neighbours
-        mask = slots < degree[None, :]                             # [k, R]
+        offset = slots.expand(k, rows)  # every row: all neighbours
+        mask = slots < degree[None, :]  # [k, R]
     elif replace:
-        draws = mix64(row_key[None, :] + slots) & _LOW62           # [k, R]
+        draws = mix64(row_key[None, :] + slots) & _LOW62  # [k, R]
         offset = torch.remainder(draws, degree.clamp(min=1)[None, :])
         mask = (degree > 0)[None, :].expand(k, -1)
     else:
-        draws = mix64(row_key[None, :] + slots) & _LOW62           # [k, R]
+        draws = mix64(row_key[None, :] + slots) & _LOW62  # [k, R]
         # Floyd: for j = d-k .. d-1 draw t in [0, j]; take t unless already taken, else j.
         # The draws do not depend on earlier rounds, so all k are hashed at once; only the
         # "already taken?" test runs round by round.
         # The rounds run on int32 offsets (half the memory traffic of int64) whenever the
         # edge count, a shape known on the host, bounds every degree below 2^31.
-        j = degree[None, :] - k + slots                            # [k, R]
-        t = torch.remainder(draws, (j + 1).clamp(min=1))           # [k, R] in [0, j]
+        j = degree[None, :] - k + slots  # [k, R]
+        t = torch.remainder(draws, (j + 1).clamp(min=1))  # [k, R] in [0, j]
         narrow = torch.int32 if indices.numel() < 2**31 else torch.int64
         t, j = t.to(narrow), j.to(narrow)
-        chosen = _floyd_rounds(t, j, k)                            # [k, R]
-        small = degree <= k                                        # take every neighbour
-        offset = torch.where(small[None, :], slots, chosen.to(torch.int64))   # [k, R]
-        mask = slots < degree[None, :]                             # [k, R]
-    mask = (mask & valid_rows[None, :]).t()                        # [R, k] (a view)
-    if indices.numel() == 0:                                       # no edges: every slot masked
+        chosen = _floyd_rounds(t, j, k)  # [k, R]
+        small = degree <= k  # take every neighbour
+        offset = torch.where(small[None, :], slots, chosen.to(torch.int64))  # [k, R]
+        mask = slots < degree[None, :]  # [k, R]
+    mask = (mask & valid_rows[None, :]).t()  # [R, k] (a view)
+    if indices.numel() == 0:  # no edges: every slot masked
         return torch.full(mask.shape, int(pad), dtype=torch.int64, device=nodes.device), mask
     # Masked slots read edge 0 (always in bounds: times a False mask is 0) and are then
     # overwritten with pad.
-    edge = (start[:, None] + offset.t()) * mask                    # [R, k]
+    edge = (start[:, None] + offset.t()) * mask  # [R, k]
     return torch.where(mask, _gather(indices, edge), pad), mask
 
 
@@ -236,22 +265,22 @@ def _floyd_rounds(t: torch.Tensor, j: torch.Tensor, k: int) -> torch.Tensor:
     steps resolve. For small ``k`` the loop is shorter and runs instead.
     """
     if k <= _FLOYD_LOOP_MAX_K:
-        chosen = t.clone()                                         # [k, R]
+        chosen = t.clone()  # [k, R]
         for i in range(1, k):
-            taken = (chosen[:i] == t[i]).any(dim=0)                # [R]
+            taken = (chosen[:i] == t[i]).any(dim=0)  # [R]
             chosen[i] = torch.where(taken, j[i], t[i])
         return chosen
     key = (k, t.device)
     below = _STRICTLY_BELOW.get(key)
-    if below is None:                        # [k, k, 1] m < i, built once per (k, device)
+    if below is None:  # [k, k, 1] m < i, built once per (k, device)
         below = torch.ones(k, k, dtype=torch.bool, device=t.device).tril(-1)[:, :, None]
         _STRICTLY_BELOW[key] = below
     # (a) an earlier round drew the same t: [k, k, R] -> [k, R]
     taken = ((t[:, None, :] == t[None, :, :]) & below).any(dim=1)
     # (b) the pointer to round m = t[i] - (j[i] - i), when 0 <= m < i; else to itself.
-    slots = torch.arange(k, device=t.device, dtype=t.dtype)[:, None]           # [k, 1]
-    m = t - j + slots                                                          # [k, R]
-    ptr = torch.where((m >= 0) & (m < slots), m, slots).to(torch.int64)        # [k, R]
+    slots = torch.arange(k, device=t.device, dtype=t.dtype)[:, None]  # [k, 1]
+    m = t - j + slots  # [k, R]
+    ptr = torch.where((m >= 0) & (m < slots), m, slots).to(torch.int64)  # [k, R]
     for _ in range(max(1, (k - 1).bit_length())):
         taken = taken | torch.gather(taken, 0, ptr)
         ptr = torch.gather(ptr, 0, ptr)
@@ -270,11 +299,15 @@ def _hop_key(key: torch.Tensor, hop: int) -> torch.Tensor:
 
 def _hop_constants(hops: int, device: torch.device) -> torch.Tensor:
     """int64 [hops]: the constants :func:`_hop_key` adds, for all hops at once."""
-    return torch.tensor([_signed(((hop + 1) * 0x9E3779B97F4A7C15) % (1 << 64)) for hop in range(hops)],
-                        dtype=torch.int64, device=device)
+    return torch.tensor(
+        [_signed(((hop + 1) * 0x9E3779B97F4A7C15) % (1 << 64)) for hop in range(hops)],
+        dtype=torch.int64,
+        device=device,
+    )
 
 
 # ----------------------------------------------------------------------------- mini-batch
+
 
 @dataclass
 class MiniBatch:
@@ -293,12 +326,12 @@ class MiniBatch:
 
     seeds: torch.Tensor
     num_seeds: torch.Tensor
-    blocks: List[Block]
+    blocks: list[Block]
     counts: torch.Tensor
     overflowed: torch.Tensor
-    envelope_sizes: Optional[List[int]] = None
-    wanted: Optional[torch.Tensor] = None
-    inputs: Optional[torch.Tensor] = None
+    envelope_sizes: list[int] | None = None
+    wanted: torch.Tensor | None = None
+    inputs: torch.Tensor | None = None
 
     @property
     def input_nodes(self) -> torch.Tensor:
@@ -317,7 +350,7 @@ class MiniBatch:
             raise ValueError("this mini-batch overflowed its envelope; its blocks are truncated")
         return [b.to_dgl() for b in self.blocks]
 
-    def node_sets(self) -> List[torch.Tensor]:
+    def node_sets(self) -> list[torch.Tensor]:
         """Sorted global ids of each block's true source nodes (host reads; tests and hashes)."""
         return [torch.sort(b.src_nodes[: int(b.num_src)]).values for b in self.blocks]
 
@@ -349,39 +382,59 @@ class DynamicSampler:
         self.device = g.device
         self._local = torch.zeros(g.num_nodes, dtype=torch.int64, device=self.device)
 
-    def sample(self, seeds: Any, epoch: int = 0, batch: int = 0, clock: Optional[Any] = None) -> MiniBatch:
+    def sample(
+        self, seeds: Any, epoch: int = 0, batch: int = 0, clock: Any | None = None
+    ) -> MiniBatch:
         """Sample one mini-batch; ``clock`` (profiling) is called with "sample" / "compact"."""
         seeds = check_seeds(seeds, self.g.num_nodes, self.device)
-        key = device_scalar(batch_key(self.seed, seed_arg(epoch, "epoch"), seed_arg(batch, "batch")),
-                            self.device)
+        key = device_scalar(
+            batch_key(self.seed, seed_arg(epoch, "epoch"), seed_arg(batch, "batch")), self.device
+        )
         _check_clock(clock)
         indptr = self.g.indptr
-        dst = seeds                                                     # exact frontier
-        blocks: List[Block] = []
+        dst = seeds  # exact frontier
+        blocks: list[Block] = []
         for hop, k in enumerate(reversed(self.effective_fanouts)):
-            n_dst = dst.numel()                                          # host-known size
-            nbrs, mask = sample_neighbors(indptr, self.g.indices, dst,
-                                          torch.ones(n_dst, dtype=torch.bool, device=self.device),
-                                          k, self.replace, _hop_key(key, hop), self.max_degree, pad=0)
+            n_dst = dst.numel()  # host-known size
+            nbrs, mask = sample_neighbors(
+                indptr,
+                self.g.indices,
+                dst,
+                torch.ones(n_dst, dtype=torch.bool, device=self.device),
+                k,
+                self.replace,
+                _hop_key(key, hop),
+                self.max_degree,
+                pad=0,
+            )
             if clock is not None:
                 clock("sample")
-            found = nbrs[mask]                                           # sync: size from data
-            new = torch.unique(found)                                    # sync: size from data
-            new = new[~torch.isin(new, dst)]                             # sync again
-            src = torch.cat([dst, new])                                  # [n_src], dst first
+            found = nbrs[mask]  # sync: size from data
+            new = torch.unique(found)  # sync: size from data
+            new = new[~torch.isin(new, dst)]  # sync again
+            src = torch.cat([dst, new])  # [n_src], dst first
             self._local[src] = torch.arange(src.numel(), device=self.device)
-            nbr_local = torch.where(mask, self._local[nbrs], 0)          # [n_dst, k]
-            blocks.append(Block(nbr=nbr_local, mask=mask,
-                                num_src=device_scalar(src.numel(), self.device),
-                                num_dst=device_scalar(n_dst, self.device), src_nodes=src))
+            nbr_local = torch.where(mask, self._local[nbrs], 0)  # [n_dst, k]
+            blocks.append(
+                Block(
+                    nbr=nbr_local,
+                    mask=mask,
+                    num_src=device_scalar(src.numel(), self.device),
+                    num_dst=device_scalar(n_dst, self.device),
+                    src_nodes=src,
+                )
+            )
             if clock is not None:
                 clock("compact")
             dst = src
         blocks.reverse()
-        return MiniBatch(seeds=seeds, num_seeds=device_scalar(seeds.numel(), self.device),
-                         blocks=blocks,
-                         counts=torch.stack([b.num_src for b in blocks]),
-                         overflowed=torch.zeros((), dtype=torch.bool, device=self.device))
+        return MiniBatch(
+            seeds=seeds,
+            num_seeds=device_scalar(seeds.numel(), self.device),
+            blocks=blocks,
+            counts=torch.stack([b.num_src for b in blocks]),
+            overflowed=torch.zeros((), dtype=torch.bool, device=self.device),
+        )
 
 
 # ----------------------------------------------------------------------------- envelope
@@ -411,8 +464,16 @@ class EnvelopeSampler:
             same tensors bit for bit; ``self.kernel`` says which one runs.
     """
 
-    def __init__(self, g: Graph, fanouts: Sequence[int], batch_size: int, envelope: Any = None,
-                 replace: bool = False, seed: int = 0, kernel: str = "auto"):
+    def __init__(
+        self,
+        g: Graph,
+        fanouts: Sequence[int],
+        batch_size: int,
+        envelope: Any = None,
+        replace: bool = False,
+        seed: int = 0,
+        kernel: str = "auto",
+    ):
         self.g = graph_arg(g)
         self.fanouts = check_fanouts(fanouts)
         self.batch_size = batch_size_arg(batch_size, self.g.num_nodes)
@@ -423,9 +484,13 @@ class EnvelopeSampler:
         # The envelope (zg.envelope sits above this module: it profiles with this sampler, so
         # only its interface is used here: ``sizes`` and ``check``). None: the worst case.
         if envelope is None:
-            self._sizes = worst_case_sizes(g.num_nodes, self.fanouts, self.batch_size, self.max_degree)
+            self._sizes = worst_case_sizes(
+                g.num_nodes, self.fanouts, self.batch_size, self.max_degree
+            )
         elif not (hasattr(envelope, "sizes") and callable(getattr(envelope, "check", None))):
-            raise TypeError(f"envelope must be a zg.Envelope or None, got {type(envelope).__name__}")
+            raise TypeError(
+                f"envelope must be a zg.Envelope or None, got {type(envelope).__name__}"
+            )
         else:
             envelope.check(self.fanouts, self.batch_size, g.num_nodes)
             self._sizes = list(envelope.sizes)
@@ -436,7 +501,7 @@ class EnvelopeSampler:
         if self.kernel == "fused":
             # The fused kernel's marker: the local id of each node numbered this hop (which
             # ones, the seen bitmap says; the other entries are stale, never read).
-            fused_sampling.warm_up()         # compile (or load numba's cache) once per process
+            fused_sampling.warm_up()  # compile (or load numba's cache) once per process
             self._marker = fused_sampling.new_marker(n)
             self._seen = fused_sampling.new_seen_bitmap(n)
             # Per hop (seeds outward) the seconds of its "sample" and "compact" stages, filled
@@ -445,19 +510,23 @@ class EnvelopeSampler:
             return
         # Marker arrays, one trash row at index N for masked candidates; reset after each hop
         # by scattering back only the entries that hop touched.
-        self._first = torch.full((n + 1,), torch.iinfo(torch.int64).max, dtype=torch.int64, device=self.device)
+        self._first = torch.full(
+            (n + 1,), torch.iinfo(torch.int64).max, dtype=torch.int64, device=self.device
+        )
         self._local = torch.zeros(n + 1, dtype=torch.int64, device=self.device)
         # Every hop's key from one hash of a [hops] vector (the same bits as _hop_key per hop).
         self._hop_constants = _hop_constants(len(self.fanouts), self.device)
         # Launch-saving constants (fixed shapes, made once): each node's hash (8 bytes a node,
         # beside the markers' 16; skipped above NODE_HASH_MAX_NODES), the trash id as a device
         # scalar, and the row numbers of every hop's buffers.
-        self._node_hash = mix64(torch.arange(n, device=self.device)) if n <= NODE_HASH_MAX_NODES else None
+        self._node_hash = (
+            mix64(torch.arange(n, device=self.device)) if n <= NODE_HASH_MAX_NODES else None
+        )
         self._trash = torch.full((), n, dtype=torch.int64, device=self.device)
         self._rows = {}
 
     @property
-    def sizes(self) -> List[int]:
+    def sizes(self) -> list[int]:
         """The envelope size of every block (input layer first)."""
         return list(self._sizes)
 
@@ -476,8 +545,15 @@ class EnvelopeSampler:
             ids = self._rows[count] = torch.arange(count, device=self.device)
         return ids
 
-    def sample(self, seeds: Any, epoch: int = 0, batch: int = 0, *,
-               key: Optional[torch.Tensor] = None, clock: Optional[Any] = None) -> MiniBatch:
+    def sample(
+        self,
+        seeds: Any,
+        epoch: int = 0,
+        batch: int = 0,
+        *,
+        key: torch.Tensor | None = None,
+        clock: Any | None = None,
+    ) -> MiniBatch:
         """Sample the blocks of one mini-batch. 0 host syncs, fixed shapes.
 
         Args:
@@ -489,11 +565,20 @@ class EnvelopeSampler:
         seeds = check_seeds(seeds, self.g.num_nodes, self.device, max_len=self.batch_size)
         epoch, batch = seed_arg(epoch, "epoch"), seed_arg(batch, "batch")
         _check_clock(clock)
-        if key is not None and not (isinstance(key, torch.Tensor) and key.dtype == torch.int64
-                                    and key.dim() == 0 and key.device == self.device):
-            raise TypeError(f"key must be None or an int64 0-d tensor on {self.device}, got "
-                            + (f"dtype {key.dtype}, shape {tuple(key.shape)} on {key.device}"
-                               if isinstance(key, torch.Tensor) else type(key).__name__))
+        if key is not None and not (
+            isinstance(key, torch.Tensor)
+            and key.dtype == torch.int64
+            and key.dim() == 0
+            and key.device == self.device
+        ):
+            raise TypeError(
+                f"key must be None or an int64 0-d tensor on {self.device}, got "
+                + (
+                    f"dtype {key.dtype}, shape {tuple(key.shape)} on {key.device}"
+                    if isinstance(key, torch.Tensor)
+                    else type(key).__name__
+                )
+            )
         num_seeds = seeds.numel()
         padded = torch.zeros(self.batch_size, dtype=torch.int64, device=self.device)
         padded[:num_seeds] = seeds
@@ -501,8 +586,13 @@ class EnvelopeSampler:
             key = device_scalar(batch_key(self.seed, epoch, batch), self.device)
         return self.sample_static(padded, device_scalar(num_seeds, self.device), key, clock=clock)
 
-    def sample_static(self, seeds: torch.Tensor, num_seeds: torch.Tensor, key: torch.Tensor,
-                      clock: Optional[Any] = None) -> MiniBatch:
+    def sample_static(
+        self,
+        seeds: torch.Tensor,
+        num_seeds: torch.Tensor,
+        key: torch.Tensor,
+        clock: Any | None = None,
+    ) -> MiniBatch:
         """The fixed-shape core on device buffers: seeds int64 [B], num_seeds int64 [], key int64 [].
 
         ``clock`` (optional, profiling only) is called as ``clock("sample")`` after each hop's
@@ -520,88 +610,143 @@ class EnvelopeSampler:
         dev = self.device
         indptr = self.g.indptr
         sentinel = torch.iinfo(torch.int64).max
-        dst, n_dst = seeds, num_seeds                                    # [R], []
+        dst, n_dst = seeds, num_seeds  # [R], []
         overflowed = torch.zeros((), dtype=torch.bool, device=dev)
-        blocks: List[Block] = []
-        true_counts: List[torch.Tensor] = []
-        sizes = list(reversed(self._sizes))                              # seeds outward
-        hop_keys = mix64(key + self._hop_constants)                      # [hops]
+        blocks: list[Block] = []
+        true_counts: list[torch.Tensor] = []
+        sizes = list(reversed(self._sizes))  # seeds outward
+        hop_keys = mix64(key + self._hop_constants)  # [hops]
         for hop, k in enumerate(reversed(self.effective_fanouts)):
             rows, cap = dst.shape[0], sizes[hop]
-            valid_rows = self._row_ids(rows) < n_dst                     # [R]
+            valid_rows = self._row_ids(rows) < n_dst  # [R]
             # Masked slots come out as N, the marker arrays' trash row.
-            nbrs, mask = sample_neighbors(indptr, self.g.indices, dst, valid_rows, k,
-                                          self.replace, hop_keys[hop], self.max_degree,
-                                          pad=self._trash, node_hash=self._node_hash)   # [R, k]
+            nbrs, mask = sample_neighbors(
+                indptr,
+                self.g.indices,
+                dst,
+                valid_rows,
+                k,
+                self.replace,
+                hop_keys[hop],
+                self.max_degree,
+                pad=self._trash,
+                node_hash=self._node_hash,
+            )  # [R, k]
             if clock is not None:
                 clock("sample")
             # Candidates: destination rows first (so they keep local ids 0..n_dst-1), then slots.
-            cand = torch.cat([torch.where(valid_rows, dst, self._trash), nbrs.flatten()])  # [M], masked: N
-            pos = self._row_ids(cand.shape[0])                           # [M]
+            cand = torch.cat(
+                [torch.where(valid_rows, dst, self._trash), nbrs.flatten()]
+            )  # [M], masked: N
+            pos = self._row_ids(cand.shape[0])  # [M]
             self._first.scatter_reduce_(0, cand, pos, reduce="amin")
-            is_first = (_gather(self._first, cand) == pos) & (cand < n)           # [M]
-            is_new = is_first & (pos >= rows)                            # first seen in a slot
-            rank = torch.cumsum(is_new, 0, dtype=torch.int64)            # [M]
-            num_src = n_dst + rank[-1]                                   # [] true count
+            is_first = (_gather(self._first, cand) == pos) & (cand < n)  # [M]
+            is_new = is_first & (pos >= rows)  # first seen in a slot
+            rank = torch.cumsum(is_new, 0, dtype=torch.int64)  # [M]
+            num_src = n_dst + rank[-1]  # [] true count
             overflowed = overflowed | (num_src > cap)
-            new_local = n_dst + rank - 1                                 # local id if is_new
+            new_local = n_dst + rank - 1  # local id if is_new
             # Local ids of every first occurrence, through the node-indexed array.
-            local_of_first = torch.where(is_new, new_local, pos)         # dst rows: own row
+            local_of_first = torch.where(is_new, new_local, pos)  # dst rows: own row
             self._local.scatter_(0, torch.where(is_first, cand, self._trash), local_of_first)
-            local = _gather(self._local, cand)                           # [M]
+            local = _gather(self._local, cand)  # [M]
             # Source-node buffer [cap]: dst rows, then new nodes; overflow goes to the trash row.
             src_nodes = torch.zeros(cap + 1, dtype=torch.int64, device=dev)
-            src_nodes[:rows] = dst * valid_rows                          # envelope: rows <= cap
+            src_nodes[:rows] = dst * valid_rows  # envelope: rows <= cap
             target = torch.where(is_new, new_local, self._scalar(cap)).clamp(max=cap)
             src_nodes.scatter_(0, target, cand.clamp(max=n - 1))
-            src_nodes = src_nodes[:cap]                                  # [cap] view
-            nbr_local = (local[rows:].view(rows, k) * mask).clamp(max=cap - 1)        # [R, k]
+            src_nodes = src_nodes[:cap]  # [cap] view
+            nbr_local = (local[rows:].view(rows, k) * mask).clamp(max=cap - 1)  # [R, k]
             # Reset the marker entries this hop touched (fixed-shape scatter, no fill of N).
             self._first.index_fill_(0, cand, sentinel)
-            kept = num_src.clamp(max=cap)                                # [] what the buffer holds
-            blocks.append(Block(nbr=nbr_local, mask=mask, num_src=kept, num_dst=n_dst,
-                                src_nodes=src_nodes))
+            kept = num_src.clamp(max=cap)  # [] what the buffer holds
+            blocks.append(
+                Block(nbr=nbr_local, mask=mask, num_src=kept, num_dst=n_dst, src_nodes=src_nodes)
+            )
             true_counts.append(num_src)
             if clock is not None:
                 clock("compact")
             dst, n_dst = src_nodes, kept
         blocks.reverse()
         counts = torch.stack([b.num_src for b in blocks])
-        return MiniBatch(seeds=seeds, num_seeds=num_seeds, blocks=blocks, counts=counts,
-                         overflowed=overflowed, envelope_sizes=self.sizes,
-                         wanted=torch.stack(true_counts[::-1]))
+        return MiniBatch(
+            seeds=seeds,
+            num_seeds=num_seeds,
+            blocks=blocks,
+            counts=counts,
+            overflowed=overflowed,
+            envelope_sizes=self.sizes,
+            wanted=torch.stack(true_counts[::-1]),
+        )
 
-    def _sample_static_fused(self, seeds: torch.Tensor, num_seeds: torch.Tensor, key: torch.Tensor,
-                             clock: Optional[Any] = None) -> MiniBatch:
+    def _sample_static_fused(
+        self,
+        seeds: torch.Tensor,
+        num_seeds: torch.Tensor,
+        key: torch.Tensor,
+        clock: Any | None = None,
+    ) -> MiniBatch:
         """:meth:`sample_static` through the fused CPU kernel: the same MiniBatch, bit for bit.
         With a ``clock``, the kernel's own per-hop stage seconds go to ``clock.laps``."""
         if clock is not None and not callable(getattr(clock, "laps", None)):
-            raise TypeError("clock: the fused kernel times its stages inside one compiled call and "
-                            "reports them with clock.laps([(stage, seconds), ...]); pass a "
-                            "zg.step.StageClock (or use kernel='torch' for a per-stage callable), "
-                            f"got {type(clock).__name__}")
-        for name, t, shape in (("seeds", seeds, (self.batch_size,)), ("num_seeds", num_seeds, ()),
-                               ("key", key, ())):
-            if not (isinstance(t, torch.Tensor) and t.dtype == torch.int64 and tuple(t.shape) == shape
-                    and t.device.type == "cpu"):
-                raise TypeError(f"{name} must be an int64 CPU tensor of shape {shape}, got "
-                                + (f"dtype {t.dtype}, shape {tuple(t.shape)} on {t.device}"
-                                   if isinstance(t, torch.Tensor) else type(t).__name__))
-        fanouts = list(reversed(self.effective_fanouts))                # seeds outward
+            raise TypeError(
+                "clock: the fused kernel times its stages inside one compiled call and "
+                "reports them with clock.laps([(stage, seconds), ...]); pass a "
+                "zg.step.StageClock (or use kernel='torch' for a per-stage callable), "
+                f"got {type(clock).__name__}"
+            )
+        for name, t, shape in (
+            ("seeds", seeds, (self.batch_size,)),
+            ("num_seeds", num_seeds, ()),
+            ("key", key, ()),
+        ):
+            if not (
+                isinstance(t, torch.Tensor)
+                and t.dtype == torch.int64
+                and tuple(t.shape) == shape
+                and t.device.type == "cpu"
+            ):
+                raise TypeError(
+                    f"{name} must be an int64 CPU tensor of shape {shape}, got "
+                    + (
+                        f"dtype {t.dtype}, shape {tuple(t.shape)} on {t.device}"
+                        if isinstance(t, torch.Tensor)
+                        else type(t).__name__
+                    )
+                )
+        fanouts = list(reversed(self.effective_fanouts))  # seeds outward
         sizes = list(reversed(self._sizes))
         stage_seconds = None if clock is None else self._stage_seconds
         hops, wanted, clamped, overflowed = fused_sampling.sample_fused(
-            self.g.indptr, self.g.indices, seeds.contiguous(), num_seeds, key, fanouts, sizes,
-            self.replace, self.max_degree, self._marker, seen=self._seen,
-            stage_seconds=stage_seconds)
+            self.g.indptr,
+            self.g.indices,
+            seeds.contiguous(),
+            num_seeds,
+            key,
+            fanouts,
+            sizes,
+            self.replace,
+            self.max_degree,
+            self._marker,
+            seen=self._seen,
+            stage_seconds=stage_seconds,
+        )
         if clock is not None:
             clock.laps(fused_sampling.stage_laps(stage_seconds))
-        blocks: List[Block] = []
+        blocks: list[Block] = []
         n_dst = num_seeds
         for hop, (nbr, mask, src_nodes) in enumerate(hops):
-            blocks.append(Block(nbr=nbr, mask=mask, num_src=clamped[hop], num_dst=n_dst,
-                                src_nodes=src_nodes))
+            blocks.append(
+                Block(nbr=nbr, mask=mask, num_src=clamped[hop], num_dst=n_dst, src_nodes=src_nodes)
+            )
             n_dst = clamped[hop]
         blocks.reverse()
-        return MiniBatch(seeds=seeds, num_seeds=num_seeds, blocks=blocks, counts=clamped.flip(0),
-                         overflowed=overflowed, envelope_sizes=self.sizes, wanted=wanted.flip(0))
+        return MiniBatch(
+            seeds=seeds,
+            num_seeds=num_seeds,
+            blocks=blocks,
+            counts=clamped.flip(0),
+            overflowed=overflowed,
+            envelope_sizes=self.sizes,
+            wanted=wanted.flip(0),
+        )

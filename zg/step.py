@@ -20,17 +20,26 @@ profiler asks.
 from __future__ import annotations
 
 import time
+from collections.abc import Callable
 from dataclasses import dataclass, field
-from typing import Callable, Dict, List, Optional
 
 import torch
 import torch.nn.functional as F
 
 from .rng import device_scalar
 
-__all__ = ["STAGES", "StageClock", "OverflowGuard", "train_step", "masked_cross_entropy",
-           "per_seed_cross_entropy",
-           "run_batches", "BatchRun", "OverflowPoll", "mean_loss"]
+__all__ = [
+    "STAGES",
+    "StageClock",
+    "OverflowGuard",
+    "train_step",
+    "masked_cross_entropy",
+    "per_seed_cross_entropy",
+    "run_batches",
+    "BatchRun",
+    "OverflowPoll",
+    "mean_loss",
+]
 
 STAGES = ("sample", "compact", "gather", "forward", "loss", "backward", "step")
 
@@ -50,11 +59,11 @@ class StageClock:
             (default: a fresh one with every stage at 0).
     """
 
-    def __init__(self, device: Optional[torch.device] = None, into: Optional[Dict[str, float]] = None):
+    def __init__(self, device: torch.device | None = None, into: dict[str, float] | None = None):
         self.cuda = device is not None and torch.device(device).type == "cuda"
         self.device = torch.device(device) if device is not None else None
-        self.seconds: Dict[str, float] = into if into is not None else {s: 0.0 for s in STAGES}
-        self._events: List[tuple] = []
+        self.seconds: dict[str, float] = into if into is not None else {s: 0.0 for s in STAGES}
+        self._events: list[tuple] = []
         self.start()
 
     def start(self) -> None:
@@ -84,7 +93,7 @@ class StageClock:
             self.seconds[stage] = self.seconds.get(stage, 0.0) + float(seconds)
         self.start()
 
-    def finish(self) -> Dict[str, float]:
+    def finish(self) -> dict[str, float]:
         """Seconds per stage so far (on CUDA: synchronises and reads the events)."""
         if self.cuda:
             torch.cuda.synchronize(self.device)
@@ -110,14 +119,16 @@ def per_seed_cross_entropy(logits: torch.Tensor, labels: torch.Tensor, valid: to
     Rows whose label is negative (unlabelled) never count, whatever ``valid`` says. Every loss in
     the kit weighs these rows: the mean below, the data-parallel sum, Grappa's estimators.
     """
-    counted = valid & (labels >= 0)                                            # [B]
-    loss = F.cross_entropy(logits, labels.clamp(min=0), reduction="none")      # [B]
+    counted = valid & (labels >= 0)  # [B]
+    loss = F.cross_entropy(logits, labels.clamp(min=0), reduction="none")  # [B]
     return loss * counted.to(loss.dtype), counted
 
 
-def masked_cross_entropy(logits: torch.Tensor, labels: torch.Tensor, valid: torch.Tensor) -> torch.Tensor:
+def masked_cross_entropy(
+    logits: torch.Tensor, labels: torch.Tensor, valid: torch.Tensor
+) -> torch.Tensor:
     """Mean cross-entropy over the rows that count (see :func:`per_seed_cross_entropy`)."""
-    loss, counted = per_seed_cross_entropy(logits, labels, valid)              # [B], [B]
+    loss, counted = per_seed_cross_entropy(logits, labels, valid)  # [B], [B]
     return loss.sum() / counted.to(loss.dtype).sum().clamp(min=1.0)
 
 
@@ -178,7 +189,11 @@ class OverflowGuard:
     def merge(self, any_overflowed: torch.Tensor) -> None:
         """Fold the reduced flag (bool [] or a float sum > 0) in; the batch observed last is the
         one it belongs to."""
-        flag = any_overflowed.reshape(()) > 0 if any_overflowed.dtype != torch.bool else any_overflowed.reshape(())
+        flag = (
+            any_overflowed.reshape(()) > 0
+            if any_overflowed.dtype != torch.bool
+            else any_overflowed.reshape(())
+        )
         first_time = flag & ~self.overflowed
         self.first.copy_(torch.where(first_time, self._batch, self.first))
         self.overflowed.copy_(self.overflowed | flag)
@@ -204,25 +219,35 @@ class OverflowGuard:
             event = torch.cuda.Event()
             event.record(torch.cuda.current_stream(self.device))
             return event
-        return None                          # on the CPU the copy has happened
+        return None  # on the CPU the copy has happened
 
-    def poll_read(self, handle) -> Optional[int]:
+    def poll_read(self, handle) -> int | None:
         """The first overflowed batch, or None. Waits for the copy ``handle`` started (on a GPU
         that copy was queued ``poll_every`` iterations earlier, so the wait never drains the
         queue below that depth)."""
         if handle is not None:
             handle.synchronize()
-        values = self._host.numpy()          # host memory: reading it is not a device sync
+        values = self._host.numpy()  # host memory: reading it is not a device sync
         return int(values[1]) if values[0] else None
 
 
 # ----------------------------------------------------------------------------- the step
 
 
-def train_step(sample, model: torch.nn.Module, optimizer: torch.optim.Optimizer,
-               features: torch.Tensor, labels: torch.Tensor, *, guard: Optional[OverflowGuard] = None,
-               batch=0, loss: Optional[Callable] = None, forward: Optional[Callable] = None,
-               reduce: Optional[Callable[[], None]] = None, clock: Optional[Callable[[str], None]] = None):
+def train_step(
+    sample,
+    model: torch.nn.Module,
+    optimizer: torch.optim.Optimizer,
+    features: torch.Tensor,
+    labels: torch.Tensor,
+    *,
+    guard: OverflowGuard | None = None,
+    batch=0,
+    loss: Callable | None = None,
+    forward: Callable | None = None,
+    reduce: Callable[[], None] | None = None,
+    clock: Callable[[str], None] | None = None,
+):
     """One iteration: sample -> compact -> gather -> forward -> loss -> backward -> step.
 
     Args:
@@ -244,10 +269,12 @@ def train_step(sample, model: torch.nn.Module, optimizer: torch.optim.Optimizer,
     mb = sample(clock) if callable(sample) else sample
     if guard is not None:
         guard.observe(mb, batch)
-    x = features(mb.input_nodes) if callable(features) else features.index_select(0, mb.input_nodes)   # [S0, F]
-    y = labels.index_select(0, mb.seeds)                              # [B]
+    x = (
+        features(mb.input_nodes) if callable(features) else features.index_select(0, mb.input_nodes)
+    )  # [S0, F]
+    y = labels.index_select(0, mb.seeds)  # [B]
     _lap(clock, "gather")
-    logits = (model if forward is None else forward)(mb.blocks, x)    # [B, C]
+    logits = (model if forward is None else forward)(mb.blocks, x)  # [B, C]
     _lap(clock, "forward")
     value = (_default_loss if loss is None else loss)(logits, y, mb)  # []
     _lap(clock, "loss")
@@ -285,7 +312,7 @@ class OverflowPoll:
         self._seen_max, self._since_poll = start, 0
         self._pending, self._handle = False, None
 
-    def after(self, batch: int) -> Optional[int]:
+    def after(self, batch: int) -> int | None:
         self.executed += 1
         self.rewound += batch < self._seen_max
         self._seen_max = max(self._seen_max, batch + 1)
@@ -298,7 +325,7 @@ class OverflowPoll:
         if self._pending:
             first = self.guard.poll_read(self._handle)
             self._pending, self._handle = False, None
-        if first is None and nxt == self.end:                 # the end: a real read of the guard
+        if first is None and nxt == self.end:  # the end: a real read of the guard
             first = self.guard.poll_read(self.guard.poll_start())
         elif first is None:
             self._pending, self._handle = True, self.guard.poll_start()
@@ -321,23 +348,29 @@ class BatchRun:
     rewound: int = 0
     overflows: int = 0
     polls: int = 0
-    losses: Dict[int, torch.Tensor] = field(default_factory=dict)
+    losses: dict[int, torch.Tensor] = field(default_factory=dict)
 
     def mean_loss(self) -> float:
         """One host read for the whole run."""
         return mean_loss(self.losses)
 
 
-def mean_loss(losses: Dict[int, torch.Tensor]) -> float:
+def mean_loss(losses: dict[int, torch.Tensor]) -> float:
     """The mean of the applied batches' losses (by batch index), with one host read."""
     if not losses:
         return float("nan")
     return float(torch.stack([losses[b] for b in sorted(losses)]).double().mean())
 
 
-def run_batches(run_batch: Callable[[int], torch.Tensor], start: int, end: int, guard: OverflowGuard,
-                poll_every: int, rewind: Callable[[int], None],
-                after_step: Optional[Callable[[int], None]] = None) -> BatchRun:
+def run_batches(
+    run_batch: Callable[[int], torch.Tensor],
+    start: int,
+    end: int,
+    guard: OverflowGuard,
+    poll_every: int,
+    rewind: Callable[[int], None],
+    after_step: Callable[[int], None] | None = None,
+) -> BatchRun:
     """Run batches ``start .. end-1`` with the one overflow policy (what ``zg.Engine.train_epoch``
     writes out in its own loop, as a function for labs and tests).
 
@@ -359,5 +392,10 @@ def run_batches(run_batch: Callable[[int], torch.Tensor], start: int, end: int, 
             rewind(first)
             guard.reset()
             b = first
-    out.executed, out.rewound, out.overflows, out.polls = poll.executed, poll.rewound, poll.overflows, poll.polls
+    out.executed, out.rewound, out.overflows, out.polls = (
+        poll.executed,
+        poll.rewound,
+        poll.overflows,
+        poll.polls,
+    )
     return out

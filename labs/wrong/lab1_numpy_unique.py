@@ -1,4 +1,3 @@
-# ruff: noqa: F821  (a notebook cell: torch, INF, dist come from the lab's setup cell)
 # lab: 01_host_syncs
 # cell: compact_fewer_syncs
 # part: test_compact_fewer_syncs test_compact_fewer_syncs_hidden
@@ -6,5 +5,6 @@
 def compact_fewer_syncs(dst, nbrs, mask):
     """Same output as dynamic_compact, fewer host syncs."""
     import numpy as np
+
     new = np.setdiff1d(np.unique(nbrs.numpy()[mask.numpy()]), dst.numpy())
     return torch.cat([dst, torch.from_numpy(new).to(torch.int64)])

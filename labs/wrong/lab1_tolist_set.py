@@ -1,4 +1,3 @@
-# ruff: noqa: F821  (a notebook cell: torch, INF, dist come from the lab's setup cell)
 # lab: 01_host_syncs
 # cell: compact_fewer_syncs
 # part: test_compact_fewer_syncs test_compact_fewer_syncs_hidden

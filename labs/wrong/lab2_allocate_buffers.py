@@ -1,4 +1,3 @@
-# ruff: noqa: F821  (a notebook cell: torch, INF, dist come from the lab's setup cell)
 # lab: 02_fixed_shape_sampler
 # cell: compact_hop
 # part: test_compact_hop_exact test_compact_hop_unique test_compact_hop_unique_hidden test_compact_hop_overflow test_compact_hop_overflow_hidden

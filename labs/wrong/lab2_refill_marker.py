@@ -1,4 +1,3 @@
-# ruff: noqa: F821  (a notebook cell: torch, INF, dist come from the lab's setup cell)
 # lab: 02_fixed_shape_sampler
 # cell: first_occurrence
 # part: test_first_occurrence test_first_occurrence_hidden

@@ -1,4 +1,3 @@
-# ruff: noqa: F821  (a notebook cell: torch, INF, dist come from the lab's setup cell)
 # lab: 04_overflow_rewind
 # cell: gated_sgd
 # part: test_gated_sgd test_gated_sgd_hidden

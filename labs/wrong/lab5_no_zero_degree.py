@@ -1,4 +1,3 @@
-# ruff: noqa: F821  (a notebook cell: torch, INF, dist come from the lab's setup cell)
 # lab: 05_coverage_by_propagation
 # cell: propagation
 # part: test_propagation test_propagation_hidden

@@ -1,4 +1,3 @@
-# ruff: noqa: F821  (a notebook cell: torch, INF, dist come from the lab's setup cell)
 # lab: 06_estimator_weights
 # cell: hook
 # part: test_hook test_hook_hidden

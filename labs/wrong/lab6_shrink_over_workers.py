@@ -1,4 +1,3 @@
-# ruff: noqa: F821  (a notebook cell: torch, INF, dist come from the lab's setup cell)
 # lab: 06_estimator_weights
 # cell: scales
 # part: test_shrink_scales test_shrink_scales_hidden

@@ -1,4 +1,3 @@
-# ruff: noqa: F821  (a notebook cell: LaunchCount comes from the lab's setup cell)
 # lab: 08_capture
 # cell: launches_per_step
 # part: test_launches_per_step test_launches_per_step_hidden

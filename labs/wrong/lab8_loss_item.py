@@ -1,4 +1,3 @@
-# ruff: noqa: F821  (a notebook cell: torch, F come from the lab's setup cell)
 # lab: 08_capture
 # cell: static_step
 # part: test_static_step test_static_step_hidden

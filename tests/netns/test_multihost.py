@@ -5,7 +5,6 @@ import json
 from pathlib import Path
 
 import pytest
-
 from netlab import NetLab, unavailable_reason
 
 REASON = unavailable_reason()
@@ -18,18 +17,31 @@ def train_across(lab: NetLab, config: dict, workdir: Path, port: int, timeout: f
     cfg = workdir / "config.json"
     cfg.write_text(json.dumps(config))
     out = workdir / "history.json"
-    codes, logs = lab.torchrun(["-m", "zg.grappa", "--config", str(cfg), "--out", str(out)], workdir,
-                               port=port, timeout=timeout, rdzv_id=f"zg-netns-{port}",
-                               extra_env={"DGLBACKEND": "pytorch"})
+    codes, logs = lab.torchrun(
+        ["-m", "zg.grappa", "--config", str(cfg), "--out", str(out)],
+        workdir,
+        port=port,
+        timeout=timeout,
+        rdzv_id=f"zg-netns-{port}",
+        extra_env={"DGLBACKEND": "pytorch"},
+    )
     return codes, out, logs
 
 
 @pytest.mark.timeout(500)
 def test_grappa_and_feature_fetch_train_across_two_hosts(tmp_path):
-    base = {"dataset": "cora", "epochs": 2, "batch_size": 70, "hidden_dim": 16, "timeout": 60.0,
-            "seed": 0}
-    runs = {"grappa": {"trainer": "grappa", "estimator": "batch", "repartition_every": 1},
-            "feature_fetch": {"trainer": "feature_fetch"}}
+    base = {
+        "dataset": "cora",
+        "epochs": 2,
+        "batch_size": 70,
+        "hidden_dim": 16,
+        "timeout": 60.0,
+        "seed": 0,
+    }
+    runs = {
+        "grappa": {"trainer": "grappa", "estimator": "batch", "repartition_every": 1},
+        "feature_fetch": {"trainer": "feature_fetch"},
+    }
     histories = {}
     with NetLab(hosts=2, bandwidth="1gbit", prefix="zgm") as lab:
         for port, (name, extra) in enumerate(runs.items(), start=29517):
@@ -43,7 +55,9 @@ def test_grappa_and_feature_fetch_train_across_two_hosts(tmp_path):
         sent = history["bytes_sent_per_worker"]
         assert len(sent) == 2 and all(b > 0 for b in sent)
     # Feature fetching moves feature rows over the link; Grappa moves none.
-    fetched = [sum(e["bytes_by_kind"]["features"][p] for e in histories["feature_fetch"]["epochs"])
-               for p in range(2)]
+    fetched = [
+        sum(e["bytes_by_kind"]["features"][p] for e in histories["feature_fetch"]["epochs"])
+        for p in range(2)
+    ]
     assert all(b > 0 for b in fetched)
     assert all(e["bytes_by_kind"]["features"] == [0, 0] for e in histories["grappa"]["epochs"])

@@ -5,7 +5,6 @@ import sys
 import time
 
 import pytest
-
 from netlab import NetLab, unavailable_reason
 
 REASON = unavailable_reason()
@@ -33,8 +32,9 @@ def test_hosts_talk_only_inside_the_lab_and_links_are_shaped():
         assert all(name in namespaces() for name in lab.names + [lab.switch])
         root_addresses = subprocess.run(["ip", "addr"], capture_output=True, text=True).stdout
         assert "10.231." not in root_addresses, "the root namespace gets no address on the lab"
-        server = lab.popen(0, [sys.executable, "-c", SERVER, lab.addresses[0]],
-                           stdout=subprocess.PIPE, text=True)
+        server = lab.popen(
+            0, [sys.executable, "-c", SERVER, lab.addresses[0]], stdout=subprocess.PIPE, text=True
+        )
         time.sleep(1.0)
         size = 12 * 2**20
         client = lab.run(2, [sys.executable, "-c", CLIENT, lab.addresses[0], str(size)], timeout=60)

@@ -10,7 +10,7 @@ same parameter names, so ``zg_model.load_state_dict(dgl_model.state_dict())`` wo
 
 from __future__ import annotations
 
-from typing import Callable, List, Sequence
+from collections.abc import Callable, Sequence
 
 import torch
 import torch.nn.functional as F
@@ -29,8 +29,16 @@ class DGLModel(nn.Module):
     forward(blocks: list of DGL blocks, x [S0, in_dim]) -> [D_last, num_classes].
     """
 
-    def __init__(self, name: str, in_dim: int, hidden_dim: int, num_classes: int,
-                 num_layers: int = 3, dropout: float = 0.5, heads: int = 4):
+    def __init__(
+        self,
+        name: str,
+        in_dim: int,
+        hidden_dim: int,
+        num_classes: int,
+        num_layers: int = 3,
+        dropout: float = 0.5,
+        heads: int = 4,
+    ):
         super().__init__()
         require_dgl()
         from dgl import nn as dglnn
@@ -45,10 +53,14 @@ class DGLModel(nn.Module):
             if name == "sage":
                 layers.append(dglnn.SAGEConv(dims[i], dims[i + 1], "mean"))
             elif name == "gcn":
-                layers.append(dglnn.GraphConv(dims[i], dims[i + 1], norm="both", allow_zero_in_degree=True))
+                layers.append(
+                    dglnn.GraphConv(dims[i], dims[i + 1], norm="both", allow_zero_in_degree=True)
+                )
             else:
                 width_in = dims[i] if i == 0 else dims[i] * heads
-                layers.append(dglnn.GATConv(width_in, dims[i + 1], heads, allow_zero_in_degree=True))
+                layers.append(
+                    dglnn.GATConv(width_in, dims[i + 1], heads, allow_zero_in_degree=True)
+                )
         self.layers = nn.ModuleList(layers)
         self.dropout = nn.Dropout(dropout)
 
@@ -81,14 +93,22 @@ class DGLSource:
         batches: ``batches(epoch) -> list of seed tensors`` (the Engine's).
     """
 
-    def __init__(self, g, fanouts: Sequence[int], batch_size: int, *, replace: bool = False,
-                 seed: int = 0, batches: Callable[[int], List[torch.Tensor]]):
+    def __init__(
+        self,
+        g,
+        fanouts: Sequence[int],
+        batch_size: int,
+        *,
+        replace: bool = False,
+        seed: int = 0,
+        batches: Callable[[int], list[torch.Tensor]],
+    ):
         dgl = require_dgl()
         self.dgl, self.g, self.device = dgl, g, g.device
         self.dgl_graph = g.to_dgl()
         self.batch_size, self.seed, self.batches = batch_size, seed, batches
         self.sampler = dgl.dataloading.NeighborSampler(list(fanouts), replace=replace)
-        self._at = None                                   # (epoch, next batch) of the loader
+        self._at = None  # (epoch, next batch) of the loader
         self._iter = None
 
     def prepare(self, epoch: int, batch: int) -> None:
@@ -105,9 +125,15 @@ class DGLSource:
         state = torch.random.get_rng_state()
         torch.manual_seed(seed)
         self.dgl.seed(seed)
-        loader = self.dgl.dataloading.DataLoader(self.dgl_graph, seeds_all, self.sampler,
-                                                 batch_size=self.batch_size, shuffle=False,
-                                                 drop_last=False, num_workers=0)
+        loader = self.dgl.dataloading.DataLoader(
+            self.dgl_graph,
+            seeds_all,
+            self.sampler,
+            batch_size=self.batch_size,
+            shuffle=False,
+            drop_last=False,
+            num_workers=0,
+        )
         self._iter, self._at = iter(loader), (epoch, batch)
         torch.random.set_rng_state(state)
 
@@ -120,8 +146,11 @@ class DGLSource:
         if clock is not None:
             clock("sample")
         n = output_nodes.numel()
-        return MiniBatch(seeds=output_nodes, num_seeds=torch.tensor(n, device=self.device),
-                         blocks=blocks,
-                         counts=torch.tensor([b.num_src_nodes() for b in blocks], device=self.device),
-                         overflowed=torch.zeros((), dtype=torch.bool, device=self.device),
-                         inputs=input_nodes)
+        return MiniBatch(
+            seeds=output_nodes,
+            num_seeds=torch.tensor(n, device=self.device),
+            blocks=blocks,
+            counts=torch.tensor([b.num_src_nodes() for b in blocks], device=self.device),
+            overflowed=torch.zeros((), dtype=torch.bool, device=self.device),
+            inputs=input_nodes,
+        )

@@ -15,14 +15,22 @@ from ..graph import Graph
 __all__ = ["feature_only_accuracy"]
 
 
-def feature_only_accuracy(g: Graph, split: str = "test", epochs: int = 200, lr: float = 0.05,
-                          weight_decay: float = 1e-4, seed: int = 0) -> float:
+def feature_only_accuracy(
+    g: Graph,
+    split: str = "test",
+    epochs: int = 200,
+    lr: float = 0.05,
+    weight_decay: float = 1e-4,
+    seed: int = 0,
+) -> float:
     """Accuracy on ``split`` of logistic regression trained full-batch on the training nodes."""
     if g.x is None or g.y is None or g.train_idx is None:
         raise ValueError("feature_only_accuracy needs x, y and train_idx")
     idx = getattr(g, f"{split}_idx", None) if split in ("train", "val", "test") else None
     if idx is None:
-        raise ValueError(f"split must be 'train', 'val' or 'test' with nodes in the graph, got {split!r}")
+        raise ValueError(
+            f"split must be 'train', 'val' or 'test' with nodes in the graph, got {split!r}"
+        )
     gen = torch.Generator().manual_seed(seed)
     weight = (torch.randn(g.feat_dim, g.num_classes, generator=gen) * 0.01).requires_grad_()
     bias = torch.zeros(g.num_classes, requires_grad=True)

@@ -22,6 +22,7 @@ Following one batch through the kit:
     estimators.py   each gradient estimator's error against the exact gradient (07)
     together.py     Grappa workers running the ZeroGNN step, against both baselines (09)
     accuracy_map.py the committed map of where Grappa keeps its accuracy, and the diagnosis (06-08)
+    results.py      the one format of bench/results/*.json: write, load, headline metrics, fmt
 
 Every public name is also here, so a notebook needs one import:
 
@@ -32,40 +33,146 @@ Every public name is also here, so a notebook needs one import:
     q = ex.partition_quality(g, 4, "metis", hops=2)
 """
 
-from . import (accuracy_map, envelopes, estimators, host_syncs, machine, partitions, replay, scaling,
-               throughput, together, traffic, trainers)
-from .accuracy_map import (PAPER_REGIME, diagnosis_findings, gap_summary, load_result, lr_rows, map_findings,
-                           map_rows, paper_regime)
+from . import (
+    accuracy_map,
+    envelopes,
+    estimators,
+    host_syncs,
+    machine,
+    partitions,
+    replay,
+    results,
+    scaling,
+    throughput,
+    together,
+    traffic,
+    trainers,
+)
+from .accuracy_map import (
+    PAPER_REGIME,
+    diagnosis_findings,
+    gap_summary,
+    load_result,
+    lr_rows,
+    map_findings,
+    map_rows,
+    paper_regime,
+)
 from .envelopes import overflow_curve, sample_counts
 from .estimators import bias_vs_workers, error_rows, shrink_sweep
 from .host_syncs import audit_samplers, measure_hop_metadata
 from .machine import SCALES, by_scale, machine_label, machine_note, markdown_table, scale
 from .partitions import chunk_pairs_met, edges_exposed, partition_quality, sweep_partitions
 from .replay import bitwise_equal, max_abs_difference, parameters, static_addresses, trace_steps
-from .scaling import (SCALING_RESULTS, cost_growth_rows, cost_growth_summary, load_scaling_results,
-                      log_log_slope)
-from .throughput import GPU_RESULTS, MODE_NAMES, gpu_result_rows, load_gpu_results, profile_modes, time_stages
+from .scaling import (
+    SCALING_RESULTS,
+    cost_growth_rows,
+    cost_growth_summary,
+    load_scaling_results,
+    log_log_slope,
+)
+from .throughput import (
+    GPU_RESULTS,
+    MODE_NAMES,
+    gpu_result_rows,
+    load_gpu_results,
+    profile_modes,
+    time_stages,
+)
 from .together import TOGETHER, train_together, worker_syncs
-from .traffic import (bytes_sent, expected_bytes, feature_fetch_traffic, fetch_traffic_model,
-                      gradient_traffic, project_epochs, repartition_bytes, scaling_rows, traffic_rows)
-from .trainers import (GRAPPA_RESULTS, average_rows, depth_rows, epoch_time_rows, load_grappa_results,
-                       run_trainers, trainer_rows)
+from .traffic import (
+    bytes_sent,
+    expected_bytes,
+    feature_fetch_traffic,
+    fetch_traffic_model,
+    gradient_traffic,
+    project_epochs,
+    repartition_bytes,
+    scaling_rows,
+    traffic_rows,
+)
+from .trainers import (
+    GRAPPA_RESULTS,
+    average_rows,
+    depth_rows,
+    epoch_time_rows,
+    load_grappa_results,
+    run_trainers,
+    trainer_rows,
+)
 
-__all__ = ["machine", "host_syncs", "envelopes", "replay", "throughput", "partitions", "traffic", "trainers",
-           "estimators", "together", "scaling",
-           "SCALING_RESULTS", "load_scaling_results", "cost_growth_rows", "cost_growth_summary",
-           "log_log_slope",
-           "SCALES", "scale", "by_scale", "machine_note", "machine_label", "markdown_table",
-           "measure_hop_metadata", "audit_samplers",
-           "sample_counts", "overflow_curve",
-           "static_addresses", "parameters", "max_abs_difference", "bitwise_equal", "trace_steps",
-           "time_stages", "profile_modes", "MODE_NAMES", "GPU_RESULTS", "load_gpu_results", "gpu_result_rows",
-           "partition_quality", "sweep_partitions", "chunk_pairs_met", "edges_exposed",
-           "traffic_rows", "bytes_sent", "expected_bytes", "repartition_bytes", "feature_fetch_traffic",
-           "gradient_traffic", "scaling_rows", "fetch_traffic_model", "project_epochs",
-           "run_trainers", "trainer_rows", "average_rows", "GRAPPA_RESULTS", "load_grappa_results",
-           "epoch_time_rows", "depth_rows",
-           "error_rows", "shrink_sweep", "bias_vs_workers",
-           "TOGETHER", "worker_syncs", "train_together",
-           "accuracy_map", "load_result", "map_rows", "gap_summary", "paper_regime", "map_findings",
-           "PAPER_REGIME", "diagnosis_findings", "lr_rows"]
+__all__ = [
+    "machine",
+    "host_syncs",
+    "envelopes",
+    "replay",
+    "throughput",
+    "partitions",
+    "traffic",
+    "trainers",
+    "estimators",
+    "together",
+    "scaling",
+    "SCALING_RESULTS",
+    "load_scaling_results",
+    "cost_growth_rows",
+    "cost_growth_summary",
+    "log_log_slope",
+    "SCALES",
+    "scale",
+    "by_scale",
+    "machine_note",
+    "machine_label",
+    "markdown_table",
+    "measure_hop_metadata",
+    "audit_samplers",
+    "sample_counts",
+    "overflow_curve",
+    "static_addresses",
+    "parameters",
+    "max_abs_difference",
+    "bitwise_equal",
+    "trace_steps",
+    "time_stages",
+    "profile_modes",
+    "MODE_NAMES",
+    "GPU_RESULTS",
+    "load_gpu_results",
+    "gpu_result_rows",
+    "partition_quality",
+    "sweep_partitions",
+    "chunk_pairs_met",
+    "edges_exposed",
+    "traffic_rows",
+    "bytes_sent",
+    "expected_bytes",
+    "repartition_bytes",
+    "feature_fetch_traffic",
+    "gradient_traffic",
+    "scaling_rows",
+    "fetch_traffic_model",
+    "project_epochs",
+    "run_trainers",
+    "trainer_rows",
+    "average_rows",
+    "GRAPPA_RESULTS",
+    "load_grappa_results",
+    "epoch_time_rows",
+    "depth_rows",
+    "error_rows",
+    "shrink_sweep",
+    "bias_vs_workers",
+    "TOGETHER",
+    "worker_syncs",
+    "train_together",
+    "accuracy_map",
+    "results",
+    "load_result",
+    "map_rows",
+    "gap_summary",
+    "paper_regime",
+    "map_findings",
+    "PAPER_REGIME",
+    "diagnosis_findings",
+    "lr_rows",
+]

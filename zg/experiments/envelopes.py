@@ -13,7 +13,8 @@ Figures: :func:`zg.viz.count_distributions`, :func:`zg.viz.memory_per_hop`,
 
 from __future__ import annotations
 
-from typing import Any, Dict, Iterable, List, Optional, Sequence
+from collections.abc import Iterable, Sequence
+from typing import Any
 
 import torch
 
@@ -24,9 +25,17 @@ from ..sampling import EnvelopeSampler, check_fanouts
 __all__ = ["sample_counts", "overflow_curve"]
 
 
-def sample_counts(g: Graph, fanouts: Sequence[int], batch_size: int, *, num_batches: int = 64,
-                  seed: int = 1, epoch: int = 0, replace: bool = False,
-                  nodes: Any = None) -> torch.Tensor:
+def sample_counts(
+    g: Graph,
+    fanouts: Sequence[int],
+    batch_size: int,
+    *,
+    num_batches: int = 64,
+    seed: int = 1,
+    epoch: int = 0,
+    replace: bool = False,
+    nodes: Any = None,
+) -> torch.Tensor:
     """int64 [K, L]: the true source-node count of every block (input layer first) for
     ``K = num_batches`` full batches, drawn as an epoch draws them.
 
@@ -38,28 +47,45 @@ def sample_counts(g: Graph, fanouts: Sequence[int], batch_size: int, *, num_batc
     if isinstance(num_batches, bool) or not isinstance(num_batches, int) or num_batches < 1:
         raise ValueError(f"num_batches must be a positive int, got {num_batches!r}")
     if nodes is None:
-        nodes = g.train_idx if g.train_idx is not None and g.train_idx.numel() else torch.arange(g.num_nodes)
+        nodes = (
+            g.train_idx
+            if g.train_idx is not None and g.train_idx.numel()
+            else torch.arange(g.num_nodes)
+        )
     nodes = torch.as_tensor(nodes, dtype=torch.int64).cpu()
     if nodes.numel() < batch_size:
-        raise ValueError(f"only {nodes.numel()} nodes to draw seeds from, fewer than batch_size={batch_size}")
+        raise ValueError(
+            f"only {nodes.numel()} nodes to draw seeds from, fewer than batch_size={batch_size}"
+        )
     sampler = EnvelopeSampler(g, fanouts, batch_size, envelope=None, replace=replace, seed=seed)
     gen = torch.Generator().manual_seed(seed)
-    counts: List[torch.Tensor] = []
+    counts: list[torch.Tensor] = []
     while len(counts) < num_batches:
         order = torch.randperm(nodes.numel(), generator=gen)
         for start in range(0, nodes.numel() - batch_size + 1, batch_size):
-            counts.append(sampler.sample(nodes[order[start: start + batch_size]], epoch=epoch,
-                                         batch=len(counts)).counts)
+            counts.append(
+                sampler.sample(
+                    nodes[order[start : start + batch_size]], epoch=epoch, batch=len(counts)
+                ).counts
+            )
             if len(counts) == num_batches:
                 break
     return torch.stack(counts).cpu()
 
 
-def overflow_curve(g: Graph, fanouts: Sequence[int], batch_size: int, *,
-                   margins: Iterable[float] = (0.0, 0.02, 0.05, 0.1, 0.2),
-                   quantile: float = 0.99, profile_batches: int = 32,
-                   held_out: Optional[torch.Tensor] = None, held_out_batches: int = 64,
-                   hidden_dim: int = 64, seed: int = 0) -> dict:
+def overflow_curve(
+    g: Graph,
+    fanouts: Sequence[int],
+    batch_size: int,
+    *,
+    margins: Iterable[float] = (0.0, 0.02, 0.05, 0.1, 0.2),
+    quantile: float = 0.99,
+    profile_batches: int = 32,
+    held_out: torch.Tensor | None = None,
+    held_out_batches: int = 64,
+    hidden_dim: int = 64,
+    seed: int = 0,
+) -> dict:
     """How often a profiled envelope overflows, and what it costs in memory, per margin.
 
     For each margin the envelope is profiled exactly as the engine profiles it
@@ -78,20 +104,38 @@ def overflow_curve(g: Graph, fanouts: Sequence[int], batch_size: int, *,
     if not margins:
         raise ValueError("margins is empty: give at least one margin")
     if held_out is None:
-        held_out = sample_counts(g, fanouts, batch_size, num_batches=held_out_batches, seed=seed + 1)
+        held_out = sample_counts(
+            g, fanouts, batch_size, num_batches=held_out_batches, seed=seed + 1
+        )
     held_out = torch.as_tensor(held_out, dtype=torch.int64)
     if held_out.dim() != 2 or held_out.shape[1] != len(fanouts):
-        raise ValueError(f"held_out must be int [K, {len(fanouts)}], got shape {tuple(held_out.shape)}")
+        raise ValueError(
+            f"held_out must be int [K, {len(fanouts)}], got shape {tuple(held_out.shape)}"
+        )
     classes = max(g.num_classes, 1)
-    out: Dict[str, Any] = {"margins": margins, "quantile": float(quantile), "batch_size": batch_size,
-                           "fanouts": fanouts, "profile_batches": profile_batches,
-                           "held_out_batches": int(held_out.shape[0]), "sizes": [],
-                           "overflow_probability": [], "envelope_bytes": []}
+    out: dict[str, Any] = {
+        "margins": margins,
+        "quantile": float(quantile),
+        "batch_size": batch_size,
+        "fanouts": fanouts,
+        "profile_batches": profile_batches,
+        "held_out_batches": int(held_out.shape[0]),
+        "sizes": [],
+        "overflow_probability": [],
+        "envelope_bytes": [],
+    }
     for margin in margins:
-        env = Envelope.profile(g, fanouts, batch_size, num_batches=profile_batches,
-                               quantile=quantile, margin=margin, seed=seed)
+        env = Envelope.profile(
+            g,
+            fanouts,
+            batch_size,
+            num_batches=profile_batches,
+            quantile=quantile,
+            margin=margin,
+            seed=seed,
+        )
         sizes = torch.tensor(env.sizes, dtype=torch.int64)
-        overflowed = (held_out > sizes).any(dim=1)                      # [K]
+        overflowed = (held_out > sizes).any(dim=1)  # [K]
         totals = env.memory_model(g.feat_dim, hidden_dim, classes, oracle_counts=held_out)["totals"]
         out["sizes"].append(list(env.sizes))
         out["overflow_probability"].append(float(overflowed.double().mean()))

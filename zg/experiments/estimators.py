@@ -18,7 +18,8 @@ any single point from scratch (notebook 07's slider does, and checks it against 
 
 from __future__ import annotations
 
-from typing import Any, Dict, List, Optional, Sequence
+from collections.abc import Sequence
+from typing import Any
 
 import torch
 
@@ -27,7 +28,7 @@ from .partitions import _partitions
 __all__ = ["error_rows", "shrink_sweep", "bias_vs_workers"]
 
 
-def error_rows(errors: Dict[str, Any], **labels: Any) -> List[Dict[str, Any]]:
+def error_rows(errors: dict[str, Any], **labels: Any) -> list[dict[str, Any]]:
     """Flatten a :func:`zg.grappa.gradient_error` result into one row per (weighting, estimator).
 
     ``errors`` is what ``gradient_error(..., estimator=[...] or "all", weighting=[...])``
@@ -39,9 +40,11 @@ def error_rows(errors: Dict[str, Any], **labels: Any) -> List[Dict[str, Any]]:
     if not isinstance(errors, dict) or not errors:
         raise ValueError("errors must be a non-empty dict from zg.grappa.gradient_error")
     first = next(iter(errors.values()))
-    if isinstance(first, dict) and "bias" in first:                       # one weighting
+    if isinstance(first, dict) and "bias" in first:  # one weighting
         if "weighting" not in labels:
-            raise ValueError("errors holds one weighting: name it, error_rows(errors, weighting=...)")
+            raise ValueError(
+                "errors holds one weighting: name it, error_rows(errors, weighting=...)"
+            )
         errors = {labels.pop("weighting"): errors}
     rows = []
     for weighting, by_name in errors.items():
@@ -50,17 +53,34 @@ def error_rows(errors: Dict[str, Any], **labels: Any) -> List[Dict[str, Any]]:
         for name, e in by_name.items():
             if not isinstance(e, dict) or "bias" not in e:
                 raise ValueError(f"errors[{weighting!r}][{name!r}] is not a gradient_error summary")
-            rows.append({**labels, "weighting": weighting, "estimator": name, "bias": e["bias"],
-                         "variance": e["variance"], "bias_squared": e["bias"] ** 2,
-                         "relative_mse": e["relative_mse"], "relative_error": e["relative_error"],
-                         "cosine": e["cosine"], "draws": e["draws"]})
+            rows.append(
+                {
+                    **labels,
+                    "weighting": weighting,
+                    "estimator": name,
+                    "bias": e["bias"],
+                    "variance": e["variance"],
+                    "bias_squared": e["bias"] ** 2,
+                    "relative_mse": e["relative_mse"],
+                    "relative_error": e["relative_error"],
+                    "cosine": e["cosine"],
+                    "draws": e["draws"],
+                }
+            )
     return rows
 
 
-def shrink_sweep(g: Any, model: torch.nn.Module, parts: Any, lambdas: Sequence[float], *,
-                 super_epochs: Sequence[int] = (0,), weighting: str = "inverse",
-                 coverage_floor: float = 0.05,
-                 reference: Optional[torch.Tensor] = None) -> Dict[str, Any]:
+def shrink_sweep(
+    g: Any,
+    model: torch.nn.Module,
+    parts: Any,
+    lambdas: Sequence[float],
+    *,
+    super_epochs: Sequence[int] = (0,),
+    weighting: str = "inverse",
+    coverage_floor: float = 0.05,
+    reference: torch.Tensor | None = None,
+) -> dict[str, Any]:
     """The shrink estimator's error against the exact gradient for every lambda in ``lambdas``.
 
     One pass over the draws (each partition in ``parts`` x each super-epoch) computes the
@@ -94,7 +114,10 @@ def shrink_sweep(g: Any, model: torch.nn.Module, parts: Any, lambdas: Sequence[f
     super_epochs = list(super_epochs)
     if not super_epochs:
         raise ValueError("super_epochs is empty; give at least one super-epoch")
-    estimators = [Estimator("batch", weighting, coverage_floor), Estimator("uniform", weighting, coverage_floor)]
+    estimators = [
+        Estimator("batch", weighting, coverage_floor),
+        Estimator("uniform", weighting, coverage_floor),
+    ]
     was_training = model.training
     model.eval()
     try:
@@ -113,11 +136,18 @@ def shrink_sweep(g: Any, model: torch.nn.Module, parts: Any, lambdas: Sequence[f
                 auto.append(shrink_lambda(torch.stack(stats)))
     finally:
         model.train(was_training)
-    B, U = torch.stack(batch), torch.stack(uniform)                     # [R, num_params] each
+    B, U = torch.stack(batch), torch.stack(uniform)  # [R, num_params] each
     norm = float(g_star.norm()) or 1.0
-    out: Dict[str, Any] = {"lambdas": lambdas, "bias": [], "variance": [], "relative_mse": [],
-                           "relative_error": [], "cosine": [], "auto_lambda": auto,
-                           "draws": int(B.shape[0])}
+    out: dict[str, Any] = {
+        "lambdas": lambdas,
+        "bias": [],
+        "variance": [],
+        "relative_mse": [],
+        "relative_error": [],
+        "cosine": [],
+        "auto_lambda": auto,
+        "draws": int(B.shape[0]),
+    }
     for lam in lambdas:
         summary = _summarise((1.0 - lam) * B + lam * U, g_star, norm)
         for key in ("bias", "variance", "relative_mse", "relative_error", "cosine"):
@@ -125,10 +155,19 @@ def shrink_sweep(g: Any, model: torch.nn.Module, parts: Any, lambdas: Sequence[f
     return out
 
 
-def bias_vs_workers(g: Any, model: Any, workers: Sequence[int], *, draws: int = 3,
-                    method: str = "metis", estimators: Sequence[str] = ("mean", "batch", "shrink", "uniform"),
-                    weighting: str = "inverse", super_epochs: Sequence[int] = (0, 1), seed: int = 0,
-                    reference: Optional[torch.Tensor] = None) -> List[Dict[str, Any]]:
+def bias_vs_workers(
+    g: Any,
+    model: Any,
+    workers: Sequence[int],
+    *,
+    draws: int = 3,
+    method: str = "metis",
+    estimators: Sequence[str] = ("mean", "batch", "shrink", "uniform"),
+    weighting: str = "inverse",
+    super_epochs: Sequence[int] = (0, 1),
+    seed: int = 0,
+    reference: torch.Tensor | None = None,
+) -> list[dict[str, Any]]:
     """Each estimator's bias and relative MSE against the exact gradient, for every worker count.
 
     For each P in ``workers`` it draws ``draws`` partitions (``method``, seeds ``seed ..``) and
@@ -143,18 +182,36 @@ def bias_vs_workers(g: Any, model: Any, workers: Sequence[int], *, draws: int = 
     counts = []
     for P in workers:
         if isinstance(P, bool) or not isinstance(P, int) or P < 2:
-            raise ValueError(f"every worker count must be an int >= 2, got {P!r} in workers={list(workers)}")
+            raise ValueError(
+                f"every worker count must be an int >= 2, got {P!r} in workers={list(workers)}"
+            )
         counts.append(P)
     if reference is None:
         reference = exact_gradient(g, model)
     rows = []
     for P in counts:
         parts = random_partitions(g, P, count=draws, method=method, seed=seed)
-        err = gradient_error(g, model, parts, estimator=list(estimators), super_epochs=super_epochs,
-                             weighting=weighting, reference=reference)
+        err = gradient_error(
+            g,
+            model,
+            parts,
+            estimator=list(estimators),
+            super_epochs=super_epochs,
+            weighting=weighting,
+            reference=reference,
+        )
         for name in estimators:
             e = err[name]
-            rows.append({"workers": P, "partition": method, "estimator": name, "weighting": weighting,
-                         "bias": e["bias"], "variance": e["variance"], "relative_mse": e["relative_mse"],
-                         "draws": e["draws"]})
+            rows.append(
+                {
+                    "workers": P,
+                    "partition": method,
+                    "estimator": name,
+                    "weighting": weighting,
+                    "bias": e["bias"],
+                    "variance": e["variance"],
+                    "relative_mse": e["relative_mse"],
+                    "draws": e["draws"],
+                }
+            )
     return rows

@@ -13,7 +13,8 @@ that metadata and :func:`audit_samplers` counts the host syncs it costs, against
 
 from __future__ import annotations
 
-from typing import Any, List, Optional, Sequence
+from collections.abc import Sequence
+from typing import Any
 
 import torch
 
@@ -25,8 +26,16 @@ from ..sampling import DynamicSampler, EnvelopeSampler, check_fanouts
 __all__ = ["measure_hop_metadata", "audit_samplers"]
 
 
-def measure_hop_metadata(g: Graph, fanouts: Sequence[int], seeds: Any, *, seed: int = 0, epoch: int = 0,
-                 batch: int = 0, replace: bool = False) -> List[dict]:
+def measure_hop_metadata(
+    g: Graph,
+    fanouts: Sequence[int],
+    seeds: Any,
+    *,
+    seed: int = 0,
+    epoch: int = 0,
+    batch: int = 0,
+    replace: bool = False,
+) -> list[dict]:
     """The metadata one sampling iteration produces, hop by hop from the seeds outward.
 
     Runs the host-mediated :class:`~zg.sampling.DynamicSampler` (the sample every zg sampler
@@ -40,23 +49,43 @@ def measure_hop_metadata(g: Graph, fanouts: Sequence[int], seeds: Any, *, seed: 
     fanouts = check_fanouts(fanouts)
     mb = DynamicSampler(g, fanouts, replace=replace, seed=seed).sample(seeds, epoch, batch)
     rows = []
-    for hop, block in enumerate(reversed(mb.blocks), start=1):     # seeds outward
+    for hop, block in enumerate(reversed(mb.blocks), start=1):  # seeds outward
         frontier, distinct = int(block.num_dst), int(block.num_src)
-        rows.append({"hop": hop, "fanout": block.fanout, "frontier": frontier,
-                     "slots": frontier * block.fanout, "sampled_edges": int(block.mask.sum()),
-                     "distinct_nodes": distinct, "new_nodes": distinct - frontier})
+        rows.append(
+            {
+                "hop": hop,
+                "fanout": block.fanout,
+                "frontier": frontier,
+                "slots": frontier * block.fanout,
+                "sampled_edges": int(block.mask.sum()),
+                "distinct_nodes": distinct,
+                "new_nodes": distinct - frontier,
+            }
+        )
     return rows
 
 
 def _audit_summary(audit: SyncAudit) -> dict:
-    return {"host_syncs": audit.host_syncs, "dynamic_shape_ops": audit.dynamic_shape_ops,
-            "allocations": audit.allocations, "allocated_bytes": audit.allocated_bytes,
-            "per_op": dict(audit.per_op), "report": audit.report()}
+    return {
+        "host_syncs": audit.host_syncs,
+        "dynamic_shape_ops": audit.dynamic_shape_ops,
+        "allocations": audit.allocations,
+        "allocated_bytes": audit.allocated_bytes,
+        "per_op": dict(audit.per_op),
+        "report": audit.report(),
+    }
 
 
-def audit_samplers(g: Graph, fanouts: Sequence[int], seeds: Any, *,
-                   envelope: Optional[Envelope] = None, seed: int = 0, epoch: int = 0,
-                   batch: int = 0) -> dict:
+def audit_samplers(
+    g: Graph,
+    fanouts: Sequence[int],
+    seeds: Any,
+    *,
+    envelope: Envelope | None = None,
+    seed: int = 0,
+    epoch: int = 0,
+    batch: int = 0,
+) -> dict:
     """Sample the same batch with both samplers under a :class:`~zg.audit.SyncAudit` each.
 
     Returns ``{"dynamic": summary, "envelope": summary, "same_sample": bool}``: each summary
@@ -71,14 +100,20 @@ def audit_samplers(g: Graph, fanouts: Sequence[int], seeds: Any, *,
     dynamic = DynamicSampler(g, fanouts, seed=seed)
     # The torch path: the fixed-shape ops a CUDA Graph captures (the fused CPU kernel runs
     # outside the dispatcher, where an audit sees nothing).
-    enveloped = EnvelopeSampler(g, fanouts, seeds.numel(), envelope=envelope, seed=seed, kernel="torch")
-    dynamic.sample(seeds, epoch, batch)            # warm-up: first calls allocate lazily
+    enveloped = EnvelopeSampler(
+        g, fanouts, seeds.numel(), envelope=envelope, seed=seed, kernel="torch"
+    )
+    dynamic.sample(seeds, epoch, batch)  # warm-up: first calls allocate lazily
     enveloped.sample(seeds, epoch, batch)
     with SyncAudit(where=True) as audit_dynamic:
         mb_dynamic = dynamic.sample(seeds, epoch, batch)
     with SyncAudit(where=True) as audit_envelope:
         mb_envelope = enveloped.sample(seeds, epoch, batch)
     same = (not bool(mb_envelope.overflowed)) and all(
-        torch.equal(a, b) for a, b in zip(mb_dynamic.node_sets(), mb_envelope.node_sets()))
-    return {"dynamic": _audit_summary(audit_dynamic), "envelope": _audit_summary(audit_envelope),
-            "same_sample": same}
+        torch.equal(a, b) for a, b in zip(mb_dynamic.node_sets(), mb_envelope.node_sets())
+    )
+    return {
+        "dynamic": _audit_summary(audit_dynamic),
+        "envelope": _audit_summary(audit_envelope),
+        "same_sample": same,
+    }

@@ -18,8 +18,9 @@ import datetime
 import math
 import os
 import platform
+from collections.abc import Sequence
 from pathlib import Path
-from typing import Any, Optional, Sequence
+from typing import Any
 
 import torch
 
@@ -28,7 +29,7 @@ __all__ = ["SCALES", "scale", "by_scale", "machine_note", "machine_label", "mark
 SCALES = ("small", "full")
 
 
-def scale(value: Optional[str] = None) -> str:
+def scale(value: str | None = None) -> str:
     """The notebooks' size: ``"small"`` (default; CI and ``make test``) or ``"full"``.
 
     Read from the environment variable ``ZG_SCALE`` unless ``value`` is given. ``make report``
@@ -45,7 +46,7 @@ def scale(value: Optional[str] = None) -> str:
     return value
 
 
-def by_scale(small: Any, full: Any, scale_name: Optional[str] = None) -> Any:
+def by_scale(small: Any, full: Any, scale_name: str | None = None) -> Any:
     """``small`` or ``full``, whichever the current :func:`scale` asks for."""
     return full if scale(scale_name) == "full" else small
 
@@ -90,30 +91,39 @@ def machine_note() -> dict:
         "load_average": list(os.getloadavg()) if hasattr(os, "getloadavg") else None,
         # Settings that change CPU timings: OpenMP's wait policy, thread counts, and glibc
         # malloc tuning (which decides whether large tensors are page-faulted in every step).
-        "environment": {k: v for k, v in sorted(os.environ.items())
-                        if k.startswith(("MALLOC_", "OMP_", "MKL_", "LD_PRELOAD"))},
+        "environment": {
+            k: v
+            for k, v in sorted(os.environ.items())
+            if k.startswith(("MALLOC_", "OMP_", "MKL_", "LD_PRELOAD"))
+        },
     }
     try:
         import importlib.metadata as md
+
         note["dgl"] = md.version("dgl")
     except Exception:
         note["dgl"] = None
     return note
 
 
-def machine_label(info: Optional[dict] = None) -> str:
+def machine_label(info: dict | None = None) -> str:
     """One line naming the machine of ``info`` (default: this one), for figure captions."""
     info = machine_note() if info is None else info
     if not isinstance(info, dict):
-        raise TypeError(f"info must be a dict from zg.experiments.machine_note(), got {type(info).__name__}")
+        raise TypeError(
+            f"info must be a dict from zg.experiments.machine_note(), got {type(info).__name__}"
+        )
     device = f"GPU {info['cuda']}" if info.get("cuda") else "no GPU"
-    return (f"{info.get('cpu', '?')}, {info.get('cores', '?')} cores "
-            f"({info.get('torch_threads', '?')} torch threads), {info.get('memory_gib', '?')} GiB, "
-            f"{device}; torch {info.get('torch', '?')}; measured {info.get('date', '?')}")
+    return (
+        f"{info.get('cpu', '?')}, {info.get('cores', '?')} cores "
+        f"({info.get('torch_threads', '?')} torch threads), {info.get('memory_gib', '?')} GiB, "
+        f"{device}; torch {info.get('torch', '?')}; measured {info.get('date', '?')}"
+    )
 
 
-def markdown_table(rows: Sequence[dict], columns: Optional[Sequence[str]] = None,
-                   digits: int = 3) -> str:
+def markdown_table(
+    rows: Sequence[dict], columns: Sequence[str] | None = None, digits: int = 3
+) -> str:
     """A Markdown table of ``rows`` (dicts); floats get ``digits`` significant digits."""
     rows = list(rows)
     if not rows:
@@ -127,7 +137,7 @@ def markdown_table(rows: Sequence[dict], columns: Optional[Sequence[str]] = None
         if isinstance(v, float):
             if math.isnan(v) or math.isinf(v):
                 return str(v)
-            return f"{v:,.0f}" if abs(v) >= 10 ** digits else f"{v:.{digits}g}"
+            return f"{v:,.0f}" if abs(v) >= 10**digits else f"{v:.{digits}g}"
         if isinstance(v, int):
             return f"{v:,}"
         return str(v)

@@ -13,25 +13,39 @@ repartitioning lets the workers see. Figures: :func:`zg.viz.coverage_distributio
 
 from __future__ import annotations
 
-from typing import Any, Dict, List, Optional, Sequence
+from collections.abc import Sequence
+from typing import Any
 
 import torch
 
 __all__ = ["partition_quality", "sweep_partitions", "chunk_pairs_met", "edges_exposed"]
 
 
-def _partitions(part: Any) -> List[Any]:
+def _partitions(part: Any) -> list[Any]:
     from ..grappa.partition import Partition
 
-    parts = [part] if isinstance(part, Partition) else list(part) if isinstance(part, (list, tuple)) else []
+    parts = (
+        [part]
+        if isinstance(part, Partition)
+        else list(part)
+        if isinstance(part, (list, tuple))
+        else []
+    )
     if not parts or not all(isinstance(p, Partition) for p in parts):
         raise TypeError("parts must be a zg.grappa.Partition or a non-empty list of them")
     return parts
 
 
-def partition_quality(g: Any, num_parts: int, method: str = "random", *, hops: int = 2,
-                      seed: int = 0, num_chunks: Optional[int] = None,
-                      super_epoch: int = 0) -> Dict[str, Any]:
+def partition_quality(
+    g: Any,
+    num_parts: int,
+    method: str = "random",
+    *,
+    hops: int = 2,
+    seed: int = 0,
+    num_chunks: int | None = None,
+    super_epoch: int = 0,
+) -> dict[str, Any]:
     """How good one partition is for isolated training: cut edges, balance and coverage.
 
     Partitions ``g`` with :func:`zg.grappa.partition` (``num_chunks`` default 2P, as the
@@ -62,20 +76,35 @@ def partition_quality(g: Any, num_parts: int, method: str = "random", *, hops: i
         owned = local.global_ids[: local.num_owned].cpu()
         for h in cov:
             cov[h][owned] = local_coverage(local, h)[: local.num_owned].cpu()
-    row: Dict[str, Any] = {
-        "method": part.method, "num_parts": part.num_parts, "num_chunks": part.num_chunks,
-        "cut_edges": stats["cut_edges"], "edge_cut_fraction": stats["edge_cut_fraction"],
-        "balance": stats["balance"], "train_nodes_min": min(p["train_nodes"] for p in stats["parts"])}
+    row: dict[str, Any] = {
+        "method": part.method,
+        "num_parts": part.num_parts,
+        "num_chunks": part.num_chunks,
+        "cut_edges": stats["cut_edges"],
+        "edge_cut_fraction": stats["edge_cut_fraction"],
+        "balance": stats["balance"],
+        "train_nodes_min": min(p["train_nodes"] for p in stats["parts"]),
+    }
     for h, c in cov.items():
         row[f"coverage_{h}"] = float(c.double().mean())
     return {**row, "coverage": cov, "partition": part}
 
 
-def sweep_partitions(g: Any, num_parts: Sequence[int], methods: Sequence[str] = ("random", "metis"),
-                    *, hops: int = 2, seed: int = 0) -> List[Dict[str, Any]]:
+def sweep_partitions(
+    g: Any,
+    num_parts: Sequence[int],
+    methods: Sequence[str] = ("random", "metis"),
+    *,
+    hops: int = 2,
+    seed: int = 0,
+) -> list[dict[str, Any]]:
     """:func:`partition_quality` rows (numbers only) for every method and every P in
     ``num_parts``, methods outermost."""
-    if isinstance(num_parts, (int, str)) or not hasattr(num_parts, "__iter__") or not list(num_parts):
+    if (
+        isinstance(num_parts, (int, str))
+        or not hasattr(num_parts, "__iter__")
+        or not list(num_parts)
+    ):
         raise TypeError(f"num_parts must be a non-empty list of worker counts, got {num_parts!r}")
     if isinstance(methods, str) or not list(methods):
         raise TypeError(f"methods must be a non-empty list of method names, got {methods!r}")
@@ -87,7 +116,7 @@ def sweep_partitions(g: Any, num_parts: Sequence[int], methods: Sequence[str] = 
     return rows
 
 
-def chunk_pairs_met(part: Any, super_epochs: int) -> List[float]:
+def chunk_pairs_met(part: Any, super_epochs: int) -> list[float]:
     """Fraction of distinct chunk pairs that have shared a worker after 1 .. ``super_epochs``
     super-epochs (entry s - 1: super-epochs 0 .. s - 1), from :meth:`Partition.pair_coverage`.
     A partition with one chunk has no pairs: every entry is 1.0."""
@@ -104,7 +133,7 @@ def chunk_pairs_met(part: Any, super_epochs: int) -> List[float]:
     return out
 
 
-def edges_exposed(g: Any, part: Any, super_epochs: int) -> List[float]:
+def edges_exposed(g: Any, part: Any, super_epochs: int) -> list[float]:
     """Fraction of the graph's edges that were *local* (both ends on one worker) in at least one
     of super-epochs 0 .. s - 1, for s = 1 .. ``super_epochs``: the edges isolated training has
     had a chance to learn from. Entry 0 is 1 - the edge-cut fraction of super-epoch 0."""

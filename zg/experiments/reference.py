@@ -7,7 +7,7 @@ the README's numbers against :func:`reference_summary`), so no number is typed b
 
 from __future__ import annotations
 
-from typing import Any, Dict, List
+from typing import Any
 
 __all__ = ["reference_rows", "reference_summary", "LABELS"]
 
@@ -21,11 +21,11 @@ LABELS = {
 CEILING = {"isolated": "single", "reference": "single", "kit": "single_kit"}
 
 
-def _pct(stat: Dict[str, Any]) -> str:
+def _pct(stat: dict[str, Any]) -> str:
     return f"{100 * stat['mean']:.1f} ± {100 * stat['std']:.1f}"
 
 
-def reference_rows(result: Dict[str, Any]) -> List[Dict[str, Any]]:
+def reference_rows(result: dict[str, Any]) -> list[dict[str, Any]]:
     """One row per graph, depth and trainer: test accuracy at the best validation epoch (mean ±
     sample std over the seeds, %), its gap to the single-process run of the same settings
     (points, negative = below), gradient bytes per epoch and worker, and c_r's range."""
@@ -36,33 +36,49 @@ def reference_rows(result: Dict[str, Any]) -> List[Dict[str, Any]]:
                 cell = cells[row]
                 acc = cell["test_acc_at_best_val"]
                 ceiling = CEILING.get(row)
-                gap = (100 * (acc["mean"] - cells[ceiling]["test_acc_at_best_val"]["mean"])
-                       if ceiling else None)
+                gap = (
+                    100 * (acc["mean"] - cells[ceiling]["test_acc_at_best_val"]["mean"])
+                    if ceiling
+                    else None
+                )
                 grads = cell["bytes_per_epoch_per_worker_by_kind"].get("gradients", [0])
                 c_r = cell.get("c_r_per_step")
-                rows.append({"graph": graph, "layers": int(depth), "trainer": LABELS[row],
-                             "test % at best val": _pct(acc),
-                             "gap to single (points)": "" if gap is None else f"{gap:+.1f}",
-                             "gradient bytes / epoch / worker": f"{max(grads):,.0f}",
-                             "c_r min / mean / max": "" if c_r is None else
-                             f"{c_r['min']:.3f} / {c_r['mean']:.3f} / {c_r['max']:.3f}"})
+                rows.append(
+                    {
+                        "graph": graph,
+                        "layers": int(depth),
+                        "trainer": LABELS[row],
+                        "test % at best val": _pct(acc),
+                        "gap to single (points)": "" if gap is None else f"{gap:+.1f}",
+                        "gradient bytes / epoch / worker": f"{max(grads):,.0f}",
+                        "c_r min / mean / max": ""
+                        if c_r is None
+                        else f"{c_r['min']:.3f} / {c_r['mean']:.3f} / {c_r['max']:.3f}",
+                    }
+                )
     return rows
 
 
-def reference_summary(result: Dict[str, Any], graph: str = "cora") -> Dict[str, Any]:
+def reference_summary(result: dict[str, Any], graph: str = "cora") -> dict[str, Any]:
     """The numbers the prose quotes, as the strings it writes them in: per depth the
     accuracy of every row (``"75.1 ± 0.4"``) and the reference and kit gaps to their single
     runs (``"-0.3"``); c_r's range over every step of every reference run; the epochs; the
     optimizer steps per epoch of the reference and single runs (``steps``)."""
     entry = result["graphs"][graph]
-    out: Dict[str, Any] = {"epochs": entry["epochs"], "seeds": len(result["seeds"]),
-                           "workers": result["workers"], "depths": {}}
+    out: dict[str, Any] = {
+        "epochs": entry["epochs"],
+        "seeds": len(result["seeds"]),
+        "workers": result["workers"],
+        "depths": {},
+    }
     lows, highs = [], []
     for depth, cells in entry["depths"].items():
         d = {row: _pct(cells[row]["test_acc_at_best_val"]) for row in result["rows"]}
         for row, ceiling in CEILING.items():
-            gap = 100 * (cells[row]["test_acc_at_best_val"]["mean"]
-                         - cells[ceiling]["test_acc_at_best_val"]["mean"])
+            gap = 100 * (
+                cells[row]["test_acc_at_best_val"]["mean"]
+                - cells[ceiling]["test_acc_at_best_val"]["mean"]
+            )
             d[f"{row}_gap"] = f"{gap:+.1f}"
         out["depths"][int(depth)] = d
         lows.append(cells["reference"]["c_r_per_step"]["min"])
@@ -70,5 +86,8 @@ def reference_summary(result: Dict[str, Any], graph: str = "cora") -> Dict[str, 
     out["c_r"] = f"{min(lows):.3f}-{max(highs):.3f}"
     first = entry["depths"][min(entry["depths"], key=int)]
     # Optimizer steps per epoch: the preset's batch is 1000 seeds per worker, single's 1000.
-    out["steps"] = (first["reference"]["iterations_per_epoch"], first["single"]["iterations_per_epoch"])
+    out["steps"] = (
+        first["reference"]["iterations_per_epoch"],
+        first["single"]["iterations_per_epoch"],
+    )
     return out

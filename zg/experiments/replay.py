@@ -16,14 +16,15 @@ and :func:`bitwise_equal` compare the models two runs end with. Figure:
 
 from __future__ import annotations
 
-from typing import Any, Dict, List, Sequence
+from collections.abc import Sequence
+from typing import Any
 
 import torch
 
 __all__ = ["static_addresses", "parameters", "max_abs_difference", "bitwise_equal", "trace_steps"]
 
 
-def static_addresses(eng: Any) -> Dict[str, int]:
+def static_addresses(eng: Any) -> dict[str, int]:
     """``name -> data_ptr()`` of every buffer a captured step reads or writes.
 
     A CUDA Graph replays raw addresses, so a step is capturable only if these never change
@@ -31,9 +32,16 @@ def static_addresses(eng: Any) -> Dict[str, int]:
     overflow guard, the sampler's marker arrays, the graph's arrays, every parameter, gradient
     and optimizer state tensor (the learning rate included).
     """
-    named: Dict[str, torch.Tensor] = {}
-    for name in ("epoch_seeds", "epoch_counts", "counter", "epoch_buf", "seed_tensor",
-                 "loss_buf", "applied_buf"):
+    named: dict[str, torch.Tensor] = {}
+    for name in (
+        "epoch_seeds",
+        "epoch_counts",
+        "counter",
+        "epoch_buf",
+        "seed_tensor",
+        "loss_buf",
+        "applied_buf",
+    ):
         if isinstance(getattr(eng, name, None), torch.Tensor):
             named[f"engine.{name}"] = getattr(eng, name)
     for name in ("overflowed", "first", "local", "first_wanted", "enabled"):
@@ -41,10 +49,14 @@ def static_addresses(eng: Any) -> Dict[str, int]:
     for i, lr in enumerate(getattr(eng.optimizer, "_lr", [])):
         named[f"optim.lr.{i}"] = lr
     sampler = getattr(eng, "source", None)
-    for name in ("_first", "_local", "_marker"):      # torch path: first, local; fused kernel: marker
+    for name in ("_first", "_local", "_marker"):  # torch path: first, local; fused kernel: marker
         if isinstance(getattr(sampler, name, None), torch.Tensor):
             named[f"sampler.{name.lstrip('_')}"] = getattr(sampler, name)
-    named["graph.x"], named["graph.indptr"], named["graph.indices"] = eng.g.x, eng.g.indptr, eng.g.indices
+    named["graph.x"], named["graph.indptr"], named["graph.indices"] = (
+        eng.g.x,
+        eng.g.indptr,
+        eng.g.indices,
+    )
     for name, p in eng.model.named_parameters():
         named[f"param.{name}"] = p
         if p.grad is not None:
@@ -57,7 +69,7 @@ def static_addresses(eng: Any) -> Dict[str, int]:
     return {name: t.data_ptr() for name, t in named.items()}
 
 
-def parameters(model: torch.nn.Module) -> List[torch.Tensor]:
+def parameters(model: torch.nn.Module) -> list[torch.Tensor]:
     """Detached copies of ``model``'s parameters (on the CPU), to compare runs later."""
     return [p.detach().cpu().clone() for p in model.parameters()]
 
@@ -67,20 +79,26 @@ def max_abs_difference(a: Sequence[torch.Tensor], b: Sequence[torch.Tensor]) -> 
     a, b = list(a), list(b)
     if len(a) != len(b) or any(x.shape != y.shape for x, y in zip(a, b)):
         raise ValueError("the two parameter lists differ in length or shapes")
-    return max((float((x.double() - y.double()).abs().max()) for x, y in zip(a, b) if x.numel()),
-               default=0.0)
+    return max(
+        (float((x.double() - y.double()).abs().max()) for x, y in zip(a, b) if x.numel()),
+        default=0.0,
+    )
 
 
 def bitwise_equal(a: Sequence[torch.Tensor], b: Sequence[torch.Tensor]) -> bool:
     """True if every tensor of ``a`` equals its partner in ``b`` bit for bit."""
     a, b = list(a), list(b)
-    return len(a) == len(b) and all(x.shape == y.shape and x.dtype == y.dtype and
-                                    torch.equal(x.view(torch.uint8) if x.numel() else x,
-                                                y.view(torch.uint8) if y.numel() else y)
-                                    for x, y in zip(a, b))
+    return len(a) == len(b) and all(
+        x.shape == y.shape
+        and x.dtype == y.dtype
+        and torch.equal(
+            x.view(torch.uint8) if x.numel() else x, y.view(torch.uint8) if y.numel() else y
+        )
+        for x, y in zip(a, b)
+    )
 
 
-def trace_steps(eng: Any) -> List[dict]:
+def trace_steps(eng: Any) -> list[dict]:
     """Every step an engine with a :class:`zg.observe.Trace` observer executed, in order:
     ``order`` (0, 1, ...), ``epoch``, ``batch``, ``applied`` (False: the optimizer step was
     skipped on the device because an earlier batch had overflowed; the batch ran again after
@@ -89,8 +107,12 @@ def trace_steps(eng: Any) -> List[dict]:
 
     traces = [o for o in getattr(eng, "observers", []) if isinstance(o, Trace)]
     if not traces:
-        raise ValueError("the engine has no zg.observe.Trace observer; nothing was recorded "
-                         "(engine.observers.append(zg.observe.Trace()) before training)")
-    traces[0].flush()                                     # reads the device-side records once
-    return [{"order": i, "epoch": t["epoch"], "batch": t["batch"], "applied": bool(t.get("applied"))}
-            for i, t in enumerate(traces[0].steps)]
+        raise ValueError(
+            "the engine has no zg.observe.Trace observer; nothing was recorded "
+            "(engine.observers.append(zg.observe.Trace()) before training)"
+        )
+    traces[0].flush()  # reads the device-side records once
+    return [
+        {"order": i, "epoch": t["epoch"], "batch": t["batch"], "applied": bool(t.get("applied"))}
+        for i, t in enumerate(traces[0].steps)
+    ]

@@ -21,25 +21,39 @@ from __future__ import annotations
 
 import json
 import math
+from collections.abc import Sequence
 from pathlib import Path
-from typing import Any, Dict, List, Optional, Sequence
+from typing import Any
 
 from ..step import STAGES
 
-__all__ = ["SCALING_RESULTS", "SCALING_QUICK_RESULTS", "PIPELINE_NAMES", "load_scaling_results",
-           "cost_growth_rows", "cost_growth_summary", "log_log_slope"]
+__all__ = [
+    "SCALING_RESULTS",
+    "SCALING_QUICK_RESULTS",
+    "PIPELINE_NAMES",
+    "load_scaling_results",
+    "cost_growth_rows",
+    "cost_growth_summary",
+    "log_log_slope",
+]
 
 _RESULTS = Path(__file__).resolve().parents[2] / "bench" / "results"
-SCALING_RESULTS = _RESULTS / "scaling.json"               # bench/scaling.py
-SCALING_QUICK_RESULTS = _RESULTS / "scaling_quick.json"   # bench/scaling.py --quick
+SCALING_RESULTS = _RESULTS / "scaling.json"  # bench/scaling.py
+SCALING_QUICK_RESULTS = _RESULTS / "scaling_quick.json"  # bench/scaling.py --quick
 # The benchmark's pipeline keys and the names the kit shows (zg.viz.PIPELINE_COLORS).
 PIPELINE_NAMES = {"dgl": "DGL", "zg_dynamic": "zg dynamic", "zg_envelope": "zg envelope"}
 
-_ROW_KEYS = ("pipeline", "num_nodes", "batch_size", "seconds_per_batch", "projected_epoch_seconds",
-             "stage_seconds_per_batch")
+_ROW_KEYS = (
+    "pipeline",
+    "num_nodes",
+    "batch_size",
+    "seconds_per_batch",
+    "projected_epoch_seconds",
+    "stage_seconds_per_batch",
+)
 
 
-def load_scaling_results(path: Any = None, *, quick_fallback: bool = True) -> Optional[dict]:
+def load_scaling_results(path: Any = None, *, quick_fallback: bool = True) -> dict | None:
     """The committed ``bench/results/scaling.json`` (or ``path``), checked; None if absent.
 
     Without ``path``, and if the full run's file is absent, the ``--quick`` run's file is read
@@ -64,10 +78,14 @@ def load_scaling_results(path: Any = None, *, quick_fallback: bool = True) -> Op
     except ValueError as exc:
         raise ValueError(f"{candidate} is not valid JSON ({exc})") from None
     if not isinstance(data, dict) or data.get("benchmark") != "scaling":
-        raise ValueError(f"{candidate} is not a bench/scaling.py result (its 'benchmark' is not 'scaling')")
+        raise ValueError(
+            f"{candidate} is not a bench/scaling.py result (its 'benchmark' is not 'scaling')"
+        )
     for key in ("machine", "sweeps", "rows", "settings"):
         if key not in data:
-            raise ValueError(f"{candidate} has no {key!r}; it is not a complete bench/scaling.py result")
+            raise ValueError(
+                f"{candidate} has no {key!r}; it is not a complete bench/scaling.py result"
+            )
     for i, row in enumerate(data["rows"]):
         missing = [k for k in _ROW_KEYS if k not in row]
         if missing:
@@ -77,26 +95,29 @@ def load_scaling_results(path: Any = None, *, quick_fallback: bool = True) -> Op
     return data
 
 
-def cost_growth_rows(result: dict) -> List[dict]:
+def cost_growth_rows(result: dict) -> list[dict]:
     """Flat rows, one per (pipeline, graph size, batch size): the pipeline's display name, the
     sizes, seconds per batch (mean and std), the projected epoch seconds, and each stage's
     seconds per batch under its own key (``"sample"``, ..., ``"step"``)."""
     _check_result(result)
     rows = []
     for r in result["rows"]:
-        row = {"pipeline": PIPELINE_NAMES.get(r["pipeline"], r["pipeline"]),
-               "num_nodes": int(r["num_nodes"]), "batch_size": int(r["batch_size"]),
-               "seconds_per_batch": float(r["seconds_per_batch"]),
-               "seconds_per_batch_std": float(r.get("seconds_per_batch_std", 0.0)),
-               "projected_epoch_seconds": float(r["projected_epoch_seconds"]),
-               "timed_batches": int(r.get("timed_batches", 0))}
+        row = {
+            "pipeline": PIPELINE_NAMES.get(r["pipeline"], r["pipeline"]),
+            "num_nodes": int(r["num_nodes"]),
+            "batch_size": int(r["batch_size"]),
+            "seconds_per_batch": float(r["seconds_per_batch"]),
+            "seconds_per_batch_std": float(r.get("seconds_per_batch_std", 0.0)),
+            "projected_epoch_seconds": float(r["projected_epoch_seconds"]),
+            "timed_batches": int(r.get("timed_batches", 0)),
+        }
         for stage in STAGES:
             row[stage] = float(r["stage_seconds_per_batch"].get(stage, 0.0))
         rows.append(row)
     return rows
 
 
-def log_log_slope(xs: Sequence[float], ys: Sequence[float]) -> Optional[float]:
+def log_log_slope(xs: Sequence[float], ys: Sequence[float]) -> float | None:
     """The least-squares slope of log(y) against log(x): the exponent k of y ~ x^k.
 
     None with fewer than two distinct x. Every value must be positive.
@@ -113,7 +134,7 @@ def log_log_slope(xs: Sequence[float], ys: Sequence[float]) -> Optional[float]:
     return sum((a - mx) * (b - my) for a, b in zip(lx, ly)) / sum((a - mx) ** 2 for a in lx)
 
 
-def cost_growth_summary(result: dict) -> List[dict]:
+def cost_growth_summary(result: dict) -> list[dict]:
     """Per pipeline, what the notebook's prose says, computed from the file:
 
     * ``num_nodes``, ``batch_size``: the largest graph of the size sweep at its batch size;
@@ -135,32 +156,56 @@ def cost_growth_summary(result: dict) -> List[dict]:
     pipelines = list(dict.fromkeys(r["pipeline"] for r in rows))
     for name in pipelines:
         mine = [r for r in rows if r["pipeline"] == name]
-        by_size = sorted((r for r in mine if r["batch_size"] == size_batch), key=lambda r: r["num_nodes"])
-        by_batch = sorted((r for r in mine if r["num_nodes"] == batch_graph), key=lambda r: r["batch_size"])
+        by_size = sorted(
+            (r for r in mine if r["batch_size"] == size_batch), key=lambda r: r["num_nodes"]
+        )
+        by_batch = sorted(
+            (r for r in mine if r["num_nodes"] == batch_graph), key=lambda r: r["batch_size"]
+        )
         if not by_size:
             continue
         top = by_size[-1]
         total = sum(top[s] for s in STAGES)
-        shares = sorted(((s, top[s] / total if total > 0 else 0.0) for s in STAGES), key=lambda kv: -kv[1])
-        dgl = [r for r in rows if r["pipeline"] == "DGL" and r["num_nodes"] == top["num_nodes"]
-               and r["batch_size"] == top["batch_size"]]
-        out.append({
-            "pipeline": name, "num_nodes": top["num_nodes"], "batch_size": top["batch_size"],
-            "seconds_per_batch": top["seconds_per_batch"],
-            "projected_epoch_seconds": top["projected_epoch_seconds"],
-            "dgl_over_this": dgl[0]["seconds_per_batch"] / top["seconds_per_batch"] if dgl else None,
-            "stage_shares": dict(shares), "top_stage": shares[0][0], "top_share": shares[0][1],
-            "size_exponent": log_log_slope([r["num_nodes"] for r in by_size],
-                                           [r["seconds_per_batch"] for r in by_size]),
-            "batch_exponent": log_log_slope([r["batch_size"] for r in by_batch],
-                                            [r["seconds_per_batch"] for r in by_batch])
-            if len(by_batch) > 1 else None,
-        })
+        shares = sorted(
+            ((s, top[s] / total if total > 0 else 0.0) for s in STAGES), key=lambda kv: -kv[1]
+        )
+        dgl = [
+            r
+            for r in rows
+            if r["pipeline"] == "DGL"
+            and r["num_nodes"] == top["num_nodes"]
+            and r["batch_size"] == top["batch_size"]
+        ]
+        out.append(
+            {
+                "pipeline": name,
+                "num_nodes": top["num_nodes"],
+                "batch_size": top["batch_size"],
+                "seconds_per_batch": top["seconds_per_batch"],
+                "projected_epoch_seconds": top["projected_epoch_seconds"],
+                "dgl_over_this": dgl[0]["seconds_per_batch"] / top["seconds_per_batch"]
+                if dgl
+                else None,
+                "stage_shares": dict(shares),
+                "top_stage": shares[0][0],
+                "top_share": shares[0][1],
+                "size_exponent": log_log_slope(
+                    [r["num_nodes"] for r in by_size], [r["seconds_per_batch"] for r in by_size]
+                ),
+                "batch_exponent": log_log_slope(
+                    [r["batch_size"] for r in by_batch], [r["seconds_per_batch"] for r in by_batch]
+                )
+                if len(by_batch) > 1
+                else None,
+            }
+        )
     return out
 
 
 def _check_result(result: Any) -> None:
     if not isinstance(result, dict) or "rows" not in result or "sweeps" not in result:
-        raise TypeError("result must be the dict load_scaling_results returned (with 'rows' and 'sweeps')")
+        raise TypeError(
+            "result must be the dict load_scaling_results returned (with 'rows' and 'sweeps')"
+        )
     if not result["rows"]:
         raise ValueError("result has no rows: nothing was measured")

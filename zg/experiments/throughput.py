@@ -21,9 +21,9 @@ Every number was measured on this machine when the function ran (seconds with
 from __future__ import annotations
 
 import json
-import time
+from collections.abc import Sequence
 from pathlib import Path
-from typing import Any, List, Optional, Sequence
+from typing import Any
 
 import torch
 
@@ -33,7 +33,14 @@ from ..graph import Graph
 from ..sampling import check_fanouts
 from ..step import STAGES, StageClock
 
-__all__ = ["time_stages", "profile_modes", "MODE_NAMES", "GPU_RESULTS", "load_gpu_results", "gpu_result_rows"]
+__all__ = [
+    "time_stages",
+    "profile_modes",
+    "MODE_NAMES",
+    "GPU_RESULTS",
+    "load_gpu_results",
+    "gpu_result_rows",
+]
 
 # Where bench/gpu_check.py commits its GPU measurements (a checkout of the repository).
 GPU_RESULTS = Path(__file__).resolve().parents[2] / "bench" / "results" / "gpu_check_cuda.json"
@@ -49,10 +56,10 @@ class _StageRecorder(dict):
     ``audit``, each event also carries the host syncs counted since the previous one.
     """
 
-    def __init__(self, audit: Optional[SyncAudit] = None):
+    def __init__(self, audit: SyncAudit | None = None):
         super().__init__({s: 0.0 for s in STAGES})
         self.audit = audit
-        self.events: List[dict] = []
+        self.events: list[dict] = []
         self._syncs = 0
         self._cursor = 0.0
 
@@ -62,14 +69,21 @@ class _StageRecorder(dict):
         if self.audit is not None:
             syncs = self.audit.host_syncs - self._syncs
             self._syncs = self.audit.host_syncs
-        self.events.append({"stage": stage, "start": self._cursor, "end": self._cursor + seconds,
-                            "host_syncs": syncs})
+        self.events.append(
+            {
+                "stage": stage,
+                "start": self._cursor,
+                "end": self._cursor + seconds,
+                "host_syncs": syncs,
+            }
+        )
         self._cursor += seconds
         super().__setitem__(stage, total)
 
 
-def time_stages(engine: Engine, *, batch: int = 0, epoch: int = 0, count_syncs: bool = True,
-                repeats: int = 3) -> List[dict]:
+def time_stages(
+    engine: Engine, *, batch: int = 0, epoch: int = 0, count_syncs: bool = True, repeats: int = 3
+) -> list[dict]:
     """One training iteration of ``engine``, stage by stage, on a time axis.
 
     Runs ``engine.run_batch(batch, epoch)`` with a stage clock (it trains: use an engine whose
@@ -91,10 +105,11 @@ def time_stages(engine: Engine, *, batch: int = 0, epoch: int = 0, count_syncs: 
     if isinstance(repeats, bool) or not isinstance(repeats, int) or repeats < 1:
         raise ValueError(f"repeats must be a positive int, got {repeats!r}")
     if not 0 <= batch < len(engine.batches(epoch)):
-        raise ValueError(f"batch {batch} is past the end of epoch {epoch} "
-                         f"({len(engine.batches(epoch))} batches)")
+        raise ValueError(
+            f"batch {batch} is past the end of epoch {epoch} ({len(engine.batches(epoch))} batches)"
+        )
 
-    def one_step(recorder: _StageRecorder) -> List[dict]:
+    def one_step(recorder: _StageRecorder) -> list[dict]:
         if engine.mode == "dgl":
             engine.source.prepare(epoch, batch)
         clock = StageClock(engine.device, into=recorder)
@@ -102,9 +117,11 @@ def time_stages(engine: Engine, *, batch: int = 0, epoch: int = 0, count_syncs: 
         clock.finish()
         return recorder.events
 
-    one_step(_StageRecorder())                                   # warm-up (lazy allocations)
-    runs = sorted((one_step(_StageRecorder()) for _ in range(repeats)),
-                  key=lambda run: run[-1]["end"] if run else 0.0)
+    one_step(_StageRecorder())  # warm-up (lazy allocations)
+    runs = sorted(
+        (one_step(_StageRecorder()) for _ in range(repeats)),
+        key=lambda run: run[-1]["end"] if run else 0.0,
+    )
     events = runs[len(runs) // 2]
     if count_syncs:
         with SyncAudit() as audit:
@@ -117,13 +134,28 @@ def time_stages(engine: Engine, *, batch: int = 0, epoch: int = 0, count_syncs: 
 
 
 # The names the kit shows for each mode (zg.viz.PIPELINE_COLORS keys).
-MODE_NAMES = {"dgl": "DGL", "dynamic": "zg dynamic", "eager": "zg envelope (eager)",
-              "static": "zg envelope", "graph": "zg envelope"}
+MODE_NAMES = {
+    "dgl": "DGL",
+    "dynamic": "zg dynamic",
+    "eager": "zg envelope (eager)",
+    "static": "zg envelope",
+    "graph": "zg envelope",
+}
 
 
-def profile_modes(g: Graph, fanouts: Sequence[int], batch_size: int, *, hidden_dim: int = 64,
-                  iterations: int = 3, warmup: int = 1, repeats: int = 3, seed: int = 0,
-                  device: Any = "cpu", include_dgl: bool = True) -> List[dict]:
+def profile_modes(
+    g: Graph,
+    fanouts: Sequence[int],
+    batch_size: int,
+    *,
+    hidden_dim: int = 64,
+    iterations: int = 3,
+    warmup: int = 1,
+    repeats: int = 3,
+    seed: int = 0,
+    device: Any = "cpu",
+    include_dgl: bool = True,
+) -> list[dict]:
     """DGL, zg dynamic and zg envelope on the same graph, model size and batches, side by side.
 
     One dict per mode: ``pipeline`` (its display name, :data:`MODE_NAMES`), ``mode``,
@@ -148,12 +180,16 @@ def profile_modes(g: Graph, fanouts: Sequence[int], batch_size: int, *, hidden_d
         if isinstance(value, bool) or not isinstance(value, int) or value < 1:
             raise ValueError(f"{name} must be a positive int, got {value!r}")
     cuda = torch.device(device).type == "cuda"
-    modes = (["dgl"] if include_dgl and not cuda else []) + ["dynamic", "graph" if cuda else "static"]
-    rows: List[dict] = []
+    modes = (["dgl"] if include_dgl and not cuda else []) + [
+        "dynamic",
+        "graph" if cuda else "static",
+    ]
+    rows: list[dict] = []
     for mode in modes:
         torch.manual_seed(seed)
         if mode == "dgl":
             from ..baselines.dgl import DGLModel
+
             model = DGLModel("sage", g.feat_dim, hidden_dim, max(g.num_classes, 1), len(fanouts))
         else:
             model = models.SAGE(g.feat_dim, hidden_dim, max(g.num_classes, 1), len(fanouts))
@@ -162,11 +198,17 @@ def profile_modes(g: Graph, fanouts: Sequence[int], batch_size: int, *, hidden_d
         runs = []
         for _ in range(repeats):
             prof = profile_engine(eng, iterations=iterations, warmup=warmup)
-            runs.append({"pipeline": MODE_NAMES[mode], "mode": mode, "step_seconds": prof.step_seconds,
-                         "stage_seconds": dict(prof.stage_seconds),
-                         "host_syncs_per_iteration": prof.host_syncs_per_iteration,
-                         "gpu_execution_fraction": prof.gpu_execution_fraction,
-                         "envelope_sizes": None if eng.envelope is None else list(eng.envelope.sizes)})
+            runs.append(
+                {
+                    "pipeline": MODE_NAMES[mode],
+                    "mode": mode,
+                    "step_seconds": prof.step_seconds,
+                    "stage_seconds": dict(prof.stage_seconds),
+                    "host_syncs_per_iteration": prof.host_syncs_per_iteration,
+                    "gpu_execution_fraction": prof.gpu_execution_fraction,
+                    "envelope_sizes": None if eng.envelope is None else list(eng.envelope.sizes),
+                }
+            )
         rows.append(_median_run(runs))
     for row in rows:
         row["batch_size"] = batch_size
@@ -174,14 +216,17 @@ def profile_modes(g: Graph, fanouts: Sequence[int], batch_size: int, *, hidden_d
     return rows
 
 
-def _median_run(runs: List[dict]) -> dict:
+def _median_run(runs: list[dict]) -> dict:
     """The run with the median whole-step time: one stall of a shared machine is not the result."""
     runs = sorted(runs, key=lambda r: r["step_seconds"])
-    return dict(runs[len(runs) // 2], repeats=len(runs),
-                step_seconds_range=[runs[0]["step_seconds"], runs[-1]["step_seconds"]])
+    return dict(
+        runs[len(runs) // 2],
+        repeats=len(runs),
+        step_seconds_range=[runs[0]["step_seconds"], runs[-1]["step_seconds"]],
+    )
 
 
-def load_gpu_results(path: Any = None) -> Optional[dict]:
+def load_gpu_results(path: Any = None) -> dict | None:
     """The GPU measurements committed by ``bench/gpu_check.py``, or None if there are none.
 
     Reads ``bench/results/gpu_check_cuda.json`` (or ``path``). A file that exists but was not
@@ -195,20 +240,27 @@ def load_gpu_results(path: Any = None) -> Optional[dict]:
     if not isinstance(data, dict) or not isinstance(data.get("machine"), dict):
         raise ValueError(f"{path} is not a bench/gpu_check.py result (no 'machine' note)")
     if not data["machine"].get("cuda"):
-        raise ValueError(f"{path} says it was measured without a CUDA device; it is not a GPU result")
+        raise ValueError(
+            f"{path} says it was measured without a CUDA device; it is not a GPU result"
+        )
     data["path"] = str(path)
     return data
 
 
-def gpu_result_rows(results: dict) -> List[dict]:
+def gpu_result_rows(results: dict) -> list[dict]:
     """Flat rows of a :func:`load_gpu_results` dict: graph, batch_size, variant, ms per iteration,
     GPU execution fraction, host syncs per iteration, peak bytes."""
     rows = []
     for r in results.get("rows", []):
-        rows.append({"graph": r.get("graph"), "batch_size": r.get("batch_size"),
-                     "variant": r.get("variant"),
-                     "ms_per_iteration": 1e3 * float(r["seconds_per_iteration"]),
-                     "gpu_execution_fraction": r.get("gpu_execution_fraction"),
-                     "host_syncs_per_iteration": r.get("host_syncs_per_iteration"),
-                     "peak_bytes": r.get("peak_bytes")})
+        rows.append(
+            {
+                "graph": r.get("graph"),
+                "batch_size": r.get("batch_size"),
+                "variant": r.get("variant"),
+                "ms_per_iteration": 1e3 * float(r["seconds_per_iteration"]),
+                "gpu_execution_fraction": r.get("gpu_execution_fraction"),
+                "host_syncs_per_iteration": r.get("host_syncs_per_iteration"),
+                "peak_bytes": r.get("peak_bytes"),
+            }
+        )
     return rows

@@ -12,7 +12,8 @@ trains the :data:`TOGETHER` variants with real worker processes in one launch. F
 
 from __future__ import annotations
 
-from typing import Any, Optional, Sequence
+from collections.abc import Sequence
+from typing import Any
 
 import torch
 
@@ -30,8 +31,15 @@ TOGETHER = {
 }
 
 
-def worker_syncs(g: Graph, *, workers: int = 2, fanouts: Sequence[int] = (10, 10), batch_size: int = 256,
-                 seed: int = 0, rank: int = 0) -> dict:
+def worker_syncs(
+    g: Graph,
+    *,
+    workers: int = 2,
+    fanouts: Sequence[int] = (10, 10),
+    batch_size: int = 256,
+    seed: int = 0,
+    rank: int = 0,
+) -> dict:
     """Host syncs of one training step of a Grappa worker's Engine, per sampler.
 
     Builds worker ``rank``'s source of a ``workers``-way random partition exactly as
@@ -52,19 +60,38 @@ def worker_syncs(g: Graph, *, workers: int = 2, fanouts: Sequence[int] = (10, 10
     part = make_partition(g, workers, method="random", seed=seed)
     out: dict = {}
     for sampler in ("dynamic", "envelope"):
-        cfg = TrainConfig(workers=workers, sampler=sampler, fanouts=list(fanouts), num_layers=len(fanouts),
-                          batch_size=batch_size, seed=seed).validated()
+        cfg = TrainConfig(
+            workers=workers,
+            sampler=sampler,
+            fanouts=list(fanouts),
+            num_layers=len(fanouts),
+            batch_size=batch_size,
+            seed=seed,
+        ).validated()
         src = IsolatedSource(cfg, g, part, rank, workers, torch.device("cpu"), cfg.estimator_object)
         src.start_super_epoch(0)
         torch.manual_seed(seed)
-        model = build(cfg.model, g.feat_dim, cfg.hidden_dim, g.num_classes, cfg.num_layers, dropout=cfg.dropout)
+        model = build(
+            cfg.model,
+            g.feat_dim,
+            cfg.hidden_dim,
+            g.num_classes,
+            cfg.num_layers,
+            dropout=cfg.dropout,
+        )
         # The worker's own Engine (as zg.grappa.worker builds it, minus the process group).
-        eng = Engine(src.graph, model, cfg.fanouts, src.rows,
-                     envelope=src.envelope if sampler == "envelope" else "worst_case",
-                     mode="static" if sampler == "envelope" else "dynamic", seed=src.seed,
-                     step=Step(nodes=src.train_nodes, batches=src.batches))
+        eng = Engine(
+            src.graph,
+            model,
+            cfg.fanouts,
+            src.rows,
+            envelope=src.envelope if sampler == "envelope" else "worst_case",
+            mode="static" if sampler == "envelope" else "dynamic",
+            seed=src.seed,
+            step=Step(nodes=src.train_nodes, batches=src.batches),
+        )
         eng.observers = []
-        eng.run_batch(0)                              # warm-up: first calls allocate lazily
+        eng.run_batch(0)  # warm-up: first calls allocate lazily
         with SyncAudit(where=True) as audit:
             eng.run_batch(1)
         out[sampler] = _audit_summary(audit)
@@ -75,9 +102,18 @@ def worker_syncs(g: Graph, *, workers: int = 2, fanouts: Sequence[int] = (10, 10
     return out
 
 
-def train_together(g: Graph, *, workers: int = 2, epochs: int = 10, batch_size: int = 256,
-             fanouts: Sequence[int] = (10, 10), hidden_dim: int = 64, seed: int = 0,
-             variants: Optional[Sequence[str]] = None, **options: Any) -> dict:
+def train_together(
+    g: Graph,
+    *,
+    workers: int = 2,
+    epochs: int = 10,
+    batch_size: int = 256,
+    fanouts: Sequence[int] = (10, 10),
+    hidden_dim: int = 64,
+    seed: int = 0,
+    variants: Sequence[str] | None = None,
+    **options: Any,
+) -> dict:
     """Train the :data:`TOGETHER` variants with real worker processes in one launch.
 
     ``grappa + envelope``: Grappa workers each running the ZeroGNN fixed-shape step on their
@@ -101,19 +137,38 @@ def train_together(g: Graph, *, workers: int = 2, epochs: int = 10, batch_size: 
     names = list(TOGETHER) if variants is None else list(variants)
     unknown = [n for n in names if n not in TOGETHER]
     if unknown or not names:
-        raise ValueError(f"variants must be a non-empty list drawn from {list(TOGETHER)}, got {variants!r}")
+        raise ValueError(
+            f"variants must be a non-empty list drawn from {list(TOGETHER)}, got {variants!r}"
+        )
     fanouts = check_fanouts(fanouts)
-    common = dict(workers=workers, epochs=epochs, batch_size=batch_size, fanouts=list(fanouts),
-                  num_layers=len(fanouts), hidden_dim=hidden_dim, seed=seed, **options)
-    runs = [dict(get_trainer(TOGETHER[n]["trainer"]).shared_options(common), **TOGETHER[n]) for n in names]
+    common = dict(
+        workers=workers,
+        epochs=epochs,
+        batch_size=batch_size,
+        fanouts=list(fanouts),
+        num_layers=len(fanouts),
+        hidden_dim=hidden_dim,
+        seed=seed,
+        **options,
+    )
+    runs = [
+        dict(get_trainer(TOGETHER[n]["trainer"]).shared_options(common), **TOGETHER[n])
+        for n in names
+    ]
     histories = train_many(g, runs)
     rows = []
     for name, h in zip(names, histories):
         kinds = bytes_by_kind_per_worker(h)
-        rows.append({"variant": name, "seconds_per_epoch": h["seconds_per_epoch"],
-                     "bytes_per_epoch_per_worker": h["bytes_per_epoch_per_worker"],
-                     "test_acc": h["final"]["test_acc"], "best_val_acc": h["final"]["best_val_acc"],
-                     "envelope_overflows": sum(e.get("envelope_overflows", 0) for e in h["epochs"]),
-                     "rewound_batches": sum(e.get("rewound_batches", 0) for e in h["epochs"]),
-                     "bytes_by_kind": {k: v for k, v in kinds.items() if any(v)}})
+        rows.append(
+            {
+                "variant": name,
+                "seconds_per_epoch": h["seconds_per_epoch"],
+                "bytes_per_epoch_per_worker": h["bytes_per_epoch_per_worker"],
+                "test_acc": h["final"]["test_acc"],
+                "best_val_acc": h["final"]["best_val_acc"],
+                "envelope_overflows": sum(e.get("envelope_overflows", 0) for e in h["epochs"]),
+                "rewound_batches": sum(e.get("rewound_batches", 0) for e in h["epochs"]),
+                "bytes_by_kind": {k: v for k, v in kinds.items() if any(v)},
+            }
+        )
     return {"rows": rows, "histories": dict(zip(names, histories))}

@@ -19,18 +19,36 @@ Figures: :func:`zg.viz.traffic_vs_batch`, :func:`zg.viz.bytes_by_kind`,
 
 from __future__ import annotations
 
-from typing import Any, Dict, List, Optional, Sequence
+from collections.abc import Sequence
+from typing import Any
 
 import torch
 
 from .partitions import _partitions
 
-__all__ = ["traffic_rows", "bytes_sent", "expected_bytes", "repartition_bytes", "feature_fetch_traffic",
-           "gradient_traffic", "scaling_rows", "fetch_traffic_model", "project_epochs"]
+__all__ = [
+    "traffic_rows",
+    "bytes_sent",
+    "expected_bytes",
+    "repartition_bytes",
+    "feature_fetch_traffic",
+    "gradient_traffic",
+    "scaling_rows",
+    "fetch_traffic_model",
+    "project_epochs",
+]
 
 
-def traffic_rows(g: Any, parts: Any, *, fanouts: Sequence[int], batch_sizes: Sequence[int],
-                 hidden_dim: int = 64, estimator: str = "batch", seed: int = 0) -> List[Dict[str, Any]]:
+def traffic_rows(
+    g: Any,
+    parts: Any,
+    *,
+    fanouts: Sequence[int],
+    batch_sizes: Sequence[int],
+    hidden_dim: int = 64,
+    estimator: str = "batch",
+    seed: int = 0,
+) -> list[dict[str, Any]]:
     """Bytes one worker sends per epoch under each design, for the same partitions.
 
     For every partition in ``parts`` and every global batch size: the feature-fetching
@@ -66,15 +84,23 @@ def traffic_rows(g: Any, parts: Any, *, fanouts: Sequence[int], batch_sizes: Seq
             I = fetch["iterations_per_epoch"]
             feature = sum(fetch["bytes_per_epoch"]) / part.num_parts
             gradient = grad["bytes"] * I
-            rows.append({"method": part.method, "num_parts": part.num_parts, "batch_size": batch_size,
-                         "iterations_per_epoch": I, "feature_bytes": feature, "gradient_bytes": gradient,
-                         "ratio": feature / gradient if gradient else float("inf"),
-                         "remote_rows_per_iteration": fetch["remote_rows_per_iteration"],
-                         "break_even_rows": grad["bytes"] / row_bytes})
+            rows.append(
+                {
+                    "method": part.method,
+                    "num_parts": part.num_parts,
+                    "batch_size": batch_size,
+                    "iterations_per_epoch": I,
+                    "feature_bytes": feature,
+                    "gradient_bytes": gradient,
+                    "ratio": feature / gradient if gradient else float("inf"),
+                    "remote_rows_per_iteration": fetch["remote_rows_per_iteration"],
+                    "break_even_rows": grad["bytes"] / row_bytes,
+                }
+            )
     return rows
 
 
-def bytes_sent(history: Dict[str, Any]) -> Dict[str, List[int]]:
+def bytes_sent(history: dict[str, Any]) -> dict[str, list[int]]:
     """``{kind: [bytes each worker sent over the whole run]}`` from a training history."""
     from ..grappa.history import bytes_by_kind_per_worker
 
@@ -83,7 +109,9 @@ def bytes_sent(history: Dict[str, Any]) -> Dict[str, List[int]]:
     return bytes_by_kind_per_worker(history)
 
 
-def expected_bytes(g: Any, history: Dict[str, Any], *, partition: Any = None) -> Dict[str, List[int]]:
+def expected_bytes(
+    g: Any, history: dict[str, Any], *, partition: Any = None
+) -> dict[str, list[int]]:
     """What every worker of a run *must* have sent, by kind, from its configuration alone.
 
     Same shape as :func:`bytes_sent`, so a notebook can assert they are equal:
@@ -110,8 +138,9 @@ def expected_bytes(g: Any, history: Dict[str, Any], *, partition: Any = None) ->
     P, E = cfg.workers, len(history["epochs"])
     I = iterations_per_epoch(cfg, g.train_idx.numel())
     torch.manual_seed(cfg.seed)
-    model = zg_models.build(cfg.model, g.feat_dim, cfg.hidden_dim, g.num_classes, cfg.num_layers,
-                            dropout=cfg.dropout)
+    model = zg_models.build(
+        cfg.model, g.feat_dim, cfg.hidden_dim, g.num_classes, cfg.num_layers, dropout=cfg.dropout
+    )
     out = {k: [0] * P for k in KINDS}
     trainer = cfg.trainer_object
     if trainer.averages_models:
@@ -129,8 +158,9 @@ def expected_bytes(g: Any, history: Dict[str, Any], *, partition: Any = None) ->
     return out
 
 
-def repartition_bytes(g: Any, part: Any, super_epochs: int, *, feature_bytes: int = 4,
-                      index_bytes: int = 8) -> List[int]:
+def repartition_bytes(
+    g: Any, part: Any, super_epochs: int, *, feature_bytes: int = 4, index_bytes: int = 8
+) -> list[int]:
     """Bytes a repartitioning *would* move between machines, per transition into super-epoch
     s = 1 .. ``super_epochs`` - 1 (entry s - 1), summed over workers: every node whose owner
     changes moves its feature row, its label and its in-edge list (one source id per edge).
@@ -145,7 +175,7 @@ def repartition_bytes(g: Any, part: Any, super_epochs: int, *, feature_bytes: in
     super_epochs = int_arg(super_epochs, "super_epochs", low=1)
     feature_bytes = int_arg(feature_bytes, "feature_bytes", low=0)
     index_bytes = int_arg(index_bytes, "index_bytes", low=0)
-    row = (g.feat_dim if g.x is not None else 0) * feature_bytes + index_bytes   # features + label
+    row = (g.feat_dim if g.x is not None else 0) * feature_bytes + index_bytes  # features + label
     deg = g.in_degrees().cpu()
     out, before = [], part.owner(0)
     for s in range(1, super_epochs):
@@ -156,8 +186,9 @@ def repartition_bytes(g: Any, part: Any, super_epochs: int, *, feature_bytes: in
     return out
 
 
-def feature_fetch_traffic(g: Any, part: Any, fanouts: Sequence[int], batch_size: int, *,
-                          epochs: int = 1, seed: int = 0) -> Dict[str, Any]:
+def feature_fetch_traffic(
+    g: Any, part: Any, fanouts: Sequence[int], batch_size: int, *, epochs: int = 1, seed: int = 0
+) -> dict[str, Any]:
     """What the ``feature_fetch`` trainer's workers send, counted without starting processes.
 
     Builds each worker's :class:`zg.grappa.remote.FeatureFetchSource` (the same seeds,
@@ -173,9 +204,9 @@ def feature_fetch_traffic(g: Any, part: Any, fanouts: Sequence[int], batch_size:
         batch needs, "remote_rows_per_iteration": mean of those owned by another worker,
         "iterations_per_epoch", "workers"}.
     """
-    from ..grappa.remote import FeatureFetchSource
     from ..grappa._checks import graph_arg, int_arg
     from ..grappa.comm import CommLedger, wire_bytes
+    from ..grappa.remote import FeatureFetchSource
     from ..grappa.train import TrainConfig
 
     graph_arg(g, train=True)
@@ -183,8 +214,14 @@ def feature_fetch_traffic(g: Any, part: Any, fanouts: Sequence[int], batch_size:
     part._check_graph(g)
     epochs = int_arg(epochs, "epochs", low=1)
     P = part.num_parts
-    cfg = TrainConfig(trainer="feature_fetch", workers=P, fanouts=list(fanouts),
-                      num_layers=len(fanouts), batch_size=batch_size, seed=seed).validated()
+    cfg = TrainConfig(
+        trainer="feature_fetch",
+        workers=P,
+        fanouts=list(fanouts),
+        num_layers=len(fanouts),
+        batch_size=batch_size,
+        seed=seed,
+    ).validated()
     device = torch.device("cpu")
     sources = [FeatureFetchSource(cfg, g, part, r, P, device, CommLedger(P)) for r in range(P)]
     owner = sources[0].table.owner
@@ -195,23 +232,32 @@ def feature_fetch_traffic(g: Any, part: Any, fanouts: Sequence[int], batch_size:
     for epoch in range(epochs):
         batches = [s.batches(epoch) for s in sources]
         for it in range(iterations):
-            asks = torch.zeros(P, P, dtype=torch.int64)                 # asks[a, b]: rows a wants from b
+            asks = torch.zeros(P, P, dtype=torch.int64)  # asks[a, b]: rows a wants from b
             for r, source in enumerate(sources):
                 nodes = source.sampler.sample(batches[r][it], epoch, it).input_nodes
                 asks[r] = torch.bincount(owner[nodes], minlength=P)
                 rows += nodes.numel()
                 remote += float(asks[r].sum() - asks[r, r])
             for r in range(P):
-                sent[r] += (wire_bytes("all_to_all", (P - 1) * 8, P)
-                            + wire_bytes("all_to_all", int(asks[r].sum() - asks[r, r]) * 8, P)
-                            + wire_bytes("all_to_all", int(asks[:, r].sum() - asks[r, r]) * row_bytes, P))
+                sent[r] += (
+                    wire_bytes("all_to_all", (P - 1) * 8, P)
+                    + wire_bytes("all_to_all", int(asks[r].sum() - asks[r, r]) * 8, P)
+                    + wire_bytes("all_to_all", int(asks[:, r].sum() - asks[r, r]) * row_bytes, P)
+                )
     steps = epochs * iterations * P
-    return {"bytes_per_epoch": (sent / epochs).tolist(), "bytes_per_iteration": float(sent.sum()) / steps,
-            "input_rows_per_iteration": rows / steps, "remote_rows_per_iteration": remote / steps,
-            "iterations_per_epoch": iterations, "workers": P}
+    return {
+        "bytes_per_epoch": (sent / epochs).tolist(),
+        "bytes_per_iteration": float(sent.sum()) / steps,
+        "input_rows_per_iteration": rows / steps,
+        "remote_rows_per_iteration": remote / steps,
+        "iterations_per_epoch": iterations,
+        "workers": P,
+    }
 
 
-def gradient_traffic(model: torch.nn.Module, workers: int, *, estimator: str = "batch") -> Dict[str, int]:
+def gradient_traffic(
+    model: torch.nn.Module, workers: int, *, estimator: str = "batch"
+) -> dict[str, int]:
     """Bytes and rounds one Grappa worker sends per iteration: the gradient all-reduce of every
     trainable parameter (float32 here) plus, for every estimator but "mean" and "reference", the
     all_gather of three float64 scalars. Does not depend on the graph at all.
@@ -234,12 +280,25 @@ def gradient_traffic(model: torch.nn.Module, workers: int, *, estimator: str = "
     gathers = Estimator(estimator).needs_stats
     scalars = wire_bytes("all_gather", 3 * 8, P) if gathers else 0
     r = rounds("all_reduce", P) + (rounds("all_gather", P) if gathers else 0)
-    return {"gradient_bytes": grad, "scalar_bytes": scalars, "bytes": grad + scalars, "rounds": r,
-            "parameters": sum(p.numel() for p in params)}
+    return {
+        "gradient_bytes": grad,
+        "scalar_bytes": scalars,
+        "bytes": grad + scalars,
+        "rounds": r,
+        "parameters": sum(p.numel() for p in params),
+    }
 
 
-def scaling_rows(graphs: Sequence[Any], *, workers: int, fanouts: Sequence[int], batch_size: int,
-                 hidden_dim: int = 64, method: str = "random", seed: int = 0) -> List[Dict[str, Any]]:
+def scaling_rows(
+    graphs: Sequence[Any],
+    *,
+    workers: int,
+    fanouts: Sequence[int],
+    batch_size: int,
+    hidden_dim: int = 64,
+    method: str = "random",
+    seed: int = 0,
+) -> list[dict[str, Any]]:
     """One row per graph: how partitioning and both designs' traffic change with graph size.
 
     For each graph (e.g. R-MAT graphs of growing scale) with a ``workers``-way partition
@@ -269,21 +328,31 @@ def scaling_rows(graphs: Sequence[Any], *, workers: int, fanouts: Sequence[int],
         model = zg_models.SAGE(g.feat_dim, hidden_dim, g.num_classes, num_layers=len(fanouts))
         grad = gradient_traffic(model, P)
         I = fetch["iterations_per_epoch"]
-        rows.append({"graph": g.name, "nodes": g.num_nodes, "edges": g.num_edges,
-                     "train_nodes": int(g.train_idx.numel()), "iterations_per_epoch": I,
-                     "edge_cut_fraction": stats["edge_cut_fraction"], "mean_coverage": float(cov.mean()),
-                     "input_rows_per_iteration": fetch["input_rows_per_iteration"],
-                     "remote_rows_per_iteration": fetch["remote_rows_per_iteration"],
-                     "feature_bytes_per_iteration": fetch["bytes_per_iteration"],
-                     "gradient_bytes_per_iteration": grad["gradient_bytes"],
-                     "scalar_bytes_per_iteration": grad["scalar_bytes"],
-                     "fetch_bytes_per_epoch": (fetch["bytes_per_iteration"] + grad["gradient_bytes"]) * I,
-                     "grappa_bytes_per_epoch": grad["bytes"] * I})
+        rows.append(
+            {
+                "graph": g.name,
+                "nodes": g.num_nodes,
+                "edges": g.num_edges,
+                "train_nodes": int(g.train_idx.numel()),
+                "iterations_per_epoch": I,
+                "edge_cut_fraction": stats["edge_cut_fraction"],
+                "mean_coverage": float(cov.mean()),
+                "input_rows_per_iteration": fetch["input_rows_per_iteration"],
+                "remote_rows_per_iteration": fetch["remote_rows_per_iteration"],
+                "feature_bytes_per_iteration": fetch["bytes_per_iteration"],
+                "gradient_bytes_per_iteration": grad["gradient_bytes"],
+                "scalar_bytes_per_iteration": grad["scalar_bytes"],
+                "fetch_bytes_per_epoch": (fetch["bytes_per_iteration"] + grad["gradient_bytes"])
+                * I,
+                "grappa_bytes_per_epoch": grad["bytes"] * I,
+            }
+        )
     return rows
 
 
-def fetch_traffic_model(input_rows: float, seeds: float, workers: int, feat_dim: int, *,
-                        feature_bytes: int = 4) -> Dict[str, float]:
+def fetch_traffic_model(
+    input_rows: float, seeds: float, workers: int, feat_dim: int, *, feature_bytes: int = 4
+) -> dict[str, float]:
     """A *model* of the feature traffic one feature-fetching worker sends per iteration when
     its batch needs ``input_rows`` unique input nodes, ``seeds`` of them its own seeds, on a
     random ``workers``-way partition: every other input node is remote with probability
@@ -303,12 +372,16 @@ def fetch_traffic_model(input_rows: float, seeds: float, workers: int, feat_dim:
     if P == 1:
         return {"remote_rows": 0.0, "bytes": 0.0, "rounds": 0}
     remote = (input_rows - seeds) * (P - 1) / P
-    return {"remote_rows": remote, "bytes": 8.0 * (P - 1) + remote * (8 + feat_dim * feature_bytes),
-            "rounds": 3 * rounds("all_to_all", P)}
+    return {
+        "remote_rows": remote,
+        "bytes": 8.0 * (P - 1) + remote * (8 + feat_dim * feature_bytes),
+        "rounds": 3 * rounds("all_to_all", P),
+    }
 
 
-def project_epochs(per_iteration: Dict[str, Dict[str, float]], iterations: int,
-                     links: Optional[Sequence[Any]] = None) -> List[Dict[str, Any]]:
+def project_epochs(
+    per_iteration: dict[str, dict[str, float]], iterations: int, links: Sequence[Any] | None = None
+) -> list[dict[str, Any]]:
     """A *projection* (link model, :func:`zg.grappa.comm.project_seconds`), not a measurement:
     the epoch time of each design when one worker runs ``iterations`` iterations.
 
@@ -327,7 +400,9 @@ def project_epochs(per_iteration: Dict[str, Dict[str, float]], iterations: int,
     from ..grappa.comm import LINKS, Link, project_seconds
 
     if not isinstance(per_iteration, dict) or not per_iteration:
-        raise ValueError("per_iteration must be a non-empty dict {design: {seconds, bytes, rounds}}")
+        raise ValueError(
+            "per_iteration must be a non-empty dict {design: {seconds, bytes, rounds}}"
+        )
     iterations = int_arg(iterations, "iterations", low=1)
     links = list(LINKS.values()) if links is None else list(links)
     if not links or not all(isinstance(link, Link) for link in links):
@@ -338,10 +413,21 @@ def project_epochs(per_iteration: Dict[str, Dict[str, float]], iterations: int,
         if missing:
             raise ValueError(f"per_iteration[{design!r}] lacks {missing}")
         for link in links:
-            p = project_seconds(m["seconds"] * iterations, [m["bytes"] * iterations],
-                                [m["rounds"] * iterations], link)
-            rows.append({"design": design, "link": link.name, "iterations": iterations,
-                         "compute_seconds": p["measured_seconds"], "link_seconds": p["link_seconds"],
-                         "projected_seconds": p["projected_seconds"],
-                         "bytes_per_worker": m["bytes"] * iterations})
+            p = project_seconds(
+                m["seconds"] * iterations,
+                [m["bytes"] * iterations],
+                [m["rounds"] * iterations],
+                link,
+            )
+            rows.append(
+                {
+                    "design": design,
+                    "link": link.name,
+                    "iterations": iterations,
+                    "compute_seconds": p["measured_seconds"],
+                    "link_seconds": p["link_seconds"],
+                    "projected_seconds": p["projected_seconds"],
+                    "bytes_per_worker": m["bytes"] * iterations,
+                }
+            )
     return rows

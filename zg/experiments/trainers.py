@@ -14,16 +14,24 @@ epoch by kind) and :func:`average_rows` averages such tables over seeds. Figures
 from __future__ import annotations
 
 import json
+from collections.abc import Sequence
 from pathlib import Path
-from typing import Any, Dict, List, Optional, Sequence, Tuple
+from typing import Any
 
 from .traffic import bytes_sent
 
-__all__ = ["run_trainers", "trainer_rows", "average_rows", "GRAPPA_RESULTS", "load_grappa_results",
-           "epoch_time_rows", "depth_rows"]
+__all__ = [
+    "run_trainers",
+    "trainer_rows",
+    "average_rows",
+    "GRAPPA_RESULTS",
+    "load_grappa_results",
+    "epoch_time_rows",
+    "depth_rows",
+]
 
 
-def run_trainers(g: Any, runs: Sequence[Any], **common: Any) -> Dict[str, Dict[str, Any]]:
+def run_trainers(g: Any, runs: Sequence[Any], **common: Any) -> dict[str, dict[str, Any]]:
     """Train each run for real and return ``{label: history}`` in the order given.
 
     Each run is a trainer name (``"grappa"``, ``"isolated"``, ``"psgd_pa"``,
@@ -39,12 +47,22 @@ def run_trainers(g: Any, runs: Sequence[Any], **common: Any) -> Dict[str, Dict[s
     from ..grappa.trainers import get_trainer
 
     if isinstance(runs, (str, dict)) or not list(runs):
-        raise TypeError("runs must be a non-empty list of trainer names or dicts of train() options")
+        raise TypeError(
+            "runs must be a non-empty list of trainer names or dicts of train() options"
+        )
     labelled = []
     for run in runs:
-        options = {"trainer": run} if isinstance(run, str) else dict(run) if isinstance(run, dict) else None
+        options = (
+            {"trainer": run}
+            if isinstance(run, str)
+            else dict(run)
+            if isinstance(run, dict)
+            else None
+        )
         if options is None or "trainer" not in options:
-            raise TypeError(f"each run must be a trainer name or a dict with a 'trainer', got {run!r}")
+            raise TypeError(
+                f"each run must be a trainer name or a dict with a 'trainer', got {run!r}"
+            )
         label = options.pop("label", options["trainer"])
         if label in {lb for lb, _ in labelled}:
             raise ValueError(f"two runs are labelled {label!r}; give each a distinct 'label'")
@@ -52,7 +70,7 @@ def run_trainers(g: Any, runs: Sequence[Any], **common: Any) -> Dict[str, Dict[s
         labelled.append((label, {**trainer.shared_options(common), **options}))
     own = [(lb, o) for lb, o in labelled if get_trainer(o["trainer"]).workers is not None]
     many = [(lb, o) for lb, o in labelled if get_trainer(o["trainer"]).workers is None]
-    out: Dict[str, Dict[str, Any]] = {}
+    out: dict[str, dict[str, Any]] = {}
     for group in (many, own):
         if group:
             for (label, _), history in zip(group, train_many(g, [o for _, o in group])):
@@ -60,7 +78,7 @@ def run_trainers(g: Any, runs: Sequence[Any], **common: Any) -> Dict[str, Dict[s
     return {label: out[label] for label, _ in labelled}
 
 
-def trainer_rows(histories: Dict[str, Dict[str, Any]]) -> List[Dict[str, Any]]:
+def trainer_rows(histories: dict[str, dict[str, Any]]) -> list[dict[str, Any]]:
     """One summary row per run of :func:`run_trainers`: accuracy, coverage, time and bytes.
 
     Keys: ``run``, ``trainer``, ``workers``, ``final_test_acc`` and ``final_val_acc`` (last
@@ -78,21 +96,28 @@ def trainer_rows(histories: Dict[str, Dict[str, Any]]) -> List[Dict[str, Any]]:
         E, P = len(h["epochs"]), int(h["workers"])
         last = h["epochs"][-1]
         evaluated = [e["val_acc"] for e in h["epochs"] if e["val_acc"] is not None]
-        late = evaluated[len(evaluated) // 2:]
-        row = {"run": label, "trainer": h["config"]["trainer"], "workers": P,
-               "final_test_acc": h["final"]["test_acc"], "final_val_acc": h["final"]["val_acc"],
-               "best_val_acc": h["final"]["best_val_acc"],
-               "test_acc_at_best_val": h["final"]["test_acc_at_best_val"],
-               "late_val_acc": sum(late) / len(late),
-               "mean_coverage": sum(last["mean_coverage"]) / P,
-               "seconds_per_epoch": h["seconds_per_epoch"]}
+        late = evaluated[len(evaluated) // 2 :]
+        row = {
+            "run": label,
+            "trainer": h["config"]["trainer"],
+            "workers": P,
+            "final_test_acc": h["final"]["test_acc"],
+            "final_val_acc": h["final"]["val_acc"],
+            "best_val_acc": h["final"]["best_val_acc"],
+            "test_acc_at_best_val": h["final"]["test_acc_at_best_val"],
+            "late_val_acc": sum(late) / len(late),
+            "mean_coverage": sum(last["mean_coverage"]) / P,
+            "seconds_per_epoch": h["seconds_per_epoch"],
+        }
         for kind, per_worker in sent.items():
             row[f"{kind}_per_epoch"] = sum(per_worker) / (P * E)
         rows.append(row)
     return rows
 
 
-def average_rows(row_lists: Sequence[Sequence[Dict[str, Any]]], key: str = "run") -> List[Dict[str, Any]]:
+def average_rows(
+    row_lists: Sequence[Sequence[dict[str, Any]]], key: str = "run"
+) -> list[dict[str, Any]]:
     """Average several :func:`trainer_rows` tables (e.g. one per seed) run by run.
 
     Rows are matched by ``key``; numeric entries are averaged, other entries must agree across
@@ -107,13 +132,15 @@ def average_rows(row_lists: Sequence[Sequence[Dict[str, Any]]], key: str = "run"
         matches = [next((r for r in rows if r.get(key) == first.get(key)), None) for rows in tables]
         if any(m is None for m in matches):
             raise ValueError(f"run {first.get(key)!r} is missing from some of the tables")
-        row: Dict[str, Any] = {}
+        row: dict[str, Any] = {}
         for name, value in first.items():
             values = [m.get(name) for m in matches]
             if isinstance(value, (int, float)) and not isinstance(value, bool):
                 row[name] = sum(values) / len(values)
             elif any(v != value for v in values):
-                raise ValueError(f"{name!r} of run {first.get(key)!r} differs between the tables: {values}")
+                raise ValueError(
+                    f"{name!r} of run {first.get(key)!r} differs between the tables: {values}"
+                )
             else:
                 row[name] = value
         row["seeds"] = len(tables)
@@ -125,7 +152,7 @@ def average_rows(row_lists: Sequence[Sequence[Dict[str, Any]]], key: str = "run"
 GRAPPA_RESULTS = Path(__file__).resolve().parents[2] / "bench" / "results" / "grappa.json"
 
 
-def load_grappa_results(path: Any = None) -> Optional[Dict[str, Any]]:
+def load_grappa_results(path: Any = None) -> dict[str, Any] | None:
     """The results ``bench/grappa.py`` committed (``bench/results/grappa.json``, or ``path``),
     or None if the file is absent. They were measured on the machine their ``machine`` note
     names, not on the machine reading them."""
@@ -133,19 +160,31 @@ def load_grappa_results(path: Any = None) -> Optional[Dict[str, Any]]:
     if not path.exists():
         return None
     data = json.loads(path.read_text())
-    if not isinstance(data, dict) or not isinstance(data.get("runs"), list) or "machine" not in data:
+    if (
+        not isinstance(data, dict)
+        or not isinstance(data.get("runs"), list)
+        or "machine" not in data
+    ):
         raise ValueError(f"{path} is not a bench/grappa.py result (needs 'runs' and 'machine')")
     data["path"] = str(path)
     return data
 
 
-def epoch_time_rows(results: Dict[str, Any], *, dataset: str, layers: int,
-                    runs: Sequence[Tuple[str, Dict[str, Any]]] = (
-                        ("single", {"trainer": "single"}),
-                        ("isolated", {"trainer": "isolated", "method": "metis"}),
-                        ("grappa (batch, repartitioned)", {"trainer": "grappa", "estimator": "batch",
-                                                           "repartition": True, "method": "metis"}),
-                        ("feature_fetch", {"trainer": "feature_fetch"}))) -> List[Dict[str, Any]]:
+def epoch_time_rows(
+    results: dict[str, Any],
+    *,
+    dataset: str,
+    layers: int,
+    runs: Sequence[tuple[str, dict[str, Any]]] = (
+        ("single", {"trainer": "single"}),
+        ("isolated", {"trainer": "isolated", "method": "metis"}),
+        (
+            "grappa (batch, repartitioned)",
+            {"trainer": "grappa", "estimator": "batch", "repartition": True, "method": "metis"},
+        ),
+        ("feature_fetch", {"trainer": "feature_fetch"}),
+    ),
+) -> list[dict[str, Any]]:
     """Seconds per epoch against the worker count, from committed bench/grappa.py runs.
 
     ``runs`` names each line and the fields its runs must match. Returns rows ``run``,
@@ -157,20 +196,35 @@ def epoch_time_rows(results: Dict[str, Any], *, dataset: str, layers: int,
         raise ValueError("results must be a dict from load_grappa_results (with a 'runs' list)")
     rows = []
     for label, match in runs:
-        mine = [r for r in results["runs"] if r.get("dataset") == dataset and r.get("layers") == layers
-                and all(r.get(k) == v for k, v in match.items())]
+        mine = [
+            r
+            for r in results["runs"]
+            if r.get("dataset") == dataset
+            and r.get("layers") == layers
+            and all(r.get(k) == v for k, v in match.items())
+        ]
         for P in sorted({r["workers"] for r in mine}):
             secs = [float(r["measured_epoch_seconds"]) for r in mine if r["workers"] == P]
             mean = sum(secs) / len(secs)
             std = (sum((s - mean) ** 2 for s in secs) / len(secs)) ** 0.5
-            rows.append({"run": label, "workers": P, "seconds_mean": mean, "seconds_std": std, "runs": len(secs)})
+            rows.append(
+                {
+                    "run": label,
+                    "workers": P,
+                    "seconds_mean": mean,
+                    "seconds_std": std,
+                    "runs": len(secs),
+                }
+            )
     if not rows:
         raise ValueError(f"no committed run matches dataset={dataset!r}, layers={layers}")
     return rows
 
 
-def depth_rows(histories: Dict[Tuple[int, int], Dict[str, Dict[str, Any]]],
-               metric: str = "test_acc_at_best_val") -> List[Dict[str, Any]]:
+def depth_rows(
+    histories: dict[tuple[int, int], dict[str, dict[str, Any]]],
+    metric: str = "test_acc_at_best_val",
+) -> list[dict[str, Any]]:
     """Mean and std over seeds of ``metric`` per (trainer label, depth).
 
     ``histories`` maps ``(layers, seed)`` to a :func:`run_trainers` result ``{label: history}``;
@@ -180,18 +234,34 @@ def depth_rows(histories: Dict[Tuple[int, int], Dict[str, Dict[str, Any]]],
     """
     if not isinstance(histories, dict) or not histories:
         raise ValueError("histories must be a non-empty dict {(layers, seed): {label: history}}")
-    values: Dict[Tuple[str, int], List[float]] = {}
+    values: dict[tuple[str, int], list[float]] = {}
     for key, runs in histories.items():
         if not (isinstance(key, tuple) and len(key) == 2):
             raise ValueError(f"histories keys must be (layers, seed) pairs, got {key!r}")
         for row in trainer_rows(runs):
             if metric not in row:
-                raise ValueError(f"metric {metric!r} is not a trainer_rows column; try 'test_acc_at_best_val'")
+                raise ValueError(
+                    f"metric {metric!r} is not a trainer_rows column; try 'test_acc_at_best_val'"
+                )
             values.setdefault((row["run"], key[0]), []).append(float(row[metric]))
     rows = []
     for (label, layers), vals in values.items():
         mean = sum(vals) / len(vals)
         std = (sum((v - mean) ** 2 for v in vals) / len(vals)) ** 0.5
-        rows.append({"trainer": label, "layers": layers, "mean": mean, "std": std, "seeds": len(vals),
-                     "values": vals})
-    return sorted(rows, key=lambda r: (list(dict.fromkeys(lb for lb, _ in values)).index(r["trainer"]), r["layers"]))
+        rows.append(
+            {
+                "trainer": label,
+                "layers": layers,
+                "mean": mean,
+                "std": std,
+                "seeds": len(vals),
+                "values": vals,
+            }
+        )
+    return sorted(
+        rows,
+        key=lambda r: (
+            list(dict.fromkeys(lb for lb, _ in values)).index(r["trainer"]),
+            r["layers"],
+        ),
+    )

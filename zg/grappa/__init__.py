@@ -37,23 +37,54 @@ main script); without it, ``grappa.MainGuardError`` says so.
 Nothing here imports DGL; pymetis is imported only for ``method="metis"``.
 """
 
+from ..errors import MainGuardError, ZgError
 from . import comm, estimators, presets
 from .comm import LINKS, CommLedger, Link, project_seconds
+from .config import ABLATIONS, Experiment, Output, Runtime
 from .coverage import coverage, local_coverage
 from .estimators import ESTIMATORS, WEIGHTINGS, Estimator
 from .fullgraph import evaluate, whole_graph_block
 from .gradient import exact_gradient, gradient_error, random_partitions
 from .partition import METHODS, SCHEDULES, LocalGraph, Partition, partition
 from .presets import PRESETS
-from ..errors import MainGuardError, ZgError
-from .config import ABLATIONS, Experiment, Output, Runtime
 from .train import CheckpointError, TrainConfig, train, train_many
 from .trainers import TRAINERS, Trainer, get_trainer
 
-__all__ = ["partition", "Partition", "LocalGraph", "coverage", "local_coverage", "Estimator",
-           "train", "train_many", "TrainConfig", "Experiment", "Runtime", "Output", "Trainer",
-           "get_trainer", "gradient_error", "exact_gradient", "random_partitions",
-           "evaluate", "whole_graph_block", "comm", "estimators", "CommLedger", "Link", "LINKS",
-           "project_seconds", "ESTIMATORS", "WEIGHTINGS", "METHODS", "SCHEDULES", "TRAINERS",
-           "ABLATIONS", "PRESETS", "presets",
-           "CheckpointError", "MainGuardError", "ZgError"]
+__all__ = [
+    "partition",
+    "Partition",
+    "LocalGraph",
+    "coverage",
+    "local_coverage",
+    "Estimator",
+    "train",
+    "train_many",
+    "TrainConfig",
+    "Experiment",
+    "Runtime",
+    "Output",
+    "Trainer",
+    "get_trainer",
+    "gradient_error",
+    "exact_gradient",
+    "random_partitions",
+    "evaluate",
+    "whole_graph_block",
+    "comm",
+    "estimators",
+    "CommLedger",
+    "Link",
+    "LINKS",
+    "project_seconds",
+    "ESTIMATORS",
+    "WEIGHTINGS",
+    "METHODS",
+    "SCHEDULES",
+    "TRAINERS",
+    "ABLATIONS",
+    "PRESETS",
+    "presets",
+    "CheckpointError",
+    "MainGuardError",
+    "ZgError",
+]

@@ -46,12 +46,13 @@ import json
 import os
 import sys
 import tempfile
-from typing import Any, Callable, Dict, NoReturn, Optional
+from collections.abc import Callable
+from typing import Any, NoReturn
 
 from .. import datasets
+from .._checks import output_file_arg
 from ..errors import ZgError
 from ..graph import Graph
-from .._checks import output_file_arg
 from ._checks import check_output_paths
 from .launch import exit_worker, init_from_env
 from .train import TrainConfig, launch_prepared, prepare_many, run_worker
@@ -62,14 +63,14 @@ GENERATORS = {"csbm": datasets.csbm, "rmat": datasets.rmat}
 def load_dataset(spec: Any) -> Graph:
     """The graph a config's ``dataset`` names (see the module docstring)::
 
-        "cora" | "ogbn-arxiv" | ...                          zg.datasets.load(name)
-        {"name": "ogbn-arxiv", "root": DIR, ...}             zg.datasets.load(name, **options)
-        {"name": "csbm" | "rmat", <generator arguments>}     a synthetic graph
-        {"npz": path}                                        zg.datasets.load_npz(path)
-        {"folder": path, "mmap": true}                       zg.datasets.load_folder(path, mmap=...)
+    "cora" | "ogbn-arxiv" | ...                          zg.datasets.load(name)
+    {"name": "ogbn-arxiv", "root": DIR, ...}             zg.datasets.load(name, **options)
+    {"name": "csbm" | "rmat", <generator arguments>}     a synthetic graph
+    {"npz": path}                                        zg.datasets.load_npz(path)
+    {"folder": path, "mmap": true}                       zg.datasets.load_folder(path, mmap=...)
     """
     if spec is None:
-        raise ValueError("the config has no 'dataset'; e.g. \"dataset\": \"cora\"")
+        raise ValueError('the config has no \'dataset\'; e.g. "dataset": "cora"')
     if isinstance(spec, str):
         return datasets.load(spec)
     if not isinstance(spec, dict):
@@ -84,9 +85,11 @@ def load_dataset(spec: Any) -> Graph:
         return GENERATORS[name](**spec)
     if isinstance(name, str) and name.lower() in {k.lower() for k in datasets.KNOWN_DATASETS}:
         return datasets.load(name, **spec)
-    raise ValueError(f"dataset {name!r}: give a name of {list(datasets.KNOWN_DATASETS)} (with "
-                     f"root, symmetrize, download), {sorted(GENERATORS)} with their arguments, "
-                     "{\"npz\": path} or {\"folder\": path}")
+    raise ValueError(
+        f"dataset {name!r}: give a name of {list(datasets.KNOWN_DATASETS)} (with "
+        f"root, symmetrize, download), {sorted(GENERATORS)} with their arguments, "
+        '{"npz": path} or {"folder": path}'
+    )
 
 
 def under_torchrun() -> bool:
@@ -94,7 +97,7 @@ def under_torchrun() -> bool:
     return "RANK" in os.environ and "WORLD_SIZE" in os.environ
 
 
-Report = Callable[[Dict[str, Any], Optional[str]], None]
+Report = Callable[[dict[str, Any], str | None], None]
 
 # What a started run can end in that the user should read as one line, not a traceback: a
 # timeout (its message names the setting), any zg error (a checkpoint from another run, ...),
@@ -107,12 +110,19 @@ def _say_failure(source: str) -> Callable[[str], int]:
     def fail(message: str) -> int:
         print(f"{source}: error: {message}", file=sys.stderr, flush=True)
         return 1
+
     return fail
 
 
-def run(values: Any, out: Optional[str], error: Callable[[str], NoReturn], *,
-        source: str = "config", report: Optional[Report] = None,
-        failed: Optional[Callable[[str], int]] = None) -> int:
+def run(
+    values: Any,
+    out: str | None,
+    error: Callable[[str], NoReturn],
+    *,
+    source: str = "config",
+    report: Report | None = None,
+    failed: Callable[[str], int] | None = None,
+) -> int:
     """One Grappa run from config ``values`` (a dict of TrainConfig fields plus ``dataset``,
     which this function takes out: it names the graph).
 
@@ -162,10 +172,10 @@ def run(values: Any, out: Optional[str], error: Callable[[str], NoReturn], *,
                     report(json.load(f), out)
             if out is None:
                 os.unlink(path)
-        exit_worker()                            # see zg.grappa.launch.exit_worker
+        exit_worker()  # see zg.grappa.launch.exit_worker
         return 0
     options = {**cfg.to_dict(), "history_path": out}
-    try:                      # the plan (partition, batches per worker, ...) before any process
+    try:  # the plan (partition, batches per worker, ...) before any process
         prepared = prepare_many(g, [options])
     except (TypeError, ValueError) as exc:
         error(f"{source}: {exc}")
@@ -178,27 +188,37 @@ def run(values: Any, out: Optional[str], error: Callable[[str], NoReturn], *,
     return 0
 
 
-def print_final(history: Dict[str, Any], out: Optional[str]) -> None:
+def print_final(history: dict[str, Any], out: str | None) -> None:
     """One line: final accuracies, bytes per epoch and worker, where the history went."""
     final = history["final"]
-    print(f"val {final['val_acc']:.4f}  test {final['test_acc']:.4f}  "
-          f"{history['bytes_per_epoch_per_worker']:,.0f} bytes/epoch/worker"
-          + (f"; history written to {out}" if out else ""), flush=True)
+    print(
+        f"val {final['val_acc']:.4f}  test {final['test_acc']:.4f}  "
+        f"{history['bytes_per_epoch_per_worker']:,.0f} bytes/epoch/worker"
+        + (f"; history written to {out}" if out else ""),
+        flush=True,
+    )
 
 
 def main(argv=None) -> int:
     parser = argparse.ArgumentParser(prog="python -m zg.grappa", description=__doc__.split("\n")[0])
-    parser.add_argument("--config", required=True, help="JSON file with TrainConfig fields and 'dataset'")
-    parser.add_argument("--out", default=None, help="where to write the history JSON "
-                        "(default: the config's history_path)")
+    parser.add_argument(
+        "--config", required=True, help="JSON file with TrainConfig fields and 'dataset'"
+    )
+    parser.add_argument(
+        "--out",
+        default=None,
+        help="where to write the history JSON (default: the config's history_path)",
+    )
     args = parser.parse_args(argv)
     # Everything that can be wrong with the input is reported before any process starts or
     # any file is written (argparse's error: usage, the message, exit status 2).
     try:
         with open(args.config, "rb") as f:
             values = json.loads(f.read().decode("utf-8"))
-    except (OSError, UnicodeDecodeError, ValueError) as exc:   # JSONDecodeError is a ValueError
-        parser.error(f"--config {args.config}: cannot read a JSON config ({type(exc).__name__}: {exc})")
+    except (OSError, UnicodeDecodeError, ValueError) as exc:  # JSONDecodeError is a ValueError
+        parser.error(
+            f"--config {args.config}: cannot read a JSON config ({type(exc).__name__}: {exc})"
+        )
     # Where the run writes is checked now, not after training (a directory as --out, a missing
     # folder for model_path, a file as checkpoint_dir): exit status 2, nothing written.
     if args.out is not None:

@@ -5,21 +5,23 @@ the problem."""
 from __future__ import annotations
 
 import os
-from typing import Any, Optional
+from typing import Any
 
+from .._checks import bool_arg, choice_arg, int_arg, output_file_arg, output_folder_arg, real_arg  # noqa: F401  (re-exported)
 from ..graph import graph_arg  # noqa: F401  (re-exported)
-from .._checks import (bool_arg, choice_arg, int_arg, output_file_arg,  # noqa: F401  (re-exported)
-                       output_folder_arg, real_arg)
 
 # Where a run writes, and whether the writer creates missing folders on the way
 # (zg/grappa/train.py: write_json and _save_checkpoint call os.makedirs; the model is saved
 # with a plain torch.save into an existing folder).
 OUTPUT_FIELDS_MAKE_FOLDERS = {"history_path": True, "model_path": False}
-CHECKPOINT_FILE = "checkpoint.pt"   # the name zg.grappa.train gives the file in checkpoint_dir
+CHECKPOINT_FILE = "checkpoint.pt"  # the name zg.grappa.train gives the file in checkpoint_dir
 
 
-def check_output_paths(history_path: Optional[Any] = None, model_path: Optional[Any] = None,
-                       checkpoint_dir: Optional[Any] = None) -> None:
+def check_output_paths(
+    history_path: Any | None = None,
+    model_path: Any | None = None,
+    checkpoint_dir: Any | None = None,
+) -> None:
     """Raise before training starts if a run could not write where its config says.
 
     Each argument is a :class:`~zg.grappa.TrainConfig` field (None: not written). Errors are
@@ -36,13 +38,16 @@ def check_output_paths(history_path: Optional[Any] = None, model_path: Optional[
         folder = output_folder_arg(checkpoint_dir, "checkpoint_dir")
         inside = folder / CHECKPOINT_FILE
         if inside.is_dir():
-            raise ValueError(f"checkpoint_dir {str(folder)!r}: {str(inside)!r} is a directory, "
-                             "so no checkpoint can be written there")
+            raise ValueError(
+                f"checkpoint_dir {str(folder)!r}: {str(inside)!r} is a directory, "
+                "so no checkpoint can be written there"
+            )
         files["checkpoint_dir"] = inside
     seen = {}
     for name, path in files.items():
         key = os.path.abspath(path)
         if key in seen:
-            raise ValueError(f"{seen[key]} and {name} name the same file {key!r}; one would "
-                             "overwrite the other")
+            raise ValueError(
+                f"{seen[key]} and {name} name the same file {key!r}; one would overwrite the other"
+            )
         seen[key] = name

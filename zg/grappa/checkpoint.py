@@ -10,7 +10,7 @@ from __future__ import annotations
 
 import os
 import warnings
-from typing import Any, Dict, List, Optional
+from typing import Any
 
 import torch
 import torch.distributed as dist
@@ -22,17 +22,42 @@ from ._checks import CHECKPOINT_FILE
 from .config import TrainConfig
 from .hook import gather_row
 
-__all__ = ["CheckpointError", "checkpoint_file", "read_checkpoint", "write_checkpoint", "resume",
-           "CHECKPOINT_FILE", "RESUMABLE_CHANGES"]
+__all__ = [
+    "CheckpointError",
+    "checkpoint_file",
+    "read_checkpoint",
+    "write_checkpoint",
+    "resume",
+    "CHECKPOINT_FILE",
+    "RESUMABLE_CHANGES",
+]
 
 
 # Config fields a resumed run may change: where output goes (every Output field but eval_every,
 # which decides which records hold accuracies), how long to wait, how many threads.
-RESUMABLE_CHANGES = ("history_path", "model_path", "checkpoint_dir", "checkpoint_every", "progress",
-                     "timeout", "run_timeout", "threads")
+RESUMABLE_CHANGES = (
+    "history_path",
+    "model_path",
+    "checkpoint_dir",
+    "checkpoint_every",
+    "progress",
+    "timeout",
+    "run_timeout",
+    "threads",
+)
 
-_CHECKPOINT_KEYS = ("config", "graph", "world", "next_epoch", "step", "records", "model",
-                    "optimizer", "seconds", "resumed_at")
+_CHECKPOINT_KEYS = (
+    "config",
+    "graph",
+    "world",
+    "next_epoch",
+    "step",
+    "records",
+    "model",
+    "optimizer",
+    "seconds",
+    "resumed_at",
+)
 
 
 # 2: the graph is recorded by content (graph_fingerprint), not by its sizes alone.
@@ -43,12 +68,12 @@ class CheckpointError(ZgError, RuntimeError):
     """A checkpoint the run cannot resume from: unreadable, or written by a different run."""
 
 
-def checkpoint_file(cfg: TrainConfig) -> Optional[str]:
+def checkpoint_file(cfg: TrainConfig) -> str | None:
     """Where a config's checkpoint lives (None without ``checkpoint_dir``)."""
     return None if cfg.checkpoint_dir is None else os.path.join(cfg.checkpoint_dir, CHECKPOINT_FILE)
 
 
-def _graph_signature(g: Graph) -> Dict[str, Any]:
+def _graph_signature(g: Graph) -> dict[str, Any]:
     """The graph by content (:func:`zg._io.graph_fingerprint`): counts and digests."""
     return graph_fingerprint(g)
 
@@ -63,7 +88,7 @@ def _to_cpu(obj: Any) -> Any:
     return obj
 
 
-def read_checkpoint(path: str, cfg: TrainConfig, g: Graph, world: int) -> Optional[Dict[str, Any]]:
+def read_checkpoint(path: str, cfg: TrainConfig, g: Graph, world: int) -> dict[str, Any] | None:
     """The checkpoint at ``path`` checked against this run, or None if there is none.
 
     Raises :class:`CheckpointError` (naming the file and what is wrong) if it cannot be read or
@@ -76,52 +101,82 @@ def read_checkpoint(path: str, cfg: TrainConfig, g: Graph, world: int) -> Option
         return None
     try:
         state = torch.load(path, map_location="cpu", weights_only=True)
-    except Exception as exc:                     # truncated zip, bad pickle, wrong magic, ...
-        raise CheckpointError(f"checkpoint {path} cannot be read ({type(exc).__name__}: "
-                              f"{str(exc)[:200]}); it is corrupt or truncated. Delete it to start "
-                              "afresh") from exc
-    if not isinstance(state, dict) or state.get("format") != "zg.grappa.checkpoint" \
-            or state.get("version") not in (1, CHECKPOINT_VERSION):
-        raise CheckpointError(f"{path} is not a zg.grappa checkpoint (format version 1 or "
-                              f"{CHECKPOINT_VERSION})")
+    except Exception as exc:  # truncated zip, bad pickle, wrong magic, ...
+        raise CheckpointError(
+            f"checkpoint {path} cannot be read ({type(exc).__name__}: "
+            f"{str(exc)[:200]}); it is corrupt or truncated. Delete it to start "
+            "afresh"
+        ) from exc
+    if (
+        not isinstance(state, dict)
+        or state.get("format") != "zg.grappa.checkpoint"
+        or state.get("version") not in (1, CHECKPOINT_VERSION)
+    ):
+        raise CheckpointError(
+            f"{path} is not a zg.grappa checkpoint (format version 1 or {CHECKPOINT_VERSION})"
+        )
     missing = [k for k in _CHECKPOINT_KEYS if k not in state]
     if missing:
         raise CheckpointError(f"checkpoint {path} lacks {missing}; it is corrupt")
     saved = state["config"] if isinstance(state["config"], dict) else {}
-    saved = TrainConfig.saved_form(saved)   # a checkpoint written before the config was split
+    saved = TrainConfig.saved_form(saved)  # a checkpoint written before the config was split
     mine = cfg.to_dict()
-    differ = sorted(k for k in set(saved) | set(mine)
-                    if k not in RESUMABLE_CHANGES and saved.get(k, "<absent>") != mine.get(k, "<absent>"))
+    differ = sorted(
+        k
+        for k in set(saved) | set(mine)
+        if k not in RESUMABLE_CHANGES and saved.get(k, "<absent>") != mine.get(k, "<absent>")
+    )
     if differ:
-        shown = "; ".join(f"{k}: {saved.get(k, '<absent>')!r} there, {mine.get(k, '<absent>')!r} here"
-                          for k in differ[:6])
-        raise CheckpointError(f"checkpoint {path} was written by a run with a different config "
-                              f"({shown}). Use another checkpoint_dir, or delete it to start afresh")
+        shown = "; ".join(
+            f"{k}: {saved.get(k, '<absent>')!r} there, {mine.get(k, '<absent>')!r} here"
+            for k in differ[:6]
+        )
+        raise CheckpointError(
+            f"checkpoint {path} was written by a run with a different config "
+            f"({shown}). Use another checkpoint_dir, or delete it to start afresh"
+        )
     differ = fingerprint_mismatch(state["graph"], _graph_signature(g))
     if differ is not None:
-        raise CheckpointError(f"checkpoint {path} was written for another graph ({differ}). Use "
-                              "another checkpoint_dir, or delete it to start afresh")
+        raise CheckpointError(
+            f"checkpoint {path} was written for another graph ({differ}). Use "
+            "another checkpoint_dir, or delete it to start afresh"
+        )
     if state["version"] == 1:
-        warnings.warn(f"checkpoint {path} was written by an older zg that recorded the graph's "
-                      "sizes only, so it could not be checked to be this graph's; resuming "
-                      "because the sizes match", stacklevel=2)
+        warnings.warn(
+            f"checkpoint {path} was written by an older zg that recorded the graph's "
+            "sizes only, so it could not be checked to be this graph's; resuming "
+            "because the sizes match",
+            stacklevel=2,
+        )
     if state["world"] != world:
-        raise CheckpointError(f"checkpoint {path} was written by {state['world']} workers; this run "
-                              f"has {world}")
+        raise CheckpointError(
+            f"checkpoint {path} was written by {state['world']} workers; this run has {world}"
+        )
     next_epoch, records = state["next_epoch"], state["records"]
-    if not isinstance(next_epoch, int) or not 1 <= next_epoch <= cfg.epochs \
-            or not isinstance(records, list) \
-            or [r.get("epoch") if isinstance(r, dict) else None for r in records] != list(range(next_epoch)):
-        raise CheckpointError(f"checkpoint {path} is inconsistent: resume at epoch {next_epoch!r} "
-                              f"with {len(records) if isinstance(records, list) else '?'} epoch records")
+    if (
+        not isinstance(next_epoch, int)
+        or not 1 <= next_epoch <= cfg.epochs
+        or not isinstance(records, list)
+        or [r.get("epoch") if isinstance(r, dict) else None for r in records]
+        != list(range(next_epoch))
+    ):
+        raise CheckpointError(
+            f"checkpoint {path} is inconsistent: resume at epoch {next_epoch!r} "
+            f"with {len(records) if isinstance(records, list) else '?'} epoch records"
+        )
     copies = cfg.trainer_object.replicas(world)
-    if not (isinstance(state["model"], list) and isinstance(state["optimizer"], list)
-            and len(state["model"]) == len(state["optimizer"]) == copies):
-        raise CheckpointError(f"checkpoint {path} should hold {copies} model and optimizer state(s)")
+    if not (
+        isinstance(state["model"], list)
+        and isinstance(state["optimizer"], list)
+        and len(state["model"]) == len(state["optimizer"]) == copies
+    ):
+        raise CheckpointError(
+            f"checkpoint {path} should hold {copies} model and optimizer state(s)"
+        )
     return state
 
 
-def _save_checkpoint(path: str, state: Dict[str, Any]) -> None:
+def _save_checkpoint(path: str, state: dict[str, Any]) -> None:
     """torch.save atomically (:func:`zg._io.atomic_write`: a temporary file in the same folder,
     flushed to disk, renamed; nothing left behind on failure)."""
     atomic_write(path, lambda f: torch.save(state, f), name="checkpoint_dir", make_parents=True)
@@ -135,41 +190,73 @@ def _replica_fingerprint(model: torch.nn.Module, optimizer: torch.optim.Optimize
     return torch.stack(sums)
 
 
-def write_checkpoint(path: str, cfg: TrainConfig, g: Graph, rank: int, world: int,
-                      model: torch.nn.Module, optimizer: torch.optim.Optimizer, device: torch.device,
-                      next_epoch: int, step: int, records: List[Dict[str, Any]], seconds: float,
-                      resumed_at: List[int]) -> None:
+def write_checkpoint(
+    path: str,
+    cfg: TrainConfig,
+    g: Graph,
+    rank: int,
+    world: int,
+    model: torch.nn.Module,
+    optimizer: torch.optim.Optimizer,
+    device: torch.device,
+    next_epoch: int,
+    step: int,
+    records: list[dict[str, Any]],
+    seconds: float,
+    resumed_at: list[int],
+) -> None:
     """Every rank calls it (collectives inside); rank 0 writes the file."""
     mine = {"model": _to_cpu(model.state_dict()), "optimizer": _to_cpu(optimizer.state_dict())}
-    if cfg.trainer_object.replicas(world) > 1:   # every worker its own parameters and Adam state
-        states: List[Any] = [None] * world
+    if cfg.trainer_object.replicas(world) > 1:  # every worker its own parameters and Adam state
+        states: list[Any] = [None] * world
         dist.all_gather_object(states, mine)
     else:
         # Under DDP every worker applies the same reduced gradient with the same Adam, so one
         # copy stands for all; checked here rather than assumed.
         prints = gather_row(_replica_fingerprint(model, optimizer).to(device), world)  # [P, n]
         if not all(torch.equal(prints[0], prints[p]) for p in range(1, world)):
-            raise CheckpointError(f"the {world} workers' parameters or optimizer states differ "
-                                  f"after epoch {next_epoch - 1}; refusing to write a checkpoint")
+            raise CheckpointError(
+                f"the {world} workers' parameters or optimizer states differ "
+                f"after epoch {next_epoch - 1}; refusing to write a checkpoint"
+            )
         states = [mine]
     if rank == 0:
-        _save_checkpoint(path, {
-            "format": "zg.grappa.checkpoint", "version": CHECKPOINT_VERSION, "config": cfg.to_dict(),
-            "graph": _graph_signature(g), "world": world, "next_epoch": next_epoch, "step": step,
-            "records": records, "model": [s["model"] for s in states],
-            "optimizer": [s["optimizer"] for s in states], "seconds": seconds,
-            "resumed_at": list(resumed_at)})
+        _save_checkpoint(
+            path,
+            {
+                "format": "zg.grappa.checkpoint",
+                "version": CHECKPOINT_VERSION,
+                "config": cfg.to_dict(),
+                "graph": _graph_signature(g),
+                "world": world,
+                "next_epoch": next_epoch,
+                "step": step,
+                "records": records,
+                "model": [s["model"] for s in states],
+                "optimizer": [s["optimizer"] for s in states],
+                "seconds": seconds,
+                "resumed_at": list(resumed_at),
+            },
+        )
 
 
-def resume(path: str, cfg: TrainConfig, g: Graph, rank: int, world: int, model: torch.nn.Module,
-            optimizer: torch.optim.Optimizer, device: torch.device) -> Optional[Dict[str, Any]]:
+def resume(
+    path: str,
+    cfg: TrainConfig,
+    g: Graph,
+    rank: int,
+    world: int,
+    model: torch.nn.Module,
+    optimizer: torch.optim.Optimizer,
+    device: torch.device,
+) -> dict[str, Any] | None:
     """Rank 0 reads and checks the checkpoint and broadcasts it; every rank loads its part.
 
     Returns the checkpoint (None: there is none, start afresh). All ranks raise the same
     :class:`CheckpointError` together if any of them cannot load it, so no rank trains on
     while another has stopped, and nothing trains half-loaded.
     """
-    payload: List[Any] = [None]
+    payload: list[Any] = [None]
     if rank == 0:
         try:
             payload[0] = read_checkpoint(path, cfg, g, world)
@@ -186,8 +273,10 @@ def resume(path: str, cfg: TrainConfig, g: Graph, rank: int, world: int, model: 
             model.load_state_dict(state["model"][mine])
             optimizer.load_state_dict(state["optimizer"][mine])
         except Exception as exc:
-            error = (f"checkpoint {path} does not fit this run's model or optimizer on rank {rank} "
-                     f"({type(exc).__name__}: {str(exc)[:200]})")
+            error = (
+                f"checkpoint {path} does not fit this run's model or optimizer on rank {rank} "
+                f"({type(exc).__name__}: {str(exc)[:200]})"
+            )
     failed = torch.tensor([0 if error is None else rank + 1], dtype=torch.int64, device=device)
     dist.all_reduce(failed, op=dist.ReduceOp.MAX)
     if error is not None:
@@ -195,5 +284,3 @@ def resume(path: str, cfg: TrainConfig, g: Graph, rank: int, world: int, model: 
     if int(failed.item()):
         raise CheckpointError(f"checkpoint {path}: rank {int(failed.item()) - 1} could not load it")
     return state
-
-

@@ -31,13 +31,21 @@ training traffic and are not recorded.
 
 from __future__ import annotations
 
+from collections.abc import Mapping
 from dataclasses import dataclass
-from typing import Dict, List, Mapping
 
 from ._checks import real_arg
 
-__all__ = ["CommLedger", "Link", "LINKS", "KINDS", "wire_bytes", "rounds", "project_seconds",
-           "link_seconds"]
+__all__ = [
+    "CommLedger",
+    "Link",
+    "LINKS",
+    "KINDS",
+    "wire_bytes",
+    "rounds",
+    "project_seconds",
+    "link_seconds",
+]
 
 KINDS = ("gradients", "scalars", "features", "parameters")
 COLLECTIVES = ("all_reduce", "all_gather", "all_to_all", "send")
@@ -62,7 +70,9 @@ def rounds(collective: str, world_size: int) -> int:
     P = world_size
     if P <= 1:
         return 0
-    return {"all_reduce": 2 * (P - 1), "all_gather": P - 1, "all_to_all": P - 1, "send": 1}[collective]
+    return {"all_reduce": 2 * (P - 1), "all_gather": P - 1, "all_to_all": P - 1, "send": 1}[
+        collective
+    ]
 
 
 class CommLedger:
@@ -77,10 +87,10 @@ class CommLedger:
         self.reset()
 
     def reset(self) -> None:
-        self.bytes: Dict[str, int] = {k: 0 for k in KINDS}
-        self.payload: Dict[str, int] = {k: 0 for k in KINDS}
-        self.rounds: Dict[str, int] = {k: 0 for k in KINDS}
-        self.calls: Dict[str, int] = {k: 0 for k in KINDS}
+        self.bytes: dict[str, int] = {k: 0 for k in KINDS}
+        self.payload: dict[str, int] = {k: 0 for k in KINDS}
+        self.rounds: dict[str, int] = {k: 0 for k in KINDS}
+        self.calls: dict[str, int] = {k: 0 for k in KINDS}
 
     def record(self, kind: str, collective: str, payload_bytes: int) -> None:
         if kind not in KINDS:
@@ -90,10 +100,14 @@ class CommLedger:
         self.rounds[kind] += rounds(collective, self.world_size)
         self.calls[kind] += 1
 
-    def take(self) -> Dict[str, Dict[str, int]]:
+    def take(self) -> dict[str, dict[str, int]]:
         """The totals since the last take (then zeroed)."""
-        out = {"bytes": dict(self.bytes), "payload": dict(self.payload),
-               "rounds": dict(self.rounds), "calls": dict(self.calls)}
+        out = {
+            "bytes": dict(self.bytes),
+            "payload": dict(self.payload),
+            "rounds": dict(self.rounds),
+            "calls": dict(self.calls),
+        }
         self.reset()
         return out
 
@@ -134,8 +148,12 @@ def link_seconds(bytes_sent: float, num_rounds: float, link: Link) -> float:
     return link.seconds(bytes_sent, num_rounds)
 
 
-def project_seconds(measured_seconds: float, bytes_per_worker: List[float],
-                    rounds_per_worker: List[float], link: Link) -> Dict[str, float]:
+def project_seconds(
+    measured_seconds: float,
+    bytes_per_worker: list[float],
+    rounds_per_worker: list[float],
+    link: Link,
+) -> dict[str, float]:
     """A *projection* of an epoch's time on ``link`` (see the module docstring).
 
     Args:
@@ -146,7 +164,13 @@ def project_seconds(measured_seconds: float, bytes_per_worker: List[float],
     """
     measured_seconds = real_arg(measured_seconds, "measured_seconds", low=0.0)
     if len(bytes_per_worker) != len(rounds_per_worker) or not bytes_per_worker:
-        raise ValueError("bytes_per_worker and rounds_per_worker must be non-empty and of equal length")
+        raise ValueError(
+            "bytes_per_worker and rounds_per_worker must be non-empty and of equal length"
+        )
     worst = max(link_seconds(b, r, link) for b, r in zip(bytes_per_worker, rounds_per_worker))
-    return {"measured_seconds": measured_seconds, "link_seconds": worst,
-            "projected_seconds": measured_seconds + worst, "link": link.name}
+    return {
+        "measured_seconds": measured_seconds,
+        "link_seconds": worst,
+        "projected_seconds": measured_seconds + worst,
+        "link": link.name,
+    }

@@ -21,7 +21,7 @@ from __future__ import annotations
 import math
 import warnings
 from dataclasses import asdict, dataclass, fields
-from typing import Any, Dict, List, Optional
+from typing import Any
 
 import torch
 
@@ -34,16 +34,29 @@ from .partition import METHODS, SCHEDULES, Partition, partition
 from .presets import PRESETS, apply_preset
 from .trainers import TRAINERS, Trainer, get_trainer
 
-__all__ = ["TrainConfig", "Experiment", "Runtime", "Output", "UNSET", "TRAINERS", "MODES", "SAMPLERS",
-           "ABLATIONS", "super_epoch_of", "iterations_per_epoch", "make_partition", "check_plan"]
+__all__ = [
+    "TrainConfig",
+    "Experiment",
+    "Runtime",
+    "Output",
+    "UNSET",
+    "TRAINERS",
+    "MODES",
+    "SAMPLERS",
+    "ABLATIONS",
+    "super_epoch_of",
+    "iterations_per_epoch",
+    "make_partition",
+    "check_plan",
+]
 
 MODES = ("minibatch", "full")
 SAMPLERS = ("dynamic", "envelope")
 # The paper's ablations of Grappa, kept only as deprecated keywords of train() and of JSON
 # configs: each is a shorthand for the setting it names.
 ABLATIONS = {"unweighted": ("estimator", "mean"), "fixed_partitions": ("repartition_every", None)}
-MAX_LAYERS = 64                 # more is a typo, and [10] * num_layers must stay small
-MAX_SECONDS = 1e7               # ~4 months: beyond this a timeout is a typo (and overflows timedelta)
+MAX_LAYERS = 64  # more is a typo, and [10] * num_layers must stay small
+MAX_SECONDS = 1e7  # ~4 months: beyond this a timeout is a typo (and overflows timedelta)
 
 
 class _Unset:
@@ -53,7 +66,7 @@ class _Unset:
         return "the trainer's default"
 
     def __reduce__(self):
-        return "UNSET"                          # one object, also across processes
+        return "UNSET"  # one object, also across processes
 
 
 UNSET: Any = _Unset()
@@ -72,11 +85,11 @@ class Experiment:
     weighting: str = "inverse"
     coverage_floor: float = 0.05
     shrink: Any = "auto"
-    repartition_every: Optional[int] = UNSET
+    repartition_every: int | None = UNSET
     epochs: int = 20
     seed: int = 0
     method: str = "metis"
-    num_chunks: Optional[int] = None
+    num_chunks: int | None = None
     halo: bool = True
     schedule: str = "round_robin"
     mode: str = "minibatch"
@@ -84,12 +97,12 @@ class Experiment:
     hidden_dim: int = 64
     num_layers: int = 2
     dropout: float = 0.5
-    fanouts: Optional[List[int]] = None
+    fanouts: list[int] | None = None
     batch_size: int = 512
     lr: float = 0.01
     weight_decay: float = 0.0
-    average_every: Optional[int] = None
-    preset: Optional[str] = None
+    average_every: int | None = None
+    preset: str | None = None
 
 
 @dataclass
@@ -100,20 +113,20 @@ class Runtime:
     envelope: str = "profiled"
     envelope_quantile: float = 0.99
     envelope_margin: float = 0.05
-    backend: Optional[str] = None
+    backend: str | None = None
     timeout: float = 120.0
-    run_timeout: Optional[float] = None
-    threads: Optional[int] = None
+    run_timeout: float | None = None
+    threads: int | None = None
 
 
 @dataclass
 class Output:
     """Where a run's output goes (see :class:`TrainConfig`)."""
 
-    history_path: Optional[str] = None
-    model_path: Optional[str] = None
-    checkpoint_dir: Optional[str] = None
-    checkpoint_every: Optional[int] = None
+    history_path: str | None = None
+    model_path: str | None = None
+    checkpoint_dir: str | None = None
+    checkpoint_every: int | None = None
     eval_every: int = 1
     progress: bool = False
 
@@ -188,35 +201,43 @@ class TrainConfig(Output, Runtime, Experiment):
         trainer = self._trainer_or_none()
         if trainer is not None:
             for name, value in trainer.defaults().items():
-                if getattr(self, name) is UNSET or (name == "num_chunks" and self.num_chunks is None):
+                if getattr(self, name) is UNSET or (
+                    name == "num_chunks" and self.num_chunks is None
+                ):
                     setattr(self, name, value)
         if self.fanouts is None and _is_int(self.num_layers) and 1 <= self.num_layers <= MAX_LAYERS:
             self.fanouts = [10] * self.num_layers
         elif isinstance(self.fanouts, tuple):
-            self.fanouts = list(self.fanouts)   # the JSON form is a list
+            self.fanouts = list(self.fanouts)  # the JSON form is a list
         if self.checkpoint_every is None and self.repartition_every is not UNSET:
             every = self.repartition_every
             self.checkpoint_every = every if _is_int(every) and every > 0 else 1
 
-    def _trainer_or_none(self) -> Optional[Trainer]:
+    def _trainer_or_none(self) -> Trainer | None:
         try:
             return get_trainer(self.trainer)
         except (TypeError, ValueError):
-            return None                          # validated() names the problem
+            return None  # validated() names the problem
 
     # ------------------------------------------------------------------------- groups and JSON
 
     @classmethod
-    def compose(cls, experiment: Optional[Experiment] = None, runtime: Optional[Runtime] = None,
-                output: Optional[Output] = None) -> "TrainConfig":
+    def compose(
+        cls,
+        experiment: Experiment | None = None,
+        runtime: Runtime | None = None,
+        output: Output | None = None,
+    ) -> TrainConfig:
         """The config made of the three groups (each defaults to its own defaults)."""
-        values: Dict[str, Any] = {}
+        values: dict[str, Any] = {}
         for name, group in (("experiment", experiment), ("runtime", runtime), ("output", output)):
             if group is None:
                 continue
             if not isinstance(group, GROUPS[name]):
-                raise TypeError(f"{name} must be a zg.grappa.{GROUPS[name].__name__}, got "
-                                f"{type(group).__name__}")
+                raise TypeError(
+                    f"{name} must be a zg.grappa.{GROUPS[name].__name__}, got "
+                    f"{type(group).__name__}"
+                )
             values.update({f.name: getattr(group, f.name) for f in fields(group)})
         return cls(**values)
 
@@ -235,12 +256,12 @@ class TrainConfig(Output, Runtime, Experiment):
     def output(self) -> Output:
         return self._group(Output)
 
-    def to_dict(self) -> Dict[str, Any]:
+    def to_dict(self) -> dict[str, Any]:
         """The JSON form: every field, flat (what histories and checkpoints store)."""
         return asdict(self)
 
     @classmethod
-    def from_dict(cls, values: Dict[str, Any]) -> "TrainConfig":
+    def from_dict(cls, values: dict[str, Any]) -> TrainConfig:
         """A validated config from its JSON form (a dict of fields; absent ones take their
         defaults). ``ablation`` (deprecated) is mapped to the setting it names; ``dataset``
         belongs to the command line (``python -m zg.grappa`` reads it), not to the config."""
@@ -250,13 +271,17 @@ class TrainConfig(Output, Runtime, Experiment):
         known = {f.name for f in fields(cls)}
         unknown = sorted(set(values) - known)
         if unknown:
-            hint = ("; 'dataset' is read by the command line (python -m zg.grappa, zg grappa), "
-                    "not by TrainConfig" if "dataset" in unknown else "")
+            hint = (
+                "; 'dataset' is read by the command line (python -m zg.grappa, zg grappa), "
+                "not by TrainConfig"
+                if "dataset" in unknown
+                else ""
+            )
             raise ValueError(f"unknown config key(s) {unknown}; known keys: {sorted(known)}{hint}")
         return cls(**apply_preset(values)).validated()
 
     @classmethod
-    def saved_form(cls, values: Dict[str, Any]) -> Dict[str, Any]:
+    def saved_form(cls, values: dict[str, Any]) -> dict[str, Any]:
         """The JSON form of a config saved by any version of the kit (a history's or a
         checkpoint's ``config``), as this version writes it: ``dataset`` (the command line's)
         and ``ablation`` (already applied to the fields it names when it was saved) are dropped,
@@ -264,7 +289,7 @@ class TrainConfig(Output, Runtime, Experiment):
         psgd_pa stored an ``estimator`` it never used). Unknown keys are dropped."""
         known = {f.name for f in fields(cls)}
         out = {k: v for k, v in values.items() if k in known}
-        out.setdefault("preset", None)          # saved before presets existed: the kit's defaults
+        out.setdefault("preset", None)  # saved before presets existed: the kit's defaults
         try:
             fixed = get_trainer(out.get("trainer", Experiment.trainer)).fixed()
         except (TypeError, ValueError):
@@ -276,7 +301,7 @@ class TrainConfig(Output, Runtime, Experiment):
 
     # ------------------------------------------------------------------------- checks
 
-    def validated(self) -> "TrainConfig":
+    def validated(self) -> TrainConfig:
         """Check every field (errors name it) and every pair that must agree; change nothing."""
         trainer = get_trainer(self.trainer)
         int_arg(self.workers, "workers", low=1)
@@ -284,7 +309,7 @@ class TrainConfig(Output, Runtime, Experiment):
         if self.repartition_every is not None:
             int_arg(self.repartition_every, "repartition_every", low=0)
         int_arg(self.epochs, "epochs", low=1)
-        int_arg(self.seed, "seed", low=0, high=2**63 - 1)                # torch.manual_seed's range
+        int_arg(self.seed, "seed", low=0, high=2**63 - 1)  # torch.manual_seed's range
         choice_arg(self.method, "method", METHODS)
         if self.num_chunks is not None:
             int_arg(self.num_chunks, "num_chunks", low=1)
@@ -297,8 +322,10 @@ class TrainConfig(Output, Runtime, Experiment):
         real_arg(self.dropout, "dropout", low=0.0, high=0.999)
         check_fanouts(self.fanouts)
         if len(self.fanouts) != self.num_layers:
-            raise ValueError(f"fanouts has {len(self.fanouts)} entries but num_layers="
-                             f"{self.num_layers}; give one fanout per layer")
+            raise ValueError(
+                f"fanouts has {len(self.fanouts)} entries but num_layers="
+                f"{self.num_layers}; give one fanout per layer"
+            )
         int_arg(self.batch_size, "batch_size", low=1)
         real_arg(self.lr, "lr", low=0.0, low_open=True)
         real_arg(self.weight_decay, "weight_decay", low=0.0)
@@ -309,8 +336,10 @@ class TrainConfig(Output, Runtime, Experiment):
         real_arg(self.envelope_quantile, "envelope_quantile", low=0.0, high=1.0, low_open=True)
         real_arg(self.envelope_margin, "envelope_margin", low=0.0, high=10.0)
         if self.sampler == "envelope" and self.mode != "minibatch":
-            raise ValueError(f"sampler='envelope' samples mini-batches; it cannot go with "
-                             f"mode={self.mode!r} (use mode='minibatch' or sampler='dynamic')")
+            raise ValueError(
+                f"sampler='envelope' samples mini-batches; it cannot go with "
+                f"mode={self.mode!r} (use mode='minibatch' or sampler='dynamic')"
+            )
         if self.backend is not None:
             choice_arg(self.backend, "backend", ("gloo", "nccl"))
         real_arg(self.timeout, "timeout", low=0.0, high=MAX_SECONDS, low_open=True)
@@ -321,8 +350,10 @@ class TrainConfig(Output, Runtime, Experiment):
         for name in ("history_path", "model_path", "checkpoint_dir"):
             value = getattr(self, name)
             if value is not None and (not isinstance(value, str) or not value):
-                raise TypeError(f"{name} must be a non-empty str (a path) or None, got "
-                                f"{type(value).__name__} {value!r}")
+                raise TypeError(
+                    f"{name} must be a non-empty str (a path) or None, got "
+                    f"{type(value).__name__} {value!r}"
+                )
         int_arg(self.checkpoint_every, "checkpoint_every", low=1)
         int_arg(self.eval_every, "eval_every", low=1)
         bool_arg(self.progress, "progress")
@@ -346,7 +377,7 @@ def _is_int(value: Any) -> bool:
     return isinstance(value, int) and not isinstance(value, bool)
 
 
-def map_deprecated(values: Dict[str, Any], stacklevel: int = 3) -> Dict[str, Any]:
+def map_deprecated(values: dict[str, Any], stacklevel: int = 3) -> dict[str, Any]:
     """``values`` with the deprecated ``ablation`` keyword replaced by the setting it names
     (a DeprecationWarning says which); ``ablation=None`` (an old config's "none") is dropped.
     An ablation together with a conflicting value of its setting is a ValueError naming both."""
@@ -361,17 +392,28 @@ def map_deprecated(values: Dict[str, Any], stacklevel: int = 3) -> Dict[str, Any
     try:
         corrects = get_trainer(trainer).corrects
     except (TypeError, ValueError):
-        corrects = True                          # validated() names the bad trainer
+        corrects = True  # validated() names the bad trainer
     if not corrects:
-        raise ValueError(f"ablation={ablation!r} is an ablation of the correcting trainer "
-                         f"'grappa'; got trainer={trainer!r}")
+        raise ValueError(
+            f"ablation={ablation!r} is an ablation of the correcting trainer "
+            f"'grappa'; got trainer={trainer!r}"
+        )
     name, value = ABLATIONS[ablation]
-    warnings.warn(f"ablation={ablation!r} is deprecated; pass {name}={value!r} instead",
-                  DeprecationWarning, stacklevel=stacklevel)
-    if name in values and values[name] is not UNSET and values[name] != value \
-            and not (name == "repartition_every" and values[name] == 0):
-        raise ValueError(f"ablation={ablation!r} means {name}={value!r}, but {name}="
-                         f"{values[name]!r} was given too; pass {name} only")
+    warnings.warn(
+        f"ablation={ablation!r} is deprecated; pass {name}={value!r} instead",
+        DeprecationWarning,
+        stacklevel=stacklevel,
+    )
+    if (
+        name in values
+        and values[name] is not UNSET
+        and values[name] != value
+        and not (name == "repartition_every" and values[name] == 0)
+    ):
+        raise ValueError(
+            f"ablation={ablation!r} means {name}={value!r}, but {name}="
+            f"{values[name]!r} was given too; pass {name} only"
+        )
     values[name] = value
     return values
 
@@ -386,8 +428,15 @@ def iterations_per_epoch(cfg: TrainConfig, num_train: int) -> int:
 
 def make_partition(g: Graph, cfg: TrainConfig) -> Partition:
     """The partition a config asks for (what every rank computes identically under torchrun)."""
-    return partition(g, cfg.workers, cfg.method, cfg.seed, num_chunks=cfg.num_chunks,
-                     halo=cfg.halo, schedule=cfg.schedule)
+    return partition(
+        g,
+        cfg.workers,
+        cfg.method,
+        cfg.seed,
+        num_chunks=cfg.num_chunks,
+        halo=cfg.halo,
+        schedule=cfg.schedule,
+    )
 
 
 def check_plan(g: Graph, cfg: TrainConfig, part: Partition) -> None:
@@ -399,7 +448,7 @@ def check_plan(g: Graph, cfg: TrainConfig, part: Partition) -> None:
     if part.num_parts != cfg.workers:
         raise ValueError(f"partition has num_parts={part.num_parts} but workers={cfg.workers}")
     iterations = iterations_per_epoch(cfg, g.train_idx.numel())
-    touched = super_epoch_of(cfg, cfg.epochs - 1) + 1                  # super-epochs 0 .. touched-1
+    touched = super_epoch_of(cfg, cfg.epochs - 1) + 1  # super-epochs 0 .. touched-1
     for s in range(min(touched, part.num_super_epochs)):
         counts = torch.bincount(part.owner(s)[g.train_idx.cpu()], minlength=cfg.workers)
         worst = int(torch.argmin(counts))
@@ -408,6 +457,5 @@ def check_plan(g: Graph, cfg: TrainConfig, part: Partition) -> None:
                 f"batch_size={cfg.batch_size} makes {iterations} iterations per epoch, but worker "
                 f"{worst} owns only {int(counts[worst])} training nodes in super-epoch {s} (empty "
                 "partition: every worker runs the same number of iterations, each with at least "
-                "one seed of its own); use a larger batch_size or fewer workers")
-
-
+                "one seed of its own); use a larger batch_size or fewer workers"
+            )

@@ -32,12 +32,12 @@ __all__ = ["coverage", "local_coverage"]
 
 
 def _propagate(graph: Graph, global_in_degree: torch.Tensor, hops: int) -> torch.Tensor:
-    src, dst = graph.edges()                                             # local edges
-    deg = global_in_degree.to(torch.float64)                             # [n]
+    src, dst = graph.edges()  # local edges
+    deg = global_in_degree.to(torch.float64)  # [n]
     no_edges = deg == 0
     c = torch.ones(graph.num_nodes, dtype=torch.float64, device=graph.device)  # c_0
     for _ in range(hops):
-        total = torch.zeros_like(c).index_add_(0, dst, c[src])           # sum over local in-edges
+        total = torch.zeros_like(c).index_add_(0, dst, c[src])  # sum over local in-edges
         c = torch.where(no_edges, 1.0, total / deg.clamp(min=1))
     return c.to(torch.float32)
 

@@ -104,14 +104,23 @@ The paper's two ablations, as options of :func:`zg.grappa.train`:
 from __future__ import annotations
 
 from dataclasses import dataclass
-from typing import Any, Dict, Optional, Tuple, Union
+from typing import Any
 
 import torch
 
 from ._checks import choice_arg, real_arg
 
-__all__ = ["Estimator", "ESTIMATORS", "WEIGHTINGS", "batch_stats", "masked_batch_stats",
-           "shrink_lambda", "worker_scales", "reference_weights", "local_weights"]
+__all__ = [
+    "Estimator",
+    "ESTIMATORS",
+    "WEIGHTINGS",
+    "batch_stats",
+    "masked_batch_stats",
+    "shrink_lambda",
+    "worker_scales",
+    "reference_weights",
+    "local_weights",
+]
 
 ESTIMATORS = ("mean", "node", "batch", "shrink", "uniform", "reference")
 WEIGHTINGS = ("inverse", "coverage")
@@ -120,7 +129,9 @@ WEIGHTINGS = ("inverse", "coverage")
 def batch_stats(weights: torch.Tensor) -> torch.Tensor:
     """float64 [3] ``(n_p, W_p, Q_p)`` of one worker's batch weights ``weights`` [n_p]
     (:func:`masked_batch_stats` with every row real)."""
-    return masked_batch_stats(weights, torch.ones(weights.shape, dtype=torch.bool, device=weights.device))
+    return masked_batch_stats(
+        weights, torch.ones(weights.shape, dtype=torch.bool, device=weights.device)
+    )
 
 
 def masked_batch_stats(weights: torch.Tensor, valid: torch.Tensor) -> torch.Tensor:
@@ -131,7 +142,9 @@ def masked_batch_stats(weights: torch.Tensor, valid: torch.Tensor) -> torch.Tens
     return torch.stack([v.sum(), w.sum(), (w * w).sum()])
 
 
-def reference_weights(local_in_degree: torch.Tensor, global_in_degree: torch.Tensor) -> torch.Tensor:
+def reference_weights(
+    local_in_degree: torch.Tensor, global_in_degree: torch.Tensor
+) -> torch.Tensor:
     """float32 [n]: the paper's per-seed factor ``r_v = min(1, d_loc(v) / (d(v) + 1))``.
 
     Args:
@@ -139,26 +152,31 @@ def reference_weights(local_in_degree: torch.Tensor, global_in_degree: torch.Ten
         global_in_degree: int [n] its in-degree in the whole graph (same order).
     """
     if local_in_degree.shape != global_in_degree.shape:
-        raise ValueError(f"local_in_degree {tuple(local_in_degree.shape)} and global_in_degree "
-                         f"{tuple(global_in_degree.shape)} must have the same shape")
+        raise ValueError(
+            f"local_in_degree {tuple(local_in_degree.shape)} and global_in_degree "
+            f"{tuple(global_in_degree.shape)} must have the same shape"
+        )
     d_loc = local_in_degree.to(torch.float64)
     d = global_in_degree.to(torch.float64)
     return torch.clamp(d_loc / (d + 1.0), max=1.0).to(torch.float32)
 
 
-def local_weights(estimator: "Estimator", local: Any, hops: int) -> torch.Tensor:
+def local_weights(estimator: Estimator, local: Any, hops: int) -> torch.Tensor:
     """float32 [n_local]: the node weights ``w_v`` a worker's estimator uses on its local graph
     (a :class:`zg.grappa.LocalGraph`): the clipped coverage weights of :meth:`Estimator.node_weights`
     for every estimator but "reference", whose weights are :func:`reference_weights`."""
     if estimator.name == "reference":
-        return reference_weights(local.graph.in_degrees(), local.global_in_degree.to(local.graph.device))
-    from .coverage import local_coverage  # noqa: PLC0415  (coverage imports the partition module)
+        return reference_weights(
+            local.graph.in_degrees(), local.global_in_degree.to(local.graph.device)
+        )
+    from .coverage import local_coverage
+
     return estimator.node_weights(local_coverage(local, hops))
 
 
 def _shrink_lambda_tensor(stats: torch.Tensor) -> torch.Tensor:
     """float64 []: the data-driven shrinkage intensity, on the stats' device (no host read)."""
-    n_p, W_p, Q_p = stats.to(torch.float64).unbind(1)                    # each [P]
+    n_p, W_p, Q_p = stats.to(torch.float64).unbind(1)  # each [P]
     W, n = W_p.sum(), n_p.sum()
     a, u = W_p / W, n_p / n
     s2 = torch.where(n_p > 1, (Q_p - W_p * W_p / n_p.clamp(min=1)) / (n_p - 1).clamp(min=1), 0.0)
@@ -187,7 +205,7 @@ class Estimator:
     name: str = "batch"
     weighting: str = "inverse"
     floor: float = 0.05
-    shrink: Union[float, str] = "auto"
+    shrink: float | str = "auto"
 
     def __post_init__(self):
         choice_arg(self.name, "estimator", ESTIMATORS)
@@ -195,7 +213,9 @@ class Estimator:
         real_arg(self.floor, "coverage_floor", low=0.0, high=1.0, low_open=True)
         if isinstance(self.shrink, str):
             if self.shrink != "auto":
-                raise ValueError(f"shrink must be a number in [0, 1] or 'auto', got {self.shrink!r}")
+                raise ValueError(
+                    f"shrink must be a number in [0, 1] or 'auto', got {self.shrink!r}"
+                )
         else:
             real_arg(self.shrink, "shrink", low=0.0, high=1.0)
 
@@ -209,8 +229,10 @@ class Estimator:
         """float32 [B] weights w_v of seeds with coverage ``coverage`` [B] (every estimator but
         "reference", whose weights are degree ratios: :func:`reference_weights`)."""
         if self.name == "reference":
-            raise ValueError("estimator 'reference' weights seeds by min(1, d_local / (d_global + 1)), "
-                             "not by coverage; use zg.grappa.estimators.reference_weights or local_weights")
+            raise ValueError(
+                "estimator 'reference' weights seeds by min(1, d_local / (d_global + 1)), "
+                "not by coverage; use zg.grappa.estimators.reference_weights or local_weights"
+            )
         c = coverage.clamp(min=self.floor, max=1.0)
         return 1.0 / c if self.weighting == "inverse" else c
 
@@ -218,8 +240,14 @@ class Estimator:
         """The shrinkage lambda in use (only meaningful for ``shrink``)."""
         return shrink_lambda(stats) if self.shrink == "auto" else float(self.shrink)
 
-    def combine_device(self, weights: torch.Tensor, valid: torch.Tensor, rank: int, num_workers: int,
-                       stats: Optional[torch.Tensor] = None):
+    def combine_device(
+        self,
+        weights: torch.Tensor,
+        valid: torch.Tensor,
+        rank: int,
+        num_workers: int,
+        stats: torch.Tensor | None = None,
+    ):
         """The estimator's arithmetic, once: factors and scale for worker ``rank``'s padded
         batch, entirely on the device (what a worker's training step runs: no host read, so the
         step stays free of host syncs). :meth:`combine` is this with every row real.
@@ -233,25 +261,35 @@ class Estimator:
             info {"lambda": float64 []} for ``shrink``).
         """
         valid_f = valid.to(torch.float32)
-        uniform = valid_f / valid_f.sum().clamp(min=1.0)                  # [B]
+        uniform = valid_f / valid_f.sum().clamp(min=1.0)  # [B]
         if self.name == "mean":
-            return uniform, torch.full((), 1.0 / num_workers, dtype=torch.float64, device=weights.device), {}
+            return (
+                uniform,
+                torch.full((), 1.0 / num_workers, dtype=torch.float64, device=weights.device),
+                {},
+            )
         if self.name == "reference":
-            mean_r = ((weights.to(torch.float64) * valid.to(torch.float64)).sum()
-                      / valid.to(torch.float64).sum().clamp(min=1.0))
+            mean_r = (weights.to(torch.float64) * valid.to(torch.float64)).sum() / valid.to(
+                torch.float64
+            ).sum().clamp(min=1.0)
             return uniform, mean_r / num_workers, {}
         if stats is None or stats.shape != (num_workers, 3):
-            raise ValueError(f"estimator {self.name!r} needs stats of shape [{num_workers}, 3], "
-                             f"got {None if stats is None else tuple(stats.shape)}")
+            raise ValueError(
+                f"estimator {self.name!r} needs stats of shape [{num_workers}, 3], "
+                f"got {None if stats is None else tuple(stats.shape)}"
+            )
         if self.name == "node":
             total = stats[:, 1].sum()
-            factors = (weights.to(torch.float64) * valid_f.to(torch.float64) / total).to(torch.float32)
+            factors = (weights.to(torch.float64) * valid_f.to(torch.float64) / total).to(
+                torch.float32
+            )
             return factors, torch.ones((), dtype=torch.float64, device=weights.device), {}
         scales, info = _worker_scales_tensor(self, stats)
         return uniform, scales[rank], info
 
-    def combine(self, weights: torch.Tensor, rank: int, num_workers: int,
-                stats: Optional[torch.Tensor] = None) -> Tuple[torch.Tensor, float, Dict[str, Any]]:
+    def combine(
+        self, weights: torch.Tensor, rank: int, num_workers: int, stats: torch.Tensor | None = None
+    ) -> tuple[torch.Tensor, float, dict[str, Any]]:
         """Factors and scale for worker ``rank``, as host numbers: :meth:`combine_device` on a
         batch whose rows are all real (the one arithmetic; this only reads its results).
 
@@ -291,7 +329,7 @@ def _worker_scales_tensor(estimator: Estimator, stats: torch.Tensor):
     return (1.0 - lam) * batch + lam * n_p / n_p.sum(), {"lambda": lam}
 
 
-def worker_scales(estimator: Estimator, stats: torch.Tensor) -> Tuple[torch.Tensor, Dict[str, Any]]:
+def worker_scales(estimator: Estimator, stats: torch.Tensor) -> tuple[torch.Tensor, dict[str, Any]]:
     """float64 [P] worker scales s_p of the hook-based estimators (all but node).
 
     The ``node`` estimator has no per-worker scale (its weights live in the loss): asking for

@@ -23,29 +23,37 @@ import torch
 
 from ..blocks import Block
 from ..graph import Graph
-from ..inference import MAX_BLOCK_SLOTS, accuracy, evaluate  # noqa: F401  (re-exported: the one evaluator)
+from ..inference import MAX_BLOCK_SLOTS, accuracy, evaluate
 
 __all__ = ["whole_graph_block", "full_forward", "accuracy", "evaluate", "MAX_BLOCK_SLOTS"]
-
 
 
 def whole_graph_block(g: Graph) -> Block:
     """One Block with every in-edge of every node (see the module docstring)."""
     if not isinstance(g, Graph):
         raise TypeError(f"g must be a zg.Graph, got {type(g).__name__}")
-    deg = g.in_degrees()                                                 # [N]
+    deg = g.in_degrees()  # [N]
     width = max(1, int(deg.max()))
     if g.num_nodes * width > MAX_BLOCK_SLOTS:
-        raise ValueError(f"g has {g.num_nodes:,} nodes and maximum in-degree {width:,}: the padded "
-                         f"whole-graph block would hold {g.num_nodes * width:,} slots (limit "
-                         f"{MAX_BLOCK_SLOTS:,}); use mini-batch mode for this graph")
-    slots = torch.arange(width, device=g.device)                         # [k]
-    mask = slots[None, :] < deg[:, None]                                 # [N, k]
+        raise ValueError(
+            f"g has {g.num_nodes:,} nodes and maximum in-degree {width:,}: the padded "
+            f"whole-graph block would hold {g.num_nodes * width:,} slots (limit "
+            f"{MAX_BLOCK_SLOTS:,}); use mini-batch mode for this graph"
+        )
+    slots = torch.arange(width, device=g.device)  # [k]
+    mask = slots[None, :] < deg[:, None]  # [N, k]
     edge = (g.indptr[:-1, None] + slots[None, :]).clamp(max=max(g.num_edges - 1, 0))
-    nbr = torch.where(mask, g.indices[edge] if g.num_edges else edge, 0)  # [N, k] global = local ids
+    nbr = torch.where(
+        mask, g.indices[edge] if g.num_edges else edge, 0
+    )  # [N, k] global = local ids
     n = torch.tensor(g.num_nodes, device=g.device)
-    return Block(nbr=nbr, mask=mask, num_src=n, num_dst=n,
-                 src_nodes=torch.arange(g.num_nodes, device=g.device))
+    return Block(
+        nbr=nbr,
+        mask=mask,
+        num_src=n,
+        num_dst=n,
+        src_nodes=torch.arange(g.num_nodes, device=g.device),
+    )
 
 
 def full_forward(model: torch.nn.Module, g: Graph, block: Block = None) -> torch.Tensor:

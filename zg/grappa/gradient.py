@@ -25,7 +25,8 @@ the super-epochs asked for. A single draw has variance 0 by construction.
 
 from __future__ import annotations
 
-from typing import Any, Dict, List, Optional, Sequence, Union
+from collections.abc import Sequence
+from typing import Any
 
 import torch
 import torch.nn.functional as F
@@ -40,35 +41,43 @@ from .partition import Partition, partition
 __all__ = ["gradient_error", "exact_gradient", "combined_gradients", "random_partitions"]
 
 
-def _flat_grad(loss: torch.Tensor, params: List[torch.Tensor], retain: bool) -> torch.Tensor:
+def _flat_grad(loss: torch.Tensor, params: list[torch.Tensor], retain: bool) -> torch.Tensor:
     grads = torch.autograd.grad(loss, params, retain_graph=retain, allow_unused=True)
-    return torch.cat([(torch.zeros_like(p) if gr is None else gr).reshape(-1)
-                      for p, gr in zip(params, grads)]).double()
+    return torch.cat(
+        [(torch.zeros_like(p) if gr is None else gr).reshape(-1) for p, gr in zip(params, grads)]
+    ).double()
 
 
 def exact_gradient(g: Graph, model: torch.nn.Module) -> torch.Tensor:
     """float64 [num_params]: g*, the full-graph gradient of the mean training loss (eval mode)."""
     params = [p for p in model.parameters() if p.requires_grad]
-    logits = full_forward(model, g)                                      # [N, C]
+    logits = full_forward(model, g)  # [N, C]
     loss = F.cross_entropy(logits[g.train_idx], g.y[g.train_idx])
     return _flat_grad(loss, params, retain=False)
 
 
-def combined_gradients(g: Graph, model: torch.nn.Module, part: Partition,
-                       estimators: Sequence[Estimator], super_epoch: int = 0) -> Dict[Any, torch.Tensor]:
+def combined_gradients(
+    g: Graph,
+    model: torch.nn.Module,
+    part: Partition,
+    estimators: Sequence[Estimator],
+    super_epoch: int = 0,
+) -> dict[Any, torch.Tensor]:
     """The combined gradient G (float64 [num_params]) of one draw for each estimator, keyed by
     its name, or by (weighting, name) when the estimators use several weightings."""
     params = [p for p in model.parameters() if p.requires_grad]
     num_layers = len(model.layers)
     P = part.num_parts
-    per_worker = []                                           # (losses [n_p], coverage [n_p], r [n_p])
+    per_worker = []  # (losses [n_p], coverage [n_p], r [n_p])
     for p in range(P):
         local = part.local_graph(g, p, super_epoch)
         lg = local.graph
         if lg.train_idx.numel() == 0:
-            raise ValueError(f"empty partition: worker {p} owns no training node in super-epoch "
-                             f"{super_epoch}; use fewer num_parts")
-        logits = full_forward(model, lg)                                 # [n_local, C]
+            raise ValueError(
+                f"empty partition: worker {p} owns no training node in super-epoch "
+                f"{super_epoch}; use fewer num_parts"
+            )
+        logits = full_forward(model, lg)  # [n_local, C]
         losses = F.cross_entropy(logits[lg.train_idx], lg.y[lg.train_idx], reduction="none")
         cov = local_coverage(local, num_layers)[lg.train_idx]
         ref = reference_weights(lg.in_degrees(), local.global_in_degree.to(lg.device))[lg.train_idx]
@@ -76,11 +85,13 @@ def combined_gradients(g: Graph, model: torch.nn.Module, part: Partition,
     # Every estimator but "node" uses factors 1 / n_p (the batch mean), so one backward per
     # worker serves them all: G = sum_p s_p * mean_gradient_p.
     mean_grads = [_flat_grad(losses.mean(), params, retain=True) for losses, *_ in per_worker]
-    out: Dict[Any, torch.Tensor] = {}
+    out: dict[Any, torch.Tensor] = {}
     several = len({est.weighting for est in estimators}) > 1
     for est in estimators:
-        weights = [ref if est.name == "reference" else est.node_weights(cov) for _, cov, ref in per_worker]
-        stats = torch.stack([batch_stats(w) for w in weights])           # [P, 3]
+        weights = [
+            ref if est.name == "reference" else est.node_weights(cov) for _, cov, ref in per_worker
+        ]
+        stats = torch.stack([batch_stats(w) for w in weights])  # [P, 3]
         total = torch.zeros_like(mean_grads[0])
         for p, ((losses, *_), w) in enumerate(zip(per_worker, weights)):
             factors, scale, _ = est.combine(w, p, P, stats)
@@ -92,18 +103,26 @@ def combined_gradients(g: Graph, model: torch.nn.Module, part: Partition,
     return out
 
 
-def random_partitions(g: Graph, num_parts: int, count: int, method: str = "random", seed: int = 0,
-                      **kwargs: Any) -> List[Partition]:
+def random_partitions(
+    g: Graph, num_parts: int, count: int, method: str = "random", seed: int = 0, **kwargs: Any
+) -> list[Partition]:
     """``count`` partitions with seeds ``seed .. seed + count - 1`` (the draws of gradient_error)."""
     count = int_arg(count, "count", low=1)
     return [partition(g, num_parts, method, seed + i, **kwargs) for i in range(count)]
 
 
-def gradient_error(g: Graph, model: torch.nn.Module, part: Union[Partition, Sequence[Partition]],
-                   estimator: Union[str, Sequence[str]] = "batch", *,
-                   super_epochs: Sequence[int] = (0,), weighting: Union[str, Sequence[str]] = "inverse",
-                   coverage_floor: float = 0.05, shrink: Any = "auto",
-                   reference: Optional[torch.Tensor] = None) -> Dict[str, Any]:
+def gradient_error(
+    g: Graph,
+    model: torch.nn.Module,
+    part: Partition | Sequence[Partition],
+    estimator: str | Sequence[str] = "batch",
+    *,
+    super_epochs: Sequence[int] = (0,),
+    weighting: str | Sequence[str] = "inverse",
+    coverage_floor: float = 0.05,
+    shrink: Any = "auto",
+    reference: torch.Tensor | None = None,
+) -> dict[str, Any]:
     """Compare estimators' combined gradients with the exact full-graph gradient.
 
     Args:
@@ -125,7 +144,13 @@ def gradient_error(g: Graph, model: torch.nn.Module, part: Union[Partition, Sequ
     graph_arg(g, train=True)
     if not isinstance(model, torch.nn.Module) or not hasattr(model, "layers"):
         raise TypeError(f"model must be a zg model (SAGE, GCN or GAT), got {type(model).__name__}")
-    parts = [part] if isinstance(part, Partition) else list(part) if isinstance(part, (list, tuple)) else None
+    parts = (
+        [part]
+        if isinstance(part, Partition)
+        else list(part)
+        if isinstance(part, (list, tuple))
+        else None
+    )
     if not parts or not all(isinstance(p, Partition) for p in parts):
         raise TypeError("part must be a zg.grappa.Partition or a non-empty list of them")
     single = isinstance(estimator, str) and estimator != "all"
@@ -138,23 +163,29 @@ def gradient_error(g: Graph, model: torch.nn.Module, part: Union[Partition, Sequ
     estimators = [Estimator(n, w, coverage_floor, shrink) for w in weightings for n in names]
     super_epochs = [int_arg(s, "super_epochs[i]", low=0) for s in super_epochs]
     num_params = sum(p.numel() for p in model.parameters() if p.requires_grad)
-    if reference is not None and (not isinstance(reference, torch.Tensor) or reference.shape != (num_params,)):
-        raise ValueError(f"reference must be the flat exact gradient, a tensor of shape ({num_params},)")
+    if reference is not None and (
+        not isinstance(reference, torch.Tensor) or reference.shape != (num_params,)
+    ):
+        raise ValueError(
+            f"reference must be the flat exact gradient, a tensor of shape ({num_params},)"
+        )
     if not super_epochs:
         raise ValueError("super_epochs is empty; give at least one super-epoch")
     was_training = model.training
     model.eval()
     try:
         g_star = exact_gradient(g, model) if reference is None else reference.to(torch.float64)
-        draws: Dict[Any, List[torch.Tensor]] = {}
+        draws: dict[Any, list[torch.Tensor]] = {}
         for p in parts:
             for s in super_epochs:
                 for key, grad in combined_gradients(g, model, p, estimators, s).items():
-                    draws.setdefault(key if len(weightings) > 1 else (weightings[0], key), []).append(grad)
+                    draws.setdefault(
+                        key if len(weightings) > 1 else (weightings[0], key), []
+                    ).append(grad)
     finally:
         model.train(was_training)
     norm = float(g_star.norm()) or 1.0
-    results: Dict[str, Dict[str, Any]] = {w: {} for w in weightings}
+    results: dict[str, dict[str, Any]] = {w: {} for w in weightings}
     for (w, name), grads in draws.items():
         results[w][name] = _summarise(torch.stack(grads), g_star, norm)
     if single:
@@ -162,14 +193,20 @@ def gradient_error(g: Graph, model: torch.nn.Module, part: Union[Partition, Sequ
     return results[weightings[0]] if isinstance(weighting, str) else results
 
 
-def _summarise(G: torch.Tensor, g_star: torch.Tensor, norm: float) -> Dict[str, Any]:
+def _summarise(G: torch.Tensor, g_star: torch.Tensor, norm: float) -> dict[str, Any]:
     """G float64 [R, num_params] draws of one estimator."""
-    diff = G - g_star                                                    # [R, D]
-    rel = diff.norm(dim=1) / norm                                        # [R]
-    cos = F.cosine_similarity(G, g_star[None, :].expand_as(G), dim=1)     # [R]
+    diff = G - g_star  # [R, D]
+    rel = diff.norm(dim=1) / norm  # [R]
+    cos = F.cosine_similarity(G, g_star[None, :].expand_as(G), dim=1)  # [R]
     mean = G.mean(0)
     bias = float((mean - g_star).norm()) / norm
-    variance = float(((G - mean) ** 2).sum(1).mean()) / norm ** 2
-    return {"relative_error": float(rel.mean()), "cosine": float(cos.mean()), "bias": bias,
-            "variance": variance, "relative_mse": float((rel ** 2).mean()), "draws": int(G.shape[0]),
-            "per_draw": [{"relative_error": float(r), "cosine": float(c)} for r, c in zip(rel, cos)]}
+    variance = float(((G - mean) ** 2).sum(1).mean()) / norm**2
+    return {
+        "relative_error": float(rel.mean()),
+        "cosine": float(cos.mean()),
+        "bias": bias,
+        "variance": variance,
+        "relative_mse": float((rel**2).mean()),
+        "draws": int(G.shape[0]),
+        "per_draw": [{"relative_error": float(r), "cosine": float(c)} for r, c in zip(rel, cos)],
+    }

@@ -9,15 +9,21 @@ so one worker's overflow stops every worker's step for that iteration.
 
 from __future__ import annotations
 
-from typing import Any, Optional
+from typing import Any
 
 import torch
 import torch.distributed as dist
 
 from .comm import CommLedger
 
-__all__ = ["HookState", "estimator_hook", "average_parameters", "gather_stats", "gather_row",
-           "reduce_overflow_flag"]
+__all__ = [
+    "HookState",
+    "estimator_hook",
+    "average_parameters",
+    "gather_stats",
+    "gather_row",
+    "reduce_overflow_flag",
+]
 
 
 class HookState:
@@ -52,7 +58,7 @@ def estimator_hook(state: HookState, bucket):  # no annotations: DDP rejects str
         future = dist.all_reduce(buffer, group=state.process_group, async_op=True).get_future()
         return future.then(lambda fut: fut.value()[0])
     n = buffer.numel()
-    carried = torch.cat([buffer, guard.outgoing().to(buffer.dtype)])         # [n + 1]
+    carried = torch.cat([buffer, guard.outgoing().to(buffer.dtype)])  # [n + 1]
     state.ledger.record("gradients", "all_reduce", carried.numel() * carried.element_size())
     future = dist.all_reduce(carried, group=state.process_group, async_op=True).get_future()
 
@@ -61,6 +67,7 @@ def estimator_hook(state: HookState, bucket):  # no annotations: DDP rejects str
         guard.merge(reduced[n])
         buffer.copy_(reduced[:n])
         return buffer
+
     return future.then(unpack)
 
 
@@ -73,19 +80,20 @@ def reduce_overflow_flag(guard: Any, ledger: CommLedger) -> None:
     guard.merge(flag)
 
 
-def average_parameters(model: torch.nn.Module, world: int, ledger: CommLedger,
-                       apply: Optional[torch.Tensor] = None) -> None:
+def average_parameters(
+    model: torch.nn.Module, world: int, ledger: CommLedger, apply: torch.Tensor | None = None
+) -> None:
     """PSGD-PA's averaging step: one all_reduce of all parameters, divided by P. With ``apply``
     (bool [] device) False the parameters stay as they are (an overflowed iteration)."""
     params = [p for p in model.parameters()]
-    flat = torch.cat([p.detach().reshape(-1) for p in params])           # [num_params]
+    flat = torch.cat([p.detach().reshape(-1) for p in params])  # [num_params]
     ledger.record("parameters", "all_reduce", flat.numel() * flat.element_size())
     dist.all_reduce(flat)
     flat /= world
     offset = 0
     with torch.no_grad():
         for p in params:
-            new = flat[offset: offset + p.numel()].view_as(p)
+            new = flat[offset : offset + p.numel()].view_as(p)
             p.copy_(new if apply is None else torch.where(apply, new, p))
             offset += p.numel()
 
@@ -99,5 +107,4 @@ def gather_stats(mine: torch.Tensor, world: int, ledger: CommLedger) -> torch.Te
 def gather_row(mine: torch.Tensor, world: int) -> torch.Tensor:
     out = [torch.empty_like(mine) for _ in range(world)]
     dist.all_gather(out, mine)
-    return torch.stack(out).cpu()                                        # [P, len]
-
+    return torch.stack(out).cpu()  # [P, len]

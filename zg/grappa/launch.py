@@ -44,7 +44,8 @@ import sys
 import tempfile
 import threading
 import time
-from typing import Any, Callable, Optional, Sequence, Tuple
+from collections.abc import Callable, Sequence
+from typing import Any
 
 import torch
 import torch.distributed as dist
@@ -66,7 +67,7 @@ REPLAYED_BUILTINS = ("ValueError", "TypeError", "TimeoutError", "FloatingPointEr
 STOP_SECONDS = 5.0
 
 
-def pick_backend(world_size: int, backend: Optional[str] = None) -> str:
+def pick_backend(world_size: int, backend: str | None = None) -> str:
     """``backend`` if given, else nccl with one GPU per local worker, else gloo."""
     if backend is not None:
         if backend not in ("gloo", "nccl"):
@@ -114,20 +115,28 @@ def exit_worker() -> None:
     os._exit(0)
 
 
-def _record_error(folder: Optional[str], exc: BaseException, rank: Optional[int]) -> None:
+def _record_error(folder: str | None, exc: BaseException, rank: int | None) -> None:
     """Leave ``exc``'s class and message in ``folder`` for the parent (never raises)."""
     if not folder:
         return
-    record = {"module": type(exc).__module__, "name": type(exc).__qualname__, "message": str(exc),
-              "rank": rank, "time": time.time()}
+    record = {
+        "module": type(exc).__module__,
+        "name": type(exc).__qualname__,
+        "message": str(exc),
+        "rank": rank,
+        "time": time.time(),
+    }
     try:
-        atomic_write(os.path.join(folder, f"error-{os.getpid()}.json"),
-                     lambda f: json.dump(record, f), text=True)
-    except Exception:       # reporting must never hide the error itself
+        atomic_write(
+            os.path.join(folder, f"error-{os.getpid()}.json"),
+            lambda f: json.dump(record, f),
+            text=True,
+        )
+    except Exception:  # reporting must never hide the error itself
         pass
 
 
-def _replayed(record: dict) -> Optional[BaseException]:
+def _replayed(record: dict) -> BaseException | None:
     """The exception a worker's record describes, if it is one the parent raises as itself:
     a class defined in zg, or one of the builtins of :data:`REPLAYED_BUILTINS`."""
     module, name = record.get("module"), record.get("name")
@@ -148,13 +157,13 @@ def _replayed(record: dict) -> Optional[BaseException]:
         return None
     try:
         exc = cls(record.get("message", ""))
-    except Exception:        # a class that wants other arguments: keep torch's exception
+    except Exception:  # a class that wants other arguments: keep torch's exception
         return None
     exc.worker_rank = record.get("rank")
     return exc
 
 
-def _first_worker_error(folder: str) -> Optional[BaseException]:
+def _first_worker_error(folder: str) -> BaseException | None:
     """The earliest error a child recorded in ``folder``, replayed (None if none or not replayable).
     The earliest is the cause; the others usually follow from it (a peer that vanished)."""
     records = []
@@ -164,7 +173,9 @@ def _first_worker_error(folder: str) -> Optional[BaseException]:
                 records.append(json.load(f))
         except (OSError, ValueError):
             continue
-    records = [r for r in records if isinstance(r, dict) and isinstance(r.get("time"), (int, float))]
+    records = [
+        r for r in records if isinstance(r, dict) and isinstance(r.get("time"), (int, float))
+    ]
     if not records:
         return None
     return _replayed(min(records, key=lambda r: r["time"]))
@@ -183,8 +194,9 @@ def _refuse_unguarded_main() -> None:
         f"worker processes were started while Python re-ran {script} in a new worker process: "
         "the 'spawn' start method imports the main script again in every worker, so a script "
         "that calls grappa.train (or anything that starts workers) at module level would start "
-        "them again and again. Put that call under  if __name__ == \"__main__\":  (see "
-        "https://docs.python.org/3/library/multiprocessing.html#the-spawn-and-forkserver-start-methods)")
+        'them again and again. Put that call under  if __name__ == "__main__":  (see '
+        "https://docs.python.org/3/library/multiprocessing.html#the-spawn-and-forkserver-start-methods)"
+    )
     _record_error(os.environ.get(ERRORS_ENV), error, None)
     raise error
 
@@ -194,7 +206,7 @@ def _die_with_parent(parent: int) -> None:
     no-op), and end now if the parent is already gone."""
     if sys.platform.startswith("linux"):
         try:
-            ctypes.CDLL(None, use_errno=True).prctl(1, signal.SIGTERM, 0, 0, 0)   # PR_SET_PDEATHSIG
+            ctypes.CDLL(None, use_errno=True).prctl(1, signal.SIGTERM, 0, 0, 0)  # PR_SET_PDEATHSIG
         except (OSError, AttributeError):
             pass
     if os.getppid() != parent:
@@ -210,19 +222,33 @@ def _join_group(rank: int, world_size: int, port: int, backend: str, timeout: fl
     """Connect to the parent's store and join the process group; a timeout says which setting."""
     try:
         store = dist.TCPStore("127.0.0.1", port, None, False, timeout=_timeout(timeout))
-        dist.init_process_group(backend, store=store, rank=rank, world_size=world_size,
-                                timeout=_timeout(timeout))
-    except (RuntimeError, TimeoutError) as exc:        # torch's DistStoreError / DistNetworkError
-        if isinstance(exc, TimeoutError) or "timed out" in str(exc).lower() \
-                or "timeout" in str(exc).lower():
+        dist.init_process_group(
+            backend, store=store, rank=rank, world_size=world_size, timeout=_timeout(timeout)
+        )
+    except (RuntimeError, TimeoutError) as exc:  # torch's DistStoreError / DistNetworkError
+        if (
+            isinstance(exc, TimeoutError)
+            or "timed out" in str(exc).lower()
+            or "timeout" in str(exc).lower()
+        ):
             raise TimeoutError(
                 f"timeout={timeout} s: worker {rank} of {world_size} could not join the others "
-                "within it (starting a worker process takes seconds); give a larger timeout") from exc
+                "within it (starting a worker process takes seconds); give a larger timeout"
+            ) from exc
         raise
 
 
-def _entry(rank: int, fn: Callable, world_size: int, port: int, backend: str, timeout: float,
-           args: Tuple[Any, ...], errors: Optional[str] = None, parent: Optional[int] = None) -> None:
+def _entry(
+    rank: int,
+    fn: Callable,
+    world_size: int,
+    port: int,
+    backend: str,
+    timeout: float,
+    args: tuple[Any, ...],
+    errors: str | None = None,
+    parent: int | None = None,
+) -> None:
     try:
         if parent is not None:
             _die_with_parent(parent)
@@ -283,8 +309,15 @@ class _SigtermAsExit:
         return False
 
 
-def spawn(fn: Callable, world_size: int, args: Sequence[Any] = (), *, timeout: float = 60.0,
-          run_timeout: Optional[float] = None, backend: Optional[str] = None) -> None:
+def spawn(
+    fn: Callable,
+    world_size: int,
+    args: Sequence[Any] = (),
+    *,
+    timeout: float = 60.0,
+    run_timeout: float | None = None,
+    backend: str | None = None,
+) -> None:
     """Run ``fn(rank, world_size, *args)`` in ``world_size`` fresh processes (see module doc).
 
     ``fn`` must be importable by name (a module-level function). Results travel back through
@@ -313,11 +346,14 @@ def spawn(fn: Callable, world_size: int, args: Sequence[Any] = (), *, timeout: f
     backend = pick_backend(world_size, backend)
     # The parent holds the rendezvous store for the whole run: port 0 = the OS picks a free one.
     try:
-        store = dist.TCPStore("127.0.0.1", 0, None, True, timeout=_timeout(timeout),
-                              wait_for_workers=False)
+        store = dist.TCPStore(
+            "127.0.0.1", 0, None, True, timeout=_timeout(timeout), wait_for_workers=False
+        )
     except RuntimeError as exc:
-        raise TimeoutError(f"timeout={timeout} s: too short to open the workers' rendezvous store "
-                           f"on 127.0.0.1 ({exc}); give a few seconds at least") from exc
+        raise TimeoutError(
+            f"timeout={timeout} s: too short to open the workers' rendezvous store "
+            f"on 127.0.0.1 ({exc}); give a few seconds at least"
+        ) from exc
     errors = tempfile.mkdtemp(prefix="zg-spawn-errors-")
     context = None
     try:
@@ -328,9 +364,21 @@ def spawn(fn: Callable, world_size: int, args: Sequence[Any] = (), *, timeout: f
             os.environ[ERRORS_ENV] = errors
             try:
                 context = mp.start_processes(
-                    _entry, args=(fn, world_size, store.port, backend, timeout, tuple(args), errors,
-                                  os.getpid()),
-                    nprocs=world_size, join=False, start_method="spawn")
+                    _entry,
+                    args=(
+                        fn,
+                        world_size,
+                        store.port,
+                        backend,
+                        timeout,
+                        tuple(args),
+                        errors,
+                        os.getpid(),
+                    ),
+                    nprocs=world_size,
+                    join=False,
+                    start_method="spawn",
+                )
             finally:
                 if previous is None:
                     os.environ.pop(ERRORS_ENV, None)
@@ -341,9 +389,11 @@ def spawn(fn: Callable, world_size: int, args: Sequence[Any] = (), *, timeout: f
                 while not context.join(timeout=0.5):
                     if deadline is not None and time.monotonic() > deadline:
                         _stop(context.processes)
-                        raise TimeoutError(f"run_timeout={run_timeout} s: the {world_size} workers "
-                                           "did not finish within it and were stopped; give a "
-                                           "larger run_timeout (or none)")
+                        raise TimeoutError(
+                            f"run_timeout={run_timeout} s: the {world_size} workers "
+                            "did not finish within it and were stopped; give a "
+                            "larger run_timeout (or none)"
+                        )
             except (mp.ProcessRaisedException, mp.ProcessExitedException) as failure:
                 replayed = _first_worker_error(errors)
                 if replayed is None:
@@ -359,22 +409,27 @@ def spawn(fn: Callable, world_size: int, args: Sequence[Any] = (), *, timeout: f
         del store
 
 
-def init_from_env(timeout: float = 300.0, backend: Optional[str] = None) -> Tuple[int, int, int, str]:
+def init_from_env(timeout: float = 300.0, backend: str | None = None) -> tuple[int, int, int, str]:
     """Join the group torchrun set up (``env://``). Returns (rank, world_size, local_rank, backend).
 
     ``timeout`` bounds every collective of the group. gloo enforces it on each call (a silent
     peer makes the others raise "Timed out waiting ... ms" after it; checked on torch 2.2 and
     2.13); under nccl torch's watchdog enforces it.
     """
-    missing = [k for k in ("RANK", "WORLD_SIZE", "MASTER_ADDR", "MASTER_PORT") if k not in os.environ]
+    missing = [
+        k for k in ("RANK", "WORLD_SIZE", "MASTER_ADDR", "MASTER_PORT") if k not in os.environ
+    ]
     if missing:
         raise RuntimeError(f"init_from_env needs torchrun's environment; {missing} not set")
     world_size = int(os.environ["WORLD_SIZE"])
     local_world = int(os.environ.get("LOCAL_WORLD_SIZE", world_size))
     backend = pick_backend(local_world, backend)
     restarts = os.environ.get("TORCHELASTIC_RESTART_COUNT", "0")
-    if (os.environ.get("TORCHELASTIC_USE_AGENT_STORE") == "True" and restarts != "0"
-            and local_world == world_size):
+    if (
+        os.environ.get("TORCHELASTIC_USE_AGENT_STORE") == "True"
+        and restarts != "0"
+        and local_world == world_size
+    ):
         # A restarted worker group on one machine. Recent torchrun (2.5 and later) keeps one
         # store for all restarts, so the keys the dead group's gloo wrote are still there and a
         # new worker may read a dead peer's address and wait in vain (pytorch/pytorch#135712).
@@ -382,8 +437,13 @@ def init_from_env(timeout: float = 300.0, backend: Optional[str] = None) -> Tupl
         # Across machines the agents' counts can differ; there, start torchrun with
         # TORCH_DISABLE_SHARE_RDZV_TCP_STORE=1 (a fresh store per restart) instead.
         store, rank, world = next(dist.rendezvous("env://", timeout=_timeout(timeout)))
-        dist.init_process_group(backend, store=dist.PrefixStore(f"zg/restart{restarts}", store),
-                                rank=rank, world_size=world, timeout=_timeout(timeout))
+        dist.init_process_group(
+            backend,
+            store=dist.PrefixStore(f"zg/restart{restarts}", store),
+            rank=rank,
+            world_size=world,
+            timeout=_timeout(timeout),
+        )
     else:
         dist.init_process_group(backend, init_method="env://", timeout=_timeout(timeout))
     return dist.get_rank(), dist.get_world_size(), int(os.environ.get("LOCAL_RANK", 0)), backend

@@ -52,7 +52,7 @@ the owned training nodes, or with ``partner_sweep`` those of the worker's own ch
 from __future__ import annotations
 
 from dataclasses import dataclass
-from typing import Any, Dict, List, Optional
+from typing import Any
 
 import numpy as np
 import torch
@@ -78,37 +78,38 @@ def chunk_nodes(g: Graph, num_chunks: int, method: str = "random", seed: int = 0
     n = g.num_nodes
     if method == "random" or num_chunks == 1:
         gen = torch.Generator().manual_seed(seed)
-        perm = torch.randperm(n, generator=gen)                          # [N]
+        perm = torch.randperm(n, generator=gen)  # [N]
         chunk_of = torch.empty(n, dtype=torch.int64)
-        chunk_of[perm] = torch.arange(n) * num_chunks // n               # runs of N/C nodes
+        chunk_of[perm] = torch.arange(n) * num_chunks // n  # runs of N/C nodes
         return chunk_of
     return _metis_chunks(g, num_chunks, seed)
 
 
 def _metis_chunks(g: Graph, num_chunks: int, seed: int) -> torch.Tensor:
     try:
-        import pymetis  # noqa: PLC0415  (optional: the grappa extra)
+        import pymetis
     except ImportError as exc:
         raise ImportError(f"method='metis' needs pymetis (pip install pymetis): {exc}") from None
     n = g.num_nodes
     src, dst = g.edges()
-    keep = src != dst                                                    # METIS: no self-loops
+    keep = src != dst  # METIS: no self-loops
     a, b = src[keep].cpu(), dst[keep].cpu()
     # METIS wants each undirected edge once per direction, without repeats.
-    key = torch.unique(torch.cat([a * n + b, b * n + a]))                # sorted by (a, b)
+    key = torch.unique(torch.cat([a * n + b, b * n + a]))  # sorted by (a, b)
     first, second = key // n, key % n
     xadj = torch.zeros(n + 1, dtype=torch.int64)
     torch.cumsum(torch.bincount(first, minlength=n), 0, out=xadj[1:])
     options = pymetis.Options(seed=int(seed) % (2**31 - 1))
-    _, membership = pymetis.part_graph(num_chunks, xadj=xadj.numpy(), adjncy=second.numpy(),
-                                       options=options)
+    _, membership = pymetis.part_graph(
+        num_chunks, xadj=xadj.numpy(), adjncy=second.numpy(), options=options
+    )
     return torch.as_tensor(np.asarray(membership), dtype=torch.int64)
 
 
 # ----------------------------------------------------------------------------- schedules
 
 
-def _round_robin(num_chunks: int, num_parts: int, seed: int) -> List[List[List[int]]]:
+def _round_robin(num_chunks: int, num_parts: int, seed: int) -> list[list[list[int]]]:
     """rounds[s][p] = chunks of worker p in super-epoch s (each pair of chunks meets once)."""
     k = num_chunks // num_parts
     if k == 1:
@@ -117,23 +118,23 @@ def _round_robin(num_chunks: int, num_parts: int, seed: int) -> List[List[List[i
         others = list(range(1, num_chunks))
         rounds = []
         for r in range(num_chunks - 1):
-            seats = [0] + others[r:] + others[:r]                         # chunk 0 never moves
+            seats = [0] + others[r:] + others[:r]  # chunk 0 never moves
             rounds.append([[seats[p], seats[num_chunks - 1 - p]] for p in range(num_parts)])
         return rounds
     return _greedy_cover(num_chunks, num_parts, seed)
 
 
-def _greedy_cover(num_chunks: int, num_parts: int, seed: int) -> List[List[List[int]]]:
+def _greedy_cover(num_chunks: int, num_parts: int, seed: int) -> list[list[list[int]]]:
     """Rounds of groups of k = C / P chunks until every pair of chunks shared a group."""
     k = num_chunks // num_parts
-    unmet = ~np.eye(num_chunks, dtype=bool)                              # [C, C]
+    unmet = ~np.eye(num_chunks, dtype=bool)  # [C, C]
     rng = np.random.default_rng(seed)
     rounds = []
     while unmet.any():
         free = [int(c) for c in rng.permutation(num_chunks)]
         groups = []
         for _ in range(num_parts):
-            start = max(free, key=lambda c: int(unmet[c, free].sum()))   # ties: first in the shuffle
+            start = max(free, key=lambda c: int(unmet[c, free].sum()))  # ties: first in the shuffle
             group = [start]
             free.remove(start)
             while len(group) < k:
@@ -147,7 +148,7 @@ def _greedy_cover(num_chunks: int, num_parts: int, seed: int) -> List[List[List[
     return rounds
 
 
-def _fixed_base(num_chunks: int, num_parts: int) -> List[List[List[int]]]:
+def _fixed_base(num_chunks: int, num_parts: int) -> list[list[list[int]]]:
     k = num_chunks // num_parts
     if k == 1:
         return [[[p] for p in range(num_parts)]]
@@ -155,7 +156,7 @@ def _fixed_base(num_chunks: int, num_parts: int) -> List[List[List[int]]]:
     return [[[p] + group((p + s) % num_parts) for p in range(num_parts)] for s in range(num_parts)]
 
 
-def _partner_sweep(num_parts: int) -> List[List[List[int]]]:
+def _partner_sweep(num_parts: int) -> list[list[list[int]]]:
     """rounds[s][p] = [p, partner of p in super-epoch s] (one chunk per worker, C = P)."""
     if num_parts == 1:
         return [[[0]]]
@@ -210,17 +211,29 @@ class Partition:
             partner chunk adds structure only); otherwise every owned training node is.
     """
 
-    def __init__(self, chunk_of: torch.Tensor, num_parts: int, rounds: List[List[List[int]]], *,
-                 method: str, seed: int, halo: bool, schedule: str):
+    def __init__(
+        self,
+        chunk_of: torch.Tensor,
+        num_parts: int,
+        rounds: list[list[list[int]]],
+        *,
+        method: str,
+        seed: int,
+        halo: bool,
+        schedule: str,
+    ):
         self.chunk_of = chunk_of
         self.num_parts = num_parts
-        self.schedule = torch.tensor(rounds, dtype=torch.int64)         # [S, P, k]
+        self.schedule = torch.tensor(rounds, dtype=torch.int64)  # [S, P, k]
         self.method, self.seed, self.halo, self.schedule_name = method, seed, halo, schedule
         self.seeds_from_base = schedule == "partner_sweep"
         # Groups overlap under partner_sweep (C = P, k = 2): count the chunks, not the seats.
-        self.num_chunks = (num_parts if self.seeds_from_base
-                           else int(self.schedule.shape[1] * self.schedule.shape[2]))
-        self.chunk_sizes = torch.bincount(chunk_of, minlength=self.num_chunks)   # [C]
+        self.num_chunks = (
+            num_parts
+            if self.seeds_from_base
+            else int(self.schedule.shape[1] * self.schedule.shape[2])
+        )
+        self.chunk_sizes = torch.bincount(chunk_of, minlength=self.num_chunks)  # [C]
 
     # ------------------------------------------------------------------------- ownership
 
@@ -239,7 +252,7 @@ class Partition:
     def _worker(self, worker: Any) -> int:
         return int_arg(worker, "worker", low=0, high=self.num_parts - 1)
 
-    def chunks(self, worker: int, super_epoch: int = 0) -> List[int]:
+    def chunks(self, worker: int, super_epoch: int = 0) -> list[int]:
         """The chunks worker owns in super_epoch (base chunk first)."""
         return self.schedule[self._round(super_epoch), self._worker(worker)].tolist()
 
@@ -252,20 +265,26 @@ class Partition:
             chunk_owner[group[:1] if self.seeds_from_base else group] = p
         return chunk_owner[self.chunk_of]
 
-    def partner(self, worker: int, super_epoch: int = 0) -> Optional[int]:
+    def partner(self, worker: int, super_epoch: int = 0) -> int | None:
         """``partner_sweep``: the partner chunk of worker in super_epoch (None otherwise or for P = 1)."""
         chunks = self.chunks(worker, super_epoch)
         return chunks[1] if self.seeds_from_base and len(chunks) > 1 else None
 
     def owned_nodes(self, worker: int, super_epoch: int = 0) -> torch.Tensor:
         """int64 [n_p] sorted global ids of the nodes worker owns in super_epoch."""
-        mine = torch.isin(self.chunk_of, self.schedule[self._round(super_epoch), self._worker(worker)])
+        mine = torch.isin(
+            self.chunk_of, self.schedule[self._round(super_epoch), self._worker(worker)]
+        )
         return torch.nonzero(mine).flatten()
 
-    def pair_coverage(self, super_epochs: Optional[int] = None) -> torch.Tensor:
+    def pair_coverage(self, super_epochs: int | None = None) -> torch.Tensor:
         """bool [C, C]: which chunk pairs shared a worker in super-epochs 0 .. super_epochs - 1
         (default: one full period). The diagonal is True."""
-        upto = self.num_super_epochs if super_epochs is None else int_arg(super_epochs, "super_epochs", low=1)
+        upto = (
+            self.num_super_epochs
+            if super_epochs is None
+            else int_arg(super_epochs, "super_epochs", low=1)
+        )
         met = torch.eye(self.num_chunks, dtype=torch.bool)
         for s in range(upto):
             for group in self.schedule[s % self.num_super_epochs]:
@@ -277,55 +296,62 @@ class Partition:
     def _check_graph(self, g: Any) -> Graph:
         graph_arg(g)
         if g.num_nodes != self.num_nodes:
-            raise ValueError(f"g has {g.num_nodes} nodes but this partition was made for "
-                             f"{self.num_nodes}; partition g itself")
+            raise ValueError(
+                f"g has {g.num_nodes} nodes but this partition was made for "
+                f"{self.num_nodes}; partition g itself"
+            )
         return g
 
     def local_graph(self, g: Graph, worker: int, super_epoch: int = 0) -> LocalGraph:
         """The graph worker trains on in super_epoch (owned nodes, then the halo if enabled)."""
         g = self._check_graph(g)
         s = int_arg(super_epoch, "super_epoch", low=0)
-        owned = self.owned_nodes(worker, s).to(g.device)                 # [n_own], sorted
+        owned = self.owned_nodes(worker, s).to(g.device)  # [n_own], sorted
         n, n_own = g.num_nodes, owned.numel()
-        deg = g.in_degrees()[owned]                                      # [n_own]
+        deg = g.in_degrees()[owned]  # [n_own]
         total = int(deg.sum())
         # Edge ids of every owned node's CSC slice, in order: indptr[v] + 0 .. deg[v] - 1.
         dst = torch.repeat_interleave(torch.arange(n_own, device=g.device), deg, output_size=total)
-        first = torch.cumsum(deg, 0) - deg                               # [n_own]
+        first = torch.cumsum(deg, 0) - deg  # [n_own]
         edge_ids = g.indptr[owned][dst] + (torch.arange(total, device=g.device) - first[dst])
-        src_global = g.indices[edge_ids]                                 # [total]
+        src_global = g.indices[edge_ids]  # [total]
         local = torch.full((n,), -1, dtype=torch.int64, device=g.device)
         local[owned] = torch.arange(n_own, device=g.device)
         if self.halo:
-            halo = torch.unique(src_global[local[src_global] < 0])       # [n_halo], sorted
+            halo = torch.unique(src_global[local[src_global] < 0])  # [n_halo], sorted
             local[halo] = n_own + torch.arange(halo.numel(), device=g.device)
         else:
             halo = owned.new_zeros(0)
             keep = local[src_global] >= 0
             src_global, dst = src_global[keep], dst[keep]
-        src = local[src_global]                                          # [E_local]
+        src = local[src_global]  # [E_local]
         n_local = n_own + halo.numel()
         # Edges are already grouped by destination (owned nodes in order); halo rows are empty.
         indptr = torch.zeros(n_local + 1, dtype=torch.int64, device=g.device)
         torch.cumsum(torch.bincount(dst, minlength=n_local), 0, out=indptr[1:])
-        global_ids = torch.cat([owned, halo])                            # [n_local]
+        global_ids = torch.cat([owned, halo])  # [n_local]
         train = None
         if g.train_idx is not None:
             t = local[g.train_idx]
             seeds = (t >= 0) & (t < n_own)
-            if self.seeds_from_base:                                     # the partner adds structure only
+            if self.seeds_from_base:  # the partner adds structure only
                 base = self.chunks(worker, s)[0]
                 seeds &= self.chunk_of.to(g.device)[g.train_idx] == base
             train = torch.sort(t[seeds]).values
-        sub = Graph(indptr, src, x=None if g.x is None else g.x[global_ids],
-                    y=None if g.y is None else g.y[global_ids], train_idx=train,
-                    num_classes=g.num_classes if g.num_classes else None,
-                    name=f"{g.name}[worker {int(worker)}, super-epoch {s}]")
+        sub = Graph(
+            indptr,
+            src,
+            x=None if g.x is None else g.x[global_ids],
+            y=None if g.y is None else g.y[global_ids],
+            train_idx=train,
+            num_classes=g.num_classes if g.num_classes else None,
+            name=f"{g.name}[worker {int(worker)}, super-epoch {s}]",
+        )
         return LocalGraph(sub, global_ids, n_own, g.in_degrees()[global_ids], int(worker), s)
 
     # ------------------------------------------------------------------------- statistics
 
-    def stats(self, g: Graph, super_epoch: int = 0) -> Dict[str, Any]:
+    def stats(self, g: Graph, super_epoch: int = 0) -> dict[str, Any]:
         """Per-partition and total statistics of super_epoch (vectorised over all edges).
 
         Per part: ``nodes`` (owned), ``train_nodes``, ``edges`` (edges of its local graph),
@@ -338,26 +364,42 @@ class Partition:
         g = self._check_graph(g)
         if self.seeds_from_base:
             return self._stored_stats(g, super_epoch)
-        owner = self.owner(super_epoch).to(g.device)                     # [N]
+        owner = self.owner(super_epoch).to(g.device)  # [N]
         src, dst = g.edges()
         p_dst = owner[dst]
-        cut = owner[src] != p_dst                                        # [E]
+        cut = owner[src] != p_dst  # [E]
         P, n = self.num_parts, g.num_nodes
         nodes = torch.bincount(owner, minlength=P)
         cut_edges = torch.bincount(p_dst[cut], minlength=P)
         local_edges = torch.bincount(p_dst, minlength=P) - (0 if self.halo else cut_edges)
-        halo_key = torch.unique(p_dst[cut] * n + src[cut])               # distinct (worker, source)
+        halo_key = torch.unique(p_dst[cut] * n + src[cut])  # distinct (worker, source)
         halo = torch.bincount(halo_key // n, minlength=P)
-        train = (torch.bincount(owner[g.train_idx], minlength=P) if g.train_idx is not None
-                 else torch.zeros(P, dtype=torch.int64))
+        train = (
+            torch.bincount(owner[g.train_idx], minlength=P)
+            if g.train_idx is not None
+            else torch.zeros(P, dtype=torch.int64)
+        )
         stored = nodes + (halo if self.halo else 0)
-        parts = [{"worker": p, "chunks": self.chunks(p, super_epoch), "nodes": int(nodes[p]),
-                  "train_nodes": int(train[p]), "edges": int(local_edges[p]),
-                  "cut_edges": int(cut_edges[p]), "halo": int(halo[p]),
-                  "replication": float(stored[p]) / max(1, int(nodes[p]))} for p in range(P)]
+        parts = [
+            {
+                "worker": p,
+                "chunks": self.chunks(p, super_epoch),
+                "nodes": int(nodes[p]),
+                "train_nodes": int(train[p]),
+                "edges": int(local_edges[p]),
+                "cut_edges": int(cut_edges[p]),
+                "halo": int(halo[p]),
+                "replication": float(stored[p]) / max(1, int(nodes[p])),
+            }
+            for p in range(P)
+        ]
         return {
-            "super_epoch": int(super_epoch), "method": self.method, "num_parts": P,
-            "num_chunks": self.num_chunks, "halo": self.halo, "parts": parts,
+            "super_epoch": int(super_epoch),
+            "method": self.method,
+            "num_parts": P,
+            "num_chunks": self.num_chunks,
+            "halo": self.halo,
+            "parts": parts,
             "cut_edges": int(cut.sum()),
             "edge_cut_fraction": float(cut.sum()) / max(1, g.num_edges),
             "replication_factor": float(stored.sum()) / n,
@@ -365,7 +407,7 @@ class Partition:
             "chunk_sizes": self.chunk_sizes.tolist(),
         }
 
-    def _stored_stats(self, g: Graph, super_epoch: int) -> Dict[str, Any]:
+    def _stored_stats(self, g: Graph, super_epoch: int) -> dict[str, Any]:
         """:meth:`stats` when groups overlap (``partner_sweep``): worker by worker. ``nodes``
         are the nodes it stores with their in-edges (both chunks), ``train_nodes`` its seeds;
         ``edge_cut_fraction`` is the cut share of all stored nodes' in-edges (each edge counted
@@ -377,46 +419,76 @@ class Partition:
         parts, stored_total, cut_total, in_edges_total = [], 0, 0, 0
         for p in range(P):
             group = torch.tensor(self.chunks(p, super_epoch), device=g.device)
-            mine = torch.isin(chunk_of, group)                           # [N] stored with in-edges
-            into = mine[dst]                                             # [E]
+            mine = torch.isin(chunk_of, group)  # [N] stored with in-edges
+            into = mine[dst]  # [E]
             cut = into & ~mine[src]
             halo = int(torch.unique(src[cut]).numel())
             nodes, cut_edges, into_edges = int(mine.sum()), int(cut.sum()), int(into.sum())
             train = int((owner[g.train_idx] == p).sum()) if g.train_idx is not None else 0
             stored = nodes + (halo if self.halo else 0)
-            parts.append({"worker": p, "chunks": self.chunks(p, super_epoch), "nodes": nodes,
-                          "train_nodes": train,
-                          "edges": into_edges if self.halo else into_edges - cut_edges,
-                          "cut_edges": cut_edges, "halo": halo,
-                          "replication": float(stored) / max(1, nodes)})
-            stored_total, cut_total, in_edges_total = (stored_total + stored, cut_total + cut_edges,
-                                                       in_edges_total + into_edges)
+            parts.append(
+                {
+                    "worker": p,
+                    "chunks": self.chunks(p, super_epoch),
+                    "nodes": nodes,
+                    "train_nodes": train,
+                    "edges": into_edges if self.halo else into_edges - cut_edges,
+                    "cut_edges": cut_edges,
+                    "halo": halo,
+                    "replication": float(stored) / max(1, nodes),
+                }
+            )
+            stored_total, cut_total, in_edges_total = (
+                stored_total + stored,
+                cut_total + cut_edges,
+                in_edges_total + into_edges,
+            )
         sizes = torch.tensor([q["nodes"] for q in parts], dtype=torch.float64)
         return {
-            "super_epoch": int(super_epoch), "method": self.method, "num_parts": P,
-            "num_chunks": self.num_chunks, "halo": self.halo, "parts": parts,
-            "cut_edges": cut_total, "edge_cut_fraction": cut_total / max(1, in_edges_total),
+            "super_epoch": int(super_epoch),
+            "method": self.method,
+            "num_parts": P,
+            "num_chunks": self.num_chunks,
+            "halo": self.halo,
+            "parts": parts,
+            "cut_edges": cut_total,
+            "edge_cut_fraction": cut_total / max(1, in_edges_total),
             "replication_factor": stored_total / n,
             "balance": float(sizes.max() / sizes.mean()),
             "chunk_sizes": self.chunk_sizes.tolist(),
         }
 
-    def summary(self) -> Dict[str, Any]:
-        return {"num_nodes": self.num_nodes, "num_parts": self.num_parts,
-                "num_chunks": self.num_chunks, "method": self.method, "seed": self.seed,
-                "halo": self.halo, "schedule": self.schedule_name,
-                "num_super_epochs": self.num_super_epochs}
+    def summary(self) -> dict[str, Any]:
+        return {
+            "num_nodes": self.num_nodes,
+            "num_parts": self.num_parts,
+            "num_chunks": self.num_chunks,
+            "method": self.method,
+            "seed": self.seed,
+            "halo": self.halo,
+            "schedule": self.schedule_name,
+            "num_super_epochs": self.num_super_epochs,
+        }
 
     def __repr__(self) -> str:
         s = self.summary()
-        return (f"Partition(num_parts={s['num_parts']}, num_chunks={s['num_chunks']}, "
-                f"method={s['method']!r}, schedule={s['schedule']!r} ({s['num_super_epochs']} "
-                f"super-epochs), halo={s['halo']}, seed={s['seed']})")
+        return (
+            f"Partition(num_parts={s['num_parts']}, num_chunks={s['num_chunks']}, "
+            f"method={s['method']!r}, schedule={s['schedule']!r} ({s['num_super_epochs']} "
+            f"super-epochs), halo={s['halo']}, seed={s['seed']})"
+        )
 
 
-def partition(g: Graph, num_parts: int, method: str = "random", seed: int = 0, *,
-              num_chunks: Optional[int] = None, halo: bool = False,
-              schedule: str = "round_robin") -> Partition:
+def partition(
+    g: Graph,
+    num_parts: int,
+    method: str = "random",
+    seed: int = 0,
+    *,
+    num_chunks: int | None = None,
+    halo: bool = False,
+    schedule: str = "round_robin",
+) -> Partition:
     """Cut ``g`` into ``num_chunks`` balanced chunks and schedule them onto ``num_parts`` workers.
 
     Args:
@@ -437,30 +509,46 @@ def partition(g: Graph, num_parts: int, method: str = "random", seed: int = 0, *
     g = graph_arg(g)
     num_parts = int_arg(num_parts, "num_parts", low=1)
     if num_parts > g.num_nodes:
-        raise ValueError(f"num_parts={num_parts} is larger than the graph's {g.num_nodes} nodes; "
-                         "every worker needs at least one node")
+        raise ValueError(
+            f"num_parts={num_parts} is larger than the graph's {g.num_nodes} nodes; "
+            "every worker needs at least one node"
+        )
     method = choice_arg(method, "method", METHODS)
     seed = int_arg(seed, "seed", low=0)
     halo = bool_arg(halo, "halo")
     schedule = choice_arg(schedule, "schedule", SCHEDULES)
     if num_chunks is None:
-        num_chunks = (num_parts if schedule == "partner_sweep"
-                      else min(2 * num_parts, g.num_nodes - g.num_nodes % num_parts))
+        num_chunks = (
+            num_parts
+            if schedule == "partner_sweep"
+            else min(2 * num_parts, g.num_nodes - g.num_nodes % num_parts)
+        )
     num_chunks = int_arg(num_chunks, "num_chunks", low=num_parts, high=g.num_nodes)
     if schedule == "partner_sweep" and num_chunks != num_parts:
-        raise ValueError(f"schedule='partner_sweep' has one chunk per worker: num_chunks must equal "
-                         f"num_parts={num_parts}, got {num_chunks}")
+        raise ValueError(
+            f"schedule='partner_sweep' has one chunk per worker: num_chunks must equal "
+            f"num_parts={num_parts}, got {num_chunks}"
+        )
     if num_chunks % num_parts:
-        raise ValueError(f"num_chunks={num_chunks} must be a multiple of num_parts={num_parts} "
-                         "(each worker owns the same number of chunks)")
+        raise ValueError(
+            f"num_chunks={num_chunks} must be a multiple of num_parts={num_parts} "
+            "(each worker owns the same number of chunks)"
+        )
     chunk_of = chunk_nodes(g, num_chunks, method, seed)
     sizes = torch.bincount(chunk_of, minlength=num_chunks)
     if bool((sizes == 0).any()):
         empty = int(torch.nonzero(sizes == 0)[0])
-        raise ValueError(f"empty partition: {method} left chunk {empty} of {num_chunks} without "
-                         "nodes; use fewer num_parts / num_chunks or method='random'")
-    rounds = (_round_robin(num_chunks, num_parts, seed) if schedule == "round_robin"
-              else _fixed_base(num_chunks, num_parts) if schedule == "fixed_base"
-              else _partner_sweep(num_parts))
-    return Partition(chunk_of, num_parts, rounds, method=method, seed=seed, halo=halo,
-                     schedule=schedule)
+        raise ValueError(
+            f"empty partition: {method} left chunk {empty} of {num_chunks} without "
+            "nodes; use fewer num_parts / num_chunks or method='random'"
+        )
+    rounds = (
+        _round_robin(num_chunks, num_parts, seed)
+        if schedule == "round_robin"
+        else _fixed_base(num_chunks, num_parts)
+        if schedule == "fixed_base"
+        else _partner_sweep(num_parts)
+    )
+    return Partition(
+        chunk_of, num_parts, rounds, method=method, seed=seed, halo=halo, schedule=schedule
+    )

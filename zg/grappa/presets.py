@@ -64,7 +64,7 @@ Deliberate differences from the public code, each for a reason:
 
 from __future__ import annotations
 
-from typing import Any, Dict, List, Optional
+from typing import Any
 
 from ._checks import choice_arg
 
@@ -78,29 +78,43 @@ REFERENCE_BATCH_PER_WORKER = 1000
 REFERENCE_LAYERS = 3
 
 
-def preset_values(name: str, trainer: Any = "grappa", workers: int = 4,
-                  num_layers: Optional[int] = None) -> Dict[str, Any]:
+def preset_values(
+    name: str, trainer: Any = "grappa", workers: int = 4, num_layers: int | None = None
+) -> dict[str, Any]:
     """The TrainConfig values preset ``name`` sets for ``trainer`` with ``workers`` workers
     (``num_layers``: the depth asked for, which picks the fanouts; default the preset's own).
     Settings the trainer fixes are left out (the trainer decides them)."""
-    from .trainers import get_trainer  # noqa: PLC0415  (trainers <- config <- this module)
+    from .trainers import get_trainer
 
     choice_arg(name, "preset", PRESETS)
     trainer_object = get_trainer(trainer)
     workers = trainer_object.workers or workers
     layers = REFERENCE_LAYERS if num_layers is None else num_layers
-    values: Dict[str, Any] = {
-        "method": "random", "num_chunks": workers, "halo": True, "schedule": "partner_sweep",
-        "repartition_every": 50, "estimator": "reference",
-        "model": "sage", "hidden_dim": 128, "num_layers": REFERENCE_LAYERS, "dropout": 0.5,
-        "fanouts": list(REFERENCE_FANOUTS.get(layers, [10] * layers if isinstance(layers, int)
-                                              and layers > 0 else REFERENCE_FANOUTS[3])),
-        "batch_size": REFERENCE_BATCH_PER_WORKER * workers, "lr": 0.003, "weight_decay": 0.0,
+    values: dict[str, Any] = {
+        "method": "random",
+        "num_chunks": workers,
+        "halo": True,
+        "schedule": "partner_sweep",
+        "repartition_every": 50,
+        "estimator": "reference",
+        "model": "sage",
+        "hidden_dim": 128,
+        "num_layers": REFERENCE_LAYERS,
+        "dropout": 0.5,
+        "fanouts": list(
+            REFERENCE_FANOUTS.get(
+                layers,
+                [10] * layers if isinstance(layers, int) and layers > 0 else REFERENCE_FANOUTS[3],
+            )
+        ),
+        "batch_size": REFERENCE_BATCH_PER_WORKER * workers,
+        "lr": 0.003,
+        "weight_decay": 0.0,
     }
     return trainer_object.shared_options(values)
 
 
-def apply_preset(options: Dict[str, Any], default_workers: Optional[int] = None) -> Dict[str, Any]:
+def apply_preset(options: dict[str, Any], default_workers: int | None = None) -> dict[str, Any]:
     """``options`` (TrainConfig fields given by the caller) with every field the preset sets and
     the caller did not give filled in; unchanged without ``preset``. A bad preset name is a
     ValueError naming ``preset``; a bad trainer or worker count is left for
@@ -109,7 +123,7 @@ def apply_preset(options: Dict[str, Any], default_workers: Optional[int] = None)
     if name is None:
         return options
     choice_arg(name, "preset", PRESETS)
-    from .trainers import get_trainer  # noqa: PLC0415
+    from .trainers import get_trainer
 
     trainer = options.get("trainer", "grappa")
     try:
@@ -124,16 +138,16 @@ def apply_preset(options: Dict[str, Any], default_workers: Optional[int] = None)
     return {**values, **options}
 
 
-def preset_record(config: Dict[str, Any]) -> Optional[Dict[str, Any]]:
+def preset_record(config: dict[str, Any]) -> dict[str, Any] | None:
     """What a history says of its preset: ``{"name", "overrides": {field: {"preset", "run"}}}``,
     the fields whose value differs from the preset's (given explicitly); None without one."""
     name = config.get("preset")
     if name is None:
         return None
     values = preset_values(name, config["trainer"], config["workers"], config["num_layers"])
-    overrides: Dict[str, Dict[str, Any]] = {}
+    overrides: dict[str, dict[str, Any]] = {}
     for key, value in values.items():
-        run: List[Any] = config.get(key)
+        run: list[Any] = config.get(key)
         if run != value:
             overrides[key] = {"preset": value, "run": run}
     return {"name": name, "overrides": overrides}

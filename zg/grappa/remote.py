@@ -27,8 +27,6 @@ sent bytes; every byte addressed to another worker is (kind ``features``).
 
 from __future__ import annotations
 
-from typing import List
-
 import torch
 import torch.distributed as dist
 
@@ -60,34 +58,38 @@ class FeatureTable:
             mine = torch.nonzero(owner == p).flatten()
             self.position[mine] = torch.arange(mine.numel(), device=owner.device)
         own = torch.nonzero(owner == rank).flatten()
-        self.rows = x[own].clone()                                       # copy: drop the rest
+        self.rows = x[own].clone()  # copy: drop the rest
 
 
-def fetch_features(table: FeatureTable, nodes: torch.Tensor, world: int, ledger: CommLedger) -> torch.Tensor:
+def fetch_features(
+    table: FeatureTable, nodes: torch.Tensor, world: int, ledger: CommLedger
+) -> torch.Tensor:
     """float32 [len(nodes), F]: the features of ``nodes`` (global ids), fetched from their owners.
 
     Every worker must call it the same number of times (it is a collective).
     """
-    owner = table.owner[nodes]                                           # [M]
-    order = torch.argsort(owner, stable=True)                            # group requests by owner
-    send_counts = torch.bincount(owner, minlength=world)                 # [P]
+    owner = table.owner[nodes]  # [M]
+    order = torch.argsort(owner, stable=True)  # group requests by owner
+    send_counts = torch.bincount(owner, minlength=world)  # [P]
     recv_counts = torch.empty_like(send_counts)
-    dist.all_to_all_single(recv_counts, send_counts)                     # 1. counts
-    send_split: List[int] = send_counts.tolist()
-    recv_split: List[int] = recv_counts.tolist()
-    requests = table.position[nodes[order]]                              # [M]
+    dist.all_to_all_single(recv_counts, send_counts)  # 1. counts
+    send_split: list[int] = send_counts.tolist()
+    recv_split: list[int] = recv_counts.tolist()
+    requests = table.position[nodes[order]]  # [M]
     incoming = torch.empty(sum(recv_split), dtype=torch.int64, device=nodes.device)
-    dist.all_to_all_single(incoming, requests, recv_split, send_split)   # 2. requests
-    replies = table.rows[incoming]                                       # [sum recv, F]
-    got = torch.empty(nodes.numel(), table.rows.shape[1], dtype=table.rows.dtype, device=nodes.device)
-    dist.all_to_all_single(got, replies, send_split, recv_split)         # 3. replies
+    dist.all_to_all_single(incoming, requests, recv_split, send_split)  # 2. requests
+    replies = table.rows[incoming]  # [sum recv, F]
+    got = torch.empty(
+        nodes.numel(), table.rows.shape[1], dtype=table.rows.dtype, device=nodes.device
+    )
+    dist.all_to_all_single(got, replies, send_split, recv_split)  # 3. replies
     me = table.rank
     row_bytes = table.rows.shape[1] * table.rows.element_size()
     ledger.record("features", "all_to_all", (world - 1) * send_counts.element_size())
     ledger.record("features", "all_to_all", (sum(send_split) - send_split[me]) * 8)
     ledger.record("features", "all_to_all", (sum(recv_split) - recv_split[me]) * row_bytes)
     x = torch.empty_like(got)
-    x[order] = got                                                       # back to the order of nodes
+    x[order] = got  # back to the order of nodes
     return x
 
 
@@ -96,19 +98,28 @@ class FeatureFetchSource:
     features fetched every iteration. The same attributes as
     :class:`zg.grappa.sources.IsolatedSource`; ``features`` is the fetch."""
 
-    envelope = None               # host-mediated sampling on the whole structure
+    envelope = None  # host-mediated sampling on the whole structure
 
-    def __init__(self, cfg, g: Graph, part: Partition, rank: int, world: int, device: torch.device,
-                 ledger: CommLedger):
+    def __init__(
+        self,
+        cfg,
+        g: Graph,
+        part: Partition,
+        rank: int,
+        world: int,
+        device: torch.device,
+        ledger: CommLedger,
+    ):
         self.cfg, self.rank, self.world, self.ledger = cfg, rank, world, ledger
         self.device = device
         owner = part.owner(0).to(device)
         self.table = FeatureTable(g.x.to(device), owner, rank)
         # The structure and labels only: this worker holds no feature row but its own.
-        self.graph = Graph(g.indptr, g.indices, y=g.y, num_classes=g.num_classes,
-                           name=f"{g.name}[structure]").to(device)
+        self.graph = Graph(
+            g.indptr, g.indices, y=g.y, num_classes=g.num_classes, name=f"{g.name}[structure]"
+        ).to(device)
         train = g.train_idx.to(device)
-        self.train_nodes = train[owner[train] == rank].cpu()            # global ids
+        self.train_nodes = train[owner[train] == rank].cpu()  # global ids
         self.iterations = iterations_per_epoch(cfg, g.train_idx.numel())
         self.rows = max(1, -(-self.train_nodes.numel() // self.iterations))
         self.weights = torch.ones(g.num_nodes, device=device)
@@ -118,10 +129,10 @@ class FeatureFetchSource:
         self.sampler = DynamicSampler(self.graph, cfg.fanouts, seed=self.seed)
         self._order_seed = worker_seed(cfg.seed, rank)
         self.super_epoch = None
-        self.mean_coverage = 1.0                                         # it sees every edge
+        self.mean_coverage = 1.0  # it sees every edge
 
     def start_super_epoch(self, s: int) -> None:
-        self.super_epoch = s                                             # never repartitions
+        self.super_epoch = s  # never repartitions
 
     def batches(self, epoch: int):
         return worker_batches(self.train_nodes, self._order_seed, epoch, self.iterations)

@@ -16,7 +16,6 @@ batch) and :meth:`batches`.
 from __future__ import annotations
 
 import math
-from typing import List, Optional
 
 import torch
 
@@ -32,7 +31,9 @@ from .partition import Partition
 __all__ = ["IsolatedSource", "worker_batches"]
 
 
-def worker_batches(nodes: torch.Tensor, order_seed: int, epoch: int, iterations: int) -> List[torch.Tensor]:
+def worker_batches(
+    nodes: torch.Tensor, order_seed: int, epoch: int, iterations: int
+) -> list[torch.Tensor]:
     """A worker's batches of ``epoch``: its nodes shuffled (:func:`zg.rng.epoch_order`) and cut
     into ``iterations`` near-equal parts, so every worker runs the same number of iterations."""
     return list(torch.tensor_split(epoch_order(nodes, order_seed, epoch), iterations))
@@ -44,20 +45,30 @@ class IsolatedSource:
 
     features = None
 
-    def __init__(self, cfg: TrainConfig, g: Graph, part: Partition, rank: int, world: int,
-                 device: torch.device, estimator: Estimator):
+    def __init__(
+        self,
+        cfg: TrainConfig,
+        g: Graph,
+        part: Partition,
+        rank: int,
+        world: int,
+        device: torch.device,
+        estimator: Estimator,
+    ):
         self.cfg, self.g, self.part, self.rank = cfg, g, part, rank
         self.device, self.estimator = device, estimator
         self.iterations = iterations_per_epoch(cfg, g.train_idx.numel())
-        self.super_epoch: Optional[int] = None
+        self.super_epoch: int | None = None
         self._order_seed = worker_seed(cfg.seed, rank)
 
     def start_super_epoch(self, s: int) -> None:
         """Regroup: this worker's local graph of super-epoch ``s``, its weights and envelope."""
         local = self.part.local_graph(self.g, self.rank, s)
         self.graph = local.graph.to(self.device)
-        coverage = local_coverage(local, self.cfg.num_layers).to(self.device)     # [n_local]
-        self.weights = local_weights(self.estimator, local, self.cfg.num_layers).to(self.device)  # [n_local]
+        coverage = local_coverage(local, self.cfg.num_layers).to(self.device)  # [n_local]
+        self.weights = local_weights(self.estimator, local, self.cfg.num_layers).to(
+            self.device
+        )  # [n_local]
         self.train_nodes = self.graph.train_idx.cpu()
         self.seed = worker_seed(self.cfg.seed, self.rank, s)
         # The worker's largest batch: batches() splits its training nodes into I parts.
@@ -66,13 +77,19 @@ class IsolatedSource:
         if self.cfg.mode == "full":
             self.block = whole_graph_block(self.graph)
         elif self.cfg.sampler == "envelope":
-            self.envelope = Envelope.resolve(self.cfg.envelope, self.graph, self.cfg.fanouts, self.rows,
-                                             seed=self.seed, nodes=self.train_nodes,
-                                             quantile=self.cfg.envelope_quantile,
-                                             margin=self.cfg.envelope_margin)
+            self.envelope = Envelope.resolve(
+                self.cfg.envelope,
+                self.graph,
+                self.cfg.fanouts,
+                self.rows,
+                seed=self.seed,
+                nodes=self.train_nodes,
+                quantile=self.cfg.envelope_quantile,
+                margin=self.cfg.envelope_margin,
+            )
         self.super_epoch = s
         self.mean_coverage = float(coverage[self.graph.train_idx].mean())
 
-    def batches(self, epoch: int) -> List[torch.Tensor]:
+    def batches(self, epoch: int) -> list[torch.Tensor]:
         """This worker's training nodes of ``epoch``, shuffled and cut into I near-equal parts."""
         return worker_batches(self.train_nodes, self._order_seed, epoch, self.iterations)

@@ -83,14 +83,30 @@ import os
 import shutil
 import tempfile
 from dataclasses import fields, replace
-from typing import Any, Dict, List, Optional
+from typing import Any
 
 from ..graph import Graph
 from ._checks import check_output_paths, graph_arg
-from .checkpoint import (CHECKPOINT_FILE, RESUMABLE_CHANGES, CheckpointError, checkpoint_file,
-                         read_checkpoint)
-from .config import (MODES, SAMPLERS, TRAINERS, UNSET, Experiment, Output, Runtime, TrainConfig,
-                     check_plan, iterations_per_epoch, make_partition, map_deprecated, super_epoch_of)
+from .checkpoint import (
+    CheckpointError,
+    checkpoint_file,
+    read_checkpoint,
+)
+from .config import (
+    MODES,
+    SAMPLERS,
+    TRAINERS,
+    UNSET,
+    Experiment,
+    Output,
+    Runtime,
+    TrainConfig,
+    check_plan,
+    iterations_per_epoch,
+    make_partition,
+    map_deprecated,
+    super_epoch_of,
+)
 from .history import bytes_by_kind, bytes_per_worker, write_json
 from .hook import HookState, average_parameters, estimator_hook, gather_stats
 from .launch import spawn
@@ -99,10 +115,30 @@ from .presets import apply_preset
 from .sources import IsolatedSource
 from .worker import run_worker
 
-__all__ = ["TrainConfig", "Experiment", "Runtime", "Output", "train", "train_many", "run_worker",
-           "TRAINERS", "MODES", "SAMPLERS", "HookState", "estimator_hook", "make_partition",
-           "iterations_per_epoch", "super_epoch_of", "CheckpointError", "checkpoint_file",
-           "read_checkpoint", "IsolatedSource", "bytes_by_kind", "bytes_per_worker", "write_json"]
+__all__ = [
+    "TrainConfig",
+    "Experiment",
+    "Runtime",
+    "Output",
+    "train",
+    "train_many",
+    "run_worker",
+    "TRAINERS",
+    "MODES",
+    "SAMPLERS",
+    "HookState",
+    "estimator_hook",
+    "make_partition",
+    "iterations_per_epoch",
+    "super_epoch_of",
+    "CheckpointError",
+    "checkpoint_file",
+    "read_checkpoint",
+    "IsolatedSource",
+    "bytes_by_kind",
+    "bytes_per_worker",
+    "write_json",
+]
 
 # Kept for callers of the one-module layout (tests, notebooks of earlier rounds).
 _check_plan = check_plan
@@ -113,9 +149,18 @@ _gather_stats = gather_stats
 # ----------------------------------------------------------------------------- the entry point
 
 
-def train(g: Graph, workers: int = UNSET, estimator: str = UNSET, repartition_every: Optional[int] = UNSET,
-          epochs: int = 20, seed: int = 0, *, partition: Optional[Partition] = None,
-          history_path: Optional[str] = None, **options: Any) -> Dict[str, Any]:
+def train(
+    g: Graph,
+    workers: int = UNSET,
+    estimator: str = UNSET,
+    repartition_every: int | None = UNSET,
+    epochs: int = 20,
+    seed: int = 0,
+    *,
+    partition: Partition | None = None,
+    history_path: str | None = None,
+    **options: Any,
+) -> dict[str, Any]:
     """Train with P real worker processes on this machine and return the history.
 
     Defaults (what ``train(g, workers=4, epochs=E, seed=s)`` runs): METIS chunks (2P of them,
@@ -182,15 +227,23 @@ def train(g: Graph, workers: int = UNSET, estimator: str = UNSET, repartition_ev
         ``bytes_sent_per_worker``, ``bytes_per_epoch_per_worker``, ``seconds_per_epoch``,
         ``partition``, ``config``.
     """
-    run = dict(workers=workers, estimator=estimator, repartition_every=repartition_every,
-               epochs=epochs, seed=seed, partition=partition, history_path=history_path, **options)
+    run = dict(
+        workers=workers,
+        estimator=estimator,
+        repartition_every=repartition_every,
+        epochs=epochs,
+        seed=seed,
+        partition=partition,
+        history_path=history_path,
+        **options,
+    )
     return train_many(g, [run])[0]
 
 
-TRAIN_WORKERS = 4               # train()'s default P (TrainConfig's own default is 2)
+TRAIN_WORKERS = 4  # train()'s default P (TrainConfig's own default is 2)
 
 
-def _prepare(g: Graph, run: Dict[str, Any]):
+def _prepare(g: Graph, run: dict[str, Any]):
     """Validate one run's options -> (config, partition, history path, keep the file?)."""
     if not isinstance(run, dict):
         raise TypeError(f"each run must be a dict of train() options, got {type(run).__name__}")
@@ -199,26 +252,37 @@ def _prepare(g: Graph, run: Dict[str, Any]):
     options = map_deprecated(options, stacklevel=4)
     unknown = sorted(set(options) - {f.name for f in fields(TrainConfig)})
     if unknown:
-        hint = (" ('dataset' is the command line's: pass the graph as g)" if "dataset" in unknown else "")
+        hint = (
+            " ('dataset' is the command line's: pass the graph as g)"
+            if "dataset" in unknown
+            else ""
+        )
         raise TypeError(f"train() got unknown option(s) {unknown}; see zg.grappa.TrainConfig{hint}")
-    if "workers" not in options:            # train()'s default P, unless the trainer has its own
+    if "workers" not in options:  # train()'s default P, unless the trainer has its own
         options["workers"] = _own_workers(options.get("trainer", "grappa")) or TRAIN_WORKERS
-    options = apply_preset(options)         # fields not given, from the preset (if any)
+    options = apply_preset(options)  # fields not given, from the preset (if any)
     cfg = TrainConfig(**options).validated()
-    check_output_paths(cfg.history_path, cfg.model_path, cfg.checkpoint_dir)   # before any worker starts
+    check_output_paths(
+        cfg.history_path, cfg.model_path, cfg.checkpoint_dir
+    )  # before any worker starts
     if cfg.workers > g.num_nodes:
         raise ValueError(f"workers={cfg.workers} is larger than the graph's {g.num_nodes} nodes")
     if partition is not None:
         check_plan(g, cfg, partition)
         # The partition given decides how nodes are cut (documented above); the history says so.
-        cfg = replace(cfg, method=partition.method, num_chunks=partition.num_chunks,
-                      halo=partition.halo, schedule=partition.schedule_name).validated()
+        cfg = replace(
+            cfg,
+            method=partition.method,
+            num_chunks=partition.num_chunks,
+            halo=partition.halo,
+            schedule=partition.schedule_name,
+        ).validated()
     part = make_partition(g, cfg) if partition is None else partition
     check_plan(g, cfg, part)
     return cfg, part, cfg.history_path, cfg.history_path is not None
 
 
-def _own_workers(trainer: Any) -> Optional[int]:
+def _own_workers(trainer: Any) -> int | None:
     """The trainer's own P, or None (a bad name is named by TrainConfig.validated)."""
     try:
         return TRAINERS[trainer].workers
@@ -226,12 +290,12 @@ def _own_workers(trainer: Any) -> Optional[int]:
         return None
 
 
-def _run_many(rank: int, world: int, g: Graph, jobs: List[Any]) -> None:
+def _run_many(rank: int, world: int, g: Graph, jobs: list[Any]) -> None:
     for cfg, part, path in jobs:
         run_worker(rank, world, cfg, g, part, path)
 
 
-def train_many(g: Graph, runs: List[Dict[str, Any]]) -> List[Dict[str, Any]]:
+def train_many(g: Graph, runs: list[dict[str, Any]]) -> list[dict[str, Any]]:
     """Several runs, one after the other, in *one* set of worker processes.
 
     Each run is a dict of :func:`train` arguments (``workers``, ``estimator``, ...,
@@ -242,7 +306,7 @@ def train_many(g: Graph, runs: List[Dict[str, Any]]) -> List[Dict[str, Any]]:
     return launch_prepared(g, prepare_many(g, runs))
 
 
-def prepare_many(g: Graph, runs: List[Dict[str, Any]]) -> List[Any]:
+def prepare_many(g: Graph, runs: list[dict[str, Any]]) -> list[Any]:
     """Everything :func:`train_many` checks before a worker starts: every run's config, its
     partition and plan, where it writes. Raises ``TypeError`` / ``ValueError`` naming the
     option; returns what :func:`launch_prepared` runs. Nothing is written."""
@@ -255,28 +319,44 @@ def prepare_many(g: Graph, runs: List[Dict[str, Any]]) -> List[Any]:
     first = prepared[0][0]
     folders = [cfg.checkpoint_dir for cfg, *_ in prepared if cfg.checkpoint_dir is not None]
     if len(folders) != len({os.path.abspath(f) for f in folders}):
-        raise ValueError("every run of train_many needs its own checkpoint_dir (a run would resume "
-                         "from another's checkpoint)")
+        raise ValueError(
+            "every run of train_many needs its own checkpoint_dir (a run would resume "
+            "from another's checkpoint)"
+        )
     for cfg, *_ in prepared[1:]:
         for name in ("workers", "backend", "timeout", "run_timeout"):
             if getattr(cfg, name) != getattr(first, name):
-                raise ValueError(f"every run of train_many needs the same {name}; got "
-                                 f"{getattr(first, name)!r} and {getattr(cfg, name)!r}")
+                raise ValueError(
+                    f"every run of train_many needs the same {name}; got "
+                    f"{getattr(first, name)!r} and {getattr(cfg, name)!r}"
+                )
     return prepared
 
 
-def launch_prepared(g: Graph, prepared: List[Any]) -> List[Dict[str, Any]]:
+def launch_prepared(g: Graph, prepared: list[Any]) -> list[dict[str, Any]]:
     """Start the workers for runs checked by :func:`prepare_many`; their histories."""
     first = prepared[0][0]
     # Temporary history files only once every run is known to be valid.
-    prepared = [(cfg, part, path if keep else os.path.join(tempfile.mkdtemp(prefix="zg-grappa-"),
-                                                         "history.json"), keep)
-                for cfg, part, path, keep in prepared]
+    prepared = [
+        (
+            cfg,
+            part,
+            path if keep else os.path.join(tempfile.mkdtemp(prefix="zg-grappa-"), "history.json"),
+            keep,
+        )
+        for cfg, part, path, keep in prepared
+    ]
     jobs = [(cfg, part, path) for cfg, part, path, _ in prepared]
     histories = []
     try:
-        spawn(_run_many, first.workers, args=(g.to("cpu"), jobs), timeout=first.timeout,
-              run_timeout=first.run_timeout, backend=first.backend)
+        spawn(
+            _run_many,
+            first.workers,
+            args=(g.to("cpu"), jobs),
+            timeout=first.timeout,
+            run_timeout=first.run_timeout,
+            backend=first.backend,
+        )
         for _, _, path, keep in prepared:
             with open(path) as f:
                 history = json.load(f)
@@ -284,6 +364,6 @@ def launch_prepared(g: Graph, prepared: List[Any]) -> List[Dict[str, Any]]:
             histories.append(history)
     finally:
         for _, _, path, keep in prepared:
-            if not keep:                         # the temporary folder, also after a failure
+            if not keep:  # the temporary folder, also after a failure
                 shutil.rmtree(os.path.dirname(path), ignore_errors=True)
     return histories

@@ -20,12 +20,20 @@ that contradicts them, naming both fields.
 
 from __future__ import annotations
 
-from typing import Any, Dict, Optional, Tuple
+from typing import Any
 
 import torch
 
-__all__ = ["Trainer", "Grappa", "Isolated", "PSGDPA", "FeatureFetch", "Single", "TRAINERS",
-           "get_trainer"]
+__all__ = [
+    "Trainer",
+    "Grappa",
+    "Isolated",
+    "PSGDPA",
+    "FeatureFetch",
+    "Single",
+    "TRAINERS",
+    "get_trainer",
+]
 
 
 class Trainer:
@@ -47,24 +55,27 @@ class Trainer:
     repartitions = False
     averages_models = False
     fetches_features = False
-    workers: Optional[int] = None
+    workers: int | None = None
 
     def __repr__(self) -> str:
         return f"zg.grappa.trainers.{type(self).__name__}()"
 
     # ------------------------------------------------------------------------- configuration
 
-    def defaults(self) -> Dict[str, Any]:
+    def defaults(self) -> dict[str, Any]:
         """The values of the trainer-dependent fields a config leaves unset."""
-        out = {"workers": self.workers or 2, "estimator": "batch" if self.corrects else "mean",
-               "repartition_every": 5 if self.repartitions else None}
+        out = {
+            "workers": self.workers or 2,
+            "estimator": "batch" if self.corrects else "mean",
+            "repartition_every": 5 if self.repartitions else None,
+        }
         if self.workers == 1:
             out["num_chunks"] = 1
         return out
 
-    def fixed(self) -> Dict[str, Tuple[Any, str]]:
+    def fixed(self) -> dict[str, tuple[Any, str]]:
         """``{field: (value, why)}``: the settings this trainer only runs with."""
-        out: Dict[str, Tuple[Any, str]] = {}
+        out: dict[str, tuple[Any, str]] = {}
         if not self.corrects:
             out["estimator"] = ("mean", "combines gradients without coverage correction")
         if not self.repartitions:
@@ -81,17 +92,23 @@ class Trainer:
             given = getattr(cfg, field)
             same = given == value or (field == "repartition_every" and not given)
             if not same:
-                raise ValueError(f"trainer={self.name!r} {why} ({field}={value!r}); got "
-                                 f"{field}={given!r}: drop {field} or choose another trainer")
+                raise ValueError(
+                    f"trainer={self.name!r} {why} ({field}={value!r}); got "
+                    f"{field}={given!r}: drop {field} or choose another trainer"
+                )
         if self.fetches_features and cfg.mode != "minibatch":
-            raise ValueError(f"trainer={self.name!r} trains in mode='minibatch' (it fetches the "
-                             f"features of sampled neighbourhoods); got mode={cfg.mode!r}")
+            raise ValueError(
+                f"trainer={self.name!r} trains in mode='minibatch' (it fetches the "
+                f"features of sampled neighbourhoods); got mode={cfg.mode!r}"
+            )
         if self.fetches_features and cfg.sampler != "dynamic":
-            raise ValueError(f"trainer={self.name!r} samples the whole structure with the dynamic "
-                             f"sampler; sampler='envelope' samples each worker's local graph "
-                             f"(trainers {[n for n, t in TRAINERS.items() if not t.fetches_features]})")
+            raise ValueError(
+                f"trainer={self.name!r} samples the whole structure with the dynamic "
+                f"sampler; sampler='envelope' samples each worker's local graph "
+                f"(trainers {[n for n, t in TRAINERS.items() if not t.fetches_features]})"
+            )
 
-    def shared_options(self, options: Dict[str, Any]) -> Dict[str, Any]:
+    def shared_options(self, options: dict[str, Any]) -> dict[str, Any]:
         """``options`` without the settings this trainer fixes: for options shared by the runs
         of a comparison (a ``repartition_every`` meant for the trainers that repartition), which
         each run's trainer then decides. A run's own options go to train() as they are."""
@@ -105,10 +122,12 @@ class Trainer:
 
     # ------------------------------------------------------------------------- the worker's pieces
 
-    def make_source(self, cfg: Any, g: Any, part: Any, rank: int, world: int, device: torch.device,
-                    ledger: Any):
+    def make_source(
+        self, cfg: Any, g: Any, part: Any, rank: int, world: int, device: torch.device, ledger: Any
+    ):
         """What this worker trains on (:mod:`zg.grappa.sources`): its isolated local graph."""
         from .sources import IsolatedSource
+
         return IsolatedSource(cfg, g, part, rank, world, device, cfg.estimator_object)
 
     def wrap(self, model: torch.nn.Module, device: torch.device, ledger: Any, guard: Any):
@@ -117,14 +136,19 @@ class Trainer:
         from torch.nn.parallel import DistributedDataParallel
 
         from .hook import HookState, estimator_hook
-        net = DistributedDataParallel(model, device_ids=[device.index] if device.type == "cuda" else None,
-                                      broadcast_buffers=False)
+
+        net = DistributedDataParallel(
+            model,
+            device_ids=[device.index] if device.type == "cuda" else None,
+            broadcast_buffers=False,
+        )
         state = HookState(ledger, guard=guard)
         net.register_comm_hook(state, estimator_hook)
         return net, state
 
-    def after_step(self, model: torch.nn.Module, step: int, every: int, world: int, ledger: Any,
-                   guard: Any) -> None:
+    def after_step(
+        self, model: torch.nn.Module, step: int, every: int, world: int, ledger: Any, guard: Any
+    ) -> None:
         """After the ``step``-th iteration of the run (0-based): nothing to do under DDP."""
 
 
@@ -152,6 +176,7 @@ class PSGDPA(Trainer):
     def after_step(self, model, step, every, world, ledger, guard):
         if (step + 1) % every == 0:
             from .hook import average_parameters
+
             # Gated like the optimizer step: an overflowed iteration averages nothing.
             average_parameters(model, world, ledger, apply=None if guard is None else guard.apply())
 
@@ -164,6 +189,7 @@ class FeatureFetch(Trainer):
 
     def make_source(self, cfg, g, part, rank, world, device, ledger):
         from .remote import FeatureFetchSource
+
         return FeatureFetchSource(cfg, g, part, rank, world, device, ledger)
 
 
@@ -174,13 +200,17 @@ class Single(Trainer):
 
 
 # The one place a trainer's name is tested.
-TRAINERS: Dict[str, type] = {cls.name: cls for cls in (Grappa, Isolated, PSGDPA, FeatureFetch, Single)}
+TRAINERS: dict[str, type] = {
+    cls.name: cls for cls in (Grappa, Isolated, PSGDPA, FeatureFetch, Single)
+}
 
 
 def get_trainer(name: Any) -> Trainer:
     """The trainer called ``name`` (a ValueError naming ``trainer`` and the choices otherwise)."""
     if not isinstance(name, str):
-        raise TypeError(f"trainer must be a str, one of {list(TRAINERS)}; got {type(name).__name__} {name!r}")
+        raise TypeError(
+            f"trainer must be a str, one of {list(TRAINERS)}; got {type(name).__name__} {name!r}"
+        )
     if name not in TRAINERS:
         raise ValueError(f"unknown trainer {name!r}; choose one of {list(TRAINERS)}")
     return TRAINERS[name]()

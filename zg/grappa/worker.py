@@ -40,7 +40,8 @@ from __future__ import annotations
 import importlib.util
 import os
 import time
-from typing import Any, Callable, Dict, List, Optional
+from collections.abc import Callable
+from typing import Any
 
 import torch
 import torch.distributed as dist
@@ -65,7 +66,7 @@ from .partition import Partition
 
 __all__ = ["run_worker", "on_iteration", "PLUGIN_ENV", "load_plugins"]
 
-on_iteration: List[Callable[[int, int, int], None]] = []
+on_iteration: list[Callable[[int, int, int], None]] = []
 PLUGIN_ENV = "ZG_GRAPPA_WORKER_PLUGIN"
 _loaded_plugins: set = set()
 
@@ -76,15 +77,24 @@ def load_plugins() -> None:
     for path in filter(None, os.environ.get(PLUGIN_ENV, "").split(os.pathsep)):
         if path in _loaded_plugins:
             continue
-        spec = importlib.util.spec_from_file_location(f"zg_grappa_plugin_{len(_loaded_plugins)}", path)
+        spec = importlib.util.spec_from_file_location(
+            f"zg_grappa_plugin_{len(_loaded_plugins)}", path
+        )
         if spec is None or not os.path.isfile(path):
             raise ValueError(f"{PLUGIN_ENV}: {path!r} is not a Python file")
         spec.loader.exec_module(importlib.util.module_from_spec(spec))
         _loaded_plugins.add(path)
 
 
-def run_worker(rank: int, world: int, cfg: TrainConfig, g: Graph, part: Optional[Partition],
-               history_path: Optional[str], local_rank: Optional[int] = None) -> None:
+def run_worker(
+    rank: int,
+    world: int,
+    cfg: TrainConfig,
+    g: Graph,
+    part: Partition | None,
+    history_path: str | None,
+    local_rank: int | None = None,
+) -> None:
     """One worker of any trainer, inside an initialised default process group.
 
     ``part`` None: compute it from the config (every rank gets the same one). Rank 0 writes the
@@ -98,16 +108,27 @@ def run_worker(rank: int, world: int, cfg: TrainConfig, g: Graph, part: Optional
         text = str(exc).lower()
         if "timed out" not in text and "operation timeout" not in text:
             raise
-        raise TimeoutError(f"worker {rank}: a collective waited longer than timeout={cfg.timeout} s "
-                           f"(TrainConfig.timeout), so a peer is gone or stuck. The backend said: "
-                           f"{str(exc)[:300]}") from exc
+        raise TimeoutError(
+            f"worker {rank}: a collective waited longer than timeout={cfg.timeout} s "
+            f"(TrainConfig.timeout), so a peer is gone or stuck. The backend said: "
+            f"{str(exc)[:300]}"
+        ) from exc
 
 
-def _run_worker(rank: int, world: int, cfg: TrainConfig, g: Graph, part: Optional[Partition],
-                history_path: Optional[str], local_rank: Optional[int]) -> None:
+def _run_worker(
+    rank: int,
+    world: int,
+    cfg: TrainConfig,
+    g: Graph,
+    part: Partition | None,
+    history_path: str | None,
+    local_rank: int | None,
+) -> None:
     if world != cfg.workers:
-        raise ValueError(f"the process group has {world} workers but the config says workers="
-                         f"{cfg.workers} (trainer={cfg.trainer!r})")
+        raise ValueError(
+            f"the process group has {world} workers but the config says workers="
+            f"{cfg.workers} (trainer={cfg.trainer!r})"
+        )
     device = worker_device(dist.get_backend(), rank if local_rank is None else local_rank)
     torch.set_num_threads(cfg.threads or max(1, (os.cpu_count() or 1) // world))
     part = make_partition(g, cfg) if part is None else part
@@ -117,11 +138,11 @@ def _run_worker(rank: int, world: int, cfg: TrainConfig, g: Graph, part: Optiona
     run = _Run(worker, g)
     for epoch in range(run.first_epoch, cfg.epochs):
         repartition_seconds = worker.enter(super_epoch_of(cfg, epoch))
-        dist.barrier()                               # the epoch clock starts together
+        dist.barrier()  # the epoch clock starts together
         seconds, overflows, rewound = worker.train_epoch(epoch)
         run.record(epoch, seconds, repartition_seconds, overflows, rewound)
         run.checkpoint(epoch)
-        dist.barrier()                               # nobody's clock runs while rank 0 evaluates
+        dist.barrier()  # nobody's clock runs while rank 0 evaluates
     run.finish(part, history_path)
 
 
@@ -129,24 +150,40 @@ class _Worker:
     """A worker's pieces: its trainer, source, model (and what wraps it), optimizer, loss,
     overflow guard, ledger, and the Engine of the current super-epoch."""
 
-    def __init__(self, cfg: TrainConfig, g: Graph, part: Partition, rank: int, world: int,
-                 device: torch.device):
+    def __init__(
+        self,
+        cfg: TrainConfig,
+        g: Graph,
+        part: Partition,
+        rank: int,
+        world: int,
+        device: torch.device,
+    ):
         self.cfg, self.rank, self.world, self.device = cfg, rank, world, device
         self.trainer = cfg.trainer_object
         self.ledger = CommLedger(world)
         self.full = cfg.mode == "full"
         self.envelope_step = cfg.sampler == "envelope" and not self.full
-        self.guard = OverflowGuard(cfg.num_layers, device, distributed=True) if self.envelope_step else None
-        torch.manual_seed(cfg.seed)                  # identical initial parameters everywhere
-        self.model = zg_models.build(cfg.model, g.feat_dim, cfg.hidden_dim, g.num_classes,
-                                     cfg.num_layers, dropout=cfg.dropout).to(device)
+        self.guard = (
+            OverflowGuard(cfg.num_layers, device, distributed=True) if self.envelope_step else None
+        )
+        torch.manual_seed(cfg.seed)  # identical initial parameters everywhere
+        self.model = zg_models.build(
+            cfg.model,
+            g.feat_dim,
+            cfg.hidden_dim,
+            g.num_classes,
+            cfg.num_layers,
+            dropout=cfg.dropout,
+        ).to(device)
         self.source = self.trainer.make_source(cfg, g, part, rank, world, device, self.ledger)
         self.net, hook_state = self.trainer.wrap(self.model, device, self.ledger, self.guard)
         self.optimizer = make_optimizer(self.model, "adam", cfg.lr, cfg.weight_decay)
         self.iterations = self.source.iterations
-        self.loss = _EstimatorLoss(cfg, self.source, rank, world, self.ledger, hook_state,
-                                   self.guard, self.full)
-        self.engine: Optional[Engine] = None
+        self.loss = _EstimatorLoss(
+            cfg, self.source, rank, world, self.ledger, hook_state, self.guard, self.full
+        )
+        self.engine: Engine | None = None
 
     def enter(self, s: int) -> float:
         """Seconds spent regrouping into super-epoch ``s`` (0.0 if it is the current one)."""
@@ -163,9 +200,14 @@ class _Worker:
 
     def after_step(self, epoch: int, b: int) -> None:
         self.loss.keep(b)
-        self.trainer.after_step(self.model, epoch * self.iterations + b,
-                                self.cfg.average_every or self.iterations, self.world, self.ledger,
-                                self.guard)
+        self.trainer.after_step(
+            self.model,
+            epoch * self.iterations + b,
+            self.cfg.average_every or self.iterations,
+            self.world,
+            self.ledger,
+            self.guard,
+        )
 
     def train_epoch(self, epoch: int):
         """(seconds, envelope overflows, rewound batches) of one epoch of training."""
@@ -174,9 +216,15 @@ class _Worker:
         if self.full:
             self.before_step(epoch, 0)
             seed_dropout(batch_key(self.source.seed, epoch, 0))
-            train_step(self._whole_local_graph, self.model, self.optimizer,
-                       lambda nodes: self.source.graph.x, self.source.graph.y, loss=self.loss,
-                       forward=self.net)
+            train_step(
+                self._whole_local_graph,
+                self.model,
+                self.optimizer,
+                lambda nodes: self.source.graph.x,
+                self.source.graph.y,
+                loss=self.loss,
+                forward=self.net,
+            )
             self.after_step(epoch, 0)
             return time.perf_counter() - start, 0, 0
         self.engine.epoch, self.engine.batch = epoch, 0
@@ -187,24 +235,42 @@ class _Worker:
         """mode="full": one batch of every local training node over the whole local graph."""
         seeds = self.source.train_nodes.to(self.device)
         layers, device = self.cfg.num_layers, self.device
-        return MiniBatch(seeds=seeds, num_seeds=torch.tensor(seeds.numel(), device=device),
-                         blocks=[self.source.block] * layers,
-                         counts=torch.zeros(layers, dtype=torch.int64, device=device),
-                         overflowed=torch.zeros((), dtype=torch.bool, device=device))
+        return MiniBatch(
+            seeds=seeds,
+            num_seeds=torch.tensor(seeds.numel(), device=device),
+            blocks=[self.source.block] * layers,
+            counts=torch.zeros(layers, dtype=torch.int64, device=device),
+            overflowed=torch.zeros((), dtype=torch.bool, device=device),
+        )
 
     def _engine(self) -> Engine:
         """The worker's Engine for the current super-epoch (the class a single process runs)."""
         cfg, source = self.cfg, self.source
         guard = self.guard if self.guard is not None else OverflowGuard(cfg.num_layers, self.device)
-        step = Step(nodes=source.train_nodes, batches=source.batches, forward=self.net, loss=self.loss,
-                    features=source.features, guard=guard, before=self.before_step,
-                    after=self.after_step)
+        step = Step(
+            nodes=source.train_nodes,
+            batches=source.batches,
+            forward=self.net,
+            loss=self.loss,
+            features=source.features,
+            guard=guard,
+            before=self.before_step,
+            after=self.after_step,
+        )
         # "static": the fixed-shape step, never a CUDA Graph (DDP's hooks run Python in backward).
-        engine = Engine(source.graph, self.model, cfg.fanouts, source.rows,
-                        envelope=source.envelope if self.envelope_step else "worst_case",
-                        mode="static" if self.envelope_step else "dynamic", device=self.device,
-                        seed=source.seed, optimizer=self.optimizer, step=step)
-        engine.observers = []                        # no sync audit inside a worker's epoch
+        engine = Engine(
+            source.graph,
+            self.model,
+            cfg.fanouts,
+            source.rows,
+            envelope=source.envelope if self.envelope_step else "worst_case",
+            mode="static" if self.envelope_step else "dynamic",
+            device=self.device,
+            seed=source.seed,
+            optimizer=self.optimizer,
+            step=step,
+        )
+        engine.observers = []  # no sync audit inside a worker's epoch
         return engine
 
 
@@ -215,12 +281,20 @@ class _Run:
     def __init__(self, worker: _Worker, g: Graph):
         self.worker, self.g, self.cfg = worker, g, worker.cfg
         self.rank, self.world = worker.rank, worker.world
-        self.records: List[Dict[str, Any]] = []
+        self.records: list[dict[str, Any]] = []
         self.first_epoch, self.seconds_before, self.resumed_at = 0, 0.0, []
         self.path = checkpoint_file(self.cfg)
         if self.path is not None:
-            state = resume(self.path, self.cfg, g, self.rank, self.world, worker.model,
-                           worker.optimizer, worker.device)
+            state = resume(
+                self.path,
+                self.cfg,
+                g,
+                self.rank,
+                self.world,
+                worker.model,
+                worker.optimizer,
+                worker.device,
+            )
             if state is not None:
                 self.first_epoch, self.seconds_before = state["next_epoch"], state["seconds"]
                 self.records = state["records"] if self.rank == 0 else []
@@ -236,32 +310,44 @@ class _Run:
             from tqdm.auto import tqdm
         except ImportError:
             return None
-        return tqdm(total=self.cfg.epochs, initial=self.first_epoch,
-                    desc=f"{self.cfg.trainer} P={self.world}", leave=False)
+        return tqdm(
+            total=self.cfg.epochs,
+            initial=self.first_epoch,
+            desc=f"{self.cfg.trainer} P={self.world}",
+            leave=False,
+        )
 
     def seconds(self) -> float:
         return self.seconds_before + time.perf_counter() - self.start
 
-    def record(self, epoch: int, seconds: float, repartition_seconds: float, overflows: int,
-               rewound: int) -> None:
+    def record(
+        self, epoch: int, seconds: float, repartition_seconds: float, overflows: int, rewound: int
+    ) -> None:
         """Gather every worker's sums of the epoch; rank 0 keeps the record and evaluates."""
         worker, cfg = self.worker, self.cfg
         loss_sum, seen, lam, scales = worker.loss.take()
         comm = worker.ledger.take()
         row = [loss_sum, seen, seconds, repartition_seconds, worker.source.mean_coverage]
         row += [float(comm["bytes"][k]) for k in KINDS] + [float(comm["rounds"][k]) for k in KINDS]
-        row += scales                                                    # hook scale min, mean, max
+        row += scales  # hook scale min, mean, max
         table = gather_row(torch.tensor(row, dtype=torch.float64, device=worker.device), self.world)
-        if self.rank != 0:                                               # table: [P, 16]
+        if self.rank != 0:  # table: [P, 16]
             return
-        record = epoch_record(epoch, super_epoch_of(cfg, epoch), table, [lam] if lam is not None else [],
-                              worker.iterations)
+        record = epoch_record(
+            epoch,
+            super_epoch_of(cfg, epoch),
+            table,
+            [lam] if lam is not None else [],
+            worker.iterations,
+        )
         if worker.envelope_step:
             record["envelope_overflows"], record["rewound_batches"] = overflows, rewound
         if (epoch + 1) % cfg.eval_every == 0 or epoch == cfg.epochs - 1:
             t = time.perf_counter()
             acc = evaluate(worker.model, self.eval_graph, ("val", "test"))
-            record.update(val_acc=acc["val"], test_acc=acc["test"], eval_seconds=time.perf_counter() - t)
+            record.update(
+                val_acc=acc["val"], test_acc=acc["test"], eval_seconds=time.perf_counter() - t
+            )
         self.records.append(record)
         if self.bar is not None:
             self.bar.set_postfix(loss=f"{record['loss']:.3f}", val=record.get("val_acc"))
@@ -269,19 +355,41 @@ class _Run:
 
     def checkpoint(self, epoch: int) -> None:
         cfg, worker = self.cfg, self.worker
-        if self.path is None or not ((epoch + 1) % cfg.checkpoint_every == 0 or epoch == cfg.epochs - 1):
+        if self.path is None or not (
+            (epoch + 1) % cfg.checkpoint_every == 0 or epoch == cfg.epochs - 1
+        ):
             return
-        write_checkpoint(self.path, cfg, self.g, self.rank, self.world, worker.model, worker.optimizer,
-                         worker.device, epoch + 1, (epoch + 1) * worker.iterations, self.records,
-                         self.seconds(), self.resumed_at)
+        write_checkpoint(
+            self.path,
+            cfg,
+            self.g,
+            self.rank,
+            self.world,
+            worker.model,
+            worker.optimizer,
+            worker.device,
+            epoch + 1,
+            (epoch + 1) * worker.iterations,
+            self.records,
+            self.seconds(),
+            self.resumed_at,
+        )
 
-    def finish(self, part: Partition, history_path: Optional[str]) -> None:
+    def finish(self, part: Partition, history_path: str | None) -> None:
         if self.bar is not None:
             self.bar.close()
         if self.rank != 0:
             return
-        result = history(self.cfg, self.g, part, self.world, self.records, self.seconds(),
-                         dist.get_backend(), self.resumed_at)
+        result = history(
+            self.cfg,
+            self.g,
+            part,
+            self.world,
+            self.records,
+            self.seconds(),
+            dist.get_backend(),
+            self.resumed_at,
+        )
         if history_path:
             write_json(result, history_path)
         if self.cfg.model_path:
@@ -295,41 +403,55 @@ class _EstimatorLoss:
     It also keeps, per executed batch, the sums the history reports (mean loss, shrinkage
     lambda)."""
 
-    def __init__(self, cfg: TrainConfig, source, rank: int, world: int, ledger: CommLedger,
-                 hook_state, guard: Optional[OverflowGuard], full: bool):
+    def __init__(
+        self,
+        cfg: TrainConfig,
+        source,
+        rank: int,
+        world: int,
+        ledger: CommLedger,
+        hook_state,
+        guard: OverflowGuard | None,
+        full: bool,
+    ):
         self.trainer, self.source, self.rank, self.world = cfg.trainer_object, source, rank, world
         self.estimator = cfg.estimator_object
         self.ledger, self.hook_state, self.guard, self.full = ledger, hook_state, guard, full
-        self.current: Dict[str, torch.Tensor] = {}
-        self.per_batch: Dict[int, Dict[str, torch.Tensor]] = {}
+        self.current: dict[str, torch.Tensor] = {}
+        self.per_batch: dict[int, dict[str, torch.Tensor]] = {}
 
     def __call__(self, logits: torch.Tensor, labels: torch.Tensor, mb: MiniBatch) -> torch.Tensor:
-        if self.full:                                   # whole-graph logits: keep the seeds' rows
+        if self.full:  # whole-graph logits: keep the seeds' rows
             logits = logits.index_select(0, mb.seeds)
-        per_seed, counted = per_seed_cross_entropy(logits, labels, mb.valid)   # [B], [B]
-        weights = self.source.weights.index_select(0, mb.seeds)                # [B]
+        per_seed, counted = per_seed_cross_entropy(logits, labels, mb.valid)  # [B], [B]
+        weights = self.source.weights.index_select(0, mb.seeds)  # [B]
         lam = None
-        if self.trainer.averages_models:                # its own mean; no gradient exchange
+        if self.trainer.averages_models:  # its own mean; no gradient exchange
             counted_f = counted.to(per_seed.dtype)
             factors = counted_f / counted_f.sum().clamp(min=1.0)
-            if self.guard is not None:                  # no per-iteration collective to ride on
+            if self.guard is not None:  # no per-iteration collective to ride on
                 reduce_overflow_flag(self.guard, self.ledger)
         else:
             stats = None
             if self.estimator.needs_stats:
-                mine = masked_batch_stats(weights, counted)                     # [3] float64
+                mine = masked_batch_stats(weights, counted)  # [3] float64
                 self.ledger.record("scalars", "all_gather", mine.numel() * mine.element_size())
                 gathered = [torch.empty_like(mine) for _ in range(self.world)]
                 dist.all_gather(gathered, mine)
-                stats = torch.stack(gathered)                                   # [P, 3], device
-            factors, scale, info = self.estimator.combine_device(weights, counted, self.rank,
-                                                                 self.world, stats)
+                stats = torch.stack(gathered)  # [P, 3], device
+            factors, scale, info = self.estimator.combine_device(
+                weights, counted, self.rank, self.world, stats
+            )
             self.hook_state.scale = scale
             lam = info.get("lambda")
-        self.current = {"loss_sum": per_seed.detach().sum().double(), "count": counted.sum().double()}
+        self.current = {
+            "loss_sum": per_seed.detach().sum().double(),
+            "count": counted.sum().double(),
+        }
         if not self.trainer.averages_models:
-            self.current["scale"] = torch.as_tensor(self.hook_state.scale, dtype=torch.float64,
-                                                    device=per_seed.device)
+            self.current["scale"] = torch.as_tensor(
+                self.hook_state.scale, dtype=torch.float64, device=per_seed.device
+            )
         if lam is not None:
             self.current["lambda"] = lam
         return (per_seed * factors.to(per_seed.dtype)).sum()
@@ -349,7 +471,7 @@ class _EstimatorLoss:
         lam = float(torch.stack(lams).mean()) if lams else None
         scales = [k["scale"] for k in kept if "scale" in k]
         if scales:
-            s = torch.stack(scales)                                      # [batches] float64
+            s = torch.stack(scales)  # [batches] float64
             spread = [float(v) for v in torch.stack([s.min(), s.mean(), s.max()])]
         else:
             spread = [float("nan")] * 3

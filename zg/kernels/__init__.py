@@ -33,22 +33,31 @@ numba is optional: :func:`available` says whether it imported; ``import zg`` nev
 from __future__ import annotations
 
 import warnings
-from typing import Any, Optional
+from typing import Any
 
 import torch
 
 try:  # numba is an optional dependency (the "fast" extra); without it the torch path runs
     import numba
-    _IMPORT_ERROR: Optional[BaseException] = None
+
+    _IMPORT_ERROR: BaseException | None = None
 except ImportError as exc:  # pragma: no cover - exercised in a subprocess by the tests
     numba = None
     _IMPORT_ERROR = exc
 
-__all__ = ["KERNELS", "available", "import_error", "check", "resolve", "set_threads",
-           "sampling", "aggregate"]
+__all__ = [
+    "KERNELS",
+    "available",
+    "import_error",
+    "check",
+    "resolve",
+    "set_threads",
+    "sampling",
+    "aggregate",
+]
 
 KERNELS = ("auto", "fused", "torch")
-_notice = {"given": False}      # the "numba is missing" notice, once per process (not a switch)
+_notice = {"given": False}  # the "numba is missing" notice, once per process (not a switch)
 
 
 def available() -> bool:
@@ -56,7 +65,7 @@ def available() -> bool:
     return numba is not None
 
 
-def import_error() -> Optional[BaseException]:
+def import_error() -> BaseException | None:
     """Why numba did not import (None when it did)."""
     return _IMPORT_ERROR
 
@@ -67,8 +76,10 @@ def check(kernel: Any, name: str = "kernel") -> str:
     if not isinstance(kernel, str) or kernel not in KERNELS:
         raise ValueError(f"{name} must be one of {', '.join(map(repr, KERNELS))}, got {kernel!r}")
     if kernel == "fused" and numba is None:
-        raise RuntimeError(f"{name}='fused' needs numba, which did not import ({_IMPORT_ERROR}); "
-                           f"pip install numba, or use {name}='torch'")
+        raise RuntimeError(
+            f"{name}='fused' needs numba, which did not import ({_IMPORT_ERROR}); "
+            f"pip install numba, or use {name}='torch'"
+        )
     return kernel
 
 
@@ -85,17 +96,22 @@ def resolve(kernel: Any, device: Any) -> str:
         return "torch"
     if kernel == "fused":
         if device.type != "cpu":
-            raise ValueError(f"kernel='fused' runs on the CPU, not on {device} (use kernel='auto' "
-                             "or 'torch': the torch path is the capturable one)")
+            raise ValueError(
+                f"kernel='fused' runs on the CPU, not on {device} (use kernel='auto' "
+                "or 'torch': the torch path is the capturable one)"
+            )
         return "fused"
     if device.type != "cpu":
         return "torch"
     if numba is None:
         if not _notice["given"]:
             _notice["given"] = True
-            warnings.warn("zg: numba is not installed, so the CPU runs the torch path "
-                          "(slower; pip install numba for the fused kernels)", RuntimeWarning,
-                          stacklevel=3)
+            warnings.warn(
+                "zg: numba is not installed, so the CPU runs the torch path "
+                "(slower; pip install numba for the fused kernels)",
+                RuntimeWarning,
+                stacklevel=3,
+            )
         return "torch"
     return "fused"
 

@@ -52,8 +52,6 @@ reference, and ``backward="csr"`` is a RuntimeError. The functions are once diff
 
 from __future__ import annotations
 
-from typing import Optional
-
 import numpy as np
 import torch
 import torch.nn.functional as F
@@ -61,9 +59,20 @@ from torch.autograd.function import once_differentiable
 
 from . import import_error, numba, resolve, set_threads
 
-__all__ = ["available", "neighbour_sum", "transpose_slots", "BACKWARDS", "gather", "masked_sum",
-           "gather_sum", "attention_gather_sum", "weighted_neighbour_sum",
-           "destination_rows_and_projected_mean", "projected_neighbour_sum", "attention_sum"]
+__all__ = [
+    "available",
+    "neighbour_sum",
+    "transpose_slots",
+    "BACKWARDS",
+    "gather",
+    "masked_sum",
+    "gather_sum",
+    "attention_gather_sum",
+    "weighted_neighbour_sum",
+    "destination_rows_and_projected_mean",
+    "projected_neighbour_sum",
+    "attention_sum",
+]
 
 # neighbour_sum's backward: "csr", this module's (needs numba); "torch", embedding_bag's own.
 BACKWARDS = ("csr", "torch")
@@ -84,7 +93,7 @@ if numba is not None:
         slots[offsets[s]:offsets[s + 1]] in increasing order."""
         n = nbr.shape[0]
         step = (n + chunks - 1) // chunks
-        counts = np.zeros((chunks, num_rows), dtype=np.int64)          # [C, S]
+        counts = np.zeros((chunks, num_rows), dtype=np.int64)  # [C, S]
         for c in prange(chunks):
             for e in range(c * step, min(n, (c + 1) * step)):
                 if mask[e]:
@@ -110,7 +119,7 @@ if numba is not None:
                 offsets[s] = running
                 for c in range(chunks):
                     count = counts[c, s]
-                    counts[c, s] = running                              # chunk c's write cursor
+                    counts[c, s] = running  # chunk c's write cursor
                     running += count
         slots = np.empty(block_total[blocks], dtype=np.int64)
         for c in prange(chunks):
@@ -192,14 +201,21 @@ def _bag_sum(table, nbr, weight):
     num_rows, heads, width = table.shape
     num_dst, fanout = nbr.shape
     if heads == 1:
-        out = F.embedding_bag(nbr, table.reshape(num_rows, width),
-                              per_sample_weights=weight.reshape(num_dst, fanout), mode="sum")
+        out = F.embedding_bag(
+            nbr,
+            table.reshape(num_rows, width),
+            per_sample_weights=weight.reshape(num_dst, fanout),
+            mode="sum",
+        )
     else:
         head = torch.arange(heads, device=nbr.device)
-        rows = nbr.unsqueeze(1) * heads + head.view(1, heads, 1)                  # [D, H, k]
-        out = F.embedding_bag(rows.reshape(num_dst * heads, fanout), table.reshape(-1, width),
-                              per_sample_weights=weight.transpose(1, 2).reshape(-1, fanout),
-                              mode="sum")                                         # [D * H, F]
+        rows = nbr.unsqueeze(1) * heads + head.view(1, heads, 1)  # [D, H, k]
+        out = F.embedding_bag(
+            rows.reshape(num_dst * heads, fanout),
+            table.reshape(-1, width),
+            per_sample_weights=weight.transpose(1, 2).reshape(-1, fanout),
+            mode="sum",
+        )  # [D * H, F]
     return out.view(num_dst, heads, width)
 
 
@@ -207,7 +223,7 @@ def _csr_backward(ctx, grad_out, grad_self):
     """Gradients of table and weight (see the module docstring); grad_self [R, H, F] (or
     None) is the gradient of table[:R] through another path, added into the same pass."""
     table, nbr, weight, edge_mask = ctx.saved_tensors
-    grad_out = grad_out.contiguous()                                              # [D, H, F]
+    grad_out = grad_out.contiguous()  # [D, H, F]
     num_dst, fanout = nbr.shape
     heads, width = grad_out.shape[1], grad_out.shape[2]
     grad_table = grad_weight = None
@@ -216,13 +232,25 @@ def _csr_backward(ctx, grad_out, grad_self):
         grad_table = torch.empty(ctx.num_rows, heads, width, dtype=grad_out.dtype)
         grad_self = grad_out[:0] if grad_self is None else grad_self.contiguous()
         _chunks()
-        _grad_table(offsets.numpy(), slots.numpy(), weight.view(num_dst * fanout, heads).numpy(),
-                    grad_out.numpy(), fanout, grad_self.numpy(), grad_table.numpy())
+        _grad_table(
+            offsets.numpy(),
+            slots.numpy(),
+            weight.view(num_dst * fanout, heads).numpy(),
+            grad_out.numpy(),
+            fanout,
+            grad_self.numpy(),
+            grad_table.numpy(),
+        )
     if ctx.needs_input_grad[2]:
         grad_weight = torch.empty(num_dst, fanout, heads, dtype=grad_out.dtype)
         _chunks()
-        _grad_weight(nbr.numpy(), edge_mask.numpy(), table.contiguous().numpy(),
-                     grad_out.numpy(), grad_weight.numpy())
+        _grad_weight(
+            nbr.numpy(),
+            edge_mask.numpy(),
+            table.contiguous().numpy(),
+            grad_out.numpy(),
+            grad_weight.numpy(),
+        )
     return grad_table, grad_weight
 
 
@@ -235,7 +263,7 @@ class _NeighbourSum(torch.autograd.Function):
         # exact zeros on masked slots; edge_mask [D, k] bool (all contiguous).
         ctx.save_for_backward(table if ctx.needs_input_grad[2] else None, nbr, weight, edge_mask)
         ctx.num_rows = table.shape[0]
-        return _bag_sum(table, nbr, weight)                                       # [D, H, F]
+        return _bag_sum(table, nbr, weight)  # [D, H, F]
 
     @staticmethod
     @once_differentiable
@@ -253,7 +281,7 @@ class _NeighbourSumAndSelf(torch.autograd.Function):
     def forward(ctx, table, nbr, weight, edge_mask, self_rows):
         ctx.save_for_backward(table if ctx.needs_input_grad[2] else None, nbr, weight, edge_mask)
         ctx.num_rows = table.shape[0]
-        return _bag_sum(table, nbr, weight), table[:self_rows].clone()            # [D, H, F], [R, H, F]
+        return _bag_sum(table, nbr, weight), table[:self_rows].clone()  # [D, H, F], [R, H, F]
 
     @staticmethod
     @once_differentiable
@@ -262,9 +290,14 @@ class _NeighbourSumAndSelf(torch.autograd.Function):
         return grad_table, None, grad_weight, None, None
 
 
-def neighbour_sum(table: torch.Tensor, nbr: torch.Tensor, weight: torch.Tensor,
-                  edge_mask: torch.Tensor, backward: str = "csr",
-                  self_rows: Optional[int] = None):
+def neighbour_sum(
+    table: torch.Tensor,
+    nbr: torch.Tensor,
+    weight: torch.Tensor,
+    edge_mask: torch.Tensor,
+    backward: str = "csr",
+    self_rows: int | None = None,
+):
     """``out[i, h] = sum_j weight[i, j, h] * table[nbr[i, j], h]`` over the real slots, on the CPU.
 
     ``table`` [S, H, F] float; ``nbr`` [D, k] int64 row ids into ``table``; ``weight``
@@ -284,14 +317,23 @@ def neighbour_sum(table: torch.Tensor, nbr: torch.Tensor, weight: torch.Tensor,
     if backward not in BACKWARDS:
         raise ValueError(f"backward must be one of {BACKWARDS}, got {backward!r}")
     if backward == "csr" and (numba is None or table.device.type != "cpu"):
-        raise RuntimeError("neighbour_sum(backward='csr') runs on the CPU with numba "
-                           f"(table on {table.device}; numba: {import_error() or 'imported'})")
+        raise RuntimeError(
+            "neighbour_sum(backward='csr') runs on the CPU with numba "
+            f"(table on {table.device}; numba: {import_error() or 'imported'})"
+        )
     if self_rows is not None and not 0 <= self_rows <= table.shape[0]:
-        raise ValueError(f"self_rows must be in [0, {table.shape[0]}] (the table's rows), got {self_rows}")
+        raise ValueError(
+            f"self_rows must be in [0, {table.shape[0]}] (the table's rows), got {self_rows}"
+        )
     if fanout == 0:
         out = table.new_zeros(num_dst, heads, width)
     elif backward == "csr":
-        args = (table, nbr.to(torch.int64).contiguous(), weight.contiguous(), edge_mask.contiguous())
+        args = (
+            table,
+            nbr.to(torch.int64).contiguous(),
+            weight.contiguous(),
+            edge_mask.contiguous(),
+        )
         if self_rows is not None:
             return _NeighbourSumAndSelf.apply(*args, int(self_rows))
         return _NeighbourSum.apply(*args)
@@ -321,8 +363,9 @@ def gather_sum(h: torch.Tensor, nbr: torch.Tensor, weight: torch.Tensor) -> torc
     return (gather(h, nbr) * weight.to(h.dtype).unsqueeze(-1)).sum(1)
 
 
-def attention_gather_sum(z: torch.Tensor, nbr: torch.Tensor, alpha: torch.Tensor,
-                         edge_mask: torch.Tensor) -> torch.Tensor:
+def attention_gather_sum(
+    z: torch.Tensor, nbr: torch.Tensor, alpha: torch.Tensor, edge_mask: torch.Tensor
+) -> torch.Tensor:
     """The reference of the attention sum: ``sum_j alpha[i, j, h] * z[nbr[i, j], h]`` over the
     real slots, through the explicit [D, k, H, F] gather -> [D, H, F]. Masked slots are
     selected away (so the result does not rest on 0 * z being 0)."""
@@ -332,8 +375,14 @@ def attention_gather_sum(z: torch.Tensor, nbr: torch.Tensor, alpha: torch.Tensor
 # ----------------------------------------------------------------------------- what the layers call
 
 
-def weighted_neighbour_sum(h: torch.Tensor, nbr: torch.Tensor, weight: torch.Tensor,
-                           edge_mask: torch.Tensor, kernel: str = "auto", self_rows=None):
+def weighted_neighbour_sum(
+    h: torch.Tensor,
+    nbr: torch.Tensor,
+    weight: torch.Tensor,
+    edge_mask: torch.Tensor,
+    kernel: str = "auto",
+    self_rows=None,
+):
     """``sum_j weight[i, j] * h[nbr[i, j]]`` for ``h`` [S, F], ``nbr`` / ``weight`` [D, k] -> [D, F].
 
     ``kernel`` (:func:`zg.kernels.resolve` on ``h``'s device): "fused" is :func:`neighbour_sum`
@@ -348,14 +397,15 @@ def weighted_neighbour_sum(h: torch.Tensor, nbr: torch.Tensor, weight: torch.Ten
     written once, instead of a zero-filled one for the slice, another for the sum, and their
     addition).
     """
-    nbr = torch.where(edge_mask, nbr, 0)                                  # [D, k]
+    nbr = torch.where(edge_mask, nbr, 0)  # [D, k]
     if resolve(kernel, h.device) == "fused" and nbr.shape[1] > 0:
-        out = neighbour_sum(h.unsqueeze(1), nbr, weight.to(h.dtype).unsqueeze(-1), edge_mask,
-                            self_rows=self_rows)                          # [D, 1, F] (, [R, 1, F])
+        out = neighbour_sum(
+            h.unsqueeze(1), nbr, weight.to(h.dtype).unsqueeze(-1), edge_mask, self_rows=self_rows
+        )  # [D, 1, F] (, [R, 1, F])
         if self_rows is None:
             return out.squeeze(1)
         return out[0].squeeze(1), out[1].squeeze(1)
-    out = gather_sum(h, nbr, weight)                                      # [D, F]
+    out = gather_sum(h, nbr, weight)  # [D, F]
     return out if self_rows is None else (out, h[:self_rows])
 
 
@@ -366,8 +416,9 @@ def _as_projection(project):
     return project, project.out_features
 
 
-def destination_rows_and_projected_mean(h_src: torch.Tensor, nbr: torch.Tensor,
-                                        edge_mask: torch.Tensor, project, kernel: str = "auto"):
+def destination_rows_and_projected_mean(
+    h_src: torch.Tensor, nbr: torch.Tensor, edge_mask: torch.Tensor, project, kernel: str = "auto"
+):
     """SAGE's two reads of ``h_src`` [S, F]: ``(h_src[:D], project(mean_j h_src[nbr[i, j]]))``
     -> ([D, F], [D, out]); the mean is over the real slots of row i (0 if none).
 
@@ -379,17 +430,23 @@ def destination_rows_and_projected_mean(h_src: torch.Tensor, nbr: torch.Tensor,
     apply, out_dim = _as_projection(project)
     num_dst = nbr.shape[0]
     project_first = out_dim < h_src.shape[1]
-    h = apply(h_src) if project_first else h_src                          # [S, F']
-    degree = edge_mask.sum(1, keepdim=True).to(h.dtype)                   # [D, 1]
-    weight = edge_mask.to(h.dtype) / degree.clamp(min=1)                  # [D, k] 1/deg per edge
+    h = apply(h_src) if project_first else h_src  # [S, F']
+    degree = edge_mask.sum(1, keepdim=True).to(h.dtype)  # [D, 1]
+    weight = edge_mask.to(h.dtype) / degree.clamp(min=1)  # [D, k] 1/deg per edge
     if project_first:
         return h_src[:num_dst], weighted_neighbour_sum(h, nbr, weight, edge_mask, kernel)
     mean, h_dst = weighted_neighbour_sum(h, nbr, weight, edge_mask, kernel, self_rows=num_dst)
-    return h_dst, apply(mean)                                             # [D, F], [D, out]
+    return h_dst, apply(mean)  # [D, F], [D, out]
 
 
-def projected_neighbour_sum(h: torch.Tensor, nbr: torch.Tensor, weight: torch.Tensor,
-                            edge_mask: torch.Tensor, project, kernel: str = "auto") -> torch.Tensor:
+def projected_neighbour_sum(
+    h: torch.Tensor,
+    nbr: torch.Tensor,
+    weight: torch.Tensor,
+    edge_mask: torch.Tensor,
+    project,
+    kernel: str = "auto",
+) -> torch.Tensor:
     """``project(sum_j weight[i, j] * h[nbr[i, j]])`` for ``h`` [S, F] -> [D, out].
 
     ``project``: a linear map (an ``nn.Linear`` or a weight [F, out], applied as ``t @ W``);
@@ -397,12 +454,17 @@ def projected_neighbour_sum(h: torch.Tensor, nbr: torch.Tensor, weight: torch.Te
     """
     apply, out_dim = _as_projection(project)
     if out_dim < h.shape[1]:
-        return weighted_neighbour_sum(apply(h), nbr, weight, edge_mask, kernel)   # [D, out]
-    return apply(weighted_neighbour_sum(h, nbr, weight, edge_mask, kernel))       # [D, out]
+        return weighted_neighbour_sum(apply(h), nbr, weight, edge_mask, kernel)  # [D, out]
+    return apply(weighted_neighbour_sum(h, nbr, weight, edge_mask, kernel))  # [D, out]
 
 
-def attention_sum(z: torch.Tensor, nbr: torch.Tensor, alpha: torch.Tensor,
-                  edge_mask: torch.Tensor, kernel: str = "auto") -> torch.Tensor:
+def attention_sum(
+    z: torch.Tensor,
+    nbr: torch.Tensor,
+    alpha: torch.Tensor,
+    edge_mask: torch.Tensor,
+    kernel: str = "auto",
+) -> torch.Tensor:
     """``sum_j alpha[i, j, h] * z[nbr[i, j], h]`` for ``z`` [S, H, F], ``nbr`` [D, k] and
     ``alpha`` [D, k, H] -> [D, H, F], over the real slots only (``edge_mask`` [D, k]).
 
@@ -414,7 +476,7 @@ def attention_sum(z: torch.Tensor, nbr: torch.Tensor, alpha: torch.Tensor,
     exactly 0 (a ``where``, so no gradient reaches their ``alpha`` either).
     """
     if resolve(kernel, z.device) == "fused" and nbr.shape[1] > 0:
-        nbr = torch.where(edge_mask, nbr, 0)                                      # [D, k]
-        weight = torch.where(edge_mask.unsqueeze(-1), alpha, 0.0)                 # [D, k, H]
-        return neighbour_sum(z, nbr, weight, edge_mask)                          # [D, H, F]
-    return attention_gather_sum(z, nbr, alpha, edge_mask)                        # [D, H, F]
+        nbr = torch.where(edge_mask, nbr, 0)  # [D, k]
+        weight = torch.where(edge_mask.unsqueeze(-1), alpha, 0.0)  # [D, k, H]
+        return neighbour_sum(z, nbr, weight, edge_mask)  # [D, H, F]
+    return attention_gather_sum(z, nbr, alpha, edge_mask)  # [D, H, F]

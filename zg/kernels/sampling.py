@@ -33,15 +33,24 @@ The first call compiles the kernel (or loads it from numba's on-disk cache, ``ca
 from __future__ import annotations
 
 import time
-from typing import List, Optional, Sequence, Tuple
+from collections.abc import Sequence
 
 import numpy as np
 import torch
 
 from . import available, import_error, numba, set_threads
 
-__all__ = ["available", "import_error", "warm_up", "compile_info", "sample_fused", "set_threads",
-           "new_marker", "new_seen_bitmap", "stage_laps"]
+__all__ = [
+    "available",
+    "import_error",
+    "warm_up",
+    "compile_info",
+    "sample_fused",
+    "set_threads",
+    "new_marker",
+    "new_seen_bitmap",
+    "stage_laps",
+]
 
 # The constants of zg.rng.mix64 and zg.sampling._hop_key, as uint64.
 _GOLDEN = np.uint64(0x9E3779B97F4A7C15)
@@ -160,7 +169,7 @@ if numba is not None:
             src[i] = v
             w = v >> 6
             bit = np.uint64(1) << np.uint64(v & 63)
-            if (seen[w] & bit) == 0:                  # a repeated seed keeps its first row
+            if (seen[w] & bit) == 0:  # a repeated seed keeps its first row
                 seen[w] |= bit
                 marker[v] = i
         for i in range(n_dst, cap):
@@ -183,7 +192,7 @@ if numba is not None:
                     count += 1
                 nbr[p] = min(local, cap - 1)
         if count > cap or 8 * count > seen.shape[0]:
-            seen[:] = 0                       # the overflowed nodes are not in src; or cheaper
+            seen[:] = 0  # the overflowed nodes are not in src; or cheaper
         else:
             for i in range(n_dst):
                 seen[dst[i] >> 6] = 0
@@ -200,9 +209,26 @@ if numba is not None:
         return seconds
 
     @njit(cache=True, nogil=True)
-    def sample_all(indptr, indices, seeds, num_seeds, key, fanouts, caps, replace, max_degree,
-                   marker, seen, nbr_out, mask_out, src_out, counts_out, overflowed_out, timed,
-                   stage_seconds):
+    def sample_all(
+        indptr,
+        indices,
+        seeds,
+        num_seeds,
+        key,
+        fanouts,
+        caps,
+        replace,
+        max_degree,
+        marker,
+        seen,
+        nbr_out,
+        mask_out,
+        src_out,
+        counts_out,
+        overflowed_out,
+        timed,
+        stage_seconds,
+    ):
         """Every hop of one batch, seeds outward: pick ("sample"), then compact, hop after hop.
 
         indptr int64 [N+1], indices int64 [E]; seeds int64 [B]; num_seeds, key int64 [1];
@@ -228,12 +254,22 @@ if numba is not None:
             k = fanouts[hop]
             cap = caps[hop]
             rows = dst.shape[0]
-            nbr = nbr_out[nbr_at: nbr_at + rows * k]
-            mask = mask_out[nbr_at: nbr_at + rows * k]
-            src = src_out[src_at: src_at + cap]
+            nbr = nbr_out[nbr_at : nbr_at + rows * k]
+            mask = mask_out[nbr_at : nbr_at + rows * k]
+            src = src_out[src_at : src_at + cap]
             started = now() if timed else 0.0
-            pick(indptr, indices, dst, n_dst, k, hop_key(key_u, hop), replace,
-                 (not replace) and k >= max_degree, nbr, mask)
+            pick(
+                indptr,
+                indices,
+                dst,
+                n_dst,
+                k,
+                hop_key(key_u, hop),
+                replace,
+                (not replace) and k >= max_degree,
+                nbr,
+                mask,
+            )
             if timed:
                 picked = now()
                 stage_seconds[hop, 0] = picked - started
@@ -267,10 +303,20 @@ def new_seen_bitmap(num_nodes: int) -> np.ndarray:
     return np.zeros((num_nodes + 63) // 64, dtype=np.uint64)
 
 
-def sample_fused(indptr: torch.Tensor, indices: torch.Tensor, seeds: torch.Tensor,
-                 num_seeds: torch.Tensor, key: torch.Tensor, fanouts: Sequence[int],
-                 caps: Sequence[int], replace: bool, max_degree: int, marker: torch.Tensor,
-                 seen: Optional[np.ndarray] = None, stage_seconds: Optional[torch.Tensor] = None):
+def sample_fused(
+    indptr: torch.Tensor,
+    indices: torch.Tensor,
+    seeds: torch.Tensor,
+    num_seeds: torch.Tensor,
+    key: torch.Tensor,
+    fanouts: Sequence[int],
+    caps: Sequence[int],
+    replace: bool,
+    max_degree: int,
+    marker: torch.Tensor,
+    seen: np.ndarray | None = None,
+    stage_seconds: torch.Tensor | None = None,
+):
     """Run every hop of one batch (seeds outward) in one compiled call. CPU tensors only.
 
     ``indptr`` int64 [N + 1], ``indices`` int64 [E] (CSC); ``seeds`` int64 [B] (the first
@@ -286,15 +332,23 @@ def sample_fused(indptr: torch.Tensor, indices: torch.Tensor, seeds: torch.Tenso
     the per-hop tensors are views of three flat buffers allocated per call.
     """
     if numba is None:
-        raise RuntimeError(f"the fused sampling kernel needs numba, which did not import: {import_error()}")
+        raise RuntimeError(
+            f"the fused sampling kernel needs numba, which did not import: {import_error()}"
+        )
     set_threads()
     L = len(fanouts)
     timed = stage_seconds is not None
-    if timed and not (isinstance(stage_seconds, torch.Tensor) and stage_seconds.dtype == torch.float64
-                      and tuple(stage_seconds.shape) == (L, 2) and stage_seconds.device.type == "cpu"
-                      and stage_seconds.is_contiguous()):
-        raise TypeError(f"stage_seconds must be None or a contiguous float64 CPU tensor of shape "
-                        f"({L}, 2), got {stage_seconds!r:.80}")
+    if timed and not (
+        isinstance(stage_seconds, torch.Tensor)
+        and stage_seconds.dtype == torch.float64
+        and tuple(stage_seconds.shape) == (L, 2)
+        and stage_seconds.device.type == "cpu"
+        and stage_seconds.is_contiguous()
+    ):
+        raise TypeError(
+            f"stage_seconds must be None or a contiguous float64 CPU tensor of shape "
+            f"({L}, 2), got {stage_seconds!r:.80}"
+        )
     batch = seeds.shape[0]
     rows = [batch] + list(caps[:-1])
     nbr_sizes = [r * k for r, k in zip(rows, fanouts)]
@@ -304,39 +358,64 @@ def sample_fused(indptr: torch.Tensor, indices: torch.Tensor, seeds: torch.Tenso
     src = torch.empty(sum(caps), dtype=torch.int64)
     counts = torch.empty(2 * L, dtype=torch.int64)
     overflowed = torch.empty(1, dtype=torch.bool)
-    hops: List[Tuple[torch.Tensor, torch.Tensor, torch.Tensor]] = []
+    hops: list[tuple[torch.Tensor, torch.Tensor, torch.Tensor]] = []
     at = src_at = 0
     for r, k, cap, size in zip(rows, fanouts, caps, nbr_sizes):
-        hops.append((nbr[at: at + size].view(r, k), mask[at: at + size].view(r, k),
-                     src[src_at: src_at + cap]))
+        hops.append(
+            (
+                nbr[at : at + size].view(r, k),
+                mask[at : at + size].view(r, k),
+                src[src_at : src_at + cap],
+            )
+        )
         at += size
         src_at += cap
     if seen is None:
         seen = new_seen_bitmap(indptr.shape[0] - 1)
     # Host memory read through numpy: not an aten op, so no "sync" (these are CPU tensors).
-    status = sample_all(indptr.numpy(), indices.numpy(), seeds.numpy(), num_seeds.reshape(1).numpy(),
-                        key.reshape(1).numpy(), np.asarray(fanouts, dtype=np.int64),
-                        np.asarray(caps, dtype=np.int64), bool(replace), int(max_degree),
-                        marker.numpy(), seen, nbr.numpy(), mask.numpy(), src.numpy(),
-                        counts.numpy(), overflowed.numpy(), timed,
-                        stage_seconds.numpy() if timed else _NO_SECONDS)
+    status = sample_all(
+        indptr.numpy(),
+        indices.numpy(),
+        seeds.numpy(),
+        num_seeds.reshape(1).numpy(),
+        key.reshape(1).numpy(),
+        np.asarray(fanouts, dtype=np.int64),
+        np.asarray(caps, dtype=np.int64),
+        bool(replace),
+        int(max_degree),
+        marker.numpy(),
+        seen,
+        nbr.numpy(),
+        mask.numpy(),
+        src.numpy(),
+        counts.numpy(),
+        overflowed.numpy(),
+        timed,
+        stage_seconds.numpy() if timed else _NO_SECONDS,
+    )
     if status == 1:
-        raise ValueError(f"num_seeds must be in [0, {batch}] (the seed buffer's rows), got {int(num_seeds)}")
+        raise ValueError(
+            f"num_seeds must be in [0, {batch}] (the seed buffer's rows), got {int(num_seeds)}"
+        )
     if status == 2:
-        raise ValueError(f"seeds[:num_seeds] must be node ids in [0, {indptr.shape[0] - 1}); "
-                         f"some are not")
+        raise ValueError(
+            f"seeds[:num_seeds] must be node ids in [0, {indptr.shape[0] - 1}); some are not"
+        )
     return hops, counts[:L], counts[L:], overflowed.view(())
 
 
-_NO_SECONDS = np.zeros((0, 2), dtype=np.float64)     # stage_seconds when not timed (never written)
+_NO_SECONDS = np.zeros((0, 2), dtype=np.float64)  # stage_seconds when not timed (never written)
 
 
-def stage_laps(stage_seconds: torch.Tensor) -> List[Tuple[str, float]]:
+def stage_laps(stage_seconds: torch.Tensor) -> list[tuple[str, float]]:
     """``[("sample", s0), ("compact", c0), ("sample", s1), ...]`` from a filled
     ``stage_seconds`` [L, 2] (seeds outward), for :meth:`zg.step.StageClock.laps`."""
     # Read through numpy: host memory, not an aten op (Tensor.tolist would count as a host sync).
-    return [(stage, float(seconds)) for hop in stage_seconds.numpy().tolist()
-            for stage, seconds in zip(("sample", "compact"), hop)]
+    return [
+        (stage, float(seconds))
+        for hop in stage_seconds.numpy().tolist()
+        for stage, seconds in zip(("sample", "compact"), hop)
+    ]
 
 
 def warm_up() -> float:
@@ -347,15 +426,27 @@ def warm_up() -> float:
     if _compile["seconds"] is not None:
         return _compile["seconds"]
     if numba is None:
-        raise RuntimeError(f"the fused sampling kernel needs numba, which did not import: {import_error()}")
+        raise RuntimeError(
+            f"the fused sampling kernel needs numba, which did not import: {import_error()}"
+        )
     torch_threads = torch.get_num_threads()
     start = time.perf_counter()
     indptr = torch.tensor([0, 2, 3, 3], dtype=torch.int64)
     indices = torch.tensor([1, 2, 0], dtype=torch.int64)
-    for stage_seconds in (None, torch.zeros(2, 2, dtype=torch.float64)):   # the clock read too
-        sample_fused(indptr, indices, torch.tensor([0, 1], dtype=torch.int64),
-                     torch.tensor(2, dtype=torch.int64), torch.tensor(7, dtype=torch.int64), [1, 2],
-                     [3, 3], False, 2, new_marker(3), stage_seconds=stage_seconds)
+    for stage_seconds in (None, torch.zeros(2, 2, dtype=torch.float64)):  # the clock read too
+        sample_fused(
+            indptr,
+            indices,
+            torch.tensor([0, 1], dtype=torch.int64),
+            torch.tensor(2, dtype=torch.int64),
+            torch.tensor(7, dtype=torch.int64),
+            [1, 2],
+            [3, 3],
+            False,
+            2,
+            new_marker(3),
+            stage_seconds=stage_seconds,
+        )
     _compile["seconds"] = time.perf_counter() - start
     if torch.get_num_threads() != torch_threads:
         torch.set_num_threads(torch_threads)
@@ -378,8 +469,13 @@ def compile_info() -> dict:
             layer = numba.threading_layer()
         except ValueError:
             layer = None
-    return {"seconds": _compile["seconds"],
-            "from_cache": (None if _compile["cache_hits"] is None
-                           else _compile["cache_hits"] > 0 and _compile["cache_misses"] == 0),
-            "numba": None if numba is None else numba.__version__,
-            "threading_layer": layer}
+    return {
+        "seconds": _compile["seconds"],
+        "from_cache": (
+            None
+            if _compile["cache_hits"] is None
+            else _compile["cache_hits"] > 0 and _compile["cache_misses"] == 0
+        ),
+        "numba": None if numba is None else numba.__version__,
+        "threading_layer": layer,
+    }

@@ -15,7 +15,8 @@ calls a plotly.js embedded once per notebook, inline. So an HTML report made wit
 from __future__ import annotations
 
 import html
-from typing import Any, Callable, List, Mapping, Optional, Sequence
+from collections.abc import Callable, Mapping, Sequence
+from typing import Any
 
 import plotly.graph_objects as go
 import plotly.io as pio
@@ -23,26 +24,58 @@ from plotly.io.base_renderers import MimetypeRenderer
 
 from ..step import STAGES
 
-__all__ = ["setup_notebook", "explore", "Explorer", "RENDERER", "STAGE_COLORS", "PIPELINE_COLORS",
-           "offline_html", "curves"]
+__all__ = [
+    "setup_notebook",
+    "explore",
+    "Explorer",
+    "RENDERER",
+    "STAGE_COLORS",
+    "PIPELINE_COLORS",
+    "offline_html",
+    "curves",
+]
 
 RENDERER = "zg_offline"
-_STAGE_PALETTE = {"sample": "#4C78A8", "compact": "#72B7B2", "gather": "#54A24B",
-                  "forward": "#EECA3B", "loss": "#B279A2", "backward": "#F58518", "step": "#E45756"}
-STAGE_COLORS = {stage: _STAGE_PALETTE[stage] for stage in STAGES}     # in the order of the chain
+_STAGE_PALETTE = {
+    "sample": "#4C78A8",
+    "compact": "#72B7B2",
+    "gather": "#54A24B",
+    "forward": "#EECA3B",
+    "loss": "#B279A2",
+    "backward": "#F58518",
+    "step": "#E45756",
+}
+STAGE_COLORS = {stage: _STAGE_PALETTE[stage] for stage in STAGES}  # in the order of the chain
 PIPELINE_COLORS = {"DGL": "#8C564B", "zg dynamic": "#E45756", "zg envelope": "#4C78A8"}
-_FALLBACK_COLORS = ["#4C78A8", "#F58518", "#54A24B", "#E45756", "#72B7B2", "#EECA3B",
-                    "#B279A2", "#FF9DA6", "#9D755D", "#BAB0AC"]
+_FALLBACK_COLORS = [
+    "#4C78A8",
+    "#F58518",
+    "#54A24B",
+    "#E45756",
+    "#72B7B2",
+    "#EECA3B",
+    "#B279A2",
+    "#FF9DA6",
+    "#9D755D",
+    "#BAB0AC",
+]
 
 
 # ----------------------------------------------------------------------------- display setup
 
 
-def offline_html(fig: go.Figure, height: Optional[int] = None) -> str:
+def offline_html(fig: go.Figure, height: int | None = None) -> str:
     """HTML for ``fig`` that draws with an already loaded plotly.js: no plotly.js, no MathJax."""
-    return pio.to_html(fig, include_plotlyjs=False, include_mathjax=False, full_html=False,
-                       default_width="100%", default_height=height or 480, validate=False,
-                       config={"displaylogo": False, "responsive": True})
+    return pio.to_html(
+        fig,
+        include_plotlyjs=False,
+        include_mathjax=False,
+        full_html=False,
+        default_width="100%",
+        default_height=height or 480,
+        validate=False,
+        config={"displaylogo": False, "responsive": True},
+    )
 
 
 class _OfflineHtmlRenderer(MimetypeRenderer):
@@ -81,11 +114,13 @@ def setup_notebook(template: str = "plotly_white") -> str:
         return pio.renderers.default
     if get_ipython() is None:
         return pio.renderers.default
-    bundle = ("<script type=\"text/javascript\">window.PlotlyConfig = {MathJaxConfig: 'local'};</script>\n"
-              f"<script type=\"text/javascript\">{get_plotlyjs()}</script>\n"
-              f"<div class=\"zg-plotly-note\" style=\"font-size:smaller;color:#666\">plotly.js "
-              f"embedded inline (plotly.py {html.escape(plotly_version)}): the figures below draw "
-              f"without any network.</div>")
+    bundle = (
+        "<script type=\"text/javascript\">window.PlotlyConfig = {MathJaxConfig: 'local'};</script>\n"
+        f'<script type="text/javascript">{get_plotlyjs()}</script>\n'
+        f'<div class="zg-plotly-note" style="font-size:smaller;color:#666">plotly.js '
+        f"embedded inline (plotly.py {html.escape(plotly_version)}): the figures below draw "
+        f"without any network.</div>"
+    )
     display({"text/html": bundle, "text/plain": "plotly.js embedded for offline figures"}, raw=True)
     return pio.renderers.default
 
@@ -108,8 +143,10 @@ class Explorer:
             raise ValueError("explore needs at least one control (an ipywidgets widget)")
         for name, widget in controls.items():
             if not isinstance(widget, ipywidgets.ValueWidget):
-                raise TypeError(f"control {name!r} must be an ipywidgets value widget "
-                                f"(IntSlider, Dropdown, ...), got {type(widget).__name__}")
+                raise TypeError(
+                    f"control {name!r} must be an ipywidgets value widget "
+                    f"(IntSlider, Dropdown, ...), got {type(widget).__name__}"
+                )
         self.build = build
         self.controls = dict(controls)
         self.initial = {name: w.value for name, w in self.controls.items()}
@@ -128,10 +165,11 @@ class Explorer:
         bundle = dict(self.widget._repr_mimebundle_(include=include, exclude=exclude) or {})
         settings = ", ".join(f"{k}={v!r}" for k, v in self.initial.items())
         bundle["text/html"] = (
-            f"<div class=\"zg-explore-static\"><p style=\"font-size:smaller;color:#666\">"
+            f'<div class="zg-explore-static"><p style="font-size:smaller;color:#666">'
             f"Interactive controls ({html.escape(', '.join(self.controls))}) are live when this "
             f"notebook runs in JupyterLab; this static report shows the figure at "
-            f"{html.escape(settings)}.</p>{offline_html(self.figure)}</div>")
+            f"{html.escape(settings)}.</p>{offline_html(self.figure)}</div>"
+        )
         bundle.setdefault("text/plain", f"Explorer({settings})")
         return bundle
 
@@ -150,7 +188,7 @@ def explore(build: Callable[..., go.Figure], **controls: Any) -> Explorer:
 # ----------------------------------------------------------------------------- helpers
 
 
-def _title(text: str, subtitle: Optional[str]) -> dict:
+def _title(text: str, subtitle: str | None) -> dict:
     if subtitle:
         text = f"{text}<br><sup>{html.escape(subtitle)}</sup>"
     return {"text": text, "x": 0.01, "xanchor": "left"}
@@ -169,7 +207,7 @@ def _check_mapping(value: Any, name: str) -> Mapping:
     return value
 
 
-def _check_rows(rows: Any, name: str, keys: Sequence[str]) -> List[dict]:
+def _check_rows(rows: Any, name: str, keys: Sequence[str]) -> list[dict]:
     rows = list(rows) if rows is not None else []
     if not rows:
         raise ValueError(f"{name} is empty: nothing to plot")
@@ -190,17 +228,28 @@ def _human(count: float) -> str:
 # ----------------------------------------------------------------------------- figures of both halves
 
 
-def curves(series: Mapping[str, Sequence[float]], *, title: str, xaxis_title: str = "epoch",
-           yaxis_title: str = "value", x: Optional[Sequence[float]] = None,
-           subtitle: Optional[str] = None) -> go.Figure:
+def curves(
+    series: Mapping[str, Sequence[float]],
+    *,
+    title: str,
+    xaxis_title: str = "epoch",
+    yaxis_title: str = "value",
+    x: Sequence[float] | None = None,
+    subtitle: str | None = None,
+) -> go.Figure:
     """Lines, one per named series (loss or accuracy per epoch, ...)."""
     series = _check_mapping(series, "series")
     fig = go.Figure()
     for i, (name, values) in enumerate(series.items()):
         values = list(values)
         xs = list(x) if x is not None else list(range(len(values)))
-        fig.add_trace(go.Scatter(x=xs, y=values, mode="lines+markers", name=name,
-                                 line_color=_color(name, i)))
-    fig.update_layout(title=_title(title, subtitle), xaxis_title=xaxis_title, yaxis_title=yaxis_title,
-                      legend_title_text="")
+        fig.add_trace(
+            go.Scatter(x=xs, y=values, mode="lines+markers", name=name, line_color=_color(name, i))
+        )
+    fig.update_layout(
+        title=_title(title, subtitle),
+        xaxis_title=xaxis_title,
+        yaxis_title=yaxis_title,
+        legend_title_text="",
+    )
     return fig

@@ -10,16 +10,30 @@ their colours from :mod:`zg.viz.common`.
 from __future__ import annotations
 
 import html
-from typing import Any, Mapping, Optional, Sequence
+from collections.abc import Mapping, Sequence
+from typing import Any
 
 import plotly.graph_objects as go
 from plotly.subplots import make_subplots
 
 from .common import _FALLBACK_COLORS, STAGE_COLORS, _check_mapping, _check_rows, _color, _title
 
-__all__ = ["host_syncs", "hop_metadata", "sync_ops", "stage_timeline", "count_distributions",
-           "memory_per_hop", "overflow_vs_margin", "execution_trace", "stage_breakdown", "batch_scaling",
-           "gpu_results", "cost_growth", "gpu_timeline", "MIB"]
+__all__ = [
+    "host_syncs",
+    "hop_metadata",
+    "sync_ops",
+    "stage_timeline",
+    "count_distributions",
+    "memory_per_hop",
+    "overflow_vs_margin",
+    "execution_trace",
+    "stage_breakdown",
+    "batch_scaling",
+    "gpu_results",
+    "cost_growth",
+    "gpu_timeline",
+    "MIB",
+]
 
 MIB = 2**20
 
@@ -27,56 +41,95 @@ MIB = 2**20
 # ----------------------------------------------------------------------------- notebook 00, 01
 
 
-def host_syncs(counts: Mapping[str, Optional[float]], *, title: str = "Host syncs per iteration",
-               subtitle: Optional[str] = None) -> go.Figure:
+def host_syncs(
+    counts: Mapping[str, float | None],
+    *,
+    title: str = "Host syncs per iteration",
+    subtitle: str | None = None,
+) -> go.Figure:
     """Bars: host syncs per iteration of each pipeline (None: not measurable, shown as a note)."""
     counts = _check_mapping(counts, "counts")
     names = list(counts)
     values = [counts[n] for n in names]
-    fig = go.Figure(go.Bar(
-        x=names, y=[0 if v is None else v for v in values], name="host syncs",
-        marker_color=[_color(n, i) for i, n in enumerate(names)],
-        text=["not visible" if v is None else f"{v:g}" for v in values], textposition="outside"))
-    fig.update_layout(title=_title(title, subtitle), showlegend=False,
-                      xaxis_title="pipeline", yaxis_title="host syncs per iteration")
+    fig = go.Figure(
+        go.Bar(
+            x=names,
+            y=[0 if v is None else v for v in values],
+            name="host syncs",
+            marker_color=[_color(n, i) for i, n in enumerate(names)],
+            text=["not visible" if v is None else f"{v:g}" for v in values],
+            textposition="outside",
+        )
+    )
+    fig.update_layout(
+        title=_title(title, subtitle),
+        showlegend=False,
+        xaxis_title="pipeline",
+        yaxis_title="host syncs per iteration",
+    )
     return fig
 
 
-def hop_metadata(rows: Sequence[dict], *, subtitle: Optional[str] = None) -> go.Figure:
+def hop_metadata(rows: Sequence[dict], *, subtitle: str | None = None) -> go.Figure:
     """Grouped bars per hop: the frontier, the sampled edges and the distinct nodes found
     (rows from :func:`zg.experiments.measure_hop_metadata`). Each hop's distinct count is the size the host
     must read before it can allocate the next hop."""
     rows = _check_rows(rows, "rows", ["hop", "frontier", "sampled_edges", "distinct_nodes"])
     hops = [f"hop {r['hop']} (fanout {r.get('fanout', '?')})" for r in rows]
     fig = go.Figure()
-    for key, label, color in (("frontier", "frontier (nodes expanded)", "#BAB0AC"),
-                              ("sampled_edges", "sampled edges", "#72B7B2"),
-                              ("distinct_nodes", "distinct nodes (metadata: read on the host)", "#E45756")):
-        fig.add_trace(go.Bar(x=hops, y=[r[key] for r in rows], name=label, marker_color=color,
-                             text=[f"{r[key]:,}" for r in rows], textposition="outside"))
-    fig.update_layout(title=_title("What one sampling iteration produces, hop by hop", subtitle),
-                      barmode="group", xaxis_title="hop (from the seeds outward)",
-                      yaxis_title="count", legend_title_text="")
+    for key, label, color in (
+        ("frontier", "frontier (nodes expanded)", "#BAB0AC"),
+        ("sampled_edges", "sampled edges", "#72B7B2"),
+        ("distinct_nodes", "distinct nodes (metadata: read on the host)", "#E45756"),
+    ):
+        fig.add_trace(
+            go.Bar(
+                x=hops,
+                y=[r[key] for r in rows],
+                name=label,
+                marker_color=color,
+                text=[f"{r[key]:,}" for r in rows],
+                textposition="outside",
+            )
+        )
+    fig.update_layout(
+        title=_title("What one sampling iteration produces, hop by hop", subtitle),
+        barmode="group",
+        xaxis_title="hop (from the seeds outward)",
+        yaxis_title="count",
+        legend_title_text="",
+    )
     return fig
 
 
-def sync_ops(per_op: Mapping[str, Mapping[str, int]], *, subtitle: Optional[str] = None) -> go.Figure:
+def sync_ops(per_op: Mapping[str, Mapping[str, int]], *, subtitle: str | None = None) -> go.Figure:
     """Grouped bars: host syncs by op for each sampler (``{sampler: {op: count}}``)."""
     per_op = _check_mapping(per_op, "per_op")
     ops = sorted({op for counts in per_op.values() for op in counts}) or ["(none)"]
     fig = go.Figure()
     for i, (name, counts) in enumerate(per_op.items()):
         total = sum(counts.values())
-        fig.add_trace(go.Bar(x=ops, y=[counts.get(op, 0) for op in ops],
-                             name=f"{name} ({total} in total)", marker_color=_color(name, i)))
-    fig.update_layout(title=_title("Where the host waits: syncs by op in one sampling call", subtitle),
-                      barmode="group", xaxis_title="op (aten)", yaxis_title="host syncs",
-                      legend_title_text="sampler")
+        fig.add_trace(
+            go.Bar(
+                x=ops,
+                y=[counts.get(op, 0) for op in ops],
+                name=f"{name} ({total} in total)",
+                marker_color=_color(name, i),
+            )
+        )
+    fig.update_layout(
+        title=_title("Where the host waits: syncs by op in one sampling call", subtitle),
+        barmode="group",
+        xaxis_title="op (aten)",
+        yaxis_title="host syncs",
+        legend_title_text="sampler",
+    )
     return fig
 
 
-def stage_timeline(timelines: Mapping[str, Sequence[dict]], *,
-                   subtitle: Optional[str] = None) -> go.Figure:
+def stage_timeline(
+    timelines: Mapping[str, Sequence[dict]], *, subtitle: str | None = None
+) -> go.Figure:
     """One iteration of each pipeline on a time axis, one row per pipeline, coloured by stage
     (``{pipeline: events}`` from :func:`zg.experiments.time_stages`). Stretches with host syncs are
     outlined in black and labelled with their count."""
@@ -85,37 +138,69 @@ def stage_timeline(timelines: Mapping[str, Sequence[dict]], *,
     present = {e["stage"] for events in timelines.values() for e in events}
     for stage in [s for s in STAGE_COLORS if s in present] + sorted(present - set(STAGE_COLORS)):
         # Legend entries in pipeline order, drawn by empty traces; the bars carry no legend.
-        fig.add_trace(go.Bar(y=[next(iter(timelines))], x=[0], base=[0], orientation="h", name=stage,
-                             legendgroup=stage, marker_color=STAGE_COLORS.get(stage, "#999"),
-                             hoverinfo="skip"))
+        fig.add_trace(
+            go.Bar(
+                y=[next(iter(timelines))],
+                x=[0],
+                base=[0],
+                orientation="h",
+                name=stage,
+                legendgroup=stage,
+                marker_color=STAGE_COLORS.get(stage, "#999"),
+                hoverinfo="skip",
+            )
+        )
     for name, events in timelines.items():
         events = _check_rows(events, f"timelines[{name!r}]", ["stage", "start", "end"])
         for e in events:
             ms = 1e3 * (e["end"] - e["start"])
             syncs = e.get("host_syncs")
             note = "syncs not visible (C++)" if syncs is None else f"{syncs} host syncs"
-            fig.add_trace(go.Bar(
-                y=[name], x=[ms], base=[1e3 * e["start"]], orientation="h", name=e["stage"],
-                legendgroup=e["stage"], showlegend=False,
-                marker=dict(color=STAGE_COLORS.get(e["stage"], "#999"),
-                            line=dict(color="black" if syncs else "rgba(0,0,0,0)", width=2)),
-                text=[f"{syncs}" if syncs else ""], textposition="inside",
-                hovertemplate=f"{html.escape(name)}<br>{e['stage']}: %{{x:.2f}} ms<br>{note}<extra></extra>"))
-    fig.update_layout(title=_title("One training iteration, stage by stage (outlined: host syncs)", subtitle),
-                      barmode="overlay", xaxis_title="time since the iteration started (ms)",
-                      yaxis=dict(type="category", categoryorder="array", categoryarray=list(timelines),
-                                 autorange="reversed", title_text=""),
-                      legend_title_text="stage",
-                      height=160 + 70 * len(timelines))
+            fig.add_trace(
+                go.Bar(
+                    y=[name],
+                    x=[ms],
+                    base=[1e3 * e["start"]],
+                    orientation="h",
+                    name=e["stage"],
+                    legendgroup=e["stage"],
+                    showlegend=False,
+                    marker=dict(
+                        color=STAGE_COLORS.get(e["stage"], "#999"),
+                        line=dict(color="black" if syncs else "rgba(0,0,0,0)", width=2),
+                    ),
+                    text=[f"{syncs}" if syncs else ""],
+                    textposition="inside",
+                    hovertemplate=f"{html.escape(name)}<br>{e['stage']}: %{{x:.2f}} ms<br>{note}<extra></extra>",
+                )
+            )
+    fig.update_layout(
+        title=_title("One training iteration, stage by stage (outlined: host syncs)", subtitle),
+        barmode="overlay",
+        xaxis_title="time since the iteration started (ms)",
+        yaxis=dict(
+            type="category",
+            categoryorder="array",
+            categoryarray=list(timelines),
+            autorange="reversed",
+            title_text="",
+        ),
+        legend_title_text="stage",
+        height=160 + 70 * len(timelines),
+    )
     return fig
 
 
 # ----------------------------------------------------------------------------- notebook 02
 
 
-def count_distributions(counts: Any, sizes: Mapping[str, Sequence[int]], *,
-                        fanouts: Optional[Sequence[int]] = None,
-                        subtitle: Optional[str] = None) -> go.Figure:
+def count_distributions(
+    counts: Any,
+    sizes: Mapping[str, Sequence[int]],
+    *,
+    fanouts: Sequence[int] | None = None,
+    subtitle: str | None = None,
+) -> go.Figure:
     """Per block, a histogram of the true source-node counts of many batches (``counts`` int
     [K, L], input layer first) with a vertical line at each envelope's size for that block
     (``sizes``: ``{"profiled": [...], "worst case": [...]}``). A size more than twice the
@@ -128,16 +213,29 @@ def count_distributions(counts: Any, sizes: Mapping[str, Sequence[int]], *,
     sizes = _check_mapping(sizes, "sizes")
     for label, values in sizes.items():
         if len(values) != counts.shape[1]:
-            raise ValueError(f"sizes[{label!r}] has {len(values)} entries for {counts.shape[1]} blocks")
+            raise ValueError(
+                f"sizes[{label!r}] has {len(values)} entries for {counts.shape[1]} blocks"
+            )
     num_blocks = counts.shape[1]
-    titles = [f"block {i}" + (f" (fanout {fanouts[i]})" if fanouts else "") for i in range(num_blocks)]
+    titles = [
+        f"block {i}" + (f" (fanout {fanouts[i]})" if fanouts else "") for i in range(num_blocks)
+    ]
     fig = make_subplots(rows=1, cols=num_blocks, subplot_titles=titles)
     dash = ["dash", "dot", "dashdot", "longdash"]
     for i in range(num_blocks):
         column = counts[:, i]
-        fig.add_trace(go.Histogram(x=column, name="true counts (oracle)", marker_color="#BAB0AC",
-                                   showlegend=i == 0, legendgroup="counts", nbinsx=20),
-                      row=1, col=i + 1)
+        fig.add_trace(
+            go.Histogram(
+                x=column,
+                name="true counts (oracle)",
+                marker_color="#BAB0AC",
+                showlegend=i == 0,
+                legendgroup="counts",
+                nbinsx=20,
+            ),
+            row=1,
+            col=i + 1,
+        )
         far = []
         shown = [int(column.max())]
         for j, (label, values) in enumerate(sizes.items()):
@@ -146,10 +244,21 @@ def count_distributions(counts: Any, sizes: Mapping[str, Sequence[int]], *,
                 far.append(f"{label}: {values[i]:,}")
             else:
                 shown.append(int(values[i]))
-                fig.add_vline(x=values[i], line_dash=dash[j % len(dash)], line_color=color, row=1, col=i + 1)
-            if i == 0:   # an empty trace per envelope, so the legend names its line
-                fig.add_trace(go.Scatter(x=[None], y=[None], mode="lines", name=f"{label} envelope",
-                                         line=dict(dash=dash[j % len(dash)], color=color)), row=1, col=1)
+                fig.add_vline(
+                    x=values[i], line_dash=dash[j % len(dash)], line_color=color, row=1, col=i + 1
+                )
+            if i == 0:  # an empty trace per envelope, so the legend names its line
+                fig.add_trace(
+                    go.Scatter(
+                        x=[None],
+                        y=[None],
+                        mode="lines",
+                        name=f"{label} envelope",
+                        line=dict(dash=dash[j % len(dash)], color=color),
+                    ),
+                    row=1,
+                    col=1,
+                )
         low, high = float(column.min()), float(max(shown))
         pad = 0.05 * max(high - low, 1.0)
         title = "source nodes per batch"
@@ -157,39 +266,60 @@ def count_distributions(counts: Any, sizes: Mapping[str, Sequence[int]], *,
             title += "<br><sup>off this scale: " + ", ".join(far) + "</sup>"
         fig.update_xaxes(range=[low - pad, high + pad], title_text=title, row=1, col=i + 1)
     fig.update_yaxes(title_text="batches", row=1, col=1)
-    fig.update_layout(title=_title("True counts per block against the envelope sizes", subtitle),
-                      bargap=0.05)
+    fig.update_layout(
+        title=_title("True counts per block against the envelope sizes", subtitle), bargap=0.05
+    )
     return fig
 
 
-def memory_per_hop(memory: Mapping[str, Any], *, policies: Sequence[str] = ("worst_case", "envelope", "oracle_max", "oracle_mean"),
-                   subtitle: Optional[str] = None) -> go.Figure:
+def memory_per_hop(
+    memory: Mapping[str, Any],
+    *,
+    policies: Sequence[str] = ("worst_case", "envelope", "oracle_max", "oracle_mean"),
+    subtitle: str | None = None,
+) -> go.Figure:
     """Grouped bars: MiB per block under each sizing policy (``memory`` from
     :meth:`zg.Envelope.memory_model`), with each policy's total in the legend."""
     memory = _check_mapping(memory, "memory")
-    labels = {"worst_case": "worst case", "envelope": "profiled envelope",
-              "oracle_max": "oracle (largest batch)", "oracle_mean": "oracle (mean batch)"}
-    colors = {"worst_case": "#E45756", "envelope": "#4C78A8", "oracle_max": "#72B7B2",
-              "oracle_mean": "#54A24B"}
+    labels = {
+        "worst_case": "worst case",
+        "envelope": "profiled envelope",
+        "oracle_max": "oracle (largest batch)",
+        "oracle_mean": "oracle (mean batch)",
+    }
+    colors = {
+        "worst_case": "#E45756",
+        "envelope": "#4C78A8",
+        "oracle_max": "#72B7B2",
+        "oracle_mean": "#54A24B",
+    }
     fig = go.Figure()
     for policy in policies:
         if policy not in memory:
             continue
         blocks = memory[policy]
         total = sum(b["total"] for b in blocks)
-        fig.add_trace(go.Bar(x=[f"block {i}" for i in range(len(blocks))],
-                             y=[b["total"] / MIB for b in blocks],
-                             name=f"{labels.get(policy, policy)}: {total / MIB:.1f} MiB",
-                             marker_color=colors.get(policy)))
+        fig.add_trace(
+            go.Bar(
+                x=[f"block {i}" for i in range(len(blocks))],
+                y=[b["total"] / MIB for b in blocks],
+                name=f"{labels.get(policy, policy)}: {total / MIB:.1f} MiB",
+                marker_color=colors.get(policy),
+            )
+        )
     if not fig.data:
         raise ValueError(f"memory holds none of the policies {list(policies)}")
-    fig.update_layout(title=_title("Buffer memory per block under each sizing policy", subtitle),
-                      barmode="group", xaxis_title="block (input layer first)", yaxis_title="MiB",
-                      legend_title_text="policy (total)")
+    fig.update_layout(
+        title=_title("Buffer memory per block under each sizing policy", subtitle),
+        barmode="group",
+        xaxis_title="block (input layer first)",
+        yaxis_title="MiB",
+        legend_title_text="policy (total)",
+    )
     return fig
 
 
-def overflow_vs_margin(curves: Any, *, subtitle: Optional[str] = None) -> go.Figure:
+def overflow_vs_margin(curves: Any, *, subtitle: str | None = None) -> go.Figure:
     """Two panels against the profiling margin, one line per quantile (``curves``: one dict from
     :func:`zg.experiments.overflow_curve`, or a list of them): the share of held-out batches that
     overflow (left) and the envelope's memory over the oracle's mean batch (right; the worst
@@ -201,31 +331,60 @@ def overflow_vs_margin(curves: Any, *, subtitle: Optional[str] = None) -> go.Fig
         raise ValueError("curves is empty: nothing to plot")
     first = curves[0]
     worst = first["worst_case_bytes"] / first["oracle_mean_bytes"]
-    fig = make_subplots(rows=1, cols=2, horizontal_spacing=0.12, subplot_titles=(
-        "held-out batches that overflow",
-        f"memory / oracle mean (worst case: {worst:.2f}x)"))
+    fig = make_subplots(
+        rows=1,
+        cols=2,
+        horizontal_spacing=0.12,
+        subplot_titles=(
+            "held-out batches that overflow",
+            f"memory / oracle mean (worst case: {worst:.2f}x)",
+        ),
+    )
     for i, curve in enumerate(curves):
         color = _FALLBACK_COLORS[i % len(_FALLBACK_COLORS)]
         margins = [100 * m for m in curve["margins"]]
         label = f"quantile {curve['quantile']:.3g}"
-        fig.add_trace(go.Scatter(x=margins, y=[100 * p for p in curve["overflow_probability"]],
-                                 mode="lines+markers", name=label, line_color=color, legendgroup=label),
-                      row=1, col=1)
-        fig.add_trace(go.Scatter(x=margins, y=[b / curve["oracle_mean_bytes"] for b in curve["envelope_bytes"]],
-                                 mode="lines+markers", name=label, line_color=color, legendgroup=label,
-                                 showlegend=False), row=1, col=2)
+        fig.add_trace(
+            go.Scatter(
+                x=margins,
+                y=[100 * p for p in curve["overflow_probability"]],
+                mode="lines+markers",
+                name=label,
+                line_color=color,
+                legendgroup=label,
+            ),
+            row=1,
+            col=1,
+        )
+        fig.add_trace(
+            go.Scatter(
+                x=margins,
+                y=[b / curve["oracle_mean_bytes"] for b in curve["envelope_bytes"]],
+                mode="lines+markers",
+                name=label,
+                line_color=color,
+                legendgroup=label,
+                showlegend=False,
+            ),
+            row=1,
+            col=2,
+        )
     fig.update_xaxes(title_text="margin added to the quantile (%)")
     fig.update_yaxes(title_text="overflowing batches (%)", rangemode="tozero", row=1, col=1)
     fig.update_yaxes(title_text="envelope memory / oracle mean", row=1, col=2)
-    fig.update_layout(title=_title("Overflow probability against margin, and what the margin costs",
-                                   subtitle), legend_title_text="profiled at")
+    fig.update_layout(
+        title=_title("Overflow probability against margin, and what the margin costs", subtitle),
+        legend_title_text="profiled at",
+    )
     return fig
 
 
 # ----------------------------------------------------------------------------- notebook 03
 
 
-def execution_trace(runs: Mapping[str, Sequence[dict]], *, subtitle: Optional[str] = None) -> go.Figure:
+def execution_trace(
+    runs: Mapping[str, Sequence[dict]], *, subtitle: str | None = None
+) -> go.Figure:
     """Which batch each executed step ran, in execution order, for each run
     (``{run: rows}`` from :func:`zg.experiments.trace_steps`). Skipped steps (an earlier batch
     overflowed; the optimizer step was skipped on the device) are hollow markers."""
@@ -234,26 +393,42 @@ def execution_trace(runs: Mapping[str, Sequence[dict]], *, subtitle: Optional[st
     for i, (name, rows) in enumerate(runs.items()):
         rows = _check_rows(rows, f"runs[{name!r}]", ["order", "batch", "applied", "epoch"])
         color = _FALLBACK_COLORS[i % len(_FALLBACK_COLORS)]
-        for applied, symbol, label in ((True, "circle", "applied"), (False, "circle-open", "skipped, re-run later")):
+        for applied, symbol, label in (
+            (True, "circle", "applied"),
+            (False, "circle-open", "skipped, re-run later"),
+        ):
             part = [r for r in rows if r["applied"] == applied]
             if not part:
                 continue
-            fig.add_trace(go.Scatter(
-                x=[r["order"] for r in part], y=[r["batch"] for r in part], mode="markers",
-                name=f"{name}: {label} ({len(part)})",
-                marker=dict(symbol=symbol, color=color, size=8 if applied else 11, line=dict(width=2, color=color)),
-                customdata=[[r["epoch"]] for r in part],
-                hovertemplate="step %{x}<br>epoch %{customdata[0]}, batch %{y}<extra></extra>"))
-    fig.update_layout(title=_title("Executed steps: overflow, skip on the device, rewind, resume", subtitle),
-                      xaxis_title="executed step (replay number)", yaxis_title="batch index in its epoch",
-                      legend_title_text="")
+            fig.add_trace(
+                go.Scatter(
+                    x=[r["order"] for r in part],
+                    y=[r["batch"] for r in part],
+                    mode="markers",
+                    name=f"{name}: {label} ({len(part)})",
+                    marker=dict(
+                        symbol=symbol,
+                        color=color,
+                        size=8 if applied else 11,
+                        line=dict(width=2, color=color),
+                    ),
+                    customdata=[[r["epoch"]] for r in part],
+                    hovertemplate="step %{x}<br>epoch %{customdata[0]}, batch %{y}<extra></extra>",
+                )
+            )
+    fig.update_layout(
+        title=_title("Executed steps: overflow, skip on the device, rewind, resume", subtitle),
+        xaxis_title="executed step (replay number)",
+        yaxis_title="batch index in its epoch",
+        legend_title_text="",
+    )
     return fig
 
 
 # ----------------------------------------------------------------------------- notebook 04
 
 
-def stage_breakdown(rows: Sequence[dict], *, subtitle: Optional[str] = None) -> go.Figure:
+def stage_breakdown(rows: Sequence[dict], *, subtitle: str | None = None) -> go.Figure:
     """Stacked bars of milliseconds per iteration by stage, for every (batch size, pipeline)
     (rows from :func:`zg.experiments.profile_modes`); the whole-step time is marked on top."""
     rows = _check_rows(rows, "rows", ["pipeline", "batch_size", "stage_seconds", "step_seconds"])
@@ -263,33 +438,61 @@ def stage_breakdown(rows: Sequence[dict], *, subtitle: Optional[str] = None) -> 
         values = [1e3 * r["stage_seconds"].get(stage, 0.0) for r in rows]
         if any(v > 0 for v in values):
             fig.add_trace(go.Bar(x=x, y=values, name=stage, marker_color=color))
-    fig.add_trace(go.Scatter(x=x, y=[1e3 * r["step_seconds"] for r in rows], mode="markers",
-                             name="whole step (timed separately)",
-                             marker=dict(symbol="line-ew-open", size=28, color="black", line_width=3)))
-    fig.update_layout(title=_title("Where an iteration's time goes, by stage", subtitle),
-                      barmode="stack", yaxis_title="ms per iteration", legend_title_text="stage")
+    fig.add_trace(
+        go.Scatter(
+            x=x,
+            y=[1e3 * r["step_seconds"] for r in rows],
+            mode="markers",
+            name="whole step (timed separately)",
+            marker=dict(symbol="line-ew-open", size=28, color="black", line_width=3),
+        )
+    )
+    fig.update_layout(
+        title=_title("Where an iteration's time goes, by stage", subtitle),
+        barmode="stack",
+        yaxis_title="ms per iteration",
+        legend_title_text="stage",
+    )
     return fig
 
 
-def batch_scaling(rows: Sequence[dict], *, metric: str = "seeds_per_second",
-                  subtitle: Optional[str] = None) -> go.Figure:
+def batch_scaling(
+    rows: Sequence[dict], *, metric: str = "seeds_per_second", subtitle: str | None = None
+) -> go.Figure:
     """Lines: ``metric`` (seeds per second, or step_seconds) against batch size, per pipeline."""
     rows = _check_rows(rows, "rows", ["pipeline", "batch_size", metric])
-    labels = {"seeds_per_second": "training seeds per second", "step_seconds": "seconds per iteration"}
+    labels = {
+        "seeds_per_second": "training seeds per second",
+        "step_seconds": "seconds per iteration",
+    }
     fig = go.Figure()
     names = list(dict.fromkeys(r["pipeline"] for r in rows))
     for i, name in enumerate(names):
         part = sorted((r for r in rows if r["pipeline"] == name), key=lambda r: r["batch_size"])
-        fig.add_trace(go.Scatter(x=[r["batch_size"] for r in part], y=[r[metric] for r in part],
-                                 mode="lines+markers", name=name, line_color=_color(name, i)))
+        fig.add_trace(
+            go.Scatter(
+                x=[r["batch_size"] for r in part],
+                y=[r[metric] for r in part],
+                mode="lines+markers",
+                name=name,
+                line_color=_color(name, i),
+            )
+        )
     fig.update_xaxes(type="log", title_text="batch size (seeds per iteration)")
-    fig.update_layout(title=_title("Scaling with batch size", subtitle),
-                      yaxis_title=labels.get(metric, metric), legend_title_text="pipeline")
+    fig.update_layout(
+        title=_title("Scaling with batch size", subtitle),
+        yaxis_title=labels.get(metric, metric),
+        legend_title_text="pipeline",
+    )
     return fig
 
 
-def gpu_results(rows: Sequence[dict], *, label: str,
-                title: str = "Committed GPU measurements (not measured on this machine)") -> go.Figure:
+def gpu_results(
+    rows: Sequence[dict],
+    *,
+    label: str,
+    title: str = "Committed GPU measurements (not measured on this machine)",
+) -> go.Figure:
     """Committed GPU measurements (rows from :func:`zg.experiments.gpu_result_rows`): ms per
     iteration per variant (left) and GPU execution fraction (right), per graph and batch.
     ``label`` must say where and when they were measured: they are not from this machine.
@@ -299,25 +502,53 @@ def gpu_results(rows: Sequence[dict], *, label: str,
         raise ValueError("label must say which machine measured these results")
     x_keys = list(dict.fromkeys((r["graph"], r["batch_size"]) for r in rows))
     x = [[g for g, _ in x_keys], [f"batch {b}" for _, b in x_keys]]
-    fig = make_subplots(rows=1, cols=2, subplot_titles=("ms per iteration", "GPU execution fraction"))
+    fig = make_subplots(
+        rows=1, cols=2, subplot_titles=("ms per iteration", "GPU execution fraction")
+    )
     variants = list(dict.fromkeys(r["variant"] for r in rows))
     for i, variant in enumerate(variants):
         by_key = {(r["graph"], r["batch_size"]): r for r in rows if r["variant"] == variant}
         color = _FALLBACK_COLORS[i % len(_FALLBACK_COLORS)]
-        fig.add_trace(go.Bar(x=x, y=[by_key[k]["ms_per_iteration"] if k in by_key else None for k in x_keys],
-                             name=variant, marker_color=color, legendgroup=variant), row=1, col=1)
-        fractions = [by_key[k].get("gpu_execution_fraction") if k in by_key else None for k in x_keys]
-        fig.add_trace(go.Bar(x=x, y=fractions, name=variant, marker_color=color, legendgroup=variant,
-                             showlegend=False), row=1, col=2)
+        fig.add_trace(
+            go.Bar(
+                x=x,
+                y=[by_key[k]["ms_per_iteration"] if k in by_key else None for k in x_keys],
+                name=variant,
+                marker_color=color,
+                legendgroup=variant,
+            ),
+            row=1,
+            col=1,
+        )
+        fractions = [
+            by_key[k].get("gpu_execution_fraction") if k in by_key else None for k in x_keys
+        ]
+        fig.add_trace(
+            go.Bar(
+                x=x,
+                y=fractions,
+                name=variant,
+                marker_color=color,
+                legendgroup=variant,
+                showlegend=False,
+            ),
+            row=1,
+            col=2,
+        )
     fig.update_yaxes(title_text="ms per iteration", row=1, col=1)
     fig.update_yaxes(title_text="busy fraction", range=[0, 1.05], row=1, col=2)
-    fig.update_layout(title=_title(title, label),
-                      barmode="group", legend_title_text="variant")
+    fig.update_layout(title=_title(title, label), barmode="group", legend_title_text="variant")
     return fig
 
 
-def cost_growth(rows: Sequence[dict], *, size_batch: int, batch_graph: int,
-                metric: str = "seconds_per_batch", subtitle: Optional[str] = None) -> go.Figure:
+def cost_growth(
+    rows: Sequence[dict],
+    *,
+    size_batch: int,
+    batch_graph: int,
+    metric: str = "seconds_per_batch",
+    subtitle: str | None = None,
+) -> go.Figure:
     """Log-log lines: cost against graph size (left, at batch ``size_batch``) and against batch
     size (right, on the ``batch_graph``-node graph), per pipeline (rows from
     :func:`zg.experiments.cost_growth_rows`).
@@ -328,25 +559,48 @@ def cost_growth(rows: Sequence[dict], *, size_batch: int, batch_graph: int,
     standard deviation over the timed batches as error bars) or "projected_epoch_seconds"
     (seconds per batch times batches per epoch; the stages are scaled the same way).
     """
-    rows = _check_rows(rows, "rows", ["pipeline", "num_nodes", "batch_size", "seconds_per_batch",
-                                      "projected_epoch_seconds"] + list(STAGE_COLORS))
+    rows = _check_rows(
+        rows,
+        "rows",
+        ["pipeline", "num_nodes", "batch_size", "seconds_per_batch", "projected_epoch_seconds"]
+        + list(STAGE_COLORS),
+    )
     if metric not in ("seconds_per_batch", "projected_epoch_seconds"):
-        raise ValueError(f"metric must be 'seconds_per_batch' or 'projected_epoch_seconds', got {metric!r}")
+        raise ValueError(
+            f"metric must be 'seconds_per_batch' or 'projected_epoch_seconds', got {metric!r}"
+        )
     size_rows = [r for r in rows if r["batch_size"] == size_batch]
     batch_rows = [r for r in rows if r["num_nodes"] == batch_graph]
     if not size_rows:
-        raise ValueError(f"no row has batch_size={size_batch} (size_batch): the size sweep is empty")
+        raise ValueError(
+            f"no row has batch_size={size_batch} (size_batch): the size sweep is empty"
+        )
     if not batch_rows:
-        raise ValueError(f"no row has num_nodes={batch_graph} (batch_graph): the batch sweep is empty")
-    label = {"seconds_per_batch": "seconds per batch",
-             "projected_epoch_seconds": "projected seconds per epoch"}[metric]
-    fig = make_subplots(rows=1, cols=2, horizontal_spacing=0.1, subplot_titles=(
-        f"against graph size (batch {size_batch:,})", f"against batch size ({batch_graph:,} nodes)"))
+        raise ValueError(
+            f"no row has num_nodes={batch_graph} (batch_graph): the batch sweep is empty"
+        )
+    label = {
+        "seconds_per_batch": "seconds per batch",
+        "projected_epoch_seconds": "projected seconds per epoch",
+    }[metric]
+    fig = make_subplots(
+        rows=1,
+        cols=2,
+        horizontal_spacing=0.1,
+        subplot_titles=(
+            f"against graph size (batch {size_batch:,})",
+            f"against batch size ({batch_graph:,} nodes)",
+        ),
+    )
     names = list(dict.fromkeys(r["pipeline"] for r in rows))
-    owner: list = []              # per trace: (pipeline, is_total)
+    owner: list = []  # per trace: (pipeline, is_total)
 
     def scale(r: dict) -> float:  # a stage's seconds per batch, in the metric's unit
-        return 1.0 if metric == "seconds_per_batch" else r["projected_epoch_seconds"] / r["seconds_per_batch"]
+        return (
+            1.0
+            if metric == "seconds_per_batch"
+            else r["projected_epoch_seconds"] / r["seconds_per_batch"]
+        )
 
     for i, name in enumerate(names):
         color = _color(name, i)
@@ -356,33 +610,79 @@ def cost_growth(rows: Sequence[dict], *, size_batch: int, batch_graph: int,
                 continue
             error = None
             if metric == "seconds_per_batch":
-                error = dict(type="data", array=[r.get("seconds_per_batch_std", 0.0) for r in mine],
-                             visible=True, thickness=1)
-            fig.add_trace(go.Scatter(x=[r[key] for r in mine], y=[r[metric] for r in mine],
-                                     mode="lines+markers", name=name, legendgroup=name,
-                                     showlegend=col == 1, line=dict(color=color, width=3),
-                                     error_y=error), row=1, col=col)
+                error = dict(
+                    type="data",
+                    array=[r.get("seconds_per_batch_std", 0.0) for r in mine],
+                    visible=True,
+                    thickness=1,
+                )
+            fig.add_trace(
+                go.Scatter(
+                    x=[r[key] for r in mine],
+                    y=[r[metric] for r in mine],
+                    mode="lines+markers",
+                    name=name,
+                    legendgroup=name,
+                    showlegend=col == 1,
+                    line=dict(color=color, width=3),
+                    error_y=error,
+                ),
+                row=1,
+                col=col,
+            )
             owner.append((name, True))
             for stage, stage_color in STAGE_COLORS.items():
                 values = [r[stage] * scale(r) for r in mine]
-                fig.add_trace(go.Scatter(x=[r[key] for r in mine], y=[v if v > 0 else None for v in values],
-                                         mode="lines+markers", name=f"{name}: {stage}",
-                                         legendgroup=f"{name}: {stage}", showlegend=col == 1,
-                                         line=dict(color=stage_color, dash="dash", width=1.5),
-                                         marker=dict(size=5), visible=False), row=1, col=col)
+                fig.add_trace(
+                    go.Scatter(
+                        x=[r[key] for r in mine],
+                        y=[v if v > 0 else None for v in values],
+                        mode="lines+markers",
+                        name=f"{name}: {stage}",
+                        legendgroup=f"{name}: {stage}",
+                        showlegend=col == 1,
+                        line=dict(color=stage_color, dash="dash", width=1.5),
+                        marker=dict(size=5),
+                        visible=False,
+                    ),
+                    row=1,
+                    col=col,
+                )
                 owner.append((name, False))
-    buttons = [dict(label="all pipelines", method="update",
-                    args=[{"visible": [total for _, total in owner]}])]
+    buttons = [
+        dict(
+            label="all pipelines",
+            method="update",
+            args=[{"visible": [total for _, total in owner]}],
+        )
+    ]
     for name in names:
-        buttons.append(dict(label=f"{name}, by stage", method="update",
-                            args=[{"visible": [who == name for who, _ in owner]}]))
+        buttons.append(
+            dict(
+                label=f"{name}, by stage",
+                method="update",
+                args=[{"visible": [who == name for who, _ in owner]}],
+            )
+        )
     fig.update_xaxes(type="log", title_text="nodes in the graph", row=1, col=1)
     fig.update_xaxes(type="log", title_text="batch size (seeds per iteration)", row=1, col=2)
     fig.update_yaxes(type="log", title_text=label, row=1, col=1)
     fig.update_yaxes(type="log", row=1, col=2)
-    fig.update_layout(title=_title(f"Cost growth: {label}, log-log", subtitle), legend_title_text="",
-                      updatemenus=[dict(buttons=buttons, direction="down", x=1.0, xanchor="right",
-                                        y=1.18, yanchor="top", showactive=True)])
+    fig.update_layout(
+        title=_title(f"Cost growth: {label}, log-log", subtitle),
+        legend_title_text="",
+        updatemenus=[
+            dict(
+                buttons=buttons,
+                direction="down",
+                x=1.0,
+                xanchor="right",
+                y=1.18,
+                yanchor="top",
+                showactive=True,
+            )
+        ],
+    )
     return fig
 
 
@@ -406,16 +706,33 @@ def gpu_timeline(rows: Sequence[dict], *, label: str, iterations: int = 4) -> go
         raise ValueError(f"iterations must be a positive int, got {iterations!r}")
     missing = [r["variant"] for r in rows if r["gpu_execution_fraction"] is None]
     if missing:
-        raise ValueError(f"rows {missing} have no GPU execution fraction (measured without a GPU?): "
-                         "there is no GPU timeline to draw")
+        raise ValueError(
+            f"rows {missing} have no GPU execution fraction (measured without a GPU?): "
+            "there is no GPU timeline to draw"
+        )
     for r in rows:
         f = float(r["gpu_execution_fraction"])
         if not 0.0 <= f <= 1.0:
-            raise ValueError(f"gpu_execution_fraction must be in [0, 1], got {f} for {r['variant']!r}")
-    lanes = [" · ".join(str(x) for x in (r.get("graph"), f"batch {r['batch_size']}" if r.get("batch_size") else None,
-                                          r["variant"]) if x) for r in rows]
+            raise ValueError(
+                f"gpu_execution_fraction must be in [0, 1], got {f} for {r['variant']!r}"
+            )
+    lanes = [
+        " · ".join(
+            str(x)
+            for x in (
+                r.get("graph"),
+                f"batch {r['batch_size']}" if r.get("batch_size") else None,
+                r["variant"],
+            )
+            if x
+        )
+        for r in rows
+    ]
     fig = go.Figure()
-    for kind, color, pattern in (("GPU busy", "#4C78A8", ""), ("GPU idle (waiting for the host)", "#E45756", "/")):
+    for kind, color, pattern in (
+        ("GPU busy", "#4C78A8", ""),
+        ("GPU idle (waiting for the host)", "#E45756", "/"),
+    ):
         base, width, lane_of = [], [], []
         for lane, r in zip(lanes, rows):
             t = float(r["ms_per_iteration"])
@@ -424,11 +741,27 @@ def gpu_timeline(rows: Sequence[dict], *, label: str, iterations: int = 4) -> go
                 base.append(i * t + (0.0 if kind == "GPU busy" else busy))
                 width.append(busy if kind == "GPU busy" else t - busy)
                 lane_of.append(lane)
-        fig.add_trace(go.Bar(base=base, x=width, y=lane_of, orientation="h", name=kind, marker_color=color,
-                             marker_pattern_shape=pattern,
-                             hovertemplate="%{x:.3f} ms<extra>" + html.escape(kind) + "</extra>"))
-    fig.update_layout(title=_title(f"GPU timeline, {iterations} iterations per lane (gaps drawn at the end of each "
-                                   "iteration: lengths measured, placement not)", label),
-                      barmode="overlay", xaxis_title="ms since the first iteration began",
-                      legend_title_text="", height=max(260, 90 + 45 * len(rows)))
+        fig.add_trace(
+            go.Bar(
+                base=base,
+                x=width,
+                y=lane_of,
+                orientation="h",
+                name=kind,
+                marker_color=color,
+                marker_pattern_shape=pattern,
+                hovertemplate="%{x:.3f} ms<extra>" + html.escape(kind) + "</extra>",
+            )
+        )
+    fig.update_layout(
+        title=_title(
+            f"GPU timeline, {iterations} iterations per lane (gaps drawn at the end of each "
+            "iteration: lengths measured, placement not)",
+            label,
+        ),
+        barmode="overlay",
+        xaxis_title="ms since the first iteration began",
+        legend_title_text="",
+        height=max(260, 90 + 45 * len(rows)),
+    )
     return fig

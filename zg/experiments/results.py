@@ -1,0 +1,300 @@
+"""zg.experiments.results: the one format every committed measurement is stored in.
+
+Where it sits: every bench in ``bench/`` writes its file through :func:`write`; the notebooks,
+the docs renderer and ``tools/claims.py`` read files back through :func:`load` and quote
+numbers through :func:`metric` and :func:`fmt`, so no measured number is typed by hand.
+
+A result file (``bench/results/<name>.json``) is one JSON object with these keys:
+
+    format     "zg-result/1"
+    bench      the bench that wrote it ("engine", "sampling", ...; its script is bench/<bench>.py)
+    machine    zg.experiments.machine_note() of the machine it ran on
+    command    the command line that produced it (a list of str), or null for a converted file
+    source     {"commit": git commit or null, "modified": whether zg/ or bench/ had changes}
+    settings   the settings the rows were measured with (dict)
+    seeds      the seeds measured (list of int; [] when nothing random was drawn)
+    rows       per-row measurements (list of flat-ish dicts): what a table of the file shows
+    headline   the few numbers the file is for (list of metrics, below)
+    detail     anything else the bench records (dict; {} when nothing)
+    note       a sentence on how to read the file, or null
+
+A headline metric:
+
+    {"name": "captured_vs_dynamic_b1024",     unique within the file
+     "value": 5.39, "unit": "x",              unit: "x" (a ratio), "ms", "s", "MiB", "acc", ...
+     "std": 0.12, "n": 3,                     sample std over n runs (null std when n == 1)
+     "compared_to": "dynamic pipeline",       what the value is measured against (or null)
+     "where": "csbm 1M, batch 1024, H200",    the workload in words
+     "higher_is_better": true}
+
+    doc = results.load("engine")                       # validated; ValueError names what is wrong
+    m = results.metric(doc, "envelope_vs_dynamic")     # one headline metric
+    results.fmt(m)                                     # "1.62x ± 0.05 (n=3)"
+"""
+
+from __future__ import annotations
+
+import json
+import math
+import statistics
+import subprocess
+import sys
+from collections.abc import Iterable, Sequence
+from pathlib import Path
+from typing import Any
+
+__all__ = [
+    "FORMAT",
+    "RESULTS_DIR",
+    "source_version",
+    "headline",
+    "headline_from",
+    "make",
+    "write",
+    "validate",
+    "load",
+    "load_all",
+    "metric",
+    "fmt",
+]
+
+FORMAT = "zg-result/1"
+ROOT = Path(__file__).resolve().parent.parent.parent
+RESULTS_DIR = ROOT / "bench" / "results"
+KEYS = (
+    "format",
+    "bench",
+    "machine",
+    "command",
+    "source",
+    "settings",
+    "seeds",
+    "rows",
+    "headline",
+    "detail",
+    "note",
+)
+METRIC_KEYS = ("name", "value", "unit", "std", "n", "compared_to", "where", "higher_is_better")
+
+
+def source_version(root: Path = ROOT) -> dict:
+    """The commit the measured code came from, and whether zg/ or bench/ had other changes."""
+    try:
+        commit = subprocess.run(
+            ["git", "rev-parse", "HEAD"], cwd=root, capture_output=True, text=True, timeout=10
+        ).stdout.strip()
+        dirty = subprocess.run(
+            ["git", "status", "--porcelain", "--untracked-files=no", "--", "zg", "bench"],
+            cwd=root,
+            capture_output=True,
+            text=True,
+            timeout=10,
+        ).stdout.strip()
+    except (OSError, subprocess.SubprocessError):
+        return {"commit": None, "modified": None}
+    return {"commit": commit or None, "modified": bool(dirty) if commit else None}
+
+
+def headline(
+    name: str,
+    value: float | None,
+    unit: str,
+    *,
+    std: float | None = None,
+    n: int = 1,
+    compared_to: str | None = None,
+    where: str = "",
+    higher_is_better: bool = True,
+) -> dict:
+    """One headline metric (see the module docstring); ``value`` None: not measured here."""
+    m = {
+        "name": name,
+        "value": None if value is None else float(value),
+        "unit": unit,
+        "std": None if std is None else float(std),
+        "n": int(n),
+        "compared_to": compared_to,
+        "where": where,
+        "higher_is_better": bool(higher_is_better),
+    }
+    _check_metric(m, "headline")
+    return m
+
+
+def headline_from(name: str, values: Sequence[float], unit: str, **kwargs: Any) -> dict:
+    """A headline metric from one value per seed: the mean, the sample std (n - 1), n."""
+    values = [float(v) for v in values]
+    if not values:
+        raise ValueError(f"headline_from({name!r}): values is empty")
+    std = statistics.stdev(values) if len(values) > 1 else None
+    return headline(name, statistics.fmean(values), unit, std=std, n=len(values), **kwargs)
+
+
+def make(
+    bench: str,
+    *,
+    settings: dict,
+    rows: list,
+    headline: Iterable[dict] = (),
+    seeds: Iterable[int] = (),
+    detail: dict | None = None,
+    note: str | None = None,
+    machine: dict | None = None,
+    command: list | None = None,
+    source: dict | None = None,
+) -> dict:
+    """A result document: the machine note, command line and source commit filled in."""
+    if machine is None:
+        from .machine import machine_note
+
+        machine = machine_note()
+    doc = {
+        "format": FORMAT,
+        "bench": bench,
+        "machine": machine,
+        "command": list(sys.argv) if command is None else command,
+        "source": source_version() if source is None else source,
+        "settings": settings,
+        "seeds": [int(s) for s in seeds],
+        "rows": rows,
+        "headline": list(headline),
+        "detail": {} if detail is None else detail,
+        "note": note,
+    }
+    validate(doc)
+    return doc
+
+
+def write(name_or_path: str | Path, doc: dict) -> Path:
+    """Validate ``doc`` and write it atomically to bench/results/<name>.json (or the path)."""
+    from zg._io import atomic_write
+
+    validate(doc)
+    path = _path(name_or_path)
+
+    def dump(f):
+        json.dump(doc, f, indent=2, default=_json_default, allow_nan=False)
+        f.write("\n")
+
+    return atomic_write(path, dump, text=True, make_parents=True)
+
+
+def _json_default(x):
+    try:
+        return float(x)
+    except (TypeError, ValueError):
+        return str(x)
+
+
+def _path(name_or_path: str | Path) -> Path:
+    p = Path(name_or_path)
+    if p.suffix == ".json" or p.parent != Path("."):
+        return p
+    return RESULTS_DIR / f"{p.name}.json"
+
+
+def _check_metric(m: Any, where: str) -> None:
+    if not isinstance(m, dict):
+        raise ValueError(f"{where}: a headline metric must be an object, got {type(m).__name__}")
+    missing = [k for k in METRIC_KEYS if k not in m]
+    extra = [k for k in m if k not in METRIC_KEYS]
+    if missing or extra:
+        raise ValueError(f"{where}: metric {m.get('name')!r} missing {missing}, unknown {extra}")
+    name = m["name"]
+    if not isinstance(name, str) or not name:
+        raise ValueError(f"{where}: metric name must be a non-empty str, got {name!r}")
+    for key in ("value", "std"):
+        v = m[key]
+        if v is not None and (
+            not isinstance(v, (int, float)) or isinstance(v, bool) or not math.isfinite(v)
+        ):
+            raise ValueError(f"{where}: metric {name!r}: {key} must be a finite number or null")
+    if not isinstance(m["n"], int) or isinstance(m["n"], bool) or m["n"] < 0:
+        raise ValueError(f"{where}: metric {name!r}: n must be an int >= 0, got {m['n']!r}")
+    if m["std"] is not None and m["n"] < 2:
+        raise ValueError(f"{where}: metric {name!r}: a std needs n >= 2 (got n={m['n']})")
+    if m["std"] is not None and m["std"] < 0:
+        raise ValueError(f"{where}: metric {name!r}: std must be >= 0")
+    if not isinstance(m["unit"], str):
+        raise ValueError(f"{where}: metric {name!r}: unit must be a str")
+    if m["compared_to"] is not None and not isinstance(m["compared_to"], str):
+        raise ValueError(f"{where}: metric {name!r}: compared_to must be a str or null")
+    if not isinstance(m["where"], str):
+        raise ValueError(f"{where}: metric {name!r}: where must be a str")
+    if not isinstance(m["higher_is_better"], bool):
+        raise ValueError(f"{where}: metric {name!r}: higher_is_better must be true or false")
+
+
+def validate(doc: Any, where: str = "result") -> dict:
+    """Raise ValueError naming the first problem with ``doc``; return it when it is valid."""
+    if not isinstance(doc, dict):
+        raise ValueError(f"{where}: a result must be a JSON object, got {type(doc).__name__}")
+    missing = [k for k in KEYS if k not in doc]
+    extra = [k for k in doc if k not in KEYS]
+    if missing or extra:
+        raise ValueError(f"{where}: missing keys {missing}, unknown keys {extra} (format {FORMAT})")
+    if doc["format"] != FORMAT:
+        raise ValueError(f"{where}: format is {doc['format']!r}, expected {FORMAT!r}")
+    if not isinstance(doc["bench"], str) or not doc["bench"]:
+        raise ValueError(f"{where}: bench must be a non-empty str")
+    if not isinstance(doc["machine"], dict) or "cores" not in doc["machine"]:
+        raise ValueError(f"{where}: machine must be a machine note (zg.experiments.machine_note)")
+    cmd = doc["command"]
+    if cmd is not None and not (isinstance(cmd, list) and all(isinstance(c, str) for c in cmd)):
+        raise ValueError(f"{where}: command must be a list of str or null")
+    src = doc["source"]
+    if not isinstance(src, dict) or set(src) != {"commit", "modified"}:
+        raise ValueError(f"{where}: source must be {{'commit': ..., 'modified': ...}}, got {src!r}")
+    for key, kind in (("settings", dict), ("rows", list), ("headline", list), ("detail", dict)):
+        if not isinstance(doc[key], kind):
+            raise ValueError(f"{where}: {key} must be a {kind.__name__}")
+    if not isinstance(doc["seeds"], list) or not all(
+        isinstance(s, int) and not isinstance(s, bool) for s in doc["seeds"]
+    ):
+        raise ValueError(f"{where}: seeds must be a list of int")
+    if doc["note"] is not None and not isinstance(doc["note"], str):
+        raise ValueError(f"{where}: note must be a str or null")
+    names = set()
+    for m in doc["headline"]:
+        _check_metric(m, where)
+        if m["name"] in names:
+            raise ValueError(f"{where}: headline metric {m['name']!r} appears twice")
+        names.add(m["name"])
+    return doc
+
+
+def load(name_or_path: str | Path) -> dict:
+    """Read and validate one result file: a name ("engine") or a path."""
+    path = _path(name_or_path)
+    if not path.exists():
+        raise FileNotFoundError(f"no result file {path} (run bench/{path.stem}.py to make it)")
+    with open(path) as f:
+        doc = json.load(f)
+    return validate(doc, where=str(path.relative_to(ROOT) if path.is_relative_to(ROOT) else path))
+
+
+def load_all(folder: str | Path = RESULTS_DIR) -> dict[str, dict]:
+    """Every result file directly in ``folder`` (not archive/), by name."""
+    return {p.stem: load(p) for p in sorted(Path(folder).glob("*.json"))}
+
+
+def metric(doc_or_name: dict | str, name: str) -> dict:
+    """The headline metric ``name`` of a result (a loaded doc, or a file name)."""
+    doc = load(doc_or_name) if isinstance(doc_or_name, str) else doc_or_name
+    for m in doc["headline"]:
+        if m["name"] == name:
+            return m
+    have = [m["name"] for m in doc["headline"]]
+    raise KeyError(f"{doc['bench']}: no headline metric {name!r} (has {have})")
+
+
+def fmt(m: dict, digits: int = 2) -> str:
+    """A metric as prose: "1.62x ± 0.05 (n=3)", "0.712 acc (n=1)", "not measured"."""
+    if m["value"] is None:
+        return "not measured"
+    unit = m["unit"]
+    value = f"{m['value']:.{digits}f}"
+    body = f"{value}x" if unit == "x" else f"{value} {unit}".rstrip()
+    if m["std"] is not None:
+        body += f" ± {m['std']:.{digits}f}"
+    return f"{body} (n={m['n']})"
