@@ -1,25 +1,34 @@
 """Shared by the benchmarks: a note of the machine a result came from, and an atomic JSON writer.
 
-Every benchmark writes ``bench/results/<name>.json`` with ``{"machine": machine_note(), ...}`` so a
-number is never separated from where it was measured.
+Every benchmark writes ``bench/results/<name>.json`` through :func:`write_json`, in the one result
+format (zg.experiments.results, "zg-result/1"): the machine note, command line and source commit
+travel with every number, and bench/_headlines.py names the file's headline metrics.
 """
 
 from __future__ import annotations
 
-import json
+import shlex
 import subprocess
+import sys
 from pathlib import Path
 
 RESULTS = Path(__file__).resolve().parent / "results"
 
 
-# One implementation of the machine note, shared with the notebooks
-# (zg.experiments.machine_note), and one atomic writer, shared with the package
-# (zg._io.atomic_write).
-from zg._io import atomic_write
+# One implementation of the machine note, shared with the notebooks (zg.experiments.machine_note).
 from zg.experiments.machine import machine_note
 
-__all__ = ["RESULTS", "SOURCE", "machine_note", "source_version", "table", "write_json"]
+__all__ = [
+    "RESULTS",
+    "SOURCE",
+    "bench_of",
+    "document",
+    "machine_note",
+    "read_json",
+    "source_version",
+    "table",
+    "write_json",
+]
 
 
 def source_version() -> dict:
@@ -45,15 +54,122 @@ def source_version() -> dict:
 SOURCE = source_version()
 
 
+def bench_of(name: str) -> str:
+    """The bench script a result file name comes from: the longest bench/<x>.py prefix of it
+    ('engine_products' -> 'engine', 'grappa_map_deep' -> 'grappa_map_deep')."""
+    scripts = sorted(
+        (
+            p.stem
+            for p in Path(__file__).resolve().parent.glob("*.py")
+            if not p.stem.startswith("_")
+        ),
+        key=len,
+        reverse=True,
+    )
+    for s in scripts:
+        if name == s or name.startswith(s + "_"):
+            return s
+    return name
+
+
+def document(name: str, payload: dict, *, converted: bool = False) -> dict:
+    """The zg-result/1 document of a bench's payload (or of a legacy result file's dict when
+    ``converted``): the legacy keys mapped, every other key kept verbatim under ``detail``, the
+    headline metrics computed by bench/_headlines.py.
+
+    Mapped: ``benchmark`` -> bench (else the file's bench script); ``machine``; ``command`` or
+    ``argv`` -> command (a str is split as a shell would); ``source`` (a fresh write: this
+    checkout's commit); ``settings`` or ``setting`` -> settings; ``seeds`` when a list of int;
+    ``rows`` (or ``results`` / ``runs``) when a list of dicts -> rows; ``note`` when a str.
+    """
+    from _headlines import headlines
+
+    from zg.experiments import results
+
+    if not isinstance(payload, dict):
+        raise TypeError(f"payload must be a dict, got {type(payload).__name__}")
+    if payload.get("format") == results.FORMAT:
+        doc = dict(payload)
+        if not converted:
+            doc["source"] = SOURCE
+        doc["headline"] = headlines(doc)
+        return results.validate(doc, where=name)
+    rest = dict(payload)
+    bench = rest.pop("benchmark") if isinstance(rest.get("benchmark"), str) else bench_of(name)
+    machine = rest.pop("machine", None)
+    if machine is None and not converted:
+        machine = machine_note()
+    command = None
+    for key in ("command", "argv"):
+        value = rest.get(key)
+        if isinstance(value, str):
+            command = shlex.split(rest.pop(key))
+            break
+        if isinstance(value, list) and all(isinstance(c, str) for c in value):
+            command = rest.pop(key)
+            break
+    if command is None and not converted:
+        command = list(sys.argv)
+    source = rest.pop("source", None) if converted else SOURCE
+    if not converted:
+        rest.pop("source", None)
+    if source is None:
+        source = {"commit": None, "modified": None}
+    settings = {}
+    for key in ("settings", "setting"):
+        if isinstance(rest.get(key), dict):
+            settings = rest.pop(key)
+            break
+    seeds = []
+    if isinstance(rest.get("seeds"), list) and all(
+        isinstance(s, int) and not isinstance(s, bool) for s in rest["seeds"]
+    ):
+        seeds = rest.pop("seeds")
+    rows = []
+    for key in ("rows", "results", "runs"):
+        value = rest.get(key)
+        if isinstance(value, list) and all(isinstance(r, dict) for r in value):
+            rows = rest.pop(key)
+            break
+    note = rest.pop("note") if isinstance(rest.get("note"), str) else None
+    doc = {
+        "format": results.FORMAT,
+        "bench": bench,
+        "machine": machine,
+        "command": command,
+        "source": source,
+        "settings": settings,
+        "seeds": seeds,
+        "rows": rows,
+        "headline": [],
+        "detail": rest,
+        "note": note,
+    }
+    doc["headline"] = headlines(doc)
+    return results.validate(doc, where=name)
+
+
 def write_json(name: str, payload: dict) -> Path:
-    """Write ``bench/results/<name>.json`` atomically, with the source commit; returns the path."""
-    payload = {**payload, "source": SOURCE}
+    """Write ``bench/results/<name>.json`` atomically in the zg-result/1 format (see
+    :func:`document` and zg.experiments.results), with the source commit; returns the path."""
+    from zg.experiments import results
 
-    def write(f):
-        json.dump(payload, f, indent=2, sort_keys=False, default=float)
-        f.write("\n")
+    return results.write(RESULTS / f"{name}.json", document(name, payload))
 
-    return atomic_write(RESULTS / f"{name}.json", write, text=True, make_parents=True)
+
+def read_json(name_or_path) -> dict:
+    """A committed result (a name or a path) as the bench wrote it: the legacy payload view of a
+    zg-result/1 document (detail's keys at the top, with rows and settings), for benches that
+    extend or join their own earlier files."""
+    from zg.experiments import results
+
+    path = Path(name_or_path)
+    doc = results.load(path if path.suffix == ".json" else RESULTS / f"{path}.json")
+    view = {**doc["detail"], "machine": doc["machine"], "settings": doc["settings"]}
+    view.update(seeds=doc["seeds"], rows=doc["rows"], command=doc["command"], source=doc["source"])
+    if doc["note"] is not None:
+        view["note"] = doc["note"]
+    return view
 
 
 def table(rows, headers) -> str:

@@ -183,12 +183,9 @@ def main(argv=None):
 
 def combine():
     """bench/results/grappa_defaults_check.json from the per-graph files."""
-    import json
+    from _machine import read_json
 
-    results = Path(__file__).resolve().parent / "results"
-    parts = [
-        json.loads((results / f"grappa_defaults_check_{name}.json").read_text()) for name in GRAPHS
-    ]
+    parts = [read_json(f"grappa_defaults_check_{name}") for name in GRAPHS]
     out = {
         k: v
         for k, v in parts[0].items()

@@ -34,7 +34,6 @@ there (:func:`zg.grappa.gradient_error`, 3 random partitions x 2 super-epochs).
 from __future__ import annotations
 
 import argparse
-import json
 import os
 import statistics
 import sys
@@ -47,7 +46,7 @@ import torch
 sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
 sys.path.insert(0, str(Path(__file__).resolve().parent))
 
-from _machine import machine_note, table, write_json
+from _machine import machine_note, read_json, table, write_json
 
 import zg
 from zg import grappa
@@ -391,11 +390,10 @@ def combine(names, target):
         path = results / f"{name}.json"
         if not path.exists():
             raise SystemExit(f"error: --combine: {path} does not exist")
-        with open(path) as f:
-            part = json.load(f)
+        part = read_json(path)
         for key, dataset in (part.get("datasets") or {}).items():
             dataset.setdefault("machine", part.get("machine"))
-            dataset.setdefault("argv", part.get("argv"))
+            dataset.setdefault("argv", part.get("command"))
             datasets[key] = dataset
         sources.append(path.name)
     out = {
@@ -466,8 +464,7 @@ def pool(keys, tag, target):
     path = Path(__file__).resolve().parent / "results" / f"{target}.json"
     if not path.exists():
         raise SystemExit(f"error: --pool: {path} does not exist")
-    with open(path) as f:
-        out = json.load(f)
+    out = read_json(path)
     try:
         pooled = pool_datasets(out.get("datasets") or {}, keys)
     except ValueError as exc:
@@ -567,12 +564,11 @@ def main(argv=None):
     if args.merge:
         previous = Path(__file__).resolve().parent / "results" / f"{name}.json"
         if previous.exists():
-            with open(previous) as f:
-                old = json.load(f)
+            old = read_json(previous)
             kept = old.get("datasets") or {}
             for dataset in kept.values():  # each dataset keeps its own machine note
                 dataset.setdefault("machine", old.get("machine"))
-                dataset.setdefault("argv", old.get("argv"))
+                dataset.setdefault("argv", old.get("command"))
 
     def save(_=None):
         out = {

@@ -33,7 +33,6 @@ changes no number) and generous timeouts are added to what a user passes.
 from __future__ import annotations
 
 import argparse
-import json
 import statistics
 import sys
 import time
@@ -42,7 +41,7 @@ from pathlib import Path
 sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
 sys.path.insert(0, str(Path(__file__).resolve().parent))
 
-from _machine import RESULTS, machine_note, table, write_json
+from _machine import RESULTS, machine_note, read_json, table, write_json
 
 import zg
 from zg import grappa
@@ -244,7 +243,7 @@ def main(argv=None):
     }
     previous = RESULTS / f"{name}.json"
     if args.add and previous.exists():
-        old = json.loads(previous.read_text())
+        old = read_json(previous)
         for entry in old["graphs"].values():  # a file written before entries carried these
             entry.setdefault("command", old["command"])
             entry.setdefault("machine", old["machine"])

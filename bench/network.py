@@ -52,7 +52,7 @@ sys.path.insert(0, str(Path(__file__).resolve().parent))
 sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
 sys.path.insert(0, str(Path(__file__).resolve().parent.parent / "tools"))
 
-from _machine import machine_note, table, write_json
+from _machine import machine_note, read_json, table, write_json
 from netlab import NetLab, supports_latency, unavailable_reason
 
 import zg
@@ -200,8 +200,7 @@ def gpu_compute_bound(projection, gpu=None):
         path = Path(__file__).resolve().parent / "results" / "gpu_check_cuda.json"
         if not path.exists():
             return None
-        with open(path) as f:
-            gpu = json.load(f)
+        gpu = read_json(path)
     worker_rows = projection["input_rows_per_iteration"]
 
     def work(r):
@@ -325,8 +324,7 @@ def reproject(args):
             file=sys.stderr,
         )
         return 2
-    with open(path) as f:
-        result = json.load(f)
+    result = read_json(path)
     fanouts = result["projected"]["fanouts"] if "projected" in result else [15, 10, 5]
     projection = (
         result["projected"]

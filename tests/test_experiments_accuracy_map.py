@@ -5,6 +5,7 @@ import json
 import pytest
 
 from zg import experiments as ex
+from zg.experiments import results
 
 
 def cell(method, degree, homophily, grappa_gap, single=0.8):
@@ -41,9 +42,21 @@ CELLS = [
 def test_load_result(tmp_path):
     result, reason = ex.load_result("grappa_map", results_dir=tmp_path)
     assert result is None and "grappa_map.json is not committed" in reason
-    (tmp_path / "grappa_map.json").write_text(json.dumps({"cells_table": CELLS}))
+    (tmp_path / "grappa_map.json").write_text(json.dumps({"cells_table": CELLS}))  # legacy layout
     result, reason = ex.load_result("grappa_map", results_dir=tmp_path)
-    assert reason is None and result["cells_table"][0]["method"] == "random"
+    assert result is None and "missing keys" in reason
+    doc = results.make(
+        "grappa_map",
+        settings={},
+        rows=[],
+        detail={"cells_table": CELLS},
+        machine={"cores": 2},
+        command=[],
+        source={"commit": None, "modified": None},
+    )
+    results.write(tmp_path / "grappa_map.json", doc)
+    result, reason = ex.load_result("grappa_map", results_dir=tmp_path)
+    assert reason is None and result["detail"]["cells_table"][0]["method"] == "random"
     (tmp_path / "broken.json").write_text("{")
     result, reason = ex.load_result("broken", results_dir=tmp_path)
     assert result is None and "cannot be read" in reason

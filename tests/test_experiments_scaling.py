@@ -7,6 +7,7 @@ import numpy as np
 import pytest
 
 from zg import experiments as ex
+from zg.experiments import results
 from zg.step import STAGES
 
 
@@ -48,13 +49,30 @@ def fake_result(quick=False):
     }
 
 
+def as_file(legacy):
+    """A fake_result as bench/scaling.py writes it: a zg-result/1 document (JSON text)."""
+    detail = {
+        k: v for k, v in legacy.items() if k not in ("benchmark", "machine", "settings", "rows")
+    }
+    doc = results.make(
+        legacy.get("benchmark", "scaling"),
+        settings=legacy.get("settings", {}),
+        rows=legacy.get("rows", []),
+        detail=detail,
+        machine={"cpu": "test", "cores": 2},
+        command=[],
+        source={"commit": None, "modified": None},
+    )
+    return json.dumps(doc)
+
+
 def test_load_absent_full_and_quick(tmp_path):
     assert ex.load_scaling_results(tmp_path / "none.json") is None
     path = tmp_path / "scaling.json"
-    path.write_text(json.dumps(fake_result()))
+    path.write_text(as_file(fake_result()))
     data = ex.load_scaling_results(path)
     assert data["path"] == str(path) and data["quick"] is False and len(data["rows"]) == 10
-    path.write_text(json.dumps(fake_result(quick=True)))
+    path.write_text(as_file(fake_result(quick=True)))
     assert ex.load_scaling_results(path)["quick"] is True
 
 
@@ -63,16 +81,19 @@ def test_load_refuses_other_files(tmp_path):
     path.write_text("{not json")
     with pytest.raises(ValueError, match="not valid JSON"):
         ex.load_scaling_results(path)
-    path.write_text(json.dumps({"benchmark": "engine"}))
+    path.write_text(json.dumps({"benchmark": "scaling"}))  # not zg-result/1
+    with pytest.raises(ValueError, match="missing keys"):
+        ex.load_scaling_results(path)
+    path.write_text(as_file({"benchmark": "engine"}))
     with pytest.raises(ValueError, match="not a bench/scaling.py result"):
         ex.load_scaling_results(path)
     broken = fake_result()
     del broken["rows"][3]["seconds_per_batch"]
-    path.write_text(json.dumps(broken))
+    path.write_text(as_file(broken))
     with pytest.raises(ValueError, match="row 3"):
         ex.load_scaling_results(path)
     del broken["sweeps"]
-    path.write_text(json.dumps(broken))
+    path.write_text(as_file(broken))
     with pytest.raises(ValueError, match="sweeps"):
         ex.load_scaling_results(path)
     with pytest.raises(TypeError, match="path"):

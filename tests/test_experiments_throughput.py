@@ -10,6 +10,7 @@ import zg
 from zg import experiments as ex
 from zg import models
 from zg.engine import Engine
+from zg.experiments import results as results_format
 from zg.step import STAGES
 
 FANOUTS = [4, 3]
@@ -121,22 +122,39 @@ def test_profile_modes_with_dgl(graph, dgl):
     assert rows[0]["stage_seconds"]["sample"] > 0 and rows[0]["stage_seconds"]["compact"] == 0
 
 
+def gpu_doc(machine, rows, bench="gpu_check"):
+    """A bench/gpu_check.py-shaped result file: a zg-result/1 document."""
+    return results_format.make(
+        bench,
+        settings={},
+        rows=rows,
+        machine=machine,
+        command=[],
+        source={"commit": None, "modified": None},
+    )
+
+
 def test_load_gpu_results(tmp_path):
     assert ex.GPU_RESULTS.name == "gpu_check_cuda.json" and ex.GPU_RESULTS.parent.name == "results"
     assert ex.load_gpu_results(tmp_path / "missing.json") is None
     cpu = tmp_path / "cpu.json"
-    cpu.write_text(json.dumps({"machine": {"cuda": None}, "rows": []}))
+    cpu.write_text(json.dumps(gpu_doc({"cuda": None, "cores": 2}, [])))
     with pytest.raises(ValueError, match="without a CUDA device"):
         ex.load_gpu_results(cpu)
     (tmp_path / "odd.json").write_text(json.dumps([1, 2]))
-    with pytest.raises(ValueError, match="machine"):
+    with pytest.raises(ValueError, match="must be a JSON object"):
         ex.load_gpu_results(tmp_path / "odd.json")
+    (tmp_path / "other.json").write_text(
+        json.dumps(gpu_doc({"cuda": "X", "cores": 2}, [], "engine"))
+    )
+    with pytest.raises(ValueError, match="not a bench/gpu_check.py result"):
+        ex.load_gpu_results(tmp_path / "other.json")
     gpu = tmp_path / "gpu.json"
     gpu.write_text(
         json.dumps(
-            {
-                "machine": {"cuda": "NVIDIA H200"},
-                "rows": [
+            gpu_doc(
+                {"cuda": "NVIDIA H200", "cores": 16},
+                [
                     {
                         "graph": "cora",
                         "batch_size": 256,
@@ -147,7 +165,7 @@ def test_load_gpu_results(tmp_path):
                         "peak_bytes": 123,
                     }
                 ],
-            }
+            )
         )
     )
     results = ex.load_gpu_results(gpu)

@@ -38,7 +38,7 @@ def reference_phrases(s):
 def test_reference_numbers_in_the_prose_are_the_committed_ones(doc):
     result = json.loads(RESULT.read_text())
     text = one_line(ROOT / doc)
-    for graph in result["graphs"]:
+    for graph in result["detail"]["graphs"]:
         summary = reference_summary(result, graph)
         phrases = reference_phrases(summary)
         ref_steps, single_steps = summary["steps"]
@@ -50,8 +50,8 @@ def test_reference_numbers_in_the_prose_are_the_committed_ones(doc):
             assert phrase in text, (
                 f"{doc}: expected {phrase!r} ({graph}, from grappa_reference.json)"
             )
-    assert len(reference_rows(result)) == len(result["rows"]) * sum(
-        len(g["depths"]) for g in result["graphs"].values()
+    assert len(reference_rows(result)) == len(result["detail"]["rows"]) * sum(
+        len(g["depths"]) for g in result["detail"]["graphs"].values()
     )
 
 

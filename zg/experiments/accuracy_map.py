@@ -6,10 +6,11 @@ train hundreds of runs (too long for a notebook); the notebooks read what they c
 these functions, so every number a notebook states comes from the JSON, never typed by hand:
 
     result, reason = ex.load_result("grappa_map")      # (dict, None) or (None, why not)
-    rows = ex.map_rows(result["cells_table"])           # one flat row per cell, gaps in points
-    s = ex.gap_summary(result["cells_table"], "grappa", method="random")
-    paper = ex.paper_regime(result["cells_table"])     # the cells that look like the paper's graphs
-    for line in ex.map_findings(result["cells_table"]): ...   # the findings, as Markdown sentences
+    cells = result["detail"]["cells_table"]            # a zg-result/1 document: the bench's keys
+    rows = ex.map_rows(cells)                          # one flat row per cell, gaps in points
+    s = ex.gap_summary(cells, "grappa", method="random")
+    paper = ex.paper_regime(cells)                     # the cells that look like the paper's graphs
+    for line in ex.map_findings(cells): ...   # the findings, as Markdown sentences
 
 Gaps are a trainer's test accuracy minus single-process test accuracy (negative: below single),
 in accuracy fractions in the JSON and in points (x 100) in the rows returned here.
@@ -17,7 +18,6 @@ in accuracy fractions in the JSON and in points (x 100) in the rows returned her
 
 from __future__ import annotations
 
-import json
 import statistics
 from collections.abc import Sequence
 from pathlib import Path
@@ -56,10 +56,11 @@ def load_result(
             None,
             f"{path.name} is not committed yet (run bench/{name.split('_quick')[0]}.py to make it)",
         )
+    from .results import load
+
     try:
-        with open(path) as f:
-            return json.load(f), None
-    except (OSError, json.JSONDecodeError) as exc:
+        return load(path), None  # a zg-result/1 document: the bench's own keys are in "detail"
+    except (OSError, ValueError) as exc:
         return None, f"{path.name} cannot be read: {exc}"
 
 

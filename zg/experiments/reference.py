@@ -29,10 +29,11 @@ def reference_rows(result: dict[str, Any]) -> list[dict[str, Any]]:
     """One row per graph, depth and trainer: test accuracy at the best validation epoch (mean ±
     sample std over the seeds, %), its gap to the single-process run of the same settings
     (points, negative = below), gradient bytes per epoch and worker, and c_r's range."""
+    detail = result["detail"]  # a zg-result/1 document (zg.experiments.results)
     rows = []
-    for graph, entry in result["graphs"].items():
+    for graph, entry in detail["graphs"].items():
         for depth, cells in entry["depths"].items():
-            for row in result["rows"]:
+            for row in detail["rows"]:
                 cell = cells[row]
                 acc = cell["test_acc_at_best_val"]
                 ceiling = CEILING.get(row)
@@ -64,16 +65,17 @@ def reference_summary(result: dict[str, Any], graph: str = "cora") -> dict[str, 
     accuracy of every row (``"75.1 ± 0.4"``) and the reference and kit gaps to their single
     runs (``"-0.3"``); c_r's range over every step of every reference run; the epochs; the
     optimizer steps per epoch of the reference and single runs (``steps``)."""
-    entry = result["graphs"][graph]
+    detail = result["detail"]
+    entry = detail["graphs"][graph]
     out: dict[str, Any] = {
         "epochs": entry["epochs"],
         "seeds": len(result["seeds"]),
-        "workers": result["workers"],
+        "workers": detail["workers"],
         "depths": {},
     }
     lows, highs = [], []
     for depth, cells in entry["depths"].items():
-        d = {row: _pct(cells[row]["test_acc_at_best_val"]) for row in result["rows"]}
+        d = {row: _pct(cells[row]["test_acc_at_best_val"]) for row in detail["rows"]}
         for row, ceiling in CEILING.items():
             gap = 100 * (
                 cells[row]["test_acc_at_best_val"]["mean"]

@@ -73,19 +73,22 @@ def load_scaling_results(path: Any = None, *, quick_fallback: bool = True) -> di
             break
     else:
         return None
+    from .results import load
+
     try:
-        data = json.loads(candidate.read_text())
-    except ValueError as exc:
+        data = load(candidate)  # a zg-result/1 document (zg.experiments.results)
+    except json.JSONDecodeError as exc:
         raise ValueError(f"{candidate} is not valid JSON ({exc})") from None
-    if not isinstance(data, dict) or data.get("benchmark") != "scaling":
+    if data["bench"] != "scaling":
         raise ValueError(
-            f"{candidate} is not a bench/scaling.py result (its 'benchmark' is not 'scaling')"
+            f"{candidate} is not a bench/scaling.py result (its bench is not 'scaling')"
         )
-    for key in ("machine", "sweeps", "rows", "settings"):
-        if key not in data:
+    for key in ("sweeps",):
+        if key not in data["detail"]:
             raise ValueError(
                 f"{candidate} has no {key!r}; it is not a complete bench/scaling.py result"
             )
+    data["sweeps"] = data["detail"]["sweeps"]  # the sweeps every reader below needs
     for i, row in enumerate(data["rows"]):
         missing = [k for k in _ROW_KEYS if k not in row]
         if missing:

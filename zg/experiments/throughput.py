@@ -20,7 +20,6 @@ Every number was measured on this machine when the function ran (seconds with
 
 from __future__ import annotations
 
-import json
 from collections.abc import Sequence
 from pathlib import Path
 from typing import Any
@@ -236,9 +235,13 @@ def load_gpu_results(path: Any = None) -> dict | None:
     path = GPU_RESULTS if path is None else Path(path)
     if not path.exists():
         return None
-    data = json.loads(path.read_text())
-    if not isinstance(data, dict) or not isinstance(data.get("machine"), dict):
-        raise ValueError(f"{path} is not a bench/gpu_check.py result (no 'machine' note)")
+    from .results import load
+
+    data = load(path)  # a zg-result/1 document (zg.experiments.results); ValueError if not
+    if data["bench"] != "gpu_check":
+        raise ValueError(
+            f"{path} is not a bench/gpu_check.py result (its bench is {data['bench']!r})"
+        )
     if not data["machine"].get("cuda"):
         raise ValueError(
             f"{path} says it was measured without a CUDA device; it is not a GPU result"

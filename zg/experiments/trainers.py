@@ -13,7 +13,6 @@ epoch by kind) and :func:`average_rows` averages such tables over seeds. Figures
 
 from __future__ import annotations
 
-import json
 from collections.abc import Sequence
 from pathlib import Path
 from typing import Any
@@ -159,13 +158,11 @@ def load_grappa_results(path: Any = None) -> dict[str, Any] | None:
     path = GRAPPA_RESULTS if path is None else Path(path)
     if not path.exists():
         return None
-    data = json.loads(path.read_text())
-    if (
-        not isinstance(data, dict)
-        or not isinstance(data.get("runs"), list)
-        or "machine" not in data
-    ):
-        raise ValueError(f"{path} is not a bench/grappa.py result (needs 'runs' and 'machine')")
+    from .results import load
+
+    data = load(path)  # a zg-result/1 document: the runs are its rows
+    if data["bench"] != "grappa":
+        raise ValueError(f"{path} is not a bench/grappa.py result (its bench is {data['bench']!r})")
     data["path"] = str(path)
     return data
 
@@ -192,13 +189,13 @@ def epoch_time_rows(
     the seeds; 0 for a single run) and ``runs`` (how many were averaged), sorted by run and P.
     Figure: :func:`zg.viz.epoch_time_vs_workers`.
     """
-    if not isinstance(results, dict) or not isinstance(results.get("runs"), list):
-        raise ValueError("results must be a dict from load_grappa_results (with a 'runs' list)")
+    if not isinstance(results, dict) or not isinstance(results.get("rows"), list):
+        raise ValueError("results must be a dict from load_grappa_results (with a 'rows' list)")
     rows = []
     for label, match in runs:
         mine = [
             r
-            for r in results["runs"]
+            for r in results["rows"]
             if r.get("dataset") == dataset
             and r.get("layers") == layers
             and all(r.get(k) == v for k, v in match.items())
