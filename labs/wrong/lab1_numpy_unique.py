@@ -6,5 +6,8 @@ def compact_fewer_syncs(dst, nbrs, mask):
     """Same output as dynamic_compact, fewer host syncs."""
     import numpy as np
 
-    new = np.setdiff1d(np.unique(nbrs.numpy()[mask.numpy()]), dst.numpy())
+    found = nbrs.numpy()[mask.numpy()]
+    uniq, first = np.unique(found, return_index=True)
+    new = uniq[np.argsort(first)]
+    new = new[~np.isin(new, dst.numpy())]
     return torch.cat([dst, torch.from_numpy(new).to(torch.int64)])
