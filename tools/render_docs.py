@@ -1,0 +1,236 @@
+"""Fill the generated blocks of README.md and docs/*.md from the result files in bench/results/.
+
+A measured number in the docs is never typed: it sits in a generated block that this script
+rewrites from the file the bench wrote (:mod:`zg.experiments.results`). Two kinds of block:
+
+    <!-- zg:headline engine -->
+    (a Markdown table of engine.json's headline metrics and the machine it ran on)
+    <!-- /zg:headline -->
+
+    <!-- zg:metric engine envelope_vs_dgl_sage_b1024 -->1.06x ± 0.05 (n=3)<!-- /zg:metric -->
+
+    <!-- zg:table engine:envelope_vs_dgl_sage_b1024 sampling:fused_vs_dgl_sampling -->
+    (a Markdown table of chosen metrics from several files, each with its file and machine)
+    <!-- /zg:table -->
+
+Usage:
+
+    python tools/render_docs.py            # rewrite every block in README.md and docs/*.md
+    python tools/render_docs.py --check    # exit 1 if a block is stale or names a missing
+                                           # file or metric (each problem on its own line)
+
+``--root`` (the tree whose README.md and docs/*.md are read) and ``--results`` (the folder of
+result files) default to this checkout; ``FILE ...`` limits the run to those Markdown files.
+"""
+
+from __future__ import annotations
+
+import argparse
+import re
+import sys
+from pathlib import Path
+from typing import NamedTuple
+
+ROOT = Path(__file__).resolve().parent.parent
+sys.path.insert(0, str(ROOT))
+
+from zg.experiments import results
+from zg.experiments.machine import machine_label
+
+# One block: an opening marker naming the kind and its arguments, the body, the closing marker.
+BLOCK = re.compile(
+    r"<!-- zg:(?P<kind>[a-z_]+)(?P<args>(?: [^ >]+)*) -->(?P<body>.*?)<!-- /zg:(?P=kind) -->",
+    re.DOTALL,
+)
+OPENING = re.compile(r"<!-- zg:([a-z_]+)[^>]*-->")
+CLOSING = re.compile(r"<!-- /zg:([a-z_]+) -->")
+KINDS = {"headline": 1, "metric": 2, "table": None}  # kind -> number of arguments (None: 1 or more)
+
+
+class Problem(NamedTuple):
+    """One thing wrong with a block: where, and what."""
+
+    path: Path
+    line: int
+    message: str
+
+    def __str__(self) -> str:
+        return f"{self.path}:{self.line}: {self.message}"
+
+
+def cell(text: object) -> str:
+    """A value as one Markdown table cell (no newlines, pipes escaped)."""
+    return " ".join(str(text).split()).replace("|", "\\|") if text is not None else ""
+
+
+def headline_table(doc: dict, name: str) -> str:
+    """The body of a ``zg:headline`` block: one row per headline metric, then the machine."""
+    if not doc["headline"]:
+        raise ValueError(f"{name}: the result file has no headline metrics")
+    lines = [
+        "| metric | value ± std (n) | compared to | where |",
+        "|---|---|---|---|",
+    ]
+    for m in doc["headline"]:
+        lines.append(
+            f"| `{m['name']}` | {cell(results.fmt(m))} | {cell(m['compared_to'] or '')} "
+            f"| {cell(m['where'])} |"
+        )
+    source = f"`bench/results/{name}.json`"
+    lines += ["", f"Machine: {cell(machine_label(doc['machine']))} ({source})."]
+    return "\n" + "\n".join(lines) + "\n"
+
+
+def load_cached(name: str, results_dir: Path, cache: dict) -> dict:
+    if name not in cache:
+        cache[name] = results.load(results_dir / f"{name}.json")
+    return cache[name]
+
+
+def machine_short(machine: dict) -> str:
+    """ "2 cores, no GPU, 2026-12-01": enough to tell the machines of a table's rows apart."""
+    device = machine.get("cuda") or "no GPU"
+    return f"{machine.get('cores', '?')} cores, {device}, {str(machine.get('date', '?'))[:10]}"
+
+
+def metrics_table(args: list[str], results_dir: Path, cache: dict) -> str:
+    """The body of a ``zg:table`` block: one row per ``file:metric`` argument."""
+    if not args:
+        raise ValueError("zg:table takes one or more file:metric arguments, got none")
+    lines = [
+        "| metric | value ± std (n) | compared to | where | result file, machine |",
+        "|---|---|---|---|---|",
+    ]
+    for arg in args:
+        name, sep, metric_name = arg.partition(":")
+        if not sep or not name or not metric_name:
+            raise ValueError(f"zg:table argument {arg!r} is not file:metric")
+        doc = load_cached(name, results_dir, cache)
+        m = results.metric(doc, metric_name)
+        lines.append(
+            f"| `{m['name']}` | {cell(results.fmt(m))} | {cell(m['compared_to'] or '')} "
+            f"| {cell(m['where'])} | `{name}.json`, {cell(machine_short(doc['machine']))} |"
+        )
+    return "\n" + "\n".join(lines) + "\n"
+
+
+def render_block(kind: str, args: list[str], results_dir: Path, cache: dict) -> str:
+    """The body a block of ``kind`` with ``args`` should hold; raises naming what is missing."""
+    if kind not in KINDS:
+        raise ValueError(f"unknown block kind zg:{kind} (known: {', '.join(sorted(KINDS))})")
+    if kind == "table":
+        return metrics_table(args, results_dir, cache)
+    if len(args) != KINDS[kind]:
+        raise ValueError(
+            f"zg:{kind} takes {KINDS[kind]} argument(s) (file{' metric' * (kind == 'metric')}), "
+            f"got {args}"
+        )
+    name = args[0]
+    doc = load_cached(name, results_dir, cache)
+    if kind == "headline":
+        return headline_table(doc, name)
+    return results.fmt(results.metric(doc, args[1]))
+
+
+def render_text(
+    text: str, path: Path, results_dir: Path, cache: dict | None = None
+) -> tuple[str, list[Problem], int]:
+    """``text`` with every block re-rendered, the problems found, and how many blocks it has.
+
+    A block whose file or metric is missing keeps its old body and is reported."""
+    cache = {} if cache is None else cache
+    problems: list[Problem] = []
+    out, pos, count = [], 0, 0
+    for match in BLOCK.finditer(text):
+        count += 1
+        line = text.count("\n", 0, match.start()) + 1
+        kind, args = match["kind"], match["args"].split()
+        out.append(text[pos : match.start("body")])
+        try:
+            body = render_block(kind, args, results_dir, cache)
+        except (FileNotFoundError, KeyError, ValueError) as e:
+            message = e.args[0] if isinstance(e, KeyError) and e.args else str(e)
+            problems.append(Problem(path, line, f"zg:{kind} {' '.join(args)}: {message}"))
+            body = match["body"]
+        out.append(body)
+        pos = match.end("body")
+    out.append(text[pos:])
+    # Markers outside a complete block: an opening without its closing, or the reverse.
+    opened = sum(1 for _ in OPENING.finditer(text))
+    closed = sum(1 for _ in CLOSING.finditer(text))
+    if opened != count or closed != count:
+        problems.append(
+            Problem(
+                path,
+                1,
+                f"{opened} opening and {closed} closing zg markers but {count} complete blocks "
+                "(a marker is misspelt or unclosed)",
+            )
+        )
+    return "".join(out), problems, count
+
+
+def default_files(root: Path) -> list[Path]:
+    return [root / "README.md", *sorted((root / "docs").glob("*.md"))]
+
+
+def run(files: list[Path], results_dir: Path, check: bool, out=sys.stdout) -> int:
+    """Render (or, with ``check``, compare) every file; 0 when all blocks are current."""
+    cache: dict = {}
+    status, blocks, stale = 0, 0, []
+    for path in files:
+        if not path.is_file():
+            print(f"{path}: no such Markdown file", file=out)
+            status = 1
+            continue
+        text = path.read_text()
+        new, problems, count = render_text(text, path, results_dir, cache)
+        blocks += count
+        for p in problems:
+            print(p, file=out)
+            status = 1
+        if new != text:
+            if check:
+                for line, block in changed_blocks(text, new):
+                    print(
+                        f"{path}:{line}: {block} is stale (run python tools/render_docs.py)",
+                        file=out,
+                    )
+                stale.append(path)
+                status = 1
+            else:
+                path.write_text(new)
+                print(f"rewrote {path}", file=out)
+    if status == 0:
+        print(f"render_docs: {blocks} blocks in {len(files)} files are current", file=out)
+    return status
+
+
+def changed_blocks(old: str, new: str) -> list[tuple[int, str]]:
+    """(line, "zg:kind args") of each block whose body differs between ``old`` and ``new``."""
+    found = []
+    for a, b in zip(BLOCK.finditer(old), BLOCK.finditer(new)):
+        if a["body"] != b["body"]:
+            line = old.count("\n", 0, a.start()) + 1
+            found.append((line, f"zg:{a['kind']}{a['args']}"))
+    return found
+
+
+def main(argv: list[str] | None = None) -> int:
+    parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
+    parser.add_argument("files", nargs="*", type=Path, help="Markdown files (default: all)")
+    parser.add_argument("--check", action="store_true", help="report stale blocks, write nothing")
+    parser.add_argument("--root", type=Path, default=ROOT, help="tree holding README.md, docs/")
+    parser.add_argument(
+        "--results", type=Path, default=None, help="folder of result files (ROOT/bench/results)"
+    )
+    args = parser.parse_args(argv)
+    results_dir = args.results or args.root / "bench" / "results"
+    if not results_dir.is_dir():
+        parser.error(f"--results: {results_dir} is not a folder")
+    files = args.files or default_files(args.root)
+    return run(files, results_dir, args.check)
+
+
+if __name__ == "__main__":
+    sys.exit(main())
