@@ -283,24 +283,61 @@ def _grappa(doc):
                     where=f"{a['dataset']}, {a['layers']} layers, P={a['workers']}, kit defaults, test accuracy",
                 )
             )
-    for r in d.get("gradient_error") or []:
-        if (r["dataset"], r["layers"], r["workers"], r["parameters"], r["weighting"]) == (
-            "cora",
-            2,
-            4,
-            "init",
-            "inverse",
-        ):
+    errs = [
+        r
+        for r in d.get("gradient_error") or []
+        if (r["dataset"], r["layers"], r["workers"], r["parameters"], r["weighting"])
+        == ("cora", 2, 4, "init", "inverse")
+    ]
+    mean_bias = next((r["bias"] for r in errs if r["estimator"] == "mean"), None)
+    for r in errs:
+        if mean_bias and r["estimator"] != "mean":
             out.append(
                 headline(
-                    f"gradient_bias_{r['estimator']}_cora_L2_P4",
-                    r["bias"],
-                    "rel",
-                    compared_to="full-graph gradient",
-                    where=f"|mean G - g*| / |g*|, METIS, inverse weights, {r.get('draws')} draws",
+                    f"gradient_bias_{r['estimator']}_over_mean_cora_L2_P4",
+                    r["bias"] / mean_bias,
+                    "x",
+                    compared_to="plain averaging (mean)",
+                    where="bias ratio, cora, 2 layers, P=4, METIS, inverse weights",
                     higher_is_better=False,
                 )
             )
+    epoch = {}
+    for r in doc["rows"]:
+        if (
+            (r.get("dataset"), r.get("layers"), r.get("trainer"), r.get("estimator"))
+            == (
+                "csbm",
+                2,
+                "grappa",
+                "batch",
+            )
+            and r.get("repartition")
+            and r.get("method") == "metis"
+        ):
+            epoch.setdefault(r["workers"], []).append(r["measured_epoch_seconds"])
+    if 2 in epoch and 4 in epoch:
+        out.append(
+            headline(
+                "epoch_seconds_P4_over_P2_csbm_L2",
+                (sum(epoch[4]) / len(epoch[4])) / (sum(epoch[2]) / len(epoch[2])),
+                "x",
+                compared_to="P=2",
+                where=f"grappa (batch, repartitioned) on the shared cores, {len(epoch[4])} runs each",
+                higher_is_better=False,
+            )
+        )
+    for r in errs:
+        out.append(
+            headline(
+                f"gradient_bias_{r['estimator']}_cora_L2_P4",
+                r["bias"],
+                "rel",
+                compared_to="full-graph gradient",
+                where=f"|mean G - g*| / |g*|, METIS, inverse weights, {r.get('draws')} draws",
+                higher_is_better=False,
+            )
+        )
     return out
 
 
@@ -326,6 +363,18 @@ def _depth(doc):
                     "points",
                     compared_to="single-process training, same seed",
                     where=f"cora, {layers} layers, P={doc['settings'].get('workers')}, test accuracy",
+                )
+            )
+    iso = by.get(("isolated", min(layers for _, layers in by)))
+    for (trainer, layers), r in by.items():
+        if trainer.startswith("grappa") and iso and iso["layers"] == layers:
+            out.append(
+                headline_from(
+                    f"{re.sub(r'[^a-z0-9]+', '_', trainer).strip('_')}_minus_isolated_L{layers}",
+                    [100 * (x - y) for x, y in zip(r["values"], iso["values"])],
+                    "points",
+                    compared_to="isolated training (no repartitioning, plain averaging), same seed",
+                    where=f"cora, {layers} layers, test accuracy",
                 )
             )
     return out

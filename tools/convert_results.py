@@ -36,6 +36,9 @@ def convert(name: str, legacy: dict) -> dict:
 def main(argv=None) -> int:
     ap = argparse.ArgumentParser(description=__doc__.split("\n")[0])
     ap.add_argument("--check", action="store_true", help="exit 1 if a file is not yet converted")
+    ap.add_argument(
+        "--headlines", action="store_true", help="recompute the headline metrics of converted files"
+    )
     ap.add_argument("folder", nargs="?", default=str(results.RESULTS_DIR))
     args = ap.parse_args(argv)
     stale = []
@@ -43,6 +46,11 @@ def main(argv=None) -> int:
         with open(path) as f:
             legacy = json.load(f)
         if legacy.get("format") == results.FORMAT:
+            if args.headlines and not args.check:
+                doc = document(path.stem, legacy, converted=True)
+                if doc["headline"] != legacy["headline"]:
+                    results.write(path, doc)
+                    print(f"{path.name}: {len(doc['headline'])} headline metrics")
             continue
         stale.append(path.name)
         if not args.check:

@@ -293,8 +293,13 @@ def fmt(m: dict, digits: int = 2) -> str:
     if m["value"] is None:
         return "not measured"
     unit = m["unit"]
-    value = f"{m['value']:.{digits}f}"
+    small = 0 < abs(m["value"]) < 10**-digits  # 2.98e-07, not 0.00
+
+    def num(x):
+        return f"{x:.{digits}e}" if small else f"{x:.{digits}f}"
+
+    value = num(m["value"])
     body = f"{value}x" if unit == "x" else f"{value} {unit}".rstrip()
     if m["std"] is not None:
-        body += f" ± {m['std']:.{digits}f}"
+        body += f" ± {num(m['std'])}"
     return f"{body} (n={m['n']})"
