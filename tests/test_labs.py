@@ -216,3 +216,41 @@ def test_a_few_wrong_solutions_lose_their_points_without_nbgrader(name):
     earned, total = sum(s for s, _ in scores.values()), sum(p for _, p in scores.values())
     assert total > 0 and set(scores) == set(wrong["part"]), scores
     assert earned <= total / 2, (name, scores)
+
+
+def marking_notes_problems(lab, lab_cells):
+    """What is missing from the hand-graded answers of one lab: each needs a model answer and
+    ``**Marking notes (N points).**`` with N its points."""
+    problems = []
+    for cell in lab_cells:
+        meta = grade_meta(cell)
+        if not (meta.get("grade") and meta.get("solution") and cell["cell_type"] == "markdown"):
+            continue
+        found = re.search(r"\*\*Marking notes \((\d+(?:\.\d+)?) points?\)\.\*\*", text(cell))
+        if "**Model answer.**" not in text(cell):
+            problems.append(f"{lab}/{meta['grade_id']}: no **Model answer.**")
+        if not found:
+            problems.append(f"{lab}/{meta['grade_id']}: no **Marking notes (N points).**")
+        elif float(found.group(1)) != float(meta.get("points", 0)):
+            problems.append(
+                f"{lab}/{meta['grade_id']}: marking notes for {found.group(1)} points, "
+                f"the cell has {meta.get('points')}"
+            )
+    return problems
+
+
+@pytest.mark.parametrize("path", SOURCES, ids=lambda p: p.stem)
+def test_every_hand_graded_answer_has_marking_notes(path):
+    assert marking_notes_problems(path.stem, cells(path)) == []
+
+
+def test_marking_notes_check_finds_a_cell_without_notes():
+    meta = {"nbgrader": {"grade": True, "solution": True, "grade_id": "q", "points": 3}}
+    bare = {"cell_type": "markdown", "metadata": meta, "source": ["**Model answer.** Yes."]}
+    assert marking_notes_problems("lab", [bare]) == ["lab/q: no **Marking notes (N points).**"]
+    wrong_points = dict(
+        bare, source=["**Model answer.** Yes.\n\n**Marking notes (2 points).** 2: yes."]
+    )
+    assert "notes for 2 points" in marking_notes_problems("lab", [wrong_points])[0]
+    right = dict(bare, source=["**Model answer.** Yes.\n\n**Marking notes (3 points).** 3: yes."])
+    assert marking_notes_problems("lab", [right]) == []

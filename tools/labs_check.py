@@ -9,7 +9,7 @@
 4. ``nbgrader autograde`` both, read the scores from the gradebook (nbgrader.api.Gradebook).
 
 Passes when there is the setup check (``00_setup``, Lab 0) and at least ``--min-labs`` graded
-labs besides it (7), every lab has autograded points, hidden
+labs besides it (9: Labs 1-9), every lab has autograded points, hidden
 tests and a hand-graded cell, the solutions earn every autograded point, and the untouched
 release earns at most ``--max-untouched`` (10 %) of them in every lab. Hand-graded points are
 reported, never counted (nobody has graded them).
@@ -50,6 +50,45 @@ def lab_names(course: Path) -> list[str]:
     return labs
 
 
+def nbgrader_workspace(source_course: Path, keep: str | None, tool: str):
+    """A temp copy of the course (nbgrader_config.py and source/ only) and nbgrader's API on it,
+    shared by labs_check.py and labs_wrong.py. ``keep``: grade in this new or empty folder and
+    leave it. Returns (api, course folder, cleanup (a TemporaryDirectory or None), Gradebook)."""
+    # nbgrader runs `alembic` as a subprocess: it must be on PATH (it lives beside this python).
+    os.environ["PATH"] = str(Path(sys.executable).parent) + os.pathsep + os.environ.get("PATH", "")
+    os.environ.setdefault("PYTHONPATH", str(ROOT))
+    # nbgrader 0.9 with SQLAlchemy 2 warns about its own session handling on every submission.
+    warnings.filterwarnings("ignore", module="nbgrader")
+    warnings.filterwarnings("ignore", message=".*not in session.*")
+    from nbgrader.api import Gradebook
+    from nbgrader.apps import NbGraderAPI
+    from nbgrader.coursedir import CourseDirectory
+    from traitlets.config import Config
+
+    if keep:
+        work = Path(keep).resolve()
+        if work.exists() and any(work.iterdir()):
+            raise SystemExit(f"{tool}: --keep {work} must be new or empty")
+        work.mkdir(parents=True, exist_ok=True)
+        cleanup = None
+    else:
+        cleanup = tempfile.TemporaryDirectory(prefix=f"zg-{tool.replace('_', '-')}-")
+        work = Path(cleanup.name)
+    course = work / "labs"
+    course.mkdir()
+    shutil.copy2(source_course / "nbgrader_config.py", course / "nbgrader_config.py")
+    shutil.copytree(
+        source_course / "source",
+        course / "source",
+        ignore=shutil.ignore_patterns(".ipynb_checkpoints", "__pycache__"),
+    )
+    config = Config()
+    config.CourseDirectory.root = str(course)
+    config.ExecutePreprocessor.timeout = 300
+    api = NbGraderAPI(coursedir=CourseDirectory(config=config), config=config)
+    return api, course, cleanup, Gradebook
+
+
 def structure(notebook: Path) -> dict:
     """What the source notebook declares: autograded / manual points, hidden tests, solutions."""
     cells = json.loads(notebook.read_text())["cells"]
@@ -82,7 +121,7 @@ def main(argv=None) -> int:
         "--course", default=str(ROOT / "labs"), help="the course folder (default labs/)"
     )
     ap.add_argument("--keep", default=None, help="grade in this (new or empty) folder and keep it")
-    ap.add_argument("--min-labs", type=int, default=7, help="graded labs besides Lab 0 (00_setup)")
+    ap.add_argument("--min-labs", type=int, default=9, help="graded labs besides Lab 0 (00_setup)")
     ap.add_argument(
         "--max-untouched",
         type=float,
@@ -92,42 +131,10 @@ def main(argv=None) -> int:
     args = ap.parse_args(argv)
     start = time.time()
 
-    # nbgrader runs `alembic` as a subprocess: it must be on PATH (it lives beside this python).
-    os.environ["PATH"] = str(Path(sys.executable).parent) + os.pathsep + os.environ.get("PATH", "")
-    os.environ.setdefault("PYTHONPATH", str(ROOT))
-    # nbgrader 0.9 with SQLAlchemy 2 warns about its own session handling on every submission.
-    warnings.filterwarnings("ignore", module="nbgrader")
-    warnings.filterwarnings("ignore", message=".*not in session.*")
-    from nbgrader.api import Gradebook
-    from nbgrader.apps import NbGraderAPI
-    from nbgrader.coursedir import CourseDirectory
-    from traitlets.config import Config
-
     source_course = Path(args.course).resolve()
-    if args.keep:
-        work = Path(args.keep).resolve()
-        if work.exists() and any(work.iterdir()):
-            raise SystemExit(f"labs_check: --keep {work} must be new or empty")
-        work.mkdir(parents=True, exist_ok=True)
-        cleanup = None
-    else:
-        cleanup = tempfile.TemporaryDirectory(prefix="zg-labs-check-")
-        work = Path(cleanup.name)
-    course = work / "labs"
-    course.mkdir()
-    shutil.copy2(source_course / "nbgrader_config.py", course / "nbgrader_config.py")
-    shutil.copytree(
-        source_course / "source",
-        course / "source",
-        ignore=shutil.ignore_patterns(".ipynb_checkpoints", "__pycache__"),
-    )
+    api, course, cleanup, Gradebook = nbgrader_workspace(source_course, args.keep, "labs_check")
     labs = args.labs or lab_names(course)
 
-    config = Config()
-    config.CourseDirectory.root = str(course)
-    config.ExecutePreprocessor.timeout = 300
-    coursedir = CourseDirectory(config=config)
-    api = NbGraderAPI(coursedir=coursedir, config=config)
     failures = []
     for lab in labs:
         result = api.generate_assignment(lab, force=True, create=True)

@@ -25,12 +25,12 @@ from __future__ import annotations
 import argparse
 import json
 import os
-import shutil
 import sys
-import tempfile
 import time
-import warnings
 from pathlib import Path
+
+sys.path.insert(0, str(Path(__file__).resolve().parent))
+from labs_check import nbgrader_workspace
 
 ROOT = Path(__file__).resolve().parent.parent
 HEADER_KEYS = ("lab", "cell", "part", "why")
@@ -127,37 +127,9 @@ def main(argv=None) -> int:
     if not wrongs:
         raise SystemExit(f"labs_wrong: no wrong solutions under {args.wrong}")
 
-    os.environ["PATH"] = str(Path(sys.executable).parent) + os.pathsep + os.environ.get("PATH", "")
-    os.environ.setdefault("PYTHONPATH", str(ROOT))
-    warnings.filterwarnings("ignore", module="nbgrader")
-    warnings.filterwarnings("ignore", message=".*not in session.*")
-    from nbgrader.api import Gradebook
-    from nbgrader.apps import NbGraderAPI
-    from nbgrader.coursedir import CourseDirectory
-    from traitlets.config import Config
-
-    source_course = Path(args.course).resolve()
-    if args.keep:
-        work = Path(args.keep).resolve()
-        if work.exists() and any(work.iterdir()):
-            raise SystemExit(f"labs_wrong: --keep {work} must be new or empty")
-        work.mkdir(parents=True, exist_ok=True)
-        cleanup = None
-    else:
-        cleanup = tempfile.TemporaryDirectory(prefix="zg-labs-wrong-")
-        work = Path(cleanup.name)
-    course = work / "labs"
-    course.mkdir()
-    shutil.copy2(source_course / "nbgrader_config.py", course / "nbgrader_config.py")
-    shutil.copytree(
-        source_course / "source",
-        course / "source",
-        ignore=shutil.ignore_patterns(".ipynb_checkpoints", "__pycache__"),
+    api, course, cleanup, Gradebook = nbgrader_workspace(
+        Path(args.course).resolve(), args.keep, "labs_wrong"
     )
-    config = Config()
-    config.CourseDirectory.root = str(course)
-    config.ExecutePreprocessor.timeout = 300
-    api = NbGraderAPI(coursedir=CourseDirectory(config=config), config=config)
     for lab in sorted({w["lab"] for w in wrongs}):
         result = api.generate_assignment(lab, force=True, create=True)
         if not result["success"]:
