@@ -13,7 +13,7 @@ export PYTHONHASHSEED := 0
 # slow torch's CPU kernels down by an order of magnitude.
 export OMP_WAIT_POLICY := PASSIVE
 
-.PHONY: help env lint format lab lab-instructor labs labs-check labs-wrong test test-core test-modern report report-ci report-check bench clean
+.PHONY: help env lint format lab lab-instructor labs labs-check labs-wrong test test-core test-modern report report-ci report-check docs docs-check bench clean
 
 help:
 	@echo "make lab          set up .venv (reference env) and start JupyterLab in notebooks/"
@@ -24,6 +24,8 @@ help:
 	@echo "make report       execute the notebooks at full size into reports/*.html (ZG_SCALE=small: CI size)"
 	@echo "make report-ci    the same at CI size"
 	@echo "make report-check open every report in headless Chromium: figures drawn, no JS errors"
+	@echo "make docs         build the static docs site into site/ (docs/, README, CLAIMS, the reports)"
+	@echo "make docs-check   open every page of site/ in headless Chromium: links, JS errors, figures"
 	@echo "make bench        run the benchmarks in bench/ (JSON lands in bench/results/)"
 	@echo "make labs         build the student version of the graded labs into labs/release/ (nbgrader)"
 	@echo "make labs-check   grade the labs as two students: solutions get every point, the untouched release ~none"
@@ -103,8 +105,19 @@ report-ci:
 report-check: env
 	$(PY) tools/report_check.py reports
 
+# make docs: the static site in site/ from README.md, CLAIMS.md, docs/ and the executed notebooks
+# of reports/ (run `make report ZG_SCALE=small` first); mkdocs-material in strict mode, offline
+# (mkdocs.yml, tools/build_docs.py). Open site/index.html.
+docs: env
+	$(PY) tools/build_docs.py
+
+# Every page of site/ in headless Chromium: internal links and anchors resolve, no JS error, no
+# request to the network, every plotly figure drawn (tools/docs_check.py).
+docs-check: env
+	$(PY) tools/docs_check.py site
+
 bench: env
 	@set -e; for f in bench/*.py; do echo "== $$f"; $(PY) $$f; done
 
 clean:
-	rm -rf $(VENV) $(MODERN) reports .pytest_cache .hypothesis
+	rm -rf $(VENV) $(MODERN) reports build/docs_src site .pytest_cache .hypothesis

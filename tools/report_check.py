@@ -11,20 +11,23 @@ For each report:
 2. A copy of the page gets one extra script as the first thing in <head>, before plotly.js
    and every figure run: it records uncaught errors (``window.onerror``), unhandled promise
    rejections (Plotly.newPlot returns a promise) and ``console.error`` calls, and writes
-   them, with a "loaded" flag, into a hidden ``<pre id="zg-report-check">`` in the DOM.
+   them, with a "loaded" flag and every resource the page requested that is not a local file
+   or inline data (Resource Timing), into a hidden ``<pre id="zg-report-check">`` in the DOM.
 3. Debian's ``chromium`` opens that copy headless with a fresh profile and no network
    features (``--headless --no-sandbox --disable-gpu ... --virtual-time-budget=10000
-   --dump-dom``) and prints the DOM after the page has run; with
+   --dump-dom``; http(s) goes to a proxy that is not there, so nothing leaves the machine)
+   and prints the DOM after the page has run; with
    ``--enable-logging=stderr --v=0`` it also prints console messages, which are scanned for
    "Uncaught" (a second, independent witness of JS errors).
 4. The dumped DOM is parsed: every ``div.plotly-graph-div`` must contain an
    ``svg.main-svg`` (plotly draws one when a figure rendered), there must be at least
-   ``--min-figures`` of them, the marker must say the page loaded, and it must list no error.
+   ``--min-figures`` of them, the marker must say the page loaded, and it must list no error
+   and no request to the network.
 
 Before the reports, a self-test renders two tiny pages with the same plotly.js: one good, one
-with a JS error and a figure that never draws. The check must pass the first and fail the
-second for the right reasons, else this checker (or this Chromium) cannot be trusted and the
-run fails. ``--no-self-test`` skips it.
+with a JS error, a figure that never draws and an image from the network. The check must pass
+the first and fail the second for the right reasons, else this checker (or this Chromium)
+cannot be trusted and the run fails. ``--no-self-test`` skips it.
 
 Exit status 0 when every report passed, 1 when one failed, 2 when the checker itself could not
 run (no Chromium, failed self-test).
@@ -49,7 +52,16 @@ from build_report import static_problems
 MARKER_ID = "zg-report-check"
 COLLECTOR = """<script type="text/javascript">
 (function () {
-  var errors = [], loaded = false;
+  var errors = [], loaded = false, requests = [];
+  // Every resource the page asked for that is not a local file or inline data: a request to
+  // the network (Resource Timing lists fetches, scripts, styles, images and fonts alike).
+  function remote() {
+    var seen = {};
+    requests = [];
+    (performance.getEntriesByType ? performance.getEntriesByType('resource') : []).forEach(function (e) {
+      if (!/^(file|data|blob|about):/i.test(e.name) && !seen[e.name]) { seen[e.name] = 1; requests.push(e.name.slice(0, 300)); }
+    });
+  }
   function flush() {
     if (!document.body) { return; }
     var el = document.getElementById('%(marker)s');
@@ -59,7 +71,9 @@ COLLECTOR = """<script type="text/javascript">
       el.style.display = 'none';
       document.body.appendChild(el);
     }
+    remote();
     el.setAttribute('data-loaded', loaded ? '1' : '0');
+    el.setAttribute('data-requests', JSON.stringify(requests));
     el.textContent = JSON.stringify(errors);
   }
   function note(text) { errors.push(String(text).slice(0, 500)); flush(); }
@@ -75,6 +89,10 @@ COLLECTOR = """<script type="text/javascript">
     note('console.error: ' + Array.prototype.map.call(arguments, String).join(' '));
     return consoleError.apply(console, arguments);
   };
+  if (performance.setResourceTimingBufferSize) { performance.setResourceTimingBufferSize(100000); }
+  if (window.PerformanceObserver) {
+    try { new PerformanceObserver(flush).observe({type: 'resource', buffered: true}); } catch (e) {}
+  }
   document.addEventListener('DOMContentLoaded', flush);
   window.addEventListener('load', function () { loaded = true; flush(); });
 })();
@@ -91,6 +109,9 @@ CHROMIUM_FLAGS = [
     "--disable-component-update",
     "--disable-sync",
     "--disable-extensions",
+    # Whatever a page might fetch over http(s) goes to a proxy that is not there: nothing
+    # leaves the machine, and the request still shows in the page's Resource Timing.
+    "--proxy-server=127.0.0.1:9",
     "--enable-logging=stderr",
     "--v=0",
 ]
@@ -163,7 +184,11 @@ class _DomSummary(HTMLParser):
             self.figures += 1
             self._open_figures.append(False)
         if attrs.get("id") == MARKER_ID:
-            self.marker = {"loaded": attrs.get("data-loaded", "0"), "text": ""}
+            self.marker = {
+                "loaded": attrs.get("data-loaded", "0"),
+                "requests": attrs.get("data-requests", "[]"),
+                "text": "",
+            }
             self._in_marker = True
         self.stack.append((tag, is_figure))
 
@@ -236,6 +261,11 @@ def render(page: Path, chromium: str, budget_ms: int, timeout: float) -> dict:
         except ValueError:
             errors = [f"unreadable marker: {dom.marker['text'][:200]}"]
         problems += [f"js: {e}" for e in errors]
+        try:
+            requests = json.loads(dom.marker["requests"] or "[]")
+        except ValueError:
+            requests = [f"unreadable request list: {dom.marker['requests'][:200]}"]
+        problems += [f"network: requested {url}" for url in requests]
     missing = dom.figures - dom.rendered
     if missing:
         problems.append(
@@ -280,6 +310,7 @@ def self_test(chromium: str, budget_ms: int, timeout: float) -> list:
     # Broken: a script that throws, and a figure div whose newPlot never runs.
     bad = (
         head + figure_html + "<script>notDefinedAnywhere();</script>"
+        "<img src='http://zg-report-check.invalid/x.png' alt=''>"
         "<div class='plotly-graph-div' id='never'></div></body></html>"
     )
     out = []
@@ -299,6 +330,10 @@ def self_test(chromium: str, budget_ms: int, timeout: float) -> list:
                 if "no svg.main-svg" not in joined:
                     out.append(
                         f"self-test: the figure that never drew was not detected: {result['problems']}"
+                    )
+                if not any(p.startswith("network:") for p in result["problems"]):
+                    out.append(
+                        f"self-test: the request to the network was not detected: {result['problems']}"
                     )
                 if not any(p.startswith("console:") for p in result["problems"]):
                     out.append(
@@ -342,7 +377,8 @@ def main(argv=None) -> int:
                 print(f"  {p}", file=sys.stderr)
             return 2
         print(
-            "report-check: self-test passed (a good page passes; a JS error and an undrawn figure are caught)"
+            "report-check: self-test passed (a good page passes; a JS error, an undrawn figure and a "
+            "network request are caught)"
         )
     targets = args.reports or [Path("reports")]
     pages = []
