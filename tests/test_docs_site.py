@@ -226,6 +226,8 @@ def test_the_real_site_builds(require, tmp_path):
     require("mkdocs")
     require("material")
     staged = build_docs.stage(ROOT, tmp_path / "stage", ROOT / "reports", require_reports=False)
-    build_docs.build_site(ROOT / "mkdocs.yml", staged, tmp_path / "site")
-    assert (tmp_path / "site" / "index.html").is_file()
-    assert (tmp_path / "site" / "CLAIMS.html").is_file()
+    site = tmp_path / "site"
+    build_docs.build_site(ROOT / "mkdocs.yml", staged, site)
+    pages = sorted(p.relative_to(site).as_posix() for p in site.rglob("*.html"))
+    assert {"index.html", "CLAIMS.html", "notebooks/index.html"} <= set(pages)
+    assert docs_check.check_links(site, pages).broken == {}
