@@ -65,16 +65,37 @@ def test_the_verdict_function_can_return_every_kind():
         tool.judge(m(1.0), ("about", 1.0, 1.0))
 
 
+def test_one_run_or_a_stand_in_baseline_is_never_reproduced():
+    """A timing or accuracy claim needs 3 runs, and a stand-in for the paper's baseline caps
+    the verdict at partly, whatever the numbers."""
+    crit = ("at_least", 4.0, 1.5)
+    assert tool.verdict([m(9.0)], [crit]) == "reproduced"
+    assert tool.verdict([m(9.0)], [crit], min_n=3) == "partly"
+    assert tool.verdict([m(9.0, 0.1, 3)], [crit], min_n=3) == "reproduced"
+    assert tool.verdict([m(9.0, 0.1, 3)], [crit], min_n=3, cap="partly") == "partly"
+    assert tool.verdict([m(1.0, 0.1, 3)], [crit], min_n=3, cap="partly") == "not reproduced"
+    timed = [c for c in tool.CLAIMS if c["min_n"] >= 3]
+    assert len(timed) >= 10  # every timing and accuracy claim states it
+    for c in tool.CLAIMS:
+        if c["cap"] is not None:
+            assert tool.row(c)[-1].startswith(
+                ("partly", "not reproduced", "not shown", "projected")
+            )
+
+
 @pytest.mark.parametrize("c", tool.CLAIMS, ids=lambda c: c["claim"][:40])
 def test_each_verdict_follows_from_its_numbers(c):
     cells = tool.row(c)
-    assert cells[-1] in tool.VERDICTS
+    verdict = cells[-1].split(" (")[0]  # the reason a verdict was capped follows it
+    assert verdict in tool.VERDICTS
     if c["asserted"]:
         assert cells[-1] in ("asserted", "projected")
         return
     found = tool.lookup(c)
     metrics = [mm for _, mm, _ in found]
-    assert cells[-1] == tool.verdict(metrics, [k for *_, k in c["metrics"]], c["of"])
+    assert verdict == tool.verdict(
+        metrics, [k for *_, k in c["metrics"]], c["of"], c["min_n"], c["cap"]
+    )
     for (file, mm, note), (_, name, _) in zip(found, c["metrics"]):
         assert mm is not None, f"{file}.json has no headline metric {name!r}"
         assert results.fmt(mm) in cells[2]
