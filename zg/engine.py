@@ -318,8 +318,7 @@ def _translate_old_keywords(kwargs: dict[str, Any]):
     if observers:
         replaced.append("audit_iterations/trace -> engine.observers (zg.observe.AuditSyncs, Trace)")
     warnings.warn(
-        "zg.Engine: old keyword arguments; " + "; ".join(replaced) + " (see the README, "
-        "'What changed')",
+        "zg.Engine: old keyword arguments; " + "; ".join(replaced) + " (see docs/what_changed.md)",
         DeprecationWarning,
         stacklevel=3,
     )

@@ -46,6 +46,6 @@ def __getattr__(name):
         return getattr(importlib.import_module(_MOVED[name]), name)
     if name in _REPLACED:
         raise AttributeError(
-            f"zg.pipeline.{name} is gone: use {_REPLACED[name]} (see the README, 'What changed')"
+            f"zg.pipeline.{name} is gone: use {_REPLACED[name]} (see docs/what_changed.md)"
         )
     raise AttributeError(f"module 'zg.pipeline' has no attribute {name!r}")

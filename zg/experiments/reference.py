@@ -1,8 +1,8 @@
 """The reference preset beside the kit's defaults: rows and sentences from
 ``bench/results/grappa_reference.json`` (written by ``bench/grappa_reference.py``).
 
-Where it sits: what notebook 06 shows and what the README's Grappa section quotes (a test checks
-the README's numbers against :func:`reference_summary`), so no number is typed by hand.
+Where it sits: what notebook 06 shows; docs/grappa.md and CLAIMS.md render the same file's
+headline metrics (tools/render_docs.py, tools/claims.py), so no number is typed by hand.
 """
 
 from __future__ import annotations

@@ -39,7 +39,7 @@ SAGE's hidden layer also reads the first D rows of the same table (its self term
 plain slice, autograd would zero-fill a second [S, F] gradient buffer for the slice and then
 add the two; with ``self_rows`` the CSR pass adds that gradient itself, so the table's
 gradient is one fresh buffer written once. On a CPU the fresh pages of such a buffer (glibc
-hands buffers above 32 MiB back to the kernel on free; see the README) cost as much as the
+hands buffers above 32 MiB back to the kernel on free; see docs/cpu_performance.md) cost as much as the
 arithmetic, so the fewer and the smaller, the better.
 
 The kernels compile on first use (numba, ``cache=True``: later processes load them from the
