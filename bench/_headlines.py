@@ -607,24 +607,33 @@ def _accuracy(doc):
 
 def _grappa_diagnosis(doc):
     """The diagnosis's gaps to single-process training (points; single minus trainer, so lower is
-    better), paired per seed on Cora and the csbm 20k graph."""
+    better), paired per seed: on Cora and the csbm 20k graph in the combined file, on the one
+    dataset of each partial file (a long run, the ablations)."""
+    datasets = doc["detail"].get("datasets") or {}
+    main = [k for k in ("cora", "csbm20k") if k in datasets]
     out = []
-    for dataset in ("cora", "csbm20k"):
-        d = (doc["detail"].get("datasets") or {}).get(dataset)
-        if not d:
-            continue
+    for dataset in main or list(datasets):
+        d = datasets[dataset]
         by = {}
         for r in d.get("runs") or []:
             by.setdefault(r["run"], {})[r["seed"]] = r["final_test_acc"]
         single = by.get("single", {})
-        for run in ("isolated", "grappa/batch", "grappa/defaults"):
+        slug = re.sub(r"[^a-z0-9]+", "_", dataset.lower()).strip("_")
+        for run in (
+            "isolated",
+            "grappa/batch",
+            "grappa/defaults",
+            "grappa/batch halo",
+            "grappa/batch every 1",
+        ):
             seeds = sorted(set(by.get(run, {})) & set(single))
-            if len(seeds) < 1:
+            if not seeds:
                 continue
             gaps = [100.0 * (single[s] - by[run][s]) for s in seeds]
+            name = re.sub(r"[^a-z0-9]+", "_", run.replace("grappa/", "grappa "))
             out.append(
                 headline_from(
-                    f"gap_{run.replace('grappa/', 'grappa_')}_{dataset}",
+                    f"gap_{name}_{slug}",
                     gaps,
                     "points",
                     compared_to="single-process training, same seed (single minus this)",

@@ -99,8 +99,21 @@ def test_bench_of_takes_the_longest_script_prefix():
 def test_every_committed_file_loads(path):
     doc = results.load(path)
     assert (ROOT / "bench" / f"{doc['bench']}.py").exists(), doc["bench"]
+    assert doc["headline"], f"{path.name}: no headline metric (bench/_headlines.py)"
     for m in doc["headline"]:
         results.fmt(m)
+        if m["std"] is not None:  # a spread is a sample std over n >= 2 runs
+            assert m["n"] >= 2
+
+
+@pytest.mark.parametrize("path", sorted(results.RESULTS_DIR.glob("*.json")), ids=lambda p: p.name)
+def test_committed_headlines_are_what_the_headline_functions_give(path):
+    """A committed file's headline list is recomputed from its own rows and detail: no metric
+    was edited by hand, and a re-run and a conversion name the same metrics."""
+    from bench._headlines import headlines
+
+    doc = results.load(path)
+    assert headlines(doc) == doc["headline"]
 
 
 def test_no_logs_left_beside_the_results():
