@@ -2,6 +2,7 @@
 
     .venv/bin/python bench/grappa_reference.py                           # Cora, P = 4
     .venv/bin/python bench/grappa_reference.py --graphs csbm20k --add    # + the csbm 20k graph
+    .venv/bin/python bench/grappa_reference.py --graphs cora --depths 4 --add   # + 4 layers
     .venv/bin/python bench/grappa_reference.py --quick                   # 3 epochs, one seed
 
 (the committed file: the first two, one after the other; ``commands`` lists them, and every
@@ -60,9 +61,7 @@ GRAPHS = {
         num_nodes=20_000, avg_degree=20, num_classes=10, feat_dim=64, feature_snr=0.5, seed=0
     ),
 }
-NOT_RUN = {
-    "layers_4": "4 layers (issue 26 item 5) were not run on this 2-core machine within the session's time",
-}
+ALL_DEPTHS = (2, 3, 4)  # the depths the deeper-models claim asks for
 NOT_RUN_GRAPHS = {
     "csbm20k": "the csbm graph of the diagnosis (20k nodes) was not run on this 2-core machine "
     "within the session's time",
@@ -178,6 +177,13 @@ def main(argv=None):
         help=f"comma-separated subset of {list(GRAPHS)} (default cora)",
     )
     parser.add_argument(
+        "--depths",
+        type=lambda t: tuple(int(d) for d in t.split(",")),
+        default=DEPTHS,
+        help="comma-separated depths (default 2,3); with --add, the other depths already in "
+        "the file are kept",
+    )
+    parser.add_argument(
         "--add",
         action="store_true",
         help="keep the graphs already in the result file, add (or replace) these",
@@ -186,6 +192,9 @@ def main(argv=None):
     unknown = sorted(set(args.graphs) - set(GRAPHS))
     if unknown:
         parser.error(f"--graphs: unknown graph(s) {unknown}; known: {list(GRAPHS)}")
+    if not args.depths or any(d < 1 for d in args.depths):
+        parser.error(f"--depths: give depths >= 1, e.g. 2,3 (got {args.depths})")
+    depths = args.depths
     seeds = (0,) if args.quick else SEEDS
     start = time.perf_counter()
     results, rows = {}, []
@@ -195,7 +204,7 @@ def main(argv=None):
         print(f"{name}: {g}, {epochs} epochs", flush=True)
         results[name] = {"summary": str(g), "epochs": epochs, "depths": {}}
         # One set of processes per worker count: every single run, then every P = 4 run.
-        plan = [(row, depth, seed) for row in ROWS for depth in DEPTHS for seed in seeds]
+        plan = [(row, depth, seed) for row in ROWS for depth in depths for seed in seeds]
         histories = {}
         for group in (("single", "single_kit"), ("isolated", "reference", "kit")):
             todo = [p for p in plan if p[0] in group]
@@ -205,7 +214,7 @@ def main(argv=None):
             )
             print(f"  {group}: {len(todo)} runs in {time.perf_counter() - t:.0f} s", flush=True)
             histories.update(dict(zip(todo, out)))
-        for depth in DEPTHS:
+        for depth in depths:
             cell = {
                 row: summarise([histories[(row, depth, s)] for s in seeds], row) for row in ROWS
             }
@@ -226,6 +235,9 @@ def main(argv=None):
     command = "bench/grappa_reference.py " + " ".join(argv)
     for entry in results.values():
         entry.update(command=command, machine=machine_note(), seconds=time.perf_counter() - start)
+        entry["runs_by_depth"] = {
+            str(d): {"command": command, "machine": entry["machine"]} for d in depths
+        }
     out = {
         "benchmark": "grappa_reference",
         "command": command,
@@ -233,7 +245,7 @@ def main(argv=None):
         "quick": args.quick,
         "workers": WORKERS,
         "seeds": list(seeds),
-        "depths": list(DEPTHS),
+        "depths": list(depths),
         "rows": list(ROWS),
         "metric": "final.test_acc_at_best_val (test accuracy at the best validation epoch, "
         "full-neighbour evaluation); test_acc_last: the last epoch's",
@@ -247,13 +259,33 @@ def main(argv=None):
         for entry in old["graphs"].values():  # a file written before entries carried these
             entry.setdefault("command", old["command"])
             entry.setdefault("machine", old["machine"])
+        for key, entry in results.items():  # keep the depths this run did not measure
+            before = old["graphs"].get(key)
+            if before is not None and before.get("epochs") == entry["epochs"]:
+                kept = {d: c for d, c in before["depths"].items() if d not in entry["depths"]}
+                entry["depths"] = dict(sorted({**kept, **entry["depths"]}.items()))
+                runs = {
+                    d: {
+                        "command": before.get("command", old["command"]),
+                        "machine": before.get("machine", old["machine"]),
+                    }
+                    for d in kept
+                }
+                entry["runs_by_depth"] = dict(
+                    sorted({**before.get("runs_by_depth", runs), **entry["runs_by_depth"]}.items())
+                )
+                entry["seconds"] += before.get("seconds", 0.0)
         out["graphs"] = {**{k: v for k, v in old["graphs"].items() if k not in results}, **results}
+        out["depths"] = sorted({int(d) for e in out["graphs"].values() for d in e["depths"]})
         out["commands"] = old.get("commands", [old["command"]]) + [command]
         out["bench_seconds"] += old["bench_seconds"]
-    out["not_run"] = {
-        **{k: v for k, v in NOT_RUN_GRAPHS.items() if k not in out["graphs"]},
-        **NOT_RUN,
-    }
+    out["not_run"] = {k: v for k, v in NOT_RUN_GRAPHS.items() if k not in out["graphs"]}
+    for key, entry in out["graphs"].items():
+        missing = [d for d in ALL_DEPTHS if str(d) not in entry["depths"]]
+        if missing:
+            out["not_run"][f"{key}_layers"] = (
+                f"{key}: {', '.join(map(str, missing))} layers not run (this 2-core machine's time)"
+            )
     path = write_json(name, out)
     print(f"wrote {path}")
 
