@@ -458,7 +458,9 @@ def test_the_static_step_launches_the_same_ops_at_every_batch_size():
     """A fixed launch structure: the count does not depend on the batch size (torch path, the
     configuration of the launch target: 3-layer SAGE h=256, fanouts [15, 10, 5]). The bound
     is today's count, a guard against regressions; the target (at most 300) is not reached
-    yet (see zg.audit.launches_op for what counts)."""
+    yet (see zg.audit.launches_op for what counts). Since the count was first taken: Adam on
+    flat buffers, Floyd in closed form, the node-hash table, one splitmix64 hash per draw
+    (stream + s * golden), and the batch and hop keys read from the epoch's key table."""
     import zg
     from zg import models
     from zg.audit import LaunchCount
@@ -478,4 +480,4 @@ def test_the_static_step_launches_the_same_ops_at_every_batch_size():
         with LaunchCount() as count:
             eng.run_batch(1, 0)
         counts[batch_size] = count.launches
-    assert counts[256] == counts[1024] <= 540, counts
+    assert counts[256] == counts[1024] <= 450, counts

@@ -63,7 +63,14 @@ from .graph import Graph
 from .models import _BlockModel
 from .observe import AuditSyncs, Callbacks, Observer, Progress, Trace
 from .optim import DeviceAdam, DeviceSGD, OptimizerSpec, make_optimizer, optimizer_spec
-from .rng import EVAL_EPOCH, batch_key, batch_key_device, batch_ranges, epoch_batches, seed_dropout
+from .rng import (
+    EVAL_EPOCH,
+    batch_key,
+    batch_ranges,
+    epoch_batches,
+    epoch_key_table,
+    seed_dropout,
+)
 from .sampling import DynamicSampler, EnvelopeSampler, check_fanouts
 from .step import STAGES, OverflowGuard, OverflowPoll, StageClock, mean_loss, train_step
 
@@ -529,8 +536,6 @@ class Engine(metaclass=_OldKeywords):
             dev = self.device
             # The static buffers: the step's inputs and outputs, and the flags the host polls.
             self.counter = torch.zeros((), dtype=torch.int64, device=dev)  # the batch counter
-            self.epoch_buf = torch.zeros((), dtype=torch.int64, device=dev)
-            self.seed_tensor = torch.tensor(self.seed, dtype=torch.int64, device=dev)
             self.loss_buf = torch.zeros((), dtype=torch.float32, device=dev)
             self.applied_buf = torch.zeros((), dtype=torch.bool, device=dev)
         self._build()
@@ -651,8 +656,8 @@ class Engine(metaclass=_OldKeywords):
         b = self.counter  # int64 []
         seeds = self.epoch_seeds.index_select(0, b.view(1)).view(-1)  # [rows]
         num_seeds = self.epoch_counts.index_select(0, b.view(1)).view(())  # []
-        key = batch_key_device(self.seed_tensor, self.epoch_buf, b)  # []
-        mb = self.source.sample_static(seeds, num_seeds, key, clock=clock)  # sample -> compact
+        keys = self.epoch_keys.index_select(0, b.view(1)).view(-1)  # [1 + hops] (zg.rng)
+        mb = self.source.sample_static(seeds, num_seeds, keys[0], clock=clock, hop_keys=keys[1:])
         loss, self.last_batch, apply = train_step(
             mb,
             self.model,
@@ -743,21 +748,23 @@ class Engine(metaclass=_OldKeywords):
         count = len(batches)
         host = torch.zeros(count, self.rows, dtype=torch.int64)  # [I, rows], padded
         counts = torch.zeros(count, dtype=torch.int64)
+        keys = epoch_key_table(self.seed, epoch, count, len(self.fanouts))  # [I, 1 + hops]
         for i, seeds in enumerate(batches):
             host[i, : seeds.numel()] = seeds
             counts[i] = seeds.numel()
         if self.device.type == "cuda":
-            host, counts = host.pin_memory(), counts.pin_memory()
+            host, counts, keys = host.pin_memory(), counts.pin_memory(), keys.pin_memory()
         rebuilt = self.epoch_seeds is None or self.epoch_seeds.shape[0] != count
         if rebuilt:
             self.epoch_seeds = torch.zeros(count, self.rows, dtype=torch.int64, device=self.device)
             self.epoch_counts = torch.zeros(count, dtype=torch.int64, device=self.device)
+            self.epoch_keys = torch.zeros(keys.shape, dtype=torch.int64, device=self.device)
         # Stream-ordered after every earlier replay; the pinned source stays referenced (and the
         # caching host allocator keeps it until the copy ran) so it is never overwritten early.
         self.epoch_seeds.copy_(host, non_blocking=True)
         self.epoch_counts.copy_(counts, non_blocking=True)
-        self._epoch_host = (host, counts)
-        self.epoch_buf.fill_(epoch)
+        self.epoch_keys.copy_(keys, non_blocking=True)
+        self._epoch_host = (host, counts, keys)
         self._loaded_epoch = epoch
         if rebuilt and self.mode == "graph":
             self._capture()

@@ -21,7 +21,9 @@ in-degree.
 
 Randomness is a counter-based hash (splitmix64) of ``(seed, epoch, batch, hop, node, round)``
 computed on the device, so the same ``(seed, epoch, batch)`` gives the same sample whenever and
-however often it runs, in any row order, captured in a CUDA Graph or not.
+however often it runs, in any row order, captured in a CUDA Graph or not. Each row's stream is
+``key ^ mix64(node)`` and round ``s`` draws ``mix64(stream + s * golden)``: splitmix64's own
+way of walking a stream, one hash per draw (the node's hash is a table lookup).
 
 What differs is what happens to the metadata, the point of the whole kit:
 
@@ -53,7 +55,7 @@ from ._checks import batch_size_arg, bool_arg, fanouts_arg, node_ids_arg, seed_a
 from .blocks import Block
 from .graph import Graph, graph_arg
 from .kernels import sampling as fused_sampling
-from .rng import _LOW62, _signed, batch_key, device_scalar, mix64
+from .rng import _GOLDEN, _LOW62, _signed, batch_key, device_scalar, mix64
 
 __all__ = [
     "sample_neighbors",
@@ -210,18 +212,18 @@ def sample_neighbors(
     start = _gather(indptr, nodes)  # [R]
     degree = _gather(indptr, nodes + 1) - start  # [R]
     hashed = mix64(nodes) if node_hash is None else _gather(node_hash, nodes)
-    row_key = mix64(key ^ hashed)  # [R]
+    stream = key ^ hashed  # [R] the row's splitmix64 stream; draw s hashes stream + s * golden
     # Slot-major [k, R] layout: round i of Floyd reads and writes one contiguous row.
     slots = torch.arange(k, device=nodes.device)[:, None]  # [k, 1]
     if not replace and max_degree is not None and k >= max_degree:
         offset = slots.expand(k, rows)  # every row: all neighbours
         mask = slots < degree[None, :]  # [k, R]
     elif replace:
-        draws = mix64(row_key[None, :] + slots) & _LOW62  # [k, R]
+        draws = mix64(stream[None, :] + _slot_steps(k, nodes.device)) & _LOW62  # [k, R]
         offset = torch.remainder(draws, degree.clamp(min=1)[None, :])
         mask = (degree > 0)[None, :].expand(k, -1)
     else:
-        draws = mix64(row_key[None, :] + slots) & _LOW62  # [k, R]
+        draws = mix64(stream[None, :] + _slot_steps(k, nodes.device)) & _LOW62  # [k, R]
         # Floyd: for j = d-k .. d-1 draw t in [0, j]; take t unless already taken, else j.
         # The draws do not depend on earlier rounds, so all k are hashed at once; only the
         # "already taken?" test runs round by round.
@@ -285,6 +287,21 @@ def _floyd_rounds(t: torch.Tensor, j: torch.Tensor, k: int) -> torch.Tensor:
         taken = taken | torch.gather(taken, 0, ptr)
         ptr = torch.gather(ptr, 0, ptr)
     return torch.where(taken, j, t)
+
+
+_SLOT_STEPS: dict = {}
+
+
+def _slot_steps(k: int, device: torch.device) -> torch.Tensor:
+    """int64 [k, 1]: ``s * golden`` (wrapping int64 arithmetic) for s < k, the steps of a
+    splitmix64 stream; built on the device once per (k, device) (the samplers build theirs
+    when they are made), so a draw costs one add and one hash."""
+    key = (torch.device(device), k)
+    steps = _SLOT_STEPS.get(key)
+    if steps is None:
+        steps = torch.arange(k, dtype=torch.int64, device=device)[:, None] * _GOLDEN
+        _SLOT_STEPS[key] = steps
+    return steps
 
 
 def _gather(src: torch.Tensor, index: torch.Tensor) -> torch.Tensor:
@@ -516,6 +533,8 @@ class EnvelopeSampler:
         self._local = torch.zeros(n + 1, dtype=torch.int64, device=self.device)
         # Every hop's key from one hash of a [hops] vector (the same bits as _hop_key per hop).
         self._hop_constants = _hop_constants(len(self.fanouts), self.device)
+        for k in self.effective_fanouts:  # built here, never inside a (captured) iteration
+            _slot_steps(k, self.device)
         # Launch-saving constants (fixed shapes, made once): each node's hash (8 bytes a node,
         # beside the markers' 16; skipped above NODE_HASH_MAX_NODES), the trash id as a device
         # scalar, and the row numbers of every hop's buffers.
@@ -592,8 +611,13 @@ class EnvelopeSampler:
         num_seeds: torch.Tensor,
         key: torch.Tensor,
         clock: Any | None = None,
+        hop_keys: torch.Tensor | None = None,
     ) -> MiniBatch:
         """The fixed-shape core on device buffers: seeds int64 [B], num_seeds int64 [], key int64 [].
+
+        ``hop_keys`` (optional, int64 [hops]): each hop's key, ``mix64(key + constant)``, read
+        from a table the caller built (the engine's ``epoch_keys``, zg.rng.epoch_key_table) so
+        the step does not hash them on the device; the same bits either way.
 
         ``clock`` (optional, profiling only) is called as ``clock("sample")`` after each hop's
         neighbour picking and ``clock("compact")`` after its deduplication and relabelling. The
@@ -615,7 +639,8 @@ class EnvelopeSampler:
         blocks: list[Block] = []
         true_counts: list[torch.Tensor] = []
         sizes = list(reversed(self._sizes))  # seeds outward
-        hop_keys = mix64(key + self._hop_constants)  # [hops]
+        if hop_keys is None:
+            hop_keys = mix64(key + self._hop_constants)  # [hops]
         for hop, k in enumerate(reversed(self.effective_fanouts)):
             rows, cap = dst.shape[0], sizes[hop]
             valid_rows = self._row_ids(rows) < n_dst  # [R]

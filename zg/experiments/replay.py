@@ -37,8 +37,7 @@ def static_addresses(eng: Any) -> dict[str, int]:
         "epoch_seeds",
         "epoch_counts",
         "counter",
-        "epoch_buf",
-        "seed_tensor",
+        "epoch_keys",
         "loss_buf",
         "applied_buf",
     ):

@@ -17,7 +17,7 @@ compiled call (:func:`sample_all`), hop after hop:
   after the hop).
 
 It produces exactly what the torch reference produces for the same key: the same splitmix64
-hash of ``(key, hop, node, slot)``, the same Floyd choices, the same with/without replacement
+stream per row (``key ^ mix64(node)``, draw ``s`` hashing ``stream + s * golden``), the same Floyd choices, the same with/without replacement
 rule, the same first-occurrence order of new nodes (destination rows first, then the slots row
 by row), the same local ids, padding, clamping, overflow flag and ``wanted`` counts.
 
@@ -111,11 +111,11 @@ if numba is not None:
             start = indptr[node]
             degree = indptr[node + 1] - start
             starts[r] = start
-            row_key = mix64(key ^ mix64(np.uint64(node)))
+            stream = key ^ mix64(np.uint64(node))  # draw s: mix64(stream + s * golden)
             if replace:
                 for s in range(k):
                     if degree > 0:
-                        draw = mix64(row_key + np.uint64(s)) & _LOW62
+                        draw = mix64(stream + np.uint64(s) * _GOLDEN) & _LOW62
                         nbr[base + s] = np.int64(draw % np.uint64(degree))
                         mask[base + s] = True
                     else:
@@ -129,7 +129,7 @@ if numba is not None:
                 # Floyd: for j = d-k .. d-1 draw t in [0, j]; take t unless already taken, else j.
                 for s in range(k):
                     j = degree - k + s
-                    draw = mix64(row_key + np.uint64(s)) & _LOW62
+                    draw = mix64(stream + np.uint64(s) * _GOLDEN) & _LOW62
                     t = np.int64(draw % np.uint64(j + 1))
                     for q in range(s):
                         if nbr[base + q] == t:
