@@ -37,7 +37,12 @@ def test_claims_md_is_generated_and_up_to_date():
 
 def test_every_claim_of_the_old_ledger_is_kept():
     sections = {c["section"] for c in tool.CLAIMS}
-    assert {"ZeroGNN", "Grappa", "CPU performance", "Several processes and large graphs"} <= sections
+    assert {
+        "ZeroGNN",
+        "Grappa",
+        "CPU performance",
+        "Several processes and large graphs",
+    } <= sections
     assert {f"notebook 0{i}" for i in range(10)} <= sections
     assert len(tool.CLAIMS) == 29
 
