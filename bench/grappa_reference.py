@@ -42,7 +42,7 @@ from pathlib import Path
 sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
 sys.path.insert(0, str(Path(__file__).resolve().parent))
 
-from _machine import RESULTS, machine_note, read_json, table, write_json
+from _machine import RESULTS, SOURCE, machine_note, read_json, table, write_json
 
 import zg
 from zg import grappa
@@ -236,7 +236,8 @@ def main(argv=None):
     for entry in results.values():
         entry.update(command=command, machine=machine_note(), seconds=time.perf_counter() - start)
         entry["runs_by_depth"] = {
-            str(d): {"command": command, "machine": entry["machine"]} for d in depths
+            str(d): {"command": command, "machine": entry["machine"], "source": SOURCE}
+            for d in depths
         }
     out = {
         "benchmark": "grappa_reference",
