@@ -46,7 +46,7 @@ def worker_syncs(
     :func:`zg.grappa.train` does (its local graph, coverage weights and envelope) and the
     ``zg.Engine`` a worker runs on it (without the process group: the collectives are not
     counted), warms it up, then runs one step under a :class:`~zg.audit.SyncAudit` with each
-    sampler.
+    sampler, on the torch path (``kernel="torch"``, the ops a GPU runs and the audit can see).
     Returns ``{"dynamic": summary, "envelope": summary, "envelope_sizes": [...],
     "local_nodes": n, "rows": batch rows}`` (summaries as :func:`~zg.experiments.host_syncs.audit_samplers`).
     """
@@ -89,6 +89,7 @@ def worker_syncs(
             mode="static" if sampler == "envelope" else "dynamic",
             seed=src.seed,
             step=Step(nodes=src.train_nodes, batches=src.batches),
+            kernel="torch",  # the ops SyncAudit sees (the CPU's numba kernel runs below it)
         )
         eng.observers = []
         eng.run_batch(0)  # warm-up: first calls allocate lazily
