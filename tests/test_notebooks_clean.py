@@ -1,33 +1,54 @@
-"""The notebooks are stored without outputs (tools/strip_notebooks.py), and follow the
+"""The notebooks are stored without outputs (nbstripout), and follow the
 walkthrough's rules: they open with what they show, read ZG_SCALE, set up offline figures
 and assert their claims. (Running them is nbval's job: `make test` runs every notebook.)"""
 
-import importlib.util
+import shutil
+import subprocess
+import sys
 from pathlib import Path
 
 import pytest
 
 ROOT = Path(__file__).resolve().parent.parent
 NOTEBOOKS = sorted((ROOT / "notebooks").glob("*.ipynb"))
+LABS = sorted((ROOT / "labs" / "source").glob("*/*.ipynb"))
+STORED = NOTEBOOKS + LABS
 
 
-def load_tool():
-    spec = importlib.util.spec_from_file_location(
-        "strip_notebooks", ROOT / "tools" / "strip_notebooks.py"
-    )
-    module = importlib.util.module_from_spec(spec)
-    spec.loader.exec_module(module)
-    return module
+def nbstripout_command():
+    """nbstripout beside this Python (the venv's), else on PATH."""
+    here = Path(sys.executable).with_name("nbstripout")
+    return str(here) if here.exists() else shutil.which("nbstripout")
 
 
-@pytest.mark.parametrize("path", NOTEBOOKS, ids=[p.name for p in NOTEBOOKS])
+@pytest.mark.parametrize("path", STORED, ids=[str(p.relative_to(ROOT)) for p in STORED])
 def test_notebook_is_stored_without_outputs(path, require):
-    nbformat = require("nbformat")
-    nb = nbformat.read(path, as_version=nbformat.NO_CONVERT)
-    found = load_tool().problems(nb)
-    assert not found, (
-        f"{path.name} holds outputs; run `python tools/strip_notebooks.py`: {found[:5]}"
+    """nbstripout (the pre-commit hook, `make lint`) would change nothing: no outputs, no
+    execution counts or timings, no widget state. Cell ids stay (nbgrader and links use them)."""
+    require("nbstripout")
+    done = subprocess.run(
+        [nbstripout_command(), "--verify", "--keep-id", str(path)],
+        capture_output=True,
+        text=True,
     )
+    assert done.returncode == 0, (
+        f"{path.name} holds outputs; run `nbstripout --keep-id {path.relative_to(ROOT)}`: "
+        f"{done.stdout}{done.stderr}"
+    )
+
+
+def test_the_strip_check_fails_on_a_notebook_with_outputs(tmp_path, require):
+    """The check above can fail: an executed copy of a notebook is reported."""
+    nbformat = require("nbformat")
+    require("nbstripout")
+    nb = nbformat.read(NOTEBOOKS[0], as_version=4)
+    cell = next(c for c in nb.cells if c.cell_type == "code")
+    cell.outputs = [nbformat.v4.new_output("stream", text="measured 1.23x")]
+    cell.execution_count = 7
+    dirty = tmp_path / "dirty.ipynb"
+    nbformat.write(nb, dirty)
+    done = subprocess.run([nbstripout_command(), "--verify", "--keep-id", str(dirty)])
+    assert done.returncode != 0
 
 
 @pytest.mark.parametrize("path", NOTEBOOKS, ids=[p.name for p in NOTEBOOKS])
@@ -57,30 +78,22 @@ def make_dirty(nbformat):
     return nb
 
 
-def test_strip_removes_outputs_counts_timings_and_widget_state(require):
+def test_strip_removes_outputs_counts_timings_and_widget_state(require, tmp_path):
+    """What `make format` / the pre-commit hook does to an executed notebook: outputs, counts,
+    execution timings and widget state go; sources and cell ids stay."""
     nbformat = require("nbformat")
-    tool = load_tool()
-    nb = make_dirty(nbformat)
-    found = tool.problems(nb)
-    assert any("output" in f for f in found) and any("execution count" in f for f in found)
-    assert any("'execution'" in f for f in found) and any("widgets" in f for f in found)
-    assert nb.cells[1].outputs, "problems() must not change the notebook"
-    removed = tool.strip(nb)
-    assert removed == found
-    assert tool.problems(nb) == [] and tool.strip(nb) == []
-    assert nb.cells[1].outputs == [] and nb.cells[1].execution_count is None
-    assert "widgets" not in nb.metadata and nb.cells[1].source == "print(1)"
-    nbformat.validate(nb)
-
-
-def test_check_mode_exit_status(require, tmp_path, capsys):
-    nbformat = require("nbformat")
-    tool = load_tool()
+    require("nbstripout")
     path = tmp_path / "dirty.ipynb"
-    nbformat.write(make_dirty(nbformat), path)
-    assert tool.main(["--check", str(path)]) == 1
-    assert "not stripped" in capsys.readouterr().out
-    assert nbformat.read(path, as_version=4).cells[1].outputs, "--check changes nothing"
-    assert tool.main([str(path)]) == 0  # strip in place
-    assert tool.main(["--check", str(path)]) == 0
-    assert nbformat.read(path, as_version=4).cells[1].outputs == []
+    nb = make_dirty(nbformat)
+    ids = [c.get("id") for c in nb.cells]
+    nbformat.write(nb, path)
+    assert subprocess.run([nbstripout_command(), "--verify", "--keep-id", str(path)]).returncode
+    assert nbformat.read(path, as_version=4).cells[1].outputs, "--verify changes nothing"
+    subprocess.run([nbstripout_command(), "--keep-id", str(path)], check=True)
+    clean = nbformat.read(path, as_version=4)
+    assert clean.cells[1].outputs == [] and clean.cells[1].execution_count is None
+    assert "execution" not in clean.cells[2].metadata and "widgets" not in clean.metadata
+    assert clean.cells[1].source == "print(1)" and [c.get("id") for c in clean.cells] == ids
+    nbformat.validate(clean)
+    done = subprocess.run([nbstripout_command(), "--verify", "--keep-id", str(path)])
+    assert done.returncode == 0
