@@ -23,6 +23,7 @@ Following one batch through the kit:
     together.py     Grappa workers running the ZeroGNN step, against both baselines (09)
     accuracy_map.py the committed map of where Grappa keeps its accuracy, and the diagnosis (06-08)
     results.py      the one format of bench/results/*.json: write, load, headline metrics, fmt
+    training_budget.py  does training longer close Grappa's gap? the committed gaps (06-08)
 
 Every public name is also here, so a notebook needs one import:
 
@@ -47,6 +48,7 @@ from . import (
     together,
     traffic,
     trainers,
+    training_budget,
 )
 from .accuracy_map import (
     PAPER_REGIME,
@@ -167,6 +169,7 @@ __all__ = [
     "train_together",
     "accuracy_map",
     "results",
+    "training_budget",
     "load_result",
     "map_rows",
     "gap_summary",
