@@ -13,6 +13,7 @@ epoch by kind) and :func:`average_rows` averages such tables over seeds. Figures
 
 from __future__ import annotations
 
+import statistics
 from collections.abc import Sequence
 from pathlib import Path
 from typing import Any
@@ -185,7 +186,7 @@ def epoch_time_rows(
     """Seconds per epoch against the worker count, from committed bench/grappa.py runs.
 
     ``runs`` names each line and the fields its runs must match. Returns rows ``run``,
-    ``workers``, ``seconds_mean``, ``seconds_std`` (population std over the matching runs:
+    ``workers``, ``seconds_mean``, ``seconds_std`` (sample std, n - 1, over the matching runs:
     the seeds; 0 for a single run) and ``runs`` (how many were averaged), sorted by run and P.
     Figure: :func:`zg.viz.epoch_time_vs_workers`.
     """
@@ -203,7 +204,7 @@ def epoch_time_rows(
         for P in sorted({r["workers"] for r in mine}):
             secs = [float(r["measured_epoch_seconds"]) for r in mine if r["workers"] == P]
             mean = sum(secs) / len(secs)
-            std = (sum((s - mean) ** 2 for s in secs) / len(secs)) ** 0.5
+            std = statistics.stdev(secs) if len(secs) > 1 else 0.0
             rows.append(
                 {
                     "run": label,
@@ -226,7 +227,7 @@ def depth_rows(
 
     ``histories`` maps ``(layers, seed)`` to a :func:`run_trainers` result ``{label: history}``;
     ``metric`` is a :func:`trainer_rows` column. Returns rows ``trainer``, ``layers``, ``mean``,
-    ``std`` (population std over the seeds), ``seeds``, ``values``.
+    ``std`` (sample std, n - 1, over the seeds; 0 for one seed), ``seeds``, ``values``.
     Figure: :func:`zg.viz.accuracy_vs_depth`.
     """
     if not isinstance(histories, dict) or not histories:
@@ -244,7 +245,7 @@ def depth_rows(
     rows = []
     for (label, layers), vals in values.items():
         mean = sum(vals) / len(vals)
-        std = (sum((v - mean) ** 2 for v in vals) / len(vals)) ** 0.5
+        std = statistics.stdev(vals) if len(vals) > 1 else 0.0
         rows.append(
             {
                 "trainer": label,
