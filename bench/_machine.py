@@ -8,7 +8,6 @@ travel with every number, and bench/_headlines.py names the file's headline metr
 from __future__ import annotations
 
 import shlex
-import subprocess
 import sys
 from pathlib import Path
 
@@ -17,6 +16,7 @@ RESULTS = Path(__file__).resolve().parent / "results"
 
 # One implementation of the machine note, shared with the notebooks (zg.experiments.machine_note).
 from zg.experiments.machine import machine_note
+from zg.experiments.results import source_version
 
 __all__ = [
     "RESULTS",
@@ -29,25 +29,6 @@ __all__ = [
     "table",
     "write_json",
 ]
-
-
-def source_version() -> dict:
-    """The commit the measured code came from, and whether the tree had other changes."""
-    root = Path(__file__).resolve().parent.parent
-    try:
-        commit = subprocess.run(
-            ["git", "rev-parse", "HEAD"], cwd=root, capture_output=True, text=True, timeout=10
-        ).stdout.strip()
-        dirty = subprocess.run(
-            ["git", "status", "--porcelain", "--untracked-files=no", "--", "zg", "bench"],
-            cwd=root,
-            capture_output=True,
-            text=True,
-            timeout=10,
-        ).stdout.strip()
-    except (OSError, subprocess.SubprocessError):
-        return {"commit": None, "modified": None}
-    return {"commit": commit or None, "modified": bool(dirty)}
 
 
 # Read when the benchmark starts (it imports this module first), not when it ends.

@@ -9,9 +9,11 @@ from hypothesis import strategies as st
 
 from zg.rng import (
     batch_key,
-    batch_key_device,
     dropout_seed,
+    epoch_key_table,
     epoch_order,
+    hop_key,
+    mix64,
     order_seed,
     seed_dropout,
     worker_seed,
@@ -24,11 +26,24 @@ INT63 = st.integers(min_value=0, max_value=2**63 - 1)
 @given(
     seed=INT63,
     epoch=st.integers(min_value=-2, max_value=2**40),
-    batch=st.integers(min_value=0, max_value=2**40),
+    batches=st.integers(min_value=1, max_value=20),
+    hops=st.integers(min_value=1, max_value=4),
 )
-def test_device_key_equals_host_key(seed, epoch, batch):
-    t = lambda v: torch.tensor(v, dtype=torch.int64)  # noqa: E731
-    assert int(batch_key_device(t(seed), t(epoch), t(batch))) == batch_key(seed, epoch, batch)
+def test_the_epoch_key_table_holds_every_batch_key_and_the_samplers_hop_keys(
+    seed, epoch, batches, hops
+):
+    """What a static step reads by its device batch counter: each batch's host key, then the
+    hop keys the sampler would hash on the device from it, bit for bit."""
+    from zg.sampling import _hop_constants
+
+    table = epoch_key_table(seed, epoch, batches, hops)
+    assert table.shape == (batches, 1 + hops) and table.dtype == torch.int64
+    for b in range(batches):
+        key = batch_key(seed, epoch, b)
+        assert int(table[b, 0]) == key
+        assert [int(h) for h in table[b, 1:]] == [hop_key(key, h) for h in range(hops)]
+        device = mix64(torch.tensor(key) + _hop_constants(hops, torch.device("cpu")))
+        assert torch.equal(table[b, 1:], device)
 
 
 def test_streams_are_the_earlier_formulas():

@@ -8,7 +8,6 @@ CUDA Graph and still draw exactly the same.
 
     stream                      used for                                     derived from
     batch_key                   a batch's sampling key (host int)            seed, epoch, batch
-    batch_key_device            the same key computed on the device          seed, epoch, batch
     hop_key                     one hop's sampling key (host int)            the batch key, hop
     epoch_key_table             every batch's key and hop keys of an epoch   seed, epoch
     dropout_seed                torch's generator before a batch's dropout   the batch key
@@ -27,7 +26,6 @@ __all__ = [
     "epoch_batches",
     "mix64",
     "batch_key",
-    "batch_key_device",
     "hop_key",
     "epoch_key_table",
     "dropout_seed",
@@ -110,12 +108,6 @@ def epoch_key_table(seed: int, epoch: int, batches: int, hops: int) -> torch.Ten
         key = batch_key(seed, epoch, b)
         rows.append([key] + [hop_key(key, h) for h in range(hops)])
     return torch.tensor(rows, dtype=torch.int64).reshape(batches, 1 + hops)
-
-
-def batch_key_device(seed: torch.Tensor, epoch: torch.Tensor, batch: torch.Tensor) -> torch.Tensor:
-    """:func:`batch_key` on int64 0-d device tensors, bit for bit (int64 adds wrap like the
-    host's ``& (2^64 - 1)``). A captured step derives its key from a device batch counter."""
-    return mix64(mix64(mix64(seed) + epoch) + batch)
 
 
 def dropout_seed(key: int) -> int:

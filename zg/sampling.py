@@ -55,7 +55,7 @@ from ._checks import batch_size_arg, bool_arg, fanouts_arg, node_ids_arg, seed_a
 from .blocks import Block
 from .graph import Graph, graph_arg
 from .kernels import sampling as fused_sampling
-from .rng import _GOLDEN, _LOW62, _signed, batch_key, device_scalar, mix64
+from .rng import _GOLDEN, _LOW62, HOP_GOLDEN, _signed, batch_key, device_scalar, mix64
 
 __all__ = [
     "sample_neighbors",
@@ -311,13 +311,14 @@ def _gather(src: torch.Tensor, index: torch.Tensor) -> torch.Tensor:
 
 
 def _hop_key(key: torch.Tensor, hop: int) -> torch.Tensor:
-    return mix64(key + _signed(((hop + 1) * 0x9E3779B97F4A7C15) % (1 << 64)))
+    """:func:`zg.rng.hop_key` on a device key."""
+    return mix64(key + _signed(((hop + 1) * HOP_GOLDEN) % (1 << 64)))
 
 
 def _hop_constants(hops: int, device: torch.device) -> torch.Tensor:
     """int64 [hops]: the constants :func:`_hop_key` adds, for all hops at once."""
     return torch.tensor(
-        [_signed(((hop + 1) * 0x9E3779B97F4A7C15) % (1 << 64)) for hop in range(hops)],
+        [_signed(((hop + 1) * HOP_GOLDEN) % (1 << 64)) for hop in range(hops)],
         dtype=torch.int64,
         device=device,
     )
