@@ -564,6 +564,23 @@ def _gpu_sync_sources(doc):
     ]
 
 
+def _launches(doc):
+    """Launches per steady static step, per model and batch size (a count: n = 1, exact)."""
+    target = (doc.get("settings") or {}).get("target")
+    return [
+        headline(
+            f"launches_{r['model']}_b{r['batch_size']}",
+            r["launches_per_iteration"],
+            "launches per iteration",
+            compared_to=target if r["model"] == "sage" else None,
+            where=f"{r['model']}, batch {r['batch_size']}, 3 layers h=256, [15, 10, 5], "
+            "static step, torch path (zg.audit.LaunchCount)",
+            higher_is_better=False,
+        )
+        for r in doc["rows"]
+    ]
+
+
 def _aggregation(doc):
     """Per model: the kit's CSR aggregation step against torch's embedding_bag step (and DGL's,
     where the file has it), paired per repeat (n = repeats, not seeds: one graph, one seed)."""
@@ -668,6 +685,7 @@ HEADLINES: dict[str, Callable[[dict], list]] = {
     "dgl_check": _dgl_check,
     "scaling": _scaling,
     "gpu_sync_sources": _gpu_sync_sources,
+    "launches": _launches,
     "accuracy": _accuracy,
     "aggregation": _aggregation,
     "grappa_diagnosis": _grappa_diagnosis,

@@ -4,6 +4,8 @@ from types import SimpleNamespace
 
 import pytest
 import torch
+from hypothesis import given, settings
+from hypothesis import strategies as st
 
 from zg.step import STAGES, OverflowGuard, StageClock, masked_cross_entropy, run_batches
 
@@ -119,3 +121,30 @@ def test_train_step_calls_a_given_forward_and_loss_even_when_they_are_falsy():
     )
     eng.train_epoch(max_batches=2)
     assert calls["forward"] >= 2 and calls["loss"] >= 2
+
+
+@given(st.integers(1, 40), st.integers(2, 6), st.integers(0, 2**31 - 1))
+@settings(max_examples=60, deadline=None)
+def test_the_mean_loss_is_the_weighted_per_seed_loss_bit_for_bit(rows, classes, seed):
+    """masked_cross_entropy (ignore_index on the rows that do not count) gives the bits of the
+    per-seed loss times its 0/1 weight over the weight's sum, loss and gradient alike, with
+    padding rows, unlabelled rows and no counted row at all."""
+    import torch.nn.functional as F
+
+    from zg.step import per_seed_cross_entropy
+
+    gen = torch.Generator().manual_seed(seed)
+    logits = torch.randn(rows, classes, generator=gen, requires_grad=True)
+    labels = torch.randint(-1, classes, (rows,), generator=gen)
+    valid = torch.rand(rows, generator=gen) < 0.7
+    counted = valid & (labels >= 0)
+    rows_loss = F.cross_entropy(logits, labels.clamp(min=0), reduction="none")
+    expected = (rows_loss * counted.float()).sum() / counted.float().sum().clamp(min=1.0)
+    (expected_grad,) = torch.autograd.grad(expected, logits)
+    got = masked_cross_entropy(logits, labels, valid)
+    (got_grad,) = torch.autograd.grad(got, logits)
+    assert got.dtype == expected.dtype and torch.equal(got, expected)
+    assert torch.equal(got_grad, expected_grad)
+    per_seed, flags = per_seed_cross_entropy(logits.detach(), labels, valid)
+    assert torch.equal(flags, counted)
+    assert torch.equal(per_seed, rows_loss.detach() * counted.float())

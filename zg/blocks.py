@@ -14,7 +14,13 @@ A Block with ``D`` destination rows, ``S`` source rows and fanout ``k`` holds
 
 Destination rows are the first rows of the source side (DGL's convention): destination row i
 is source row i. Padding destination rows (i >= num_dst) have an all-False mask, and masked
-slots point at row 0, so gathers never go out of bounds. Edge j of destination row i is the
+slots point at row 0, so gathers never go out of bounds. Two optional fields let a producer
+that keeps these rules by construction (the kit's samplers) save the layers re-applying them:
+
+    dst_valid      bool  [D]     rows < num_dst, when the producer has it at hand
+    padding_clean  bool          True: the rules above hold already, so the layers neither
+                                 mask padded rows again nor point masked slots at row 0
+ Edge j of destination row i is the
 message ``src_nodes[nbr[i, j]] -> src_nodes[i]``.
 """
 
@@ -34,6 +40,8 @@ class Block:
     num_src: torch.Tensor
     num_dst: torch.Tensor
     src_nodes: torch.Tensor | None = None
+    dst_valid: torch.Tensor | None = None
+    padding_clean: bool = False
 
     @property
     def num_dst_rows(self) -> int:

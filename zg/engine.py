@@ -502,6 +502,7 @@ class Engine(metaclass=_OldKeywords):
         self.applied: torch.Tensor | None = None  # bool []: whether that step was applied
         self.clock: StageClock | None = None  # lent by a zg.observe.StageTimes observer
         self.graph = None  # the CUDA Graph (mode "graph")
+        self.epoch_table: torch.Tensor | None = None  # int64 [I, rows + 2 + hops]: the batches
         self.epoch_seeds: torch.Tensor | None = None  # int64 [I, rows]: this epoch's batches
         self._loaded_epoch: int | None = None
         self._epoch_batches: tuple | None = None  # (epoch, its batch list)
@@ -537,7 +538,7 @@ class Engine(metaclass=_OldKeywords):
             # The static buffers: the step's inputs and outputs, and the flags the host polls.
             self.counter = torch.zeros((), dtype=torch.int64, device=dev)  # the batch counter
             self.loss_buf = torch.zeros((), dtype=torch.float32, device=dev)
-            self.applied_buf = torch.zeros((), dtype=torch.bool, device=dev)
+            self.applied_buf = self.guard.decision  # the step's gate, written by guard.apply()
         self._build()
 
     # The settings live in one record; these read it.
@@ -653,10 +654,9 @@ class Engine(metaclass=_OldKeywords):
     def _static_step(self, clock=None) -> None:
         """The capturable step on static buffers: it reads batch ``counter`` of the epoch table,
         derives its key on the device and advances the counter; nothing depends on the host."""
-        b = self.counter  # int64 []
-        seeds = self.epoch_seeds.index_select(0, b.view(1)).view(-1)  # [rows]
-        num_seeds = self.epoch_counts.index_select(0, b.view(1)).view(())  # []
-        keys = self.epoch_keys.index_select(0, b.view(1)).view(-1)  # [1 + hops] (zg.rng)
+        b, rows = self.counter, self.rows  # int64 [], int
+        row = self.epoch_table.index_select(0, b.view(1)).view(-1)  # [rows + 2 + hops]
+        seeds, num_seeds, keys = row[:rows], row[rows], row[rows + 1 :]  # views
         mb = self.source.sample_static(seeds, num_seeds, keys[0], clock=clock, hop_keys=keys[1:])
         loss, self.last_batch, apply = train_step(
             mb,
@@ -672,8 +672,7 @@ class Engine(metaclass=_OldKeywords):
             clock=clock,
         )
         self.loss_buf.copy_(loss)
-        self.applied_buf.copy_(apply)
-        self.applied = self.applied_buf
+        self.applied = apply  # the guard's decision buffer (applied_buf)
         self.counter.add_(1)
 
     # ------------------------------------------------------------------------- the envelope
@@ -745,26 +744,28 @@ class Engine(metaclass=_OldKeywords):
             self._epoch_batches = (epoch, batches)
         if self.mode not in _STATIC_MODES or self._loaded_epoch == epoch:
             return batches
-        count = len(batches)
-        host = torch.zeros(count, self.rows, dtype=torch.int64)  # [I, rows], padded
-        counts = torch.zeros(count, dtype=torch.int64)
+        count, rows = len(batches), self.rows
+        # One int64 table, one row per batch: [seeds (padded) | count | key | hop keys], so the
+        # step reads its batch with one index_select; epoch_seeds / epoch_counts / epoch_keys
+        # are views of it.
         keys = epoch_key_table(self.seed, epoch, count, len(self.fanouts))  # [I, 1 + hops]
+        host = torch.zeros(count, rows + 1 + keys.shape[1], dtype=torch.int64)
         for i, seeds in enumerate(batches):
             host[i, : seeds.numel()] = seeds
-            counts[i] = seeds.numel()
+            host[i, rows] = seeds.numel()
+        host[:, rows + 1 :] = keys
         if self.device.type == "cuda":
-            host, counts, keys = host.pin_memory(), counts.pin_memory(), keys.pin_memory()
-        rebuilt = self.epoch_seeds is None or self.epoch_seeds.shape[0] != count
+            host = host.pin_memory()
+        rebuilt = self.epoch_table is None or self.epoch_table.shape != host.shape
         if rebuilt:
-            self.epoch_seeds = torch.zeros(count, self.rows, dtype=torch.int64, device=self.device)
-            self.epoch_counts = torch.zeros(count, dtype=torch.int64, device=self.device)
-            self.epoch_keys = torch.zeros(keys.shape, dtype=torch.int64, device=self.device)
+            self.epoch_table = torch.zeros(host.shape, dtype=torch.int64, device=self.device)
+            self.epoch_seeds = self.epoch_table[:, :rows]  # [I, rows]
+            self.epoch_counts = self.epoch_table[:, rows]  # [I]
+            self.epoch_keys = self.epoch_table[:, rows + 1 :]  # [I, 1 + hops] (zg.rng)
         # Stream-ordered after every earlier replay; the pinned source stays referenced (and the
         # caching host allocator keeps it until the copy ran) so it is never overwritten early.
-        self.epoch_seeds.copy_(host, non_blocking=True)
-        self.epoch_counts.copy_(counts, non_blocking=True)
-        self.epoch_keys.copy_(keys, non_blocking=True)
-        self._epoch_host = (host, counts, keys)
+        self.epoch_table.copy_(host, non_blocking=True)
+        self._epoch_host = host
         self._loaded_epoch = epoch
         if rebuilt and self.mode == "graph":
             self._capture()

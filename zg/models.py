@@ -128,11 +128,15 @@ def _real_edges(block: Block, device: torch.device):
     """The block's edges without those of padded destination rows (padded source rows are
     never read by a real edge; see the module docstring): ``edge_mask`` bool [D, k] (True for
     real edges only) and ``dst_real`` bool [D, 1] (True for rows < num_dst). All on device.
+    A block that says its padding is clean (``padding_clean``, ``dst_valid``: the kit's
+    samplers) gives both without a launch.
     """
-    num_dst_rows = block.nbr.shape[0]
-    rows = torch.arange(num_dst_rows, device=device)
-    dst_real = (rows < block.num_dst).unsqueeze(1)  # [D, 1]
-    edge_mask = block.mask & dst_real  # [D, k]
+    if block.dst_valid is not None:
+        dst_real = block.dst_valid.unsqueeze(1)  # [D, 1]
+    else:
+        rows = torch.arange(block.nbr.shape[0], device=device)
+        dst_real = (rows < block.num_dst).unsqueeze(1)  # [D, 1]
+    edge_mask = block.mask if block.padding_clean else block.mask & dst_real  # [D, k]
     return edge_mask, dst_real
 
 
@@ -144,7 +148,7 @@ def zero_padded_rows(out: torch.Tensor, dst_real: torch.Tensor) -> torch.Tensor:
     (fresh large buffers are page-faulted in on every iteration). Padded rows hold finite
     values (see the module docstring), so they become exactly zero (possibly -0.0).
     """
-    mask = dst_real.view(dst_real.shape[0], *([1] * (out.dim() - 1))).to(out.dtype)
+    mask = dst_real.view(dst_real.shape[0], *([1] * (out.dim() - 1)))  # bool: 1.0 / 0.0
     return out.mul_(mask)
 
 
@@ -157,7 +161,7 @@ class _ZeroPaddedRowsThenReLU(torch.autograd.Function):
 
     @staticmethod
     def forward(ctx, out, dst_real):
-        mask = dst_real.view(dst_real.shape[0], *([1] * (out.dim() - 1))).to(out.dtype)
+        mask = dst_real.view(dst_real.shape[0], *([1] * (out.dim() - 1)))  # bool: 1.0 / 0.0
         out.mul_(mask).clamp_(min=0)
         ctx.mark_dirty(out)
         ctx.save_for_backward(out)
@@ -265,7 +269,7 @@ class SAGEConv(nn.Module):
         # h_i (the first D rows) and W_neigh mean_j h_j, both read from h_src (the projection
         # comes first when it narrows; otherwise one backward pass gives h_src its gradient).
         h_dst, h_neigh = destination_rows_and_projected_mean(
-            h_src, block.nbr, edge_mask, self.fc_neigh, self.kernel
+            h_src, block.nbr, edge_mask, self.fc_neigh, self.kernel, block.padding_clean
         )  # [D, in], [D, out]
         h_self = self.fc_self(h_dst)  # W_self h_i + b  [D, out]
         return _zero_padded_rows_then(self.activation, h_self + h_neigh, dst_real)  # [D, out]
@@ -322,7 +326,7 @@ class GCNConv(nn.Module):
         h = h_src * out_degree.clamp(min=1).pow(-0.5).unsqueeze(1)  # d_out(j)^-1/2 h_j  [S, in]
         # sum_j (...) W (W first when it narrows: the sum commutes with it)
         out = projected_neighbour_sum(
-            h, block.nbr, edge_count, edge_mask, self.weight, self.kernel
+            h, block.nbr, edge_count, edge_mask, self.weight, self.kernel, block.padding_clean
         )  # [D, out]
         out = out * in_degree.clamp(min=1).pow(-0.5).unsqueeze(1)  # d_in(i)^-1/2 (...)  [D, out]
         if self.bias is not None:
@@ -410,7 +414,7 @@ class GATConv(nn.Module):
         scores = F.leaky_relu(scores, self.negative_slope)  # e_ij
         alpha = masked_softmax(scores, edge_mask)  # alpha_ij  [D, k, H]
         out = attention_sum(
-            z, nbr, alpha, edge_mask, self.kernel
+            z, nbr, alpha, edge_mask, self.kernel, block.padding_clean
         )  # sum_j alpha_ij z_j  [D, H, out]
         if self.res_fc is not None:
             out = out + self.res_fc(h_src[:num_dst_rows]).view(-1, heads, out_dim)

@@ -226,6 +226,21 @@ class DeviceAdam(_DeviceLR, torch.optim.Optimizer):
         torch._foreach_copy_([p.detach() for p in params], pieces)
 
 
+_BIAS_CONSTANTS: dict = {}
+
+
+def _bias_constants(beta1: float, beta2: float, device: torch.device):
+    """(float64 [2] ``[beta1, beta2]``, bool [2] ``[False, True]``) on ``device``, made once per
+    (betas, device) by the first step (fills, no host-to-device copy)."""
+    key = (beta1, beta2, torch.device(device))
+    if key not in _BIAS_CONSTANTS:
+        betas = torch.full((2,), beta1, dtype=torch.float64, device=device)
+        betas[1:].fill_(beta2)
+        second = torch.arange(2, device=device) == 1
+        _BIAS_CONSTANTS[key] = (betas, second)
+    return _BIAS_CONSTANTS[key]
+
+
 def _adam_update(p, grad, m, v, step, group, lr, apply, *, write: bool):
     """The Adam update of one tensor (a parameter, or a group's flat buffer): moments and step
     updated in place (gated by ``apply``); the new parameter values written into ``p`` if
@@ -235,20 +250,22 @@ def _adam_update(p, grad, m, v, step, group, lr, apply, *, write: bool):
     grad = grad if wd == 0 else grad.add(p, alpha=wd)
     t = step + 1
     new_m = torch.lerp(m, grad, 1 - beta1)  # b1 m + (1 - b1) g
-    new_v = v * beta2 + grad * grad * (1 - beta2)
-    t64 = t.double()  # bias terms in float64, as PyTorch
-    bias1 = (1 - torch.pow(beta1, t64)).to(p.dtype)
-    bias2_sqrt = torch.sqrt(1 - torch.pow(beta2, t64)).to(p.dtype)
+    new_v = torch.addcmul(v * beta2, grad, grad, value=1 - beta2)  # as torch.optim.Adam
+    # Both bias terms at once, in float64 as PyTorch: [1 - b1^t, sqrt(1 - b2^t)].
+    betas, second = _bias_constants(beta1, beta2, p.device)
+    corrections = 1 - torch.pow(betas, t.double())  # [2]
+    bias = torch.where(second, corrections.sqrt(), corrections).to(p.dtype)  # [2]
+    bias1, bias2_sqrt = bias[0], bias[1]
     denom = new_v.sqrt() / bias2_sqrt + eps
-    new_p = p - (lr / bias1) * new_m / denom
+    new_p = torch.addcdiv(p, (lr / bias1) * new_m, denom, value=-1)  # p - step * m / denom
     if apply is None:
         step.copy_(t)
         m.copy_(new_m)
         v.copy_(new_v)
-    else:
-        step.copy_(torch.where(apply, t, step))
-        m.copy_(torch.where(apply, new_m, m))
-        v.copy_(torch.where(apply, new_v, v))
+    else:  # each state written in place through the gate: one op apiece
+        torch.where(apply, t, step, out=step)
+        torch.where(apply, new_m, m, out=m)
+        torch.where(apply, new_v, v, out=v)
         new_p = torch.where(apply, new_p, p)
     if write:
         p.copy_(new_p)

@@ -25,6 +25,7 @@ __all__ = [
     "batch_ranges",
     "epoch_batches",
     "mix64",
+    "finalise64",
     "batch_key",
     "hop_key",
     "epoch_key_table",
@@ -51,7 +52,6 @@ def _signed(c: int) -> int:
 _GOLDEN = _signed(0x9E3779B97F4A7C15)
 _MIX1 = _signed(0xBF58476D1CE4E5B9)
 _MIX2 = _signed(0x94D049BB133111EB)
-_LOW62 = (1 << 62) - 1
 
 
 def _shr(x: torch.Tensor, s: int) -> torch.Tensor:
@@ -60,8 +60,15 @@ def _shr(x: torch.Tensor, s: int) -> torch.Tensor:
 
 
 def mix64(x: torch.Tensor) -> torch.Tensor:
-    """splitmix64 finaliser on int64 tensors (wrapping arithmetic); a bijection on 64 bits."""
-    x = x + _GOLDEN
+    """splitmix64 on int64 tensors (wrapping arithmetic): :func:`finalise64` of ``x + golden``;
+    a bijection on 64 bits."""
+    return finalise64(x + _GOLDEN)
+
+
+def finalise64(x: torch.Tensor) -> torch.Tensor:
+    """splitmix64's output function (two xorshift-multiply rounds and a last xorshift), without
+    the ``+ golden`` step that :func:`mix64` adds first: a caller that adds a constant anyway
+    folds the golden step into it and saves one op."""
     x = (x ^ _shr(x, 30)) * _MIX1
     x = (x ^ _shr(x, 27)) * _MIX2
     return x ^ _shr(x, 31)

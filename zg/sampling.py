@@ -55,7 +55,15 @@ from ._checks import batch_size_arg, bool_arg, fanouts_arg, node_ids_arg, seed_a
 from .blocks import Block
 from .graph import Graph, graph_arg
 from .kernels import sampling as fused_sampling
-from .rng import _GOLDEN, _LOW62, HOP_GOLDEN, _signed, batch_key, device_scalar, mix64
+from .rng import (
+    _GOLDEN,
+    HOP_GOLDEN,
+    _signed,
+    batch_key,
+    device_scalar,
+    finalise64,
+    mix64,
+)
 
 __all__ = [
     "sample_neighbors",
@@ -189,6 +197,8 @@ def sample_neighbors(
     max_degree: int | None = None,
     pad: Any = 0,
     node_hash: torch.Tensor | None = None,
+    node_table: torch.Tensor | None = None,
+    out: torch.Tensor | None = None,
 ):
     """Pick up to ``fanout`` in-neighbours of each node, in fixed shape.
 
@@ -196,68 +206,99 @@ def sample_neighbors(
         indptr: int64 [N + 1]; indices: int64 [E], the graph's own arrays, read in place (never
             copied, so a memory-mapped graph stays on disk but for the rows sampled).
         nodes: int64 [R] destination node ids (rows >= the true count hold any valid id).
-        valid_rows: bool [R] which rows are real.
+        valid_rows: bool [R] which rows are real (None: all, or rather, the rows that are not
+            real point at a node without in-edges, the node table's empty last row).
         key: int64 0-d device tensor, this hop's random key.
         max_degree: the graph's largest in-degree, if known (a host int). Without replacement
             and ``fanout >= max_degree`` every row takes all its neighbours, so Floyd's ``k``
             rounds (``O(k^2)`` per row) are skipped; the result is the same.
-        pad: the id masked slots hold (an int, or an int64 0-d tensor on the device).
+        pad: what masked slots hold: an int, or an int64 device tensor that broadcasts to
+            [R, k] (a 0-d scalar, or [R, 1]: one value per row).
         node_hash: optional int64 [N], ``mix64(arange(N))`` computed once (one gather per hop
             instead of a 12-op hash; the same bits).
+        node_table: optional int64 [N, 3], each node's (first edge, in-degree, ``mix64(node)``),
+            built once (:func:`node_table`): one gather per hop instead of four; the same bits.
+        out: optional int64 [R, k] the neighbours are written into (and returned).
     Returns:
         (neighbours int64 [R, k] global ids, mask bool [R, k]). Masked slots hold ``pad``.
     """
     k = fanout
     rows = nodes.shape[0]
-    start = _gather(indptr, nodes)  # [R]
-    degree = _gather(indptr, nodes + 1) - start  # [R]
-    hashed = mix64(nodes) if node_hash is None else _gather(node_hash, nodes)
+    dev = nodes.device
+    if node_table is not None:
+        row = node_table.index_select(0, nodes)  # [R, 3]
+        start, degree, hashed = row[:, 0], row[:, 1], row[:, 2]  # [R] each (views)
+    else:
+        start = _gather(indptr, nodes)  # [R]
+        degree = _gather(indptr, nodes + 1) - start  # [R]
+        hashed = mix64(nodes) if node_hash is None else _gather(node_hash, nodes)
     stream = key ^ hashed  # [R] the row's splitmix64 stream; draw s hashes stream + s * golden
     # Slot-major [k, R] layout: round i of Floyd reads and writes one contiguous row.
-    slots = torch.arange(k, device=nodes.device)[:, None]  # [k, 1]
+    slots = _slot_ids(k, dev)  # [k, 1]
     if not replace and max_degree is not None and k >= max_degree:
         offset = slots.expand(k, rows)  # every row: all neighbours
         mask = slots < degree[None, :]  # [k, R]
     elif replace:
-        draws = mix64(stream[None, :] + _slot_steps(k, nodes.device)) & _LOW62  # [k, R]
-        offset = torch.remainder(draws, degree.clamp(min=1)[None, :])
+        draws = finalise64(stream[None, :] + _slot_steps(k, dev))  # [k, R] int64
+        offset = torch.remainder(draws, degree.clamp(min=1)[None, :])  # floor mod: in [0, d)
         mask = (degree > 0)[None, :].expand(k, -1)
     else:
-        draws = mix64(stream[None, :] + _slot_steps(k, nodes.device)) & _LOW62  # [k, R]
+        draws = finalise64(stream[None, :] + _slot_steps(k, dev))  # [k, R] int64
         # Floyd: for j = d-k .. d-1 draw t in [0, j]; take t unless already taken, else j.
         # The draws do not depend on earlier rounds, so all k are hashed at once; only the
         # "already taken?" test runs round by round.
-        # The rounds run on int32 offsets (half the memory traffic of int64) whenever the
-        # edge count, a shape known on the host, bounds every degree below 2^31.
-        j = degree[None, :] - k + slots  # [k, R]
-        t = torch.remainder(draws, (j + 1).clamp(min=1))  # [k, R] in [0, j]
-        narrow = torch.int32 if indices.numel() < 2**31 else torch.int64
-        t, j = t.to(narrow), j.to(narrow)
-        chosen = _floyd_rounds(t, j, k)  # [k, R]
+        # Rows with d <= k take every neighbour (below), whatever Floyd picks for them; their
+        # j starts at 0 instead of d - k < 0, so every draw and pointer stays in range.
+        base = (degree - k).clamp(min=0)[None, :]  # [1, R] j of round 0
+        j = base + slots  # [k, R]
+        t = torch.remainder(draws, j + 1)  # [k, R] in [0, j]
+        chosen = _floyd_rounds(t, j, k, base)  # [k, R]
         small = degree <= k  # take every neighbour
-        offset = torch.where(small[None, :], slots, chosen.to(torch.int64))  # [k, R]
+        offset = torch.where(small[None, :], slots, chosen)  # [k, R]
         mask = slots < degree[None, :]  # [k, R]
-    mask = (mask & valid_rows[None, :]).t()  # [R, k] (a view)
+    mask_kr = mask if valid_rows is None else mask & valid_rows[None, :]  # [k, R]
+    mask = mask_kr.t()  # [R, k] (a view)
     if indices.numel() == 0:  # no edges: every slot masked
-        return torch.full(mask.shape, int(pad), dtype=torch.int64, device=nodes.device), mask
+        filled = torch.zeros(mask.shape, dtype=torch.int64, device=dev) if out is None else out
+        if isinstance(pad, torch.Tensor):
+            return filled.copy_(pad.expand(mask.shape)), mask
+        return filled.fill_(int(pad)), mask
     # Masked slots read edge 0 (always in bounds: times a False mask is 0) and are then
-    # overwritten with pad.
-    edge = (start[:, None] + offset.t()) * mask  # [R, k]
-    return torch.where(mask, _gather(indices, edge), pad), mask
+    # overwritten with pad. The edges are gathered in the slot-major layout they were made in
+    # (contiguous, so no copy), then read as [R, k].
+    edge = (start[None, :] + offset) * mask_kr  # [k, R]
+    if out is not None:
+        return torch.where(mask, _gather(indices, edge).t(), pad, out=out), mask
+    return torch.where(mask, _gather(indices, edge).t(), pad), mask
 
 
-# Above this many nodes the static sampler hashes node ids per hop instead of keeping a table.
+# Above this many nodes the static sampler looks each node's first edge, degree and hash up
+# per hop instead of keeping a [N, 3] table of them.
 NODE_HASH_MAX_NODES = 1 << 26
 
-# Up to this many rounds Floyd's loop (4 ops a round) launches fewer ops than the closed form.
-_FLOYD_LOOP_MAX_K = 6
+# Up to this many rounds Floyd's loop (4 ops a round) launches no more ops than the closed form.
+_FLOYD_LOOP_MAX_K = 4
 _STRICTLY_BELOW: dict = {}
 
 
-def _floyd_rounds(t: torch.Tensor, j: torch.Tensor, k: int) -> torch.Tensor:
+def node_table(indptr: torch.Tensor) -> torch.Tensor:
+    """int64 [N + 1, 3]: each node's first in-edge, in-degree and ``mix64(node)``, the three
+    per-row values :func:`sample_neighbors` reads, so one gather fetches them; row N is an
+    empty node (degree 0), what the envelope sampler's padding rows read."""
+    n = indptr.shape[0] - 1
+    first = indptr[:-1].to(torch.int64)
+    degree = indptr[1:].to(torch.int64) - first
+    table = torch.stack([first, degree, mix64(torch.arange(n, device=indptr.device))], dim=1)
+    return torch.cat([table, torch.zeros(1, 3, dtype=torch.int64, device=indptr.device)])
+
+
+def _floyd_rounds(
+    t: torch.Tensor, j: torch.Tensor, k: int, base: torch.Tensor | None = None
+) -> torch.Tensor:
     """Floyd's choices for every row at once: ``chosen[i] = j[i] if t[i] is already taken else
-    t[i]`` (t, j: [k, R], ``t[i] <= j[i] = d - k + i``), the same values as the round-by-round
-    loop, in a fixed number of ops.
+    t[i]`` (t, j: int64 [k, R], ``0 <= t[i] <= j[i] = base + i``; ``base`` [1, R] is ``d - k
+    >= 0``, derived from ``j`` when not given), the same values as the round-by-round loop, in
+    a fixed number of ops.
 
     Round ``i`` finds ``t[i]`` taken exactly when (a) some earlier round drew the same ``t``
     (whatever that round then chose, the value was in the set after it), or (b) ``t[i]``
@@ -279,27 +320,44 @@ def _floyd_rounds(t: torch.Tensor, j: torch.Tensor, k: int) -> torch.Tensor:
         _STRICTLY_BELOW[key] = below
     # (a) an earlier round drew the same t: [k, k, R] -> [k, R]
     taken = ((t[:, None, :] == t[None, :, :]) & below).any(dim=1)
-    # (b) the pointer to round m = t[i] - (j[i] - i), when 0 <= m < i; else to itself.
-    slots = torch.arange(k, device=t.device, dtype=t.dtype)[:, None]  # [k, 1]
-    m = t - j + slots  # [k, R]
-    ptr = torch.where((m >= 0) & (m < slots), m, slots).to(torch.int64)  # [k, R]
-    for _ in range(max(1, (k - 1).bit_length())):
+    # (b) the pointer to round m = t[i] - (d - k) (m <= i; m == i only when t[i] == j[i]: a
+    # pointer to itself). When m < 0, t[i] is below every j, so no earlier round can have
+    # added it: the pointer goes to round 0, which is never taken (no round precedes it) and
+    # points at itself, so following it adds nothing.
+    m = t - (j[:1] if base is None else base)  # [k, R]
+    ptr = m.clamp(min=0)  # [k, R] int64
+    steps = max(1, (k - 1).bit_length())
+    for step in range(steps):
         taken = taken | torch.gather(taken, 0, ptr)
-        ptr = torch.gather(ptr, 0, ptr)
+        if step + 1 < steps:
+            ptr = torch.gather(ptr, 0, ptr)
     return torch.where(taken, j, t)
 
 
 _SLOT_STEPS: dict = {}
+_SLOT_IDS: dict = {}
+
+
+def _slot_ids(k: int, device: torch.device) -> torch.Tensor:
+    """int64 [k, 1]: ``arange(k)``, built on the device once per (k, device)."""
+    key = (torch.device(device), k)
+    ids = _SLOT_IDS.get(key)
+    if ids is None:
+        ids = _SLOT_IDS[key] = torch.arange(k, dtype=torch.int64, device=device)[:, None]
+    return ids
 
 
 def _slot_steps(k: int, device: torch.device) -> torch.Tensor:
-    """int64 [k, 1]: ``s * golden`` (wrapping int64 arithmetic) for s < k, the steps of a
-    splitmix64 stream; built on the device once per (k, device) (the samplers build theirs
-    when they are made), so a draw costs one add and one hash."""
+    """int64 [k, 1]: ``(s + 1) * golden`` (wrapping int64 arithmetic) for s < k: the steps of a
+    splitmix64 stream with mix64's own ``+ golden`` folded in, so draw ``s`` is
+    ``finalise64(stream + steps[s]) == mix64(stream + s * golden)`` at one add and one
+    finaliser. Built on the device once per (k, device) (the samplers build theirs when they
+    are made, never inside a captured iteration)."""
     key = (torch.device(device), k)
     steps = _SLOT_STEPS.get(key)
     if steps is None:
-        steps = torch.arange(k, dtype=torch.int64, device=device)[:, None] * _GOLDEN
+        s = torch.arange(k, dtype=torch.int64, device=device)[:, None]
+        steps = s * _GOLDEN + _GOLDEN
         _SLOT_STEPS[key] = steps
     return steps
 
@@ -359,7 +417,11 @@ class MiniBatch:
 
     @property
     def valid(self) -> torch.Tensor:
-        """bool [B]: which seed rows are real (padding rows False); no host read."""
+        """bool [B]: which seed rows are real (padding rows False); no host read. The last
+        block's ``dst_valid`` when its sampler kept it (the same tensor, no launch)."""
+        valid = getattr(self.blocks[-1], "dst_valid", None) if self.blocks else None
+        if valid is not None:  # (DGL's blocks have no such field)
+            return valid
         return torch.arange(self.seeds.shape[0], device=self.seeds.device) < self.num_seeds
 
     def to_dgl_blocks(self):
@@ -440,6 +502,7 @@ class DynamicSampler:
                     num_src=device_scalar(src.numel(), self.device),
                     num_dst=device_scalar(n_dst, self.device),
                     src_nodes=src,
+                    padding_clean=True,  # no padded rows; masked slots 0
                 )
             )
             if clock is not None:
@@ -526,24 +589,23 @@ class EnvelopeSampler:
             # by the kernel itself when a stage clock watches.
             self._stage_seconds = torch.zeros(len(self.fanouts), 2, dtype=torch.float64)
             return
-        # Marker arrays, one trash row at index N for masked candidates; reset after each hop
-        # by scattering back only the entries that hop touched.
+        # The marker array: where each node first occurs among a hop's candidates (int64 max:
+        # not seen); reset after each hop by scattering back only the entries that hop touched.
         self._first = torch.full(
             (n + 1,), torch.iinfo(torch.int64).max, dtype=torch.int64, device=self.device
-        )
-        self._local = torch.zeros(n + 1, dtype=torch.int64, device=self.device)
+        )  # entry N: the empty node the padding rows read
         # Every hop's key from one hash of a [hops] vector (the same bits as _hop_key per hop).
         self._hop_constants = _hop_constants(len(self.fanouts), self.device)
         for k in self.effective_fanouts:  # built here, never inside a (captured) iteration
             _slot_steps(k, self.device)
-        # Launch-saving constants (fixed shapes, made once): each node's hash (8 bytes a node,
-        # beside the markers' 16; skipped above NODE_HASH_MAX_NODES), the trash id as a device
-        # scalar, and the row numbers of every hop's buffers.
-        self._node_hash = (
-            mix64(torch.arange(n, device=self.device)) if n <= NODE_HASH_MAX_NODES else None
-        )
-        self._trash = torch.full((), n, dtype=torch.int64, device=self.device)
+            _slot_ids(k, self.device)
+        # Launch-saving constants (fixed shapes, made once): each node's first edge, degree and
+        # hash (24 bytes a node beside the marker's 8; skipped above NODE_HASH_MAX_NODES), the
+        # envelope sizes as a device vector, and the row numbers of every hop's buffers.
+        self._node_table = node_table(g.indptr) if n <= NODE_HASH_MAX_NODES else None
         self._rows = {}
+        self._sizes_device = torch.stack([self._scalar(size) for size in self._sizes])
+        self._empty = self._scalar(n)  # the node table's empty row
 
     @property
     def sizes(self) -> list[int]:
@@ -556,6 +618,24 @@ class EnvelopeSampler:
         t = self._rows.get(key)
         if t is None:
             t = self._rows[key] = torch.full((), value, dtype=torch.int64, device=self.device)
+        return t
+
+    def _candidates(self, count: int) -> torch.Tensor:
+        """int64 [count]: a hop's candidate buffer, made once per size and rewritten by every
+        hop of that size (nothing returned points into it)."""
+        key = ("cand", count)
+        t = self._rows.get(key)
+        if t is None:
+            t = self._rows[key] = torch.zeros(count, dtype=torch.int64, device=self.device)
+        return t
+
+    def _in_slots(self, rows: int, count: int) -> torch.Tensor:
+        """bool [count]: ``arange(count) >= rows`` (a candidate from a slot, not a destination
+        row), made once per shape."""
+        key = ("slots", rows, count)
+        t = self._rows.get(key)
+        if t is None:
+            t = self._rows[key] = self._row_ids(count) >= rows
         return t
 
     def _row_ids(self, count: int) -> torch.Tensor:
@@ -631,12 +711,9 @@ class EnvelopeSampler:
         """
         if self.kernel == "fused":
             return self._sample_static_fused(seeds, num_seeds, key, clock)
-        n = self.g.num_nodes
-        dev = self.device
         indptr = self.g.indptr
         sentinel = torch.iinfo(torch.int64).max
         dst, n_dst = seeds, num_seeds  # [R], []
-        overflowed = torch.zeros((), dtype=torch.bool, device=dev)
         blocks: list[Block] = []
         true_counts: list[torch.Tensor] = []
         sizes = list(reversed(self._sizes))  # seeds outward
@@ -644,65 +721,81 @@ class EnvelopeSampler:
             hop_keys = mix64(key + self._hop_constants)  # [hops]
         for hop, k in enumerate(reversed(self.effective_fanouts)):
             rows, cap = dst.shape[0], sizes[hop]
-            valid_rows = self._row_ids(rows) < n_dst  # [R]
-            # Masked slots come out as N, the marker arrays' trash row.
-            nbrs, mask = sample_neighbors(
+            pos = self._row_ids(rows * (k + 1))  # [M] candidate positions (rows, then slots)
+            below = pos < n_dst  # [M]: the real destination rows (they come first)
+            valid_rows = below[:rows]  # [R] (a view)
+            # Candidates [M]: the destination rows first (so they keep local ids 0..n_dst-1),
+            # then every slot, written in place into one buffer (no concatenation). Masked
+            # slots repeat their own row's node, which is already a destination row, so it is
+            # never a first occurrence below. Padding rows read node N, the node table's empty
+            # row (no in-edges: every slot masked), and precede every slot, so N is never new
+            # either; without the table they repeat the first row's node and are masked.
+            cand = self._candidates(rows * (k + 1))  # [M]
+            pad_node, row_mask = (
+                (self._empty, None) if self._node_table is not None else (dst[0], valid_rows)
+            )
+            head = torch.where(valid_rows, dst, pad_node, out=cand[:rows])  # [R] (a view)
+            _, mask = sample_neighbors(
                 indptr,
                 self.g.indices,
-                dst,
-                valid_rows,
+                head,
+                row_mask,
                 k,
                 self.replace,
                 hop_keys[hop],
                 self.max_degree,
-                pad=self._trash,
-                node_hash=self._node_hash,
-            )  # [R, k]
+                pad=head[:, None],
+                node_table=self._node_table,
+                out=cand[rows:].view(rows, k),
+            )  # the slots [R, k], into cand; mask [R, k]
             if clock is not None:
                 clock("sample")
-            # Candidates: destination rows first (so they keep local ids 0..n_dst-1), then slots.
-            cand = torch.cat(
-                [torch.where(valid_rows, dst, self._trash), nbrs.flatten()]
-            )  # [M], masked: N
-            pos = self._row_ids(cand.shape[0])  # [M]
             self._first.scatter_reduce_(0, cand, pos, reduce="amin")
-            is_first = (_gather(self._first, cand) == pos) & (cand < n)  # [M]
-            is_new = is_first & (pos >= rows)  # first seen in a slot
+            first_pos = _gather(self._first, cand)  # [M] where each candidate first occurs
+            is_first = first_pos == pos  # [M]
+            is_new = is_first & self._in_slots(rows, cand.shape[0])  # first seen in a slot
             rank = torch.cumsum(is_new, 0, dtype=torch.int64)  # [M]
             num_src = n_dst + rank[-1]  # [] true count
-            overflowed = overflowed | (num_src > cap)
-            new_local = n_dst + rank - 1  # local id if is_new
-            # Local ids of every first occurrence, through the node-indexed array.
-            local_of_first = torch.where(is_new, new_local, pos)  # dst rows: own row
-            self._local.scatter_(0, torch.where(is_first, cand, self._trash), local_of_first)
-            local = _gather(self._local, cand)  # [M]
-            # Source-node buffer [cap]: dst rows, then new nodes; overflow goes to the trash row.
-            src_nodes = torch.zeros(cap + 1, dtype=torch.int64, device=dev)
-            src_nodes[:rows] = dst * valid_rows  # envelope: rows <= cap
-            target = torch.where(is_new, new_local, self._scalar(cap)).clamp(max=cap)
-            src_nodes.scatter_(0, target, cand.clamp(max=n - 1))
+            # Local id of every first occurrence (dst rows: their own row), then of every
+            # candidate: its first occurrence's.
+            local_of_first = torch.where(is_new, rank + (n_dst - 1), pos)  # [M]
+            local = _gather(local_of_first, first_pos)  # [M]
+            # Source-node buffer [cap]: the real dst rows (repeats included: each keeps its own
+            # row), then the new nodes; padding rows and overflow go to the trash slot.
+            src_nodes = torch.zeros(cap + 1, dtype=torch.int64, device=self.device)
+            written = below | is_new  # [M]
+            target = torch.where(written, local_of_first, self._scalar(cap)).clamp(max=cap)
+            src_nodes.scatter_(0, target, cand)
             src_nodes = src_nodes[:cap]  # [cap] view
             nbr_local = (local[rows:].view(rows, k) * mask).clamp(max=cap - 1)  # [R, k]
             # Reset the marker entries this hop touched (fixed-shape scatter, no fill of N).
             self._first.index_fill_(0, cand, sentinel)
             kept = num_src.clamp(max=cap)  # [] what the buffer holds
             blocks.append(
-                Block(nbr=nbr_local, mask=mask, num_src=kept, num_dst=n_dst, src_nodes=src_nodes)
+                Block(
+                    nbr=nbr_local,
+                    mask=mask,
+                    num_src=kept,
+                    num_dst=n_dst,
+                    src_nodes=src_nodes,
+                    dst_valid=valid_rows,
+                    padding_clean=True,  # masked slots 0, padded rows all-False (mask & valid)
+                )
             )
             true_counts.append(num_src)
             if clock is not None:
                 clock("compact")
             dst, n_dst = src_nodes, kept
         blocks.reverse()
-        counts = torch.stack([b.num_src for b in blocks])
+        wanted = torch.stack(true_counts[::-1])  # [L] input layer first
         return MiniBatch(
             seeds=seeds,
             num_seeds=num_seeds,
             blocks=blocks,
-            counts=counts,
-            overflowed=overflowed,
+            counts=torch.stack([b.num_src for b in blocks]),
+            overflowed=(wanted > self._sizes_device).any(),
             envelope_sizes=self.sizes,
-            wanted=torch.stack(true_counts[::-1]),
+            wanted=wanted,
         )
 
     def _sample_static_fused(
@@ -763,7 +856,14 @@ class EnvelopeSampler:
         n_dst = num_seeds
         for hop, (nbr, mask, src_nodes) in enumerate(hops):
             blocks.append(
-                Block(nbr=nbr, mask=mask, num_src=clamped[hop], num_dst=n_dst, src_nodes=src_nodes)
+                Block(
+                    nbr=nbr,
+                    mask=mask,
+                    num_src=clamped[hop],
+                    num_dst=n_dst,
+                    src_nodes=src_nodes,
+                    padding_clean=True,  # the same tensors as the torch path
+                )
             )
             n_dst = clamped[hop]
         blocks.reverse()

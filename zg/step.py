@@ -119,17 +119,27 @@ def per_seed_cross_entropy(logits: torch.Tensor, labels: torch.Tensor, valid: to
     Rows whose label is negative (unlabelled) never count, whatever ``valid`` says. Every loss in
     the kit weighs these rows: the mean below, the data-parallel sum, Grappa's estimators.
     """
+    loss, counted, _ = _counted_cross_entropy(logits, labels, valid)
+    return loss, counted
+
+
+def _counted_cross_entropy(logits, labels, valid):
+    """(loss [B], counted bool [B], counted as the loss's dtype [B]): the one computation."""
     counted = valid & (labels >= 0)  # [B]
     loss = F.cross_entropy(logits, labels.clamp(min=0), reduction="none")  # [B]
-    return loss * counted.to(loss.dtype), counted
+    weight = counted.to(loss.dtype)  # [B] 1.0 where a row counts
+    return loss * weight, counted, weight
 
 
 def masked_cross_entropy(
     logits: torch.Tensor, labels: torch.Tensor, valid: torch.Tensor
 ) -> torch.Tensor:
-    """Mean cross-entropy over the rows that count (see :func:`per_seed_cross_entropy`)."""
-    loss, counted = per_seed_cross_entropy(logits, labels, valid)  # [B], [B]
-    return loss.sum() / counted.to(loss.dtype).sum().clamp(min=1.0)
+    """Mean cross-entropy over the rows that count (see :func:`per_seed_cross_entropy`): the
+    rows that do not count get the target -1, which the loss ignores (a loss of exactly 0 and
+    no gradient, the same values as the per-seed loss times its 0/1 weight)."""
+    target = torch.where(valid, labels, -1).clamp(min=-1)  # [B] padding and unlabelled: -1
+    loss = F.cross_entropy(logits, target, ignore_index=-1, reduction="none")  # [B]
+    return loss.sum() / (target >= 0).sum().clamp(min=1)
 
 
 def _default_loss(logits: torch.Tensor, labels: torch.Tensor, mb) -> torch.Tensor:
@@ -153,7 +163,8 @@ class OverflowGuard:
     Attributes (device tensors): overflowed bool [] (sticky, all processes), first int64 []
     (first overflowed batch, -1 if none), local bool [] (this process overflowed),
     first_wanted int64 [L] (the counts this process's first overflowed batch wanted), enabled
-    bool [] (False: skip every step, e.g. while a CUDA Graph warms up).
+    bool [] (False: skip every step, e.g. while a CUDA Graph warms up), decision bool [] (the
+    last :meth:`apply`).
     """
 
     def __init__(self, num_blocks: int, device: torch.device, distributed: bool = False):
@@ -165,6 +176,7 @@ class OverflowGuard:
         self.local = torch.zeros((), dtype=torch.bool, device=dev)
         self.first_wanted = torch.zeros(max(num_blocks, 1), dtype=torch.int64, device=dev)
         self.enabled = torch.ones((), dtype=torch.bool, device=dev)
+        self.decision = torch.ones((), dtype=torch.bool, device=dev)  # apply()'s answer
         self._batch = torch.zeros((), dtype=torch.int64, device=dev)
         self._host = torch.zeros(2, dtype=torch.int64, pin_memory=dev.type == "cuda")
         self.polls = 0
@@ -174,13 +186,16 @@ class OverflowGuard:
         hit = mb.overflowed
         if not isinstance(batch, torch.Tensor):
             batch = device_scalar(batch, self.device)
+        first_here = hit & ~self.local
         if mb.wanted is not None:
-            first_here = hit & ~self.local
-            self.first_wanted.copy_(torch.where(first_here, mb.wanted, self.first_wanted))
-        self.local.copy_(self.local | hit)
-        self._batch.copy_(batch)
+            torch.where(first_here, mb.wanted, self.first_wanted, out=self.first_wanted)
+        self.local.bitwise_or_(hit)
         if not self.distributed:
-            self.merge(self.local)
+            # One process: its own flag is the decision (local and overflowed stay equal).
+            torch.where(first_here, batch, self.first, out=self.first)
+            self.overflowed.bitwise_or_(hit)
+            return
+        self._batch.copy_(batch)
 
     def outgoing(self) -> torch.Tensor:
         """float32 [1]: what this process adds to the reduction (1 if it ever overflowed)."""
@@ -195,12 +210,13 @@ class OverflowGuard:
             else any_overflowed.reshape(())
         )
         first_time = flag & ~self.overflowed
-        self.first.copy_(torch.where(first_time, self._batch, self.first))
-        self.overflowed.copy_(self.overflowed | flag)
+        torch.where(first_time, self._batch, self.first, out=self.first)
+        self.overflowed.bitwise_or_(flag)
 
     def apply(self) -> torch.Tensor:
-        """bool []: whether this batch's optimizer step may change anything."""
-        return ~self.overflowed & self.enabled
+        """bool []: whether this batch's optimizer step may change anything. Written into
+        ``decision`` (one buffer, rewritten by every call: read it before the next step)."""
+        return torch.bitwise_and(~self.overflowed, self.enabled, out=self.decision)
 
     def reset(self) -> None:
         """After a rewind: nothing has overflowed (the envelope has grown)."""
@@ -278,7 +294,10 @@ def train_step(
     _lap(clock, "forward")
     value = (_default_loss if loss is None else loss)(logits, y, mb)  # []
     _lap(clock, "loss")
-    optimizer.zero_grad(set_to_none=False)
+    # Fresh gradients each step: backward hands every parameter its gradient buffer (no zero
+    # fill, no accumulating into zeros). In a captured step they live in the graph's own memory
+    # pool, where every replay writes the same addresses.
+    optimizer.zero_grad(set_to_none=True)
     value.backward()
     if reduce is not None:
         reduce()

@@ -27,10 +27,13 @@ __all__ = ["static_addresses", "parameters", "max_abs_difference", "bitwise_equa
 def static_addresses(eng: Any) -> dict[str, int]:
     """``name -> data_ptr()`` of every buffer a captured step reads or writes.
 
-    A CUDA Graph replays raw addresses, so a step is capturable only if these never change
-    between iterations: the engine's epoch seed table, batch counter and flag buffers, the
-    overflow guard, the sampler's marker arrays, the graph's arrays, every parameter, gradient
-    and optimizer state tensor (the learning rate included).
+    A CUDA Graph replays raw addresses, so a step is capturable only if the tensors that
+    outlive an iteration never move: the engine's epoch table, batch counter and flag
+    buffers, the overflow guard, the sampler's marker arrays, the graph's arrays, every
+    parameter and optimizer state tensor (the learning rate included). Gradients are not
+    among them: like activations, each step's backward makes them afresh and the step's own
+    optimizer update consumes them (in a captured step they live in the graph's memory pool,
+    where every replay writes the same addresses).
     """
     named: dict[str, torch.Tensor] = {}
     for name in (
@@ -58,8 +61,6 @@ def static_addresses(eng: Any) -> dict[str, int]:
     )
     for name, p in eng.model.named_parameters():
         named[f"param.{name}"] = p
-        if p.grad is not None:
-            named[f"grad.{name}"] = p.grad
     index = {id(p): name for name, p in eng.model.named_parameters()}
     for p, state in eng.optimizer.state.items():
         for key, value in state.items():

@@ -359,8 +359,12 @@ def masked_sum(messages: torch.Tensor, edge_mask: torch.Tensor) -> torch.Tensor:
 def gather_sum(h: torch.Tensor, nbr: torch.Tensor, weight: torch.Tensor) -> torch.Tensor:
     """The reference of the weighted sum: ``(h[nbr] * weight).sum(1)`` for ``h`` [S, F],
     ``nbr`` / ``weight`` [D, k] -> [D, F] (the explicit [D, k, F] gather; sync-free and
-    capturable in a CUDA Graph). Masked slots must point at a real row with weight 0."""
-    return (gather(h, nbr) * weight.to(h.dtype).unsqueeze(-1)).sum(1)
+    capturable in a CUDA Graph). Masked slots must point at a real row with weight 0.
+
+    The weighting and the sum are one batched product, ``[1, k] @ [k, F]`` per row: no
+    weighted [D, k, F] copy in the forward pass, and a contiguous gradient for the gather in
+    the backward (one product instead of a multiply and a copy)."""
+    return torch.bmm(weight.to(h.dtype).unsqueeze(1), gather(h, nbr)).squeeze(1)
 
 
 def attention_gather_sum(
@@ -382,6 +386,7 @@ def weighted_neighbour_sum(
     edge_mask: torch.Tensor,
     kernel: str = "auto",
     self_rows=None,
+    nbr_clean: bool = False,
 ):
     """``sum_j weight[i, j] * h[nbr[i, j]]`` for ``h`` [S, F], ``nbr`` / ``weight`` [D, k] -> [D, F].
 
@@ -396,8 +401,12 @@ def weighted_neighbour_sum(
     gradient of ``h[:R]`` in the same pass that writes ``h``'s gradient (one [S, F] buffer
     written once, instead of a zero-filled one for the slice, another for the sum, and their
     addition).
+
+    ``nbr_clean``: masked slots point at row 0 already (a :class:`zg.blocks.Block` with
+    ``padding_clean``), so the ``where`` that does it is skipped.
     """
-    nbr = torch.where(edge_mask, nbr, 0)  # [D, k]
+    if not nbr_clean:
+        nbr = torch.where(edge_mask, nbr, 0)  # [D, k]
     if resolve(kernel, h.device) == "fused" and nbr.shape[1] > 0:
         out = neighbour_sum(
             h.unsqueeze(1), nbr, weight.to(h.dtype).unsqueeze(-1), edge_mask, self_rows=self_rows
@@ -417,7 +426,12 @@ def _as_projection(project):
 
 
 def destination_rows_and_projected_mean(
-    h_src: torch.Tensor, nbr: torch.Tensor, edge_mask: torch.Tensor, project, kernel: str = "auto"
+    h_src: torch.Tensor,
+    nbr: torch.Tensor,
+    edge_mask: torch.Tensor,
+    project,
+    kernel: str = "auto",
+    nbr_clean: bool = False,
 ):
     """SAGE's two reads of ``h_src`` [S, F]: ``(h_src[:D], project(mean_j h_src[nbr[i, j]]))``
     -> ([D, F], [D, out]); the mean is over the real slots of row i (0 if none).
@@ -431,11 +445,15 @@ def destination_rows_and_projected_mean(
     num_dst = nbr.shape[0]
     project_first = out_dim < h_src.shape[1]
     h = apply(h_src) if project_first else h_src  # [S, F']
-    degree = edge_mask.sum(1, keepdim=True).to(h.dtype)  # [D, 1]
-    weight = edge_mask.to(h.dtype) / degree.clamp(min=1)  # [D, k] 1/deg per edge
+    degree = edge_mask.sum(1, keepdim=True, dtype=h.dtype)  # [D, 1]
+    weight = edge_mask / degree.clamp(min=1)  # [D, k] 1/deg per edge (bool / float: float)
     if project_first:
-        return h_src[:num_dst], weighted_neighbour_sum(h, nbr, weight, edge_mask, kernel)
-    mean, h_dst = weighted_neighbour_sum(h, nbr, weight, edge_mask, kernel, self_rows=num_dst)
+        return h_src[:num_dst], weighted_neighbour_sum(
+            h, nbr, weight, edge_mask, kernel, nbr_clean=nbr_clean
+        )
+    mean, h_dst = weighted_neighbour_sum(
+        h, nbr, weight, edge_mask, kernel, self_rows=num_dst, nbr_clean=nbr_clean
+    )
     return h_dst, apply(mean)  # [D, F], [D, out]
 
 
@@ -446,6 +464,7 @@ def projected_neighbour_sum(
     edge_mask: torch.Tensor,
     project,
     kernel: str = "auto",
+    nbr_clean: bool = False,
 ) -> torch.Tensor:
     """``project(sum_j weight[i, j] * h[nbr[i, j]])`` for ``h`` [S, F] -> [D, out].
 
@@ -454,8 +473,12 @@ def projected_neighbour_sum(
     """
     apply, out_dim = _as_projection(project)
     if out_dim < h.shape[1]:
-        return weighted_neighbour_sum(apply(h), nbr, weight, edge_mask, kernel)  # [D, out]
-    return apply(weighted_neighbour_sum(h, nbr, weight, edge_mask, kernel))  # [D, out]
+        return weighted_neighbour_sum(
+            apply(h), nbr, weight, edge_mask, kernel, nbr_clean=nbr_clean
+        )  # [D, out]
+    return apply(
+        weighted_neighbour_sum(h, nbr, weight, edge_mask, kernel, nbr_clean=nbr_clean)
+    )  # [D, out]
 
 
 def attention_sum(
@@ -464,6 +487,7 @@ def attention_sum(
     alpha: torch.Tensor,
     edge_mask: torch.Tensor,
     kernel: str = "auto",
+    nbr_clean: bool = False,
 ) -> torch.Tensor:
     """``sum_j alpha[i, j, h] * z[nbr[i, j], h]`` for ``z`` [S, H, F], ``nbr`` [D, k] and
     ``alpha`` [D, k, H] -> [D, H, F], over the real slots only (``edge_mask`` [D, k]).
@@ -476,7 +500,8 @@ def attention_sum(
     exactly 0 (a ``where``, so no gradient reaches their ``alpha`` either).
     """
     if resolve(kernel, z.device) == "fused" and nbr.shape[1] > 0:
-        nbr = torch.where(edge_mask, nbr, 0)  # [D, k]
+        if not nbr_clean:  # masked slots at row 0 (already so for a padding_clean block)
+            nbr = torch.where(edge_mask, nbr, 0)  # [D, k]
         weight = torch.where(edge_mask.unsqueeze(-1), alpha, 0.0)  # [D, k, H]
         return neighbour_sum(z, nbr, weight, edge_mask)  # [D, H, F]
     return attention_gather_sum(z, nbr, alpha, edge_mask)  # [D, H, F]

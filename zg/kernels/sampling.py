@@ -56,7 +56,8 @@ __all__ = [
 _GOLDEN = np.uint64(0x9E3779B97F4A7C15)
 _MIX1 = np.uint64(0xBF58476D1CE4E5B9)
 _MIX2 = np.uint64(0x94D049BB133111EB)
-_LOW62 = np.uint64((1 << 62) - 1)
+_SIGN = np.uint64(1 << 63)
+_ALL_ONES = np.uint64((1 << 64) - 1)
 
 _compile = {"seconds": None, "cache_hits": None, "cache_misses": None}
 
@@ -71,6 +72,16 @@ if numba is not None:
         x = (x ^ (x >> np.uint64(30))) * _MIX1
         x = (x ^ (x >> np.uint64(27))) * _MIX2
         return x ^ (x >> np.uint64(31))
+
+    @njit(inline="always", cache=True)
+    def draw_below(bits, bound):
+        """torch.remainder(x, bound) for the int64 x with these uint64 bits (the floor modulo:
+        in [0, bound) for bound > 0, as the torch path computes it on the signed draw)."""
+        m = np.uint64(bound)
+        r = bits % m
+        if bits >= _SIGN:  # x = bits - 2^64 < 0
+            r = (r + m - (_ALL_ONES % m + np.uint64(1)) % m) % m
+        return np.int64(r)
 
     @njit(cache=True)
     def hop_key(key, hop):
@@ -115,8 +126,8 @@ if numba is not None:
             if replace:
                 for s in range(k):
                     if degree > 0:
-                        draw = mix64(stream + np.uint64(s) * _GOLDEN) & _LOW62
-                        nbr[base + s] = np.int64(draw % np.uint64(degree))
+                        draw = mix64(stream + np.uint64(s) * _GOLDEN)
+                        nbr[base + s] = draw_below(draw, degree)
                         mask[base + s] = True
                     else:
                         nbr[base + s] = 0
@@ -129,8 +140,8 @@ if numba is not None:
                 # Floyd: for j = d-k .. d-1 draw t in [0, j]; take t unless already taken, else j.
                 for s in range(k):
                     j = degree - k + s
-                    draw = mix64(stream + np.uint64(s) * _GOLDEN) & _LOW62
-                    t = np.int64(draw % np.uint64(j + 1))
+                    draw = mix64(stream + np.uint64(s) * _GOLDEN)
+                    t = draw_below(draw, j + 1)
                     for q in range(s):
                         if nbr[base + q] == t:
                             t = j
