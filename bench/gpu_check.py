@@ -68,6 +68,8 @@ COMPILED = {
     "dynamic_compiled_reduce_overhead": ("dynamic", "reduce-overhead"),
     "envelope_eager_compiled": ("envelope_eager", "default"),
 }
+# TF32 matrix products (zg.Step(allow_tf32=True); off by default): variant -> base variant.
+TF32 = {"envelope_captured_tf32": "envelope_captured"}
 ORACLE = "dynamic"  # memory: the pipeline that allocates each batch's exact sizes
 
 
@@ -79,22 +81,26 @@ def build_engine(
     ``seed``; "dynamic" (mode "dynamic", host-mediated sampling), "envelope_eager" (mode "eager":
     fixed shapes, no capture) or "envelope_captured" (mode "graph", one CUDA Graph, on a GPU;
     mode "static", the same step run eagerly, on a CPU), or a :data:`COMPILED` variant (its base
-    variant with the model's forward under ``torch.compile``). ``audit_iterations`` steady
-    iterations per epoch run under SyncAudit (0: none, as when timing)."""
-    compiled = None
+    variant with the model's forward under ``torch.compile``) or a :data:`TF32` one (its base
+    variant with ``Step(allow_tf32=True)``). ``audit_iterations`` steady iterations per epoch
+    run under SyncAudit (0: none, as when timing)."""
+    compiled, tf32 = None, variant in TF32
     if variant in COMPILED:
         variant, compiled = COMPILED[variant]
+    variant = TF32.get(variant, variant)
     if variant not in VARIANTS:
-        raise ValueError(f"variant must be one of {VARIANTS + tuple(COMPILED)}, got {variant!r}")
+        raise ValueError(
+            f"variant must be one of {VARIANTS + tuple(COMPILED) + tuple(TF32)}, got {variant!r}"
+        )
     torch.manual_seed(seed)
     net = models.build(model, g.feat_dim, HIDDEN, max(g.num_classes, 1), LAYERS, dropout=DROPOUT)
     captured = "graph" if torch.device(device).type == "cuda" else "static"
     mode = {"dynamic": "dynamic", "envelope_eager": "eager", "envelope_captured": captured}[variant]
     if mode == "dynamic":
         envelope = "profiled"  # unused: the dynamic mode has no envelope
-    step = None
-    if compiled is not None:
-        step = Step(forward=torch.compile(net, mode=compiled))
+    step = Step(
+        forward=None if compiled is None else torch.compile(net, mode=compiled), allow_tf32=tf32
+    )
     eng = Engine(
         g, net, FANOUTS, batch_size, envelope, mode=mode, device=device, seed=seed, step=step
     )
@@ -612,6 +618,8 @@ def main(argv=None):
             names = ["dynamic", "envelope_eager", "envelope_captured"]
             if want_compile and batch_size == 1024 and first_graph:
                 names += list(COMPILED)
+            if batch_size == 1024 and first_graph:
+                names += list(TF32)  # its own row: TF32 is off by default
             timed = {}
             for name in names:
                 if left() < 30:
@@ -761,7 +769,7 @@ def main(argv=None):
     for (gname, model, batch_size, variant), sec in timing.items():
         if variant != "envelope_captured":
             continue
-        for other in ("dynamic", "envelope_eager", *COMPILED):
+        for other in ("dynamic", "envelope_eager", *COMPILED, *TF32):
             if (gname, model, batch_size, other) in timing:
                 ratios[f"{gname}/{model}/b{batch_size}/captured_vs_{other}"] = (
                     timing[(gname, model, batch_size, other)] / sec

@@ -610,3 +610,34 @@ def test_training_on_nodes_without_labels_is_refused(graph):
 def test_old_keywords_are_still_checked(graph, old, error, match):
     with pytest.raises(error, match=match):
         Engine(graph, models.SAGE(16, 8, 4, 2), [5, 5], 128, **old)
+
+
+def test_allow_tf32_holds_for_the_step_and_is_restored(graph):
+    """Step(allow_tf32=True): torch's TF32 flags are on while the engine's step runs (seen from
+    the model's forward) and back as they were after it; the default runs in full FP32; a
+    non-bool is refused by name. On the CPU the flags change no number."""
+    matmul, cudnn = torch.backends.cuda.matmul, torch.backends.cudnn
+    before = (matmul.allow_tf32, cudnn.allow_tf32)
+    seen = {}
+    for allow in (True, False):
+        for mode in ("static", "dynamic"):
+            eng = zg.Engine(
+                graph,
+                models.build("sage", graph.feat_dim, 16, graph.num_classes, 2),
+                [4, 4],
+                64,
+                mode=mode,
+                step=Step(allow_tf32=allow),
+            )
+
+            def look(*_, key=(allow, mode)):
+                seen.setdefault(key, (matmul.allow_tf32, cudnn.allow_tf32))  # returns None
+
+            hook = eng.model.register_forward_hook(look)
+            eng.train_epoch(max_batches=1)
+            hook.remove()
+            assert eng.settings.allow_tf32 is allow
+            assert (matmul.allow_tf32, cudnn.allow_tf32) == before
+    assert seen == {(a, m): (a, a) for a in (True, False) for m in ("static", "dynamic")}
+    with pytest.raises(TypeError, match="Step.allow_tf32 must be a bool"):
+        Step(allow_tf32=1)

@@ -50,6 +50,7 @@ import math
 import time
 import warnings
 from collections.abc import Callable, Sequence
+from contextlib import contextmanager
 from dataclasses import asdict, dataclass, field
 from pathlib import Path
 from typing import Any
@@ -139,7 +140,9 @@ class Step:
     optimizer step (a gradient all-reduce that may carry the overflow flag). guard: a shared
     :class:`zg.step.OverflowGuard`. before, after: ``f(epoch, batch)`` around every executed
     batch. poll_every: batches between the host's reads of the overflow flag. grow_factor: how
-    much an overflowing envelope grows (> 1).
+    much an overflowing envelope grows (> 1). allow_tf32: let CUDA matrix products (and cuDNN)
+    run in TF32 during the engine's steps and capture (default False: full FP32); torch's
+    global flags are set around them and restored after; on the CPU they change nothing.
     """
 
     nodes: Any = None
@@ -153,8 +156,11 @@ class Step:
     after: Callable[[int, int], None] | None = None
     poll_every: int = 8
     grow_factor: float = 1.5
+    allow_tf32: bool = False
 
     def __post_init__(self):
+        if not isinstance(self.allow_tf32, bool):
+            raise TypeError(f"Step.allow_tf32 must be a bool, got {type(self.allow_tf32).__name__}")
         for name in ("batches", "forward", "loss", "features", "reduce", "before", "after"):
             value = getattr(self, name)
             if value is not None and not callable(value):
@@ -171,6 +177,19 @@ class Step:
         if not math.isfinite(g) or not 1.0 < g <= 1e6:
             raise ValueError(f"Step.grow_factor must be a finite number in (1, 1e6], got {g!r}")
         self.grow_factor = float(g)
+
+
+@contextmanager
+def matmul_precision(allow_tf32: bool):
+    """torch's TF32 flags (CUDA matrix products and cuDNN) set to ``allow_tf32`` inside the
+    block, restored after it."""
+    matmul, cudnn = torch.backends.cuda.matmul, torch.backends.cudnn
+    before = (matmul.allow_tf32, cudnn.allow_tf32)
+    matmul.allow_tf32 = cudnn.allow_tf32 = allow_tf32
+    try:
+        yield
+    finally:
+        matmul.allow_tf32, cudnn.allow_tf32 = before
 
 
 @dataclass
@@ -194,6 +213,7 @@ class EngineSettings:
     num_parameters: int
     num_nodes: int
     num_edges: int
+    allow_tf32: bool = False  # how it runs (TF32 products on CUDA), not the trajectory's key
 
     # What a checkpoint must agree on to be loaded: what defines the training trajectory,
     # not how it runs (a static run on the CPU may resume as a CUDA Graph on a GPU).
@@ -486,6 +506,7 @@ class Engine(metaclass=_OldKeywords):
             num_parameters=sum(p.numel() for p in model.parameters()),
             num_nodes=g.num_nodes,
             num_edges=g.num_edges,
+            allow_tf32=step.allow_tf32,
         )
         self.features = step.features if step.features is not None else self.g.x
         self.guard = (
@@ -633,22 +654,24 @@ class Engine(metaclass=_OldKeywords):
                 self.graph.replay()
                 self.last_batch = self._captured_batch  # rewritten by every replay
             else:
-                self._static_step(clock)
+                with matmul_precision(self.settings.allow_tf32):
+                    self._static_step(clock)
             return self.loss_buf.clone()
         mb = self.source.sample(batches[b], epoch, b, clock=clock)  # sample -> compact
-        loss, self.last_batch, self.applied = train_step(
-            mb,
-            self.model,
-            self.optimizer,
-            self.features,
-            self.g.y,
-            guard=self.guard,
-            batch=b,
-            loss=self.step.loss,
-            forward=self.step.forward,
-            reduce=self.step.reduce,
-            clock=clock,
-        )
+        with matmul_precision(self.settings.allow_tf32):
+            loss, self.last_batch, self.applied = train_step(
+                mb,
+                self.model,
+                self.optimizer,
+                self.features,
+                self.g.y,
+                guard=self.guard,
+                batch=b,
+                loss=self.step.loss,
+                forward=self.step.forward,
+                reduce=self.step.reduce,
+                clock=clock,
+            )
         return loss
 
     def _static_step(self, clock=None) -> None:
@@ -714,7 +737,7 @@ class Engine(metaclass=_OldKeywords):
     def _capture(self) -> None:
         """Warm up on a side stream (optimizer disabled), then capture one CUDA Graph."""
         dev = self.device
-        with torch.cuda.device(dev):
+        with torch.cuda.device(dev), matmul_precision(self.settings.allow_tf32):
             self.guard.enabled.fill_(False)
             side = torch.cuda.Stream(device=dev)
             side.wait_stream(torch.cuda.current_stream(dev))
