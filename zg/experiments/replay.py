@@ -51,7 +51,7 @@ def static_addresses(eng: Any) -> dict[str, int]:
     for i, lr in enumerate(getattr(eng.optimizer, "_lr", [])):
         named[f"optim.lr.{i}"] = lr
     sampler = getattr(eng, "source", None)
-    for name in ("_first", "_local", "_marker"):  # torch path: first, local; fused kernel: marker
+    for name in ("_first", "_marker"):  # the torch path's marker array, or the fused kernel's
         if isinstance(getattr(sampler, name, None), torch.Tensor):
             named[f"sampler.{name.lstrip('_')}"] = getattr(sampler, name)
     named["graph.x"], named["graph.indptr"], named["graph.indices"] = (
