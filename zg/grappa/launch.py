@@ -406,6 +406,14 @@ def spawn(
         raise
     finally:
         shutil.rmtree(errors, ignore_errors=True)
+        if context is not None:
+            # torch.multiprocessing's per-worker error pickles (pytorch-errorfile-*.pickle in the
+            # temporary folder): a worker stopped mid-collective may write one that no join reads.
+            for path in getattr(context, "error_files", ()):
+                try:
+                    os.remove(path)
+                except OSError:
+                    pass
         del store
 
 
