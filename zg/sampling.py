@@ -196,7 +196,6 @@ def sample_neighbors(
     key: torch.Tensor,
     max_degree: int | None = None,
     pad: Any = 0,
-    node_hash: torch.Tensor | None = None,
     node_table: torch.Tensor | None = None,
     out: torch.Tensor | None = None,
 ):
@@ -206,17 +205,15 @@ def sample_neighbors(
         indptr: int64 [N + 1]; indices: int64 [E], the graph's own arrays, read in place (never
             copied, so a memory-mapped graph stays on disk but for the rows sampled).
         nodes: int64 [R] destination node ids (rows >= the true count hold any valid id).
-        valid_rows: bool [R] which rows are real (None: all, or rather, the rows that are not
-            real point at a node without in-edges, the node table's empty last row).
+        valid_rows: bool [R] which rows are real, or None when the rows that are not real
+            already point at a node without in-edges (the node table's empty last row).
         key: int64 0-d device tensor, this hop's random key.
         max_degree: the graph's largest in-degree, if known (a host int). Without replacement
             and ``fanout >= max_degree`` every row takes all its neighbours, so Floyd's ``k``
             rounds (``O(k^2)`` per row) are skipped; the result is the same.
         pad: what masked slots hold: an int, or an int64 device tensor that broadcasts to
             [R, k] (a 0-d scalar, or [R, 1]: one value per row).
-        node_hash: optional int64 [N], ``mix64(arange(N))`` computed once (one gather per hop
-            instead of a 12-op hash; the same bits).
-        node_table: optional int64 [N, 3], each node's (first edge, in-degree, ``mix64(node)``),
+        node_table: optional int64 [N + 1, 3], each node's (first edge, in-degree, ``mix64(node)``),
             built once (:func:`node_table`): one gather per hop instead of four; the same bits.
         out: optional int64 [R, k] the neighbours are written into (and returned).
     Returns:
@@ -231,7 +228,7 @@ def sample_neighbors(
     else:
         start = _gather(indptr, nodes)  # [R]
         degree = _gather(indptr, nodes + 1) - start  # [R]
-        hashed = mix64(nodes) if node_hash is None else _gather(node_hash, nodes)
+        hashed = mix64(nodes)
     stream = key ^ hashed  # [R] the row's splitmix64 stream; draw s hashes stream + s * golden
     # Slot-major [k, R] layout: round i of Floyd reads and writes one contiguous row.
     slots = _slot_ids(k, dev)  # [k, 1]

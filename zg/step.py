@@ -119,16 +119,9 @@ def per_seed_cross_entropy(logits: torch.Tensor, labels: torch.Tensor, valid: to
     Rows whose label is negative (unlabelled) never count, whatever ``valid`` says. Every loss in
     the kit weighs these rows: the mean below, the data-parallel sum, Grappa's estimators.
     """
-    loss, counted, _ = _counted_cross_entropy(logits, labels, valid)
-    return loss, counted
-
-
-def _counted_cross_entropy(logits, labels, valid):
-    """(loss [B], counted bool [B], counted as the loss's dtype [B]): the one computation."""
     counted = valid & (labels >= 0)  # [B]
     loss = F.cross_entropy(logits, labels.clamp(min=0), reduction="none")  # [B]
-    weight = counted.to(loss.dtype)  # [B] 1.0 where a row counts
-    return loss * weight, counted, weight
+    return loss * counted.to(loss.dtype), counted
 
 
 def masked_cross_entropy(
