@@ -13,13 +13,14 @@ export PYTHONHASHSEED := 0
 # slow torch's CPU kernels down by an order of magnitude.
 export OMP_WAIT_POLICY := PASSIVE
 
-.PHONY: help env lint format lab lab-instructor labs labs-check labs-wrong test test-core test-modern report report-ci report-check docs docs-check bench clean
+.PHONY: help env lint format lab lab-instructor labs labs-check labs-wrong test test-fast test-modern report report-ci report-check docs docs-check bench clean
 
 help:
 	@echo "make lab          set up .venv (reference env) and start JupyterLab in notebooks/"
 	@echo "make lint         ruff (lint + format check) and nbstripout --verify on the tree"
 	@echo "make format       ruff format + ruff check --fix + nbstripout, in place"
 	@echo "make test         set up .venv and run the whole suite (unit, property, distributed, notebooks)"
+	@echo "make test-fast    the suite without the slow tests (processes, notebooks): under 2 minutes"
 	@echo "make test-modern  set up .venv-modern (torch 2.13 CPU, no DGL) and run the core tests"
 	@echo "make report       execute the notebooks at full size into reports/*.html (ZG_SCALE=small: CI size)"
 	@echo "make report-ci    the same at CI size"
@@ -77,6 +78,11 @@ format: env
 # test error, never a skip.
 test: env
 	ZG_REFERENCE_ENV=1 $(PY) -m pytest -q tests $(if $(NOTEBOOKS),--nbval-lax $(NOTEBOOKS))
+
+# The fast lane (CONTRIBUTING.md): every test not marked slow, no notebook. Run it while working;
+# run `make test` before a change lands.
+test-fast: env
+	ZG_REFERENCE_ENV=1 $(PY) -m pytest -q -m "not slow" tests
 
 $(MODERN)/.zg-installed: requirements/modern.txt pyproject.toml
 	test -x $(MPY) || $(PYTHON) -m venv $(MODERN)

@@ -1,22 +1,25 @@
-"""Shared by the benchmarks: a note of the machine a result came from, and an atomic JSON writer.
+"""Shared by the benchmarks: where results live, a note of the machine a result came from, an
+atomic JSON writer, and the small helpers the benches' headline functions share.
 
-Every benchmark writes ``bench/results/<name>.json`` through :func:`write_json`, in the one result
-format (zg.experiments.results, "zg-result/1"): the machine note, command line and source commit
-travel with every number, and bench/_headlines.py names the file's headline metrics.
+Every benchmark writes ``bench/results/<name>.json`` (:data:`RESULTS`, the one place the folder
+is resolved) through :func:`write_json`, in the one result format (zg.experiments.results,
+"zg-result/1"): the machine note, command line and source commit travel with every number, and
+the bench's own ``headlines(doc)`` function (found by bench/_headlines.py) names the file's
+headline metrics.
 """
 
 from __future__ import annotations
 
+import re
 import shlex
 import sys
 from pathlib import Path
 
-RESULTS = Path(__file__).resolve().parent / "results"
-
-
 # One implementation of the machine note, shared with the notebooks (zg.experiments.machine_note).
 from zg.experiments.machine import machine_note
-from zg.experiments.results import source_version
+from zg.experiments.results import RESULTS_DIR, source_version
+
+RESULTS = RESULTS_DIR  # bench/results: every bench reads and writes its files here
 
 __all__ = [
     "RESULTS",
@@ -24,7 +27,11 @@ __all__ = [
     "bench_of",
     "document",
     "machine_note",
+    "paired",
+    "pm",
+    "ran_kernel",
     "read_json",
+    "short",
     "source_version",
     "table",
     "write_json",
@@ -53,15 +60,50 @@ def bench_of(name: str) -> str:
     return name
 
 
-def document(name: str, payload: dict, *, converted: bool = False) -> dict:
-    """The zg-result/1 document of a bench's payload (or of a legacy result file's dict when
-    ``converted``): the legacy keys mapped, every other key kept verbatim under ``detail``, the
-    headline metrics computed by bench/_headlines.py.
+def short(graph) -> str:
+    """A graph's name for a metric name: 'csbm_1000000' -> 'csbm1M', 'products_like' -> 'products'."""
+    g = str(graph)
+    m = re.fullmatch(r"([a-z]+)_?(\d+)", g)
+    if m:
+        n = int(m.group(2))
+        size = (
+            f"{n // 1_000_000}M" if n % 1_000_000 == 0 else f"{n // 1000}k" if n % 1000 == 0 else n
+        )
+        return f"{m.group(1)}{size}"
+    return {"products_like": "products"}.get(g, re.sub(r"[^a-z0-9]+", "_", g.lower()).strip("_"))
 
-    Mapped: ``benchmark`` -> bench (else the file's bench script); ``machine``; ``command`` or
-    ``argv`` -> command (a str is split as a shell would); ``source`` (a fresh write: this
-    checkout's commit); ``settings`` or ``setting`` -> settings; ``seeds`` when a list of int;
-    ``rows`` (or ``results`` / ``runs``) when a list of dicts -> rows; ``note`` when a str.
+
+def pm(mean, std, fmt: str = "{:.2f}", scale: float = 1.0) -> str:
+    """ "mean ± std" (each times ``scale``) for a terminal table, or just the mean when there is
+    no spread (one seed: std None; a file from before that may say 0.0)."""
+    text = fmt.format(scale * mean)
+    return text if std is None else f"{text} ± {fmt.format(scale * std)}"
+
+
+def paired(a, b):
+    """Per-run ratios a[i] / b[i] (each run's own pair)."""
+    return [float(x) / float(y) for x, y in zip(a, b) if y]
+
+
+def ran_kernel(runner) -> str:
+    """The kernel that ran ("fused" or "torch") for a zg.Engine (``settings.kernel``) or a
+    zg.EnvelopeSampler (``kernel``): what a result's settings record."""
+    from zg import kernels
+
+    settings = getattr(runner, "settings", None)
+    kernel = settings.kernel if settings is not None else runner.kernel
+    return kernels.resolve(kernel, runner.device)
+
+
+def document(name: str, payload: dict) -> dict:
+    """The zg-result/1 document of a bench's payload: the payload's keys mapped, every other key
+    kept verbatim under ``detail``, the headline metrics from the bench's own ``headlines``.
+
+    Mapped: ``benchmark`` -> bench (else the file's bench script); ``machine`` (else this
+    machine's note); ``command`` or ``argv`` -> command (a str is split as a shell would; else
+    this process's argv); ``source`` (this checkout's commit); ``settings`` or ``setting`` ->
+    settings; ``seeds`` when a list of int; ``rows`` (or ``results`` / ``runs``) when a list of
+    dicts -> rows; ``note`` when a str.
     """
     from _headlines import headlines
 
@@ -71,14 +113,13 @@ def document(name: str, payload: dict, *, converted: bool = False) -> dict:
         raise TypeError(f"payload must be a dict, got {type(payload).__name__}")
     if payload.get("format") == results.FORMAT:
         doc = dict(payload)
-        if not converted:
-            doc["source"] = SOURCE
+        doc["source"] = SOURCE
         doc["headline"] = headlines(doc)
         return results.validate(doc, where=name)
     rest = dict(payload)
     bench = rest.pop("benchmark") if isinstance(rest.get("benchmark"), str) else bench_of(name)
     machine = rest.pop("machine", None)
-    if machine is None and not converted:
+    if machine is None:
         machine = machine_note()
     command = None
     for key in ("command", "argv"):
@@ -89,13 +130,10 @@ def document(name: str, payload: dict, *, converted: bool = False) -> dict:
         if isinstance(value, list) and all(isinstance(c, str) for c in value):
             command = rest.pop(key)
             break
-    if command is None and not converted:
+    if command is None:
         command = list(sys.argv)
-    source = rest.pop("source", None) if converted else SOURCE
-    if not converted:
-        rest.pop("source", None)
-    if source is None:
-        source = {"commit": None, "modified": None}
+    rest.pop("source", None)
+    source = SOURCE
     settings = {}
     for key in ("settings", "setting"):
         if isinstance(rest.get(key), dict):

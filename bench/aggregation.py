@@ -54,11 +54,12 @@ import torch.nn.functional as F
 
 sys.path.insert(0, str(Path(__file__).resolve().parent))
 
-from _machine import machine_note, table, write_json
+from _machine import machine_note, paired, ran_kernel, table, write_json
 
 import zg
 from zg import models
 from zg.engine import Engine
+from zg.experiments.results import headline_from
 from zg.kernels import aggregate as _aggregate
 from zg.step import STAGES, StageClock
 
@@ -186,7 +187,17 @@ def main(argv=None) -> int:
         hidden, extra = (args.hidden // 4, {"heads": 4}) if kind == "gat" else (args.hidden, {})
         torch.manual_seed(args.seed)
         model = models.build(kind, g.feat_dim, hidden, g.num_classes, len(fanouts), **extra)
-        eng = Engine(g, model, fanouts, args.batch_size, envelope, mode="static", seed=args.seed)
+        # The sampler's kernel: the fused one (the fastest); each variant sets the model's own.
+        eng = Engine(
+            g,
+            model,
+            fanouts,
+            args.batch_size,
+            envelope,
+            mode="static",
+            seed=args.seed,
+            kernel="auto",
+        )
         eng.observers = []
         variants = VARIANTS
         if args.vs_dgl and kind == "sage":  # DGL's pipeline in the same rotation: DGL / zg
@@ -228,6 +239,7 @@ def main(argv=None) -> int:
             v: {m: medians["torch"][m] / medians[v][m] for m in MEASURES} for v in VARIANTS[1:]
         }
         results[kind] = {
+            "sampler_kernel": ran_kernel(eng),
             "hidden": hidden,
             **extra,
             "seconds": times,
@@ -308,6 +320,7 @@ def main(argv=None) -> int:
                 "repeats": args.repeats,
                 "warmup": args.warmup,
                 "seed": args.seed,
+                "sampler_kernel": sorted({r["sampler_kernel"] for r in results.values()}),
                 "variants": {
                     "torch": "kernel='torch': the explicit gather and sum (as CUDA runs it); ReLU after the layer",
                     "csr": "kernel='fused': embedding_bag forward, zg.kernels.aggregate CSR backward (SAGE: self term's gradient in the same pass); ReLU after the layer",
@@ -321,6 +334,36 @@ def main(argv=None) -> int:
     )
     print(f"wrote {path}")
     return 0
+
+
+# ----------------------------------------------------------------------------- headline metrics
+
+
+def headlines(doc: dict) -> list[dict]:
+    """Per model: the kit's CSR aggregation step against torch's embedding_bag step (and DGL's,
+    where the file has it), paired per repeat (n = repeats, not seeds: one graph, one seed)."""
+    out = []
+    for model, r in (doc["detail"].get("results") or {}).items():
+        sec = r.get("seconds") or {}
+        zg_variant = "csr_fused_relu" if "csr_fused_relu" in sec else "csr"
+        if zg_variant not in sec:
+            continue
+        ours = sec[zg_variant]["step_total"]
+        for base, label in (("torch", "torch embedding_bag"), ("dgl", "DGL's layer")):
+            if base in sec:
+                ratios = paired(sec[base]["step_total"], ours)
+                if ratios:
+                    out.append(
+                        headline_from(
+                            f"{zg_variant}_vs_{base}_{model}",
+                            ratios,
+                            "x",
+                            compared_to=f"{label} (step time {base} / {zg_variant}, per repeat)",
+                            where=f"{model}, {doc['settings'].get('nodes')} nodes, "
+                            f"batch {doc['settings'].get('batch_size')}, repeats of one seed",
+                        )
+                    )
+    return out
 
 
 if __name__ == "__main__":

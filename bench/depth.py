@@ -18,6 +18,7 @@ validation accuracy, mean ± std over seeds. Writes bench/results/depth.json; no
 from __future__ import annotations
 
 import os
+import re
 
 os.environ.setdefault("OMP_WAIT_POLICY", "PASSIVE")  # before torch: idle OpenMP threads sleep
 
@@ -29,10 +30,11 @@ from pathlib import Path
 sys.path.insert(0, str(Path(__file__).resolve().parent))
 sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
 
-from _machine import machine_note, table, write_json
+from _machine import machine_note, pm, table, write_json
 
 import zg
 from zg import experiments as ex
+from zg.experiments.results import headline_from
 
 TRAIN = dict(
     method="random",
@@ -43,6 +45,7 @@ TRAIN = dict(
     weight_decay=5e-4,
     threads=1,
     timeout=600,
+    kernel="auto",  # the fastest kernels here (the same values as the default "torch")
 )
 ABLATION = {
     "grappa, fixed partition": dict(trainer="grappa", estimator="batch", repartition_every=None),
@@ -111,7 +114,7 @@ def main(argv=None):
     print(
         table(
             [
-                (r["trainer"], r["layers"], f"{r['mean']:.3f} ± {r['std']:.3f}", r["seeds"])
+                (r["trainer"], r["layers"], pm(r["mean"], r["std"], "{:.3f}"), r["seeds"])
                 for r in rows
             ],
             ["trainer", "layers", "test acc. at best val.", "seeds"],
@@ -139,6 +142,49 @@ def main(argv=None):
         },
     )
     print(f"wrote {path} in {seconds:.0f} s")
+
+
+# ----------------------------------------------------------------------------- headline metrics
+
+
+def headlines(doc: dict) -> list[dict]:
+    """The headline metrics of a depth result (bench/_headlines.py calls it)."""
+    out, by = [], {(r["trainer"], r["layers"]): r for r in doc["rows"]}
+    for (trainer, layers), r in by.items():
+        name = re.sub(r"[^a-z0-9]+", "_", trainer).strip("_")
+        out.append(
+            headline_from(
+                f"{name}_L{layers}",
+                r["values"],
+                "acc",
+                where=f"cora, {layers} layers, test accuracy",
+            )
+        )
+        single = by.get(("single", layers))
+        if trainer != "single" and single and len(single["values"]) == len(r["values"]):
+            diffs = [100 * (x - y) for x, y in zip(r["values"], single["values"])]
+            out.append(
+                headline_from(
+                    f"{name}_minus_single_L{layers}",
+                    diffs,
+                    "points",
+                    compared_to="single-process training, same seed",
+                    where=f"cora, {layers} layers, P={doc['settings'].get('workers')}, test accuracy",
+                )
+            )
+    iso = by.get(("isolated", min(layers for _, layers in by)))
+    for (trainer, layers), r in by.items():
+        if trainer.startswith("grappa") and iso and iso["layers"] == layers:
+            out.append(
+                headline_from(
+                    f"{re.sub(r'[^a-z0-9]+', '_', trainer).strip('_')}_minus_isolated_L{layers}",
+                    [100 * (x - y) for x, y in zip(r["values"], iso["values"])],
+                    "points",
+                    compared_to="isolated training (no repartitioning, plain averaging), same seed",
+                    where=f"cora, {layers} layers, test accuracy",
+                )
+            )
+    return out
 
 
 if __name__ == "__main__":

@@ -31,9 +31,10 @@ from torch import nn
 
 sys.path.insert(0, str(Path(__file__).resolve().parent))
 
-from _machine import machine_note, write_json
+from _machine import machine_note, paired, ran_kernel, write_json
 
 import zg
+from zg.experiments.results import headline_from
 
 
 class DGLSAGE(nn.Module):
@@ -137,6 +138,7 @@ def main(argv=None):
         mode="static",
         seed=args.seed,
         optimizer=zg.optim.adam(lr=3e-3),
+        kernel="auto",
     )
 
     def zg_batches(n):
@@ -171,7 +173,7 @@ def main(argv=None):
             "command": command.strip(),
             "machine": machine_note(),
             "threads": threads,
-            "settings": vars(args),
+            "settings": {**vars(args), "kernel": ran_kernel(eng)},
             "engine": {"mode": eng.mode, "envelope": eng.envelope.sizes},
             "seconds": times,
             "median_seconds": med,
@@ -179,6 +181,25 @@ def main(argv=None):
         },
     )
     print(f"wrote {path}")
+
+
+# ----------------------------------------------------------------------------- headline metrics
+
+
+def headlines(doc: dict) -> list[dict]:
+    """The headline metrics of a dgl_check result (bench/_headlines.py calls it)."""
+    s = doc["detail"].get("seconds") or {}
+    if not s.get("dgl"):
+        return []
+    return [
+        headline_from(
+            "envelope_vs_dgl_independent",
+            paired(s["dgl"], s["zg"]),
+            "x",
+            compared_to="DGL's own NeighborSampler + DataLoader + SAGEConv",
+            where=f"{doc['settings'].get('nodes')} nodes, batch {doc['settings'].get('batch_size')}, runs paired",
+        )
+    ]
 
 
 if __name__ == "__main__":

@@ -34,7 +34,6 @@ os.environ.setdefault("OMP_WAIT_POLICY", "PASSIVE")  # before torch: idle OpenMP
 os.environ.setdefault("DGLBACKEND", "pytorch")
 
 import argparse
-import statistics
 import sys
 import time
 from pathlib import Path
@@ -43,11 +42,12 @@ import torch
 
 sys.path.insert(0, str(Path(__file__).resolve().parent))
 
-from _machine import machine_note, table, write_json
+from _machine import machine_note, pm, ran_kernel, table, write_json
 
 import zg
 from zg import models
 from zg.engine import Engine
+from zg.experiments.results import headline, headline_from, spread
 from zg.observe import AuditSyncs
 from zg.profile import profile_engine
 
@@ -91,15 +91,6 @@ def model_widths(kind: str, hidden: int, heads: int):
     return hidden, {}
 
 
-def mean_std(values):
-    values = [float(v) for v in values]
-    return {
-        "mean": statistics.fmean(values),
-        "std": statistics.stdev(values) if len(values) > 1 else 0.0,
-        "values": values,
-    }
-
-
 def run_seed(g, kind, batch_size, args, seed, envelope, want_profile):
     """One epoch of each pipeline for one seed; returns {pipeline: measurements} (+ profiles)."""
     hidden, extra = model_widths(kind, args.hidden, args.gat_heads)
@@ -110,7 +101,9 @@ def run_seed(g, kind, batch_size, args, seed, envelope, want_profile):
         return models.build(kind, g.feat_dim, hidden, g.num_classes, layers, **extra)
 
     def build(mode, model, envelope="profiled", audit=2):
-        eng = Engine(g, model, args.fanouts, batch_size, envelope, mode=mode, seed=seed)
+        eng = Engine(
+            g, model, args.fanouts, batch_size, envelope, mode=mode, seed=seed, kernel="auto"
+        )
         eng.observers = [AuditSyncs(audit)] if audit else []
         return eng
 
@@ -142,6 +135,7 @@ def run_seed(g, kind, batch_size, args, seed, envelope, want_profile):
             "overflows": stats.overflows,
             "launches_per_iteration": stats.launches,
             "loss": stats.loss,
+            "kernel": ran_kernel(eng),
         }
         if want_profile:
             prof = profile_engine(eng, iterations=3, warmup=1)
@@ -151,7 +145,7 @@ def run_seed(g, kind, batch_size, args, seed, envelope, want_profile):
             out[name]["memory_model_bytes"] = eng.memory_model()["totals"]
         del eng
     if args.compile:
-        from zg.engine import Step
+        from zg.engine import StepHooks
 
         for name, (mode, how) in COMPILED.items():
             model = zg_model()
@@ -164,7 +158,8 @@ def run_seed(g, kind, batch_size, args, seed, envelope, want_profile):
                     "profiled" if mode == "dynamic" else envelope,
                     mode=mode,
                     seed=seed,
-                    step=Step(forward=torch.compile(model, mode=how)),
+                    kernel="auto",
+                    step=StepHooks(forward=torch.compile(model, mode=how)),
                 )
                 eng.observers = []
                 t0 = time.perf_counter()
@@ -183,7 +178,8 @@ def run_seed(g, kind, batch_size, args, seed, envelope, want_profile):
     return out, profiles
 
 
-def main(argv=None):
+def parse_args(argv=None):
+    """The command line, with --quick's settings and DGL's presence filled in."""
     ap = argparse.ArgumentParser(
         description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter
     )
@@ -225,12 +221,20 @@ def main(argv=None):
         args.dgl = have_dgl()
     if args.quick:
         args.graph, args.nodes, args.seeds = "csbm", 20_000, [0]
-    name = args.name or (
+    return args
+
+
+def result_name(args) -> str:
+    return args.name or (
         "engine_quick"
         if args.quick
         else {"csbm": "engine", "products": "engine_products"}[args.graph]
     )
 
+
+def measure(args):
+    """Every batch size, model and seed: the rows (seed by seed, then mean ± std), the stage
+    profiles, the memory rows and the thread count."""
     gname, g = load_graph(args.graph, args.nodes, seed=0)
     threads = torch.get_num_threads()
     print(
@@ -277,17 +281,19 @@ def main(argv=None):
             }
             for p in [p for p in PIPELINES if p in per_seed[0]]:
                 row[p] = {
-                    "seconds": mean_std(r[p]["seconds"] for r in per_seed),
+                    "seconds": spread(r[p]["seconds"] for r in per_seed),
                     "iterations": per_seed[0][p]["iterations"],
                 }
+                if "kernel" in per_seed[0][p]:
+                    row[p]["kernel"] = per_seed[0][p]["kernel"]
             for p in [p for p in COMPILED if p in per_seed[0]]:
                 if all("seconds" in r[p] for r in per_seed):
                     row[p] = {
-                        "seconds": mean_std(r[p]["seconds"] for r in per_seed),
-                        "warm_up_seconds": mean_std(r[p]["warm_up_seconds"] for r in per_seed),
+                        "seconds": spread(r[p]["seconds"] for r in per_seed),
+                        "warm_up_seconds": spread(r[p]["warm_up_seconds"] for r in per_seed),
                         "iterations": per_seed[0][p]["iterations"],
                     }
-                    row[f"ratio_{p[3:]}_vs_envelope"] = mean_std(
+                    row[f"ratio_{p[3:]}_vs_envelope"] = spread(
                         r[p]["seconds"] / r["zg_envelope"]["seconds"] for r in per_seed
                     )
                 else:
@@ -308,7 +314,7 @@ def main(argv=None):
             # Ratios are taken seed by seed (same load), then averaged.
             for p in ("zg_dynamic", "zg_envelope"):
                 if args.dgl:
-                    row[f"ratio_dgl_vs_{p[3:]}"] = mean_std(
+                    row[f"ratio_dgl_vs_{p[3:]}"] = spread(
                         r["dgl"]["seconds"] / r[p]["seconds"] for r in per_seed
                     )
             row["per_seed"] = per_seed
@@ -324,15 +330,20 @@ def main(argv=None):
                 "batch_size": batch_size,
                 "hidden": args.hidden,
                 "bytes": [m for m in mm],
-                "envelope_vs_oracle_max": mean_std(m["envelope"] / m["oracle_max"] for m in mm),
-                "envelope_vs_oracle_mean": mean_std(m["envelope"] / m["oracle_mean"] for m in mm),
-                "envelope_vs_worst_case": mean_std(m["envelope"] / m["worst_case"] for m in mm),
-                "profile_seconds": mean_std(profile_seconds[s] for s in args.seeds),
+                "envelope_vs_oracle_max": spread(m["envelope"] / m["oracle_max"] for m in mm),
+                "envelope_vs_oracle_mean": spread(m["envelope"] / m["oracle_mean"] for m in mm),
+                "envelope_vs_worst_case": spread(m["envelope"] / m["worst_case"] for m in mm),
+                "profile_seconds": spread(profile_seconds[s] for s in args.seeds),
             }
         )
+    return rows, profiles, memory, threads
 
-    def pm(d, fmt="{:.2f}"):
-        return (fmt + " ± " + fmt).format(d["mean"], d["std"])
+
+def report(args, rows, memory):
+    """Print the tables; return the targets, each met or not (None: not measured here)."""
+
+    def pms(d, fmt="{:.2f}"):
+        return pm(d["mean"], d["std"], fmt)
 
     print()
     if args.dgl:
@@ -343,11 +354,11 @@ def main(argv=None):
                         r["graph"],
                         r["model"],
                         r["batch_size"],
-                        pm(r["dgl"]["seconds"]),
-                        pm(r["zg_dynamic"]["seconds"]),
-                        pm(r["zg_envelope"]["seconds"]),
-                        pm(r["ratio_dgl_vs_dynamic"]) + "x",
-                        pm(r["ratio_dgl_vs_envelope"]) + "x",
+                        pms(r["dgl"]["seconds"]),
+                        pms(r["zg_dynamic"]["seconds"]),
+                        pms(r["zg_envelope"]["seconds"]),
+                        pms(r["ratio_dgl_vs_dynamic"]) + "x",
+                        pms(r["ratio_dgl_vs_envelope"]) + "x",
                         max(
                             r["zg_envelope"]["host_syncs_per_iteration"],
                             key=lambda v: -1 if v is None else v,
@@ -379,9 +390,9 @@ def main(argv=None):
                         r["model"],
                         r["batch_size"],
                         p,
-                        r[p].get("error") or pm(r[p]["seconds"]),
-                        "" if "error" in r[p] else pm(r[p]["warm_up_seconds"]),
-                        "" if "error" in r[p] else pm(r[f"ratio_{p[3:]}_vs_envelope"]) + "x",
+                        r[p].get("error") or pms(r[p]["seconds"]),
+                        "" if "error" in r[p] else pms(r[p]["warm_up_seconds"]),
+                        "" if "error" in r[p] else pms(r[f"ratio_{p[3:]}_vs_envelope"]) + "x",
                     ]
                     for r in rows
                     for p in COMPILED
@@ -408,8 +419,8 @@ def main(argv=None):
                     f"{m['bytes'][0]['envelope'] / 2**20:.1f}",
                     f"{m['bytes'][0]['oracle_max'] / 2**20:.1f}",
                     f"{m['bytes'][0]['worst_case'] / 2**20:.1f}",
-                    pm(m["envelope_vs_oracle_max"], "{:.3f}") + "x",
-                    pm(m["envelope_vs_worst_case"], "{:.3f}") + "x",
+                    pms(m["envelope_vs_oracle_max"], "{:.3f}") + "x",
+                    pms(m["envelope_vs_worst_case"], "{:.3f}") + "x",
                 ]
                 for m in memory
             ],
@@ -446,15 +457,24 @@ def main(argv=None):
         )
     for k, ok in targets.items():
         print(f"  [{'met' if ok else ('n/a' if ok is None else 'MISSED')}] {k}")
+    return targets
+
+
+def main(argv=None):
+    args = parse_args(argv)
+    rows, profiles, memory, threads = measure(args)
+    targets = report(args, rows, memory)
+    # The kernel the zg pipelines ran (the fastest on this machine: fused on a CPU with numba).
+    kernels = sorted({r[p]["kernel"] for r in rows for p in ("zg_dynamic", "zg_envelope")})
     command = "bench/engine.py " + " ".join(argv if argv is not None else sys.argv[1:])
     path = write_json(
-        name,
+        result_name(args),
         {
             "benchmark": "engine",
             "command": command.strip(),
             "machine": machine_note(),
             "threads": threads,
-            "settings": vars(args),
+            "settings": {**vars(args), "kernel": kernels[0] if len(kernels) == 1 else kernels},
             "rows": rows,
             "memory": memory,
             "stage_profiles": profiles,
@@ -476,6 +496,54 @@ def main(argv=None):
         },
     )
     print(f"\nwrote {path}")
+
+
+# ----------------------------------------------------------------------------- headline metrics
+
+
+def headlines(doc: dict) -> list[dict]:
+    """The headline metrics of a engine result (bench/_headlines.py calls it)."""
+    out = []
+    for r in doc["rows"]:
+        tag = f"{r['model']}_b{r['batch_size']}"
+        where = f"{r['graph']}, {r['model']}, batch {r['batch_size']}"
+        ratio = r.get("ratio_dgl_vs_envelope") or {}
+        if ratio.get("values"):
+            out.append(
+                headline_from(
+                    f"envelope_vs_dgl_{tag}",
+                    ratio["values"],
+                    "x",
+                    compared_to="DGL (time DGL / time zg envelope)",
+                    where=where,
+                )
+            )
+        for pipe in ("zg_envelope", "zg_dynamic"):
+            s = (r.get(pipe) or {}).get("host_syncs_per_iteration_steady")
+            if s is not None:
+                out.append(
+                    headline(
+                        f"host_syncs_{pipe[3:]}_{tag}",
+                        s,
+                        "per iteration",
+                        where=where + ", steady state",
+                        higher_is_better=False,
+                    )
+                )
+    for m in doc["detail"].get("memory") or []:
+        v = (m.get("envelope_vs_oracle_mean") or {}).get("values")
+        if v:
+            out.append(
+                headline_from(
+                    f"envelope_vs_oracle_mean_b{m['batch_size']}",
+                    v,
+                    "x",
+                    compared_to="oracle's mean batch",
+                    where=f"{m['graph']}, batch {m['batch_size']}",
+                    higher_is_better=False,
+                )
+            )
+    return out
 
 
 if __name__ == "__main__":

@@ -14,7 +14,7 @@ own (an exception becomes an "error" entry) and the JSON is rewritten after each
 
 Writes bench/results/gpu_check_<cuda|cpu>.json and prints a short table.
 
-How it measures (the defects of the first GPU runs, fixed):
+How it measures:
 - Timing: the sync audit is off; ``--reps`` (3) rounds of ``--iterations`` (100 on a GPU)
   iterations per variant, the variants interleaved round by round, so a drift of the machine
   hits all of them alike; the row reports the median and the sample standard deviation of the
@@ -49,12 +49,13 @@ import torch
 sys.path.insert(0, str(Path(__file__).resolve().parent))
 sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
 
-from _machine import machine_note, table, write_json
+from _machine import machine_note, ran_kernel, short, table, write_json
 
 import zg
-from zg import models
-from zg.engine import Engine, Step
+from zg import kernels, models
+from zg.engine import Engine, StepHooks
 from zg.envelope import Envelope, worst_case_sizes
+from zg.experiments.results import headline, spread
 from zg.observe import AuditSyncs, Trace
 from zg.profile import gpu_execution_fraction
 
@@ -68,7 +69,8 @@ COMPILED = {
     "dynamic_compiled_reduce_overhead": ("dynamic", "reduce-overhead"),
     "envelope_eager_compiled": ("envelope_eager", "default"),
 }
-# TF32 matrix products (zg.Step(allow_tf32=True); off by default): variant -> base variant.
+# TF32 matrix products (torch.backends.cuda.matmul.allow_tf32, a process setting, off by
+# default; on around this variant's own batches only): variant -> base variant.
 TF32 = {"envelope_captured_tf32": "envelope_captured"}
 ORACLE = "dynamic"  # memory: the pipeline that allocates each batch's exact sizes
 
@@ -82,7 +84,8 @@ def build_engine(
     fixed shapes, no capture) or "envelope_captured" (mode "graph", one CUDA Graph, on a GPU;
     mode "static", the same step run eagerly, on a CPU), or a :data:`COMPILED` variant (its base
     variant with the model's forward under ``torch.compile``) or a :data:`TF32` one (its base
-    variant with ``Step(allow_tf32=True)``). ``audit_iterations`` steady iterations per epoch
+    variant with TF32 on while it is built and around each of its batches, so a captured graph
+    keeps TF32 and the variants timed beside it keep full FP32). ``audit_iterations`` steady iterations per epoch
     run under SyncAudit (0: none, as when timing)."""
     compiled, tf32 = None, variant in TF32
     if variant in COMPILED:
@@ -98,14 +101,39 @@ def build_engine(
     mode = {"dynamic": "dynamic", "envelope_eager": "eager", "envelope_captured": captured}[variant]
     if mode == "dynamic":
         envelope = "profiled"  # unused: the dynamic mode has no envelope
-    step = Step(
-        forward=None if compiled is None else torch.compile(net, mode=compiled), allow_tf32=tf32
+    step = StepHooks(
+        forward=None if compiled is None else torch.compile(net, mode=compiled),
+        before=_set_tf32(True) if tf32 else None,
+        after=_set_tf32(False) if tf32 else None,
     )
-    eng = Engine(
-        g, net, FANOUTS, batch_size, envelope, mode=mode, device=device, seed=seed, step=step
-    )
+    previous = torch.backends.cuda.matmul.allow_tf32
+    torch.backends.cuda.matmul.allow_tf32 = tf32  # what the engine records (settings.allow_tf32)
+    try:
+        eng = Engine(
+            g,
+            net,
+            FANOUTS,
+            batch_size,
+            envelope,
+            mode=mode,
+            device=device,
+            seed=seed,
+            step=step,
+            kernel="auto",  # the fastest here: the fused kernels on a CPU, the torch path on a GPU
+        )
+    finally:
+        torch.backends.cuda.matmul.allow_tf32 = previous
     eng.observers = [AuditSyncs(audit_iterations)] if audit_iterations else []
     return eng
+
+
+def _set_tf32(on: bool):
+    """A StepHooks before/after hook that turns TF32 matrix products on or off."""
+
+    def hook(epoch, batch):
+        torch.backends.cuda.matmul.allow_tf32 = on
+
+    return hook
 
 
 def _params(eng):
@@ -121,7 +149,9 @@ def numerics_check(g, device):
     def run(mode, envelope="worst_case"):
         torch.manual_seed(0)
         model = models.SAGE(g.feat_dim, 64, max(g.num_classes, 1), 2, dropout=0.5)
-        eng = Engine(g, model, [10, 10], 32, envelope, mode=mode, device=device, seed=0)
+        eng = Engine(
+            g, model, [10, 10], 32, envelope, mode=mode, device=device, seed=0, kernel="auto"
+        )
         eng.observers = [Trace()]
         for _ in range(2):
             eng.train_epoch()
@@ -133,7 +163,7 @@ def numerics_check(g, device):
     tiny = run("graph" if device.type == "cuda" else "static", Envelope([300, 64]))
     ref_trace = static.applied_trace()
     out["batches_per_epoch"] = len(static.batches(0))
-    out["captured"] = captured.graph is not None
+    out["captured"] = captured.cuda_graph is not None
     for name, eng in (("captured", captured), ("eager", eager), ("tiny_envelope", tiny)):
         diff = max(float((p - q).abs().max()) for p, q in zip(_params(eng), _params(static)))
         out[f"{name}_vs_static_max_abs_param_diff"] = diff
@@ -197,7 +227,8 @@ def measure(g, device, batch_size, variant, envelope, max_batches, seed=0):
         "launches_per_iteration": stats.launches,
         "cuda_sync_warnings_per_iteration": stats.cuda_sync_warnings,
         "overflows": stats.overflows,
-        "captured": eng.graph is not None,
+        "captured": eng.cuda_graph is not None,
+        "kernel": ran_kernel(eng),
         "build_and_warm_up_seconds": build_seconds,
         "baseline_allocated_bytes": base["allocated"],
         "baseline_reserved_bytes": base["reserved"],
@@ -246,16 +277,10 @@ def time_iterations(eng, iterations: int, device, start: int = 0) -> float:
     return (time.perf_counter() - t0) / iterations
 
 
-def spread(values):
-    """Median, sample standard deviation (n - 1) and n of a list of measurements."""
+def timing_spread(values):
+    """Median, mean, sample standard deviation (n - 1) and n of a list of measurements."""
     values = list(values)
-    return {
-        "median": statistics.median(values),
-        "mean": statistics.fmean(values),
-        "std": statistics.stdev(values) if len(values) > 1 else None,
-        "n": len(values),
-        "values": values,
-    }
+    return {"median": statistics.median(values), **spread(values)}
 
 
 def time_rounds(engines, iterations: int, reps: int, device):
@@ -264,7 +289,7 @@ def time_rounds(engines, iterations: int, reps: int, device):
     for rep in range(reps):
         for name, eng in engines.items():
             seconds[name].append(time_iterations(eng, iterations, device, start=rep * iterations))
-    return {name: spread(v) for name, v in seconds.items()}
+    return {name: timing_spread(v) for name, v in seconds.items()}
 
 
 def kernel_summary(events, replays: int, top: int = 10):
@@ -462,7 +487,7 @@ def main(argv=None):
     result = {
         "benchmark": "gpu_check",
         "machine": machine_note(),
-        "settings": vars(args),
+        "settings": {**vars(args), "kernel": kernels.resolve("auto", device)},
         "method": {
             "timing": f"{args.reps} interleaved rounds of {iterations} iterations per "
             "variant, audit off; median and sample std of the rounds",
@@ -833,6 +858,74 @@ def main(argv=None):
     path = save()
     print(f"\nwrote {path} in {time.perf_counter() - t_start:.0f} s")
     return 0 if check is not None and check["agree"] and not errors else 1
+
+
+# ----------------------------------------------------------------------------- headline metrics
+
+
+def headlines(doc: dict) -> list[dict]:
+    """The headline metrics of a gpu_check result (bench/_headlines.py calls it)."""
+    d, out = doc["detail"], []
+    for key, value in (d.get("ratios") or {}).items():
+        graph, batch, kind = key.split("/")
+        unit = "x"
+        lower = kind.startswith("peak_")
+        out.append(
+            headline(
+                f"{kind}_{short(graph)}_{batch}",
+                value,
+                unit,
+                compared_to={
+                    "captured_vs_dynamic": "dynamic pipeline",
+                    "captured_vs_eager": "eager envelope",
+                }.get(kind, "dynamic pipeline" if kind.endswith("dynamic") else "worst-case sizes"),
+                where=f"{graph}, batch {batch[1:]}, 3-layer SAGE, one seed",
+                higher_is_better=not lower,
+            )
+        )
+    for r in doc["rows"]:
+        if r.get("variant") == "envelope_captured" and r.get("gpu_execution_fraction") is not None:
+            out.append(
+                headline(
+                    f"gpu_fraction_captured_{short(r['graph'])}_b{r['batch_size']}",
+                    r["gpu_execution_fraction"],
+                    "fraction",
+                    where=f"{r['graph']}, batch {r['batch_size']}, busy fraction of wall time",
+                )
+            )
+    syncs = {}
+    for r in doc["rows"]:
+        if r.get("cuda_sync_warnings_per_iteration") is not None:
+            syncs.setdefault(r["variant"], []).append(r["cuda_sync_warnings_per_iteration"])
+    for variant, values in syncs.items():
+        out.append(
+            headline(
+                f"sync_warnings_{variant}_max",
+                max(values),
+                "per iteration",
+                where=f"torch CUDA sync-debug warnings, max over {len(values)} graph x batch rows",
+                higher_is_better=False,
+            )
+        )
+    num = d.get("numerics") or {}
+    for kind in ("captured", "eager", "tiny_envelope"):
+        key = f"{kind}_vs_static_max_abs_param_diff"
+        if key in num:
+            measured = kind != "captured" or bool(num.get("captured"))
+            out.append(
+                headline(
+                    key,
+                    num[key] if measured else None,
+                    "abs",
+                    compared_to="static step",
+                    where=f"max |param diff| after {num.get('batches_per_epoch')} batches; "
+                    f"tolerance {(num.get('tolerance') or {}).get(kind)}; same batches: "
+                    f"{num.get(kind + '_same_batches')}"
+                    + ("" if measured else "; no CUDA Graph captured (no GPU)"),
+                    higher_is_better=False,
+                )
+            )
+    return out
 
 
 if __name__ == "__main__":

@@ -12,7 +12,7 @@ py="${PYTHON:-python3}"
 check=$?
 tests=0
 if "$py" -c "import pytest" >/dev/null 2>&1; then
-  files=$(grep -l "mark.cuda" "$here"/../tests/test_*.py)
+  files=$(grep -l "mark.cuda" "$here"/../tests/*/test_*.py)
   echo "== CUDA-marked tests: $files"
   # -p no:cacheprovider: leave nothing behind; -m cuda: only the GPU tests.
   (cd "$here/.." && "$py" -m pytest -q -p no:cacheprovider -m cuda $files)

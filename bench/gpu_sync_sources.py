@@ -33,8 +33,10 @@ from _machine import machine_note, write_json
 from gpu_check import FANOUTS, VARIANTS, build_engine
 
 import zg
+from zg import kernels
 from zg.engine import Engine
 from zg.envelope import Envelope
+from zg.experiments.results import headline
 
 ZG_DIR = str(Path(zg.__file__).resolve().parent)
 
@@ -90,11 +92,11 @@ def host_profile(g, batch_size: int, iterations: int) -> dict:
     sync()
     total = time.perf_counter() - t0
     replay = float("nan")
-    if eng.graph is not None:
+    if eng.cuda_graph is not None:
         start, end = torch.cuda.Event(enable_timing=True), torch.cuda.Event(enable_timing=True)
         start.record()
         for _ in range(iterations):
-            eng.graph.replay()
+            eng.cuda_graph.replay()
         end.record()
         sync()
         replay = start.elapsed_time(end) / 1e3
@@ -143,7 +145,7 @@ def main(argv=None):
     result = {
         "benchmark": "gpu_sync_sources",
         "machine": machine_note(),
-        "settings": vars(args),
+        "settings": {**vars(args), "kernel": kernels.resolve("auto", device)},
         "graph": "cora",
         "variants": {},
     }
@@ -179,6 +181,23 @@ def main(argv=None):
     path = write_json("gpu_sync_sources", result)
     print(f"wrote {path}")
     return 0
+
+
+# ----------------------------------------------------------------------------- headline metrics
+
+
+def headlines(doc: dict) -> list[dict]:
+    """The headline metrics of a gpu_sync_sources result (bench/_headlines.py calls it)."""
+    return [
+        headline(
+            f"syncs_{variant}",
+            v["syncs_per_iteration"],
+            "per iteration",
+            where=f"{doc['detail'].get('graph')}, host syncs per iteration",
+            higher_is_better=False,
+        )
+        for variant, v in (doc["detail"].get("variants") or {}).items()
+    ]
 
 
 if __name__ == "__main__":

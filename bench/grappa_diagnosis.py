@@ -35,6 +35,7 @@ from __future__ import annotations
 
 import argparse
 import os
+import re
 import statistics
 import sys
 import tempfile
@@ -46,12 +47,14 @@ import torch
 sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
 sys.path.insert(0, str(Path(__file__).resolve().parent))
 
-from _machine import machine_note, read_json, table, write_json
+from _machine import RESULTS, machine_note, pm, read_json, table, write_json
 
 import zg
 from zg import grappa
+from zg.experiments.results import headline_from, spread
 from zg.grappa.config import TrainConfig, super_epoch_of
 from zg.grappa.fullgraph import accuracy, full_forward
+from zg.inference import sampled_logits
 
 ESTIMATORS = ("mean", "node", "batch", "shrink", "reference")
 SEEDS = (0, 1, 2)
@@ -83,6 +86,7 @@ SPECS = {
 }
 # One torch thread per worker (2 shared cores); random chunks unless a run says otherwise.
 COMMON = dict(
+    kernel="auto",  # the fastest kernels here (the same values as "torch")
     fanouts=[10, 10],
     threads=1,
     timeout=900,
@@ -140,16 +144,22 @@ def eval_modes(g, hist, model_path):
     """Test accuracy of a saved model: full, sampled (training fanouts), local (own partition)."""
     cfg = TrainConfig.from_dict(TrainConfig.saved_form(hist["config"]))
     model = zg.models.build(
-        cfg.model, g.feat_dim, cfg.hidden_dim, g.num_classes, cfg.num_layers, dropout=cfg.dropout
+        cfg.model,
+        g.feat_dim,
+        cfg.hidden_dim,
+        g.num_classes,
+        cfg.num_layers,
+        dropout=cfg.dropout,
+        kernel="auto",
     )
     model.load_state_dict(torch.load(model_path))
     model.eval()
     test = g.test_idx
     out = {"full": accuracy(full_forward(model, g)[test], g.y[test])}
     sampled = []
-    for draw in range(3):  # 3 independent samples
-        mb = zg.DynamicSampler(g, cfg.fanouts, seed=1000 + draw).sample(test)
-        sampled.append(accuracy(model(mb.blocks, g.x[mb.input_nodes]), g.y[test]))
+    for draw in range(3):  # 3 independent samples, the kit's one sampled evaluation
+        logits = sampled_logits(model, g, test, cfg.fanouts, batch_size=None, seed=1000 + draw)
+        sampled.append(accuracy(logits, g.y[test]))
     out["sampled"] = statistics.mean(sampled)
     if cfg.trainer in ("isolated", "grappa"):
         part = grappa.partition(
@@ -173,17 +183,6 @@ def eval_modes(g, hist, model_path):
             correct += int((logits.argmax(1) == local.graph.y[mine]).sum())
         out["local"] = correct / test.numel()
     return out
-
-
-def mean_std(values):
-    values = [v for v in values if v is not None]
-    if not values:
-        return None
-    return {
-        "mean": statistics.mean(values),
-        "std": statistics.stdev(values) if len(values) > 1 else 0.0,
-        "n": len(values),
-    }
 
 
 def run_dataset(label, spec, args, scratch, save):
@@ -268,8 +267,8 @@ def summarise(records, epochs):
     single = [r for r in records if r["run"] == "single"]
     for name in names:
         rs = [r for r in records if r["run"] == name]
-        curve = [mean_std([r["val_curve"][e] for r in rs]) for e in range(epochs)]
-        test_curve = [mean_std([r["test_curve"][e] for r in rs]) for e in range(epochs)]
+        curve = [spread([r["val_curve"][e] for r in rs]) for e in range(epochs)]
+        test_curve = [spread([r["test_curve"][e] for r in rs]) for e in range(epochs)]
         gap_curve = [
             100
             * (
@@ -282,11 +281,11 @@ def summarise(records, epochs):
             "val_curve": curve,
             "test_curve": test_curve,
             "test_gap_points_curve": gap_curve,
-            "final_test_acc": mean_std([r["final_test_acc"] for r in rs]),
-            "test_acc_at_best_val": mean_std([r["test_acc_at_best_val"] for r in rs]),
-            "eval_full": mean_std([r["eval"]["full"] for r in rs]),
-            "eval_sampled": mean_std([r["eval"]["sampled"] for r in rs]),
-            "eval_local": mean_std([r["eval"].get("local") for r in rs]),
+            "final_test_acc": spread([r["final_test_acc"] for r in rs]),
+            "test_acc_at_best_val": spread([r["test_acc_at_best_val"] for r in rs]),
+            "eval_full": spread([r["eval"]["full"] for r in rs]),
+            "eval_sampled": spread([r["eval"]["sampled"] for r in rs]),
+            "eval_local": spread([r["eval"].get("local") for r in rs]),
             "gap_points_final": 100
             * (
                 statistics.mean(r["final_test_acc"] for r in single)
@@ -327,7 +326,9 @@ def gradient_along_training(g, label, spec, base, quick, scratch):
     rows = []
     for k in points:
         torch.manual_seed(0)  # the initial parameters of every seed-0 run
-        model = zg.models.build("sage", g.feat_dim, 64, g.num_classes, 2, dropout=0.5)
+        model = zg.models.build(
+            "sage", g.feat_dim, 64, g.num_classes, 2, dropout=0.5, kernel="auto"
+        )
         if k:
             model.load_state_dict(torch.load(os.path.join(scratch, f"{label}_traj_{k}.pt")))
         model.eval()
@@ -351,7 +352,7 @@ def gradient_along_training(g, label, spec, base, quick, scratch):
 def print_summary(label, result):
     rows = []
     for name, s in result["summary"].items():
-        fmt = lambda m: "" if m is None else f"{100 * m['mean']:.1f} ± {100 * m['std']:.1f}"  # noqa: E731
+        fmt = lambda m: "" if m is None else pm(m["mean"], m["std"], "{:.1f}", 100)  # noqa: E731
         rows.append(
             [
                 label,
@@ -384,7 +385,7 @@ def print_summary(label, result):
 
 def combine(names, target):
     """--combine: the datasets of several result files in one (no measurement)."""
-    results = Path(__file__).resolve().parent / "results"
+    results = RESULTS
     datasets, sources = {}, []
     for name in [target, *names] if (results / f"{target}.json").exists() else names:
         path = results / f"{name}.json"
@@ -461,7 +462,7 @@ def pool(keys, tag, target):
     source all of whose runs the pooled dataset holds is dropped from the file (nothing is
     lost; its runs keep their seeds and its machine note and command stay in ``machines`` and
     ``argvs``); a source with other runs too stays."""
-    path = Path(__file__).resolve().parent / "results" / f"{target}.json"
+    path = RESULTS / f"{target}.json"
     if not path.exists():
         raise SystemExit(f"error: --pool: {path} does not exist")
     out = read_json(path)
@@ -562,7 +563,7 @@ def main(argv=None):
     results = {}
     kept = {}
     if args.merge:
-        previous = Path(__file__).resolve().parent / "results" / f"{name}.json"
+        previous = RESULTS / f"{name}.json"
         if previous.exists():
             old = read_json(previous)
             kept = old.get("datasets") or {}
@@ -602,6 +603,48 @@ def main(argv=None):
         results[key]["machine"] = note
     path, out = save()
     print(f"\nwrote {path} in {out['bench_seconds'] / 60:.1f} min")
+
+
+# ----------------------------------------------------------------------------- headline metrics
+
+
+def headlines(doc: dict) -> list[dict]:
+    """The diagnosis's gaps to single-process training (points; single minus trainer, so lower is
+    better), paired per seed: on Cora and the csbm 20k graph in the combined file, on the one
+    dataset of each partial file (a long run, the ablations)."""
+    datasets = doc["detail"].get("datasets") or {}
+    main = [k for k in ("cora", "csbm20k") if k in datasets]
+    out = []
+    for dataset in main or list(datasets):
+        d = datasets[dataset]
+        by = {}
+        for r in d.get("runs") or []:
+            by.setdefault(r["run"], {})[r["seed"]] = r["final_test_acc"]
+        single = by.get("single", {})
+        slug = re.sub(r"[^a-z0-9]+", "_", dataset.lower()).strip("_")
+        for run in (
+            "isolated",
+            "grappa/batch",
+            "grappa/defaults",
+            "grappa/batch halo",
+            "grappa/batch every 1",
+        ):
+            seeds = sorted(set(by.get(run, {})) & set(single))
+            if not seeds:
+                continue
+            gaps = [100.0 * (single[s] - by[run][s]) for s in seeds]
+            name = re.sub(r"[^a-z0-9]+", "_", run.replace("grappa/", "grappa "))
+            out.append(
+                headline_from(
+                    f"gap_{name}_{slug}",
+                    gaps,
+                    "points",
+                    compared_to="single-process training, same seed (single minus this)",
+                    where=f"{dataset}, {d.get('epochs')} epochs, final test accuracy",
+                    higher_is_better=False,
+                )
+            )
+    return out
 
 
 if __name__ == "__main__":

@@ -59,9 +59,10 @@ import torch
 sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
 sys.path.insert(0, str(Path(__file__).resolve().parent))
 
-from _machine import machine_note, table, write_json
+from _machine import machine_note, pm, table, write_json
 
 import zg
+from zg.experiments.results import headline, mean_std
 from zg.grappa.config import TrainConfig
 from zg.grappa.launch import spawn
 from zg.grappa.worker import run_worker
@@ -192,8 +193,8 @@ def run_group(graphs, runs, scratch, workers):
 
 
 def summarise(values):
-    mean = statistics.mean(values)
-    return mean, (statistics.stdev(values) if len(values) > 1 else 0.0)
+    """(mean, sample std; None for one seed)."""
+    return mean_std(values)
 
 
 def main(argv=None):
@@ -262,6 +263,7 @@ def main(argv=None):
                     num_layers=cell["num_layers"],
                     method=method,
                     halo=halo_of(method),
+                    kernel="auto",  # the fastest kernels here (the same values as "torch")
                     **common,
                 ).validated()
                 path = os.path.join(
@@ -354,7 +356,7 @@ def main(argv=None):
                 f"{row['single_acc_mean']:.3f}",
             ]
             + [
-                f"{row[t]['gap_mean']:+.3f}±{row[t]['gap_std']:.3f}" if row[t] else "-"
+                pm(row[t]["gap_mean"], row[t]["gap_std"], "{:+.3f}") if row[t] else "-"
                 for t in TRAINERS
             ]
         )
@@ -423,6 +425,34 @@ def main(argv=None):
         name += f"_first{args.max_cells}"
     path = write_json(name, payload)
     print(f"wrote {path} in {payload['seconds']:.0f}s")
+
+
+# ----------------------------------------------------------------------------- headline metrics
+
+
+def headlines(doc: dict) -> list[dict]:
+    """The headline metrics of a grappa_map result (bench/_headlines.py calls it)."""
+    out = []
+    for c in doc["detail"].get("cells_table") or []:
+        if (c["avg_degree"], c["homophily"], c["num_layers"]) != (20, 0.8, 2) or c["workers"] != 4:
+            continue
+        for trainer in ("grappa", "isolated"):
+            cell = c.get(trainer)
+            if not cell or cell.get("gap_mean") is None:
+                continue
+            part = c["method"] + ("_halo" if c.get("halo") else "")
+            out.append(
+                headline(
+                    f"{trainer}_gap_{part}_P4_deg20_snr{c['feature_snr']}",
+                    100 * cell["gap_mean"],
+                    "points",
+                    std=None if cell.get("gap_std") is None else 100 * cell["gap_std"],
+                    n=len(doc["detail"].get("design", {}).get("seeds") or doc["seeds"]) or 3,
+                    compared_to="single-process training",
+                    where=f"csbm, degree 20, homophily 0.8, 2 layers, P=4, {part}",
+                )
+            )
+    return out
 
 
 if __name__ == "__main__":

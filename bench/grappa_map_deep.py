@@ -32,6 +32,7 @@ from __future__ import annotations
 import argparse
 import math
 import os
+import re
 import statistics
 import sys
 import tempfile
@@ -43,10 +44,11 @@ import torch
 sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
 sys.path.insert(0, str(Path(__file__).resolve().parent))
 
-from _machine import machine_note, table, write_json
+from _machine import machine_note, pm, table, write_json
 from grappa_diagnosis import eval_modes
 
 import zg
+from zg.experiments.results import headline, mean_std
 from zg.grappa.train import train_many
 
 CELL = {
@@ -58,7 +60,14 @@ CELL = {
     "feat_dim": 64,
     "seed": 0,
 }
-RUN = {"method": "random", "halo": False, "num_layers": 3, "threads": 1, "timeout": 600}
+RUN = {
+    "method": "random",
+    "halo": False,
+    "num_layers": 3,
+    "threads": 1,
+    "timeout": 600,
+    "kernel": "auto",  # the fastest kernels here (the same values as the default "torch")
+}
 VARIANTS = {
     "isolated": {"trainer": "isolated"},
     "grappa/batch": {"trainer": "grappa", "estimator": "batch"},
@@ -69,22 +78,31 @@ VARIANTS = {
 
 
 def summarise(values):
-    return statistics.mean(values), (statistics.stdev(values) if len(values) > 1 else 0.0)
+    """(mean, sample std; None for one seed)."""
+    return mean_std(values)
 
 
-def main(argv=None):
+def parse_args(argv=None):
     ap = argparse.ArgumentParser(description=__doc__.split("\n")[0])
     ap.add_argument("--quick", action="store_true", help="800 nodes, 2 and 4 epochs, 1 seed")
     ap.add_argument("--epochs", type=int, nargs="+", default=[32, 100])
     ap.add_argument("--seeds", type=int, nargs="+", default=[0, 1, 2])
     ap.add_argument("--name", default=None)
-    args = ap.parse_args(argv)
-    torch.set_num_threads(1)
+    return ap.parse_args(argv)
+
+
+def design(args):
+    """(graph cell, epoch budgets, seeds) of this run."""
     cell = dict(CELL, num_nodes=800) if args.quick else CELL
     budgets = [2, 4] if args.quick else args.epochs
     seeds = [0] if args.quick else args.seeds
+    return cell, budgets, seeds
+
+
+def measure(cell, budgets, seeds):
+    """Every variant and the single-process run, each budget and seed: one record per run."""
+    torch.set_num_threads(1)
     g = zg.datasets.csbm(**cell)
-    start = time.perf_counter()
     scratch = tempfile.mkdtemp(prefix="zg_map_deep_")
 
     def model_path(epochs, name, seed):
@@ -144,6 +162,12 @@ def main(argv=None):
         for entry in os.listdir(scratch):
             os.remove(os.path.join(scratch, entry))
         os.rmdir(scratch)
+    return records
+
+
+def cells_of(cell, budgets, records):
+    """Per budget and run: accuracy, gap to single (paired per seed), losses, evaluations;
+    and the terminal table's rows."""
     cells, printed = [], []
     for epochs in budgets:
         single = {
@@ -196,13 +220,22 @@ def main(argv=None):
                 [
                     epochs,
                     name,
-                    f"{acc[0]:.3f} ± {acc[1]:.3f}",
-                    f"{100 * gap[0]:+.1f} ± {100 * gap[1]:.1f}",
+                    pm(acc[0], acc[1], "{:.3f}"),
+                    pm(gap[0], gap[1], "{:+.1f}", 100),
                     f"{cells[-1]['final_loss_mean']:.3f}",
                     ", ".join(map(str, below)),
-                    *("-" if v is None else f"{v[0]:.3f} ± {v[1]:.3f}" for v in evals.values()),
+                    *("-" if v is None else pm(v[0], v[1], "{:.3f}") for v in evals.values()),
                 ]
             )
+    return cells, printed
+
+
+def main(argv=None):
+    args = parse_args(argv)
+    cell, budgets, seeds = design(args)
+    start = time.perf_counter()
+    records = measure(cell, budgets, seeds)
+    cells, printed = cells_of(cell, budgets, records)
     print(
         table(
             printed,
@@ -236,6 +269,32 @@ def main(argv=None):
     print(
         f"wrote {write_json(args.name or ('grappa_map_deep_quick' if args.quick else 'grappa_map_deep'), payload)}"
     )
+
+
+# ----------------------------------------------------------------------------- headline metrics
+
+
+def headlines(doc: dict) -> list[dict]:
+    """The headline metrics of a grappa_map_deep result (bench/_headlines.py calls it)."""
+    out = []
+    for c in doc["detail"].get("cells") or []:
+        if c["run"] == "single" or c.get("gap_mean") is None:
+            continue
+        name = re.sub(r"[^a-z0-9]+", "_", c["run"]).strip("_")
+        out.append(
+            headline(
+                f"gap_{name}_e{c['epochs']}",
+                100 * c["gap_mean"],
+                "points",
+                std=100 * c["gap_std"]
+                if c.get("gap_std") is not None and len(doc["seeds"]) > 1
+                else None,
+                n=len(doc["seeds"]) or 1,
+                compared_to="single-process training",
+                where=f"csbm, 3 layers, {c['epochs']} epochs",
+            )
+        )
+    return out
 
 
 if __name__ == "__main__":

@@ -43,10 +43,11 @@ from pathlib import Path
 sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
 sys.path.insert(0, str(Path(__file__).resolve().parent))
 
-from _machine import RESULTS, SOURCE, machine_note, read_json, table, write_json
+from _machine import RESULTS, SOURCE, machine_note, pm, read_json, table, write_json
 
 import zg
 from zg import grappa
+from zg.experiments.results import headline_from, spread
 from zg.grappa.history import bytes_by_kind_per_worker
 
 WORKERS = 4
@@ -67,16 +68,8 @@ NOT_RUN_GRAPHS = {
     "csbm20k": "the csbm graph of the diagnosis (20k nodes) was not run on this 2-core machine "
     "within the session's time",
 }
-SPEED = dict(threads=1, timeout=900, run_timeout=7200)  # no effect on any number
+SPEED = dict(threads=1, timeout=900, run_timeout=7200, kernel="auto")  # no effect on any number
 ROWS = ("single", "isolated", "reference", "kit", "single_kit")
-
-
-def mean_std(values):
-    return {
-        "mean": statistics.mean(values),
-        "std": statistics.stdev(values) if len(values) > 1 else 0.0,
-        "values": values,
-    }
 
 
 def load(name):
@@ -134,8 +127,8 @@ def summarise(histories, row):
     epochs = len(first["epochs"])
     by_kind = {k: [b / epochs for b in v] for k, v in bytes_by_kind_per_worker(first).items()}
     out = {
-        "test_acc_at_best_val": mean_std(best),
-        "test_acc_last": mean_std(last),
+        "test_acc_at_best_val": spread(best),
+        "test_acc_last": spread(last),
         "bytes_per_epoch_per_worker_by_kind": by_kind,
         "config": {
             k: first["config"][k]
@@ -236,7 +229,7 @@ def main(argv=None):
                         name,
                         depth,
                         row,
-                        f"{100 * acc['mean']:.1f} ± {100 * acc['std']:.1f}",
+                        pm(acc["mean"], acc["std"], "{:.1f}", 100),
                         f"{100 * cell[row]['test_acc_last']['mean']:.1f}",
                     ]
                 )
@@ -299,6 +292,33 @@ def main(argv=None):
             )
     path = write_json(name, out)
     print(f"wrote {path}")
+
+
+# ----------------------------------------------------------------------------- headline metrics
+
+
+def headlines(doc: dict) -> list[dict]:
+    """Each row against the single-process run of the same settings, paired per seed: the
+    reference preset and isolated against single under the preset's settings, the kit's
+    defaults against single under the kit's defaults (``single_kit``)."""
+    ceiling = {"reference": "single", "kit": "single_kit", "isolated": "single"}
+    out = []
+    for graph, entry in (doc["detail"].get("graphs") or {}).items():
+        for depth, cells in entry["depths"].items():
+            for run, base in ceiling.items():
+                if run in cells and base in cells:
+                    v = cells[run]["test_acc_at_best_val"]["values"]
+                    single = cells[base]["test_acc_at_best_val"]["values"]
+                    out.append(
+                        headline_from(
+                            f"{run}_minus_{base}_{graph}_L{depth}",
+                            [100 * (x - y) for x, y in zip(v, single)],
+                            "points",
+                            compared_to=f"{base} (single-process training, same settings), same seed",
+                            where=f"{graph}, {depth} layers, {entry['epochs']} epochs, test acc at best val",
+                        )
+                    )
+    return out
 
 
 if __name__ == "__main__":

@@ -15,7 +15,7 @@ memsets and copies) one uncaptured iteration launches; a captured one replays th
 launch (the GPU check profiles the replay's kernels).
 
 Writes ``bench/results/launches.json`` with the machine note. Deterministic: the same code and
-torch give the same counts on any machine (the bound test in tests/test_sampling.py runs under
+torch give the same counts on any machine (the bound test in tests/core/test_sampling.py runs under
 both torch versions CI uses).
 """
 
@@ -34,6 +34,7 @@ from _machine import machine_note, table, write_json
 import zg
 from zg import models
 from zg.audit import LaunchCount
+from zg.experiments.results import headline
 
 FANOUTS = [15, 10, 5]
 HIDDEN, LAYERS = 256, 3
@@ -129,6 +130,26 @@ def main(argv=None):
         },
     )
     print(f"wrote {path}")
+
+
+# ----------------------------------------------------------------------------- headline metrics
+
+
+def headlines(doc: dict) -> list[dict]:
+    """Launches per steady static step, per model and batch size (a count: n = 1, exact)."""
+    target = (doc.get("settings") or {}).get("target")
+    return [
+        headline(
+            f"launches_{r['model']}_b{r['batch_size']}",
+            r["launches_per_iteration"],
+            "launches per iteration",
+            compared_to=target if r["model"] == "sage" else None,
+            where=f"{r['model']}, batch {r['batch_size']}, 3 layers h=256, [15, 10, 5], "
+            "static step, torch path (zg.audit.LaunchCount)",
+            higher_is_better=False,
+        )
+        for r in doc["rows"]
+    ]
 
 
 if __name__ == "__main__":

@@ -317,5 +317,39 @@ def main() -> None:
     print(f"\nwrote {out}")
 
 
+# ----------------------------------------------------------------------------- headline metrics
+
+
+def headlines(doc: dict) -> list[dict]:
+    """The headline metrics of a mmap_load result (bench/_headlines.py calls it)."""
+    from zg.experiments.results import headline  # here: the bench's parent stays light
+
+    s, out = doc["detail"].get("summary") or {}, []
+    for mode in ("default", "all"):
+        if mode in s:
+            out.append(
+                headline(
+                    f"load_speedup_{mode}",
+                    s[mode]["load_speedup"],
+                    "x",
+                    compared_to="reading every array in",
+                    where=f"mmap={mode!r}, load time",
+                )
+            )
+            out.append(
+                headline(
+                    f"anon_added_by_load_{mode}",
+                    s[mode]["anon_added_by_load_gib"],
+                    "GiB",
+                    compared_to=f"{s['eager']['anon_added_by_load_gib']:.2f} GiB read in"
+                    if "eager" in s
+                    else None,
+                    where=f"mmap={mode!r}, process's own memory added by the load",
+                    higher_is_better=False,
+                )
+            )
+    return out
+
+
 if __name__ == "__main__":
     main()

@@ -52,12 +52,13 @@ sys.path.insert(0, str(Path(__file__).resolve().parent))
 sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
 sys.path.insert(0, str(Path(__file__).resolve().parent.parent / "tools"))
 
-from _machine import machine_note, read_json, table, write_json
+from _machine import RESULTS, machine_note, read_json, table, write_json
 from netlab import NetLab, supports_latency, unavailable_reason
 
 import zg
 from zg import experiments as ex
 from zg import grappa
+from zg.experiments.results import headline
 from zg.grappa.comm import LINKS, Link, project_seconds
 from zg.grappa.config import TrainConfig
 from zg.grappa.history import bytes_per_worker
@@ -106,6 +107,7 @@ def products_projection(args, fanouts, hidden, workers=4):
         eval_every=1,
         threads=1,
         timeout=600,
+        kernel="auto",
     )
     measured_per_iteration = one["seconds_per_epoch"] / one["epochs"][0]["iterations"]
     tree = seeds * math.prod(1 + f for f in fanouts)
@@ -197,7 +199,7 @@ def gpu_compute_bound(projection, gpu=None):
     rows, feature width, hidden width, seeds, fanouts). Projected, not measured; None when no GPU
     result is committed or none of its rows bounds the work."""
     if gpu is None:
-        path = Path(__file__).resolve().parent / "results" / "gpu_check_cuda.json"
+        path = RESULTS / "gpu_check_cuda.json"
         if not path.exists():
             return None
         gpu = read_json(path)
@@ -317,7 +319,7 @@ def print_projection(projection):
 def reproject(args):
     """--projection-only: the products projection again, written into the existing result."""
     name = "network_quick" if args.quick else "network"
-    path = Path(__file__).resolve().parent / "results" / f"{name}.json"
+    path = RESULTS / f"{name}.json"
     if not path.exists():
         print(
             f"error: --projection-only needs an existing {path.name}: run the full bench first",
@@ -553,6 +555,50 @@ def main(argv=None):
     )
     print(f"\nwrote {path}")
     return 0
+
+
+# ----------------------------------------------------------------------------- headline metrics
+
+
+def headlines(doc: dict) -> list[dict]:
+    """The headline metrics of a network result (bench/_headlines.py calls it)."""
+    d, out = doc["detail"], []
+    rows = {(r["trainer"], r["link"]): r for r in (d.get("measured") or {}).get("rows", [])}
+    for trainer, link in rows:
+        if trainer == "grappa" and ("feature_fetch", link) in rows:
+            out.append(
+                headline(
+                    f"grappa_vs_feature_fetch_{link}",
+                    rows["feature_fetch", link]["seconds_per_epoch"]
+                    / rows["grappa", link]["seconds_per_epoch"],
+                    "x",
+                    compared_to="the kit's feature-fetching trainer",
+                    where=f"measured, P={rows['grappa', link]['workers']}, {link}, namespace hosts sharing the cores",
+                )
+            )
+    t = d.get("targets") or {}
+    if "projected_products_P4_1gbit_at_least_4x" in t:
+        out.append(
+            headline(
+                "projected_grappa_vs_feature_fetch_products_1gbit_cpu",
+                t["projected_products_P4_1gbit_at_least_4x"],
+                "x",
+                compared_to="the kit's feature-fetching trainer",
+                where="projected (link model), products-scale graph, P=4, 1 Gbit/s, CPU compute",
+            )
+        )
+    g = (d.get("projected") or {}).get("gpu_compute_bound")
+    if g and "1gbit" in g.get("speedups", {}):
+        out.append(
+            headline(
+                "projected_grappa_vs_feature_fetch_products_1gbit_gpu",
+                g["speedups"]["1gbit"],
+                "x",
+                compared_to="the kit's feature-fetching trainer",
+                where="projected (link model), products-scale graph, P=4, 1 Gbit/s, GPU compute bound",
+            )
+        )
+    return out
 
 
 if __name__ == "__main__":

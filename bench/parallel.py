@@ -28,10 +28,11 @@ from pathlib import Path
 sys.path.insert(0, str(Path(__file__).resolve().parent))
 sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
 
-from _machine import machine_note, table, write_json
+from _machine import machine_note, pm, table, write_json
 
 import zg
 from zg import parallel
+from zg.experiments.results import headline, mean_std
 
 
 def main(argv=None):
@@ -72,7 +73,7 @@ def main(argv=None):
                 "workers": workers,
                 "threads_per_worker": max(1, cores // workers),
                 "seconds_per_epoch_mean": statistics.mean(times),
-                "seconds_per_epoch_std": statistics.stdev(times) if len(times) > 1 else 0.0,
+                "seconds_per_epoch_std": mean_std(times)[1],
                 "seconds_per_epoch": times,
                 "host_syncs_per_iteration": max(syncs),
                 "bytes_sent_per_worker_per_epoch": statistics.mean(sent),
@@ -80,8 +81,9 @@ def main(argv=None):
             }
         )
         print(
-            f"workers={workers}: {rows[-1]['seconds_per_epoch_mean']:.2f} ± "
-            f"{rows[-1]['seconds_per_epoch_std']:.2f} s/epoch, syncs/it={max(syncs)}"
+            f"workers={workers}: "
+            f"{pm(rows[-1]['seconds_per_epoch_mean'], rows[-1]['seconds_per_epoch_std'])} "
+            f"s/epoch, syncs/it={max(syncs)}"
         )
     base = rows[0]["seconds_per_epoch_mean"]
     for r in rows:
@@ -92,7 +94,7 @@ def main(argv=None):
                 [
                     r["workers"],
                     r["threads_per_worker"],
-                    f"{r['seconds_per_epoch_mean']:.2f} ± {r['seconds_per_epoch_std']:.2f}",
+                    pm(r["seconds_per_epoch_mean"], r["seconds_per_epoch_std"]),
                     f"{r['speedup_vs_first']:.2f}x",
                     r["host_syncs_per_iteration"],
                 ]
@@ -119,6 +121,37 @@ def main(argv=None):
     )
     print(f"wrote {path}")
     return 0
+
+
+# ----------------------------------------------------------------------------- headline metrics
+
+
+def headlines(doc: dict) -> list[dict]:
+    """The headline metrics of a parallel result (bench/_headlines.py calls it)."""
+    out = []
+    rows = doc["rows"]
+    if len(rows) >= 2:
+        a, b = rows[0], rows[-1]
+        out.append(
+            headline(
+                "parallel_speedup",
+                a["seconds_per_epoch_mean"] / b["seconds_per_epoch_mean"],
+                "x",
+                compared_to=f"{a['workers']} process x {a['threads_per_worker']} threads",
+                where=f"{b['workers']} processes x {b['threads_per_worker']} thread, seconds per epoch",
+            )
+        )
+    if rows:
+        out.append(
+            headline(
+                "host_syncs_max",
+                max(r["host_syncs_per_iteration"] for r in rows),
+                "per iteration",
+                where="every data-parallel run",
+                higher_is_better=False,
+            )
+        )
+    return out
 
 
 if __name__ == "__main__":

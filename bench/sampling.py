@@ -45,12 +45,13 @@ import torch
 sys.path.insert(0, str(Path(__file__).resolve().parent))
 os.environ.setdefault("DGLBACKEND", "pytorch")
 
-from _machine import machine_note, table, write_json
+from _machine import machine_note, paired, pm, ran_kernel, table, write_json
 
 import zg
 from zg import models
 from zg.audit import SyncAudit
 from zg.engine import Engine
+from zg.experiments.results import headline, headline_from, mean_std
 from zg.kernels import sampling as _fused
 from zg.step import STAGES, StageClock
 
@@ -153,7 +154,8 @@ def load_graph(args):
 ALL_PIPELINES = ("dgl", "zg_dynamic", "zg_envelope_torch", "zg_envelope")
 
 
-def main(argv=None):
+def parse_args(argv=None):
+    """The command line, with --quick's settings and the result name filled in."""
     ap = argparse.ArgumentParser(
         description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter
     )
@@ -195,7 +197,6 @@ def main(argv=None):
         "--name", default=None, help="results file name (default: sampling[_products|_quick])"
     )
     args = ap.parse_args(argv)
-    timed = [p for p in ALL_PIPELINES if p in set(args.pipelines) | {"dgl", "zg_envelope"}]
     if args.quick:
         args.nodes = args.nodes or 20_000
         args.no_train = True
@@ -205,6 +206,13 @@ def main(argv=None):
             + ("_quick" if args.quick else "")
             + ("_products" if args.graph == "products" else "")
         )
+    return args
+
+
+def measure(args):
+    """Build the four pipelines, time their sampling (and training) epochs round-robin, audit
+    their host syncs, and size the envelope against the oracle and the worst case."""
+    timed = [p for p in ALL_PIPELINES if p in set(args.pipelines) | {"dgl", "zg_envelope"}]
     load_before = list(os.getloadavg())
     torch.manual_seed(args.seed)
 
@@ -285,9 +293,7 @@ def main(argv=None):
         results[name] = {
             "sample_epoch_seconds": median,
             "sample_epoch_seconds_all": sample_times,
-            "sample_epoch_seconds_std": statistics.stdev(sample_times)
-            if len(sample_times) > 1
-            else 0.0,
+            "sample_epoch_seconds_std": mean_std(sample_times)[1],
         }
         if name in ("dgl", "zg_envelope"):
             edges = [sampled_edges(eng, r) for r in range(args.repeats)]
@@ -374,7 +380,23 @@ def main(argv=None):
                 "envelope_over_oracle_mean": t["envelope"] / t["oracle_mean"],
             }
     memory["other_graphs"] = context
+    # The kernel each zg pipeline ran; the envelope figure is the fused kernel's (the fastest).
+    for name in ("zg_dynamic", "zg_envelope_torch", "zg_envelope"):
+        results[name]["kernel"] = ran_kernel(engines[name])
+    return {
+        "load_average_before": load_before,
+        "threads": threads_used,
+        "graph": g.summary(),
+        "fused_kernel": fused_info,
+        "results": results,
+        "memory": memory,
+        "overflow": overflow,
+    }
 
+
+def compare(args, m):
+    """The ratios between the pipelines and the targets, from the measurements ``m``."""
+    results, memory, overflow = m["results"], m["memory"], m["overflow"]
     dgl_s, env_s, torch_s = results["dgl"], results["zg_envelope"], results["zg_envelope_torch"]
 
     def over(a, b, key="sample_epoch_seconds"):  # None when a pipeline was not timed
@@ -423,10 +445,22 @@ def main(argv=None):
             torch_s["syncs_per_iteration_training"]["host_syncs"] == 0
         )
 
+    return ratios, targets
+
+
+def report(m, ratios, targets):
+    """Print the pipelines' table, the ratios and the targets."""
+    results, memory, overflow, fused_info = (
+        m["results"],
+        m["memory"],
+        m["overflow"],
+        m["fused_kernel"],
+    )
+    context = memory["other_graphs"]
     rows = [
         [
             name,
-            f"{r['sample_epoch_seconds']:.2f} ± {r['sample_epoch_seconds_std']:.2f}"
+            pm(r["sample_epoch_seconds"], r["sample_epoch_seconds_std"])
             if r.get("timed", True)
             else "not timed",
             f"{r['sampled_edges_per_second_per_core'] / 1e6:.2f}"
@@ -464,6 +498,12 @@ def main(argv=None):
     for k, ok in targets.items():
         print(f"  [{'met' if ok else 'MISSED'}] {k}")
 
+
+def main(argv=None):
+    args = parse_args(argv)
+    m = measure(args)
+    ratios, targets = compare(args, m)
+    report(m, ratios, targets)
     load_after = list(os.getloadavg())
     command = "bench/sampling.py " + " ".join(argv if argv is not None else sys.argv[1:])
     path = write_json(
@@ -472,20 +512,67 @@ def main(argv=None):
             "benchmark": "sampling",
             "command": command.strip(),
             "machine": machine_note(),
-            "load_average_before": load_before,
+            "load_average_before": m["load_average_before"],
             "load_average_after": load_after,
-            "threads": threads_used,
-            "settings": vars(args),
-            "graph": g.summary(),
-            "fused_kernel": fused_info,
-            "results": results,
+            "threads": m["threads"],
+            # The zg envelope figure's kernel (each pipeline's is in its results entry).
+            "settings": {**vars(args), "kernel": m["results"]["zg_envelope"]["kernel"]},
+            "graph": m["graph"],
+            "fused_kernel": m["fused_kernel"],
+            "results": m["results"],
             "ratios": ratios,
-            "memory": memory,
-            "overflow": overflow,
+            "memory": m["memory"],
+            "overflow": m["overflow"],
             "targets": targets,
         },
     )
     print(f"\nwrote {path}")
+
+
+# ----------------------------------------------------------------------------- headline metrics
+
+
+def headlines(doc: dict) -> list[dict]:
+    """The headline metrics of a sampling result (bench/_headlines.py calls it)."""
+    d, out = doc["detail"], []
+    res = d.get("results") or {}
+    if "dgl" in res and "zg_envelope" in res:
+        values = paired(
+            res["dgl"]["sample_epoch_seconds_all"], res["zg_envelope"]["sample_epoch_seconds_all"]
+        )
+        out.append(
+            headline_from(
+                "fused_vs_dgl_sampling",
+                values,
+                "x",
+                compared_to="DGL's sampler, same threads",
+                where=f"epoch sampling time, {len(values)} epochs paired (DGL / fused)",
+            )
+        )
+    mem = d.get("memory") or {}
+    for key, hib in (("envelope_over_oracle_mean", False), ("envelope_over_worst_case", False)):
+        if key in mem:
+            out.append(
+                headline(
+                    key,
+                    mem[key],
+                    "x",
+                    compared_to=key.split("_over_")[1].replace("_", " "),
+                    where="memory model bytes of the profiled envelope",
+                    higher_is_better=hib,
+                )
+            )
+    if "rate" in (d.get("overflow") or {}):
+        out.append(
+            headline(
+                "overflow_rate",
+                d["overflow"]["rate"],
+                "fraction",
+                where=f"held-out batches ({d['overflow'].get('sampled_batches')})",
+                higher_is_better=False,
+            )
+        )
+    return out
 
 
 if __name__ == "__main__":

@@ -72,11 +72,12 @@ import torch
 warnings.filterwarnings("ignore", message="Dataloader CPU affinity opt is not enabled")
 sys.path.insert(0, str(Path(__file__).resolve().parent))
 
-from _machine import machine_note, table, write_json
+from _machine import machine_note, pm, ran_kernel, short, table, write_json
 
 import zg
 from zg import models
 from zg.engine import Engine
+from zg.experiments.results import headline, mean_std
 from zg.profile import peak_rss_bytes
 from zg.step import STAGES, StageClock
 
@@ -146,7 +147,9 @@ def build(pipeline, g, batch_size, args):
             num_batches=args.profile_batches,
             seed=args.seed,
         )
-    eng = Engine(g, model, args.fanouts, batch_size, envelope, mode=mode, seed=args.seed)
+    eng = Engine(
+        g, model, args.fanouts, batch_size, envelope, mode=mode, seed=args.seed, kernel="auto"
+    )
     eng.observers = []
 
     def run(b, stages):
@@ -186,7 +189,7 @@ def measure(pipeline, g, batch_size, args):
         "warmup_batches": args.warmup,
         "timed_batches": args.batches,
         "seconds_per_batch": mean,
-        "seconds_per_batch_std": statistics.stdev(per_batch) if len(per_batch) > 1 else 0.0,
+        "seconds_per_batch_std": mean_std(per_batch)[1],
         "batch_seconds": per_batch,
         "batches_per_epoch": batches_per_epoch,
         "projected_epoch_seconds": mean * batches_per_epoch,
@@ -195,6 +198,8 @@ def measure(pipeline, g, batch_size, args):
         "loss_last_batch": float(loss),
         "peak_rss_bytes": peak_rss_bytes(),
     }
+    if eng is not None and pipeline != "dgl":
+        row["kernel"] = ran_kernel(eng)
     if eng is not None and eng.envelope is not None:
         row["envelope"] = list(eng.envelope.sizes)
         row["overflowed"] = bool(eng.overflowed)  # still, after regrowing: the time is unfair
@@ -204,7 +209,8 @@ def measure(pipeline, g, batch_size, args):
     return row
 
 
-def main(argv=None):
+def parse_args(argv=None):
+    """The command line, with --quick's settings and the defaults that depend on others."""
     ap = argparse.ArgumentParser(
         description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter
     )
@@ -255,6 +261,19 @@ def main(argv=None):
         args.name = "scaling_quick" if args.quick else "scaling"
     if args.batch_graph is None:
         args.batch_graph = max(args.sizes)
+    return args
+
+
+def points_of(args):
+    """The (num_nodes, batch_size) points: the size sweep, then the batch sweep."""
+    points = [(n, args.size_batch) for n in args.sizes]
+    return points + [
+        (args.batch_graph, b) for b in args.batch_sizes if (args.batch_graph, b) not in points
+    ]
+
+
+def sweep(args):
+    """Every point and pipeline, one graph at a time: (threads, load average, graphs, rows)."""
     torch.set_num_threads(args.threads)
     threads = {
         "torch": torch.get_num_threads(),
@@ -270,10 +289,7 @@ def main(argv=None):
     load_start = load_average()
     print(f"threads {threads}, load average {load_start}", flush=True)
 
-    points = [(n, args.size_batch) for n in args.sizes]
-    points += [
-        (args.batch_graph, b) for b in args.batch_sizes if (args.batch_graph, b) not in points
-    ]
+    points = points_of(args)
     graphs, rows = [], []
     for num_nodes in sorted({n for n, _ in points}):
         g, info = graph_for(num_nodes, args)
@@ -292,13 +308,18 @@ def main(argv=None):
                 top = sorted(row["stage_seconds_per_batch"].items(), key=lambda kv: -kv[1])[:2]
                 print(
                     f"  n={num_nodes:>9,} B={batch_size:>5} {pipeline:12s} "
-                    f"{row['seconds_per_batch']:.3f} ± {row['seconds_per_batch_std']:.3f} s/batch, "
+                    f"{pm(row['seconds_per_batch'], row['seconds_per_batch_std'], '{:.3f}')} s/batch, "
                     f"projected epoch {row['projected_epoch_seconds']:.1f} s "
                     f"(top stages: {', '.join(f'{s} {v:.3f}' for s, v in top)})",
                     flush=True,
                 )
         del g
         gc.collect()
+    return threads, load_start, graphs, rows
+
+
+def report(args, rows):
+    """DGL over each zg pipeline per point (the summary), printed as a table."""
 
     def ratio(n, b, other):
         by = {
@@ -309,7 +330,7 @@ def main(argv=None):
         return by["dgl"] / by[other] if "dgl" in by and other in by else None
 
     summary = []
-    for n, b in points:
+    for n, b in points_of(args):
         summary.append(
             {
                 "num_nodes": n,
@@ -337,7 +358,15 @@ def main(argv=None):
             ["nodes", "batch"] + [f"{p} s/batch" for p in args.pipelines] + ["DGL / envelope"],
         )
     )
+    return summary
+
+
+def main(argv=None):
+    args = parse_args(argv)
+    threads, load_start, graphs, rows = sweep(args)
+    summary = report(args, rows)
     settings = {k: v for k, v in vars(args).items() if k != "cache_dir"}
+    settings["kernel"] = sorted({r["kernel"] for r in rows if "kernel" in r})  # the zg rows ran
     path = write_json(
         args.name,
         {
@@ -362,6 +391,24 @@ def main(argv=None):
         },
     )
     print(f"\nwrote {path}")
+
+
+# ----------------------------------------------------------------------------- headline metrics
+
+
+def headlines(doc: dict) -> list[dict]:
+    """The headline metrics of a scaling result (bench/_headlines.py calls it)."""
+    return [
+        headline(
+            f"envelope_vs_dgl_n{short(r['num_nodes'])}_b{r['batch_size']}",
+            r["dgl_over_zg_envelope"],
+            "x",
+            compared_to="DGL (time DGL / time zg envelope)",
+            where=f"{r['num_nodes']:,} nodes, batch {r['batch_size']}, SAGE",
+        )
+        for r in doc["detail"].get("summary") or []
+        if r.get("dgl_over_zg_envelope") is not None
+    ]
 
 
 if __name__ == "__main__":

@@ -24,18 +24,18 @@ from . import (
     step,
 )
 from .blocks import Block
-from .engine import Engine, EpochStats, Step
+from .engine import Engine, EpochStats, StepHooks
 from .envelope import Envelope
 from .graph import Graph
 from .sampling import DynamicSampler, EnvelopeSampler, MiniBatch
 
-__version__ = "0.1.0"
+__version__ = "0.2.0"
 __all__ = [
     "Graph",
     "Block",
     "Engine",
     "EpochStats",
-    "Step",
+    "StepHooks",
     "Envelope",
     "DynamicSampler",
     "EnvelopeSampler",

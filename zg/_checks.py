@@ -237,6 +237,27 @@ def device_arg(value: Any, name: str = "device") -> torch.device:
         raise ValueError(f"{name} {value!r} is not a torch device ({exc})") from None
 
 
+def compute_device_arg(value: Any, name: str = "device") -> torch.device:
+    """A device the kit can train on: the CPU, or a CUDA device that exists here (``cuda`` alone
+    means ``cuda:0``)."""
+    try:
+        dev = torch.device(value)
+    except (RuntimeError, TypeError, ValueError, OverflowError) as exc:
+        raise ValueError(f"{name} {value!r} is not a valid torch device: {exc}") from None
+    if dev.type not in ("cpu", "cuda"):
+        raise ValueError(f"{name} must be 'cpu' or 'cuda[:i]', got {value!r}")
+    if dev.type == "cuda":
+        if not torch.cuda.is_available():
+            raise ValueError(f"{name} {value!r} asked for, but CUDA is not available here")
+        index = 0 if dev.index is None else dev.index
+        if index >= torch.cuda.device_count():
+            raise ValueError(
+                f"{name} {value!r}: there are only {torch.cuda.device_count()} CUDA device(s) here"
+            )
+        dev = torch.device("cuda", index)
+    return dev
+
+
 def path_arg(value: Any, name: str = "path") -> Path:
     """A file-system path given as a str or ``os.PathLike`` (not bytes, not empty)."""
     if isinstance(value, (str, os.PathLike)):

@@ -432,8 +432,9 @@ def cmd_train(args: argparse.Namespace, parser: argparse.ArgumentParser) -> int:
             device=device,
             seed=args.seed,
             optimizer=zg.optim.adam(lr=args.lr),
+            kernel=args.kernel,
         )
-    except (TypeError, ValueError) as exc:
+    except (TypeError, ValueError, RuntimeError) as exc:
         parser.error(f"cannot train this combination: {exc}")
 
     config = {
@@ -449,13 +450,14 @@ def cmd_train(args: argparse.Namespace, parser: argparse.ArgumentParser) -> int:
         "epochs": args.epochs,
         "lr": args.lr,
         "mode": mode,
+        "kernel": eng.settings.kernel,
         "device": device,
         "seed": args.seed,
         "eval_every": args.eval_every,
     }
     print(
         f"{g!r}\n{args.model} x{len(fanouts)} layers, hidden {args.hidden}, fanouts {fanouts}, "
-        f"batch {args.batch_size}, mode {mode} on {device}",
+        f"batch {args.batch_size}, mode {mode}, kernel {eng.settings.kernel} on {device}",
         flush=True,
     )
     batches = math.ceil(g.train_idx.numel() / args.batch_size)
@@ -615,6 +617,10 @@ def _add_grappa_flags(parser: argparse.ArgumentParser) -> None:
     """
     for f, hint in _grappa_fields():
         default = f.default if f.default is not dataclasses.MISSING else None
+        if f.name == "kernel":  # the command line opts into the compiled kernels
+            from .grappa.__main__ import COMMAND_LINE_KERNEL
+
+            default = f"{COMMAND_LINE_KERNEL!r}; TrainConfig's own is {default!r}"
         help_text = f"TrainConfig.{f.name} (default: {default})"
         if hint is bool:
             parser.add_argument(
@@ -920,6 +926,14 @@ def build_parser() -> argparse.ArgumentParser:
         "envelope shapes, fresh tensors; static = the capturable step on fixed buffers; "
         "graph = that step as a CUDA Graph (CUDA only). auto (default): graph on a GPU, "
         "static on the CPU",
+    )
+    p.add_argument(
+        "--kernel",
+        choices=("auto", "fused", "torch"),
+        default="auto",
+        help="which kernels run (zg.kernels): auto (default) = the compiled numba kernels on "
+        "the CPU when numba is installed, else the torch code; fused = those kernels; torch = "
+        "the torch code the notebooks show (the library's default). The JSON records what ran",
     )
     # The old flags, refused with a message naming --mode.
     p.add_argument("--pipeline", default=None, help=argparse.SUPPRESS)

@@ -242,6 +242,12 @@ class Graph:
     Build one with :meth:`from_edges`, :meth:`from_dgl`, :meth:`from_pyg`,
     :func:`zg.datasets.load` or the constructor ``Graph(indptr, indices, x=..., y=..., ...)``
     (all validate their input).
+
+    What may be changed in place: the values of ``x`` (features) and ``y`` (labels; the loss
+    refuses labels outside ``[-1, num_classes)``). The structure (``indptr``, ``indices``) and the
+    splits must not be: build a new Graph instead. Every sampler, ``zg.Envelope.profile`` and
+    ``zg.Engine`` check the structure again when they take a graph (:meth:`check_structure`),
+    so a structure changed in place is refused with an error, never read out of bounds.
     """
 
     def __init__(
@@ -566,6 +572,31 @@ class Graph:
 
     # ------------------------------------------------------------------------- properties
 
+    def check_structure(self, name: str = "g") -> None:
+        """Raise ValueError unless ``indptr`` and ``indices`` still form a valid CSC structure
+        (they may have been changed in place since the graph was built): ``indptr[0] == 0``,
+        non-decreasing, ``indptr[-1] == len(indices)``, every index in ``[0, num_nodes)``. Two
+        reductions and one host read; on a GPU that read is a sync, so it runs where a graph is
+        taken, never inside an iteration."""
+        n, e = self.indptr.numel() - 1, self.indices.numel()
+        steps = self.indptr[1:] - self.indptr[:-1]  # [N]
+        ends = [self.indptr[0], self.indptr[-1], steps.min()]
+        if e:
+            ends += list(torch.aminmax(self.indices))
+        values = torch.stack([v.to(torch.int64) for v in ends]).tolist()
+        first, last, min_step = values[:3]
+        fix = "(changed in place? build a new zg.Graph instead)"
+        if first != 0 or min_step < 0 or last != e:
+            raise ValueError(
+                f"{name}.indptr is no longer a valid CSC pointer array: indptr[0]={first}, "
+                f"indptr[-1]={last} for {e} indices, smallest step {min_step} {fix}"
+            )
+        if e and (values[3] < 0 or values[4] >= n):
+            bad = values[3] if values[3] < 0 else values[4]
+            raise ValueError(
+                f"{name}.indices holds node id {bad}, out of range for {n} nodes {fix}"
+            )
+
     @property
     def num_nodes(self) -> int:
         return self.indptr.numel() - 1
@@ -761,6 +792,7 @@ def graph_arg(g: Any, name: str = "g", *, train: bool = False) -> Graph:
     """A zg.Graph; with ``train=True`` it must also have features, labels and a train split."""
     if not isinstance(g, Graph):
         raise TypeError(f"{name} must be a zg.Graph, got {type(g).__name__}")
+    g.check_structure(name)
     if train:
         if g.x is None or g.y is None:
             raise ValueError(f"{name} needs features (x) and labels (y) to train on")

@@ -1,7 +1,7 @@
 """Full-neighbour inference: every layer applied to every node with *all* its in-neighbours.
 
 Where it sits: the one full-graph evaluator of the kit, single process and Grappa alike:
-``Engine.evaluate(mode="full")`` and Grappa's rank-0 evaluation after each epoch
+``Engine.evaluate(split)`` and Grappa's rank-0 evaluation after each epoch
 (:func:`evaluate`) both run :func:`full_neighbour_logits`. It
 reuses the training layers unchanged by presenting each chunk of nodes as a padded Block whose
 fanout is the chunk's largest in-degree, layer by layer, as DGL's examples do. Nodes are
@@ -21,8 +21,10 @@ import torch
 
 from .blocks import Block
 from .graph import Graph
+from .rng import batch_ranges
+from .sampling import DynamicSampler
 
-__all__ = ["full_neighbour_logits", "evaluate", "accuracy", "MAX_BLOCK_SLOTS"]
+__all__ = ["full_neighbour_logits", "sampled_logits", "evaluate", "accuracy", "MAX_BLOCK_SLOTS"]
 
 
 # N * d_max above this would make one whole-graph block larger than a laptop's memory.
@@ -109,6 +111,36 @@ def full_neighbour_logits(model, g: Graph, budget: int = 1 << 22) -> torch.Tenso
     return h
 
 
+@torch.no_grad()
+def sampled_logits(
+    model,
+    g: Graph,
+    nodes: torch.Tensor,
+    fanouts,
+    *,
+    batch_size: int | None = None,
+    seed: int = 0,
+    epoch: int = 0,
+    replace: bool = False,
+) -> torch.Tensor:
+    """Logits float [n, C] of ``nodes`` (int64 [n]) on neighbourhoods *sampled* with ``fanouts``
+    (the training fanouts: what a sampled evaluation reports, with its sampling noise).
+
+    The one sampled evaluation of the kit (``Engine.evaluate(split, sampled=True)`` and the
+    benches call it): :class:`zg.DynamicSampler` keyed by (``seed``, ``epoch``, batch), in
+    batches of ``batch_size`` nodes (None: one batch), in the order of ``nodes``. The model runs
+    as it is (call ``model.eval()`` first for evaluation).
+    """
+    sampler = DynamicSampler(g, fanouts, replace=replace, seed=seed)
+    nodes = nodes.to(torch.int64)
+    size = max(nodes.numel(), 1) if batch_size is None else batch_size
+    pieces = []
+    for b, (start, end) in enumerate(batch_ranges(nodes.numel(), size)):
+        mb = sampler.sample(nodes[start:end].cpu(), epoch=epoch, batch=b)
+        pieces.append(model(mb.blocks, g.x.index_select(0, mb.input_nodes)))  # [B, C]
+    return torch.cat(pieces) if pieces else torch.empty(0, 0)
+
+
 def accuracy(logits: torch.Tensor, labels: torch.Tensor) -> float:
     """Share of rows whose arg-max is the label (logits float [n, C], labels int [n]); NaN if n = 0."""
     if labels.numel() == 0:
@@ -120,13 +152,19 @@ def accuracy(logits: torch.Tensor, labels: torch.Tensor) -> float:
 def evaluate(model, g: Graph, splits: Iterable[str] = ("val", "test")) -> dict[str, float]:
     """Accuracy of ``model`` on each split with full neighbourhoods (:func:`full_neighbour_logits`,
     eval mode; the model's training mode is restored afterwards). ``{"val": ..., "test": ...}``;
-    NaN for a split ``g`` does not have."""
+    NaN for a split ``g`` does not have. Non-finite logits raise FloatingPointError: an
+    accuracy read from NaN is not a measurement."""
     was_training = model.training
     model.eval()
     try:
         logits = full_neighbour_logits(model, g)  # [N, C]
     finally:
         model.train(was_training)
+    if not bool(torch.isfinite(logits).all()):
+        raise FloatingPointError(
+            "evaluate: the model's logits hold NaN or inf (non-finite parameters or features); "
+            "no accuracy is reported"
+        )
     out = {}
     for split in splits:
         idx = getattr(g, f"{split}_idx")

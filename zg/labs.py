@@ -1,6 +1,12 @@
 """Helpers the graded labs (labs/) call where a notebook alone cannot test a student's code.
 
-Where it sits: outside the training flow. Lab 6 asks for a DDP communication hook; a hook run
+Where it sits: outside the training flow.
+
+* :func:`rewind_loop` (Lab 4): the overflow policy of :meth:`zg.Engine.train_epoch` over any
+  ``run_batch(b)`` function, so the lab can compare a student's poll / rewind / resume loop with
+  the kit's on a toy step. It is built from the same pieces as the engine's loop
+  (:class:`zg.step.OverflowPoll`, :meth:`zg.step.OverflowGuard.reset`).
+* :func:`hook_on_workers` (Lab 6). Lab 6 asks for a DDP communication hook; a hook run
 in one process (world size 1) cannot show whether it communicates, or whether it scales before
 the all-reduce, so :func:`hook_on_workers` runs it on real gloo processes
 (:func:`zg.grappa.launch.spawn`, as the kit's trainers start workers) and returns what every
@@ -19,12 +25,72 @@ import os
 import tempfile
 import textwrap
 from collections.abc import Callable, Sequence
+from dataclasses import dataclass, field
 from types import SimpleNamespace
 
 import torch
 import torch.distributed as dist
+from torch.nn.parallel import DistributedDataParallel as DDP
 
-__all__ = ["hook_on_workers"]
+from .grappa.comm import CommLedger
+from .grappa.hook import HookState, estimator_hook
+from .grappa.launch import spawn
+from .step import OverflowGuard, OverflowPoll, mean_loss
+
+__all__ = ["rewind_loop", "RewindRun", "hook_on_workers"]
+
+
+# ----------------------------------------------------------------------------- Lab 4
+
+
+@dataclass
+class RewindRun:
+    """What :func:`rewind_loop` did: executed steps (rewound ones included), rewound steps,
+    overflow events, host polls, and the loss of every applied batch (by batch index)."""
+
+    executed: int = 0
+    rewound: int = 0
+    overflows: int = 0
+    polls: int = 0
+    losses: dict[int, torch.Tensor] = field(default_factory=dict)
+
+    def mean_loss(self) -> float:
+        """One host read for the whole run."""
+        return mean_loss(self.losses)
+
+
+def rewind_loop(
+    run_batch: Callable[[int], torch.Tensor],
+    start: int,
+    end: int,
+    guard: OverflowGuard,
+    poll_every: int,
+    rewind: Callable[[int], None],
+) -> RewindRun:
+    """Run batches ``start .. end-1`` under the overflow policy.
+
+    ``run_batch(b)`` runs batch ``b`` (its step gated by ``guard``) and returns its loss tensor;
+    :class:`zg.step.OverflowPoll` decides when the host looks. On an overflow: ``rewind(first)``
+    grows the envelope and rebuilds, the guard is reset, and the loop resumes at ``first``.
+    """
+    out = RewindRun()
+    poll = OverflowPoll(guard, poll_every, start, end)
+    b = start
+    while b < end:
+        out.losses[b] = run_batch(b)
+        first = poll.after(b)
+        b += 1
+        if first is not None:
+            out.losses = {k: v for k, v in out.losses.items() if k < first}
+            rewind(first)
+            guard.reset()
+            b = first
+    out.executed, out.rewound = poll.executed, poll.rewound
+    out.overflows, out.polls = poll.overflows, poll.polls
+    return out
+
+
+# ----------------------------------------------------------------------------- Lab 6
 
 
 def _model(seed: int) -> torch.nn.Module:
@@ -52,11 +118,6 @@ def _hook_worker(
     seed: int,
     out_dir: str,
 ) -> None:
-    from torch.nn.parallel import DistributedDataParallel as DDP
-
-    from .grappa.comm import CommLedger
-    from .grappa.hook import HookState, estimator_hook
-
     namespace = {"torch": torch, "dist": dist, "__name__": "student_hook"}
     exec(compile(source, f"<{name}>", "exec"), namespace)
     hook = namespace[name]
@@ -107,8 +168,6 @@ def hook_on_workers(
     left, a list of tensors), ``expected`` (``sum_r scales[r] * grad_r``), ``kit`` (what
     :func:`zg.grappa.hook.estimator_hook` gives), ``ledger`` and ``kit_ledger`` (``take()`` of
     each ledger)."""
-    from .grappa.launch import spawn
-
     if not callable(hook) or not hasattr(hook, "__name__"):
         raise TypeError(f"hook must be a function, got {type(hook).__name__}")
     world_size = len(scales)

@@ -15,8 +15,8 @@ works), but on fixed shapes:
   neighbours with one gather ``h[nbr]`` of shape ``[D, k, F]`` and sums over the ``k`` fanout
   slots, masked slots carrying weight 0 or selected away (``torch.where``, never a multiply
   alone, so even ``inf`` / ``NaN`` behind a masked slot cannot leak in): what CUDA runs (known
-  sync-free and capturable), and what ``kernel="torch"`` runs everywhere. With
-  ``kernel="auto"`` (default) or ``"fused"`` the CPU runs one ``embedding_bag`` per sum
+  sync-free and capturable), and what ``kernel="torch"`` (default) runs everywhere. With
+  ``kernel="auto"`` or ``"fused"`` the CPU runs one ``embedding_bag`` per sum
   instead, backward a parallel CSR pass over the real slots (numba; no sort, deterministic):
   the ``[D, k, F]`` gather is never materialised. Every layer and model takes ``kernel``
   (:data:`zg.kernels.KERNELS`); ``model.set_kernel(kernel)`` sets it on every layer;
@@ -50,6 +50,7 @@ import torch.nn.functional as F
 from torch import nn
 
 from . import kernels
+from ._checks import int_arg, real_arg
 from .blocks import Block
 from .kernels.aggregate import (
     attention_sum,
@@ -77,19 +78,11 @@ __all__ = [
 
 
 def _positive_int(value, name: str) -> int:
-    if isinstance(value, bool) or not isinstance(value, int):
-        raise TypeError(f"{name} must be a positive int, got {type(value).__name__} {value!r}")
-    if value < 1:
-        raise ValueError(f"{name} must be a positive int, got {value}")
-    return value
+    return int_arg(value, name, low=1)
 
 
 def _dropout_rate(value, name: str = "dropout") -> float:
-    if isinstance(value, bool) or not isinstance(value, (int, float)):
-        raise TypeError(f"{name} must be a float in [0, 1), got {type(value).__name__} {value!r}")
-    if not (0.0 <= value < 1.0):  # also rejects NaN
-        raise ValueError(f"{name} must be in [0, 1), got {value}")
-    return float(value)
+    return real_arg(value, name, low=0.0, high=1.0, high_open=True)
 
 
 def _check_layer_inputs(layer: str, block: Block, h_src: torch.Tensor, in_dim: int) -> None:
@@ -245,7 +238,7 @@ class SAGEConv(nn.Module):
     """
 
     def __init__(
-        self, in_dim: int, out_dim: int, bias: bool = True, activation=None, kernel: str = "auto"
+        self, in_dim: int, out_dim: int, bias: bool = True, activation=None, kernel: str = "torch"
     ):
         super().__init__()
         self.in_dim = _positive_int(in_dim, "in_dim")
@@ -299,7 +292,7 @@ class GCNConv(nn.Module):
     """
 
     def __init__(
-        self, in_dim: int, out_dim: int, bias: bool = True, activation=None, kernel: str = "auto"
+        self, in_dim: int, out_dim: int, bias: bool = True, activation=None, kernel: str = "torch"
     ):
         super().__init__()
         self.in_dim = _positive_int(in_dim, "in_dim")
@@ -368,7 +361,7 @@ class GATConv(nn.Module):
         negative_slope: float = 0.2,
         residual: bool = False,
         bias: bool = True,
-        kernel: str = "auto",
+        kernel: str = "torch",
     ):
         super().__init__()
         self.kernel = kernels.check(kernel)
@@ -496,7 +489,7 @@ class _PlainModel(_BlockModel):
         num_classes: int,
         num_layers: int = 3,
         dropout: float = 0.5,
-        kernel: str = "auto",
+        kernel: str = "torch",
     ):
         super().__init__()
         dims = _layer_dims(in_dim, hidden_dim, num_classes, num_layers)
@@ -555,7 +548,7 @@ class GAT(_BlockModel):
         num_layers: int = 3,
         heads: int = 4,
         dropout: float = 0.5,
-        kernel: str = "auto",
+        kernel: str = "torch",
     ):
         super().__init__()
         dims = _layer_dims(in_dim, hidden_dim, num_classes, num_layers)

@@ -4,10 +4,12 @@ Where it sits: around :meth:`zg.Engine.train_epoch`, never inside the chain
 
     seeds -> sample -> compact -> gather -> forward -> loss -> backward -> step
 
-The loop calls every observer at four points and does nothing else for them::
+The loop calls every observer at four points, and asks each for a stage clock, and does nothing
+else for them::
 
     observer.epoch_start(engine, epoch, first_batch)
     observer.batch_start(engine, epoch, batch)     # just before the step runs
+    observer.clock()                               # a StageClock the step laps into, or None
     observer.batch_end(engine, epoch, batch)       # just after (engine.last_batch, engine.applied)
     observer.epoch_end(engine, stats)              # may fill fields of the EpochStats
 
@@ -22,9 +24,9 @@ call. The kit's observers:
   test or a notebook can check which batches were applied, in which order, after rewinds.
 * :class:`Progress`: advances a tqdm bar one tick per executed batch.
 * :class:`Callbacks`: plain ``before(epoch, batch)`` / ``after(epoch, batch)`` functions (what a
-  Grappa worker or a test hooks in; :class:`zg.engine.Step` passes its own here).
-* :class:`StageTimes`: lends the loop a :class:`zg.step.StageClock` (``engine.clock``) for each
-  batch and writes the epoch's seconds per stage into ``stats.stage_seconds``. The laps are the
+  Grappa worker or a test hooks in; :class:`zg.engine.StepHooks` passes its own here).
+* :class:`StageTimes`: answers ``clock()`` with a :class:`zg.step.StageClock` for each batch
+  and writes the epoch's seconds per stage into ``stats.stage_seconds``. The laps are the
   stage names of the chain itself; a CUDA Graph replay cannot be split, so in mode "graph" the
   clocked batches run the same static step uncaptured. (A profiler timing single iterations
   passes a clock to :meth:`zg.Engine.run_batch` instead.)
@@ -36,6 +38,7 @@ from collections.abc import Callable
 
 import torch
 
+from ._checks import int_arg
 from .audit import SyncAudit
 from .rng import mix64
 from .step import STAGES, StageClock
@@ -60,6 +63,10 @@ class Observer:
     def batch_start(self, engine, epoch: int, batch: int) -> None:
         pass
 
+    def clock(self) -> StageClock | None:
+        """The stage clock the coming batch laps into (asked after ``batch_start``), or None."""
+        return None
+
     def batch_end(self, engine, epoch: int, batch: int) -> None:
         pass
 
@@ -77,9 +84,7 @@ class AuditSyncs(Observer):
     """
 
     def __init__(self, iterations: int = 1):
-        if isinstance(iterations, bool) or not isinstance(iterations, int) or iterations < 0:
-            raise ValueError(f"iterations must be an int >= 0, got {iterations!r}")
-        self.iterations = iterations
+        self.iterations = int_arg(iterations, "iterations", low=0)
         self._audit: SyncAudit | None = None
 
     def epoch_start(self, engine, epoch, first_batch):
@@ -217,10 +222,9 @@ class StageTimes(Observer):
 
     def batch_start(self, engine, epoch, batch):
         self._clock.start()
-        engine.clock = self._clock
 
-    def batch_end(self, engine, epoch, batch):
-        engine.clock = None
+    def clock(self) -> StageClock | None:
+        return self._clock
 
     def epoch_end(self, engine, stats):
         stats.stage_seconds = dict(self._clock.finish())

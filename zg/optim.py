@@ -100,7 +100,7 @@ class DeviceAdam(_DeviceLR, torch.optim.Optimizer):
     parameters with one ``cat`` each, the update on the flat buffers, the gate, one
     ``_foreach_copy_`` back), where a loop over parameters launches about 29 per tensor. The
     arithmetic is the same element by element, so both give the same bits
-    (``tests/test_optim.py``). A group that mixes devices or dtypes, or a step where some
+    (``tests/core/test_optim.py``). A group that mixes devices or dtypes, or a step where some
     parameter has no gradient, takes the loop.
     """
 
@@ -121,6 +121,8 @@ class DeviceAdam(_DeviceLR, torch.optim.Optimizer):
             params, dict(lr=lr, betas=tuple(betas), eps=eps, weight_decay=weight_decay)
         )
         self._init_lr()
+        # (betas, device) -> the bias-correction constants of the update, made on first use.
+        self._bias_constants: dict = {}
         # State is created eagerly so that buffers have fixed addresses before any capture.
         self._flat = []
         for group in self.param_groups:
@@ -200,9 +202,22 @@ class DeviceAdam(_DeviceLR, torch.optim.Optimizer):
                     group,
                     lr,
                     apply,
+                    self._constants(group, p.device),
                     write=True,
                 )
         return None
+
+    def _constants(self, group, device: torch.device):
+        """(float64 [2] ``[beta1, beta2]``, bool [2] ``[False, True]``) on ``device``, made once
+        per (betas, device) by the first step (fills, no host-to-device copy)."""
+        beta1, beta2 = group["betas"]
+        key = (beta1, beta2, torch.device(device))
+        if key not in self._bias_constants:
+            betas = torch.full((2,), beta1, dtype=torch.float64, device=device)
+            betas[1:].fill_(beta2)
+            second = torch.arange(2, device=device) == 1
+            self._bias_constants[key] = (betas, second)
+        return self._bias_constants[key]
 
     def _step_flat(self, group, lr, flat, apply) -> None:
         params = group["params"]
@@ -217,6 +232,7 @@ class DeviceAdam(_DeviceLR, torch.optim.Optimizer):
             group,
             lr,
             apply,
+            self._constants(group, values.device),
             write=False,
         )
         offset, pieces = 0, []
@@ -226,25 +242,11 @@ class DeviceAdam(_DeviceLR, torch.optim.Optimizer):
         torch._foreach_copy_([p.detach() for p in params], pieces)
 
 
-_BIAS_CONSTANTS: dict = {}
-
-
-def _bias_constants(beta1: float, beta2: float, device: torch.device):
-    """(float64 [2] ``[beta1, beta2]``, bool [2] ``[False, True]``) on ``device``, made once per
-    (betas, device) by the first step (fills, no host-to-device copy)."""
-    key = (beta1, beta2, torch.device(device))
-    if key not in _BIAS_CONSTANTS:
-        betas = torch.full((2,), beta1, dtype=torch.float64, device=device)
-        betas[1:].fill_(beta2)
-        second = torch.arange(2, device=device) == 1
-        _BIAS_CONSTANTS[key] = (betas, second)
-    return _BIAS_CONSTANTS[key]
-
-
-def _adam_update(p, grad, m, v, step, group, lr, apply, *, write: bool):
+def _adam_update(p, grad, m, v, step, group, lr, apply, constants, *, write: bool):
     """The Adam update of one tensor (a parameter, or a group's flat buffer): moments and step
     updated in place (gated by ``apply``); the new parameter values written into ``p`` if
-    ``write``, else returned. The same arithmetic for both, so the same bits."""
+    ``write``, else returned. The same arithmetic for both, so the same bits. ``constants``:
+    the optimizer's (betas, second-term mask) device pair."""
     beta1, beta2 = group["betas"]
     eps, wd = group["eps"], group["weight_decay"]
     grad = grad if wd == 0 else grad.add(p, alpha=wd)
@@ -252,7 +254,7 @@ def _adam_update(p, grad, m, v, step, group, lr, apply, *, write: bool):
     new_m = torch.lerp(m, grad, 1 - beta1)  # b1 m + (1 - b1) g
     new_v = torch.addcmul(v * beta2, grad, grad, value=1 - beta2)  # as torch.optim.Adam
     # Both bias terms at once, in float64 as PyTorch: [1 - b1^t, sqrt(1 - b2^t)].
-    betas, second = _bias_constants(beta1, beta2, p.device)
+    betas, second = constants
     corrections = 1 - torch.pow(betas, t.double())  # [2]
     bias = torch.where(second, corrections.sqrt(), corrections).to(p.dtype)  # [2]
     bias1, bias2_sqrt = bias[0], bias[1]

@@ -110,7 +110,7 @@ def _sum_loss(counter: dict[str, torch.Tensor]):
 
 def _worker(rank: int, world: int, g: Graph, options: dict[str, Any], out: str) -> None:
     from . import models, optim
-    from .engine import Engine, Step
+    from .engine import Engine, StepHooks
     from .grappa.launch import worker_device
 
     device = worker_device(dist.get_backend(), rank)
@@ -146,7 +146,7 @@ def _worker(rank: int, world: int, g: Graph, options: dict[str, Any], out: str) 
         device=device,
         seed=seed,
         optimizer=optim.adam(lr=options["lr"]),
-        step=Step(
+        step=StepHooks(
             batches=lambda epoch: shares(epoch_order(nodes, seed, epoch), batch_size, rank, world),
             loss=_sum_loss(counter),
             reduce=reduce,
@@ -189,7 +189,7 @@ def _worker(rank: int, world: int, g: Graph, options: dict[str, Any], out: str) 
             "options": {k: v for k, v in options.items()},
             "epochs": records,
             "bytes_sent_per_worker": reduce.bytes_sent,
-            "captured": eng.graph is not None,
+            "captured": eng.cuda_graph is not None,
             "seconds_per_epoch": sorted(r["seconds"] for r in records)[len(records) // 2],
         }
         with open(os.path.join(out, "history.json"), "w") as f:

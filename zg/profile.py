@@ -25,6 +25,8 @@ from dataclasses import dataclass, field
 
 import torch
 
+from ._checks import int_arg
+from .audit import SyncAudit
 from .engine import Engine
 from .step import STAGES, StageClock
 
@@ -101,12 +103,8 @@ def profile_engine(eng: Engine, iterations: int = 8, warmup: int = 2) -> Profile
     The engine's position is saved and restored: profiling changes the model's parameters (it
     trains), so profile a fresh engine or one whose state you no longer need.
     """
-    from .audit import SyncAudit
-
-    if isinstance(iterations, bool) or not isinstance(iterations, int) or iterations < 1:
-        raise ValueError(f"iterations must be an int >= 1, got {iterations!r}")
-    if isinstance(warmup, bool) or not isinstance(warmup, int) or warmup < 0:
-        raise ValueError(f"warmup must be an int >= 0, got {warmup!r}")
+    iterations = int_arg(iterations, "iterations", low=1)
+    warmup = int_arg(warmup, "warmup", low=0)
     dev = eng.device
     run = lambda i, clock=None: eng.run_batch(i, epoch=0, clock=clock)  # noqa: E731
     name = {

@@ -39,7 +39,7 @@ __all__ = [
 ]
 
 PROFILE_EPOCH = -1  # Envelope.profile's warm-up batches
-EVAL_EPOCH = -2  # Engine.evaluate(mode="sampled")
+EVAL_EPOCH = -2  # Engine.evaluate(split, sampled=True)
 
 _MASK64 = (1 << 64) - 1
 
@@ -108,8 +108,8 @@ def epoch_key_table(seed: int, epoch: int, batches: int, hops: int) -> torch.Ten
     """int64 [batches, 1 + hops] (host): each batch's :func:`batch_key`, then its hops' keys.
 
     A static step reads its row with one ``index_select`` by the device batch counter instead
-    of hashing on the device (4 mix64 calls, 48 launches, per iteration); the engine uploads
-    the table with the epoch's seed table."""
+    of hashing on the device (four mix64 calls, each a dozen launches, per iteration); the
+    engine uploads the table with the epoch's seed table."""
     rows = []
     for b in range(batches):
         key = batch_key(seed, epoch, b)
@@ -128,10 +128,9 @@ def seed_dropout(key: int) -> None:
 
     The same as ``torch.manual_seed(dropout_seed(key))`` for every generator a batch can draw
     from, without its per-call cost: while CUDA is not initialised (every CPU run), torch's
-    ``manual_seed`` queues a lazy CUDA seed and records a ``traceback.format_stack()`` with it:
-    0.2-0.6 ms a call on the 2-core machine (a Cora iteration takes about 23 ms), 2.6 ms in a
-    loaded Grappa worker's profile. The CUDA generators are seeded
-    only once CUDA is initialised (an engine on a GPU initialises it when it moves its tensors).
+    ``manual_seed`` queues a lazy CUDA seed and records a ``traceback.format_stack()`` with it,
+    a cost of the order of a small iteration's own. The CUDA generators are seeded only once
+    CUDA is initialised (an engine on a GPU initialises it when it moves its tensors).
     """
     value = dropout_seed(key)
     torch.default_generator.manual_seed(value)

@@ -37,7 +37,8 @@ What differs is what happens to the metadata, the point of the whole kit:
 
 ``EnvelopeSampler`` has two implementations of that fixed-shape core, chosen by its ``kernel``
 argument (:func:`zg.kernels.resolve`): the torch ops of :meth:`EnvelopeSampler.sample_static`
-(the readable reference and the capturable CUDA path) and, on the CPU, the fused numba kernel
+(the readable reference, the capturable CUDA path, and the default everywhere) and, on the CPU
+when asked for (``kernel="auto"`` or ``"fused"``), the fused numba kernel
 (:mod:`zg.kernels.sampling`) that does every hop in one compiled, multithreaded call and
 returns the same tensors bit for bit.
 """
@@ -77,8 +78,6 @@ __all__ = [
     "max_in_degree",
     "worst_case_sizes",
     "MAX_REPLACE_FANOUT",
-    "KERNELS",
-    "resolve_kernel",
 ]
 
 
@@ -162,22 +161,6 @@ def check_seeds(
     return node_ids_arg(seeds, name, num_nodes, device=device, max_len=max_len)
 
 
-# ----------------------------------------------------------------------------- kernel choice
-
-KERNELS = kernels.KERNELS
-
-
-def resolve_kernel(kernel: Any, device: torch.device) -> str:
-    """Which implementation an :class:`EnvelopeSampler` runs: "fused" or "torch".
-
-    ``kernel``: "auto" (default: the fused numba kernel on the CPU when numba is installed, the
-    torch ops otherwise, with a one-line notice once when numba is missing), "fused" (the CPU
-    kernel; a ValueError on CUDA, a RuntimeError without numba) or "torch". This is
-    :func:`zg.kernels.resolve`, the one place every kernel choice is made.
-    """
-    return kernels.resolve(kernel, device)
-
-
 def _check_clock(clock: Any) -> None:
     if clock is not None and not callable(clock):
         raise TypeError(f"clock must be callable or None, got {type(clock).__name__}")
@@ -198,6 +181,7 @@ def sample_neighbors(
     pad: Any = 0,
     node_table: torch.Tensor | None = None,
     out: torch.Tensor | None = None,
+    constants: SlotConstants | None = None,
 ):
     """Pick up to ``fanout`` in-neighbours of each node, in fixed shape.
 
@@ -216,12 +200,15 @@ def sample_neighbors(
         node_table: optional int64 [N + 1, 3], each node's (first edge, in-degree, ``mix64(node)``),
             built once (:func:`node_table`): one gather per hop instead of four; the same bits.
         out: optional int64 [R, k] the neighbours are written into (and returned).
+        constants: the caller's :class:`SlotConstants` (a sampler's, made when it was built);
+            None makes fresh ones.
     Returns:
         (neighbours int64 [R, k] global ids, mask bool [R, k]). Masked slots hold ``pad``.
     """
     k = fanout
     rows = nodes.shape[0]
     dev = nodes.device
+    constants = SlotConstants(dev) if constants is None else constants
     if node_table is not None:
         row = node_table.index_select(0, nodes)  # [R, 3]
         start, degree, hashed = row[:, 0], row[:, 1], row[:, 2]  # [R] each (views)
@@ -231,16 +218,16 @@ def sample_neighbors(
         hashed = mix64(nodes)
     stream = key ^ hashed  # [R] the row's splitmix64 stream; draw s hashes stream + s * golden
     # Slot-major [k, R] layout: round i of Floyd reads and writes one contiguous row.
-    slots = _slot_ids(k, dev)  # [k, 1]
+    slots = constants.ids(k)  # [k, 1]
     if not replace and max_degree is not None and k >= max_degree:
         offset = slots.expand(k, rows)  # every row: all neighbours
         mask = slots < degree[None, :]  # [k, R]
     elif replace:
-        draws = finalise64(stream[None, :] + _slot_steps(k, dev))  # [k, R] int64
+        draws = finalise64(stream[None, :] + constants.steps(k))  # [k, R] int64
         offset = torch.remainder(draws, degree.clamp(min=1)[None, :])  # floor mod: in [0, d)
         mask = (degree > 0)[None, :].expand(k, -1)
     else:
-        draws = finalise64(stream[None, :] + _slot_steps(k, dev))  # [k, R] int64
+        draws = finalise64(stream[None, :] + constants.steps(k))  # [k, R] int64
         # Floyd: for j = d-k .. d-1 draw t in [0, j]; take t unless already taken, else j.
         # The draws do not depend on earlier rounds, so all k are hashed at once; only the
         # "already taken?" test runs round by round.
@@ -249,7 +236,7 @@ def sample_neighbors(
         base = (degree - k).clamp(min=0)[None, :]  # [1, R] j of round 0
         j = base + slots  # [k, R]
         t = torch.remainder(draws, j + 1)  # [k, R] in [0, j]
-        chosen = _floyd_rounds(t, j, k, base)  # [k, R]
+        chosen = _floyd_rounds(t, j, k, base, constants)  # [k, R]
         small = degree <= k  # take every neighbour
         offset = torch.where(small[None, :], slots, chosen)  # [k, R]
         mask = slots < degree[None, :]  # [k, R]
@@ -275,7 +262,6 @@ NODE_HASH_MAX_NODES = 1 << 26
 
 # Up to this many rounds Floyd's loop (4 ops a round) launches no more ops than the closed form.
 _FLOYD_LOOP_MAX_K = 4
-_STRICTLY_BELOW: dict = {}
 
 
 def node_table(indptr: torch.Tensor) -> torch.Tensor:
@@ -290,7 +276,11 @@ def node_table(indptr: torch.Tensor) -> torch.Tensor:
 
 
 def _floyd_rounds(
-    t: torch.Tensor, j: torch.Tensor, k: int, base: torch.Tensor | None = None
+    t: torch.Tensor,
+    j: torch.Tensor,
+    k: int,
+    base: torch.Tensor | None = None,
+    constants: SlotConstants | None = None,
 ) -> torch.Tensor:
     """Floyd's choices for every row at once: ``chosen[i] = j[i] if t[i] is already taken else
     t[i]`` (t, j: int64 [k, R], ``0 <= t[i] <= j[i] = base + i``; ``base`` [1, R] is ``d - k
@@ -302,7 +292,8 @@ def _floyd_rounds(
     equals ``j[m]`` of an earlier round ``m = t[i] - (d - k)`` that was itself taken (only then
     did round ``m`` add ``j[m]``; if it added ``t[m] == j[m]``, (a) holds). So ``taken`` is (a)
     OR-ed along a chain of pointers to earlier rounds, which ``ceil(log2 k)`` pointer-doubling
-    steps resolve. For small ``k`` the loop is shorter and runs instead.
+    steps resolve. For small ``k`` the loop is shorter and runs instead. ``constants``: the
+    caller's :class:`SlotConstants` (made fresh when None).
     """
     if k <= _FLOYD_LOOP_MAX_K:
         chosen = t.clone()  # [k, R]
@@ -310,11 +301,8 @@ def _floyd_rounds(
             taken = (chosen[:i] == t[i]).any(dim=0)  # [R]
             chosen[i] = torch.where(taken, j[i], t[i])
         return chosen
-    key = (k, t.device)
-    below = _STRICTLY_BELOW.get(key)
-    if below is None:  # [k, k, 1] m < i, built once per (k, device)
-        below = torch.ones(k, k, dtype=torch.bool, device=t.device).tril(-1)[:, :, None]
-        _STRICTLY_BELOW[key] = below
+    constants = SlotConstants(t.device) if constants is None else constants
+    below = constants.strictly_below(k)  # [k, k, 1] m < i
     # (a) an earlier round drew the same t: [k, k, R] -> [k, R]
     taken = ((t[:, None, :] == t[None, :, :]) & below).any(dim=1)
     # (b) the pointer to round m = t[i] - (d - k) (m <= i; m == i only when t[i] == j[i]: a
@@ -331,37 +319,55 @@ def _floyd_rounds(
     return torch.where(taken, j, t)
 
 
-_SLOT_STEPS: dict = {}
-_SLOT_IDS: dict = {}
+class SlotConstants:
+    """The fixed constants of :func:`sample_neighbors` for each fanout ``k``, on one device.
 
+    Each sampler owns one and fills it when it is built (:meth:`prepare`), so a (captured)
+    iteration only reads them; nothing is kept at module level.
+    """
 
-def _slot_ids(k: int, device: torch.device) -> torch.Tensor:
-    """int64 [k, 1]: ``arange(k)``, built on the device once per (k, device)."""
-    key = (torch.device(device), k)
-    ids = _SLOT_IDS.get(key)
-    if ids is None:
-        ids = _SLOT_IDS[key] = torch.arange(k, dtype=torch.int64, device=device)[:, None]
-    return ids
+    def __init__(self, device: Any):
+        self.device = torch.device(device)
+        self._ids: dict[int, torch.Tensor] = {}
+        self._steps: dict[int, torch.Tensor] = {}
+        self._below: dict[int, torch.Tensor] = {}
 
+    def prepare(self, fanouts: Sequence[int]) -> SlotConstants:
+        """Make the constants of every fanout now (never inside a captured iteration)."""
+        for k in fanouts:
+            self.ids(k)
+            self.steps(k)
+            if k > _FLOYD_LOOP_MAX_K:
+                self.strictly_below(k)
+        return self
 
-def _slot_steps(k: int, device: torch.device) -> torch.Tensor:
-    """int64 [k, 1]: ``(s + 1) * golden`` (wrapping int64 arithmetic) for s < k: the steps of a
-    splitmix64 stream with mix64's own ``+ golden`` folded in, so draw ``s`` is
-    ``finalise64(stream + steps[s]) == mix64(stream + s * golden)`` at one add and one
-    finaliser. Built on the device once per (k, device) (the samplers build theirs when they
-    are made, never inside a captured iteration)."""
-    key = (torch.device(device), k)
-    steps = _SLOT_STEPS.get(key)
-    if steps is None:
-        s = torch.arange(k, dtype=torch.int64, device=device)[:, None]
-        steps = s * _GOLDEN + _GOLDEN
-        _SLOT_STEPS[key] = steps
-    return steps
+    def ids(self, k: int) -> torch.Tensor:
+        """int64 [k, 1]: ``arange(k)``."""
+        if k not in self._ids:
+            self._ids[k] = torch.arange(k, dtype=torch.int64, device=self.device)[:, None]
+        return self._ids[k]
+
+    def steps(self, k: int) -> torch.Tensor:
+        """int64 [k, 1]: ``(s + 1) * golden`` (wrapping int64 arithmetic) for s < k: the steps of
+        a splitmix64 stream with mix64's own ``+ golden`` folded in, so draw ``s`` is
+        ``finalise64(stream + steps[s]) == mix64(stream + s * golden)`` at one add and one
+        finaliser."""
+        if k not in self._steps:
+            s = torch.arange(k, dtype=torch.int64, device=self.device)[:, None]
+            self._steps[k] = s * _GOLDEN + _GOLDEN
+        return self._steps[k]
+
+    def strictly_below(self, k: int) -> torch.Tensor:
+        """bool [k, k, 1]: round m precedes round i (m < i)."""
+        if k not in self._below:
+            ones = torch.ones(k, k, dtype=torch.bool, device=self.device)
+            self._below[k] = ones.tril(-1)[:, :, None]
+        return self._below[k]
 
 
 def _gather(src: torch.Tensor, index: torch.Tensor) -> torch.Tensor:
     """``src[index]`` for a 1-d ``src``, shaped like ``index``: ``torch.gather`` on the flat
-    index, several times faster on CPU than advanced indexing, and the same on a GPU."""
+    index, which the CPU runs faster than advanced indexing, and the same on a GPU."""
     return torch.gather(src, 0, index.reshape(-1)).view(index.shape)
 
 
@@ -458,6 +464,7 @@ class DynamicSampler:
         self.effective_fanouts = effective_fanouts(self.fanouts, self.max_degree, self.replace)
         self.device = g.device
         self._local = torch.zeros(g.num_nodes, dtype=torch.int64, device=self.device)
+        self._constants = SlotConstants(self.device).prepare(self.effective_fanouts)
 
     def sample(
         self, seeds: Any, epoch: int = 0, batch: int = 0, clock: Any | None = None
@@ -483,6 +490,7 @@ class DynamicSampler:
                 _hop_key(key, hop),
                 self.max_degree,
                 pad=0,
+                constants=self._constants,
             )
             if clock is not None:
                 clock("sample")
@@ -538,7 +546,7 @@ class EnvelopeSampler:
         batch_size: seeds per mini-batch (a shorter last batch is padded).
         envelope: a :class:`zg.Envelope`, or None for the worst case.
         replace: sample with replacement. seed: base random seed.
-        kernel: "auto" (default), "fused" or "torch": see :func:`resolve_kernel`. Both give the
+        kernel: "torch" (default), "auto" or "fused": see :func:`zg.kernels.resolve`, the one place every kernel choice is made. Both give the
             same tensors bit for bit; ``self.kernel`` says which one runs.
     """
 
@@ -550,7 +558,7 @@ class EnvelopeSampler:
         envelope: Any = None,
         replace: bool = False,
         seed: int = 0,
-        kernel: str = "auto",
+        kernel: str = "torch",
     ):
         self.g = graph_arg(g)
         self.fanouts = check_fanouts(fanouts)
@@ -574,7 +582,7 @@ class EnvelopeSampler:
             self._sizes = list(envelope.sizes)
         self.envelope = envelope
         self.device = g.device
-        self.kernel = resolve_kernel(kernel, self.device)
+        self.kernel = kernels.resolve(kernel, self.device)
         n = g.num_nodes
         if self.kernel == "fused":
             # The fused kernel's marker: the local id of each node numbered this hop (which
@@ -593,9 +601,8 @@ class EnvelopeSampler:
         )  # entry N: the empty node the padding rows read
         # Every hop's key from one hash of a [hops] vector (the same bits as _hop_key per hop).
         self._hop_constants = _hop_constants(len(self.fanouts), self.device)
-        for k in self.effective_fanouts:  # built here, never inside a (captured) iteration
-            _slot_steps(k, self.device)
-            _slot_ids(k, self.device)
+        # Built here, never inside a (captured) iteration.
+        self._constants = SlotConstants(self.device).prepare(self.effective_fanouts)
         # Launch-saving constants (fixed shapes, made once): each node's first edge, degree and
         # hash (24 bytes a node beside the marker's 8; skipped above NODE_HASH_MAX_NODES), the
         # envelope sizes as a device vector, and the row numbers of every hop's buffers.
@@ -744,6 +751,7 @@ class EnvelopeSampler:
                 pad=head[:, None],
                 node_table=self._node_table,
                 out=cand[rows:].view(rows, k),
+                constants=self._constants,
             )  # the slots [R, k], into cand; mask [R, k]
             if clock is not None:
                 clock("sample")

@@ -12,16 +12,14 @@ overflows, every optimizer step is skipped on the device (parameters and optimiz
 bit for bit unchanged) until the host, polling at fixed iterations (:class:`OverflowPoll`),
 notices, grows the envelope and resumes from the first overflowed batch. Whatever the envelope,
 the same batches are applied in the same order as in a run that never overflowed. The epoch
-loop itself is written out once, in :meth:`zg.Engine.train_epoch`; :func:`run_batches` is the
-same policy as a function, for labs and tests. :class:`StageClock` times the stages when a
-profiler asks.
+loop itself is written out once, in :meth:`zg.Engine.train_epoch`. :class:`StageClock` times the
+stages when a profiler asks.
 """
 
 from __future__ import annotations
 
 import time
 from collections.abc import Callable
-from dataclasses import dataclass, field
 
 import torch
 import torch.nn.functional as F
@@ -35,8 +33,6 @@ __all__ = [
     "train_step",
     "masked_cross_entropy",
     "per_seed_cross_entropy",
-    "run_batches",
-    "BatchRun",
     "OverflowPoll",
     "mean_loss",
 ]
@@ -116,23 +112,21 @@ def per_seed_cross_entropy(logits: torch.Tensor, labels: torch.Tensor, valid: to
 
     logits float [B, C], labels int64 [B], valid bool [B] (padding rows False). Returns
     (loss float [B], exactly 0 on rows that do not count; counted bool [B] = valid and labelled).
-    Rows whose label is negative (unlabelled) never count, whatever ``valid`` says. Every loss in
-    the kit weighs these rows: the mean below, the data-parallel sum, Grappa's estimators.
+    Rows whose label is negative (unlabelled) never count, whatever ``valid`` says: they get the
+    target -1, which the loss ignores (a loss of exactly 0 and no gradient). Every loss in the
+    kit weighs these rows: the mean below, the data-parallel sum, Grappa's estimators.
     """
-    counted = valid & (labels >= 0)  # [B]
-    loss = F.cross_entropy(logits, labels.clamp(min=0), reduction="none")  # [B]
-    return loss * counted.to(loss.dtype), counted
+    target = torch.where(valid, labels, -1).clamp(min=-1)  # [B] padding and unlabelled: -1
+    loss = F.cross_entropy(logits, target, ignore_index=-1, reduction="none")  # [B]
+    return loss, target >= 0
 
 
 def masked_cross_entropy(
     logits: torch.Tensor, labels: torch.Tensor, valid: torch.Tensor
 ) -> torch.Tensor:
-    """Mean cross-entropy over the rows that count (see :func:`per_seed_cross_entropy`): the
-    rows that do not count get the target -1, which the loss ignores (a loss of exactly 0 and
-    no gradient, the same values as the per-seed loss times its 0/1 weight)."""
-    target = torch.where(valid, labels, -1).clamp(min=-1)  # [B] padding and unlabelled: -1
-    loss = F.cross_entropy(logits, target, ignore_index=-1, reduction="none")  # [B]
-    return loss.sum() / (target >= 0).sum().clamp(min=1)
+    """Mean cross-entropy over the rows that count (see :func:`per_seed_cross_entropy`)."""
+    loss, counted = per_seed_cross_entropy(logits, labels, valid)  # [B], [B]
+    return loss.sum() / counted.sum().clamp(min=1)
 
 
 def _default_loss(logits: torch.Tensor, labels: torch.Tensor, mb) -> torch.Tensor:
@@ -147,17 +141,17 @@ class OverflowGuard:
 
     Per batch: :meth:`observe` folds the batch's overflow flag into this process's sticky flag
     and, the first time, remembers the counts it wanted (to grow the envelope from). Single
-    process, that flag is the decision at once; several processes (Grappa, data parallel)
+    process, that flag decides at once; several processes (Grappa, data parallel)
     reduce it with the gradients (:meth:`outgoing` / :meth:`merge`, called by the reduction
     that already runs), so one worker's overflow stops every worker's step for that batch.
-    :meth:`apply` is the step's on-device gate. The host reads the decision every few
+    :meth:`apply` is the step's on-device gate. The host reads the flag every few
     iterations (:meth:`poll_start` / :meth:`poll_read`) and rewinds.
 
     Attributes (device tensors): overflowed bool [] (sticky, all processes), first int64 []
     (first overflowed batch, -1 if none), local bool [] (this process overflowed),
     first_wanted int64 [L] (the counts this process's first overflowed batch wanted), enabled
-    bool [] (False: skip every step, e.g. while a CUDA Graph warms up), decision bool [] (the
-    last :meth:`apply`).
+    bool [] (False: skip every step, e.g. while a CUDA Graph warms up), applied bool [] (the
+    last :meth:`apply`: whether that batch's step was applied).
     """
 
     def __init__(self, num_blocks: int, device: torch.device, distributed: bool = False):
@@ -169,7 +163,7 @@ class OverflowGuard:
         self.local = torch.zeros((), dtype=torch.bool, device=dev)
         self.first_wanted = torch.zeros(max(num_blocks, 1), dtype=torch.int64, device=dev)
         self.enabled = torch.ones((), dtype=torch.bool, device=dev)
-        self.decision = torch.ones((), dtype=torch.bool, device=dev)  # apply()'s answer
+        self.applied = torch.ones((), dtype=torch.bool, device=dev)  # apply()'s answer
         self._batch = torch.zeros((), dtype=torch.int64, device=dev)
         self._host = torch.zeros(2, dtype=torch.int64, pin_memory=dev.type == "cuda")
         self.polls = 0
@@ -208,8 +202,8 @@ class OverflowGuard:
 
     def apply(self) -> torch.Tensor:
         """bool []: whether this batch's optimizer step may change anything. Written into
-        ``decision`` (one buffer, rewritten by every call: read it before the next step)."""
-        return torch.bitwise_and(~self.overflowed, self.enabled, out=self.decision)
+        ``applied`` (one buffer, rewritten by every call: read it before the next step)."""
+        return torch.bitwise_and(~self.overflowed, self.enabled, out=self.applied)
 
     def reset(self) -> None:
         """After a rewind: nothing has overflowed (the envelope has grown)."""
@@ -348,23 +342,7 @@ class OverflowPoll:
         return first
 
 
-# ----------------------------------------------------------------------------- the loop
-
-
-@dataclass
-class BatchRun:
-    """What :func:`run_batches` did: executed steps (rewound ones included), rewound steps,
-    overflow events, host polls, and the loss of every applied batch (by batch index)."""
-
-    executed: int = 0
-    rewound: int = 0
-    overflows: int = 0
-    polls: int = 0
-    losses: dict[int, torch.Tensor] = field(default_factory=dict)
-
-    def mean_loss(self) -> float:
-        """One host read for the whole run."""
-        return mean_loss(self.losses)
+# ----------------------------------------------------------------------------- the epoch's loss
 
 
 def mean_loss(losses: dict[int, torch.Tensor]) -> float:
@@ -372,42 +350,3 @@ def mean_loss(losses: dict[int, torch.Tensor]) -> float:
     if not losses:
         return float("nan")
     return float(torch.stack([losses[b] for b in sorted(losses)]).double().mean())
-
-
-def run_batches(
-    run_batch: Callable[[int], torch.Tensor],
-    start: int,
-    end: int,
-    guard: OverflowGuard,
-    poll_every: int,
-    rewind: Callable[[int], None],
-    after_step: Callable[[int], None] | None = None,
-) -> BatchRun:
-    """Run batches ``start .. end-1`` with the one overflow policy (what ``zg.Engine.train_epoch``
-    writes out in its own loop, as a function for labs and tests).
-
-    ``run_batch(b)`` runs batch ``b`` (its step gated by ``guard``) and returns its loss tensor;
-    :class:`OverflowPoll` decides when the host looks. On an overflow: ``rewind(first)`` grows
-    the envelope and rebuilds; the loop resumes at ``first``.
-    """
-    out = BatchRun()
-    poll = OverflowPoll(guard, poll_every, start, end)
-    b = start
-    while b < end:
-        out.losses[b] = run_batch(b)
-        if after_step is not None:
-            after_step(b)
-        first = poll.after(b)
-        b += 1
-        if first is not None:
-            out.losses = {k: v for k, v in out.losses.items() if k < first}
-            rewind(first)
-            guard.reset()
-            b = first
-    out.executed, out.rewound, out.overflows, out.polls = (
-        poll.executed,
-        poll.rewound,
-        poll.overflows,
-        poll.polls,
-    )
-    return out

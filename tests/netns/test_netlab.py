@@ -8,7 +8,10 @@ import pytest
 from netlab import NetLab, unavailable_reason
 
 REASON = unavailable_reason()
-pytestmark = pytest.mark.skipif(REASON is not None, reason=f"NetLab unavailable: {REASON}")
+pytestmark = [
+    pytest.mark.skipif(REASON is not None, reason=f"NetLab unavailable: {REASON}"),
+    pytest.mark.slow,
+]
 
 SERVER = """
 import socket, sys

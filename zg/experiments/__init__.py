@@ -4,7 +4,7 @@ Where it sits: between the package and the notebooks. A notebook cell that would
 than a screen is a function here; the notebook calls it, hands the result to a figure builder
 in :mod:`zg.viz` and asserts its claim. Every function returns plain measurements (dicts,
 rows of dicts, tensors) measured when it ran; nothing here plots or needs plotly or
-ipywidgets, so each module is tested with the core alone (``tests/test_experiments_<module>.py``).
+ipywidgets, so each module is tested with the core alone (``tests/experiments/test_experiments_<module>.py``).
 A measurement and its figure never share a name: ``ex.measure_hop_metadata`` measures,
 ``zg.viz.hop_metadata`` draws.
 

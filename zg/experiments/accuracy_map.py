@@ -86,9 +86,7 @@ def map_rows(
     rows = []
     for cell in _cells(cells):
         row = {f: cell[f] for f in MAP_FACTORS}
-        row["single %"] = (
-            f"{100 * cell['single_acc_mean']:.1f} ± {100 * cell['single_acc_std']:.1f}"
-        )
+        row["single %"] = _points(cell["single_acc_mean"], cell["single_acc_std"])
         for t in trainers:
             if t not in cell:
                 raise ValueError(
@@ -98,7 +96,7 @@ def map_rows(
             row[f"{t} gap"] = (
                 "not run"
                 if cell[t] is None
-                else f"{100 * cell[t]['gap_mean']:+.1f} ± {100 * cell[t]['gap_std']:.1f}"
+                else _points(cell[t]["gap_mean"], cell[t]["gap_std"], "+")
             )
         rows.append(row)
     return rows
@@ -148,11 +146,18 @@ def paper_regime(cells: Sequence[dict]) -> list[dict]:
     return _select(_cells(cells), dict(PAPER_REGIME))
 
 
+def _points(mean: float, std: float | None, sign: str = "") -> str:
+    """ "mean ± std" in points (x 100); just the mean when a file has no spread (one seed: a
+    null std, or 0.0 in files written before the spread was null)."""
+    text = f"{100 * mean:{sign}.1f}"
+    return text if std is None else f"{text} ± {100 * std:.1f}"
+
+
 def _gap(cell: dict, trainer: str) -> str:
     entry = cell.get(trainer)
     if entry is None:
         return "not run"
-    return f"{100 * entry['gap_mean']:+.1f} ± {100 * entry['gap_std']:.1f}"
+    return _points(entry["gap_mean"], entry["gap_std"], "+")
 
 
 def _partition(cell: dict) -> str:
@@ -171,7 +176,7 @@ def map_findings(cells: Sequence[dict]) -> list[str]:
     ):
         out.append(
             f"**{_partition(cell)} chunks, base cell** (degree 20, homophily 0.8, SNR 0.5, P=4, 2 layers): "
-            f"single {100 * cell['single_acc_mean']:.1f} ± {100 * cell['single_acc_std']:.1f} %; "
+            f"single {_points(cell['single_acc_mean'], cell['single_acc_std'])} %; "
             f"gap to single: grappa {_gap(cell, 'grappa')}, isolated {_gap(cell, 'isolated')}, "
             f"psgd_pa {_gap(cell, 'psgd_pa')}, feature_fetch {_gap(cell, 'feature_fetch')} points."
         )
@@ -212,7 +217,7 @@ ESTIMATOR_RUNS = ("grappa/mean", "grappa/node", "grappa/batch", "grappa/shrink",
 def _pm(m: dict | None) -> str:
     if m is None:
         return "n/a"
-    if m.get("n") == 1:  # one seed: no spread to show
+    if m.get("n") == 1 or m.get("std") is None:  # one seed: no spread to show
         return f"{100 * m['mean']:.1f} %"
     return f"{100 * m['mean']:.1f} ± {100 * m['std']:.1f} %"
 

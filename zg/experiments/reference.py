@@ -9,6 +9,8 @@ from __future__ import annotations
 
 from typing import Any
 
+from .results import mean_std
+
 __all__ = ["reference_rows", "reference_summary", "deeper_models", "LABELS", "WITHIN_POINTS"]
 
 LABELS = {
@@ -22,6 +24,9 @@ CEILING = {"isolated": "single", "reference": "single", "kit": "single_kit"}
 
 
 def _pct(stat: dict[str, Any]) -> str:
+    """ "mean ± std" in percent; just the mean when there is no spread (std null: one seed)."""
+    if stat["std"] is None:
+        return f"{100 * stat['mean']:.1f}"
     return f"{100 * stat['mean']:.1f} ± {100 * stat['std']:.1f}"
 
 
@@ -100,18 +105,14 @@ def reference_summary(result: dict[str, Any], graph: str = "cora") -> dict[str, 
 WITHIN_POINTS = 1.0
 
 
-def _paired_gap(cells: dict[str, Any], row: str) -> tuple[float, float, int]:
-    """Mean and sample std (points) of row - single, paired per seed, and the seed count."""
-    import statistics
-
+def _paired_gap(cells: dict[str, Any], row: str) -> tuple[float, float | None, int]:
+    """Mean and sample std (points; None for one seed) of row - single, paired per seed, and
+    the seed count."""
     mine = cells[row]["test_acc_at_best_val"]["values"]
     single = cells["single"]["test_acc_at_best_val"]["values"]
     gaps = [100 * (a - b) for a, b in zip(mine, single)]
-    return (
-        statistics.fmean(gaps),
-        statistics.stdev(gaps) if len(gaps) > 1 else 0.0,
-        len(gaps),
-    )
+    mean, std = mean_std(gaps)
+    return mean, std, len(gaps)
 
 
 def deeper_models(result: dict[str, Any], row: str = "reference") -> tuple[list[dict], list[str]]:
@@ -137,14 +138,19 @@ def deeper_models(result: dict[str, Any], row: str = "reference") -> tuple[list[
                     "layers": int(depth),
                     f"{row} test %": _pct(cells[row]["test_acc_at_best_val"]),
                     "single test %": _pct(cells["single"]["test_acc_at_best_val"]),
-                    "gap (points, paired)": f"{mean:+.1f} ± {std:.1f} (n={n})",
+                    "gap (points, paired)": (
+                        f"{mean:+.1f} (n={n})"
+                        if std is None
+                        else f"{mean:+.1f} ± {std:.1f} (n={n})"
+                    ),
                     "level with single": "yes" if level[int(depth)] else "no",
                 }
             )
         ds = sorted(level)
         shallow, deep = accs[ds[0]], accs[ds[-1]]
-        rises = deep["mean"] - deep["std"] > shallow["mean"] + shallow["std"]
-        falls = deep["mean"] + deep["std"] < shallow["mean"] - shallow["std"]
+        d_std, s_std = deep["std"] or 0.0, shallow["std"] or 0.0  # null: one seed
+        rises = deep["mean"] - d_std > shallow["mean"] + s_std
+        falls = deep["mean"] + d_std < shallow["mean"] - s_std
         kept = [d for d in ds if level[d]]
         lost = [d for d in ds if not level[d]]
         where = f"{graph} ({entry['epochs']} epochs, layers {', '.join(map(str, ds))})"

@@ -42,11 +42,10 @@ def static_addresses(eng: Any) -> dict[str, int]:
         "counter",
         "epoch_keys",
         "loss_buf",
-        "applied_buf",
     ):
         if isinstance(getattr(eng, name, None), torch.Tensor):
             named[f"engine.{name}"] = getattr(eng, name)
-    for name in ("overflowed", "first", "local", "first_wanted", "enabled"):
+    for name in ("overflowed", "first", "local", "first_wanted", "enabled", "applied"):
         named[f"guard.{name}"] = getattr(eng.guard, name)
     for i, lr in enumerate(getattr(eng.optimizer, "_lr", [])):
         named[f"optim.lr.{i}"] = lr

@@ -47,6 +47,7 @@ __all__ = [
     "FORMAT",
     "RESULTS_DIR",
     "source_version",
+    "mean_std",
     "headline",
     "headline_from",
     "make",
@@ -95,6 +96,26 @@ def source_version(root: Path = ROOT) -> dict:
     return {"commit": commit or None, "modified": bool(dirty) if commit else None}
 
 
+def mean_std(values: Iterable[float]) -> tuple[float, float | None]:
+    """The mean and the *sample* std (n - 1) of one value per seed (or run); the std is None
+    for a single value (one seed has no spread, and "± 0.0" would claim one). Every bench
+    and headline metric takes its spread from here."""
+    values = [float(v) for v in values]
+    if not values:
+        raise ValueError("mean_std: values is empty")
+    return statistics.fmean(values), (statistics.stdev(values) if len(values) > 1 else None)
+
+
+def spread(values: Iterable[float | None]) -> dict[str, Any] | None:
+    """``{"mean", "std", "n", "values"}`` of the values that were measured (None entries are
+    skipped; None when none was): :func:`mean_std` as a result row records it."""
+    values = [float(v) for v in values if v is not None]
+    if not values:
+        return None
+    mean, std = mean_std(values)
+    return {"mean": mean, "std": std, "n": len(values), "values": values}
+
+
 def headline(
     name: str,
     value: float | None,
@@ -126,8 +147,8 @@ def headline_from(name: str, values: Sequence[float], unit: str, **kwargs: Any) 
     values = [float(v) for v in values]
     if not values:
         raise ValueError(f"headline_from({name!r}): values is empty")
-    std = statistics.stdev(values) if len(values) > 1 else None
-    return headline(name, statistics.fmean(values), unit, std=std, n=len(values), **kwargs)
+    mean, std = mean_std(values)
+    return headline(name, mean, unit, std=std, n=len(values), **kwargs)
 
 
 def make(

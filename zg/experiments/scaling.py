@@ -110,7 +110,8 @@ def cost_growth_rows(result: dict) -> list[dict]:
             "num_nodes": int(r["num_nodes"]),
             "batch_size": int(r["batch_size"]),
             "seconds_per_batch": float(r["seconds_per_batch"]),
-            "seconds_per_batch_std": float(r.get("seconds_per_batch_std", 0.0)),
+            # null (one timed batch) in newer files, 0.0 in older ones: no spread either way
+            "seconds_per_batch_std": float(r.get("seconds_per_batch_std") or 0.0),
             "projected_epoch_seconds": float(r["projected_epoch_seconds"]),
             "timed_batches": int(r.get("timed_batches", 0)),
         }

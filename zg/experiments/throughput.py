@@ -154,6 +154,7 @@ def profile_modes(
     seed: int = 0,
     device: Any = "cpu",
     include_dgl: bool = True,
+    kernel: str = "torch",
 ) -> list[dict]:
     """DGL, zg dynamic and zg envelope on the same graph, model size and batches, side by side.
 
@@ -161,7 +162,8 @@ def profile_modes(
     ``batch_size``, ``step_seconds`` (mean wall time of a whole iteration), ``stage_seconds``
     (mean per iteration, by stage), ``seeds_per_second``, ``host_syncs_per_iteration``,
     ``gpu_execution_fraction`` (CUDA only), ``envelope_sizes``, ``repeats`` and
-    ``step_seconds_range`` (fastest and slowest repeat).
+    ``step_seconds_range`` (fastest and slowest repeat), ``kernel`` (the kernels that ran:
+    ``kernel`` resolved by the engine, "dgl" for DGL's own).
 
     Every mode is measured by :func:`zg.profile.profile_engine` on one fresh :class:`zg.Engine`
     (the envelope one in mode "static", "graph" on a GPU: a CUDA Graph replay); mode "dgl" only
@@ -192,7 +194,16 @@ def profile_modes(
             model = DGLModel("sage", g.feat_dim, hidden_dim, max(g.num_classes, 1), len(fanouts))
         else:
             model = models.SAGE(g.feat_dim, hidden_dim, max(g.num_classes, 1), len(fanouts))
-        eng = Engine(g, model, fanouts, batch_size, mode=mode, device=device, seed=seed)
+        eng = Engine(
+            g,
+            model,
+            fanouts,
+            batch_size,
+            mode=mode,
+            device=device,
+            seed=seed,
+            kernel="torch" if mode == "dgl" else kernel,
+        )
         eng.observers = []
         runs = []
         for _ in range(repeats):
@@ -206,6 +217,7 @@ def profile_modes(
                     "host_syncs_per_iteration": prof.host_syncs_per_iteration,
                     "gpu_execution_fraction": prof.gpu_execution_fraction,
                     "envelope_sizes": None if eng.envelope is None else list(eng.envelope.sizes),
+                    "kernel": eng.kernel,
                 }
             )
         rows.append(_median_run(runs))

@@ -50,7 +50,7 @@ def worker_syncs(
     Returns ``{"dynamic": summary, "envelope": summary, "envelope_sizes": [...],
     "local_nodes": n, "rows": batch rows}`` (summaries as :func:`~zg.experiments.host_syncs.audit_samplers`).
     """
-    from ..engine import Engine, Step
+    from ..engine import Engine, StepHooks
     from ..grappa import partition as make_partition
     from ..grappa.config import TrainConfig
     from ..grappa.sources import IsolatedSource
@@ -88,7 +88,7 @@ def worker_syncs(
             envelope=src.envelope if sampler == "envelope" else "worst_case",
             mode="static" if sampler == "envelope" else "dynamic",
             seed=src.seed,
-            step=Step(nodes=src.train_nodes, batches=src.batches),
+            step=StepHooks(nodes=src.train_nodes, batches=src.batches),
             kernel="torch",  # the ops SyncAudit sees (the CPU's numba kernel runs below it)
         )
         eng.observers = []

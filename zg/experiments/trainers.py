@@ -13,11 +13,11 @@ epoch by kind) and :func:`average_rows` averages such tables over seeds. Figures
 
 from __future__ import annotations
 
-import statistics
 from collections.abc import Sequence
 from pathlib import Path
 from typing import Any
 
+from .results import mean_std
 from .traffic import bytes_sent
 
 __all__ = [
@@ -203,8 +203,7 @@ def epoch_time_rows(
         ]
         for P in sorted({r["workers"] for r in mine}):
             secs = [float(r["measured_epoch_seconds"]) for r in mine if r["workers"] == P]
-            mean = sum(secs) / len(secs)
-            std = statistics.stdev(secs) if len(secs) > 1 else 0.0
+            mean, std = mean_std(secs)
             rows.append(
                 {
                     "run": label,
@@ -227,7 +226,7 @@ def depth_rows(
 
     ``histories`` maps ``(layers, seed)`` to a :func:`run_trainers` result ``{label: history}``;
     ``metric`` is a :func:`trainer_rows` column. Returns rows ``trainer``, ``layers``, ``mean``,
-    ``std`` (sample std, n - 1, over the seeds; 0 for one seed), ``seeds``, ``values``.
+    ``std`` (sample std, n - 1, over the seeds; None for one seed), ``seeds``, ``values``.
     Figure: :func:`zg.viz.accuracy_vs_depth`.
     """
     if not isinstance(histories, dict) or not histories:
@@ -244,8 +243,7 @@ def depth_rows(
             values.setdefault((row["run"], key[0]), []).append(float(row[metric]))
     rows = []
     for (label, layers), vals in values.items():
-        mean = sum(vals) / len(vals)
-        std = statistics.stdev(vals) if len(vals) > 1 else 0.0
+        mean, std = mean_std(vals)
         rows.append(
             {
                 "trainer": label,

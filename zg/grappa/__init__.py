@@ -7,12 +7,15 @@ The flow, one module per stage:
     coverage.py     how much of each node's L-hop neighbourhood its worker sees
     estimators.py   mean / node / batch / shrink, the paper's "reference" weighting (+ a uniform
                     control): how gradients combine
-    config.py       TrainConfig = Experiment + Runtime + Output; the plan a config implies
+    trainers.py     one policy class per trainer (grappa, isolated, psgd_pa, feature_fetch,
+                    single): its flags, the defaults it resolves, the settings it fixes
     presets.py      named configurations: "reference" = the authors' public code
-    trainers.py     one class per trainer (grappa, isolated, psgd_pa, feature_fetch, single)
+    config.py       the record: TrainConfig = Experiment + Runtime + Output, its checks
+    plan.py         what a config implies for a graph: iterations per epoch, the partition
     sources.py      what a worker trains on: its isolated local graph; remote.py: the
                     feature-fetching baseline's source (whole structure, remote features)
     hook.py         the estimator's DDP communication hook and the other collectives
+    roles.py        what a worker of a trainer builds: its source, DDP hook or averaging
     worker.py       the worker loop (a zg.Engine on its local graph), hooks for tests
     checkpoint.py   checkpoints and resuming; history.py: the history JSON
     launch.py       worker processes (torch.multiprocessing or torchrun), timeouts, free ports

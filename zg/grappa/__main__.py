@@ -25,6 +25,12 @@ command line's, not a TrainConfig field)::
 
 ``zg grappa`` (:mod:`zg.cli`) runs the same code with one command-line flag per field.
 
+Kernels: the command line opts into the fast kernels. A run started here (or by ``zg grappa``)
+whose config does not name ``kernel`` runs ``kernel="auto"`` (:data:`COMMAND_LINE_KERNEL`: the
+compiled numba kernels on the CPU when numba imports), where :class:`zg.grappa.TrainConfig`
+and :func:`zg.grappa.train` default to the readable ``"torch"`` code; ``--kernel`` overrides
+the config's value.
+
 Failure and restart: with ``"checkpoint_dir"`` in the config, a restarted command resumes from
 the last checkpoint (see :mod:`zg.grappa.train`), so under torchrun a worker that dies is
 survivable::
@@ -49,7 +55,7 @@ import tempfile
 from collections.abc import Callable
 from typing import Any, NoReturn
 
-from .. import datasets
+from .. import datasets, kernels
 from .._checks import output_file_arg
 from ..errors import ZgError
 from ..graph import Graph
@@ -58,6 +64,7 @@ from .launch import exit_worker, init_from_env
 from .train import TrainConfig, launch_prepared, prepare_many, run_worker
 
 GENERATORS = {"csbm": datasets.csbm, "rmat": datasets.rmat}
+COMMAND_LINE_KERNEL = "auto"  # the kernel a command-line run takes when its config names none
 
 
 def load_dataset(spec: Any) -> Graph:
@@ -124,7 +131,8 @@ def run(
     failed: Callable[[str], int] | None = None,
 ) -> int:
     """One Grappa run from config ``values`` (a dict of TrainConfig fields plus ``dataset``,
-    which this function takes out: it names the graph).
+    which this function takes out: it names the graph). A config without ``kernel`` runs
+    :data:`COMMAND_LINE_KERNEL` ("auto").
 
     Shared by ``python -m zg.grappa --config`` and ``zg grappa``. Every problem with the input
     goes to ``error`` (argparse's ``parser.error``: the message, exit status 2), prefixed with
@@ -142,11 +150,12 @@ def run(
     if isinstance(values, dict):
         values = dict(values)
         dataset = values.pop("dataset", None)
+        values.setdefault("kernel", COMMAND_LINE_KERNEL)  # the command line opts in
         if under_torchrun():
             values["workers"] = int(os.environ["WORLD_SIZE"])
     try:
         cfg = TrainConfig.from_dict(values)
-    except (TypeError, ValueError) as exc:
+    except (TypeError, ValueError, RuntimeError) as exc:  # RuntimeError: "fused" without numba
         error(f"{source}: {exc}")
     out = out or cfg.history_path
     try:
@@ -209,6 +218,13 @@ def main(argv=None) -> int:
         default=None,
         help="where to write the history JSON (default: the config's history_path)",
     )
+    parser.add_argument(
+        "--kernel",
+        choices=kernels.KERNELS,
+        default=None,
+        help="which kernels the workers' Engines run (zg.kernels.KERNELS; default: the "
+        f"config's kernel, else {COMMAND_LINE_KERNEL!r})",
+    )
     args = parser.parse_args(argv)
     # Everything that can be wrong with the input is reported before any process starts or
     # any file is written (argparse's error: usage, the message, exit status 2).
@@ -219,6 +235,8 @@ def main(argv=None) -> int:
         parser.error(
             f"--config {args.config}: cannot read a JSON config ({type(exc).__name__}: {exc})"
         )
+    if args.kernel is not None and isinstance(values, dict):
+        values["kernel"] = args.kernel  # the flag wins over the config file
     # Where the run writes is checked now, not after training (a directory as --out, a missing
     # folder for model_path, a file as checkpoint_dir): exit status 2, nothing written.
     if args.out is not None:

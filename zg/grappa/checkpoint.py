@@ -34,7 +34,8 @@ __all__ = [
 
 
 # Config fields a resumed run may change: where output goes (every Output field but eval_every,
-# which decides which records hold accuracies), how long to wait, how many threads.
+# which decides which records hold accuracies), how long to wait, how many threads, which
+# kernels compute (the same values; zg.kernels).
 RESUMABLE_CHANGES = (
     "history_path",
     "model_path",
@@ -44,6 +45,7 @@ RESUMABLE_CHANGES = (
     "timeout",
     "run_timeout",
     "threads",
+    "kernel",
 )
 
 _CHECKPOINT_KEYS = (

@@ -1,4 +1,4 @@
-"""Grappa's run configuration: :class:`TrainConfig`, its checks, and the plan it implies.
+"""Grappa's run configuration: the record :class:`TrainConfig` and its checks.
 
 Where it sits: first thing :func:`zg.grappa.train` does (and ``python -m zg.grappa``); every
 worker reads the same config. A config is three groups, each a dataclass, flattened into one
@@ -12,25 +12,25 @@ and ``cfg.epochs`` read as before):
 
 ``cfg.experiment``, ``cfg.runtime``, ``cfg.output`` give each group on its own, and
 :meth:`TrainConfig.compose` builds a config from the three. The JSON form (history, checkpoints,
-``--config`` files) is the flat dict of :meth:`TrainConfig.to_dict`. The iterations per epoch,
-the super-epoch of an epoch and the partition a config asks for are defined here once.
+``--config`` files) is the flat dict of :meth:`TrainConfig.to_dict`. What the record implies
+for a graph (iterations per epoch, the partition, the check that every worker can run it) is
+the run plan, :mod:`zg.grappa.plan`; the super-epoch of an epoch follows from the record alone
+(:func:`super_epoch_of`). The record reads the trainers' policy (:mod:`zg.grappa.trainers`) and
+the presets; it builds nothing.
 """
 
 from __future__ import annotations
 
-import math
 import warnings
 from dataclasses import asdict, dataclass, fields
 from typing import Any
 
-import torch
-
+from .. import kernels
 from .. import models as zg_models
-from ..graph import Graph
 from ..sampling import check_fanouts
 from ._checks import bool_arg, choice_arg, int_arg, real_arg
 from .estimators import Estimator
-from .partition import METHODS, SCHEDULES, Partition, partition
+from .partition import METHODS, SCHEDULES
 from .presets import PRESETS, apply_preset
 from .trainers import TRAINERS, Trainer, get_trainer
 
@@ -45,9 +45,7 @@ __all__ = [
     "SAMPLERS",
     "ABLATIONS",
     "super_epoch_of",
-    "iterations_per_epoch",
-    "make_partition",
-    "check_plan",
+    "map_deprecated",
 ]
 
 MODES = ("minibatch", "full")
@@ -57,6 +55,7 @@ SAMPLERS = ("dynamic", "envelope")
 ABLATIONS = {"unweighted": ("estimator", "mean"), "fixed_partitions": ("repartition_every", None)}
 MAX_LAYERS = 64  # more is a typo, and [10] * num_layers must stay small
 MAX_SECONDS = 1e7  # ~4 months: beyond this a timeout is a typo (and overflows timedelta)
+KERNEL_BEFORE_FIELD = "auto"  # what a config saved before ``kernel`` existed ran (see saved_form)
 
 
 class _Unset:
@@ -117,6 +116,7 @@ class Runtime:
     timeout: float = 120.0
     run_timeout: float | None = None
     threads: int | None = None
+    kernel: str = "torch"
 
 
 @dataclass
@@ -170,6 +170,12 @@ class TrainConfig(Output, Runtime, Experiment):
     The history counts ``envelope_overflows`` and ``rewound_batches`` per epoch. backend: gloo /
     nccl / None (auto). timeout: seconds any collective may wait. run_timeout: seconds the whole
     run may take (None: no limit). threads: torch threads per worker (default cores / P).
+    kernel: which kernels each worker's :class:`zg.Engine` runs, one of
+    :data:`zg.kernels.KERNELS`: "torch" (default: the readable torch code, as CUDA runs it),
+    "fused" (the compiled numba kernels, CPU only) or "auto" (fused on the CPU when numba
+    imports, else torch; ``zg grappa`` and ``python -m zg.grappa`` default to it). The history
+    records the kernel that ran (``kernel``). A resumed run may change it
+    (:data:`zg.grappa.checkpoint.RESUMABLE_CHANGES`: the kernels compute the same values).
 
     Output. history_path: where rank 0 writes the history JSON. model_path: where rank 0 saves
     the final ``state_dict`` (torch.save), if given. checkpoint_dir: a folder for the run's
@@ -286,10 +292,14 @@ class TrainConfig(Output, Runtime, Experiment):
         checkpoint's ``config``), as this version writes it: ``dataset`` (the command line's)
         and ``ablation`` (already applied to the fields it names when it was saved) are dropped,
         and a field the trainer fixes takes the value the trainer ran with (before the split,
-        psgd_pa stored an ``estimator`` it never used). Unknown keys are dropped."""
+        psgd_pa stored an ``estimator`` it never used). Unknown keys are dropped. A config saved
+        before a field existed gets the value its run used: ``preset`` None, ``kernel``
+        ``"auto"`` (the worker's Engine then ran its own default)."""
         known = {f.name for f in fields(cls)}
         out = {k: v for k, v in values.items() if k in known}
         out.setdefault("preset", None)  # saved before presets existed: the kit's defaults
+        # Saved before the kernel was a field: the worker's Engine ran its own default, "auto".
+        out.setdefault("kernel", KERNEL_BEFORE_FIELD)
         try:
             fixed = get_trainer(out.get("trainer", Experiment.trainer)).fixed()
         except (TypeError, ValueError):
@@ -347,6 +357,12 @@ class TrainConfig(Output, Runtime, Experiment):
             real_arg(self.run_timeout, "run_timeout", low=0.0, high=MAX_SECONDS, low_open=True)
         if self.threads is not None:
             int_arg(self.threads, "threads", low=1)
+        kernels.check(self.kernel, "kernel")
+        if self.kernel == "fused" and self.backend == "nccl":
+            raise ValueError(
+                "kernel='fused' runs on the CPU, but backend='nccl' trains on GPUs; use "
+                "kernel='torch' or 'auto' (or backend='gloo')"
+            )
         for name in ("history_path", "model_path", "checkpoint_dir"):
             value = getattr(self, name)
             if value is not None and (not isinstance(value, str) or not value):
@@ -419,43 +435,5 @@ def map_deprecated(values: dict[str, Any], stacklevel: int = 3) -> dict[str, Any
 
 
 def super_epoch_of(cfg: TrainConfig, epoch: int) -> int:
+    """The super-epoch that ``epoch`` belongs to (0 when never repartitioning)."""
     return 0 if not cfg.repartition_every else epoch // cfg.repartition_every
-
-
-def iterations_per_epoch(cfg: TrainConfig, num_train: int) -> int:
-    return 1 if cfg.mode == "full" else math.ceil(num_train / cfg.batch_size)
-
-
-def make_partition(g: Graph, cfg: TrainConfig) -> Partition:
-    """The partition a config asks for (what every rank computes identically under torchrun)."""
-    return partition(
-        g,
-        cfg.workers,
-        cfg.method,
-        cfg.seed,
-        num_chunks=cfg.num_chunks,
-        halo=cfg.halo,
-        schedule=cfg.schedule,
-    )
-
-
-def check_plan(g: Graph, cfg: TrainConfig, part: Partition) -> None:
-    """Every worker needs at least one seed per iteration in every super-epoch it will see."""
-    if not isinstance(part, Partition):
-        raise TypeError(f"partition must be a zg.grappa.Partition, got {type(part).__name__}")
-    if part.num_nodes != g.num_nodes:
-        raise ValueError(f"partition was made for {part.num_nodes} nodes but g has {g.num_nodes}")
-    if part.num_parts != cfg.workers:
-        raise ValueError(f"partition has num_parts={part.num_parts} but workers={cfg.workers}")
-    iterations = iterations_per_epoch(cfg, g.train_idx.numel())
-    touched = super_epoch_of(cfg, cfg.epochs - 1) + 1  # super-epochs 0 .. touched-1
-    for s in range(min(touched, part.num_super_epochs)):
-        counts = torch.bincount(part.owner(s)[g.train_idx.cpu()], minlength=cfg.workers)
-        worst = int(torch.argmin(counts))
-        if int(counts[worst]) < iterations:
-            raise ValueError(
-                f"batch_size={cfg.batch_size} makes {iterations} iterations per epoch, but worker "
-                f"{worst} owns only {int(counts[worst])} training nodes in super-epoch {s} (empty "
-                "partition: every worker runs the same number of iterations, each with at least "
-                "one seed of its own); use a larger batch_size or fewer workers"
-            )

@@ -109,6 +109,7 @@ from typing import Any
 import torch
 
 from ._checks import choice_arg, real_arg
+from .coverage import local_coverage
 
 __all__ = [
     "Estimator",
@@ -169,8 +170,6 @@ def local_weights(estimator: Estimator, local: Any, hops: int) -> torch.Tensor:
         return reference_weights(
             local.graph.in_degrees(), local.global_in_degree.to(local.graph.device)
         )
-    from .coverage import local_coverage
-
     return estimator.node_weights(local_coverage(local, hops))
 
 

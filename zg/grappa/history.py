@@ -113,9 +113,12 @@ def history(
     total_seconds: float,
     backend: str,
     resumed_at: list[int] | None = None,
+    kernel: str | None = None,
 ) -> dict[str, Any]:
     """The history JSON. ``total_seconds`` counts the work kept (after a restart: up to the
-    checkpoint, plus the resumed part); ``resumed_at`` lists the epochs resumed from checkpoints."""
+    checkpoint, plus the resumed part); ``resumed_at`` lists the epochs resumed from checkpoints;
+    ``kernel`` is the kernel rank 0's Engine ran (its ``settings.kernel``; the config's
+    ``kernel`` is what was asked for)."""
     evaluated = [r for r in records if r["val_acc"] is not None]
     best = max(evaluated, key=lambda r: r["val_acc"])
     last = evaluated[-1]
@@ -127,6 +130,7 @@ def history(
         "config": cfg.to_dict(),
         "workers": world,
         "backend": backend,
+        "kernel": kernel,
         "preset": preset_record(cfg.to_dict()),
         "graph": {k: v for k, v in g.summary().items() if k != "device"},
         "partition": {

@@ -67,6 +67,7 @@ from __future__ import annotations
 from typing import Any
 
 from ._checks import choice_arg
+from .trainers import get_trainer
 
 __all__ = ["PRESETS", "preset_values", "apply_preset", "preset_record", "REFERENCE_FANOUTS"]
 
@@ -84,8 +85,6 @@ def preset_values(
     """The TrainConfig values preset ``name`` sets for ``trainer`` with ``workers`` workers
     (``num_layers``: the depth asked for, which picks the fanouts; default the preset's own).
     Settings the trainer fixes are left out (the trainer decides them)."""
-    from .trainers import get_trainer
-
     choice_arg(name, "preset", PRESETS)
     trainer_object = get_trainer(trainer)
     workers = trainer_object.workers or workers
@@ -123,8 +122,6 @@ def apply_preset(options: dict[str, Any], default_workers: int | None = None) ->
     if name is None:
         return options
     choice_arg(name, "preset", PRESETS)
-    from .trainers import get_trainer
-
     trainer = options.get("trainer", "grappa")
     try:
         trainer_object = get_trainer(trainer)

@@ -34,8 +34,8 @@ from ..graph import Graph
 from ..rng import worker_seed
 from ..sampling import DynamicSampler
 from .comm import CommLedger
-from .config import iterations_per_epoch
 from .partition import Partition
+from .plan import iterations_per_epoch
 from .sources import worker_batches
 
 __all__ = ["FeatureFetchSource", "fetch_features", "FeatureTable"]

@@ -22,11 +22,12 @@ import torch
 from ..envelope import Envelope
 from ..graph import Graph
 from ..rng import epoch_order, worker_seed
-from .config import TrainConfig, iterations_per_epoch
+from .config import TrainConfig
 from .coverage import local_coverage
 from .estimators import Estimator, local_weights
 from .fullgraph import whole_graph_block
 from .partition import Partition
+from .plan import iterations_per_epoch
 
 __all__ = ["IsolatedSource", "worker_batches"]
 

@@ -4,10 +4,12 @@ Where it sits: the top of the Grappa half. ``train(g, workers=P, ...)`` validate
 :class:`TrainConfig`, partitions the graph, spawns P processes (:mod:`zg.grappa.launch`:
 gloo on CPU, nccl on GPUs, timeouts everywhere) and runs :func:`run_worker` in each; the same
 function runs under ``torchrun ... -m zg.grappa --config cfg.json``. The package is split by
-concept: :mod:`~zg.grappa.config` (TrainConfig), :mod:`~zg.grappa.sources` (a worker's local
-data), :mod:`~zg.grappa.hook` (the DDP hook and collectives), :mod:`~zg.grappa.worker` (the
-worker: a ``zg.Engine`` on its local graph), :mod:`~zg.grappa.trainers` (one class per trainer),
-:mod:`~zg.grappa.checkpoint`, :mod:`~zg.grappa.history`; this module holds the entry points. One
+concept: :mod:`~zg.grappa.config` (the record, TrainConfig), :mod:`~zg.grappa.plan` (what it
+implies for a graph: partition, iterations), :mod:`~zg.grappa.sources` (a worker's local data),
+:mod:`~zg.grappa.hook` (the DDP hook and collectives), :mod:`~zg.grappa.worker` (the worker: a
+``zg.Engine`` on its local graph), :mod:`~zg.grappa.trainers` (one policy class per trainer),
+:mod:`~zg.grappa.roles` (what a worker of each trainer builds), :mod:`~zg.grappa.checkpoint`,
+:mod:`~zg.grappa.history`; this module holds the entry points. One
 iteration of a worker (the one training step, :func:`zg.step.train_step`):
 
     seeds (its own training nodes) -> sample on its LOCAL graph -> gather LOCAL features
@@ -73,7 +75,7 @@ the calling process alone stops every worker within seconds, removes the run's t
 folders, writes no history (a history means the run finished) and re-raises
 (``KeyboardInterrupt``; ``SIGTERM`` as ``SystemExit(143)``); checkpoints already written stay
 and a later run resumes from them. ``zg grappa`` then exits 130 (interrupt) or 143 (SIGTERM).
-See :func:`zg.grappa.launch.spawn`; tested in ``tests/test_probe_findings.py``.
+See :func:`zg.grappa.launch.spawn`; tested in ``tests/core/test_runs_end_cleanly.py``.
 """
 
 from __future__ import annotations
@@ -101,9 +103,6 @@ from .config import (
     Output,
     Runtime,
     TrainConfig,
-    check_plan,
-    iterations_per_epoch,
-    make_partition,
     map_deprecated,
     super_epoch_of,
 )
@@ -111,6 +110,7 @@ from .history import bytes_by_kind, bytes_per_worker, write_json
 from .hook import HookState, average_parameters, estimator_hook, gather_stats
 from .launch import spawn
 from .partition import Partition
+from .plan import check_plan, iterations_per_epoch, make_partition
 from .presets import apply_preset
 from .sources import IsolatedSource
 from .worker import run_worker

@@ -1,8 +1,11 @@
-"""The five distributed trainers, one small class each, holding only what differs between them.
+"""The five distributed trainers as *policy*: one small class each, holding only what differs.
 
 Where it sits: every part of the Grappa half that must know which trainer runs asks the
 trainer object (``cfg.trainer_object``), never its name; :data:`TRAINERS` is the one place that
-maps a name to its class. The worker loop (:mod:`zg.grappa.worker`) is the same for all five:
+maps a name to its class. A trainer is a record of flags and the rules that follow from them;
+it builds nothing. What a worker builds from those flags (its source, the DDP hook or the
+parameter averaging) is :mod:`zg.grappa.roles`; the worker loop (:mod:`zg.grappa.worker`) is the
+same for all five:
 
     trainer          source (what it samples)         gradients                     corrects
     grappa           its local graph (isolated)        DDP hook, estimator s_p       yes (batch)
@@ -15,14 +18,13 @@ maps a name to its class. The worker loop (:mod:`zg.grappa.worker`) is the same 
 
 A trainer also says which settings it fixes (:meth:`Trainer.fixed`) and which defaults it
 resolves (:meth:`Trainer.defaults`); :meth:`zg.grappa.TrainConfig.validated` refuses a config
-that contradicts them, naming both fields.
+that contradicts them, naming both fields. This module imports nothing of the kit: the config
+(:mod:`zg.grappa.config`), the presets and the roles all read it.
 """
 
 from __future__ import annotations
 
 from typing import Any
-
-import torch
 
 __all__ = [
     "Trainer",
@@ -120,37 +122,6 @@ class Trainer:
         same gradient), one per worker when each steps on its own."""
         return world if self.averages_models else 1
 
-    # ------------------------------------------------------------------------- the worker's pieces
-
-    def make_source(
-        self, cfg: Any, g: Any, part: Any, rank: int, world: int, device: torch.device, ledger: Any
-    ):
-        """What this worker trains on (:mod:`zg.grappa.sources`): its isolated local graph."""
-        from .sources import IsolatedSource
-
-        return IsolatedSource(cfg, g, part, rank, world, device, cfg.estimator_object)
-
-    def wrap(self, model: torch.nn.Module, device: torch.device, ledger: Any, guard: Any):
-        """(the module the step calls, the hook state or None): the model in DDP with the
-        estimator's communication hook (:mod:`zg.grappa.hook`)."""
-        from torch.nn.parallel import DistributedDataParallel
-
-        from .hook import HookState, estimator_hook
-
-        net = DistributedDataParallel(
-            model,
-            device_ids=[device.index] if device.type == "cuda" else None,
-            broadcast_buffers=False,
-        )
-        state = HookState(ledger, guard=guard)
-        net.register_comm_hook(state, estimator_hook)
-        return net, state
-
-    def after_step(
-        self, model: torch.nn.Module, step: int, every: int, world: int, ledger: Any, guard: Any
-    ) -> None:
-        """After the ``step``-th iteration of the run (0-based): nothing to do under DDP."""
-
 
 class Grappa(Trainer):
     """Isolated local graphs, regrouped every super-epoch; the estimator corrects the gradients."""
@@ -170,27 +141,12 @@ class PSGDPA(Trainer):
 
     name, averages_models = "psgd_pa", True
 
-    def wrap(self, model, device, ledger, guard):
-        return model, None
-
-    def after_step(self, model, step, every, world, ledger, guard):
-        if (step + 1) % every == 0:
-            from .hook import average_parameters
-
-            # Gated like the optimizer step: an overflowed iteration averages nothing.
-            average_parameters(model, world, ledger, apply=None if guard is None else guard.apply())
-
 
 class FeatureFetch(Trainer):
     """DistDGL-style: the whole structure on every worker, remote features fetched every
     iteration (:mod:`zg.grappa.remote`), gradients averaged."""
 
     name, fetches_features = "feature_fetch", True
-
-    def make_source(self, cfg, g, part, rank, world, device, ledger):
-        from .remote import FeatureFetchSource
-
-        return FeatureFetchSource(cfg, g, part, rank, world, device, ledger)
 
 
 class Single(Trainer):

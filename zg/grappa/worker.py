@@ -17,9 +17,14 @@ local graph, weights and envelope, and the worker builds a ``zg.Engine`` over it
 * ``optimizer``: one DeviceAdam for the whole run (its state survives repartitioning).
 
 What differs between the trainers (grappa, isolated, psgd_pa, feature_fetch, single) is asked of
-the trainer object (:mod:`zg.grappa.trainers`): its source, whether DDP wraps the model, what
-happens after a step (psgd_pa's averaging). :func:`run_worker` builds those pieces, then runs a
-short loop per epoch: regroup if a new super-epoch starts, train the epoch, record, checkpoint.
+the worker's role (:mod:`zg.grappa.roles`, chosen by the trainer's flags in
+:mod:`zg.grappa.trainers`): its source, whether DDP wraps the model, what happens after a step
+(psgd_pa's averaging). :func:`run_worker` builds those pieces, then runs a short loop per epoch:
+regroup if a new super-epoch starts, train the epoch, record, checkpoint.
+
+The Engine runs the kernels ``cfg.kernel`` names (:data:`zg.kernels.KERNELS`; default "torch");
+the history records the kernel that ran (``history["kernel"]``: the Engine's
+``settings.kernel``; in ``mode="full"``, :func:`zg.kernels.resolve` of the setting).
 
 Hooks: :data:`on_iteration` is a list of callables ``hook(rank, epoch, batch)`` that every worker
 calls at the start of every training iteration (before sampling). Workers are separate
@@ -46,9 +51,10 @@ from typing import Any
 import torch
 import torch.distributed as dist
 
+from .. import kernels
 from .. import models as zg_models
 from .._io import atomic_write
-from ..engine import Engine, Step
+from ..engine import Engine, StepHooks
 from ..graph import Graph
 from ..inference import evaluate
 from ..optim import make_optimizer
@@ -57,12 +63,14 @@ from ..sampling import MiniBatch
 from ..step import OverflowGuard, per_seed_cross_entropy, train_step
 from .checkpoint import checkpoint_file, resume, write_checkpoint
 from .comm import KINDS, CommLedger
-from .config import TrainConfig, check_plan, make_partition, super_epoch_of
+from .config import TrainConfig, super_epoch_of
 from .estimators import masked_batch_stats
 from .history import epoch_record, history, write_json
 from .hook import gather_row, reduce_overflow_flag
 from .launch import worker_device
 from .partition import Partition
+from .plan import check_plan, make_partition
+from .roles import role_for
 
 __all__ = ["run_worker", "on_iteration", "PLUGIN_ENV", "load_plugins"]
 
@@ -147,8 +155,9 @@ def _run_worker(
 
 
 class _Worker:
-    """A worker's pieces: its trainer, source, model (and what wraps it), optimizer, loss,
-    overflow guard, ledger, and the Engine of the current super-epoch."""
+    """A worker's pieces: its trainer and role, source, model (and what wraps it), optimizer,
+    loss, overflow guard, ledger, the Engine of the current super-epoch and the kernel that
+    ran."""
 
     def __init__(
         self,
@@ -161,6 +170,7 @@ class _Worker:
     ):
         self.cfg, self.rank, self.world, self.device = cfg, rank, world, device
         self.trainer = cfg.trainer_object
+        self.role = role_for(self.trainer)
         self.ledger = CommLedger(world)
         self.full = cfg.mode == "full"
         self.envelope_step = cfg.sampler == "envelope" and not self.full
@@ -176,8 +186,14 @@ class _Worker:
             cfg.num_layers,
             dropout=cfg.dropout,
         ).to(device)
-        self.source = self.trainer.make_source(cfg, g, part, rank, world, device, self.ledger)
-        self.net, hook_state = self.trainer.wrap(self.model, device, self.ledger, self.guard)
+        # The kernel that ran: the Engine's settings say it (_engine); mode="full" builds no
+        # Engine, so the model's layers are set to the kernel asked for and it is resolved here.
+        self.kernel = cfg.kernel
+        if self.full:
+            self.model.set_kernel(cfg.kernel)
+            self.kernel = kernels.resolve(cfg.kernel, device)
+        self.source = self.role.make_source(cfg, g, part, rank, world, device, self.ledger)
+        self.net, hook_state = self.role.wrap(self.model, device, self.ledger, self.guard)
         self.optimizer = make_optimizer(self.model, "adam", cfg.lr, cfg.weight_decay)
         self.iterations = self.source.iterations
         self.loss = _EstimatorLoss(
@@ -200,7 +216,7 @@ class _Worker:
 
     def after_step(self, epoch: int, b: int) -> None:
         self.loss.keep(b)
-        self.trainer.after_step(
+        self.role.after_step(
             self.model,
             epoch * self.iterations + b,
             self.cfg.average_every or self.iterations,
@@ -247,7 +263,7 @@ class _Worker:
         """The worker's Engine for the current super-epoch (the class a single process runs)."""
         cfg, source = self.cfg, self.source
         guard = self.guard if self.guard is not None else OverflowGuard(cfg.num_layers, self.device)
-        step = Step(
+        step = StepHooks(
             nodes=source.train_nodes,
             batches=source.batches,
             forward=self.net,
@@ -268,9 +284,11 @@ class _Worker:
             device=self.device,
             seed=source.seed,
             optimizer=self.optimizer,
+            kernel=self.cfg.kernel,
             step=step,
         )
         engine.observers = []  # no sync audit inside a worker's epoch
+        self.kernel = engine.settings.kernel
         return engine
 
 
@@ -389,6 +407,7 @@ class _Run:
             self.seconds(),
             dist.get_backend(),
             self.resumed_at,
+            kernel=self.worker.kernel,
         )
         if history_path:
             write_json(result, history_path)

@@ -2,7 +2,7 @@
 
 Its torch reference: the explicit gather and weighted sum, ``(h[nbr] * weight).sum(1)``
 (:func:`gather_sum`, :func:`attention_gather_sum`), what CUDA runs and what ``kernel="torch"``
-runs everywhere. ``tests/test_kernels_aggregate.py`` checks the kernel against it (and against
+runs everywhere. ``tests/core/test_kernels_aggregate.py`` checks the kernel against it (and against
 float64 autograd): the same sum up to floating-point summation order.
 
 Where it sits: inside the layers of :mod:`zg.models` (... -> **forward** -> loss ->
@@ -14,7 +14,8 @@ for ``table`` [S, H, F], ``nbr`` [D, k] and ``weight`` [D, k, H] (H = 1 for SAGE
 GCN's normalised sum, H = heads for GAT's attention). The layers call it by what it computes
 (:func:`destination_rows_and_projected_mean`, :func:`projected_neighbour_sum`,
 :func:`attention_sum`), with their ``kernel`` choice (:func:`zg.kernels.resolve`): "torch" is
-the gather reference; "fused" (the CPU's default with numba) is :func:`neighbour_sum`.
+the gather reference (the default); "fused" (opt-in on the CPU, with numba) is
+:func:`neighbour_sum`.
 
 :func:`neighbour_sum`'s forward is torch's ``embedding_bag`` (fixed bags of k slots, per-slot
 weights), which never materialises the [D, k, H, F] gather. Its backward is where torch and
@@ -57,7 +58,7 @@ import torch
 import torch.nn.functional as F
 from torch.autograd.function import once_differentiable
 
-from . import import_error, numba, resolve, set_threads
+from .choice import import_error, numba, resolve, set_threads
 
 __all__ = [
     "available",
@@ -384,7 +385,7 @@ def weighted_neighbour_sum(
     nbr: torch.Tensor,
     weight: torch.Tensor,
     edge_mask: torch.Tensor,
-    kernel: str = "auto",
+    kernel: str = "torch",
     self_rows=None,
     nbr_clean: bool = False,
 ):
@@ -392,8 +393,8 @@ def weighted_neighbour_sum(
 
     ``kernel`` (:func:`zg.kernels.resolve` on ``h``'s device): "fused" is :func:`neighbour_sum`
     (``embedding_bag`` forward, CSR backward: neither the [D, k, F] gather nor its gradient is
-    materialised; 10x faster forward and ~3x backward at the sizes of a 3-layer epoch); "torch"
-    is :func:`gather_sum`. Masked slots (``edge_mask`` False) must carry weight 0; they are
+    materialised, which is where the CPU's time goes at training sizes); "torch" is
+    :func:`gather_sum`. Masked slots (``edge_mask`` False) must carry weight 0; they are
     pointed at row 0, so what the padding holds cannot change even the order of the backward
     accumulation.
 
@@ -430,7 +431,7 @@ def destination_rows_and_projected_mean(
     nbr: torch.Tensor,
     edge_mask: torch.Tensor,
     project,
-    kernel: str = "auto",
+    kernel: str = "torch",
     nbr_clean: bool = False,
 ):
     """SAGE's two reads of ``h_src`` [S, F]: ``(h_src[:D], project(mean_j h_src[nbr[i, j]]))``
@@ -463,7 +464,7 @@ def projected_neighbour_sum(
     weight: torch.Tensor,
     edge_mask: torch.Tensor,
     project,
-    kernel: str = "auto",
+    kernel: str = "torch",
     nbr_clean: bool = False,
 ) -> torch.Tensor:
     """``project(sum_j weight[i, j] * h[nbr[i, j]])`` for ``h`` [S, F] -> [D, out].
@@ -486,7 +487,7 @@ def attention_sum(
     nbr: torch.Tensor,
     alpha: torch.Tensor,
     edge_mask: torch.Tensor,
-    kernel: str = "auto",
+    kernel: str = "torch",
     nbr_clean: bool = False,
 ) -> torch.Tensor:
     """``sum_j alpha[i, j, h] * z[nbr[i, j], h]`` for ``z`` [S, H, F], ``nbr`` [D, k] and

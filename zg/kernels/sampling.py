@@ -1,7 +1,7 @@
 """The fused CPU sampler: :meth:`zg.EnvelopeSampler.sample_static` in one compiled call.
 
 Its torch reference: the torch ops of :meth:`zg.EnvelopeSampler.sample_static` (``kernel="torch"``,
-what CUDA runs). ``tests/test_kernels_sampling.py`` checks every output tensor of the two
+what CUDA runs). ``tests/core/test_kernels_sampling.py`` checks every output tensor of the two
 against each other, bit for bit.
 
 Where it sits: inside ``EnvelopeSampler`` (seeds -> **sample -> compact** -> gather -> ...). On
@@ -38,7 +38,7 @@ from collections.abc import Sequence
 import numpy as np
 import torch
 
-from . import available, import_error, numba, set_threads
+from .choice import available, import_error, numba, set_threads
 
 __all__ = [
     "available",

@@ -1,0 +1,114 @@
+"""bench/gpu_check.py's measuring parts, run on the CPU at a small size: the kernel summary on
+a hand-made event list, sample (not population) spreads, interleaved timing rounds, each row's
+memory and audit, the overflow-and-rewind cost, and the compiled variants' engines."""
+
+from pathlib import Path
+
+import pytest
+import torch
+from script_loader import load_script
+
+import zg
+
+ROOT = Path(__file__).resolve().parents[2]
+pytestmark = pytest.mark.timeout(600)
+
+
+@pytest.fixture(scope="module")
+def check():
+    module, restore = load_script(ROOT / "bench" / "gpu_check.py", "bench_gpu_check_parts")
+    yield module
+    restore()
+
+
+@pytest.fixture(scope="module")
+def graph():
+    return zg.datasets.csbm(num_nodes=600, avg_degree=6, num_classes=3, feat_dim=12, seed=0)
+
+
+def test_kernel_summary_of_a_hand_counted_trace(check):
+    # Two replays: A 0-10, B 10-15 (touching A), a gap of 5, A 20-30 | A 100-110, B 112-115.
+    events = [
+        ("A", 0, 10),
+        ("B", 10, 5),
+        ("A", 20, 10),
+        ("A", 100, 10),
+        ("B", 112, 3),
+        ("zero", 50, 0),
+    ]  # a zero-length event is dropped
+    s = check.kernel_summary(events, replays=2)
+    assert s["kernels_per_replay"] == 2.5 and s["distinct_kernels"] == 2
+    assert [t["name"] for t in s["top"]] == ["A", "B"]
+    assert s["top"][0]["per_replay"] == 1.5 and s["top"][0]["total_us"] == 30
+    assert s["top"][0]["share"] == pytest.approx(30 / 38)
+    # Busy: [0, 15] + [20, 30] + [100, 110] + [112, 115] = 15 + 10 + 10 + 3 = 38 of a 115 span.
+    assert s["busy_us_per_replay"] == 19 and s["span_us_per_replay"] == 57.5
+    assert s["busy_fraction"] == pytest.approx(38 / 115)
+    assert (
+        s["gaps_per_replay"] == 1.5
+        and s["median_gap_us"] == 5
+        and s["idle_us_per_replay"] == (5 + 70 + 2) / 2
+    )
+
+
+def test_spread_is_the_sample_standard_deviation(check):
+    s = check.timing_spread([1.0, 2.0, 4.0])
+    assert s["median"] == 2.0 and s["n"] == 3
+    assert s["std"] == pytest.approx(1.5275252, rel=1e-6)  # n - 1, not n (1.2472)
+    assert check.timing_spread([3.0])["std"] is None
+
+
+@pytest.mark.slow
+def test_rows_time_audit_and_memory_on_the_cpu(check, graph):
+    cpu = torch.device("cpu")
+    env = zg.Envelope.profile(graph, check.FANOUTS, 64, seed=0)
+    row = check.measure(graph, cpu, 64, "envelope_captured", env, max_batches=3)
+    assert row["host_syncs_per_iteration"] == 0 and row["launches_per_iteration"] > 0
+    assert row["peak_bytes"] is None and row["baseline_allocated_bytes"] is None  # no CUDA
+    dynamic = check.measure(graph, cpu, 64, "dynamic", None, max_batches=3)
+    assert dynamic["host_syncs_per_iteration"] > 0
+    engines = {
+        v: check.build_engine(graph, cpu, 64, v, env, audit_iterations=0)
+        for v in ("dynamic", "envelope_captured")
+    }
+    for eng in engines.values():
+        assert eng.observers == []  # the audit is off while timing
+        eng.train_epoch(max_batches=2)
+    rounds = check.time_rounds(engines, iterations=2, reps=3, device=cpu)
+    assert set(rounds) == set(engines)
+    assert all(r["n"] == 3 and r["median"] > 0 and r["std"] is not None for r in rounds.values())
+
+
+@pytest.mark.slow
+def test_overflow_cost_counts_the_rewinds(check, graph):
+    env = zg.Envelope.profile(graph, check.FANOUTS, 64, seed=0)
+    out = check.overflow_cost(graph, torch.device("cpu"), 64, env, batches=4, shrink=0.3)
+    assert out["profiled"]["overflows"] == 0
+    assert out["shrunk"]["overflows"] >= 1 and out["shrunk"]["rewound_batches"] >= 1
+    assert out["shrunk"]["envelope_end"] != out["shrunk"]["envelope_start"]
+    assert out["seconds_per_overflow"] is not None
+
+
+def test_compiled_variants_build_the_same_step_with_a_compiled_forward(check, graph):
+    env = zg.Envelope.profile(graph, check.FANOUTS, 64, seed=0)
+    for name, (base, _mode) in check.COMPILED.items():
+        eng = check.build_engine(graph, torch.device("cpu"), 64, name, env, audit_iterations=0)
+        assert eng.step.forward is not None and type(eng.step.forward).__name__ == "OptimizedModule"
+        assert eng.mode == {"dynamic": "dynamic", "envelope_eager": "eager"}[base]
+    with pytest.raises(ValueError, match="variant must be one of"):
+        check.build_engine(graph, torch.device("cpu"), 64, "nope", env)
+
+
+def test_the_tf32_variant_is_the_captured_step_with_tf32_on(check, graph):
+    """Its own row: the captured step (mode "static" on the CPU) built with TF32 on (and TF32
+    on around its own batches); every other variant keeps the default, full FP32."""
+    env = zg.Envelope.profile(graph, check.FANOUTS, 64, seed=0)
+    cpu = torch.device("cpu")
+    for name, base in check.TF32.items():
+        eng = check.build_engine(graph, cpu, 64, name, env, audit_iterations=0)
+        assert eng.settings.allow_tf32 is True and eng.mode == "static" and eng.step.forward is None
+        assert base == "envelope_captured"
+        assert eng.train_epoch(max_batches=2).iterations == 2
+    for name in check.VARIANTS:
+        eng = check.build_engine(graph, cpu, 64, name, env, audit_iterations=0)
+        assert eng.settings.allow_tf32 is False

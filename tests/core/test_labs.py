@@ -1,0 +1,257 @@
+"""The nbgrader labs (labs/): structure checks that cost nothing to run.
+
+The grading itself (solutions earn every autograded point, the untouched release almost none)
+is `make labs-check` (tools/labs_check.py), run by .ci/run; it needs nbgrader and a few
+minutes. These tests read the source notebooks as JSON: every lab has solution markers, graded
+test cells with points and hidden tests, a hand-graded question, and nbgrader metadata nbgrader
+accepts. The metadata checks need nbgrader's own validator and are skipped without it (the
+modern environment does not install nbgrader).
+"""
+
+import importlib.util
+import json
+import re
+import sys
+from pathlib import Path
+
+import pytest
+
+ROOT = Path(__file__).resolve().parents[2]
+LABS = ROOT / "labs"
+SOURCES = sorted(p for p in (LABS / "source").glob("*/*.ipynb") if p.stem == p.parent.name)
+HAVE_NBGRADER = importlib.util.find_spec("nbgrader") is not None
+
+
+def cells(path):
+    return json.loads(path.read_text())["cells"]
+
+
+def grade_meta(cell):
+    return cell.get("metadata", {}).get("nbgrader", {})
+
+
+def text(cell):
+    return "".join(cell["source"])
+
+
+def test_there_are_at_least_six_labs_in_the_standard_layout():
+    assert len(SOURCES) >= 6, (
+        f"expected >= 6 labs as labs/source/<lab>/<lab>.ipynb, found {len(SOURCES)}"
+    )
+    config = (LABS / "nbgrader_config.py").read_text()
+    assert "CourseDirectory.root" in config and "course_id" in config
+    readme = (LABS / "README.md").read_text()
+    for path in SOURCES:
+        assert path.stem in readme, f"labs/README.md does not describe {path.stem}"
+
+
+@pytest.mark.parametrize("path", SOURCES, ids=lambda p: p.stem)
+def test_every_lab_has_solutions_points_hidden_tests_and_a_hand_graded_question(path):
+    auto_points = manual_points = hidden = 0
+    ids = []
+    for cell in cells(path):
+        meta, src = grade_meta(cell), text(cell)
+        if meta:
+            ids.append(meta["grade_id"])
+            assert meta.get("schema_version") == 3, (
+                f"{path.stem}/{meta['grade_id']}: schema_version 3"
+            )
+        begin, end = src.count("### BEGIN SOLUTION"), src.count("### END SOLUTION")
+        assert begin == end, f"{path.stem}/{meta.get('grade_id')}: unbalanced solution markers"
+        if begin:
+            assert cell["cell_type"] == "code" and meta.get("solution") and not meta.get("grade"), (
+                f"{path.stem}: a cell with solution markers must be an (ungraded) solution cell"
+            )
+        if meta.get("grade") and cell["cell_type"] == "code":
+            assert not meta.get("solution") and meta.get("locked"), (
+                f"{path.stem}/{meta['grade_id']}"
+            )
+            assert meta.get("points", 0) > 0, (
+                f"{path.stem}/{meta['grade_id']}: a test cell without points"
+            )
+            auto_points += meta["points"]
+            has_hidden = "### BEGIN HIDDEN TESTS" in src
+            assert has_hidden == ("### END HIDDEN TESTS" in src), f"{path.stem}/{meta['grade_id']}"
+            hidden += has_hidden
+            assert "assert" in src, (
+                f"{path.stem}/{meta['grade_id']}: a test cell that asserts nothing"
+            )
+        if meta.get("grade") and cell["cell_type"] == "markdown":
+            assert meta.get("solution") and meta.get("points", 0) > 0, (
+                f"{path.stem}/{meta['grade_id']}"
+            )
+            manual_points += meta["points"]
+    assert sum("### BEGIN SOLUTION" in text(c) for c in cells(path)) >= 2, (
+        f"{path.stem}: fewer than 2 exercises"
+    )
+    assert auto_points > 0 and hidden > 0 and manual_points > 0, (
+        path.stem,
+        auto_points,
+        hidden,
+        manual_points,
+    )
+    assert len(ids) == len(set(ids)), f"{path.stem}: duplicate grade_id"
+
+
+@pytest.mark.parametrize("path", SOURCES, ids=lambda p: p.stem)
+def test_every_exercise_is_tested_and_states_its_time(path):
+    """Each solution defines a function some test cell calls (so an untouched stub fails), and
+    the lab says how long it takes and what it needs."""
+    nb = cells(path)
+    intro = text(nb[0])
+    assert re.search(r"\*\*Time:\*\* about \d+ minutes", intro), f"{path.stem}: no **Time:** line"
+    assert "**Prerequisites:**" in intro, f"{path.stem}: no **Prerequisites:** line"
+    tests = "\n".join(
+        text(c) for c in nb if grade_meta(c).get("grade") and c["cell_type"] == "code"
+    )
+    for cell in nb:
+        if "### BEGIN SOLUTION" not in text(cell):
+            continue
+        for name in re.findall(r"^def (\w+)\(", text(cell), flags=re.M):
+            assert re.search(rf"\b{name}\b", tests), f"{path.stem}: no test cell uses {name}"
+
+
+@pytest.mark.parametrize("path", SOURCES, ids=lambda p: p.stem)
+def test_source_notebooks_are_stored_without_outputs(path):
+    for cell in cells(path):
+        if cell["cell_type"] == "code":
+            assert cell.get("outputs") == [] and cell.get("execution_count") is None, path.stem
+
+
+@pytest.mark.slow
+@pytest.mark.skipif(
+    not HAVE_NBGRADER,
+    reason="nbgrader is not installed (it is pinned in the "
+    "reference env only; the modern env does not run the labs)",
+)
+@pytest.mark.parametrize("path", SOURCES, ids=lambda p: p.stem)
+def test_nbgrader_accepts_the_metadata_and_strips_solutions(path):
+    import nbformat
+    from nbgrader.preprocessors import CheckCellMetadata, ClearHiddenTests, ClearSolutions
+
+    nb = nbformat.read(str(path), as_version=4)
+    resources = {}
+    for pre in (CheckCellMetadata(), ClearSolutions(), ClearHiddenTests()):
+        nb, resources = pre.preprocess(nb, resources)
+    released = "\n".join(c.source for c in nb.cells)
+    assert "BEGIN SOLUTION" not in released and "HIDDEN TESTS" not in released
+    assert released.count("raise NotImplementedError()") >= 2, path.stem
+
+
+def test_labs_check_and_release_are_wired_into_make_and_ci():
+    makefile = (ROOT / "Makefile").read_text()
+    assert re.search(r"^labs:", makefile, flags=re.M) and re.search(
+        r"^labs-check:", makefile, flags=re.M
+    )
+    assert "make labs-check" in (ROOT / ".ci" / "run").read_text()
+    ignored = (ROOT / ".gitignore").read_text()
+    for path in ("labs/release/", "labs/gradebook.db", "labs/submitted/", "labs/autograded/"):
+        assert path in ignored, f"{path} must be gitignored"
+
+
+@pytest.mark.skipif(
+    not HAVE_NBGRADER,
+    reason="nbgrader is not installed (it is pinned in the "
+    "reference env only; the modern env does not run the labs)",
+)
+def test_nbgrader_extensions_are_installed_and_enabled_for_jupyterlab():
+    """What `make lab` loads: the prebuilt lab extension and the four server extensions, as
+    `jupyter labextension list` / `jupyter server extension list` report them (read from the
+    files those commands read, without starting Jupyter)."""
+    prefix = Path(sys.prefix)
+    assert (prefix / "share/jupyter/labextensions/@jupyter/nbgrader/package.json").is_file(), (
+        "nbgrader's JupyterLab extension is not installed in this environment"
+    )
+    config = json.loads((prefix / "etc/jupyter/jupyter_server_config.d/nbgrader.json").read_text())
+    enabled = config["ServerApp"]["jpserver_extensions"]
+    for name in ("formgrader", "validate_assignment", "assignment_list", "course_list"):
+        assert enabled.get(f"nbgrader.server_extensions.{name}") is True, name
+    disabled = prefix / "etc/jupyter/labconfig/page_config.json"
+    if disabled.is_file():
+        off = json.loads(disabled.read_text()).get("disabledExtensions", {})
+        assert not any(k.startswith("@jupyter/nbgrader") and v for k, v in off.items()), off
+
+
+def _wrong_solutions():
+    sys.path.insert(0, str(ROOT / "tools"))
+    try:
+        import labs_wrong
+    finally:
+        sys.path.remove(str(ROOT / "tools"))
+    return labs_wrong
+
+
+def test_every_wrong_solution_names_a_real_cell_and_part():
+    """labs/wrong/: each file's header names its lab, the solution cell it replaces and the
+    graded cells of its part (what `make labs-wrong` grades)."""
+    labs_wrong = _wrong_solutions()
+    files = sorted((LABS / "wrong").glob("*.py"))
+    assert len(files) >= 8, files
+    for path in files:
+        wrong = labs_wrong.read_wrong(path)
+        source = LABS / "source" / wrong["lab"] / f"{wrong['lab']}.ipynb"
+        assert source.is_file(), (path.name, wrong["lab"])
+        labs_wrong.submission(source, wrong)  # raises on an unknown cell or part
+        assert wrong["code"].strip() and wrong["why"], path.name
+    assert "make labs-wrong" in (ROOT / ".ci" / "run").read_text()
+
+
+@pytest.mark.parametrize(
+    "name",
+    [
+        "lab1_numpy_unique",
+        "lab1_tolist_set",
+        "lab5_out_edges",
+        "lab8_zero_grad_to_none",
+        "lab6_shrink_over_workers",
+    ],
+)
+def test_a_few_wrong_solutions_lose_their_points_without_nbgrader(name):
+    """The quick version of `make labs-wrong`: the lab's cells run in this process with one
+    cell replaced by a wrong solution; its part earns at most half its points."""
+    labs_wrong = _wrong_solutions()
+    wrong = labs_wrong.read_wrong(LABS / "wrong" / f"{name}.py")
+    scores = labs_wrong.grade_in_process(
+        LABS / "source" / wrong["lab"] / f"{wrong['lab']}.ipynb", wrong
+    )
+    earned, total = sum(s for s, _ in scores.values()), sum(p for _, p in scores.values())
+    assert total > 0 and set(scores) == set(wrong["part"]), scores
+    assert earned <= total / 2, (name, scores)
+
+
+def marking_notes_problems(lab, lab_cells):
+    """What is missing from the hand-graded answers of one lab: each needs a model answer and
+    ``**Marking notes (N points).**`` with N its points."""
+    problems = []
+    for cell in lab_cells:
+        meta = grade_meta(cell)
+        if not (meta.get("grade") and meta.get("solution") and cell["cell_type"] == "markdown"):
+            continue
+        found = re.search(r"\*\*Marking notes \((\d+(?:\.\d+)?) points?\)\.\*\*", text(cell))
+        if "**Model answer.**" not in text(cell):
+            problems.append(f"{lab}/{meta['grade_id']}: no **Model answer.**")
+        if not found:
+            problems.append(f"{lab}/{meta['grade_id']}: no **Marking notes (N points).**")
+        elif float(found.group(1)) != float(meta.get("points", 0)):
+            problems.append(
+                f"{lab}/{meta['grade_id']}: marking notes for {found.group(1)} points, "
+                f"the cell has {meta.get('points')}"
+            )
+    return problems
+
+
+@pytest.mark.parametrize("path", SOURCES, ids=lambda p: p.stem)
+def test_every_hand_graded_answer_has_marking_notes(path):
+    assert marking_notes_problems(path.stem, cells(path)) == []
+
+
+def test_marking_notes_check_finds_a_cell_without_notes():
+    meta = {"nbgrader": {"grade": True, "solution": True, "grade_id": "q", "points": 3}}
+    bare = {"cell_type": "markdown", "metadata": meta, "source": ["**Model answer.** Yes."]}
+    assert marking_notes_problems("lab", [bare]) == ["lab/q: no **Marking notes (N points).**"]
+    wrong_points = dict(
+        bare, source=["**Model answer.** Yes.\n\n**Marking notes (2 points).** 2: yes."]
+    )
+    assert "notes for 2 points" in marking_notes_problems("lab", [wrong_points])[0]
+    right = dict(bare, source=["**Model answer.** Yes.\n\n**Marking notes (3 points).** 3: yes."])
+    assert marking_notes_problems("lab", [right]) == []

@@ -1,0 +1,264 @@
+"""The docs' measured numbers come from the result files, never from a keyboard.
+
+README.md and docs/*.md quote measurements only inside generated blocks that
+``tools/render_docs.py`` fills from bench/results/ (``--check`` fails when one is stale or names a
+missing file or metric); outside them a number next to a unit of measurement is an error, unless
+it is a setting or a fact of the design on the short allow-list below. The README stays a front
+door: at most 10 KiB."""
+
+import io
+import re
+from pathlib import Path
+
+import pytest
+
+from tests.script_loader import load_script
+from zg.experiments import results
+
+ROOT = Path(__file__).resolve().parents[2]
+render_docs, _restore = load_script(ROOT / "tools" / "render_docs.py", "render_docs")
+_restore()
+DOCS = [ROOT / "README.md", *sorted((ROOT / "docs").glob("*.md"))]
+README_LIMIT = 10 * 1024
+
+# A measured-looking number: a ratio ("1.62x"), a spread ("± 0.05"), or a number (or range) next
+# to a unit of time, memory, bandwidth or accuracy ("0.94 ms", "3.7 s", "272 MiB", "75.4 %",
+# "1.3 points"), or a bare decimal with two or more places ("0.733").
+MEASURED = re.compile(
+    r"(?<![\w.\-/])[-−+]?\d+(?:\.\d+)?(?:\s?[-–]\s?\d+(?:\.\d+)?)?"
+    r"\s?(?:x\b|×|%|ms\b|µs\b|us\b|s\b|s per\b|seconds?\b|min\b|minutes?\b|h\b|hours?\b"
+    r"|KiB\b|MiB\b|GiB\b|KB\b|MB\b|GB\b|GB/s|MB/s|B/s|points?\b|pts\b|bytes?\b)"
+    r"|±\s?\d"
+    r"|(?<![\w.\-/])\d\.\d{2,}\b(?!\.\d)"
+)
+# Versions, links and inline code are not measurements.
+NOT_PROSE = re.compile(
+    r"`[^`\n]*`"  # inline code: flags, file names, settings
+    r"|\]\([^)]*\)|<https?://[^>]*>|https?://\S+"  # link targets
+    r"|\b(?:Python|torch|dgl|DGL|numba|nbgrader|ogb|torchdata|torch_geometric|graphdatascience)"
+    r"[ =<>]*\d+(?:\.\d+)*"
+)
+# Numbers that are settings or facts of the design, not measurements: (file, phrase, why).
+ALLOWED = [
+    ("docs/cpu_performance.md", "1.5x faster than DGL", "the target the bench checks"),
+    ("docs/cpu_performance.md", "above its 32 MiB", "glibc's mmap threshold, a setting"),
+    ("docs/install.md", "at most 10 %", "the labs-check pass threshold"),
+    ("docs/data.md", "8 bytes per edge", "the size of an int64 edge id"),
+    ("docs/files.md", "8 bytes per edge", "the size of an int64 edge id"),
+    ("docs/files.md", "8 bytes per edge", "the size of an int64 edge id (second mention)"),
+    ("docs/files.md", "4 bytes", "the size of a float32"),
+    ("docs/glossary.md", "default 0.99", "the envelope quantile, a setting"),
+    ("docs/glossary.md", "default 5 %", "the envelope margin, a setting"),
+    ("docs/grappa.md", "lr 0.003", "the public code's learning rate, a setting"),
+    ("docs/grappa_diagnosis.md", "lr 0.003", "a learning rate the check sets"),
+    ("docs/grappa_diagnosis.md", "lr 0.01", "the default learning rate"),
+    ("docs/grappa_diagnosis.md", "L = 0.003 and 0.03", "the learning rates the check sets"),
+    ("docs/grappa_diagnosis.md", "0.01 (default)", "the default learning rate"),
+    ("docs/grappa_diagnosis.md", "0.003 0.03", "learning rates in the reproduce script"),
+    ("docs/grappa_diagnosis.md", "3x smaller step", "the ratio of two learning-rate settings"),
+    ("docs/grappa_diagnosis.md", "3x larger one", "the ratio of two learning-rate settings"),
+    ("docs/grappa_diagnosis.md", "at most 1 point below", "the acceptance check's threshold"),
+]
+
+
+def prose(text: str) -> str:
+    """``text`` without its generated blocks and what is not prose, line breaks kept."""
+    text = render_docs.BLOCK.sub(lambda m: "\n" * m.group(0).count("\n"), text)
+    return NOT_PROSE.sub(lambda m: " " * len(m.group(0)), text)
+
+
+def typed_numbers(path: Path, allowed=ALLOWED) -> list[str]:
+    """Every measured-looking number in ``path`` outside generated blocks, as "file:line: ..."."""
+    rel = path.relative_to(ROOT).as_posix() if path.is_relative_to(ROOT) else path.name
+    text = prose(path.read_text())
+    spans = []
+    for file, phrase, _why in allowed:
+        if file == rel:
+            start = 0
+            while (i := text.find(phrase, start)) >= 0:
+                spans.append((i, i + len(phrase)))
+                start = i + 1
+    found = []
+    for m in MEASURED.finditer(text):
+        if any(a <= m.start() and m.end() <= b for a, b in spans):
+            continue
+        line = text.count("\n", 0, m.start()) + 1
+        context = " ".join(text[max(0, m.start() - 30) : m.end() + 15].split())
+        found.append(f"{rel}:{line}: {m.group(0)!r} in '...{context}...'")
+    return found
+
+
+def test_render_docs_check_passes_on_the_tree():
+    out = io.StringIO()
+    status = render_docs.run(DOCS, results.RESULTS_DIR, check=True, out=out)
+    assert status == 0, "run python tools/render_docs.py:\n" + out.getvalue()
+
+
+def test_the_readme_is_a_front_door():
+    size = len((ROOT / "README.md").read_bytes())
+    assert size <= README_LIMIT, f"README.md is {size} bytes, over {README_LIMIT}: move it to docs/"
+
+
+@pytest.mark.parametrize("path", DOCS, ids=lambda p: p.relative_to(ROOT).as_posix())
+def test_no_hand_typed_measured_number_outside_a_generated_block(path):
+    found = typed_numbers(path)
+    assert not found, (
+        "a measured number in prose must come from a result file: put it in a zg:headline, "
+        "zg:table or zg:metric block (tools/render_docs.py), link CLAIMS.md, or (a setting) "
+        "add it to ALLOWED with a reason:\n" + "\n".join(found)
+    )
+
+
+def test_every_allowed_phrase_is_still_there():
+    """An allow-list entry whose phrase is gone is stale and must be removed."""
+    for file, phrase, why in ALLOWED:
+        assert phrase in prose((ROOT / file).read_text()), f"{file}: {phrase!r} ({why}) is gone"
+
+
+def test_every_docs_page_is_linked_from_the_readme():
+    readme = (ROOT / "README.md").read_text()
+    for page in sorted((ROOT / "docs").glob("*.md")):
+        assert f"](docs/{page.name})" in readme, f"README.md does not link docs/{page.name}"
+
+
+def test_relative_links_between_the_pages_resolve():
+    link = re.compile(r"\]\((?!https?:|mailto:|#)([^)#\s]+)(?:#[^)]*)?\)")
+    broken = [
+        f"{page.relative_to(ROOT)}: {target}"
+        for page in DOCS
+        for target in link.findall(page.read_text())
+        if not (page.parent / target).exists()
+    ]
+    assert not broken, broken
+
+
+def test_no_sentence_calls_random_chunks_without_a_halo_the_papers_setting():
+    places = [
+        ROOT / "README.md",
+        ROOT / "CLAIMS.md",
+        *sorted((ROOT / "docs").glob("*.md")),
+        *sorted((ROOT / "notebooks").glob("*.ipynb")),
+        *sorted((ROOT / "zg").rglob("*.py")),
+        *sorted((ROOT / "bench").glob("*.py")),
+    ]
+    wrong = re.compile(
+        r"\(the paper'?s (own )?setting\)|, the paper'?s own setting,|is the paper'?s own setting"
+        r"|as the paper runs them"
+    )
+    found = [
+        f"{p.relative_to(ROOT)}: {m.group(0)}"
+        for p in places
+        if p.exists()
+        for m in wrong.finditer(" ".join(p.read_text(errors="replace").split()))
+    ]
+    assert not found, found
+
+
+# The renderer itself, on fixture result files in a temporary tree.
+
+
+def fixture_tree(tmp_path, value=1.06):
+    res = tmp_path / "bench" / "results"
+    res.mkdir(parents=True)
+    doc = results.make(
+        "engine",
+        settings={"batch_size": 1024},
+        rows=[],
+        headline=[
+            results.headline(
+                "envelope_vs_dgl", value, "x", std=0.05, n=3, compared_to="DGL", where="csbm"
+            )
+        ],
+        machine={"cores": 2, "cpu": "test cpu", "cuda": None, "date": "2026-01-01T00:00:00"},
+        command=None,
+        source={"commit": None, "modified": None},
+    )
+    results.write(res / "engine.json", doc)
+    (tmp_path / "docs").mkdir()
+    readme = tmp_path / "README.md"
+    readme.write_text(
+        "# T\n\n<!-- zg:headline engine -->\n<!-- /zg:headline -->\n\n"
+        "Inline: <!-- zg:metric engine envelope_vs_dgl -->old<!-- /zg:metric -->.\n\n"
+        "<!-- zg:table engine:envelope_vs_dgl -->\n<!-- /zg:table -->\n"
+    )
+    return readme, res
+
+
+def check(readme, res):
+    out = io.StringIO()
+    return render_docs.run([readme], res, check=True, out=out), out.getvalue()
+
+
+def test_the_renderer_fills_blocks_and_then_they_are_current(tmp_path):
+    readme, res = fixture_tree(tmp_path)
+    status, out = check(readme, res)
+    assert status == 1 and "zg:headline engine is stale" in out and "zg:metric" in out, out
+    assert render_docs.run([readme], res, check=False, out=io.StringIO()) == 0
+    text = readme.read_text()
+    assert "Inline: <!-- zg:metric engine envelope_vs_dgl -->1.06x ± 0.05 (n=3)<!--" in text
+    assert "| `envelope_vs_dgl` | 1.06x ± 0.05 (n=3) | DGL | csbm |" in text
+    assert "Machine: test cpu, 2 cores" in text and "`engine.json`, 2 cores, no GPU" in text
+    assert check(readme, res) == (0, "render_docs: 3 blocks in 1 files are current\n")
+    assert render_docs.run([readme], res, check=False, out=io.StringIO()) == 0
+    assert readme.read_text() == text  # rendering twice changes nothing
+
+
+def test_a_changed_result_makes_the_block_stale(tmp_path):
+    readme, res = fixture_tree(tmp_path)
+    render_docs.run([readme], res, check=False, out=io.StringIO())
+    doc = results.load(res / "engine.json")
+    doc["headline"][0]["value"] = 1.31
+    results.write(res / "engine.json", doc)
+    status, out = check(readme, res)
+    assert status == 1
+    assert f"{readme}:3: zg:headline engine is stale" in out, out
+    assert "zg:metric engine envelope_vs_dgl is stale" in out, out
+    assert "zg:table engine:envelope_vs_dgl is stale" in out, out
+
+
+def test_a_missing_metric_or_file_is_named(tmp_path):
+    readme, res = fixture_tree(tmp_path)
+    render_docs.run([readme], res, check=False, out=io.StringIO())
+    readme.write_text(
+        readme.read_text()
+        + "<!-- zg:metric engine no_such_metric -->1<!-- /zg:metric -->\n"
+        + "<!-- zg:headline no_such_file -->\n<!-- /zg:headline -->\n"
+    )
+    status, out = check(readme, res)
+    assert status == 1
+    assert "zg:metric engine no_such_metric: engine: no headline metric 'no_such_metric'" in out
+    assert "zg:headline no_such_file: no result file" in out and "no_such_file.json" in out
+    # the write mode reports the same and leaves those blocks as they were
+    before = readme.read_text()
+    assert render_docs.run([readme], res, check=False, out=io.StringIO()) == 1
+    assert readme.read_text() == before
+
+
+def test_a_malformed_block_is_an_error(tmp_path):
+    readme, res = fixture_tree(tmp_path)
+    readme.write_text("<!-- zg:headline engine -->\nno closing marker\n")
+    status, out = check(readme, res)
+    assert status == 1 and "unclosed" in out, out
+    readme.write_text("<!-- zg:metric engine -->x<!-- /zg:metric -->\n")
+    status, out = check(readme, res)
+    assert status == 1 and "takes 2 argument(s)" in out, out
+    readme.write_text("<!-- zg:plot engine -->x<!-- /zg:plot -->\n")
+    status, out = check(readme, res)
+    assert status == 1 and "unknown block kind zg:plot" in out, out
+
+
+def test_the_number_scan_finds_typed_numbers_and_spares_settings(tmp_path):
+    page = tmp_path / "page.md"
+    page.write_text(
+        "A step is 1.62x faster (± 0.05), 0.94 ms per batch, 272 MiB, 75.4 % accurate,\n"
+        "1.3 points below, c_r within 0.689-0.733. Python 3.11, torch 2.13.0, `--budget 200`,\n"
+        "<!-- zg:metric engine x -->1.06x ± 0.05 (n=3)<!-- /zg:metric --> and 3 seeds.\n"
+    )
+    found = "\n".join(typed_numbers(page))
+    for typed in ("1.62x", "± 0", "0.94 ms", "272 MiB", "75.4 %", "1.3 points", "0.689"):
+        assert repr(typed) in found or typed in found, (typed, found)
+    assert "1.06x" not in found and "3.11" not in found and "2.13" not in found
+    assert "200" not in found and "3 seeds" not in found
+    spared = typed_numbers(page, allowed=[("page.md", "1.62x faster", "a target")])
+    assert len(spared) == len(typed_numbers(page)) - 1
+    assert not any(f.split(" in ")[0].endswith("'1.62x'") for f in spared), spared

@@ -1,0 +1,115 @@
+"""What a worker builds for its trainer: its source, and how its gradients are exchanged.
+
+Where it sits: between the trainers' policy (:mod:`zg.grappa.trainers`: flags, defaults,
+checks) and the worker loop (:mod:`zg.grappa.worker`). The worker asks :func:`role_for` for
+the role of its trainer and builds its pieces through it; a role is chosen by the trainer's
+flags, never by its name:
+
+    flag                  source (:meth:`Role.make_source`)          exchange (wrap, after_step)
+    (none)                :class:`zg.grappa.sources.IsolatedSource`   DDP + the estimator's hook
+    fetches_features      :class:`zg.grappa.remote.FeatureFetchSource` DDP + the estimator's hook
+    averages_models       :class:`zg.grappa.sources.IsolatedSource`   no DDP; parameters averaged
+                                                                      every ``average_every`` steps
+
+So grappa, isolated and single are :class:`Role`, feature_fetch :class:`FetchingRole` and
+psgd_pa :class:`AveragingRole`.
+"""
+
+from __future__ import annotations
+
+from typing import Any
+
+import torch
+from torch.nn.parallel import DistributedDataParallel
+
+from ..graph import Graph
+from .comm import CommLedger
+from .config import TrainConfig
+from .hook import HookState, average_parameters, estimator_hook
+from .partition import Partition
+from .remote import FeatureFetchSource
+from .sources import IsolatedSource
+from .trainers import Trainer
+
+__all__ = ["Role", "FetchingRole", "AveragingRole", "role_for"]
+
+
+class Role:
+    """A worker that trains on its isolated local graph and exchanges gradients through DDP
+    with the estimator's communication hook (trainers grappa, isolated, single)."""
+
+    def __init__(self, trainer: Trainer):
+        self.trainer = trainer
+
+    def __repr__(self) -> str:
+        return f"zg.grappa.roles.{type(self).__name__}({self.trainer!r})"
+
+    def make_source(
+        self,
+        cfg: TrainConfig,
+        g: Graph,
+        part: Partition,
+        rank: int,
+        world: int,
+        device: torch.device,
+        ledger: CommLedger,
+    ):
+        """What this worker trains on (:mod:`zg.grappa.sources`): its isolated local graph."""
+        return IsolatedSource(cfg, g, part, rank, world, device, cfg.estimator_object)
+
+    def wrap(self, model: torch.nn.Module, device: torch.device, ledger: CommLedger, guard: Any):
+        """(the module the step calls, the hook state or None): the model in DDP with the
+        estimator's communication hook (:mod:`zg.grappa.hook`)."""
+        net = DistributedDataParallel(
+            model,
+            device_ids=[device.index] if device.type == "cuda" else None,
+            broadcast_buffers=False,
+        )
+        state = HookState(ledger, guard=guard)
+        net.register_comm_hook(state, estimator_hook)
+        return net, state
+
+    def after_step(
+        self,
+        model: torch.nn.Module,
+        step: int,
+        every: int,
+        world: int,
+        ledger: CommLedger,
+        guard: Any,
+    ) -> None:
+        """After the ``step``-th iteration of the run (0-based): nothing to do under DDP."""
+
+
+class FetchingRole(Role):
+    """The whole structure, remote features fetched every iteration
+    (:mod:`zg.grappa.remote`); gradients through DDP as :class:`Role`."""
+
+    def make_source(self, cfg, g, part, rank, world, device, ledger):
+        return FeatureFetchSource(cfg, g, part, rank, world, device, ledger)
+
+
+class AveragingRole(Role):
+    """Local steps without DDP; the parameters are averaged every ``every`` iterations with
+    one all_reduce (:func:`zg.grappa.hook.average_parameters`)."""
+
+    def wrap(self, model, device, ledger, guard):
+        return model, None
+
+    def after_step(self, model, step, every, world, ledger, guard):
+        if (step + 1) % every == 0:
+            # Gated like the optimizer step: an overflowed iteration averages nothing.
+            average_parameters(model, world, ledger, apply=None if guard is None else guard.apply())
+
+
+def role_for(trainer: Trainer) -> Role:
+    """The role of a worker of ``trainer`` (a :class:`zg.grappa.Trainer`), from its flags."""
+    if not isinstance(trainer, Trainer):
+        raise TypeError(f"trainer must be a zg.grappa.Trainer, got {type(trainer).__name__}")
+    if trainer.fetches_features and trainer.averages_models:
+        raise ValueError(f"{trainer!r}: no role both fetches features and averages models")
+    if trainer.fetches_features:
+        return FetchingRole(trainer)
+    if trainer.averages_models:
+        return AveragingRole(trainer)
+    return Role(trainer)
