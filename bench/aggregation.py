@@ -136,7 +136,8 @@ def time_kernel(mb, widths, repeats):
     return out
 
 
-def main(argv=None) -> int:
+def parse_args(argv=None):
+    """The command line, with --quick's settings filled in; refuses a run that cannot measure."""
     p = argparse.ArgumentParser(
         description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter
     )
@@ -167,9 +168,98 @@ def main(argv=None) -> int:
         p.error("--repeats must be >= 5 (the median of at least five steps)")
     if args.quick:
         args.nodes, args.repeats, args.warmup = 100_000, 3, 1
-    kinds = args.model or ["sage"]
     if not _aggregate.available():
         p.error("the CSR backward needs numba, which did not import")
+    return args
+
+
+def time_steps(eng, model, dgl_eng, variants, args):
+    """Each repeat trains the same batch index once per variant, rotating which goes first;
+    returns {variant: {measure: [seconds per timed repeat]}} (the warm-up repeats dropped)."""
+    times = {v: {m: [] for m in MEASURES} for v in variants}
+    batch = 0
+    for rep in range(args.warmup + args.repeats):
+        order = variants[rep % len(variants) :] + variants[: rep % len(variants)]
+        for variant in order:
+            stages = {s: 0.0 for s in STAGES}
+            start, cpu_start = time.perf_counter(), time.process_time()
+            if variant == "dgl":
+                dgl_eng.run_batch(batch, epoch=0, clock=StageClock(None, into=stages))
+            else:
+                use_variant(model, variant)
+                eng.run_batch(batch, epoch=0, clock=StageClock(None, into=stages))
+            total, cpu = time.perf_counter() - start, time.process_time() - cpu_start
+            if rep >= args.warmup:
+                times[variant]["forward"].append(stages["forward"])
+                times[variant]["backward"].append(stages["backward"])
+                times[variant]["step_total"].append(total)
+                times[variant]["step_cpu"].append(cpu)
+        batch += 1
+    return times
+
+
+def measure_model(g, envelope, fanouts, kind, args):
+    """One model's results entry: the step times of every variant (and DGL's with --vs-dgl, for
+    SAGE), their medians and ratios, and for SAGE the aggregation alone."""
+    hidden, extra = (args.hidden // 4, {"heads": 4}) if kind == "gat" else (args.hidden, {})
+    torch.manual_seed(args.seed)
+    model = models.build(kind, g.feat_dim, hidden, g.num_classes, len(fanouts), **extra)
+    # The sampler's kernel: the fused one (the fastest); each variant sets the model's own.
+    eng = Engine(
+        g,
+        model,
+        fanouts,
+        args.batch_size,
+        envelope,
+        mode="static",
+        seed=args.seed,
+        kernel="auto",
+    )
+    eng.observers = []
+    variants, dgl_eng = VARIANTS, None
+    if args.vs_dgl and kind == "sage":  # DGL's pipeline in the same rotation: DGL / zg
+        from zg.baselines.dgl import DGLModel
+
+        torch.manual_seed(args.seed)
+        dgl_eng = Engine(
+            g,
+            DGLModel(kind, g.feat_dim, hidden, g.num_classes, len(fanouts)),
+            fanouts,
+            args.batch_size,
+            mode="dgl",
+            seed=args.seed,
+        )
+        dgl_eng.observers = []
+        variants = VARIANTS + ("dgl",)
+    times = time_steps(eng, model, dgl_eng, variants, args)
+    use_variant(model, VARIANTS[-1])
+    medians = {v: {m: statistics.median(x) for m, x in t.items()} for v, t in times.items()}
+    ratios = {v: {m: medians["torch"][m] / medians[v][m] for m in MEASURES} for v in VARIANTS[1:]}
+    result = {
+        "sampler_kernel": ran_kernel(eng),
+        "hidden": hidden,
+        **extra,
+        "seconds": times,
+        "median": medians,
+        "ratio_torch_over_variant": ratios,
+    }
+    if "dgl" in variants:
+        result["ratio_dgl_over_variant"] = {
+            v: {m: medians["dgl"][m] / medians[v][m] for m in MEASURES} for v in VARIANTS
+        }
+    if kind == "sage":  # the aggregation alone, on one batch's blocks (layers 1 and 2)
+        mb = eng.sample(0, epoch=0)
+        layers = [
+            (None, False),
+            (hidden, True),
+            (g.num_classes, False),
+        ]  # layer 2 projects first
+        result["aggregation_alone"] = time_kernel(mb, layers, 3 * args.repeats)
+    return result
+
+
+def measure(args):
+    """The graph, its envelope and every model's results entry, with the load average before."""
     torch.set_num_threads(args.threads)
     fanouts = [15, 10, 5]
     load_before = list(os.getloadavg())
@@ -182,74 +272,27 @@ def main(argv=None) -> int:
         cache_dir=args.cache_dir,
     )
     envelope = zg.Envelope.profile(g, fanouts, args.batch_size, num_batches=8, seed=args.seed)
-    rows, results = [], {}
-    for kind in kinds:
-        hidden, extra = (args.hidden // 4, {"heads": 4}) if kind == "gat" else (args.hidden, {})
-        torch.manual_seed(args.seed)
-        model = models.build(kind, g.feat_dim, hidden, g.num_classes, len(fanouts), **extra)
-        # The sampler's kernel: the fused one (the fastest); each variant sets the model's own.
-        eng = Engine(
-            g,
-            model,
-            fanouts,
-            args.batch_size,
-            envelope,
-            mode="static",
-            seed=args.seed,
-            kernel="auto",
-        )
-        eng.observers = []
-        variants = VARIANTS
-        if args.vs_dgl and kind == "sage":  # DGL's pipeline in the same rotation: DGL / zg
-            from zg.baselines.dgl import DGLModel
+    # (model, entry) in the order timed: a model named twice is timed and printed twice, and
+    # the results dict keeps its last entry.
+    measured = [
+        (kind, measure_model(g, envelope, fanouts, kind, args)) for kind in args.model or ["sage"]
+    ]
+    return {
+        "graph": g,
+        "fanouts": fanouts,
+        "load_average_before": load_before,
+        "measured": measured,
+        "results": dict(measured),
+    }
 
-            torch.manual_seed(args.seed)
-            dgl_eng = Engine(
-                g,
-                DGLModel(kind, g.feat_dim, hidden, g.num_classes, len(fanouts)),
-                fanouts,
-                args.batch_size,
-                mode="dgl",
-                seed=args.seed,
-            )
-            dgl_eng.observers = []
-            variants = VARIANTS + ("dgl",)
-        times = {v: {m: [] for m in MEASURES} for v in variants}
-        batch = 0
-        for rep in range(args.warmup + args.repeats):
-            order = variants[rep % len(variants) :] + variants[: rep % len(variants)]
-            for variant in order:
-                stages = {s: 0.0 for s in STAGES}
-                start, cpu_start = time.perf_counter(), time.process_time()
-                if variant == "dgl":
-                    dgl_eng.run_batch(batch, epoch=0, clock=StageClock(None, into=stages))
-                else:
-                    use_variant(model, variant)
-                    eng.run_batch(batch, epoch=0, clock=StageClock(None, into=stages))
-                total, cpu = time.perf_counter() - start, time.process_time() - cpu_start
-                if rep >= args.warmup:
-                    times[variant]["forward"].append(stages["forward"])
-                    times[variant]["backward"].append(stages["backward"])
-                    times[variant]["step_total"].append(total)
-                    times[variant]["step_cpu"].append(cpu)
-            batch += 1
-        use_variant(model, VARIANTS[-1])
-        medians = {v: {m: statistics.median(x) for m, x in t.items()} for v, t in times.items()}
-        ratios = {
-            v: {m: medians["torch"][m] / medians[v][m] for m in MEASURES} for v in VARIANTS[1:]
-        }
-        results[kind] = {
-            "sampler_kernel": ran_kernel(eng),
-            "hidden": hidden,
-            **extra,
-            "seconds": times,
-            "median": medians,
-            "ratio_torch_over_variant": ratios,
-        }
-        if "dgl" in variants:
-            results[kind]["ratio_dgl_over_variant"] = {
-                v: {m: medians["dgl"][m] / medians[v][m] for m in MEASURES} for v in VARIANTS
-            }
+
+def report(measured):
+    """The table: per model, DGL's medians (where timed), the aggregation alone (SAGE), then
+    every measure's medians and ratios."""
+    rows = []
+    for kind, r in measured:
+        medians = r["median"]
+        if "ratio_dgl_over_variant" in r:
             for m in MEASURES:
                 rows.append(
                     [
@@ -263,32 +306,24 @@ def main(argv=None) -> int:
                         f"{medians['dgl'][m] / medians['csr_fused_relu'][m]:.2f}",
                     ]
                 )
-        if kind == "sage":  # the aggregation alone, on one batch's blocks (layers 1 and 2)
-            mb = eng.sample(0, epoch=0)
-            layers = [
-                (None, False),
-                (hidden, True),
-                (g.num_classes, False),
-            ]  # layer 2 projects first
-            results[kind]["aggregation_alone"] = kernel = time_kernel(mb, layers, 3 * args.repeats)
-            for name, k in kernel.items():
-                for label, key in (("", "median"), (" cpu", "median_cpu")):
-                    rows.append(
-                        [
-                            kind,
-                            f"{name} aggregation{label}",
-                            f"{k[key]['torch']:.4f}",
-                            f"{k[key]['csr']:.4f}",
-                            "",
-                            f"{k[key]['torch'] / k[key]['csr']:.2f}",
-                            "",
-                        ]
-                    )
+        for name, k in r.get("aggregation_alone", {}).items():
+            for label, key in (("", "median"), (" cpu", "median_cpu")):
+                rows.append(
+                    [
+                        kind,
+                        f"{name} aggregation{label}",
+                        f"{k[key]['torch']:.4f}",
+                        f"{k[key]['csr']:.4f}",
+                        "",
+                        f"{k[key]['torch'] / k[key]['csr']:.2f}",
+                        "",
+                    ]
+                )
         for m in MEASURES:
             rows.append(
                 [kind, m]
                 + [f"{medians[v][m]:.4f}" for v in VARIANTS]
-                + [f"{ratios[v][m]:.2f}" for v in VARIANTS[1:]]
+                + [f"{r['ratio_torch_over_variant'][v][m]:.2f}" for v in VARIANTS[1:]]
             )
     print(
         table(
@@ -304,18 +339,23 @@ def main(argv=None) -> int:
             ],
         )
     )
+
+
+def write_result(args, argv, m):
+    """bench/results/<name>.json: the settings, the load average around the run and the results."""
+    results = m["results"]
     name = args.name or ("aggregation_quick" if args.quick else "aggregation")
-    path = write_json(
+    return write_json(
         name,
         {
             "machine": machine_note(),
             "threads": args.threads,
-            "load_average_before": load_before,
+            "load_average_before": m["load_average_before"],
             "load_average_after": list(os.getloadavg()),
             "settings": {
                 "nodes": args.nodes,
-                "edges": g.num_edges,
-                "fanouts": fanouts,
+                "edges": m["graph"].num_edges,
+                "fanouts": m["fanouts"],
                 "batch_size": args.batch_size,
                 "repeats": args.repeats,
                 "warmup": args.warmup,
@@ -332,6 +372,13 @@ def main(argv=None) -> int:
             "results": results,
         },
     )
+
+
+def main(argv=None) -> int:
+    args = parse_args(argv)
+    m = measure(args)
+    report(m["measured"])
+    path = write_result(args, argv, m)
     print(f"wrote {path}")
     return 0
 

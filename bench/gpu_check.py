@@ -424,7 +424,8 @@ def data_parallel_rows(g, budget_left, epochs=2):
     return rows
 
 
-def main(argv=None):
+def parse_args(argv=None):
+    """The command line (the device fills in what is left at None: see :class:`CheckRun`)."""
     ap = argparse.ArgumentParser(
         description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter
     )
@@ -475,59 +476,72 @@ def main(argv=None):
         help="rows for products_like (2.4M nodes; default: on a GPU)",
     )
     ap.add_argument("--no-products", dest="products", action="store_false")
-    args = ap.parse_args(argv)
-    t_start = time.perf_counter()
-    cuda = torch.cuda.is_available()
-    device = torch.device("cuda", 0) if cuda else torch.device("cpu")
-    tag = "cuda" if cuda else "cpu"
-    iterations = args.iterations or (100 if cuda else 3)
-    audit_batches = args.max_batches or (20 if cuda else 3)
-    want_compile = cuda if args.compile is None else args.compile
-    want_products = cuda if args.products is None else args.products
-    result = {
-        "benchmark": "gpu_check",
-        "machine": machine_note(),
-        "settings": {**vars(args), "kernel": kernels.resolve("auto", device)},
-        "method": {
-            "timing": f"{args.reps} interleaved rounds of {iterations} iterations per "
-            "variant, audit off; median and sample std of the rounds",
-            "memory": "each variant alone; peak above the row's own baseline "
-            "(max_memory_allocated / reserved minus memory_allocated / "
-            "reserved before the engine was built)",
-            "oracle": f"{ORACLE}: allocates each batch's exact sizes",
-            "cora": "numerics only (140 training nodes: one batch); no Cora rows timed",
-            "audit": f"{audit_batches} iterations per row, untimed: host syncs and "
-            "launches per steady iteration (zg.observe.AuditSyncs)",
-        },
-        "numerics": None,
-        "rows": [],
-        "timing": [],
-        "compiled": [],
-        "kernel_profile": None,
-        "overflow_cost": None,
-        "cold_start": [],
-        "data_parallel": None,
-        "ratios": {},
-        "skipped": [],
-        "errors": [],
-        "complete": False,
-    }
-    skipped, errors, rows = result["skipped"], result["errors"], result["rows"]
+    return ap.parse_args(argv)
 
-    def save():
-        result["seconds_total"] = time.perf_counter() - t_start
-        return write_json(args.name or f"gpu_check_{tag}", result)
 
-    def left():
-        return args.budget - (time.perf_counter() - t_start)
+class CheckRun:
+    """One run of the check: the settings the device decides, the result document (rewritten
+    after every row, so a run stopped midway leaves what it measured), the time budget, and the
+    guard every row runs under. ``args`` stays as parsed: the JSON's settings are its vars."""
 
-    def guarded(name, fn):
+    def __init__(self, args):
+        self.args = args
+        self.t_start = time.perf_counter()
+        self.cuda = torch.cuda.is_available()
+        self.device = torch.device("cuda", 0) if self.cuda else torch.device("cpu")
+        self.tag = "cuda" if self.cuda else "cpu"
+        self.iterations = args.iterations or (100 if self.cuda else 3)
+        self.audit_batches = args.max_batches or (20 if self.cuda else 3)
+        self.want_compile = self.cuda if args.compile is None else args.compile
+        self.want_products = self.cuda if args.products is None else args.products
+        self.nodes = args.nodes if self.cuda else 20_000
+        self.result = {
+            "benchmark": "gpu_check",
+            "machine": machine_note(),
+            "settings": {**vars(args), "kernel": kernels.resolve("auto", self.device)},
+            "method": {
+                "timing": f"{args.reps} interleaved rounds of {self.iterations} iterations per "
+                "variant, audit off; median and sample std of the rounds",
+                "memory": "each variant alone; peak above the row's own baseline "
+                "(max_memory_allocated / reserved minus memory_allocated / "
+                "reserved before the engine was built)",
+                "oracle": f"{ORACLE}: allocates each batch's exact sizes",
+                "cora": "numerics only (140 training nodes: one batch); no Cora rows timed",
+                "audit": f"{self.audit_batches} iterations per row, untimed: host syncs and "
+                "launches per steady iteration (zg.observe.AuditSyncs)",
+            },
+            "numerics": None,
+            "rows": [],
+            "timing": [],
+            "compiled": [],
+            "kernel_profile": None,
+            "overflow_cost": None,
+            "cold_start": [],
+            "data_parallel": None,
+            "ratios": {},
+            "skipped": [],
+            "errors": [],
+            "complete": False,
+        }
+        self.skipped, self.errors = self.result["skipped"], self.result["errors"]
+        self.rows = self.result["rows"]
+
+    def save(self):
+        self.result["seconds_total"] = time.perf_counter() - self.t_start
+        return write_json(self.args.name or f"gpu_check_{self.tag}", self.result)
+
+    def left(self):
+        return self.args.budget - (time.perf_counter() - self.t_start)
+
+    def guarded(self, name, fn):
+        """fn(), or None with the failure recorded (out of memory: skipped; else: an error);
+        the JSON is rewritten either way."""
         try:
             return fn()
         except (torch.cuda.OutOfMemoryError, MemoryError) as exc:
-            skipped.append(f"{name}: out of memory ({str(exc)[:200]})")
+            self.skipped.append(f"{name}: out of memory ({str(exc)[:200]})")
         except Exception as exc:  # keep every other row
-            errors.append(
+            self.errors.append(
                 {
                     "row": name,
                     "error": f"{type(exc).__name__}: {str(exc)[:500]}",
@@ -536,21 +550,26 @@ def main(argv=None):
             )
             print(f"  {name}: ERROR {type(exc).__name__}: {exc}")
         finally:
-            save()
+            self.save()
         return None
 
+
+def check_numerics(run):
+    """The device line, what a CPU run skips, and the numerics check on Cora; returns the check
+    (None if it failed)."""
+    device, skipped = run.device, run.skipped
     print(
-        f"device: {torch.cuda.get_device_name(device) if cuda else 'CPU (no CUDA here)'}; torch {torch.__version__}"
+        f"device: {torch.cuda.get_device_name(device) if run.cuda else 'CPU (no CUDA here)'}; torch {torch.__version__}"
     )
-    if not cuda:
+    if not run.cuda:
         skipped.append(
             "CUDA Graph capture (no CUDA): the 'captured' variant runs the same static step eagerly"
         )
         skipped.append("GPU execution fraction, memory and the kernel profile (no CUDA)")
-        skipped.append(f"csbm with {args.nodes:,} nodes (CPU run uses 20,000 nodes)")
+        skipped.append(f"csbm with {run.args.nodes:,} nodes (CPU run uses 20,000 nodes)")
     cora = zg.datasets.load("cora").to(device)
-    check = guarded("numerics", lambda: numerics_check(cora, device))
-    result["numerics"] = check
+    check = run.guarded("numerics", lambda: numerics_check(cora, device))
+    run.result["numerics"] = check
     if check is not None:
         print(
             f"captured vs static vs eager vs tiny envelope (2 epochs, {check['batches_per_epoch']} batches): "
@@ -561,229 +580,275 @@ def main(argv=None):
         )
     cora = None  # off the GPU before the timed rows
     free(device)
-    save()
+    run.save()
+    return check
 
-    nodes = args.nodes if cuda else 20_000
+
+def graph_plan(run):
+    """[(graph name, loader, batch sizes)]: csbm, and products_like where wanted; what is not
+    run is listed as skipped."""
+    nodes = run.nodes
     plan = [
         (
             f"csbm_{nodes}",
             lambda: zg.datasets.csbm(
                 num_nodes=nodes, avg_degree=20, num_classes=10, feat_dim=128, seed=0
             ),
-            args.batch_sizes,
+            run.args.batch_sizes,
         )
     ]
-    if want_products:
+    if run.want_products:
         plan.append(("products_like", lambda: zg.datasets.products_like(), [1024, 4096]))
     else:
-        skipped.append("products_like rows (--no-products; default on a GPU only)")
-    if not want_compile:
-        skipped.append("torch.compile variants (--no-compile; default on a GPU only)")
-    first_graph = True
-    for gname, make_graph, batch_sizes in plan:
-        if left() < 60:
-            skipped.append(f"{gname} (time budget)")
+        run.skipped.append("products_like rows (--no-products; default on a GPU only)")
+    if not run.want_compile:
+        run.skipped.append("torch.compile variants (--no-compile; default on a GPU only)")
+    return plan
+
+
+def audit_rows(run, g, gname, batch_size, envelope, worst, profile_seconds):
+    """1. Each variant alone: audit (syncs, launches) and memory above its baseline. Appends the
+    rows (and the captured variant's cold start); returns {variant: row}."""
+    by = {}
+    for variant, env in (
+        ("dynamic", None),
+        ("envelope_eager", envelope),
+        ("envelope_captured", envelope),
+        ("worst_case_captured", worst),
+    ):
+        if variant != "dynamic" and env is None:
             continue
-        t0 = time.perf_counter()
-        g = guarded(gname, lambda: make_graph().to(device))
-        if g is None:
+        if run.left() < 20:
+            run.skipped.append(f"{gname} batch {batch_size} {variant} (time budget)")
             continue
-        print(f"{gname}: {g.num_nodes:,} nodes loaded in {time.perf_counter() - t0:.1f} s")
-        for batch_size in batch_sizes:
-            if left() < 30:
-                skipped.append(f"{gname} batch {batch_size} (time budget)")
-                continue
-            bs = min(batch_size, g.train_idx.numel())
-            t0 = time.perf_counter()
-            envelope = guarded(
-                f"{gname} b{batch_size} profile",
-                lambda: Envelope.profile(g, FANOUTS, bs, seed=args.seed),
+        base = "envelope_captured" if variant == "worst_case_captured" else variant
+        row = run.guarded(
+            f"{gname} b{batch_size} {variant}",
+            lambda: measure(g, run.device, batch_size, base, env, run.audit_batches, run.args.seed),
+        )
+        if row is None:
+            continue
+        row["variant"], row["graph"], row["model"] = variant, gname, "sage"
+        if envelope is not None:
+            row["oracle_mean_counts"] = envelope.observed.double().mean(0).tolist()
+        row["worst_case_sizes"] = worst_case_sizes(g.num_nodes, FANOUTS, batch_size)
+        if variant == "envelope_captured":
+            run.result["cold_start"].append(
+                {
+                    "graph": gname,
+                    "batch_size": batch_size,
+                    "profile_seconds": profile_seconds,
+                    "build_capture_and_two_batches_seconds": row["build_and_warm_up_seconds"],
+                }
             )
-            profile_seconds = time.perf_counter() - t0
-            worst = Envelope.worst_case(g, FANOUTS, bs)
-            # 1. Each variant alone: audit (syncs, launches) and memory above its baseline.
-            by = {}
-            for variant, env in (
-                ("dynamic", None),
-                ("envelope_eager", envelope),
-                ("envelope_captured", envelope),
-                ("worst_case_captured", worst),
-            ):
-                if variant != "dynamic" and env is None:
-                    continue
-                if left() < 20:
-                    skipped.append(f"{gname} batch {batch_size} {variant} (time budget)")
-                    continue
-                base = "envelope_captured" if variant == "worst_case_captured" else variant
-                row = guarded(
-                    f"{gname} b{batch_size} {variant}",
-                    lambda: measure(g, device, batch_size, base, env, audit_batches, args.seed),
-                )
-                if row is None:
-                    continue
-                row["variant"], row["graph"], row["model"] = variant, gname, "sage"
-                if envelope is not None:
-                    row["oracle_mean_counts"] = envelope.observed.double().mean(0).tolist()
-                row["worst_case_sizes"] = worst_case_sizes(g.num_nodes, FANOUTS, batch_size)
-                if variant == "envelope_captured":
-                    result["cold_start"].append(
-                        {
-                            "graph": gname,
-                            "batch_size": batch_size,
-                            "profile_seconds": profile_seconds,
-                            "build_capture_and_two_batches_seconds": row[
-                                "build_and_warm_up_seconds"
-                            ],
-                        }
-                    )
-                rows.append(row)
-                by[variant] = row
-                save()
-            # 2. The time: the variants alive together, interleaved rounds, audit off.
-            names = ["dynamic", "envelope_eager", "envelope_captured"]
-            if want_compile and batch_size == 1024 and first_graph:
-                names += list(COMPILED)
-            if batch_size == 1024 and first_graph:
-                names += list(TF32)  # its own row: TF32 is off by default
-            timed = {}
-            for name in names:
-                if left() < 30:
-                    skipped.append(f"{gname} batch {batch_size} {name} timing (time budget)")
-                    continue
-                env = None if COMPILED.get(name, (name,))[0] == "dynamic" else envelope
+        run.rows.append(row)
+        by[variant] = row
+        run.save()
+    return by
 
-                def warm(name=name, env=env):
-                    t = time.perf_counter()
-                    eng = build_engine(
-                        g, device, batch_size, name, env, seed=args.seed, audit_iterations=0
-                    )
-                    eng.train_epoch(max_batches=3)  # warm-up: captures, compiles
-                    _sync(device)
-                    return eng, time.perf_counter() - t
 
-                made = guarded(f"{gname} b{batch_size} {name} build", warm)
-                if made is not None:
-                    timed[name] = made
-            if timed:
-                spreads = (
-                    guarded(
-                        f"{gname} b{batch_size} timing",
-                        lambda: time_rounds(
-                            {k: v[0] for k, v in timed.items()}, iterations, args.reps, device
-                        ),
-                    )
-                    or {}
-                )
-                for name, sp in spreads.items():
-                    entry = {
-                        "graph": gname,
-                        "model": "sage",
-                        "batch_size": batch_size,
-                        "variant": name,
-                        "seconds_per_iteration": sp,
-                        "warm_up_seconds": timed[name][1],
-                    }
-                    if cuda:
-                        entry["gpu_execution_fraction"] = guarded(
-                            f"{gname} b{batch_size} {name} fraction",
-                            lambda: gpu_execution_fraction(
-                                lambda i: timed[name][0].run_batch(i), 10
-                            ),
-                        )
-                    (result["compiled"] if name in COMPILED else result["timing"]).append(entry)
-                    if name in by:  # the row's time is the interleaved median
-                        by[name]["seconds_per_iteration"] = sp["median"]
-                        by[name]["seconds_per_iteration_spread"] = sp
-                        by[name]["gpu_execution_fraction"] = entry.get("gpu_execution_fraction")
-                # 3. The captured replay's kernels (CUDA, batch 1024 of the first graph).
-                if cuda and batch_size == 1024 and first_graph and "envelope_captured" in timed:
-                    result["kernel_profile"] = guarded(
-                        "kernel profile",
-                        lambda: {
-                            "graph": gname,
-                            "batch_size": batch_size,
-                            **kernel_profile(timed["envelope_captured"][0], 50),
-                        },
-                    )
-            for name in list(timed):
-                del timed[name]
-            free(device)
-            # 4. One overflow and rewind (batch 1024 of the first graph).
-            if batch_size == 1024 and first_graph and envelope is not None:
-                if left() > 60:
-                    result["overflow_cost"] = guarded(
-                        "overflow cost",
-                        lambda: {
-                            "graph": gname,
-                            "batch_size": batch_size,
-                            **overflow_cost(
-                                g, device, batch_size, envelope, max(audit_batches, 10), args.seed
-                            ),
-                        },
-                    )
-                else:
-                    skipped.append("overflow cost (time budget)")
-            save()
-        # 5. GCN and GAT at batch 1024 on the first graph.
-        if first_graph:
-            for kind in ("gcn", "gat"):
-                if left() < 45:
-                    skipped.append(f"{gname} {kind} b1024 (time budget)")
-                    continue
-                bs = min(1024, g.train_idx.numel())
-                envelope = Envelope.profile(g, FANOUTS, bs, seed=args.seed)
+def build_timed(run, g, gname, batch_size, envelope, first_graph):
+    """The variants to time, built and warmed (captured, compiled): {name: (engine, warm-up
+    seconds)}."""
+    names = ["dynamic", "envelope_eager", "envelope_captured"]
+    if run.want_compile and batch_size == 1024 and first_graph:
+        names += list(COMPILED)
+    if batch_size == 1024 and first_graph:
+        names += list(TF32)  # its own row: TF32 is off by default
+    timed = {}
+    for name in names:
+        if run.left() < 30:
+            run.skipped.append(f"{gname} batch {batch_size} {name} timing (time budget)")
+            continue
+        env = None if COMPILED.get(name, (name,))[0] == "dynamic" else envelope
 
-                def models_row(kind=kind, envelope=envelope):
-                    engines = {}
-                    for variant in ("dynamic", "envelope_captured"):
-                        eng = build_engine(
-                            g,
-                            device,
-                            1024,
-                            variant,
-                            envelope,
-                            seed=args.seed,
-                            audit_iterations=0,
-                            model=kind,
-                        )
-                        eng.train_epoch(max_batches=3)
-                        engines[variant] = eng
-                    sp = time_rounds(engines, iterations, args.reps, device)
-                    return [
-                        {
-                            "graph": gname,
-                            "model": kind,
-                            "batch_size": 1024,
-                            "variant": v,
-                            "seconds_per_iteration": s,
-                        }
-                        for v, s in sp.items()
-                    ]
-
-                got = guarded(f"{gname} {kind} b1024", models_row)
-                if got:
-                    result["timing"].extend(got)
-                free(device)
-        first_graph = False
-        g = None
-        free(device)
-
-    if cuda and torch.cuda.device_count() > 1:
-        if left() > 60:
-            big = zg.datasets.csbm(
-                num_nodes=nodes, avg_degree=20, num_classes=10, feat_dim=128, seed=0
+        def warm(name=name, env=env):
+            t = time.perf_counter()
+            eng = build_engine(
+                g, run.device, batch_size, name, env, seed=run.args.seed, audit_iterations=0
             )
-            result["data_parallel"] = guarded(
-                "data_parallel", lambda: data_parallel_rows(big, left())
+            eng.train_epoch(max_batches=3)  # warm-up: captures, compiles
+            _sync(run.device)
+            return eng, time.perf_counter() - t
+
+        made = run.guarded(f"{gname} b{batch_size} {name} build", warm)
+        if made is not None:
+            timed[name] = made
+    return timed
+
+
+def time_variants(run, g, gname, batch_size, envelope, by, first_graph):
+    """2. The time: the variants alive together, interleaved rounds, audit off; each audited
+    row's time becomes the interleaved median. 3. The captured replay's kernels."""
+    timed = build_timed(run, g, gname, batch_size, envelope, first_graph)
+    if timed:
+        spreads = (
+            run.guarded(
+                f"{gname} b{batch_size} timing",
+                lambda: time_rounds(
+                    {k: v[0] for k, v in timed.items()}, run.iterations, run.args.reps, run.device
+                ),
+            )
+            or {}
+        )
+        for name, sp in spreads.items():
+            entry = {
+                "graph": gname,
+                "model": "sage",
+                "batch_size": batch_size,
+                "variant": name,
+                "seconds_per_iteration": sp,
+                "warm_up_seconds": timed[name][1],
+            }
+            if run.cuda:
+                entry["gpu_execution_fraction"] = run.guarded(
+                    f"{gname} b{batch_size} {name} fraction",
+                    lambda: gpu_execution_fraction(lambda i: timed[name][0].run_batch(i), 10),
+                )
+            (run.result["compiled"] if name in COMPILED else run.result["timing"]).append(entry)
+            if name in by:  # the row's time is the interleaved median
+                by[name]["seconds_per_iteration"] = sp["median"]
+                by[name]["seconds_per_iteration_spread"] = sp
+                by[name]["gpu_execution_fraction"] = entry.get("gpu_execution_fraction")
+        # 3. The captured replay's kernels (CUDA, batch 1024 of the first graph).
+        if run.cuda and batch_size == 1024 and first_graph and "envelope_captured" in timed:
+            run.result["kernel_profile"] = run.guarded(
+                "kernel profile",
+                lambda: {
+                    "graph": gname,
+                    "batch_size": batch_size,
+                    **kernel_profile(timed["envelope_captured"][0], 50),
+                },
+            )
+    for name in list(timed):
+        del timed[name]
+    free(run.device)
+
+
+def measure_batch(run, g, gname, batch_size, first_graph):
+    """One graph and batch size: the envelope profile, the audited rows, the interleaved timing
+    and (batch 1024 of the first graph) the cost of one overflow and rewind."""
+    bs = min(batch_size, g.train_idx.numel())
+    t0 = time.perf_counter()
+    envelope = run.guarded(
+        f"{gname} b{batch_size} profile",
+        lambda: Envelope.profile(g, FANOUTS, bs, seed=run.args.seed),
+    )
+    profile_seconds = time.perf_counter() - t0
+    worst = Envelope.worst_case(g, FANOUTS, bs)
+    by = audit_rows(run, g, gname, batch_size, envelope, worst, profile_seconds)
+    time_variants(run, g, gname, batch_size, envelope, by, first_graph)
+    # 4. One overflow and rewind (batch 1024 of the first graph).
+    if batch_size == 1024 and first_graph and envelope is not None:
+        if run.left() > 60:
+            run.result["overflow_cost"] = run.guarded(
+                "overflow cost",
+                lambda: {
+                    "graph": gname,
+                    "batch_size": batch_size,
+                    **overflow_cost(
+                        g,
+                        run.device,
+                        batch_size,
+                        envelope,
+                        max(run.audit_batches, 10),
+                        run.args.seed,
+                    ),
+                },
             )
         else:
-            skipped.append("data-parallel scaling (time budget)")
+            run.skipped.append("overflow cost (time budget)")
+    run.save()
+
+
+def other_models(run, g, gname):
+    """5. GCN and GAT at batch 1024 (the first graph): dynamic and captured, interleaved."""
+    for kind in ("gcn", "gat"):
+        if run.left() < 45:
+            run.skipped.append(f"{gname} {kind} b1024 (time budget)")
+            continue
+        bs = min(1024, g.train_idx.numel())
+        envelope = Envelope.profile(g, FANOUTS, bs, seed=run.args.seed)
+
+        def models_row(kind=kind, envelope=envelope):
+            engines = {}
+            for variant in ("dynamic", "envelope_captured"):
+                eng = build_engine(
+                    g,
+                    run.device,
+                    1024,
+                    variant,
+                    envelope,
+                    seed=run.args.seed,
+                    audit_iterations=0,
+                    model=kind,
+                )
+                eng.train_epoch(max_batches=3)
+                engines[variant] = eng
+            sp = time_rounds(engines, run.iterations, run.args.reps, run.device)
+            return [
+                {
+                    "graph": gname,
+                    "model": kind,
+                    "batch_size": 1024,
+                    "variant": v,
+                    "seconds_per_iteration": s,
+                }
+                for v, s in sp.items()
+            ]
+
+        got = run.guarded(f"{gname} {kind} b1024", models_row)
+        if got:
+            run.result["timing"].extend(got)
+        free(run.device)
+
+
+def measure_graph(run, gname, make_graph, batch_sizes, first_graph):
+    """Every batch size of one graph (and, on the first graph, the other models); False when
+    the graph was not measured (time budget, or it failed to load)."""
+    if run.left() < 60:
+        run.skipped.append(f"{gname} (time budget)")
+        return False
+    t0 = time.perf_counter()
+    g = run.guarded(gname, lambda: make_graph().to(run.device))
+    if g is None:
+        return False
+    print(f"{gname}: {g.num_nodes:,} nodes loaded in {time.perf_counter() - t0:.1f} s")
+    for batch_size in batch_sizes:
+        if run.left() < 30:
+            run.skipped.append(f"{gname} batch {batch_size} (time budget)")
+            continue
+        measure_batch(run, g, gname, batch_size, first_graph)
+    if first_graph:
+        other_models(run, g, gname)
+    g = None
+    free(run.device)
+    return True
+
+
+def data_parallel(run):
+    """zg.parallel across every GPU here (more than one), or why not."""
+    if run.cuda and torch.cuda.device_count() > 1:
+        if run.left() > 60:
+            big = zg.datasets.csbm(
+                num_nodes=run.nodes, avg_degree=20, num_classes=10, feat_dim=128, seed=0
+            )
+            run.result["data_parallel"] = run.guarded(
+                "data_parallel", lambda: data_parallel_rows(big, run.left())
+            )
+        else:
+            run.skipped.append("data-parallel scaling (time budget)")
     else:
-        skipped.append(
+        run.skipped.append(
             "data-parallel scaling across GPUs (needs more than one GPU; the CPU "
             "scaling is in bench/results/parallel.json)"
         )
 
+
+def compute_ratios(run):
+    """The captured step against every other timed variant of its graph, model and batch, and
+    (CUDA) its peak memory against the oracle's and the worst case's."""
+    result, rows = run.result, run.rows
     ratios = result["ratios"]
     timing = {
         (t["graph"], t["model"], t["batch_size"], t["variant"]): t["seconds_per_iteration"][
@@ -806,9 +871,9 @@ def main(argv=None):
         ]
         if compiled:
             ratios[f"{gname}/{model}/b{batch_size}/captured_vs_best_compiled"] = min(compiled) / sec
-    if cuda:
+    if run.cuda:
         for gname in {r["graph"] for r in rows}:
-            for batch_size in args.batch_sizes + [1024, 4096]:
+            for batch_size in run.args.batch_sizes + [1024, 4096]:
                 by = {
                     r["variant"]: r
                     for r in rows
@@ -825,6 +890,11 @@ def main(argv=None):
                         by["envelope_captured"]["peak_bytes"]
                         / by["worst_case_captured"]["peak_bytes"]
                     )
+
+
+def report(run):
+    """Print the timing table, the ratios, and what was skipped or failed."""
+    result = run.result
     print()
     print(
         table(
@@ -845,19 +915,33 @@ def main(argv=None):
             ["graph", "model", "batch", "variant", "ms/it (median)", "std", "gpu fraction"],
         )
     )
-    print(table([[k, f"{v:.2f}x"] for k, v in ratios.items()], ["ratio", "value"]))
-    if skipped:
+    print(table([[k, f"{v:.2f}x"] for k, v in result["ratios"].items()], ["ratio", "value"]))
+    if run.skipped:
         print("\nskipped:")
-        for s in skipped:
+        for s in run.skipped:
             print(f"  - {s}")
-    if errors:
+    if run.errors:
         print("\nerrors:")
-        for e in errors:
+        for e in run.errors:
             print(f"  - {e['row']}: {e['error']}")
-    result["complete"] = True
-    path = save()
-    print(f"\nwrote {path} in {time.perf_counter() - t_start:.0f} s")
-    return 0 if check is not None and check["agree"] and not errors else 1
+
+
+def main(argv=None):
+    run = CheckRun(parse_args(argv))
+    check = check_numerics(run)
+    first_graph = True
+    for gname, make_graph, batch_sizes in graph_plan(run):
+        # The first graph that is measured gets the extra rows (compile, TF32, kernels,
+        # overflow, GCN and GAT); a graph skipped or failed leaves that to the next one.
+        if measure_graph(run, gname, make_graph, batch_sizes, first_graph):
+            first_graph = False
+    data_parallel(run)
+    compute_ratios(run)
+    report(run)
+    run.result["complete"] = True
+    path = run.save()
+    print(f"\nwrote {path} in {time.perf_counter() - run.t_start:.0f} s")
+    return 0 if check is not None and check["agree"] and not run.errors else 1
 
 
 # ----------------------------------------------------------------------------- headline metrics
@@ -867,19 +951,22 @@ def headlines(doc: dict) -> list[dict]:
     """The headline metrics of a gpu_check result (bench/_headlines.py calls it)."""
     d, out = doc["detail"], []
     for key, value in (d.get("ratios") or {}).items():
-        graph, batch, kind = key.split("/")
+        # graph/model/bN/kind (timing ratios, per model) or graph/bN/kind (memory, older files)
+        parts = key.split("/")
+        graph, model, batch, kind = parts if len(parts) == 4 else (parts[0], "sage", *parts[1:])
         unit = "x"
         lower = kind.startswith("peak_")
+        suffix = "" if model == "sage" else f"_{model}"  # SAGE keeps the names CLAIMS.md reads
         out.append(
             headline(
-                f"{kind}_{short(graph)}_{batch}",
+                f"{kind}_{short(graph)}_{batch}{suffix}",
                 value,
                 unit,
                 compared_to={
                     "captured_vs_dynamic": "dynamic pipeline",
                     "captured_vs_eager": "eager envelope",
                 }.get(kind, "dynamic pipeline" if kind.endswith("dynamic") else "worst-case sizes"),
-                where=f"{graph}, batch {batch[1:]}, 3-layer SAGE, one seed",
+                where=f"{graph}, batch {batch[1:]}, 3-layer {model.upper()}, one seed",
                 higher_is_better=not lower,
             )
         )

@@ -197,7 +197,8 @@ def summarise(values):
     return mean_std(values)
 
 
-def main(argv=None):
+def parse_args(argv=None):
+    """The command line; refuses an empty --max-cells."""
     parser = argparse.ArgumentParser(description=__doc__.split("\n")[0])
     parser.add_argument("--quick", action="store_true", help="tiny graphs, 2 epochs: a smoke run")
     parser.add_argument(
@@ -218,17 +219,13 @@ def main(argv=None):
         help="only the first N cells of the design (a smoke run of the code paths)",
     )
     args = parser.parse_args(argv)
-    size = QUICK if args.quick else FULL
-    torch.set_num_threads(1)
-    start = time.perf_counter()
-    note = machine_note()
-    scratch = args.scratch or tempfile.mkdtemp(prefix="zg-grappa-map-")
-    os.makedirs(scratch, exist_ok=True)
-    cells = design(args.design)
-    if args.max_cells is not None:
-        if args.max_cells < 1:
-            parser.error(f"--max-cells must be >= 1, got {args.max_cells}")
-        cells = cells[: args.max_cells]
+    if args.max_cells is not None and args.max_cells < 1:
+        parser.error(f"--max-cells must be >= 1, got {args.max_cells}")
+    return args
+
+
+def make_graphs(cells, size):
+    """One csbm graph per (degree, homophily, SNR) the cells name."""
     graphs = {}
     for cell in cells:
         key = graph_key(cell)
@@ -240,8 +237,11 @@ def main(argv=None):
                 feature_snr=key[2],
                 **GRAPH,
             )
-    common = dict(epochs=size["epochs"], eval_every=size["epochs"], threads=1, timeout=600)
+    return graphs
 
+
+def plan_runs(cells, size, common, scratch):
+    """{P: [(run name, graph key, TrainConfig, history path)]}, every run once."""
     # Every run once: (trainer, graph, depth, P, method, seed); single ignores P and method.
     runs_by_p = {}
     seen = set()
@@ -285,10 +285,39 @@ def main(argv=None):
                     + ".json",
                 )
                 runs_by_p.setdefault(workers, []).append((name, key, cfg, path))
+    return runs_by_p
+
+
+def measure(args):
+    """The design's cells and every run's history (run name -> history), with the machine note
+    and the clock taken before the first run."""
+    size = QUICK if args.quick else FULL
+    torch.set_num_threads(1)
+    start = time.perf_counter()
+    note = machine_note()
+    scratch = args.scratch or tempfile.mkdtemp(prefix="zg-grappa-map-")
+    os.makedirs(scratch, exist_ok=True)
+    cells = design(args.design)
+    if args.max_cells is not None:
+        cells = cells[: args.max_cells]
+    graphs = make_graphs(cells, size)
+    common = dict(epochs=size["epochs"], eval_every=size["epochs"], threads=1, timeout=600)
+    runs_by_p = plan_runs(cells, size, common, scratch)
     histories = {}
     for workers in sorted(runs_by_p):
         histories.update(run_group(graphs, runs_by_p[workers], scratch, workers))
+    return {
+        "size": size,
+        "start": start,
+        "note": note,
+        "cells": cells,
+        "common": common,
+        "histories": histories,
+    }
 
+
+def run_records(histories):
+    """One record per run: its factors, accuracies, isolated coverage and seconds."""
     records = []
     for name, hist in histories.items():
         trainer, key, layers, workers, method, seed = name
@@ -310,8 +339,14 @@ def main(argv=None):
                 "total_seconds": hist["total_seconds"],
             }
         )
-    acc = {name: hist["final"]["test_acc"] for name, hist in histories.items()}
-    cell_rows, printed = [], []
+    return records
+
+
+def cell_table(m, records):
+    """One row per cell: single-process accuracy and each trainer's gap to it over the seeds."""
+    size, cells = m["size"], m["cells"]
+    acc = {name: hist["final"]["test_acc"] for name, hist in m["histories"].items()}
+    cell_rows = []
     for cell in cells:
         key = graph_key(cell)
         single = [acc[("single", key, cell["num_layers"], 1, "random", s)] for s in size["seeds"]]
@@ -344,22 +379,28 @@ def main(argv=None):
         ]
         row["isolated_mean_coverage"] = statistics.mean(cov)
         cell_rows.append(row)
-        printed.append(
-            [
-                cell["design"],
-                cell["method"],
-                cell["avg_degree"],
-                cell["homophily"],
-                cell["feature_snr"],
-                cell["workers"],
-                cell["num_layers"],
-                f"{row['single_acc_mean']:.3f}",
-            ]
-            + [
-                pm(row[t]["gap_mean"], row[t]["gap_std"], "{:+.3f}") if row[t] else "-"
-                for t in TRAINERS
-            ]
-        )
+    return cell_rows
+
+
+def report(cell_rows):
+    """Print the cell table: each trainer's gap to single-process training."""
+    printed = [
+        [
+            row["design"],
+            row["method"],
+            row["avg_degree"],
+            row["homophily"],
+            row["feature_snr"],
+            row["workers"],
+            row["num_layers"],
+            f"{row['single_acc_mean']:.3f}",
+        ]
+        + [
+            pm(row[t]["gap_mean"], row[t]["gap_std"], "{:+.3f}") if row[t] else "-"
+            for t in TRAINERS
+        ]
+        for row in cell_rows
+    ]
     print(
         table(
             printed,
@@ -367,9 +408,15 @@ def main(argv=None):
             + [f"gap {t}" for t in TRAINERS],
         )
     )
+
+
+def write_result(args, m, cell_rows, records):
+    """bench/results/grappa_map.json (grappa_map_quick.json with --quick; a partial map under
+    its own name): the design, the graphs, the budget, the defaults, the cells and the runs.
+    Returns the path and the seconds the map took."""
     defaults = asdict(TrainConfig().validated())
     payload = {
-        "machine": note,
+        "machine": m["note"],
         "quick": args.quick,
         "argv": sys.argv[1:],
         "design": {
@@ -379,19 +426,19 @@ def main(argv=None):
             "core": list(CORE),
             "slices": list(SLICES),
             "description": DESIGNS[args.design],
-            "cells": len(cells),
-            "seeds": list(size["seeds"]),
+            "cells": len(m["cells"]),
+            "seeds": list(m["size"]["seeds"]),
             "trainers": ["single", *TRAINERS],
             "gap": "trainer test accuracy minus single-process test accuracy with the same seed, "
             "at the end of training; mean and sample std over the seeds",
         },
         "graph": {
             "generator": "zg.datasets.csbm",
-            "num_nodes": size["nodes"],
+            "num_nodes": m["size"]["nodes"],
             **GRAPH,
             "split": "default (0.6 / 0.2 / 0.2)",
         },
-        "budget": common,
+        "budget": m["common"],
         "defaults": {
             k: defaults[k]
             for k in (
@@ -403,7 +450,7 @@ def main(argv=None):
                 "halo",
                 "num_chunks",
                 "schedule",
-                "mode",
+                "batching",
                 "model",
                 "hidden_dim",
                 "dropout",
@@ -412,19 +459,28 @@ def main(argv=None):
                 "lr",
                 "weight_decay",
                 "average_every",
-                "sampler",
+                "step_shapes",
             )
         },
         "defaults_note": "fanouts default to 10 per layer (3 layers: [10, 10, 10])",
         "cells_table": cell_rows,
         "runs": records,
-        "seconds": time.perf_counter() - start,
+        "seconds": time.perf_counter() - m["start"],
     }
     name = "grappa_map_quick" if args.quick else "grappa_map"
     if args.max_cells is not None:  # a partial map never replaces the committed one
         name += f"_first{args.max_cells}"
-    path = write_json(name, payload)
-    print(f"wrote {path} in {payload['seconds']:.0f}s")
+    return write_json(name, payload), payload["seconds"]
+
+
+def main(argv=None):
+    args = parse_args(argv)
+    m = measure(args)
+    records = run_records(m["histories"])
+    cell_rows = cell_table(m, records)
+    report(cell_rows)
+    path, seconds = write_result(args, m, cell_rows, records)
+    print(f"wrote {path} in {seconds:.0f}s")
 
 
 # ----------------------------------------------------------------------------- headline metrics

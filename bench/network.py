@@ -372,7 +372,8 @@ def summary(history: dict) -> dict:
     }
 
 
-def main(argv=None):
+def parse_args(argv=None):
+    """The command line, with --quick's sizes filled in."""
     ap = argparse.ArgumentParser(
         description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter
     )
@@ -413,13 +414,11 @@ def main(argv=None):
             1,
             5000,
         )
-    if args.projection_only or args.gpu_bound_only:
-        return reproject(args)
-    reason = unavailable_reason()
-    if reason:
-        print(f"skipped: {reason}")
-        return 0
-    fanouts = [15, 10, 5]
+    return args
+
+
+def trainer_config(args, fanouts):
+    """The config both trainers share (the JSON's "config"): the csbm graph and the sizes."""
     dataset = {
         "name": "csbm",
         "num_nodes": args.nodes,
@@ -428,7 +427,7 @@ def main(argv=None):
         "feat_dim": args.feat_dim,
         "seed": 0,
     }
-    base = {
+    return {
         "dataset": dataset,
         "epochs": args.epochs,
         "num_layers": 3,
@@ -440,6 +439,11 @@ def main(argv=None):
         "eval_every": args.epochs,
         "threads": 1,
     }
+
+
+def measure(args, base):
+    """Both trainers for every worker count on unshaped loopback links, then on each shaped
+    rate; one row per run."""
     # Grappa with the kit's defaults (estimator, repartitioning): only the sizes are set.
     trainers = {"grappa": {"trainer": "grappa"}, "feature_fetch": {"trainer": "feature_fetch"}}
     rows, port = [], 29600
@@ -468,6 +472,12 @@ def main(argv=None):
                             f"{row['bytes_per_epoch_per_worker'] / 2**20:9.2f} MiB/epoch/worker",
                             flush=True,
                         )
+    return rows
+
+
+def compare(args, rows):
+    """Adds the link model's projection to every shaped row; returns the speedups
+    feature_fetch / grappa per worker count and rate."""
     # Link-model check: projection from the loopback run vs the shaped measurement.
     for row in rows:
         if row["link"] == "loopback":
@@ -499,6 +509,11 @@ def main(argv=None):
                 if r["trainer"] == "feature_fetch" and r["workers"] == P and r["link"] == rate
             )
             speedups[f"P{P}/{rate}"] = f["seconds_per_epoch"] / g["seconds_per_epoch"]
+    return speedups
+
+
+def report(rows, speedups):
+    """Print the measured table and speedups; return the P=4, 1 Gbit/s speedup (None if not run)."""
     print()
     print(
         table(
@@ -523,11 +538,13 @@ def main(argv=None):
         f"  [{'met' if target and target >= 4 else 'MISSED'}] measured: Grappa >= 4x faster than feature "
         f"fetch at P=4 on 1 Gbit/s ({target if target is None else round(target, 2)}x)"
     )
-    print("\nprojection for products_like (link model, not a measurement) ...", flush=True)
-    projection = products_projection(args, fanouts, args.hidden)
-    projection["gpu_compute_bound"] = gpu_compute_bound(projection)
-    ptarget = print_projection(projection)
-    path = write_json(
+    return target
+
+
+def write_result(args, base, rows, speedups, projection, target, ptarget):
+    """bench/results/network.json (network_quick.json with --quick): the measured rows and
+    speedups, the products projection and both targets."""
+    return write_json(
         "network_quick" if args.quick else "network",
         {
             "benchmark": "network",
@@ -553,6 +570,26 @@ def main(argv=None):
             else "",
         },
     )
+
+
+def main(argv=None):
+    args = parse_args(argv)
+    if args.projection_only or args.gpu_bound_only:
+        return reproject(args)
+    reason = unavailable_reason()
+    if reason:
+        print(f"skipped: {reason}")
+        return 0
+    fanouts = [15, 10, 5]
+    base = trainer_config(args, fanouts)
+    rows = measure(args, base)
+    speedups = compare(args, rows)
+    target = report(rows, speedups)
+    print("\nprojection for products_like (link model, not a measurement) ...", flush=True)
+    projection = products_projection(args, fanouts, args.hidden)
+    projection["gpu_compute_bound"] = gpu_compute_bound(projection)
+    ptarget = print_projection(projection)
+    path = write_result(args, base, rows, speedups, projection, target, ptarget)
     print(f"\nwrote {path}")
     return 0
 

@@ -62,6 +62,7 @@ def main(argv=None):
                 seed=seed,
                 evaluate=False,
                 threads=max(1, cores // workers),
+                kernel="auto",  # the compiled CPU kernels, as every bench times
                 timeout=600,
             )
             times.append(hist["seconds_per_epoch"])
@@ -78,6 +79,7 @@ def main(argv=None):
                 "host_syncs_per_iteration": max(syncs),
                 "bytes_sent_per_worker_per_epoch": statistics.mean(sent),
                 "overflows": overflows,
+                "kernel": hist["kernel"],  # what ran
             }
         )
         print(

@@ -748,6 +748,7 @@ def cmd_grappa(args: argparse.Namespace, parser: argparse.ArgumentParser) -> int
         source="zg grappa",
         report=_report_grappa,
         failed=_grappa_failed,
+        inputs=[args.config] if args.config else [],
     )
 
 

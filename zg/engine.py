@@ -66,12 +66,11 @@ from typing import Any
 
 import torch
 
-from . import checkpoint, kernels
+from . import checkpoint, inference, kernels
 from ._checks import compute_device_arg, int_arg, node_ids_arg
 from .baselines.dgl import DGLSource
 from .envelope import Envelope
 from .graph import Graph
-from .inference import full_neighbour_logits, sampled_logits
 from .models import _BlockModel
 from .observe import AuditSyncs, Callbacks, Observer, Progress, Trace
 from .rng import EVAL_EPOCH, batch_key, epoch_batches, epoch_key_table, seed_dropout
@@ -82,10 +81,18 @@ from .settings import (
     EpochStats,
     StepHooks,
     build_optimizer,
+    check_batches,
     check_mode,
     check_model_fits,
 )
-from .step import OverflowGuard, OverflowPoll, StageClock, mean_loss, train_step
+from .step import (
+    OverflowGuard,
+    OverflowPoll,
+    StageClock,
+    labels_in_range,
+    mean_loss,
+    train_step,
+)
 
 __all__ = [
     "Engine",
@@ -211,6 +218,9 @@ class Engine:
         self.rows = batch_size if step.batches is not None else min(batch_size, self.nodes.numel())
 
         self.g = g.to(self.device)
+        # What every epoch checks of the labels (they may be changed in place: they are shared).
+        self._label_nodes = self.nodes.to(self.device)
+        self._num_labels = max(int(g.num_classes), 1)
         self.model = model.to(self.device)
         if isinstance(self.model, _BlockModel):
             self.model.set_kernel(kernel)
@@ -328,7 +338,9 @@ class Engine:
         Returns the :class:`EpochStats` of this call. A call that stops mid-epoch leaves the
         position (epoch, batch) for the next call or a checkpoint. ``observers``: more
         :class:`zg.observe.Observer` s for this call, after ``self.observers``. A non-finite
-        epoch loss stops training with a FloatingPointError naming the likely causes.
+        epoch loss stops training with a FloatingPointError naming the likely causes; labels of
+        training nodes outside ``[-1, num_classes)`` (changed in place after the engine was
+        built) with a ValueError. Both are read with the epoch's loss, in one host read.
         """
         if max_batches is not None:
             max_batches = int_arg(max_batches, "max_batches", low=1)
@@ -343,6 +355,8 @@ class Engine:
             o.epoch_start(self, epoch, first)
         if self.mode == "dgl":  # DGL's loader starts before the clock, as zg's table loads
             self.source.prepare(epoch, first)
+        # Checked on the device now, read with the epoch's loss: no host sync of its own.
+        labels_ok = labels_in_range(self.g.y, self._label_nodes, self._num_labels)
         losses: dict[int, torch.Tensor] = {}
         start_time = time.perf_counter()
         b = first
@@ -363,7 +377,7 @@ class Engine:
                 b = overflowed_at
         seconds = time.perf_counter() - start_time
         self.epoch, self.batch = (epoch + 1, 0) if end >= len(batches) else (epoch, end)
-        loss = mean_loss(losses)
+        loss, labels_ok = mean_loss(losses, labels_ok)
         stats = EpochStats(
             epoch=epoch,
             seconds=seconds,
@@ -381,6 +395,13 @@ class Engine:
         for o in watch:
             o.epoch_end(self, stats)
         self.history.append(stats)
+        if not labels_ok:
+            raise ValueError(
+                f"epoch {epoch}: g.y holds labels outside [-1, {self._num_labels}) for training "
+                "nodes (changed in place after the engine was built?); the step clamped them, "
+                "so this epoch trained on wrong labels. Fix g.y (-1 marks an unlabelled node) "
+                "and build a new Engine"
+            )
         if not math.isfinite(loss):
             raise FloatingPointError(
                 f"epoch {epoch}: the mean training loss is {loss}. Likely causes: non-finite "
@@ -536,37 +557,9 @@ class Engine:
         """
         if self.step.batches is None:
             return epoch_batches(self.nodes, self.seed, epoch, self.rows)
+        allow_empty = self.mode in _STATIC_MODES
         given = self.step.batches(epoch)
-        name = f"StepHooks.batches({epoch})"
-        if not isinstance(given, (list, tuple)):
-            raise TypeError(
-                f"{name} must return a list of seed tensors, got {type(given).__name__}"
-            )
-        if not given:
-            raise ValueError(f"{name} gave no batch")
-        out = []
-        for i, seeds in enumerate(given):
-            if isinstance(seeds, torch.Tensor):
-                seeds = seeds.detach().cpu()
-            if self.mode in _STATIC_MODES and _is_empty(seeds):
-                out.append(torch.zeros(0, dtype=torch.int64))
-                continue
-            try:
-                ids = node_ids_arg(
-                    seeds,
-                    f"{name}[{i}]",
-                    self.g.num_nodes,
-                    device=torch.device("cpu"),
-                    max_len=self.rows,
-                )
-            except ValueError as exc:
-                if "is empty" in str(exc):
-                    raise ValueError(
-                        f"{exc} (only modes 'static' and 'graph' take empty batches)"
-                    ) from None
-                raise
-            out.append(ids.clone())
-        return out
+        return check_batches(given, epoch, self.g.num_nodes, self.rows, allow_empty=allow_empty)
 
     def run_batch(
         self, batch: int, epoch: int | None = None, clock: StageClock | None = None
@@ -680,30 +673,15 @@ class Engine:
         idx = getattr(self.g, f"{split}_idx")
         if idx is None or idx.numel() == 0:
             raise ValueError(f"the graph has no {split}_idx to evaluate on")
-        was_training = self.model.training
-        self.model.eval()
-        try:
-            if sampled:
-                logits = sampled_logits(
-                    self.model,
-                    self.g,
-                    idx,
-                    self.fanouts,
-                    batch_size=self.batch_size,
-                    seed=self.seed,
-                    epoch=EVAL_EPOCH,
-                    replace=self.replace,
-                )  # [n, C]
-            else:
-                logits = full_neighbour_logits(self.model, self.g)[idx]  # [n, C]
-        finally:
-            self.model.train(was_training)
-        if not bool(torch.isfinite(logits).all()):
-            raise FloatingPointError(
-                f"evaluate({split!r}): the model's logits hold NaN or inf (non-finite "
-                "parameters or features); no accuracy is reported"
-            )
-        return float((logits.argmax(1) == self.g.y[idx]).sum()) / idx.numel()
+        keyed = dict(
+            fanouts=self.fanouts,
+            batch_size=self.batch_size,
+            seed=self.seed,
+            epoch=EVAL_EPOCH,
+            replace=self.replace,
+        )
+        sampling = keyed if sampled else None
+        return inference.evaluate(self.model, self.g, [split], sampled=sampling)[split]
 
     # ------------------------------------------------------------------------- checkpoints
 
@@ -721,11 +699,3 @@ class Engine:
     def state_dict(self) -> dict[str, Any]:
         """The checkpoint as a dict (:func:`zg.checkpoint.state`)."""
         return checkpoint.state(self)
-
-
-def _is_empty(seeds) -> bool:
-    """A batch with no seeds (a tensor, array or list of length 0)."""
-    try:
-        return len(seeds) == 0
-    except TypeError:
-        return False

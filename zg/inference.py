@@ -149,24 +149,34 @@ def accuracy(logits: torch.Tensor, labels: torch.Tensor) -> float:
 
 
 @torch.no_grad()
-def evaluate(model, g: Graph, splits: Iterable[str] = ("val", "test")) -> dict[str, float]:
-    """Accuracy of ``model`` on each split with full neighbourhoods (:func:`full_neighbour_logits`,
-    eval mode; the model's training mode is restored afterwards). ``{"val": ..., "test": ...}``;
-    NaN for a split ``g`` does not have. Non-finite logits raise FloatingPointError: an
-    accuracy read from NaN is not a measurement."""
+def evaluate(
+    model, g: Graph, splits: Iterable[str] = ("val", "test"), *, sampled: dict | None = None
+) -> dict[str, float]:
+    """Accuracy of ``model`` on each split (eval mode; the model's training mode is restored
+    afterwards): ``{"val": ..., "test": ...}``, NaN for a split ``g`` does not have.
+
+    ``sampled``: None (default) for full neighbourhoods (:func:`full_neighbour_logits`: no
+    sampling noise, what DGL's examples report), or the keywords of :func:`sampled_logits`
+    (``fanouts``, ``batch_size``, ``seed``, ``epoch``, ``replace``) for sampled ones. Non-finite
+    logits raise FloatingPointError: an accuracy read from NaN is not a measurement.
+    """
     was_training = model.training
     model.eval()
     try:
-        logits = full_neighbour_logits(model, g)  # [N, C]
+        full = full_neighbour_logits(model, g) if sampled is None else None  # [N, C]
+        out = {}
+        for split in splits:
+            idx = getattr(g, f"{split}_idx")
+            if idx is None or idx.numel() == 0:
+                out[split] = float("nan")
+                continue
+            logits = full[idx] if full is not None else sampled_logits(model, g, idx, **sampled)
+            if not bool(torch.isfinite(logits).all()):
+                raise FloatingPointError(
+                    f"evaluate({split!r}): the model's logits hold NaN or inf (non-finite "
+                    "parameters or features); no accuracy is reported"
+                )
+            out[split] = accuracy(logits, g.y[idx])
     finally:
         model.train(was_training)
-    if not bool(torch.isfinite(logits).all()):
-        raise FloatingPointError(
-            "evaluate: the model's logits hold NaN or inf (non-finite parameters or features); "
-            "no accuracy is reported"
-        )
-    out = {}
-    for split in splits:
-        idx = getattr(g, f"{split}_idx")
-        out[split] = float("nan") if idx is None else accuracy(logits[idx], g.y[idx])
     return out

@@ -368,9 +368,7 @@ class GATConv(nn.Module):
         self.in_dim = _positive_int(in_dim, "in_dim")
         self.out_dim = _positive_int(out_dim, "out_dim")
         self.num_heads = _positive_int(num_heads, "num_heads")
-        if isinstance(negative_slope, bool) or not isinstance(negative_slope, (int, float)):
-            raise TypeError(f"negative_slope must be a float, got {negative_slope!r}")
-        self.negative_slope = float(negative_slope)
+        self.negative_slope = real_arg(negative_slope, "negative_slope")
         width = num_heads * out_dim
         self.fc = nn.Linear(in_dim, width, bias=False)
         self.attn_l = nn.Parameter(torch.empty(1, num_heads, out_dim))

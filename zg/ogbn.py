@@ -43,6 +43,7 @@ instead of ogb's bare ``EOFError`` or "No necessary file". zg never deletes anyt
 from __future__ import annotations
 
 import os
+import pickle
 import socket
 import sys
 import threading
@@ -54,6 +55,7 @@ from typing import Any
 import numpy as np
 import torch
 
+from .errors import ZgError
 from .graph import Graph
 from .interop import VERSION_CHECK, blocked_imports
 
@@ -142,15 +144,60 @@ def _meta(ogb_dataset, name: str) -> dict[str, str]:
     return {key: str(value) for key, value in master[name].items()}
 
 
+# What ogb's cache may hold: numpy arrays and scalars, their dtypes, plain containers (and
+# torch tensors). Anything else in the pickle (a function to call, any other class) is refused.
+_CACHE_GLOBALS = {
+    ("numpy.core.multiarray", "_reconstruct"),
+    ("numpy._core.multiarray", "_reconstruct"),
+    ("numpy.core.multiarray", "scalar"),
+    ("numpy._core.multiarray", "scalar"),
+    ("numpy", "ndarray"),
+    ("numpy", "dtype"),
+    ("collections", "OrderedDict"),
+    ("_codecs", "encode"),  # bytes under pickle protocol 2 (a pure function, as torch allows)
+    ("torch._utils", "_rebuild_tensor_v2"),
+    ("torch", "FloatStorage"),
+    ("torch", "LongStorage"),
+    ("torch", "IntStorage"),
+    ("torch", "DoubleStorage"),
+    ("torch", "UntypedStorage"),
+}
+_CACHE_MODULES = {"numpy.dtypes"}  # numpy 2's dtype classes
+
+
+class _UnsafeCache(ZgError, pickle.UnpicklingError):
+    """ogb's cache names something besides arrays and plain containers."""
+
+
+class _CacheUnpickler(pickle.Unpickler):
+    def find_class(self, module: str, name: str) -> Any:
+        if (module, name) in _CACHE_GLOBALS or module in _CACHE_MODULES:
+            return super().find_class(module, name)
+        raise _UnsafeCache(
+            f"the pickle asks for {module}.{name}, which is not a numpy array, a dtype or a "
+            "plain container; it was not loaded"
+        )
+
+
+class _CachePickle:
+    """The ``pickle_module`` torch.load reads ogb's cache with: pickle, with an allow-list."""
+
+    Unpickler = _CacheUnpickler
+    load = staticmethod(lambda f, **kw: _CacheUnpickler(f, **kw).load())
+    __name__ = "zg_ogb_cache_pickle"
+
+
 class _TorchForOgbCache:
     """``torch`` as ogb's dataset module sees it while zg loads: ``load`` reads pickles.
 
     ogb caches the parsed files as a pickled dict of numpy arrays (``processed/data_processed``)
     and reads it back with a bare ``torch.load``. torch 2.6 made ``weights_only=True`` the
     default, and that loader cannot read this pickle at all (protocol 4, numpy objects), so
-    under a recent torch ogb fails on its own cache. The cache is the one ogb wrote from the
-    raw files in the same folder, so it is read as ogb always read it (``weights_only=False``,
-    which torch 2.2 took as its default). Everything else is torch itself.
+    under a recent torch ogb fails on its own cache; torch 2.2 read any pickle, so a crafted
+    cache file could run code. zg reads it with an allow-list instead (numpy arrays, scalars and
+    dtypes, plain containers, tensors: :data:`_CACHE_GLOBALS`): anything else is refused, with
+    the advice to delete the processed folder, which ogb rebuilds from the raw files.
+    Everything else is torch itself.
     """
 
     def __getattr__(self, name: str) -> Any:
@@ -158,7 +205,8 @@ class _TorchForOgbCache:
 
     @staticmethod
     def load(f: Any, *args: Any, **kwargs: Any) -> Any:
-        kwargs.setdefault("weights_only", False)
+        kwargs["weights_only"] = False  # the allow-list below is the check
+        kwargs["pickle_module"] = _CachePickle
         return _reading(torch.load, f, *args, **kwargs)
 
 
@@ -251,6 +299,13 @@ def _damage_error(name: str, folder: Path, damaged: _DamagedFile) -> Exception:
             f"{folder} is incomplete (an interrupted download or copy?). {fresh}"
         )
     why = f"({type(error).__name__}: {error})"
+    if isinstance(error, _UnsafeCache):
+        return ValueError(
+            f"{name}: ogb's cache {path} holds more than arrays and plain containers {why}: "
+            "a crafted or foreign file, so it was not loaded and nothing in it ran. Delete the "
+            f"folder {path.parent} and load {name} again: ogb rebuilds it from the raw files "
+            f"in {folder / 'raw'}; zg deletes nothing itself."
+        )
     if path.parent.name == "processed":
         return ValueError(
             f"{name}: ogb's cache of the parsed files, {path}, could not be read {why}; it is "

@@ -24,6 +24,8 @@ from typing import Any
 
 import torch
 
+from ._checks import real_arg
+
 __all__ = [
     "DeviceAdam",
     "DeviceSGD",
@@ -45,27 +47,11 @@ MAX_HYPER = 1e4
 def _check_hyper(
     value, name: str, low: float = 0.0, open_low: bool = False, high: float = MAX_HYPER
 ) -> float:
-    """A finite real in [low, high] (> low if open_low); TypeError/ValueError name the argument."""
-    import math
-
-    if isinstance(value, bool) or not isinstance(value, (int, float)):
-        if isinstance(value, torch.Tensor) or type(value).__module__ == "numpy":
-            try:
-                value = float(value)
-            except (TypeError, ValueError):
-                raise TypeError(
-                    f"{name} must be a real number, got {type(value).__name__}"
-                ) from None
-        else:
-            raise TypeError(f"{name} must be a real number, got {type(value).__name__} {value!r}")
-    value = float(value)
-    if not math.isfinite(value):
-        raise ValueError(f"{name} must be finite, got {value}")
-    if value < low or (open_low and value == low):
-        raise ValueError(f"{name} must be {'>' if open_low else '>='} {low}, got {value}")
-    if value > high:
-        raise ValueError(f"{name} must be <= {high:g}, got {value:g} (a typo?)")
-    return value
+    """A finite real in [low, high] (> low if open_low), through :func:`zg._checks.real_arg`; a
+    0-d tensor is read as its number."""
+    if isinstance(value, torch.Tensor) and value.numel() == 1 and not value.dtype.is_complex:
+        value = float(value)
+    return real_arg(value, name, low=low, low_open=open_low, high=high)
 
 
 class _DeviceLR:

@@ -35,8 +35,13 @@ from typing import Any
 import torch
 import torch.distributed as dist
 
+from . import kernels, models, optim
+from ._checks import bool_arg, choice_arg, int_arg, output_file_arg, real_arg, seed_arg
+from .engine import Engine, StepHooks
+from .envelope import Envelope
 from .graph import Graph
-from .rng import epoch_order
+from .grappa.launch import spawn, worker_device
+from .rng import batch_ranges, epoch_order
 from .sampling import check_fanouts
 from .step import OverflowGuard, per_seed_cross_entropy
 
@@ -46,7 +51,6 @@ __all__ = ["train", "GradientAllReduce", "shares"]
 def shares(order: torch.Tensor, batch_size: int, rank: int, world: int) -> list[torch.Tensor]:
     """Process ``rank``'s share of every global batch of ``order`` (cut into ``batch_size``
     chunks, each split into ``world`` near-equal parts; a part may be empty)."""
-    from .rng import batch_ranges
 
     return [
         torch.tensor_split(order[start:end], world)[rank]
@@ -109,10 +113,6 @@ def _sum_loss(counter: dict[str, torch.Tensor]):
 
 
 def _worker(rank: int, world: int, g: Graph, options: dict[str, Any], out: str) -> None:
-    from . import models, optim
-    from .engine import Engine, StepHooks
-    from .grappa.launch import worker_device
-
     device = worker_device(dist.get_backend(), rank)
     torch.set_num_threads(options["threads"] or max(1, (os.cpu_count() or 1) // world))
     torch.manual_seed(options["seed"])  # identical initial parameters
@@ -132,8 +132,6 @@ def _worker(rank: int, world: int, g: Graph, options: dict[str, Any], out: str) 
     share_rows = -(-batch_size // world)
     envelope = options["envelope"]
     if isinstance(envelope, list):
-        from .envelope import Envelope
-
         envelope = Envelope(envelope)
     mode = "graph" if device.type == "cuda" else "static"  # the all-reduce rides the step
     eng = Engine(
@@ -146,6 +144,7 @@ def _worker(rank: int, world: int, g: Graph, options: dict[str, Any], out: str) 
         device=device,
         seed=seed,
         optimizer=optim.adam(lr=options["lr"]),
+        kernel=options["kernel"],
         step=StepHooks(
             batches=lambda epoch: shares(epoch_order(nodes, seed, epoch), batch_size, rank, world),
             loss=_sum_loss(counter),
@@ -190,6 +189,7 @@ def _worker(rank: int, world: int, g: Graph, options: dict[str, Any], out: str) 
             "epochs": records,
             "bytes_sent_per_worker": reduce.bytes_sent,
             "captured": eng.cuda_graph is not None,
+            "kernel": eng.kernel,
             "seconds_per_epoch": sorted(r["seconds"] for r in records)[len(records) // 2],
         }
         with open(os.path.join(out, "history.json"), "w") as f:
@@ -215,6 +215,7 @@ def train(
     poll_every: int = 8,
     threads: int | None = None,
     evaluate: bool = True,
+    kernel: str = "torch",
     backend: str | None = None,
     timeout: float = 300.0,
     run_timeout: float | None = None,
@@ -229,18 +230,17 @@ def train(
         envelope: "profiled", "worst_case" (each process sizes it for its share) or a list of
             sizes, one per block (an explicit, possibly too small, envelope: it grows on overflow).
         threads: torch threads per process (default: cores / P). evaluate: rank 0 reports
-            validation accuracy after every epoch. backend: gloo / nccl / None (auto: nccl with
+            validation accuracy after every epoch. kernel: each process's Engine kernels
+            (:data:`zg.kernels.KERNELS`; default "torch"; the history records what ran). backend: gloo / nccl / None (auto: nccl with
             one GPU per process). timeout, run_timeout: see :func:`zg.grappa.launch.spawn`.
         model_path: where to save the final parameters (optional; its folder must exist and
             be writable, checked before any process starts).
     Returns:
         {"epochs": [{epoch, seconds (slowest process), loss, iterations, overflows,
         rewound_batches, host_syncs, val_acc}], "seconds_per_epoch", "bytes_sent_per_worker",
-        "captured", "workers", "backend", "device", "options"}.
+        "captured", "kernel" (what ran), "workers", "backend", "device", "options"}.
     """
-    from ._checks import int_arg, output_file_arg, real_arg
-    from .grappa.launch import spawn
-
+    # Every argument is checked here, before any process starts.
     if not isinstance(g, Graph):
         raise TypeError(f"g must be a zg.Graph, got {type(g).__name__}")
     if g.train_idx is None or g.train_idx.numel() == 0:
@@ -256,10 +256,18 @@ def train(
     fanouts = check_fanouts(fanouts)
     real_arg(lr, "lr", low=0.0, low_open=True)
     real_arg(dropout, "dropout", low=0.0, high=0.999)
+    choice_arg(model, "model", tuple(models.MODELS))
+    int_arg(hidden_dim, "hidden_dim", low=1)
+    seed_arg(seed)
+    int_arg(poll_every, "poll_every", low=1)
+    if threads is not None:
+        int_arg(threads, "threads", low=1)
+    bool_arg(evaluate, "evaluate")
+    kernels.check(kernel)
+    if backend is not None:
+        choice_arg(backend, "backend", ("gloo", "nccl"))
     if isinstance(envelope, (list, tuple)):
-        from ._checks import int_arg as _int
-
-        envelope = [_int(v, "envelope[i]", low=1) for v in envelope]
+        envelope = [int_arg(v, f"envelope[{i}]", low=1) for i, v in enumerate(envelope)]
         if len(envelope) != len(fanouts):
             raise ValueError(f"envelope has {len(envelope)} sizes but fanouts has {len(fanouts)}")
     elif envelope not in ("profiled", "worst_case"):
@@ -281,6 +289,7 @@ def train(
         poll_every=poll_every,
         threads=threads,
         evaluate=bool(evaluate),
+        kernel=kernel,
     )
     out = tempfile.mkdtemp(prefix="zg-parallel-")
     try:

@@ -9,14 +9,13 @@ build arguments that need a model or a graph live here too.
 
 from __future__ import annotations
 
-import math
 from collections.abc import Callable
 from dataclasses import asdict, dataclass, field
 from typing import Any
 
 import torch
 
-from ._checks import int_arg
+from ._checks import int_arg, node_ids_arg, real_arg
 from .graph import Graph
 from .models import _BlockModel
 from .optim import DeviceAdam, DeviceSGD, optimizer_spec
@@ -105,16 +104,9 @@ class StepHooks:
                 f"{type(self.guard).__name__}"
             )
         self.poll_every = int_arg(self.poll_every, "StepHooks.poll_every", low=1)
-        g = self.grow_factor
-        if isinstance(g, bool) or not isinstance(g, (int, float)):
-            raise TypeError(
-                f"StepHooks.grow_factor must be a number > 1, got {type(g).__name__} {g!r}"
-            )
-        if not math.isfinite(g) or not 1.0 < g <= 1e6:
-            raise ValueError(
-                f"StepHooks.grow_factor must be a finite number in (1, 1e6], got {g!r}"
-            )
-        self.grow_factor = float(g)
+        self.grow_factor = real_arg(
+            self.grow_factor, "StepHooks.grow_factor", low=1.0, low_open=True, high=1e6
+        )
 
 
 @dataclass
@@ -184,3 +176,44 @@ def build_optimizer(optimizer: Any, model: torch.nn.Module):
     if isinstance(optimizer, (DeviceAdam, DeviceSGD)):
         return optimizer
     return optimizer_spec(optimizer).build(model)
+
+
+def check_batches(
+    given: Any, epoch: int, num_nodes: int, rows: int, *, allow_empty: bool
+) -> list[torch.Tensor]:
+    """What ``StepHooks.batches(epoch)`` returned, each batch checked as ``nodes`` is (integer
+    ids, 1-d, distinct, in ``[0, num_nodes)``, at most ``rows``) and named
+    ``StepHooks.batches(epoch)[i]``: host int64 tensors. ``allow_empty``: a data-parallel share
+    may be empty in the static modes (a no-op step that still joins the all-reduce)."""
+    name = f"StepHooks.batches({epoch})"
+    if not isinstance(given, (list, tuple)):
+        raise TypeError(f"{name} must return a list of seed tensors, got {type(given).__name__}")
+    if not given:
+        raise ValueError(f"{name} gave no batch")
+    out = []
+    for i, seeds in enumerate(given):
+        if isinstance(seeds, torch.Tensor):
+            seeds = seeds.detach().cpu()
+        if allow_empty and _is_empty(seeds):
+            out.append(torch.zeros(0, dtype=torch.int64))
+            continue
+        try:
+            ids = node_ids_arg(
+                seeds, f"{name}[{i}]", num_nodes, device=torch.device("cpu"), max_len=rows
+            )
+        except ValueError as exc:
+            if "is empty" in str(exc):
+                raise ValueError(
+                    f"{exc} (only modes 'static' and 'graph' take empty batches)"
+                ) from None
+            raise
+        out.append(ids.clone())
+    return out
+
+
+def _is_empty(seeds: Any) -> bool:
+    """A batch with no seeds (a tensor, array or list of length 0)."""
+    try:
+        return len(seeds) == 0
+    except TypeError:
+        return False

@@ -33,6 +33,7 @@ __all__ = [
     "train_step",
     "masked_cross_entropy",
     "per_seed_cross_entropy",
+    "labels_in_range",
     "OverflowPoll",
     "mean_loss",
 ]
@@ -114,11 +115,23 @@ def per_seed_cross_entropy(logits: torch.Tensor, labels: torch.Tensor, valid: to
     (loss float [B], exactly 0 on rows that do not count; counted bool [B] = valid and labelled).
     Rows whose label is negative (unlabelled) never count, whatever ``valid`` says: they get the
     target -1, which the loss ignores (a loss of exactly 0 and no gradient). Every loss in the
-    kit weighs these rows: the mean below, the data-parallel sum, Grappa's estimators.
+    kit weighs these rows: the mean below, the data-parallel sum, Grappa's estimators. A label
+    outside ``[-1, C)`` is clamped into it, so the step never indexes out of range (on CUDA a
+    device-side assert); :func:`labels_in_range` is the check that reports such labels.
     """
-    target = torch.where(valid, labels, -1).clamp(min=-1)  # [B] padding and unlabelled: -1
+    classes = logits.shape[1]
+    # [B] padding and unlabelled: -1; never an index past the logits
+    target = torch.where(valid, labels, -1).clamp(min=-1, max=classes - 1)
     loss = F.cross_entropy(logits, target, ignore_index=-1, reduction="none")  # [B]
     return loss, target >= 0
+
+
+def labels_in_range(labels: torch.Tensor, nodes: torch.Tensor, num_classes: int) -> torch.Tensor:
+    """bool [] (device, no host read): every label of ``nodes`` is in ``[-1, num_classes)``
+    (-1: unlabelled). The engine computes it when an epoch starts and reads it with the epoch's
+    loss, so labels changed in place after it was built are reported, never trained on."""
+    picked = labels.index_select(0, nodes)  # [n]
+    return ((picked >= -1) & (picked < num_classes)).all()
 
 
 def masked_cross_entropy(
@@ -345,8 +358,14 @@ class OverflowPoll:
 # ----------------------------------------------------------------------------- the epoch's loss
 
 
-def mean_loss(losses: dict[int, torch.Tensor]) -> float:
-    """The mean of the applied batches' losses (by batch index), with one host read."""
-    if not losses:
-        return float("nan")
-    return float(torch.stack([losses[b] for b in sorted(losses)]).double().mean())
+def mean_loss(losses: dict[int, torch.Tensor], check: torch.Tensor | None = None):
+    """The mean of the applied batches' losses (by batch index), with one host read. With
+    ``check`` (bool [] device), ``(mean, bool(check))`` from that same read."""
+    if losses:
+        mean = torch.stack([losses[b] for b in sorted(losses)]).double().mean()
+    else:
+        mean = torch.full((), float("nan"), dtype=torch.float64)
+    if check is None:
+        return float(mean)
+    value, ok = torch.stack([mean.cpu(), check.cpu().double()]).tolist()
+    return value, bool(ok)

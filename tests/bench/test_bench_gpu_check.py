@@ -112,3 +112,22 @@ def test_the_tf32_variant_is_the_captured_step_with_tf32_on(check, graph):
     for name in check.VARIANTS:
         eng = check.build_engine(graph, cpu, 64, name, env, audit_iterations=0)
         assert eng.settings.allow_tf32 is False
+
+
+def test_headlines_read_the_ratio_names_main_writes(check):
+    """main names its timing ratios graph/model/bN/kind; headlines() split them in three and
+    raised ValueError at the final save of a full run. SAGE keeps the names CLAIMS.md reads."""
+    doc = {
+        "detail": {
+            "ratios": {
+                "csbm_1000000/sage/b1024/captured_vs_dynamic": 3.0,
+                "csbm_1000000/gcn/b1024/captured_vs_dynamic": 2.0,
+                "csbm_1000000/b1024/peak_captured_over_worst_case": 0.4,
+            }
+        },
+        "rows": [],
+    }
+    names = {h["name"]: h["value"] for h in check.headlines(doc)}
+    assert names["captured_vs_dynamic_csbm1M_b1024"] == 3.0
+    assert names["captured_vs_dynamic_csbm1M_b1024_gcn"] == 2.0
+    assert names["peak_captured_over_worst_case_csbm1M_b1024"] == 0.4

@@ -683,3 +683,23 @@ def test_a_batches_hook_that_returns_no_list_is_named(graph, returned):
     )
     with pytest.raises((TypeError, ValueError), match=r"StepHooks\.batches\(0\)"):
         eng.train_epoch()
+
+
+@pytest.mark.parametrize("bad", [-5, 4, 7])
+@pytest.mark.parametrize("mode", ["dynamic", "eager", "static"])
+def test_labels_changed_in_place_after_the_build_are_refused(bad, mode):
+    """g.y[train] = -5 trained at loss 0.0 without a word; g.y[train] = 7 raised a raw
+    IndexError (on CUDA a device-side assert). The step now clamps its targets (nothing reads
+    out of range) and every epoch checks the training nodes' labels on the device, read with the
+    epoch's loss: a ValueError naming g.y."""
+    g = zg.datasets.csbm(num_nodes=600, avg_degree=6, num_classes=4, feat_dim=8, seed=0)
+    eng = Engine(g, models.SAGE(8, 8, 4, 2), [4, 4], 64, mode=mode)
+    eng.train_epoch()  # fine as built
+    g.y[g.train_idx[:5]] = bad  # shared with the engine: an in-place change
+    with pytest.raises(ValueError, match=r"g\.y holds labels outside \[-1, 4\)"):
+        eng.train_epoch()
+
+
+def test_the_label_check_adds_no_host_sync_to_a_step(graph):
+    eng = engine(graph, mode="static", kernel="torch", audit=4)
+    assert eng.train_epoch(max_batches=6).host_syncs == 0

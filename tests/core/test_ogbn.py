@@ -309,3 +309,35 @@ def test_bad_arguments(tmp_path):
         ogbn.load("ogbn-arxiv", root=tmp_path, symmetrize=None)
     with pytest.raises(TypeError, match="download"):
         ogbn.load("ogbn-arxiv", root=tmp_path, download="no")
+
+
+class _RunsCode:
+    """What a crafted cache file pickles: a call, run by a plain unpickler."""
+
+    def __init__(self, marker):
+        self.marker = str(marker)
+
+    def __reduce__(self):
+        import os
+
+        return (os.makedirs, (self.marker,))
+
+
+def test_a_crafted_cache_file_is_refused_and_runs_nothing(ogb, tmp_path, no_network):
+    """ogb's cache (processed/data_processed) is a pickle; the kit used to read it with
+    weights_only=False, so a crafted file ran its pickled call on load. Now an allow-list of
+    numpy arrays and plain containers reads it: the crafted call never runs, and the error
+    says to delete the processed folder."""
+    write_csv_dataset(tmp_path, "ogbn-arxiv", "time", years=True)
+    g = datasets.load("ogbn-arxiv", root=tmp_path)  # writes ogb's cache
+    cache = tmp_path / "ogbn_arxiv" / "processed" / "data_processed"
+    good = torch.load(cache, weights_only=False)
+    marker = tmp_path / "pwned"
+    torch.save({**good, "extra": _RunsCode(marker)}, cache)
+    with pytest.raises(ValueError, match="not loaded") as caught:
+        datasets.load("ogbn-arxiv", root=tmp_path)
+    assert "Delete the folder" in str(caught.value) and "processed" in str(caught.value)
+    assert not marker.exists(), "the crafted call ran"
+    torch.save(good, cache)  # an honest cache still loads
+    again = datasets.load("ogbn-arxiv", root=tmp_path)
+    assert torch.equal(again.indices, g.indices)

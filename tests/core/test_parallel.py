@@ -104,3 +104,29 @@ def test_bad_arguments():
         parallel.train(g, workers=2, envelope="tight")
     with pytest.raises(TypeError, match="g must be"):
         parallel.train("cora")
+
+
+@pytest.mark.parametrize(
+    "bad, error, match",
+    [
+        (dict(threads=0), ValueError, "threads must be >= 1"),
+        (dict(threads=1.5), TypeError, "threads must be an int"),
+        (dict(evaluate="yes"), TypeError, "evaluate must be a bool"),
+        (dict(kernel="numba"), ValueError, "kernel must be one of"),
+        (dict(model="mlp"), ValueError, "model"),
+        (dict(poll_every=0), ValueError, "poll_every must be >= 1"),
+        (dict(backend="mpi"), ValueError, "backend"),
+        (dict(envelope=[5, 0, 3]), ValueError, r"envelope\[1\] must be >= 1"),
+    ],
+)
+def test_every_argument_is_checked_before_any_process_starts(monkeypatch, bad, error, match):
+    """threads and evaluate were checked only inside the started processes."""
+    from zg import parallel
+
+    def no_spawn(*args, **kwargs):
+        raise AssertionError("a process was started for a call that was going to fail")
+
+    monkeypatch.setattr(parallel, "spawn", no_spawn)
+    g = zg.datasets.csbm(num_nodes=300, avg_degree=6, num_classes=3, feat_dim=8, seed=0)
+    with pytest.raises(error, match=match):
+        parallel.train(g, workers=2, epochs=1, batch_size=64, **bad)

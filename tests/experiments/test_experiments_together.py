@@ -41,7 +41,7 @@ def test_train_together_trains_the_three_variants(graph):
     assert list(rows) == list(ex.TOGETHER)
     for name, h in result["histories"].items():
         assert h["config"]["trainer"] == ex.TOGETHER[name]["trainer"]
-        assert h["config"]["sampler"] == ex.TOGETHER[name]["sampler"]
+        assert h["config"]["step_shapes"] == ex.TOGETHER[name]["step_shapes"]
         assert len(h["epochs"]) == 2 and rows[name]["test_acc"] == h["final"]["test_acc"]
         total = sum(sum(per_worker) for per_worker in rows[name]["bytes_by_kind"].values())
         assert total == sum(sum(e["bytes_sent"]) for e in h["epochs"])  # by kind adds up

@@ -28,15 +28,15 @@ def test_the_three_groups_partition_the_fields():
     assert len(set(flat)) == len(flat)
     assert "ablation" not in flat and "dataset" not in flat
     assert {"trainer", "workers", "estimator", "epochs", "seed", "method", "model"} <= set(names[0])
-    assert {"backend", "timeout", "threads", "sampler"} <= set(names[1])
+    assert {"backend", "timeout", "threads", "step_shapes"} <= set(names[1])
     assert {"history_path", "checkpoint_dir", "model_path"} <= set(names[2])
 
 
 def test_groups_round_trip_and_compose():
     cfg = TrainConfig(
-        trainer="psgd_pa", epochs=3, sampler="envelope", checkpoint_dir="ckpt"
+        trainer="psgd_pa", epochs=3, step_shapes="envelope", checkpoint_dir="ckpt"
     ).validated()
-    assert cfg.experiment.epochs == 3 and cfg.runtime.sampler == "envelope"
+    assert cfg.experiment.epochs == 3 and cfg.runtime.step_shapes == "envelope"
     assert cfg.output.checkpoint_dir == "ckpt"
     assert TrainConfig.compose(cfg.experiment, cfg.runtime, cfg.output) == cfg
     assert TrainConfig.compose(Experiment(trainer="single")).workers == 1
@@ -94,12 +94,20 @@ def test_validated_changes_nothing():
         (dict(trainer="single", workers=2), "trainer='single'", "workers=2"),
         (dict(trainer="single", num_chunks=4), "trainer='single'", "num_chunks=4"),
         (
-            dict(trainer="feature_fetch", sampler="envelope"),
+            dict(trainer="feature_fetch", step_shapes="envelope"),
             "trainer='feature_fetch'",
-            "sampler='envelope'",
+            "step_shapes='envelope'",
         ),
-        (dict(trainer="feature_fetch", mode="full"), "trainer='feature_fetch'", "mode='full'"),
-        (dict(sampler="envelope", mode="full"), "sampler='envelope'", "mode='full'"),
+        (
+            dict(trainer="feature_fetch", batching="full"),
+            "trainer='feature_fetch'",
+            "batching='full'",
+        ),
+        (
+            dict(step_shapes="envelope", batching="full"),
+            "step_shapes='envelope'",
+            "batching='full'",
+        ),
     ],
 )
 def test_a_conflict_is_refused_naming_both_fields(options, first, second):
@@ -162,3 +170,26 @@ def test_train_defaults_to_four_workers_unless_the_trainer_has_its_own():
     assert TRAIN_WORKERS == 4
     assert _own_workers("single") == 1 and _own_workers("grappa") is None
     assert _own_workers("no such trainer") is None
+
+
+@pytest.mark.parametrize(
+    "old, new, value", [("mode", "batching", "full"), ("sampler", "step_shapes", "envelope")]
+)
+def test_renamed_fields_map_with_a_warning_and_saved_configs_read_silently(old, new, value):
+    """mode= and sampler= were renamed for what they choose (batching=, step_shapes=): the old
+    name still reads, with a DeprecationWarning naming the new one; a saved config (a committed
+    history) reads without a warning; both names at once is refused naming both."""
+    import warnings
+
+    from zg.grappa.config import map_deprecated
+
+    with pytest.warns(DeprecationWarning, match=f"{old}= is now {new}="):
+        mapped = map_deprecated({old: value})
+    assert mapped == {new: value}
+    with warnings.catch_warnings():
+        warnings.simplefilter("error")
+        saved = TrainConfig.saved_form({old: value, "trainer": "grappa"})
+    assert saved[new] == value and old not in saved
+    with pytest.raises(ValueError, match=f"give {new}= only: {old}= is its old name"):
+        map_deprecated({old: value, new: value})
+    assert not hasattr(TrainConfig(), old)

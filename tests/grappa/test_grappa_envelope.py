@@ -1,4 +1,4 @@
-"""Grappa workers that run the ZeroGNN fixed-shape step (``sampler="envelope"``): no host
+"""Grappa workers that run the ZeroGNN fixed-shape step (``step_shapes="envelope"``): no host
 syncs in a worker's step, and the one overflow policy across workers: an overflow on any worker
 stops every worker's step, all resume from the first overflowed batch, so a tiny envelope
 trains exactly as the never-overflowing worst case."""
@@ -20,7 +20,7 @@ SMALL = dict(
 
 
 def source(g, sampler, rank=0, workers=2):
-    cfg = TrainConfig(workers=workers, sampler=sampler, **SMALL).validated()
+    cfg = TrainConfig(workers=workers, step_shapes=sampler, **SMALL).validated()
     part = grappa.partition(g, workers, method="random", seed=0)
     src = IsolatedSource(cfg, g, part, rank, workers, torch.device("cpu"), cfg.estimator_object)
     src.start_super_epoch(0)
@@ -79,7 +79,7 @@ def test_tiny_envelope_rewinds_and_matches_the_worst_case(tmp_path, dropout):
         repartition_every=2,
         epochs=4,
         seed=3,
-        sampler="envelope",
+        step_shapes="envelope",
         dropout=dropout,
         **SMALL,
     )
@@ -131,7 +131,7 @@ def test_overflow_on_one_worker_stops_every_worker(tmp_path):
         repartition_every=None,
         epochs=2,
         seed=5,
-        sampler="envelope",
+        step_shapes="envelope",
         dropout=0.0,
         **SMALL,
     )
@@ -147,7 +147,7 @@ def test_every_envelope_trainer_matches_its_worst_case(tmp_path, trainer):
         workers=1 if trainer == "single" else 2,
         epochs=2,
         seed=1,
-        sampler="envelope",
+        step_shapes="envelope",
         dropout=0.0,
         **SMALL,
     )
@@ -157,13 +157,13 @@ def test_every_envelope_trainer_matches_its_worst_case(tmp_path, trainer):
 
 
 def test_envelope_sampler_configs_fail_clearly():
-    with pytest.raises(ValueError, match="sampler"):
-        TrainConfig(sampler="fixed").validated()
-    with pytest.raises(ValueError, match="sampler='envelope'"):
-        TrainConfig(sampler="envelope", mode="full").validated()
-    with pytest.raises(ValueError, match="sampler='envelope'"):
-        TrainConfig(sampler="envelope", trainer="feature_fetch").validated()
+    with pytest.raises(ValueError, match="step_shapes"):
+        TrainConfig(step_shapes="fixed").validated()
+    with pytest.raises(ValueError, match="step_shapes='envelope'"):
+        TrainConfig(step_shapes="envelope", batching="full").validated()
+    with pytest.raises(ValueError, match="step_shapes='envelope'"):
+        TrainConfig(step_shapes="envelope", trainer="feature_fetch").validated()
     with pytest.raises(ValueError, match="envelope_quantile"):
-        TrainConfig(sampler="envelope", envelope_quantile=0.0).validated()
+        TrainConfig(step_shapes="envelope", envelope_quantile=0.0).validated()
     with pytest.raises(ValueError, match="envelope"):
-        TrainConfig(sampler="envelope", envelope="tight").validated()
+        TrainConfig(step_shapes="envelope", envelope="tight").validated()

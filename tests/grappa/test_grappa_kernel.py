@@ -122,8 +122,8 @@ def test_the_history_records_the_kernel_that_ran():
     g = tiny()
     runs = [
         dict(workers=2, epochs=1, seed=0, kernel="torch", **SMALL),
-        dict(workers=2, epochs=1, seed=0, kernel="auto", sampler="envelope", **SMALL),
-        dict(workers=2, epochs=1, seed=0, kernel="auto", mode="full", **SMALL),
+        dict(workers=2, epochs=1, seed=0, kernel="auto", step_shapes="envelope", **SMALL),
+        dict(workers=2, epochs=1, seed=0, kernel="auto", batching="full", **SMALL),
     ]
     torch_run, auto_run, full_run = grappa.train_many(g, runs)
     assert torch_run["config"]["kernel"] == "torch" and torch_run["kernel"] == "torch"
@@ -131,4 +131,4 @@ def test_the_history_records_the_kernel_that_ran():
     assert auto_run["config"]["kernel"] == "auto"
     # The Engine's settings.kernel: "auto" until the Engine records the resolved kernel.
     assert auto_run["kernel"] in ("auto", ran)
-    assert full_run["kernel"] == ran  # no Engine in mode="full": resolved by the worker
+    assert full_run["kernel"] == ran  # no Engine with batching="full": resolved by the worker

@@ -219,7 +219,7 @@ def test_one_step_applies_the_unnormalised_sum_of_c_r_times_g_r_over_p(tmp_path)
         workers=2,
         epochs=1,
         seed=3,
-        mode="full",
+        batching="full",
         dropout=0.0,
         hidden_dim=16,
         checkpoint_dir=str(tmp_path / "ck"),

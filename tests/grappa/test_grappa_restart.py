@@ -297,3 +297,37 @@ def test_a_peer_that_never_answers_under_torchrun(tmp_path):
     assert code != 0
     assert "a collective waited longer than timeout=4.0 s" in log, log
     assert not out.exists()
+
+
+def test_a_checkpoint_dir_in_use_is_refused_naming_the_holder(tmp_path):
+    """Two runs sharing a checkpoint_dir at once used to overwrite each other's checkpoint: the
+    folder is now held (an OS lock) for a run's lifetime, and a second run is refused before it
+    starts a worker, naming the holder's pid; the lock goes with its holder."""
+    import os
+    import subprocess
+    import sys
+
+    from zg.grappa.checkpoint import LOCK_FILE, CheckpointError, checkpoint_locks
+
+    folder = tmp_path / "ckpt"
+    holder = subprocess.Popen(
+        [
+            sys.executable,
+            "-c",
+            "import sys, time; from zg.grappa.checkpoint import checkpoint_locks\n"
+            f"with checkpoint_locks([{str(folder)!r}]):\n"
+            "    print('held', flush=True); time.sleep(60)",
+        ],
+        stdout=subprocess.PIPE,
+        text=True,
+    )
+    try:
+        assert holder.stdout.readline().strip() == "held"
+        with pytest.raises(CheckpointError, match=f"in use by another run \\(pid {holder.pid}\\)"):
+            grappa.train(tiny(), workers=2, epochs=1, checkpoint_dir=str(folder), **SMALL)
+        assert not (folder / "checkpoint.pt").exists(), "the refused run wrote nothing"
+    finally:
+        holder.kill()
+        holder.wait()
+    with checkpoint_locks([str(folder)]):  # released with its holder's process
+        assert (folder / LOCK_FILE).read_text() == str(os.getpid())

@@ -160,7 +160,7 @@ def test_full_graph_mode_with_four_workers_and_a_halo():
         repartition_every=2,
         epochs=4,
         seed=1,
-        mode="full",
+        batching="full",
         halo=True,
         method="random",
         **SMALL,
@@ -236,8 +236,8 @@ def test_bad_configurations_are_rejected_before_any_process_starts():
         grappa.train(g, workers=2, epochs=1, fanouts=[5, 5, 5])
     with pytest.raises(ValueError, match="trainer"):
         grappa.train(g, workers=2, epochs=1, trainer="allreduce")
-    with pytest.raises(ValueError, match="mode"):
-        grappa.train(g, workers=2, epochs=1, trainer="feature_fetch", mode="full")
+    with pytest.raises(ValueError, match="batching"):
+        grappa.train(g, workers=2, epochs=1, trainer="feature_fetch", batching="full")
     with pytest.raises(ValueError, match="repartition_every"):
         grappa.train(g, workers=2, epochs=1, repartition_every=-1)
     with pytest.raises(ValueError, match="epochs"):

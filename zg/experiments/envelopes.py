@@ -18,6 +18,7 @@ from typing import Any
 
 import torch
 
+from .._checks import int_arg
 from ..envelope import Envelope
 from ..graph import Graph
 from ..sampling import EnvelopeSampler, check_fanouts
@@ -44,8 +45,7 @@ def sample_counts(
     from the one an envelope was profiled with to get held-out batches.
     """
     fanouts = check_fanouts(fanouts)
-    if isinstance(num_batches, bool) or not isinstance(num_batches, int) or num_batches < 1:
-        raise ValueError(f"num_batches must be a positive int, got {num_batches!r}")
+    num_batches = int_arg(num_batches, "num_batches", low=1)
     if nodes is None:
         nodes = (
             g.train_idx

@@ -26,6 +26,7 @@ from typing import Any
 
 import torch
 
+from .._checks import int_arg
 from ..audit import SyncAudit
 from ..engine import Engine
 from ..graph import Graph
@@ -101,8 +102,7 @@ def time_stages(
     """
     if not isinstance(engine, Engine):
         raise TypeError(f"engine must be a zg.Engine, got {type(engine).__name__}")
-    if isinstance(repeats, bool) or not isinstance(repeats, int) or repeats < 1:
-        raise ValueError(f"repeats must be a positive int, got {repeats!r}")
+    repeats = int_arg(repeats, "repeats", low=1)
     if not 0 <= batch < len(engine.batches(epoch)):
         raise ValueError(
             f"batch {batch} is past the end of epoch {epoch} ({len(engine.batches(epoch))} batches)"
@@ -177,9 +177,8 @@ def profile_modes(
     from ..profile import profile_engine
 
     fanouts = check_fanouts(fanouts)
-    for name, value in (("iterations", iterations), ("repeats", repeats)):
-        if isinstance(value, bool) or not isinstance(value, int) or value < 1:
-            raise ValueError(f"{name} must be a positive int, got {value!r}")
+    iterations = int_arg(iterations, "iterations", low=1)
+    repeats = int_arg(repeats, "repeats", low=1)
     cuda = torch.device(device).type == "cuda"
     modes = (["dgl"] if include_dgl and not cuda else []) + [
         "dynamic",

@@ -25,9 +25,9 @@ from .host_syncs import _audit_summary
 __all__ = ["TOGETHER", "worker_syncs", "train_together"]
 
 TOGETHER = {
-    "grappa + envelope": dict(trainer="grappa", sampler="envelope"),
-    "grappa + dynamic": dict(trainer="grappa", sampler="dynamic"),
-    "feature fetch": dict(trainer="feature_fetch", sampler="dynamic"),
+    "grappa + envelope": dict(trainer="grappa", step_shapes="envelope"),
+    "grappa + dynamic": dict(trainer="grappa", step_shapes="dynamic"),
+    "feature fetch": dict(trainer="feature_fetch", step_shapes="dynamic"),
 }
 
 
@@ -62,7 +62,7 @@ def worker_syncs(
     for sampler in ("dynamic", "envelope"):
         cfg = TrainConfig(
             workers=workers,
-            sampler=sampler,
+            step_shapes=sampler,
             fanouts=list(fanouts),
             num_layers=len(fanouts),
             batch_size=batch_size,
@@ -118,7 +118,7 @@ def train_together(
     """Train the :data:`TOGETHER` variants with real worker processes in one launch.
 
     ``grappa + envelope``: Grappa workers each running the ZeroGNN fixed-shape step on their
-    local graph (``sampler="envelope"``). Baselines: the same Grappa workers with the
+    local graph (``step_shapes="envelope"``). Baselines: the same Grappa workers with the
     host-mediated dynamic sampler, and feature fetching (every worker samples the whole
     graph's structure and fetches remote features each iteration). Same model, seed and
     batches everywhere; ``options`` go to every run (``lr``, ``repartition_every``, ...) whose

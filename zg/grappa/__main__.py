@@ -52,7 +52,7 @@ import json
 import os
 import sys
 import tempfile
-from collections.abc import Callable
+from collections.abc import Callable, Sequence
 from typing import Any, NoReturn
 
 from .. import datasets, kernels
@@ -60,11 +60,20 @@ from .._checks import output_file_arg
 from ..errors import ZgError
 from ..graph import Graph
 from ._checks import check_output_paths
+from .checkpoint import checkpoint_locks
 from .launch import exit_worker, init_from_env
 from .train import TrainConfig, launch_prepared, prepare_many, run_worker
 
 GENERATORS = {"csbm": datasets.csbm, "rmat": datasets.rmat}
 COMMAND_LINE_KERNEL = "auto"  # the kernel a command-line run takes when its config names none
+
+
+def dataset_paths(spec: Any) -> list[str]:
+    """The files and folders a config's ``dataset`` reads (an npz file, a graph folder, an OGB
+    root): what no output of the run may overwrite."""
+    if not isinstance(spec, dict):
+        return []
+    return [str(spec[k]) for k in ("npz", "folder", "root") if isinstance(spec.get(k), str)]
 
 
 def load_dataset(spec: Any) -> Graph:
@@ -129,6 +138,7 @@ def run(
     source: str = "config",
     report: Report | None = None,
     failed: Callable[[str], int] | None = None,
+    inputs: Sequence[Any] = (),
 ) -> int:
     """One Grappa run from config ``values`` (a dict of TrainConfig fields plus ``dataset``,
     which this function takes out: it names the graph). A config without ``kernel`` runs
@@ -145,6 +155,8 @@ def run(
     (:data:`RUN_FAILURES`: a timeout, a zg error such as a checkpoint of another run, a
     non-finite loss, a file that cannot be written) goes to ``failed(message)`` (default: one
     line on stderr), whose return value is the exit status (1). Returns the exit status: 0.
+    ``inputs``: files the run reads besides its dataset (the config file); no output may be one
+    of them, the dataset's files or folder, or lie inside them.
     """
     dataset = None
     if isinstance(values, dict):
@@ -159,7 +171,12 @@ def run(
         error(f"{source}: {exc}")
     out = out or cfg.history_path
     try:
-        check_output_paths(out, cfg.model_path, cfg.checkpoint_dir)
+        check_output_paths(
+            out,
+            cfg.model_path,
+            cfg.checkpoint_dir,
+            inputs=[*inputs, *dataset_paths(dataset)],
+        )
     except (TypeError, ValueError) as exc:
         error(f"{source}: {exc}")
     try:
@@ -174,7 +191,9 @@ def run(
         if rank == 0 and path is None and report is not None:
             fd, path = tempfile.mkstemp(prefix="zg-grappa-", suffix=".json")
             os.close(fd)
-        run_worker(rank, world, cfg, g, None, path, local_rank=local_rank)
+        # Rank 0 writes the checkpoints: it holds the folder for the run's lifetime.
+        with checkpoint_locks([cfg.checkpoint_dir] if rank == 0 else []):
+            run_worker(rank, world, cfg, g, None, path, local_rank=local_rank)
         if rank == 0 and path:
             if report is not None:
                 with open(path, encoding="utf-8") as f:
@@ -244,7 +263,14 @@ def main(argv=None) -> int:
             output_file_arg(args.out, "--out", make_parents=True)
         except (TypeError, ValueError) as exc:
             parser.error(str(exc))
-    return run(values, args.out, parser.error, source=f"--config {args.config}", report=print_final)
+    return run(
+        values,
+        args.out,
+        parser.error,
+        source=f"--config {args.config}",
+        report=print_final,
+        inputs=[args.config],
+    )
 
 
 if __name__ == "__main__":

@@ -21,6 +21,8 @@ def check_output_paths(
     history_path: Any | None = None,
     model_path: Any | None = None,
     checkpoint_dir: Any | None = None,
+    *,
+    inputs: Any = (),
 ) -> None:
     """Raise before training starts if a run could not write where its config says.
 
@@ -28,7 +30,9 @@ def check_output_paths(
     ``TypeError`` (not a path) or ``ValueError`` naming the field, the path and the problem:
     a file path that is a directory, a folder that is a file, a missing folder (``model_path``
     only: the history and checkpoint writers create theirs), a folder that is not writable, or
-    two fields naming the same file. Nothing is created or written.
+    two fields naming the same file, or an output that is one of ``inputs`` (the files and
+    folders the run reads: its config file, its dataset) or lies inside an input folder.
+    Nothing is created or written.
     """
     files = {}
     for name, path in (("history_path", history_path), ("model_path", model_path)):
@@ -51,3 +55,16 @@ def check_output_paths(
                 f"{seen[key]} and {name} name the same file {key!r}; one would overwrite the other"
             )
         seen[key] = name
+    sources = [os.path.realpath(p) for p in inputs if p is not None and os.path.exists(p)]
+    outputs = list(files.items())
+    if checkpoint_dir is not None:
+        outputs.append(("checkpoint_dir", os.fspath(checkpoint_dir)))
+    for name, path in outputs:
+        target = os.path.realpath(path)
+        for source in sources:
+            inside = os.path.isdir(source) and os.path.commonpath([source, target]) == source
+            if target == source or inside:
+                raise ValueError(
+                    f"{name} {os.fspath(path)!r} is the run's input {source!r} or lies inside it; "
+                    "writing there would overwrite what the run reads. Choose another path"
+                )

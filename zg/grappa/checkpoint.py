@@ -8,8 +8,10 @@ part. A checkpoint that cannot be read, or was written by another run, stops eve
 
 from __future__ import annotations
 
+import contextlib
+import fcntl
 import os
-import warnings
+from collections.abc import Iterable, Iterator
 from typing import Any
 
 import torch
@@ -24,6 +26,7 @@ from .hook import gather_row
 
 __all__ = [
     "CheckpointError",
+    "checkpoint_locks",
     "checkpoint_file",
     "read_checkpoint",
     "write_checkpoint",
@@ -70,6 +73,37 @@ class CheckpointError(ZgError, RuntimeError):
     """A checkpoint the run cannot resume from: unreadable, or written by a different run."""
 
 
+LOCK_FILE = ".zg-run.lock"  # in checkpoint_dir: held by the run that writes there
+
+
+@contextlib.contextmanager
+def checkpoint_locks(folders: Iterable[str | None]) -> Iterator[None]:
+    """Hold an exclusive lock on each checkpoint folder for the block (a run's lifetime): a
+    second run naming a folder in use is refused with a :class:`CheckpointError` naming the
+    holder's pid, so two runs never overwrite each other's checkpoint. The lock is the
+    operating system's (``flock``): a run that dies releases it with its process."""
+    with contextlib.ExitStack() as stack:
+        for folder in sorted({os.path.realpath(f) for f in folders if f is not None}):
+            os.makedirs(folder, exist_ok=True)
+            path = os.path.join(folder, LOCK_FILE)
+            handle = stack.enter_context(open(path, "a+", encoding="utf-8"))
+            try:
+                fcntl.flock(handle, fcntl.LOCK_EX | fcntl.LOCK_NB)
+            except BlockingIOError:
+                handle.seek(0)
+                holder = handle.read().strip() or "unknown"
+                raise CheckpointError(
+                    f"checkpoint_dir {folder!r} is in use by another run (pid {holder}); "
+                    "wait for it to end, or give this run its own checkpoint_dir"
+                ) from None
+            handle.seek(0)
+            handle.truncate()
+            handle.write(str(os.getpid()))
+            handle.flush()
+            stack.callback(fcntl.flock, handle, fcntl.LOCK_UN)
+        yield
+
+
 def checkpoint_file(cfg: TrainConfig) -> str | None:
     """Where a config's checkpoint lives (None without ``checkpoint_dir``)."""
     return None if cfg.checkpoint_dir is None else os.path.join(cfg.checkpoint_dir, CHECKPOINT_FILE)
@@ -112,10 +146,11 @@ def read_checkpoint(path: str, cfg: TrainConfig, g: Graph, world: int) -> dict[s
     if (
         not isinstance(state, dict)
         or state.get("format") != "zg.grappa.checkpoint"
-        or state.get("version") not in (1, CHECKPOINT_VERSION)
+        or state.get("version") != CHECKPOINT_VERSION
     ):
         raise CheckpointError(
-            f"{path} is not a zg.grappa checkpoint (format version 1 or {CHECKPOINT_VERSION})"
+            f"{path} is not a zg.grappa checkpoint of format version {CHECKPOINT_VERSION} "
+            "(an older one cannot be resumed: delete it to start afresh)"
         )
     missing = [k for k in _CHECKPOINT_KEYS if k not in state]
     if missing:
@@ -142,13 +177,6 @@ def read_checkpoint(path: str, cfg: TrainConfig, g: Graph, world: int) -> dict[s
         raise CheckpointError(
             f"checkpoint {path} was written for another graph ({differ}). Use "
             "another checkpoint_dir, or delete it to start afresh"
-        )
-    if state["version"] == 1:
-        warnings.warn(
-            f"checkpoint {path} was written by an older zg that recorded the graph's "
-            "sizes only, so it could not be checked to be this graph's; resuming "
-            "because the sizes match",
-            stacklevel=2,
         )
     if state["world"] != world:
         raise CheckpointError(

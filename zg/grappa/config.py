@@ -2,12 +2,12 @@
 
 Where it sits: first thing :func:`zg.grappa.train` does (and ``python -m zg.grappa``); every
 worker reads the same config. A config is three groups, each a dataclass, flattened into one
-(every field name is unique, so ``TrainConfig(workers=4, sampler="envelope", history_path=...)``
+(every field name is unique, so ``TrainConfig(workers=4, step_shapes="envelope", history_path=...)``
 and ``cfg.epochs`` read as before):
 
     Experiment   what defines the result: trainer, workers, estimator, partition, model,
                  optimisation, epochs, seed
-    Runtime      how it runs: sampler and envelope, backend, timeouts, threads
+    Runtime      how it runs: step shapes and envelope, backend, timeouts, threads, kernels
     Output       where output goes: history, model, checkpoints, evaluation period, progress
 
 ``cfg.experiment``, ``cfg.runtime``, ``cfg.output`` give each group on its own, and
@@ -41,15 +41,19 @@ __all__ = [
     "Output",
     "UNSET",
     "TRAINERS",
-    "MODES",
-    "SAMPLERS",
+    "BATCHINGS",
+    "STEP_SHAPES",
+    "RENAMED",
     "ABLATIONS",
     "super_epoch_of",
     "map_deprecated",
 ]
 
-MODES = ("minibatch", "full")
-SAMPLERS = ("dynamic", "envelope")
+BATCHINGS = ("minibatch", "full")
+STEP_SHAPES = ("dynamic", "envelope")
+# Fields renamed for what they choose (release 0.2): old name -> new name. A config or keyword
+# with an old name is mapped (a DeprecationWarning; silently for a saved config).
+RENAMED = {"mode": "batching", "sampler": "step_shapes"}
 # The paper's ablations of Grappa, kept only as deprecated keywords of train() and of JSON
 # configs: each is a shorthand for the setting it names.
 ABLATIONS = {"unweighted": ("estimator", "mean"), "fixed_partitions": ("repartition_every", None)}
@@ -91,7 +95,7 @@ class Experiment:
     num_chunks: int | None = None
     halo: bool = True
     schedule: str = "round_robin"
-    mode: str = "minibatch"
+    batching: str = "minibatch"
     model: str = "sage"
     hidden_dim: int = 64
     num_layers: int = 2
@@ -108,7 +112,7 @@ class Experiment:
 class Runtime:
     """How a run runs (see :class:`TrainConfig`)."""
 
-    sampler: str = "dynamic"
+    step_shapes: str = "dynamic"
     envelope: str = "profiled"
     envelope_quantile: float = 0.99
     envelope_margin: float = 0.05
@@ -149,8 +153,8 @@ class TrainConfig(Output, Runtime, Experiment):
     ``method="random", halo=False`` is the kit's isolation stress test, not the paper's setting:
     the authors' public code trains on random chunks *with* the complete one-hop halo of the
     worker's chunk and a sweeping partner chunk, which is ``preset="reference"``
-    (:mod:`zg.grappa.presets`; how it compares: bench/results/grappa_reference.json). mode:
-    "minibatch" or "full". model, hidden_dim, num_layers, dropout: see :func:`zg.models.build`.
+    (:mod:`zg.grappa.presets`; how it compares: bench/results/grappa_reference.json). batching:
+    "minibatch" (sampled mini-batches) or "full" (one full-graph batch per epoch). model, hidden_dim, num_layers, dropout: see :func:`zg.models.build`.
     fanouts: input layer first. batch_size: global seeds per iteration. lr, weight_decay: Adam.
     average_every: psgd_pa's averaging period in iterations (default one epoch; the other
     trainers do not read it). preset: None (the kit's defaults) or a name of
@@ -158,9 +162,9 @@ class TrainConfig(Output, Runtime, Experiment):
     command line fill every field not given from it (a TrainConfig built directly takes its
     fields as given and only records the name).
 
-    Runtime. sampler: "dynamic" (host-mediated, the reference) or "envelope" (each worker runs
-    the ZeroGNN fixed-shape step on its local graph: envelope sampler, padded blocks, no host
-    syncs in the iteration). envelope, envelope_quantile, envelope_margin: how each worker sizes
+    Runtime. step_shapes: the shapes of each worker's step, "dynamic" (host-mediated, exact
+    sizes, the reference) or "envelope" (each worker runs the ZeroGNN fixed-shape step on its
+    local graph: envelope sampler, padded blocks, no host syncs in the iteration). envelope, envelope_quantile, envelope_margin: how each worker sizes
     its envelope for every super-epoch ("profiled": :meth:`zg.Envelope.profile` on its local
     graph with that quantile and margin; "worst_case": never overflows). Overflow follows the
     one policy of :class:`zg.step.OverflowGuard`: an overflowed batch is never applied; every
@@ -200,7 +204,7 @@ class TrainConfig(Output, Runtime, Experiment):
 
     :meth:`validated` checks every field (errors name it) and changes nothing; a setting that
     contradicts its trainer (``trainer="isolated", estimator="batch"``) or another setting
-    (``sampler="envelope", mode="full"``) is refused with a ValueError naming both fields.
+    (``step_shapes="envelope", batching="full"``) is refused with a ValueError naming both fields.
     """
 
     def __post_init__(self):
@@ -296,6 +300,7 @@ class TrainConfig(Output, Runtime, Experiment):
         before a field existed gets the value its run used: ``preset`` None, ``kernel``
         ``"auto"`` (the worker's Engine then ran its own default)."""
         known = {f.name for f in fields(cls)}
+        values = _renamed(values, None)  # saved under the old names: read them as they were
         out = {k: v for k, v in values.items() if k in known}
         out.setdefault("preset", None)  # saved before presets existed: the kit's defaults
         # Saved before the kernel was a field: the worker's Engine ran its own default, "auto".
@@ -325,7 +330,7 @@ class TrainConfig(Output, Runtime, Experiment):
             int_arg(self.num_chunks, "num_chunks", low=1)
         bool_arg(self.halo, "halo")
         choice_arg(self.schedule, "schedule", SCHEDULES)
-        choice_arg(self.mode, "mode", MODES)
+        choice_arg(self.batching, "batching", BATCHINGS)
         choice_arg(self.model, "model", tuple(zg_models.MODELS))
         int_arg(self.hidden_dim, "hidden_dim", low=1)
         int_arg(self.num_layers, "num_layers", low=1, high=MAX_LAYERS)
@@ -341,14 +346,14 @@ class TrainConfig(Output, Runtime, Experiment):
         real_arg(self.weight_decay, "weight_decay", low=0.0)
         if self.average_every is not None:
             int_arg(self.average_every, "average_every", low=1)
-        choice_arg(self.sampler, "sampler", SAMPLERS)
+        choice_arg(self.step_shapes, "step_shapes", STEP_SHAPES)
         choice_arg(self.envelope, "envelope", ("profiled", "worst_case"))
         real_arg(self.envelope_quantile, "envelope_quantile", low=0.0, high=1.0, low_open=True)
         real_arg(self.envelope_margin, "envelope_margin", low=0.0, high=10.0)
-        if self.sampler == "envelope" and self.mode != "minibatch":
+        if self.step_shapes == "envelope" and self.batching != "minibatch":
             raise ValueError(
-                f"sampler='envelope' samples mini-batches; it cannot go with "
-                f"mode={self.mode!r} (use mode='minibatch' or sampler='dynamic')"
+                f"step_shapes='envelope' samples mini-batches; it cannot go with "
+                f"batching={self.batching!r} (use batching='minibatch' or step_shapes='dynamic')"
             )
         if self.backend is not None:
             choice_arg(self.backend, "backend", ("gloo", "nccl"))
@@ -393,10 +398,33 @@ def _is_int(value: Any) -> bool:
     return isinstance(value, int) and not isinstance(value, bool)
 
 
+def _renamed(values: dict[str, Any], stacklevel: int | None) -> dict[str, Any]:
+    """``values`` with every field of :data:`RENAMED` under its new name (a DeprecationWarning
+    unless ``stacklevel`` is None); both names at once is a ValueError naming them."""
+    if not any(old in values for old in RENAMED):
+        return values
+    values = dict(values)
+    for old, new in RENAMED.items():
+        if old not in values:
+            continue
+        if new in values:
+            raise ValueError(f"give {new}= only: {old}= is its old name")
+        values[new] = values.pop(old)
+        if stacklevel is not None:
+            warnings.warn(
+                f"{old}= is now {new}= (renamed for what it chooses); pass {new}={values[new]!r}",
+                DeprecationWarning,
+                stacklevel=stacklevel + 1,
+            )
+    return values
+
+
 def map_deprecated(values: dict[str, Any], stacklevel: int = 3) -> dict[str, Any]:
     """``values`` with the deprecated ``ablation`` keyword replaced by the setting it names
     (a DeprecationWarning says which); ``ablation=None`` (an old config's "none") is dropped.
-    An ablation together with a conflicting value of its setting is a ValueError naming both."""
+    An ablation together with a conflicting value of its setting is a ValueError naming both.
+    Renamed fields (:data:`RENAMED`) are mapped to their new names, with a warning too."""
+    values = _renamed(values, stacklevel)
     if "ablation" not in values:
         return values
     values = dict(values)

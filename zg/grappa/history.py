@@ -8,6 +8,7 @@ are defined here once: :func:`bytes_by_kind` and :func:`bytes_per_worker`.
 from __future__ import annotations
 
 import json
+import math
 import os
 import platform
 from typing import Any
@@ -162,12 +163,27 @@ def history(
     }
 
 
+def _strict(obj: Any) -> Any:
+    """``obj`` with every non-finite float as None (null: not measured), so the file is strict
+    JSON (no ``NaN`` / ``Infinity``, which strict parsers reject) and no non-finite number is
+    read as a result."""
+    if isinstance(obj, float):
+        return obj if math.isfinite(obj) else None
+    if isinstance(obj, dict):
+        return {k: _strict(v) for k, v in obj.items()}
+    if isinstance(obj, (list, tuple)):
+        return [_strict(v) for v in obj]
+    return obj
+
+
 def write_json(obj: Any, path: str) -> None:
     """Write JSON atomically (:func:`zg._io.atomic_write`: a temporary file in the same folder,
-    then rename; nothing left behind on failure)."""
+    then rename; nothing left behind on failure), strict: a non-finite float is written as null
+    (an accuracy of a split the graph lacks is not a number)."""
+    clean = _strict(obj)
     atomic_write(
         path,
-        lambda f: json.dump(obj, f, indent=1),
+        lambda f: json.dump(clean, f, indent=1, allow_nan=False),
         name="history_path",
         text=True,
         make_parents=True,

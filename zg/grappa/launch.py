@@ -37,6 +37,7 @@ import faulthandler
 import importlib
 import json
 import multiprocessing
+import multiprocessing.connection
 import os
 import shutil
 import signal
@@ -51,6 +52,7 @@ import torch
 import torch.distributed as dist
 import torch.multiprocessing as mp
 
+from .._checks import int_arg, real_arg
 from .._io import atomic_write
 from ..errors import MainGuardError
 
@@ -89,9 +91,8 @@ def worker_device(backend: str, local_rank: int) -> torch.device:
 
 
 def _timeout(seconds: float) -> datetime.timedelta:
-    if isinstance(seconds, bool) or not isinstance(seconds, (int, float)) or not seconds > 0:
-        raise ValueError(f"timeout must be a positive number of seconds, got {seconds!r}")
-    return datetime.timedelta(seconds=float(seconds))
+    seconds = real_arg(seconds, "timeout", low=0.0, low_open=True, high=1e7)
+    return datetime.timedelta(seconds=seconds)
 
 
 def exit_worker() -> None:
@@ -281,6 +282,30 @@ def _stop(processes: Sequence[Any], grace: float = STOP_SECONDS) -> None:
             process.join(5)
 
 
+def _wait_for_workers(processes: Sequence[Any], deadline: float | None, run_timeout) -> int | None:
+    """Wait on the workers' sentinels until all have ended; on the first that ends badly, stop
+    the rest with the kill deadline (:func:`_stop`: SIGTERM, then SIGKILL after
+    :data:`STOP_SECONDS`), so a worker that ignores SIGTERM (stopped, or stuck in C code) is
+    killed, never waited for. torch's own join waits for the others without a limit after a
+    failure; this wait has none of that. Past ``deadline``: stop them all, TimeoutError.
+    Returns the index of the worker that failed first, or None when all ended well."""
+    live = {p.sentinel: i for i, p in enumerate(processes)}
+    while live:
+        ended = multiprocessing.connection.wait(list(live), timeout=0.5)
+        for sentinel in ended:
+            index = live.pop(sentinel)
+            processes[index].join(0)
+            if processes[index].exitcode != 0:
+                _stop(processes)  # every other worker ends within the kill deadline
+                return index
+        if deadline is not None and time.monotonic() > deadline:
+            _stop(processes)
+            raise TimeoutError(
+                f"run_timeout={run_timeout} s: the {len(processes)} workers did not finish "
+                "within it and were stopped; give a larger run_timeout (or none)"
+            )
+
+
 class _SigtermAsExit:
     """While active (main thread only), SIGTERM raises ``SystemExit(143)`` in the parent, so
     :func:`spawn` can stop its workers and every caller's ``finally`` runs; a handler the caller
@@ -338,8 +363,7 @@ def spawn(
     """
     if _reimporting_main():
         _refuse_unguarded_main()
-    if isinstance(world_size, bool) or not isinstance(world_size, int) or world_size < 1:
-        raise ValueError(f"world_size must be a positive int, got {world_size!r}")
+    world_size = int_arg(world_size, "world_size", low=1)
     _timeout(timeout)
     if run_timeout is not None:
         _timeout(run_timeout)
@@ -386,14 +410,14 @@ def spawn(
                     os.environ[ERRORS_ENV] = previous
             deadline = None if run_timeout is None else time.monotonic() + run_timeout
             try:
-                while not context.join(timeout=0.5):
-                    if deadline is not None and time.monotonic() > deadline:
-                        _stop(context.processes)
-                        raise TimeoutError(
-                            f"run_timeout={run_timeout} s: the {world_size} workers "
-                            "did not finish within it and were stopped; give a "
-                            "larger run_timeout (or none)"
-                        )
+                failed = _wait_for_workers(context.processes, deadline, run_timeout)
+                if failed is not None:
+                    # torch's join reports the first ended worker it looks at: show it only the
+                    # one that failed first (the others were stopped because of it).
+                    context.sentinels = {context.processes[failed].sentinel: failed}
+                # Every worker has ended, so torch's join returns at once: it raises the first
+                # failure with its traceback (ProcessRaisedException), if any.
+                context.join(timeout=STOP_SECONDS)
             except (mp.ProcessRaisedException, mp.ProcessExitedException) as failure:
                 replayed = _first_worker_error(errors)
                 if replayed is None:

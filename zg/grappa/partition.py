@@ -100,9 +100,8 @@ def _metis_chunks(g: Graph, num_chunks: int, seed: int) -> torch.Tensor:
     xadj = torch.zeros(n + 1, dtype=torch.int64)
     torch.cumsum(torch.bincount(first, minlength=n), 0, out=xadj[1:])
     options = pymetis.Options(seed=int(seed) % (2**31 - 1))
-    _, membership = pymetis.part_graph(
-        num_chunks, xadj=xadj.numpy(), adjncy=second.numpy(), options=options
-    )
+    adjacency = pymetis.CSRAdjacency(xadj.numpy(), second.numpy())
+    _, membership = pymetis.part_graph(num_chunks, adjacency=adjacency, options=options)
     return torch.as_tensor(np.asarray(membership), dtype=torch.int64)
 
 

@@ -21,9 +21,9 @@ __all__ = ["iterations_per_epoch", "make_partition", "check_plan", "super_epoch_
 
 
 def iterations_per_epoch(cfg: TrainConfig, num_train: int) -> int:
-    """I: the iterations every worker runs per epoch (one in mode="full"), from the number of
+    """I: the iterations every worker runs per epoch (one with batching="full"), from the number of
     training nodes of the whole graph and the global batch size."""
-    return 1 if cfg.mode == "full" else math.ceil(num_train / cfg.batch_size)
+    return 1 if cfg.batching == "full" else math.ceil(num_train / cfg.batch_size)
 
 
 def make_partition(g: Graph, cfg: TrainConfig) -> Partition:

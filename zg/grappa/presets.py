@@ -58,7 +58,7 @@ Deliberate differences from the public code, each for a reason:
   the public code's inference exchanges embeddings between workers, with the same result. The
   history keeps the test accuracy at the best validation epoch; the kit does not keep that
   epoch's parameters (``model_path`` saves the last ones).
-* Sampling without replacement is the kit's sampler (``sampler="dynamic"``), not the public
+* Sampling without replacement is the kit's sampler (``step_shapes="dynamic"``), not the public
   code's C++ sampler; the distribution is the same (uniform without replacement per hop).
 """
 

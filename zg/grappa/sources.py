@@ -2,7 +2,7 @@
 
 Where it sits: between the partition (:mod:`zg.grappa.partition`) and the worker's Engine
 (:mod:`zg.grappa.worker`). Every super-epoch the source rebuilds the worker's local graph, its
-coverage weights and, for ``sampler="envelope"``, the envelope profiled on that local graph; the
+coverage weights and, for ``step_shapes="envelope"``, the envelope profiled on that local graph; the
 worker then builds a :class:`zg.Engine` over it. The feature-fetching baseline's source
 (:class:`zg.grappa.remote.FeatureFetchSource`) has the same attributes.
 
@@ -75,9 +75,9 @@ class IsolatedSource:
         # The worker's largest batch: batches() splits its training nodes into I parts.
         self.rows = max(1, math.ceil(self.train_nodes.numel() / self.iterations))
         self.envelope = None
-        if self.cfg.mode == "full":
+        if self.cfg.batching == "full":
             self.block = whole_graph_block(self.graph)
-        elif self.cfg.sampler == "envelope":
+        elif self.cfg.step_shapes == "envelope":
             self.envelope = Envelope.resolve(
                 self.cfg.envelope,
                 self.graph,

@@ -38,7 +38,7 @@ Trainers (``trainer=``, one class each in :mod:`zg.grappa.trainers`), all throug
 Iterations: ``batch_size`` is the *global* number of seeds per iteration. An epoch has
 ``I = ceil(|train| / batch_size)`` iterations on every worker (a collective needs everyone),
 and each worker splits its own shuffled training nodes into I near-equal batches, so every
-training node is a seed once per epoch whatever the trainer. ``mode="full"``: one iteration
+training node is a seed once per epoch whatever the trainer. ``batching="full"``: one iteration
 per epoch on the whole local graph (all neighbours, all local training nodes).
 
 Reproducible: the same config and seed give the same losses, accuracies and byte counts on the
@@ -48,7 +48,7 @@ shuffle, the sampler's keys and the dropout generator, which is reseeded before 
 random stream runs across batches, so a batch can be rerun (after an envelope overflow) or a run
 resumed exactly.
 
-Envelope overflow (``sampler="envelope"``): the one overflow policy of :mod:`zg.step`. An
+Envelope overflow (``step_shapes="envelope"``): the one overflow policy of :mod:`zg.step`. An
 overflowed batch is never applied: the flag rides the gradient all-reduce, so an overflow on any
 worker stops every worker's optimizer step from that batch on, on the device; the host polls the
 flag every few iterations (every worker at the same ones), the overflowing workers grow their
@@ -92,11 +92,12 @@ from ._checks import check_output_paths, graph_arg
 from .checkpoint import (
     CheckpointError,
     checkpoint_file,
+    checkpoint_locks,
     read_checkpoint,
 )
 from .config import (
-    MODES,
-    SAMPLERS,
+    BATCHINGS,
+    STEP_SHAPES,
     TRAINERS,
     UNSET,
     Experiment,
@@ -124,8 +125,8 @@ __all__ = [
     "train_many",
     "run_worker",
     "TRAINERS",
-    "MODES",
-    "SAMPLERS",
+    "BATCHINGS",
+    "STEP_SHAPES",
     "HookState",
     "estimator_hook",
     "make_partition",
@@ -349,14 +350,16 @@ def launch_prepared(g: Graph, prepared: list[Any]) -> list[dict[str, Any]]:
     jobs = [(cfg, part, path) for cfg, part, path, _ in prepared]
     histories = []
     try:
-        spawn(
-            _run_many,
-            first.workers,
-            args=(g.to("cpu"), jobs),
-            timeout=first.timeout,
-            run_timeout=first.run_timeout,
-            backend=first.backend,
-        )
+        # Each checkpoint folder is this run's alone while it runs (refused if in use).
+        with checkpoint_locks(cfg.checkpoint_dir for cfg, *_ in prepared):
+            spawn(
+                _run_many,
+                first.workers,
+                args=(g.to("cpu"), jobs),
+                timeout=first.timeout,
+                run_timeout=first.run_timeout,
+                backend=first.backend,
+            )
         for _, _, path, keep in prepared:
             with open(path) as f:
                 history = json.load(f)

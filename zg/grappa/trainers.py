@@ -98,15 +98,15 @@ class Trainer:
                     f"trainer={self.name!r} {why} ({field}={value!r}); got "
                     f"{field}={given!r}: drop {field} or choose another trainer"
                 )
-        if self.fetches_features and cfg.mode != "minibatch":
+        if self.fetches_features and cfg.batching != "minibatch":
             raise ValueError(
-                f"trainer={self.name!r} trains in mode='minibatch' (it fetches the "
-                f"features of sampled neighbourhoods); got mode={cfg.mode!r}"
+                f"trainer={self.name!r} trains with batching='minibatch' (it fetches the "
+                f"features of sampled neighbourhoods); got batching={cfg.batching!r}"
             )
-        if self.fetches_features and cfg.sampler != "dynamic":
+        if self.fetches_features and cfg.step_shapes != "dynamic":
             raise ValueError(
                 f"trainer={self.name!r} samples the whole structure with the dynamic "
-                f"sampler; sampler='envelope' samples each worker's local graph "
+                f"sampler; step_shapes='envelope' samples each worker's local graph "
                 f"(trainers {[n for n, t in TRAINERS.items() if not t.fetches_features]})"
             )
 

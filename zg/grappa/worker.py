@@ -24,7 +24,7 @@ regroup if a new super-epoch starts, train the epoch, record, checkpoint.
 
 The Engine runs the kernels ``cfg.kernel`` names (:data:`zg.kernels.KERNELS`; default "torch");
 the history records the kernel that ran (``history["kernel"]``: the Engine's
-``settings.kernel``; in ``mode="full"``, :func:`zg.kernels.resolve` of the setting).
+``settings.kernel``; in ``batching="full"``, :func:`zg.kernels.resolve` of the setting).
 
 Hooks: :data:`on_iteration` is a list of callables ``hook(rank, epoch, batch)`` that every worker
 calls at the start of every training iteration (before sampling). Workers are separate
@@ -34,9 +34,9 @@ imported once in every worker process before training, and the file appends its 
 ``zg.grappa.worker.on_iteration``. The kit's tests inject faults this way
 (``tests/grappa_fault_plugin.py``: a worker that kills itself or stalls at a given iteration).
 
-With ``sampler="envelope"`` the Engine runs the static step (the ZeroGNN fixed-shape envelope
+With ``step_shapes="envelope"`` the Engine runs the static step (the ZeroGNN fixed-shape envelope
 step: seeds from the device table, keys derived on the device); on CUDA it is not captured into
-a CUDA Graph, because DDP's hooks run Python during backward. ``mode="full"`` trains on the
+a CUDA Graph, because DDP's hooks run Python during backward. ``batching="full"`` trains on the
 whole local graph in one iteration per epoch through the same :func:`zg.step.train_step`.
 """
 
@@ -172,8 +172,8 @@ class _Worker:
         self.trainer = cfg.trainer_object
         self.role = role_for(self.trainer)
         self.ledger = CommLedger(world)
-        self.full = cfg.mode == "full"
-        self.envelope_step = cfg.sampler == "envelope" and not self.full
+        self.full = cfg.batching == "full"
+        self.envelope_step = cfg.step_shapes == "envelope" and not self.full
         self.guard = (
             OverflowGuard(cfg.num_layers, device, distributed=True) if self.envelope_step else None
         )
@@ -186,7 +186,7 @@ class _Worker:
             cfg.num_layers,
             dropout=cfg.dropout,
         ).to(device)
-        # The kernel that ran: the Engine's settings say it (_engine); mode="full" builds no
+        # The kernel that ran: the Engine's settings say it (_engine); batching="full" builds no
         # Engine, so the model's layers are set to the kernel asked for and it is resolved here.
         self.kernel = cfg.kernel
         if self.full:
@@ -248,7 +248,7 @@ class _Worker:
         return time.perf_counter() - start, stats.overflows, stats.rewound_batches
 
     def _whole_local_graph(self, clock=None) -> MiniBatch:
-        """mode="full": one batch of every local training node over the whole local graph."""
+        """batching="full": one batch of every local training node over the whole local graph."""
         seeds = self.source.train_nodes.to(self.device)
         layers, device = self.cfg.num_layers, self.device
         return MiniBatch(
@@ -349,6 +349,16 @@ class _Run:
         row += [float(comm["bytes"][k]) for k in KINDS] + [float(comm["rounds"][k]) for k in KINDS]
         row += scales  # hook scale min, mean, max
         table = gather_row(torch.tensor(row, dtype=torch.float64, device=worker.device), self.world)
+        # Every rank holds the table, so every rank stops at the same epoch (no one waits).
+        losses = table[:, 0]  # [P] each worker's loss sum
+        if not bool(torch.isfinite(losses).all()):
+            bad = [r for r in range(self.world) if not bool(torch.isfinite(losses[r]))]
+            raise FloatingPointError(
+                f"epoch {epoch}: the training loss is {float(losses[bad[0]])} on worker(s) {bad}. "
+                "Likely causes: non-finite features (g.x holds NaN/inf), a learning rate too "
+                "large for this model, or labels outside [0, num_classes). Training stopped; the "
+                "epoch is not recorded"
+            )
         if self.rank != 0:  # table: [P, 16]
             return
         record = epoch_record(

@@ -16,6 +16,7 @@ from typing import Any
 import plotly.graph_objects as go
 from plotly.subplots import make_subplots
 
+from .._checks import int_arg
 from .common import _FALLBACK_COLORS, STAGE_COLORS, _check_mapping, _check_rows, _color, _title
 
 __all__ = [
@@ -702,8 +703,7 @@ def gpu_timeline(rows: Sequence[dict], *, label: str, iterations: int = 4) -> go
     rows = _check_rows(rows, "rows", ["variant", "ms_per_iteration", "gpu_execution_fraction"])
     if not label:
         raise ValueError("label must say which machine measured these results")
-    if isinstance(iterations, bool) or not isinstance(iterations, int) or iterations < 1:
-        raise ValueError(f"iterations must be a positive int, got {iterations!r}")
+    iterations = int_arg(iterations, "iterations", low=1)
     missing = [r["variant"] for r in rows if r["gpu_execution_fraction"] is None]
     if missing:
         raise ValueError(
