@@ -361,11 +361,13 @@ class OverflowPoll:
 def mean_loss(losses: dict[int, torch.Tensor], check: torch.Tensor | None = None):
     """The mean of the applied batches' losses (by batch index), with one host read. With
     ``check`` (bool [] device), ``(mean, bool(check))`` from that same read."""
+    device = check.device if check is not None else None
     if losses:
         mean = torch.stack([losses[b] for b in sorted(losses)]).double().mean()
     else:
-        mean = torch.full((), float("nan"), dtype=torch.float64)
+        mean = torch.full((), float("nan"), dtype=torch.float64, device=device)
     if check is None:
         return float(mean)
-    value, ok = torch.stack([mean.cpu(), check.cpu().double()]).tolist()
+    # Both values in one tensor on the device, then one transfer (two .cpu() would be two reads).
+    value, ok = torch.stack([mean, check.to(mean.device, torch.float64)]).tolist()
     return value, bool(ok)
