@@ -327,3 +327,43 @@ def output_folder_arg(value: Any, name: str) -> Path:
         raise ValueError(f"{name} {str(path)!r}: {str(existing)!r} is a file, not a folder")
     _try_writing_in(existing, name, path)
     return path
+
+
+# ----------------------------------------------------------------------------- memory
+
+
+def _gib(nbytes: float) -> str:
+    return f"{nbytes / 2**30:.1f} GiB"
+
+
+def machine_memory(device: Any = None) -> tuple[int, int]:
+    """(available, total) bytes of ``device``'s memory: a CUDA device's free and total memory,
+    else the host's (Linux: ``MemAvailable`` of /proc/meminfo; elsewhere the physical total)."""
+    dev = torch.device(device) if device is not None else torch.device("cpu")
+    if dev.type == "cuda":
+        free, total = torch.cuda.mem_get_info(dev)
+        return int(free), int(total)
+    total = os.sysconf("SC_PAGE_SIZE") * os.sysconf("SC_PHYS_PAGES")
+    try:
+        with open("/proc/meminfo", encoding="ascii") as f:
+            for line in f:
+                if line.startswith("MemAvailable:"):
+                    return int(line.split()[1]) * 1024, int(total)
+    except (OSError, ValueError, IndexError):
+        pass
+    return int(total), int(total)
+
+
+def memory_arg(nbytes: float, what: str, device: Any = None) -> None:
+    """Refuse, before anything is allocated, what cannot fit: ``MemoryError`` naming ``what``
+    (the arguments that size it), the estimate ``nbytes`` and the memory ``device`` has now.
+
+    The estimates the kit passes count only the large arrays it is about to make, so they are
+    lower bounds: a refusal is certain to be right, and a pass may still run out later."""
+    available, total = machine_memory(device)
+    if nbytes > available:
+        where = "this GPU" if torch.device(device or "cpu").type == "cuda" else "this machine"
+        raise MemoryError(
+            f"{what} needs at least {_gib(nbytes)}, and {where} has {_gib(available)} available "
+            f"({_gib(total)} in all); choose smaller sizes"
+        )

@@ -9,7 +9,9 @@ gave, never the temporary file.
 
 from __future__ import annotations
 
+import errno
 import os
+import shutil
 import tempfile
 from collections.abc import Callable
 from pathlib import Path
@@ -20,9 +22,28 @@ from ._checks import output_file_arg
 __all__ = ["atomic_write", "os_error_naming", "graph_fingerprint", "fingerprint_mismatch"]
 
 
+# What a write that ran out of room says: no space, over quota, over a file-size limit.
+_NO_ROOM = {errno.ENOSPC, errno.EDQUOT, errno.EFBIG}
+
+
+def _short_write(exc: OSError) -> bool:
+    """numpy's "3001 requested and 496 written": a write cut short, with no errno."""
+    return exc.errno is None and "requested and" in str(exc) and "written" in str(exc)
+
+
 def os_error_naming(exc: OSError, name: str, path: Path, doing: str) -> OSError:
-    """The same kind of OSError (same errno, same subclass), its message naming ``path``."""
+    """The same kind of OSError (same errno, same subclass), its message naming ``path``, and,
+    for a write that ran out of room, what to do and how much room is left."""
     reason = exc.strerror or str(exc) or type(exc).__name__
+    if exc.errno in _NO_ROOM or _short_write(exc):
+        if _short_write(exc):
+            reason = f"the write stopped short ({exc})"
+        try:
+            free = shutil.disk_usage(Path(os.path.abspath(path)).parent).free
+            reason += f"; {free / 2**20:.1f} MiB free there"
+        except OSError:
+            pass
+        reason += "; the path is unchanged: free some space (or raise the limit) or write elsewhere"
     message = f"could not {doing} {name} {str(path)!r}: {reason}"
     return OSError(exc.errno, message) if exc.errno is not None else type(exc)(message)
 

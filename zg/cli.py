@@ -47,6 +47,22 @@ class CommandError(ZgError):
     """A failure after the run started: reported in one line, exit status 1."""
 
 
+# What a started run can end in that is the machine's or the input's, not a bug of the kit: a
+# full disk, memory that ran out, a non-finite loss, a worker stopped from outside, a timeout.
+# Each is said in one line (what failed, and the message says what to do), exit status 1.
+RUN_FAILURES = (FloatingPointError, OSError, MemoryError, TimeoutError, ZgError)
+# torch's allocators raise RuntimeError when memory runs out.
+OUT_OF_MEMORY = ("can't allocate memory", "out of memory", "not enough memory")
+
+
+def _one_line(exc: BaseException) -> str:
+    """``exc`` as one line: its class (unless a zg error, whose message is written to be read
+    alone) and the first line of its message."""
+    lines = str(exc).strip().splitlines() or [""]
+    text = lines[0] if len(lines) == 1 else f"{lines[0]} ..."
+    return text if isinstance(exc, ZgError) else f"{type(exc).__name__}: {text}"
+
+
 # ----------------------------------------------------------------------------- flag parsing
 
 
@@ -434,7 +450,7 @@ def cmd_train(args: argparse.Namespace, parser: argparse.ArgumentParser) -> int:
             optimizer=zg.optim.adam(lr=args.lr),
             kernel=args.kernel,
         )
-    except (TypeError, ValueError, RuntimeError) as exc:
+    except (TypeError, ValueError, RuntimeError, MemoryError) as exc:
         parser.error(f"cannot train this combination: {exc}")
 
     config = {
@@ -648,6 +664,11 @@ def _grappa_values(args: argparse.Namespace, parser: argparse.ArgumentParser) ->
         try:
             with open(args.config, "rb") as f:
                 values = json.loads(f.read().decode("utf-8"))
+        except RecursionError:
+            parser.error(
+                f"--config {args.config}: nested too deeply to read (a config is a flat JSON "
+                "object of settings)"
+            )
         except (OSError, UnicodeDecodeError, ValueError) as exc:
             parser.error(
                 f"--config {args.config}: cannot read a JSON config ({type(exc).__name__}: {exc})"
@@ -1083,6 +1104,18 @@ def main(argv: Sequence[str] | None = None) -> int:
         return args.handler(args, args.subparser)
     except CommandError as exc:
         print(f"zg {args.command}: error: {exc}", file=sys.stderr)
+        return 1
+    except RUN_FAILURES as exc:
+        print(f"zg {args.command}: error: {_one_line(exc)}", file=sys.stderr)
+        return 1
+    except RuntimeError as exc:
+        if not any(words in str(exc).lower() for words in OUT_OF_MEMORY):
+            raise  # a bug: its traceback is what a report needs
+        print(
+            f"zg {args.command}: error: out of memory ({_one_line(exc)}); choose smaller sizes "
+            "(--hidden, --batch-size, --fanouts) or a smaller graph",
+            file=sys.stderr,
+        )
         return 1
     except KeyboardInterrupt:
         print(f"zg {args.command}: interrupted", file=sys.stderr)

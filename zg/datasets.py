@@ -40,7 +40,7 @@ import numpy as np
 import torch
 
 from ._checks import int_arg as _int_arg
-from ._checks import output_file_arg, path_arg
+from ._checks import memory_arg, output_file_arg, path_arg
 from ._checks import real_arg as _real_arg
 from ._io import atomic_write, os_error_naming
 from .graph import EDGE_CHUNK, Graph
@@ -396,8 +396,10 @@ def save_folder(g: Graph, path: Any) -> None:
         os.replace(tmp, path)
         if old is not None:
             shutil.rmtree(old, ignore_errors=True)
-    except BaseException:
+    except BaseException as exc:
         shutil.rmtree(tmp, ignore_errors=True)
+        if isinstance(exc, OSError):  # a full disk: one line naming the folder, nothing left
+            raise os_error_naming(exc, "path", path, "write the graph folder") from exc
         raise
 
 
@@ -649,6 +651,12 @@ def _chunks(total: int) -> Iterator[int]:
 # ----------------------------------------------------------------------------- cSBM
 
 
+def _graph_fits(num_nodes: int, feat_dim: int, edges: float, what: str) -> None:
+    """Refuse a generated graph that cannot fit, before drawing it: x (float32 [N, F]) and the
+    transient of its finiteness check, and the edges' keys and indices (int64, twice)."""
+    memory_arg(8 * num_nodes * feat_dim + 16 * edges, what)
+
+
 def csbm(
     num_nodes: int,
     avg_degree: float,
@@ -718,6 +726,12 @@ def csbm(
     power = _real_arg(power, "power", low=2.0, low_open=True)
     feature_snr = _real_arg(feature_snr, "feature_snr", low=0.0)
     train_frac, val_frac = _split_fracs(train_frac, val_frac)
+    _graph_fits(
+        num_nodes,
+        feat_dim,
+        num_nodes * avg_degree,
+        f"csbm(num_nodes={num_nodes}, avg_degree={avg_degree}, feat_dim={feat_dim})",
+    )
     name = _name_arg(name)
 
     gen = torch.Generator().manual_seed(seed)
@@ -834,6 +848,12 @@ def rmat(
         raise ValueError(f"a + b + c must be <= 1 (d = 1 - a - b - c), got a={a}, b={b}, c={c}")
     feature_snr = _real_arg(feature_snr, "feature_snr", low=0.0)
     train_frac, val_frac = _split_fracs(train_frac, val_frac)
+    _graph_fits(
+        2**scale,
+        feat_dim,
+        2 * edge_factor * 2**scale,
+        f"rmat(scale={scale}, edge_factor={edge_factor}, feat_dim={feat_dim})",
+    )
     name = _name_arg(name)
 
     gen = torch.Generator().manual_seed(seed)
@@ -1108,6 +1128,13 @@ def products_like(
     folder = _products_like_folder(args, cache_dir) if cache else None
     if folder is not None and (folder / FOLDER_META).is_file():
         return load_folder(folder, mmap=mmap)
+    _graph_fits(
+        args["num_nodes"],
+        args["feat_dim"],
+        args["num_nodes"] * args["avg_degree"],
+        f"products_like(num_nodes={args['num_nodes']}, avg_degree={args['avg_degree']}, "
+        f"feat_dim={args['feat_dim']})",
+    )
     start = time.perf_counter()
     g = _generate_products_like(**args)
     seconds = time.perf_counter() - start
@@ -1124,9 +1151,11 @@ def products_like(
         "numpy": np.__version__,
     }
     try:
-        with open(folder / "products_like.json", "w", encoding="utf-8") as f:
-            json.dump(info, f, indent=1)
-            f.write("\n")
+        atomic_write(
+            folder / "products_like.json",
+            lambda f: f.write(json.dumps(info, indent=1) + "\n"),
+            text=True,
+        )
     except OSError:
         pass  # the note is informative; the graph itself is saved
     return load_folder(folder, mmap=mmap) if mmap else g

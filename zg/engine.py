@@ -67,9 +67,9 @@ from typing import Any
 import torch
 
 from . import checkpoint, inference, kernels
-from ._checks import compute_device_arg, int_arg, node_ids_arg
+from ._checks import compute_device_arg, int_arg, memory_arg, node_ids_arg
 from .baselines.dgl import DGLSource
-from .envelope import Envelope
+from .envelope import Envelope, block_bytes
 from .graph import Graph
 from .models import _BlockModel
 from .observe import AuditSyncs, Callbacks, Observer, Progress, Trace
@@ -82,8 +82,10 @@ from .settings import (
     StepHooks,
     build_optimizer,
     check_batches,
+    check_guard,
     check_mode,
     check_model_fits,
+    checked_hooks,
 )
 from .step import (
     OverflowGuard,
@@ -245,7 +247,11 @@ class Engine:
             num_edges=g.num_edges,
             allow_tf32=bool(torch.backends.cuda.matmul.allow_tf32),
         )
-        self.features = step.features if step.features is not None else self.g.x
+        # The hooks' results are checked (type, shape, device) where they come back.
+        hooks = checked_hooks(step, self.model, self._num_labels, self.device)
+        self.features = hooks["features"] or self.g.x
+        if step.guard is not None:
+            check_guard(step.guard, len(self.fanouts), self.device)
         self.guard = (
             step.guard if step.guard is not None else OverflowGuard(len(self.fanouts), self.device)
         )
@@ -257,8 +263,8 @@ class Engine:
             features=self.features,
             labels=self.g.y,
             guard=self.guard,
-            loss=step.loss,
-            forward=step.forward,
+            loss=hooks["loss"],
+            forward=hooks["forward"],
             reduce=step.reduce,
         )
         self.observers: list[Observer] = [AuditSyncs(1)]
@@ -277,6 +283,8 @@ class Engine:
         self._next_batch = 0  # where the device counter points
 
         self.envelope: Envelope | None = None
+        if self.mode in ("dgl", "dynamic"):
+            self._check_step_fits()  # the envelope modes check in rebuild(), at their sizes
         if self.mode == "dgl":
             self.source = DGLSource(
                 self.g,
@@ -451,8 +459,36 @@ class Engine:
         """bool [] device: the sticky overflow flag (see :class:`zg.step.OverflowGuard`)."""
         return self.guard.overflowed
 
+    def step_bytes(self) -> int:
+        """A lower bound on the bytes one step holds at once: each block's index, input and
+        output rows at the envelope's sizes (:func:`zg.envelope.block_bytes`; without an
+        envelope, a batch's rows in every block), and the parameters with their gradients and
+        optimizer state. What :meth:`rebuild` checks against the device's memory."""
+        dims = getattr(self.model, "feature_dims", None)
+        if dims is None:
+            return 0
+        src = (
+            list(self.envelope.sizes) if self.envelope is not None else [self.rows] * len(dims[1:])
+        )
+        hidden = max(dims[1:-1], default=dims[-1])
+        blocks = block_bytes(src, src[1:] + [self.rows], self.fanouts, dims[0], hidden, dims[-1])
+        params = sum(p.numel() * p.element_size() for p in self.model.parameters())
+        return sum(b["total"] for b in blocks) + 4 * params  # weights, grads, two moments
+
+    def _check_step_fits(self) -> None:
+        envelope = self.envelope.sizes if self.envelope is not None else "none"
+        memory_arg(
+            self.step_bytes(),
+            f"one step at batch {self.rows}, fanouts {self.fanouts}, envelope {envelope}, "
+            f"layer widths {getattr(self.model, 'feature_dims', None)}",
+            self.device,
+        )
+
     def rebuild(self) -> None:
-        """(Re)build the sampler for the current envelope and, in mode "graph", (re)capture."""
+        """(Re)build the sampler for the current envelope and, in mode "graph", (re)capture.
+        Sizes whose step cannot fit in the device's memory are refused first (MemoryError with
+        the estimate and the memory there), not met by the allocator's traceback mid-step."""
+        self._check_step_fits()
         self.source = EnvelopeSampler(
             self.g,
             self.fanouts,

@@ -50,7 +50,7 @@ import torch.nn.functional as F
 from torch import nn
 
 from . import kernels
-from ._checks import int_arg, real_arg
+from ._checks import int_arg, memory_arg, real_arg
 from .blocks import Block
 from .kernels.aggregate import (
     attention_sum,
@@ -474,11 +474,20 @@ def _layer_dims(in_dim, hidden_dim, num_classes, num_layers) -> list[int]:
     return [in_dim] + [hidden_dim] * (num_layers - 1) + [num_classes]
 
 
+def _check_weights_fit(model: str, widths: Sequence[tuple[int, int]], matrices: int) -> None:
+    """Refuse widths whose weights cannot be allocated here (one check before any layer is
+    built, instead of the allocator's traceback in the middle of the list): ``matrices`` weight
+    matrices of ``in x out`` float32 per layer."""
+    nbytes = 4 * matrices * sum(a * b for a, b in widths)
+    memory_arg(nbytes, f"{model} with layer widths {[a for a, _ in widths] + [widths[-1][1]]}")
+
+
 class _PlainModel(_BlockModel):
     """SAGE and GCN: conv -> ReLU -> dropout between layers, no activation after the last
     (the ReLU is the hidden convs' ``activation="relu"``)."""
 
     conv: type  # the layer class, set by each subclass
+    matrices: int  # weight matrices per layer, set by each subclass
 
     def __init__(
         self,
@@ -491,6 +500,7 @@ class _PlainModel(_BlockModel):
     ):
         super().__init__()
         dims = _layer_dims(in_dim, hidden_dim, num_classes, num_layers)
+        _check_weights_fit(type(self).__name__, list(zip(dims[:-1], dims[1:])), self.matrices)
         self.feature_dims = dims
         self.kernel = kernels.check(kernel)
         # Hidden layers apply their ReLU themselves (fused with zeroing their padded rows).
@@ -520,6 +530,7 @@ class SAGE(_PlainModel):
     ReLU and dropout between layers; the DGL minibatch GraphSAGE example, on padded blocks."""
 
     conv = SAGEConv
+    matrices = 2  # fc_self, fc_neigh
 
 
 class GCN(_PlainModel):
@@ -527,6 +538,7 @@ class GCN(_PlainModel):
     layers."""
 
     conv = GCNConv
+    matrices = 1
 
 
 class GAT(_BlockModel):
@@ -553,6 +565,9 @@ class GAT(_BlockModel):
         self.heads = _positive_int(heads, "heads")
         self.kernel = kernels.check(kernel)
         self.feature_dims = [in_dim] + [hidden_dim * heads] * (num_layers - 1) + [num_classes]
+        # fc and the residual fc, each in -> heads x out.
+        widths = [(self.feature_dims[i], dims[i + 1] * self.heads) for i in range(num_layers)]
+        _check_weights_fit("GAT", widths, 2)
         self.layers = nn.ModuleList(
             GATConv(self.feature_dims[i], dims[i + 1], heads, kernel=self.kernel)
             for i in range(num_layers)

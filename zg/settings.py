@@ -217,3 +217,106 @@ def _is_empty(seeds: Any) -> bool:
         return len(seeds) == 0
     except TypeError:
         return False
+
+
+# ----------------------------------------------------------------------------- what hooks return
+
+
+def _described(value: Any) -> str:
+    if isinstance(value, torch.Tensor):
+        return f"a {value.dtype} tensor of shape {tuple(value.shape)} on {value.device}"
+    return f"{type(value).__name__} {value!r}"[:120]
+
+
+def _tensor_result(
+    value: Any, who: str, wants: str, *, dims: int, rows: int | None = None, cols=None
+) -> None:
+    """Refuse what a hook returned unless it is a floating tensor of ``dims`` dimensions with
+    ``rows`` rows and ``cols(n)`` true of its columns; the error names the hook, what it
+    returned and what it must return. Shapes are host metadata: no device read."""
+    ok = (
+        isinstance(value, torch.Tensor)
+        and value.is_floating_point()
+        and value.dim() == dims
+        and (rows is None or value.shape[0] == rows)
+        and (cols is None or cols(value.shape[1]))
+    )
+    if not ok:
+        raise TypeError(f"{who} returned {_described(value)}; it must return {wants}")
+
+
+def checked_hooks(step: StepHooks, model: Any, num_labels: int, device: torch.device) -> dict:
+    """``forward``, ``loss`` and ``features`` of ``step`` for :func:`zg.step.train_step`, each
+    wrapped so that a result of the wrong type, shape or device is refused naming the hook
+    (instead of a torch error further down, or a step that trains on it). None stays None."""
+    out: dict[str, Callable | None] = {"forward": None, "loss": None, "features": None}
+    if step.forward is not None:
+        user_forward = step.forward
+
+        def forward(blocks, x):
+            logits = user_forward(blocks, x)
+            last = blocks[-1]
+            rows = getattr(last, "num_dst_rows", None)  # int; a DGL block has none
+            _tensor_result(
+                logits,
+                "StepHooks.forward(blocks, x)",
+                f"float logits [{rows if rows is not None else 'B'}, C] with C >= {num_labels} "
+                "classes",
+                dims=2,
+                rows=rows,
+                cols=lambda c: c >= num_labels,
+            )
+            return logits
+
+        out["forward"] = forward
+    if step.loss is not None:
+        user_loss = step.loss
+
+        def loss(logits, labels, mb):
+            value = user_loss(logits, labels, mb)
+            _tensor_result(
+                value, "StepHooks.loss(logits, labels, mb)", "a 0-d float tensor", dims=0
+            )
+            if torch.is_grad_enabled() and not value.requires_grad:
+                raise TypeError(
+                    "StepHooks.loss(logits, labels, mb) returned a tensor that does not depend "
+                    "on the logits (no grad_fn): backward would have nothing to differentiate; "
+                    "compute it from logits"
+                )
+            return value
+
+        out["loss"] = loss
+    if step.features is not None:
+        user_features = step.features
+        width = model.feature_dims[0] if isinstance(model, _BlockModel) else None
+
+        def features(input_nodes):
+            x = user_features(input_nodes)
+            rows = input_nodes.shape[0]
+            _tensor_result(
+                x,
+                "StepHooks.features(input_nodes)",
+                f"float features [{rows}, {width if width is not None else 'F'}] on {device}",
+                dims=2,
+                rows=rows,
+                cols=None if width is None else (lambda c: c == width),
+            )
+            if x.device.type != device.type:
+                raise TypeError(
+                    f"StepHooks.features(input_nodes) returned {_described(x)}; it must "
+                    f"return features on {device}, where this engine trains"
+                )
+            return x
+
+        out["features"] = features
+    return out
+
+
+def check_guard(guard: OverflowGuard, hops: int, device: torch.device) -> None:
+    """A shared guard must be built for this engine: one slot per hop, on its device."""
+    if guard.first_wanted.numel() != max(hops, 1) or guard.device.type != device.type:
+        raise ValueError(
+            f"StepHooks.guard was built for {guard.first_wanted.numel()} hop(s) on "
+            f"{guard.device}; this engine samples {hops} hop(s) on {device}: build it as "
+            f"zg.step.OverflowGuard({hops}, {str(device)!r})"
+        )

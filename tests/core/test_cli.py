@@ -9,10 +9,12 @@ import importlib.metadata
 import importlib.util
 import json
 import os
-import subprocess
+import resource
+import signal
 import sys
 from pathlib import Path
 
+import processes
 import pytest
 import torch
 
@@ -40,17 +42,18 @@ GRAPPA_SMALL = [
 ]
 
 
-def zg_process(*args, cwd, timeout=240, env=None, command=None):
+def zg_process(*args, cwd, timeout=240, env=None, command=None, **popen):
     """``python -m zg ARGS`` (this checkout first on the path) -> CompletedProcess."""
     env = {**os.environ, "PYTHONPATH": str(ROOT), "OMP_NUM_THREADS": "1", **(env or {})}
     command = command or [sys.executable, "-m", "zg"]
-    return subprocess.run(
+    return processes.run(
         command + [str(a) for a in args],
         cwd=cwd,
         env=env,
         capture_output=True,
         text=True,
         timeout=timeout,
+        **popen,
     )
 
 
@@ -526,3 +529,51 @@ def test_json_never_overwrites_the_input(tmp_path, capsys, command):
     assert not (folder / "history.json").exists() and not list(
         tmp_path.glob("**/.zg-write-check-*")
     )
+
+
+# ----------------------------------------------------------------------------- failures after the start
+
+
+def _file_size_limit(nbytes):
+    def limit():  # in the child: a full disk for files over nbytes (EFBIG, not a signal)
+        signal.signal(signal.SIGXFSZ, signal.SIG_IGN)
+        resource.setrlimit(resource.RLIMIT_FSIZE, (nbytes, nbytes))
+
+    return limit
+
+
+@pytest.mark.slow
+def test_zg_train_on_a_full_disk_ends_in_one_line_and_leaves_no_file(tmp_path):
+    out = tmp_path / "h.json"
+    done = zg_process(
+        "train",
+        "--dataset",
+        "cora",
+        "--epochs",
+        "1",
+        "--no-progress",
+        "--json",
+        out,
+        cwd=tmp_path,
+        preexec_fn=_file_size_limit(400),
+    )
+    assert done.returncode == 1, done.stderr[-2000:]
+    lines = done.stderr.strip().splitlines()
+    assert len(lines) == 1 and "Traceback" not in done.stderr, done.stderr[-2000:]
+    assert lines[0].startswith("zg train: error: ") and str(out) in lines[0]
+    assert "File too large" in lines[0] and "free some space" in lines[0]
+    assert not out.exists() and not list(tmp_path.glob(".h.json*")), "nothing half-written"
+
+
+def test_zg_train_with_a_non_finite_loss_ends_in_one_line(tmp_path, capsys):
+    """Features that overflow float32 in the first layer: the Engine's FloatingPointError, said
+    in one line with exit status 1 (no traceback), and no history written."""
+    g = zg.datasets.csbm(num_nodes=300, avg_degree=6, num_classes=3, feat_dim=8, seed=0)
+    g.x.mul_(3e37)
+    zg.datasets.save_npz(g, tmp_path / "g.npz")
+    out = tmp_path / "h.json"
+    argv = ["train", "--dataset", str(tmp_path / "g.npz"), "--epochs", "2", "--no-progress"]
+    assert cli.main(argv + ["--json", str(out), "--kernel", "torch"]) == 1
+    err = capsys.readouterr().err.strip().splitlines()
+    assert len(err) == 1 and err[0].startswith("zg train: error: FloatingPointError: "), err
+    assert not out.exists()

@@ -18,6 +18,7 @@ import textwrap
 from pathlib import Path
 
 import numpy as np
+import processes
 import pytest
 import torch
 
@@ -31,7 +32,7 @@ STRUCTURE = ("indptr", "indices", "y", "train_idx", "val_idx", "test_idx")
 def run_script(code: str, *args: str, timeout: int = 240) -> subprocess.CompletedProcess:
     """``code`` in a fresh interpreter with the repository on its path; a crash is a return code."""
     env = {**os.environ, "PYTHONPATH": str(ROOT), "DGLBACKEND": "pytorch"}
-    return subprocess.run(
+    return processes.run(
         [sys.executable, "-c", textwrap.dedent(code), *args],
         capture_output=True,
         text=True,
@@ -291,7 +292,7 @@ def test_python_m_zg_grappa_reports_a_damaged_ogb_file_without_a_traceback(arxiv
         '{"dataset": {"name": "ogbn-arxiv", "root": "%s"}, "workers": 2, "epochs": 1}' % arxiv
     )
     env = {**os.environ, "PYTHONPATH": str(ROOT), "DGLBACKEND": "pytorch"}
-    result = subprocess.run(
+    result = processes.run(
         [
             sys.executable,
             "-m",

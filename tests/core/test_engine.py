@@ -703,3 +703,88 @@ def test_labels_changed_in_place_after_the_build_are_refused(bad, mode):
 def test_the_label_check_adds_no_host_sync_to_a_step(graph):
     eng = engine(graph, mode="static", kernel="torch", audit=4)
     assert eng.train_epoch(max_batches=6).host_syncs == 0
+
+
+HOOK_RESULTS = {
+    "forward returns None": (
+        dict(forward=lambda b, x: None),
+        r"StepHooks.forward\(blocks, x\) returned NoneType",
+    ),
+    "forward drops rows": (
+        dict(forward=lambda b, x: torch.zeros(3, 3, requires_grad=True)),
+        r"StepHooks.forward\(blocks, x\) returned a torch.float32 tensor of shape \(3, 3\)",
+    ),
+    "forward too few classes": (
+        dict(forward=lambda b, x: torch.zeros(b[-1].num_dst_rows, 2, requires_grad=True)),
+        "C >= 4 classes",
+    ),
+    "loss returns None": (
+        dict(loss=lambda l, y, mb: None),
+        r"StepHooks.loss\(logits, labels, mb\) returned NoneType",
+    ),
+    "loss per seed": (dict(loss=lambda l, y, mb: l.sum(1)), "must return a 0-d float tensor"),
+    "loss a float": (dict(loss=lambda l, y, mb: 1.0), "returned float 1.0"),
+    "loss detached": (
+        dict(loss=lambda l, y, mb: torch.tensor(1.0)),
+        "does not depend on the logits",
+    ),
+    "features None": (
+        dict(features=lambda n: None),
+        r"StepHooks.features\(input_nodes\) returned NoneType",
+    ),
+    "features too few rows": (
+        dict(features=lambda n: torch.zeros(3, 16)),
+        r"must return float features \[\d+, 16\]",
+    ),
+    "features too narrow": (dict(features=lambda n: torch.zeros(len(n), 5)), r"shape \(\d+, 5\)"),
+    "features integer": (
+        dict(features=lambda n: torch.zeros(len(n), 16, dtype=torch.int64)),
+        "torch.int64 tensor",
+    ),
+}
+
+
+@pytest.mark.parametrize("mode", ["dynamic", "eager", "static"])
+@pytest.mark.parametrize("case", sorted(HOOK_RESULTS))
+def test_a_hook_that_returns_the_wrong_thing_is_named(graph, mode, case):
+    """A StepHooks callback whose result has the wrong type, shape or dtype is refused with a
+    TypeError naming the hook, what it returned and what it must return (a raw torch error
+    deeper down, or a step trained on it, before); the parameters are untouched."""
+    hooks, match = HOOK_RESULTS[case]
+    eng = Engine(graph, models.SAGE(16, 8, 4, 2), [5, 5], 32, mode=mode, step=StepHooks(**hooks))
+    before = params(eng)
+    with pytest.raises(TypeError, match=match):
+        eng.train_epoch()
+    assert all(torch.equal(a, b) for a, b in zip(before, params(eng)))
+
+
+def test_hooks_that_return_the_right_thing_train_as_the_defaults_do(graph):
+    """The checks change nothing for a correct hook: the same losses, bit for bit."""
+    from zg.step import masked_cross_entropy
+
+    plain = Engine(graph, models.SAGE(16, 8, 4, 2), [5, 5], 32, mode="static")
+    hooked = Engine(
+        graph,
+        models.SAGE(16, 8, 4, 2),
+        [5, 5],
+        32,
+        mode="static",
+        step=StepHooks(
+            features=lambda n: graph.x.index_select(0, n),
+            forward=lambda b, x: hooked.model(b, x),
+            loss=lambda l, y, mb: masked_cross_entropy(l, y, mb.valid),
+        ),
+    )
+    hooked.model.load_state_dict(plain.model.state_dict())
+    assert plain.train_epoch().loss == hooked.train_epoch().loss
+
+
+@pytest.mark.parametrize("hops, device", [(5, "cpu"), (1, "cpu")])
+def test_a_guard_built_for_another_engine_is_refused(graph, hops, device):
+    from zg.step import OverflowGuard
+
+    guard = OverflowGuard(hops, torch.device(device))
+    with pytest.raises(
+        ValueError, match=r"StepHooks.guard was built for \d hop\(s\).*OverflowGuard\(2, 'cpu'\)"
+    ):
+        Engine(graph, models.SAGE(16, 8, 4, 2), [5, 5], 32, step=StepHooks(guard=guard))

@@ -33,7 +33,8 @@ def test_the_hierarchy():
     assert issubclass(ZgError, Exception) and not issubclass(ZgError, (ValueError, TypeError))
     assert issubclass(MainGuardError, ZgError)
     assert issubclass(MainGuardError, RuntimeError), "code that caught RuntimeError still does"
-    assert set(zg.errors.__all__) == {"ZgError", "MainGuardError"}
+    assert issubclass(zg.errors.WorkerFailed, ZgError) and issubclass(zg.errors.WorkerFailed, RuntimeError)
+    assert set(zg.errors.__all__) == {"ZgError", "MainGuardError", "WorkerFailed"}
     assert all(issubclass(getattr(zg.errors, name), ZgError) for name in zg.errors.__all__)
 
 
@@ -88,7 +89,7 @@ def test_a_worker_error_reaches_the_parent_as_itself(tmp_path):
     from zg.grappa import launch
 
     launch._record_error(str(tmp_path), MainGuardError("worker 1 says so"), 1)
-    again = launch._first_worker_error(str(tmp_path))
+    again = launch._replayed(launch._worker_record(str(tmp_path), 1))
     assert type(again) is MainGuardError and str(again) == "worker 1 says so"
     assert again.worker_rank == 1
 
@@ -97,7 +98,17 @@ def test_an_unrecorded_foreign_error_is_not_replayed(tmp_path):
     from zg.grappa import launch
 
     launch._record_error(str(tmp_path), KeyError("not ours"), 0)
-    assert launch._first_worker_error(str(tmp_path)) is None
+    assert launch._replayed(launch._worker_record(str(tmp_path), 0)) is None
+
+
+def test_the_error_of_the_worker_that_ended_first_is_the_one_replayed(tmp_path):
+    """Worker 0 ended first (killed: it recorded nothing); worker 1's later error (a peer that
+    vanished) is not the cause and is not raised in its place."""
+    from zg.grappa import launch
+
+    launch._record_error(str(tmp_path), ValueError("peer 0 vanished"), 1)
+    assert launch._worker_record(str(tmp_path), 0) is None
+    assert launch._worker_record(str(tmp_path), 1)["message"] == "peer 0 vanished"
 
 
 def test_main_guard_error_is_what_an_unguarded_main_script_gets(monkeypatch):

@@ -3,6 +3,7 @@
 import collections
 
 import numpy as np
+import processes
 import pytest
 import torch
 from hypothesis import HealthCheck, given, settings
@@ -529,12 +530,11 @@ def test_a_structure_changed_in_place_is_refused_never_read_out_of_bounds(change
     takes a graph checks its structure and names it. In a child process, so a crash fails the
     test instead of killing pytest."""
     import os
-    import subprocess
     import sys
 
     kernel = "auto" if where in ("engine", "sampler") else "torch"
     env = {**os.environ, "OMP_NUM_THREADS": "1"}
-    out = subprocess.run(
+    out = processes.run(
         [sys.executable, "-c", _IN_PLACE, change, kernel, where],
         capture_output=True,
         text=True,

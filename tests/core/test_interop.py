@@ -5,9 +5,9 @@ hides a module for one block only; and graphs round-trip through both frameworks
 import importlib
 import importlib.util
 import os
-import subprocess
 import sys
 
+import processes
 import pytest
 import torch
 from hypothesis import HealthCheck, given, settings
@@ -20,7 +20,7 @@ from zg.interop import VERSION_CHECK, blocked_imports, has_pyg, require_dgl, req
 def run_python(code):
     """``code`` in a fresh interpreter (nothing imported yet); its stdout."""
     env = {k: v for k, v in os.environ.items() if k != "DGLBACKEND"}
-    out = subprocess.run(
+    out = processes.run(
         [sys.executable, "-c", code],
         capture_output=True,
         text=True,

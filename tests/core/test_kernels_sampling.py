@@ -9,11 +9,11 @@ parameters.
 """
 
 import os
-import subprocess
 import sys
 from pathlib import Path
 
 import graphs
+import processes
 import pytest
 import torch
 from graphs import random_graph
@@ -419,7 +419,7 @@ def test_the_timed_driver_loads_from_numbas_cache(numba):
         "from zg.kernels import sampling; sampling.warm_up(); "
         "print(sampling.compile_info()['from_cache'])"
     )
-    out = subprocess.run(
+    out = processes.run(
         [sys.executable, "-c", code],
         cwd=ROOT,
         capture_output=True,
@@ -450,7 +450,7 @@ def test_warm_up_keeps_torch_thread_count(numba):
         "import torch; torch.set_num_threads(1); from zg import kernels; "
         "kernels.sampling.warm_up(); print(torch.get_num_threads(), kernels.set_threads())"
     )
-    out = subprocess.run(
+    out = processes.run(
         [sys.executable, "-c", code],
         cwd=ROOT,
         capture_output=True,
@@ -504,7 +504,7 @@ print("ok", notices[0])
 @pytest.mark.slow
 def test_without_numba_the_torch_path_runs_with_one_notice():
     env = {**os.environ, "PYTHONPATH": str(ROOT)}
-    out = subprocess.run(
+    out = processes.run(
         [sys.executable, "-c", WITHOUT_NUMBA],
         cwd=ROOT,
         env=env,

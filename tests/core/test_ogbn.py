@@ -15,6 +15,7 @@ from collections import Counter
 from pathlib import Path
 
 import numpy as np
+import processes
 import pytest
 import torch
 
@@ -230,7 +231,7 @@ def unshare_works() -> bool:
         return False
     try:
         return (
-            subprocess.run(["unshare", "-rn", "true"], capture_output=True, timeout=10).returncode
+            processes.run(["unshare", "-rn", "true"], capture_output=True, timeout=10).returncode
             == 0
         )
     except (OSError, subprocess.SubprocessError):
@@ -253,7 +254,7 @@ def test_missing_files_without_network_fail_within_seconds(ogb, tmp_path):
     )
     env = {**os.environ, "PYTHONPATH": str(ROOT)}
     # stdin is a pipe nobody writes to: a prompt would hang until the timeout.
-    run = subprocess.run(
+    run = processes.run(
         ["unshare", "-rn", sys.executable, "-c", code, str(tmp_path)],
         capture_output=True,
         text=True,

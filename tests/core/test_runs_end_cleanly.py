@@ -7,6 +7,7 @@ Anything that involves a signal, a pipe or a possible hang runs in its own proce
 timeout, so a regression fails here instead of hanging the suite.
 """
 
+import ast
 import json
 import os
 import signal
@@ -16,6 +17,7 @@ import time
 import uuid
 from pathlib import Path
 
+import processes
 import pytest
 import torch
 
@@ -221,6 +223,7 @@ def _finish(proc, marker):
     try:
         return proc.communicate(timeout=60)
     except subprocess.TimeoutExpired:
+        processes.kill_group(proc)
         for pid in [proc.pid] + _marked(marker):
             try:
                 os.kill(pid, signal.SIGKILL)
@@ -240,6 +243,7 @@ def _start_and_wait_for_training(command, tmp_path, marker, checkpoint):
         stderr=subprocess.PIPE,
         text=True,
         preexec_fn=_interruptible,
+        start_new_session=True,  # its own group: a deadline can kill the run and its workers
     )
     deadline = time.monotonic() + 180
     while not checkpoint.exists():  # an epoch is done: the workers train
@@ -349,7 +353,7 @@ def test_zg_grappa_refuses_an_impossible_plan_with_exit_2_naming_the_flag(capsys
 )
 def test_zg_grappa_timeouts_end_in_one_line_naming_the_flag(tmp_path, argv, flag):
     env, _ = env_for(tmp_path)
-    done = subprocess.run(
+    done = processes.run(
         [
             sys.executable,
             "-m",
@@ -407,11 +411,15 @@ def test_zg_train_finishes_and_writes_json_when_stdout_is_closed_early(tmp_path)
         cwd=tmp_path,
         stdout=subprocess.PIPE,
         stderr=subprocess.PIPE,
+        start_new_session=True,
     )
-    first = proc.stdout.readline()
-    proc.stdout.close()  # what head does after one line
-    err = proc.stderr.read().decode()
-    proc.wait(timeout=200)
+    try:
+        first = proc.stdout.readline()
+        proc.stdout.close()  # what head does after one line
+        _, err = proc.communicate(timeout=200)
+        err = err.decode()
+    finally:
+        processes.kill_group(proc)
     assert first
     assert proc.returncode == 0, err[-2000:]
     assert "BrokenPipeError" not in err and "Traceback" not in err
@@ -497,3 +505,37 @@ def test_a_workers_floating_point_error_reaches_the_caller_as_itself(tmp_path):
     with pytest.raises(FloatingPointError, match="loss") as caught:
         grappa.train(g, workers=2, epochs=2, seed=0, checkpoint_dir=str(folder), **SMALL)
     assert caught.value.worker_rank in (0, 1)
+
+
+# ----------------------------------------------------------------------------- no test can hang
+
+
+def _process_calls(tree):
+    """(line, function name, keyword names) of every subprocess call in a test module."""
+    for node in ast.walk(tree):
+        if (
+            isinstance(node, ast.Call)
+            and isinstance(node.func, ast.Attribute)
+            and isinstance(node.func.value, ast.Name)
+            and node.func.value.id == "subprocess"
+        ):
+            yield node.lineno, node.func.attr, {k.arg for k in node.keywords}
+
+
+def test_every_process_a_test_starts_dies_with_its_deadline():
+    """A test starts processes through ``processes.run`` (a deadline that kills the process
+    group), or with ``subprocess.Popen(..., start_new_session=True)`` and a kill of that group;
+    never ``subprocess.run`` / ``call`` / ``check_output``, whose timeout kills only the child
+    and leaves its workers (a hang there would hold the suite)."""
+    tests = Path(__file__).resolve().parents[1]
+    offenders = []
+    for path in sorted(tests.rglob("*.py")):
+        if path.name == "processes.py":
+            continue
+        for line, name, keywords in _process_calls(ast.parse(path.read_text())):
+            where = f"{path.relative_to(tests)}:{line}"
+            if name in ("run", "call", "check_call", "check_output"):
+                offenders.append(f"{where} subprocess.{name}")
+            elif name == "Popen" and "start_new_session" not in keywords:
+                offenders.append(f"{where} subprocess.Popen without start_new_session")
+    assert not offenders, offenders

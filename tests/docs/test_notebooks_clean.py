@@ -3,10 +3,10 @@ walkthrough's rules: they open with what they show, read ZG_SCALE, set up offlin
 and assert their claims. (Running them is nbval's job: `make test` runs every notebook.)"""
 
 import shutil
-import subprocess
 import sys
 from pathlib import Path
 
+import processes
 import pytest
 
 ROOT = Path(__file__).resolve().parents[2]
@@ -27,7 +27,7 @@ def test_notebook_is_stored_without_outputs(path, require):
     """nbstripout (the pre-commit hook, `make lint`) would change nothing: no outputs, no
     execution counts or timings, no widget state. Cell ids stay (nbgrader and links use them)."""
     require("nbstripout")
-    done = subprocess.run(
+    done = processes.run(
         [nbstripout_command(), "--verify", "--keep-id", str(path)],
         capture_output=True,
         text=True,
@@ -49,7 +49,7 @@ def test_the_strip_check_fails_on_a_notebook_with_outputs(tmp_path, require):
     cell.execution_count = 7
     dirty = tmp_path / "dirty.ipynb"
     nbformat.write(nb, dirty)
-    done = subprocess.run([nbstripout_command(), "--verify", "--keep-id", str(dirty)])
+    done = processes.run([nbstripout_command(), "--verify", "--keep-id", str(dirty)])
     assert done.returncode != 0
 
 
@@ -90,13 +90,13 @@ def test_strip_removes_outputs_counts_timings_and_widget_state(require, tmp_path
     nb = make_dirty(nbformat)
     ids = [c.get("id") for c in nb.cells]
     nbformat.write(nb, path)
-    assert subprocess.run([nbstripout_command(), "--verify", "--keep-id", str(path)]).returncode
+    assert processes.run([nbstripout_command(), "--verify", "--keep-id", str(path)]).returncode
     assert nbformat.read(path, as_version=4).cells[1].outputs, "--verify changes nothing"
-    subprocess.run([nbstripout_command(), "--keep-id", str(path)], check=True)
+    processes.run([nbstripout_command(), "--keep-id", str(path)], check=True)
     clean = nbformat.read(path, as_version=4)
     assert clean.cells[1].outputs == [] and clean.cells[1].execution_count is None
     assert "execution" not in clean.cells[2].metadata and "widgets" not in clean.metadata
     assert clean.cells[1].source == "print(1)" and [c.get("id") for c in clean.cells] == ids
     nbformat.validate(clean)
-    done = subprocess.run([nbstripout_command(), "--verify", "--keep-id", str(path)])
+    done = processes.run([nbstripout_command(), "--verify", "--keep-id", str(path)])
     assert done.returncode == 0

@@ -4,10 +4,10 @@ and the make targets it names exist."""
 
 import os
 import re
-import subprocess
 import sys
 from pathlib import Path
 
+import processes
 import pytest
 
 ROOT = Path(__file__).resolve().parents[2]
@@ -31,7 +31,7 @@ def test_a_readme_example_runs(tmp_path, index):
         "PYTHONPATH": str(ROOT) + os.pathsep + os.environ.get("PYTHONPATH", ""),
         "OMP_NUM_THREADS": "1",
     }
-    done = subprocess.run(
+    done = processes.run(
         [sys.executable, str(script)],
         cwd=tmp_path,
         env=env,

@@ -8,18 +8,18 @@ what they saw to files; the assertions run in the parent.
 
 import copy
 import os
-import subprocess
 import sys
 import time
 from pathlib import Path
 
+import processes
 import pytest
 import torch
 import torch.distributed as dist
 import torch.nn.functional as F
 
 import zg
-from zg.errors import ZgError
+from zg.errors import WorkerFailed, ZgError
 from zg.grappa import CheckpointError
 from zg.grappa.comm import CommLedger, wire_bytes
 from zg.grappa.estimators import ESTIMATORS, Estimator, batch_stats
@@ -275,7 +275,14 @@ RAISED = {
     ),
     "value": lambda: ValueError("fanouts[0] must be >= 1, got 0"),
     "timeout": lambda: TimeoutError("worker 1: a collective waited longer than timeout=4.0 s"),
-    "runtime": lambda: RuntimeError("an ordinary bug in worker 1"),
+    "runtime": lambda: RuntimeError("an ordinary bug in worker 1\nsecond line of its message"),
+    "disk_full": lambda: OSError(
+        "could not write history_path '/x/h.json': No space left on device; the path is unchanged"
+    ),
+    "missing": lambda: FileNotFoundError("dataset folder /x/graph is gone"),
+    "memory": lambda: MemoryError(
+        "SAGE with layer widths [8, 10000000000, 3] needs at least 800 GiB"
+    ),
     "picky": lambda: PickyError(7, "cannot be rebuilt from its message"),
 }
 
@@ -287,7 +294,9 @@ def _raising_worker(rank, world, kind):
 
 
 @pytest.mark.slow
-@pytest.mark.parametrize("kind", ["checkpoint", "value", "timeout"])
+@pytest.mark.parametrize(
+    "kind", ["checkpoint", "value", "timeout", "disk_full", "missing", "memory"]
+)
 def test_a_worker_exception_reaches_the_caller_as_itself(kind):
     expected = RAISED[kind]()
     with pytest.raises(type(expected)) as info:
@@ -301,9 +310,20 @@ def test_a_worker_exception_reaches_the_caller_as_itself(kind):
 
 @pytest.mark.slow
 @pytest.mark.parametrize("kind", ["runtime", "picky"])
-def test_other_worker_exceptions_stay_torchs(kind):
-    with pytest.raises(torch.multiprocessing.ProcessRaisedException, match=str(RAISED[kind]())):
+def test_other_worker_exceptions_end_in_one_line_naming_the_worker(kind):
+    """Any other exception class: zg.errors.WorkerFailed, one line naming the worker, the class
+    and the first line of its message; the worker's traceback kept in ``worker_traceback`` and
+    torch's exception as the cause."""
+    expected = RAISED[kind]()
+    with pytest.raises(WorkerFailed) as info:
         spawn(_raising_worker, 2, args=(kind,), timeout=30, run_timeout=120)
+    message = str(info.value)
+    assert "\n" not in message
+    first = str(expected).splitlines()[0]
+    assert message.startswith(f"worker 1 of 2 failed with {type(expected).__qualname__}: {first}")
+    assert info.value.worker_rank == 1 and info.value.exit_code is None
+    assert "_raising_worker" in info.value.worker_traceback
+    assert isinstance(info.value.__cause__, torch.multiprocessing.ProcessRaisedException)
 
 
 UNGUARDED = """
@@ -334,7 +354,7 @@ def test_a_script_without_a_main_guard_is_told_to_add_one(tmp_path):
     }
     unguarded = tmp_path / "unguarded.py"
     unguarded.write_text(UNGUARDED.replace("CALL", CALL))
-    done = subprocess.run(
+    done = processes.run(
         [sys.executable, str(unguarded)],
         cwd=tmp_path,
         env=env,
@@ -354,7 +374,7 @@ def test_a_script_without_a_main_guard_is_told_to_add_one(tmp_path):
             "\nprint(", "\n    print("
         )
     )
-    done = subprocess.run(
+    done = processes.run(
         [sys.executable, str(guarded)],
         cwd=tmp_path,
         env=env,

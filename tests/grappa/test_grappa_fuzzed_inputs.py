@@ -8,11 +8,11 @@ one fixture run that produces a real checkpoint to corrupt).
 
 import json
 import os
-import subprocess
 import sys
 from dataclasses import fields
 from pathlib import Path
 
+import processes
 import pytest
 from hypothesis import HealthCheck, assume, given, settings
 from hypothesis import strategies as st
@@ -237,6 +237,12 @@ def test_command_line_on_truncated_or_corrupt_config(tmp_path_factory, capsys, c
         ('{"dataset": {"npz": "/nonexistent/g.npz"}}', "dataset"),
         ('{"dataset": "cora", "lr": NaN}', "lr must be finite"),
         ('{"dataset": "cora", "timeout": 1e400}', "timeout must be finite"),
+        ("[" * 100_000 + "]" * 100_000, "nested too deeply"),
+        ('{"a": ' * 50_000 + "1" + "}" * 50_000, "nested too deeply"),
+        ('{"dataset": "cora", "fanouts": ' + "[" * 5000 + "]" * 5000 + "}", "nested too deeply"),
+        ('{"dataset": {"name": ["cora"]}}', "dataset's 'name' must be a str, got list"),
+        ('{"dataset": {"npz": {"path": 1}}}', "dataset's 'npz' must be a str, got dict"),
+        ('{"dataset": "cora", "fanouts": [[15], [10]]}', "fanouts[0] must be an int"),
     ],
 )
 def test_command_line_names_what_is_wrong(tmp_path, capsys, text, expected):
@@ -247,10 +253,40 @@ def test_command_line_names_what_is_wrong(tmp_path, capsys, text, expected):
     assert run_main(tmp_path / "missing.json", tmp_path / "out.json") == 2
 
 
+JSON_LEAVES = st.none() | st.booleans() | st.integers() | st.floats() | st.text(max_size=4)
+NESTED = st.recursive(
+    JSON_LEAVES,
+    lambda inner: (
+        st.lists(inner, min_size=1, max_size=3)
+        | st.dictionaries(st.text(max_size=3), inner, min_size=1, max_size=3)
+    ),
+    max_leaves=10,
+).filter(lambda v: isinstance(v, (list, dict)))
+
+
+@FUZZ
+@given(field=st.sampled_from(FIELDS + ["dataset"]), value=NESTED)
+def test_command_line_names_the_field_a_wrongly_typed_value_sits_in(
+    tmp_path_factory, capsys, field, value
+):
+    """Any nested list or object in any field of the config file: exit status 2 and a message
+    naming the file and the field (a TypeError or RecursionError traceback before)."""
+    values = {**VALID, field: value}
+    data = json.dumps(values).encode()
+    assume(not would_train(data))
+    folder = tmp_path_factory.mktemp("typed")
+    (folder / "cfg.json").write_bytes(data)
+    assert run_main(folder / "cfg.json", folder / "out.json") == 2
+    err = capsys.readouterr().err
+    assert "Traceback" not in err and str(folder / "cfg.json") in err
+    assert field in err, err
+    assert not (folder / "out.json").exists()
+
+
 @pytest.mark.slow
 def test_command_line_in_a_real_process_reports_without_a_traceback(tmp_path):
     (tmp_path / "cfg.json").write_bytes(TEXT[: len(TEXT) // 2])
-    done = subprocess.run(
+    done = processes.run(
         [
             sys.executable,
             "-m",
@@ -405,7 +441,7 @@ def test_command_line_checks_output_paths_before_training(tmp_path, capsys, fiel
 @pytest.mark.slow
 def test_command_line_out_directory_in_a_real_process(tmp_path):
     (tmp_path / "cfg.json").write_text(json.dumps(VALID))
-    done = subprocess.run(
+    done = processes.run(
         [
             sys.executable,
             "-m",

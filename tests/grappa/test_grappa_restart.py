@@ -15,6 +15,7 @@ import subprocess
 import sys
 from pathlib import Path
 
+import processes
 import pytest
 import torch
 from graphs import tiny
@@ -64,7 +65,7 @@ def torchrun(tmp_path, config, name, extra_env=None, max_restarts=0, timeout=400
             **(extra_env or {}),
         }
     )
-    done = subprocess.run(
+    done = processes.run(
         command
         + [
             "--standalone",
@@ -304,7 +305,6 @@ def test_a_checkpoint_dir_in_use_is_refused_naming_the_holder(tmp_path):
     folder is now held (an OS lock) for a run's lifetime, and a second run is refused before it
     starts a worker, naming the holder's pid; the lock goes with its holder."""
     import os
-    import subprocess
     import sys
 
     from zg.grappa.checkpoint import LOCK_FILE, CheckpointError, checkpoint_locks
@@ -320,6 +320,7 @@ def test_a_checkpoint_dir_in_use_is_refused_naming_the_holder(tmp_path):
         ],
         stdout=subprocess.PIPE,
         text=True,
+        start_new_session=True,
     )
     try:
         assert holder.stdout.readline().strip() == "held"
@@ -327,7 +328,7 @@ def test_a_checkpoint_dir_in_use_is_refused_naming_the_holder(tmp_path):
             grappa.train(tiny(), workers=2, epochs=1, checkpoint_dir=str(folder), **SMALL)
         assert not (folder / "checkpoint.pt").exists(), "the refused run wrote nothing"
     finally:
-        holder.kill()
+        processes.kill_group(holder)
         holder.wait()
     with checkpoint_locks([str(folder)]):  # released with its holder's process
         assert (folder / LOCK_FILE).read_text() == str(os.getpid())

@@ -4,10 +4,10 @@ the history JSON, reproducibility, what every trainer sends, bad configurations,
 import json
 import math
 import os
-import subprocess
 import sys
 from pathlib import Path
 
+import processes
 import pytest
 from graphs import tiny
 
@@ -282,7 +282,7 @@ def test_torchrun_smoke(tmp_path):
         "PYTHONPATH": str(ROOT) + os.pathsep + os.environ.get("PYTHONPATH", ""),
         "OMP_NUM_THREADS": "1",
     }
-    done = subprocess.run(
+    done = processes.run(
         command
         + [
             "--standalone",

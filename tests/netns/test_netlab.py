@@ -4,6 +4,7 @@ import subprocess
 import sys
 import time
 
+import processes
 import pytest
 from netlab import NetLab, unavailable_reason
 
@@ -27,13 +28,13 @@ CLIENT = "import socket, sys; s = socket.create_connection((sys.argv[1], 5555));
 
 
 def namespaces():
-    return subprocess.run(["ip", "netns", "list"], capture_output=True, text=True).stdout
+    return processes.run(["ip", "netns", "list"], capture_output=True, text=True).stdout
 
 
 def test_hosts_talk_only_inside_the_lab_and_links_are_shaped():
     with NetLab(hosts=3, bandwidth="100mbit", prefix="zgt") as lab:
         assert all(name in namespaces() for name in lab.names + [lab.switch])
-        root_addresses = subprocess.run(["ip", "addr"], capture_output=True, text=True).stdout
+        root_addresses = processes.run(["ip", "addr"], capture_output=True, text=True).stdout
         assert "10.231." not in root_addresses, "the root namespace gets no address on the lab"
         server = lab.popen(
             0, [sys.executable, "-c", SERVER, lab.addresses[0]], stdout=subprocess.PIPE, text=True

@@ -1,9 +1,9 @@
 """zg.viz.common: zg imports without plotly, reports render offline, the shared curves figure and
 the explore controls."""
 
-import subprocess
 import sys
 
+import processes
 import pytest
 
 
@@ -18,7 +18,7 @@ def test_import_zg_needs_no_plotly():
         "assert 'zg.viz' not in sys.modules, 'import zg imported zg.viz'; "
         "assert 'plotly' not in sys.modules, 'import zg imported plotly'"
     )
-    subprocess.run([sys.executable, "-c", code], check=True)
+    processes.run([sys.executable, "-c", code], check=True)
 
 
 def test_setup_notebook_renders_offline(viz):

@@ -40,7 +40,7 @@ main script); without it, ``grappa.MainGuardError`` says so.
 Nothing here imports DGL; pymetis is imported only for ``method="metis"``.
 """
 
-from ..errors import MainGuardError, ZgError
+from ..errors import MainGuardError, WorkerFailed, ZgError
 from . import comm, estimators, presets
 from .comm import LINKS, CommLedger, Link, project_seconds
 from .config import ABLATIONS, Experiment, Output, Runtime
@@ -89,5 +89,6 @@ __all__ = [
     "presets",
     "CheckpointError",
     "MainGuardError",
+    "WorkerFailed",
     "ZgError",
 ]

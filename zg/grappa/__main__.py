@@ -56,7 +56,7 @@ from collections.abc import Callable, Sequence
 from typing import Any, NoReturn
 
 from .. import datasets, kernels
-from .._checks import output_file_arg
+from .._checks import _shown, output_file_arg
 from ..errors import ZgError
 from ..graph import Graph
 from ._checks import check_output_paths
@@ -92,6 +92,12 @@ def load_dataset(spec: Any) -> Graph:
     if not isinstance(spec, dict):
         raise TypeError(f"dataset must be a name or an object, got {type(spec).__name__}")
     spec = dict(spec)
+    for key in ("name", "npz", "folder", "root"):
+        if key in spec and not isinstance(spec[key], str):
+            raise TypeError(
+                f"dataset's {key!r} must be a str, got {type(spec[key]).__name__} "
+                f"{_shown(spec[key])}"
+            )
     if "npz" in spec:
         return datasets.load_npz(spec.pop("npz"), **spec)
     if "folder" in spec:
@@ -119,7 +125,7 @@ Report = Callable[[dict[str, Any], str | None], None]
 # timeout (its message names the setting), any zg error (a checkpoint from another run, ...),
 # a worker's non-finite loss, a file that cannot be written.
 # (A ValueError here is a worker's, raised again in the parent as itself.)
-RUN_FAILURES = (TimeoutError, ZgError, FloatingPointError, OSError, ValueError)
+RUN_FAILURES = (TimeoutError, ZgError, FloatingPointError, OSError, ValueError, MemoryError)
 
 
 def _say_failure(source: str) -> Callable[[str], int]:
@@ -250,6 +256,11 @@ def main(argv=None) -> int:
     try:
         with open(args.config, "rb") as f:
             values = json.loads(f.read().decode("utf-8"))
+    except RecursionError:
+        parser.error(
+            f"--config {args.config}: nested too deeply to read (a config is a flat JSON "
+            "object of settings)"
+        )
     except (OSError, UnicodeDecodeError, ValueError) as exc:  # JSONDecodeError is a ValueError
         parser.error(
             f"--config {args.config}: cannot read a JSON config ({type(exc).__name__}: {exc})"

@@ -54,7 +54,7 @@ import torch.multiprocessing as mp
 
 from .._checks import int_arg, real_arg
 from .._io import atomic_write
-from ..errors import MainGuardError
+from ..errors import MainGuardError, WorkerFailed
 
 __all__ = ["spawn", "init_from_env", "exit_worker", "pick_backend", "worker_device"]
 
@@ -64,7 +64,9 @@ ERROR_EXIT_SECONDS = 15
 # parent; an environment variable too, for a child that fails before it knows its arguments.
 ERRORS_ENV = "ZG_SPAWN_ERRORS"
 # Exceptions that cross from a worker to the parent as themselves (besides zg's own classes).
-REPLAYED_BUILTINS = ("ValueError", "TypeError", "TimeoutError", "FloatingPointError")
+# (OSError and its builtin subclasses cross too: a full disk is a worker's FileNotFoundError,
+# PermissionError or OSError, said in one line.)
+REPLAYED_BUILTINS = ("ValueError", "TypeError", "TimeoutError", "FloatingPointError", "MemoryError")
 # Workers asked to stop (an interrupt or SIGTERM to the parent) get this long before SIGKILL.
 STOP_SECONDS = 5.0
 
@@ -144,7 +146,9 @@ def _replayed(record: dict) -> BaseException | None:
     if not isinstance(module, str) or not isinstance(name, str):
         return None
     if module == "builtins":
-        cls = getattr(builtins, name) if name in REPLAYED_BUILTINS else None
+        cls = getattr(builtins, name, None)
+        if not (name in REPLAYED_BUILTINS or (isinstance(cls, type) and issubclass(cls, OSError))):
+            cls = None
     elif module == "zg" or module.startswith("zg."):
         try:
             cls = importlib.import_module(module)
@@ -164,9 +168,10 @@ def _replayed(record: dict) -> BaseException | None:
     return exc
 
 
-def _first_worker_error(folder: str) -> BaseException | None:
-    """The earliest error a child recorded in ``folder``, replayed (None if none or not replayable).
-    The earliest is the cause; the others usually follow from it (a peer that vanished)."""
+def _worker_record(folder: str, rank: int) -> dict | None:
+    """The earliest error worker ``rank`` recorded in ``folder`` (None if none): the worker
+    that ended first is the cause; the others' errors follow from it (a peer that vanished, the
+    stop that came after). A worker killed by a signal records nothing."""
     records = []
     for entry in sorted(os.listdir(folder)):
         try:
@@ -175,11 +180,62 @@ def _first_worker_error(folder: str) -> BaseException | None:
         except (OSError, ValueError):
             continue
     records = [
-        r for r in records if isinstance(r, dict) and isinstance(r.get("time"), (int, float))
+        r
+        for r in records
+        if isinstance(r, dict)
+        and isinstance(r.get("time"), (int, float))
+        and r.get("rank") in (None, rank)  # None: failed before it knew its rank
     ]
-    if not records:
-        return None
-    return _replayed(min(records, key=lambda r: r["time"]))
+    return min(records, key=lambda r: r["time"]) if records else None
+
+
+def _worker_failed(failure: BaseException, record: dict | None, world_size: int) -> WorkerFailed:
+    """A worker's end that no replayed exception says, as one line: what ended which worker
+    and what to do (torch's exception, with the worker's traceback, stays the ``__cause__``)."""
+    rank = failure.error_index
+    code = getattr(failure, "exit_code", None)
+    sig = getattr(failure, "signal_name", None)
+    if sig is None and (
+        code == 128 + signal.SIGTERM
+        or (record or {}).get("name") in ("SystemExit", "KeyboardInterrupt")
+    ):
+        sig = "SIGTERM"
+    who = f"worker {rank} of {world_size}"
+    rest = "; the other workers were stopped"
+    if sig == "SIGTERM":
+        return WorkerFailed(
+            f"{who} was stopped by SIGTERM before it finished (sent from outside the run: a "
+            f"kill, a scheduler's time limit){rest}. Run again; with checkpoint_dir set, the "
+            "run resumes from its last checkpoint",
+            rank,
+            code,
+            sig,
+        )
+    if sig == "SIGKILL":
+        return WorkerFailed(
+            f"{who} was killed by SIGKILL before it finished, most often by the kernel's "
+            f"out-of-memory killer (see dmesg){rest}. Use a smaller graph, model or batch, or "
+            "fewer workers",
+            rank,
+            code,
+            sig,
+        )
+    if sig is not None:
+        return WorkerFailed(f"{who} was ended by {sig} before it finished{rest}", rank, code, sig)
+    if isinstance(failure, mp.ProcessExitedException):
+        return WorkerFailed(
+            f"{who} exited with code {code} before it finished{rest}", rank, code, None
+        )
+    name = (record or {}).get("name", "an exception")
+    message = str((record or {}).get("message", "")).strip().splitlines()
+    first = f": {message[0]}" if message else ""
+    return WorkerFailed(
+        f"{who} failed with {name}{first}{rest} (its traceback: the exception's worker_traceback)",
+        rank,
+        None,
+        None,
+        str(getattr(failure, "msg", failure)),
+    )
 
 
 def _reimporting_main() -> bool:
@@ -348,9 +404,12 @@ def spawn(
     ``fn`` must be importable by name (a module-level function). Results travel back through
     files the workers write. Raises ``TimeoutError`` after ``run_timeout`` seconds. If a worker
     raised, the parent raises the earliest worker error again as itself when it is a zg
-    exception, ``ValueError``, ``TypeError`` or ``TimeoutError`` (same class, same message, an
-    attribute ``worker_rank``; torch's ``ProcessRaisedException`` with the worker's traceback
-    as its ``__cause__``); any other error stays torch's ``ProcessRaisedException``.
+    exception, ``ValueError``, ``TypeError``, ``TimeoutError``, ``FloatingPointError``,
+    ``MemoryError`` or an ``OSError`` (same class, same message, an attribute ``worker_rank``;
+    torch's exception with the worker's traceback as its ``__cause__``). Any other end of a
+    worker (a signal from outside, the out-of-memory killer, another exception class) is a
+    :class:`zg.errors.WorkerFailed` whose one-line message names the worker, what ended it and
+    what to do.
 
     Called at module level of a script that the spawn start method re-runs in each worker (no
     ``if __name__ == "__main__":`` guard), it raises :class:`zg.errors.MainGuardError` naming
@@ -419,9 +478,10 @@ def spawn(
                 # failure with its traceback (ProcessRaisedException), if any.
                 context.join(timeout=STOP_SECONDS)
             except (mp.ProcessRaisedException, mp.ProcessExitedException) as failure:
-                replayed = _first_worker_error(errors)
+                record = _worker_record(errors, failure.error_index)
+                replayed = _replayed(record) if record is not None else None
                 if replayed is None:
-                    raise
+                    replayed = _worker_failed(failure, record, world_size)
                 raise replayed from failure
     except BaseException:
         # An interrupt, SIGTERM, a timeout or a worker's failure: no worker may go on.
