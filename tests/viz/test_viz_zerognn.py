@@ -314,3 +314,69 @@ def test_gpu_results_title_can_say_it_is_a_cpu_run(viz):
         fig.layout.title.text.startswith("A CPU run of the check")
         and "CPU RUN" in fig.layout.title.text
     )
+
+
+def _floor_rows():
+    def sp(mean, std=0.001):
+        if std is None:  # one seed
+            return {"mean": mean, "std": None, "n": 1, "values": [mean]}
+        return {"mean": mean, "std": std, "n": 3, "values": [mean - std, mean, mean + std]}
+
+    parts = {"gather": 0.001, "forward": 0.004, "loss": 0.0001, "backward": 0.003, "step": 0.0005}
+    return [
+        {
+            "pipeline": "floor",
+            "key": "floor",
+            "seconds": sp(0.009),
+            "parts": {k: sp(v) for k, v in parts.items()},
+        },
+        {
+            "pipeline": "DGL",
+            "key": "dgl",
+            "seconds": sp(0.008),
+            "overhead_seconds": sp(-0.001),
+            "ratio_to_floor": sp(0.89, 0.02),
+        },
+        {
+            "pipeline": "zg envelope",
+            "key": "zg_envelope",
+            "seconds": sp(0.010),
+            "overhead_seconds": sp(0.001),
+            "ratio_to_floor": sp(1.11, None),
+        },
+        {"pipeline": "zg captured", "key": "zg_captured", "skipped": "CUDA only"},
+    ]
+
+
+def test_floor_split(viz):
+    fig = viz.floor_split(_floor_rows(), subtitle="machine X")
+    names = [t.name for t in fig.data]
+    assert names[:5] == [f"floor: {s}" for s in ("gather", "forward", "loss", "backward", "step")]
+    assert names[5:] == [
+        "floor, timed unclocked",
+        "floor (same batches)",
+        "DGL: overhead",
+        "zg envelope: overhead",
+    ]
+    assert fig.layout.barmode == "relative" and axis_title(fig.layout.yaxis) == "ms per iteration"
+    assert list(fig.data[1].y) == [pytest.approx(4.0)] and list(fig.data[5].y) == [
+        pytest.approx(9.0)
+    ]
+    assert (
+        list(fig.data[6].x) == ["DGL", "zg envelope"]
+        and list(fig.data[6].y) == [pytest.approx(9.0)] * 2
+    )
+    assert list(fig.data[7].y) == [pytest.approx(-1.0)]  # faster than the floor: below zero
+    assert fig.data[7].text == ("0.89x ± 0.02 the floor",) and fig.data[8].text == (
+        "1.11x the floor",
+    )
+    assert fig.data[8].error_y.array == (pytest.approx(1.0),)
+    # the skipped row keeps its place, says why, and draws no bar
+    assert list(fig.layout.xaxis.categoryarray) == ["floor", "DGL", "zg envelope", "zg captured"]
+    assert [a.text for a in fig.layout.annotations] == ["not measured here:<br>CUDA only"]
+    assert not any("zg captured" in (t.x or ()) for t in fig.data)
+    assert "machine X" in fig.layout.title.text
+    with pytest.raises(ValueError, match="floor row"):
+        viz.floor_split(_floor_rows()[1:])
+    with pytest.raises(ValueError, match="overhead_seconds"):
+        viz.floor_split([_floor_rows()[0], {"pipeline": "DGL", "seconds": {}}])

@@ -15,6 +15,7 @@ Following one batch through the kit:
     envelopes.py    exact per-block counts, overflow probability and memory per margin (02)
     replay.py       static buffer addresses, executed-step traces, parameter comparisons (03)
     throughput.py   stage timelines, DGL / zg pipelines side by side, committed GPU results (01, 04)
+    floor.py        the part of an iteration any pipeline must pay, on a batch already sampled (04)
     scaling.py      cost growth with graph size and batch size, from bench/scaling.py's file (04)
     partitions.py   cut edges, balance and coverage of partitions, across super-epochs (05, 08)
     traffic.py      bytes each design sends: counted, checked against real runs, projected (05-08)
@@ -38,6 +39,7 @@ from . import (
     accuracy_map,
     envelopes,
     estimators,
+    floor,
     host_syncs,
     machine,
     partitions,
@@ -62,6 +64,7 @@ from .accuracy_map import (
 )
 from .envelopes import overflow_curve, sample_counts
 from .estimators import bias_vs_workers, error_rows, shrink_sweep
+from .floor import FLOOR_STAGES, fixed_batch_step, floor_rows, resident_batches
 from .host_syncs import audit_samplers, measure_hop_metadata
 from .machine import SCALES, by_scale, machine_label, machine_note, markdown_table, scale
 from .partitions import chunk_pairs_met, edges_exposed, partition_quality, sweep_partitions
@@ -109,6 +112,11 @@ __all__ = [
     "envelopes",
     "replay",
     "throughput",
+    "floor",
+    "FLOOR_STAGES",
+    "resident_batches",
+    "fixed_batch_step",
+    "floor_rows",
     "partitions",
     "traffic",
     "trainers",

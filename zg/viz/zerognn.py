@@ -29,6 +29,7 @@ __all__ = [
     "overflow_vs_margin",
     "execution_trace",
     "stage_breakdown",
+    "floor_split",
     "batch_scaling",
     "gpu_results",
     "cost_growth",
@@ -453,6 +454,98 @@ def stage_breakdown(rows: Sequence[dict], *, subtitle: str | None = None) -> go.
         barmode="stack",
         yaxis_title="ms per iteration",
         legend_title_text="stage",
+    )
+    return fig
+
+
+FLOOR_COLOR = "#BAB0AC"  # the floor's share of a pipeline's bar
+
+
+def floor_split(rows: Sequence[dict], *, subtitle: str | None = None) -> go.Figure:
+    """Each pipeline's time per iteration split into the floor and its overhead above it (rows
+    of ``bench/results/floor.json``: :mod:`zg.experiments.floor`).
+
+    The first bar is the floor itself, stacked by its parts (gather, forward, loss, backward,
+    step, from its clocked pass), with its unclocked time marked; each pipeline's bar is the
+    floor (grey) plus that pipeline's overhead (mean over seeds; a pipeline faster than the
+    floor has a negative overhead, drawn below zero), labelled with its multiple of the floor,
+    mean ± std. A skipped row (e.g. zg captured without a GPU) keeps its place, labelled with
+    its reason, and draws no bar: it was not measured.
+    """
+    rows = _check_rows(rows, "rows", ["pipeline"])
+    floors = [r for r in rows if r.get("key") == "floor"]
+    if len(floors) != 1 or "parts" not in floors[0] or "seconds" not in floors[0]:
+        raise ValueError("rows must hold one floor row (key 'floor') with 'seconds' and 'parts'")
+    floor = floors[0]
+    pipes = [r for r in rows if r is not floor]
+    for r in pipes:
+        if "skipped" not in r and not {"seconds", "overhead_seconds", "ratio_to_floor"} <= set(r):
+            raise ValueError(
+                f"row {r['pipeline']!r} needs 'seconds', 'overhead_seconds' and "
+                "'ratio_to_floor' (or 'skipped')"
+            )
+    names = ["floor"] + [r["pipeline"] for r in pipes]
+    floor_ms = 1e3 * floor["seconds"]["mean"]
+    fig = go.Figure()
+    for stage, part in floor["parts"].items():
+        fig.add_trace(
+            go.Bar(
+                x=["floor"],
+                y=[1e3 * part["mean"]],
+                name=f"floor: {stage}",
+                marker_color=STAGE_COLORS.get(stage),
+                legendgroup="floor parts",
+            )
+        )
+    fig.add_trace(
+        go.Scatter(
+            x=["floor"],
+            y=[floor_ms],
+            mode="markers",
+            name="floor, timed unclocked",
+            marker=dict(symbol="line-ew-open", size=40, color="black", line_width=3),
+        )
+    )
+    measured = [r for r in pipes if "skipped" not in r]
+    if measured:
+        fig.add_trace(
+            go.Bar(
+                x=[r["pipeline"] for r in measured],
+                y=[floor_ms] * len(measured),
+                name="floor (same batches)",
+                marker_color=FLOOR_COLOR,
+            )
+        )
+    for i, r in enumerate(measured):
+        ratio, over = r["ratio_to_floor"], r["overhead_seconds"]
+        text = f"{ratio['mean']:.2f}x" + ("" if ratio["std"] is None else f" ± {ratio['std']:.2f}")
+        fig.add_trace(
+            go.Bar(
+                x=[r["pipeline"]],
+                y=[1e3 * over["mean"]],
+                error_y=None if over["std"] is None else dict(array=[1e3 * over["std"]]),
+                name=f"{r['pipeline']}: overhead",
+                marker_color=_color(r["pipeline"], i),
+                text=[f"{text} the floor"],
+                textposition="outside",
+            )
+        )
+    for r in pipes:
+        if "skipped" in r:
+            fig.add_annotation(
+                x=r["pipeline"],
+                y=0,
+                text=f"not measured here:<br>{html.escape(r['skipped'])}",
+                showarrow=False,
+                yanchor="bottom",
+                font_size=10,
+            )
+    fig.update_xaxes(categoryorder="array", categoryarray=names)
+    fig.update_layout(
+        title=_title("Each pipeline's iteration: the floor and the overhead above it", subtitle),
+        barmode="relative",
+        yaxis_title="ms per iteration",
+        legend_title_text="part",
     )
     return fig
 
