@@ -33,7 +33,9 @@ def test_the_hierarchy():
     assert issubclass(ZgError, Exception) and not issubclass(ZgError, (ValueError, TypeError))
     assert issubclass(MainGuardError, ZgError)
     assert issubclass(MainGuardError, RuntimeError), "code that caught RuntimeError still does"
-    assert issubclass(zg.errors.WorkerFailed, ZgError) and issubclass(zg.errors.WorkerFailed, RuntimeError)
+    assert issubclass(zg.errors.WorkerFailed, ZgError) and issubclass(
+        zg.errors.WorkerFailed, RuntimeError
+    )
     assert set(zg.errors.__all__) == {"ZgError", "MainGuardError", "WorkerFailed"}
     assert all(issubclass(getattr(zg.errors, name), ZgError) for name in zg.errors.__all__)
 
