@@ -6,6 +6,10 @@ Where it sits: outside the training flow.
   ``run_batch(b)`` function, so the lab can compare a student's poll / rewind / resume loop with
   the kit's on a toy step. It is built from the same pieces as the engine's loop
   (:class:`zg.step.OverflowPoll`, :meth:`zg.step.OverflowGuard.reset`).
+* :func:`forbid` (every lab): while a test runs a student's function, the kit's own functions
+  that compute the same result raise, however the student reached them (a module attribute, a
+  name imported into the notebook, an alias), so a submission that calls the reference instead
+  of writing it earns nothing.
 * :func:`hook_on_workers` (Lab 6). Lab 6 asks for a DDP communication hook; a hook run
 in one process (world size 1) cannot show whether it communicates, or whether it scales before
 the all-reduce, so :func:`hook_on_workers` runs it on real gloo processes
@@ -20,6 +24,7 @@ use nothing else from the notebook.
 
 from __future__ import annotations
 
+import contextlib
 import inspect
 import os
 import tempfile
@@ -37,7 +42,74 @@ from .grappa.hook import HookState, estimator_hook
 from .grappa.launch import spawn
 from .step import OverflowGuard, OverflowPoll, mean_loss
 
-__all__ = ["rewind_loop", "RewindRun", "hook_on_workers"]
+__all__ = ["rewind_loop", "RewindRun", "hook_on_workers", "forbid", "ForbiddenCall"]
+
+
+# ----------------------------------------------------------------------------- every lab
+
+
+class ForbiddenCall(AssertionError):
+    """A student's function called a kit function the lab asks them to write themselves."""
+
+
+def _functions_of(target) -> list:
+    """The plain Python functions behind ``target``: itself, or every function a class defines
+    (methods, static and class methods, properties' getters)."""
+    if inspect.isfunction(target):
+        return [target]
+    if inspect.isclass(target):
+        found = []
+        for value in vars(target).values():
+            value = getattr(value, "__func__", value)  # staticmethod / classmethod
+            value = getattr(value, "fget", value)  # property
+            if inspect.isfunction(value):
+                found.append(value)
+        return found
+    raise TypeError(f"forbid takes functions and classes, got {type(target).__name__}")
+
+
+# What each stand-in says, by its code object (one per forbidden function).
+_REFUSALS: dict = {}
+
+
+def _refused(*args, **kwargs):
+    """The code every forbidden function runs while :func:`forbid` holds it: it names itself
+    through its own code object (it may not use its globals: they are the original module's)."""
+    import sys
+
+    from zg.labs import _REFUSALS, ForbiddenCall
+
+    raise ForbiddenCall(_REFUSALS[sys._getframe().f_code])
+
+
+@contextlib.contextmanager
+def forbid(*targets, lab: str = "this lab"):
+    """While the block runs, calling any of ``targets`` (functions, or classes: every function
+    they define) raises :class:`ForbiddenCall` naming it. The function objects themselves are
+    changed (their code), so every way of reaching them is covered: the module attribute, a
+    name imported into the notebook, an alias. They are restored on exit, also after an error.
+
+        with zg.labs.forbid(zg.labs.rewind_loop, zg.step.OverflowPoll, lab="Lab 4"):
+            rewinds = train_with_rewind(run, 20, poll_every=4)   # the student's function
+    """
+    functions = [fn for target in targets for fn in _functions_of(target)]
+    for fn in functions:
+        if fn.__code__.co_freevars:
+            raise TypeError(f"forbid cannot hold {fn.__qualname__}: it is a closure")
+    saved = []
+    try:
+        for fn in functions:
+            name = f"{fn.__module__}.{fn.__qualname__}"
+            code = _refused.__code__.replace(
+                co_name=fn.__name__, co_qualname=fn.__qualname__, co_filename=name
+            )
+            _REFUSALS[code] = f"{lab} asks you to write this yourself: do not call {name}"
+            saved.append((fn, fn.__code__, fn.__defaults__, fn.__kwdefaults__))
+            fn.__code__, fn.__defaults__, fn.__kwdefaults__ = code, None, None
+        yield
+    finally:
+        for fn, code, defaults, kwdefaults in reversed(saved):
+            fn.__code__, fn.__defaults__, fn.__kwdefaults__ = code, defaults, kwdefaults
 
 
 # ----------------------------------------------------------------------------- Lab 4

@@ -15,6 +15,7 @@ import sys
 from pathlib import Path
 
 import pytest
+import torch
 
 ROOT = Path(__file__).resolve().parents[2]
 LABS = ROOT / "labs"
@@ -204,6 +205,8 @@ def test_every_wrong_solution_names_a_real_cell_and_part():
         "lab5_out_edges",
         "lab8_zero_grad_to_none",
         "lab6_shrink_over_workers",
+        "lab4_calls_reference",
+        "lab4_uses_overflow_poll",
     ],
 )
 def test_a_few_wrong_solutions_lose_their_points_without_nbgrader(name):
@@ -255,3 +258,44 @@ def test_marking_notes_check_finds_a_cell_without_notes():
     assert "notes for 2 points" in marking_notes_problems("lab", [wrong_points])[0]
     right = dict(bare, source=["**Model answer.** Yes.\n\n**Marking notes (3 points).** 3: yes."])
     assert marking_notes_problems("lab", [right]) == []
+
+
+# ----------------------------------------------------------------------------- write it, don't call it
+
+
+def test_forbid_turns_a_function_off_however_it_was_reached_and_restores_it():
+    import zg.labs
+    import zg.step
+    from zg.labs import ForbiddenCall, forbid, rewind_loop
+
+    alias = rewind_loop
+    guard = zg.step.OverflowGuard(2, torch.device("cpu"))
+    with forbid(zg.labs.rewind_loop, zg.step.OverflowPoll, lab="Lab 4"):
+        for call in (
+            lambda: alias(None, 0, 1, guard, 1, None),
+            lambda: zg.labs.rewind_loop(None, 0, 1, guard, 1, None),
+            lambda: zg.step.OverflowPoll(guard, 1, 0, 1),
+        ):
+            with pytest.raises(ForbiddenCall, match="Lab 4 asks you to write this yourself"):
+                call()
+    # Restored, also after an error inside the block.
+    with pytest.raises(ZeroDivisionError), forbid(rewind_loop):
+        raise ZeroDivisionError("inside the block")
+    out = rewind_loop(lambda b: torch.tensor(0.0), 0, 3, guard, 2, lambda first: None)
+    assert out.executed == 3 and zg.step.OverflowPoll(guard, 1, 0, 1).polls == 0
+
+
+def test_no_setup_cell_hands_out_what_its_lab_asks_for():
+    """A setup cell imports no kit function that computes what the lab asks the student to
+    write; the tests import the reference themselves and turn it off (zg.labs.forbid) while
+    the student's function runs."""
+    given_away = {"04_overflow_rewind": {"rewind_loop", "OverflowPoll"}}
+    for lab, names in given_away.items():
+        cells = json.loads((LABS / "source" / lab / f"{lab}.ipynb").read_text())["cells"]
+        setup = next(c for c in cells if grade_meta(c).get("grade_id") == "setup")
+        imported = set(re.findall(r"import ([\w, ]+)", text(setup)))
+        imported = {n.strip() for group in imported for n in group.split(",")}
+        assert not imported & names, f"{lab}'s setup cell imports {imported & names}"
+        tests = [text(c) for c in cells if grade_meta(c).get("grade")]
+        calls_student = [t for t in tests if "train_with_rewind(" in t]
+        assert calls_student and all("zg.labs.forbid(" in t for t in calls_student), lab
