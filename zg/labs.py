@@ -29,6 +29,7 @@ import inspect
 import os
 import tempfile
 import textwrap
+import types
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field
 from types import SimpleNamespace
@@ -42,7 +43,15 @@ from .grappa.hook import HookState, estimator_hook
 from .grappa.launch import spawn
 from .step import OverflowGuard, OverflowPoll, mean_loss
 
-__all__ = ["rewind_loop", "RewindRun", "hook_on_workers", "forbid", "ForbiddenCall"]
+__all__ = [
+    "rewind_loop",
+    "RewindRun",
+    "hook_on_workers",
+    "forbid",
+    "forbid_within",
+    "hold_references",
+    "ForbiddenCall",
+]
 
 
 # ----------------------------------------------------------------------------- every lab
@@ -68,18 +77,56 @@ def _functions_of(target) -> list:
     raise TypeError(f"forbid takes functions and classes, got {type(target).__name__}")
 
 
-# What each stand-in says, by its code object (one per forbidden function).
+# What each stand-in does, by its code object (one per forbidden function): the message, and
+# for forbid_within the original function and the students' function names to look for.
 _REFUSALS: dict = {}
 
 
 def _refused(*args, **kwargs):
-    """The code every forbidden function runs while :func:`forbid` holds it: it names itself
-    through its own code object (it may not use its globals: they are the original module's)."""
+    """The code every forbidden function runs while it is held: it finds its entry through its
+    own code object (it may not use its globals: they are the original module's)."""
     import sys
 
-    from zg.labs import _REFUSALS, ForbiddenCall
+    from zg.labs import _held_call
 
-    raise ForbiddenCall(_REFUSALS[sys._getframe().f_code])
+    return _held_call(sys._getframe().f_code, sys._getframe(1), args, kwargs)
+
+
+def _held_call(code, caller, args, kwargs):
+    message, original, namespace, names = _REFUSALS[code]
+    if original is None:
+        raise ForbiddenCall(message)
+    students = {f.__code__ for f in (namespace.get(n) for n in names) if inspect.isfunction(f)}
+    frame = caller
+    while frame is not None:
+        if frame.f_code in students:
+            raise ForbiddenCall(f"{message} (from {frame.f_code.co_name})")
+        frame = frame.f_back
+    return original(*args, **kwargs)
+
+
+def _hold(fn, lab: str, original=None, namespace=None, names=()) -> tuple:
+    """Give ``fn`` the stand-in's code; returns what restores it."""
+    if fn.__code__.co_freevars:
+        raise TypeError(f"forbid cannot hold {fn.__qualname__}: it is a closure")
+    name = f"{fn.__module__}.{fn.__qualname__}"
+    # Each stand-in its own code object (a distinct first line number), so two holds of one
+    # function never share an entry.
+    code = _refused.__code__.replace(
+        co_name=fn.__name__,
+        co_qualname=fn.__qualname__,
+        co_filename=name,
+        co_firstlineno=len(_REFUSALS) + 1,
+    )
+    _REFUSALS[code] = (
+        f"{lab} asks you to write this yourself: do not call {name}",
+        original,
+        namespace,
+        tuple(names),
+    )
+    saved = (fn, fn.__code__, fn.__defaults__, fn.__kwdefaults__)
+    fn.__code__, fn.__defaults__, fn.__kwdefaults__ = code, None, None
+    return saved
 
 
 @contextlib.contextmanager
@@ -93,23 +140,96 @@ def forbid(*targets, lab: str = "this lab"):
             rewinds = train_with_rewind(run, 20, poll_every=4)   # the student's function
     """
     functions = [fn for target in targets for fn in _functions_of(target)]
-    for fn in functions:
-        if fn.__code__.co_freevars:
-            raise TypeError(f"forbid cannot hold {fn.__qualname__}: it is a closure")
     saved = []
     try:
         for fn in functions:
-            name = f"{fn.__module__}.{fn.__qualname__}"
-            code = _refused.__code__.replace(
-                co_name=fn.__name__, co_qualname=fn.__qualname__, co_filename=name
-            )
-            _REFUSALS[code] = f"{lab} asks you to write this yourself: do not call {name}"
-            saved.append((fn, fn.__code__, fn.__defaults__, fn.__kwdefaults__))
-            fn.__code__, fn.__defaults__, fn.__kwdefaults__ = code, None, None
+            saved.append(_hold(fn, lab))
         yield
     finally:
         for fn, code, defaults, kwdefaults in reversed(saved):
             fn.__code__, fn.__defaults__, fn.__kwdefaults__ = code, defaults, kwdefaults
+
+
+def forbid_within(namespace: dict, names, *targets, lab: str = "this lab") -> None:
+    """From now on (a lab's setup cell calls it once), ``targets`` raise :class:`ForbiddenCall`
+    when called while one of the functions ``names`` of ``namespace`` (the notebook's
+    ``globals()``: the student's functions, looked up at each call, so they may be defined
+    later) is running, directly or through any helper; called from anywhere else (the lab's
+    own setup and tests) they work as before.
+
+        zg.labs.forbid_within(globals(), ["gradient_error_of"], grappa.gradient_error, lab="Lab 9")
+    """
+    if not isinstance(namespace, dict):
+        raise TypeError(f"namespace must be a dict (globals()), got {type(namespace).__name__}")
+    names = [names] if isinstance(names, str) else list(names)
+    for target in targets:
+        for fn in _functions_of(target):
+            held = _REFUSALS.get(fn.__code__)
+            if held is not None and held[1] is not None:  # held already (the lab run again)
+                _REFUSALS[fn.__code__] = (held[0], held[1], namespace, tuple(names))
+                continue
+            original = types.FunctionType(
+                fn.__code__, fn.__globals__, fn.__name__, fn.__defaults__, fn.__closure__
+            )
+            original.__kwdefaults__ = fn.__kwdefaults__
+            original.__qualname__ = fn.__qualname__
+            _hold(fn, lab, original, namespace, names)
+
+
+def _lab_references() -> dict[int, tuple[list[str], list]]:
+    """Per lab: the functions it asks the student to write, and the kit's functions that compute
+    the same result (what :func:`hold_references` turns off inside the former)."""
+    import sys
+
+    import zg.grappa  # noqa: F401 (loads the modules named below)
+
+    # zg.grappa.coverage and .partition are also functions there: the modules by their names.
+    coverage, estimators, gradient, partition = (
+        sys.modules[f"zg.grappa.{name}"]
+        for name in ("coverage", "estimators", "gradient", "partition")
+    )
+    return {
+        4: (["train_with_rewind"], [rewind_loop, OverflowPoll]),
+        5: (
+            ["coverage_brute_force", "coverage_propagation", "graph_coverage"],
+            [coverage.coverage, coverage.local_coverage, coverage._propagate],
+        ),
+        6: (
+            ["stats_of", "batch_scales", "shrink_scales"],
+            [
+                estimators.batch_stats,
+                estimators.masked_batch_stats,
+                estimators.worker_scales,
+                estimators._worker_scales_tensor,
+                estimators.shrink_lambda,
+                estimators._shrink_lambda_tensor,
+            ],
+        ),
+        7: (
+            ["pairs_met", "round_robin"],
+            [
+                partition.Partition.pair_coverage,
+                partition._round_robin,
+                partition._greedy_cover,
+                partition._fixed_base,
+                partition._partner_sweep,
+            ],
+        ),
+        9: (["gradient_error_of"], [gradient.gradient_error, gradient._summarise]),
+    }
+
+
+def hold_references(namespace: dict, lab: int) -> list[str]:
+    """A lab's setup cell: ``zg.labs.hold_references(globals(), 5)``. The kit's functions that
+    compute what lab ``lab`` asks for raise :class:`ForbiddenCall` inside the student's
+    functions (:func:`forbid_within`), and work as before in the lab's own setup and tests.
+    Returns the names held, for the lab to print."""
+    table = _lab_references()
+    if lab not in table:
+        raise ValueError(f"lab must be one of {sorted(table)}, got {lab!r}")
+    names, targets = table[lab]
+    forbid_within(namespace, names, *targets, lab=f"Lab {lab}")
+    return [f"{t.__module__}.{t.__qualname__}" for t in targets]
 
 
 # ----------------------------------------------------------------------------- Lab 4

@@ -207,6 +207,8 @@ def test_every_wrong_solution_names_a_real_cell_and_part():
         "lab6_shrink_over_workers",
         "lab4_calls_reference",
         "lab4_uses_overflow_poll",
+        "lab5_calls_local_coverage",
+        "lab7_calls_pair_coverage",
     ],
 )
 def test_a_few_wrong_solutions_lose_their_points_without_nbgrader(name):
@@ -287,15 +289,54 @@ def test_forbid_turns_a_function_off_however_it_was_reached_and_restores_it():
 
 def test_no_setup_cell_hands_out_what_its_lab_asks_for():
     """A setup cell imports no kit function that computes what the lab asks the student to
-    write; the tests import the reference themselves and turn it off (zg.labs.forbid) while
-    the student's function runs."""
-    given_away = {"04_overflow_rewind": {"rewind_loop", "OverflowPoll"}}
-    for lab, names in given_away.items():
-        cells = json.loads((LABS / "source" / lab / f"{lab}.ipynb").read_text())["cells"]
-        setup = next(c for c in cells if grade_meta(c).get("grade_id") == "setup")
-        imported = set(re.findall(r"import ([\w, ]+)", text(setup)))
-        imported = {n.strip() for group in imported for n in group.split(",")}
-        assert not imported & names, f"{lab}'s setup cell imports {imported & names}"
+    write; Lab 4's tests turn the kit's loop off around the student's (zg.labs.forbid), and
+    Labs 5, 6, 7 and 9 hold their references inside the student's functions from the setup on
+    (zg.labs.hold_references), naming functions the lab really asks for."""
+    import zg.labs
+
+    table = zg.labs._lab_references()
+    for lab in sorted((LABS / "source").iterdir()):
+        number = int(lab.name[:2])
+        if number not in table:
+            continue
+        names, targets = table[number]
+        cells = json.loads((lab / f"{lab.name}.ipynb").read_text())["cells"]
+        setup = text(next(c for c in cells if grade_meta(c).get("grade_id") == "setup"))
+        imported = {n.strip() for g in re.findall(r"import ([\w, ]+)", setup) for n in g.split(",")}
+        given = imported & {t.__name__ for t in targets}
+        assert not given, f"{lab.name}'s setup cell imports {given}"
+        solutions = "".join(text(c) for c in cells if grade_meta(c).get("solution"))
+        for name in names:
+            assert f"def {name}(" in solutions, f"{lab.name} asks for no function {name}"
         tests = [text(c) for c in cells if grade_meta(c).get("grade")]
-        calls_student = [t for t in tests if "train_with_rewind(" in t]
-        assert calls_student and all("zg.labs.forbid(" in t for t in calls_student), lab
+        if number == 4:
+            calls = [t for t in tests if "train_with_rewind(" in t]
+            assert calls and all("zg.labs.forbid(" in t for t in calls), lab.name
+        else:
+            assert f"zg.labs.hold_references(globals(), {number})" in setup, lab.name
+
+
+def test_held_references_work_for_the_tests_and_refuse_inside_the_students_function():
+    import zg.labs
+    from zg import grappa
+    from zg.labs import ForbiddenCall
+
+    g = zg.datasets.csbm(80, avg_degree=4, num_classes=3, feat_dim=4, seed=0)
+    part = grappa.partition(g, num_parts=2, method="random", seed=0)
+    namespace = {}
+    zg.labs.hold_references(namespace, 5)
+    expected = grappa.coverage(g, part, hops=2)  # the lab's own call: as before
+
+    def graph_coverage(g, part, hops, super_epoch=0):
+        return helper(g, part, hops)
+
+    def helper(g, part, hops):  # a helper of the student's: still inside their function
+        return grappa.coverage(g, part, hops)
+
+    namespace["graph_coverage"] = graph_coverage
+    with pytest.raises(
+        ForbiddenCall, match=r"Lab 5 .* zg.grappa.coverage.coverage \(from graph_coverage\)"
+    ):
+        graph_coverage(g, part, 2)
+    zg.labs.hold_references(namespace, 5)  # the lab run again in one process: still one hold
+    assert torch.equal(grappa.coverage(g, part, hops=2), expected)
