@@ -76,8 +76,13 @@ format: env
 
 # ZG_REFERENCE_ENV=1: in the reference environment a missing DGL (or other pinned extra) is a
 # test error, never a skip.
+# The notebooks run once, at CI size, into reports/ (tools/build_report.py: a failing cell fails
+# the target), so .ci/run checks those same reports in a browser and builds the docs from them
+# instead of executing every notebook a second time. One notebook under pytest while working:
+# `.venv/bin/python -m pytest -q --nbval-lax notebooks/02_envelopes.ipynb` (CONTRIBUTING.md).
 test: env
-	ZG_REFERENCE_ENV=1 $(PY) -m pytest -q tests $(if $(NOTEBOOKS),--nbval-lax $(NOTEBOOKS))
+	ZG_REFERENCE_ENV=1 $(PY) -m pytest -q tests
+	$(if $(NOTEBOOKS),mkdir -p reports && $(PY) tools/build_report.py --scale small --out reports $(NOTEBOOKS))
 
 # The fast lane (CONTRIBUTING.md): every test not marked slow, no notebook. Run it while working;
 # run `make test` before a change lands.

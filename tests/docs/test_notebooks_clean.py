@@ -1,6 +1,6 @@
 """The notebooks are stored without outputs (nbstripout), and follow the
 walkthrough's rules: they open with what they show, read ZG_SCALE, set up offline figures
-and assert their claims. (Running them is nbval's job: `make test` runs every notebook.)"""
+and assert their claims. (Running them is `make test`'s job: it executes every notebook into reports/.)"""
 
 import shutil
 import sys
