@@ -112,12 +112,10 @@ def _hold(fn, lab: str, original=None, namespace=None, names=()) -> tuple:
     name = f"{fn.__module__}.{fn.__qualname__}"
     # Each stand-in its own code object (a distinct first line number), so two holds of one
     # function never share an entry.
-    code = _refused.__code__.replace(
-        co_name=fn.__name__,
-        co_qualname=fn.__qualname__,
-        co_filename=name,
-        co_firstlineno=len(_REFUSALS) + 1,
-    )
+    fields = {"co_name": fn.__name__, "co_filename": name, "co_firstlineno": len(_REFUSALS) + 1}
+    if hasattr(fn.__code__, "co_qualname"):  # Python 3.11 and later
+        fields["co_qualname"] = fn.__qualname__
+    code = _refused.__code__.replace(**fields)
     _REFUSALS[code] = (
         f"{lab} asks you to write this yourself: do not call {name}",
         original,
