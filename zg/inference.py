@@ -5,12 +5,13 @@ Where it sits: the one full-graph evaluator of the kit, single process and Grapp
 (:func:`evaluate`) both run :func:`full_neighbour_logits`. It
 reuses the training layers unchanged by presenting each chunk of nodes as a padded Block whose
 fanout is the chunk's largest in-degree, layer by layer, as DGL's examples do. Nodes are
-processed in order of in-degree, so a hub does not force a huge fanout on its neighbours in
-the chunk; each chunk holds at most ``budget`` neighbour slots.
+processed in order of in-degree and a chunk holds nodes of in-degrees within a factor of four,
+so a hub does not force a huge fanout on its neighbours; each chunk holds at most ``budget`` neighbour slots. A chunk's source rows are its
+own nodes, then its in-neighbours, each once, so a layer reads (and SAGE projects) only those.
 
-Memory: one ``[chunk + N, F]`` source buffer per layer (a GCN: one chunk of all N nodes, see
-:func:`full_neighbour_logits`) (the chunk's own rows first, as the
-Block convention asks, then every node), and ``[chunk, k]`` slot arrays.
+Memory: the chunks' blocks (about twice the edges in slots, kept for every layer), one
+``[chunk + its in-neighbours, F]`` source buffer at a time (a GCN: one chunk of all N nodes over
+all N nodes, see :func:`full_neighbour_logits`).
 """
 
 from __future__ import annotations
@@ -39,24 +40,23 @@ def _needs_every_edge(model) -> bool:
     return any(isinstance(layer, GCNConv) for layer in model.layers)
 
 
-@torch.no_grad()
-def full_neighbour_logits(model, g: Graph, budget: int = 1 << 22) -> torch.Tensor:
-    """Logits ``[N, num_classes]`` of ``model`` (a zg model, in eval mode) on every node of ``g``.
+def _chunk_blocks(
+    g: Graph, every_edge: bool, budget: int
+) -> list[tuple[torch.Tensor, Block, torch.Tensor]]:
+    """The chunks of a full-neighbour pass, each ``(nodes [D], block, src_nodes [S])``: a
+    padded Block over the chunk's nodes (its own rows first, then the nodes its in-edges come
+    from, each once), the same for every layer.
 
-    Chunks hold at most ``budget`` neighbour slots. Exact for every layer: SAGE and GAT rows
-    depend only on their own in-edges, so chunks are exact; GCN also weighs each source by its
-    out-degree, so a GCN runs as one chunk holding every edge (at most ``MAX_BLOCK_SLOTS``
-    slots, else a ValueError).
-    """
-    if g.x is None:
-        raise ValueError("full_neighbour_logits needs node features (g.x)")
+    Nodes go in order of in-degree; a chunk holds nodes whose in-degree is within a factor of
+    four of its smallest (a few chunks, so few rows are read twice; at most three quarters of a
+    chunk's slots are padding) and at most ``budget`` slots. ``every_edge`` (GCN): one chunk of every node over every node, as the
+    normalisation needs."""
     n, dev = g.num_nodes, g.device
     degree = g.in_degrees()
     order = torch.argsort(degree, stable=True)  # low degree first
     sorted_degree = degree[order]
-    chunks = []  # (start, end, fanout)
-    start = 0
-    if _needs_every_edge(model):
+    bounds = []  # (start, end, fanout)
+    if every_edge:
         width = max(1, int(sorted_degree[-1])) if n else 1
         if n * width > MAX_BLOCK_SLOTS:
             raise ValueError(
@@ -64,48 +64,67 @@ def full_neighbour_logits(model, g: Graph, budget: int = 1 << 22) -> torch.Tenso
                 f"normalisation needs one block with every edge ({n * width:,} slots, "
                 f"limit {MAX_BLOCK_SLOTS:,}); evaluate on sampled neighbourhoods instead"
             )
-        chunks.append((0, n, width))
-        start = n
+        bounds.append((0, n, width))
+    start = n if every_edge else 0
     while start < n:
-        end = start + 1
-        # Grow the chunk while (rows * largest degree) stays within the budget.
-        step = max(1, budget // max(1, int(sorted_degree[start])))
-        end = min(n, start + step)
+        low = max(1, int(sorted_degree[start]))
+        end = int(torch.searchsorted(sorted_degree, 4 * low, right=True))  # degree <= 4 low
+        end = max(start + 1, min(end, start + max(1, budget // (4 * low))))
         while end > start + 1 and (end - start) * max(1, int(sorted_degree[end - 1])) > budget:
             end = start + max(1, (end - start) // 2)
-        chunks.append((start, end, max(1, int(sorted_degree[end - 1]))))
+        bounds.append((start, end, max(1, int(sorted_degree[end - 1]))))
         start = end
-    max_rows = max(e - s for s, e, _ in chunks)
+    chunks = []
+    for s, e, k in bounds:
+        nodes = order[s:e]  # [D]
+        rows = nodes.numel()
+        slots = torch.arange(k, device=dev)
+        mask = slots[None, :] < degree[nodes][:, None]  # [D, k]
+        edge = torch.where(mask, g.indptr[nodes][:, None] + slots[None, :], 0)
+        sources = (
+            torch.where(mask, g.indices[edge.clamp(max=max(g.num_edges - 1, 0))], 0)
+            if g.num_edges
+            else torch.zeros_like(edge)
+        )  # [D, k] global ids
+        if every_edge:  # every node a source, in id order
+            src_nodes, nbr = torch.cat([nodes, torch.arange(n, device=dev)]), sources + rows
+        else:  # only the chunk's in-neighbours, each once
+            unique, inverse = torch.unique(sources[mask], return_inverse=True)
+            src_nodes = torch.cat([nodes, unique])  # [D + U]
+            nbr = torch.zeros_like(sources)
+            nbr[mask] = inverse + rows
+        block = Block(
+            nbr=torch.where(mask, nbr, 0),
+            mask=mask,
+            num_src=torch.tensor(src_nodes.numel(), device=dev),
+            num_dst=torch.tensor(rows, device=dev),
+            src_nodes=None,
+        )
+        chunks.append((nodes, block, src_nodes))
+    return chunks
+
+
+@torch.no_grad()
+def full_neighbour_logits(model, g: Graph, budget: int = 1 << 22) -> torch.Tensor:
+    """Logits ``[N, num_classes]`` of ``model`` (a zg model, in eval mode) on every node of ``g``.
+
+    Layer by layer over every node (no node is left out of a hidden layer): each chunk of
+    nodes of similar in-degree reads its in-neighbours' rows of the layer below, at most
+    ``budget`` neighbour slots per chunk. Exact for every layer: SAGE and GAT rows depend only
+    on their own in-edges, so chunks are exact; GCN also weighs each source by its out-degree,
+    so a GCN runs as one chunk holding every edge (at most ``MAX_BLOCK_SLOTS`` slots, else a
+    ValueError).
+    """
+    if g.x is None:
+        raise ValueError("full_neighbour_logits needs node features (g.x)")
+    chunks = _chunk_blocks(g, _needs_every_edge(model), budget)
     h = g.x
     for i, layer in enumerate(model.layers):
-        width = h.shape[1]
-        src = torch.empty(max_rows + n, width, dtype=h.dtype, device=dev)  # [Dmax + N, F]
-        src[max_rows:] = h
         out = None
-        for s, e, k in chunks:
-            nodes = order[s:e]  # [D]
-            rows = nodes.numel()
-            src[:rows] = h[nodes]
-            slots = torch.arange(k, device=dev)
-            first = g.indptr[nodes]
-            deg = degree[nodes]
-            mask = slots[None, :] < deg[:, None]  # [D, k]
-            edge = torch.where(mask, first[:, None] + slots[None, :], 0)
-            nbr = (
-                torch.where(mask, g.indices[edge.clamp(max=max(g.num_edges - 1, 0))] + max_rows, 0)
-                if g.num_edges
-                else torch.zeros_like(edge)
-            )
-            block = Block(
-                nbr=nbr,
-                mask=mask,
-                num_src=torch.tensor(max_rows + n, device=dev),
-                num_dst=torch.tensor(rows, device=dev),
-                src_nodes=None,
-            )
-            piece = model.after_layer(i, layer(block, src))  # [D, out]
+        for nodes, block, src_nodes in chunks:
+            piece = model.after_layer(i, layer(block, h.index_select(0, src_nodes)))  # [D, out]
             if out is None:
-                out = torch.empty(n, *piece.shape[1:], dtype=piece.dtype, device=dev)
+                out = torch.empty(g.num_nodes, *piece.shape[1:], dtype=piece.dtype, device=h.device)
             out[nodes] = piece
         h = out
     return h

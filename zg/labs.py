@@ -38,6 +38,7 @@ import torch
 import torch.distributed as dist
 from torch.nn.parallel import DistributedDataParallel as DDP
 
+from .errors import ZgError
 from .grappa.comm import CommLedger
 from .grappa.hook import HookState, estimator_hook
 from .grappa.launch import spawn
@@ -57,7 +58,7 @@ __all__ = [
 # ----------------------------------------------------------------------------- every lab
 
 
-class ForbiddenCall(AssertionError):
+class ForbiddenCall(ZgError, AssertionError):
     """A student's function called a kit function the lab asks them to write themselves."""
 
 

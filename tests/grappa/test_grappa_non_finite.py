@@ -53,3 +53,21 @@ def test_a_history_file_is_strict_json(tmp_path):
     assert "NaN" not in text and "Infinity" not in text
     loaded = json.loads(text, parse_constant=lambda c: pytest.fail(f"non-strict JSON: {c}"))
     assert loaded == {"epochs": [{"loss": 0.5, "test_acc": None, "x": [None, 1.0]}]}
+
+
+@pytest.mark.slow
+@pytest.mark.timeout(300)
+@pytest.mark.parametrize("bad, says", [(-5, "y holds label -5"), (7, "7")])
+def test_labels_out_of_range_stop_a_full_batch_run_before_it_trains(tmp_path, bad, says):
+    """batching="full" builds no Engine. Its workers get their own copy of the graph, whose
+    local graphs are validated when built: labels outside [-1, num_classes) are refused before
+    any step, never trained on (the Engine's per-epoch device check covers labels changed in
+    place, which cannot reach a worker's copy)."""
+    g = tiny()
+    g.y[g.train_idx[:5]] = bad
+    history = tmp_path / "history.json"
+    with pytest.raises(ValueError, match=says):
+        grappa.train(
+            g, workers=2, epochs=2, seed=0, batching="full", history_path=str(history), **SMALL
+        )
+    assert not history.exists()

@@ -72,6 +72,11 @@ def bytes_per_worker(history_or_epochs: Any) -> list[int]:
 def epoch_record(
     epoch: int, s: int, table: torch.Tensor, lambdas: list[float], iterations: int
 ) -> dict[str, Any]:
+    """An epoch's record from the table every worker sent (``table`` [P, 8 + 2 kinds]: loss sum,
+    seeds, training seconds, regrouping seconds, mean coverage, bytes and rounds by kind, hook
+    scale min/mean/max). ``seconds`` here is the slowest worker's training; the worker loop
+    replaces it with the whole epoch's and adds the ``account`` (:mod:`zg.grappa.account`);
+    ``worker_seconds`` stays each worker's seconds in its training steps."""
     nk = len(KINDS)
     by_kind = table[:, 5 : 5 + nk]  # [P, kinds]
     rounds = table[:, 5 + nk : 5 + 2 * nk]

@@ -28,14 +28,16 @@ __all__ = [
 
 class HookState:
     """State of :func:`estimator_hook`: this iteration's worker scale s_p (a float or a 0-d
-    device tensor, so setting it needs no host read), the ledger, and the overflow guard whose
-    flag rides the first bucket (None: no flag)."""
+    device tensor, so setting it needs no host read), the ledger, the overflow guard whose
+    flag rides the first bucket (None: no flag), and the epoch's account clock
+    (:class:`zg.grappa.account.AccountTimes`, or None), told when a bucket is handed over."""
 
     def __init__(self, ledger: CommLedger, process_group=None, guard: Any = None):
         self.scale: Any = 1.0
         self.ledger = ledger
         self.process_group = process_group
         self.guard = guard
+        self.account: Any = None
 
 
 def estimator_hook(state: HookState, bucket):  # no annotations: DDP rejects string ones
@@ -49,6 +51,8 @@ def estimator_hook(state: HookState, bucket):  # no annotations: DDP rejects str
     is merged into the guard before the optimizer step reads it.
     Returns a ``torch.futures.Future[torch.Tensor]`` of the reduced bucket.
     """
+    if state.account is not None:  # backward's compute ends here; the exchange starts
+        state.account.hand_off()
     buffer = bucket.buffer()
     if not (isinstance(state.scale, float) and state.scale == 1.0):
         buffer.mul_(state.scale)

@@ -77,8 +77,10 @@ class Role:
         world: int,
         ledger: CommLedger,
         guard: Any,
-    ) -> None:
-        """After the ``step``-th iteration of the run (0-based): nothing to do under DDP."""
+    ) -> bool:
+        """After the ``step``-th iteration of the run (0-based): nothing to do under DDP.
+        Returns whether it exchanged anything (the account times it as "exchange")."""
+        return False
 
 
 class FetchingRole(Role):
@@ -100,6 +102,8 @@ class AveragingRole(Role):
         if (step + 1) % every == 0:
             # Gated like the optimizer step: an overflowed iteration averages nothing.
             average_parameters(model, world, ledger, apply=None if guard is None else guard.apply())
+            return True
+        return False
 
 
 def role_for(trainer: Trainer) -> Role:

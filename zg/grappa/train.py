@@ -19,8 +19,10 @@ iteration of a worker (the one training step, :func:`zg.step.train_step`):
 with ``f_v`` and ``s_p`` from the estimator (:mod:`zg.grappa.estimators`). Nothing but
 gradients and those scalars crosses the wire; every ``repartition_every`` epochs a new
 super-epoch regroups the chunks (:mod:`zg.grappa.partition`) and each worker rebuilds its
-local graph, sampler and coverage weights. Rank 0 evaluates on the full graph after each
-epoch (outside the timed part) and writes the history JSON.
+local graph, sampler and coverage weights. Rank 0 evaluates on the full graph every
+``eval_every`` epochs and writes the history JSON. An epoch's ``seconds`` is the whole epoch
+(steps, evaluation, regrouping, bookkeeping), and its ``account`` says where they went, per
+worker (:mod:`zg.grappa.account`).
 
 Trainers (``trainer=``, one class each in :mod:`zg.grappa.trainers`), all through
 :func:`run_worker`, so they differ only where they must:
@@ -80,6 +82,7 @@ See :func:`zg.grappa.launch.spawn`; tested in ``tests/core/test_runs_end_cleanly
 
 from __future__ import annotations
 
+import contextlib
 import json
 import os
 import shutil
@@ -224,7 +227,7 @@ def train(
             model_path, progress, ...).
     Returns:
         The history dict (also the JSON's content): ``epochs`` (loss, val_acc, test_acc,
-        seconds, bytes_sent per worker, bytes_by_kind, rounds per epoch), ``final``,
+        seconds, account, bytes_sent per worker, bytes_by_kind, rounds per epoch), ``final``,
         ``bytes_sent_per_worker``, ``bytes_per_epoch_per_worker``, ``seconds_per_epoch``,
         ``partition``, ``config``.
     """
@@ -334,6 +337,23 @@ def prepare_many(g: Graph, runs: list[dict[str, Any]]) -> list[Any]:
     return prepared
 
 
+@contextlib.contextmanager
+def _passive_waits():
+    """``OMP_WAIT_POLICY=PASSIVE`` for the workers (unless the caller set it): P processes on
+    a few cores, each waiting on the others at every all-reduce, must not spin OpenMP threads
+    while they wait. The children read it when they start; the caller's environment is restored
+    right after the workers exit."""
+    name = "OMP_WAIT_POLICY"
+    if name in os.environ:
+        yield
+        return
+    os.environ[name] = "PASSIVE"
+    try:
+        yield
+    finally:
+        os.environ.pop(name, None)
+
+
 def launch_prepared(g: Graph, prepared: list[Any]) -> list[dict[str, Any]]:
     """Start the workers for runs checked by :func:`prepare_many`; their histories."""
     first = prepared[0][0]
@@ -351,7 +371,7 @@ def launch_prepared(g: Graph, prepared: list[Any]) -> list[dict[str, Any]]:
     histories = []
     try:
         # Each checkpoint folder is this run's alone while it runs (refused if in use).
-        with checkpoint_locks(cfg.checkpoint_dir for cfg, *_ in prepared):
+        with checkpoint_locks(cfg.checkpoint_dir for cfg, *_ in prepared), _passive_waits():
             spawn(
                 _run_many,
                 first.workers,

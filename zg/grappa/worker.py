@@ -43,6 +43,7 @@ whole local graph in one iteration per epoch through the same :func:`zg.step.tra
 from __future__ import annotations
 
 import importlib.util
+import math
 import os
 import time
 from collections.abc import Callable
@@ -61,12 +62,13 @@ from ..optim import make_optimizer
 from ..rng import batch_key, seed_dropout
 from ..sampling import MiniBatch
 from ..step import OverflowGuard, per_seed_cross_entropy, train_step
+from .account import PARTS, AccountTimes, EpochAccount, account_record
 from .checkpoint import checkpoint_file, resume, write_checkpoint
 from .comm import KINDS, CommLedger
 from .config import TrainConfig, super_epoch_of
 from .estimators import masked_batch_stats
 from .history import epoch_record, history, write_json
-from .hook import gather_row, reduce_overflow_flag
+from .hook import reduce_overflow_flag
 from .launch import worker_device
 from .partition import Partition
 from .plan import check_plan, make_partition
@@ -138,20 +140,34 @@ def _run_worker(
             f"{cfg.workers} (trainer={cfg.trainer!r})"
         )
     device = worker_device(dist.get_backend(), rank if local_rank is None else local_rank)
-    torch.set_num_threads(cfg.threads or max(1, (os.cpu_count() or 1) // world))
+    pin_threads(cfg.threads or max(1, (os.cpu_count() or 1) // world))
     part = make_partition(g, cfg) if part is None else part
     check_plan(g, cfg, part)
     load_plugins()
     worker = _Worker(cfg, g, part, rank, world, device)
     run = _Run(worker, g)
+    # One epoch: regroup (a new super-epoch only), the steps, rank 0's evaluation, the epoch's
+    # one exchange of numbers, a checkpoint when due. No barrier: the steps' all-reduces and
+    # the exchange are the only points where workers wait for each other.
     for epoch in range(run.first_epoch, cfg.epochs):
-        repartition_seconds = worker.enter(super_epoch_of(cfg, epoch))
-        dist.barrier()  # the epoch clock starts together
-        seconds, overflows, rewound = worker.train_epoch(epoch)
-        run.record(epoch, seconds, repartition_seconds, overflows, rewound)
+        worker.enter(super_epoch_of(cfg, epoch))
+        overflows, rewound = worker.train_epoch(epoch)
+        run.evaluate(epoch)
+        run.record(epoch, overflows, rewound)
         run.checkpoint(epoch)
-        dist.barrier()  # nobody's clock runs while rank 0 evaluates
     run.finish(part, history_path)
+
+
+def pin_threads(threads: int) -> None:
+    """``threads`` torch threads and one inter-op thread in this worker process, so P workers
+    on a few cores do not spin against each other (the launcher also asks OpenMP to wait
+    passively, ``OMP_WAIT_POLICY=PASSIVE``, unless the caller set it). The inter-op pool can
+    only be sized before its first use: a process that already used it keeps its own."""
+    torch.set_num_threads(threads)
+    try:
+        torch.set_num_interop_threads(1)
+    except RuntimeError:
+        pass
 
 
 class _Worker:
@@ -194,6 +210,10 @@ class _Worker:
             self.kernel = kernels.resolve(cfg.kernel, device)
         self.source = self.role.make_source(cfg, g, part, rank, world, device, self.ledger)
         self.net, hook_state = self.role.wrap(self.model, device, self.ledger, self.guard)
+        self.account = EpochAccount()  # the epoch in progress (zg.grappa.account)
+        self.times = AccountTimes(device)  # the steps' clock; the hook marks its hand-off
+        if hook_state is not None:
+            hook_state.account = self.times
         self.optimizer = make_optimizer(self.model, "adam", cfg.lr, cfg.weight_decay)
         self.iterations = self.source.iterations
         self.loss = _EstimatorLoss(
@@ -201,14 +221,15 @@ class _Worker:
         )
         self.engine: Engine | None = None
 
-    def enter(self, s: int) -> float:
-        """Seconds spent regrouping into super-epoch ``s`` (0.0 if it is the current one)."""
+    def enter(self, s: int) -> None:
+        """Regroup into super-epoch ``s`` (nothing if it is the current one): the local graph,
+        weights, envelope and Engine last the whole super-epoch."""
         if s == self.source.super_epoch:
-            return 0.0
+            return
         start = time.perf_counter()
         self.source.start_super_epoch(s)
         self.engine = None if self.full else self._engine()
-        return time.perf_counter() - start
+        self.account.add("repartitioning", time.perf_counter() - start)
 
     def before_step(self, epoch: int, b: int) -> None:
         for hook in on_iteration:
@@ -216,7 +237,8 @@ class _Worker:
 
     def after_step(self, epoch: int, b: int) -> None:
         self.loss.keep(b)
-        self.role.after_step(
+        start = time.perf_counter()
+        exchanged = self.role.after_step(
             self.model,
             epoch * self.iterations + b,
             self.cfg.average_every or self.iterations,
@@ -224,28 +246,42 @@ class _Worker:
             self.ledger,
             self.guard,
         )
+        if exchanged:  # psgd_pa's averaging: its exchange (host-timed)
+            self.times.seconds["exchange"] = (
+                self.times.seconds.get("exchange", 0.0) + time.perf_counter() - start
+            )
 
     def train_epoch(self, epoch: int):
-        """(seconds, envelope overflows, rewound batches) of one epoch of training."""
+        """(envelope overflows, rewound batches) of one epoch of training; the steps' seconds
+        go into the account, their sum into ``self.train_seconds``."""
         self.model.train()
         start = time.perf_counter()
         if self.full:
+            clock = self.times.begin()
             self.before_step(epoch, 0)
             seed_dropout(batch_key(self.source.seed, epoch, 0))
+            clock.start()
+            graph = self.source.graph
             train_step(
                 self._whole_local_graph,
                 self.model,
                 self.optimizer,
-                lambda nodes: self.source.graph.x,
-                self.source.graph.y,
+                lambda nodes: graph.x,
+                graph.y,
                 loss=self.loss,
                 forward=self.net,
+                clock=clock,
             )
             self.after_step(epoch, 0)
-            return time.perf_counter() - start, 0, 0
-        self.engine.epoch, self.engine.batch = epoch, 0
-        stats = self.engine.train_epoch()
-        return time.perf_counter() - start, stats.overflows, stats.rewound_batches
+            self.times.end()
+            overflows = rewound = 0
+        else:
+            self.engine.epoch, self.engine.batch = epoch, 0
+            stats = self.engine.train_epoch()
+            overflows, rewound = stats.overflows, stats.rewound_batches
+        self.train_seconds = time.perf_counter() - start
+        self.account.add_stages(self.times.seconds)
+        return overflows, rewound
 
     def _whole_local_graph(self, clock=None) -> MiniBatch:
         """batching="full": one batch of every local training node over the whole local graph."""
@@ -287,7 +323,7 @@ class _Worker:
             kernel=self.cfg.kernel,
             step=step,
         )
-        engine.observers = []  # no sync audit inside a worker's epoch
+        engine.observers = [self.times]  # the account's clock; no sync audit in a worker
         self.kernel = engine.settings.kernel
         return engine
 
@@ -319,7 +355,10 @@ class _Run:
                 self.resumed_at = state["resumed_at"] + [self.first_epoch]
         self.eval_graph = g.to(worker.device) if self.rank == 0 else None
         self.bar = self._progress_bar()
+        self.accuracy, self.eval_seconds = None, None
+        self.pending: _Pending | None = None  # the last epoch's exchange, in flight
         self.start = time.perf_counter()
+        worker.account.restart()  # the first epoch starts here
 
     def _progress_bar(self):
         if self.rank != 0 or not self.cfg.progress:
@@ -338,17 +377,60 @@ class _Run:
     def seconds(self) -> float:
         return self.seconds_before + time.perf_counter() - self.start
 
-    def record(
-        self, epoch: int, seconds: float, repartition_seconds: float, overflows: int, rewound: int
-    ) -> None:
-        """Gather every worker's sums of the epoch; rank 0 keeps the record and evaluates."""
-        worker, cfg = self.worker, self.cfg
-        loss_sum, seen, lam, scales = worker.loss.take()
+    def evaluate(self, epoch: int) -> None:
+        """Rank 0, when due: the full-graph accuracies of the epoch (the other workers go on to
+        the epoch's exchange and wait there)."""
+        cfg = self.cfg
+        self.accuracy = None
+        if self.rank != 0 or not ((epoch + 1) % cfg.eval_every == 0 or epoch == cfg.epochs - 1):
+            return
+        start = time.perf_counter()
+        self.flush()  # the epochs before are checked first: a non-finite loss names the loss
+        try:
+            self.accuracy = evaluate(self.worker.model, self.eval_graph, ("val", "test"))
+        except FloatingPointError:
+            # This epoch's loss, not yet exchanged, is the cause to name when it is not finite.
+            self.worker.loss.check_finite(epoch)
+            raise
+        self.eval_seconds = time.perf_counter() - start
+        self.worker.account.add("evaluation", self.eval_seconds)
+
+    def record(self, epoch: int, overflows: int, rewound: int) -> None:
+        """The epoch's one exchange of numbers: every worker's sums and account in one
+        all-gather, started without waiting for it. It completes (one host read) at the next
+        epoch's exchange, before a checkpoint, or at the end, where rank 0 keeps the record; so
+        no worker waits for the others here: they meet at the next step's all-reduce."""
+        worker = self.worker
+        sums = worker.loss.take()  # [6] float64, device: loss sum, seeds, lambda, scale x3
         comm = worker.ledger.take()
-        row = [loss_sum, seen, seconds, repartition_seconds, worker.source.mean_coverage]
-        row += [float(comm["bytes"][k]) for k in KINDS] + [float(comm["rounds"][k]) for k in KINDS]
-        row += scales  # hook scale min, mean, max
-        table = gather_row(torch.tensor(row, dtype=torch.float64, device=worker.device), self.world)
+        host = [worker.train_seconds, worker.account.parts["repartitioning"]]
+        host += [worker.source.mean_coverage]
+        host += [float(comm["bytes"][k]) for k in KINDS] + [float(comm["rounds"][k]) for k in KINDS]
+        host += worker.account.row()  # the account's parts but "other" (PARTS order)
+        host.append(worker.account.elapsed())  # this worker's epoch: since its last exchange
+        row = torch.cat([sums, torch.tensor(host, dtype=torch.float64).to(worker.device)])
+        rows = [torch.empty_like(row) for _ in range(self.world)]  # P x [6 + 3 + 2 kinds + 10]
+        exchange = dist.all_gather(rows, row, async_op=True)
+        pending = _Pending(epoch, rows, exchange, overflows, rewound)
+        pending.accuracy, pending.eval_seconds = self.accuracy, self.eval_seconds
+        pending.row = row  # the exchange reads it until it completes
+        worker.account.restart()
+        previous, self.pending = self.pending, pending
+        if previous is not None:
+            self._complete(previous)
+
+    def flush(self) -> None:
+        """Complete the exchange in flight (before a checkpoint and at the end of the run)."""
+        previous, self.pending = self.pending, None
+        if previous is not None:
+            self._complete(previous)
+
+    def _complete(self, pending: _Pending) -> None:
+        """Wait for an epoch's exchange (long done: a step's all-reduce came after it); every
+        rank checks the losses, rank 0 keeps the record."""
+        worker, cfg, epoch = self.worker, self.cfg, pending.epoch
+        pending.exchange.wait()
+        table = torch.stack(pending.rows).cpu()  # [P, 6 + 3 + 2 kinds + 10]
         # Every rank holds the table, so every rank stops at the same epoch (no one waits).
         losses = table[:, 0]  # [P] each worker's loss sum
         if not bool(torch.isfinite(losses).all()):
@@ -359,34 +441,48 @@ class _Run:
                 "large for this model, or labels outside [0, num_classes). Training stopped; the "
                 "epoch is not recorded"
             )
-        if self.rank != 0:  # table: [P, 16]
+        if self.rank != 0:
             return
+        nk, parts = len(KINDS), len(PARTS) - 1
+        # The history's table: loss sum, seeds, seconds, repartition seconds, coverage, bytes
+        # and rounds by kind, hook scale min/mean/max (zg.grappa.history.epoch_record).
+        lam = float(table[0, 2])
+        legacy = torch.cat([table[:, :2], table[:, 6 : 9 + 2 * nk], table[:, 3:6]], dim=1)
         record = epoch_record(
             epoch,
             super_epoch_of(cfg, epoch),
-            table,
-            [lam] if lam is not None else [],
+            legacy,
+            [lam] if math.isfinite(lam) else [],
             worker.iterations,
         )
         if worker.envelope_step:
-            record["envelope_overflows"], record["rewound_batches"] = overflows, rewound
-        if (epoch + 1) % cfg.eval_every == 0 or epoch == cfg.epochs - 1:
-            t = time.perf_counter()
-            acc = evaluate(worker.model, self.eval_graph, ("val", "test"))
+            record["envelope_overflows"] = pending.overflows
+            record["rewound_batches"] = pending.rewound
+        if pending.accuracy is not None:
             record.update(
-                val_acc=acc["val"], test_acc=acc["test"], eval_seconds=time.perf_counter() - t
+                val_acc=pending.accuracy["val"],
+                test_acc=pending.accuracy["test"],
+                eval_seconds=pending.eval_seconds,
             )
+        accounts = table[:, 9 + 2 * nk : 9 + 2 * nk + parts].tolist()  # [P, 9] but "other"
+        record["account"] = account_record(table[:, -1].tolist(), accounts)
+        record["seconds"] = max(record["account"]["seconds"])
         self.records.append(record)
         if self.bar is not None:
             self.bar.set_postfix(loss=f"{record['loss']:.3f}", val=record.get("val_acc"))
             self.bar.update()
 
     def checkpoint(self, epoch: int) -> None:
+        """Every ``checkpoint_every`` epochs and after the last: the run so far, written after
+        the epoch's record is complete, so its time is the next epoch's "checkpointing" (the
+        last one's is in ``total_seconds`` only)."""
         cfg, worker = self.cfg, self.worker
         if self.path is None or not (
             (epoch + 1) % cfg.checkpoint_every == 0 or epoch == cfg.epochs - 1
         ):
             return
+        start = time.perf_counter()
+        self.flush()  # a checkpoint holds complete records
         write_checkpoint(
             self.path,
             cfg,
@@ -402,8 +498,11 @@ class _Run:
             self.seconds(),
             self.resumed_at,
         )
+        dist.barrier()  # every worker goes on once the file is written
+        worker.account.add("checkpointing", time.perf_counter() - start)
 
     def finish(self, part: Partition, history_path: str | None) -> None:
+        self.flush()
         if self.bar is not None:
             self.bar.close()
         if self.rank != 0:
@@ -424,6 +523,16 @@ class _Run:
         if self.cfg.model_path:
             params = {k: v.cpu() for k, v in self.worker.model.state_dict().items()}
             atomic_write(self.cfg.model_path, lambda f: torch.save(params, f), name="model_path")
+
+
+class _Pending:
+    """An epoch's exchange of numbers in flight: what rank 0 needs to write its record once
+    it completes."""
+
+    def __init__(self, epoch, rows, exchange, overflows, rewound):
+        self.epoch, self.rows, self.exchange = epoch, rows, exchange
+        self.overflows, self.rewound = overflows, rewound
+        self.accuracy, self.eval_seconds, self.row = None, None, None
 
 
 class _EstimatorLoss:
@@ -485,23 +594,35 @@ class _EstimatorLoss:
             self.current["lambda"] = lam
         return (per_seed * factors.to(per_seed.dtype)).sum()
 
+    def check_finite(self, epoch: int) -> None:
+        """This worker's loss of the epoch so far (a host read: only when something already
+        failed); FloatingPointError naming the loss when it is not finite."""
+        sums = [k["loss_sum"] for k in [*self.per_batch.values(), self.current] if k]
+        if sums and not bool(torch.isfinite(torch.stack(sums)).all()):
+            raise FloatingPointError(
+                f"epoch {epoch}: the training loss is not finite on worker {self.rank}. Likely "
+                "causes: non-finite features (g.x holds NaN/inf), a learning rate too large for "
+                "this model, or labels outside [0, num_classes). Training stopped"
+            )
+
     def keep(self, batch: int) -> None:
         """After batch ``batch`` ran: its sums replace any earlier (rewound) execution's."""
         self.per_batch[batch] = self.current
 
-    def take(self):
-        """(loss sum, seeds, mean lambda or None, [min, mean, max] of this worker's hook scale
-        s_p over the batches, NaN without a hook) over the epoch's applied batches; one read."""
+    def take(self) -> torch.Tensor:
+        """float64 [6] on the device: the loss sum and the seeds over the epoch's applied
+        batches, the mean lambda (NaN without one), the min, mean and max of this worker's hook
+        scale s_p over the batches (NaN without a hook). No host read: the epoch's exchange
+        carries it."""
         kept = [self.per_batch[b] for b in sorted(self.per_batch)]
         self.per_batch = {}
-        loss_sum = float(torch.stack([k["loss_sum"] for k in kept]).sum()) if kept else 0.0
-        seen = float(torch.stack([k["count"] for k in kept]).sum()) if kept else 0.0
-        lams = [k["lambda"] for k in kept if "lambda" in k]
-        lam = float(torch.stack(lams).mean()) if lams else None
+        device = self.source.weights.device
+        nan = torch.full((), float("nan"), dtype=torch.float64, device=device)
+        zero = torch.zeros((), dtype=torch.float64, device=device)
+        loss_sum = torch.stack([k["loss_sum"] for k in kept]).sum() if kept else zero
+        seen = torch.stack([k["count"] for k in kept]).sum() if kept else zero
+        lams = [k["lambda"].double() for k in kept if "lambda" in k]
+        lam = torch.stack(lams).mean() if lams else nan
         scales = [k["scale"] for k in kept if "scale" in k]
-        if scales:
-            s = torch.stack(scales)  # [batches] float64
-            spread = [float(v) for v in torch.stack([s.min(), s.mean(), s.max()])]
-        else:
-            spread = [float("nan")] * 3
-        return loss_sum, seen, lam, spread
+        s = torch.stack(scales) if scales else nan.reshape(1)  # [batches] float64
+        return torch.stack([loss_sum, seen, lam, s.min(), s.mean(), s.max()])

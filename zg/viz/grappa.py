@@ -31,6 +31,7 @@ __all__ = [
     "accuracy_vs_bytes",
     "rmat_scaling",
     "epoch_projection",
+    "epoch_account",
     "variant_summary",
     "epoch_time_vs_workers",
     "accuracy_vs_depth",
@@ -607,6 +608,41 @@ def epoch_projection(rows: Sequence[dict], *, title: str, subtitle: str | None =
         barmode="stack",
         yaxis_title="hours per epoch",
         legend_title_text="",
+    )
+    return fig
+
+
+def epoch_account(rows: Sequence[dict], *, subtitle: str | None = None) -> go.Figure:
+    """One stacked bar per setting: where an epoch's seconds go, by part (milliseconds).
+
+    ``rows``: ``{"label": str, "parts": {part: seconds}}`` each, e.g. the ``parts`` means of
+    ``bench/results/grappa_epoch.json`` or :func:`zg.grappa.account.account_summary` of a
+    history; the parts keep the order of the first row (:data:`zg.grappa.account.PARTS`)."""
+    rows = _check_rows(rows, "rows", ["label", "parts"])
+    parts = list(_check_mapping(rows[0]["parts"], "rows[0]['parts']"))
+    for r in rows:
+        if list(r["parts"]) != parts:
+            raise ValueError(
+                f"every row needs the parts {parts}; {r['label']!r} has {list(r['parts'])}"
+            )
+    fig = go.Figure()
+    x = [r["label"] for r in rows]
+    for i, part in enumerate(parts):
+        fig.add_trace(
+            go.Bar(
+                x=x,
+                y=[1000 * r["parts"][part] for r in rows],
+                name=part,
+                marker_color="#BAB0AC"
+                if part == "other"
+                else _FALLBACK_COLORS[i % len(_FALLBACK_COLORS)],
+            )
+        )
+    fig.update_layout(
+        title=_title("An epoch's account: milliseconds per part", subtitle),
+        barmode="stack",
+        yaxis_title="ms per epoch (mean over epochs and workers)",
+        legend_title_text="part",
     )
     return fig
 
