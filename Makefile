@@ -13,7 +13,7 @@ export PYTHONHASHSEED := 0
 # slow torch's CPU kernels down by an order of magnitude.
 export OMP_WAIT_POLICY := PASSIVE
 
-.PHONY: help env lint format lab lab-instructor labs labs-check labs-wrong test test-fast test-modern report report-ci report-check docs docs-check bench clean
+.PHONY: help env lint format lab lab-instructor labs labs-check labs-wrong labs-right labs-mutants test test-fast test-modern report report-ci report-check docs docs-check bench clean
 
 help:
 	@echo "make lab          set up .venv (reference env) and start JupyterLab in notebooks/"
@@ -31,6 +31,8 @@ help:
 	@echo "make labs         build the student version of the graded labs into labs/release/ (nbgrader)"
 	@echo "make labs-check   grade the labs as two students: solutions get every point, the untouched release ~none"
 	@echo "make labs-wrong   grade the wrong solutions of labs/wrong/: each loses at least half the points of its part"
+	@echo "make labs-right   grade the alternative correct solutions of labs/right/: each earns every point"
+	@echo "make labs-mutants mutation-test the labs: every part kills >= 90% of its mutants (docs/course)"
 	@echo "make lab-instructor  JupyterLab in labs/ (nbgrader's formgrader manages the course there)"
 
 # The reference environment: created if missing, reinstalled when the pins or pyproject change.
@@ -58,9 +60,19 @@ labs: env
 labs-check: env
 	PYTHONPATH=$(CURDIR) $(PY) tools/labs_check.py
 
-# `make labs-wrong`: grade every deliberately wrong solution of labs/wrong/ (tools/labs_wrong.py).
+# `make labs-wrong`: grade every deliberately wrong solution of labs/wrong/ (tools/labs_wrong.py;
+# in this process, each in a fork: about 80 s; `--nbgrader` grades with nbgrader itself).
 labs-wrong: env
 	PYTHONPATH=$(CURDIR) $(PY) tools/labs_wrong.py
+
+# `make labs-right`: every alternative correct solution of labs/right/ earns every point.
+labs-right: env
+	PYTHONPATH=$(CURDIR) $(PY) tools/labs_right.py
+
+# `make labs-mutants`: mutants of every solution cell, graded by the lab's own tests; every part
+# kills at least 90 % of its non-equivalent mutants (tools/labs_mutants.py, about 3 minutes).
+labs-mutants: env
+	PYTHONPATH=$(CURDIR) $(PY) tools/labs_mutants.py --write docs/course/mutation_scores.md
 
 # `make lint`: what the pre-commit hooks check (.pre-commit-config.yaml), on every tracked file.
 STORED_NOTEBOOKS = $(NOTEBOOKS) $(wildcard labs/source/*/*.ipynb)

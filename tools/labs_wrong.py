@@ -9,15 +9,17 @@ labs/wrong/<name>.py holds one wrong solution, written as a student would, with 
     <the code of the cell>
 
 Each one is handed in as its own student: the lab's source notebook (every other solution
-right) with that one cell replaced, graded by ``nbgrader autograde`` exactly as
-tools/labs_check.py grades (a temp copy of the course, the gradebook read back). Passes when
-every wrong solution earns at most half the autograded points of its part.
+right) with that one cell replaced. By default the labs run in this process and each wrong
+solution is graded in a forked child at its cell (tools/labs_grade.py: the lab's setup runs
+once, the cells run in order in one namespace, as nbgrader's kernel runs them); ``--nbgrader``
+grades each one with ``nbgrader autograde`` exactly as tools/labs_check.py grades (a temp copy
+of the course, the gradebook read back: about 10 s a submission). Passes when every wrong
+solution earns at most half the autograded points of its part.
 
-    python tools/labs_wrong.py [--course labs] [--wrong labs/wrong] [--keep DIR] [name ...]
+    python tools/labs_wrong.py [--nbgrader] [--course labs] [--wrong labs/wrong] [name ...]
 
-:func:`grade_in_process` runs the same cells without nbgrader (one namespace, in this process)
-for a quick check from pytest; it cannot run Lab 6's hook tests (their workers re-import the
-caller), so pytest uses it for the other labs.
+:func:`grade_in_process` runs the same cells without forking (one namespace, in this process)
+for a quick check from pytest.
 """
 
 from __future__ import annotations
@@ -31,6 +33,7 @@ from pathlib import Path
 
 sys.path.insert(0, str(Path(__file__).resolve().parent))
 from labs_check import nbgrader_workspace
+from labs_grade import Lab, Variant
 
 ROOT = Path(__file__).resolve().parent.parent
 HEADER_KEYS = ("lab", "cell", "part", "why")
@@ -117,6 +120,7 @@ def main(argv=None) -> int:
         default=0.5,
         help="largest share of its part's points a wrong solution may earn",
     )
+    ap.add_argument("--nbgrader", action="store_true", help="grade with nbgrader autograde")
     args = ap.parse_args(argv)
     start = time.time()
     wrongs = [
@@ -126,6 +130,50 @@ def main(argv=None) -> int:
     ]
     if not wrongs:
         raise SystemExit(f"labs_wrong: no wrong solutions under {args.wrong}")
+    if args.nbgrader:
+        scores = grade_with_nbgrader(wrongs, args)
+    else:
+        scores = grade_forked(wrongs, Path(args.course).resolve())
+    failures = []
+    print(f"\n{'wrong solution':<28} {'lab':<27} {'earned':>6} {'of':>4}  why")
+    for wrong in wrongs:
+        earned, total = scores[wrong["name"]]
+        print(f"{wrong['name']:<28} {wrong['lab']:<27} {earned:>6g} {total:>4g}  {wrong['why']}")
+        if earned > args.max_share * total:
+            failures.append(
+                f"{wrong['name']} ({wrong['lab']}, cell {wrong['cell']}) earns "
+                f"{earned:g} of {total:g} points of its part (at most "
+                f"{args.max_share:.0%} allowed): {wrong['why']}"
+            )
+    print(f"\n{len(wrongs)} wrong solutions graded in {time.time() - start:.0f} s")
+    if failures:
+        print("labs_wrong: FAILED\n  " + "\n  ".join(failures))
+        return 1
+    print(
+        f"labs_wrong: passed (every wrong solution earns at most {args.max_share:.0%} of its part)"
+    )
+    return 0
+
+
+def grade_forked(wrongs: list[dict], course: Path) -> dict[str, tuple[float, float]]:
+    """{name: (earned, total)} of each wrong solution's part, graded in forks (labs_grade)."""
+    scores = {}
+    for lab_name in sorted({w["lab"] for w in wrongs}):
+        lab = Lab(course / "source" / lab_name / f"{lab_name}.ipynb")
+        mine = [w for w in wrongs if w["lab"] == lab_name]
+        t = time.time()
+        outcomes = lab.grade(
+            [Variant(w["name"], {w["cell"]: w["code"]}, judged_on=w["part"]) for w in mine]
+        )
+        for w in mine:
+            o = outcomes[w["name"]]
+            scores[w["name"]] = (o.earned, o.total)
+        print(f"  graded {len(mine)} in {lab_name} in {time.time() - t:.1f} s", flush=True)
+    return scores
+
+
+def grade_with_nbgrader(wrongs: list[dict], args) -> dict[str, tuple[float, float]]:
+    """{name: (earned, total)} of each wrong solution's part, graded by nbgrader autograde."""
 
     api, course, cleanup, Gradebook = nbgrader_workspace(
         Path(args.course).resolve(), args.keep, "labs_wrong"
@@ -150,38 +198,22 @@ def main(argv=None) -> int:
             )
         print(f"  autograded {wrong['name']} ({lab}) in {time.time() - t:.1f} s", flush=True)
 
-    failures = []
-    print(f"\n{'wrong solution':<28} {'lab':<27} {'earned':>6} {'of':>4}  why")
+    scores = {}
     with Gradebook(f"sqlite:///{course / 'gradebook.db'}") as gb:
         for wrong in wrongs:
             grades = [
                 gb.find_grade(gid, wrong["lab"], wrong["lab"], wrong["name"])
                 for gid in wrong["part"]
             ]
-            earned = sum(g.auto_score or 0.0 for g in grades)
-            total = sum(g.max_score for g in grades)
-            print(
-                f"{wrong['name']:<28} {wrong['lab']:<27} {earned:>6g} {total:>4g}  {wrong['why']}"
+            scores[wrong["name"]] = (
+                sum(g.auto_score or 0.0 for g in grades),
+                sum(g.max_score for g in grades),
             )
-            if earned > args.max_share * total:
-                failures.append(
-                    f"{wrong['name']} ({wrong['lab']}, cell {wrong['cell']}) earns "
-                    f"{earned:g} of {total:g} points of its part (at most "
-                    f"{args.max_share:.0%} allowed): {wrong['why']}"
-                )
-    print(
-        f"\n{len(wrongs)} wrong solutions graded in {time.time() - start:.0f} s"
-        + (f"; graded course kept in {course}" if args.keep else "")
-    )
+    if args.keep:
+        print(f"graded course kept in {course}")
     if cleanup is not None:
         cleanup.cleanup()
-    if failures:
-        print("labs_wrong: FAILED\n  " + "\n  ".join(failures))
-        return 1
-    print(
-        f"labs_wrong: passed (every wrong solution earns at most {args.max_share:.0%} of its part)"
-    )
-    return 0
+    return scores
 
 
 if __name__ == "__main__":

@@ -1,0 +1,296 @@
+"""Grade variants of a lab's solution cells in this process, each in a forked child.
+
+The shared engine of ``make labs-wrong``, ``make labs-right`` and ``make labs-mutants``. A lab's
+source notebook runs once, cell by cell, in one namespace, as nbgrader's kernel runs it. Just
+before a cell that a variant replaces, the process forks: the child runs the variant in that
+cell's place and every code cell after it (up to the last graded cell the variant is judged on),
+reports which graded cells passed through a pipe, and exits. The parent then runs the instructor's
+cell and goes on. So a lab's setup runs once however many variants are graded, a variant cannot
+disturb the next one (it runs in its own copy of the process), and a variant that never ends is
+killed at its deadline with its process group (it earns nothing, as under nbgrader's timeout).
+
+Each cell's code is registered in ``linecache`` under its own file name, as IPython does, so
+``inspect.getsource`` works on the functions a cell defines (Lab 6 sends the student's hook to
+its workers as source code).
+
+    from labs_grade import Lab, Variant
+    lab = Lab(Path("labs/source/04_overflow_rewind/04_overflow_rewind.ipynb"))
+    results = lab.grade([Variant("mine", {"gated_sgd": code})])   # {key: Outcome}
+
+What the fork does not contain: files the variant writes, and processes it starts outside its
+process group. The graded labs write no files; `tools/labs_wrong.py --nbgrader` grades with
+nbgrader itself where that matters.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import io
+import json
+import linecache
+import os
+import select
+import signal
+import sys
+import time
+import traceback
+from dataclasses import dataclass, field
+from pathlib import Path
+
+ROOT = Path(__file__).resolve().parent.parent
+
+
+@dataclass
+class Cell:
+    index: int  # position among the notebook's code cells
+    grade_id: str | None
+    source: str
+    solution: bool  # a cell the student writes
+    points: float  # autograded points (0 for a cell that is not an autograded test)
+
+    @property
+    def graded(self) -> bool:
+        return self.points > 0 and not self.solution
+
+
+@dataclass
+class Variant:
+    """A submission to grade: the code of one or more solution cells, by grade_id."""
+
+    key: str
+    cells: dict[str, str]
+    judged_on: list[str] | None = None  # graded cells counted (default: every one after the fork)
+    stop_at_failure: bool = False  # a mutant is killed by its first failing cell: stop there
+
+
+@dataclass
+class Outcome:
+    key: str
+    passed: dict[str, bool] = field(default_factory=dict)  # graded cell -> passed
+    points: dict[str, float] = field(default_factory=dict)  # graded cell -> its points
+    failure: str = ""  # the first failing cell and the last line of its error
+    timed_out: bool = False
+    seconds: float = 0.0
+
+    @property
+    def earned(self) -> float:
+        return sum(p for g, p in self.points.items() if self.passed.get(g))
+
+    @property
+    def total(self) -> float:
+        return sum(self.points.values())
+
+    @property
+    def full_marks(self) -> bool:
+        return not self.timed_out and all(self.passed.get(g) for g in self.points)
+
+
+def code_cells(source: Path) -> list[Cell]:
+    nb = json.loads(source.read_text())
+    cells = []
+    for c in nb["cells"]:
+        if c["cell_type"] != "code":
+            continue
+        meta = c.get("metadata", {}).get("nbgrader", {})
+        src = c["source"] if isinstance(c["source"], str) else "".join(c["source"])
+        cells.append(
+            Cell(
+                index=len(cells),
+                grade_id=meta.get("grade_id"),
+                source=src,
+                solution=bool(meta.get("solution")),
+                points=float(meta.get("points") or 0) if meta.get("grade") else 0.0,
+            )
+        )
+    return cells
+
+
+def parts(cells: list[Cell]) -> dict[str, list[str]]:
+    """{solution cell: the graded test cells after it, up to the next solution cell}."""
+    out, current = {}, None
+    for cell in cells:
+        if cell.solution and not cell.points:
+            current = cell.grade_id
+            out[current] = []
+        elif cell.graded and current is not None:
+            out[current].append(cell.grade_id)
+    return out
+
+
+def _run_cell(cell: Cell, code: str, namespace: dict, tag: str) -> str | None:
+    """Run one cell's code; None when it passed, else the last line of its error."""
+    filename = f"<lab-cell {tag} {cell.grade_id or cell.index}>"
+    linecache.cache[filename] = (len(code), None, code.splitlines(keepends=True), filename)
+    try:
+        exec(compile(code, filename, "exec"), namespace)
+    except BaseException as exc:  # a failing cell earns 0, as in nbgrader; SystemExit too
+        if isinstance(exc, KeyboardInterrupt):
+            raise
+        return "".join(traceback.format_exception_only(type(exc), exc)).strip().splitlines()[-1]
+    return None
+
+
+class Lab:
+    """One lab's source notebook, run once in this process, with variants graded in forks."""
+
+    def __init__(self, source: Path, *, timeout: float = 60.0, jobs: int = 2, quiet: bool = True):
+        self.source = Path(source).resolve()
+        self.name = self.source.parent.name
+        self.cells = code_cells(self.source)
+        self.by_id = {c.grade_id: c for c in self.cells if c.grade_id}
+        self.parts = parts(self.cells)
+        self.timeout, self.jobs, self.quiet = timeout, max(1, jobs), quiet
+        self.base: dict[str, bool] = {}  # graded cell -> passed, in the instructor's run
+        self.base_failures: dict[str, str] = {}
+        self.cell_seconds: dict[int, float] = {}
+
+    def check_variant(self, variant: Variant) -> None:
+        for gid in variant.cells:
+            cell = self.by_id.get(gid)
+            if cell is None or not cell.solution:
+                raise ValueError(f"{variant.key}: {self.name} has no solution cell {gid!r}")
+        for gid in variant.judged_on or ():
+            if gid not in self.by_id or not self.by_id[gid].graded:
+                raise ValueError(f"{variant.key}: {self.name} has no graded cell {gid!r}")
+
+    def grade(self, variants: list[Variant], progress=None) -> dict[str, Outcome]:
+        """Run the notebook once; grade every variant in a fork at its first replaced cell."""
+        for v in variants:
+            self.check_variant(v)
+        at: dict[int, list[Variant]] = {}
+        for v in variants:
+            at.setdefault(min(self.by_id[g].index for g in v.cells), []).append(v)
+        outcomes: dict[str, Outcome] = {}
+        # A forked child hangs in its first parallel region when the parent's OpenMP pool ran
+        # (GNU OpenMP is not fork-safe): parent and children run single-threaded.
+        import torch
+
+        torch.set_num_threads(1)
+        namespace = {"__name__": "__main__", "__builtins__": __builtins__}
+        cwd = os.getcwd()
+        os.chdir(self.source.parent)
+        saved_main = sys.modules.get("__main__")
+        try:
+            for cell in self.cells:
+                if cell.index in at:
+                    for outcome in self._fork_all(at[cell.index], namespace, progress):
+                        outcomes[outcome.key] = outcome
+                t = time.perf_counter()
+                with self._silenced():
+                    error = _run_cell(cell, cell.source, namespace, "source")
+                self.cell_seconds[cell.index] = time.perf_counter() - t
+                if cell.graded:
+                    self.base[cell.grade_id] = error is None
+                    if error:
+                        self.base_failures[cell.grade_id] = error
+        finally:
+            os.chdir(cwd)
+            if saved_main is not None:
+                sys.modules["__main__"] = saved_main
+        return outcomes
+
+    @contextlib.contextmanager
+    def _silenced(self):
+        if not self.quiet:
+            yield
+            return
+        with contextlib.redirect_stdout(io.StringIO()), contextlib.redirect_stderr(io.StringIO()):
+            yield
+
+    def _last_index(self, variant: Variant) -> int:
+        judged = variant.judged_on
+        if judged is None:
+            return len(self.cells) - 1
+        return max(self.by_id[g].index for g in judged)
+
+    def _child(self, variant: Variant, namespace: dict, start: int, write_fd: int) -> None:
+        os.setpgid(0, 0)
+        devnull = os.open(os.devnull, os.O_WRONLY)
+        os.dup2(devnull, 1)
+        os.dup2(devnull, 2)
+        sys.stdout = sys.stderr = io.StringIO()
+        passed, failure = {}, ""
+        last = self._last_index(variant)
+        judged = set(variant.judged_on) if variant.judged_on is not None else None
+        for cell in self.cells[start : last + 1]:
+            code = variant.cells.get(cell.grade_id, cell.source)
+            error = _run_cell(cell, code, namespace, variant.key)
+            if cell.graded and (judged is None or cell.grade_id in judged):
+                passed[cell.grade_id] = error is None
+                if error and not failure:
+                    failure = f"{cell.grade_id}: {error}"
+                if error and variant.stop_at_failure:
+                    break
+        with os.fdopen(write_fd, "w") as pipe:
+            pipe.write(json.dumps({"passed": passed, "failure": failure[:400]}))
+        os._exit(0)
+
+    def _fork_all(self, variants: list[Variant], namespace: dict, progress) -> list[Outcome]:
+        start = min(self.by_id[g].index for g in variants[0].cells)
+        pending, running, done = list(variants), {}, []
+        sys.stdout.flush()
+        sys.stderr.flush()
+        import torch
+
+        torch.set_num_threads(1)  # a cell may have raised it: see grade()
+        while pending or running:
+            while pending and len(running) < self.jobs:
+                variant = pending.pop(0)
+                read_fd, write_fd = os.pipe()
+                pid = os.fork()
+                if pid == 0:  # the child
+                    os.close(read_fd)
+                    try:
+                        self._child(variant, namespace, start, write_fd)
+                    finally:
+                        os._exit(1)
+                os.close(write_fd)
+                running[read_fd] = (pid, variant, time.monotonic(), [])
+            ready, _, _ = select.select(list(running), [], [], 0.05)
+            now = time.monotonic()
+            for fd in list(running):
+                pid, variant, began, chunks = running[fd]
+                finished = False
+                if fd in ready:
+                    chunk = os.read(fd, 65536)
+                    if chunk:
+                        chunks.append(chunk)
+                    else:
+                        finished = True
+                if not finished and now - began <= self.timeout:
+                    continue
+                timed_out = not finished
+                with contextlib.suppress(ProcessLookupError, PermissionError):
+                    os.killpg(pid, signal.SIGKILL)
+                os.waitpid(pid, 0)
+                os.close(fd)
+                del running[fd]
+                done.append(self._outcome(variant, b"".join(chunks), timed_out, now - began))
+                if progress is not None:
+                    progress(done[-1])
+        return done
+
+    def _outcome(self, variant: Variant, data: bytes, timed_out: bool, seconds: float) -> Outcome:
+        start = min(self.by_id[g].index for g in variant.cells)
+        if variant.judged_on is not None:
+            judged = list(variant.judged_on)
+        else:
+            judged = [c.grade_id for c in self.cells[start:] if c.graded]
+        outcome = Outcome(variant.key, seconds=seconds, timed_out=timed_out)
+        outcome.points = {g: self.by_id[g].points for g in judged}
+        try:
+            report = json.loads(data.decode() or "{}")
+        except ValueError:
+            report = {}
+        outcome.passed = {g: bool(report.get("passed", {}).get(g)) for g in judged}
+        outcome.failure = report.get("failure", "") or (
+            f"killed at the {self.timeout:g} s deadline" if timed_out else "the child died"
+        )
+        return outcome
+
+
+def lab_source(course: Path, lab: str) -> Path:
+    path = Path(course) / "source" / lab / f"{lab}.ipynb"
+    if not path.is_file():
+        raise SystemExit(f"labs: no lab {lab!r} (want {path})")
+    return path

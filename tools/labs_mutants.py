@@ -1,0 +1,467 @@
+"""Mutation-test the graded labs (`make labs-mutants`): every part must kill its mutants.
+
+A small AST mutator makes mutants of each solution cell, only inside its
+``### BEGIN SOLUTION`` / ``### END SOLUTION`` region: swapped arithmetic operators, swapped
+comparisons, ``and``/``or``, a dropped ``not``/``~``/``-`` (a flipped mask), off-by-one slice
+bounds and ``range`` arguments, a dropped statement, an in-place method made out-of-place
+(``add_`` -> ``add``, ``x += y`` -> ``x = x + y``), ``amin``/``amax`` and their kin, and changed
+constants. Each mutant replaces its cell and is graded by the lab's own tests (public and
+hidden) in a forked child (tools/labs_grade.py): killed when it loses any point of its part.
+
+A mutant that no test can tell from the solution (it computes the same thing) is listed in
+``labs/equivalent_mutants.toml`` with its reason; it counts neither way. A listed mutant that is
+no longer generated, or that the tests kill, is an error: the list stays true.
+
+Passes when every part kills at least ``--min-score`` (90 %) of its non-equivalent mutants.
+
+    python tools/labs_mutants.py [lab ...] [--survivors] [--write docs/course/mutation_scores.md]
+"""
+
+from __future__ import annotations
+
+import argparse
+import ast
+import copy
+import re
+import sys
+import time
+from dataclasses import dataclass
+from pathlib import Path
+
+import tomllib
+
+sys.path.insert(0, str(Path(__file__).resolve().parent))
+from labs_grade import ROOT, Lab, Variant, lab_source
+
+EQUIVALENT = ROOT / "labs" / "equivalent_mutants.toml"
+SKIP_LABS = {"00_setup"}  # the environment check: its cells call the kit's own report
+
+BINOPS = {
+    ast.Add: ast.Sub,
+    ast.Sub: ast.Add,
+    ast.Mult: ast.Div,
+    ast.Div: ast.Mult,
+    ast.FloorDiv: ast.Div,
+    ast.Mod: ast.FloorDiv,
+    ast.Pow: ast.Mult,
+    ast.BitAnd: ast.BitOr,
+    ast.BitOr: ast.BitAnd,
+    ast.LShift: ast.RShift,
+    ast.RShift: ast.LShift,
+    ast.MatMult: ast.Mult,
+}
+CMPOPS = {
+    ast.Lt: ast.LtE,
+    ast.LtE: ast.Lt,
+    ast.Gt: ast.GtE,
+    ast.GtE: ast.Gt,
+    ast.Eq: ast.NotEq,
+    ast.NotEq: ast.Eq,
+    ast.Is: ast.IsNot,
+    ast.IsNot: ast.Is,
+    ast.In: ast.NotIn,
+    ast.NotIn: ast.In,
+}
+NAMES = {
+    "amin": "amax",
+    "amax": "amin",
+    "min": "max",
+    "max": "min",
+    "argmin": "argmax",
+    "argmax": "argmin",
+    "minimum": "maximum",
+    "maximum": "minimum",
+    "cummin": "cummax",
+    "cummax": "cummin",
+    "any": "all",
+    "all": "any",
+    "floor": "ceil",
+    "ceil": "floor",
+    "sum": "mean",
+    "mean": "sum",
+}
+# Calls whose arguments are text for people, not values a test can see.
+QUIET_CALLS = {"print", "display", "warn", "ValueError", "TypeError", "RuntimeError"}
+
+
+@dataclass
+class Mutant:
+    lab: str
+    cell: str
+    line: int  # line within the cell
+    col: int
+    op: str
+    before: str
+    after: str
+    code: str
+
+    @property
+    def key(self) -> str:
+        return f"{self.cell} {self.line}:{self.col} {self.op}: `{self.before}` -> `{self.after}`"
+
+
+def solution_lines(code: str) -> tuple[int, int]:
+    """1-based (first, last) line of the cell's solution region (the whole cell without one)."""
+    lines = code.splitlines()
+    begin = [i for i, s in enumerate(lines, 1) if "### BEGIN SOLUTION" in s]
+    end = [i for i, s in enumerate(lines, 1) if "### END SOLUTION" in s]
+    if begin and end:
+        return begin[0] + 1, end[-1] - 1
+    return 1, len(lines)
+
+
+def _short(text: str, limit: int = 70) -> str:
+    text = " ".join(text.split())
+    return text if len(text) <= limit else text[: limit - 3] + "..."
+
+
+class _Sites(ast.NodeVisitor):
+    """Every (path to a node, mutation) in the solution region, in source order."""
+
+    def __init__(self, first: int, last: int):
+        self.first, self.last = first, last
+        self.sites: list[tuple[tuple, str, object]] = []
+        self.path: list = []
+        self.quiet = 0
+
+    def inside(self, node) -> bool:
+        return (
+            hasattr(node, "lineno") and self.first <= node.lineno and node.end_lineno <= self.last
+        )
+
+    def generic_visit(self, node):
+        for name, value in ast.iter_fields(node):
+            if isinstance(value, list):
+                for i, item in enumerate(value):
+                    if isinstance(item, ast.AST):
+                        self.path.append((name, i))
+                        self.visit(item)
+                        self.path.pop()
+            elif isinstance(value, ast.AST):
+                self.path.append((name, None))
+                self.visit(value)
+                self.path.pop()
+
+    def add(self, op, payload=None):
+        self.sites.append((tuple(self.path), op, payload))
+
+    def visit(self, node):
+        quiet = isinstance(node, (ast.JoinedStr, ast.Raise, ast.Assert)) or (
+            isinstance(node, ast.Call) and _call_name(node) in QUIET_CALLS
+        )
+        if quiet:
+            self.quiet += 1
+        if self.quiet == 0 and self.inside(node):
+            self.mutations(node)
+        elif isinstance(node, (ast.Raise, ast.Assert)) and self.inside(node):
+            self.add("drop")  # dropping a check is a mutant too
+        super().visit(node)
+        if quiet:
+            self.quiet -= 1
+
+    def mutations(self, node):
+        if isinstance(node, ast.stmt) and not isinstance(
+            node, (ast.FunctionDef, ast.ClassDef, ast.Import, ast.ImportFrom, ast.Pass)
+        ):
+            if not (isinstance(node, ast.Expr) and isinstance(node.value, ast.Constant)):
+                self.add("drop")
+        if isinstance(node, ast.BinOp) and type(node.op) in BINOPS:
+            self.add("operator")
+        if isinstance(node, ast.AugAssign):
+            if type(node.op) in BINOPS:
+                self.add("operator")
+            if not (isinstance(node.value, ast.Constant) and isinstance(node.target, ast.Name)):
+                self.add("out-of-place")  # not a counter: `x += 1` on a name rebinds an int
+        if isinstance(node, ast.Compare):
+            for i, op in enumerate(node.ops):
+                if type(op) in CMPOPS:
+                    self.add("comparison", i)
+        if isinstance(node, ast.BoolOp):
+            self.add("boolean")
+        if isinstance(node, ast.UnaryOp) and isinstance(node.op, (ast.Not, ast.Invert, ast.USub)):
+            self.add("flip")
+        if isinstance(node, ast.Slice):
+            for bound in ("lower", "upper"):
+                if getattr(node, bound) is not None:
+                    self.add("off-by-one", (bound, 1))
+                    self.add("off-by-one", (bound, -1))
+        if isinstance(node, ast.Call) and _call_name(node) == "range":
+            for i in range(len(node.args)):
+                self.add("off-by-one", (i, 1))
+                self.add("off-by-one", (i, -1))
+        if isinstance(node, ast.Attribute):
+            if node.attr in NAMES:
+                self.add("swap")
+            elif node.attr.endswith("_") and not node.attr.startswith("_"):
+                self.add("out-of-place")
+        if isinstance(node, ast.Name) and node.id in NAMES and isinstance(node.ctx, ast.Load):
+            self.add("swap")
+        if isinstance(node, ast.Constant) and not isinstance(node.value, (str, bytes)):
+            if node.value is not None and node.value is not Ellipsis:
+                self.add("constant")
+
+
+def _call_name(node: ast.Call) -> str:
+    f = node.func
+    return f.id if isinstance(f, ast.Name) else f.attr if isinstance(f, ast.Attribute) else ""
+
+
+def _at(tree, path):
+    node = tree
+    for name, i in path:
+        node = getattr(node, name) if i is None else getattr(node, name)[i]
+    return node
+
+
+def _replace(tree, path, new):
+    parent = _at(tree, path[:-1])
+    name, i = path[-1]
+    if i is None:
+        setattr(parent, name, new)
+    else:
+        getattr(parent, name)[i] = new
+
+
+def _plus(expr, delta):
+    op = ast.Add() if delta > 0 else ast.Sub()
+    return ast.BinOp(left=expr, op=op, right=ast.Constant(abs(delta)))
+
+
+def _mutate(tree, path, op, payload):
+    """Apply one mutation to a copy of the tree; (before node, after node) or None."""
+    tree = copy.deepcopy(tree)
+    node = _at(tree, path)
+    before = copy.deepcopy(node)
+    if op == "drop":
+        new = ast.Pass()
+    elif op == "operator" and isinstance(node, ast.BinOp):
+        new = copy.deepcopy(node)
+        new.op = BINOPS[type(node.op)]()
+    elif op == "operator":  # an augmented assignment
+        new = copy.deepcopy(node)
+        new.op = BINOPS[type(node.op)]()
+    elif op == "out-of-place" and isinstance(node, ast.AugAssign):
+        target = copy.deepcopy(node.target)
+        load = copy.deepcopy(node.target)
+        for n in ast.walk(load):
+            if hasattr(n, "ctx"):
+                n.ctx = ast.Load()
+        new = ast.Assign(targets=[target], value=ast.BinOp(left=load, op=node.op, right=node.value))
+    elif op == "out-of-place":
+        new = copy.deepcopy(node)
+        new.attr = node.attr[:-1]
+    elif op == "comparison":
+        new = copy.deepcopy(node)
+        new.ops[payload] = CMPOPS[type(node.ops[payload])]()
+    elif op == "boolean":
+        new = copy.deepcopy(node)
+        new.op = ast.Or() if isinstance(node.op, ast.And) else ast.And()
+    elif op == "flip":
+        new = node.operand
+    elif op == "off-by-one" and isinstance(node, ast.Slice):
+        bound, delta = payload
+        new = copy.deepcopy(node)
+        setattr(new, bound, _plus(getattr(node, bound), delta))
+    elif op == "off-by-one":
+        i, delta = payload
+        new = copy.deepcopy(node)
+        new.args[i] = _plus(node.args[i], delta)
+    elif op == "swap" and isinstance(node, ast.Attribute):
+        new = copy.deepcopy(node)
+        new.attr = NAMES[node.attr]
+    elif op == "swap":
+        new = ast.Name(id=NAMES[node.id], ctx=node.ctx)
+    elif op == "constant":
+        v = node.value
+        if isinstance(v, bool):
+            new = ast.Constant(not v)
+        elif isinstance(v, int):
+            new = ast.Constant(v + 1)
+        elif isinstance(v, float):
+            new = ast.Constant(v * 2 if v else 1.0)
+        else:
+            return None
+    else:
+        return None
+    _replace(tree, path, new)
+    ast.fix_missing_locations(tree)
+    return tree, before, new
+
+
+def mutants_of(lab: str, cell: str, code: str) -> list[Mutant]:
+    first, last = solution_lines(code)
+    tree = ast.parse(code)
+    sites = _Sites(first, last)
+    sites.visit(tree)
+    out, seen = [], set()
+    for path, op, payload in sites.sites:
+        done = _mutate(tree, path, op, payload)
+        if done is None:
+            continue
+        mutated, before, after = done
+        text = ast.unparse(mutated)
+        if text in seen or text == ast.unparse(tree):
+            continue
+        seen.add(text)
+        out.append(
+            Mutant(
+                lab,
+                cell,
+                getattr(before, "lineno", 0),
+                getattr(before, "col_offset", 0),
+                op,
+                _short(ast.unparse(before)),
+                _short(ast.unparse(after)) if not isinstance(after, ast.Pass) else "(dropped)",
+                text + "\n",
+            )
+        )
+    return out
+
+
+def lab_mutants(lab_obj: Lab) -> list[Mutant]:
+    out = []
+    for cell_id, tests in lab_obj.parts.items():
+        if not tests:
+            continue
+        out += mutants_of(lab_obj.name, cell_id, lab_obj.by_id[cell_id].source)
+    return out
+
+
+def read_equivalent(path: Path = EQUIVALENT) -> dict[tuple[str, str], str]:
+    if not path.is_file():
+        return {}
+    data = tomllib.loads(path.read_text())
+    out = {}
+    for entry in data.get("equivalent", []):
+        missing = [k for k in ("lab", "mutant", "why") if not entry.get(k)]
+        if missing:
+            raise SystemExit(f"labs_mutants: {path}: an entry lacks {missing}: {entry}")
+        out[(entry["lab"], entry["mutant"])] = entry["why"]
+    return out
+
+
+def labs(course: Path, names: list[str]) -> list[str]:
+    found = sorted(
+        p.name
+        for p in (course / "source").iterdir()
+        if p.is_dir() and (p / f"{p.name}.ipynb").is_file() and p.name not in SKIP_LABS
+    )
+    unknown = [n for n in names if n not in found]
+    if unknown:
+        raise SystemExit(f"labs_mutants: no lab(s) {unknown}; the labs are {found}")
+    return [n for n in found if not names or n in names]
+
+
+def table(rows: list[dict]) -> str:
+    out = [
+        "| lab | part | mutants | equivalent | killed | score |",
+        "|---|---|---:|---:|---:|---:|",
+    ]
+    for r in rows:
+        score = f"{r['score']:.0%}" if r["score"] is not None else "not run here"
+        out.append(
+            f"| {r['lab']} | `{r['part']}` | {r['mutants']} | {r['equivalent']} | "
+            f"{r['killed']} | {score} |"
+        )
+    return "\n".join(out)
+
+
+def main(argv=None) -> int:
+    ap = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
+    ap.add_argument("labs", nargs="*", help="labs by folder name (default: every graded lab)")
+    ap.add_argument("--course", default=str(ROOT / "labs"))
+    ap.add_argument("--min-score", type=float, default=0.9)
+    ap.add_argument("--jobs", type=int, default=2, help="mutants graded at once")
+    ap.add_argument("--timeout", type=float, default=60.0, help="seconds a mutant may run")
+    ap.add_argument("--survivors", action="store_true", help="print every surviving mutant")
+    ap.add_argument("--list", action="store_true", help="only list the mutants")
+    ap.add_argument("--write", default=None, help="write the score table into this Markdown file")
+    args = ap.parse_args(argv)
+    start = time.time()
+    course = Path(args.course).resolve()
+    equivalent = read_equivalent()
+    rows, problems, used = [], [], set()
+    for name in labs(course, args.labs):
+        lab = Lab(lab_source(course, name), timeout=args.timeout, jobs=args.jobs)
+        mutants = lab_mutants(lab)
+        if args.list:
+            for m in mutants:
+                print(f"{name}: {m.key}")
+            continue
+        by_key = {m.key: m for m in mutants}
+        variants = [
+            Variant(m.key, {m.cell: m.code}, judged_on=lab.parts[m.cell], stop_at_failure=True)
+            for m in mutants
+            if (name, m.key) not in equivalent
+        ]
+        t = time.time()
+        outcomes = lab.grade(variants)
+        broken = [g for g, ok in lab.base.items() if not ok]
+        if broken:
+            problems.append(
+                f"{name}: the instructor's solution fails {broken}: {lab.base_failures}"
+            )
+        for (lab_name, key), _why in equivalent.items():
+            if lab_name != name:
+                continue
+            used.add((lab_name, key))
+            if key not in by_key:
+                problems.append(f"{name}: listed equivalent mutant is no longer made: {key}")
+        for cell_id, tests in lab.parts.items():
+            if not tests:
+                continue
+            ms = [m for m in mutants if m.cell == cell_id]
+            eq = [m for m in ms if (name, m.key) in equivalent]
+            graded = [outcomes[m.key] for m in ms if m.key in outcomes]
+            killed = [o for o in graded if not o.full_marks]
+            survivors = [o for o in graded if o.full_marks]
+            needs = lab.base and not all(lab.base.get(g) for g in tests)
+            score = len(killed) / len(graded) if graded and not needs else None
+            rows.append(
+                dict(
+                    lab=name,
+                    part=cell_id,
+                    mutants=len(ms),
+                    equivalent=len(eq),
+                    killed=len(killed),
+                    score=score,
+                )
+            )
+            if score is not None and score < args.min_score:
+                problems.append(
+                    f"{name} {cell_id}: kills {len(killed)} of {len(graded)} mutants "
+                    f"({score:.0%}; at least {args.min_score:.0%} wanted)"
+                )
+            if args.survivors or (score is not None and score < args.min_score):
+                for o in survivors:
+                    print(f"  survivor {name}: {o.key}")
+        print(f"{name}: {len(mutants)} mutants graded in {time.time() - t:.0f} s", flush=True)
+    if args.list:
+        return 0
+    print()
+    print(table(rows))
+    if args.write:
+        write_table(Path(args.write), table(rows))
+    print(f"\n{sum(r['mutants'] for r in rows)} mutants in {time.time() - start:.0f} s")
+    if problems:
+        print("labs_mutants: FAILED\n  " + "\n  ".join(problems))
+        return 1
+    print(f"labs_mutants: passed (every part kills at least {args.min_score:.0%})")
+    return 0
+
+
+BEGIN, END = "<!-- mutation scores: begin -->", "<!-- mutation scores: end -->"
+
+
+def write_table(path: Path, text: str) -> None:
+    doc = path.read_text() if path.is_file() else f"{BEGIN}\n{END}\n"
+    if BEGIN not in doc:
+        doc += f"\n{BEGIN}\n{END}\n"
+    doc = re.sub(
+        re.escape(BEGIN) + ".*?" + re.escape(END), f"{BEGIN}\n{text}\n{END}", doc, flags=re.S
+    )
+    path.write_text(doc)
+
+
+if __name__ == "__main__":
+    sys.exit(main())

@@ -1,0 +1,121 @@
+"""Grade alternative correct solutions and check that each earns every point (`make labs-right`).
+
+labs/right/<name>.py holds one correct solution written differently from the instructor's, as
+another student would write it. A header, then the code of each solution cell it replaces:
+
+    # lab: 04_overflow_rewind                 the lab
+    # how: ...                                how it differs from the instructor's solution
+    # cell: gated_sgd                         a solution cell's grade_id, then its code
+    <code>
+    # cell: train_with_rewind                 (as many cells as it replaces)
+    <code>
+
+Each is graded like labs/wrong/ (tools/labs_grade.py: the lab runs once in this process, each
+solution in a forked child from its first replaced cell to the end). Passes when every one
+earns every autograded point after its first replaced cell, and the instructor's solution
+earns every point before it.
+
+    python tools/labs_right.py [--course labs] [--right labs/right] [name ...]
+"""
+
+from __future__ import annotations
+
+import argparse
+import sys
+import time
+from pathlib import Path
+
+sys.path.insert(0, str(Path(__file__).resolve().parent))
+from labs_grade import ROOT, Lab, Variant, lab_source
+
+HEADER_KEYS = ("lab", "how")
+
+
+def read_right(path: Path) -> dict:
+    """{name, lab, how, cells: {grade_id: code}} of one alternative solution file."""
+    meta, cells, current = {}, {}, None
+    for line in path.read_text().splitlines(keepends=True):
+        if line.startswith("# cell:"):
+            current = line.split(":", 1)[1].strip()
+            if current in cells:
+                raise SystemExit(f"labs_right: {path} replaces cell {current!r} twice")
+            cells[current] = []
+            continue
+        if current is None:
+            key = line[2:].split(":", 1)[0] if line.startswith("# ") and ":" in line else None
+            if key in HEADER_KEYS:
+                meta[key] = line.split(":", 1)[1].strip()
+            continue
+        cells[current].append(line)
+    missing = [k for k in HEADER_KEYS if k not in meta]
+    if missing or not cells:
+        raise SystemExit(
+            f"labs_right: {path} lacks "
+            + (f"the header line(s) {missing}" if missing else "")
+            + (" a `# cell: <grade_id>` section" if not cells else "")
+        )
+    return {
+        "name": path.stem,
+        "lab": meta["lab"],
+        "how": meta["how"],
+        "cells": {k: "".join(v).strip("\n") + "\n" for k, v in cells.items()},
+    }
+
+
+def main(argv=None) -> int:
+    ap = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
+    ap.add_argument("names", nargs="*", help="solutions by file stem (default: all)")
+    ap.add_argument("--course", default=str(ROOT / "labs"))
+    ap.add_argument("--right", default=str(ROOT / "labs" / "right"))
+    ap.add_argument("--min-per-lab", type=int, default=2, help="alternatives each lab needs")
+    ap.add_argument("--timeout", type=float, default=300.0)
+    args = ap.parse_args(argv)
+    start = time.time()
+    course = Path(args.course).resolve()
+    rights = [
+        read_right(p)
+        for p in sorted(Path(args.right).glob("*.py"))
+        if not args.names or p.stem in args.names
+    ]
+    if not rights:
+        raise SystemExit(f"labs_right: no solutions under {args.right}")
+    failures = []
+    if not args.names:
+        graded_labs = sorted(
+            p.name for p in (course / "source").iterdir() if (p / f"{p.name}.ipynb").is_file()
+        )
+        for lab_name in graded_labs:
+            have = sum(r["lab"] == lab_name for r in rights)
+            if have < args.min_per_lab:
+                failures.append(
+                    f"{lab_name} has {have} alternative solution(s); at least "
+                    f"{args.min_per_lab} wanted"
+                )
+    print(f"{'solution':<34} {'lab':<27} {'earned':>6} {'of':>4}  how")
+    for lab_name in sorted({r["lab"] for r in rights}):
+        lab = Lab(lab_source(course, lab_name), timeout=args.timeout)
+        mine = [r for r in rights if r["lab"] == lab_name]
+        outcomes = lab.grade([Variant(r["name"], r["cells"]) for r in mine])
+        broken = [g for g, ok in lab.base.items() if not ok]
+        for r in mine:
+            o = outcomes[r["name"]]
+            first = min(lab.by_id[g].index for g in r["cells"])
+            before = [c.grade_id for c in lab.cells[:first] if c.graded]
+            earned = o.earned + sum(lab.by_id[g].points for g in before if lab.base.get(g))
+            total = o.total + sum(lab.by_id[g].points for g in before)
+            print(f"{r['name']:<34} {lab_name:<27} {earned:>6g} {total:>4g}  {r['how']}")
+            if earned < total or broken:
+                failures.append(
+                    f"{r['name']} ({lab_name}) earns {earned:g} of {total:g} points: "
+                    f"{o.failure or lab.base_failures}"
+                )
+    print(f"\n{len(rights)} alternative solutions graded in {time.time() - start:.0f} s")
+    if failures:
+        print("labs_right: FAILED\n  " + "\n  ".join(failures))
+        return 1
+    print("labs_right: passed (every alternative solution earns every point)")
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())
