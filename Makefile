@@ -13,7 +13,7 @@ export PYTHONHASHSEED := 0
 # slow torch's CPU kernels down by an order of magnitude.
 export OMP_WAIT_POLICY := PASSIVE
 
-.PHONY: help env lint format lab lab-instructor labs labs-check labs-wrong labs-right labs-mutants test test-fast test-modern report report-ci report-check docs docs-check bench clean
+.PHONY: help env lint format lab lab-instructor labs labs-check labs-wrong labs-right labs-mutants student-dist test test-fast test-modern report report-ci report-check docs docs-check bench clean
 
 help:
 	@echo "make lab          set up .venv (reference env) and start JupyterLab in notebooks/"
@@ -33,6 +33,7 @@ help:
 	@echo "make labs-wrong   grade the wrong solutions of labs/wrong/: each loses at least half the points of its part"
 	@echo "make labs-right   grade the alternative correct solutions of labs/right/: each earns every point"
 	@echo "make labs-mutants mutation-test the labs: every part kills >= 90% of its mutants (docs/course)"
+	@echo "make student-dist build what students get: the wheel and the released labs (dist/student/)"
 	@echo "make lab-instructor  JupyterLab in labs/ (nbgrader's formgrader manages the course there)"
 
 # The reference environment: created if missing, reinstalled when the pins or pyproject change.
@@ -64,6 +65,11 @@ labs-check: env
 # in this process, each in a fork: about 80 s; `--nbgrader` grades with nbgrader itself).
 labs-wrong: env
 	PYTHONPATH=$(CURDIR) $(PY) tools/labs_wrong.py
+
+# `make student-dist`: what students get, the wheel and the released labs, without solutions,
+# hidden tests or model answers (tools/student_dist.py): dist/student/zg-course-<version>.zip.
+student-dist: env
+	PYTHONPATH=$(CURDIR) $(PY) tools/student_dist.py
 
 # `make labs-right`: every alternative correct solution of labs/right/ earns every point.
 labs-right: env

@@ -165,6 +165,7 @@ class Lab:
         # (GNU OpenMP is not fork-safe): parent and children run single-threaded.
         import torch
 
+        threads = torch.get_num_threads()
         torch.set_num_threads(1)
         namespace = {"__name__": "__main__", "__builtins__": __builtins__}
         cwd = os.getcwd()
@@ -184,6 +185,7 @@ class Lab:
                     if error:
                         self.base_failures[cell.grade_id] = error
         finally:
+            torch.set_num_threads(threads)
             os.chdir(cwd)
             if saved_main is not None:
                 sys.modules["__main__"] = saved_main

@@ -139,11 +139,16 @@ def _split_fracs(train_frac: Any, val_frac: Any) -> tuple[float, float]:
 
 
 def data_dir() -> Path:
-    """The folder holding bundled data files: ``$ZG_DATA_DIR`` if set, else ``<repo>/data``."""
+    """The folder holding bundled data files: ``$ZG_DATA_DIR`` if set, else ``<repo>/data`` in
+    a clone of the repository, else the copy installed with the package (``zg/_bundled``: a
+    wheel carries Cora, so an installed kit runs the labs offline too)."""
     env = os.environ.get("ZG_DATA_DIR")
     if env:
         return Path(env)
-    return Path(__file__).resolve().parent.parent / "data"
+    repo = Path(__file__).resolve().parent.parent / "data"
+    if (repo / "make_cora.py").is_file():
+        return repo
+    return Path(__file__).resolve().parent / "_bundled"
 
 
 def load(name: str, root: Any = None, *, symmetrize: bool = True, download: bool = True) -> Graph:

@@ -10,6 +10,9 @@ Where it sits: outside the training flow.
   that compute the same result raise, however the student reached them (a module attribute, a
   name imported into the notebook, an alias), so a submission that calls the reference instead
   of writing it earns nothing.
+* :func:`graded_against` (every lab's setup cell): the kit version the lab's tests were
+  written and checked against; another version stops the notebook before any test runs, so a
+  grade never changes silently because the kit changed mid-term.
 * :func:`hook_on_workers` (Lab 6). Lab 6 asks for a DDP communication hook; a hook run
 in one process (world size 1) cannot show whether it communicates, or whether it scales before
 the all-reduce, so :func:`hook_on_workers` runs it on real gloo processes
@@ -52,10 +55,48 @@ __all__ = [
     "forbid_within",
     "hold_references",
     "ForbiddenCall",
+    "graded_against",
+    "LabVersionMismatch",
 ]
 
 
 # ----------------------------------------------------------------------------- every lab
+
+ANY_VERSION_ENV = "ZG_LABS_ANY_VERSION"
+
+
+class LabVersionMismatch(ZgError, RuntimeError):
+    """The kernel's zg is not the version a lab was released and checked against."""
+
+
+def graded_against(version: str) -> str:
+    """Stop unless this kernel runs zg ``version``, the one the lab was released with.
+
+    Every lab's setup cell calls it, in the student's kernel and in the grader's: a lab checked
+    against one version and graded against another could change a grade without anyone seeing
+    why. Set ``ZG_LABS_ANY_VERSION=1`` to run anyway (a warning then says so). Returns the
+    running version.
+    """
+    from . import __version__
+
+    if not isinstance(version, str) or not version.strip():
+        raise TypeError(f"version must be a version string like '0.3.0', got {version!r}")
+    if version == __version__:
+        return __version__
+    import warnings
+
+    from . import __file__ as where
+
+    message = (
+        f"this lab was released with zg {version} and its tests were checked against it; this "
+        f"kernel runs zg {__version__} ({os.path.dirname(where)}). Install zg {version} (the "
+        "wheel in the course's student distribution) and restart the kernel, or ask the course "
+        "staff: graded against another version, points could change without anyone seeing why"
+    )
+    if os.environ.get(ANY_VERSION_ENV) == "1":
+        warnings.warn(f"{message} ({ANY_VERSION_ENV}=1: running anyway)", stacklevel=2)
+        return __version__
+    raise LabVersionMismatch(message + f" (set {ANY_VERSION_ENV}=1 to run anyway)")
 
 
 class ForbiddenCall(ZgError, AssertionError):

@@ -340,3 +340,38 @@ def test_held_references_work_for_the_tests_and_refuse_inside_the_students_funct
         graph_coverage(g, part, 2)
     zg.labs.hold_references(namespace, 5)  # the lab run again in one process: still one hold
     assert torch.equal(grappa.coverage(g, part, hops=2), expected)
+
+
+def test_graded_against_stops_a_kernel_with_another_kit_version(monkeypatch):
+    import zg
+    import zg.labs
+
+    assert zg.labs.graded_against(zg.__version__) == zg.__version__
+    monkeypatch.delenv(zg.labs.ANY_VERSION_ENV, raising=False)
+    with pytest.raises(zg.labs.LabVersionMismatch, match=r"released with zg 0\.0\.1.*runs zg "):
+        zg.labs.graded_against("0.0.1")
+    monkeypatch.setenv(zg.labs.ANY_VERSION_ENV, "1")
+    with pytest.warns(UserWarning, match="running anyway"):
+        assert zg.labs.graded_against("0.0.1") == zg.__version__
+    with pytest.raises(TypeError, match="version must be"):
+        zg.labs.graded_against(3)
+
+
+@pytest.mark.parametrize("path", SOURCES, ids=lambda p: p.stem)
+def test_every_lab_records_the_kit_version_it_grades_against(path):
+    """Each graded lab's setup cell calls zg.labs.graded_against with the kit's version: bumping
+    the version means checking the labs against it (Lab 0 reports the version instead)."""
+    import zg
+
+    if path.parent.name == "00_setup":
+        pytest.skip("Lab 0 checks the environment, zg's presence included")
+    setup = next(c for c in cells(path) if grade_meta(c).get("grade_id") == "setup")
+    assert f'zg.labs.graded_against("{zg.__version__}")' in text(setup), path.name
+
+
+def test_the_package_carries_cora():
+    """zg/_bundled/cora.npz (in the wheel) is the bundled data file itself."""
+    import zg
+
+    bundled = Path(zg.__file__).parent / "_bundled" / "cora.npz"
+    assert bundled.read_bytes() == (ROOT / "data" / "cora.npz").read_bytes()

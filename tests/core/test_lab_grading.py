@@ -1,0 +1,213 @@
+"""The tools that grade the labs: the forked grader, the mutator, the equivalent-mutant list,
+the alternative solutions and the score table (tools/labs_grade.py, labs_mutants.py,
+labs_right.py). The full runs are `make labs-mutants` and `make labs-right` in .ci/run."""
+
+from __future__ import annotations
+
+import ast
+import json
+import re
+import sys
+import time
+from pathlib import Path
+
+import pytest
+
+ROOT = Path(__file__).resolve().parents[2]
+LABS = ROOT / "labs"
+sys.path.insert(0, str(ROOT / "tools"))
+import labs_grade  # noqa: E402
+import labs_mutants  # noqa: E402
+import labs_right  # noqa: E402
+
+sys.path.remove(str(ROOT / "tools"))
+
+
+def _notebook(tmp_path: Path, cells: list[tuple[str, dict, str]]) -> Path:
+    """A lab notebook of code cells: (grade_id, nbgrader metadata, source)."""
+    nb = {
+        "cells": [
+            {
+                "cell_type": "code",
+                "metadata": {"nbgrader": dict(meta, grade_id=gid)},
+                "source": src,
+                "outputs": [],
+                "execution_count": None,
+            }
+            for gid, meta, src in cells
+        ],
+        "metadata": {},
+        "nbformat": 4,
+        "nbformat_minor": 5,
+    }
+    folder = tmp_path / "toy"
+    folder.mkdir()
+    path = folder / "toy.ipynb"
+    path.write_text(json.dumps(nb))
+    return path
+
+
+SOL = {"solution": True, "grade": False}
+TEST = {"solution": False, "grade": True, "points": 2}
+
+TOY = [
+    ("setup", {}, "import inspect\nbase = 10\n"),
+    (
+        "add",
+        SOL,
+        "def add(a, b):\n    ### BEGIN SOLUTION\n    return a + b\n    ### END SOLUTION\n",
+    ),
+    ("test_add", TEST, "assert add(2, 3) == 5\n"),
+    ("test_add_source", TEST, "assert 'return' in inspect.getsource(add)\n"),
+    (
+        "scale",
+        SOL,
+        "def scale(x):\n    ### BEGIN SOLUTION\n    return x * base\n    ### END SOLUTION\n",
+    ),
+    ("test_scale", TEST, "assert scale(3) == 30\n"),
+]
+
+
+def test_the_forked_grader_grades_each_variant_alone_and_kills_one_that_never_ends(tmp_path):
+    lab = labs_grade.Lab(_notebook(tmp_path, TOY), timeout=3, jobs=2)
+    assert lab.parts == {"add": ["test_add", "test_add_source"], "scale": ["test_scale"]}
+    pidfile = tmp_path / "grandchild.pid"
+    forever = (
+        "import os\nif os.fork() == 0:\n"
+        f"    open({str(pidfile)!r}, 'w').write(str(os.getpid()))\n"
+        "    while True:\n        pass\nwhile True:\n    pass\n"
+    )
+    variants = [
+        labs_grade.Variant("right", {"add": "def add(a, b):\n    return sum((a, b))\n"}),
+        labs_grade.Variant("wrong", {"add": "def add(a, b):\n    return a - b\n"}),
+        # rebinding a name the later cells use does not leak into the next variant
+        labs_grade.Variant("rebinds", {"add": "base = 0\ndef add(a, b):\n    return a + b\n"}),
+        labs_grade.Variant("forever", {"add": forever}, judged_on=["test_add"]),
+    ]
+    t = time.monotonic()
+    out = lab.grade(variants)
+    assert time.monotonic() - t < 30
+    assert out["right"].full_marks and out["right"].earned == 6  # getsource works in a fork
+    assert not out["wrong"].passed["test_add"] and out["wrong"].passed["test_scale"]
+    assert out["wrong"].earned == 4
+    assert out["rebinds"].passed == {"test_add": True, "test_add_source": True, "test_scale": False}
+    assert out["forever"].timed_out and out["forever"].earned == 0
+    assert set(out["forever"].points) == {"test_add"}
+    # the instructor's run is untouched by the variants, and the child's grandchild is gone
+    assert all(lab.base.values()) and len(lab.base) == 3
+    grandchild = int(pidfile.read_text())
+    for _ in range(50):
+        if not _running(grandchild):
+            break
+        time.sleep(0.1)
+    assert not _running(grandchild), "a process the variant started outlived its deadline"
+
+
+def _running(pid: int) -> bool:
+    try:
+        status = Path(f"/proc/{pid}/status").read_text()
+    except OSError:
+        return False
+    return "\nState:\tZ" not in status
+
+
+def test_a_variant_must_name_a_real_solution_cell(tmp_path):
+    lab = labs_grade.Lab(_notebook(tmp_path, TOY))
+    with pytest.raises(ValueError, match="no solution cell 'test_add'"):
+        lab.grade([labs_grade.Variant("x", {"test_add": "pass\n"})])
+    with pytest.raises(ValueError, match="no graded cell 'nope'"):
+        lab.grade([labs_grade.Variant("x", {"add": "pass\n"}, judged_on=["nope"])])
+
+
+CELL = """def f(x, mask, n, p):
+    ### BEGIN SOLUTION
+    y = x[:n] + 1
+    for i in range(n):
+        y[i] *= 2
+    p.copy_(torch.amax(y[~mask], dim=0))
+    if n < 3 and mask.any():
+        return None
+    return y
+    ### END SOLUTION
+"""
+
+
+def test_the_mutator_makes_every_kind_the_issue_names_and_only_inside_the_solution():
+    mutants = labs_mutants.mutants_of("lab", "f", CELL)
+    kinds = {m.op for m in mutants}
+    assert kinds >= {
+        "operator",
+        "comparison",
+        "boolean",
+        "flip",
+        "off-by-one",
+        "drop",
+        "out-of-place",
+        "swap",
+        "constant",
+    }, kinds
+    keys = [m.key for m in mutants]
+    assert len(keys) == len(set(keys))
+    after = {(m.op, m.before, m.after) for m in mutants}
+    assert ("swap", "torch.amax", "torch.amin") in after
+    assert ("flip", "~mask", "mask") in after
+    assert ("out-of-place", "p.copy_", "p.copy") in after
+    assert ("off-by-one", ":n", ":n + 1") in after
+    assert ("off-by-one", "range(n)", "range(n - 1)") in after
+    assert ("comparison", "n < 3", "n <= 3") in after
+    for m in mutants:
+        ast.parse(m.code)  # every mutant is valid Python
+        assert m.code.startswith("def f(x, mask, n, p):")  # the signature is never mutated
+    # nothing outside BEGIN/END SOLUTION: the scaffold's own code stays
+    scaffold = "z = 0 + 1\n" + CELL
+    assert not [m for m in labs_mutants.mutants_of("lab", "f", scaffold) if m.line == 1]
+
+
+def test_every_listed_equivalent_mutant_is_made_from_its_lab():
+    equivalent = labs_mutants.read_equivalent()
+    assert equivalent, "labs/equivalent_mutants.toml lists the mutants no test can kill"
+    made = {}
+    for lab in {lab for lab, _ in equivalent}:
+        path = labs_grade.lab_source(LABS, lab)
+        made[lab] = {m.key for m in labs_mutants.lab_mutants(labs_grade.Lab(path))}
+    for (lab, key), why in equivalent.items():
+        assert key in made[lab], f"{lab}: {key} is no longer made"
+        assert len(why) > 20, (lab, key)
+
+
+def test_the_score_table_counts_the_mutants_the_labs_make_now():
+    """docs/course/mutation_scores.md is written by `make labs-mutants`: its counts are the
+    mutants the labs' solutions give today (a changed solution needs the table rewritten)."""
+    doc = (ROOT / "docs" / "course" / "mutation_scores.md").read_text()
+    rows = re.findall(
+        r"^\| (\d\d_\w+) \| `(\w+)` \| (\d+) \| (\d+) \| (\d+) \| (\S+) \|$", doc, re.M
+    )
+    assert rows, "the score table is missing: run `make labs-mutants`"
+    equivalent = labs_mutants.read_equivalent()
+    seen = set()
+    for lab, part, total, eq, killed, score in rows:
+        lab_obj = labs_grade.Lab(labs_grade.lab_source(LABS, lab))
+        made = [m for m in labs_mutants.lab_mutants(lab_obj) if m.cell == part]
+        assert int(total) == len(made), (lab, part, total, len(made))
+        assert int(eq) == sum((lab, m.key) in equivalent for m in made), (lab, part)
+        if score.endswith("%"):
+            assert int(killed) >= 0.9 * (int(total) - int(eq)), (lab, part)
+        seen.add((lab, part))
+    for lab in labs_mutants.labs(LABS, []):
+        parts = labs_grade.Lab(labs_grade.lab_source(LABS, lab)).parts
+        assert {(lab, p) for p, tests in parts.items() if tests} <= seen, lab
+
+
+def test_every_alternative_solution_names_real_cells_and_every_lab_has_two():
+    files = sorted((LABS / "right").glob("*.py"))
+    per_lab = {}
+    for path in files:
+        right = labs_right.read_right(path)
+        lab = labs_grade.Lab(labs_grade.lab_source(LABS, right["lab"]))
+        lab.check_variant(labs_grade.Variant(right["name"], right["cells"]))
+        assert right["how"], path.name
+        per_lab[right["lab"]] = per_lab.get(right["lab"], 0) + 1
+    for lab in sorted(p.name for p in (LABS / "source").iterdir() if p.is_dir()):
+        assert per_lab.get(lab, 0) >= 2, f"{lab}: {per_lab.get(lab, 0)} alternative solutions"
+    ci = (ROOT / ".ci" / "run").read_text()
+    assert "make labs-right" in ci and "make labs-mutants" in ci

@@ -1,0 +1,64 @@
+"""`make student-dist`: what students get holds the wheel (with Cora) and every released lab,
+and no solution, hidden test, model answer or instructor file (tools/student_dist.py)."""
+
+from __future__ import annotations
+
+import json
+import shutil
+import sys
+import zipfile
+from pathlib import Path
+
+import pytest
+
+ROOT = Path(__file__).resolve().parents[2]
+pytestmark = pytest.mark.slow
+
+
+@pytest.fixture(scope="module")
+def tool():
+    sys.path.insert(0, str(ROOT / "tools"))
+    try:
+        import student_dist
+    finally:
+        sys.path.remove(str(ROOT / "tools"))
+    return student_dist
+
+
+@pytest.fixture(scope="module")
+def built(tool, tmp_path_factory):
+    out = tmp_path_factory.mktemp("student")
+    assert tool.main(["--out", str(out)]) == 0
+    return out / f"zg-course-{tool.kit_version()}"
+
+
+def test_the_distribution_holds_the_wheel_and_every_released_lab(tool, built):
+    import zg
+
+    assert tool.kit_version() == zg.__version__
+    labs = sorted(p.name for p in (ROOT / "labs" / "source").iterdir() if p.is_dir())
+    assert sorted(p.name for p in (built / "labs").iterdir()) == labs
+    manifest = json.loads((built / "MANIFEST.json").read_text())
+    assert manifest["zg_version"] == zg.__version__ and manifest["labs"] == labs
+    (wheel,) = built.glob("wheels/zg-*.whl")
+    with zipfile.ZipFile(wheel) as whl:
+        cora = whl.read("zg/_bundled/cora.npz")
+    assert cora == (ROOT / "data" / "cora.npz").read_bytes()
+    assert built.with_suffix(".zip").is_file()
+    assert tool.problems_in(built, zg.__version__) == []
+
+
+@pytest.mark.parametrize(
+    "planted",
+    ["### BEGIN HIDDEN TESTS", "**Model answer.**", "### BEGIN SOLUTION"],
+)
+def test_the_check_finds_an_answer_left_in(tool, built, tmp_path, planted):
+    copy = tmp_path / "copy"
+    shutil.copytree(built, copy)
+    nb = next((copy / "labs").glob("04_*/*.ipynb"))
+    nb.write_text(nb.read_text().replace("Lab 4", f"Lab 4 {planted}", 1))
+    found = tool.problems_in(copy, tool.kit_version())
+    assert any(planted in p for p in found), found
+    (copy / "labs" / "source").mkdir()
+    (copy / "labs" / "source" / "x.ipynb").write_text("{}")
+    assert any("an instructor's file" in p for p in tool.problems_in(copy, tool.kit_version()))
