@@ -13,7 +13,7 @@ export PYTHONHASHSEED := 0
 # slow torch's CPU kernels down by an order of magnitude.
 export OMP_WAIT_POLICY := PASSIVE
 
-.PHONY: help env lint format lab lab-instructor labs labs-check labs-wrong labs-right labs-mutants student-dist test test-fast test-modern report report-ci report-check docs docs-check bench clean
+.PHONY: help env lint format lab lab-instructor labs labs-check labs-wrong labs-right labs-mutants student-dist test-modern-all test test-fast test-modern report report-ci report-check docs docs-check bench clean
 
 help:
 	@echo "make lab          set up .venv (reference env) and start JupyterLab in notebooks/"
@@ -113,9 +113,17 @@ $(MODERN)/.zg-installed: requirements/modern.txt pyproject.toml
 	$(MPY) -m pip install --no-deps -e .
 	touch $@
 
+# The modern env runs every fast test, and the slow ones that prove real torch.distributed
+# training on a recent torch (MODERN_SLOW); `make test-modern-all` runs every slow test there
+# too (about 12 more minutes: the process-restart and fault tests, already run by `make test`).
+MODERN_SLOW = tests/grappa/test_grappa_distributed.py tests/grappa/test_grappa_train.py
 test-modern: $(MODERN)/.zg-installed
 	$(MPY) -c "import importlib.util, sys; sys.exit(importlib.util.find_spec('dgl') is not None)" \
 	  || (echo "error: DGL is installed in $(MODERN); the modern env must not have it" && exit 1)
+	$(MPY) -m pytest -q -m "not slow" tests
+	$(MPY) -m pytest -q -m slow $(MODERN_SLOW)
+
+test-modern-all: $(MODERN)/.zg-installed
 	$(MPY) -m pytest -q tests
 
 # make report: execute every notebook into reports/*.html (plotly.js embedded inline, no CDN;

@@ -25,6 +25,7 @@ from __future__ import annotations
 import argparse
 import json
 import os
+import re
 import shutil
 import sys
 import tempfile
@@ -128,8 +129,15 @@ def main(argv=None) -> int:
         default=0.10,
         help="largest share of autograded points the untouched release may earn",
     )
+    ap.add_argument(
+        "--timings",
+        default=None,
+        help="write each lab's grading time (the solutions' autograde) to this JSON file and "
+        "write those times into the labs' headers (labs/timings.json)",
+    )
     args = ap.parse_args(argv)
     start = time.time()
+    seconds = {}
 
     source_course = Path(args.course).resolve()
     api, course, cleanup, Gradebook = nbgrader_workspace(source_course, args.keep, "labs_check")
@@ -160,6 +168,8 @@ def main(argv=None) -> int:
                     f"labs_check: autograde {lab} / {student} failed:\n{result['log']}{result['error']}"
                 )
             print(f"  autograded {lab} as {student} in {time.time() - t:.1f} s", flush=True)
+            if student == "solutions":
+                seconds[lab] = round(time.time() - t, 1)
 
     print(
         f"\n{'lab':<28} {'auto pts':>8} {'solutions':>10} {'untouched':>10} {'manual pts':>10} {'hidden':>6}"
@@ -217,6 +227,8 @@ def main(argv=None) -> int:
     )
     if cleanup is not None:
         cleanup.cleanup()
+    if args.timings and not failures:
+        write_timings(Path(args.timings), seconds, source_course)
     if failures:
         print("labs_check: FAILED\n  " + "\n  ".join(failures))
         return 1
@@ -225,6 +237,35 @@ def main(argv=None) -> int:
         f"earns at most {args.max_untouched:.0%})"
     )
     return 0
+
+
+# The header line of every lab states how long executing it takes: that number is read from
+# labs/timings.json (written by `--timings`), never typed.
+TIME_PHRASE = re.compile(r"(executing the notebook takes [^\n]*?about )(\d+)( s\b)")
+
+
+def write_timings(path: Path, seconds: dict, course: Path) -> None:
+    sys.path.insert(0, str(ROOT))
+    from zg.experiments.machine import machine_label
+
+    data = json.loads(path.read_text()) if path.is_file() else {"seconds": {}}
+    data["seconds"].update(seconds)
+    data["machine"] = machine_label()
+    data["what"] = (
+        "seconds nbgrader's autograde takes on each lab's instructor solutions (kernel start "
+        "included): python tools/labs_check.py --timings labs/timings.json"
+    )
+    path.write_text(json.dumps(data, indent=1, sort_keys=True) + "\n")
+    for lab, secs in data["seconds"].items():
+        nb_path = course / "source" / lab / f"{lab}.ipynb"
+        if not nb_path.is_file():
+            continue
+        raw = nb_path.read_text()
+        stated = max(1, round(secs))
+        new = TIME_PHRASE.sub(lambda m, n=stated: f"{m.group(1)}{n}{m.group(3)}", raw, count=1)
+        if new != raw:
+            nb_path.write_text(new)
+    print(f"labs_check: grading times written to {path} and the labs' headers")
 
 
 if __name__ == "__main__":

@@ -1,4 +1,5 @@
-"""Fill the generated blocks of README.md and docs/*.md from the result files in bench/results/.
+"""Fill the generated blocks of README.md, docs/*.md and the labs' Markdown cells (model answers
+that quote a measurement) from the result files in bench/results/.
 
 A measured number in the docs is never typed: it sits in a generated block that this script
 rewrites from the file the bench wrote (:mod:`zg.experiments.results`). Two kinds of block:
@@ -171,7 +172,34 @@ def render_text(
 
 
 def default_files(root: Path) -> list[Path]:
-    return [root / "README.md", *sorted((root / "docs").glob("*.md"))]
+    """README.md, docs/*.md, and the graded labs (their model answers quote result files)."""
+    labs = sorted(
+        p for p in (root / "labs" / "source").glob("*/*.ipynb") if p.stem == p.parent.name
+    )
+    return [root / "README.md", *sorted((root / "docs").glob("*.md")), *labs]
+
+
+def render_notebook(
+    text: str, path: Path, results_dir: Path, cache: dict
+) -> tuple[str, list[Problem], int]:
+    """A notebook's JSON with every block of its Markdown cells re-rendered (the file keeps its
+    format: one-space indent, non-ASCII as is)."""
+    import json
+
+    nb = json.loads(text)
+    problems, count = [], 0
+    for i, cell in enumerate(nb.get("cells", [])):
+        if cell.get("cell_type") != "markdown":
+            continue
+        src = cell["source"] if isinstance(cell["source"], str) else "".join(cell["source"])
+        new, found, n = render_text(src, Path(f"{path} (cell {i})"), results_dir, cache)
+        problems += found
+        count += n
+        if new != src:
+            cell["source"] = new.splitlines(keepends=True)
+    if not count:
+        return text, problems, 0
+    return json.dumps(nb, indent=1, ensure_ascii=False) + "\n", problems, count
 
 
 def run(files: list[Path], results_dir: Path, check: bool, out=sys.stdout) -> int:
@@ -184,7 +212,8 @@ def run(files: list[Path], results_dir: Path, check: bool, out=sys.stdout) -> in
             status = 1
             continue
         text = path.read_text()
-        new, problems, count = render_text(text, path, results_dir, cache)
+        render = render_notebook if path.suffix == ".ipynb" else render_text
+        new, problems, count = render(text, path, results_dir, cache)
         blocks += count
         for p in problems:
             print(p, file=out)

@@ -222,6 +222,8 @@ def _lab_references() -> dict[int, tuple[list[str], list]]:
     import sys
 
     import zg.grappa  # noqa: F401 (loads the modules named below)
+    from zg import sampling
+    from zg.kernels import sampling as fused
 
     # zg.grappa.coverage and .partition are also functions there: the modules by their names.
     coverage, estimators, gradient, partition = (
@@ -229,6 +231,15 @@ def _lab_references() -> dict[int, tuple[list[str], list]]:
         for name in ("coverage", "estimators", "gradient", "partition")
     )
     return {
+        1: (["dynamic_compact", "compact_fewer_syncs"], [sampling.DynamicSampler.sample]),
+        2: (
+            ["first_occurrence", "compact_hop"],
+            [
+                sampling.EnvelopeSampler.sample_static,
+                sampling.EnvelopeSampler._sample_static_fused,
+                fused.sample_fused,
+            ],
+        ),
         4: (["train_with_rewind"], [rewind_loop, OverflowPoll]),
         5: (
             ["coverage_brute_force", "coverage_propagation", "graph_coverage"],

@@ -203,7 +203,7 @@ def test_every_wrong_solution_names_a_real_cell_and_part():
         "lab1_numpy_unique",
         "lab1_tolist_set",
         "lab5_out_edges",
-        "lab8_zero_grad_to_none",
+        "lab8_loss_item",
         "lab6_shrink_over_workers",
         "lab4_calls_reference",
         "lab4_uses_overflow_poll",
@@ -375,3 +375,33 @@ def test_the_package_carries_cora():
 
     bundled = Path(zg.__file__).parent / "_bundled" / "cora.npz"
     assert bundled.read_bytes() == (ROOT / "data" / "cora.npz").read_bytes()
+
+
+def test_the_kit_has_one_version_with_a_changelog_entry():
+    """pyproject, zg.__version__ and CHANGELOG.md's newest section name the same version."""
+    import tomllib
+
+    import zg
+
+    project = tomllib.loads((ROOT / "pyproject.toml").read_text())["project"]
+    assert project["version"] == zg.__version__
+    sections = re.findall(r"^## (\S+)", (ROOT / "CHANGELOG.md").read_text(), re.M)
+    assert sections and sections[0] == zg.__version__, sections[:3]
+
+
+def test_every_lab_header_states_its_measured_time():
+    """The header's "executing the notebook takes about N s of CPU" is labs/timings.json's
+    measurement (written by `tools/labs_check.py --timings labs/timings.json`), never typed."""
+    sys.path.insert(0, str(ROOT / "tools"))
+    try:
+        import labs_check
+    finally:
+        sys.path.remove(str(ROOT / "tools"))
+    timings = json.loads((LABS / "timings.json").read_text())
+    assert timings["machine"] and "labs_check.py --timings" in timings["what"]
+    for path in SOURCES:
+        header = text(cells(path)[0])
+        found = labs_check.TIME_PHRASE.search(header)
+        assert found, f"{path.stem}: the header does not say how long executing it takes"
+        measured = timings["seconds"][path.stem]
+        assert int(found.group(2)) == max(1, round(measured)), (path.stem, measured)

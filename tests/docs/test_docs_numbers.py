@@ -7,6 +7,7 @@ it is a setting or a fact of the design on the short allow-list below. The READM
 door: at most 10 KiB."""
 
 import io
+import json
 import re
 from pathlib import Path
 
@@ -92,7 +93,7 @@ def typed_numbers(path: Path, allowed=ALLOWED) -> list[str]:
 
 def test_render_docs_check_passes_on_the_tree():
     out = io.StringIO()
-    status = render_docs.run(DOCS, results.RESULTS_DIR, check=True, out=out)
+    status = render_docs.run(DOCS + LAB_SOURCES, results.RESULTS_DIR, check=True, out=out)
     assert status == 0, "run python tools/render_docs.py:\n" + out.getvalue()
 
 
@@ -264,3 +265,53 @@ def test_the_number_scan_finds_typed_numbers_and_spares_settings(tmp_path):
     spared = typed_numbers(page, allowed=[("page.md", "1.62x faster", "a target")])
     assert len(spared) == len(typed_numbers(page)) - 1
     assert not any(f.split(" in ")[0].endswith("'1.62x'") for f in spared), spared
+
+
+# The labs' model answers and marking notes (the instructor's side of every hand-graded question):
+# measurements come from zg:metric blocks (tools/render_docs.py renders them into the notebooks);
+# what is left is points, arithmetic of the design, and definitions. (lab, phrase, why)
+LAB_SOURCES = sorted(
+    p for p in (ROOT / "labs" / "source").glob("*/*.ipynb") if p.stem == p.parent.name
+)
+LAB_ALLOWED = [
+    ("02_fixed_shape_sampler", "2 x", "arithmetic: two node-indexed arrays"),
+    ("02_fixed_shape_sampler", "8 x", "arithmetic: 8 bytes per int64"),
+    ("02_fixed_shape_sampler", "1.6 GB", "arithmetic: 100M nodes x 2 arrays x 8 bytes"),
+    ("02_fixed_shape_sampler", "1.6\nGB", "the same product, across a line break"),
+    ("02_fixed_shape_sampler", "1024 x", "arithmetic: a batch of 1024"),
+    ("02_fixed_shape_sampler", "11 x", "arithmetic: the slots of one row"),
+    ("02_fixed_shape_sampler", "90 KB", "arithmetic: the per-hop buffers at that batch"),
+    ("05_coverage_by_propagation", "30 %", "the definition read for a coverage of 0.3"),
+    ("05_coverage_by_propagation", "70 %", "the definition read for a coverage of 0.3"),
+    ("06_estimator_weights", "4 x", "the formula: 4 bytes per float32 parameter"),
+]
+
+
+def model_answers(path: Path) -> str:
+    """The text of a lab's hand-graded answer cells (model answer and marking notes), with the
+    marking notes' point allocations ("2 points", "1 point") left out."""
+    cells = json.loads(path.read_text())["cells"]
+    out = []
+    for cell in cells:
+        meta = cell.get("metadata", {}).get("nbgrader", {})
+        if cell["cell_type"] == "markdown" and meta.get("solution") and meta.get("grade"):
+            out.append("".join(cell["source"]))
+    text = prose("\n\n".join(out))
+    return re.sub(r"\b\d+(?:\.\d+)? points?\b", " ", text)
+
+
+@pytest.mark.parametrize("path", LAB_SOURCES, ids=lambda p: p.stem)
+def test_no_typed_measurement_in_a_model_answer(path):
+    text = model_answers(path)
+    for lab, phrase, _why in LAB_ALLOWED:
+        if lab == path.stem:
+            text = text.replace(phrase, " " * len(phrase))
+    found = [
+        " ".join(text[max(0, m.start() - 40) : m.end() + 15].split())
+        for m in MEASURED.finditer(text)
+    ]
+    assert not found, (
+        f"{path.stem}: a measured number in a model answer must come from a result file (a "
+        "zg:metric block, rendered by tools/render_docs.py), or be added to LAB_ALLOWED with "
+        "a reason:\n" + "\n".join(found)
+    )

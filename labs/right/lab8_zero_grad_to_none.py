@@ -1,7 +1,6 @@
 # lab: 08_capture
+# how: model.zero_grad() sets the gradients to None and backward makes them anew each step: the capture rule lets gradients live in the graph's pool (PyTorch's own capture example does this), so this step is capturable and earns every point
 # cell: static_step
-# part: test_static_step test_static_step_hidden
-# why: model.zero_grad() sets the gradients to None, so backward allocates new ones every step: the same numbers as SGD, but the buffers move
 def static_step(state):
     """One SGD step of state.model on state.seeds, in place, 0 host syncs; loss -> state.loss."""
     state.model.zero_grad()
