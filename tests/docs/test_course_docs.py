@@ -76,3 +76,32 @@ def test_the_glossary_covers_the_words_the_course_uses():
     text = (ROOT / "docs" / "glossary.md").read_text()
     for word in ("Preset", "Partner sweep", "c_r", "Envelope", "Coverage", "Estimator"):
         assert re.search(rf"^\*\*{re.escape(word)}[ .(]", text, re.M), f"glossary lacks {word}"
+
+
+def _points(lab: str) -> tuple[float, float]:
+    """(autograded, hand-graded) points a lab's source notebook declares."""
+    nb = json.loads((ROOT / "labs" / "source" / lab / f"{lab}.ipynb").read_text())
+    auto = manual = 0.0
+    for cell in nb["cells"]:
+        meta = cell.get("metadata", {}).get("nbgrader", {})
+        if not meta.get("grade"):
+            continue
+        if cell["cell_type"] == "code" and not meta.get("solution"):
+            auto += float(meta.get("points", 0))
+        elif cell["cell_type"] == "markdown":
+            manual += float(meta.get("points", 0))
+    return auto, manual
+
+
+def test_the_point_tables_match_the_labs():
+    """docs/course/README.md and labs/README.md give each lab's "autograded + by hand" points:
+    the ones its notebook declares."""
+    for doc in (SYLLABUS, ROOT / "labs" / "README.md"):
+        text = doc.read_text()
+        for lab in LABS:
+            row = next((ln for ln in text.splitlines() if ln.startswith(f"| `{lab}` |")), None)
+            assert row, f"{doc.name}: no row for {lab}"
+            found = re.search(r"\| (\d+) \+ (\d+) \|", row)
+            assert found, f"{doc.name}: {lab}'s row has no 'N + M' points"
+            auto, manual = _points(lab)
+            assert (int(found[1]), int(found[2])) == (auto, manual), (doc.name, lab, auto, manual)
