@@ -170,7 +170,6 @@ class Lab:
         namespace = {"__name__": "__main__", "__builtins__": __builtins__}
         cwd = os.getcwd()
         os.chdir(self.source.parent)
-        saved_main = sys.modules.get("__main__")
         try:
             for cell in self.cells:
                 if cell.index in at:
@@ -187,8 +186,6 @@ class Lab:
         finally:
             torch.set_num_threads(threads)
             os.chdir(cwd)
-            if saved_main is not None:
-                sys.modules["__main__"] = saved_main
         return outcomes
 
     @contextlib.contextmanager
