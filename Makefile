@@ -13,7 +13,7 @@ export PYTHONHASHSEED := 0
 # slow torch's CPU kernels down by an order of magnitude.
 export OMP_WAIT_POLICY := PASSIVE
 
-.PHONY: help env lint format lab lab-instructor labs labs-check labs-wrong labs-right labs-mutants student-dist test-modern-all test test-fast test-modern report report-ci report-check docs docs-check bench clean
+.PHONY: help env lint format lab lab-instructor labs labs-check labs-wrong labs-right labs-mutants labs-sandbox student-dist test-modern-all test test-fast test-modern report report-ci report-modern report-check docs docs-check bench clean
 
 help:
 	@echo "make lab          set up .venv (reference env) and start JupyterLab in notebooks/"
@@ -22,6 +22,7 @@ help:
 	@echo "make test         set up .venv and run the whole suite (unit, property, distributed, notebooks)"
 	@echo "make test-fast    the suite without the slow tests (processes, notebooks): under 2 minutes"
 	@echo "make test-modern  set up .venv-modern (torch 2.13 CPU, no DGL) and run the core tests"
+	@echo "make report-modern run every notebook (CI size) and every lab solution in .venv-modern, no DGL"
 	@echo "make report       execute the notebooks at full size into reports/*.html (ZG_SCALE=small: CI size)"
 	@echo "make report-ci    the same at CI size"
 	@echo "make report-check open every report in headless Chromium: figures drawn, no JS errors"
@@ -80,6 +81,14 @@ labs-right: env
 labs-mutants: env
 	PYTHONPATH=$(CURDIR) $(PY) tools/labs_mutants.py --write docs/course/mutation_scores.md
 
+# `make labs-sandbox LAB=02_fixed_shape_sampler`: grade every collected submission of a lab,
+# each in its own sandbox (tools/labs_sandbox.py: namespaces, user nobody, no network, killed
+# at TIMEOUT seconds); the reports go to labs/sandbox-<lab>.json.
+TIMEOUT ?= 600
+labs-sandbox: env
+	@test -n "$(LAB)" || (echo "usage: make labs-sandbox LAB=<lab, e.g. 02_fixed_shape_sampler>" && exit 2)
+	PYTHONPATH=$(CURDIR) $(PY) tools/labs_sandbox.py --timeout $(TIMEOUT) --json labs/sandbox-$(LAB).json labs/submitted/*/$(LAB)/$(LAB).ipynb
+
 # `make lint`: what the pre-commit hooks check (.pre-commit-config.yaml), on every tracked file.
 STORED_NOTEBOOKS = $(NOTEBOOKS) $(wildcard labs/source/*/*.ipynb)
 lint: env
@@ -93,14 +102,15 @@ format: env
 	$(VENV)/bin/nbstripout --keep-id $(STORED_NOTEBOOKS)
 
 # ZG_REFERENCE_ENV=1: in the reference environment a missing DGL (or other pinned extra) is a
-# test error, never a skip.
+# test error, never a skip; in the notebooks too (zg.interop.dgl_or_skip raises instead of
+# skipping the DGL rows).
 # The notebooks run once, at CI size, into reports/ (tools/build_report.py: a failing cell fails
 # the target), so .ci/run checks those same reports in a browser and builds the docs from them
 # instead of executing every notebook a second time. One notebook under pytest while working:
 # `.venv/bin/python -m pytest -q --nbval-lax notebooks/02_envelopes.ipynb` (CONTRIBUTING.md).
 test: env
 	ZG_REFERENCE_ENV=1 $(PY) -m pytest -q tests
-	$(if $(NOTEBOOKS),mkdir -p reports && $(PY) tools/build_report.py --scale small --out reports $(NOTEBOOKS))
+	$(if $(NOTEBOOKS),mkdir -p reports && ZG_REFERENCE_ENV=1 $(PY) tools/build_report.py --scale small --out reports $(NOTEBOOKS))
 
 # The fast lane (CONTRIBUTING.md): every test not marked slow, no notebook. Run it while working;
 # run `make test` before a change lands.
@@ -116,12 +126,23 @@ $(MODERN)/.zg-installed: requirements/modern.txt pyproject.toml
 # The modern env runs every fast test, and the slow ones that prove real torch.distributed
 # training on a recent torch (MODERN_SLOW); `make test-modern-all` runs every slow test there
 # too (about 12 more minutes: the process-restart and fault tests, already run by `make test`).
-MODERN_SLOW = tests/grappa/test_grappa_distributed.py tests/grappa/test_grappa_train.py
-test-modern: $(MODERN)/.zg-installed
-	$(MPY) -c "import importlib.util, sys; sys.exit(importlib.util.find_spec('dgl') is not None)" \
+# tests/docs/test_colab_cell.py: the labs' Colab install cell, on this recent torch.
+MODERN_SLOW = tests/grappa/test_grappa_distributed.py tests/grappa/test_grappa_train.py \
+	tests/docs/test_colab_cell.py
+MODERN_HAS_NO_DGL = $(MPY) -c "import importlib.util, sys; sys.exit(importlib.util.find_spec('dgl') is not None)" \
 	  || (echo "error: DGL is installed in $(MODERN); the modern env must not have it" && exit 1)
+test-modern: $(MODERN)/.zg-installed
+	$(MODERN_HAS_NO_DGL)
 	$(MPY) -m pytest -q -m "not slow" tests
 	$(MPY) -m pytest -q -m slow $(MODERN_SLOW)
+
+# Where students are: every notebook at CI size and every lab's solution notebook, executed in
+# .venv-modern (torch 2.13 CPU, no DGL; a failing cell fails it). The notebooks skip their DGL
+# rows with a printed line. Nothing is written (no HTML: `make test` renders the reports).
+LAB_SOURCES = $(wildcard labs/source/*/*.ipynb)
+report-modern: $(MODERN)/.zg-installed
+	$(MODERN_HAS_NO_DGL)
+	$(MPY) tools/build_report.py --scale small --execute-only $(NOTEBOOKS) $(LAB_SOURCES)
 
 test-modern-all: $(MODERN)/.zg-installed
 	$(MPY) -m pytest -q tests

@@ -3,6 +3,7 @@
 
     python tools/build_report.py --scale full --out reports notebooks/*.ipynb
     python tools/build_report.py --scale small notebooks/02_envelopes.ipynb   # CI size
+    python tools/build_report.py --scale small --execute-only notebooks/*.ipynb labs/source/*/*.ipynb
 
 Each notebook runs top to bottom in a fresh kernel of this interpreter, in the notebook's own
 folder, with ``ZG_SCALE`` set to ``--scale`` (the notebooks read it through
@@ -13,6 +14,10 @@ widget, and zg.viz.explore() gives every control a static stand-in instead.
 After writing a report this script checks it statically: plotly.js is embedded inline, and no
 script or stylesheet is loaded from the network (cdn.plot.ly or anywhere else). Open the
 reports in a real browser with tools/report_check.py (`make report-check`).
+
+``--execute-only`` runs the notebooks the same way and writes nothing: what `make report-modern`
+does in the modern environment (no DGL, no nbconvert), where the question is only whether every
+cell runs.
 
 Exit status: 0 if every notebook ran and every report passed; 1 otherwise (the others are
 still written, so one failure does not hide the rest).
@@ -53,8 +58,12 @@ class _Stalled(Exception):
     """The kernel stopped answering (a timeout, a dead kernel): worth one more try."""
 
 
-def build(notebook: Path, out_dir: Path, scale: str, timeout: int, retries: int = 1) -> tuple:
+def build(
+    notebook: Path, out_dir: Path, scale: str, timeout: int, retries: int = 1, html: bool = True
+) -> tuple:
     """Execute one notebook and write out_dir/<stem>.html. Returns (ok, seconds, message).
+
+    ``html=False``: execute only; nothing is written and nbconvert is not needed.
 
     A run that fails because the kernel stopped answering (a per-cell timeout or a dead
     kernel, not an error raised by the notebook's own code) is retried ``retries`` times in a
@@ -63,7 +72,7 @@ def build(notebook: Path, out_dir: Path, scale: str, timeout: int, retries: int 
     start = time.perf_counter()
     for attempt in range(retries + 1):
         try:
-            return _build_once(notebook, out_dir, scale, timeout)
+            return _build_once(notebook, out_dir, scale, timeout, html)
         except _Stalled as exc:
             print(
                 f"report: {notebook}: {exc}; "
@@ -75,11 +84,10 @@ def build(notebook: Path, out_dir: Path, scale: str, timeout: int, retries: int 
     return False, time.perf_counter() - start, f"execution stopped (no report written): {stalled}"
 
 
-def _build_once(notebook: Path, out_dir: Path, scale: str, timeout: int) -> tuple:
+def _build_once(notebook: Path, out_dir: Path, scale: str, timeout: int, html: bool) -> tuple:
     import nbformat
     from nbclient import NotebookClient
     from nbclient.exceptions import CellExecutionError, CellTimeoutError, DeadKernelError
-    from nbconvert import HTMLExporter
     from traitlets.config import Config
 
     nb = nbformat.read(notebook, as_version=4)
@@ -118,6 +126,10 @@ def _build_once(notebook: Path, out_dir: Path, scale: str, timeout: int) -> tupl
         except Exception as exc:  # anything else: still write what ran
             ok, message = False, f"execution stopped: {type(exc).__name__}: {exc}"
     seconds = time.perf_counter() - start
+    if not html:
+        return ok, seconds, message
+    from nbconvert import HTMLExporter
+
     nb.metadata.pop("widgets", None)
     exporter = HTMLExporter(
         extra_template_basedirs=[str(HERE)], template_name=TEMPLATE, theme="light"
@@ -153,6 +165,11 @@ def main(argv=None) -> int:
         default=None,
         help="seconds per cell (default: 120 at small scale, 3600 at full)",
     )
+    ap.add_argument(
+        "--execute-only",
+        action="store_true",
+        help="run every cell (a failing cell fails), write no HTML (make report-modern)",
+    )
     args = ap.parse_args(argv)
     if args.timeout is None:
         # At CI size every cell finishes in seconds, so a short timeout turns the rare stalled
@@ -165,12 +182,17 @@ def main(argv=None) -> int:
             failures += 1
             continue
         ok, seconds, message = build(
-            notebook, args.out, args.scale, args.timeout, retries=3 if args.scale == "small" else 1
+            notebook,
+            args.out,
+            args.scale,
+            args.timeout,
+            retries=3 if args.scale == "small" else 1,
+            html=not args.execute_only,
         )
         status = "ok" if ok else "FAILED"
+        where = "executed" if args.execute_only else f"-> {args.out / (notebook.stem + '.html')}"
         print(
-            f"report: {notebook} -> {args.out / (notebook.stem + '.html')}  [{status}, "
-            f"{seconds:.0f} s, ZG_SCALE={args.scale}]",
+            f"report: {notebook} {where}  [{status}, {seconds:.0f} s, ZG_SCALE={args.scale}]",
             flush=True,
         )
         if not ok:

@@ -17,6 +17,11 @@ its workers as source code).
     lab = Lab(Path("labs/source/04_overflow_rewind/04_overflow_rewind.ipynb"))
     results = lab.grade([Variant("mine", {"gated_sgd": code})])   # {key: Outcome}
 
+Before any variant runs, ``tools/labs_tamper.py`` scans its cells: a variant that rebinds a name
+the lab's locked cells bind, sets an attribute of a module, or builds code at run time earns no
+point, and its failure names the line (``Lab(scan=False)`` turns the scan off, for tests of
+what the scan alone stops).
+
 What the fork does not contain: files the variant writes, and processes it starts outside its
 process group. The graded labs write no files; `tools/labs_wrong.py --nbgrader` grades with
 nbgrader itself where that matters.
@@ -38,6 +43,8 @@ from dataclasses import dataclass, field
 from pathlib import Path
 
 ROOT = Path(__file__).resolve().parent.parent
+if str(ROOT / "tools") not in sys.path:  # labs_tamper sits beside this file
+    sys.path.insert(0, str(ROOT / "tools"))
 
 
 @dataclass
@@ -133,10 +140,22 @@ def _run_cell(cell: Cell, code: str, namespace: dict, tag: str) -> str | None:
 class Lab:
     """One lab's source notebook, run once in this process, with variants graded in forks."""
 
-    def __init__(self, source: Path, *, timeout: float = 60.0, jobs: int = 2, quiet: bool = True):
+    def __init__(
+        self,
+        source: Path,
+        *,
+        timeout: float = 60.0,
+        jobs: int = 2,
+        quiet: bool = True,
+        scan: bool = True,
+    ):
         self.source = Path(source).resolve()
         self.name = self.source.parent.name
         self.cells = code_cells(self.source)
+        self.scan = scan
+        model = self.findings({c.grade_id: c.source for c in self.cells if c.solution})
+        if model:
+            raise ValueError(f"{self.name}: the model solution fails the tamper scan: {model[0]}")
         self.by_id = {c.grade_id: c for c in self.cells if c.grade_id}
         self.parts = parts(self.cells)
         self.timeout, self.jobs, self.quiet = timeout, max(1, jobs), quiet
@@ -153,14 +172,40 @@ class Lab:
             if gid not in self.by_id or not self.by_id[gid].graded:
                 raise ValueError(f"{variant.key}: {self.name} has no graded cell {gid!r}")
 
+    def findings(self, cells: dict[str, str]) -> list:
+        """What the tamper scan finds in ``cells`` ({grade_id: code}); [] with ``scan=False``."""
+        if not self.scan:
+            return []
+        from labs_tamper import scan
+
+        setup = [c.source for c in self.cells if not c.solution and not c.graded]
+        tests = [c.source for c in self.cells if c.graded]
+        return scan(cells, setup, tests)
+
     def grade(self, variants: list[Variant], progress=None) -> dict[str, Outcome]:
-        """Run the notebook once; grade every variant in a fork at its first replaced cell."""
+        """Run the notebook once; grade every variant in a fork at its first replaced cell.
+
+        A variant the tamper scan flags is not run: it earns nothing, and its failure says why.
+        """
         for v in variants:
             self.check_variant(v)
+        outcomes: dict[str, Outcome] = {}
+        clean = []
+        for v in variants:
+            found = self.findings(v.cells)
+            if not found:
+                clean.append(v)
+                continue
+            outcomes[v.key] = self._outcome(v, b"{}", False, 0.0)
+            outcomes[v.key].failure = f"tamper: {found[0]}" + (
+                f" (and {len(found) - 1} more)" if len(found) > 1 else ""
+            )
+            if progress is not None:
+                progress(outcomes[v.key])
+        variants = clean
         at: dict[int, list[Variant]] = {}
         for v in variants:
             at.setdefault(min(self.by_id[g].index for g in v.cells), []).append(v)
-        outcomes: dict[str, Outcome] = {}
         # A forked child hangs in its first parallel region when the parent's OpenMP pool ran
         # (GNU OpenMP is not fork-safe): parent and children run single-threaded.
         import torch

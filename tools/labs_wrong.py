@@ -172,6 +172,10 @@ def grade_forked(wrongs: list[dict], course: Path) -> dict[str, tuple[float, flo
     return scores
 
 
+def _points(course: Path, lab: str, grade_id: str) -> float:
+    return Lab(course / "source" / lab / f"{lab}.ipynb").by_id[grade_id].points
+
+
 def grade_with_nbgrader(wrongs: list[dict], args) -> dict[str, tuple[float, float]]:
     """{name: (earned, total)} of each wrong solution's part, graded by nbgrader autograde."""
 
@@ -184,8 +188,16 @@ def grade_with_nbgrader(wrongs: list[dict], args) -> dict[str, tuple[float, floa
             raise SystemExit(
                 f"labs_wrong: generate_assignment {lab} failed:\n{result['log']}{result['error']}"
             )
+    scanned = {}  # the tamper scan runs first, as in the other graders: nbgrader alone has none
     for wrong in wrongs:
         lab = wrong["lab"]
+        found = Lab(course / "source" / lab / f"{lab}.ipynb").findings(
+            {wrong["cell"]: wrong["code"]}
+        )
+        if found:
+            print(f"  {wrong['name']} ({lab}): no points, the tamper scan found {found[0]}")
+            scanned[wrong["name"]] = (0.0, sum(_points(course, lab, g) for g in wrong["part"]))
+            continue
         folder = course / "submitted" / wrong["name"] / lab
         folder.mkdir(parents=True)
         nb = submission(course / "source" / lab / f"{lab}.ipynb", wrong)
@@ -198,9 +210,11 @@ def grade_with_nbgrader(wrongs: list[dict], args) -> dict[str, tuple[float, floa
             )
         print(f"  autograded {wrong['name']} ({lab}) in {time.time() - t:.1f} s", flush=True)
 
-    scores = {}
+    scores = dict(scanned)
     with Gradebook(f"sqlite:///{course / 'gradebook.db'}") as gb:
         for wrong in wrongs:
+            if wrong["name"] in scanned:
+                continue
             grades = [
                 gb.find_grade(gid, wrong["lab"], wrong["lab"], wrong["name"])
                 for gid in wrong["part"]

@@ -29,7 +29,7 @@ from .envelope import Envelope
 from .graph import Graph
 from .sampling import DynamicSampler, EnvelopeSampler, MiniBatch
 
-__version__ = "0.3.0"
+__version__ = "0.4.0"
 __all__ = [
     "Graph",
     "Block",

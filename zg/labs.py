@@ -10,6 +10,13 @@ Where it sits: outside the training flow.
   that compute the same result raise, however the student reached them (a module attribute, a
   name imported into the notebook, an alias), so a submission that calls the reference instead
   of writing it earns nothing.
+* :func:`checks` (every lab's setup cell): the comparisons and the sync audit the tests use,
+  bound when this module is first imported, before any student cell runs, so a cell that
+  rebinds ``torch.equal``, ``torch.allclose`` or ``SyncAudit`` changes nothing in a test.
+* :class:`FirstWriteWins` (labs whose answers scatter): PyTorch leaves undefined which of
+  several writes to one index a ``scatter_`` or ``index_put_`` keeps; under this mode the
+  first one wins instead of the last, so a test run both ways fails an answer that depends on
+  the order.
 * :func:`graded_against` (every lab's setup cell): the kit version the lab's tests were
   written and checked against; another version stops the notebook before any test runs, so a
   grade never changes silently because the kit changed mid-term.
@@ -17,7 +24,7 @@ Where it sits: outside the training flow.
 in one process (world size 1) cannot show whether it communicates, or whether it scales before
 the all-reduce, so :func:`hook_on_workers` runs it on real gloo processes
 (:func:`zg.grappa.launch.spawn`, as the kit's trainers start workers) and returns what every
-rank got beside what it should have got.
+rank got beside what it should have got. The kit's own hook is held while the student's runs.
 
 The spawned workers cannot see a notebook's globals, so the hook travels as its source code
 (``inspect.getsource``, which works for functions defined in a Jupyter cell) and is defined
@@ -30,6 +37,7 @@ from __future__ import annotations
 import contextlib
 import inspect
 import os
+import re
 import tempfile
 import textwrap
 import types
@@ -40,7 +48,9 @@ from types import SimpleNamespace
 import torch
 import torch.distributed as dist
 from torch.nn.parallel import DistributedDataParallel as DDP
+from torch.utils._python_dispatch import TorchDispatchMode
 
+from .audit import SyncAudit as _SyncAudit
 from .errors import ZgError
 from .grappa.comm import CommLedger
 from .grappa.hook import HookState, estimator_hook
@@ -56,6 +66,9 @@ __all__ = [
     "hold_references",
     "ForbiddenCall",
     "graded_against",
+    "checks",
+    "Checks",
+    "FirstWriteWins",
     "LabVersionMismatch",
 ]
 
@@ -97,6 +110,114 @@ def graded_against(version: str) -> str:
         warnings.warn(f"{message} ({ANY_VERSION_ENV}=1: running anyway)", stacklevel=2)
         return __version__
     raise LabVersionMismatch(message + f" (set {ANY_VERSION_ENV}=1 to run anyway)")
+
+
+class Checks:
+    """The comparisons and the audit a lab's tests use, bound when ``zg.labs`` was imported.
+
+    A lab's setup cell binds ``zg_check = zg.labs.checks()`` before any student cell runs, and
+    its tests call ``zg_check.equal``, ``.allclose``, ``.isclose``, ``.assert_close`` and
+    ``.SyncAudit``: a student cell that rebinds ``torch.equal`` or ``SyncAudit`` afterwards
+    changes nothing in a test. The attributes cannot be set. (A cell that rebinds ``zg_check``
+    itself, or a kit module's attribute, is what the graders' tamper scan reports.)
+    """
+
+    __slots__ = ()
+    equal = staticmethod(torch.equal)
+    allclose = staticmethod(torch.allclose)
+    isclose = staticmethod(torch.isclose)
+    assert_close = staticmethod(torch.testing.assert_close)
+    SyncAudit = _SyncAudit
+
+    def __setattr__(self, name, value):
+        raise AttributeError(f"zg.labs.checks() is read-only: cannot set {name!r}")
+
+    def __repr__(self) -> str:
+        return "zg.labs.checks(): equal, allclose, isclose, assert_close, SyncAudit"
+
+
+_CHECKS = Checks()
+
+
+def checks() -> Checks:
+    """The comparisons bound when ``zg.labs`` was first imported (see :class:`Checks`)."""
+    return _CHECKS
+
+
+def _flipped_write(func, args, kwargs):
+    """``func`` (a scatter or index_put without reduction) with its writes in reverse order.
+
+    Writes to one index then land first-to-last reversed, so the first one stays. Returns
+    None where the call has no order to reverse (a scalar source, a reduction, a ``None``
+    index), and the caller runs it unchanged.
+    """
+    aten = torch.ops.aten
+    name = func._schema.name.split("::")[-1]
+    if name in ("scatter", "scatter_"):
+        if len(args) < 4 or not isinstance(args[3], torch.Tensor) or kwargs.get("reduce"):
+            return None
+        self, dim, index, src = args[:4]
+        if index.numel() == 0:
+            return None
+        d = dim % max(index.dim(), 1)
+        rows = src[tuple(slice(0, n) for n in index.shape)]  # the entries scatter reads
+        return func(self, dim, index.flip(d), rows.flip(d), *args[4:], **kwargs)
+    if name in ("index_put", "index_put_", "_index_put_impl_"):
+        self, indices, values = args[:3]
+        accumulate = args[3] if len(args) > 3 else kwargs.get("accumulate", False)
+        if accumulate or any(i is None for i in indices):
+            return None
+        idx = []
+        for i in indices:
+            idx.extend(i.nonzero().unbind(1) if i.dtype == torch.bool else [i])
+        idx = torch.broadcast_tensors(*idx)
+        if idx[0].numel() == 0:
+            return None
+        lead = idx[0].shape
+        rest = self.shape[len(idx) :]
+        vals = values.expand(*lead, *rest).reshape(-1, *rest).flip(0)
+        flat = [i.reshape(-1).flip(0) for i in idx]
+        put = aten.index_put_ if name.endswith("_") else aten.index_put
+        return put.default(self, flat, vals)
+    if name in ("index_copy", "index_copy_"):
+        self, dim, index, source = args[:4]
+        return func(self, dim, index.flip(0), source.flip(dim))
+    return None
+
+
+class FirstWriteWins(TorchDispatchMode):
+    """Run ``scatter_``, ``index_put_`` (``x[i] = v``) and ``index_copy_`` with their writes in
+    reverse order, so that of several writes to one index the first stays, not the last.
+
+    PyTorch does not say which duplicate such a write keeps (on a GPU it varies from run to
+    run); the CPU happens to keep the last. A lab whose answer must not depend on that runs the
+    student's function normally and under this mode, and compares both with the reference.
+    Reductions (``scatter_reduce_``, ``index_add_``, ``accumulate=True``) are defined and run
+    unchanged. ``flipped`` counts the writes it reversed.
+    """
+
+    _NAMES = (
+        "scatter",
+        "scatter_",
+        "index_put",
+        "index_put_",
+        "_index_put_impl_",
+        "index_copy",
+        "index_copy_",
+    )
+
+    def __init__(self):
+        super().__init__()
+        self.flipped = 0
+
+    def __torch_dispatch__(self, func, types, args=(), kwargs=None):
+        kwargs = kwargs or {}
+        if func._schema.name.split("::")[-1] in self._NAMES:
+            out = _flipped_write(func, args, kwargs)
+            if out is not None:
+                self.flipped += 1
+                return out
+        return func(*args, **kwargs)
 
 
 class ForbiddenCall(ZgError, AssertionError):
@@ -222,7 +343,8 @@ def _lab_references() -> dict[int, tuple[list[str], list]]:
     import sys
 
     import zg.grappa  # noqa: F401 (loads the modules named below)
-    from zg import sampling
+    from zg import audit, envelope, optim, sampling
+    from zg.grappa import hook
     from zg.kernels import sampling as fused
 
     # zg.grappa.coverage and .partition are also functions there: the modules by their names.
@@ -240,14 +362,30 @@ def _lab_references() -> dict[int, tuple[list[str], list]]:
                 fused.sample_fused,
             ],
         ),
-        4: (["train_with_rewind"], [rewind_loop, OverflowPoll]),
+        3: (
+            ["envelope_sizes", "overflow_rate", "smallest_margin", "memory_bytes"],
+            [
+                envelope.Envelope.profile.__func__,
+                envelope.Envelope._feasible,
+                envelope.Envelope.memory_model,
+                envelope.block_bytes,
+            ],
+        ),
+        # DeviceSGD.step(apply=...) is the gated step itself. Its no_grad wrapper is a closure,
+        # and so is the profiling wrapper torch.optim puts around a class's step once any
+        # instance exists: the function innermost of them all is held.
+        4: (
+            ["train_with_rewind", "gated_sgd_"],
+            [rewind_loop, OverflowPoll, inspect.unwrap(optim.DeviceSGD.step)],
+        ),
         5: (
             ["coverage_brute_force", "coverage_propagation", "graph_coverage"],
             [coverage.coverage, coverage.local_coverage, coverage._propagate],
         ),
         6: (
-            ["stats_of", "batch_scales", "shrink_scales"],
+            ["stats_of", "batch_scales", "shrink_scales", "scaled_allreduce_hook"],
             [
+                hook.estimator_hook,
                 estimators.batch_stats,
                 estimators.masked_batch_stats,
                 estimators.worker_scales,
@@ -266,6 +404,7 @@ def _lab_references() -> dict[int, tuple[list[str], list]]:
                 partition._partner_sweep,
             ],
         ),
+        8: (["launches_per_step"], [audit.count_launches]),
         9: (["gradient_error_of"], [gradient.gradient_error, gradient._summarise]),
     }
 
@@ -378,7 +517,16 @@ def _hook_worker(
     ddp = DDP(model, bucket_cap_mb=bucket_cap_mb)
     state = SimpleNamespace(scale=float(scales[rank]), ledger=CommLedger(world_size))
     ddp.register_comm_hook(state, hook)
-    got = _grads_through(ddp, model, rank)
+    # Write it, don't call it: while the student's hook runs, the kit's own (the same scaled
+    # all-reduce) raises, however the hook reaches it; the kit's run below is the reference.
+    try:
+        with forbid(estimator_hook, lab="Lab 6"):
+            got = _grads_through(ddp, model, rank)
+    except Exception as exc:
+        refused = _forbidden_cause(exc)
+        if refused is None:
+            raise
+        raise ForbiddenCall(f"rank {rank}: {refused}") from None
     kit_model = _model(seed)
     kit = DDP(kit_model, bucket_cap_mb=bucket_cap_mb)
     kit_state = HookState(CommLedger(world_size))
@@ -397,6 +545,18 @@ def _hook_worker(
     )
 
 
+def _forbidden_cause(exc: BaseException) -> ForbiddenCall | None:
+    """The :class:`ForbiddenCall` behind ``exc`` (DDP hands a hook's error on as a RuntimeError
+    that holds its text), or None."""
+    seen = exc
+    while seen is not None:
+        if isinstance(seen, ForbiddenCall):
+            return seen
+        seen = seen.__cause__ or seen.__context__
+    found = re.search(r"Lab \d+ asks you to write this yourself: [^\n]*", str(exc))
+    return ForbiddenCall(found.group(0)) if found else None
+
+
 def hook_on_workers(
     hook: Callable,
     scales: Sequence[float],
@@ -410,7 +570,8 @@ def hook_on_workers(
     :class:`zg.grappa.comm.CommLedger`. Returns one dict per rank: ``got`` (the gradients DDP
     left, a list of tensors), ``expected`` (``sum_r scales[r] * grad_r``), ``kit`` (what
     :func:`zg.grappa.hook.estimator_hook` gives), ``ledger`` and ``kit_ledger`` (``take()`` of
-    each ledger)."""
+    each ledger). While ``hook`` runs, ``estimator_hook`` raises (:func:`forbid`): a hook that
+    hands the work to the kit's raises :class:`ForbiddenCall` here."""
     if not callable(hook) or not hasattr(hook, "__name__"):
         raise TypeError(f"hook must be a function, got {type(hook).__name__}")
     world_size = len(scales)

@@ -14,7 +14,15 @@ from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
 from zg import Graph
-from zg.interop import VERSION_CHECK, blocked_imports, has_pyg, require_dgl, require_pyg
+from zg.interop import (
+    VERSION_CHECK,
+    blocked_imports,
+    dgl_or_skip,
+    has_dgl,
+    has_pyg,
+    require_dgl,
+    require_pyg,
+)
 
 
 def run_python(code):
@@ -96,6 +104,22 @@ def test_a_missing_framework_is_an_import_error_saying_how_to_get_it(
     with pytest.raises(ImportError, match=advice) as info:
         require_fn()
     assert info.value.__cause__ is None and info.value.__suppress_context__
+
+
+def test_without_dgl_the_notebooks_dgl_rows_are_skipped_with_one_printed_line(monkeypatch, capsys):
+    """What notebooks 01 and 04 ask before their DGL rows: True where DGL is installed (silently),
+    else one line naming what is skipped and why; in the reference env a missing DGL raises."""
+    assert has_dgl() == (importlib.util.find_spec("dgl") is not None)
+    if has_dgl():
+        assert dgl_or_skip("the DGL row") and capsys.readouterr().out == ""
+    monkeypatch.setitem(sys.modules, "dgl", None)  # as if it were not installed
+    monkeypatch.delenv("ZG_REFERENCE_ENV", raising=False)
+    assert not has_dgl() and dgl_or_skip("the DGL row of this timeline") is False
+    (line,) = capsys.readouterr().out.splitlines()
+    assert line.startswith("skipped: the DGL row of this timeline, because DGL is not installed")
+    monkeypatch.setenv("ZG_REFERENCE_ENV", "1")
+    with pytest.raises(ImportError, match="needs DGL, which is not installed"):
+        dgl_or_skip("the DGL row")
 
 
 # ----------------------------------------------------------------------------- blocked_imports

@@ -12,6 +12,7 @@ import importlib.util
 import json
 import re
 import sys
+import textwrap
 from pathlib import Path
 
 import pytest
@@ -209,6 +210,9 @@ def test_every_wrong_solution_names_a_real_cell_and_part():
         "lab4_uses_overflow_poll",
         "lab5_calls_local_coverage",
         "lab7_calls_pair_coverage",
+        "lab2_last_write_wins",
+        "lab3_calls_memory_model",
+        "lab8_calls_count_launches",
     ],
 )
 def test_a_few_wrong_solutions_lose_their_points_without_nbgrader(name):
@@ -289,9 +293,9 @@ def test_forbid_turns_a_function_off_however_it_was_reached_and_restores_it():
 
 def test_no_setup_cell_hands_out_what_its_lab_asks_for():
     """A setup cell imports no kit function that computes what the lab asks the student to
-    write; Lab 4's tests turn the kit's loop off around the student's (zg.labs.forbid), and
-    Labs 5, 6, 7 and 9 hold their references inside the student's functions from the setup on
-    (zg.labs.hold_references), naming functions the lab really asks for."""
+    write; every lab in the table holds its references inside the student's functions from the
+    setup on (zg.labs.hold_references), naming functions the lab really asks for, and Lab 4's
+    tests also turn the kit's loop off around the student's (zg.labs.forbid)."""
     import zg.labs
 
     table = zg.labs._lab_references()
@@ -312,8 +316,7 @@ def test_no_setup_cell_hands_out_what_its_lab_asks_for():
         if number == 4:
             calls = [t for t in tests if "train_with_rewind(" in t]
             assert calls and all("zg.labs.forbid(" in t for t in calls), lab.name
-        else:
-            assert f"zg.labs.hold_references(globals(), {number})" in setup, lab.name
+        assert f"zg.labs.hold_references(globals(), {number})" in setup, lab.name
 
 
 def test_held_references_work_for_the_tests_and_refuse_inside_the_students_function():
@@ -340,6 +343,91 @@ def test_held_references_work_for_the_tests_and_refuse_inside_the_students_funct
         graph_coverage(g, part, 2)
     zg.labs.hold_references(namespace, 5)  # the lab run again in one process: still one hold
     assert torch.equal(grappa.coverage(g, part, hops=2), expected)
+
+
+def test_every_lab_of_the_table_can_hold_its_references():
+    """hold_references takes every lab of the table (a closure, which forbid cannot hold, would
+    raise in the lab's setup cell), and a held function still works outside the student's."""
+    import zg.labs
+    from zg.labs import ForbiddenCall
+
+    # an optimizer made first: torch.optim then wraps DeviceSGD.step once more (a closure)
+    zg.optim.DeviceSGD([torch.nn.Parameter(torch.ones(1))], lr=0.1)
+    for lab in zg.labs._lab_references():
+        assert zg.labs.hold_references({}, lab)
+    namespace = {}
+    zg.labs.hold_references(namespace, 4)
+    w = torch.nn.Parameter(torch.ones(3))
+    w.grad = torch.ones(3)
+
+    def gated_sgd_(params, lr, apply):
+        zg.optim.DeviceSGD(params, lr=lr).step(apply=apply)
+
+    namespace["gated_sgd_"] = gated_sgd_
+    with pytest.raises(
+        ForbiddenCall, match=r"Lab 4 .* zg.optim.DeviceSGD.step \(from gated_sgd_\)"
+    ):
+        gated_sgd_([w], 0.5, torch.tensor(True))
+    zg.optim.DeviceSGD([w], lr=0.5).step(apply=torch.tensor(True))  # the kit's own use: as before
+    assert torch.equal(w.detach(), torch.full((3,), 0.5))
+
+
+def test_first_write_wins_keeps_the_first_of_several_writes_to_one_index():
+    """zg.labs.FirstWriteWins: scatter_, index_put_ (x[i] = v) and index_copy_ keep the first of
+    duplicate writes instead of the CPU's last; reductions and duplicate-free writes are as
+    before."""
+    from zg.labs import FirstWriteWins
+
+    index, values = torch.tensor([1, 3, 1, 3, 0]), torch.tensor([10, 20, 30, 40, 50])
+    plain = torch.zeros(4, dtype=torch.int64).scatter_(0, index, values)
+    assert plain.tolist() == [50, 30, 0, 40]  # the CPU: the last write stays
+    with FirstWriteWins() as mode:
+        scattered = torch.zeros(4, dtype=torch.int64).scatter_(0, index, values)
+        assert scattered.tolist() == [50, 10, 0, 20]
+        put = torch.zeros(4, dtype=torch.int64)
+        put[index] = values
+        assert put.tolist() == [50, 10, 0, 20]
+        copied = torch.zeros(4, dtype=torch.int64).index_copy_(0, index, values)
+        assert copied.tolist() == [50, 10, 0, 20]
+        two = torch.zeros(2, 4, dtype=torch.int64)
+        rows = two.scatter_(1, index[:4].repeat(2, 1), values[:4].repeat(2, 1))
+        assert rows.tolist() == [[0, 10, 0, 20]] * 2
+        least = torch.full((4,), 99).scatter_reduce_(0, index, values, "amin")
+        assert least.tolist() == [50, 10, 99, 20]
+        added = torch.zeros(4, dtype=torch.int64).index_add_(0, index, values)
+        assert added.tolist() == [50, 40, 0, 60]
+        mask = torch.tensor([True, False, True, False])
+        masked = torch.zeros(4, dtype=torch.int64)
+        masked[mask] = torch.tensor([7, 8])
+        assert masked.tolist() == [7, 0, 8, 0]
+    assert mode.flipped == 5
+
+
+@pytest.mark.slow
+def test_a_hook_that_calls_the_kits_hook_is_refused_on_the_workers(tmp_path):
+    """hook_on_workers holds zg.grappa.hook.estimator_hook while the student's hook runs on the
+    workers: handing the work to it raises ForbiddenCall in the caller."""
+    import zg.labs
+
+    # Defined in a real file, so inspect.getsource finds it (as it does in a notebook cell).
+    path = tmp_path / "calls_the_kit.py"
+    path.write_text(
+        textwrap.dedent(
+            """
+            def calls_the_kit(state, bucket):
+                from zg.grappa.hook import HookState, estimator_hook
+
+                kit = HookState(state.ledger)
+                kit.scale = state.scale
+                return estimator_hook(kit, bucket)
+            """
+        )
+    )
+    spec = importlib.util.spec_from_file_location("calls_the_kit", path)
+    module = importlib.util.module_from_spec(spec)
+    spec.loader.exec_module(module)
+    with pytest.raises(zg.labs.ForbiddenCall, match="do not call zg.grappa.hook.estimator_hook"):
+        zg.labs.hook_on_workers(module.calls_the_kit, [0.3, 0.9], timeout=30.0)
 
 
 def test_graded_against_stops_a_kernel_with_another_kit_version(monkeypatch):

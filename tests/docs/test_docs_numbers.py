@@ -285,6 +285,7 @@ LAB_ALLOWED = [
     ("05_coverage_by_propagation", "70 %", "the definition read for a coverage of 0.3"),
     ("06_estimator_weights", "4 x", "the formula: 4 bytes per float32 parameter"),
     ("09_replicate_a_claim", "95 %", "the confidence level of the interval, a setting"),
+    ("09_replicate_a_claim", "t = 4.303", "the t table's value for 2 degrees of freedom (T975)"),
 ]
 
 
