@@ -213,33 +213,52 @@ def _mount(*args: str) -> None:
     subprocess.run(["mount", *args], check=True, capture_output=True)
 
 
+FRESH = ("/tmp", "/var/tmp", "/dev/shm")  # private and empty in the sandbox
+
+
 def _enter(spec: dict) -> Path:
     """Build the sandbox's view of the files (we are root in the new mount namespace) and drop
-    to the unprivileged user; returns the scratch directory the cells run in."""
+    to the unprivileged user; returns the scratch directory the cells run in.
+
+    What must stay readable (the interpreter, the repository with the kit and its environment)
+    may lie under a covered path (a pyenv in the home; a clone in /tmp): it is bound to a
+    staging point first, then bound back, read-only, once the covers are in place.
+    """
     hide = [Path(h) for h in spec["hide"] if Path(h).exists()]
-    staged = []  # an interpreter under a covered path: bound to a staging point first
-    for i, prefix in enumerate(dict.fromkeys(spec["python_prefix"])):
-        if any(Path(prefix).is_relative_to(h) for h in hide):
+    covers = hide + [Path(f) for f in FRESH if Path(f).is_dir()]
+    keep = [Path(k) for k in dict.fromkeys(spec["python_prefix"] + spec["readonly"])]
+    staged = []
+    for i, path in enumerate(keep):
+        if any(path.is_relative_to(c) for c in covers):
             if not staged:
                 _mount("-t", "tmpfs", "-o", "size=64k,mode=700", "tmpfs", "/dev/shm")
-            target = Path("/dev/shm") / f"python-{i}"
+            target = Path("/dev/shm") / f"keep-{i}"
             target.mkdir()
-            _mount("--bind", prefix, str(target))
-            staged.append((prefix, target))
+            _mount("--bind", str(path), str(target))
+            staged.append((path, target))
+    staged_paths = {p for p, _ in staged}
     for path in spec["readonly"]:  # the kit, its environment: readable, never writable
-        _mount("--bind", path, path)
-        _mount("-o", "remount,bind,ro", path)
-    for path in hide:
-        _mount("-t", "tmpfs", "-o", "size=64k,mode=755", "tmpfs", str(path))
-    for prefix, target in staged:  # the interpreter again, read-only, where it was
-        Path(prefix).mkdir(parents=True, exist_ok=True)
-        _mount("--bind", str(target), prefix)
-        _mount("-o", "remount,bind,ro", prefix)
+        if Path(path) not in staged_paths:
+            _mount("--bind", path, path)
+            _mount("-o", "remount,bind,ro", path)
+    # Covers and staged paths nest (a pyenv under a covered home; labs/ under a clone in a
+    # fresh /tmp): outer ones first, so each lands on top of the one that holds it.
+    steps = [(c, "fresh" if str(c) in FRESH else "cover") for c in covers if str(c) != "/dev/shm"]
+    steps += [(p, "keep") for p, _ in staged]
+    targets = dict(staged)
+    for path, kind in sorted(steps, key=lambda step: len(step[0].parts)):
+        if kind == "keep":  # back where it was, read-only
+            path.mkdir(parents=True, exist_ok=True)
+            _mount("--bind", str(targets[path]), str(path))
+            _mount("-o", "remount,bind,ro", str(path))
+        elif kind == "fresh":
+            _mount("-t", "tmpfs", "-o", "size=1g,mode=1777", "tmpfs", str(path))
+        else:
+            path.mkdir(parents=True, exist_ok=True)
+            _mount("-t", "tmpfs", "-o", "size=64k,mode=755", "tmpfs", str(path))
     for path in hide:
         _mount("-o", "remount,ro", str(path))
-    for path in ("/tmp", "/var/tmp", "/dev/shm"):
-        if Path(path).is_dir():
-            _mount("-t", "tmpfs", "-o", "size=1g,mode=1777", "tmpfs", path)
+    _mount("-t", "tmpfs", "-o", "size=1g,mode=1777", "tmpfs", "/dev/shm")  # over the staging
     scratch = Path("/tmp/submission")
     scratch.mkdir()
     if spec["drop_to"] is not None:
