@@ -15,6 +15,11 @@ After writing a report this script checks it statically: plotly.js is embedded i
 script or stylesheet is loaded from the network (cdn.plot.ly or anywhere else). Open the
 reports in a real browser with tools/report_check.py (`make report-check`).
 
+``--timings notebooks/timings.json`` writes each notebook's running time (seconds, with the
+machine note) to that file and the same time, in minutes, into the notebook's own "Running
+time" line: the times the notebooks state are this run's, never typed
+(tests/docs/test_notebook_timings.py checks the lines agree with the file).
+
 ``--execute-only`` runs the notebooks the same way and writes nothing: what `make report-modern`
 does in the modern environment (no DGL, no nbconvert), where the question is only whether every
 cell runs.
@@ -170,12 +175,19 @@ def main(argv=None) -> int:
         action="store_true",
         help="run every cell (a failing cell fails), write no HTML (make report-modern)",
     )
+    ap.add_argument(
+        "--timings",
+        type=Path,
+        help="write each notebook's running time to this JSON file and into its Running time "
+        "line (notebooks/timings.json)",
+    )
     args = ap.parse_args(argv)
     if args.timeout is None:
         # At CI size every cell finishes in seconds, so a short timeout turns the rare stalled
         # kernel (see build()) into a quick retry rather than a long wait.
         args.timeout = 120 if args.scale == "small" else 3600
     failures = 0
+    times = {}
     for notebook in args.notebooks:
         if not notebook.exists():
             print(f"report: {notebook} does not exist", file=sys.stderr)
@@ -189,6 +201,7 @@ def main(argv=None) -> int:
             retries=3 if args.scale == "small" else 1,
             html=not args.execute_only,
         )
+        times[notebook] = seconds
         status = "ok" if ok else "FAILED"
         where = "executed" if args.execute_only else f"-> {args.out / (notebook.stem + '.html')}"
         print(
@@ -200,7 +213,52 @@ def main(argv=None) -> int:
             print(message, file=sys.stderr)
     if failures:
         print(f"report: {failures} of {len(args.notebooks)} notebook(s) failed", file=sys.stderr)
+    elif args.timings:
+        write_timings(args.timings, times, args.scale)
     return 1 if failures else 0
+
+
+# The "Running time" line of each notebook: "about N minutes (shared cores; ...)", N read from
+# notebooks/timings.json, rounded to half a minute.
+RUNNING_TIME = re.compile(
+    r"about (\d+(?:\.\d+)?) minutes?(?= \(shared cores; quiet cores take less\))"
+)
+
+
+def minutes_text(seconds: float) -> str:
+    """Seconds as the Running time line says them: half minutes, at least half a minute."""
+    halves = max(1, round(seconds / 30))
+    value = halves / 2
+    return f"{value:g} minute" + ("" if value == 1 else "s")
+
+
+def write_timings(path: Path, times: dict, scale: str) -> None:
+    """notebooks/timings.json, and each notebook's Running time line from it."""
+    import json
+
+    sys.path.insert(0, str(HERE.parent))
+    from zg.experiments.machine import machine_note
+
+    doc = {"machine": machine_note(), "scale": scale, "command": " ".join(sys.argv)}
+    doc["seconds"] = {nb.stem: round(sec, 1) for nb, sec in sorted(times.items())}
+    old = json.loads(path.read_text()) if path.exists() else {}
+    doc["seconds"] = {**old.get("seconds", {}), **doc["seconds"]}
+    path.write_text(json.dumps(doc, indent=1) + "\n")
+    for nb_path, sec in times.items():
+        nb = json.loads(nb_path.read_text())
+        changed = False
+        for cell in nb["cells"]:
+            if cell["cell_type"] != "markdown":
+                continue
+            text = "".join(cell["source"])
+            new = RUNNING_TIME.sub(f"about {minutes_text(sec)}", text, count=1)
+            if new != text:
+                cell["source"] = new.splitlines(keepends=True)
+                changed = True
+                break
+        if changed:
+            nb_path.write_text(json.dumps(nb, indent=1, ensure_ascii=False) + "\n")
+    print(f"report: running times written to {path} and the notebooks' Running time lines")
 
 
 if __name__ == "__main__":

@@ -17,6 +17,7 @@ psgd_pa :class:`AveragingRole`.
 
 from __future__ import annotations
 
+import warnings
 from typing import Any
 
 import torch
@@ -60,11 +61,17 @@ class Role:
     def wrap(self, model: torch.nn.Module, device: torch.device, ledger: CommLedger, guard: Any):
         """(the module the step calls, the hook state or None): the model in DDP with the
         estimator's communication hook (:mod:`zg.grappa.hook`)."""
-        net = DistributedDataParallel(
-            model,
-            device_ids=[device.index] if device.type == "cuda" else None,
-            broadcast_buffers=False,
-        )
+        with warnings.catch_warnings():
+            # Recent torch deprecates broadcast_buffers for forward_sync_buffers, which still
+            # syncs buffers at init; isolated workers must not sync theirs, so keep the old name.
+            warnings.filterwarnings(
+                "ignore", message=".*broadcast_buffers.*", category=FutureWarning
+            )
+            net = DistributedDataParallel(
+                model,
+                device_ids=[device.index] if device.type == "cuda" else None,
+                broadcast_buffers=False,
+            )
         state = HookState(ledger, guard=guard)
         net.register_comm_hook(state, estimator_hook)
         return net, state
