@@ -68,6 +68,7 @@ class Variant:
     cells: dict[str, str]
     judged_on: list[str] | None = None  # graded cells counted (default: every one after the fork)
     stop_at_failure: bool = False  # a mutant is killed by its first failing cell: stop there
+    timeout: float | None = None  # seconds it may run (default: the Lab's)
 
 
 @dataclass
@@ -301,7 +302,7 @@ class Lab:
                         chunks.append(chunk)
                     else:
                         finished = True
-                if not finished and now - began <= self.timeout:
+                if not finished and now - began <= (variant.timeout or self.timeout):
                     continue
                 timed_out = not finished
                 with contextlib.suppress(ProcessLookupError, PermissionError):
@@ -328,7 +329,9 @@ class Lab:
             report = {}
         outcome.passed = {g: bool(report.get("passed", {}).get(g)) for g in judged}
         outcome.failure = report.get("failure", "") or (
-            f"killed at the {self.timeout:g} s deadline" if timed_out else "the child died"
+            f"killed at the {variant.timeout or self.timeout:g} s deadline"
+            if timed_out
+            else "the child died"
         )
         return outcome
 
@@ -338,3 +341,58 @@ def lab_source(course: Path, lab: str) -> Path:
     if not path.is_file():
         raise SystemExit(f"labs: no lab {lab!r} (want {path})")
     return path
+
+
+def main(argv=None) -> int:
+    """Run a lab's source notebook (the instructor's solutions) cell by cell in this process and
+    report each graded cell: what a machine without Jupyter can still run (a GPU machine with
+    only torch, for Lab 8's capture part). Exit status 1 when a graded cell fails."""
+    import argparse
+
+    ap = argparse.ArgumentParser(description=main.__doc__.split("\n")[0])
+    ap.add_argument("notebook", help="a lab's source notebook, e.g. labs/source/08_capture/...")
+    ap.add_argument("--json", default=None, help="write the per-cell results here")
+    args = ap.parse_args(argv)
+    lab = Lab(Path(args.notebook), quiet=False)
+    start = time.perf_counter()
+    lab.grade([])
+    seconds = time.perf_counter() - start
+    rows = [
+        {
+            "grade_id": c.grade_id,
+            "points": c.points,
+            "passed": lab.base[c.grade_id],
+            "failure": lab.base_failures.get(c.grade_id, ""),
+            "seconds": round(lab.cell_seconds[c.index], 3),
+        }
+        for c in lab.cells
+        if c.graded
+    ]
+    print(f"\n{'graded cell':<40} {'points':>6}  passed  seconds")
+    for r in rows:
+        print(f"{r['grade_id']:<40} {r['points']:>6g}  {str(r['passed']):<6}  {r['seconds']:.2f}")
+        if r["failure"]:
+            print(f"    {r['failure']}")
+    earned = sum(r["points"] for r in rows if r["passed"])
+    print(f"{lab.name}: {earned:g} of {sum(r['points'] for r in rows):g} points in {seconds:.0f} s")
+    if args.json:
+        import torch
+
+        Path(args.json).write_text(
+            json.dumps(
+                {
+                    "lab": lab.name,
+                    "torch": torch.__version__,
+                    "cuda": torch.cuda.get_device_name(0) if torch.cuda.is_available() else None,
+                    "seconds": seconds,
+                    "cells": rows,
+                },
+                indent=1,
+            )
+            + "\n"
+        )
+    return 0 if all(r["passed"] for r in rows) else 1
+
+
+if __name__ == "__main__":
+    sys.exit(main())

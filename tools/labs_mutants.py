@@ -366,6 +366,80 @@ def table(rows: list[dict]) -> str:
     return "\n".join(out)
 
 
+def plan(lab: Lab, equivalent: dict, timeout: float | None = None) -> tuple[list, list[Variant]]:
+    """``lab``'s mutants, and the variants to grade: every mutant not listed as equivalent, judged
+    on its part and stopped at its first failing test."""
+    mutants = lab_mutants(lab)
+    variants = [
+        Variant(
+            m.key,
+            {m.cell: m.code},
+            judged_on=lab.parts[m.cell],
+            stop_at_failure=True,
+            timeout=timeout,
+        )
+        for m in mutants
+        if (lab.name, m.key) not in equivalent
+    ]
+    return mutants, variants
+
+
+def judge(
+    lab: Lab,
+    mutants: list,
+    outcomes: dict,
+    equivalent: dict,
+    used: set,
+    min_score: float,
+    survivors: bool = False,
+) -> tuple[list[dict], list[str]]:
+    """The score rows of ``lab``'s parts and the problems found (a part below ``min_score``, the
+    instructor's solution failing, a listed equivalent mutant no longer made). Adds the
+    equivalent mutants seen to ``used``; prints survivors (all with ``survivors``, else those
+    of a failing part)."""
+    name = lab.name
+    rows, problems = [], []
+    by_key = {m.key: m for m in mutants}
+    broken = [g for g, ok in lab.base.items() if not ok]
+    if broken:
+        problems.append(f"{name}: the instructor's solution fails {broken}: {lab.base_failures}")
+    for (lab_name, key), _why in equivalent.items():
+        if lab_name != name:
+            continue
+        used.add((lab_name, key))
+        if key not in by_key:
+            problems.append(f"{name}: listed equivalent mutant is no longer made: {key}")
+    for cell_id, tests in lab.parts.items():
+        if not tests:
+            continue
+        ms = [m for m in mutants if m.cell == cell_id]
+        eq = [m for m in ms if (name, m.key) in equivalent]
+        graded = [outcomes[m.key] for m in ms if m.key in outcomes]
+        killed = [o for o in graded if not o.full_marks]
+        alive = [o for o in graded if o.full_marks]
+        needs = lab.base and not all(lab.base.get(g) for g in tests)
+        score = len(killed) / len(graded) if graded and not needs else None
+        rows.append(
+            dict(
+                lab=name,
+                part=cell_id,
+                mutants=len(ms),
+                equivalent=len(eq),
+                killed=len(killed),
+                score=score,
+            )
+        )
+        if score is not None and score < min_score:
+            problems.append(
+                f"{name} {cell_id}: kills {len(killed)} of {len(graded)} mutants "
+                f"({score:.0%}; at least {min_score:.0%} wanted)"
+            )
+        if survivors or (score is not None and score < min_score):
+            for o in alive:
+                print(f"  survivor {name}: {o.key}")
+    return rows, problems
+
+
 def main(argv=None) -> int:
     ap = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     ap.add_argument("labs", nargs="*", help="labs by folder name (default: every graded lab)")
@@ -383,58 +457,15 @@ def main(argv=None) -> int:
     rows, problems, used = [], [], set()
     for name in labs(course, args.labs):
         lab = Lab(lab_source(course, name), timeout=args.timeout, jobs=args.jobs)
-        mutants = lab_mutants(lab)
+        mutants, variants = plan(lab, equivalent)
         if args.list:
             for m in mutants:
                 print(f"{name}: {m.key}")
             continue
-        by_key = {m.key: m for m in mutants}
-        variants = [
-            Variant(m.key, {m.cell: m.code}, judged_on=lab.parts[m.cell], stop_at_failure=True)
-            for m in mutants
-            if (name, m.key) not in equivalent
-        ]
         t = time.time()
         outcomes = lab.grade(variants)
-        broken = [g for g, ok in lab.base.items() if not ok]
-        if broken:
-            problems.append(
-                f"{name}: the instructor's solution fails {broken}: {lab.base_failures}"
-            )
-        for (lab_name, key), _why in equivalent.items():
-            if lab_name != name:
-                continue
-            used.add((lab_name, key))
-            if key not in by_key:
-                problems.append(f"{name}: listed equivalent mutant is no longer made: {key}")
-        for cell_id, tests in lab.parts.items():
-            if not tests:
-                continue
-            ms = [m for m in mutants if m.cell == cell_id]
-            eq = [m for m in ms if (name, m.key) in equivalent]
-            graded = [outcomes[m.key] for m in ms if m.key in outcomes]
-            killed = [o for o in graded if not o.full_marks]
-            survivors = [o for o in graded if o.full_marks]
-            needs = lab.base and not all(lab.base.get(g) for g in tests)
-            score = len(killed) / len(graded) if graded and not needs else None
-            rows.append(
-                dict(
-                    lab=name,
-                    part=cell_id,
-                    mutants=len(ms),
-                    equivalent=len(eq),
-                    killed=len(killed),
-                    score=score,
-                )
-            )
-            if score is not None and score < args.min_score:
-                problems.append(
-                    f"{name} {cell_id}: kills {len(killed)} of {len(graded)} mutants "
-                    f"({score:.0%}; at least {args.min_score:.0%} wanted)"
-                )
-            if args.survivors or (score is not None and score < args.min_score):
-                for o in survivors:
-                    print(f"  survivor {name}: {o.key}")
+        r, p = judge(lab, mutants, outcomes, equivalent, used, args.min_score, args.survivors)
+        rows, problems = rows + r, problems + p
         print(f"{name}: {len(mutants)} mutants graded in {time.time() - t:.0f} s", flush=True)
     if args.list:
         return 0

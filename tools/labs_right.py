@@ -79,37 +79,60 @@ def main(argv=None) -> int:
     ]
     if not rights:
         raise SystemExit(f"labs_right: no solutions under {args.right}")
-    failures = []
-    if not args.names:
-        graded_labs = sorted(
-            p.name for p in (course / "source").iterdir() if (p / f"{p.name}.ipynb").is_file()
-        )
-        for lab_name in graded_labs:
-            have = sum(r["lab"] == lab_name for r in rights)
-            if have < args.min_per_lab:
-                failures.append(
-                    f"{lab_name} has {have} alternative solution(s); at least "
-                    f"{args.min_per_lab} wanted"
-                )
+    failures = [] if args.names else missing_alternatives(course, rights, args.min_per_lab)
     print(f"{'solution':<34} {'lab':<27} {'earned':>6} {'of':>4}  how")
     for lab_name in sorted({r["lab"] for r in rights}):
         lab = Lab(lab_source(course, lab_name), timeout=args.timeout)
-        mine = [r for r in rights if r["lab"] == lab_name]
-        outcomes = lab.grade([Variant(r["name"], r["cells"]) for r in mine])
-        broken = [g for g, ok in lab.base.items() if not ok]
-        for r in mine:
-            o = outcomes[r["name"]]
-            first = min(lab.by_id[g].index for g in r["cells"])
-            before = [c.grade_id for c in lab.cells[:first] if c.graded]
-            earned = o.earned + sum(lab.by_id[g].points for g in before if lab.base.get(g))
-            total = o.total + sum(lab.by_id[g].points for g in before)
-            print(f"{r['name']:<34} {lab_name:<27} {earned:>6g} {total:>4g}  {r['how']}")
-            if earned < total or broken:
-                failures.append(
-                    f"{r['name']} ({lab_name}) earns {earned:g} of {total:g} points: "
-                    f"{o.failure or lab.base_failures}"
-                )
-    print(f"\n{len(rights)} alternative solutions graded in {time.time() - start:.0f} s")
+        lines, failed = judge(lab, rights, lab.grade(variants(lab, rights)))
+        print("\n".join(lines), flush=True)
+        failures += failed
+    return report(len(rights), failures, time.time() - start)
+
+
+def missing_alternatives(course: Path, rights: list[dict], min_per_lab: int) -> list[str]:
+    """A failure for each graded lab with fewer than ``min_per_lab`` alternative solutions."""
+    failures = []
+    graded_labs = sorted(
+        p.name for p in (course / "source").iterdir() if (p / f"{p.name}.ipynb").is_file()
+    )
+    for lab_name in graded_labs:
+        have = sum(r["lab"] == lab_name for r in rights)
+        if have < min_per_lab:
+            failures.append(
+                f"{lab_name} has {have} alternative solution(s); at least {min_per_lab} wanted"
+            )
+    return failures
+
+
+def variants(lab: Lab, rights: list[dict], timeout: float | None = None) -> list[Variant]:
+    """The alternative solutions of ``lab`` as variants, judged on every graded cell after their
+    first replaced cell."""
+    return [Variant(r["name"], r["cells"], timeout=timeout) for r in rights if r["lab"] == lab.name]
+
+
+def judge(lab: Lab, rights: list[dict], outcomes: dict) -> tuple[list[str], list[str]]:
+    """A report line with the points of each of ``lab``'s alternative solutions (the
+    instructor's run counts before its first replaced cell), and a failure for each that misses
+    a point."""
+    lines, failures = [], []
+    broken = [g for g, ok in lab.base.items() if not ok]
+    for r in [r for r in rights if r["lab"] == lab.name]:
+        o = outcomes[r["name"]]
+        first = min(lab.by_id[g].index for g in r["cells"])
+        before = [c.grade_id for c in lab.cells[:first] if c.graded]
+        earned = o.earned + sum(lab.by_id[g].points for g in before if lab.base.get(g))
+        total = o.total + sum(lab.by_id[g].points for g in before)
+        lines.append(f"{r['name']:<34} {lab.name:<27} {earned:>6g} {total:>4g}  {r['how']}")
+        if earned < total or broken:
+            failures.append(
+                f"{r['name']} ({lab.name}) earns {earned:g} of {total:g} points: "
+                f"{o.failure or lab.base_failures}"
+            )
+    return lines, failures
+
+
+def report(count: int, failures: list[str], seconds: float) -> int:
+    print(f"\n{count} alternative solutions graded in {seconds:.0f} s")
     if failures:
         print("labs_right: FAILED\n  " + "\n  ".join(failures))
         return 1

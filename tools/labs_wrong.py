@@ -134,25 +134,42 @@ def main(argv=None) -> int:
         scores = grade_with_nbgrader(wrongs, args)
     else:
         scores = grade_forked(wrongs, Path(args.course).resolve())
+    return report(wrongs, scores, args.max_share, time.time() - start)
+
+
+def report(wrongs: list[dict], scores: dict, max_share: float, seconds: float) -> int:
+    """Print each wrong solution's points; 1 when one earns more than ``max_share`` of its part."""
     failures = []
     print(f"\n{'wrong solution':<28} {'lab':<27} {'earned':>6} {'of':>4}  why")
     for wrong in wrongs:
         earned, total = scores[wrong["name"]]
         print(f"{wrong['name']:<28} {wrong['lab']:<27} {earned:>6g} {total:>4g}  {wrong['why']}")
-        if earned > args.max_share * total:
+        if earned > max_share * total:
             failures.append(
                 f"{wrong['name']} ({wrong['lab']}, cell {wrong['cell']}) earns "
                 f"{earned:g} of {total:g} points of its part (at most "
-                f"{args.max_share:.0%} allowed): {wrong['why']}"
+                f"{max_share:.0%} allowed): {wrong['why']}"
             )
-    print(f"\n{len(wrongs)} wrong solutions graded in {time.time() - start:.0f} s")
+    print(f"\n{len(wrongs)} wrong solutions graded in {seconds:.0f} s")
     if failures:
         print("labs_wrong: FAILED\n  " + "\n  ".join(failures))
         return 1
-    print(
-        f"labs_wrong: passed (every wrong solution earns at most {args.max_share:.0%} of its part)"
-    )
+    print(f"labs_wrong: passed (every wrong solution earns at most {max_share:.0%} of its part)")
     return 0
+
+
+def variants(lab: Lab, wrongs: list[dict]) -> list[Variant]:
+    """The wrong solutions of ``lab`` as variants, each judged on its part."""
+    return [
+        Variant(w["name"], {w["cell"]: w["code"]}, judged_on=w["part"])
+        for w in wrongs
+        if w["lab"] == lab.name
+    ]
+
+
+def scores_of(wrongs: list[dict], outcomes: dict) -> dict[str, tuple[float, float]]:
+    """{name: (earned, total)} of each wrong solution's part, from its outcome."""
+    return {w["name"]: (outcomes[w["name"]].earned, outcomes[w["name"]].total) for w in wrongs}
 
 
 def grade_forked(wrongs: list[dict], course: Path) -> dict[str, tuple[float, float]]:
@@ -162,12 +179,7 @@ def grade_forked(wrongs: list[dict], course: Path) -> dict[str, tuple[float, flo
         lab = Lab(course / "source" / lab_name / f"{lab_name}.ipynb")
         mine = [w for w in wrongs if w["lab"] == lab_name]
         t = time.time()
-        outcomes = lab.grade(
-            [Variant(w["name"], {w["cell"]: w["code"]}, judged_on=w["part"]) for w in mine]
-        )
-        for w in mine:
-            o = outcomes[w["name"]]
-            scores[w["name"]] = (o.earned, o.total)
+        scores.update(scores_of(mine, lab.grade(variants(lab, mine))))
         print(f"  graded {len(mine)} in {lab_name} in {time.time() - t:.1f} s", flush=True)
     return scores
 

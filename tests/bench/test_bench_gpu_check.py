@@ -131,3 +131,33 @@ def test_headlines_read_the_ratio_names_main_writes(check):
     assert names["captured_vs_dynamic_csbm1M_b1024"] == 3.0
     assert names["captured_vs_dynamic_csbm1M_b1024_gcn"] == 2.0
     assert names["peak_captured_over_worst_case_csbm1M_b1024"] == 0.4
+
+
+def test_the_gpu_session_fits_nine_minutes_and_refuses_a_cpu_machine(tmp_path):
+    """bench/gpu_session.sh, the one command a lent GPU session runs: its parts' limits add up
+    to at most 9 minutes (a second try fits in 15 minutes of device time), at most 8 files land
+    in its folder (what the device tool brings back), and without CUDA it stops at once."""
+    import re
+    import subprocess
+    import sys
+
+    script = (ROOT / "bench" / "gpu_session.sh").read_text()
+    limits = [int(s) for s in re.findall(r"^part \w+ (\d+) ", script, flags=re.M)]
+    assert len(limits) == 3 and sum(limits) + 3 * 10 <= 540  # 10 s: each part's kill-after
+    assert "bench/gpu_check.sh\n" in script  # the check at its default budget
+    assert '--budget", type=float, default=300.0' in (ROOT / "bench" / "gpu_check.py").read_text()
+    logs = re.findall(r"^part (\w+) ", script, flags=re.M)
+    copied = re.search(r"^for f in (.*); do", script, flags=re.M).group(1).split()
+    assert len(logs) + len(copied) + len(["summary.txt", "lab8.json"]) <= 8
+    if torch.cuda.is_available():
+        pytest.skip("a CUDA GPU is here: the session would run")
+    run = subprocess.run(
+        ["bash", str(ROOT / "bench" / "gpu_session.sh"), str(tmp_path)],
+        env={"PATH": "/usr/bin:/bin", "PYTHON": sys.executable, "HOME": str(tmp_path)},
+        capture_output=True,
+        text=True,
+        timeout=120,
+    )
+    assert run.returncode == 2, run.stdout + run.stderr
+    assert "no CUDA GPU here" in run.stdout
+    assert not list(tmp_path.glob("*.log"))  # nothing ran

@@ -1,6 +1,7 @@
 """The tools that grade the labs: the forked grader, the mutator, the equivalent-mutant list,
-the alternative solutions and the score table (tools/labs_grade.py, labs_mutants.py,
-labs_right.py). The full runs are `make labs-mutants` and `make labs-right` in .ci/run."""
+the alternative solutions, the score table and the one pass over all three (tools/labs_grade.py,
+labs_mutants.py, labs_right.py, labs_variants.py). The full run is `make labs-variants` in
+.ci/run."""
 
 from __future__ import annotations
 
@@ -19,6 +20,8 @@ sys.path.insert(0, str(ROOT / "tools"))
 import labs_grade  # noqa: E402
 import labs_mutants  # noqa: E402
 import labs_right  # noqa: E402
+import labs_variants  # noqa: E402
+import labs_wrong  # noqa: E402
 
 sys.path.remove(str(ROOT / "tools"))
 
@@ -211,4 +214,69 @@ def test_every_alternative_solution_names_real_cells_and_every_lab_has_two():
     for lab in sorted(p.name for p in (LABS / "source").iterdir() if p.is_dir()):
         assert per_lab.get(lab, 0) >= 2, f"{lab}: {per_lab.get(lab, 0)} alternative solutions"
     ci = (ROOT / ".ci" / "run").read_text()
-    assert "make labs-right" in ci and "make labs-mutants" in ci
+    assert "make labs-variants" in ci  # labs-right and labs-mutants, with labs-wrong, in one pass
+    assert "tools/labs_variants.py" in (ROOT / "Makefile").read_text()
+
+
+def _course(tmp_path: Path, wrong: dict[str, str], right: dict[str, str]) -> Path:
+    """A course of the toy lab with wrong and right solutions for its ``add`` cell."""
+    course = tmp_path / "course"
+    (course / "wrong").mkdir(parents=True)
+    (course / "right").mkdir()
+    (course / "source").mkdir()
+    _notebook(course / "source", TOY)
+    for name, code in wrong.items():
+        (course / "wrong" / f"{name}.py").write_text(
+            f"# lab: toy\n# cell: add\n# part: test_add test_add_source\n# why: {name}\n{code}"
+        )
+    for name, code in right.items():
+        (course / "right" / f"{name}.py").write_text(
+            f"# lab: toy\n# how: {name}\n# cell: add\n{code}"
+        )
+    return course
+
+
+def test_one_pass_judges_wrong_right_and_mutants_as_the_three_tools_do(tmp_path, capsys):
+    subtract = "def add(a, b):\n    return a - b\n"
+    summed = "def add(a, b):\n    return sum((a, b))\n"
+    course = _course(tmp_path, {"subtracts": subtract}, {"sums": summed, "sums_too": summed})
+    args = ["--course", str(course)]
+    assert labs_variants.main(args) == 0
+    out = capsys.readouterr().out
+    assert "labs_wrong: passed" in out and "labs_right: passed" in out
+    assert "labs_mutants: passed" in out
+    row = next(line for line in out.splitlines() if line.startswith("subtracts"))
+    assert row.split()[2:4] == ["2", "4"]  # test_add fails; test_add_source passes
+    # the same rows as each tool alone
+    assert labs_wrong.main(["--course", str(course), "--wrong", str(course / "wrong")]) == 0
+    alone = capsys.readouterr().out
+    assert row in alone.splitlines()
+    assert labs_right.main(["--course", str(course), "--right", str(course / "right")]) == 0
+    alone = capsys.readouterr().out
+    sums = [line for line in out.splitlines() if line.startswith("sums ")]
+    assert sums and sums == [line for line in alone.splitlines() if line.startswith("sums ")]
+
+    # a "wrong" solution that is right, and a "right" one that is wrong, each fail the pass
+    course = _course(tmp_path / "b", {"not_wrong": summed}, {"sums": summed, "not_right": subtract})
+    assert labs_variants.main(["--course", str(course)]) == 1
+    out = capsys.readouterr().out
+    assert "labs_wrong: FAILED" in out and "not_wrong (toy, cell add) earns 4 of 4" in out
+    assert "labs_right: FAILED" in out and "not_right (toy) earns" in out
+    assert "labs_mutants: passed" in out
+
+
+def test_running_a_lab_alone_reports_each_graded_cell(tmp_path, capsys):
+    """`python tools/labs_grade.py NOTEBOOK`: what a GPU machine without Jupyter runs for Lab 8."""
+    path = _notebook(tmp_path, TOY)
+    assert labs_grade.main([str(path), "--json", str(tmp_path / "ok.json")]) == 0
+    report = json.loads((tmp_path / "ok.json").read_text())
+    assert [c["grade_id"] for c in report["cells"]] == ["test_add", "test_add_source", "test_scale"]
+    assert all(c["passed"] for c in report["cells"])
+    broken = [(g, m, s.replace("x * base", "x + base")) for g, m, s in TOY]
+    (tmp_path / "b").mkdir()
+    path = _notebook(tmp_path / "b", broken)
+    assert labs_grade.main([str(path), "--json", str(tmp_path / "bad.json")]) == 1
+    cells = json.loads((tmp_path / "bad.json").read_text())["cells"]
+    assert [c["passed"] for c in cells] == [True, True, False]
+    assert "AssertionError" in cells[2]["failure"]
+    assert "toy: 4 of 6 points" in capsys.readouterr().out

@@ -204,3 +204,88 @@ def test_the_account_figure_stacks_one_bar_per_setting():
     assert fig.data[0].y[0] == pytest.approx(10.0)  # milliseconds
     with pytest.raises(ValueError, match="parts"):
         viz.epoch_account([rows[0], {"label": "x", "parts": {"sampling": 1.0}}])
+
+
+# --- The CUDA path: laps are CUDA events, read once at the end of the epoch ----------------------
+# These run where a GPU is (`pytest -m cuda`, bench/gpu_check.sh); skipped on a CPU-only machine.
+
+needs_cuda = pytest.mark.skipif(not torch.cuda.is_available(), reason="needs a CUDA GPU")
+
+
+@pytest.mark.cuda
+@needs_cuda
+def test_on_cuda_the_clock_laps_with_events_and_splits_backward_at_the_hand_off():
+    seconds = {}
+    device = torch.device("cuda", torch.cuda.current_device())
+    clock = AccountClock(device, into=seconds)
+    assert clock.cuda
+    x = torch.randn(512, 512, device=device)
+    y = x @ x
+    clock("forward")
+    y = y @ x
+    clock.hand_off()
+    y = y @ x
+    clock("backward")  # split: "backward" up to the hand-off, "exchange" after it
+    assert seconds == {}  # nothing is read before finish(): no host sync per lap
+    clock.finish()
+    assert set(seconds) == {"forward", "backward", "exchange"}
+    assert all(v > 0 for v in seconds.values())
+    del y
+
+
+@pytest.mark.cuda
+@needs_cuda
+def test_on_cuda_the_account_adds_no_host_sync_to_the_envelope_step():
+    """The same worker Engine as above on the GPU: no host sync in the step, every lap read."""
+    from zg.engine import Engine, StepHooks
+    from zg.grappa.config import TrainConfig
+    from zg.grappa.sources import IsolatedSource
+    from zg.models import build
+    from zg.observe import AuditSyncs
+
+    device = torch.device("cuda", torch.cuda.current_device())
+    g = tiny()
+    part = grappa.partition(g, 2, method="random", seed=0)
+    cfg = TrainConfig(
+        workers=2, step_shapes="envelope", fanouts=[5, 5], num_layers=2, batch_size=48, seed=0
+    ).validated()
+    source = IsolatedSource(cfg, g, part, 0, 2, device, cfg.estimator_object)
+    source.start_super_epoch(0)
+    torch.manual_seed(0)
+    model = build("sage", g.feat_dim, 16, g.num_classes, 2).to(device)
+    engine = Engine(
+        source.graph,
+        model,
+        cfg.fanouts,
+        source.rows,
+        envelope=source.envelope,
+        mode="static",
+        device=device,
+        seed=source.seed,
+        step=StepHooks(nodes=source.train_nodes, batches=source.batches),
+        kernel="torch",
+    )
+    times = AccountTimes(device)
+    engine.observers = [AuditSyncs(2), times]
+    engine.train_epoch()  # warm-up
+    stats = engine.train_epoch()
+    assert stats.host_syncs == 0
+    assert {"forward", "backward", "step"} <= set(times.seconds)
+    assert all(v > 0 for v in times.seconds.values())
+
+
+@pytest.mark.cuda
+@needs_cuda
+@pytest.mark.slow
+def test_on_cuda_a_grappa_run_over_nccl_keeps_its_account(tmp_path):
+    """One worker over nccl on the GPU (the launch path a GPU machine takes): every epoch has an
+    account that sums, with an exchange (the hook's all-reduce) and evaluation where due."""
+    g = tiny()
+    hist = grappa.train(
+        g, workers=1, backend="nccl", epochs=3, eval_every=2, seed=0, kernel="torch", **SMALL
+    )
+    check_accounts(hist)
+    for e in hist["epochs"]:
+        parts = e["account"]["parts"]
+        assert parts["forward"][0] > 0 and parts["backward"][0] > 0
+        assert (parts["evaluation"][0] > 0) == (e["val_acc"] is not None)

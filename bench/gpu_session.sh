@@ -1,0 +1,54 @@
+#!/usr/bin/env bash
+# Everything a lent GPU session runs (issue 37), as one prepared command of at most 9 minutes,
+# so that a second try fits in 15 minutes of device time. Needs only the machine's python3 with
+# torch (and pytest, for the tests); no DGL, no Jupyter, no internet.
+#
+#   bash bench/gpu_session.sh [OUTDIR]        # OUTDIR default: $OUT, else /tmp/gpu_session
+#
+# 1. bench/gpu_check.sh (its default budget, 300 s): the GPU check (captured / dynamic / torch.compile, the
+#    execution fraction, kernels per replay, captured vs static parameters), then every
+#    CUDA-marked test (pytest -m cuda; their log is kept);
+# 2. Lab 8 run with the instructor's solutions (tools/labs_grade.py: its cells in one process,
+#    as a kernel runs them), Part C's capture included;
+# 3. bench/floor.py on the GPU at its --quick size: the floor and the pipelines' multiples.
+# Each part has its own time limit; a part that fails does not stop the next one. The JSON
+# files, the logs and a summary land in OUTDIR; the exit status is 1 if any part failed.
+set -u
+here="$(cd "$(dirname "$0")" && pwd)"
+root="$(cd "$here/.." && pwd)"
+out="${1:-${OUT:-/tmp/gpu_session}}"
+mkdir -p "$out"
+py="${PYTHON:-python3}"
+export PYTHON="$py" PYTHONPATH="$root${PYTHONPATH:+:$PYTHONPATH}" PYTHONUNBUFFERED=1
+export OMP_WAIT_POLICY=PASSIVE PYTHONHASHSEED=0
+cd "$root"
+status=0
+part() {  # part NAME SECONDS COMMAND...: run one part under its limit, log it, note its status
+  local name="$1" limit="$2"
+  shift 2
+  local t0=$SECONDS
+  echo "== $name (limit ${limit} s): $*"
+  timeout --kill-after=10 "$limit" "$@" >"$out/$name.log" 2>&1
+  local rc=$?
+  tail -n 40 "$out/$name.log"
+  echo "== $name: exit $rc after $((SECONDS - t0)) s" | tee -a "$out/summary.txt"
+  [ "$rc" -eq 0 ] || status=1
+}
+{
+  echo "gpu_session: $(date -u +%FT%TZ) $(git rev-parse --short HEAD 2>/dev/null || echo no-git)"
+  "$py" -c "import torch; print('torch', torch.__version__, 'cuda', torch.cuda.is_available(), torch.cuda.get_device_name(0) if torch.cuda.is_available() else '')"
+  nvidia-smi --query-gpu=name,driver_version,memory.total --format=csv,noheader 2>/dev/null
+} | tee "$out/summary.txt"
+
+if ! "$py" -c "import sys, torch; sys.exit(not torch.cuda.is_available())" && [ -z "${FORCE:-}" ]; then
+  echo "gpu_session: no CUDA GPU here; this is the GPU session's script (FORCE=1 runs it anyway)"
+  exit 2
+fi
+part gpu_check 350 bash bench/gpu_check.sh
+part lab8 60 "$py" tools/labs_grade.py labs/source/08_capture/08_capture.ipynb --json "$out/lab8.json"
+part floor 90 "$py" bench/floor.py --quick --name floor_cuda_quick --no-dgl
+for f in gpu_check_cuda.json floor_cuda_quick.json; do
+  [ -f "bench/results/$f" ] && cp "bench/results/$f" "$out/"
+done
+echo "gpu_session: exit $status" | tee -a "$out/summary.txt"
+exit "$status"
