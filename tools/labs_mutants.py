@@ -35,6 +35,19 @@ from labs_grade import ROOT, Lab, Variant, lab_source
 
 EQUIVALENT = ROOT / "labs" / "equivalent_mutants.toml"
 SKIP_LABS = {"00_setup"}  # the environment check: its cells call the kit's own report
+TIMINGS = ROOT / "labs" / "timings.json"  # nbgrader's measured seconds per lab (labs_check.py)
+
+
+def deadline(lab: str, timings: Path = TIMINGS) -> float:
+    """Seconds a mutant of ``lab`` may run: three times what nbgrader took on the whole
+    notebook with the instructor's solutions (labs/timings.json; a mutant runs only part of
+    it), at least 20 s; 60 s for a lab the file does not time. A mutant that loops forever
+    (a dropped ``b += 1``) is killed after that long instead of a flat minute."""
+    import json
+
+    seconds = json.loads(timings.read_text())["seconds"] if timings.is_file() else {}
+    return max(20.0, 3.0 * seconds[lab]) if lab in seconds else 60.0
+
 
 BINOPS = {
     ast.Add: ast.Sub,
@@ -446,7 +459,12 @@ def main(argv=None) -> int:
     ap.add_argument("--course", default=str(ROOT / "labs"))
     ap.add_argument("--min-score", type=float, default=0.9)
     ap.add_argument("--jobs", type=int, default=2, help="mutants graded at once")
-    ap.add_argument("--timeout", type=float, default=60.0, help="seconds a mutant may run")
+    ap.add_argument(
+        "--timeout",
+        type=float,
+        default=None,
+        help="seconds a mutant may run (default: 3x the lab's time in labs/timings.json, >= 20)",
+    )
     ap.add_argument("--survivors", action="store_true", help="print every surviving mutant")
     ap.add_argument("--list", action="store_true", help="only list the mutants")
     ap.add_argument("--write", default=None, help="write the score table into this Markdown file")
@@ -456,7 +474,8 @@ def main(argv=None) -> int:
     equivalent = read_equivalent()
     rows, problems, used = [], [], set()
     for name in labs(course, args.labs):
-        lab = Lab(lab_source(course, name), timeout=args.timeout, jobs=args.jobs)
+        timeout = args.timeout or deadline(name)
+        lab = Lab(lab_source(course, name), timeout=timeout, jobs=args.jobs)
         mutants, variants = plan(lab, equivalent)
         if args.list:
             for m in mutants:

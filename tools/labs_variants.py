@@ -7,8 +7,9 @@ reports and exit status. The difference is that each lab's source notebook runs 
 three kinds instead of once per kind: its setup and the instructor's cells are the slow part of
 grading (Labs 6 and 9 take most of a minute each), and the variants fork from that one run.
 
-Timeouts are each kind's own: a wrong solution or a mutant is killed at 60 s, an alternative
-solution (which runs to the end of its lab) at 300 s.
+Timeouts are each kind's own: a wrong solution is killed at 60 s, a mutant at three times the
+lab's measured grading time (labs/timings.json, at least 20 s: labs_mutants.deadline), an
+alternative solution (which runs to the end of its lab) at 300 s.
 
     python tools/labs_variants.py [lab ...] [--write docs/course/mutation_scores.md]
 """
@@ -73,7 +74,9 @@ def main(argv=None) -> int:
         lab = Lab(lab_source(course, name), timeout=60.0, jobs=args.jobs)
         mutants, mutant_variants = [], []
         if name not in labs_mutants.SKIP_LABS:
-            mutants, mutant_variants = labs_mutants.plan(lab, equivalent)
+            mutants, mutant_variants = labs_mutants.plan(
+                lab, equivalent, timeout=labs_mutants.deadline(name)
+            )
         wrong_variants = labs_wrong.variants(lab, wrongs)
         right_variants = labs_right.variants(lab, rights, timeout=300.0)
         t = time.time()

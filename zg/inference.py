@@ -7,7 +7,9 @@ reuses the training layers unchanged by presenting each chunk of nodes as a padd
 fanout is the chunk's largest in-degree, layer by layer, as DGL's examples do. Nodes are
 processed in order of in-degree and a chunk holds nodes of in-degrees within a factor of four,
 so a hub does not force a huge fanout on its neighbours; each chunk holds at most ``budget`` neighbour slots. A chunk's source rows are its
-own nodes, then its in-neighbours, each once, so a layer reads (and SAGE projects) only those.
+own nodes, then its in-neighbours, each once, so a layer reads only those. A SAGE layer whose
+neighbour projection narrows (it projects before gathering) projects every node once for the
+whole layer, and each chunk gathers its sources' projected rows.
 
 Memory: the chunks' blocks (about twice the edges in slots, kept for every layer), one
 ``[chunk + its in-neighbours, F]`` source buffer at a time (a GCN: one chunk of all N nodes over
@@ -120,14 +122,52 @@ def full_neighbour_logits(model, g: Graph, budget: int = 1 << 22) -> torch.Tenso
     chunks = _chunk_blocks(g, _needs_every_edge(model), budget)
     h = g.x
     for i, layer in enumerate(model.layers):
+        projected = _projected_once(layer, h)  # [N, out] or None
         out = None
         for nodes, block, src_nodes in chunks:
-            piece = model.after_layer(i, layer(block, h.index_select(0, src_nodes)))  # [D, out]
+            if projected is None:
+                piece = layer(block, h.index_select(0, src_nodes))  # [D, out]
+            else:
+                piece = _sage_from_projected(layer, block, h, projected, nodes, src_nodes)
+            piece = model.after_layer(i, piece)
             if out is None:
                 out = torch.empty(g.num_nodes, *piece.shape[1:], dtype=piece.dtype, device=h.device)
             out[nodes] = piece
         h = out
     return h
+
+
+def _projected_once(layer, h: torch.Tensor) -> torch.Tensor | None:
+    """A SAGE layer whose neighbour projection narrows (``fc_neigh`` maps F to fewer columns,
+    so the layer projects its source rows before gathering them): ``fc_neigh`` of every node,
+    once for the whole layer [N, out], instead of once per chunk for each chunk's sources (a
+    node is a source of several chunks; on Cora the first layer's 1,433-wide rows made that
+    most of an evaluation). None for any other layer."""
+    from .models import SAGEConv
+
+    if not isinstance(layer, SAGEConv) or layer.fc_neigh.out_features >= h.shape[1]:
+        return None
+    return layer.fc_neigh(h)
+
+
+def _sage_from_projected(layer, block: Block, h, projected, nodes, src_nodes) -> torch.Tensor:
+    """What ``layer(block, h[src_nodes])`` computes (``SAGEConv.forward`` with its projection
+    first), reading the chunk's rows of ``projected`` = ``layer.fc_neigh(h)`` [N, out]: the
+    mean over each row's real slots of its sources' projected rows, plus ``fc_self`` of its own
+    row, then the layer's activation. Every row of a chunk is real."""
+    from .kernels.aggregate import weighted_neighbour_sum
+    from .models import _zero_padded_rows_then
+
+    edge_mask = block.mask  # [D, k]
+    degree = edge_mask.sum(1, keepdim=True, dtype=projected.dtype)  # [D, 1]
+    weight = edge_mask / degree.clamp(min=1)  # [D, k]
+    neigh = weighted_neighbour_sum(
+        projected.index_select(0, src_nodes), block.nbr, weight, edge_mask, layer.kernel
+    )  # [D, out]
+    rows = torch.ones(nodes.numel(), 1, dtype=torch.bool, device=h.device)  # [D, 1]
+    return _zero_padded_rows_then(
+        layer.activation, layer.fc_self(h.index_select(0, nodes)) + neigh, rows
+    )
 
 
 @torch.no_grad()

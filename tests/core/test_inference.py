@@ -12,14 +12,17 @@ from zg.grappa.fullgraph import full_forward
 from zg.inference import accuracy, evaluate, full_neighbour_logits
 
 
-def graph(seed=3):
-    return zg.datasets.csbm(num_nodes=250, avg_degree=5, num_classes=3, feat_dim=6, seed=seed)
+def graph(seed=3, feat_dim=6):
+    return zg.datasets.csbm(
+        num_nodes=250, avg_degree=5, num_classes=3, feat_dim=feat_dim, seed=seed
+    )
 
 
 @pytest.mark.parametrize("kind", ["sage", "gcn", "gat"])
 @pytest.mark.parametrize("budget", [64, 1 << 22])
-def test_chunked_logits_equal_the_whole_graph_block_forward(kind, budget):
-    g = graph()
+@pytest.mark.parametrize("feat_dim", [6, 40])  # 40: SAGE's first layer projects every node once
+def test_chunked_logits_equal_the_whole_graph_block_forward(kind, budget, feat_dim):
+    g = graph(feat_dim=feat_dim)
     torch.manual_seed(0)
     model = models.build(kind, g.feat_dim, 8, g.num_classes, 2, dropout=0.0).eval()
     with torch.no_grad():
@@ -28,8 +31,9 @@ def test_chunked_logits_equal_the_whole_graph_block_forward(kind, budget):
 
 
 @pytest.mark.dgl
-def test_chunked_sage_logits_equal_dgl_full_graph_layers(dgl):
-    g = graph(seed=5)
+@pytest.mark.parametrize("feat_dim", [6, 40])
+def test_chunked_sage_logits_equal_dgl_full_graph_layers(dgl, feat_dim):
+    g = graph(seed=5, feat_dim=feat_dim)
     torch.manual_seed(0)
     model = models.SAGE(g.feat_dim, 8, g.num_classes, 2, dropout=0.0).eval()
     dg = g.to_dgl()

@@ -280,3 +280,22 @@ def test_running_a_lab_alone_reports_each_graded_cell(tmp_path, capsys):
     assert [c["passed"] for c in cells] == [True, True, False]
     assert "AssertionError" in cells[2]["failure"]
     assert "toy: 4 of 6 points" in capsys.readouterr().out
+
+
+def test_a_variant_deadline_of_its_own_and_the_mutants_deadline_per_lab(tmp_path):
+    """Variant.timeout overrides the Lab's; a mutant's deadline is 3x the lab's measured grading
+    time in labs/timings.json (at least 20 s), 60 s for a lab it does not time."""
+    lab = labs_grade.Lab(_notebook(tmp_path, TOY), timeout=600, jobs=2)
+    forever = "def add(a, b):\n    while True:\n        pass\n"
+    t = time.monotonic()
+    out = lab.grade([labs_grade.Variant("forever", {"add": forever}, timeout=2)])
+    assert time.monotonic() - t < 60  # not the Lab's 600 s
+    assert out["forever"].timed_out and "killed at the 2 s deadline" in out["forever"].failure
+    timings = tmp_path / "timings.json"
+    timings.write_text(json.dumps({"seconds": {"slow": 30.0, "quick": 2.0}}))
+    assert labs_mutants.deadline("slow", timings) == 90.0
+    assert labs_mutants.deadline("quick", timings) == 20.0
+    assert labs_mutants.deadline("untimed", timings) == 60.0
+    measured = json.loads((LABS / "timings.json").read_text())["seconds"]
+    for lab_name in labs_mutants.labs(LABS, []):
+        assert lab_name in measured, f"{lab_name} has no measured time in labs/timings.json"

@@ -14,13 +14,13 @@ from zg import grappa
 def brute_force(g, part, worker, super_epoch, node, hops):
     """Probability that a ``hops``-step backward walk from ``node`` stays in the worker's local
     graph, by enumerating every walk; exact rational arithmetic, from the definitions only
-    (ownership and halo rule), never from the local graph the code builds."""
-    owner = part.owner(super_epoch)
+    (the chunks a worker stores, the halo rule), never from the local graph the code builds."""
     src, dst = g.edges()
     in_edges = {v: [] for v in range(g.num_nodes)}
     for u, v in zip(src.tolist(), dst.tolist()):
         in_edges[v].append(u)
-    owned = set(torch.nonzero(owner == worker).flatten().tolist())
+    stored = set(part.chunks(worker, super_epoch))  # partner_sweep: own chunk and partner
+    owned = {v for v in range(g.num_nodes) if int(part.chunk_of[v]) in stored}
     local_nodes = set(owned)
     if part.halo:
         local_nodes |= {u for v in owned for u in in_edges[v]}
@@ -104,3 +104,28 @@ def test_coverage_bad_arguments():
         grappa.coverage(g, "random", hops=1)
     with pytest.raises(TypeError, match="local"):
         grappa.local_coverage(g, 1)
+
+
+@settings(max_examples=30, deadline=None, suppress_health_check=[HealthCheck.too_slow])
+@given(
+    n=st.integers(4, 14),
+    e=st.integers(0, 40),
+    parts=st.integers(2, 4),
+    hops=st.integers(0, 3),
+    seed=st.integers(0, 10_000),
+    halo=st.booleans(),
+    s=st.integers(0, 4),
+)
+def test_under_partner_sweep_a_node_has_its_own_chunks_coverage(n, e, parts, hops, seed, halo, s):
+    """Two workers store each node under partner_sweep; its coverage is the walk's in the worker
+    of its own chunk (whose seeds it is among), not whichever worker came last."""
+    g = random_graph(n, e, seed)
+    if parts > n:
+        return
+    part = grappa.partition(g, parts, seed=seed, halo=halo, schedule="partner_sweep")
+    cov = grappa.coverage(g, part, hops=hops, super_epoch=s)
+    for v in range(n):
+        base = int(part.chunk_of[v])  # chunk p is worker p's own chunk
+        assert part.chunks(base, s)[0] == base
+        expected = float(brute_force(g, part, base, s, v, hops))
+        assert float(cov[v]) == pytest.approx(expected, abs=1e-6), (v, hops)

@@ -85,7 +85,17 @@ def test_every_epoch_has_an_account_in_a_strict_json_history(tmp_path):
         assert all(v > 0 for v in parts["exchange"])  # the hook's all-reduce, every step
     assert hist["seconds_per_epoch"] == sorted(e["seconds"] for e in epochs)[len(epochs) // 2]
     summary = account_summary(saved)
-    assert set(summary) == {"seconds", "parts", "step_seconds", "evaluation_seconds", "epochs"}
+    assert set(summary) == {
+        "seconds",
+        "parts",
+        "step_seconds",
+        "step_seconds_by_worker",
+        "evaluation_seconds",
+        "epochs",
+    }
+    by_worker = summary["step_seconds_by_worker"]
+    assert len(by_worker) == saved["workers"] and all(v > 0 for v in by_worker)
+    assert summary["step_seconds"] == pytest.approx(sum(by_worker) / len(by_worker))
     assert summary["epochs"] == 3 and tuple(summary["parts"]) == PARTS
     assert summary["step_seconds"] > 0 and summary["evaluation_seconds"] > 0
 

@@ -209,9 +209,14 @@ def account_summary(history: dict, skip: int = 1) -> dict:
     ``skip``: the first epochs left out (the first pays for starting: processes meeting,
     first-touch allocations). Returns ``{"seconds": median epoch seconds, "parts": {part: mean
     seconds per epoch, mean over workers}, "step_seconds": mean seconds of one step (the step
-    parts over the iterations, mean over workers), "evaluation_seconds": mean seconds of one
-    evaluation (None: none in the epochs kept), "epochs": epochs kept}``. ``parts`` sums to the
-    mean epoch (evaluation and repartitioning spread over the epochs as they fell)."""
+    parts over the iterations, mean over workers), "step_seconds_by_worker": the same per
+    worker, "evaluation_seconds": mean seconds of one evaluation (rank 0 evaluates; None: none
+    in the epochs kept), "epochs": epochs kept}``. ``parts`` sums to the mean epoch (evaluation
+    and repartitioning spread over the epochs as they fell).
+
+    A step's "exchange" holds the wait for the slowest worker, and the other workers wait there
+    for rank 0's evaluation: to weigh an evaluation against a step, use rank 0's own step
+    (``step_seconds_by_worker[0]``), which does not wait for its own evaluation."""
     if not isinstance(history, dict) or "epochs" not in history:
         raise TypeError("history must be a zg.grappa.train history (a dict with 'epochs')")
     records = [r for r in history["epochs"][skip:] if "account" in r]
@@ -225,6 +230,10 @@ def account_summary(history: dict, skip: int = 1) -> dict:
     parts = {p: sum(mean_over_workers(r, p) for r in records) / len(records) for p in PARTS}
     steps = sum(r["iterations"] for r in records)
     step_total = sum(mean_over_workers(r, p) for r in records for p in STEP_PARTS)
+    step_by_worker = [
+        sum(r["account"]["parts"][p][w] for r in records for p in STEP_PARTS) / steps
+        for w in range(workers)
+    ]
     evaluated = [
         r["account"]["parts"]["evaluation"][0] for r in records if r["val_acc"] is not None
     ]
@@ -233,6 +242,7 @@ def account_summary(history: dict, skip: int = 1) -> dict:
         "seconds": seconds[len(seconds) // 2],
         "parts": parts,
         "step_seconds": step_total / steps,
+        "step_seconds_by_worker": step_by_worker,
         "evaluation_seconds": sum(evaluated) / len(evaluated) if evaluated else None,
         "epochs": len(records),
     }

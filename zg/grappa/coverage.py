@@ -55,7 +55,10 @@ def local_coverage(local: LocalGraph, hops: int) -> torch.Tensor:
 
 
 def coverage(g: Graph, part: Partition, hops: int = 2, super_epoch: int = 0) -> torch.Tensor:
-    """float32 [N]: each node's ``c_hops`` in the local graph of the worker owning it.
+    """float32 [N]: each node's ``c_hops`` in the local graph of the worker owning it: the worker
+    whose seeds it is among (:meth:`Partition.owner`). Under ``partner_sweep`` two workers store
+    every node (its own chunk's and the one whose partner it is); its coverage is the one in its
+    own chunk's worker, whatever order the workers are visited in.
 
     Args:
         g: the graph ``part`` was made for. part: a :class:`Partition`.
@@ -66,8 +69,11 @@ def coverage(g: Graph, part: Partition, hops: int = 2, super_epoch: int = 0) -> 
         raise TypeError(f"part must be a zg.grappa.Partition, got {type(part).__name__}")
     hops = int_arg(hops, "hops", low=0)
     out = torch.empty(g.num_nodes, dtype=torch.float32, device=g.device)
+    owner = part.owner(super_epoch).to(g.device)
     for worker in range(part.num_parts):
         local = part.local_graph(g, worker, super_epoch)
-        c = local_coverage(local, hops)
-        out[local.global_ids[: local.num_owned]] = c[: local.num_owned]
+        c = local_coverage(local, hops)[: local.num_owned]
+        ids = local.global_ids[: local.num_owned]
+        mine = owner[ids] == worker  # a partner chunk's nodes are its own worker's to report
+        out[ids[mine]] = c[mine]
     return out
