@@ -214,6 +214,24 @@ def headlines(doc: dict) -> list[dict]:
                     higher_is_better=False,
                 )
             )
+        single_eval = single["evaluation_seconds"]
+        if single_eval is not None and "step_seconds_rank0" in single:
+            out.append(
+                headline_from(
+                    f"evaluation_over_step_single_{graph}",
+                    [
+                        a / b
+                        for a, b in zip(
+                            single_eval["values"], single["step_seconds_rank0"]["values"]
+                        )
+                    ],
+                    "x",
+                    compared_to="one training step of the same run (one process: nothing else "
+                    "runs beside the evaluation)",
+                    where=f"{graph}, trainer='single', {entry['epochs']} epochs, eval_every=5",
+                    higher_is_better=False,
+                )
+            )
         out.append(
             headline_from(
                 f"other_fraction_reference_{graph}",
