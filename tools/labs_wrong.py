@@ -184,10 +184,6 @@ def grade_forked(wrongs: list[dict], course: Path) -> dict[str, tuple[float, flo
     return scores
 
 
-def _points(course: Path, lab: str, grade_id: str) -> float:
-    return Lab(course / "source" / lab / f"{lab}.ipynb").by_id[grade_id].points
-
-
 def grade_with_nbgrader(wrongs: list[dict], args) -> dict[str, tuple[float, float]]:
     """{name: (earned, total)} of each wrong solution's part, graded by nbgrader autograde."""
 
@@ -201,14 +197,15 @@ def grade_with_nbgrader(wrongs: list[dict], args) -> dict[str, tuple[float, floa
                 f"labs_wrong: generate_assignment {lab} failed:\n{result['log']}{result['error']}"
             )
     scanned = {}  # the tamper scan runs first, as in the other graders: nbgrader alone has none
+    labs = {}  # each lab's cells, read once
     for wrong in wrongs:
         lab = wrong["lab"]
-        found = Lab(course / "source" / lab / f"{lab}.ipynb").findings(
-            {wrong["cell"]: wrong["code"]}
-        )
+        if lab not in labs:
+            labs[lab] = Lab(course / "source" / lab / f"{lab}.ipynb")
+        found = labs[lab].findings({wrong["cell"]: wrong["code"]})
         if found:
             print(f"  {wrong['name']} ({lab}): no points, the tamper scan found {found[0]}")
-            scanned[wrong["name"]] = (0.0, sum(_points(course, lab, g) for g in wrong["part"]))
+            scanned[wrong["name"]] = (0.0, sum(labs[lab].by_id[g].points for g in wrong["part"]))
             continue
         folder = course / "submitted" / wrong["name"] / lab
         folder.mkdir(parents=True)
