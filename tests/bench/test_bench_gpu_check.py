@@ -138,8 +138,9 @@ def test_the_gpu_session_fits_nine_minutes_and_refuses_a_cpu_machine(tmp_path):
     to at most 9 minutes (a second try fits in 15 minutes of device time), at most 8 files land
     in its folder (what the device tool brings back), and without CUDA it stops at once."""
     import re
-    import subprocess
     import sys
+
+    import processes
 
     script = (ROOT / "bench" / "gpu_session.sh").read_text()
     limits = [int(s) for s in re.findall(r"^part \w+ (\d+) ", script, flags=re.M)]
@@ -151,7 +152,7 @@ def test_the_gpu_session_fits_nine_minutes_and_refuses_a_cpu_machine(tmp_path):
     assert len(logs) + len(copied) + len(["summary.txt", "lab8.json"]) <= 8
     if torch.cuda.is_available():
         pytest.skip("a CUDA GPU is here: the session would run")
-    run = subprocess.run(
+    run = processes.run(
         ["bash", str(ROOT / "bench" / "gpu_session.sh"), str(tmp_path)],
         env={"PATH": "/usr/bin:/bin", "PYTHON": sys.executable, "HOME": str(tmp_path)},
         capture_output=True,
