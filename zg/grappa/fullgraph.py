@@ -14,7 +14,8 @@ so this suits graphs with moderate maximum degree (the csbm and Cora graphs of t
 
 Evaluation (rank 0's accuracy after each epoch) is not here: it is the kit's one full-graph
 evaluator, :func:`zg.inference.evaluate` (re-exported as ``evaluate``), which computes the same
-logits in memory-bounded chunks without autograd.
+logits without autograd and without the padded block (SAGE and GCN layers as sparse products
+over the in-edges, GAT layers in memory-bounded chunks).
 """
 
 from __future__ import annotations
