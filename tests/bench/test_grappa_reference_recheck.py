@@ -1,10 +1,11 @@
-"""The Grappa epoch work (issue 38: evaluation by in-degree chunks, no per-epoch barrier, the
-epoch's numbers in one all-gather) must move no accuracy or byte figure of
-bench/results/grappa_reference.json. bench/results/grappa_reference_cora_recheck.json is the
-Cora rows at depths 2 and 3 re-run after that work (`bench/grappa_reference.py --graphs cora
---depths 2,3`, in a clean clone): every row's mean test accuracy at the best validation epoch
-lies within one sample standard deviation (the larger of the two runs') of the committed one,
-and every byte count is identical."""
+"""The Grappa epoch work (issue 38: no per-epoch barrier, the epoch's numbers in one
+all-gather, full-neighbour evaluation as whole-graph products with sparse input features) must
+move no accuracy or byte figure of bench/results/grappa_reference.json.
+bench/results/grappa_reference_cora_recheck.json is the Cora rows at depths 2 and 3 re-run after
+that work (`bench/grappa_reference.py --graphs cora --depths 2,3`, in a clean clone of bf2d3ad's
+successor, whose evaluation is the one every Grappa run now uses): every row's mean test
+accuracy at the best validation epoch lies within one sample standard deviation (the larger of
+the two runs') of the committed one, and every byte count is identical."""
 
 from pathlib import Path
 
@@ -20,8 +21,9 @@ ROWS = ("single", "isolated", "reference", "kit", "single_kit")
 def runs():
     committed = results.load(RESULTS / "grappa_reference.json")["detail"]["graphs"]["cora"]
     recheck = results.load(RESULTS / "grappa_reference_cora_recheck.json")
-    # measured after the epoch work landed (2cbde08, 2026-12-02T06:05), the committed rows before
-    assert recheck["machine"]["date"] > "2026-12-02T06:05"
+    # measured after the whole-graph evaluation landed (bf2d3ad, 2026-12-03T01:53), the
+    # committed rows before the epoch work began (2cbde08, 2026-12-02T06:05)
+    assert recheck["machine"]["date"] > "2026-12-03T01:53"
     for depth in ("2", "3"):
         assert committed["runs_by_depth"][depth]["machine"]["date"] < "2026-12-02T06:05"
     return committed, recheck["detail"]["graphs"]["cora"]
