@@ -39,6 +39,7 @@ from collections.abc import Iterable
 import torch
 import torch.nn.functional as F
 
+from ._checks import int_arg
 from .blocks import Block
 from .graph import Graph
 from .rng import batch_ranges
@@ -126,6 +127,7 @@ def full_neighbour_logits(model, g: Graph, budget: int = 1 << 22) -> torch.Tenso
     """
     from .models import GCNConv, SAGEConv
 
+    budget = int_arg(budget, "budget", low=1)
     if g.x is None:
         raise ValueError("full_neighbour_logits needs node features (g.x)")
     want = model.layers[0].in_dim

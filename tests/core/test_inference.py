@@ -173,6 +173,32 @@ def test_gcn_logits_equal_dgl_full_graph_layers(dgl, sparse):
     assert torch.allclose(full_neighbour_logits(model, g), h, atol=1e-5)
 
 
+@pytest.mark.parametrize("budget", [0, -3, 2.5, True])
+def test_a_budget_that_is_not_a_positive_int_is_named(budget):
+    g = graph()
+    model = models.GAT(g.feat_dim, 8, g.num_classes, 2).eval()
+    with pytest.raises((TypeError, ValueError), match="budget"):
+        full_neighbour_logits(model, g, budget=budget)
+
+
+@pytest.mark.cuda
+@pytest.mark.skipif(not torch.cuda.is_available(), reason="needs a CUDA GPU")
+@pytest.mark.parametrize("kind", ["sage", "gcn", "gat"])
+@pytest.mark.parametrize("sparse", [False, True])
+def test_cuda_logits_equal_the_cpu_ones(kind, sparse):
+    """The same evaluator on a GPU (embedding_bag's CUDA kernels, the sparse first layer's
+    non-zero search there): the CPU's logits up to summation order."""
+    g = graph(seed=11, feat_dim=60)
+    if sparse:
+        g.x = bag_of_words(g.num_nodes, 60, 0.03, seed=5)
+    torch.manual_seed(0)
+    model = models.build(kind, 60, 16, g.num_classes, 3, dropout=0.0).eval()
+    on_cpu = full_neighbour_logits(model, g)
+    on_gpu = full_neighbour_logits(model.cuda(), g.to("cuda"))
+    assert on_gpu.is_cuda
+    assert torch.allclose(on_gpu.cpu(), on_cpu, atol=1e-4, rtol=1e-4)
+
+
 def test_evaluate_restores_the_training_mode_and_reports_each_split():
     g = graph()
     torch.manual_seed(0)
