@@ -152,6 +152,7 @@ def scan_cell(gid: str, code: str, names: set[str], imports: dict, modules: set[
 
     own_imports = _imports(tree)
     modules = modules | {n for n, t in own_imports.items() if "." not in t}
+    locked = _locked_objects(names, imports)  # once per cell, not once per attribute store
     for name, target in own_imports.items():
         if name in names and imports.get(name) != target:
             add(tree, f"imports {target} as {name!r}, a name the lab's locked cells bind")
@@ -186,7 +187,7 @@ def scan_cell(gid: str, code: str, names: set[str], imports: dict, modules: set[
                 add(node, f"reads .{node.attr}")
             if isinstance(node.ctx, (ast.Store, ast.Del)):
                 root = _root(node)
-                if root in modules or root in names and root in _locked_objects(names, imports):
+                if root in modules or root in names and root in locked:
                     add(node, f"sets an attribute of {root!r} ({ast.unparse(node)})")
         elif isinstance(node, ast.Name) and node.id in ("__builtins__", "__import__"):
             add(node, f"uses {node.id}")
