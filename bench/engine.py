@@ -159,7 +159,7 @@ def run_seed(g, kind, batch_size, args, seed, envelope, want_profile):
                     mode=mode,
                     seed=seed,
                     kernel="auto",
-                    step=StepHooks(forward=torch.compile(model, mode=how)),
+                    hooks=StepHooks(forward=torch.compile(model, mode=how)),
                 )
                 eng.observers = []
                 t0 = time.perf_counter()

@@ -69,7 +69,7 @@ def count(g, model: str, batch_size: int) -> dict:
     )
     eng.run_batch(0, 0)  # warm-up: the first step allocates the optimizer state
     split = _Split()
-    sample_static = eng.source.sample_static
+    sample_static = eng.sampler.sample_static
 
     def timed_sample(*args, **kwargs):
         split.in_sampler = True
@@ -78,7 +78,7 @@ def count(g, model: str, batch_size: int) -> dict:
         finally:
             split.in_sampler = False
 
-    eng.source.sample_static = timed_sample
+    eng.sampler.sample_static = timed_sample
     with split:
         eng.run_batch(1, 0)
     return {

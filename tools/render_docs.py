@@ -14,11 +14,22 @@ rewrites from the file the bench wrote (:mod:`zg.experiments.results`). Two kind
     (a Markdown table of chosen metrics from several files, each with its file and machine)
     <!-- /zg:table -->
 
+Two more kinds come from the code itself, not from a result file (``tools/route.py``):
+
+    <!-- zg:route batch -->
+    (one walk through the code, docs/route.md: each function with `zg/file.py:line` of its def)
+    <!-- /zg:route -->
+
+    <!-- zg:modules -->
+    (every module of the package with its docstring's first sentence, docs/layout.md)
+    <!-- /zg:modules -->
+
 Usage:
 
     python tools/render_docs.py            # rewrite every block in README.md and docs/*.md
     python tools/render_docs.py --check    # exit 1 if a block is stale or names a missing
-                                           # file or metric (each problem on its own line)
+                                           # file, metric or function (each problem on its
+                                           # own line)
 
 ``--root`` (the tree whose README.md and docs/*.md are read) and ``--results`` (the folder of
 result files) default to this checkout; ``FILE ...`` limits the run to those Markdown files.
@@ -38,6 +49,19 @@ sys.path.insert(0, str(ROOT))
 from zg.experiments import results
 from zg.experiments.machine import machine_label
 
+
+def _load_route():
+    """tools/route.py (the walks of docs/route.md), a script beside this one."""
+    import importlib.util
+
+    spec = importlib.util.spec_from_file_location("zg_route", Path(__file__).with_name("route.py"))
+    module = importlib.util.module_from_spec(spec)
+    spec.loader.exec_module(module)
+    return module
+
+
+route = _load_route()
+
 # One block: an opening marker naming the kind and its arguments, the body, the closing marker.
 BLOCK = re.compile(
     r"<!-- zg:(?P<kind>[a-z_]+)(?P<args>(?: [^ >]+)*) -->(?P<body>.*?)<!-- /zg:(?P=kind) -->",
@@ -45,7 +69,9 @@ BLOCK = re.compile(
 )
 OPENING = re.compile(r"<!-- zg:([a-z_]+)[^>]*-->")
 CLOSING = re.compile(r"<!-- /zg:([a-z_]+) -->")
-KINDS = {"headline": 1, "metric": 2, "table": None}  # kind -> number of arguments (None: 1 or more)
+# kind -> number of arguments (None: 1 or more)
+KINDS = {"headline": 1, "metric": 2, "table": None, "route": 1, "modules": 0}
+FROM_CODE = ("route", "modules")  # rendered from the code (tools/route.py), not a result file
 
 
 class Problem(NamedTuple):
@@ -121,6 +147,12 @@ def render_block(kind: str, args: list[str], results_dir: Path, cache: dict) -> 
         raise ValueError(f"unknown block kind zg:{kind} (known: {', '.join(sorted(KINDS))})")
     if kind == "table":
         return metrics_table(args, results_dir, cache)
+    if kind in FROM_CODE and len(args) != KINDS[kind]:
+        raise ValueError(f"zg:{kind} takes {KINDS[kind]} argument(s), got {args}")
+    if kind == "route":
+        return route.render_walk(args[0])
+    if kind == "modules":
+        return route.render_modules()
     if len(args) != KINDS[kind]:
         raise ValueError(
             f"zg:{kind} takes {KINDS[kind]} argument(s) (file{' metric' * (kind == 'metric')}), "
@@ -221,8 +253,10 @@ def run(files: list[Path], results_dir: Path, check: bool, out=sys.stdout) -> in
         if new != text:
             if check:
                 for line, block in changed_blocks(text, new):
+                    moved = block.split()[0][3:] in FROM_CODE
+                    why = "the code moved or changed: " if moved else ""
                     print(
-                        f"{path}:{line}: {block} is stale (run python tools/render_docs.py)",
+                        f"{path}:{line}: {block} is stale ({why}run python tools/render_docs.py)",
                         file=out,
                     )
                 stale.append(path)

@@ -27,7 +27,7 @@ from .blocks import Block
 from .engine import Engine, EpochStats, StepHooks
 from .envelope import Envelope
 from .graph import Graph
-from .sampling import DynamicSampler, EnvelopeSampler, MiniBatch
+from .sampling import DynamicSampler, EnvelopeSampler, MiniBatch, Sampler, StaticSampler
 
 __version__ = "0.4.0"
 __all__ = [
@@ -40,6 +40,8 @@ __all__ = [
     "DynamicSampler",
     "EnvelopeSampler",
     "MiniBatch",
+    "Sampler",
+    "StaticSampler",
     "audit",
     "datasets",
     "engine",

@@ -50,8 +50,28 @@ def batch_size_arg(value: Any, num_nodes: int, name: str = "batch_size") -> int:
     return value
 
 
+SEED_MIN, SEED_MAX = 0, INT64_MAX  # the one seed range: a non-negative int64
+
+
 def seed_arg(value: Any, name: str = "seed") -> int:
-    """A random seed, epoch or batch number: any int64 (negative ones included)."""
+    """A random seed given to a public entry point: an int in ``[0, 2**63 - 1]``.
+
+    The one rule for every seed a user passes (the samplers, :class:`zg.Engine`,
+    :meth:`zg.Envelope.profile`, the dataset generators, :func:`zg.grappa.partition`,
+    :func:`zg.grappa.train` and its ``TrainConfig``, :func:`zg.parallel.train`, the
+    experiments, the ``--seed`` flags): a non-negative int64, what ``torch.manual_seed``,
+    numpy's generators and the Engine's device seed tensor all hold. Python and numpy ints are
+    accepted; bools, floats and strings are refused (TypeError), an int outside the range is a
+    ValueError ``"seed must be in [0, 9223372036854775807], got -1"``. Seeds the kit derives
+    itself (:func:`zg.rng.batch_key`, :func:`zg.rng.worker_seed`) are not checked again."""
+    return int_arg(value, name, low=SEED_MIN, high=SEED_MAX)
+
+
+def key_arg(value: Any, name: str) -> int:
+    """An epoch or batch number that keys a random stream (with a seed, in
+    :func:`zg.rng.batch_key`): any int64, negative ones included (:meth:`zg.Envelope.profile`
+    draws its batches at epoch -1, apart from every training epoch). Not a seed: see
+    :func:`seed_arg`."""
     return int_arg(value, name, low=INT64_MIN, high=INT64_MAX)
 
 

@@ -53,7 +53,10 @@ _MAX_POSITION = 2**62
 
 
 def state(engine: Engine) -> dict[str, Any]:
-    """The checkpoint of ``engine`` as a dict of CPU tensors and plain values."""
+    """The checkpoint of ``engine`` as a dict of CPU tensors and plain values. Written from a
+    hook mid-epoch, its position is the first batch not applied: a batch that overflowed (and
+    every one after it) was skipped on the device, which one host read of the guard tells."""
+    epoch, batch = engine.applied_position()
     return {
         "format": FORMAT,
         "version": VERSION,
@@ -62,8 +65,8 @@ def state(engine: Engine) -> dict[str, Any]:
         "model": {k: v.detach().cpu().clone() for k, v in engine.model.state_dict().items()},
         "optimizer": _optimizer_state_to_cpu(engine.optimizer.state_dict()),
         "envelope": None if engine.envelope is None else list(engine.envelope.sizes),
-        "epoch": engine.epoch,
-        "batch": engine.batch,
+        "epoch": epoch,
+        "batch": batch,
     }
 
 

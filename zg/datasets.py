@@ -40,7 +40,7 @@ import numpy as np
 import torch
 
 from ._checks import int_arg as _int_arg
-from ._checks import memory_arg, output_file_arg, path_arg
+from ._checks import memory_arg, output_file_arg, path_arg, seed_arg
 from ._checks import real_arg as _real_arg
 from ._io import atomic_write, os_error_naming
 from .graph import EDGE_CHUNK, Graph
@@ -725,7 +725,7 @@ def csbm(
             f"homophily={homophily} < 1 sends some edges to another class, which needs "
             f"num_classes >= 2 (got num_classes={num_classes})"
         )
-    seed = _int_arg(seed, "seed", low=0, high=2**63 - 1)
+    seed = seed_arg(seed)
     if degree not in ("uniform", "powerlaw"):
         raise ValueError(f"degree must be 'uniform' or 'powerlaw', got {degree!r}")
     power = _real_arg(power, "power", low=2.0, low_open=True)
@@ -845,7 +845,7 @@ def rmat(
     feat_dim = _int_arg(feat_dim, "feat_dim", low=1)
     num_nodes = 2**scale
     num_classes = _int_arg(num_classes, "num_classes", low=1, high=num_nodes)
-    seed = _int_arg(seed, "seed", low=0, high=2**63 - 1)
+    seed = seed_arg(seed)
     a = _real_arg(a, "a", low=0.0, high=1.0)
     b = _real_arg(b, "b", low=0.0, high=1.0)
     c = _real_arg(c, "c", low=0.0, high=1.0)
@@ -941,7 +941,7 @@ def _products_like_args(
     avg_degree = _real_arg(avg_degree, "avg_degree", low=0.0, high=num_nodes - 1, low_open=True)
     feat_dim = _int_arg(feat_dim, "feat_dim", low=1)
     num_classes = _int_arg(num_classes, "num_classes", low=1, high=num_nodes)
-    seed = _int_arg(seed, "seed", low=0, high=2**63 - 1)
+    seed = seed_arg(seed)
     homophily = _real_arg(homophily, "homophily", low=0.0, high=1.0)
     if homophily < 1.0 and num_classes < 2:
         raise ValueError(

@@ -6,7 +6,21 @@ code, profiler labels, plots and notebooks:
 
     seeds -> sample -> compact -> gather -> forward -> loss -> backward -> step
 
-``mode`` says what runs (a *source* of mini-batches, and how the step is launched):
+``mode`` says what runs: a *sampler* of mini-batches times a *launch style* of the step
+(:data:`zg.settings.MODE_PARTS`; ``engine.sampler``, ``engine.launch``):
+
+=========== ============ ========= ==========================================================
+mode        sampler      launch
+=========== ============ ========= ==========================================================
+"dgl"       dgl          eager
+"dynamic"   dynamic      eager
+"eager"     envelope     eager
+"static"    envelope     static
+"graph"     envelope     graph     (CUDA)
+=========== ============ ========= ==========================================================
+
+``Engine(..., sampler=...)`` takes any :class:`zg.Sampler` (a :class:`zg.StaticSampler` for
+the static launches) in place of the mode's own; ``mode`` then names the launch alone.
 
 =========== ===================================================================================
 "dgl"       DGL's ``NeighborSampler`` behind its ``DataLoader``, with a ``dgl.nn`` model
@@ -60,31 +74,32 @@ from __future__ import annotations
 import functools
 import math
 import time
+import warnings
 from collections.abc import Sequence
 from pathlib import Path
 from typing import Any
 
 import torch
 
-from . import checkpoint, inference, kernels
-from ._checks import compute_device_arg, int_arg, memory_arg, node_ids_arg
+from . import checkpoint, inference
+from ._checks import int_arg, memory_arg
 from .baselines.dgl import DGLSource
 from .envelope import Envelope, block_bytes
 from .graph import Graph
-from .models import _BlockModel
+from .models import BlockModel
 from .observe import AuditSyncs, Callbacks, Observer, Progress, Trace
 from .rng import EVAL_EPOCH, batch_key, epoch_batches, epoch_key_table, seed_dropout
-from .sampling import DynamicSampler, EnvelopeSampler, check_fanouts
+from .sampling import DynamicSampler, EnvelopeSampler, Sampler, max_in_degree
 from .settings import (
+    MODE_PARTS,
     MODES,
+    EngineArgs,
     EngineSettings,
     EpochStats,
     StepHooks,
     build_optimizer,
     check_batches,
-    check_guard,
-    check_mode,
-    check_model_fits,
+    check_engine_args,
     checked_hooks,
 )
 from .step import (
@@ -107,6 +122,15 @@ __all__ = [
 _STATIC_MODES = ("static", "graph")  # the modes that run on the static buffers
 
 
+def _renamed(old: str, new: str, value: Any = None, given: Any = None) -> Any:
+    """A DeprecationWarning for an old name (zg 0.4 -> 0.5, kept one release); with values,
+    the one to use (both given is an error)."""
+    if given is not None:
+        raise TypeError(f"{old}= is the old name of {new}=: give only {new}")
+    warnings.warn(f"{old} is renamed {new} (the old name goes in zg 0.6)", DeprecationWarning, 3)
+    return value
+
+
 class Engine:
     """Train a zg model: the chain of :mod:`zg.engine`'s docstring in one of :data:`MODES`.
 
@@ -119,8 +143,11 @@ class Engine:
             ``zg.baselines.dgl.DGLModel``); moved to ``device``.
         fanouts: per layer, input layer first. batch_size: seeds per iteration (buffers are
             sized by ``min(batch_size, training nodes)``).
-        envelope: "profiled" (default), "worst_case", or a :class:`zg.Envelope` (envelope modes).
-        mode: "dgl" | "dynamic" | "eager" | "static" (default) | "graph" (CUDA): see the module.
+        envelope: the envelope sampler's sizes: "profiled" (None, the default), "worst_case",
+            or a :class:`zg.Envelope` (used by modes "eager", "static" and "graph").
+        mode: "dgl" | "dynamic" | "eager" | "static" (default) | "graph" (CUDA): a sampler
+            times a launch style (:data:`zg.settings.MODE_PARTS`; see the module). With
+            ``sampler`` given, the launch style alone: "eager", "static" or "graph".
         device: "cpu" or "cuda[:i]".
         seed: fixes sampling, dropout and the seed order of every epoch.
         replace: sample neighbours with replacement.
@@ -133,9 +160,19 @@ class Engine:
             when numba is installed, else torch) or "fused" (those kernels). The same samples
             either way, bit for bit; the fused sampler runs below torch's dispatcher, so
             SyncAudit sees the rest of the step only. ``settings.kernel`` says what ran.
-        step: a :class:`StepHooks` (what another trainer changes; default: single process).
+        hooks: a :class:`StepHooks` (what another trainer changes; default: single process).
+            The old name ``step=`` still works for one release, with a DeprecationWarning.
+        sampler: a :class:`zg.Sampler` to use instead of the mode's own (a
+            :class:`zg.StaticSampler` for the static launches), built for the same fanouts
+            and batch rows; then ``envelope`` is left out. CONTRIBUTING.md "Add a sampler".
 
-    Attributes: ``observers`` (list of :class:`zg.observe.Observer`; default audits one steady
+    Every argument is checked once (:func:`zg.settings.check_engine_args`); then the Engine
+    builds, in named steps: the model and optimizer on the device, the step
+    (:meth:`_build_step`), the position, the sampler and the static buffers
+    (:meth:`_build_sampler`).
+
+    Attributes: ``sampler`` (what samples: the mode's own or the one given), ``hooks``
+    (the :class:`StepHooks`), ``observers`` (list of :class:`zg.observe.Observer`; default audits one steady
     iteration per epoch), ``settings`` (:class:`EngineSettings`), ``history`` (EpochStats of
     every call of :meth:`train_epoch`), ``envelope`` (None in modes "dgl" and "dynamic"),
     ``cuda_graph`` (the captured ``torch.cuda.CUDAGraph`` in mode "graph", else None),
@@ -148,7 +185,7 @@ class Engine:
         model: torch.nn.Module,
         fanouts: Sequence[int],
         batch_size: int,
-        envelope: Any = "profiled",
+        envelope: Any = None,
         *,
         mode: str = "static",
         device: Any = "cpu",
@@ -156,106 +193,45 @@ class Engine:
         replace: bool = False,
         optimizer: Any = "adam",
         kernel: str = "torch",
+        hooks: StepHooks | None = None,
+        sampler: Sampler | None = None,
         step: StepHooks | None = None,
     ):
-        if not isinstance(g, Graph):
-            raise TypeError(f"g must be a zg.Graph, got {type(g).__name__}")
-        g.check_structure("g")  # changed in place since it was built? refused, never read
-        if not isinstance(model, torch.nn.Module):
-            raise TypeError(f"model must be a torch.nn.Module, got {type(model).__name__}")
-        self.device = compute_device_arg(device)
-        mode = check_mode(mode, self.device)
-        step = StepHooks() if step is None else step
-        if not isinstance(step, StepHooks):
-            raise TypeError(f"step must be a zg.StepHooks or None, got {type(step).__name__}")
-        self.step = step
-        if mode == "dgl" and isinstance(model, _BlockModel):
-            raise TypeError(
-                "mode='dgl' trains a dgl.nn model (zg.baselines.dgl.DGLModel); a zg "
-                "model reads padded zg blocks: use mode 'dynamic', 'eager' or 'static'"
-            )
-        if mode != "dgl" and step.forward is None and not isinstance(model, _BlockModel):
-            raise TypeError(
-                f"model must be a zg model (zg.models.SAGE, GCN or GAT: it reads padded "
-                f"zg blocks), got {type(model).__name__}"
-            )
-        if not (
-            isinstance(envelope, Envelope)
-            or (isinstance(envelope, str) and envelope in ("profiled", "worst_case"))
-        ):
-            raise (ValueError if isinstance(envelope, str) else TypeError)(
-                f"envelope must be 'profiled', 'worst_case' or a zg.Envelope, got {envelope!r}"
-            )
-        kernel = "dgl" if mode == "dgl" else kernels.resolve(kernel, self.device)
-        if (g.x is None and step.features is None) or g.y is None:
-            raise ValueError("g needs features (x) and labels (y) to train")
-        nodes = step.nodes
-        if nodes is None:
-            if g.train_idx is None or g.train_idx.numel() == 0:
-                raise ValueError(
-                    "g needs a non-empty train_idx to train (or give StepHooks(nodes=...))"
-                )
-            nodes = g.train_idx
-        fanouts = check_fanouts(fanouts)
-        batch_size = int_arg(batch_size, "batch_size", low=1)
-        seed = int_arg(seed, "seed", low=0, high=2**63 - 1)  # an int64 (a device tensor)
-        if not isinstance(replace, bool):
-            raise TypeError(f"replace must be a bool, got {type(replace).__name__}")
-        if isinstance(model, _BlockModel):
-            check_model_fits(model, g, fanouts, step.features is None)
-        # The kit's own id checks (integers, 1-d, distinct, in range; a mask or floats are
-        # refused), on a copy: a later in-place change of g.train_idx must not reach the engine.
-        self.nodes = node_ids_arg(
-            nodes.cpu() if isinstance(nodes, torch.Tensor) else nodes,
-            "StepHooks.nodes" if step.nodes is not None else "g.train_idx",
-            g.num_nodes,
-            device=torch.device("cpu"),
-        ).clone()
-        if g.y is not None and not bool((g.y.cpu()[self.nodes] >= 0).any()):
-            raise ValueError(
-                f"none of the {self.nodes.numel()} training nodes has a label (y >= 0): "
-                "the loss would be 0 and no parameter would ever change"
-            )
-        # Buffers hold at most the training set: batch 10^6 on 300 nodes is 300 rows.
-        self.rows = batch_size if step.batches is not None else min(batch_size, self.nodes.numel())
+        if step is not None:  # the old name of hooks (zg 0.4), for one release
+            hooks = _renamed("step", "hooks", step, hooks)
+        # 1. Every argument checked once, in one place (zg.settings.check_engine_args).
+        args = check_engine_args(
+            g, model, fanouts, batch_size, envelope, mode=mode, device=device, seed=seed,
+            replace=replace, optimizer=optimizer, kernel=kernel, hooks=hooks, sampler=sampler,
+        )  # fmt: skip
+        self.hooks, self.device = args.hooks, args.device
+        self.nodes, self.rows = args.nodes, args.rows  # host int64 [T]; the batch rows
+        # 2. The graph, the model and its optimizer on the device; the settings recorded once.
+        self.g = args.g.to(self.device)
+        self.model = args.model.to(self.device)
+        if isinstance(self.model, BlockModel):
+            self.model._use_kernel(args.kernel)
+        self.optimizer = build_optimizer(args.optimizer, self.model)
+        self.settings = EngineSettings.of(args, self.optimizer)
+        # 3. The one call of the step, the observers and the position.
+        self._build_step()
+        self._start_position()
+        # 4. The sampler (and, in the static launches, the buffers the step reads).
+        self._build_sampler(args)
 
-        self.g = g.to(self.device)
+    def _build_step(self) -> None:
+        """The step every mode calls (:func:`zg.step.train_step` with this engine's model,
+        optimizer, features, labels, overflow guard and hooks), and the default observers."""
+        hooks = self.hooks
         # What every epoch checks of the labels (they may be changed in place: they are shared).
         self._label_nodes = self.nodes.to(self.device)
-        self._num_labels = max(int(g.num_classes), 1)
-        self.model = model.to(self.device)
-        if isinstance(self.model, _BlockModel):
-            self.model.set_kernel(kernel)
-        self.optimizer = build_optimizer(optimizer, self.model)
-        group = self.optimizer.param_groups[0]
-        self.settings = EngineSettings(
-            fanouts=fanouts,
-            batch_size=batch_size,
-            mode=mode,
-            device=str(self.device),
-            seed=seed,
-            replace=replace,
-            optimizer=type(self.optimizer).__name__.replace("Device", "").lower(),
-            lr=float(group["lr"]),
-            weight_decay=float(group.get("weight_decay", 0.0)),
-            kernel=kernel,
-            poll_every=step.poll_every,
-            grow_factor=step.grow_factor,
-            model=type(model).__name__,
-            num_parameters=sum(p.numel() for p in model.parameters()),
-            num_nodes=g.num_nodes,
-            num_edges=g.num_edges,
-            allow_tf32=bool(torch.backends.cuda.matmul.allow_tf32),
-        )
+        self._num_labels = max(int(self.g.num_classes), 1)
         # The hooks' results are checked (type, shape, device) where they come back.
-        hooks = checked_hooks(step, self.model, self._num_labels, self.device)
-        self.features = hooks["features"] or self.g.x
-        if step.guard is not None:
-            check_guard(step.guard, len(self.fanouts), self.device)
+        wrapped = checked_hooks(hooks, self.model, self._num_labels, self.device)
+        self.features = wrapped["features"] or self.g.x
         self.guard = (
-            step.guard if step.guard is not None else OverflowGuard(len(self.fanouts), self.device)
+            OverflowGuard(len(self.fanouts), self.device) if hooks.guard is None else hooks.guard
         )
-        # The one call of the step, for every mode (the static step passes its device batch).
         self._train_step = functools.partial(
             train_step,
             model=self.model,
@@ -263,13 +239,17 @@ class Engine:
             features=self.features,
             labels=self.g.y,
             guard=self.guard,
-            loss=hooks["loss"],
-            forward=hooks["forward"],
-            reduce=step.reduce,
+            loss=wrapped["loss"],
+            forward=wrapped["forward"],
+            reduce=hooks.reduce,
         )
         self.observers: list[Observer] = [AuditSyncs(1)]
-        self._callbacks = [Callbacks(step.before, step.after)] if step.before or step.after else []
+        self._callbacks = (
+            [Callbacks(hooks.before, hooks.after)] if hooks.before or hooks.after else []
+        )
 
+    def _start_position(self) -> None:
+        """Epoch 0, batch 0, nothing trained; the epoch's tables not loaded yet."""
         self.epoch, self.batch = 0, 0  # the position: the next batch to train
         self.steps_done = 0
         self.history: list[EpochStats] = []
@@ -281,37 +261,41 @@ class Engine:
         self._loaded_epoch: int | None = None
         self._epoch_batches: tuple | None = None  # (epoch, its batch list)
         self._next_batch = 0  # where the device counter points
+        self._running_epoch: int | None = None  # the epoch train_epoch is in, else None
 
+    def _build_sampler(self, args: EngineArgs) -> None:
+        """The sampler of the mode (or the one given), the envelope it is sized by, and in the
+        static launches the buffers the step reads (the batch counter, the loss)."""
         self.envelope: Envelope | None = None
-        if self.mode in ("dgl", "dynamic"):
-            self._check_step_fits()  # the envelope modes check in rebuild(), at their sizes
+        self._given_sampler = args.sampler is not None
+        if self.mode in _STATIC_MODES:
+            # The static buffers: the step's inputs and outputs, and the flags the host polls.
+            self.counter = torch.zeros((), dtype=torch.int64, device=self.device)  # batch counter
+            self.loss_buf = torch.zeros((), dtype=torch.float32, device=self.device)
+        if args.sampler is not None:
+            self.envelope = getattr(args.sampler, "envelope", None)
+            self.sampler = args.sampler
+            self._check_step_fits()
+            return
         if self.mode == "dgl":
-            self.source = DGLSource(
-                self.g,
-                self.fanouts,
-                self.rows,
-                replace=replace,
-                seed=self.seed,
+            self._check_step_fits()
+            self.sampler = DGLSource(
+                self.g, self.fanouts, self.rows, replace=self.replace, seed=self.seed,
                 batches=self.batches,
+            )  # fmt: skip
+            return
+        max_degree = max_in_degree(self.g)  # one host read, shared by everything built here
+        if self.mode == "dynamic":
+            self._check_step_fits()
+            self.sampler = DynamicSampler._checked(
+                self.g, self.fanouts, self.replace, self.seed, max_degree
             )
             return
-        if self.mode == "dynamic":
-            self.source = DynamicSampler(self.g, self.fanouts, replace=replace, seed=self.seed)
-            return
-        self.envelope = Envelope.resolve(
-            envelope,
-            self.g,
-            self.fanouts,
-            self.rows,
-            replace=replace,
-            seed=self.seed,
-            nodes=self.nodes,
-        )
-        if self.mode in _STATIC_MODES:
-            dev = self.device
-            # The static buffers: the step's inputs and outputs, and the flags the host polls.
-            self.counter = torch.zeros((), dtype=torch.int64, device=dev)  # the batch counter
-            self.loss_buf = torch.zeros((), dtype=torch.float32, device=dev)
+        self.envelope = Envelope._resolved(
+            args.envelope, self.g, self.fanouts, self.rows, self.replace, self.seed,
+            self.nodes, max_degree,
+        )  # fmt: skip
+        self._max_degree = max_degree
         self.rebuild()
 
     # The settings live in one record; these read it.
@@ -323,10 +307,26 @@ class Engine:
     kernel = property(
         lambda self: self.settings.kernel, doc='What runs: "torch" | "fused" | "dgl".'
     )
+    launch = property(
+        lambda self: MODE_PARTS[self.settings.mode][1],
+        doc='How the step is launched: "eager" | "static" | "graph" (the mode\'s second half).',
+    )
     applied = property(
         lambda self: self.guard.applied,
         doc="bool [] device: whether the last step was applied (the overflow guard's gate).",
     )
+
+    @property
+    def step(self) -> StepHooks:
+        """The old name of :attr:`hooks` (zg 0.4), for one release."""
+        _renamed("engine.step", "engine.hooks")
+        return self.hooks
+
+    @property
+    def source(self):
+        """The old name of :attr:`sampler` (zg 0.4), for one release."""
+        _renamed("engine.source", "engine.sampler")
+        return self.sampler
 
     def __repr__(self) -> str:
         s = self.settings
@@ -352,6 +352,8 @@ class Engine:
         """
         if max_batches is not None:
             max_batches = int_arg(max_batches, "max_batches", low=1)
+        if self.batch >= len(self._load_epoch(self.epoch)):  # (an old checkpoint's end)
+            self.epoch, self.batch = self.epoch + 1, 0
         epoch, first = self.epoch, self.batch
         batches = self._load_epoch(epoch)
         end = len(batches) if max_batches is None else min(len(batches), first + max_batches)
@@ -362,29 +364,38 @@ class Engine:
         for o in watch:
             o.epoch_start(self, epoch, first)
         if self.mode == "dgl":  # DGL's loader starts before the clock, as zg's table loads
-            self.source.prepare(epoch, first)
+            self.sampler.prepare(epoch, first)
         # Checked on the device now, read with the epoch's loss: no host sync of its own.
         labels_ok = labels_in_range(self.g.y, self._label_nodes, self._num_labels)
         losses: dict[int, torch.Tensor] = {}
         start_time = time.perf_counter()
         b = first
-        while b < end:
-            for o in watch:
-                o.batch_start(self, epoch, b)
-            clock = next((c for o in watch if (c := o.clock()) is not None), None)
-            # sample -> compact -> gather -> forward -> loss -> backward -> step (gated on device)
-            losses[b] = self._train_batch(batches, epoch, b, clock)
-            self.steps_done += 1
-            for o in reversed(watch):
-                o.batch_end(self, epoch, b)
-            overflowed_at = poll.after(b)  # the host looks every poll_every batches
-            b += 1
-            if overflowed_at is not None:  # never applied: grow, rebuild, resume there
-                losses = {k: v for k, v in losses.items() if k < overflowed_at}
-                self._grow()
-                b = overflowed_at
+        self._running_epoch = epoch
+        try:
+            while b < end:
+                for o in watch:
+                    o.batch_start(self, epoch, b)
+                clock = next((c for o in watch if (c := o.clock()) is not None), None)
+                # sample -> compact -> gather -> forward -> loss -> backward -> step (gated)
+                losses[b] = self._train_batch(batches, epoch, b, clock)
+                self.steps_done += 1
+                # Published with every batch, so an interruption leaves it true.
+                self.epoch, self.batch = (epoch + 1, 0) if b + 1 == len(batches) else (epoch, b + 1)
+                for o in reversed(watch):
+                    o.batch_end(self, epoch, b)
+                overflowed_at = poll.after(b)  # the host looks every poll_every batches
+                b += 1
+                if overflowed_at is not None:  # never applied: grow, rebuild, resume there
+                    losses = {k: v for k, v in losses.items() if k < overflowed_at}
+                    self._grow()
+                    b = overflowed_at
+                    self.epoch, self.batch = epoch, b
+        except BaseException:
+            self._settle_position(epoch)  # Ctrl-C, a hook's error: the next batch not applied
+            raise
+        finally:
+            self._running_epoch = None
         seconds = time.perf_counter() - start_time
-        self.epoch, self.batch = (epoch + 1, 0) if end >= len(batches) else (epoch, end)
         loss, labels_ok = mean_loss(losses, labels_ok)
         stats = EpochStats(
             epoch=epoch,
@@ -419,6 +430,23 @@ class Engine:
             )
         return stats
 
+    def applied_position(self) -> tuple[int, int]:
+        """(epoch, batch): the next batch not yet applied. Between epochs this is the position;
+        inside one (a hook writing a checkpoint) a batch that overflowed was skipped on the
+        device, and so was every one after it, though the host may not have polled yet: one
+        host read of the overflow guard tells."""
+        first = self.guard.read_now() if self._running_epoch is not None else None
+        if first is None:
+            return self.epoch, self.batch
+        return min((self.epoch, self.batch), (self._running_epoch, first))
+
+    def _settle_position(self, epoch: int) -> None:
+        """After an interrupted epoch: the position names the first batch not applied (see
+        :meth:`applied_position`); the device counter is set again before the next static step."""
+        self._running_epoch = epoch
+        self.epoch, self.batch = self.applied_position()
+        self.rewound()
+
     def _train_batch(
         self, batches: list[torch.Tensor], epoch: int, b: int, clock: StageClock | None = None
     ) -> torch.Tensor:
@@ -428,7 +456,7 @@ class Engine:
         self.last_batch = None
         seed_dropout(batch_key(self.seed, epoch, b))  # the same masks if rerun
         if self.mode not in _STATIC_MODES:
-            mb = self.source.sample(batches[b], epoch, b, clock=clock)  # sample -> compact
+            mb = self.sampler.sample(batches[b], epoch, b, clock=clock)  # sample -> compact
             loss, self.last_batch, _ = self._train_step(mb, batch=b, clock=clock)
             return loss
         if self._next_batch != b:  # the device reads batch b itself; only a jump resets it
@@ -447,7 +475,7 @@ class Engine:
         b, rows = self.counter, self.rows  # int64 [], int
         row = self.epoch_table.index_select(0, b.view(1)).view(-1)  # [rows + 2 + hops]
         seeds, num_seeds, keys = row[:rows], row[rows], row[rows + 1 :]  # views
-        mb = self.source.sample_static(seeds, num_seeds, keys[0], clock=clock, hop_keys=keys[1:])
+        mb = self.sampler.sample_static(seeds, num_seeds, keys[0], clock=clock, hop_keys=keys[1:])
         loss, self.last_batch, _ = self._train_step(mb, batch=b, clock=clock)
         self.loss_buf.copy_(loss)
         self.counter.add_(1)
@@ -487,17 +515,21 @@ class Engine:
     def rebuild(self) -> None:
         """(Re)build the sampler for the current envelope and, in mode "graph", (re)capture.
         Sizes whose step cannot fit in the device's memory are refused first (MemoryError with
-        the estimate and the memory there), not met by the allocator's traceback mid-step."""
+        the estimate and the memory there), not met by the allocator's traceback mid-step.
+        A sampler given to the Engine is rebuilt only if it is a :class:`zg.EnvelopeSampler`
+        (from its own graph, seed and kernel); another one is kept as it is."""
         self._check_step_fits()
-        self.source = EnvelopeSampler(
-            self.g,
-            self.fanouts,
-            self.rows,
-            envelope=self.envelope,
-            replace=self.replace,
-            seed=self.seed,
-            kernel=self.kernel,
-        )
+        given = self.sampler if self._given_sampler else None
+        if given is None:
+            self.sampler = EnvelopeSampler._checked(
+                self.g, self.fanouts, self.rows, self.envelope, self.replace, self.seed,
+                self.kernel, self._max_degree,
+            )  # fmt: skip
+        elif isinstance(given, EnvelopeSampler):
+            self.sampler = EnvelopeSampler._checked(
+                given.g, given.fanouts, given.batch_size, self.envelope, given.replace,
+                given.seed, given.kernel, given.max_degree,
+            )  # fmt: skip
         self.cuda_graph = None
         if self.mode == "graph" and self.epoch_seeds is not None:
             self._capture()
@@ -507,7 +539,9 @@ class Engine:
         rebuild. Under a shared guard only the processes that overflowed grow; all resume."""
         if self.envelope is None:
             raise RuntimeError(
-                f"mode {self.mode!r} reported an overflow; it has no envelope to grow"
+                f"mode {self.mode!r} reported an overflow; it has no envelope to grow (a "
+                f"sampler given to the Engine, {type(self.sampler).__name__}, sizes its own "
+                "buffers: build it with room for every batch)"
             )
         if bool(self.guard.local):  # a rewind is rare: plain reads are fine
             wanted = self.guard.first_wanted.cpu().tolist()
@@ -591,10 +625,10 @@ class Engine:
         every mode alike. A data-parallel share may be empty: the static step runs it as a no-op
         that still joins the gradient all-reduce; the other modes have no such step and refuse it.
         """
-        if self.step.batches is None:
+        if self.hooks.batches is None:
             return epoch_batches(self.nodes, self.seed, epoch, self.rows)
         allow_empty = self.mode in _STATIC_MODES
-        given = self.step.batches(epoch)
+        given = self.hooks.batches(epoch)
         return check_batches(given, epoch, self.g.num_nodes, self.rows, allow_empty=allow_empty)
 
     def run_batch(
@@ -616,7 +650,7 @@ class Engine:
         epoch = self.epoch if epoch is None else int_arg(epoch, "epoch", low=0)
         batches = self._load_epoch(epoch)
         batch = int_arg(batch, "batch", low=0) % len(batches)
-        return self.source.sample(batches[batch], epoch, batch)
+        return self.sampler.sample(batches[batch], epoch, batch)
 
     def set_lr(self, lr: float) -> None:
         """Change the learning rate in place (a captured step sees the new value)."""
@@ -702,7 +736,7 @@ class Engine:
             raise ValueError(f"split must be 'train', 'val' or 'test', got {split!r}")
         if not isinstance(sampled, bool):
             raise TypeError(f"sampled must be a bool, got {type(sampled).__name__} {sampled!r}")
-        if not isinstance(self.model, _BlockModel):
+        if not isinstance(self.model, BlockModel):
             raise TypeError(
                 f"evaluate runs zg models; this engine trains a {type(self.model).__name__}"
             )

@@ -47,6 +47,7 @@ from ._checks import (
     str_arg,
 )
 from .graph import graph_arg
+from .rng import batch_key, device_scalar
 from .sampling import EnvelopeSampler, max_in_degree, worst_case_sizes
 
 __all__ = ["Envelope", "worst_case_sizes", "block_bytes"]
@@ -112,18 +113,18 @@ class Envelope:
         settings: dict | None = None,
         max_degree: int | None = None,
     ):
-        self.sizes = positive_ints_arg(sizes, "sizes")
-        self.policy = str_arg(policy, "policy")
-        self.fanouts = None if fanouts is None else fanouts_arg(fanouts, "fanouts")
-        self.batch_size = None if batch_size is None else int_arg(batch_size, "batch_size", low=1)
-        self.num_nodes = None if num_nodes is None else int_arg(num_nodes, "num_nodes", low=1)
-        self.max_degree = None if max_degree is None else int_arg(max_degree, "max_degree", low=0)
-        if self.batch_size is not None and self.num_nodes is not None:
-            batch_size_arg(self.batch_size, self.num_nodes)
+        sizes = positive_ints_arg(sizes, "sizes")
+        policy = str_arg(policy, "policy")
+        fanouts = None if fanouts is None else fanouts_arg(fanouts, "fanouts")
+        batch_size = None if batch_size is None else int_arg(batch_size, "batch_size", low=1)
+        num_nodes = None if num_nodes is None else int_arg(num_nodes, "num_nodes", low=1)
+        max_degree = None if max_degree is None else int_arg(max_degree, "max_degree", low=0)
+        if batch_size is not None and num_nodes is not None:
+            batch_size_arg(batch_size, num_nodes)
         if observed is not None and not (
             isinstance(observed, torch.Tensor)
             and observed.dim() == 2
-            and observed.shape[1] == len(self.sizes)
+            and observed.shape[1] == len(sizes)
             and not observed.is_floating_point()
         ):
             got = (
@@ -132,18 +133,41 @@ class Envelope:
                 else type(observed).__name__
             )
             raise TypeError(
-                f"observed must be None or an integer tensor [K, {len(self.sizes)}] "
+                f"observed must be None or an integer tensor [K, {len(sizes)}] "
                 f"(one row of counts per profiled batch), got {got}"
             )
-        self.observed = observed
         if settings is not None and not isinstance(settings, dict):
             raise TypeError(f"settings must be a dict or None, got {type(settings).__name__}")
-        self.settings = dict(settings or {})
-        if self.fanouts is not None and len(self.fanouts) != len(self.sizes):
+        if fanouts is not None and len(fanouts) != len(sizes):
             raise ValueError(
-                f"sizes has {len(self.sizes)} entries but fanouts has {len(self.fanouts)}; "
+                f"sizes has {len(sizes)} entries but fanouts has {len(fanouts)}; "
                 "give one size per layer"
             )
+        self._set(sizes, policy, fanouts, batch_size, num_nodes, observed, settings, max_degree)
+
+    def _set(self, sizes, policy, fanouts, batch_size, num_nodes, observed, settings, max_degree):
+        """Assign values already checked (by ``__init__``, or by the code that computed them)."""
+        self.sizes, self.policy, self.fanouts = list(sizes), policy, fanouts
+        self.batch_size, self.num_nodes, self.max_degree = batch_size, num_nodes, max_degree
+        self.observed, self.settings = observed, dict(settings or {})
+
+    @classmethod
+    def _made(
+        cls,
+        sizes,
+        policy,
+        *,
+        fanouts=None,
+        batch_size=None,
+        num_nodes=None,
+        observed=None,
+        settings=None,
+        max_degree=None,
+    ) -> Envelope:
+        """An Envelope of values this module computed or its caller checked (no re-check)."""
+        self = cls.__new__(cls)
+        self._set(sizes, policy, fanouts, batch_size, num_nodes, observed, settings, max_degree)
+        return self
 
     # ------------------------------------------------------------------------- policies
 
@@ -154,8 +178,12 @@ class Envelope:
         g = graph_arg(g)
         fanouts = fanouts_arg(fanouts, "fanouts")
         batch_size = batch_size_arg(batch_size, g.num_nodes)
-        max_degree = max_in_degree(g)
-        return cls(
+        return cls._worst_case(g, fanouts, batch_size, max_in_degree(g))
+
+    @classmethod
+    def _worst_case(cls, g, fanouts: list[int], batch_size: int, max_degree: int) -> Envelope:
+        """:meth:`worst_case` of checked values."""
+        return cls._made(
             worst_case_sizes(g.num_nodes, fanouts, batch_size, max_degree),
             "worst_case",
             fanouts=fanouts,
@@ -205,7 +233,30 @@ class Envelope:
         if isinstance(nodes, torch.Tensor):
             nodes = nodes.cpu()  # validated on the host, where reading ids is free
         nodes = node_ids_arg(nodes, "nodes", g.num_nodes, device=torch.device("cpu"))
-        sampler = EnvelopeSampler(g, fanouts, batch_size, envelope=None, replace=replace, seed=seed)
+        settings = {"num_batches": num_batches, "quantile": quantile, "margin": margin}
+        return cls._profiled(
+            g, fanouts, batch_size, replace, seed, nodes, max_in_degree(g), **settings
+        )
+
+    @classmethod
+    def _profiled(
+        cls,
+        g,
+        fanouts,
+        batch_size,
+        replace,
+        seed,
+        nodes,
+        max_degree,
+        *,
+        num_batches=32,
+        quantile=0.99,
+        margin=0.05,
+    ) -> Envelope:
+        """:meth:`profile` of checked values (``nodes``: host int64 ids, checked)."""
+        sampler = EnvelopeSampler._checked(
+            g, fanouts, batch_size, None, replace, seed, "torch", max_degree
+        )
         gen = torch.Generator().manual_seed(seed)
         counts, drawn = [], 0
         order = torch.randperm(nodes.numel(), generator=gen)
@@ -214,18 +265,19 @@ class Envelope:
                 seeds = nodes[order[b : b + batch_size]]
                 if seeds.numel() < batch_size and nodes.numel() >= batch_size:
                     continue  # profile full batches only; a short last batch needs less
-                counts.append(sampler.sample(seeds, epoch=-1, batch=drawn).counts)
+                # Profiling draws from its own stream (epoch -1), never an epoch's batches.
+                key = device_scalar(batch_key(seed, -1, drawn), g.device)
+                counts.append(sampler.sample(seeds, key=key).counts)
                 drawn += 1
                 if drawn == num_batches:
                     break
             order = torch.randperm(nodes.numel(), generator=gen)
         observed = torch.stack(counts).cpu()  # [K, L]
-        max_degree = sampler.max_degree
         worst = worst_case_sizes(g.num_nodes, fanouts, batch_size, max_degree)
         q = torch.quantile(observed.double(), quantile, dim=0)  # [L]
         wanted = [math.ceil(float(v) * (1 + margin)) for v in q]
         sizes = cls._feasible(wanted, worst, batch_size)
-        return cls(
+        return cls._made(
             sizes,
             "profiled",
             fanouts=fanouts,
@@ -316,6 +368,27 @@ class Envelope:
         envelope.check(fanouts, batch_size, g.num_nodes)
         return envelope
 
+    @classmethod
+    def _resolved(cls, envelope, g, fanouts, batch_size, replace, seed, nodes, max_degree):
+        """:meth:`resolve` of checked values (what the Engine calls once it has checked every
+        argument, ``envelope`` included: "profiled", "worst_case" or an Envelope that fits)."""
+        if isinstance(envelope, str) and envelope == "profiled":
+            return cls._profiled(g, fanouts, batch_size, replace, seed, nodes, max_degree)
+        if isinstance(envelope, str):  # "worst_case"
+            return cls._worst_case(g, fanouts, batch_size, max_degree)
+        if envelope.fanouts is None or envelope.batch_size != batch_size:
+            envelope = cls._made(
+                envelope.sizes,
+                envelope.policy,
+                fanouts=fanouts,
+                batch_size=batch_size,
+                num_nodes=g.num_nodes,
+                observed=envelope.observed,
+                settings=envelope.settings,
+                max_degree=max_degree,
+            )
+        return envelope
+
     def grow(self, factor: float = 1.5, observed: Sequence[int] | None = None) -> Envelope:
         """The envelope to use after an overflow.
 
@@ -369,6 +442,10 @@ class Envelope:
         fanouts = fanouts_arg(fanouts, "fanouts")
         num_nodes = int_arg(num_nodes, "num_nodes", low=1)
         batch_size = batch_size_arg(batch_size, num_nodes)
+        self._check_fits(fanouts, batch_size, num_nodes)
+
+    def _check_fits(self, fanouts: list[int], batch_size: int, num_nodes: int) -> None:
+        """:meth:`check` of checked values."""
         if len(self.sizes) != len(fanouts):
             raise ValueError(
                 f"envelope has {len(self.sizes)} sizes but there are {len(fanouts)} fanouts"

@@ -645,7 +645,8 @@ class Graph:
 
     def to(self, device: Any) -> Graph:
         """A copy of the graph with every tensor on ``device``."""
-        device = device_arg(device, "device")
+        # A torch.device is already one (what the Engine passes, having checked its own).
+        device = device if isinstance(device, torch.device) else device_arg(device, "device")
         move = lambda t: None if t is None else t.to(device)  # noqa: E731
         return Graph._trusted(
             move(self.indptr),

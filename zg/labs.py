@@ -50,6 +50,7 @@ import torch.distributed as dist
 from torch.nn.parallel import DistributedDataParallel as DDP
 from torch.utils._python_dispatch import TorchDispatchMode
 
+from ._checks import seed_arg
 from .audit import SyncAudit as _SyncAudit
 from .errors import ZgError
 from .grappa.comm import CommLedger
@@ -356,8 +357,13 @@ def _lab_references() -> dict[int, tuple[list[str], list]]:
         1: (["dynamic_compact", "compact_fewer_syncs"], [sampling.DynamicSampler.sample]),
         2: (
             ["first_occurrence", "compact_hop"],
+            # The loop and its two stages (sample, compact), and the fused path. The numba
+            # twins of the stages (fused.pick, fused.compact) are compiled dispatchers, not
+            # Python functions, so they cannot be held; sample_fused, their one driver, is.
             [
                 sampling.EnvelopeSampler.sample_static,
+                sampling.EnvelopeSampler._sample_hop,
+                sampling.EnvelopeSampler._compact_hop,
                 sampling.EnvelopeSampler._sample_static_fused,
                 fused.sample_fused,
             ],
@@ -390,6 +396,10 @@ def _lab_references() -> dict[int, tuple[list[str], list]]:
                 estimators.masked_batch_stats,
                 estimators.worker_scales,
                 estimators._worker_scales_tensor,
+                # the scale arithmetic each estimator class holds (Estimator.scales)
+                estimators.BatchEstimator.scales,
+                estimators.ShrinkEstimator.scales,
+                estimators.UniformEstimator.scales,
                 estimators.shrink_lambda,
                 estimators._shrink_lambda_tensor,
             ],
@@ -577,6 +587,7 @@ def hook_on_workers(
     world_size = len(scales)
     if world_size < 2:
         raise ValueError("give at least two scales: one per worker, at least two workers")
+    seed = seed_arg(seed)
     source = textwrap.dedent(inspect.getsource(hook))
     with tempfile.TemporaryDirectory(prefix="zg-lab-hook-") as out_dir:
         spawn(

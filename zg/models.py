@@ -60,6 +60,7 @@ from .kernels.aggregate import (
 )
 
 __all__ = [
+    "BlockModel",
     "SAGEConv",
     "GCNConv",
     "GATConv",
@@ -423,23 +424,63 @@ class GATConv(nn.Module):
 # ----------------------------------------------------------------------------- models
 
 
-class _BlockModel(nn.Module):
-    """A stack of layers, one per block: ``forward(blocks, x) -> [D_last, num_classes]``.
+class BlockModel(nn.Module):
+    """The base of every zg model: a stack of layers, one per sampled block.
 
-    ``feature_dims`` lists the width of the features entering each layer, then the output
-    width (num_layers + 1 entries): what the memory model needs to size activations.
+    ``forward(blocks, x) -> logits [D_last, C]``: ``blocks`` is a list of :class:`zg.Block`
+    (one per layer, input layer first) and ``x`` the features of the first block's source
+    rows, ``[S_0, feature_dims[0]]``. Subclass it to add a model the kit does not have; the
+    Engine (every mode but "dgl"), full-neighbour evaluation and the memory model then use it
+    like SAGE, GCN and GAT. The contract a subclass keeps:
+
+    * ``layers``: an ``nn.ModuleList``, one layer per block. Layer ``i`` is called as
+      ``layers[i](block, h)`` with ``h`` ``[S_i, feature_dims[i]]`` (the block's source rows,
+      destination rows first) and returns ``[D_i, ...]`` for its ``D_i`` destination rows;
+      each layer has ``in_dim`` (= ``feature_dims[i]``). It reads a neighbour only through a
+      slot whose ``block.mask`` is True (padding slots hold row 0, padded destination rows
+      ``>= block.num_dst`` have no real slot), and its output rows ``>= num_dst`` are zero
+      (:func:`zero_padded_rows`), so padding never reaches a real row or a gradient.
+    * ``feature_dims``: the width entering each layer, then the output width
+      (``num_layers + 1`` ints): what the Engine checks against the graph and the memory model
+      sizes activations with. The last must be at least the graph's number of classes.
+    * ``after_layer(i, h)``: what follows layer ``i`` (default: nothing); the default
+      :meth:`forward` is ``h = after_layer(i, layers[i](blocks[i], h))`` over the layers, and
+      full-neighbour evaluation (:func:`zg.inference.full_neighbour_logits`) runs the same
+      layers and ``after_layer`` on blocks holding every in-edge.
+    * For capture (modes "static" and "graph") the forward must make no host read and no
+      data-dependent shape (no ``.item()``, ``nonzero``, boolean indexing, ``unique``):
+      ``zg.audit.SyncAudit`` checks it.
+
+    ``set_kernel(kernel)`` sets ``kernel`` on every layer (a layer may ignore it); the Engine
+    calls it with its own. ``tests/core/test_extension_points.py`` writes a GIN model on it
+    from outside the package.
     """
 
     layers: nn.ModuleList
     feature_dims: list[int]
 
-    def set_kernel(self, kernel: str) -> _BlockModel:
+    def forward(self, blocks: Sequence[Block], x: torch.Tensor) -> torch.Tensor:
+        self._check_blocks(blocks, x)
+        h = x  # [S0, in_dim]
+        for i, (layer, block) in enumerate(zip(self.layers, blocks)):
+            h = self.after_layer(i, layer(block, h))  # [D_i, feature_dims[i + 1]]
+        return h  # [D_last, num_classes]
+
+    def after_layer(self, i: int, h: torch.Tensor) -> torch.Tensor:
+        """What follows layer ``i`` (default: nothing)."""
+        return h
+
+    def set_kernel(self, kernel: str) -> BlockModel:
         """How every layer aggregates (:data:`zg.kernels.KERNELS`): "auto", "fused" (the CPU's
         embedding_bag + CSR backward) or "torch" (the explicit gather, as CUDA runs it).
         The Engine calls it with its own ``kernel``. Returns the model."""
-        self.kernel = kernels.check(kernel)
+        return self._use_kernel(kernels.check(kernel))
+
+    def _use_kernel(self, kernel: str) -> BlockModel:
+        """:meth:`set_kernel` of a checked choice (the Engine has checked its ``kernel``)."""
+        self.kernel = kernel
         for layer in self.layers:
-            layer.kernel = self.kernel
+            layer.kernel = kernel
         return self
 
     def _check_blocks(self, blocks: Sequence[Block], x: torch.Tensor) -> None:
@@ -482,7 +523,7 @@ def _check_weights_fit(model: str, widths: Sequence[tuple[int, int]], matrices: 
     memory_arg(nbytes, f"{model} with layer widths {[a for a, _ in widths] + [widths[-1][1]]}")
 
 
-class _PlainModel(_BlockModel):
+class _PlainModel(BlockModel):
     """SAGE and GCN: conv -> ReLU -> dropout between layers, no activation after the last
     (the ReLU is the hidden convs' ``activation="relu"``)."""
 
@@ -512,13 +553,6 @@ class _PlainModel(_BlockModel):
         self.dropout = nn.Dropout(_dropout_rate(dropout))
         self.reset_parameters()
 
-    def forward(self, blocks: Sequence[Block], x: torch.Tensor) -> torch.Tensor:
-        self._check_blocks(blocks, x)
-        h = x  # [S0, in_dim]
-        for i, (layer, block) in enumerate(zip(self.layers, blocks)):
-            h = self.after_layer(i, layer(block, h))  # [D_i, feature_dims[i + 1]]
-        return h  # [D_last, num_classes]
-
     def after_layer(self, i: int, h: torch.Tensor) -> torch.Tensor:
         """What follows layer ``i``: dropout between layers (the hidden layers' ReLU is their
         own last step), nothing after the last."""
@@ -541,7 +575,7 @@ class GCN(_PlainModel):
     matrices = 1
 
 
-class GAT(_BlockModel):
+class GAT(BlockModel):
     """GAT: ``num_layers`` :class:`GATConv` s with ``heads`` heads each.
 
     Hidden layers have ``hidden_dim`` features *per head* and concatenate their heads (the
@@ -575,13 +609,6 @@ class GAT(_BlockModel):
         self.dropout = nn.Dropout(_dropout_rate(dropout))
         self.reset_parameters()
 
-    def forward(self, blocks: Sequence[Block], x: torch.Tensor) -> torch.Tensor:
-        self._check_blocks(blocks, x)
-        h = x  # [S0, in_dim]
-        for i, (layer, block) in enumerate(zip(self.layers, blocks)):
-            h = self.after_layer(i, layer(block, h))  # [D_i, heads, per-head dim] ->
-        return h  # [D_last, num_classes]
-
     def after_layer(self, i: int, h: torch.Tensor) -> torch.Tensor:
         """Hidden layers: concatenate heads, ELU, dropout. Last layer: average the heads."""
         if i < len(self.layers) - 1:
@@ -590,11 +617,12 @@ class GAT(_BlockModel):
 
 
 MODELS = {"sage": SAGE, "gcn": GCN, "gat": GAT}
+_BlockModel = BlockModel  # the old private name (zg 0.x), kept for code written against it
 
 
 def build(
     name: str, in_dim: int, hidden_dim: int, num_classes: int, num_layers: int = 3, **kwargs
-) -> _BlockModel:
+) -> BlockModel:
     """Build a model by name: ``"sage"``, ``"gcn"`` or ``"gat"``.
 
     ``kwargs`` are the model's own options: ``dropout`` and ``kernel`` for all, ``heads`` for GAT.

@@ -145,7 +145,7 @@ def _worker(rank: int, world: int, g: Graph, options: dict[str, Any], out: str) 
         seed=seed,
         optimizer=optim.adam(lr=options["lr"]),
         kernel=options["kernel"],
-        step=StepHooks(
+        hooks=StepHooks(
             batches=lambda epoch: shares(epoch_order(nodes, seed, epoch), batch_size, rank, world),
             loss=_sum_loss(counter),
             reduce=reduce,
@@ -229,6 +229,9 @@ def train(
         model, hidden_dim, dropout, lr: the model (:func:`zg.models.build`) and DeviceAdam.
         envelope: "profiled", "worst_case" (each process sizes it for its share) or a list of
             sizes, one per block (an explicit, possibly too small, envelope: it grows on overflow).
+        seed: the run's seed, an int in [0, 2**63 - 1] (the kit's one seed rule,
+            :func:`zg._checks.seed_arg`; refused here, before any process starts).
+        poll_every: iterations between the host's reads of the overflow flag.
         threads: torch threads per process (default: cores / P). evaluate: rank 0 reports
             validation accuracy after every epoch. kernel: each process's Engine kernels
             (:data:`zg.kernels.KERNELS`; default "torch"; the history records what ran). backend: gloo / nccl / None (auto: nccl with
@@ -258,7 +261,7 @@ def train(
     real_arg(dropout, "dropout", low=0.0, high=0.999)
     choice_arg(model, "model", tuple(models.MODELS))
     int_arg(hidden_dim, "hidden_dim", low=1)
-    seed_arg(seed)
+    seed = seed_arg(seed)
     int_arg(poll_every, "poll_every", low=1)
     if threads is not None:
         int_arg(threads, "threads", low=1)

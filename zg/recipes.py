@@ -20,6 +20,9 @@ def cora_sage(seed: int = 0):
     """(model, engine kwargs, epochs) of the documented Cora configuration."""
     import torch
 
+    from ._checks import seed_arg
+
+    seed = seed_arg(seed)
     torch.manual_seed(seed)
     model = models.SAGE(1433, 64, 7, num_layers=2, dropout=0.6)
     kwargs = dict(

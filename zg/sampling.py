@@ -47,12 +47,12 @@ from __future__ import annotations
 
 from collections.abc import Sequence
 from dataclasses import dataclass
-from typing import Any
+from typing import Any, Protocol, runtime_checkable
 
 import torch
 
 from . import kernels
-from ._checks import batch_size_arg, bool_arg, fanouts_arg, node_ids_arg, seed_arg
+from ._checks import batch_size_arg, bool_arg, fanouts_arg, key_arg, node_ids_arg, seed_arg
 from .blocks import Block
 from .graph import Graph, graph_arg
 from .kernels import sampling as fused_sampling
@@ -438,6 +438,66 @@ class MiniBatch:
         return [torch.sort(b.src_nodes[: int(b.num_src)]).values for b in self.blocks]
 
 
+# ----------------------------------------------------------------------------- the protocol
+
+
+@runtime_checkable
+class Sampler(Protocol):
+    """What :class:`zg.Engine` calls to turn a batch of seeds into a :class:`MiniBatch`
+    (the chain's "sample -> compact" stages): what ``Engine(..., sampler=...)`` takes.
+
+    ``fanouts`` (list of int, input layer first) is the number of neighbours per hop; the
+    Engine checks that it equals its own ``fanouts`` (one block per model layer).
+    ``sample(seeds, epoch, batch, clock=None)`` samples one batch: ``seeds`` int64 [n <= B]
+    distinct node ids of the sampler's graph (host or device); ``epoch``, ``batch`` and the
+    sampler's own seed fix every random choice (the same three give the same MiniBatch);
+    ``clock`` (None, or a :class:`zg.step.StageClock`) is called with ``"sample"`` after each
+    hop's neighbour picking and ``"compact"`` after its relabelling. It returns a MiniBatch
+    whose ``blocks`` (one :class:`zg.Block` per layer, input layer first) end at the seeds:
+    the last block's destination rows are the seeds, in order.
+
+    An eager launch (``mode="eager"``) needs only this. The built-in samplers implement it:
+    :class:`DynamicSampler` (exact sizes, host reads), :class:`EnvelopeSampler` (fixed shapes)
+    and ``zg.baselines.dgl.DGLSource`` (DGL's own). CONTRIBUTING.md "Add a sampler" shows one
+    written outside the package (``tests/core/test_extension_points.py``).
+    """
+
+    fanouts: list[int]
+
+    def sample(
+        self, seeds: Any, epoch: int = 0, batch: int = 0, *, clock: Any = None
+    ) -> MiniBatch: ...
+
+
+@runtime_checkable
+class StaticSampler(Sampler, Protocol):
+    """A :class:`Sampler` that can also run on fixed buffers: what the static launches
+    (``mode="static"``, ``"graph"``) call, once per iteration, inside the captured step.
+
+    ``batch_size`` (int, B) is the padded seed rows; ``sizes`` (list of int, input layer first)
+    each block's source-row buffer (the envelope). ``sample_static(seeds, num_seeds, key,
+    clock=None, hop_keys=None)`` reads ``seeds`` int64 [B] (rows ``>= num_seeds`` are padding),
+    ``num_seeds`` int64 [] and ``key`` int64 [] (the batch's random key, derived on the device
+    by the Engine; ``hop_keys`` int64 [hops] optionally each hop's key), all on the sampler's
+    device, and returns a MiniBatch of fixed shapes with its counts and ``overflowed`` flag on
+    the device. No host read and no data-dependent shape may happen inside it (0 host syncs:
+    ``zg.audit.SyncAudit`` is the check), or the step cannot be captured. :class:`EnvelopeSampler`
+    implements it.
+    """
+
+    batch_size: int
+    sizes: list[int]
+
+    def sample_static(
+        self,
+        seeds: torch.Tensor,
+        num_seeds: torch.Tensor,
+        key: torch.Tensor,
+        clock: Any = None,
+        hop_keys: torch.Tensor | None = None,
+    ) -> MiniBatch: ...
+
+
 # ----------------------------------------------------------------------------- dynamic
 
 
@@ -456,11 +516,19 @@ class DynamicSampler:
     """
 
     def __init__(self, g: Graph, fanouts: Sequence[int], replace: bool = False, seed: int = 0):
-        self.g = graph_arg(g)
-        self.fanouts = check_fanouts(fanouts)
-        self.replace = bool_arg(replace, "replace")
-        self.seed = seed_arg(seed)
-        self.max_degree = max_in_degree(g)
+        g = graph_arg(g)
+        self._build(g, check_fanouts(fanouts), bool_arg(replace, "replace"), seed_arg(seed))
+
+    @classmethod
+    def _checked(cls, g: Graph, fanouts: list[int], replace: bool, seed: int, max_degree=None):
+        """Build from values the caller has checked (the Engine: each argument once)."""
+        self = cls.__new__(cls)
+        self._build(g, fanouts, replace, seed, max_degree)
+        return self
+
+    def _build(self, g: Graph, fanouts, replace: bool, seed: int, max_degree=None) -> None:
+        self.g, self.fanouts, self.replace, self.seed = g, fanouts, replace, seed
+        self.max_degree = max_in_degree(g) if max_degree is None else max_degree
         self.effective_fanouts = effective_fanouts(self.fanouts, self.max_degree, self.replace)
         self.device = g.device
         self._local = torch.zeros(g.num_nodes, dtype=torch.int64, device=self.device)
@@ -472,7 +540,7 @@ class DynamicSampler:
         """Sample one mini-batch; ``clock`` (profiling) is called with "sample" / "compact"."""
         seeds = check_seeds(seeds, self.g.num_nodes, self.device)
         key = device_scalar(
-            batch_key(self.seed, seed_arg(epoch, "epoch"), seed_arg(batch, "batch")), self.device
+            batch_key(self.seed, key_arg(epoch, "epoch"), key_arg(batch, "batch")), self.device
         )
         _check_clock(clock)
         indptr = self.g.indptr
@@ -560,29 +628,49 @@ class EnvelopeSampler:
         seed: int = 0,
         kernel: str = "torch",
     ):
-        self.g = graph_arg(g)
-        self.fanouts = check_fanouts(fanouts)
-        self.batch_size = batch_size_arg(batch_size, self.g.num_nodes)
-        self.replace = bool_arg(replace, "replace")
-        self.seed = seed_arg(seed)
-        self.max_degree = max_in_degree(g)
-        self.effective_fanouts = effective_fanouts(self.fanouts, self.max_degree, self.replace)
+        g = graph_arg(g)
+        fanouts = check_fanouts(fanouts)
+        batch_size = batch_size_arg(batch_size, g.num_nodes)
+        replace, seed = bool_arg(replace, "replace"), seed_arg(seed)
         # The envelope (zg.envelope sits above this module: it profiles with this sampler, so
         # only its interface is used here: ``sizes`` and ``check``). None: the worst case.
-        if envelope is None:
-            self._sizes = worst_case_sizes(
-                g.num_nodes, self.fanouts, self.batch_size, self.max_degree
-            )
-        elif not (hasattr(envelope, "sizes") and callable(getattr(envelope, "check", None))):
+        if envelope is not None and not (
+            hasattr(envelope, "sizes") and callable(getattr(envelope, "check", None))
+        ):
             raise TypeError(
                 f"envelope must be a zg.Envelope or None, got {type(envelope).__name__}"
             )
-        else:
-            envelope.check(self.fanouts, self.batch_size, g.num_nodes)
-            self._sizes = list(envelope.sizes)
-        self.envelope = envelope
+        if envelope is not None:
+            envelope.check(fanouts, batch_size, g.num_nodes)
+        self._build(
+            g, fanouts, batch_size, envelope, replace, seed, kernels.resolve(kernel, g.device)
+        )
+
+    @classmethod
+    def _checked(
+        cls, g: Graph, fanouts, batch_size, envelope, replace, seed, kernel, max_degree=None
+    ):
+        """Build from values the caller has checked (the Engine: each argument once; an
+        ``envelope`` already checked against these fanouts, batch size and graph; ``kernel``
+        resolved)."""
+        self = cls.__new__(cls)
+        self._build(g, fanouts, batch_size, envelope, replace, seed, kernel, max_degree)
+        return self
+
+    def _build(
+        self, g, fanouts, batch_size, envelope, replace, seed, kernel, max_degree=None
+    ) -> None:
+        self.g, self.fanouts, self.batch_size = g, fanouts, batch_size
+        self.replace, self.seed, self.envelope = replace, seed, envelope
+        self.max_degree = max_in_degree(g) if max_degree is None else max_degree
+        self.effective_fanouts = effective_fanouts(self.fanouts, self.max_degree, self.replace)
+        self._sizes = (
+            worst_case_sizes(g.num_nodes, self.fanouts, self.batch_size, self.max_degree)
+            if envelope is None
+            else list(envelope.sizes)
+        )
         self.device = g.device
-        self.kernel = kernels.resolve(kernel, self.device)
+        self.kernel = kernel
         n = g.num_nodes
         if self.kernel == "fused":
             # The fused kernel's marker: the local id of each node numbered this hop (which
@@ -667,7 +755,7 @@ class EnvelopeSampler:
                 (the engine keeps it in a static buffer so a captured graph can replay it).
         """
         seeds = check_seeds(seeds, self.g.num_nodes, self.device, max_len=self.batch_size)
-        epoch, batch = seed_arg(epoch, "epoch"), seed_arg(batch, "batch")
+        epoch, batch = key_arg(epoch, "epoch"), key_arg(batch, "batch")
         _check_clock(clock)
         if key is not None and not (
             isinstance(key, torch.Tensor)
@@ -700,6 +788,10 @@ class EnvelopeSampler:
     ) -> MiniBatch:
         """The fixed-shape core on device buffers: seeds int64 [B], num_seeds int64 [], key int64 [].
 
+        Seeds outward, each hop runs two stages: :meth:`_sample_hop` ("sample": the neighbour
+        slots) and :meth:`_compact_hop` ("compact": deduplicate and relabel into the envelope's
+        buffer); the hop's compacted nodes are the next hop's rows.
+
         ``hop_keys`` (optional, int64 [hops]): each hop's key, ``mix64(key + constant)``, read
         from a table the caller built (the engine's ``epoch_keys``, zg.rng.epoch_key_table) so
         the step does not hash them on the device; the same bits either way.
@@ -715,67 +807,20 @@ class EnvelopeSampler:
         """
         if self.kernel == "fused":
             return self._sample_static_fused(seeds, num_seeds, key, clock)
-        indptr = self.g.indptr
-        sentinel = torch.iinfo(torch.int64).max
-        dst, n_dst = seeds, num_seeds  # [R], []
+        dst, n_dst = seeds, num_seeds  # [R], []: the first hop's rows are the seeds
         blocks: list[Block] = []
         true_counts: list[torch.Tensor] = []
         sizes = list(reversed(self._sizes))  # seeds outward
         if hop_keys is None:
             hop_keys = mix64(key + self._hop_constants)  # [hops]
         for hop, k in enumerate(reversed(self.effective_fanouts)):
-            rows, cap = dst.shape[0], sizes[hop]
-            pos = self._row_ids(rows * (k + 1))  # [M] candidate positions (rows, then slots)
-            below = pos < n_dst  # [M]: the real destination rows (they come first)
-            valid_rows = below[:rows]  # [R] (a view)
-            # Candidates [M]: the destination rows first (so they keep local ids 0..n_dst-1),
-            # then every slot, written in place into one buffer (no concatenation). Masked
-            # slots repeat their own row's node, which is already a destination row, so it is
-            # never a first occurrence below. Padding rows read node N, the node table's empty
-            # row (no in-edges: every slot masked), and precede every slot, so N is never new
-            # either; without the table they repeat the first row's node and are masked.
-            cand = self._candidates(rows * (k + 1))  # [M]
-            pad_node, row_mask = (
-                (self._empty, None) if self._node_table is not None else (dst[0], valid_rows)
-            )
-            head = torch.where(valid_rows, dst, pad_node, out=cand[:rows])  # [R] (a view)
-            _, mask = sample_neighbors(
-                indptr,
-                self.g.indices,
-                head,
-                row_mask,
-                k,
-                self.replace,
-                hop_keys[hop],
-                self.max_degree,
-                pad=head[:, None],
-                node_table=self._node_table,
-                out=cand[rows:].view(rows, k),
-                constants=self._constants,
-            )  # the slots [R, k], into cand; mask [R, k]
+            cand, real_rows, mask = self._sample_hop(dst, n_dst, k, hop_keys[hop])
             if clock is not None:
                 clock("sample")
-            self._first.scatter_reduce_(0, cand, pos, reduce="amin")
-            first_pos = _gather(self._first, cand)  # [M] where each candidate first occurs
-            is_first = first_pos == pos  # [M]
-            is_new = is_first & self._in_slots(rows, cand.shape[0])  # first seen in a slot
-            rank = torch.cumsum(is_new, 0, dtype=torch.int64)  # [M]
-            num_src = n_dst + rank[-1]  # [] true count
-            # Local id of every first occurrence (dst rows: their own row), then of every
-            # candidate: its first occurrence's.
-            local_of_first = torch.where(is_new, rank + (n_dst - 1), pos)  # [M]
-            local = _gather(local_of_first, first_pos)  # [M]
-            # Source-node buffer [cap]: the real dst rows (repeats included: each keeps its own
-            # row), then the new nodes; padding rows and overflow go to the trash slot.
-            src_nodes = torch.zeros(cap + 1, dtype=torch.int64, device=self.device)
-            written = below | is_new  # [M]
-            target = torch.where(written, local_of_first, self._scalar(cap)).clamp(max=cap)
-            src_nodes.scatter_(0, target, cand)
-            src_nodes = src_nodes[:cap]  # [cap] view
-            nbr_local = (local[rows:].view(rows, k) * mask).clamp(max=cap - 1)  # [R, k]
-            # Reset the marker entries this hop touched (fixed-shape scatter, no fill of N).
-            self._first.index_fill_(0, cand, sentinel)
-            kept = num_src.clamp(max=cap)  # [] what the buffer holds
+            src_nodes, nbr_local, num_src = self._compact_hop(
+                cand, real_rows, mask, n_dst, sizes[hop]
+            )  # [E_h], [R, k], []
+            kept = num_src.clamp(max=sizes[hop])  # [] what the buffer holds
             blocks.append(
                 Block(
                     nbr=nbr_local,
@@ -783,7 +828,7 @@ class EnvelopeSampler:
                     num_src=kept,
                     num_dst=n_dst,
                     src_nodes=src_nodes,
-                    dst_valid=valid_rows,
+                    dst_valid=real_rows[: dst.shape[0]],
                     padding_clean=True,  # masked slots 0, padded rows all-False (mask & valid)
                 )
             )
@@ -802,6 +847,94 @@ class EnvelopeSampler:
             envelope_sizes=self.sizes,
             wanted=wanted,
         )
+
+    def _sample_hop(
+        self, dst: torch.Tensor, n_dst: torch.Tensor, k: int, key: torch.Tensor
+    ) -> tuple[torch.Tensor, torch.Tensor, torch.Tensor]:
+        """The "sample" stage of one hop: up to ``k`` in-neighbours of every destination row.
+
+        ``dst`` int64 [R] (the first ``n_dst``, an int64 0-d device tensor, are real; the other
+        rows hold any node id); ``key`` int64 [], this hop's key. Returns the hop's candidates
+        ``cand`` int64 [M = R * (k + 1)]: the R rows, then the R * k slots row by row (a buffer
+        every hop of this size rewrites); ``real_rows`` bool [M], the candidates that are real
+        destination rows (the first ``n_dst``); ``mask`` bool [R, k], the slots holding a
+        neighbour. Its compiled twin is :func:`zg.kernels.sampling.pick` (the same neighbours
+        and mask; it writes 0, not the row's node, at masked slots).
+        """
+        rows = dst.shape[0]
+        pos = self._row_ids(rows * (k + 1))  # [M] candidate positions (rows, then slots)
+        real_rows = pos < n_dst  # [M]: the real destination rows (they come first)
+        valid_rows = real_rows[:rows]  # [R] (a view)
+        # Candidates [M]: the destination rows first (so they keep local ids 0..n_dst-1),
+        # then every slot, written in place into one buffer (no concatenation). Masked
+        # slots repeat their own row's node, which is already a destination row, so it is
+        # never a first occurrence in the compact stage. Padding rows read node N, the node
+        # table's empty row (no in-edges: every slot masked), and precede every slot, so N is
+        # never new either; without the table they repeat the first row's node and are masked.
+        cand = self._candidates(rows * (k + 1))  # [M]
+        pad_node, row_mask = (
+            (self._empty, None) if self._node_table is not None else (dst[0], valid_rows)
+        )
+        head = torch.where(valid_rows, dst, pad_node, out=cand[:rows])  # [R] (a view)
+        _, mask = sample_neighbors(
+            self.g.indptr,
+            self.g.indices,
+            head,
+            row_mask,
+            k,
+            self.replace,
+            key,
+            self.max_degree,
+            pad=head[:, None],
+            node_table=self._node_table,
+            out=cand[rows:].view(rows, k),
+            constants=self._constants,
+        )  # the slots [R, k], into cand; mask [R, k]
+        return cand, real_rows, mask
+
+    def _compact_hop(
+        self,
+        cand: torch.Tensor,
+        real_rows: torch.Tensor,
+        mask: torch.Tensor,
+        n_dst: torch.Tensor,
+        cap: int,
+    ) -> tuple[torch.Tensor, torch.Tensor, torch.Tensor]:
+        """The "compact" stage of one hop: deduplicate and relabel its candidates, no host read.
+
+        ``cand`` int64 [M = R * (k + 1)], ``real_rows`` bool [M] and ``mask`` bool [R, k] as
+        :meth:`_sample_hop` returns them; ``n_dst`` int64 [] the real rows; ``cap`` the
+        envelope size ``E_h`` (a host int). First-occurrence order: each real row keeps its
+        row as local id (a repeated seed too), new nodes get ``n_dst, n_dst + 1, ...`` in slot
+        order. Returns ``src_nodes`` int64 [cap] (the real rows, the new nodes, then 0; nodes
+        past ``cap`` are dropped), ``nbr_local`` int64 [R, k] (each slot's local id, 0 where
+        masked, clamped to ``cap - 1``) and ``num_src`` int64 [] (the true count, which may
+        exceed ``cap``). The marker array is all sentinel before and after. Its compiled twin
+        is :func:`zg.kernels.sampling.compact`.
+        """
+        rows, k = mask.shape
+        pos = self._row_ids(cand.shape[0])  # [M] candidate positions
+        self._first.scatter_reduce_(0, cand, pos, reduce="amin")
+        first_pos = _gather(self._first, cand)  # [M] where each candidate first occurs
+        is_first = first_pos == pos  # [M]
+        is_new = is_first & self._in_slots(rows, cand.shape[0])  # first seen in a slot
+        rank = torch.cumsum(is_new, 0, dtype=torch.int64)  # [M]
+        num_src = n_dst + rank[-1]  # [] true count
+        # Local id of every first occurrence (dst rows: their own row), then of every
+        # candidate: its first occurrence's.
+        local_of_first = torch.where(is_new, rank + (n_dst - 1), pos)  # [M]
+        local = _gather(local_of_first, first_pos)  # [M]
+        # Source-node buffer [cap]: the real dst rows (repeats included: each keeps its own
+        # row), then the new nodes; padding rows and overflow go to the trash slot.
+        src_nodes = torch.zeros(cap + 1, dtype=torch.int64, device=self.device)
+        written = real_rows | is_new  # [M]
+        target = torch.where(written, local_of_first, self._scalar(cap)).clamp(max=cap)
+        src_nodes.scatter_(0, target, cand)
+        src_nodes = src_nodes[:cap]  # [cap] view
+        nbr_local = (local[rows:].view(rows, k) * mask).clamp(max=cap - 1)  # [R, k]
+        # Reset the marker entries this hop touched (fixed-shape scatter, no fill of N).
+        self._first.index_fill_(0, cand, torch.iinfo(torch.int64).max)
+        return src_nodes, nbr_local, num_src
 
     def _sample_static_fused(
         self,

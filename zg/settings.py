@@ -15,15 +15,36 @@ from typing import Any
 
 import torch
 
-from ._checks import int_arg, node_ids_arg, real_arg
-from .graph import Graph
-from .models import _BlockModel
+from . import kernels
+from ._checks import compute_device_arg, int_arg, node_ids_arg, real_arg, seed_arg
+from .envelope import Envelope
+from .graph import Graph, graph_arg
+from .models import BlockModel
 from .optim import DeviceAdam, DeviceSGD, optimizer_spec
+from .sampling import Sampler, StaticSampler, check_fanouts
 from .step import OverflowGuard
 
-__all__ = ["EpochStats", "StepHooks", "EngineSettings", "MODES", "check_mode"]
+__all__ = [
+    "EpochStats",
+    "StepHooks",
+    "EngineSettings",
+    "EngineArgs",
+    "MODES",
+    "MODE_PARTS",
+    "check_mode",
+    "check_engine_args",
+]
 
 MODES = ("dgl", "dynamic", "eager", "static", "graph")
+# Each mode is a sampler times a launch style: eager (a fresh step per batch), static (the
+# capturable step on buffers allocated once), graph (that step captured as one CUDA Graph).
+MODE_PARTS = {
+    "dgl": ("dgl", "eager"),
+    "dynamic": ("dynamic", "eager"),
+    "eager": ("envelope", "eager"),
+    "static": ("envelope", "static"),
+    "graph": ("envelope", "graph"),
+}
 
 
 @dataclass
@@ -138,6 +159,191 @@ class EngineSettings:
     def as_dict(self) -> dict[str, Any]:
         return asdict(self)
 
+    @classmethod
+    def of(cls, args: EngineArgs, optimizer: Any) -> EngineSettings:
+        """The record of an Engine built from ``args`` with this (built) optimizer."""
+        group = optimizer.param_groups[0]
+        return cls(
+            fanouts=args.fanouts,
+            batch_size=args.batch_size,
+            mode=args.mode,
+            device=str(args.device),
+            seed=args.seed,
+            replace=args.replace,
+            optimizer=type(optimizer).__name__.replace("Device", "").lower(),
+            lr=float(group["lr"]),
+            weight_decay=float(group.get("weight_decay", 0.0)),
+            kernel=args.kernel,
+            poll_every=args.hooks.poll_every,
+            grow_factor=args.hooks.grow_factor,
+            model=type(args.model).__name__,
+            num_parameters=sum(p.numel() for p in args.model.parameters()),
+            num_nodes=args.g.num_nodes,
+            num_edges=args.g.num_edges,
+            allow_tf32=bool(torch.backends.cuda.matmul.allow_tf32),
+        )
+
+
+# ----------------------------------------------------------------------------- the one check
+
+
+@dataclass(frozen=True)
+class EngineArgs:
+    """Every argument of ``zg.Engine(...)`` after :func:`check_engine_args`: the one record the
+    Engine's builders take (they do not check again). ``nodes``: host int64 copy of the
+    training nodes; ``rows``: the padded batch rows, ``min(batch_size, len(nodes))`` unless
+    ``hooks.batches`` gives the batches."""
+
+    g: Graph
+    model: torch.nn.Module
+    fanouts: list[int]
+    batch_size: int
+    envelope: Any  # "profiled" | "worst_case" | a zg.Envelope that fits | None (a given sampler)
+    mode: str
+    device: torch.device
+    seed: int
+    replace: bool
+    optimizer: Any
+    kernel: str
+    hooks: StepHooks
+    sampler: Any
+    nodes: torch.Tensor
+    rows: int
+
+
+def check_engine_args(
+    g: Any,
+    model: Any,
+    fanouts: Any,
+    batch_size: Any,
+    envelope: Any,
+    *,
+    mode: Any,
+    device: Any,
+    seed: Any,
+    replace: Any,
+    optimizer: Any,
+    kernel: Any,
+    hooks: Any,
+    sampler: Any,
+) -> EngineArgs:
+    """Check every argument of ``zg.Engine(...)`` once, in one place, and return the record
+    (TypeError / ValueError naming the argument otherwise). The graph's structure is checked
+    here (one O(N + E) pass and one host read); nothing the Engine builds afterwards checks it
+    again."""
+    g = graph_arg(g)  # changed in place since it was built? refused, never read
+    if not isinstance(model, torch.nn.Module):
+        raise TypeError(f"model must be a torch.nn.Module, got {type(model).__name__}")
+    device = compute_device_arg(device)
+    mode = check_mode(mode, device)
+    hooks = StepHooks() if hooks is None else hooks
+    if not isinstance(hooks, StepHooks):
+        raise TypeError(f"hooks must be a zg.StepHooks or None, got {type(hooks).__name__}")
+    check_model_kind(model, mode, hooks)
+    if sampler is None:
+        envelope = "profiled" if envelope is None else envelope
+        if not (
+            isinstance(envelope, Envelope)
+            or (isinstance(envelope, str) and envelope in ("profiled", "worst_case"))
+        ):
+            raise (ValueError if isinstance(envelope, str) else TypeError)(
+                f"envelope must be 'profiled', 'worst_case' or a zg.Envelope, got {envelope!r}"
+            )
+    elif envelope is not None:
+        raise ValueError(
+            "envelope sizes the built-in envelope sampler; with sampler=... the sampler "
+            "brings its own sizes: leave envelope out"
+        )
+    kernel = "dgl" if mode == "dgl" else kernels.resolve(kernel, device)
+    if (g.x is None and hooks.features is None) or g.y is None:
+        raise ValueError("g needs features (x) and labels (y) to train")
+    nodes = hooks.nodes
+    if nodes is None:
+        if g.train_idx is None or g.train_idx.numel() == 0:
+            raise ValueError(
+                "g needs a non-empty train_idx to train (or give StepHooks(nodes=...))"
+            )
+        nodes = g.train_idx
+    fanouts = check_fanouts(fanouts)
+    batch_size = int_arg(batch_size, "batch_size", low=1)
+    seed = seed_arg(seed)
+    if not isinstance(replace, bool):
+        raise TypeError(f"replace must be a bool, got {type(replace).__name__}")
+    if isinstance(model, BlockModel):
+        check_model_fits(model, g, fanouts, hooks.features is None)
+    if hooks.guard is not None:
+        check_guard(hooks.guard, len(fanouts), device)
+    # The kit's own id checks (integers, 1-d, distinct, in range; a mask or floats are
+    # refused), on a copy: a later in-place change of g.train_idx must not reach the engine.
+    nodes = node_ids_arg(
+        nodes.cpu() if isinstance(nodes, torch.Tensor) else nodes,
+        "StepHooks.nodes" if hooks.nodes is not None else "g.train_idx",
+        g.num_nodes,
+        device=torch.device("cpu"),
+    ).clone()
+    if not bool((g.y.cpu()[nodes] >= 0).any()):
+        raise ValueError(
+            f"none of the {nodes.numel()} training nodes has a label (y >= 0): "
+            "the loss would be 0 and no parameter would ever change"
+        )
+    # Buffers hold at most the training set: batch 10^6 on 300 nodes is 300 rows.
+    rows = batch_size if hooks.batches is not None else min(batch_size, nodes.numel())
+    if sampler is not None:
+        check_sampler(sampler, mode, fanouts, rows, device)
+    elif isinstance(envelope, Envelope) and MODE_PARTS[mode][0] == "envelope":
+        envelope._check_fits(fanouts, rows, g.num_nodes)
+    return EngineArgs(
+        g, model, fanouts, batch_size, envelope, mode, device, seed, replace, optimizer,
+        kernel, hooks, sampler, nodes, rows,
+    )  # fmt: skip
+
+
+def check_model_kind(model: torch.nn.Module, mode: str, hooks: StepHooks) -> None:
+    """A zg model reads padded zg blocks; mode "dgl" trains a dgl.nn model."""
+    if mode == "dgl" and isinstance(model, BlockModel):
+        raise TypeError(
+            "mode='dgl' trains a dgl.nn model (zg.baselines.dgl.DGLModel); a zg "
+            "model reads padded zg blocks: use mode 'dynamic', 'eager' or 'static'"
+        )
+    if mode != "dgl" and hooks.forward is None and not isinstance(model, BlockModel):
+        raise TypeError(
+            f"model must be a zg model (a zg.models.BlockModel: SAGE, GCN, GAT or your own "
+            f"subclass; it reads padded zg blocks), got {type(model).__name__}"
+        )
+
+
+def check_sampler(sampler: Any, mode: str, fanouts: list[int], rows: int, device) -> None:
+    """A sampler given to the Engine: the :class:`zg.sampling.Sampler` protocol (and
+    :class:`zg.sampling.StaticSampler` for the static launches), for these fanouts, rows and
+    device."""
+    built_in, launch = MODE_PARTS[mode]
+    if built_in != "envelope":
+        raise ValueError(
+            f"mode={mode!r} names its own sampler ({built_in}); with sampler=... choose the "
+            "launch style: mode 'eager', 'static' or 'graph'"
+        )
+    if not isinstance(sampler, Sampler):
+        raise TypeError(
+            "sampler must implement zg.Sampler (fanouts and sample(seeds, epoch, batch, "
+            f"clock=None)), got {type(sampler).__name__}"
+        )
+    if launch != "eager" and not isinstance(sampler, StaticSampler):
+        raise TypeError(
+            f"mode={mode!r} runs the static step, which calls sampler.sample_static on fixed "
+            f"buffers (zg.StaticSampler: batch_size, sizes, sample_static); "
+            f"{type(sampler).__name__} does not have them: use mode='eager'"
+        )
+    if list(sampler.fanouts) != fanouts:
+        raise ValueError(f"sampler.fanouts is {list(sampler.fanouts)} but fanouts is {fanouts}")
+    if launch != "eager" and sampler.batch_size != rows:
+        raise ValueError(
+            f"sampler.batch_size is {sampler.batch_size} but the engine's batches have {rows} "
+            "rows (min(batch_size, training nodes)): build the sampler with that batch size"
+        )
+    where = getattr(sampler, "device", None)
+    if where is not None and torch.device(where).type != device.type:
+        raise ValueError(f"sampler samples on {where} but the engine trains on {device}")
+
 
 def check_mode(mode: Any, device: torch.device) -> str:
     if not isinstance(mode, str) or mode not in MODES:
@@ -154,7 +360,7 @@ def check_mode(mode: Any, device: torch.device) -> str:
     return mode
 
 
-def check_model_fits(model: _BlockModel, g: Graph, fanouts: list[int], gathers_x: bool) -> None:
+def check_model_fits(model: BlockModel, g: Graph, fanouts: list[int], gathers_x: bool) -> None:
     if model.num_layers != len(fanouts):
         raise ValueError(
             f"model has {model.num_layers} layers but fanouts has "
@@ -288,7 +494,7 @@ def checked_hooks(step: StepHooks, model: Any, num_labels: int, device: torch.de
         out["loss"] = loss
     if step.features is not None:
         user_features = step.features
-        width = model.feature_dims[0] if isinstance(model, _BlockModel) else None
+        width = model.feature_dims[0] if isinstance(model, BlockModel) else None
 
         def features(input_nodes):
             x = user_features(input_nodes)

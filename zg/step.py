@@ -237,6 +237,12 @@ class OverflowGuard:
             return event
         return None  # on the CPU the copy has happened
 
+    def read_now(self) -> int | None:
+        """The first overflowed batch, or None, read at once: a host sync, for outside the
+        steady loop only (an interrupted epoch, a checkpoint written mid-epoch)."""
+        overflowed, first = torch.stack([self.overflowed.to(torch.int64), self.first]).tolist()
+        return first if overflowed else None
+
     def poll_read(self, handle) -> int | None:
         """The first overflowed batch, or None. Waits for the copy ``handle`` started (on a GPU
         that copy was queued ``poll_every`` iterations earlier, so the wait never drains the

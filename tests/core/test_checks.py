@@ -53,6 +53,7 @@ def call_all(value, name):
         lambda: C.int_arg(value, name, low=0, high=100),
         lambda: C.batch_size_arg(value, 50, name),
         lambda: C.seed_arg(value, name),
+        lambda: C.key_arg(value, name),
         lambda: C.real_arg(value, name, low=0.0, high=1.0),
         lambda: C.choice_arg(value, name, ["a", "b"]),
         lambda: C.bool_arg(value, name),
@@ -113,18 +114,33 @@ def test_batch_size_arg_is_at_most_the_graph(n, data):
         C.batch_size_arg(0, n, "size")
 
 
-@given(seed=INT64)
+@given(seed=st.integers(0, C.INT64_MAX))
 @FAST
-def test_seed_arg_accepts_every_int64(seed):
+def test_seed_arg_accepts_every_non_negative_int64(seed):
     assert C.seed_arg(seed) == seed
 
 
-@pytest.mark.parametrize("seed", [2**63, -(2**63) - 1])
-def test_seed_arg_refuses_what_an_int64_cannot_hold(seed):
-    with pytest.raises(ValueError, match="epoch must be in"):
-        C.seed_arg(seed, "epoch")
+@pytest.mark.parametrize("seed", [-1, -(2**63), 2**63])
+def test_seed_arg_refuses_negative_seeds_and_what_an_int64_cannot_hold(seed):
+    with pytest.raises(ValueError, match=rf"seed must be in \[0, {2**63 - 1}\], got {seed}$"):
+        C.seed_arg(seed)
     with pytest.raises(TypeError, match="seed must be an int"):
         C.seed_arg(0.0)
+
+
+@given(key=INT64)
+@FAST
+def test_key_arg_accepts_every_int64(key):
+    """Epoch and batch numbers key random streams: negative ones too (a profile's epoch -1)."""
+    assert C.key_arg(key, "epoch") == key
+
+
+@pytest.mark.parametrize("key", [2**63, -(2**63) - 1])
+def test_key_arg_refuses_what_an_int64_cannot_hold(key):
+    with pytest.raises(ValueError, match="epoch must be in"):
+        C.key_arg(key, "epoch")
+    with pytest.raises(TypeError, match="batch must be an int"):
+        C.key_arg(0.0, "batch")
 
 
 # ----------------------------------------------------------------------------- reals

@@ -32,7 +32,7 @@ def engine(
         128,
         envelope,
         optimizer=zg.optim.OptimizerSpec(optimizer, lr),
-        step=StepHooks(poll_every=poll_every),
+        hooks=StepHooks(poll_every=poll_every),
         **kw,
     )
     eng.observers = [AuditSyncs(audit)] + ([Trace()] if trace else [])
@@ -101,7 +101,7 @@ def test_static_buffers_keep_their_addresses(graph):
         ]
         # The sampler's marker array (torch path) or the fused kernel's. Gradients are not
         # state: each step's backward makes them afresh (zg.experiments.replay).
-        tensors += [eng.source._first if eng.source.kernel == "torch" else eng.source._marker]
+        tensors += [eng.sampler._first if eng.sampler.kernel == "torch" else eng.sampler._marker]
         tensors += [p for p in eng.model.parameters()]
         for state in eng.optimizer.state.values():
             tensors += [state["exp_avg"], state["exp_avg_sq"], state["step"]]
@@ -218,13 +218,13 @@ def test_full_neighbour_inference_matches_a_dense_reference():
         (dict(mode="magic"), ValueError, "mode must be one of"),
         (dict(mode="graph"), ValueError, "'static' is its twin"),
         (dict(mode="static", kernel="numba"), ValueError, "kernel must be"),
-        (dict(step=dict(poll_every=2)), TypeError, "step must be a zg.StepHooks"),
+        (dict(hooks=dict(poll_every=2)), TypeError, "hooks must be a zg.StepHooks"),
         (dict(device="cuda:7"), ValueError, "CUDA is not available"),
         (dict(device="banana"), ValueError, "not a valid torch device"),
         (dict(optimizer="rmsprop"), ValueError, "optimizer must be"),
         (dict(optimizer="torch-adam"), ValueError, "optimizer must be"),
         (dict(optimizer=3), TypeError, "optimizer must be"),
-        (dict(step=zg.StepHooks), TypeError, "step must be a zg.StepHooks"),
+        (dict(hooks=zg.StepHooks), TypeError, "hooks must be a zg.StepHooks"),
     ],
 )
 def test_bad_engine_arguments(graph, kwargs, error, match):
@@ -457,8 +457,11 @@ def test_csbm_graph_adds_accuracy_above_the_feature_floor():
 def test_the_constructor_is_short_and_takes_the_rest_by_keyword(graph):
     import inspect
 
-    params_ = [p for p in inspect.signature(Engine.__init__).parameters if p != "self"]
-    assert len(params_) <= 12, params_
+    # "step" is hooks' old name, kept one release with a DeprecationWarning.
+    params_ = [
+        p for p in inspect.signature(Engine.__init__).parameters if p not in ("self", "step")
+    ]
+    assert len(params_) <= 13, params_
     with pytest.raises(TypeError, match="positional"):
         Engine(graph, models.SAGE(16, 8, 4, 2), [5, 5], 128, "worst_case", "adam")
     for old in ("capture", "pipeline", "lr", "audit_iterations", "poll_every"):
@@ -546,7 +549,7 @@ def test_training_nodes_get_the_kits_own_id_checks_in_every_mode(graph, nodes, e
                 128,
                 "worst_case",
                 mode=mode,
-                step=StepHooks(nodes=nodes),
+                hooks=StepHooks(nodes=nodes),
             )
 
 
@@ -555,9 +558,9 @@ def test_training_on_nodes_without_labels_is_refused(graph):
     unlabelled = g.train_idx[:10]
     g.y[unlabelled] = -1
     with pytest.raises(ValueError, match="none of the 10 training nodes has a label"):
-        Engine(g, models.SAGE(8, 8, 3, 2), [5, 5], 32, step=StepHooks(nodes=unlabelled))
+        Engine(g, models.SAGE(8, 8, 3, 2), [5, 5], 32, hooks=StepHooks(nodes=unlabelled))
     Engine(
-        g, models.SAGE(8, 8, 3, 2), [5, 5], 32, step=StepHooks(nodes=g.train_idx[:20])
+        g, models.SAGE(8, 8, 3, 2), [5, 5], 32, hooks=StepHooks(nodes=g.train_idx[:20])
     )  # some labelled: fine
 
 
@@ -603,7 +606,7 @@ def test_the_default_runs_the_torch_code_and_every_record_names_the_kernel_that_
     assert eng.settings.kernel == eng.kernel == "torch"
     assert all(layer.kernel == "torch" for layer in eng.model.layers)
     if mode != "dynamic":
-        assert eng.source.kernel == "torch"
+        assert eng.sampler.kernel == "torch"
     assert "kernel='torch'" in repr(eng)
     assert eng.train_epoch(max_batches=2).kernel == "torch"
     auto = Engine(graph, models.SAGE(16, 8, 4, 2), [5, 5], 128, mode=mode, kernel="auto")
@@ -662,7 +665,7 @@ def test_every_batch_gets_the_checks_nodes_gets_in_every_mode(graph, bad, error,
             128,
             "worst_case",
             mode=mode,
-            step=StepHooks(batches=lambda epoch, bad=bad: [good, bad]),
+            hooks=StepHooks(batches=lambda epoch, bad=bad: [good, bad]),
         )
         before = params(eng)
         with pytest.raises(error, match=match):
@@ -679,7 +682,7 @@ def test_a_batches_hook_that_returns_no_list_is_named(graph, returned):
         128,
         "worst_case",
         mode="eager",
-        step=StepHooks(batches=lambda epoch: returned),
+        hooks=StepHooks(batches=lambda epoch: returned),
     )
     with pytest.raises((TypeError, ValueError), match=r"StepHooks\.batches\(0\)"):
         eng.train_epoch()
@@ -751,7 +754,7 @@ def test_a_hook_that_returns_the_wrong_thing_is_named(graph, mode, case):
     TypeError naming the hook, what it returned and what it must return (a raw torch error
     deeper down, or a step trained on it, before); the parameters are untouched."""
     hooks, match = HOOK_RESULTS[case]
-    eng = Engine(graph, models.SAGE(16, 8, 4, 2), [5, 5], 32, mode=mode, step=StepHooks(**hooks))
+    eng = Engine(graph, models.SAGE(16, 8, 4, 2), [5, 5], 32, mode=mode, hooks=StepHooks(**hooks))
     before = params(eng)
     with pytest.raises(TypeError, match=match):
         eng.train_epoch()
@@ -769,7 +772,7 @@ def test_hooks_that_return_the_right_thing_train_as_the_defaults_do(graph):
         [5, 5],
         32,
         mode="static",
-        step=StepHooks(
+        hooks=StepHooks(
             features=lambda n: graph.x.index_select(0, n),
             forward=lambda b, x: hooked.model(b, x),
             loss=lambda l, y, mb: masked_cross_entropy(l, y, mb.valid),
@@ -787,4 +790,4 @@ def test_a_guard_built_for_another_engine_is_refused(graph, hops, device):
     with pytest.raises(
         ValueError, match=r"StepHooks.guard was built for \d hop\(s\).*OverflowGuard\(2, 'cpu'\)"
     ):
-        Engine(graph, models.SAGE(16, 8, 4, 2), [5, 5], 32, step=StepHooks(guard=guard))
+        Engine(graph, models.SAGE(16, 8, 4, 2), [5, 5], 32, hooks=StepHooks(guard=guard))

@@ -199,7 +199,7 @@ def test_engine_configs_fail_clearly_or_work(
         if lr is not None:
             kwargs["optimizer"] = zg.optim.adam(lr=lr)
         if poll_every is not None:
-            kwargs["step"] = StepHooks(poll_every=poll_every)
+            kwargs["hooks"] = StepHooks(poll_every=poll_every)
         eng = Engine(small, models.SAGE(4, 8, 3, 2), **kwargs)
     except (ValueError, TypeError) as exc:
         assert str(exc)
@@ -716,7 +716,7 @@ def test_engine_constructor_fails_clearly_or_works(g300, data):
                     **{k: bad[k] for k in _OPTIMIZER_FIELDS if k in bad}
                 )
             if any(k in bad for k in _STEP_FIELDS):
-                kwargs["step"] = StepHooks(**{k: bad[k] for k in _STEP_FIELDS if k in bad})
+                kwargs["hooks"] = StepHooks(**{k: bad[k] for k in _STEP_FIELDS if k in bad})
             eng = Engine(g300, models.SAGE(8, 16, 3, 2), **kwargs)
         except (ValueError, TypeError) as exc:
             message = str(exc)

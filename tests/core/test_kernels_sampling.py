@@ -528,7 +528,7 @@ def test_engine_training_is_identical_with_either_kernel(numba, mode):
         torch.manual_seed(0)
         model = zg.models.SAGE(16, 32, 4, num_layers=2)
         eng = zg.Engine(g, model, fanouts=[5, 4], batch_size=128, mode=mode, seed=3, kernel=kernel)
-        assert eng.source.kernel == kernel and model.kernel == kernel
+        assert eng.sampler.kernel == kernel and model.kernel == kernel
         model.set_kernel("fused")  # the same aggregation in both: only sampling differs
         stats = eng.train_epoch()
         assert stats.iterations > 1

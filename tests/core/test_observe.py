@@ -31,7 +31,7 @@ def engine(g, envelope="worst_case", *, observers=(), poll_every=8, **kw):
         128,
         envelope,
         optimizer=zg.optim.adam(lr=3e-3),
-        step=StepHooks(poll_every=poll_every),
+        hooks=StepHooks(poll_every=poll_every),
         **kw,
     )
     eng.observers = list(observers)
@@ -343,7 +343,7 @@ def test_step_callbacks_are_callbacks_the_engine_keeps(graph):
         128,
         "worst_case",
         mode="eager",
-        step=StepHooks(after=lambda e, b: seen.append((e, b))),
+        hooks=StepHooks(after=lambda e, b: seen.append((e, b))),
     )
     eng.train_epoch(max_batches=2)
     eng.train_epoch(max_batches=1)

@@ -115,7 +115,7 @@ def test_train_step_calls_a_given_forward_and_loss_even_when_they_are_falsy():
         net,
         [4, 4],
         64,
-        step=StepHooks(
+        hooks=StepHooks(
             forward=Falsy(net, "forward"),
             loss=Falsy(lambda logits, y, mb: masked_cross_entropy(logits, y, mb.valid), "loss"),
         ),

@@ -34,7 +34,7 @@ def test_static_addresses_cover_the_step_and_stay_put(graph):
     eng.train_epoch(max_batches=1)
     before = ex.static_addresses(eng)
     marker = (
-        "sampler.first" if eng.source.kernel == "torch" else "sampler.marker"
+        "sampler.first" if eng.sampler.kernel == "torch" else "sampler.marker"
     )  # fused kernel: one array
     for key in (
         "engine.epoch_seeds",

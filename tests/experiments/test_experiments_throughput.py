@@ -67,7 +67,7 @@ def test_time_stages_of_dgl(graph, seeds, dgl):
         FANOUTS,
         32,
         mode="dgl",
-        step=zg.StepHooks(nodes=seeds),
+        hooks=zg.StepHooks(nodes=seeds),
     )
     events = ex.time_stages(eng, batch=1, repeats=1)
     assert [e["stage"] for e in events] == [

@@ -10,7 +10,7 @@ from graphs import tiny
 import zg
 from zg import grappa
 from zg.grappa.config import TrainConfig
-from zg.grappa.sources import IsolatedSource
+from zg.grappa.local import LocalData
 
 pytestmark = pytest.mark.timeout(300)
 
@@ -19,12 +19,12 @@ SMALL = dict(
 )
 
 
-def source(g, sampler, rank=0, workers=2):
+def local_data(g, sampler, rank=0, workers=2):
     cfg = TrainConfig(workers=workers, step_shapes=sampler, **SMALL).validated()
     part = grappa.partition(g, workers, method="random", seed=0)
-    src = IsolatedSource(cfg, g, part, rank, workers, torch.device("cpu"), cfg.estimator_object)
-    src.start_super_epoch(0)
-    return src
+    local = LocalData(cfg, g, part, rank, workers, torch.device("cpu"), cfg.estimator_object)
+    local.start_super_epoch(0)
+    return local
 
 
 def test_envelope_worker_step_has_no_host_syncs():
@@ -39,7 +39,7 @@ def test_envelope_worker_node_sets_are_exact():
     """The worker's envelope sampler draws exactly the nodes the dynamic sampler draws on its
     local graph, batch by batch: rows map back to the seeds."""
     g = tiny()
-    env = source(g, "envelope", rank=1)
+    env = local_data(g, "envelope", rank=1)
     sampler = zg.EnvelopeSampler(
         env.graph, SMALL["fanouts"], env.rows, envelope=env.envelope, seed=env.seed
     )

@@ -174,7 +174,7 @@ def test_the_account_adds_no_host_sync_to_the_envelope_step(device):
     sync (the clock laps with perf_counter on the CPU and CUDA events on a GPU)."""
     from zg.engine import Engine, StepHooks
     from zg.grappa.config import TrainConfig
-    from zg.grappa.sources import IsolatedSource
+    from zg.grappa.local import LocalData
     from zg.models import build
     from zg.observe import AuditSyncs
 
@@ -184,20 +184,20 @@ def test_the_account_adds_no_host_sync_to_the_envelope_step(device):
         workers=2, step_shapes="envelope", fanouts=[5, 5], num_layers=2, batch_size=48, seed=0
     ).validated()
     device = torch.device(device)
-    source = IsolatedSource(cfg, g, part, 0, 2, device, cfg.estimator_object)
-    source.start_super_epoch(0)
+    local = LocalData(cfg, g, part, 0, 2, device, cfg.estimator_object)
+    local.start_super_epoch(0)
     torch.manual_seed(0)
     model = build("sage", g.feat_dim, 16, g.num_classes, 2).to(device)
     engine = Engine(
-        source.graph,
+        local.graph,
         model,
         cfg.fanouts,
-        source.rows,
-        envelope=source.envelope,
+        local.rows,
+        envelope=local.envelope,
         mode="static",
         device=device,
-        seed=source.seed,
-        step=StepHooks(nodes=source.train_nodes, batches=source.batches),
+        seed=local.seed,
+        hooks=StepHooks(nodes=local.train_nodes, batches=local.batches),
         kernel="torch",
     )
     times = AccountTimes(device)

@@ -55,7 +55,7 @@ def test_what_differs_is_held_by_the_objects():
 
 def test_a_trainer_is_policy_and_its_role_builds():
     """trainers.py holds flags, defaults and checks; roles.py what a worker builds from them."""
-    for method in ("make_source", "wrap", "after_step"):
+    for method in ("make_local_data", "wrap", "after_step"):
         assert not hasattr(Trainer, method) and hasattr(Role, method)
     kinds = {name: type(role_for(get_trainer(name))) for name in TRAINERS}
     assert kinds == {

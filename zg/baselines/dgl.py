@@ -107,6 +107,7 @@ class DGLSource:
         self.dgl, self.g, self.device = dgl, g, g.device
         self.dgl_graph = g.to_dgl()
         self.batch_size, self.seed, self.batches = batch_size, seed, batches
+        self.fanouts = list(fanouts)  # zg.Sampler's attribute
         self.sampler = dgl.dataloading.NeighborSampler(list(fanouts), replace=replace)
         self._at = None  # (epoch, next batch) of the loader
         self._iter = None

@@ -10,6 +10,7 @@ from __future__ import annotations
 import torch
 import torch.nn.functional as F
 
+from .._checks import seed_arg
 from ..graph import Graph
 
 __all__ = ["feature_only_accuracy"]
@@ -31,7 +32,7 @@ def feature_only_accuracy(
         raise ValueError(
             f"split must be 'train', 'val' or 'test' with nodes in the graph, got {split!r}"
         )
-    gen = torch.Generator().manual_seed(seed)
+    gen = torch.Generator().manual_seed(seed_arg(seed))
     weight = (torch.randn(g.feat_dim, g.num_classes, generator=gen) * 0.01).requires_grad_()
     bias = torch.zeros(g.num_classes, requires_grad=True)
     opt = torch.optim.Adam([weight, bias], lr=lr, weight_decay=weight_decay)

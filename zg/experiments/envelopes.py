@@ -18,7 +18,7 @@ from typing import Any
 
 import torch
 
-from .._checks import int_arg
+from .._checks import SEED_MAX, int_arg, seed_arg
 from ..envelope import Envelope
 from ..graph import Graph
 from ..sampling import EnvelopeSampler, check_fanouts
@@ -46,6 +46,7 @@ def sample_counts(
     """
     fanouts = check_fanouts(fanouts)
     num_batches = int_arg(num_batches, "num_batches", low=1)
+    seed = seed_arg(seed)
     if nodes is None:
         nodes = (
             g.train_idx
@@ -91,7 +92,7 @@ def overflow_curve(
     For each margin the envelope is profiled exactly as the engine profiles it
     (:meth:`zg.Envelope.profile` with ``profile_batches``, ``quantile``, ``margin``, ``seed``)
     and checked against ``held_out`` batch counts (default: :func:`sample_counts` with seed
-    ``seed + 1``, batches the profile never saw). A batch overflows if any block's true count
+    ``seed + 1``, 0 after the largest seed: batches the profile never saw). A batch overflows if any block's true count
     exceeds that block's envelope size, which is exactly when the engine would rewind.
 
     Returns lists aligned with ``margins``: ``sizes`` (per block), ``overflow_probability``
@@ -99,13 +100,13 @@ def overflow_curve(
     plus ``oracle_mean_bytes``, ``oracle_max_bytes`` and ``worst_case_bytes`` (scalars),
     ``worst_case_sizes`` and the settings.
     """
-    fanouts = check_fanouts(fanouts)
+    fanouts, seed = check_fanouts(fanouts), seed_arg(seed)
     margins = [float(m) for m in margins]
     if not margins:
         raise ValueError("margins is empty: give at least one margin")
     if held_out is None:
         held_out = sample_counts(
-            g, fanouts, batch_size, num_batches=held_out_batches, seed=seed + 1
+            g, fanouts, batch_size, num_batches=held_out_batches, seed=(seed + 1) % (SEED_MAX + 1)
         )
     held_out = torch.as_tensor(held_out, dtype=torch.int64)
     if held_out.dim() != 2 or held_out.shape[1] != len(fanouts):

@@ -23,6 +23,7 @@ from typing import Any
 
 import torch
 
+from .._checks import seed_arg
 from .partitions import _partitions
 
 __all__ = ["error_rows", "shrink_sweep", "bias_vs_workers"]
@@ -186,6 +187,7 @@ def bias_vs_workers(
                 f"every worker count must be an int >= 2, got {P!r} in workers={list(workers)}"
             )
         counts.append(P)
+    seed = seed_arg(seed)
     if reference is None:
         reference = exact_gradient(g, model)
     rows = []

@@ -81,8 +81,8 @@ def fixed_batch_step(
         engine.optimizer,
         engine.features,
         engine.g.y,
-        loss=engine.step.loss,
-        forward=engine.step.forward,
+        loss=engine.hooks.loss,
+        forward=engine.hooks.forward,
         clock=clock,
     )
     return loss

@@ -18,6 +18,7 @@ from typing import Any
 
 import torch
 
+from .._checks import seed_arg
 from ..audit import SyncAudit
 from ..envelope import Envelope
 from ..graph import Graph
@@ -46,7 +47,7 @@ def measure_hop_metadata(
     ``distinct_nodes`` (source nodes after deduplication: the number the next hop must
     allocate for), ``new_nodes`` (distinct nodes not already in the frontier).
     """
-    fanouts = check_fanouts(fanouts)
+    fanouts, seed = check_fanouts(fanouts), seed_arg(seed)
     mb = DynamicSampler(g, fanouts, replace=replace, seed=seed).sample(seeds, epoch, batch)
     rows = []
     for hop, block in enumerate(reversed(mb.blocks), start=1):  # seeds outward
@@ -95,7 +96,7 @@ def audit_samplers(
     and key, so they must; only what happens to the metadata differs). ``envelope`` defaults
     to the worst case for ``len(seeds)`` seeds, which can never overflow.
     """
-    fanouts = check_fanouts(fanouts)
+    fanouts, seed = check_fanouts(fanouts), seed_arg(seed)
     seeds = torch.as_tensor(seeds, dtype=torch.int64)
     dynamic = DynamicSampler(g, fanouts, seed=seed)
     # The torch path: the fixed-shape ops a CUDA Graph captures (the fused CPU kernel runs

@@ -18,6 +18,8 @@ from typing import Any
 
 import torch
 
+from .._checks import seed_arg
+
 __all__ = ["partition_quality", "sweep_partitions", "chunk_pairs_met", "edges_exposed"]
 
 
@@ -67,6 +69,7 @@ def partition_quality(
 
     g = graph_arg(g, train=True)
     hops = int_arg(hops, "hops", low=1)
+    seed = seed_arg(seed)
     part = partition(g, num_parts, method, seed, num_chunks=num_chunks)
     s = int_arg(super_epoch, "super_epoch", low=0)
     stats = part.stats(g, s)
@@ -108,6 +111,7 @@ def sweep_partitions(
         raise TypeError(f"num_parts must be a non-empty list of worker counts, got {num_parts!r}")
     if isinstance(methods, str) or not list(methods):
         raise TypeError(f"methods must be a non-empty list of method names, got {methods!r}")
+    seed = seed_arg(seed)
     rows = []
     for method in methods:
         for P in num_parts:

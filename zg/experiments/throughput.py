@@ -26,7 +26,7 @@ from typing import Any
 
 import torch
 
-from .._checks import int_arg
+from .._checks import int_arg, seed_arg
 from ..audit import SyncAudit
 from ..engine import Engine
 from ..graph import Graph
@@ -110,7 +110,7 @@ def time_stages(
 
     def one_step(recorder: _StageRecorder) -> list[dict]:
         if engine.mode == "dgl":
-            engine.source.prepare(epoch, batch)
+            engine.sampler.prepare(epoch, batch)
         clock = StageClock(engine.device, into=recorder)
         engine.run_batch(batch, epoch=epoch, clock=clock)
         clock.finish()
@@ -179,6 +179,7 @@ def profile_modes(
     fanouts = check_fanouts(fanouts)
     iterations = int_arg(iterations, "iterations", low=1)
     repeats = int_arg(repeats, "repeats", low=1)
+    seed = seed_arg(seed)
     cuda = torch.device(device).type == "cuda"
     modes = (["dgl"] if include_dgl and not cuda else []) + [
         "dynamic",

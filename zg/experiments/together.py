@@ -17,6 +17,7 @@ from typing import Any
 
 import torch
 
+from .._checks import seed_arg
 from ..audit import SyncAudit
 from ..graph import Graph
 from ..sampling import check_fanouts
@@ -42,7 +43,7 @@ def worker_syncs(
 ) -> dict:
     """Host syncs of one training step of a Grappa worker's Engine, per sampler.
 
-    Builds worker ``rank``'s source of a ``workers``-way random partition exactly as
+    Builds worker ``rank``'s local data of a ``workers``-way random partition exactly as
     :func:`zg.grappa.train` does (its local graph, coverage weights and envelope) and the
     ``zg.Engine`` a worker runs on it (without the process group: the collectives are not
     counted), warms it up, then runs one step under a :class:`~zg.audit.SyncAudit` with each
@@ -53,10 +54,10 @@ def worker_syncs(
     from ..engine import Engine, StepHooks
     from ..grappa import partition as make_partition
     from ..grappa.config import TrainConfig
-    from ..grappa.sources import IsolatedSource
+    from ..grappa.local import LocalData
     from ..models import build
 
-    fanouts = check_fanouts(fanouts)
+    fanouts, seed = check_fanouts(fanouts), seed_arg(seed)
     part = make_partition(g, workers, method="random", seed=seed)
     out: dict = {}
     for sampler in ("dynamic", "envelope"):
@@ -68,8 +69,8 @@ def worker_syncs(
             batch_size=batch_size,
             seed=seed,
         ).validated()
-        src = IsolatedSource(cfg, g, part, rank, workers, torch.device("cpu"), cfg.estimator_object)
-        src.start_super_epoch(0)
+        local = LocalData(cfg, g, part, rank, workers, torch.device("cpu"), cfg.estimator_object)
+        local.start_super_epoch(0)
         torch.manual_seed(seed)
         model = build(
             cfg.model,
@@ -81,14 +82,14 @@ def worker_syncs(
         )
         # The worker's own Engine (as zg.grappa.worker builds it, minus the process group).
         eng = Engine(
-            src.graph,
+            local.graph,
             model,
             cfg.fanouts,
-            src.rows,
-            envelope=src.envelope if sampler == "envelope" else "worst_case",
+            local.rows,
+            envelope=local.envelope if sampler == "envelope" else "worst_case",
             mode="static" if sampler == "envelope" else "dynamic",
-            seed=src.seed,
-            step=StepHooks(nodes=src.train_nodes, batches=src.batches),
+            seed=local.seed,
+            hooks=StepHooks(nodes=local.train_nodes, batches=local.batches),
             kernel="torch",  # the ops SyncAudit sees (the CPU's numba kernel runs below it)
         )
         eng.observers = []
@@ -98,7 +99,7 @@ def worker_syncs(
         out[sampler] = _audit_summary(audit)
         if sampler == "envelope":
             out["envelope_sizes"] = eng.envelope.sizes
-            out["local_nodes"] = src.graph.num_nodes
+            out["local_nodes"] = local.graph.num_nodes
             out["rows"] = eng.rows
     return out
 
@@ -141,7 +142,7 @@ def train_together(
         raise ValueError(
             f"variants must be a non-empty list drawn from {list(TOGETHER)}, got {variants!r}"
         )
-    fanouts = check_fanouts(fanouts)
+    fanouts, seed = check_fanouts(fanouts), seed_arg(seed)
     common = dict(
         workers=workers,
         epochs=epochs,

@@ -24,6 +24,7 @@ from typing import Any
 
 import torch
 
+from .._checks import seed_arg
 from .partitions import _partitions
 
 __all__ = [
@@ -73,6 +74,7 @@ def traffic_rows(
         raise TypeError(f"batch_sizes must be a non-empty list of ints, got {batch_sizes!r}")
     batch_sizes = [int_arg(b, "batch_sizes[i]", low=1) for b in batch_sizes]
     hidden_dim = int_arg(hidden_dim, "hidden_dim", low=1)
+    seed = seed_arg(seed)
     torch.manual_seed(seed)
     model = zg_models.build("sage", g.feat_dim, hidden_dim, g.num_classes, len(fanouts))
     rows = []
@@ -191,7 +193,7 @@ def feature_fetch_traffic(
 ) -> dict[str, Any]:
     """What the ``feature_fetch`` trainer's workers send, counted without starting processes.
 
-    Builds each worker's :class:`zg.grappa.remote.FeatureFetchSource` (the same seeds,
+    Builds each worker's :class:`zg.grappa.remote.FeatureFetchData` (the same seeds,
     shuffles and sampler as ``grappa.train(trainer="feature_fetch", ...)`` with this partition,
     fanouts, batch size and seed), samples every iteration and applies the bytes rule of
     :func:`zg.grappa.remote.fetch_features`: per iteration a worker sends its request
@@ -206,13 +208,14 @@ def feature_fetch_traffic(
     """
     from ..grappa._checks import graph_arg, int_arg
     from ..grappa.comm import CommLedger, wire_bytes
-    from ..grappa.remote import FeatureFetchSource
+    from ..grappa.remote import FeatureFetchData
     from ..grappa.train import TrainConfig
 
     graph_arg(g, train=True)
     part = _partitions(part)[0]
     part._check_graph(g)
     epochs = int_arg(epochs, "epochs", low=1)
+    seed = seed_arg(seed)
     P = part.num_parts
     cfg = TrainConfig(
         trainer="feature_fetch",
@@ -223,18 +226,18 @@ def feature_fetch_traffic(
         seed=seed,
     ).validated()
     device = torch.device("cpu")
-    sources = [FeatureFetchSource(cfg, g, part, r, P, device, CommLedger(P)) for r in range(P)]
-    owner = sources[0].table.owner
+    local = [FeatureFetchData(cfg, g, part, r, P, device, CommLedger(P)) for r in range(P)]
+    owner = local[0].table.owner
     row_bytes = g.feat_dim * g.x.element_size()
     sent = torch.zeros(P, dtype=torch.float64)
     rows = remote = 0.0
-    iterations = sources[0].iterations
+    iterations = local[0].iterations
     for epoch in range(epochs):
-        batches = [s.batches(epoch) for s in sources]
+        batches = [data.batches(epoch) for data in local]
         for it in range(iterations):
             asks = torch.zeros(P, P, dtype=torch.int64)  # asks[a, b]: rows a wants from b
-            for r, source in enumerate(sources):
-                nodes = source.sampler.sample(batches[r][it], epoch, it).input_nodes
+            for r, data in enumerate(local):
+                nodes = data.sampler.sample(batches[r][it], epoch, it).input_nodes
                 asks[r] = torch.bincount(owner[nodes], minlength=P)
                 rows += nodes.numel()
                 remote += float(asks[r].sum() - asks[r, r])
@@ -319,6 +322,7 @@ def scaling_rows(
     if not graphs:
         raise ValueError("graphs is empty; give at least one graph")
     P = int_arg(workers, "workers", low=1)
+    seed = seed_arg(seed)
     rows = []
     for g in graphs:
         part = partition(g, P, method, seed)

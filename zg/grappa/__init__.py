@@ -12,10 +12,11 @@ The flow, one module per stage:
     presets.py      named configurations: "reference" = the authors' public code
     config.py       the record: TrainConfig = Experiment + Runtime + Output, its checks
     plan.py         what a config implies for a graph: iterations per epoch, the partition
-    sources.py      what a worker trains on: its isolated local graph; remote.py: the
-                    feature-fetching baseline's source (whole structure, remote features)
+    local.py        what a worker trains on, its local data: its isolated local graph;
+                    remote.py: the feature-fetching baseline's (whole structure, remote
+                    features)
     hook.py         the estimator's DDP communication hook and the other collectives
-    roles.py        what a worker of a trainer builds: its source, DDP hook or averaging
+    roles.py        what a worker of a trainer builds: its local data, DDP hook or averaging
     worker.py       the worker loop (a zg.Engine on its local graph), hooks for tests
     checkpoint.py   checkpoints and resuming; history.py: the history JSON
     launch.py       worker processes (torch.multiprocessing or torchrun), timeouts, free ports
@@ -45,7 +46,14 @@ from . import comm, estimators, presets
 from .comm import LINKS, CommLedger, Link, project_seconds
 from .config import ABLATIONS, Experiment, Output, Runtime
 from .coverage import coverage, local_coverage
-from .estimators import ESTIMATORS, WEIGHTINGS, Estimator
+from .estimators import (
+    ESTIMATOR_CLASSES,
+    ESTIMATORS,
+    WEIGHTINGS,
+    Estimator,
+    register_estimator,
+    unregister_estimator,
+)
 from .fullgraph import evaluate, whole_graph_block
 from .gradient import exact_gradient, gradient_error, random_partitions
 from .partition import METHODS, SCHEDULES, LocalGraph, Partition, partition
@@ -60,6 +68,8 @@ __all__ = [
     "coverage",
     "local_coverage",
     "Estimator",
+    "register_estimator",
+    "unregister_estimator",
     "train",
     "train_many",
     "TrainConfig",
@@ -80,6 +90,7 @@ __all__ = [
     "LINKS",
     "project_seconds",
     "ESTIMATORS",
+    "ESTIMATOR_CLASSES",
     "WEIGHTINGS",
     "METHODS",
     "SCHEDULES",

@@ -27,9 +27,10 @@ from typing import Any
 
 from .. import kernels
 from .. import models as zg_models
+from .._checks import seed_arg
 from ..sampling import check_fanouts
 from ._checks import bool_arg, choice_arg, int_arg, real_arg
-from .estimators import Estimator
+from .estimators import Estimator, _travelling_class, register_estimator
 from .partition import METHODS, SCHEDULES
 from .presets import PRESETS, apply_preset
 from .trainers import TRAINERS, Trainer, get_trainer
@@ -270,6 +271,23 @@ class TrainConfig(Output, Runtime, Experiment):
         """The JSON form: every field, flat (what histories and checkpoints store)."""
         return asdict(self)
 
+    # Pickled (train() hands the config to its spawned workers): the fields, and the class of an
+    # estimator registered outside the kit, by reference, so the worker registers it too
+    # (:func:`zg.grappa.estimators.register_estimator`).
+    def __getstate__(self) -> dict[str, Any]:
+        state = dict(self.__dict__)
+        carried = _travelling_class(self.estimator)
+        if carried is not None:
+            state[_ESTIMATOR_CLASS] = carried
+        return state
+
+    def __setstate__(self, state: dict[str, Any]) -> None:
+        state = dict(state)
+        carried = state.pop(_ESTIMATOR_CLASS, None)
+        if carried is not None:
+            register_estimator(carried)  # the same class again changes nothing
+        self.__dict__.update(state)
+
     @classmethod
     def from_dict(cls, values: dict[str, Any]) -> TrainConfig:
         """A validated config from its JSON form (a dict of fields; absent ones take their
@@ -324,7 +342,7 @@ class TrainConfig(Output, Runtime, Experiment):
         if self.repartition_every is not None:
             int_arg(self.repartition_every, "repartition_every", low=0)
         int_arg(self.epochs, "epochs", low=1)
-        int_arg(self.seed, "seed", low=0, high=2**63 - 1)  # torch.manual_seed's range
+        seed_arg(self.seed)  # the kit's one seed rule (zg._checks.seed_arg)
         choice_arg(self.method, "method", METHODS)
         if self.num_chunks is not None:
             int_arg(self.num_chunks, "num_chunks", low=1)
@@ -392,6 +410,9 @@ class TrainConfig(Output, Runtime, Experiment):
     @property
     def estimator_object(self) -> Estimator:
         return Estimator(self.estimator, self.weighting, self.coverage_floor, self.shrink)
+
+
+_ESTIMATOR_CLASS = "__estimator_class__"  # the pickled state's key for a carried estimator
 
 
 def _is_int(value: Any) -> bool:

@@ -92,6 +92,17 @@ The paper's own weighting, exactly as its public code does it (not self-normalis
             that factor. Adam, the kit's optimizer, is nearly invariant to a common scale, so
             what matters in training is the relative weight of the workers.
 
+In the code, each estimator is a class (:class:`MeanEstimator`, :class:`NodeEstimator`,
+:class:`BatchEstimator`, :class:`ShrinkEstimator`, :class:`UniformEstimator`,
+:class:`ReferenceEstimator`) holding its own arithmetic: its worker scales (:meth:`Estimator.scales`),
+its per-seed factors (:meth:`Estimator.factors`), whether it needs the all-gathered stats
+(``needs_stats``) and its node weights (:meth:`Estimator.local_weights`: clipped coverage, or the
+reference degree ratio). The registry (:data:`ESTIMATOR_CLASSES`, filled by
+:func:`register_estimator`) maps a name to its class, and ``Estimator(name, weighting, floor,
+shrink)`` builds the registered class, so nothing anywhere switches on an estimator's name.
+Adding an estimator is one subclass of :class:`Estimator` and one :func:`register_estimator`
+line (CONTRIBUTING.md, "Add an estimator").
+
 The paper's two ablations, as options of :func:`zg.grappa.train`:
 
     unweighted aggregation  ``estimator="mean"``: the plain mean of the workers' batch-mean
@@ -103,8 +114,12 @@ The paper's two ablations, as options of :func:`zg.grappa.train`:
 
 from __future__ import annotations
 
+import abc
+import inspect
+from collections.abc import Iterator, Sequence
 from dataclasses import dataclass
-from typing import Any
+from types import MappingProxyType
+from typing import Any, ClassVar
 
 import torch
 
@@ -113,8 +128,18 @@ from .coverage import local_coverage
 
 __all__ = [
     "Estimator",
+    "MeanEstimator",
+    "NodeEstimator",
+    "BatchEstimator",
+    "ShrinkEstimator",
+    "UniformEstimator",
+    "ReferenceEstimator",
     "ESTIMATORS",
+    "ESTIMATOR_CLASSES",
     "WEIGHTINGS",
+    "register_estimator",
+    "unregister_estimator",
+    "estimator_class",
     "batch_stats",
     "masked_batch_stats",
     "shrink_lambda",
@@ -123,8 +148,50 @@ __all__ = [
     "local_weights",
 ]
 
-ESTIMATORS = ("mean", "node", "batch", "shrink", "uniform", "reference")
 WEIGHTINGS = ("inverse", "coverage")
+
+# name -> class; filled by register_estimator (the built-ins at the end of this module).
+_REGISTRY: dict[str, type[Estimator]] = {}
+ESTIMATOR_CLASSES = MappingProxyType(_REGISTRY)  # read-only, live view of the registry
+
+
+class _RegisteredNames(Sequence):
+    """The registered estimator names, read from the registry at each use (a tuple-like
+    sequence: ``in``, iteration, ``len``, indexing, ``+``), so a choice check made with it
+    accepts an estimator registered after this module was imported."""
+
+    def _names(self) -> tuple[str, ...]:
+        return tuple(_REGISTRY)
+
+    def __getitem__(self, index):
+        return self._names()[index]
+
+    def __len__(self) -> int:
+        return len(_REGISTRY)
+
+    def __iter__(self) -> Iterator[str]:
+        return iter(self._names())
+
+    def __contains__(self, name) -> bool:
+        return isinstance(name, str) and name in _REGISTRY
+
+    def __add__(self, other):
+        return self._names() + tuple(other)
+
+    def __radd__(self, other):
+        return tuple(other) + self._names()
+
+    def __eq__(self, other) -> bool:
+        return isinstance(other, (tuple, _RegisteredNames)) and self._names() == tuple(other)
+
+    def __hash__(self) -> int:
+        return hash(self._names())
+
+    def __repr__(self) -> str:
+        return repr(self._names())
+
+
+ESTIMATORS: Sequence[str] = _RegisteredNames()
 
 
 def batch_stats(weights: torch.Tensor) -> torch.Tensor:
@@ -164,13 +231,9 @@ def reference_weights(
 
 def local_weights(estimator: Estimator, local: Any, hops: int) -> torch.Tensor:
     """float32 [n_local]: the node weights ``w_v`` a worker's estimator uses on its local graph
-    (a :class:`zg.grappa.LocalGraph`): the clipped coverage weights of :meth:`Estimator.node_weights`
-    for every estimator but "reference", whose weights are :func:`reference_weights`."""
-    if estimator.name == "reference":
-        return reference_weights(
-            local.graph.in_degrees(), local.global_in_degree.to(local.graph.device)
-        )
-    return estimator.node_weights(local_coverage(local, hops))
+    (a :class:`zg.grappa.LocalGraph`): :meth:`Estimator.local_weights` (the clipped coverage
+    weights, or for "reference" the degree ratios of :func:`reference_weights`)."""
+    return estimator.local_weights(local, hops)
 
 
 def _shrink_lambda_tensor(stats: torch.Tensor) -> torch.Tensor:
@@ -190,54 +253,122 @@ def shrink_lambda(stats: torch.Tensor) -> float:
     return float(_shrink_lambda_tensor(stats))
 
 
-@dataclass(frozen=True)
-class Estimator:
-    """One way to combine the workers' gradients (see the module docstring for the formulas).
+# ----------------------------------------------------------------------------- the classes
+
+
+@dataclass(frozen=True, init=False)
+class Estimator(abc.ABC):
+    """One way to combine the workers' gradients (see the module docstring for the formulas):
+    the base class of every estimator, and the factory that builds one by name.
+
+    ``Estimator(name, weighting, floor, shrink)`` returns an instance of the class registered
+    under ``name`` (:func:`register_estimator`); ``BatchEstimator(weighting=...)`` builds one
+    directly (its ``name`` argument, if given, must be its own).
 
     Args:
-        name: "mean" | "node" | "batch" | "shrink" | "uniform" | "reference".
+        name: a registered name, :data:`ESTIMATORS` ("mean" | "node" | "batch" | "shrink" |
+            "uniform" | "reference" and any registered later); default "batch".
         weighting: "inverse" (w = 1 / c) | "coverage" (w = c), both clipped at ``floor``.
         floor: lower clip of the coverage, in (0, 1].
-        shrink: for ``name="shrink"``: a fixed lambda in [0, 1], or "auto".
+        shrink: for "shrink": a fixed lambda in [0, 1], or "auto".
+
+    A subclass sets ``name`` (its registry key) and defines :meth:`scales`; it may set
+    ``needs_stats = False`` (then it overrides :meth:`worker_scale`, which must not read the
+    stats) and override :meth:`factors`, :meth:`worker_scale`, :meth:`node_weights` and
+    :meth:`local_weights`.
     """
 
-    name: str = "batch"
-    weighting: str = "inverse"
-    floor: float = 0.05
-    shrink: float | str = "auto"
+    name: ClassVar[str] = ""  # the registry key: set by each subclass
+    needs_stats: ClassVar[bool] = True  # all_gather the (n_p, W_p, Q_p) stats every iteration?
 
-    def __post_init__(self):
-        choice_arg(self.name, "estimator", ESTIMATORS)
-        choice_arg(self.weighting, "weighting", WEIGHTINGS)
-        real_arg(self.floor, "coverage_floor", low=0.0, high=1.0, low_open=True)
-        if isinstance(self.shrink, str):
-            if self.shrink != "auto":
-                raise ValueError(
-                    f"shrink must be a number in [0, 1] or 'auto', got {self.shrink!r}"
-                )
+    weighting: str
+    floor: float
+    shrink: float | str
+
+    def __new__(cls, name: str | None = None, *args: Any, **kwargs: Any):
+        if cls is Estimator:  # the factory: the class registered under ``name``
+            cls = estimator_class("batch" if name is None else name)
+        return super().__new__(cls)
+
+    def __init__(
+        self,
+        name: str | None = None,
+        weighting: str = "inverse",
+        floor: float = 0.05,
+        shrink: float | str = "auto",
+    ):
+        if name is not None and name != self.name:
+            choice_arg(name, "estimator", ESTIMATORS)
+            raise ValueError(
+                f"estimator {name!r} given to {type(self).__name__}, which is estimator "
+                f"{self.name!r}; use Estimator({name!r}, ...)"
+            )
+        choice_arg(weighting, "weighting", WEIGHTINGS)
+        real_arg(floor, "coverage_floor", low=0.0, high=1.0, low_open=True)
+        if isinstance(shrink, str):
+            if shrink != "auto":
+                raise ValueError(f"shrink must be a number in [0, 1] or 'auto', got {shrink!r}")
         else:
-            real_arg(self.shrink, "shrink", low=0.0, high=1.0)
+            real_arg(shrink, "shrink", low=0.0, high=1.0)
+        object.__setattr__(self, "weighting", weighting)
+        object.__setattr__(self, "floor", floor)
+        object.__setattr__(self, "shrink", shrink)
 
-    @property
-    def needs_stats(self) -> bool:
-        """Whether the iteration must all_gather the (n_p, W_p, Q_p) scalars ("mean" and
-        "reference" need only the worker's own batch)."""
-        return self.name not in ("mean", "reference")
+    # ------------------------------------------------------------------ node weights w_v
 
     def node_weights(self, coverage: torch.Tensor) -> torch.Tensor:
-        """float32 [B] weights w_v of seeds with coverage ``coverage`` [B] (every estimator but
-        "reference", whose weights are degree ratios: :func:`reference_weights`)."""
-        if self.name == "reference":
-            raise ValueError(
-                "estimator 'reference' weights seeds by min(1, d_local / (d_global + 1)), "
-                "not by coverage; use zg.grappa.estimators.reference_weights or local_weights"
-            )
+        """float32 [B] weights w_v of seeds with coverage ``coverage`` [B]: the coverage clipped
+        to [floor, 1], inverted for ``weighting="inverse"``."""
         c = coverage.clamp(min=self.floor, max=1.0)
         return 1.0 / c if self.weighting == "inverse" else c
 
-    def lam(self, stats: torch.Tensor) -> float:
-        """The shrinkage lambda in use (only meaningful for ``shrink``)."""
-        return shrink_lambda(stats) if self.shrink == "auto" else float(self.shrink)
+    def local_weights(
+        self, local: Any, hops: int, coverage: torch.Tensor | None = None
+    ) -> torch.Tensor:
+        """float32 [n_local]: the weights of every node of a worker's local graph (a
+        :class:`zg.grappa.LocalGraph`), from its L-hop coverage (``coverage``, float [n_local],
+        if the caller has it already; else :func:`zg.grappa.local_coverage` with ``hops``)."""
+        if coverage is None:
+            coverage = local_coverage(local, hops)
+        return self.node_weights(coverage)
+
+    # ------------------------------------------------------------------ factors and scales
+
+    @abc.abstractmethod
+    def scales(self, stats: torch.Tensor) -> tuple[torch.Tensor, dict[str, torch.Tensor]]:
+        """Every worker's scale s_p from all workers' stats (float64 [P, 3], rows
+        ``(n_p, W_p, Q_p)``): (float64 [P] on the stats' device, info {name: float64 []} for
+        the history, e.g. ``{"lambda": ...}``). No host read."""
+
+    def factors(
+        self, weights: torch.Tensor, valid: torch.Tensor, stats: torch.Tensor | None
+    ) -> torch.Tensor:
+        """float32 [B]: the per-seed loss factors f_v of a padded batch (weights float [B],
+        valid bool [B]), 0 on padding rows. Default: the batch mean, 1 / n_p on every real
+        row (a class that keeps it has :attr:`batch_mean_factors`)."""
+        valid_f = valid.to(torch.float32)
+        return valid_f / valid_f.sum().clamp(min=1.0)
+
+    def worker_scale(
+        self,
+        weights: torch.Tensor,
+        valid: torch.Tensor,
+        rank: int,
+        num_workers: int,
+        stats: torch.Tensor | None,
+    ) -> tuple[torch.Tensor, dict[str, torch.Tensor]]:
+        """Worker ``rank``'s scale s_p as a float64 [] tensor, and the info of :meth:`scales`.
+        Default: row ``rank`` of :meth:`scales`; an estimator with ``needs_stats = False`` gets
+        ``stats=None`` and overrides this with its local arithmetic."""
+        scales, info = self.scales(stats.to(torch.float64))
+        return scales[rank], info
+
+    @property
+    def batch_mean_factors(self) -> bool:
+        """Whether the factors are the batch mean 1 / n_p (the class keeps :meth:`factors`), so
+        that G = sum_p s_p * mean-gradient_p (what :func:`zg.grappa.gradient_error` uses to
+        share one backward per worker among such estimators)."""
+        return type(self).factors is Estimator.factors
 
     def combine_device(
         self,
@@ -253,38 +384,20 @@ class Estimator:
 
         Args:
             weights: float [B] node weights of the batch's rows; valid: bool [B] real rows.
-            stats: float64 [P, 3] every worker's :func:`masked_batch_stats` (not for ``mean``
-                and ``reference``).
+            stats: float64 [P, 3] every worker's :func:`masked_batch_stats` (only when
+                ``needs_stats``: not for ``mean`` and ``reference``).
         Returns:
             (factors float32 [B], 0 on padding rows; the worker scale as a float64 [] tensor;
             info {"lambda": float64 []} for ``shrink``).
         """
-        valid_f = valid.to(torch.float32)
-        uniform = valid_f / valid_f.sum().clamp(min=1.0)  # [B]
-        if self.name == "mean":
-            return (
-                uniform,
-                torch.full((), 1.0 / num_workers, dtype=torch.float64, device=weights.device),
-                {},
-            )
-        if self.name == "reference":
-            mean_r = (weights.to(torch.float64) * valid.to(torch.float64)).sum() / valid.to(
-                torch.float64
-            ).sum().clamp(min=1.0)
-            return uniform, mean_r / num_workers, {}
-        if stats is None or stats.shape != (num_workers, 3):
+        if self.needs_stats and (stats is None or stats.shape != (num_workers, 3)):
             raise ValueError(
                 f"estimator {self.name!r} needs stats of shape [{num_workers}, 3], "
                 f"got {None if stats is None else tuple(stats.shape)}"
             )
-        if self.name == "node":
-            total = stats[:, 1].sum()
-            factors = (weights.to(torch.float64) * valid_f.to(torch.float64) / total).to(
-                torch.float32
-            )
-            return factors, torch.ones((), dtype=torch.float64, device=weights.device), {}
-        scales, info = _worker_scales_tensor(self, stats)
-        return uniform, scales[rank], info
+        factors = self.factors(weights, valid, stats)
+        scale, info = self.worker_scale(weights, valid, rank, num_workers, stats)
+        return factors, scale, info
 
     def combine(
         self, weights: torch.Tensor, rank: int, num_workers: int, stats: torch.Tensor | None = None
@@ -305,27 +418,196 @@ class Estimator:
         return factors, float(scale), {k: float(v) for k, v in info.items()}
 
 
-def _worker_scales_tensor(estimator: Estimator, stats: torch.Tensor):
-    """float64 [P] worker scales on the stats' device, and {"lambda": float64 []} for shrink."""
-    stats = stats.to(torch.float64)
-    P = stats.shape[0]
-    n_p, W_p = stats[:, 0], stats[:, 1]
-    if estimator.name == "mean":
+# ----------------------------------------------------------------------------- the registry
+
+
+def estimator_class(name: Any) -> type[Estimator]:
+    """The class registered under ``name``; TypeError / ValueError naming ``estimator`` and
+    the registered names otherwise."""
+    return _REGISTRY[choice_arg(name, "estimator", ESTIMATORS)]
+
+
+def register_estimator(cls: type[Estimator]) -> type[Estimator]:
+    """Register an estimator class under its ``name`` (usable as a class decorator); returns
+    the class. After it, ``Estimator(name, ...)``, ``TrainConfig(estimator=name)``,
+    ``grappa.train(g, estimator=name)`` and ``gradient_error(..., estimator=name)`` accept it.
+
+    The class must subclass :class:`Estimator`, set a non-empty str ``name`` and a bool
+    ``needs_stats``, and define every abstract method (:meth:`Estimator.scales`); a name
+    registered already by another class is refused (registering the same class again changes
+    nothing).
+
+    Worker processes: ``grappa.train`` starts its workers with the "spawn" start method, which
+    does not copy the parent's registry. The run's :class:`zg.grappa.TrainConfig` carries the
+    class of an estimator registered outside the kit to the workers *by reference* (module and
+    qualified name, as pickle does), and each worker registers it on arrival. So the class must
+    be defined at the top level of a module that the workers can import (a module on the
+    parent's ``sys.path``, or the ``__main__`` script run under ``if __name__ == "__main__":``),
+    not inside a function or a notebook cell. ``python -m zg.grappa`` (torchrun) starts from a
+    JSON config: there the estimator's module must be imported by the script that runs it.
+    """
+    if not (inspect.isclass(cls) and issubclass(cls, Estimator)):
+        raise TypeError(f"register_estimator takes a subclass of zg.grappa.Estimator, got {cls!r}")
+    name = getattr(cls, "name", None)
+    if not isinstance(name, str) or not name:
+        raise ValueError(f"estimator class {cls.__qualname__} must set name = '<its name>'")
+    if inspect.isabstract(cls):
+        missing = ", ".join(sorted(cls.__abstractmethods__))
+        raise TypeError(
+            f"estimator class {cls.__qualname__} ({name!r}) lacks the required method(s) "
+            f"{missing}: define them (see zg.grappa.Estimator)"
+        )
+    if not isinstance(cls.needs_stats, bool):
+        raise TypeError(
+            f"estimator class {cls.__qualname__}: needs_stats must be a bool, got "
+            f"{cls.needs_stats!r}"
+        )
+    held = _REGISTRY.get(name)
+    if held is not None and held is not cls:
+        raise ValueError(
+            f"estimator {name!r} is registered already (by {held.__module__}."
+            f"{held.__qualname__}); choose another name"
+        )
+    _REGISTRY[name] = cls
+    return cls
+
+
+def unregister_estimator(name: str) -> None:
+    """Remove an estimator registered outside the kit (the built-ins stay)."""
+    estimator_class(name)
+    if name in _BUILTIN:
+        raise ValueError(f"estimator {name!r} is built into the kit; it cannot be unregistered")
+    del _REGISTRY[name]
+
+
+def _travelling_class(name: Any) -> type[Estimator] | None:
+    """The class a pickled :class:`zg.grappa.TrainConfig` carries to its workers: the one
+    registered under ``name`` when it is not built into the kit (the built-ins are registered in
+    every process), else None."""
+    if isinstance(name, str) and name in _REGISTRY and name not in _BUILTIN:
+        return _REGISTRY[name]
+    return None
+
+
+# ----------------------------------------------------------------------------- the estimators
+
+
+class MeanEstimator(Estimator):
+    """``mean``: f_v = 1 / n_p, s_p = 1 / P (plain DDP averaging; sends no scalars)."""
+
+    name = "mean"
+    needs_stats = False
+
+    def scales(self, stats):
+        P = stats.shape[0]
         return torch.full((P,), 1.0 / P, dtype=torch.float64, device=stats.device), {}
-    if estimator.name == "node":
+
+    def worker_scale(self, weights, valid, rank, num_workers, stats):
+        return torch.full((), 1.0 / num_workers, dtype=torch.float64, device=weights.device), {}
+
+
+class NodeEstimator(Estimator):
+    """``node``: f_v = w_v / W, s_p = 1 (the weights live in the loss; no worker scales)."""
+
+    name = "node"
+
+    def scales(self, stats):
         raise ValueError("estimator 'node' weights seeds inside the loss; it has no worker scales")
-    if estimator.name == "uniform":
+
+    def factors(self, weights, valid, stats):
+        total = stats[:, 1].sum()
+        valid_f = valid.to(torch.float32)
+        return (weights.to(torch.float64) * valid_f.to(torch.float64) / total).to(torch.float32)
+
+    def worker_scale(self, weights, valid, rank, num_workers, stats):
+        return torch.ones((), dtype=torch.float64, device=weights.device), {}
+
+
+class BatchEstimator(Estimator):
+    """``batch``: f_v = 1 / n_p, s_p = W_p / W (the least-squares batch weight)."""
+
+    name = "batch"
+
+    def scales(self, stats):
+        W_p = stats[:, 1]
+        return W_p / W_p.sum(), {}
+
+
+class ShrinkEstimator(Estimator):
+    """``shrink``: f_v = 1 / n_p, s_p = (1 - lam) W_p / W + lam n_p / n (``batch`` shrunk
+    toward uniform; lam fixed or "auto", the James-Stein intensity)."""
+
+    name = "shrink"
+
+    def lam(self, stats: torch.Tensor) -> float:
+        """The shrinkage lambda in use."""
+        return shrink_lambda(stats) if self.shrink == "auto" else float(self.shrink)
+
+    def scales(self, stats):
+        n_p, W_p = stats[:, 0], stats[:, 1]
+        batch = W_p / W_p.sum()
+        if self.shrink == "auto":
+            lam = _shrink_lambda_tensor(stats)
+        else:
+            lam = torch.full((), float(self.shrink), dtype=torch.float64, device=stats.device)
+        return (1.0 - lam) * batch + lam * n_p / n_p.sum(), {"lambda": lam}
+
+
+class UniformEstimator(Estimator):
+    """``uniform``: f_v = 1 / n_p, s_p = n_p / n (every seed 1 / n; ``shrink`` at lam = 1)."""
+
+    name = "uniform"
+
+    def scales(self, stats):
+        n_p = stats[:, 0]
         return n_p / n_p.sum(), {}
-    if estimator.name == "reference":
-        return W_p / n_p.clamp(min=1.0) / P, {}
-    batch = W_p / W_p.sum()
-    if estimator.name == "batch":
-        return batch, {}
-    if estimator.shrink == "auto":
-        lam = _shrink_lambda_tensor(stats)
-    else:
-        lam = torch.full((), float(estimator.shrink), dtype=torch.float64, device=stats.device)
-    return (1.0 - lam) * batch + lam * n_p / n_p.sum(), {"lambda": lam}
+
+
+class ReferenceEstimator(Estimator):
+    """``reference``: the paper's public code. f_v = 1 / n_p, s_p = mean_v(r_v) / P with the
+    degree ratios r_v = min(1, d_loc(v) / (d(v) + 1)) as node weights (not coverage)."""
+
+    name = "reference"
+    needs_stats = False
+
+    def node_weights(self, coverage):
+        raise ValueError(
+            "estimator 'reference' weights seeds by min(1, d_local / (d_global + 1)), "
+            "not by coverage; use zg.grappa.estimators.reference_weights or local_weights"
+        )
+
+    def local_weights(self, local, hops, coverage=None):
+        """The degree ratios of :func:`reference_weights` (``hops`` and ``coverage`` unused)."""
+        return reference_weights(
+            local.graph.in_degrees(), local.global_in_degree.to(local.graph.device)
+        )
+
+    def scales(self, stats):
+        n_p, W_p = stats[:, 0], stats[:, 1]
+        return W_p / n_p.clamp(min=1.0) / stats.shape[0], {}
+
+    def worker_scale(self, weights, valid, rank, num_workers, stats):
+        valid64 = valid.to(torch.float64)
+        mean_r = (weights.to(torch.float64) * valid64).sum() / valid64.sum().clamp(min=1.0)
+        return mean_r / num_workers, {}
+
+
+for _cls in (
+    MeanEstimator,
+    NodeEstimator,
+    BatchEstimator,
+    ShrinkEstimator,
+    UniformEstimator,
+    ReferenceEstimator,
+):
+    register_estimator(_cls)
+_BUILTIN = frozenset(_REGISTRY)
+
+
+def _worker_scales_tensor(estimator: Estimator, stats: torch.Tensor):
+    """float64 [P] worker scales on the stats' device, and {"lambda": float64 []} for shrink:
+    the estimator's :meth:`Estimator.scales` on the stats as float64."""
+    return estimator.scales(stats.to(torch.float64))
 
 
 def worker_scales(estimator: Estimator, stats: torch.Tensor) -> tuple[torch.Tensor, dict[str, Any]]:

@@ -31,10 +31,11 @@ from typing import Any
 import torch
 import torch.nn.functional as F
 
+from .._checks import SEED_MAX, seed_arg
 from ..graph import Graph
 from ._checks import graph_arg, int_arg
 from .coverage import local_coverage
-from .estimators import ESTIMATORS, Estimator, batch_stats, reference_weights
+from .estimators import ESTIMATORS, Estimator, batch_stats
 from .fullgraph import full_forward
 from .partition import Partition, partition
 
@@ -68,7 +69,7 @@ def combined_gradients(
     params = [p for p in model.parameters() if p.requires_grad]
     num_layers = len(model.layers)
     P = part.num_parts
-    per_worker = []  # (losses [n_p], coverage [n_p], r [n_p])
+    per_worker = []  # (losses [n_p], the local graph, its coverage [n_local])
     for p in range(P):
         local = part.local_graph(g, p, super_epoch)
         lg = local.graph
@@ -79,26 +80,25 @@ def combined_gradients(
             )
         logits = full_forward(model, lg)  # [n_local, C]
         losses = F.cross_entropy(logits[lg.train_idx], lg.y[lg.train_idx], reduction="none")
-        cov = local_coverage(local, num_layers)[lg.train_idx]
-        ref = reference_weights(lg.in_degrees(), local.global_in_degree.to(lg.device))[lg.train_idx]
-        per_worker.append((losses, cov, ref))
-    # Every estimator but "node" uses factors 1 / n_p (the batch mean), so one backward per
-    # worker serves them all: G = sum_p s_p * mean_gradient_p.
+        per_worker.append((losses, local, local_coverage(local, num_layers)))
+    # Most estimators use factors 1 / n_p (the batch mean: est.batch_mean_factors), so one
+    # backward per worker serves them all: G = sum_p s_p * mean_gradient_p.
     mean_grads = [_flat_grad(losses.mean(), params, retain=True) for losses, *_ in per_worker]
     out: dict[Any, torch.Tensor] = {}
     several = len({est.weighting for est in estimators}) > 1
     for est in estimators:
-        weights = [
-            ref if est.name == "reference" else est.node_weights(cov) for _, cov, ref in per_worker
+        weights = [  # each estimator's own node weights of the training seeds [n_p]
+            est.local_weights(local, num_layers, coverage=cov)[local.graph.train_idx]
+            for _, local, cov in per_worker
         ]
         stats = torch.stack([batch_stats(w) for w in weights])  # [P, 3]
         total = torch.zeros_like(mean_grads[0])
         for p, ((losses, *_), w) in enumerate(zip(per_worker, weights)):
             factors, scale, _ = est.combine(w, p, P, stats)
-            if est.name == "node":
-                total += scale * _flat_grad((losses * factors).sum(), params, retain=True)
-            else:
+            if est.batch_mean_factors:
                 total += scale * mean_grads[p]
+            else:
+                total += scale * _flat_grad((losses * factors).sum(), params, retain=True)
         out[(est.weighting, est.name) if several else est.name] = total
     return out
 
@@ -106,9 +106,13 @@ def combined_gradients(
 def random_partitions(
     g: Graph, num_parts: int, count: int, method: str = "random", seed: int = 0, **kwargs: Any
 ) -> list[Partition]:
-    """``count`` partitions with seeds ``seed .. seed + count - 1`` (the draws of gradient_error)."""
+    """``count`` partitions with seeds ``seed .. seed + count - 1`` (the draws of gradient_error;
+    past the largest seed they wrap to 0)."""
+    seed = seed_arg(seed)
     count = int_arg(count, "count", low=1)
-    return [partition(g, num_parts, method, seed + i, **kwargs) for i in range(count)]
+    return [
+        partition(g, num_parts, method, (seed + i) % (SEED_MAX + 1), **kwargs) for i in range(count)
+    ]
 
 
 def gradient_error(

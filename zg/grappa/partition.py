@@ -57,6 +57,7 @@ from typing import Any
 import numpy as np
 import torch
 
+from .._checks import seed_arg
 from ..graph import Graph
 from ._checks import bool_arg, choice_arg, graph_arg, int_arg
 
@@ -74,7 +75,7 @@ def chunk_nodes(g: Graph, num_chunks: int, method: str = "random", seed: int = 0
     graph_arg(g)
     num_chunks = int_arg(num_chunks, "num_chunks", low=1, high=g.num_nodes)
     method = choice_arg(method, "method", METHODS)
-    seed = int_arg(seed, "seed", low=0)
+    seed = seed_arg(seed)
     n = g.num_nodes
     if method == "random" or num_chunks == 1:
         gen = torch.Generator().manual_seed(seed)
@@ -513,7 +514,7 @@ def partition(
             "every worker needs at least one node"
         )
     method = choice_arg(method, "method", METHODS)
-    seed = int_arg(seed, "seed", low=0)
+    seed = seed_arg(seed)
     halo = bool_arg(halo, "halo")
     schedule = choice_arg(schedule, "schedule", SCHEDULES)
     if num_chunks is None:

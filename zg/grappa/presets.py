@@ -46,7 +46,7 @@ Deliberate differences from the public code, each for a reason:
   number of steps by shrinking each worker's batch (``max_batch``, all-reduced with MAX, under
   ``DDP.join()``); the kit gives every worker the same number of iterations I =
   ceil(|train| / batch_size) by cutting each worker's seeds into I near-equal batches (every
-  trainer does; :mod:`zg.grappa.sources`). With ``batch_size = 1000 * P`` (the public code's
+  trainer does; :mod:`zg.grappa.local`). With ``batch_size = 1000 * P`` (the public code's
   batch is per worker, the kit's is global) a worker's batch is about 1000 seeds, as there.
 * The graph is taken as given; the public code stores it symmetrised with self-loops. The kit's
   models carry their own self term, so no self-loop is added, and d in c_r counts the graph's

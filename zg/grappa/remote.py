@@ -1,8 +1,9 @@
-"""The feature-fetching distributed baseline's worker source: what Grappa argues against.
+"""The feature-fetching distributed baseline's local data: what Grappa argues against.
 
-Where it sits: beside :mod:`zg.grappa.sources` (a Grappa worker's isolated local graph); ``zg.grappa.train(g, trainer="feature_fetch", ...)`` runs the shared worker loop
+Where it sits: beside :mod:`zg.grappa.local` (a Grappa worker's isolated local graph);
+``zg.grappa.train(g, trainer="feature_fetch", ...)`` runs the shared worker loop
 (:func:`zg.grappa.worker.run_worker`, the same :class:`zg.Engine` step) with this module's
-:class:`FeatureFetchSource` in place of Grappa's isolated local graph. Each worker
+:class:`FeatureFetchData` in place of Grappa's isolated local graph. Each worker
 
 * owns the features of one partition (super-epoch 0 of the Grappa partition; never
   repartitioned) and the training nodes in it;
@@ -27,6 +28,9 @@ sent bytes; every byte addressed to another worker is (kind ``features``).
 
 from __future__ import annotations
 
+import warnings
+from typing import Any
+
 import torch
 import torch.distributed as dist
 
@@ -34,11 +38,11 @@ from ..graph import Graph
 from ..rng import worker_seed
 from ..sampling import DynamicSampler
 from .comm import CommLedger
+from .local import worker_batches
 from .partition import Partition
 from .plan import iterations_per_epoch
-from .sources import worker_batches
 
-__all__ = ["FeatureFetchSource", "fetch_features", "FeatureTable"]
+__all__ = ["FeatureFetchData", "fetch_features", "FeatureTable"]
 
 
 class FeatureTable:
@@ -93,10 +97,10 @@ def fetch_features(
     return x
 
 
-class FeatureFetchSource:
-    """Seeds from this worker's partition, neighbourhoods sampled on the whole structure,
-    features fetched every iteration. The same attributes as
-    :class:`zg.grappa.sources.IsolatedSource`; ``features`` is the fetch."""
+class FeatureFetchData:
+    """A feature-fetching worker's local data: seeds from this worker's partition,
+    neighbourhoods sampled on the whole structure, features fetched every iteration. The same
+    attributes as :class:`zg.grappa.local.LocalData`; ``features`` is the fetch."""
 
     envelope = None  # host-mediated sampling on the whole structure
 
@@ -140,3 +144,16 @@ class FeatureFetchSource:
     def features(self, input_nodes: torch.Tensor) -> torch.Tensor:
         """float32 [S0, F]: the sampled input nodes' features, fetched from their owners."""
         return fetch_features(self.table, input_nodes, self.world, self.ledger)
+
+
+def __getattr__(name: str) -> Any:
+    """``FeatureFetchSource``, this class's name up to release 0.4: read with a warning."""
+    if name == "FeatureFetchSource":
+        warnings.warn(
+            "zg.grappa.remote.FeatureFetchSource is now zg.grappa.remote.FeatureFetchData "
+            "(a worker's local data); the old name goes in zg 0.6",
+            DeprecationWarning,
+            stacklevel=2,
+        )
+        return FeatureFetchData
+    raise AttributeError(f"module 'zg.grappa.remote' has no attribute {name!r}")

@@ -1,14 +1,14 @@
-"""What a worker builds for its trainer: its source, and how its gradients are exchanged.
+"""What a worker builds for its trainer: its local data, and how its gradients are exchanged.
 
 Where it sits: between the trainers' policy (:mod:`zg.grappa.trainers`: flags, defaults,
 checks) and the worker loop (:mod:`zg.grappa.worker`). The worker asks :func:`role_for` for
 the role of its trainer and builds its pieces through it; a role is chosen by the trainer's
 flags, never by its name:
 
-    flag                  source (:meth:`Role.make_source`)          exchange (wrap, after_step)
-    (none)                :class:`zg.grappa.sources.IsolatedSource`   DDP + the estimator's hook
-    fetches_features      :class:`zg.grappa.remote.FeatureFetchSource` DDP + the estimator's hook
-    averages_models       :class:`zg.grappa.sources.IsolatedSource`   no DDP; parameters averaged
+    flag                  local data (:meth:`Role.make_local_data`)  exchange (wrap, after_step)
+    (none)                :class:`zg.grappa.local.LocalData`          DDP + the estimator's hook
+    fetches_features      :class:`zg.grappa.remote.FeatureFetchData`  DDP + the estimator's hook
+    averages_models       :class:`zg.grappa.local.LocalData`          no DDP; parameters averaged
                                                                       every ``average_every`` steps
 
 So grappa, isolated and single are :class:`Role`, feature_fetch :class:`FetchingRole` and
@@ -27,9 +27,9 @@ from ..graph import Graph
 from .comm import CommLedger
 from .config import TrainConfig
 from .hook import HookState, average_parameters, estimator_hook
+from .local import LocalData
 from .partition import Partition
-from .remote import FeatureFetchSource
-from .sources import IsolatedSource
+from .remote import FeatureFetchData
 from .trainers import Trainer
 
 __all__ = ["Role", "FetchingRole", "AveragingRole", "role_for"]
@@ -45,7 +45,7 @@ class Role:
     def __repr__(self) -> str:
         return f"zg.grappa.roles.{type(self).__name__}({self.trainer!r})"
 
-    def make_source(
+    def make_local_data(
         self,
         cfg: TrainConfig,
         g: Graph,
@@ -55,8 +55,20 @@ class Role:
         device: torch.device,
         ledger: CommLedger,
     ):
-        """What this worker trains on (:mod:`zg.grappa.sources`): its isolated local graph."""
-        return IsolatedSource(cfg, g, part, rank, world, device, cfg.estimator_object)
+        """What this worker trains on, its local data (:mod:`zg.grappa.local`): its isolated
+        local graph."""
+        return LocalData(cfg, g, part, rank, world, device, cfg.estimator_object)
+
+    def make_source(self, *args: Any, **kwargs: Any):
+        """Deprecated name of :meth:`make_local_data` (up to release 0.4): warns, then calls
+        it."""
+        warnings.warn(
+            "Role.make_source is now Role.make_local_data (a worker's local data); the old "
+            "name goes in zg 0.6",
+            DeprecationWarning,
+            stacklevel=2,
+        )
+        return self.make_local_data(*args, **kwargs)
 
     def wrap(self, model: torch.nn.Module, device: torch.device, ledger: CommLedger, guard: Any):
         """(the module the step calls, the hook state or None): the model in DDP with the
@@ -94,8 +106,8 @@ class FetchingRole(Role):
     """The whole structure, remote features fetched every iteration
     (:mod:`zg.grappa.remote`); gradients through DDP as :class:`Role`."""
 
-    def make_source(self, cfg, g, part, rank, world, device, ledger):
-        return FeatureFetchSource(cfg, g, part, rank, world, device, ledger)
+    def make_local_data(self, cfg, g, part, rank, world, device, ledger):
+        return FeatureFetchData(cfg, g, part, rank, world, device, ledger)
 
 
 class AveragingRole(Role):

@@ -1,96 +1,32 @@
-"""What a Grappa worker trains on: its local graph, its batches and its node weights.
+"""Deprecated: this module is now :mod:`zg.grappa.local` (a Grappa worker's *local data*).
 
-Where it sits: between the partition (:mod:`zg.grappa.partition`) and the worker's Engine
-(:mod:`zg.grappa.worker`). Every super-epoch the source rebuilds the worker's local graph, its
-coverage weights and, for ``step_shapes="envelope"``, the envelope profiled on that local graph; the
-worker then builds a :class:`zg.Engine` over it. The feature-fetching baseline's source
-(:class:`zg.grappa.remote.FeatureFetchSource`) has the same attributes.
-
-A source has: ``graph`` (what the Engine samples on), ``features`` (None: ``graph.x``; or a
-callable fetching rows), ``weights`` (float [graph nodes] the estimator's node weights),
-``train_nodes`` (its seeds, ids in ``graph``), ``seed`` (its sampling stream this super-epoch),
-``envelope`` (or None), ``iterations`` (I, the same on every worker), ``rows`` (its largest
-batch) and :meth:`batches`.
+Kept for one release so that ``from zg.grappa.sources import IsolatedSource`` still works:
+each name read from here warns (DeprecationWarning) and gives the new one,
+``IsolatedSource`` -> :class:`zg.grappa.local.LocalData`, ``worker_batches`` ->
+:func:`zg.grappa.local.worker_batches`. "Source" also names the Engine's sampler and a block's
+source nodes, hence the new name.
 """
 
 from __future__ import annotations
 
-import math
+import warnings
+from typing import Any
 
-import torch
+from . import local as _local
 
-from ..envelope import Envelope
-from ..graph import Graph
-from ..rng import epoch_order, worker_seed
-from .config import TrainConfig
-from .coverage import local_coverage
-from .estimators import Estimator, local_weights
-from .fullgraph import whole_graph_block
-from .partition import Partition
-from .plan import iterations_per_epoch
+__all__ = ["IsolatedSource", "worker_batches"]  # noqa: F822  (read through __getattr__)
 
-__all__ = ["IsolatedSource", "worker_batches"]
+_MOVED = {"IsolatedSource": "LocalData", "worker_batches": "worker_batches"}
 
 
-def worker_batches(
-    nodes: torch.Tensor, order_seed: int, epoch: int, iterations: int
-) -> list[torch.Tensor]:
-    """A worker's batches of ``epoch``: its nodes shuffled (:func:`zg.rng.epoch_order`) and cut
-    into ``iterations`` near-equal parts, so every worker runs the same number of iterations."""
-    return list(torch.tensor_split(epoch_order(nodes, order_seed, epoch), iterations))
-
-
-class IsolatedSource:
-    """An isolated worker's data (trainers grappa, isolated, psgd_pa, single): its local graph,
-    sampled locally; nothing but gradients leaves the worker."""
-
-    features = None
-
-    def __init__(
-        self,
-        cfg: TrainConfig,
-        g: Graph,
-        part: Partition,
-        rank: int,
-        world: int,
-        device: torch.device,
-        estimator: Estimator,
-    ):
-        self.cfg, self.g, self.part, self.rank = cfg, g, part, rank
-        self.device, self.estimator = device, estimator
-        self.iterations = iterations_per_epoch(cfg, g.train_idx.numel())
-        self.super_epoch: int | None = None
-        self._order_seed = worker_seed(cfg.seed, rank)
-
-    def start_super_epoch(self, s: int) -> None:
-        """Regroup: this worker's local graph of super-epoch ``s``, its weights and envelope."""
-        local = self.part.local_graph(self.g, self.rank, s)
-        self.graph = local.graph.to(self.device)
-        coverage = local_coverage(local, self.cfg.num_layers).to(self.device)  # [n_local]
-        self.weights = local_weights(self.estimator, local, self.cfg.num_layers).to(
-            self.device
-        )  # [n_local]
-        self.train_nodes = self.graph.train_idx.cpu()
-        self.seed = worker_seed(self.cfg.seed, self.rank, s)
-        # The worker's largest batch: batches() splits its training nodes into I parts.
-        self.rows = max(1, math.ceil(self.train_nodes.numel() / self.iterations))
-        self.envelope = None
-        if self.cfg.batching == "full":
-            self.block = whole_graph_block(self.graph)
-        elif self.cfg.step_shapes == "envelope":
-            self.envelope = Envelope.resolve(
-                self.cfg.envelope,
-                self.graph,
-                self.cfg.fanouts,
-                self.rows,
-                seed=self.seed,
-                nodes=self.train_nodes,
-                quantile=self.cfg.envelope_quantile,
-                margin=self.cfg.envelope_margin,
-            )
-        self.super_epoch = s
-        self.mean_coverage = float(coverage[self.graph.train_idx].mean())
-
-    def batches(self, epoch: int) -> list[torch.Tensor]:
-        """This worker's training nodes of ``epoch``, shuffled and cut into I near-equal parts."""
-        return worker_batches(self.train_nodes, self._order_seed, epoch, self.iterations)
+def __getattr__(name: str) -> Any:
+    if name in _MOVED:
+        new = _MOVED[name]
+        warnings.warn(
+            f"zg.grappa.sources.{name} is now zg.grappa.local.{new} (a worker's local data); "
+            "zg.grappa.sources goes in zg 0.6",
+            DeprecationWarning,
+            stacklevel=2,
+        )
+        return getattr(_local, new)
+    raise AttributeError(f"module 'zg.grappa.sources' has no attribute {name!r}")

@@ -1,11 +1,11 @@
 """Grappa training for real: P worker processes, isolated local graphs, gradient-only exchange.
 
-Where it sits: the top of the Grappa half. ``train(g, workers=P, ...)`` validates a
-:class:`TrainConfig`, partitions the graph, spawns P processes (:mod:`zg.grappa.launch`:
-gloo on CPU, nccl on GPUs, timeouts everywhere) and runs :func:`run_worker` in each; the same
+Where it sits: the top of the Grappa half. ``train(g, config=None, **overrides)`` (e.g.
+``train(g, workers=P, ...)``) validates a :class:`TrainConfig`, partitions the graph, spawns P
+processes (:mod:`zg.grappa.launch`: gloo on CPU, nccl on GPUs, timeouts everywhere) and runs :func:`run_worker` in each; the same
 function runs under ``torchrun ... -m zg.grappa --config cfg.json``. The package is split by
 concept: :mod:`~zg.grappa.config` (the record, TrainConfig), :mod:`~zg.grappa.plan` (what it
-implies for a graph: partition, iterations), :mod:`~zg.grappa.sources` (a worker's local data),
+implies for a graph: partition, iterations), :mod:`~zg.grappa.local` (a worker's local data),
 :mod:`~zg.grappa.hook` (the DDP hook and collectives), :mod:`~zg.grappa.worker` (the worker: a
 ``zg.Engine`` on its local graph), :mod:`~zg.grappa.trainers` (one policy class per trainer),
 :mod:`~zg.grappa.roles` (what a worker of each trainer builds), :mod:`~zg.grappa.checkpoint`,
@@ -87,6 +87,7 @@ import json
 import os
 import shutil
 import tempfile
+import warnings
 from dataclasses import fields, replace
 from typing import Any
 
@@ -113,10 +114,10 @@ from .config import (
 from .history import bytes_by_kind, bytes_per_worker, write_json
 from .hook import HookState, average_parameters, estimator_hook, gather_stats
 from .launch import spawn
+from .local import LocalData
 from .partition import Partition
 from .plan import check_plan, iterations_per_epoch, make_partition
 from .presets import apply_preset
-from .sources import IsolatedSource
 from .worker import run_worker
 
 __all__ = [
@@ -138,7 +139,7 @@ __all__ = [
     "CheckpointError",
     "checkpoint_file",
     "read_checkpoint",
-    "IsolatedSource",
+    "LocalData",
     "bytes_by_kind",
     "bytes_per_worker",
     "write_json",
@@ -155,104 +156,114 @@ _gather_stats = gather_stats
 
 def train(
     g: Graph,
-    workers: int = UNSET,
-    estimator: str = UNSET,
-    repartition_every: int | None = UNSET,
-    epochs: int = 20,
-    seed: int = 0,
+    config: TrainConfig | None = None,
     *,
     partition: Partition | None = None,
-    history_path: str | None = None,
-    **options: Any,
+    **overrides: Any,
 ) -> dict[str, Any]:
-    """Train with P real worker processes on this machine and return the history.
+    """Train with P worker processes on this machine and return the history.
 
-    Defaults (what ``train(g, workers=4, epochs=E, seed=s)`` runs): METIS chunks (2P of them,
-    ``method="metis"``) with the one-hop halo (``halo=True``: each worker also stores the
-    features of its nodes' outside in-neighbours), a new super-epoch every 5 epochs
-    (round-robin schedule), the
-    ``batch`` estimator with inverse-coverage weights, mini-batches of 512 seeds, fanouts 10
-    per layer, a 2-layer SAGE (hidden 64, dropout 0.5), Adam lr 0.01. METIS is the default
-    because that is where gradient-only training keeps its accuracy: on *random* chunks every
-    worker sees about 1/P of each neighbourhood, and on Cora (4 workers) Grappa then ends
-    several points below single-process training whichever estimator combines the gradients
-    (the paper's ``reference`` weighting included), fewer with repartitioning every epoch;
-    on METIS chunks it is level with it. METIS without the halo still ended below
-    single-process training on one of two graphs no test uses, so the halo is on by default.
-    The measurements and the acceptance check are in docs/grappa_diagnosis.md and
-    bench/results/grappa_defaults_check.json. The map of where this holds
-    (bench/results/grappa_map.json, notebook 06 section 3) finds the defaults close to
-    single-process training for 2-layer models across degree, homophily, feature signal and
-    P = 2-8, but well below it in its 3-layer cell at the map's budget (2,000 nodes, 32
-    epochs), where ``trainer="feature_fetch"`` is level; trained for 100 epochs the defaults
-    catch up there (bench/results/grappa_map_deep.json: at 32 epochs they already fit their
-    workers' local graphs, but three layers reach past the one-hop halo). The measured gaps are
-    in docs/grappa.md and CLAIMS.md, read from those files. On Cora and a 200k-node csbm graph the defaults
-    hold with 3 layers too (bench/results/grappa.json, B9). Give deeper models more epochs and
-    measure on your graph before relying on isolation. ``method="random", halo=False`` is the
-    kit's isolation stress test (random chunks without a halo: the place to see what isolation
-    costs), not the paper's setting. The authors' public code (chongyang-xu/grappa) trains on
-    random chunks with the complete one-hop halo of the worker's own chunk and of a partner
-    chunk that sweeps every 50 epochs, seeds from its own chunk, and the unnormalised per-worker
-    weight c_r in the DDP hook: ``preset="reference"`` runs exactly that
-    (:mod:`zg.grappa.presets`, its sources and every deliberate difference; measured beside
-    these defaults in bench/results/grappa_reference.json).
+    ``train(g, workers=4, epochs=20, seed=0)``: the fields given, every other one its default;
+    ``train(g, cfg)``: a :class:`TrainConfig` as it is; ``train(g, cfg, seed=1)``: that config
+    with some fields replaced. What these defaults give, and where they hold, is measured in
+    docs/grappa.md, section "What grappa.train runs by default, and where it holds".
 
     Args:
-        g: graph with features, labels, train and val splits.
-        workers: P (1 <= P <= number of nodes; default 4, or the trainer's own: single 1).
-            estimator (default: "batch" for grappa, "mean", the only choice, for the others):
-            "mean" | "node" | "batch" | "shrink"
-            | "reference" (the public code's weighting: each worker's gradient times the mean of
-            min(1, d_local / (d_global + 1)) over its seeds, divided by P) (or the "uniform"
-            control); see :mod:`zg.grappa.estimators`.
-        repartition_every: epochs per super-epoch (None or 0: never repartition; default 5 for
-            grappa, never for the others).
-        The paper's ablations are settings: unweighted aggregation is ``estimator="mean"``,
-        fixed partitions ``repartition_every=None``. (The old ``ablation=`` keyword still maps
-        to them, with a DeprecationWarning; together with a conflicting value it is an error.)
-        A setting that contradicts the trainer (``trainer="isolated", estimator="batch"``) is a
-        ValueError naming both; nothing is silently rewritten.
-        epochs, seed: as named.
-        preset (in options): "reference" fills every option not given from the authors' public
-            code's configuration (:mod:`zg.grappa.presets`); options given explicitly override
-            it and the history lists them (``preset.overrides``). With ``trainer="single"`` or
-            ``"isolated"`` the same preset runs the same model and training settings.
-        partition: a precomputed :class:`Partition` for P workers (default: from the config);
-            its method, chunks, halo and schedule then replace the config's.
-        history_path: where to keep the history JSON (default: a temporary file, removed).
-        options: any other :class:`TrainConfig` field, of any of its three groups (experiment:
-            trainer, mode, model, num_layers, fanouts, batch_size, lr, method, halo, ...;
-            runtime: sampler, timeout, run_timeout, threads, ...; output: checkpoint_dir,
-            model_path, progress, ...).
+        g: the graph, with features, labels, train and val splits (rank 0 evaluates on val).
+        config: a :class:`TrainConfig`, or None (the default). None: every field not given in
+            ``overrides`` takes train()'s default below (or, with ``preset=``, the preset's).
+            A config: its fields as they are, each field given in ``overrides`` replaced (as
+            ``dataclasses.replace``). A TrainConfig resolves the defaults that depend on
+            another field when it is built (its own ``workers`` default is 2; estimator and
+            repartition_every follow the trainer, fanouts num_layers, checkpoint_every
+            repartition_every), and an override does not resolve them again: overriding
+            ``trainer`` or ``num_layers`` may need those fields too (the ValueError names
+            them). A config's ``preset`` is a record of its name only: build a preset's config
+            with ``TrainConfig.from_dict({"preset": "reference", ...})``, or pass ``preset=``
+            without a config (``preset=`` together with a config is a ValueError).
+        partition: a precomputed :class:`Partition` for P workers (default None: made from the
+            config); its method, chunks, halo and schedule then replace the config's.
+        **overrides: :class:`TrainConfig` fields, by keyword (every field of its three groups
+            is accepted; a name that is not one is a TypeError). The ones most runs set, with
+            train()'s defaults:
+
+            workers: P, 1 <= P <= nodes; default 4 (the trainer's own where it has one:
+                single 1).
+            epochs: 20. seed: 0, an int in [0, 2**63 - 1] (:func:`zg._checks.seed_arg`).
+            trainer: "grappa" (default) | "isolated" | "psgd_pa" | "feature_fetch" | "single"
+                (:mod:`zg.grappa.trainers`).
+            estimator: how the gradients combine, a name of :mod:`zg.grappa.estimators`
+                ("mean", "node", "batch", "shrink", "reference": the public code's weighting,
+                "uniform": a control, ...); default "batch" for grappa, "mean" (the only
+                choice) for the other trainers.
+                weighting "inverse", coverage_floor 0.05, shrink "auto": its settings.
+            repartition_every: epochs per super-epoch; default 5 for grappa, None (never) for
+                the others; 0 also means never.
+            method "metis", num_chunks None (2P; P under schedule "partner_sweep"), halo True,
+                schedule "round_robin": the partition (:func:`zg.grappa.partition`).
+            batching "minibatch", step_shapes "dynamic", model "sage", hidden_dim 64,
+                num_layers 2, dropout 0.5, fanouts 10 per layer, batch_size 512 (global seeds
+                per iteration), lr 0.01, weight_decay 0.0 (Adam).
+            preset: None (default) or "reference", the authors' public code
+                (:mod:`zg.grappa.presets`): every field not given comes from it; fields given
+                override it and the history lists them (``preset.overrides``). With
+                ``trainer="single"`` or ``"isolated"`` the same preset runs the same model and
+                training settings.
+            history_path: where to keep the history JSON (default None: a temporary file,
+                removed).
+            The rest (timeout, run_timeout, threads, kernel, backend, envelope, model_path,
+            checkpoint_dir, checkpoint_every, eval_every, progress, ...): see
+            :class:`TrainConfig`.
+
+            A setting that contradicts the trainer (``trainer="isolated", estimator="batch"``)
+            is a ValueError naming both; nothing is silently rewritten. The paper's ablations
+            are settings: unweighted aggregation ``estimator="mean"``, fixed partitions
+            ``repartition_every=None``. Deprecated names, mapped with a DeprecationWarning:
+            ``ablation=`` (to those settings), ``mode=`` (now ``batching=``), ``sampler=``
+            (now ``step_shapes=``).
+
     Returns:
         The history dict (also the JSON's content): ``epochs`` (loss, val_acc, test_acc,
         seconds, account, bytes_sent per worker, bytes_by_kind, rounds per epoch), ``final``,
         ``bytes_sent_per_worker``, ``bytes_per_epoch_per_worker``, ``seconds_per_epoch``,
-        ``partition``, ``config``.
+        ``partition``, ``config``, ``path`` (``history_path``, or None).
+
+    Raises:
+        TypeError / ValueError naming the field, before any process starts (a bad seed too).
+        Options given by position are refused: up to release 0.4, ``train(g, workers,
+        estimator, repartition_every, epochs, seed)`` took them in that order; now the second
+        argument is ``config`` and the rest are keywords (no caller passed them by position).
     """
-    run = dict(
-        workers=workers,
-        estimator=estimator,
-        repartition_every=repartition_every,
-        epochs=epochs,
-        seed=seed,
-        partition=partition,
-        history_path=history_path,
-        **options,
-    )
-    return train_many(g, [run])[0]
+    return train_many(g, [dict(overrides, config=config, partition=partition)])[0]
 
 
 TRAIN_WORKERS = 4  # train()'s default P (TrainConfig's own default is 2)
 
 
-def _prepare(g: Graph, run: dict[str, Any]):
-    """Validate one run's options -> (config, partition, history path, keep the file?)."""
+def _prepare(g: Graph, run: dict[str, Any] | TrainConfig):
+    """Validate one run -> (config, partition, history path, keep the file?). ``run``: a
+    :class:`TrainConfig`, or a dict of :func:`train` arguments (``config``, ``partition`` and
+    TrainConfig fields)."""
+    if isinstance(run, TrainConfig):
+        run = {"config": run}
     if not isinstance(run, dict):
-        raise TypeError(f"each run must be a dict of train() options, got {type(run).__name__}")
+        raise TypeError(
+            f"each run must be a dict of train() arguments or a TrainConfig, got "
+            f"{type(run).__name__}"
+        )
     options = {k: v for k, v in run.items() if v is not UNSET}
     partition = options.pop("partition", None)
+    config = options.pop("config", None)
+    if config is not None and not isinstance(config, TrainConfig):
+        hint = (
+            "; train's options are keywords: train(g, workers=..., epochs=..., seed=...)"
+            if not isinstance(config, dict)
+            else "; pass a dict's fields as keywords: train(g, **options)"
+        )
+        raise TypeError(
+            f"config must be a zg.grappa.TrainConfig or None, got "
+            f"{type(config).__name__} {config!r:.60}{hint}"
+        )
     options = map_deprecated(options, stacklevel=4)
     unknown = sorted(set(options) - {f.name for f in fields(TrainConfig)})
     if unknown:
@@ -262,10 +273,21 @@ def _prepare(g: Graph, run: dict[str, Any]):
             else ""
         )
         raise TypeError(f"train() got unknown option(s) {unknown}; see zg.grappa.TrainConfig{hint}")
-    if "workers" not in options:  # train()'s default P, unless the trainer has its own
-        options["workers"] = _own_workers(options.get("trainer", "grappa")) or TRAIN_WORKERS
-    options = apply_preset(options)  # fields not given, from the preset (if any)
-    cfg = TrainConfig(**options).validated()
+    if config is None:
+        if "workers" not in options:  # train()'s default P, unless the trainer has its own
+            options["workers"] = _own_workers(options.get("trainer", "grappa")) or TRAIN_WORKERS
+        options = apply_preset(options)  # fields not given, from the preset (if any)
+        cfg = TrainConfig(**options).validated()
+    else:
+        if "preset" in options:
+            raise ValueError(
+                "preset= cannot override a config (a TrainConfig holds every field already); "
+                "build the config from the preset, TrainConfig.from_dict({'preset': "
+                f"{options['preset']!r}, ...}}), or pass preset= without a config"
+            )
+        cfg = replace(config, **options).validated()
+    if type(cfg.seed) is not int:  # a numpy int: the workers write it into JSON
+        cfg = replace(cfg, seed=int(cfg.seed))
     check_output_paths(
         cfg.history_path, cfg.model_path, cfg.checkpoint_dir
     )  # before any worker starts
@@ -302,9 +324,9 @@ def _run_many(rank: int, world: int, g: Graph, jobs: list[Any]) -> None:
 def train_many(g: Graph, runs: list[dict[str, Any]]) -> list[dict[str, Any]]:
     """Several runs, one after the other, in *one* set of worker processes.
 
-    Each run is a dict of :func:`train` arguments (``workers``, ``estimator``, ...,
-    ``partition``, ``history_path``); all must have the same number of workers, backend and
-    timeouts. A run here gives the same history as the same :func:`train` call (every run
+    Each run is a :class:`TrainConfig` or a dict of :func:`train` arguments (``config``,
+    ``partition`` and TrainConfig fields: ``workers``, ``estimator``, ..., ``history_path``);
+    all must have the same number of workers, backend and timeouts. A run here gives the same history as the same :func:`train` call (every run
     reseeds everything at its start); it only saves starting P processes per run.
     """
     return launch_prepared(g, prepare_many(g, runs))
@@ -318,7 +340,9 @@ def prepare_many(g: Graph, runs: list[dict[str, Any]]) -> list[Any]:
     if g.val_idx is None or g.val_idx.numel() == 0:
         raise ValueError("g has no validation nodes (val_idx); rank 0 evaluates on them")
     if isinstance(runs, dict) or not isinstance(runs, (list, tuple)) or not runs:
-        raise TypeError("runs must be a non-empty list of dicts of train() options")
+        raise TypeError(
+            "runs must be a non-empty list of dicts of train() options (or TrainConfigs)"
+        )
     prepared = [_prepare(g, run) for run in runs]
     first = prepared[0][0]
     folders = [cfg.checkpoint_dir for cfg, *_ in prepared if cfg.checkpoint_dir is not None]
@@ -390,3 +414,16 @@ def launch_prepared(g: Graph, prepared: list[Any]) -> list[dict[str, Any]]:
             if not keep:  # the temporary folder, also after a failure
                 shutil.rmtree(os.path.dirname(path), ignore_errors=True)
     return histories
+
+
+def __getattr__(name: str) -> Any:
+    """``IsolatedSource``, :class:`LocalData`'s name up to release 0.4: read with a warning."""
+    if name == "IsolatedSource":
+        warnings.warn(
+            "zg.grappa.train.IsolatedSource is now zg.grappa.local.LocalData (a worker's local "
+            "data); the old name goes in zg 0.6",
+            DeprecationWarning,
+            stacklevel=2,
+        )
+        return LocalData
+    raise AttributeError(f"module 'zg.grappa.train' has no attribute {name!r}")

@@ -3,11 +3,11 @@
 Where it sits: every part of the Grappa half that must know which trainer runs asks the
 trainer object (``cfg.trainer_object``), never its name; :data:`TRAINERS` is the one place that
 maps a name to its class. A trainer is a record of flags and the rules that follow from them;
-it builds nothing. What a worker builds from those flags (its source, the DDP hook or the
+it builds nothing. What a worker builds from those flags (its local data, the DDP hook or the
 parameter averaging) is :mod:`zg.grappa.roles`; the worker loop (:mod:`zg.grappa.worker`) is the
 same for all five:
 
-    trainer          source (what it samples)         gradients                     corrects
+    trainer          local data (what it samples)     gradients                     corrects
     grappa           its local graph (isolated)        DDP hook, estimator s_p       yes (batch)
     isolated         its local graph, never regrouped  DDP hook, mean                no
     psgd_pa          its local graph, never regrouped  none: parameters averaged      no

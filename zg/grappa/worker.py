@@ -1,8 +1,8 @@
 """One Grappa worker: the same :class:`zg.Engine` a single-process user runs, on its local graph.
 
 Where it sits: inside every worker process that :func:`zg.grappa.train` (or ``torchrun -m
-zg.grappa``) starts. Per super-epoch the worker's source (:mod:`zg.grappa.sources`) builds its
-local graph, weights and envelope, and the worker builds a ``zg.Engine`` over it with
+zg.grappa``) starts. Per super-epoch the worker's local data (:mod:`zg.grappa.local`, ``worker.local``) builds
+its local graph, weights and envelope, and the worker builds a ``zg.Engine`` over it with
 
 * ``forward``: the model wrapped in DDP with the estimator's communication hook
   (:mod:`zg.grappa.hook`), so backward all-reduces ``s_p * gradient`` (psgd_pa: no DDP; its
@@ -18,7 +18,7 @@ local graph, weights and envelope, and the worker builds a ``zg.Engine`` over it
 
 What differs between the trainers (grappa, isolated, psgd_pa, feature_fetch, single) is asked of
 the worker's role (:mod:`zg.grappa.roles`, chosen by the trainer's flags in
-:mod:`zg.grappa.trainers`): its source, whether DDP wraps the model, what happens after a step
+:mod:`zg.grappa.trainers`): its local data, whether DDP wraps the model, what happens after a step
 (psgd_pa's averaging). :func:`run_worker` builds those pieces, then runs a short loop per epoch:
 regroup if a new super-epoch starts, train the epoch, record, checkpoint.
 
@@ -171,7 +171,7 @@ def pin_threads(threads: int) -> None:
 
 
 class _Worker:
-    """A worker's pieces: its trainer and role, source, model (and what wraps it), optimizer,
+    """A worker's pieces: its trainer and role, local data, model (and what wraps it), optimizer,
     loss, overflow guard, ledger, the Engine of the current super-epoch and the kernel that
     ran."""
 
@@ -208,26 +208,26 @@ class _Worker:
         if self.full:
             self.model.set_kernel(cfg.kernel)
             self.kernel = kernels.resolve(cfg.kernel, device)
-        self.source = self.role.make_source(cfg, g, part, rank, world, device, self.ledger)
+        self.local = self.role.make_local_data(cfg, g, part, rank, world, device, self.ledger)
         self.net, hook_state = self.role.wrap(self.model, device, self.ledger, self.guard)
         self.account = EpochAccount()  # the epoch in progress (zg.grappa.account)
         self.times = AccountTimes(device)  # the steps' clock; the hook marks its hand-off
         if hook_state is not None:
             hook_state.account = self.times
         self.optimizer = make_optimizer(self.model, "adam", cfg.lr, cfg.weight_decay)
-        self.iterations = self.source.iterations
+        self.iterations = self.local.iterations
         self.loss = _EstimatorLoss(
-            cfg, self.source, rank, world, self.ledger, hook_state, self.guard, self.full
+            cfg, self.local, rank, world, self.ledger, hook_state, self.guard, self.full
         )
         self.engine: Engine | None = None
 
     def enter(self, s: int) -> None:
         """Regroup into super-epoch ``s`` (nothing if it is the current one): the local graph,
         weights, envelope and Engine last the whole super-epoch."""
-        if s == self.source.super_epoch:
+        if s == self.local.super_epoch:
             return
         start = time.perf_counter()
-        self.source.start_super_epoch(s)
+        self.local.start_super_epoch(s)
         self.engine = None if self.full else self._engine()
         self.account.add("repartitioning", time.perf_counter() - start)
 
@@ -259,9 +259,9 @@ class _Worker:
         if self.full:
             clock = self.times.begin()
             self.before_step(epoch, 0)
-            seed_dropout(batch_key(self.source.seed, epoch, 0))
+            seed_dropout(batch_key(self.local.seed, epoch, 0))
             clock.start()
-            graph = self.source.graph
+            graph = self.local.graph
             train_step(
                 self._whole_local_graph,
                 self.model,
@@ -285,43 +285,43 @@ class _Worker:
 
     def _whole_local_graph(self, clock=None) -> MiniBatch:
         """batching="full": one batch of every local training node over the whole local graph."""
-        seeds = self.source.train_nodes.to(self.device)
+        seeds = self.local.train_nodes.to(self.device)
         layers, device = self.cfg.num_layers, self.device
         return MiniBatch(
             seeds=seeds,
             num_seeds=torch.tensor(seeds.numel(), device=device),
-            blocks=[self.source.block] * layers,
+            blocks=[self.local.block] * layers,
             counts=torch.zeros(layers, dtype=torch.int64, device=device),
             overflowed=torch.zeros((), dtype=torch.bool, device=device),
         )
 
     def _engine(self) -> Engine:
         """The worker's Engine for the current super-epoch (the class a single process runs)."""
-        cfg, source = self.cfg, self.source
+        cfg, local = self.cfg, self.local
         guard = self.guard if self.guard is not None else OverflowGuard(cfg.num_layers, self.device)
         step = StepHooks(
-            nodes=source.train_nodes,
-            batches=source.batches,
+            nodes=local.train_nodes,
+            batches=local.batches,
             forward=self.net,
             loss=self.loss,
-            features=source.features,
+            features=local.features,
             guard=guard,
             before=self.before_step,
             after=self.after_step,
         )
         # "static": the fixed-shape step, never a CUDA Graph (DDP's hooks run Python in backward).
         engine = Engine(
-            source.graph,
+            local.graph,
             self.model,
             cfg.fanouts,
-            source.rows,
-            envelope=source.envelope if self.envelope_step else "worst_case",
+            local.rows,
+            envelope=local.envelope if self.envelope_step else "worst_case",
             mode="static" if self.envelope_step else "dynamic",
             device=self.device,
-            seed=source.seed,
+            seed=local.seed,
             optimizer=self.optimizer,
             kernel=self.cfg.kernel,
-            step=step,
+            hooks=step,
         )
         engine.observers = [self.times]  # the account's clock; no sync audit in a worker
         self.kernel = engine.settings.kernel
@@ -404,7 +404,7 @@ class _Run:
         sums = worker.loss.take()  # [6] float64, device: loss sum, seeds, lambda, scale x3
         comm = worker.ledger.take()
         host = [worker.train_seconds, worker.account.parts["repartitioning"]]
-        host += [worker.source.mean_coverage]
+        host += [worker.local.mean_coverage]
         host += [float(comm["bytes"][k]) for k in KINDS] + [float(comm["rounds"][k]) for k in KINDS]
         host += worker.account.row()  # the account's parts but "other" (PARTS order)
         host.append(worker.account.elapsed())  # this worker's epoch: since its last exchange
@@ -544,7 +544,7 @@ class _EstimatorLoss:
     def __init__(
         self,
         cfg: TrainConfig,
-        source,
+        local,
         rank: int,
         world: int,
         ledger: CommLedger,
@@ -552,7 +552,7 @@ class _EstimatorLoss:
         guard: OverflowGuard | None,
         full: bool,
     ):
-        self.trainer, self.source, self.rank, self.world = cfg.trainer_object, source, rank, world
+        self.trainer, self.local, self.rank, self.world = cfg.trainer_object, local, rank, world
         self.estimator = cfg.estimator_object
         self.ledger, self.hook_state, self.guard, self.full = ledger, hook_state, guard, full
         self.current: dict[str, torch.Tensor] = {}
@@ -562,7 +562,7 @@ class _EstimatorLoss:
         if self.full:  # whole-graph logits: keep the seeds' rows
             logits = logits.index_select(0, mb.seeds)
         per_seed, counted = per_seed_cross_entropy(logits, labels, mb.valid)  # [B], [B]
-        weights = self.source.weights.index_select(0, mb.seeds)  # [B]
+        weights = self.local.weights.index_select(0, mb.seeds)  # [B]
         lam = None
         if self.trainer.averages_models:  # its own mean; no gradient exchange
             counted_f = counted.to(per_seed.dtype)
@@ -616,7 +616,7 @@ class _EstimatorLoss:
         carries it."""
         kept = [self.per_batch[b] for b in sorted(self.per_batch)]
         self.per_batch = {}
-        device = self.source.weights.device
+        device = self.local.weights.device
         nan = torch.full((), float("nan"), dtype=torch.float64, device=device)
         zero = torch.zeros((), dtype=torch.float64, device=device)
         loss_sum = torch.stack([k["loss_sum"] for k in kept]).sum() if kept else zero
