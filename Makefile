@@ -13,7 +13,7 @@ export PYTHONHASHSEED := 0
 # slow torch's CPU kernels down by an order of magnitude.
 export OMP_WAIT_POLICY := PASSIVE
 
-.PHONY: help env lint format lab lab-instructor labs labs-check labs-wrong labs-right labs-mutants labs-variants labs-sandbox student-dist test-modern-all test test-fast test-modern report report-ci report-modern report-check docs docs-check bench clean
+.PHONY: help env lint format lab lab-instructor labs labs-check labs-wrong labs-right labs-mutants labs-variants labs-sandbox labs-sandbox-check student-dist test-modern-all test test-fast test-modern report report-ci report-modern report-check docs docs-check bench clean
 
 help:
 	@echo "make lab          set up .venv (reference env) and start JupyterLab in notebooks/"
@@ -35,6 +35,7 @@ help:
 	@echo "make labs-right   grade the alternative correct solutions of labs/right/: each earns every point"
 	@echo "make labs-mutants mutation-test the labs: every part kills >= 90% of its mutants (docs/course)"
 	@echo "make labs-variants labs-wrong, labs-right and labs-mutants in one pass (what .ci/run runs)"
+	@echo "make labs-sandbox-check  every lab's model solution earns full marks inside the grading sandbox"
 	@echo "make student-dist build what students get: the wheel and the released labs (dist/student/)"
 	@echo "make lab-instructor  JupyterLab in labs/ (nbgrader's formgrader manages the course there)"
 
@@ -88,12 +89,19 @@ labs-variants: env
 	PYTHONPATH=$(CURDIR) $(PY) tools/labs_variants.py --write docs/course/mutation_scores.md
 
 # `make labs-sandbox LAB=02_fixed_shape_sampler`: grade every collected submission of a lab,
-# each in its own sandbox (tools/labs_sandbox.py: namespaces, user nobody, no network, killed
-# at TIMEOUT seconds); the reports go to labs/sandbox-<lab>.json.
+# each in its own sandbox (tools/labs_sandbox.py: namespaces, an allow-listed read-only file
+# view, user nobody, loopback only, memory/process/output limits, killed at TIMEOUT seconds
+# and with the grader); the reports go to labs/sandbox-<lab>.json. A malformed submission is
+# reported (0 points) and the batch goes on; the exit status is then 1.
 TIMEOUT ?= 600
 labs-sandbox: env
 	@test -n "$(LAB)" || (echo "usage: make labs-sandbox LAB=<lab, e.g. 02_fixed_shape_sampler>" && exit 2)
 	PYTHONPATH=$(CURDIR) $(PY) tools/labs_sandbox.py --timeout $(TIMEOUT) --json labs/sandbox-$(LAB).json labs/submitted/*/$(LAB)/$(LAB).ipynb
+
+# `make labs-sandbox-check`: every lab's model solution (labs/source/, as labs-check grades it)
+# earns full marks inside the sandbox (about 2.5 minutes on 2 cores; what .ci/run runs).
+labs-sandbox-check: env
+	PYTHONPATH=$(CURDIR) $(PY) tools/labs_sandbox.py --check --timeout $(TIMEOUT)
 
 # `make lint`: what the pre-commit hooks check (.pre-commit-config.yaml), on every tracked file.
 STORED_NOTEBOOKS = $(NOTEBOOKS) $(wildcard labs/source/*/*.ipynb)

@@ -21,6 +21,27 @@ ROOT = Path(__file__).resolve().parent.parent
 sys.path.insert(0, str(ROOT))
 from zg.experiments import results
 
+
+def _markdown_text():
+    """tools/markdown_text.py (the renderers' one escaping rule), loaded by path."""
+    import importlib.util
+
+    spec = importlib.util.spec_from_file_location(
+        "zg_markdown_text", Path(__file__).with_name("markdown_text.py")
+    )
+    module = importlib.util.module_from_spec(spec)
+    spec.loader.exec_module(module)
+    return module
+
+
+# Text read from a result file (a figure, its "where", a machine note) is escaped as text.
+_cell = _markdown_text().cell
+
+
+def text(value: object) -> str:
+    return _cell(value, pipes=False)  # render() escapes "|" in every cell of a row
+
+
 OUT = ROOT / "CLAIMS.md"
 SPEC = Path(__file__).with_name("claims.toml")  # the claims, their metrics and criteria
 RESULTS = results.RESULTS_DIR
@@ -125,16 +146,17 @@ def row(c: dict, folder: Path = RESULTS) -> list[str]:
     figs = "; ".join(
         f"`{f}` {name}: "
         + (
-            results.fmt(m)
+            text(results.fmt(m))
             + (" (projected)" if m["where"].startswith("projected") else "")
-            + f" [{m['where']}]"
+            + f" [{text(m['where'])}]"
             if m
             else "not measured"
         )
         for (f, m, _), (_, name, _) in zip(found, c["metrics"])
     )
     machines = (
-        "; ".join(dict.fromkeys(f"`{f}`: {machine_label(n)}" for f, _, n in found if n)) or "-"
+        "; ".join(dict.fromkeys(f"`{f}`: {text(machine_label(n))}" for f, _, n in found if n))
+        or "-"
     )
     return [c["claim"], c["paper"], figs, c["where"], machines, v]
 
@@ -173,9 +195,9 @@ def main(argv=None) -> int:
     ap = argparse.ArgumentParser(description=__doc__.split("\n")[0])
     ap.add_argument("--check", action="store_true", help="exit 1 if CLAIMS.md is stale")
     args = ap.parse_args(argv)
-    text = render()
+    rendered = render()
     if args.check:
-        if not OUT.exists() or OUT.read_text() != text:
+        if not OUT.exists() or OUT.read_text() != rendered:
             print(
                 "CLAIMS.md is out of date with bench/results/*.json: run `python tools/claims.py`",
                 file=sys.stderr,
@@ -183,7 +205,9 @@ def main(argv=None) -> int:
             return 1
         print("CLAIMS.md is up to date")
         return 0
-    OUT.write_text(text)
+    from zg._io import atomic_write  # the kit's one writer: a link kept, the mode kept
+
+    atomic_write(OUT, lambda f: f.write(rendered), name="CLAIMS.md", text=True)
     print(f"wrote {OUT.relative_to(ROOT)} ({len(CLAIMS)} claims)")
     return 0
 

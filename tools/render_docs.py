@@ -24,6 +24,11 @@ Two more kinds come from the code itself, not from a result file (``tools/route.
     (every module of the package with its docstring's first sentence, docs/layout.md)
     <!-- /zg:modules -->
 
+Every value read from a result file is written as text (``tools/markdown_text.py``): HTML, the
+block markers above and Markdown syntax in a value are escaped, so a value can neither end or
+open a block nor break a table or add a link. Pages are written through the kit's one writer
+(``zg._io.atomic_write``: a linked page keeps its link, a page keeps its mode).
+
 Usage:
 
     python tools/render_docs.py            # rewrite every block in README.md and docs/*.md
@@ -85,9 +90,22 @@ class Problem(NamedTuple):
         return f"{self.path}:{self.line}: {self.message}"
 
 
-def cell(text: object) -> str:
-    """A value as one Markdown table cell (no newlines, pipes escaped)."""
-    return " ".join(str(text).split()).replace("|", "\\|") if text is not None else ""
+def _load_tool(name: str):
+    """A script beside this one (tools/<name>.py), loaded by path: tools/ is not a package."""
+    import importlib.util
+
+    spec = importlib.util.spec_from_file_location(
+        f"zg_{name}", Path(__file__).with_name(f"{name}.py")
+    )
+    module = importlib.util.module_from_spec(spec)
+    spec.loader.exec_module(module)
+    return module
+
+
+# Every value from a result file is written through these two (tools/markdown_text.py): HTML,
+# the block markers and Markdown syntax in a value are escaped, shown as text.
+_markdown = _load_tool("markdown_text")
+cell, code = _markdown.cell, _markdown.code
 
 
 def headline_table(doc: dict, name: str) -> str:
@@ -100,17 +118,24 @@ def headline_table(doc: dict, name: str) -> str:
     ]
     for m in doc["headline"]:
         lines.append(
-            f"| `{m['name']}` | {cell(results.fmt(m))} | {cell(m['compared_to'] or '')} "
+            f"| {code(m['name'])} | {cell(results.fmt(m))} | {cell(m['compared_to'] or '')} "
             f"| {cell(m['where'])} |"
         )
-    source = f"`bench/results/{name}.json`"
+    source = code(f"bench/results/{name}.json")
     lines += ["", f"Machine: {cell(machine_label(doc['machine']))} ({source})."]
     return "\n" + "\n".join(lines) + "\n"
 
 
 def load_cached(name: str, results_dir: Path, cache: dict) -> dict:
+    """The result file ``name`` of ``results_dir``, read once; a path that is a folder or not a
+    regular file is a ValueError naming it (so a problem line, not a traceback)."""
     if name not in cache:
-        cache[name] = results.load(results_dir / f"{name}.json")
+        path = results_dir / f"{name}.json"
+        if path.is_dir():
+            raise ValueError(f"{path} is a folder, not a result file")
+        if path.exists() and not path.is_file():
+            raise ValueError(f"{path} is not a regular file, so not a result file")
+        cache[name] = results.load(path)
     return cache[name]
 
 
@@ -135,8 +160,8 @@ def metrics_table(args: list[str], results_dir: Path, cache: dict) -> str:
         doc = load_cached(name, results_dir, cache)
         m = results.metric(doc, metric_name)
         lines.append(
-            f"| `{m['name']}` | {cell(results.fmt(m))} | {cell(m['compared_to'] or '')} "
-            f"| {cell(m['where'])} | `{name}.json`, {cell(machine_short(doc['machine']))} |"
+            f"| {code(m['name'])} | {cell(results.fmt(m))} | {cell(m['compared_to'] or '')} "
+            f"| {cell(m['where'])} | {code(name + '.json')}, {cell(machine_short(doc['machine']))} |"
         )
     return "\n" + "\n".join(lines) + "\n"
 
@@ -162,7 +187,7 @@ def render_block(kind: str, args: list[str], results_dir: Path, cache: dict) -> 
     doc = load_cached(name, results_dir, cache)
     if kind == "headline":
         return headline_table(doc, name)
-    return results.fmt(results.metric(doc, args[1]))
+    return cell(results.fmt(results.metric(doc, args[1])))
 
 
 def render_text(
@@ -181,7 +206,7 @@ def render_text(
         out.append(text[pos : match.start("body")])
         try:
             body = render_block(kind, args, results_dir, cache)
-        except (FileNotFoundError, KeyError, ValueError) as e:
+        except (OSError, KeyError, ValueError) as e:  # OSError: a file that cannot be read
             message = e.args[0] if isinstance(e, KeyError) and e.args else str(e)
             problems.append(Problem(path, line, f"zg:{kind} {' '.join(args)}: {message}"))
             body = match["body"]
@@ -240,7 +265,8 @@ def run(files: list[Path], results_dir: Path, check: bool, out=sys.stdout) -> in
     status, blocks, stale = 0, 0, []
     for path in files:
         if not path.is_file():
-            print(f"{path}: no such Markdown file", file=out)
+            what = "a folder, not a Markdown file" if path.is_dir() else "no such Markdown file"
+            print(f"{path}: {what}", file=out)
             status = 1
             continue
         text = path.read_text()
@@ -262,7 +288,9 @@ def run(files: list[Path], results_dir: Path, check: bool, out=sys.stdout) -> in
                 stale.append(path)
                 status = 1
             else:
-                path.write_text(new)
+                from zg._io import atomic_write  # the kit's one writer: links kept, mode kept
+
+                atomic_write(path, lambda f, text=new: f.write(text), name="file", text=True)
                 print(f"rewrote {path}", file=out)
     if status == 0:
         print(f"render_docs: {blocks} blocks in {len(files)} files are current", file=out)

@@ -73,14 +73,14 @@ zg.grappa.train                              # the options of one run
             zg.grappa.worker.run_worker
               zg.grappa.worker._run_worker   # the epoch loop
                 zg.grappa.worker._Worker.__init__
-                  zg.grappa.roles.Role.wrap  # DDP, with estimator_hook registered
+                  zg.grappa.roles.Role.exchange  # the one exchange, built once per worker
                 zg.grappa.worker._Worker.enter
                   zg.grappa.worker._Worker._engine     # the worker's zg.Engine
                 zg.grappa.worker._Worker.train_epoch
                   zg.Engine.train_epoch      # the batch walk above, on the local graph
                     zg.Engine._train_batch   # step_shapes="envelope" goes through _static_step
-                      zg.step.train_step     # DDP runs the hook inside backward
-                        zg.grappa.hook.estimator_hook  # the exchange: scale, all_reduce SUM
+                      zg.step.train_step     # after backward: StepHooks.reduce
+                        zg.grappa.exchange.GradientExchange.__call__  # scale, one all_reduce SUM
 """
 
 WALKS = {"batch": BATCH, "batch_fused": BATCH_FUSED, "grappa": GRAPPA}

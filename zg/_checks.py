@@ -10,9 +10,13 @@ coerced silently: ``1.5``, ``True`` and ``"3"`` are not ints.
 
 from __future__ import annotations
 
+import contextlib
+import errno
 import math
 import os
-from collections.abc import Sequence
+import re
+import stat
+from collections.abc import Iterator, Sequence
 from pathlib import Path
 from typing import Any
 
@@ -293,10 +297,102 @@ def path_arg(value: Any, name: str = "path") -> Path:
     )
 
 
+# ----------------------------------------------------------------------------- paths: one rule
+#
+# The kit's one rule for a path it reads or writes: every symbolic link is followed, to the end
+# of its chain. A file written at a link replaces the link's final target (atomically, in the
+# target's folder): the link stays and names the fresh file. A link whose chain ends nowhere
+# (dangling) or never ends (a loop) is refused. Whether an output is one of a run's inputs is
+# decided on the same final targets (and on the files' identity, device and inode).
+
+
+def _kind(mode: int) -> str:
+    """What a file-system entry is, in words, from its ``st_mode``."""
+    for test, words in (
+        (stat.S_ISREG, "a regular file"),
+        (stat.S_ISDIR, "a directory"),
+        (stat.S_ISFIFO, "a named pipe (FIFO)"),
+        (stat.S_ISSOCK, "a socket"),
+        (stat.S_ISCHR, "a character device"),
+        (stat.S_ISBLK, "a block device"),
+        (stat.S_ISLNK, "a symbolic link"),
+    ):
+        if test(mode):
+            return words
+    return "a special file"
+
+
+def _os_problem(exc: OSError) -> str:
+    """An OSError met while walking a path, as the reason a user can act on."""
+    if exc.errno == errno.ELOOP:
+        return (
+            "its symbolic links form a loop (or a chain longer than the system follows); "
+            "point the link at a real file or folder"
+        )
+    if exc.errno == errno.ENAMETOOLONG:
+        longest = max((len(os.fsencode(p)) for p in Path(exc.filename or "").parts), default=0)
+        return (
+            f"the path is too long for the file system (its longest name is {longest} bytes; "
+            "most file systems allow 255 per name and 4096 in all)"
+        )
+    if exc.errno == errno.ENOTDIR:
+        return "a part of it is a file, not a folder"
+    if exc.errno in (errno.EACCES, errno.EPERM):
+        return "permission denied on the way to it"
+    return exc.strerror or str(exc)
+
+
+def path_problem(name: str, path: Any, exc: OSError) -> ValueError:
+    """A ValueError naming the argument, the path the user gave and why it cannot be used."""
+    shown = os.fspath(path)
+    shown = repr(shown) if len(shown) <= 200 else f"{shown[:60]!r}...{shown[-40:]!r}"
+    return ValueError(f"{name} {shown}: {_os_problem(exc)}")
+
+
+def resolved_path(value: Any, name: str = "path") -> Path:
+    """The final target of ``value``: an absolute path with every symbolic link followed (the
+    kit's one rule for paths, see above). A path that does not exist yet resolves as far as it
+    exists. Raises ValueError naming ``name``: a dangling link, a loop of links, a name too long
+    for the file system, a folder the process may not enter."""
+    path = path_arg(value, name)
+    try:
+        return Path(os.path.realpath(path, strict=True))
+    except (FileNotFoundError, NotADirectoryError):
+        pass  # absent, or a part of it is a file: the caller says which
+    except OSError as exc:  # a loop, a name too long, no permission
+        raise path_problem(name, path, exc) from None
+    if os.path.islink(path):
+        raise ValueError(
+            f"{name} {str(path)!r} is a symbolic link to {os.readlink(path)!r}, which does not "
+            "exist (a dangling link); create the target first or give another path"
+        )
+    return Path(os.path.realpath(path))
+
+
+def path_kind(value: Any, name: str = "path") -> tuple[Path, int | None]:
+    """``(final target, st_mode)`` of ``value`` (every link followed), ``st_mode`` None when
+    nothing is there; every problem on the way a ValueError naming ``name``."""
+    target = resolved_path(value, name)
+    try:
+        return target, os.stat(target).st_mode
+    except (FileNotFoundError, NotADirectoryError):
+        return target, None
+    except OSError as exc:
+        raise path_problem(name, value, exc) from None
+
+
+def _named(name: str, path: Path, target: Path) -> str:
+    """``name 'path'``, and where a link leads when the path is one."""
+    shown = f"{name} {str(path)!r}"
+    if os.path.islink(path):
+        shown += f" (a symbolic link to {str(target)!r})"
+    return shown
+
+
 def _nearest_existing(path: Path) -> Path:
     """``path`` itself or its closest ancestor that exists."""
     path = Path(os.path.abspath(path))
-    while not path.exists() and path != path.parent:
+    while not os.path.lexists(path) and path != path.parent:
         path = path.parent
     return path
 
@@ -316,15 +412,30 @@ def _try_writing_in(folder: Path, name: str, path: Path) -> None:
         ) from None
 
 
-def output_file_arg(value: Any, name: str = "path", *, make_parents: bool = False) -> Path:
-    """A path a file can be written at: not a directory; its folder exists (or, with
-    ``make_parents``, can be created) and a file can be created in it (tried: a temporary file
-    is created and removed). Raises before anything is written."""
+def output_target(value: Any, name: str = "path", *, make_parents: bool = False) -> Path:
+    """The file a write at ``value`` replaces or creates, after every check that can be made
+    before writing; raises TypeError / ValueError naming ``name`` and the path.
+
+    The path is followed to its final target (the kit's one rule, see :func:`resolved_path`),
+    which must be a regular file or absent: a directory, a named pipe, a socket or a device is
+    refused (an atomic write would replace it: as root, ``/dev/null`` itself), as are a dangling
+    link and a loop. Its folder must exist (or, with ``make_parents``, be creatable) and a file
+    must really be creatable in it (tried: a temporary file is created and removed)."""
     path = path_arg(value, name)
-    if path.is_dir():
-        raise ValueError(f"{name} {str(path)!r} is a directory; give a file path inside it")
-    folder = Path(os.path.abspath(path)).parent
-    if not folder.is_dir():
+    target, mode = path_kind(path, name)
+    if mode is not None:
+        if stat.S_ISDIR(mode):
+            raise ValueError(
+                f"{_named(name, path, target)} is a directory; give a file path inside it"
+            )
+        if not stat.S_ISREG(mode):
+            kind = _kind(mode)
+            raise ValueError(
+                f"{_named(name, path, target)} is {kind}, not a regular file; zg writes only "
+                f"regular files (writing here would replace {kind}): give a file path"
+            )
+    folder = target.parent
+    if not os.path.isdir(folder):
         existing = _nearest_existing(folder)
         if not existing.is_dir():
             raise ValueError(f"{name} {str(path)!r}: {str(existing)!r} is a file, not a folder")
@@ -332,21 +443,58 @@ def output_file_arg(value: Any, name: str = "path", *, make_parents: bool = Fals
             raise ValueError(f"{name} {str(path)!r}: the folder {str(folder)!r} does not exist")
         folder = existing
     _try_writing_in(folder, name, path)
+    return target
+
+
+def output_file_arg(value: Any, name: str = "path", *, make_parents: bool = False) -> Path:
+    """A path a file can be written at (see :func:`output_target` for the checks), returned as
+    the user gave it. Raises before anything is written."""
+    path = path_arg(value, name)
+    output_target(path, name, make_parents=make_parents)
     return path
 
 
 def output_folder_arg(value: Any, name: str) -> Path:
     """A folder files can be written into: an existing directory a file can be created in, or a
     path that can be created (a file can be created in its nearest existing ancestor). Tried,
-    not asked of ``os.access``."""
+    not asked of ``os.access``. Links are followed (a dangling link or a loop is refused)."""
     path = path_arg(value, name)
-    if path.exists() and not path.is_dir():
-        raise ValueError(f"{name} {str(path)!r} is a file, not a folder")
-    existing = _nearest_existing(path)
+    target, mode = path_kind(path, name)
+    if mode is not None and not stat.S_ISDIR(mode):
+        kind = "a file" if stat.S_ISREG(mode) else _kind(mode)
+        raise ValueError(f"{_named(name, path, target)} is {kind}, not a folder")
+    existing = _nearest_existing(target)
     if not existing.is_dir():
         raise ValueError(f"{name} {str(path)!r}: {str(existing)!r} is a file, not a folder")
     _try_writing_in(existing, name, path)
     return path
+
+
+def input_conflict(output: Any, inputs: Sequence[Any], name: str = "path") -> Any:
+    """The first of ``inputs`` (files or folders a run reads) that writing ``output`` would
+    overwrite, else None: ``output`` is that input or lies inside that input folder. Both sides
+    are followed to their final targets (the one rule of :func:`resolved_path`), and the same file
+    or folder under another name (device and inode: a hard link, a bind mount) counts as the
+    same."""
+    target = resolved_path(output, name)
+    for given in inputs:
+        if given is None:
+            continue
+        try:
+            source = Path(os.path.realpath(os.fspath(given), strict=True))
+        except (OSError, TypeError, ValueError):
+            continue  # what does not exist (or is no path) cannot be overwritten
+        if target == source or source in target.parents:
+            return given
+        for place in (target, *target.parents):  # the same file or folder by another name
+            try:
+                if os.path.samefile(place, source):
+                    return given
+            except OSError:
+                pass
+            if not os.path.isdir(source):
+                break  # a file input: only the target itself can be it
+    return None
 
 
 # ----------------------------------------------------------------------------- memory
@@ -364,14 +512,52 @@ def machine_memory(device: Any = None) -> tuple[int, int]:
         free, total = torch.cuda.mem_get_info(dev)
         return int(free), int(total)
     total = os.sysconf("SC_PAGE_SIZE") * os.sysconf("SC_PHYS_PAGES")
+    available = total
     try:
         with open("/proc/meminfo", encoding="ascii") as f:
             for line in f:
                 if line.startswith("MemAvailable:"):
-                    return int(line.split()[1]) * 1024, int(total)
+                    available = int(line.split()[1]) * 1024
+                    break
     except (OSError, ValueError, IndexError):
         pass
-    return int(total), int(total)
+    # A process limit is this process's machine: what is left of its address space
+    # (RLIMIT_AS, ulimit -v) and of its cgroup's memory (a container's limit).
+    for limit, used in (_address_space(), _cgroup_memory()):
+        if limit is not None:
+            total = min(total, limit)
+            available = min(available, max(0, limit - used))
+    return int(available), int(total)
+
+
+def _address_space() -> tuple[int | None, int]:
+    """(RLIMIT_AS soft limit or None, this process's virtual size) in bytes."""
+    try:
+        import resource
+
+        soft = resource.getrlimit(resource.RLIMIT_AS)[0]
+        if soft == resource.RLIM_INFINITY:
+            return None, 0
+        with open("/proc/self/status", encoding="ascii") as f:
+            for line in f:
+                if line.startswith("VmSize:"):
+                    return int(soft), int(line.split()[1]) * 1024
+        return int(soft), 0
+    except (ImportError, OSError, ValueError, IndexError):
+        return None, 0
+
+
+def _cgroup_memory() -> tuple[int | None, int]:
+    """(cgroup v2 memory.max or None, memory.current) in bytes."""
+    try:
+        with open("/sys/fs/cgroup/memory.max", encoding="ascii") as f:
+            text = f.read().strip()
+        if text == "max":
+            return None, 0
+        with open("/sys/fs/cgroup/memory.current", encoding="ascii") as f:
+            return int(text), int(f.read().strip())
+    except (OSError, ValueError):
+        return None, 0
 
 
 def memory_arg(nbytes: float, what: str, device: Any = None) -> None:
@@ -387,3 +573,31 @@ def memory_arg(nbytes: float, what: str, device: Any = None) -> None:
             f"{what} needs at least {_gib(nbytes)}, and {where} has {_gib(available)} available "
             f"({_gib(total)} in all); choose smaller sizes"
         )
+
+
+OUT_OF_MEMORY_WORDS = ("can't allocate memory", "out of memory", "cannot allocate memory")
+
+
+@contextlib.contextmanager
+def out_of_memory_names(what: str) -> Iterator[None]:
+    """The net under :func:`memory_arg`'s estimates (which are lower bounds): an allocation in
+    the block that fails anyway (the allocator's RuntimeError, numpy's or Python's
+    MemoryError) is raised as a one-line ``MemoryError`` naming ``what``, not the allocator's
+    traceback from deep inside torch."""
+    try:
+        yield
+    except (RuntimeError, MemoryError) as exc:
+        text = str(exc)
+        if isinstance(exc, RuntimeError) and not any(
+            w in text.lower() for w in OUT_OF_MEMORY_WORDS
+        ):
+            raise
+        if isinstance(exc, MemoryError) and " needs at least " in text:
+            raise  # memory_arg's own refusal names its sizes already
+        asked = re.search(r"allocate (\d+) bytes", text)
+        detail = (
+            f"an allocation of {_gib(int(asked.group(1)))} failed" if asked else "out of memory"
+        )
+        raise MemoryError(
+            f"{what} could not be allocated on this machine ({detail}); choose smaller sizes"
+        ) from None

@@ -1,25 +1,38 @@
 """Writing a file all at once or not at all: the one atomic-write helper of the package.
 
-Everything zg writes for a user (graph files, benchmark results, reports) goes through
-:func:`atomic_write`: the content is written to a temporary file in the same folder, flushed to
-disk and renamed over the target, so a crash or a full disk never leaves a half-written file at
-the path, and the temporary file is removed on every failure. Errors name the path the user
-gave, never the temporary file.
+Everything zg writes for a user (graph files, benchmark results, reports, checkpoints) goes
+through :func:`atomic_write`: the path is followed to its final target (a symbolic link is kept
+and its target written), which must be a regular file or absent; the content is written to a
+temporary file in the target's folder, flushed to disk and renamed over the target, so a crash
+or a full disk never leaves a half-written file at the path, and the temporary file is removed
+on every failure. A new file gets the umask's permissions, a replaced one keeps its own. Errors
+name the path the user gave, never the temporary file. :func:`read_json_config` reads a config
+file with a size bound.
 """
 
 from __future__ import annotations
 
 import errno
+import json
 import os
 import shutil
+import stat
 import tempfile
 from collections.abc import Callable
 from pathlib import Path
 from typing import IO, Any
 
-from ._checks import output_file_arg
+from ._checks import _kind, output_target, path_arg, path_kind
 
-__all__ = ["atomic_write", "os_error_naming", "graph_fingerprint", "fingerprint_mismatch"]
+__all__ = [
+    "atomic_write",
+    "read_json_config",
+    "exchange_paths",
+    "current_umask",
+    "os_error_naming",
+    "graph_fingerprint",
+    "fingerprint_mismatch",
+]
 
 
 # What a write that ran out of room says: no space, over quota, over a file-size limit.
@@ -48,6 +61,35 @@ def os_error_naming(exc: OSError, name: str, path: Path, doing: str) -> OSError:
     return OSError(exc.errno, message) if exc.errno is not None else type(exc)(message)
 
 
+def current_umask() -> int:
+    """The process's umask, read without changing it where the system allows (Linux's
+    ``/proc/self/status``); elsewhere set and restored at once."""
+    try:
+        with open("/proc/self/status", encoding="ascii") as f:
+            for line in f:
+                if line.startswith("Umask:"):
+                    return int(line.split()[1], 8)
+    except (OSError, ValueError, IndexError):
+        pass
+    mask = os.umask(0o022)
+    os.umask(mask)
+    return mask
+
+
+def _fsync_folder(folder: Path) -> None:
+    """Flush a folder's entries (a rename) to disk, where the system allows it."""
+    try:
+        fd = os.open(folder, os.O_RDONLY)
+    except OSError:
+        return
+    try:
+        os.fsync(fd)
+    except OSError:
+        pass
+    finally:
+        os.close(fd)
+
+
 def atomic_write(
     path: Any,
     write: Callable[[IO], Any],
@@ -55,9 +97,22 @@ def atomic_write(
     name: str = "path",
     text: bool = False,
     make_parents: bool = False,
-    mode: int = 0o644,
+    mode: int | None = None,
 ) -> Path:
-    """Write a file at ``path`` with ``write(f)`` and return the path.
+    """Write a file at ``path`` with ``write(f)`` and return the path: the one writer of every
+    file the kit writes for a user.
+
+    What it promises (``docs/reliability.md``, "Writers and files"; ``tests/core/test_writer.py``):
+
+    * Only a regular file is ever replaced. ``path`` is followed to its final target (every
+      symbolic link, :func:`zg._checks.resolved_path`): a link is kept and its target is
+      written; a dangling link, a loop of links, a directory, a named pipe, a socket or a device
+      is refused (an atomic write would replace it: run as root, ``/dev/null`` itself).
+    * All or nothing: the content goes to a temporary file in the target's folder, is flushed
+      to disk and renamed over the target, so a crash or a full disk never leaves a half-written
+      file, and the temporary file is removed on every failure.
+    * Permissions as the user would expect of a plain write: a new file gets ``0o666`` less the
+      umask, a replaced file keeps its mode (and, where the process may, its owner and group).
 
     Args:
         path: str or os.PathLike, the file to (over)write.
@@ -65,32 +120,54 @@ def atomic_write(
             whatever it writes becomes the file's content.
         name: the argument's name in error messages (``"path"``, ``"history_path"``, ...).
         make_parents: create missing folders on the way to ``path`` (else they must exist).
-        mode: the finished file's permission bits (``mkstemp`` would leave them owner-only).
+        mode: the finished file's permission bits, overriding the rule above (None: the rule).
     Raises:
         TypeError / ValueError naming ``name`` and ``path`` before anything is written: not a
-        path, a directory, a missing or read-only folder. ``OSError`` (the original errno and
-        subclass, the message naming ``path``) when the write itself fails, e.g. a full disk.
-        Any other exception of ``write`` passes through unchanged. In every failure the old file at
-        ``path``, if any, is untouched and no temporary file is left.
+        path, not a regular file, a missing or read-only folder, a dangling link, a loop, a
+        name too long. ``OSError`` (the original errno and subclass, the message naming
+        ``path``) when the write itself fails, e.g. a full disk. Any other exception of
+        ``write`` passes through unchanged. In every failure the old file at ``path``, if any,
+        is untouched and no temporary file is left.
     """
-    path = output_file_arg(path, name, make_parents=make_parents)
-    folder = Path(os.path.abspath(path)).parent
+    path = path_arg(path, name)
+    target = output_target(path, name, make_parents=make_parents)
+    folder = target.parent
     if make_parents:
         try:
             folder.mkdir(parents=True, exist_ok=True)
         except OSError as exc:
             raise os_error_naming(exc, name, path, "create the folder of") from exc
     try:
-        fd, tmp = tempfile.mkstemp(dir=folder, prefix=f".{path.name}.", suffix=".tmp")
+        old = os.stat(target)
+    except FileNotFoundError:
+        old = None
+    except OSError as exc:
+        raise os_error_naming(exc, name, path, "write") from exc
+    if mode is None:
+        mode = stat.S_IMODE(old.st_mode) if old is not None else 0o666 & ~current_umask()
+    try:
+        fd, tmp = tempfile.mkstemp(dir=folder, prefix=f".{target.name[:200]}.", suffix=".tmp")
     except OSError as exc:
         raise os_error_naming(exc, name, path, "write") from exc
     try:
         with os.fdopen(fd, "w" if text else "wb", **({"encoding": "utf-8"} if text else {})) as f:
+            if old is not None and (old.st_uid, old.st_gid) != (os.geteuid(), os.getegid()):
+                try:  # only root (or the owner, for the group) may give a file away
+                    os.fchown(f.fileno(), old.st_uid, old.st_gid)
+                except OSError:
+                    pass
+            os.fchmod(f.fileno(), mode)  # after fchown, which clears set-id bits
             write(f)
             f.flush()
             os.fsync(f.fileno())
-        os.chmod(tmp, mode)
-        os.replace(tmp, path)
+        # Checked again just before the rename: something other than a regular file may have
+        # appeared at the target since (a FIFO, a device node): it is never replaced.
+        _, now = path_kind(path, name)
+        if now is not None and not stat.S_ISREG(now):
+            raise ValueError(
+                f"{name} {str(path)!r} became {_kind(now)} while it was written; not replaced"
+            )
+        os.replace(tmp, target)
     except BaseException as exc:
         try:
             os.unlink(tmp)
@@ -99,7 +176,87 @@ def atomic_write(
         if isinstance(exc, OSError):  # a full disk, a vanished folder, ...
             raise os_error_naming(exc, name, path, "write") from exc
         raise
+    _fsync_folder(folder)
     return path
+
+
+# ----------------------------------------------------------------------------- swapping folders
+
+_RENAME_EXCHANGE = 2  # linux/fs.h
+_AT_FDCWD = -100
+
+
+def exchange_paths(a: Any, b: Any) -> bool:
+    """Swap two existing paths in one atomic step (Linux ``renameat2(RENAME_EXCHANGE)``): at
+    every instant each name holds one of the two complete entries. Returns False, changing
+    nothing, where the system or the file system cannot (another OS, an old kernel, a file
+    system without it); any other failure is an OSError naming ``b``."""
+    import ctypes
+
+    try:
+        libc = ctypes.CDLL(None, use_errno=True)
+        renameat2 = libc.renameat2
+    except (OSError, AttributeError):
+        return False
+    renameat2.argtypes = [
+        ctypes.c_int,
+        ctypes.c_char_p,
+        ctypes.c_int,
+        ctypes.c_char_p,
+        ctypes.c_uint,
+    ]
+    renameat2.restype = ctypes.c_int
+    if renameat2(_AT_FDCWD, os.fsencode(a), _AT_FDCWD, os.fsencode(b), _RENAME_EXCHANGE) == 0:
+        return True
+    err = ctypes.get_errno()
+    if err in (errno.ENOSYS, errno.EINVAL, errno.EOPNOTSUPP):
+        return False
+    raise OSError(err, os.strerror(err), os.fspath(b))
+
+
+# ----------------------------------------------------------------------------- config files
+
+CONFIG_LIMIT = 1 << 20  # bytes: a config is a small JSON object of settings
+
+
+def read_json_config(path: Any, name: str = "--config", *, limit: int = CONFIG_LIMIT) -> Any:
+    """The JSON value of the config file at ``path``, read with a size bound.
+
+    Raises TypeError / ValueError naming ``name`` and the path: not a regular file (a folder, a
+    named pipe or a device such as ``/dev/zero`` could block or never end), over ``limit``
+    bytes (1 MiB), a dangling link or a loop, unreadable, not UTF-8, not JSON, or nested too
+    deeply to read. Nothing else is checked here (the caller checks the value)."""
+    path = path_arg(path, name)
+    target, kind = path_kind(path, name)
+    if kind is not None and not stat.S_ISREG(kind):
+        raise ValueError(
+            f"{name} {path}: is {_kind(kind)}, not a regular file; a config is a JSON file"
+        )
+    too_big = (
+        f"{name} {path}: is over {limit:,} bytes, more than a config may be (a config is a "
+        "small JSON object of settings; is it the right file?)"
+    )
+    try:
+        with open(target, "rb") as f:
+            if os.fstat(f.fileno()).st_size > limit:
+                raise ValueError(too_big)
+            data = f.read(limit + 1)
+    except OSError as exc:
+        raise ValueError(
+            f"{name} {path}: cannot read a JSON config ({type(exc).__name__}: {exc})"
+        ) from None
+    if len(data) > limit:
+        raise ValueError(too_big)
+    try:
+        return json.loads(data.decode("utf-8"))
+    except RecursionError:
+        raise ValueError(
+            f"{name} {path}: nested too deeply to read (a config is a flat JSON object of settings)"
+        ) from None
+    except (UnicodeDecodeError, ValueError) as exc:  # JSONDecodeError is a ValueError
+        raise ValueError(
+            f"{name} {path}: cannot read a JSON config ({type(exc).__name__}: {exc})"
+        ) from None
 
 
 # ----------------------------------------------------------------------------- a graph's identity

@@ -24,6 +24,7 @@ import importlib.metadata
 import json
 import math
 import os
+import stat
 import subprocess
 import sys
 import time
@@ -121,36 +122,42 @@ def _positive_float(text: str) -> float:
 def _check_output(
     parser: argparse.ArgumentParser, flag: str, path: str | None, inputs: Sequence[Any] = ()
 ) -> None:
-    """An output path must be writable before anything runs: its folder exists, it is no
-    folder, it is none of the ``inputs`` (files or folders the run reads) nor inside an input
-    folder, and a file can really be created beside it (tried, not asked of ``os.access``)."""
+    """An output path must be writable before anything runs (exit 2 naming ``flag``
+    otherwise): a regular file or nothing at its final target (links are followed, the kit's
+    one rule, :func:`zg._checks.resolved_path`; a dangling link, a loop, a folder, a FIFO, a
+    socket or a device is refused), its folder exists and a file can really be created in it
+    (tried, not asked of ``os.access``), and it is none of the ``inputs`` (files or folders the
+    run reads, a named dataset's own file included) nor inside an input folder, both sides
+    followed to their final targets."""
     if path is None:
         return
-    import tempfile
+    from ._checks import _nearest_existing, input_conflict, output_target, path_arg, path_kind
 
-    target = Path(path)
-    if target.is_dir():
-        parser.error(
-            f"{flag} {path}: is a folder; give a file name, e.g. {target / 'history.json'}"
-        )
-    folder = target.parent
-    if not folder.is_dir():
-        parser.error(f"{flag} {path}: the folder {folder} does not exist (create it first)")
-    resolved = target.resolve()
-    for given in inputs:
-        if given is None or not Path(given).exists():
-            continue
-        source = Path(given).resolve()
-        if resolved == source or (source.is_dir() and source in resolved.parents):
-            parser.error(
-                f"{flag} {path}: is the input {given} (or inside it); writing the "
-                "output there would destroy the input. Give another file name"
-            )
     try:
-        with tempfile.NamedTemporaryFile(dir=folder, prefix=".zg-write-check-"):
-            pass
-    except OSError as exc:
-        parser.error(f"{flag} {path}: cannot write in the folder {folder} ({exc.strerror or exc})")
+        target, kind = path_kind(path_arg(path, flag), flag)
+    except (TypeError, ValueError) as exc:
+        parser.error(str(exc))
+    if kind is not None and stat.S_ISDIR(kind):
+        parser.error(
+            f"{flag} {path}: is a folder; give a file name, e.g. {Path(path) / 'history.json'}"
+        )
+    if not target.parent.is_dir():
+        existing = _nearest_existing(target.parent)
+        if not existing.is_dir():
+            parser.error(f"{flag} {path}: {existing} is a file, not a folder")
+        parser.error(
+            f"{flag} {path}: the folder {Path(path).parent} does not exist (create it first)"
+        )
+    given = input_conflict(path, [i for i in inputs if i is not None], flag)
+    if given is not None:
+        parser.error(
+            f"{flag} {path}: is the input {given} (or inside it); writing the "
+            "output there would destroy the input. Give another file name"
+        )
+    try:
+        output_target(path, flag)
+    except (TypeError, ValueError) as exc:
+        parser.error(str(exc))
 
 
 def _device(parser: argparse.ArgumentParser, text: str) -> str:
@@ -184,8 +191,14 @@ def _dataset_source(parser: argparse.ArgumentParser, dataset: str, root: str | N
         if root is not None and not Path(root).is_dir() and dataset.lower() == "cora":
             parser.error(f"--root {root}: no such folder (it must hold cora.npz)")
         return "name", known[dataset.lower()]
-    path = Path(dataset)
-    looks_like_path = path.suffix == ".npz" or os.sep in dataset or path.exists()
+    from ._checks import path_arg, path_kind
+
+    try:
+        path = path_arg(dataset, "--dataset")
+        _, kind = path_kind(path, "--dataset")  # a loop of links, a name too long: exit 2
+    except (TypeError, ValueError) as exc:
+        parser.error(str(exc))
+    looks_like_path = path.suffix == ".npz" or os.sep in dataset or kind is not None
     if not looks_like_path:
         parser.error(
             f"--dataset {dataset!r}: unknown dataset; choose one of "
@@ -197,11 +210,26 @@ def _dataset_source(parser: argparse.ArgumentParser, dataset: str, root: str | N
             f"--root applies to the named datasets ({', '.join(datasets.KNOWN_DATASETS)}), "
             f"not to a file or folder like --dataset {dataset}"
         )
-    if path.is_file():
+    if kind is not None and stat.S_ISREG(kind):
         return "npz", str(path)
-    if path.is_dir():
+    if kind is not None and stat.S_ISDIR(kind):
         return "folder", str(path)
+    if kind is not None:
+        from ._checks import _kind
+
+        parser.error(f"--dataset {dataset}: is {_kind(kind)}, not a graph file or folder")
     parser.error(f"--dataset {dataset}: no such file or folder")
+
+
+def _source_paths(source, root: str | None) -> list[Any]:
+    """What a checked dataset source reads: its file or folder, or a named dataset's own files
+    (Cora's cora.npz, an OGB graph's folder): no output may overwrite them."""
+    kind, value = source
+    if kind != "name":
+        return [value]
+    from . import datasets
+
+    return list(datasets.dataset_paths(value, root))
 
 
 def _load_graph(source, root: str | None, symmetrize: bool, download: bool):
@@ -416,7 +444,7 @@ def cmd_train(args: argparse.Namespace, parser: argparse.ArgumentParser) -> int:
             "--mode static is its twin"
         )
     source = _dataset_source(parser, args.dataset, args.root)
-    _check_output(parser, "--json", args.json, inputs=[source[1]] if source[0] != "name" else [])
+    _check_output(parser, "--json", args.json, inputs=_source_paths(source, args.root))
     if args.eval_every > args.epochs:
         parser.error(f"--eval-every {args.eval_every} is more than --epochs {args.epochs}")
 
@@ -454,7 +482,14 @@ def cmd_train(args: argparse.Namespace, parser: argparse.ArgumentParser) -> int:
             optimizer=zg.optim.adam(lr=args.lr),
             kernel=args.kernel,
         )
-    except (TypeError, ValueError, RuntimeError, MemoryError) as exc:
+    except MemoryError as exc:  # name the flags and the dataset's fields that size it
+        parser.error(
+            f"cannot train this combination: too large for --hidden {args.hidden}, "
+            f"--batch-size {args.batch_size}, --fanouts {','.join(map(str, fanouts))} with "
+            f"--dataset {args.dataset}'s {g.feat_dim} features and num_classes="
+            f"{g.num_classes}: {exc}"
+        )
+    except (TypeError, ValueError, RuntimeError) as exc:
         parser.error(f"cannot train this combination: {exc}")
 
     config = {
@@ -665,18 +700,12 @@ def _add_grappa_flags(parser: argparse.ArgumentParser) -> None:
 def _grappa_values(args: argparse.Namespace, parser: argparse.ArgumentParser) -> dict[str, Any]:
     values: dict[str, Any] = {}
     if args.config is not None:
-        try:
-            with open(args.config, "rb") as f:
-                values = json.loads(f.read().decode("utf-8"))
-        except RecursionError:
-            parser.error(
-                f"--config {args.config}: nested too deeply to read (a config is a flat JSON "
-                "object of settings)"
-            )
-        except (OSError, UnicodeDecodeError, ValueError) as exc:
-            parser.error(
-                f"--config {args.config}: cannot read a JSON config ({type(exc).__name__}: {exc})"
-            )
+        from ._io import read_json_config
+
+        try:  # bounded: a config over 1 MiB, a FIFO or a device is refused
+            values = read_json_config(args.config, "--config")
+        except (TypeError, ValueError) as exc:
+            parser.error(str(exc))
         if not isinstance(values, dict):
             parser.error(f"--config {args.config}: the config must be a JSON object")
     for f, _ in _grappa_fields():
@@ -760,11 +789,10 @@ def _report_grappa(history: dict[str, Any], out: str | None) -> None:
 
 
 def cmd_grappa(args: argparse.Namespace, parser: argparse.ArgumentParser) -> int:
-    from .grappa.__main__ import run
+    from .grappa.__main__ import dataset_paths, run
 
     values = _grappa_values(args, parser)
-    dataset = values.get("dataset")
-    inputs = list(dataset.values()) if isinstance(dataset, dict) and "name" not in dataset else []
+    inputs = dataset_paths(values.get("dataset"))
     _check_output(parser, "--json", values.get("history_path"), inputs=inputs + [args.config])
     return run(
         values,

@@ -31,6 +31,7 @@ import json
 import math
 import os
 import shutil
+import stat
 import tempfile
 from collections.abc import Iterator
 from pathlib import Path
@@ -39,16 +40,25 @@ from typing import Any
 import numpy as np
 import torch
 
+from ._checks import (
+    _kind,
+    memory_arg,
+    output_file_arg,
+    output_folder_arg,
+    path_arg,
+    path_kind,
+    seed_arg,
+)
 from ._checks import int_arg as _int_arg
-from ._checks import memory_arg, output_file_arg, path_arg, seed_arg
 from ._checks import real_arg as _real_arg
-from ._io import atomic_write, os_error_naming
+from ._io import atomic_write, current_umask, exchange_paths, os_error_naming
 from .graph import EDGE_CHUNK, Graph
 from .graph import csc_from_pairs as _csc_from_pairs
 
 __all__ = [
     "load",
     "data_dir",
+    "dataset_paths",
     "csbm",
     "rmat",
     "save_npz",
@@ -197,6 +207,26 @@ def load(name: str, root: Any = None, *, symmetrize: bool = True, download: bool
     return ogbn.load(name, root, symmetrize=symmetrize, download=download)
 
 
+def dataset_paths(name: str, root: Any = None) -> list[Path]:
+    """The files or folders :func:`load` reads for the dataset ``name``: what no output of a
+    run may overwrite (``zg train --dataset cora --json <the bundled cora.npz>`` is refused).
+    Cora: its ``cora.npz``; an OGB graph: its folder under ``root``. Unknown names: none."""
+    if not isinstance(name, str):
+        return []
+    key = name.lower()
+    if key == "cora":
+        folder = data_dir() if root is None else Path(os.fspath(root))
+        return [folder / "cora.npz"]
+    if key in {known.lower() for known in KNOWN_DATASETS}:
+        from . import ogbn
+
+        try:
+            return [ogbn.dataset_dir(name, root)]
+        except (TypeError, ValueError):
+            return []
+    return []
+
+
 def _load_cora(path: Path, *, symmetrize: bool = True) -> Graph:
     if not path.is_file():
         raise FileNotFoundError(
@@ -247,13 +277,16 @@ def save_npz(g: Graph, path: Any, *, compress: bool = False) -> None:
         name         str
         x            float32 [N, F]    only if g.x is not None
         y            int64 [N]         only if g.y is not None
-        num_classes  int               only if g.y is not None
+        num_classes  int64             only if g.num_classes (an unlabelled graph keeps its
+                                       declared class count too)
         train_idx, val_idx, test_idx
                      int64 [*]         each only if not None
 
     Absent keys load back as None. The write is atomic (:func:`zg._io.atomic_write`): a crash
-    never leaves a half-written file at ``path``. A ``path`` that is a directory or lies in a
-    missing or read-only folder is a ValueError naming it, raised before anything is written.
+    never leaves a half-written file at ``path``; a symbolic link at ``path`` is kept and its
+    target written. A ``path`` that is not a regular file (a directory, a FIFO, a device), a
+    dangling link, or lies in a missing or read-only folder is a ValueError naming it, raised
+    before anything is written.
     ``compress=True`` uses zip deflate (worth it for 0/1 features; random floats do not shrink).
     """
     if not isinstance(g, Graph):
@@ -272,6 +305,7 @@ def save_npz(g: Graph, path: Any, *, compress: bool = False) -> None:
         arrays["x"] = g.x.cpu().numpy()
     if g.y is not None:
         arrays["y"] = g.y.cpu().numpy()
+    if g.num_classes:
         arrays["num_classes"] = np.array(g.num_classes, dtype=np.int64)
     for split in ("train_idx", "val_idx", "test_idx"):
         idx = getattr(g, split)
@@ -279,6 +313,21 @@ def save_npz(g: Graph, path: Any, *, compress: bool = False) -> None:
             arrays[split] = idx.cpu().numpy()
     # Through a file object: np.savez given a *name* would append ".npz" to it.
     atomic_write(path, lambda f: (np.savez_compressed if compress else np.savez)(f, **arrays))
+
+
+def _num_classes(value: Any, where: Path) -> int | None:
+    """A file's ``num_classes`` entry as an int (None: absent or 0, none known); a float, a bool,
+    a string or an array is refused, naming the file, never truncated."""
+    if value is None:
+        return None
+    array = np.asarray(value)
+    if array.ndim != 0 or array.dtype.kind not in "iu":
+        shown = array.item() if array.ndim == 0 else f"an array of shape {list(array.shape)}"
+        raise ValueError(
+            f"{where}: num_classes must be an integer, got {array.dtype} {shown!r}; the file is "
+            "damaged or was not written by zg.datasets.save_npz"
+        )
+    return int(array) or None
 
 
 def load_npz(path: Any) -> Graph:
@@ -292,10 +341,13 @@ def load_npz(path: Any) -> Graph:
     :func:`load_folder`.
     """
     path = path_arg(path, "path")
-    if path.is_dir():
-        raise ValueError(f"path {str(path)!r} is a directory, not a graph file")
-    if not path.is_file():
+    _, mode = path_kind(path, "path")  # a loop of links, a name too long: ValueError naming it
+    if mode is None:
         raise FileNotFoundError(f"no graph file at {path}")
+    if stat.S_ISDIR(mode):
+        raise ValueError(f"path {str(path)!r} is a directory, not a graph file")
+    if not stat.S_ISREG(mode):
+        raise ValueError(f"path {str(path)!r} is {_kind(mode)}, not a graph file")
     try:
         arrays = _read_npz(path, NPZ_FORMAT, NPZ_VERSION)
     except OSError as exc:  # unreadable: permissions, an I/O error, ...
@@ -305,6 +357,7 @@ def load_npz(path: Any) -> Graph:
             raise ValueError(
                 f"{path} is missing the key {key!r}; it is not a complete zg graph file"
             )
+    num_classes = _num_classes(arrays.get("num_classes"), path)  # 0: none known
     try:
         return Graph(
             arrays["indptr"],
@@ -314,7 +367,7 @@ def load_npz(path: Any) -> Graph:
             train_idx=arrays.get("train_idx"),
             val_idx=arrays.get("val_idx"),
             test_idx=arrays.get("test_idx"),
-            num_classes=int(arrays.get("num_classes", 0)) or None,  # 0: none known
+            num_classes=num_classes,
             name=str(arrays["name"]),
         )
     except (TypeError, ValueError) as exc:
@@ -338,27 +391,29 @@ def save_folder(g: Graph, path: Any) -> None:
 
     The write is atomic: everything goes into a temporary folder beside ``path``, is flushed
     to disk, and the folder is renamed into place, so ``path`` never holds a half-written
-    graph. An existing graph folder at ``path`` is replaced; anything else there is refused
-    (FileExistsError), so a typo cannot delete unrelated files. A process that has the old
-    folder loaded (:func:`load_folder`, memory-mapped) keeps its graph unchanged: the old files
-    lose their names but live on, bit for bit, until the last map of them is closed. This is
-    the way to change a graph under a running job; never rewrite its files in place (see
-    :func:`load_folder` and docs/files.md). The arrays are written straight from the tensors
-    (no copy of a CPU tensor), so a memory-mapped graph can be saved elsewhere without loading
-    it.
+    graph. An existing graph folder at ``path`` is replaced in one step (Linux's
+    ``renameat2(RENAME_EXCHANGE)`` swaps the two folders): interrupted at any point, ``path``
+    holds the old complete folder or the new one, never nothing. Where the system cannot swap
+    (another OS, a file system without it) the old folder is moved aside and the new one
+    renamed in, and an exception between the two renames moves the old one back; only a
+    process killed in that instant leaves ``path`` empty, its old folder then in
+    ``.<name>.*.old/graph`` beside it. Anything else at ``path`` is refused
+    (FileExistsError), so a typo cannot delete unrelated files. A symbolic link at ``path`` is
+    followed (a dangling link or a loop is a ValueError): the folder it names is replaced and
+    the link stays. The folder gets ``0o777`` less the umask, a replaced one keeps its mode.
+    A process that has the old folder loaded (:func:`load_folder`, memory-mapped) keeps its
+    graph unchanged: the old files lose their names but live on, bit for bit, until the last
+    map of them is closed. This is the way to change a graph under a running job; never
+    rewrite its files in place (see :func:`load_folder` and docs/files.md). The arrays are
+    written straight from the tensors (no copy of a CPU tensor), so a memory-mapped graph can
+    be saved elsewhere without loading it.
     """
     if not isinstance(g, Graph):
         raise TypeError(f"g must be a zg.Graph, got {type(g).__name__}")
     if not isinstance(path, (str, os.PathLike)):
         raise TypeError(f"path must be a str or os.PathLike, got {type(path).__name__}")
-    path = Path(os.fspath(path))
-    if path.exists() and not (path.is_dir() and (path / FOLDER_META).is_file()):
-        raise FileExistsError(
-            f"{path} exists and is not a zg graph folder; save_folder replaces "
-            "only a folder it wrote (one with meta.json)"
-        )
-    if not path.parent.is_dir():
-        raise FileNotFoundError(f"the parent folder of path, {path.parent}, does not exist")
+    path = path_arg(path, "path")
+    target, mode = _graph_folder_target(path, "path")
     arrays = {
         "indptr": g.indptr,
         "indices": g.indices,
@@ -377,8 +432,10 @@ def save_folder(g: Graph, path: Any) -> None:
         "num_classes": g.num_classes,
         "arrays": {},
     }
-    tmp = Path(tempfile.mkdtemp(dir=path.parent, prefix=f".{path.name}.", suffix=".tmp"))
+    folder_mode = stat.S_IMODE(mode) if mode is not None else 0o777 & ~current_umask()
+    tmp: Path | None = None
     try:
+        tmp = Path(tempfile.mkdtemp(dir=target.parent, prefix=f".{target.name}.", suffix=".tmp"))
         for key, tensor in arrays.items():
             if tensor is None:
                 continue
@@ -393,19 +450,55 @@ def save_folder(g: Graph, path: Any) -> None:
             f.write("\n")
             f.flush()
             os.fsync(f.fileno())
-        os.chmod(tmp, 0o755)  # mkdtemp makes it owner-only; a data folder is not
-        old = None
-        if path.exists():
-            old = Path(tempfile.mkdtemp(dir=path.parent, prefix=f".{path.name}.", suffix=".old"))
-            os.replace(path, old / "graph")
-        os.replace(tmp, path)
-        if old is not None:
-            shutil.rmtree(old, ignore_errors=True)
+        os.chmod(tmp, folder_mode)  # mkdtemp makes it owner-only; a data folder is not
+        if mode is None:
+            os.replace(tmp, target)
+            tmp = None
+        elif not exchange_paths(tmp, target):  # swapped: tmp now holds the old folder
+            _replace_folder_in_two_renames(tmp, target)
     except BaseException as exc:
-        shutil.rmtree(tmp, ignore_errors=True)
+        if tmp is not None:
+            shutil.rmtree(tmp, ignore_errors=True)
         if isinstance(exc, OSError):  # a full disk: one line naming the folder, nothing left
             raise os_error_naming(exc, "path", path, "write the graph folder") from exc
         raise
+    if tmp is not None:
+        shutil.rmtree(tmp, ignore_errors=True)  # the old folder
+
+
+def _graph_folder_target(path: Path, name: str) -> tuple[Path, int | None]:
+    """(final target, st_mode or None) of a folder :func:`save_folder` may write: absent, or a
+    graph folder it wrote; its parent folder exists. Raises FileExistsError for anything else
+    there, FileNotFoundError for a missing parent, ValueError naming ``name`` for a dangling
+    link, a loop, a name too long."""
+    target, mode = path_kind(path, name)
+    if mode is not None and not (stat.S_ISDIR(mode) and (target / FOLDER_META).is_file()):
+        raise FileExistsError(
+            f"{path} exists and is not a zg graph folder; save_folder replaces "
+            "only a folder it wrote (one with meta.json)"
+        )
+    if not target.parent.is_dir():
+        raise FileNotFoundError(f"the parent folder of {name}, {target.parent}, does not exist")
+    return target, mode
+
+
+def _replace_folder_in_two_renames(new: Path, target: Path) -> None:
+    """Where folders cannot be swapped in one step: the old folder at ``target`` moved aside,
+    ``new`` renamed in, the old one deleted. An exception between the two renames moves the old
+    folder back (if that fails too, it is left in ``.<name>.*.old/graph``, never deleted)."""
+    aside = Path(tempfile.mkdtemp(dir=target.parent, prefix=f".{target.name}.", suffix=".old"))
+    try:
+        os.replace(target, aside / "graph")
+    except BaseException:
+        shutil.rmtree(aside, ignore_errors=True)  # empty: nothing was moved
+        raise
+    try:
+        os.replace(new, target)
+    except BaseException:
+        os.replace(aside / "graph", target)  # the old folder back
+        shutil.rmtree(aside, ignore_errors=True)
+        raise
+    shutil.rmtree(aside, ignore_errors=True)
 
 
 def load_folder(path: Any, *, mmap: Any = True) -> Graph:
@@ -461,14 +554,17 @@ def load_folder(path: Any, *, mmap: Any = True) -> Graph:
     if not isinstance(path, (str, os.PathLike)):
         raise TypeError(f"path must be a str or os.PathLike, got {type(path).__name__}")
     mapped = FOLDER_MAPPED[_mmap_arg(mmap)]
-    path = Path(os.fspath(path))
-    if path.is_file():
+    path = path_arg(path, "path")
+    _, mode = path_kind(path, "path")  # a loop of links, a name too long: ValueError naming it
+    if mode is None:
+        raise FileNotFoundError(f"no graph folder at {path}")
+    if stat.S_ISREG(mode):
         raise ValueError(
             f"{path} is a file; load_folder reads a folder written by save_folder "
             "(a .npz file? use load_npz)"
         )
-    if not path.is_dir():
-        raise FileNotFoundError(f"no graph folder at {path}")
+    if not stat.S_ISDIR(mode):
+        raise ValueError(f"path {str(path)!r} is {_kind(mode)}, not a graph folder")
     meta = _read_folder_meta(path / FOLDER_META)
     arrays = {
         key: _read_npy(path / f"{key}.npy", spec, mmap=key in mapped)
@@ -492,17 +588,18 @@ def load_folder(path: Any, *, mmap: Any = True) -> Graph:
 
 def _read_folder_meta(meta_path: Path) -> dict:
     """The checked content of a graph folder's meta.json; every problem is a ValueError."""
-    if not meta_path.is_file():
+    from ._io import read_json_config
+
+    if not os.path.lexists(meta_path):
         raise ValueError(
             f"{meta_path.parent} has no {meta_path.name}; it is not a zg graph folder "
             "(written by zg.datasets.save_folder)"
         )
-    try:
-        meta = json.loads(meta_path.read_bytes().decode("utf-8"))
-    except (OSError, UnicodeDecodeError, ValueError) as exc:
+    try:  # bounded (1 MiB), and never a FIFO or a device that would block or never end
+        meta = read_json_config(meta_path, "meta.json")
+    except ValueError as exc:
         raise ValueError(
-            f"{meta_path} could not be read as JSON; it may be truncated or corrupt "
-            f"({type(exc).__name__}: {exc})"
+            f"{meta_path} could not be read as JSON; it may be truncated or corrupt ({exc})"
         ) from None
     if not isinstance(meta, dict) or meta.get("format") != FOLDER_FORMAT:
         found = meta.get("format") if isinstance(meta, dict) else type(meta).__name__
@@ -546,8 +643,11 @@ def _read_folder_meta(meta_path: Path) -> dict:
 
 def _read_npy(file: Path, spec: dict, *, mmap: bool) -> np.ndarray:
     """One array of a graph folder, checked against its meta.json entry before it is read."""
-    if not file.is_file():
+    _, mode = path_kind(file, "path")
+    if mode is None:
         raise ValueError(f"{file} is missing; meta.json lists it, so the folder is incomplete")
+    if not stat.S_ISREG(mode):
+        raise ValueError(f"{file} is {_kind(mode)}, not a regular .npy file")
     try:
         with open(file, "rb") as f:
             major, _ = np.lib.format.read_magic(f)
@@ -563,13 +663,22 @@ def _read_npy(file: Path, spec: dict, *, mmap: bool) -> np.ndarray:
             f"{file} is not a readable .npy file; it may be truncated or corrupt "
             f"({type(exc).__name__}: {exc})"
         ) from None
+    if not dtype.isnative and str(dtype.newbyteorder("=")) == spec["dtype"]:
+        raise ValueError(
+            f"{file} holds {dtype.str} values, in the other byte order than this machine's; "
+            "a graph folder holds native arrays (they are memory-mapped as they are): write it "
+            "again with zg.datasets.save_folder"
+        )
     if str(dtype) != spec["dtype"] or list(shape) != spec["shape"] or fortran_order:
         raise ValueError(
             f"{file} holds {'Fortran-order ' if fortran_order else ''}{dtype} "
             f"{list(shape)}, but meta.json says {spec['dtype']} {spec['shape']}"
         )
+    # The file's size against its header, before anything is mapped: a map past the end of a
+    # file is a SIGBUS at the first read, which no Python code can catch. Python ints: no
+    # int64 product can wrap around to a small, matching size.
     size = file.stat().st_size
-    expected = offset + int(np.prod(shape, dtype=np.int64)) * dtype.itemsize
+    expected = offset + math.prod(int(d) for d in shape) * dtype.itemsize
     if size != expected:
         problem = "truncated" if size < expected else "longer than its header says"
         raise ValueError(f"{file} is {problem}: {size:,} bytes, expected {expected:,}")
@@ -579,6 +688,14 @@ def _read_npy(file: Path, spec: dict, *, mmap: bool) -> np.ndarray:
         return np.load(file, mmap_mode="c" if mmap else None, allow_pickle=False)
     except Exception as exc:
         raise ValueError(f"{file} could not be read ({type(exc).__name__}: {exc})") from None
+
+
+def _native(array: np.ndarray) -> np.ndarray:
+    """``array`` in this machine's byte order: a big-endian array (written on another machine or
+    by another tool) is read as the same values, not reinterpreted, and torch takes it."""
+    if array.dtype.isnative:
+        return array
+    return array.astype(array.dtype.newbyteorder("="))
 
 
 def _read_npz(path: Path, expected_format: str, max_version: int) -> dict:
@@ -593,7 +710,7 @@ def _read_npz(path: Path, expected_format: str, max_version: int) -> dict:
     # report them all the same way, as a ValueError that names the file.
     try:
         with np.load(path, allow_pickle=False) as npz:
-            arrays = {key: npz[key] for key in npz.files}
+            arrays = {key: _native(npz[key]) for key in npz.files}
     except Exception as exc:
         raise ValueError(
             f"{path} could not be read as a .npz file; it may be truncated or corrupt "
@@ -656,10 +773,15 @@ def _chunks(total: int) -> Iterator[int]:
 # ----------------------------------------------------------------------------- cSBM
 
 
+GENERATOR_NODE_BYTES = 96  # per node: labels, permutations, class groups, splits, indptr
+
+
 def _graph_fits(num_nodes: int, feat_dim: int, edges: float, what: str) -> None:
     """Refuse a generated graph that cannot fit, before drawing it: x (float32 [N, F]) and the
-    transient of its finiteness check, and the edges' keys and indices (int64, twice)."""
-    memory_arg(8 * num_nodes * feat_dim + 16 * edges, what)
+    transient of its finiteness check, the edges' keys and indices (int64, twice), and the
+    node-indexed arrays (labels, the permutations behind the classes and the split, class
+    groups, degrees or weights, indptr and its search bounds: GENERATOR_NODE_BYTES a node)."""
+    memory_arg(8 * num_nodes * feat_dim + 16 * edges + GENERATOR_NODE_BYTES * num_nodes, what)
 
 
 def csbm(
@@ -844,7 +966,13 @@ def rmat(
     edge_factor = _int_arg(edge_factor, "edge_factor", low=1)
     feat_dim = _int_arg(feat_dim, "feat_dim", low=1)
     num_nodes = 2**scale
-    num_classes = _int_arg(num_classes, "num_classes", low=1, high=num_nodes)
+    num_classes = _int_arg(num_classes, "num_classes", low=1)
+    if num_classes > num_nodes:
+        raise ValueError(
+            f"num_classes={num_classes} is more than the {num_nodes} nodes of scale={scale} "
+            f"(2**scale nodes); give num_classes <= {num_nodes} or scale >= "
+            f"{max(1, (num_classes - 1).bit_length())}"
+        )
     seed = seed_arg(seed)
     a = _real_arg(a, "a", low=0.0, high=1.0)
     b = _real_arg(b, "b", low=0.0, high=1.0)
@@ -1131,8 +1259,16 @@ def products_like(
     if cache_dir is not None:
         path_arg(cache_dir, "cache_dir")
     folder = _products_like_folder(args, cache_dir) if cache else None
-    if folder is not None and (folder / FOLDER_META).is_file():
-        return load_folder(folder, mmap=mmap)
+    if folder is not None:
+        target, kind = path_kind(folder, "cache_dir")
+        if kind is not None and stat.S_ISDIR(kind) and (target / FOLDER_META).is_file():
+            return load_folder(folder, mmap=mmap)
+        # The cache is checked before the work it caches (minutes at the defaults): a folder
+        # that cannot be created or written, or something else where the graph would go, is
+        # refused now, not after the graph is drawn.
+        output_folder_arg(folder.parent, "cache_dir")
+        if kind is not None:
+            _graph_folder_target(folder, "cache_dir")  # FileExistsError: not a graph folder
     _graph_fits(
         args["num_nodes"],
         args["feat_dim"],

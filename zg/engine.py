@@ -50,7 +50,9 @@ resumes from that batch. Whatever the envelope, the same batches are applied in 
 as in a run that never overflowed.
 
 Randomness (:mod:`zg.rng`): sampling is keyed by (seed, epoch, batch); dropout is reseeded from
-the same key before every iteration, so a rewound batch draws the same masks.
+the same key before every iteration, so a rewound batch draws the same masks. Every public
+method that trains or evaluates puts torch's global generators back as it found them when it
+returns (:func:`zg.rng.keeps_global_rng`): the caller's own draws are not the kit's business.
 
 What other trainers change (Grappa workers, the data-parallel trainer) is one :class:`StepHooks`
 (their batches, loss, gradient reduction, shared overflow guard, ...). What measures an epoch
@@ -88,7 +90,14 @@ from .envelope import Envelope, block_bytes
 from .graph import Graph
 from .models import BlockModel
 from .observe import AuditSyncs, Callbacks, Observer, Progress, Trace
-from .rng import EVAL_EPOCH, batch_key, epoch_batches, epoch_key_table, seed_dropout
+from .rng import (
+    EVAL_EPOCH,
+    batch_key,
+    epoch_batches,
+    epoch_key_table,
+    keeps_global_rng,
+    seed_dropout,
+)
 from .sampling import DynamicSampler, EnvelopeSampler, Sampler, max_in_degree
 from .settings import (
     MODE_PARTS,
@@ -338,6 +347,7 @@ class Engine:
 
     # ------------------------------------------------------------------------- the loop
 
+    @keeps_global_rng
     def train_epoch(
         self, max_batches: int | None = None, observers: Sequence[Observer] = ()
     ) -> EpochStats:
@@ -391,6 +401,8 @@ class Engine:
                     b = overflowed_at
                     self.epoch, self.batch = epoch, b
         except BaseException:
+            for o in reversed(watch):
+                o.interrupted(self)
             self._settle_position(epoch)  # Ctrl-C, a hook's error: the next batch not applied
             raise
         finally:
@@ -512,6 +524,7 @@ class Engine:
             self.device,
         )
 
+    @keeps_global_rng
     def rebuild(self) -> None:
         """(Re)build the sampler for the current envelope and, in mode "graph", (re)capture.
         Sizes whose step cannot fit in the device's memory are refused first (MemoryError with
@@ -631,6 +644,7 @@ class Engine:
         given = self.hooks.batches(epoch)
         return check_batches(given, epoch, self.g.num_nodes, self.rows, allow_empty=allow_empty)
 
+    @keeps_global_rng
     def run_batch(
         self, batch: int, epoch: int | None = None, clock: StageClock | None = None
     ) -> torch.Tensor:
@@ -644,6 +658,7 @@ class Engine:
         batch = int_arg(batch, "batch", low=0) % len(batches)
         return self._train_batch(batches, epoch, batch, clock)
 
+    @keeps_global_rng
     def sample(self, batch: int, epoch: int | None = None):
         """Only the sampling of batch ``batch`` of ``epoch`` (sample -> compact): its
         :class:`zg.MiniBatch`, the same one the step would train on. What a sampler benchmark times."""
@@ -653,7 +668,9 @@ class Engine:
         return self.sampler.sample(batches[batch], epoch, batch)
 
     def set_lr(self, lr: float) -> None:
-        """Change the learning rate in place (a captured step sees the new value)."""
+        """Change the learning rate in place (a captured step sees the new value); recorded in
+        ``settings.lr``. The learning rate is state, not identity: a checkpoint saved after it
+        holds it, and a later :meth:`load` restores the checkpoint's (:mod:`zg.checkpoint`)."""
         self.optimizer.set_lr(lr)
         self.settings.lr = float(lr)
 
@@ -668,6 +685,7 @@ class Engine:
             )
         return traces[0].applied()
 
+    @keeps_global_rng
     def fit(self, epochs: int, progress: bool = True) -> list[EpochStats]:
         """Train ``epochs`` epochs with a tqdm progress bar; returns their EpochStats."""
         epochs = int_arg(epochs, "epochs", low=1)
@@ -721,6 +739,7 @@ class Engine:
 
     # ------------------------------------------------------------------------- evaluation
 
+    @keeps_global_rng
     @torch.no_grad()
     def evaluate(self, split: str = "val", sampled: bool = False) -> float:
         """Accuracy on ``split`` ("train" | "val" | "test").
@@ -730,7 +749,9 @@ class Engine:
         ``sampled=True``: the training fanouts (:func:`zg.inference.sampled_logits`), in batches
         of ``batch_size``, keyed by the engine's seed (epoch :data:`zg.rng.EVAL_EPOCH`).
         Non-finite logits are refused (a FloatingPointError): an accuracy read from NaN is not
-        a measurement.
+        a measurement. Labels are read as training reads them (:func:`zg.inference.evaluate`):
+        -1 (unlabelled) is skipped, a label outside ``[-1, num_classes)`` (``g.y`` changed in
+        place) is refused with a ValueError, as :meth:`train_epoch` refuses it.
         """
         if split not in ("train", "val", "test"):
             raise ValueError(f"split must be 'train', 'val' or 'test', got {split!r}")
@@ -760,6 +781,7 @@ class Engine:
         (epoch, batch), settings and the graph's fingerprint, atomically."""
         return checkpoint.save(self, path)
 
+    @keeps_global_rng
     def load(self, path: Any) -> Engine:
         """Restore a checkpoint written by :meth:`save` (:func:`zg.checkpoint.load`): everything
         is checked before anything is assigned; a corrupt or mismatched file raises ValueError

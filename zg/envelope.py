@@ -40,6 +40,7 @@ from ._checks import (
     bool_arg,
     fanouts_arg,
     int_arg,
+    memory_arg,
     node_ids_arg,
     positive_ints_arg,
     real_arg,
@@ -48,7 +49,7 @@ from ._checks import (
 )
 from .graph import graph_arg
 from .rng import batch_key, device_scalar
-from .sampling import EnvelopeSampler, max_in_degree, worst_case_sizes
+from .sampling import EnvelopeSampler, effective_fanouts, max_in_degree, worst_case_sizes
 
 __all__ = ["Envelope", "worst_case_sizes", "block_bytes"]
 
@@ -86,6 +87,23 @@ def block_bytes(
         row["total"] = sum(row.values())
         out.append(row)
     return out
+
+
+def _profile_fits(g, fanouts, batch_size: int, replace: bool, max_degree: int) -> None:
+    """Refuse, before a batch is drawn, a profile whose batches cannot fit: each hop's
+    worst-case neighbour slots and ids (:func:`block_bytes`' index bytes, sized by the graph's
+    node count and largest in-degree, sizes read from data, and the fanouts), three times over
+    for the sampler's sort and compaction temporaries."""
+    slots = effective_fanouts(fanouts, max_degree, replace)
+    worst = worst_case_sizes(g.num_nodes, fanouts, batch_size, max_degree)
+    blocks = block_bytes(worst, worst[1:] + [batch_size], slots, 0, 1, 1)
+    memory_arg(
+        3 * sum(b["index"] for b in blocks),
+        f"sampling fanouts {list(fanouts)} at batch_size={batch_size} on a graph of "
+        f"{g.num_nodes} nodes whose largest in-degree is {max_degree} (worst-case source "
+        f"rows {worst})",
+        g.device if g.device.type == "cuda" else None,
+    )
 
 
 class Envelope:
@@ -254,6 +272,7 @@ class Envelope:
         margin=0.05,
     ) -> Envelope:
         """:meth:`profile` of checked values (``nodes``: host int64 ids, checked)."""
+        _profile_fits(g, fanouts, batch_size, replace, max_degree)
         sampler = EnvelopeSampler._checked(
             g, fanouts, batch_size, None, replace, seed, "torch", max_degree
         )

@@ -41,7 +41,7 @@ from typing import Any
 import numpy as np
 import torch
 
-from ._checks import device_arg
+from ._checks import device_arg, memory_arg, out_of_memory_names
 
 __all__ = ["Graph", "graph_arg", "csc_from_pairs", "EDGE_CHUNK"]
 
@@ -71,8 +71,14 @@ def _as_tensor(value: Any, name: str) -> torch.Tensor:
         raise TypeError(f"{name} must hold numbers, got {array.dtype} values")
     if array.size == 0 and not isinstance(value, np.ndarray):
         array = array.astype(np.int64)  # [] reads as float64; an empty list of ids is fine
-    if array.dtype == np.uint64:
-        raise TypeError(f"{name} has dtype uint64, which torch cannot hold; use int64")
+    if array.dtype.kind == "u" and array.dtype.itemsize > 1:
+        # uint16 / uint32 / uint64 (torch holds only uint8): widened to int64, every value kept.
+        if array.dtype.itemsize == 8 and array.size and int(array.max()) > 2**63 - 1:
+            raise ValueError(
+                f"{name} holds the value {int(array.max())} (dtype uint64), beyond int64, the "
+                "largest integer type torch holds"
+            )
+        array = array.astype(np.int64)
     return torch.from_numpy(np.ascontiguousarray(array))
 
 
@@ -95,7 +101,7 @@ def _ids(value: Any, name: str, *, num_nodes: int | None = None) -> torch.Tensor
     return t.contiguous()
 
 
-def _count(value: Any, name: str, *, minimum: int) -> int:
+def _count(value: Any, name: str, *, minimum: int, why: str = "") -> int:
     if isinstance(value, bool) or not isinstance(value, (int, np.integer)):
         if isinstance(value, torch.Tensor) and value.dim() == 0 and not value.is_floating_point():
             value = int(value)
@@ -105,8 +111,22 @@ def _count(value: Any, name: str, *, minimum: int) -> int:
     if value < minimum:
         raise ValueError(f"{name} must be >= {minimum}, got {value}")
     if value > MAX_NODES:
-        raise ValueError(f"{name}={value} is larger than zg supports ({MAX_NODES})")
+        raise ValueError(f"{name}={value}{why} is larger than zg supports ({MAX_NODES})")
     return value
+
+
+def _graph_bytes(num_nodes: int, num_edges: int) -> int:
+    """What building a graph of ``num_nodes`` and ``num_edges`` allocates at its peak, about:
+    per edge the CSC build's two stable argsorts (index arrays, gathered copies) and the
+    indices (48 bytes); per node the in-degree counts, indptr and the validation's masks and
+    split counts (48 bytes). Checked with :func:`zg._checks.memory_arg` before the first of
+    them is allocated: sizes read from data (an id, ``data.num_nodes``) are refused as
+    arguments are."""
+    return 48 * int(num_nodes) + 48 * int(num_edges)
+
+
+def _graph_fits(num_nodes: int, num_edges: int, what: str) -> None:
+    memory_arg(_graph_bytes(num_nodes, num_edges), what)
 
 
 def _features(value: Any, num_nodes: int) -> torch.Tensor:
@@ -121,6 +141,8 @@ def _features(value: Any, num_nodes: int) -> torch.Tensor:
         )
     if t.shape[0] != num_nodes:
         raise ValueError(f"x has {t.shape[0]} rows but the graph has num_nodes={num_nodes}")
+    if t.dtype != torch.float32 or not t.is_contiguous():  # a float32 copy [N, F] is made
+        memory_arg(4 * t.shape[0] * t.shape[1], f"x of shape {list(t.shape)} as float32")
     t = t.to(torch.float32).contiguous()
     # Checked in row chunks: isfinite on a [1M, 128] matrix at once would allocate ~1 GB.
     chunk = max(1, (1 << 24) // max(1, t.shape[1]))
@@ -190,6 +212,13 @@ def _pyg_labels(y: torch.Tensor, num_nodes: int) -> torch.Tensor:
     if y.is_floating_point():
         missing = torch.isnan(y)
         known = y[~missing]
+        wild = torch.isinf(y) | (y.abs() > 2**62)  # no class id: never cast to an integer
+        if bool(wild.any()):
+            node = int(torch.nonzero(wild)[0])
+            raise ValueError(
+                f"data.y holds {float(y[node])} for node {node}; labels are whole numbers in "
+                "[0, num_classes), or NaN / -1 for an unlabelled node"
+            )
         if not bool((known == torch.floor(known)).all()):
             raise TypeError(
                 f"data.y must hold integer class labels, got dtype {y.dtype} with "
@@ -197,6 +226,24 @@ def _pyg_labels(y: torch.Tensor, num_nodes: int) -> torch.Tensor:
             )
         y = torch.where(missing, torch.full_like(y, -1), y).to(torch.int64)
     return y
+
+
+def _split_mask(mask: torch.Tensor, name: str, num_nodes: int) -> torch.Tensor:
+    """A PyG or DGL split mask as bool [num_nodes]: 1-d, one entry per node, bool (or integer
+    0 / 1, as DGL's datasets store them); a ValueError naming ``name`` otherwise."""
+    if mask.dim() != 1 or mask.shape[0] != num_nodes:
+        raise ValueError(
+            f"{name} must be a bool mask [num_nodes] = [{num_nodes}], got shape "
+            f"{tuple(mask.shape)}"
+            + (" (several splits as columns? pick one: mask[:, i])" if mask.dim() == 2 else "")
+        )
+    if mask.dtype == torch.bool:
+        return mask
+    if mask.is_floating_point() or mask.is_complex() or bool(((mask != 0) & (mask != 1)).any()):
+        raise ValueError(
+            f"{name} must be a bool mask [num_nodes] (or 0 / 1 integers), got dtype {mask.dtype}"
+        )
+    return mask.bool()
 
 
 def _pyg_dense(value: Any, name: str) -> Any:
@@ -373,21 +420,25 @@ class Graph:
             raise ValueError(
                 f"src has {src.numel()} edges but dst has {dst.numel()}; lengths must match"
             )
+        why = ""  # where num_nodes comes from, when it is not given
         if num_nodes is None:
-            for value in (x, y):
+            for arg, value in (("x", x), ("y", y)):
                 if value is not None and hasattr(value, "shape") and len(value.shape) >= 1:
-                    num_nodes = int(value.shape[0])
+                    num_nodes, why = int(value.shape[0]), f" (the rows of {arg})"
                     break
                 if isinstance(value, (list, tuple)) and len(value) > 0:
-                    num_nodes = len(value)
+                    num_nodes, why = len(value), f" (the length of {arg})"
                     break
         if num_nodes is None:
             if src.numel() == 0:
                 raise ValueError(
                     "the edge list is empty and num_nodes is not given: the graph would have no nodes"
                 )
-            num_nodes = int(torch.maximum(src.max(), dst.max())) + 1
-        num_nodes = _count(num_nodes, "num_nodes", minimum=1)
+            top_src, top_dst = int(src.max()), int(dst.max())
+            num_nodes = max(top_src, top_dst) + 1
+            which = "src" if top_src >= top_dst else "dst"
+            why = f" (inferred from the largest id in {which}, {num_nodes - 1})"
+        num_nodes = _count(num_nodes, "num_nodes", minimum=1, why=why)
         for arg, t in (("src", src), ("dst", dst)):
             if t.numel():
                 lo, hi = int(t.min()), int(t.max())
@@ -395,18 +446,23 @@ class Graph:
                     raise ValueError(f"{arg} holds a negative id ({lo})")
                 if hi >= num_nodes:
                     raise ValueError(f"{arg} holds id {hi}, out of range for num_nodes={num_nodes}")
-        if symmetrize:
-            src, dst = torch.cat([src, dst]), torch.cat([dst, src])
-        if self_loops != "keep":
-            keep = src != dst
-            src, dst = src[keep], dst[keep]
-        if duplicates == "remove" and src.numel():
-            key = torch.unique(dst * num_nodes + src)  # sorted by (dst, src)
-            src, dst = key % num_nodes, key // num_nodes
-        if self_loops == "add":
-            loops = torch.arange(num_nodes, dtype=torch.int64)
-            src, dst = torch.cat([src, loops]), torch.cat([dst, loops])
-        indptr, indices = _csc_from_edges(src, dst, num_nodes)
+        num_edges = src.numel() * (2 if symmetrize else 1)
+        num_edges += num_nodes if self_loops == "add" else 0
+        what = f"a graph of num_nodes={num_nodes}{why} and {num_edges} edges"
+        _graph_fits(num_nodes, num_edges, what)
+        with out_of_memory_names(what):
+            if symmetrize:
+                src, dst = torch.cat([src, dst]), torch.cat([dst, src])
+            if self_loops != "keep":
+                keep = src != dst
+                src, dst = src[keep], dst[keep]
+            if duplicates == "remove" and src.numel():
+                key = torch.unique(dst * num_nodes + src)  # sorted by (dst, src)
+                src, dst = key % num_nodes, key // num_nodes
+            if self_loops == "add":
+                loops = torch.arange(num_nodes, dtype=torch.int64)
+                src, dst = torch.cat([src, loops]), torch.cat([dst, loops])
+            indptr, indices = _csc_from_edges(src, dst, num_nodes)
         return cls(
             indptr,
             indices,
@@ -424,7 +480,8 @@ class Graph:
         """Build from a homogeneous ``dgl.DGLGraph``.
 
         Reads ``ndata['feat']`` (or ``'x'``) as features, ``ndata['label']`` (or ``'y'``) as
-        labels and ``ndata['train_mask' | 'val_mask' | 'test_mask']`` as splits, if present.
+        labels and ``ndata['train_mask' | 'val_mask' | 'test_mask']`` as splits, if present
+        (bool or 0 / 1 [N]; a 2-D mask or other values are a ValueError naming it).
         Edges are kept as they are (self-loops and duplicates included).
         """
         from .interop import require_dgl
@@ -439,6 +496,12 @@ class Graph:
             )
         if graph.is_block:
             raise ValueError("graph is a DGL block (message flow graph); pass a full graph")
+        _graph_fits(
+            graph.num_nodes(),
+            graph.num_edges(),
+            f"a graph of num_nodes={graph.num_nodes()} (graph.num_nodes()) and "
+            f"{graph.num_edges()} edges",
+        )
         src, dst = graph.edges()
         nd = graph.ndata
         x = nd.get("feat", nd.get("x"))
@@ -447,7 +510,10 @@ class Graph:
         for split in ("train", "val", "test"):
             mask = nd.get(f"{split}_mask")
             if mask is not None:
-                splits[f"{split}_idx"] = torch.nonzero(torch.as_tensor(mask).bool()).flatten()
+                mask = _split_mask(
+                    torch.as_tensor(mask).cpu(), f"ndata['{split}_mask']", graph.num_nodes()
+                )
+                splits[f"{split}_idx"] = torch.nonzero(mask).flatten()
         return cls.from_edges(
             src.cpu(),
             dst.cpu(),
@@ -463,6 +529,7 @@ class Graph:
         from .interop import require_dgl
 
         dgl = require_dgl()
+        self._copy_fits("to_dgl")
         src, dst = self.edges()
         graph = dgl.graph((src, dst), num_nodes=self.num_nodes, device=self.device)
         if self.x is not None:
@@ -484,8 +551,9 @@ class Graph:
         Reads ``edge_index`` (int [2, E], row 0 the sources, row 1 the destinations, as PyG's
         message passing reads it), ``x`` (features), ``y`` (labels: int [N], or [N, 1] as in
         OGB's PyG datasets; a float ``y`` must hold whole numbers, and NaN becomes -1,
-        unlabelled) and ``train_mask`` / ``val_mask`` / ``test_mask`` (bool [N]) as the splits,
-        each only if present. ``data.num_nodes`` gives N. Edges are kept as they are
+        unlabelled; inf is a ValueError naming ``data.y``) and ``train_mask`` / ``val_mask`` /
+        ``test_mask`` (bool [N], or 0 / 1 integers; another length or shape is a ValueError
+        naming the mask) as the splits, each only if present. ``data.num_nodes`` gives N. Edges are kept as they are
         (self-loops and duplicates included); edge attributes are not carried.
 
         A sparse ``x`` (a torch COO or CSR tensor, as PyG allows for bag-of-words features),
@@ -521,6 +589,12 @@ class Graph:
             raise ValueError(
                 f"data.edge_index must have shape [2, E], got {tuple(edge_index.shape)}"
             )
+        num_nodes = _count(num_nodes, "data.num_nodes", minimum=1)
+        _graph_fits(
+            num_nodes,
+            edge_index.shape[1],
+            f"a graph of num_nodes={num_nodes} (data.num_nodes) and {edge_index.shape[1]} edges",
+        )
         y = _pyg_dense(data.y, "y")
         if y is not None:
             y = _pyg_labels(torch.as_tensor(y).cpu(), int(num_nodes))
@@ -529,12 +603,7 @@ class Graph:
             mask = _pyg_dense(getattr(data, f"{split}_mask", None), f"{split}_mask")
             if mask is None:
                 continue
-            mask = torch.as_tensor(mask).cpu()
-            if mask.dtype != torch.bool or mask.dim() != 1:
-                raise ValueError(
-                    f"data.{split}_mask must be a bool mask [num_nodes], got dtype {mask.dtype} and "
-                    f"shape {tuple(mask.shape)} (several splits as columns? pick one: mask[:, i])"
-                )
+            mask = _split_mask(torch.as_tensor(mask).cpu(), f"data.{split}_mask", int(num_nodes))
             splits[f"{split}_idx"] = torch.nonzero(mask).flatten()
         x = _pyg_dense(data.x, "x")
         if isinstance(x, torch.Tensor) and x.dim() == 2 and x.shape[0] != int(num_nodes):
@@ -556,6 +625,7 @@ class Graph:
         from .interop import require_pyg
 
         pyg = require_pyg()
+        self._copy_fits("to_pyg")
         src, dst = self.edges()
         data = pyg.data.Data(edge_index=torch.stack([src, dst]), num_nodes=self.num_nodes)
         if self.x is not None:
@@ -630,6 +700,15 @@ class Graph:
         )
         return self.indices, dst
 
+    def _copy_fits(self, what: str) -> None:
+        """Refuse a conversion whose copy cannot fit: the edge list (src and dst, int64 [E]
+        each, and the other library's own copy of it) and a bool mask per split."""
+        memory_arg(
+            48 * self.num_edges + 8 * self.num_nodes,
+            f"{what} of a graph of {self.num_nodes} nodes and {self.num_edges} edges",
+            self.device if self.device.type == "cuda" else None,
+        )
+
     def edge_homophily(self) -> float:
         """Fraction of edges whose two ends have the same label (edges with unlabelled ends excluded)."""
         if self.y is None:
@@ -671,12 +750,26 @@ class Graph:
         nodes = _ids(nodes, "nodes", num_nodes=self.num_nodes).to(self.device)
         if nodes.numel() == 0:
             raise ValueError("nodes is empty: a subgraph needs at least one node")
+        where = self.device if self.device.type == "cuda" else None
+        # The id map (int64 [N]) and the K kept nodes' features, before the edges are known.
+        memory_arg(
+            8 * self.num_nodes + 48 * nodes.numel() + 4 * nodes.numel() * self.feat_dim,
+            f"subgraph of {nodes.numel()} nodes (len(nodes)) of a graph of "
+            f"{self.num_nodes} nodes with {self.feat_dim} features",
+            where,
+        )
         local = torch.full((self.num_nodes,), -1, dtype=torch.int64, device=self.device)
         local[nodes] = torch.arange(nodes.numel(), device=self.device)
         if int((local >= 0).sum()) != nodes.numel():
             raise ValueError("nodes holds repeated ids; each node may appear once")
         deg = self.in_degrees()[nodes]  # [K]
         total = int(deg.sum())
+        # Per in-edge of a kept node: owner, edge ids, sources, mask, then the CSC build.
+        memory_arg(
+            96 * total,
+            f"subgraph of {nodes.numel()} nodes (len(nodes)) with {total} in-edges",
+            where,
+        )
         # Edge ids of each kept node's CSC slice, concatenated: start[v] + 0..deg[v]-1.
         owner = torch.repeat_interleave(
             torch.arange(nodes.numel(), device=self.device), deg, output_size=total

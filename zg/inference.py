@@ -35,11 +35,12 @@ first); GAT: the chunks' blocks (about twice the edges in slots) and one
 from __future__ import annotations
 
 from collections.abc import Iterable
+from typing import Any
 
 import torch
 import torch.nn.functional as F
 
-from ._checks import int_arg
+from ._checks import int_arg, memory_arg
 from .blocks import Block
 from .graph import Graph
 from .rng import batch_ranges
@@ -52,6 +53,7 @@ __all__ = [
     "accuracy",
     "MAX_BLOCK_SLOTS",
     "SPARSE_FEATURES_BELOW",
+    "SPLIT_NAMES",
 ]
 
 
@@ -137,6 +139,7 @@ def full_neighbour_logits(model, g: Graph, budget: int = 1 << 22) -> torch.Tenso
             f"full_neighbour_logits: g.x has shape {tuple(g.x.shape)}, the model's first layer "
             f"takes [N, {want}]"
         )
+    _whole_graph_fits(model, g, budget)
     h, chunks = g.x, None
     for i, layer in enumerate(model.layers):
         if isinstance(layer, SAGEConv):
@@ -148,6 +151,26 @@ def full_neighbour_logits(model, g: Graph, budget: int = 1 << 22) -> torch.Tenso
             out = _chunked(layer, h, chunks, g.num_nodes)
         h = model.after_layer(i, out)
     return h
+
+
+def _whole_graph_fits(model, g: Graph, budget: int) -> None:
+    """Refuse, before the first layer runs, a full-neighbour pass whose buffers cannot fit (an
+    estimate only; the arithmetic is the functions' below): per layer the input rows, the
+    projected rows (up to twice the output width) and the output, N rows each (N read from the
+    graph); the degrees; and a chunked (GAT) pass's blocks, about 4 slots an edge of 26 bytes."""
+    from .models import GCNConv, SAGEConv
+
+    widths = [int(w) for w in model.feature_dims]  # entering each layer, then the output
+    dims, outs = widths[:-1], widths[1:]
+    rows = max(4 * g.num_nodes * (a + 3 * b) for a, b in zip(dims, outs)) + 32 * g.num_nodes
+    if not all(isinstance(layer, (SAGEConv, GCNConv)) for layer in model.layers):
+        rows += 104 * g.num_edges + 4 * budget
+    memory_arg(
+        rows,
+        f"full_neighbour_logits on a graph of {g.num_nodes} nodes and {g.num_edges} edges "
+        f"with layer widths {widths}",
+        g.device if g.device.type == "cuda" else None,
+    )
 
 
 def _chunked(layer, h: torch.Tensor, chunks, num_nodes: int) -> torch.Tensor:
@@ -274,35 +297,88 @@ def accuracy(logits: torch.Tensor, labels: torch.Tensor) -> float:
     return float((logits.argmax(1) == labels).double().mean())
 
 
+SPLIT_NAMES = ("train", "val", "test")
+
+
+def _split_names(splits: Any) -> list[str]:
+    """``splits`` as a list of split names: a str is one split (``"val"`` is ``["val"]``, never
+    its letters); anything else must be an iterable of "train", "val" and "test"."""
+    if isinstance(splits, str):
+        splits = [splits]
+    try:
+        names = list(splits)
+    except TypeError:
+        raise TypeError(
+            f"splits must be a split name or a list of them ({list(SPLIT_NAMES)}), got "
+            f"{type(splits).__name__}"
+        ) from None
+    for name in names:
+        if not isinstance(name, str) or name not in SPLIT_NAMES:
+            raise ValueError(f"splits holds {name!r}; each split is one of {list(SPLIT_NAMES)}")
+    return names
+
+
 @torch.no_grad()
 def evaluate(
-    model, g: Graph, splits: Iterable[str] = ("val", "test"), *, sampled: dict | None = None
+    model, g: Graph, splits: Iterable[str] | str = ("val", "test"), *, sampled: dict | None = None
 ) -> dict[str, float]:
     """Accuracy of ``model`` on each split (eval mode; the model's training mode is restored
     afterwards): ``{"val": ..., "test": ...}``, NaN for a split ``g`` does not have.
 
-    ``sampled``: None (default) for full neighbourhoods (:func:`full_neighbour_logits`: no
-    sampling noise, what DGL's examples report), or the keywords of :func:`sampled_logits`
-    (``fanouts``, ``batch_size``, ``seed``, ``epoch``, ``replace``) for sampled ones. Non-finite
-    logits raise FloatingPointError: an accuracy read from NaN is not a measurement.
+    ``splits``: a list of "train", "val", "test", or one of them as a str (``"val"`` is
+    ``["val"]``). ``sampled``: None (default) for full neighbourhoods
+    (:func:`full_neighbour_logits`: no sampling noise, what DGL's examples report), or the
+    keywords of :func:`sampled_logits` (``fanouts``, ``batch_size``, ``seed``, ``epoch``,
+    ``replace``) for sampled ones. Non-finite logits raise FloatingPointError: an accuracy
+    read from NaN is not a measurement.
+
+    Labels are read as training reads them: a node labelled -1 (unlabelled) is skipped, not
+    counted as a wrong prediction (a split with no labelled node gives NaN), and a label
+    outside ``[-1, num_classes)`` (``g.y`` changed in place after the graph was built) is
+    refused with a ValueError naming the split, as :meth:`zg.Engine.train_epoch` refuses it.
+    On a graph as built (every split node labelled) the accuracies are those of every node.
     """
+    names = _split_names(splits)
+    if g.y is None and names:
+        raise ValueError("evaluate needs labels (g.y)")
+    num_classes = max(int(g.num_classes), 1)
     was_training = model.training
     model.eval()
     try:
         full = full_neighbour_logits(model, g) if sampled is None else None  # [N, C]
         out = {}
-        for split in splits:
+        for split in names:
             idx = getattr(g, f"{split}_idx")
             if idx is None or idx.numel() == 0:
                 out[split] = float("nan")
                 continue
             logits = full[idx] if full is not None else sampled_logits(model, g, idx, **sampled)
-            if not bool(torch.isfinite(logits).all()):
+            labels = g.y[idx]
+            # One host read: finite logits, labels in range, any unlabelled node.
+            finite, in_range, unlabelled = torch.stack(
+                [
+                    torch.isfinite(logits).all(),
+                    ((labels >= -1) & (labels < num_classes)).all(),
+                    (labels == -1).any(),
+                ]
+            ).tolist()
+            if not finite:
                 raise FloatingPointError(
                     f"evaluate({split!r}): the model's logits hold NaN or inf (non-finite "
                     "parameters or features); no accuracy is reported"
                 )
-            out[split] = accuracy(logits, g.y[idx])
+            if not in_range:
+                bad = labels[(labels < -1) | (labels >= num_classes)]
+                raise ValueError(
+                    f"evaluate({split!r}): g.y holds label {int(bad[0])} for a {split} node, "
+                    f"outside [-1, {num_classes}) (changed in place after the graph was "
+                    "built?); an accuracy against it is not a measurement. Fix g.y (-1 marks "
+                    "an unlabelled node)"
+                )
+            if unlabelled:  # skipped, as the loss skips them
+                known = labels >= 0
+                logits, labels = logits[known], labels[known]
+            out[split] = accuracy(logits, labels)
     finally:
         model.train(was_training)
     return out

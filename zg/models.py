@@ -68,6 +68,7 @@ __all__ = [
     "GCN",
     "GAT",
     "build",
+    "build_seeded",
     "MODELS",
     "masked_softmax",
     "zero_padded_rows",
@@ -515,12 +516,21 @@ def _layer_dims(in_dim, hidden_dim, num_classes, num_layers) -> list[int]:
     return [in_dim] + [hidden_dim] * (num_layers - 1) + [num_classes]
 
 
-def _check_weights_fit(model: str, widths: Sequence[tuple[int, int]], matrices: int) -> None:
+def _check_weights_fit(
+    model: str, widths: Sequence[tuple[int, int]], matrices: int, dims: Sequence[int]
+) -> None:
     """Refuse widths whose weights cannot be allocated here (one check before any layer is
     built, instead of the allocator's traceback in the middle of the list): ``matrices`` weight
-    matrices of ``in x out`` float32 per layer."""
+    matrices of ``in x out`` float32 per layer. The message names the widest of the arguments
+    ``dims`` came from (in_dim, hidden_dim, num_classes), the one to make smaller."""
     nbytes = 4 * matrices * sum(a * b for a, b in widths)
-    memory_arg(nbytes, f"{model} with layer widths {[a for a, _ in widths] + [widths[-1][1]]}")
+    named = [("hidden_dim", dims[1])] if len(dims) > 2 else []
+    named += [("num_classes", dims[-1]), ("in_dim", dims[0])]
+    name, value = max(named, key=lambda item: item[1])  # ties: the first listed
+    memory_arg(
+        nbytes,
+        f"{model} with layer widths {[a for a, _ in widths] + [widths[-1][1]]} ({name}={value})",
+    )
 
 
 class _PlainModel(BlockModel):
@@ -541,7 +551,7 @@ class _PlainModel(BlockModel):
     ):
         super().__init__()
         dims = _layer_dims(in_dim, hidden_dim, num_classes, num_layers)
-        _check_weights_fit(type(self).__name__, list(zip(dims[:-1], dims[1:])), self.matrices)
+        _check_weights_fit(type(self).__name__, list(zip(dims[:-1], dims[1:])), self.matrices, dims)
         self.feature_dims = dims
         self.kernel = kernels.check(kernel)
         # Hidden layers apply their ReLU themselves (fused with zeroing their padded rows).
@@ -601,7 +611,7 @@ class GAT(BlockModel):
         self.feature_dims = [in_dim] + [hidden_dim * heads] * (num_layers - 1) + [num_classes]
         # fc and the residual fc, each in -> heads x out.
         widths = [(self.feature_dims[i], dims[i + 1] * self.heads) for i in range(num_layers)]
-        _check_weights_fit("GAT", widths, 2)
+        _check_weights_fit("GAT", widths, 2, dims)
         self.layers = nn.ModuleList(
             GATConv(self.feature_dims[i], dims[i + 1], heads, kernel=self.kernel)
             for i in range(num_layers)
@@ -618,6 +628,28 @@ class GAT(BlockModel):
 
 MODELS = {"sage": SAGE, "gcn": GCN, "gat": GAT}
 _BlockModel = BlockModel  # the old private name (zg 0.x), kept for code written against it
+
+
+def build_seeded(
+    name: str,
+    in_dim: int,
+    hidden_dim: int,
+    num_classes: int,
+    num_layers: int = 3,
+    *,
+    seed: int,
+    **kwargs,
+) -> BlockModel:
+    """:func:`build` with the parameters drawn from torch's generator seeded with ``seed``, and
+    that generator put back as it was afterwards: every process of a run that calls it with one
+    seed holds the same initial parameters (no broadcast needed), and the caller's random state
+    is left alone."""
+    state = torch.random.get_rng_state()
+    try:
+        torch.manual_seed(int_arg(seed, "seed", low=0, high=2**63 - 1))
+        return build(name, in_dim, hidden_dim, num_classes, num_layers, **kwargs)
+    finally:
+        torch.random.set_rng_state(state)
 
 
 def build(

@@ -73,6 +73,10 @@ class Observer:
     def epoch_end(self, engine, stats) -> None:
         pass
 
+    def interrupted(self, engine) -> None:
+        """The epoch stopped on an exception (Ctrl-C, a hook's error): release what
+        ``batch_start`` took (the epoch's ``batch_end`` and ``epoch_end`` will not come)."""
+
 
 class AuditSyncs(Observer):
     """Host syncs per steady-state iteration, counted by :class:`zg.audit.SyncAudit`.
@@ -101,6 +105,11 @@ class AuditSyncs(Observer):
             self.syncs += self._audit.host_syncs
             self.launches += self._audit.launches
             self.warnings += self._audit.cuda_sync_warnings
+            self._audit = None
+
+    def interrupted(self, engine):
+        if self._audit is not None:  # leave the dispatch mode it entered
+            self._audit.__exit__(None, None, None)
             self._audit = None
 
     def epoch_end(self, engine, stats):

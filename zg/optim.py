@@ -206,26 +206,55 @@ class DeviceAdam(_DeviceLR, torch.optim.Optimizer):
         return self._bias_constants[key]
 
     def _step_flat(self, group, lr, flat, apply) -> None:
+        """The group's Adam step on its flat buffers: :func:`_adam_update`'s arithmetic, op for
+        op (the same bits), written into scratch buffers made once per group, so a step
+        allocates no [total]-sized tensor (on the CPU a fresh buffer of that size costs page
+        faults every step)."""
         params = group["params"]
-        grads = torch.cat([p.grad.reshape(-1) for p in params])  # [total]
-        values = torch.cat([p.detach().reshape(-1) for p in params])  # [total]
-        new_p = _adam_update(
-            values,
-            grads,
-            flat["exp_avg"],
-            flat["exp_avg_sq"],
-            flat["step"],
-            group,
-            lr,
-            apply,
-            self._constants(group, values.device),
-            write=False,
-        )
+        work = flat.get("work")
+        if work is None:
+            like = flat["exp_avg"]
+            work = flat["work"] = {
+                k: torch.empty_like(like) for k in ("grad", "param", "m", "v", "d", "s", "new")
+            }
+        grad, p = work["grad"], work["param"]
+        torch.cat([q.grad.reshape(-1) for q in params], out=grad)  # [total]
+        torch.cat([q.detach().reshape(-1) for q in params], out=p)  # [total]
+        m, v, step = flat["exp_avg"], flat["exp_avg_sq"], flat["step"]
+        beta1, beta2 = group["betas"]
+        eps, wd = group["eps"], group["weight_decay"]
+        if wd != 0:
+            grad.add_(p, alpha=wd)
+        t = step + 1
+        new_m = torch.lerp(m, grad, 1 - beta1, out=work["m"])  # b1 m + (1 - b1) g
+        new_v = torch.mul(v, beta2, out=work["v"]).addcmul_(grad, grad, value=1 - beta2)
+        bias1, bias2_sqrt = _bias_terms(self._constants(group, p.device), t, p.dtype)
+        denom = torch.sqrt(new_v, out=work["d"]).div_(bias2_sqrt).add_(eps)
+        scaled_m = torch.mul(new_m, lr / bias1, out=work["s"])
+        new_p = torch.addcdiv(p, scaled_m, denom, value=-1, out=work["new"])
+        if apply is None:
+            step.copy_(t)
+            m.copy_(new_m)
+            v.copy_(new_v)
+        else:
+            torch.where(apply, t, step, out=step)
+            torch.where(apply, new_m, m, out=m)
+            torch.where(apply, new_v, v, out=v)
+            torch.where(apply, new_p, p, out=new_p)
         offset, pieces = 0, []
-        for p in params:
-            pieces.append(new_p[offset : offset + p.numel()].view_as(p))
-            offset += p.numel()
-        torch._foreach_copy_([p.detach() for p in params], pieces)
+        for q in params:
+            pieces.append(new_p[offset : offset + q.numel()].view_as(q))
+            offset += q.numel()
+        torch._foreach_copy_([q.detach() for q in params], pieces)
+
+
+def _bias_terms(constants, t: torch.Tensor, dtype: torch.dtype):
+    """Adam's bias terms ``(1 - b1^t, sqrt(1 - b2^t))``, computed in float64 as PyTorch does, as
+    0-d tensors of ``dtype``."""
+    betas, second = constants
+    corrections = 1 - torch.pow(betas, t.double())  # [2]
+    bias = torch.where(second, corrections.sqrt(), corrections).to(dtype)  # [2]
+    return bias[0], bias[1]
 
 
 def _adam_update(p, grad, m, v, step, group, lr, apply, constants, *, write: bool):
@@ -240,10 +269,7 @@ def _adam_update(p, grad, m, v, step, group, lr, apply, constants, *, write: boo
     new_m = torch.lerp(m, grad, 1 - beta1)  # b1 m + (1 - b1) g
     new_v = torch.addcmul(v * beta2, grad, grad, value=1 - beta2)  # as torch.optim.Adam
     # Both bias terms at once, in float64 as PyTorch: [1 - b1^t, sqrt(1 - b2^t)].
-    betas, second = constants
-    corrections = 1 - torch.pow(betas, t.double())  # [2]
-    bias = torch.where(second, corrections.sqrt(), corrections).to(p.dtype)  # [2]
-    bias1, bias2_sqrt = bias[0], bias[1]
+    bias1, bias2_sqrt = _bias_terms(constants, t, p.dtype)
     denom = new_v.sqrt() / bias2_sqrt + eps
     new_p = torch.addcdiv(p, (lr / bias1) * new_m, denom, value=-1)  # p - step * m / denom
     if apply is None:

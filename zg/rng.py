@@ -15,9 +15,27 @@ CUDA Graph and still draw exactly the same.
     worker_seed                 a Grappa worker's streams (per super-epoch)  seed, rank[, s]
     PROFILE_EPOCH / EVAL_EPOCH  the epochs envelope profiling and sampled    (named constants)
                                 evaluation draw from, never a training epoch
+
+The global generators are the caller's. Dropout draws from torch's global generator, so
+:func:`seed_dropout` reseeds it before every batch; every public entry point that trains
+(``Engine.train_epoch``, ``run_batch``, ``fit``, ``rebuild``, ``sample``, ``load``,
+``evaluate``) runs inside :func:`keeps_global_rng`, which puts torch's CPU generator (and, when
+CUDA is initialised, every CUDA device's) back as it found it when the call returns or raises.
+So a notebook's own ``torch.rand`` draws after ``engine.fit(...)`` are those it would have made
+without it. The kit never touches numpy's or Python's global generators (its numpy draws use
+seeded ``np.random.Generator`` objects, its torch draws seeded ``torch.Generator`` objects).
+Not restored: DGL's own global generator (mode "dgl" seeds it with ``dgl.seed``; DGL has no
+way to read it back), and a CUDA generator that CUDA's first initialisation inside the call
+created. Building a model (``zg.models.SAGE(...)``) draws its initial parameters from torch's
+global generator, as every torch module does: a draw, not a reseed.
 """
 
 from __future__ import annotations
+
+import contextlib
+import functools
+from collections.abc import Callable, Iterator
+from typing import Any, TypeVar
 
 import torch
 
@@ -36,6 +54,8 @@ __all__ = [
     "epoch_order",
     "PROFILE_EPOCH",
     "EVAL_EPOCH",
+    "global_rng_kept",
+    "keeps_global_rng",
 ]
 
 PROFILE_EPOCH = -1  # Envelope.profile's warm-up batches
@@ -136,6 +156,35 @@ def seed_dropout(key: int) -> None:
     torch.default_generator.manual_seed(value)
     if torch.cuda.is_initialized():
         torch.cuda.manual_seed_all(value)
+
+
+@contextlib.contextmanager
+def global_rng_kept() -> Iterator[None]:
+    """Run the block, then put torch's global generators back as they were: the CPU one, and
+    every CUDA device's when CUDA was initialised at entry (their states are host values: no
+    device sync). For the boundaries of public calls, never inside an iteration."""
+    cpu = torch.random.get_rng_state()
+    cuda = torch.cuda.get_rng_state_all() if torch.cuda.is_initialized() else None
+    try:
+        yield
+    finally:
+        torch.random.set_rng_state(cpu)
+        if cuda is not None:
+            torch.cuda.set_rng_state_all(cuda)
+
+
+_F = TypeVar("_F", bound=Callable[..., Any])
+
+
+def keeps_global_rng(method: _F) -> _F:
+    """Decorate a public entry point: it runs in :func:`global_rng_kept`."""
+
+    @functools.wraps(method)
+    def kept(*args: Any, **kwargs: Any) -> Any:
+        with global_rng_kept():
+            return method(*args, **kwargs)
+
+    return kept  # type: ignore[return-value]
 
 
 def order_seed(seed: int, epoch: int) -> int:

@@ -52,7 +52,15 @@ from typing import Any, Protocol, runtime_checkable
 import torch
 
 from . import kernels
-from ._checks import batch_size_arg, bool_arg, fanouts_arg, key_arg, node_ids_arg, seed_arg
+from ._checks import (
+    batch_size_arg,
+    bool_arg,
+    fanouts_arg,
+    key_arg,
+    memory_arg,
+    node_ids_arg,
+    seed_arg,
+)
 from .blocks import Block
 from .graph import Graph, graph_arg
 from .kernels import sampling as fused_sampling
@@ -159,6 +167,16 @@ def check_seeds(
     host sync (the engine validates its seed order once, on the host, before the epoch).
     """
     return node_ids_arg(seeds, name, num_nodes, device=device, max_len=max_len)
+
+
+def _node_arrays_fit(sampler: str, g: Graph, bytes_per_node: int) -> None:
+    """Refuse a sampler whose node-indexed arrays (markers, id maps, node tables: sized by the
+    graph's node count, a size read from data) cannot fit on its device, before any is made."""
+    memory_arg(
+        bytes_per_node * (g.num_nodes + 1),
+        f"{sampler} on a graph of {g.num_nodes} nodes ({bytes_per_node} bytes a node)",
+        g.device if g.device.type == "cuda" else None,
+    )
 
 
 def _check_clock(clock: Any) -> None:
@@ -531,6 +549,7 @@ class DynamicSampler:
         self.max_degree = max_in_degree(g) if max_degree is None else max_degree
         self.effective_fanouts = effective_fanouts(self.fanouts, self.max_degree, self.replace)
         self.device = g.device
+        _node_arrays_fit("DynamicSampler", g, 8)  # _local
         self._local = torch.zeros(g.num_nodes, dtype=torch.int64, device=self.device)
         self._constants = SlotConstants(self.device).prepare(self.effective_fanouts)
 
@@ -672,6 +691,8 @@ class EnvelopeSampler:
         self.device = g.device
         self.kernel = kernel
         n = g.num_nodes
+        # The fused kernel's marker and seen bitmap, or the marker _first and the node table.
+        _node_arrays_fit("EnvelopeSampler", g, 9 if kernel == "fused" else 32)
         if self.kernel == "fused":
             # The fused kernel's marker: the local id of each node numbered this hop (which
             # ones, the seen bitmap says; the other entries are stale, never read).

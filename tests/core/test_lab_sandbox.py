@@ -1,18 +1,25 @@
-"""The sandboxed grader (tools/labs_sandbox.py): a submission can neither read a hidden test, nor
-reach the network, nor write outside its scratch directory, nor leave a process running; a
-correct one still earns every point; a tampering one earns none.
+"""The sandboxed grader (tools/labs_sandbox.py) is a boundary: a submission can neither forge its
+report, read a hidden test before it is due, reach the network, write outside its private
+/tmp, exhaust the machine, block the grader, nor outlive it; a correct one still earns every
+point; a tampering one earns none; a malformed one is reported and the batch goes on.
 
-The hostile submission runs with the tamper scan off (``run_scan=False``), so what is tested is
-the sandbox alone: the scan would have stopped it before it ran.
+The hostile submissions run with the tamper scan off (``run_scan=False``), so what is tested is
+the sandbox alone: the scan would have stopped most of them before they ran. Each escape
+attempt is a small generated Lab 0 submission: a wrong answer (it earns 0 on its own) plus the
+attempt; each must end with 0 points and nothing left behind (no process, no file outside).
 """
 
 from __future__ import annotations
 
 import json
 import os
+import shutil
+import signal
 import socket
+import subprocess
 import sys
 import time
+import uuid
 from pathlib import Path
 
 import pytest
@@ -22,14 +29,28 @@ sys.path.insert(0, str(ROOT / "tools"))
 
 import labs_sandbox  # noqa: E402
 
-pytestmark = pytest.mark.slow
-
 WHY = labs_sandbox.available()
 needs_sandbox = pytest.mark.skipif(WHY is not None, reason=f"no sandbox here: {WHY}")
 
 LAB = "00_setup"
 SOURCE = ROOT / "labs" / "source" / LAB / f"{LAB}.ipynb"
 HIDDEN = ROOT / "labs" / "source" / "02_fixed_shape_sampler" / "02_fixed_shape_sampler.ipynb"
+WRONG = {  # Lab 0, answered wrongly: 0 points on its own
+    "run_report": "report = {}\n",
+    "labelled_per_class": "import zg\n\ndef labelled_per_class(g, nodes):\n"
+    "    return torch.zeros(1, dtype=torch.int64)\n",
+}
+
+
+def _notebook(tmp_path: Path, cells: dict[str, str]) -> Path:
+    nb = json.loads(SOURCE.read_text())
+    for c in nb["cells"]:
+        gid = c.get("metadata", {}).get("nbgrader", {}).get("grade_id")
+        if gid in cells:
+            c["source"] = cells[gid]
+    path = tmp_path / f"{LAB}.ipynb"
+    path.write_text(json.dumps(nb))
+    return path
 
 
 def _submission(tmp_path: Path, before: str, cell: str = "run_report") -> Path:
@@ -47,7 +68,7 @@ def _submission(tmp_path: Path, before: str, cell: str = "run_report") -> Path:
 def _running(marker: str) -> list[int]:
     pids = []
     for entry in Path("/proc").iterdir():
-        if entry.name.isdigit():
+        if entry.name.isdigit() and int(entry.name) != os.getpid():
             try:
                 cmdline = (entry / "cmdline").read_bytes().replace(b"\0", b" ").decode()
             except OSError:
@@ -55,6 +76,262 @@ def _running(marker: str) -> list[int]:
             if marker in cmdline:
                 pids.append(int(entry.name))
     return pids
+
+
+def _sandbox_processes() -> list[int]:
+    return _running(f"{labs_sandbox.THIS} --worker") + _running(f"{labs_sandbox.THIS} --supervise")
+
+
+def _gone(marker: str, seconds: float = 10.0) -> bool:
+    """True once no process whose command line holds ``marker`` is left (the kernel needs a
+    moment to end a PID namespace)."""
+    end = time.monotonic() + seconds
+    while time.monotonic() < end:
+        if not _running(marker):
+            return True
+        time.sleep(0.2)
+    return False
+
+
+# Places a submission must not be able to leave anything in (host paths).
+OUTSIDE = ["/run/lock", "/dev/shm", "/tmp", "/var/tmp", str(ROOT), str(ROOT / "labs"),
+           str(ROOT / "zg"), os.environ.get("HOME", "/root"), "/etc", "/"]  # fmt: skip
+
+
+def _left_behind(token: str) -> list[str]:
+    found = []
+    for place in OUTSIDE:
+        try:
+            names = os.listdir(place)
+        except OSError:
+            continue
+        found += [f"{place}/{n}" for n in names if token in n]
+    return found
+
+
+# ------------------------------------------------------------------------ escape attempts
+# Each: (code put first in the run_report cell, {grade() keywords}); %(token)s is unique.
+
+FORGE = r"""
+import glob, json, os
+lines = [json.dumps({"grade_id": g, "passed": True}) for g in
+         ["test_report", "test_report_hidden", "test_labelled_per_class", "test_labelled_per_class_hidden"]]
+lines += [json.dumps({"op": "result", "index": i, "nonce": "0" * 32, "passed": True}) for i in range(12)]
+lines += [json.dumps({"end": True, "complete": True, "failure": None})]
+data = ("\n".join(lines) + "\n").encode()
+for fd in range(0, 1024):
+    try:
+        os.write(fd, data)
+    except OSError:
+        pass
+for path in glob.glob("/proc/*/fd/*"):
+    try:
+        fd = os.open(path, os.O_WRONLY | os.O_NONBLOCK)
+        os.write(fd, data)
+        os.close(fd)
+    except OSError:
+        pass
+"""
+
+READ_EARLY = r"""
+import gc, glob, linecache, os, sys
+needles = ['report["cuda"]' + '.ok ==', "g.y[:30]" + " = -1", "BEGIN HIDDEN" + " TESTS\n"]
+found = []
+def look(where, text):
+    if isinstance(text, (bytes, bytearray)):
+        text = text.decode(errors="replace")
+    if isinstance(text, str) and any(n in text for n in needles):
+        found.append(where)
+for o in gc.get_objects():
+    if isinstance(o, (str, bytes, bytearray)):
+        look("gc", o)
+    elif isinstance(o, dict):
+        for v in list(o.values()):
+            look("gc-dict", v)
+f = sys._getframe()
+while f is not None:
+    for c in f.f_code.co_consts:
+        look("frame", c)
+    for v in list(f.f_globals.values()) + list(f.f_locals.values()):
+        look("frame-var", v)
+    f = f.f_back
+for key, entry in list(linecache.cache.items()):
+    look("linecache", "".join(entry[2]))
+for path in glob.glob("/proc/*/cmdline") + glob.glob("/proc/*/environ") + glob.glob("/proc/*/fd/*"):
+    try:  # non-blocking: a pipe reopened through /proc would wait for a writer
+        fd = os.open(path, os.O_RDONLY | os.O_NONBLOCK)
+        try:
+            look(path, os.read(fd, 1 << 20))
+        finally:
+            os.close(fd)
+    except OSError:
+        pass
+for top, dirs, files in os.walk("/"):
+    if top.startswith(("/proc", "/sys", "/dev", "/usr")) or "site-packages" in top:
+        dirs[:] = []
+        continue
+    for name in files:
+        if name.endswith((".ipynb", ".json", ".txt")) or "hidden" in name:
+            try:
+                with open(os.path.join(top, name), "rb") as fh:
+                    look(os.path.join(top, name), fh.read(1 << 20))
+            except OSError:
+                pass
+print("FOUND", sorted(set(found)))
+"""
+
+WRITE = r"""
+import os
+for place in %(outside)r:
+    for attempt in (lambda p: open(p, "w").write("x"), lambda p: os.mkdir(p)):
+        try:
+            attempt(os.path.join(place, "zg-escape-%(token)s"))
+        except OSError:
+            pass
+"""
+
+MEMORY = r"""
+chunks = []
+try:
+    while True:
+        chunks.append(bytearray(256 << 20))
+except MemoryError:
+    print("ALLOCATED", len(chunks))
+del chunks
+"""
+
+FORK_BOMB = r"""
+import os, time
+n = 0
+try:
+    while n < 5000:
+        if os.fork() == 0:
+            try:
+                os.fork()
+            except OSError:
+                pass
+            time.sleep(600)
+            os._exit(0)
+        n += 1
+except OSError:
+    pass
+print("FORKED", n)
+"""
+
+FLOOD = r"""
+import os
+chunk = b"x" * (1 << 20)
+for fd in (1, 2):
+    for _ in range(200):
+        os.write(fd, chunk)
+print("y" * (20 << 20))
+if os.fork() == 0:
+    while True:
+        os.write(2, chunk)
+"""
+
+ESCAPES = {
+    "forge_report_and_exit": (FORGE + "os._exit(0)\n", {}),
+    "forge_report_and_go_on": (FORGE, {}),
+    "read_hidden_tests_early": (READ_EARLY, {}),
+    "write_outside": (WRITE, {}),
+    "exhaust_memory": (MEMORY, {"memory_gib": 4}),
+    # At the process limit the worker's own threads cannot start (torch waits on one forever):
+    # such a run ends at the wall clock, which is short here.
+    "fork_bomb": (FORK_BOMB, {"processes": 64, "timeout": 30}),
+    "flood_output": (FLOOD, {}),
+}
+
+
+@needs_sandbox
+@pytest.mark.slow
+@pytest.mark.parametrize("name", sorted(ESCAPES))
+def test_an_escape_attempt_gains_nothing_and_leaves_nothing(tmp_path, name):
+    token = uuid.uuid4().hex[:12]
+    code, kwargs = ESCAPES[name]
+    code = code % {"token": token, "outside": OUTSIDE} if "%(" in code else code
+    cells = dict(WRONG, run_report=code + "\n" + WRONG["run_report"])
+    if name == "read_hidden_tests_early":  # again after a hidden cell ran: still nothing
+        cells["labelled_per_class"] = code + "\n" + WRONG["labelled_per_class"]
+    began = time.monotonic()
+    kwargs = {"timeout": 120, **kwargs}
+    report = labs_sandbox.grade(_notebook(tmp_path, cells), run_scan=False, **kwargs)
+    assert report["total"] > 0 and report["earned"] == 0, (name, report["passed"], report)
+    assert name == "fork_bomb" or not report["timed_out"], (name, report.get("failure"))
+    assert time.monotonic() - began < 110  # it never blocked the grader until the clock
+    out = report["outputs"].get("run_report", "")
+    if name == "read_hidden_tests_early":
+        for gid in ("run_report", "labelled_per_class"):
+            assert "FOUND []" in report["outputs"].get(gid, ""), (gid, report["outputs"])
+    if name == "exhaust_memory":  # stopped at the limit (4 GiB), not by the machine
+        assert "ALLOCATED" in out and int(out.split("ALLOCATED")[1].split()[0]) <= 16, out
+    if name == "fork_bomb":  # stopped at the sandbox's process limit (64 for uid nobody)
+        if os.geteuid() == 0:
+            assert "FORKED" in out and int(out.split("FORKED")[1].split()[0]) < 64, out
+    if name == "flood_output":
+        assert len(json.dumps(report)) < 200_000  # the grader kept a bounded tail
+    if name.startswith("forge"):
+        assert report["failure"], report
+    assert _gone(str(labs_sandbox.THIS)), f"{name}: a sandbox process outlived the grading"
+    assert _left_behind(token) == [], f"{name}: left {_left_behind(token)}"
+
+
+@needs_sandbox
+@pytest.mark.slow
+@pytest.mark.parametrize("how", ["SIGINT", "SIGTERM", "SIGKILL", "timeout"])
+def test_nothing_outlives_an_interrupted_or_timed_out_grader(tmp_path, how):
+    """The submission starts a detached sleeper and never ends; the grader is interrupted (or
+    its clock runs out): no process of the sandbox is left."""
+    marker = f"31{uuid.uuid4().int % 10**6}.5"
+    code = (
+        "import subprocess, os\n"
+        f"subprocess.Popen(['sleep', '{marker}'], start_new_session=True)\n"
+        "if os.fork() == 0:\n    os.setsid()\n"
+        f"    os.execvp('sleep', ['sleep', '{marker}7'])\n"
+        "while True:\n    pass\n"
+    )
+    path = _notebook(tmp_path, dict(WRONG, run_report=code))
+    timeout = 20 if how == "timeout" else 300
+    cmd = [
+        sys.executable,
+        str(labs_sandbox.THIS),
+        "--no-scan",
+        "--timeout",
+        str(timeout),
+        str(path),
+    ]
+    env = dict(os.environ, PYTHONPATH=str(ROOT))
+    began = time.monotonic()
+    grader = subprocess.Popen(cmd, env=env, stdout=subprocess.PIPE, stderr=subprocess.STDOUT)
+    try:
+        while len(_running(f"sleep {marker}")) < 2:
+            assert grader.poll() is None, grader.stdout.read().decode()
+            assert time.monotonic() - began < 120, "the submission never started"
+            time.sleep(0.2)
+        if how != "timeout":
+            grader.send_signal(getattr(signal, how))
+        out = grader.communicate(timeout=120)[0].decode()
+    finally:
+        if grader.poll() is None:
+            grader.kill()
+            grader.wait()
+    if how == "timeout":
+        assert "0 / 5" in out and "wall-clock" in out, out
+    assert _gone(f"sleep {marker}"), f"{how}: the submission's sleeper outlived the grader"
+    assert _gone(str(labs_sandbox.THIS)), f"{how}: a sandbox process outlived the grader"
+
+
+# ------------------------------------------------------------------------ what still works
+
+
+@needs_sandbox
+@pytest.mark.slow
+def test_a_correct_submission_earns_every_point(tmp_path):
+    path = tmp_path / f"{LAB}.ipynb"
+    path.write_text(SOURCE.read_text())
+    report = labs_sandbox.grade(path, timeout=300)
+    assert report["total"] > 0 and report["earned"] == report["total"], report.get("failure")
+    assert not report["timed_out"] and not report["findings"]
 
 
 PROBE = """
@@ -69,7 +346,16 @@ _probe("hidden_test", lambda: len(open(%(hidden)r).read()))
 _probe("course_listing", lambda: sorted(os.listdir(%(course)r)))
 _probe("git", lambda: sorted(os.listdir(%(git)r)))
 _probe("home", lambda: sorted(os.listdir(%(home)r)))
+_probe("root", lambda: sorted(os.listdir("/")))
 _probe("network", lambda: socket.create_connection(("127.0.0.1", %(port)d), timeout=3).close())
+_probe("interfaces", lambda: [name for _, name in socket.if_nameindex()])
+def _loopback():
+    server = socket.socket()
+    server.bind(("127.0.0.1", 0))
+    server.listen()
+    socket.create_connection(server.getsockname(), timeout=3).close()
+    return "up"
+_probe("loopback", _loopback)
 _probe("write_course", lambda: open(%(course)r + "/planted.txt", "w").write("x"))
 _probe("write_repo", lambda: open(%(repo)r + "/planted.txt", "w").write("x"))
 _probe("write_tmp", lambda: open("/tmp/planted.txt", "w").write("x"))
@@ -82,15 +368,7 @@ print("PROBE " + json.dumps(probe))
 
 
 @needs_sandbox
-def test_a_correct_submission_earns_every_point(tmp_path):
-    path = tmp_path / f"{LAB}.ipynb"
-    path.write_text(SOURCE.read_text())
-    report = labs_sandbox.grade(path, timeout=300)
-    assert report["total"] > 0 and report["earned"] == report["total"], report.get("failure")
-    assert not report["timed_out"] and not report["findings"]
-
-
-@needs_sandbox
+@pytest.mark.slow
 def test_a_hostile_submission_reads_nothing_reaches_nothing_and_leaves_nothing(tmp_path):
     server = socket.socket()
     server.bind(("127.0.0.1", 0))
@@ -107,15 +385,17 @@ def test_a_hostile_submission_reads_nothing_reaches_nothing_and_leaves_nothing(t
         server.close()
     out = report["outputs"]["run_report"]
     probe = json.loads(out.split("PROBE ", 1)[1].splitlines()[0])
-    # the hidden tests of another lab, the course, the history, the home: not there
-    assert str(probe["hidden_test"]).startswith("DENIED"), probe
-    assert probe["course_listing"] == [] and probe["git"] == [], probe
-    # the home is empty but for the way to the Python interpreter, where it lives there
+    # the hidden tests of another lab, the course, the history: not in the file view at all
+    for key in ("hidden_test", "course_listing", "git"):
+        assert str(probe[key]).startswith("DENIED"), probe
+    # the home holds only the way to the Python interpreter, where it lives there
     prefix = Path(sys.base_prefix)
     way = [prefix.relative_to(home).parts[0]] if prefix.is_relative_to(home) else []
-    assert probe["home"] == way, probe
-    # no network, no writes outside the sandbox's own /tmp
+    assert probe["home"] == way or (not way and str(probe["home"]).startswith("DENIED")), probe
+    assert "run" not in probe["root"] and "var" not in probe["root"], probe
+    # the grader's loopback is not reachable; the sandbox's own loopback is up, nothing else
     assert str(probe["network"]).startswith("DENIED"), probe
+    assert probe["interfaces"] == ["lo"] and probe["loopback"] == "up", probe
     assert str(probe["write_course"]).startswith("DENIED"), probe
     assert str(probe["write_repo"]).startswith("DENIED"), probe
     assert probe["write_tmp"] == 1, probe
@@ -123,20 +403,27 @@ def test_a_hostile_submission_reads_nothing_reaches_nothing_and_leaves_nothing(t
     assert not Path("/tmp/planted.txt").exists()
     # the correct part of it still earns its points: the sandbox does not break grading
     assert report["earned"] == report["total"], report.get("failure")
-    time.sleep(0.5)
-    assert _running("313.7") == [] and _running("313.8") == [], "a process outlived the grading"
+    assert _gone("313.7") and _gone("313.8"), "a process outlived the grading"
 
 
 @needs_sandbox
-def test_a_submission_that_never_ends_is_killed_with_everything_it_started(tmp_path):
-    code = 'import subprocess\nsubprocess.Popen(["sleep", "313.9"], start_new_session=True)\nwhile True:\n    pass\n'
-    began = time.monotonic()
-    report = labs_sandbox.grade(_submission(tmp_path, code), timeout=20, run_scan=False)
-    assert report["timed_out"] and report["earned"] == 0, report
-    assert "wall-clock" in report["failure"]
-    assert time.monotonic() - began < 60
-    time.sleep(0.5)
-    assert _running("313.9") == [], "a process outlived the wall-clock limit"
+@pytest.mark.slow
+def test_it_runs_from_a_clone_in_tmp_whose_git_is_a_file_as_in_a_worktree(tmp_path):
+    clone = tmp_path / "clone"
+    (clone / "tools").mkdir(parents=True)
+    for name in ("labs_sandbox.py", "labs_grade.py", "labs_tamper.py"):
+        shutil.copy(ROOT / "tools" / name, clone / "tools" / name)
+    shutil.copytree(ROOT / "zg", clone / "zg", ignore=shutil.ignore_patterns("__pycache__"))
+    shutil.copytree(ROOT / "data", clone / "data", ignore=shutil.ignore_patterns("__pycache__"))
+    shutil.copytree(SOURCE.parent, clone / "labs" / "source" / LAB)
+    (clone / ".git").write_text("gitdir: /nonexistent/.git/worktrees/clone\n")
+    env = dict(os.environ, PYTHONPATH=str(clone))
+    sub = clone / "labs" / "source" / LAB / f"{LAB}.ipynb"
+    done = subprocess.run(
+        [sys.executable, str(clone / "tools" / "labs_sandbox.py"), "--timeout", "300", str(sub)],
+        env=env, capture_output=True, text=True, timeout=400,
+    )  # fmt: skip
+    assert done.returncode == 0 and ": 5 / 5" in done.stdout, done.stdout + done.stderr
 
 
 def test_a_tampering_submission_earns_nothing_and_does_not_run(tmp_path):
@@ -148,7 +435,38 @@ def test_a_tampering_submission_earns_nothing_and_does_not_run(tmp_path):
     assert "seconds" not in report  # it never ran
 
 
-def test_timeout_must_be_positive(tmp_path, capsys):
-    with pytest.raises(SystemExit):
-        labs_sandbox.main(["--timeout", "0", str(SOURCE)])
-    assert "--timeout must be positive" in capsys.readouterr().err
+def test_malformed_submissions_are_reported_one_by_one_and_the_batch_goes_on(tmp_path, capsys):
+    (tmp_path / "bad").mkdir()
+    not_json = tmp_path / "bad" / f"{LAB}.ipynb"
+    not_json.write_text("{ not a notebook")
+    (tmp_path / "worse").mkdir()
+    wrong_shape = tmp_path / "worse" / f"{LAB}.ipynb"
+    wrong_shape.write_text(json.dumps({"cells": [{"cell_type": "code", "source": 3,
+                                                  "metadata": {"nbgrader": {"solution": True, "grade_id": "run_report"}}}]}))  # fmt: skip
+    missing = tmp_path / "gone" / f"{LAB}.ipynb"
+    no_lab = tmp_path / "99_no_such_lab.ipynb"
+    no_lab.write_text(SOURCE.read_text())
+    (tmp_path / "tamper").mkdir()
+    tampering = _submission(tmp_path / "tamper", "import torch\ntorch.equal = lambda a, b: True\n")
+    out_json = tmp_path / "grades.json"
+    batch = [not_json, wrong_shape, missing, no_lab, tampering]
+    status = labs_sandbox.main(["--json", str(out_json), *map(str, batch)])
+    assert status == 1
+    reports = json.loads(out_json.read_text())
+    assert [r["submission"] for r in reports] == [str(p.absolute()) for p in batch]
+    for r in reports[:4]:
+        assert r["failure"].startswith("malformed:") and r["earned"] == 0, r
+    assert reports[4]["failure"].startswith("tamper:")  # graded after four malformed ones
+    printed = capsys.readouterr().out
+    assert printed.count("malformed:") == 4 and "4 of 5 submissions malformed" in printed
+
+
+@pytest.mark.parametrize("value", ["0", "-1", "inf", "-inf", "nan", "1e400", "soon", ""])
+def test_timeout_must_be_a_finite_positive_number(value, capsys):
+    with pytest.raises(SystemExit) as exc:
+        labs_sandbox.main([f"--timeout={value}", str(SOURCE)])
+    assert exc.value.code == 2
+    err = capsys.readouterr().err
+    assert "--timeout" in err and "number of seconds" in err and "Traceback" not in err, err
+    with pytest.raises(ValueError, match="finite number of seconds > 0|number of seconds"):
+        labs_sandbox.grade(SOURCE, timeout=float(value) if value not in ("soon", "") else value)

@@ -244,9 +244,9 @@ def test_the_grappa_walk_is_the_calls_one_grappa_epoch_makes(tmp_path, monkeypat
     # The workers' frames are checked too: the hook runs inside the step, not where it is
     # registered.
     wrong = route.parse(
-        "zg.grappa.worker.run_worker\n  zg.grappa.roles.Role.wrap\n    zg.grappa.hook.estimator_hook"
+        "zg.grappa.worker.run_worker\n  zg.grappa.roles.Role.exchange\n    zg.grappa.exchange.GradientExchange.__call__"
     )
-    assert "inside zg.grappa.roles.Role.wrap" in unmatched_step(wrong, calls)
+    assert "inside zg.grappa.roles.Role.exchange" in unmatched_step(wrong, calls)
 
 
 # ----------------------------------------------------------------------------- every module

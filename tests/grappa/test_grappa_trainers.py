@@ -6,10 +6,11 @@ from pathlib import Path
 import pytest
 
 from zg import grappa
-from zg.grappa.roles import AveragingRole, FetchingRole, Role, role_for
+from zg.grappa.roles import AveragingRole, FetchingRole, Role, SharingRole, role_for
 from zg.grappa.trainers import (
     PSGDPA,
     TRAINERS,
+    DataParallel,
     FeatureFetch,
     Grappa,
     Isolated,
@@ -27,6 +28,7 @@ def test_the_registry_maps_each_name_to_its_class():
         "isolated": Isolated,
         "psgd_pa": PSGDPA,
         "feature_fetch": FeatureFetch,
+        "data_parallel": DataParallel,
         "single": Single,
     }
     for name, cls in TRAINERS.items():
@@ -42,6 +44,7 @@ def test_what_differs_is_held_by_the_objects():
     assert [n for n, c in TRAINERS.items() if c.repartitions] == ["grappa"]
     assert [n for n, c in TRAINERS.items() if c.averages_models] == ["psgd_pa"]
     assert [n for n, c in TRAINERS.items() if c.fetches_features] == ["feature_fetch"]
+    assert [n for n, c in TRAINERS.items() if c.shares_batches] == ["data_parallel"]
     assert {n: c.workers for n, c in TRAINERS.items() if c.workers} == {"single": 1}
     assert get_trainer("psgd_pa").replicas(4) == 4 and get_trainer("grappa").replicas(4) == 1
     assert get_trainer("grappa").fixed() == {}
@@ -55,7 +58,7 @@ def test_what_differs_is_held_by_the_objects():
 
 def test_a_trainer_is_policy_and_its_role_builds():
     """trainers.py holds flags, defaults and checks; roles.py what a worker builds from them."""
-    for method in ("make_local_data", "wrap", "after_step"):
+    for method in ("make_local_data", "exchange", "after_step"):
         assert not hasattr(Trainer, method) and hasattr(Role, method)
     kinds = {name: type(role_for(get_trainer(name))) for name in TRAINERS}
     assert kinds == {
@@ -63,6 +66,7 @@ def test_a_trainer_is_policy_and_its_role_builds():
         "isolated": Role,
         "psgd_pa": AveragingRole,
         "feature_fetch": FetchingRole,
+        "data_parallel": SharingRole,
         "single": Role,
     }
     assert role_for(get_trainer("psgd_pa")).trainer.name == "psgd_pa"

@@ -55,7 +55,7 @@ def worker_syncs(
     from ..grappa import partition as make_partition
     from ..grappa.config import TrainConfig
     from ..grappa.local import LocalData
-    from ..models import build
+    from ..grappa.worker import worker_model
 
     fanouts, seed = check_fanouts(fanouts), seed_arg(seed)
     part = make_partition(g, workers, method="random", seed=seed)
@@ -71,15 +71,7 @@ def worker_syncs(
         ).validated()
         local = LocalData(cfg, g, part, rank, workers, torch.device("cpu"), cfg.estimator_object)
         local.start_super_epoch(0)
-        torch.manual_seed(seed)
-        model = build(
-            cfg.model,
-            g.feat_dim,
-            cfg.hidden_dim,
-            g.num_classes,
-            cfg.num_layers,
-            dropout=cfg.dropout,
-        )
+        model = worker_model(cfg, g, torch.device("cpu"))
         # The worker's own Engine (as zg.grappa.worker builds it, minus the process group).
         eng = Engine(
             local.graph,

@@ -15,8 +15,9 @@ The flow, one module per stage:
     local.py        what a worker trains on, its local data: its isolated local graph;
                     remote.py: the feature-fetching baseline's (whole structure, remote
                     features)
-    hook.py         the estimator's DDP communication hook and the other collectives
-    roles.py        what a worker of a trainer builds: its local data, DDP hook or averaging
+    exchange.py     the one gradient exchange: a flat all-reduce inside the step
+    hook.py         the estimator's DDP communication hook (the authors' form, Lab 6) and collectives
+    roles.py        what a worker of a trainer builds: its local data, its exchange or averaging
     worker.py       the worker loop (a zg.Engine on its local graph), hooks for tests
     checkpoint.py   checkpoints and resuming; history.py: the history JSON
     launch.py       worker processes (torch.multiprocessing or torchrun), timeouts, free ports

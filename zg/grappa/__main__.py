@@ -49,14 +49,18 @@ from __future__ import annotations
 
 import argparse
 import json
+import math
 import os
 import sys
 import tempfile
 from collections.abc import Callable, Sequence
 from typing import Any, NoReturn
 
+import torch
+
 from .. import datasets, kernels
 from .._checks import _shown, output_file_arg
+from .._io import read_json_config
 from ..errors import ZgError
 from ..graph import Graph
 from ._checks import check_output_paths
@@ -70,10 +74,15 @@ COMMAND_LINE_KERNEL = "auto"  # the kernel a command-line run takes when its con
 
 def dataset_paths(spec: Any) -> list[str]:
     """The files and folders a config's ``dataset`` reads (an npz file, a graph folder, an OGB
-    root): what no output of the run may overwrite."""
+    root, a named dataset's own file such as the bundled ``cora.npz``): what no output of the
+    run may overwrite."""
+    if isinstance(spec, str):
+        return [str(p) for p in datasets.dataset_paths(spec)]
     if not isinstance(spec, dict):
         return []
-    return [str(spec[k]) for k in ("npz", "folder", "root") if isinstance(spec.get(k), str)]
+    paths = [str(spec[k]) for k in ("npz", "folder", "root") if isinstance(spec.get(k), str)]
+    root = spec.get("root") if isinstance(spec.get("root"), str) else None
+    return paths + [str(p) for p in datasets.dataset_paths(spec.get("name"), root)]
 
 
 def load_dataset(spec: Any) -> Graph:
@@ -173,8 +182,14 @@ def run(
             values["workers"] = int(os.environ["WORLD_SIZE"])
     try:
         cfg = TrainConfig.from_dict(values)
-    except (TypeError, ValueError, RuntimeError) as exc:  # RuntimeError: "fused" without numba
+    except (TypeError, ValueError, RuntimeError, MemoryError) as exc:
+        # RuntimeError: "fused" without numba; MemoryError: a model that cannot fit here.
         error(f"{source}: {exc}")
+    if cfg.backend == "nccl" and not torch.cuda.is_available():  # a usage error: exit 2
+        error(
+            f"{source}: backend='nccl' trains on GPUs, and torch.cuda.is_available() is False "
+            "here; use backend='gloo' (or leave backend out: the run picks it)"
+        )
     out = out or cfg.history_path
     try:
         check_output_paths(
@@ -222,12 +237,26 @@ def run(
     return 0
 
 
+def _accuracy(value: Any, missing: str) -> str:
+    """An accuracy of a history for the final line: a number with four decimals, or ``missing``
+    (a history holds null for an accuracy that was not measured: a graph without that split)."""
+    if isinstance(value, (int, float)) and not isinstance(value, bool) and math.isfinite(value):
+        return f"{value:.4f}"
+    return missing
+
+
 def print_final(history: dict[str, Any], out: str | None) -> None:
-    """One line: final accuracies, bytes per epoch and worker, where the history went."""
+    """One line: final accuracies ("no test split" for a graph without one), bytes per epoch
+    and worker, where the history went."""
     final = history["final"]
+    sent = history.get("bytes_per_epoch_per_worker")
+    sent = f"{sent:,.0f}" if isinstance(sent, (int, float)) and math.isfinite(sent) else "?"
+    val = _accuracy(final.get("val_acc"), "n/a")
+    test = _accuracy(final.get("test_acc"), "")
     print(
-        f"val {final['val_acc']:.4f}  test {final['test_acc']:.4f}  "
-        f"{history['bytes_per_epoch_per_worker']:,.0f} bytes/epoch/worker"
+        f"val {val}  "
+        + (f"test {test}  " if test else "no test split  ")
+        + f"{sent} bytes/epoch/worker"
         + (f"; history written to {out}" if out else ""),
         flush=True,
     )
@@ -253,18 +282,10 @@ def main(argv=None) -> int:
     args = parser.parse_args(argv)
     # Everything that can be wrong with the input is reported before any process starts or
     # any file is written (argparse's error: usage, the message, exit status 2).
-    try:
-        with open(args.config, "rb") as f:
-            values = json.loads(f.read().decode("utf-8"))
-    except RecursionError:
-        parser.error(
-            f"--config {args.config}: nested too deeply to read (a config is a flat JSON "
-            "object of settings)"
-        )
-    except (OSError, UnicodeDecodeError, ValueError) as exc:  # JSONDecodeError is a ValueError
-        parser.error(
-            f"--config {args.config}: cannot read a JSON config ({type(exc).__name__}: {exc})"
-        )
+    try:  # bounded: a config over 1 MiB, a FIFO or a device is refused (zg._io.read_json_config)
+        values = read_json_config(args.config, "--config")
+    except (TypeError, ValueError) as exc:
+        parser.error(str(exc))
     if args.kernel is not None and isinstance(values, dict):
         values["kernel"] = args.kernel  # the flag wins over the config file
     # Where the run writes is checked now, not after training (a directory as --out, a missing

@@ -14,6 +14,7 @@ from ..graph import graph_arg  # noqa: F401  (re-exported)
 # (zg/grappa/train.py: write_json and _save_checkpoint call os.makedirs; the model is saved
 # with a plain torch.save into an existing folder).
 OUTPUT_FIELDS_MAKE_FOLDERS = {"history_path": True, "model_path": False}
+MAX_LAYERS = 64  # num_layers above is a typo, and [10] * num_layers must stay small
 CHECKPOINT_FILE = "checkpoint.pt"  # the name zg.grappa.train gives the file in checkpoint_dir
 
 

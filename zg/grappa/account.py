@@ -2,8 +2,8 @@
 
 Where it sits: around a worker's epoch (:mod:`zg.grappa.worker`). The worker's Engine laps the
 stages of its one step into an :class:`AccountClock` (the :class:`zg.step.StageClock` of the
-chain ``sample -> compact -> gather -> forward -> loss -> backward -> step``), the DDP hook
-(:mod:`zg.grappa.hook`) marks the moment it is handed the last gradient bucket, and the worker
+chain ``sample -> compact -> gather -> forward -> loss -> backward -> step``), the gradient
+exchange (:mod:`zg.grappa.exchange`) marks the moment backward's compute ends, and the worker
 times what it does between steps (regrouping, evaluation, checkpoints). Every part is added into
 one row of seconds per worker, which rides the epoch's one exchange of numbers (an all-gather
 started without waiting, completed an epoch later); rank 0 writes the record's ``account``::
@@ -16,10 +16,10 @@ The parts (:data:`PARTS`):
     gather          the input features and labels of the batch
     forward         the model, the per-seed loss and the estimator's factors (with the few
                     scalars some estimators all-gather)
-    backward        backward, up to the moment the last gradient bucket is handed to the hook
-    exchange        from that moment until backward returns: the hook's all-reduce of the
-                    gradient, including the wait for the slowest worker to reach it (psgd_pa:
-                    its parameter averaging)
+    backward        backward's compute, up to the moment the exchange starts
+    exchange        the exchange's flat all-reduce of the scaled gradient, including the wait
+                    for the slowest worker to reach it (psgd_pa: its flag, and its parameter
+                    averaging)
     step            the optimizer step (gated on the overflow flag)
     evaluation      rank 0's full-graph evaluation (every ``eval_every`` epochs)
     repartitioning  regrouping into a new super-epoch: local graph, weights, envelope, Engine
@@ -36,7 +36,7 @@ worker's. Workers wait for each other only at the steps' all-reduces, so a wait 
 workers wait for it in the next epoch's first all-reduce.
 
 Clocks add no host sync to a step: on the CPU each lap is ``time.perf_counter``; on CUDA a lap
-is a pair of CUDA events (the hook records one too), read once at the end of the epoch, after
+is a pair of CUDA events (the exchange records one too), read once at the end of the epoch, after
 the epoch's loss has been read (a point that already waits for the device).
 """
 
@@ -86,16 +86,16 @@ assert set(_PART_OF_STAGE) == set(STAGES)
 
 
 class AccountClock(StageClock):
-    """A :class:`zg.step.StageClock` whose "backward" lap is split in two at the moment the DDP
-    hook was handed the last gradient bucket (:meth:`hand_off`): "backward" before it,
-    "exchange" after it. Without a hand-off (no DDP) the lap is all "backward"."""
+    """A :class:`zg.step.StageClock` whose "backward" lap is split in two at the moment the
+    gradient exchange started (:meth:`hand_off`): "backward" before it, "exchange" after it.
+    Without a hand-off (nothing exchanged) the lap is all "backward"."""
 
     def __init__(self, device: torch.device | None = None, into: dict[str, float] | None = None):
         super().__init__(device, into)
         self._handed = None
 
     def hand_off(self) -> None:
-        """Called by the hook for every bucket it is handed (the last one counts)."""
+        """Called by the exchange when backward's compute ends (the last call counts)."""
         if self.cuda:
             event = torch.cuda.Event(enable_timing=True)
             event.record(torch.cuda.current_stream(self.device))
@@ -117,13 +117,16 @@ class AccountClock(StageClock):
 
 class AccountTimes(Observer):
     """The Engine observer that lends the step its :class:`AccountClock` and keeps the epoch's
-    seconds per stage (``self.seconds``, read by :meth:`EpochAccount.add_stages`). The hook
+    seconds per stage (``self.seconds``, read by :meth:`EpochAccount.add_stages`). The exchange
     finds the clock of the running batch at ``self.current``."""
 
     def __init__(self, device: torch.device):
         self.device = device
         self.current: AccountClock | None = None
         self.seconds: dict[str, float] = {}
+        # False: the step runs whole (a captured CUDA Graph cannot be split into stages); its
+        # seconds then fall into the epoch's "other".
+        self.lend_clock = True
 
     def epoch_start(self, engine, epoch, first_batch):
         self.begin()
@@ -132,7 +135,7 @@ class AccountTimes(Observer):
         self.current.start()
 
     def clock(self) -> AccountClock | None:
-        return self.current
+        return self.current if self.lend_clock else None
 
     def epoch_end(self, engine, stats):
         self.end()

@@ -136,6 +136,25 @@ def read_checkpoint(path: str, cfg: TrainConfig, g: Graph, world: int) -> dict[s
     if not os.path.exists(path):
         return None
     try:
+        return _read_checked(path, cfg, g, world)
+    except CheckpointError:  # a RuntimeError too: already the documented error
+        raise
+    except (TypeError, KeyError, AttributeError, IndexError, RuntimeError, OverflowError) as exc:
+        # A crafted file may hold values of any type the unpickler allows where the checks
+        # expect others: still the documented CheckpointError, never another class.
+        raise CheckpointError(
+            f"checkpoint {path} is malformed ({type(exc).__name__}: {str(exc)[:200]}); "
+            "delete it to start afresh"
+        ) from None
+
+
+def _is_count(value: Any) -> bool:
+    return isinstance(value, int) and not isinstance(value, bool) and value >= 0
+
+
+def _read_checked(path: str, cfg: TrainConfig, g: Graph, world: int) -> dict[str, Any]:
+    """:func:`read_checkpoint` of a file that exists."""
+    try:
         state = torch.load(path, map_location="cpu", weights_only=True)
     except Exception as exc:  # truncated zip, bad pickle, wrong magic, ...
         raise CheckpointError(
@@ -178,13 +197,13 @@ def read_checkpoint(path: str, cfg: TrainConfig, g: Graph, world: int) -> dict[s
             f"checkpoint {path} was written for another graph ({differ}). Use "
             "another checkpoint_dir, or delete it to start afresh"
         )
-    if state["world"] != world:
+    if not _is_count(state["world"]) or state["world"] != world:
         raise CheckpointError(
-            f"checkpoint {path} was written by {state['world']} workers; this run has {world}"
+            f"checkpoint {path} was written by {state['world']!r:.40} workers; this run has {world}"
         )
     next_epoch, records = state["next_epoch"], state["records"]
     if (
-        not isinstance(next_epoch, int)
+        not _is_count(next_epoch)
         or not 1 <= next_epoch <= cfg.epochs
         or not isinstance(records, list)
         or [r.get("epoch") if isinstance(r, dict) else None for r in records]
@@ -193,6 +212,20 @@ def read_checkpoint(path: str, cfg: TrainConfig, g: Graph, world: int) -> dict[s
         raise CheckpointError(
             f"checkpoint {path} is inconsistent: resume at epoch {next_epoch!r} "
             f"with {len(records) if isinstance(records, list) else '?'} epoch records"
+        )
+    seconds, resumed_at = state["seconds"], state["resumed_at"]
+    if (
+        not _is_count(state["step"])
+        or isinstance(seconds, bool)
+        or not isinstance(seconds, (int, float))
+        or not 0 <= seconds < float("inf")
+        or not isinstance(resumed_at, list)
+        or not all(_is_count(e) and e <= next_epoch for e in resumed_at)
+    ):
+        raise CheckpointError(
+            f"checkpoint {path} is inconsistent: step {state['step']!r:.40}, seconds "
+            f"{seconds!r:.40}, resumed_at {resumed_at!r:.60} (a count, a finite time, the "
+            "epochs it resumed at)"
         )
     copies = cfg.trainer_object.replicas(world)
     if not (

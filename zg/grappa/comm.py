@@ -23,7 +23,7 @@ worker (links full duplex, workers in parallel). A projected epoch is the measur
 machine (loopback transfers included) *plus* the link time of the bytes the epoch sent, so it
 errs on the slow side.
 
-Kinds: ``gradients`` (the DDP hook's all-reduce), ``scalars`` (the estimators' per-iteration
+Kinds: ``gradients`` (the exchange's all-reduce, :mod:`zg.grappa.exchange`), ``scalars`` (the estimators' per-iteration
 stats), ``features`` (feature fetching: requests and responses), ``parameters`` (model
 averaging). Bookkeeping collectives that only gather these numbers for the history are not
 training traffic and are not recorded.

@@ -27,9 +27,10 @@ from typing import Any
 
 from .. import kernels
 from .. import models as zg_models
-from .._checks import seed_arg
+from .._checks import memory_arg, seed_arg
+from ..optim import MAX_HYPER
 from ..sampling import check_fanouts
-from ._checks import bool_arg, choice_arg, int_arg, real_arg
+from ._checks import MAX_LAYERS, bool_arg, choice_arg, int_arg, real_arg
 from .estimators import Estimator, _travelling_class, register_estimator
 from .partition import METHODS, SCHEDULES
 from .presets import PRESETS, apply_preset
@@ -58,8 +59,12 @@ RENAMED = {"mode": "batching", "sampler": "step_shapes"}
 # The paper's ablations of Grappa, kept only as deprecated keywords of train() and of JSON
 # configs: each is a shorthand for the setting it names.
 ABLATIONS = {"unweighted": ("estimator", "mean"), "fixed_partitions": ("repartition_every", None)}
-MAX_LAYERS = 64  # more is a typo, and [10] * num_layers must stay small
 MAX_SECONDS = 1e7  # ~4 months: beyond this a timeout is a typo (and overflows timedelta)
+MAX_THREADS = 1024  # torch threads per worker: more is a typo (torch.set_num_threads takes a C int)
+# Weight matrices per layer of each model (zg.models: SAGE fc_self + fc_neigh, GCN one, GAT fc and
+# its residual), and GAT's heads as zg.models.build makes it: the lower bound validated() checks.
+_MATRICES = {"sage": 2, "gcn": 1, "gat": 2}
+_GAT_HEADS = 4
 KERNEL_BEFORE_FIELD = "auto"  # what a config saved before ``kernel`` existed ran (see saved_form)
 
 
@@ -114,7 +119,7 @@ class Runtime:
     """How a run runs (see :class:`TrainConfig`)."""
 
     step_shapes: str = "dynamic"
-    envelope: str = "profiled"
+    envelope: Any = "profiled"
     envelope_quantile: float = 0.99
     envelope_margin: float = 0.05
     backend: str | None = None
@@ -122,6 +127,8 @@ class Runtime:
     run_timeout: float | None = None
     threads: int | None = None
     kernel: str = "torch"
+    poll_every: int = 8
+    capture: bool = False
 
 
 @dataclass
@@ -167,7 +174,12 @@ class TrainConfig(Output, Runtime, Experiment):
     sizes, the reference) or "envelope" (each worker runs the ZeroGNN fixed-shape step on its
     local graph: envelope sampler, padded blocks, no host syncs in the iteration). envelope, envelope_quantile, envelope_margin: how each worker sizes
     its envelope for every super-epoch ("profiled": :meth:`zg.Envelope.profile` on its local
-    graph with that quantile and margin; "worst_case": never overflows). Overflow follows the
+    graph with that quantile and margin; "worst_case": never overflows; a list of sizes, one per
+    block: explicit, grown on overflow). poll_every: iterations between the host's reads of the
+    overflow flag. capture: with step_shapes="envelope", each worker's static step, the gradient
+    exchange included, is captured once as a CUDA Graph and replayed on CUDA (nccl); on the CPU
+    the same step runs uncaptured, its bookkeeping as captured (the twin the tests check). The
+    epoch's account then has no per-stage split of the step. Overflow follows the
     one policy of :class:`zg.step.OverflowGuard`: an overflowed batch is never applied; every
     worker skips its optimizer step on the device (the flag rides the gradient all-reduce, so
     one worker's overflow stops them all); the host polls the flag every few iterations, the
@@ -344,15 +356,16 @@ class TrainConfig(Output, Runtime, Experiment):
         int_arg(self.epochs, "epochs", low=1)
         seed_arg(self.seed)  # the kit's one seed rule (zg._checks.seed_arg)
         choice_arg(self.method, "method", METHODS)
-        if self.num_chunks is not None:
-            int_arg(self.num_chunks, "num_chunks", low=1)
         bool_arg(self.halo, "halo")
         choice_arg(self.schedule, "schedule", SCHEDULES)
+        if self.num_chunks is not None:
+            int_arg(self.num_chunks, "num_chunks", low=1)
         choice_arg(self.batching, "batching", BATCHINGS)
         choice_arg(self.model, "model", tuple(zg_models.MODELS))
         int_arg(self.hidden_dim, "hidden_dim", low=1)
         int_arg(self.num_layers, "num_layers", low=1, high=MAX_LAYERS)
         real_arg(self.dropout, "dropout", low=0.0, high=0.999)
+        self._check_model_fits()
         check_fanouts(self.fanouts)
         if len(self.fanouts) != self.num_layers:
             raise ValueError(
@@ -360,12 +373,29 @@ class TrainConfig(Output, Runtime, Experiment):
                 f"{self.num_layers}; give one fanout per layer"
             )
         int_arg(self.batch_size, "batch_size", low=1)
-        real_arg(self.lr, "lr", low=0.0, low_open=True)
-        real_arg(self.weight_decay, "weight_decay", low=0.0)
+        # The bounds the workers' optimizer takes (zg.optim.make_optimizer).
+        real_arg(self.lr, "lr", low=0.0, low_open=True, high=MAX_HYPER)
+        real_arg(self.weight_decay, "weight_decay", low=0.0, high=MAX_HYPER)
         if self.average_every is not None:
             int_arg(self.average_every, "average_every", low=1)
         choice_arg(self.step_shapes, "step_shapes", STEP_SHAPES)
-        choice_arg(self.envelope, "envelope", ("profiled", "worst_case"))
+        if isinstance(self.envelope, (list, tuple)):  # explicit sizes (they grow on overflow)
+            sizes = [int_arg(v, f"envelope[{i}]", low=1) for i, v in enumerate(self.envelope)]
+            if len(sizes) != self.num_layers:
+                raise ValueError(
+                    f"envelope has {len(sizes)} sizes but num_layers={self.num_layers}: give "
+                    "one size per block"
+                )
+        else:
+            choice_arg(self.envelope, "envelope", ("profiled", "worst_case"))
+        int_arg(self.poll_every, "poll_every", low=1)
+        bool_arg(self.capture, "capture")
+        if self.capture and self.step_shapes != "envelope":
+            raise ValueError(
+                "capture=True captures each worker's static step, exchange included, as one "
+                "CUDA Graph: it needs step_shapes='envelope' (the fixed-shape step); got "
+                f"step_shapes={self.step_shapes!r}"
+            )
         real_arg(self.envelope_quantile, "envelope_quantile", low=0.0, high=1.0, low_open=True)
         real_arg(self.envelope_margin, "envelope_margin", low=0.0, high=10.0)
         if self.step_shapes == "envelope" and self.batching != "minibatch":
@@ -379,7 +409,7 @@ class TrainConfig(Output, Runtime, Experiment):
         if self.run_timeout is not None:
             real_arg(self.run_timeout, "run_timeout", low=0.0, high=MAX_SECONDS, low_open=True)
         if self.threads is not None:
-            int_arg(self.threads, "threads", low=1)
+            int_arg(self.threads, "threads", low=1, high=MAX_THREADS)
         kernels.check(self.kernel, "kernel")
         if self.kernel == "fused" and self.backend == "nccl":
             raise ValueError(
@@ -399,7 +429,42 @@ class TrainConfig(Output, Runtime, Experiment):
         if self.preset is not None:
             choice_arg(self.preset, "preset", PRESETS)
         trainer.check(self)
+        self._check_chunks()
         return self
+
+    def _check_chunks(self) -> None:
+        """What :func:`zg.grappa.partition` refuses of num_chunks whatever the graph, named
+        here (the workers would refuse it after starting)."""
+        if self.num_chunks is None:
+            return
+        if self.num_chunks < self.workers:
+            raise ValueError(
+                f"num_chunks={self.num_chunks} is fewer than workers={self.workers}: every "
+                "worker owns at least one chunk"
+            )
+        if self.schedule == "partner_sweep" and self.num_chunks != self.workers:
+            raise ValueError(
+                f"schedule='partner_sweep' has one chunk per worker: num_chunks must equal "
+                f"workers={self.workers}, got {self.num_chunks}"
+            )
+        if self.num_chunks % self.workers:
+            raise ValueError(
+                f"num_chunks={self.num_chunks} must be a multiple of workers={self.workers} "
+                "(each worker owns the same number of chunks)"
+            )
+
+    def _check_model_fits(self) -> None:
+        """Refuse a model whose weights cannot fit here whatever the graph (a MemoryError
+        naming hidden_dim and num_layers, as the workers' zg.models would raise it after
+        starting): the hidden layers' matrices, with one input feature and one class."""
+        hidden = self.hidden_dim * (_GAT_HEADS if self.model == "gat" else 1)
+        weights = hidden * (2 + hidden * max(self.num_layers - 2, 0))
+        memory_arg(
+            4 * _MATRICES.get(self.model, 1) * weights,
+            # hidden_dim first: the command line shows the first field named as its flag
+            f"hidden_dim={self.hidden_dim} with num_layers={self.num_layers} "
+            f"(model={self.model!r}: its hidden layers' weights)",
+        )
 
     @property
     def trainer_object(self) -> Trainer:

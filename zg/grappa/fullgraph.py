@@ -25,8 +25,38 @@ import torch
 from ..blocks import Block
 from ..graph import Graph
 from ..inference import MAX_BLOCK_SLOTS, accuracy, evaluate
+from ..sampling import MiniBatch
 
-__all__ = ["whole_graph_block", "full_forward", "accuracy", "evaluate", "MAX_BLOCK_SLOTS"]
+__all__ = [
+    "whole_graph_block",
+    "WholeGraph",
+    "full_forward",
+    "accuracy",
+    "evaluate",
+    "MAX_BLOCK_SLOTS",
+]
+
+
+class WholeGraph:
+    """A :class:`zg.Sampler` whose one batch is the whole graph: every layer's block is
+    :func:`whole_graph_block` (built once), the seeds are the batch's nodes. What a worker's
+    Engine runs with ``batching="full"`` (one iteration per epoch, in the same loop and step as
+    mini-batches); the loss keeps the seeds' rows of the whole graph's logits."""
+
+    def __init__(self, block: Block, fanouts: list[int]):
+        self.block, self.fanouts = block, list(fanouts)
+        self.device = block.nbr.device
+
+    def sample(self, seeds, epoch: int = 0, batch: int = 0, *, clock=None) -> MiniBatch:
+        seeds = torch.as_tensor(seeds, dtype=torch.int64).to(self.device)  # [B]
+        layers = len(self.fanouts)
+        return MiniBatch(
+            seeds=seeds,
+            num_seeds=torch.tensor(seeds.numel(), device=self.device),
+            blocks=[self.block] * layers,
+            counts=torch.zeros(layers, dtype=torch.int64, device=self.device),
+            overflowed=torch.zeros((), dtype=torch.bool, device=self.device),
+        )
 
 
 def whole_graph_block(g: Graph) -> Block:

@@ -120,11 +120,12 @@ def history(
     backend: str,
     resumed_at: list[int] | None = None,
     kernel: str | None = None,
+    captured: bool = False,
 ) -> dict[str, Any]:
     """The history JSON. ``total_seconds`` counts the work kept (after a restart: up to the
     checkpoint, plus the resumed part); ``resumed_at`` lists the epochs resumed from checkpoints;
     ``kernel`` is the kernel rank 0's Engine ran (its ``settings.kernel``; the config's
-    ``kernel`` is what was asked for)."""
+    ``kernel`` is what was asked for); ``captured``: whether its step ran as a CUDA Graph."""
     evaluated = [r for r in records if r["val_acc"] is not None]
     best = max(evaluated, key=lambda r: r["val_acc"])
     last = evaluated[-1]
@@ -137,6 +138,7 @@ def history(
         "workers": world,
         "backend": backend,
         "kernel": kernel,
+        "captured": bool(captured),
         "preset": preset_record(cfg.to_dict()),
         "graph": {k: v for k, v in g.summary().items() if k != "device"},
         "partition": {

@@ -1,10 +1,12 @@
-"""Gradient exchange: the estimator's DDP communication hook, and the few collectives a worker
-runs besides it.
+"""The estimator's DDP communication hook: the authors' form of the gradient exchange, which
+Lab 6 teaches, and the few collective helpers beside it.
 
-Where it sits: inside a worker's training step (:mod:`zg.grappa.worker`). The hook scales this
-worker's gradient by its estimator scale s_p and all-reduces (SUM); the same all-reduce carries
-the overflow flag of the envelope step (one more float in the first bucket: no extra round trip),
-so one worker's overflow stops every worker's step for that iteration.
+Where it sits: the kit's workers do not use it. Their one exchange is
+:class:`zg.grappa.exchange.GradientExchange`, a flat all-reduce inside the step (no DDP), and
+``tests/grappa/test_grappa_exchange.py`` checks that it gives the combined gradient this hook
+gives, on the same batches, with the same bytes. The hook scales this worker's gradient bucket by
+its estimator scale s_p and all-reduces (SUM); with a guard the overflow flag rides the first
+bucket (one more float: no extra round trip).
 """
 
 from __future__ import annotations
@@ -22,7 +24,6 @@ __all__ = [
     "average_parameters",
     "gather_stats",
     "gather_row",
-    "reduce_overflow_flag",
 ]
 
 
@@ -73,15 +74,6 @@ def estimator_hook(state: HookState, bucket):  # no annotations: DDP rejects str
         return buffer
 
     return future.then(unpack)
-
-
-def reduce_overflow_flag(guard: Any, ledger: CommLedger) -> None:
-    """A 1-float all_reduce of the overflow flag, for the one trainer with no per-iteration
-    collective to fold it into (psgd_pa, which averages parameters only every few iterations)."""
-    flag = guard.outgoing()
-    ledger.record("scalars", "all_reduce", flag.numel() * flag.element_size())
-    dist.all_reduce(flag)
-    guard.merge(flag)
 
 
 def average_parameters(

@@ -23,7 +23,7 @@ import torch
 
 from ..envelope import Envelope
 from ..graph import Graph
-from ..rng import epoch_order, worker_seed
+from ..rng import batch_ranges, epoch_order, worker_seed
 from .config import TrainConfig
 from .coverage import local_coverage
 from .estimators import Estimator, local_weights
@@ -31,7 +31,21 @@ from .fullgraph import whole_graph_block
 from .partition import Partition
 from .plan import iterations_per_epoch
 
-__all__ = ["LocalData", "worker_batches"]
+__all__ = ["LocalData", "GlobalBatchShares", "worker_batches", "batch_shares"]
+
+
+def _envelope_arg(envelope):
+    """TrainConfig.envelope as Envelope.resolve takes it: a list of sizes becomes an Envelope."""
+    return Envelope(list(envelope)) if isinstance(envelope, (list, tuple)) else envelope
+
+
+def batch_shares(order: torch.Tensor, batch_size: int, rank: int, world: int) -> list[torch.Tensor]:
+    """Worker ``rank``'s share of every global batch of ``order`` (cut into ``batch_size``
+    chunks, each split into ``world`` near-equal parts; a part may be empty)."""
+    return [
+        torch.tensor_split(order[start:end], world)[rank]
+        for start, end in batch_ranges(order.numel(), batch_size)
+    ]
 
 
 def worker_batches(
@@ -81,7 +95,7 @@ class LocalData:
             self.block = whole_graph_block(self.graph)
         elif self.cfg.step_shapes == "envelope":
             self.envelope = Envelope.resolve(
-                self.cfg.envelope,
+                _envelope_arg(self.cfg.envelope),
                 self.graph,
                 self.cfg.fanouts,
                 self.rows,
@@ -96,3 +110,48 @@ class LocalData:
     def batches(self, epoch: int) -> list[torch.Tensor]:
         """This worker's training nodes of ``epoch``, shuffled and cut into I near-equal parts."""
         return worker_batches(self.train_nodes, self._order_seed, epoch, self.iterations)
+
+
+class GlobalBatchShares:
+    """A data-parallel worker's data (trainer data_parallel): the whole graph, and its share of
+    every global batch of ``batch_size`` seeds (:func:`batch_shares` of the run's one seed order,
+    the same on every worker). Every worker samples with the run's seed, so each seed's
+    neighbourhood is the one a single process draws for it; the exchange sums the gradients,
+    losses and seed counts, so the update is the single-process update on the global batch."""
+
+    features = None
+
+    def __init__(self, cfg, g, part, rank, world, device, estimator):
+        self.cfg, self.g, self.rank, self.world, self.device = cfg, g, rank, world, device
+        self.graph = g.to(device)
+        self.train_nodes = g.train_idx.cpu()
+        self.seed = cfg.seed
+        self.iterations = iterations_per_epoch(cfg, self.train_nodes.numel())
+        self.rows = math.ceil(cfg.batch_size / world)  # the largest share
+        self.weights = torch.ones(g.num_nodes, device=device)  # no coverage weighting
+        self.mean_coverage = 1.0
+        self.super_epoch: int | None = None
+        self.envelope = None
+
+    def start_super_epoch(self, s: int) -> None:
+        """The whole graph for the whole run: the envelope is sized once, for a share."""
+        if self.super_epoch is None and self.cfg.step_shapes == "envelope":
+            self.envelope = Envelope.resolve(
+                _envelope_arg(self.cfg.envelope),
+                self.graph,
+                self.cfg.fanouts,
+                self.rows,
+                seed=self.seed,
+                nodes=self.train_nodes,
+                quantile=self.cfg.envelope_quantile,
+                margin=self.cfg.envelope_margin,
+            )
+        self.super_epoch = s
+
+    def batches(self, epoch: int) -> list[torch.Tensor]:
+        return batch_shares(
+            epoch_order(self.train_nodes, self.seed, epoch),
+            self.cfg.batch_size,
+            self.rank,
+            self.world,
+        )

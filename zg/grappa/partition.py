@@ -57,7 +57,7 @@ from typing import Any
 import numpy as np
 import torch
 
-from .._checks import seed_arg
+from .._checks import memory_arg, seed_arg
 from ..graph import Graph
 from ._checks import bool_arg, choice_arg, graph_arg, int_arg
 
@@ -154,6 +154,24 @@ def _fixed_base(num_chunks: int, num_parts: int) -> list[list[list[int]]]:
         return [[[p] for p in range(num_parts)]]
     group = lambda j: [num_parts + j * (k - 1) + i for i in range(k - 1)]  # noqa: E731
     return [[[p] + group((p + s) % num_parts) for p in range(num_parts)] for s in range(num_parts)]
+
+
+SLOT_BYTES = 48  # a chunk id in the schedule: a Python int in a list and its int64 copy
+
+
+def _schedule_slots(schedule: str, num_chunks: int, num_parts: int) -> int:
+    """How many chunk ids the schedule holds (S rounds x P workers x k chunks; the greedy
+    cover's count is its lower bound: every pair of chunks must share a group once)."""
+    k = num_chunks // num_parts
+    if schedule == "partner_sweep":
+        return 2 * num_parts * max(1, num_parts - 1)
+    if k == 1:
+        return num_parts
+    if schedule == "fixed_base":
+        return num_parts * num_chunks
+    if k == 2:
+        return (num_chunks - 1) * num_chunks
+    return num_chunks * (num_chunks - 1) // (k - 1)
 
 
 def _partner_sweep(num_parts: int) -> list[list[list[int]]]:
@@ -534,6 +552,13 @@ def partition(
             f"num_chunks={num_chunks} must be a multiple of num_parts={num_parts} "
             "(each worker owns the same number of chunks)"
         )
+    slots = _schedule_slots(schedule, num_chunks, num_parts)
+    greedy = schedule == "round_robin" and num_chunks // num_parts >= 3
+    memory_arg(
+        SLOT_BYTES * slots + (num_chunks**2 if greedy else 0) + 24 * g.num_nodes,
+        f"partition(num_parts={num_parts}, num_chunks={num_chunks}, schedule={schedule!r}) "
+        f"of a graph of {g.num_nodes} nodes: a schedule of {slots} chunk slots",
+    )
     chunk_of = chunk_nodes(g, num_chunks, method, seed)
     sizes = torch.bincount(chunk_of, minlength=num_chunks)
     if bool((sizes == 0).any()):

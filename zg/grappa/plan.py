@@ -47,6 +47,13 @@ def check_plan(g: Graph, cfg: TrainConfig, part: Partition) -> None:
         raise ValueError(f"partition was made for {part.num_nodes} nodes but g has {g.num_nodes}")
     if part.num_parts != cfg.workers:
         raise ValueError(f"partition has num_parts={part.num_parts} but workers={cfg.workers}")
+    if cfg.trainer_object.shares_batches:  # every worker holds the whole graph
+        if cfg.batch_size < cfg.workers:
+            raise ValueError(
+                f"batch_size={cfg.batch_size} is smaller than workers={cfg.workers}: every "
+                "worker needs a share of each global batch"
+            )
+        return
     iterations = iterations_per_epoch(cfg, g.train_idx.numel())
     touched = super_epoch_of(cfg, cfg.epochs - 1) + 1  # super-epochs 0 .. touched-1
     for s in range(min(touched, part.num_super_epochs)):

@@ -66,7 +66,7 @@ from __future__ import annotations
 
 from typing import Any
 
-from ._checks import choice_arg
+from ._checks import MAX_LAYERS, choice_arg
 from .trainers import get_trainer
 
 __all__ = ["PRESETS", "preset_values", "apply_preset", "preset_record", "REFERENCE_FANOUTS"]
@@ -100,17 +100,22 @@ def preset_values(
         "hidden_dim": 128,
         "num_layers": REFERENCE_LAYERS,
         "dropout": 0.5,
-        "fanouts": list(
-            REFERENCE_FANOUTS.get(
-                layers,
-                [10] * layers if isinstance(layers, int) and layers > 0 else REFERENCE_FANOUTS[3],
-            )
-        ),
+        "fanouts": list(REFERENCE_FANOUTS.get(layers, _ten_per_layer(layers))),
         "batch_size": REFERENCE_BATCH_PER_WORKER * workers,
         "lr": 0.003,
         "weight_decay": 0.0,
     }
     return trainer_object.shared_options(values)
+
+
+def _ten_per_layer(layers: Any) -> list[int]:
+    """Fanout 10 per layer for a depth the public code has no fanouts of. A depth beyond
+    TrainConfig's bound (``MAX_LAYERS``) gets the preset's own fanouts instead of a list as
+    long as it, so ``TrainConfig.validated`` refuses ``num_layers`` by name before anything of
+    that size is allocated."""
+    if isinstance(layers, int) and not isinstance(layers, bool) and 0 < layers <= MAX_LAYERS:
+        return [10] * layers
+    return list(REFERENCE_FANOUTS[REFERENCE_LAYERS])
 
 
 def apply_preset(options: dict[str, Any], default_workers: int | None = None) -> dict[str, Any]:

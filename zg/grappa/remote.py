@@ -12,7 +12,7 @@ Where it sits: beside :mod:`zg.grappa.local` (a Grappa worker's isolated local g
   systems of this design usually also sample remotely, which would only add traffic);
 * before every forward, fetches the features of the sampled input nodes it does not own from
   their owners, over ``torch.distributed``;
-* averages gradients with the same DDP hook as Grappa's ``mean`` estimator.
+* averages gradients with the same exchange as Grappa's ``mean`` estimator.
 
 The fetch, :func:`fetch_features`, is three ``all_to_all_single`` calls:
 

@@ -5,14 +5,16 @@ checks) and the worker loop (:mod:`zg.grappa.worker`). The worker asks :func:`ro
 the role of its trainer and builds its pieces through it; a role is chosen by the trainer's
 flags, never by its name:
 
-    flag                  local data (:meth:`Role.make_local_data`)  exchange (wrap, after_step)
-    (none)                :class:`zg.grappa.local.LocalData`          DDP + the estimator's hook
-    fetches_features      :class:`zg.grappa.remote.FeatureFetchData`  DDP + the estimator's hook
-    averages_models       :class:`zg.grappa.local.LocalData`          no DDP; parameters averaged
+    flag                  local data (:meth:`Role.make_local_data`)  exchange (:meth:`Role.exchange`)
+    (none)                :class:`zg.grappa.local.LocalData`          scaled gradients, flat all-reduce
+    fetches_features      :class:`zg.grappa.remote.FeatureFetchData`  scaled gradients, flat all-reduce
+    averages_models       :class:`zg.grappa.local.LocalData`          the flag only; parameters averaged
                                                                       every ``average_every`` steps
+    shares_batches        :class:`zg.grappa.local.GlobalBatchShares`  gradients, loss and count summed;
+                                                                      the global batch's means
 
-So grappa, isolated and single are :class:`Role`, feature_fetch :class:`FetchingRole` and
-psgd_pa :class:`AveragingRole`.
+So grappa, isolated and single are :class:`Role`, feature_fetch :class:`FetchingRole`,
+psgd_pa :class:`AveragingRole` and data_parallel :class:`SharingRole`.
 """
 
 from __future__ import annotations
@@ -21,23 +23,22 @@ import warnings
 from typing import Any
 
 import torch
-from torch.nn.parallel import DistributedDataParallel
 
 from ..graph import Graph
 from .comm import CommLedger
 from .config import TrainConfig
-from .hook import HookState, average_parameters, estimator_hook
-from .local import LocalData
+from .exchange import GradientExchange
+from .local import GlobalBatchShares, LocalData
 from .partition import Partition
 from .remote import FeatureFetchData
 from .trainers import Trainer
 
-__all__ = ["Role", "FetchingRole", "AveragingRole", "role_for"]
+__all__ = ["Role", "FetchingRole", "AveragingRole", "SharingRole", "role_for"]
 
 
 class Role:
-    """A worker that trains on its isolated local graph and exchanges gradients through DDP
-    with the estimator's communication hook (trainers grappa, isolated, single)."""
+    """A worker that trains on its isolated local graph and exchanges its estimator-scaled
+    gradients (:mod:`zg.grappa.exchange`; trainers grappa, isolated, single)."""
 
     def __init__(self, trainer: Trainer):
         self.trainer = trainer
@@ -70,59 +71,57 @@ class Role:
         )
         return self.make_local_data(*args, **kwargs)
 
-    def wrap(self, model: torch.nn.Module, device: torch.device, ledger: CommLedger, guard: Any):
-        """(the module the step calls, the hook state or None): the model in DDP with the
-        estimator's communication hook (:mod:`zg.grappa.hook`)."""
-        with warnings.catch_warnings():
-            # Recent torch deprecates broadcast_buffers for forward_sync_buffers, which still
-            # syncs buffers at init; isolated workers must not sync theirs, so keep the old name.
-            warnings.filterwarnings(
-                "ignore", message=".*broadcast_buffers.*", category=FutureWarning
-            )
-            net = DistributedDataParallel(
-                model,
-                device_ids=[device.index] if device.type == "cuda" else None,
-                broadcast_buffers=False,
-            )
-        state = HookState(ledger, guard=guard)
-        net.register_comm_hook(state, estimator_hook)
-        return net, state
+    def exchange(self, model: torch.nn.Module, ledger: CommLedger, guard: Any) -> GradientExchange:
+        """The worker's gradient exchange (:mod:`zg.grappa.exchange`): the estimator-scaled
+        gradients summed by one flat all-reduce inside the step, the overflow flag riding
+        along."""
+        return GradientExchange(model, ledger, guard=guard)
 
     def after_step(
         self,
+        exchange: GradientExchange,
         model: torch.nn.Module,
         step: int,
         every: int,
         world: int,
-        ledger: CommLedger,
-        guard: Any,
     ) -> bool:
-        """After the ``step``-th iteration of the run (0-based): nothing to do under DDP.
+        """After the ``step``-th iteration of the run (0-based): nothing more to exchange.
         Returns whether it exchanged anything (the account times it as "exchange")."""
         return False
 
 
 class FetchingRole(Role):
     """The whole structure, remote features fetched every iteration
-    (:mod:`zg.grappa.remote`); gradients through DDP as :class:`Role`."""
+    (:mod:`zg.grappa.remote`); gradients exchanged as :class:`Role`."""
 
     def make_local_data(self, cfg, g, part, rank, world, device, ledger):
         return FeatureFetchData(cfg, g, part, rank, world, device, ledger)
 
 
 class AveragingRole(Role):
-    """Local steps without DDP; the parameters are averaged every ``every`` iterations with
-    one all_reduce (:func:`zg.grappa.hook.average_parameters`)."""
+    """Local steps on the worker's own gradient; the parameters are averaged every ``every``
+    iterations with one all_reduce (:meth:`GradientExchange.average_parameters`). The step's
+    exchange carries the overflow flag alone."""
 
-    def wrap(self, model, device, ledger, guard):
-        return model, None
+    def exchange(self, model, ledger, guard):
+        return GradientExchange(model, ledger, guard=guard, gradients=False)
 
-    def after_step(self, model, step, every, world, ledger, guard):
+    def after_step(self, exchange, model, step, every, world):
         if (step + 1) % every == 0:
-            # Gated like the optimizer step: an overflowed iteration averages nothing.
-            average_parameters(model, world, ledger, apply=None if guard is None else guard.apply())
+            exchange.average_parameters(model, world)  # gated like the optimizer step
             return True
         return False
+
+
+class SharingRole(Role):
+    """Data parallelism (:class:`zg.grappa.local.GlobalBatchShares`): the exchange sums the
+    gradients with the loss and the seed count riding along, and divides by the count."""
+
+    def make_local_data(self, cfg, g, part, rank, world, device, ledger):
+        return GlobalBatchShares(cfg, g, part, rank, world, device, cfg.estimator_object)
+
+    def exchange(self, model, ledger, guard):
+        return GradientExchange(model, ledger, guard=guard, mean_over_count=True)
 
 
 def role_for(trainer: Trainer) -> Role:
@@ -133,6 +132,8 @@ def role_for(trainer: Trainer) -> Role:
         raise ValueError(f"{trainer!r}: no role both fetches features and averages models")
     if trainer.fetches_features:
         return FetchingRole(trainer)
+    if trainer.shares_batches:
+        return SharingRole(trainer)
     if trainer.averages_models:
         return AveragingRole(trainer)
     return Role(trainer)

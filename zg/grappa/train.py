@@ -6,7 +6,7 @@ processes (:mod:`zg.grappa.launch`: gloo on CPU, nccl on GPUs, timeouts everywhe
 function runs under ``torchrun ... -m zg.grappa --config cfg.json``. The package is split by
 concept: :mod:`~zg.grappa.config` (the record, TrainConfig), :mod:`~zg.grappa.plan` (what it
 implies for a graph: partition, iterations), :mod:`~zg.grappa.local` (a worker's local data),
-:mod:`~zg.grappa.hook` (the DDP hook and collectives), :mod:`~zg.grappa.worker` (the worker: a
+:mod:`~zg.grappa.exchange` (the one gradient exchange), :mod:`~zg.grappa.hook` (the DDP hook, Lab 6's form), :mod:`~zg.grappa.worker` (the worker: a
 ``zg.Engine`` on its local graph), :mod:`~zg.grappa.trainers` (one policy class per trainer),
 :mod:`~zg.grappa.roles` (what a worker of each trainer builds), :mod:`~zg.grappa.checkpoint`,
 :mod:`~zg.grappa.history`; this module holds the entry points. One
@@ -14,7 +14,7 @@ iteration of a worker (the one training step, :func:`zg.step.train_step`):
 
     seeds (its own training nodes) -> sample on its LOCAL graph -> gather LOCAL features
     -> forward -> per-seed loss l_v -> [all_gather 3 scalars] -> loss = sum f_v l_v
-    -> backward (DDP hook: grad * s_p, all_reduce SUM, + the overflow flag) -> step (gated)
+    -> backward -> exchange (grad * s_p, one all_reduce SUM, + the overflow flag) -> step (gated)
 
 with ``f_v`` and ``s_p`` from the estimator (:mod:`zg.grappa.estimators`). Nothing but
 gradients and those scalars crosses the wire; every ``repartition_every`` epochs a new

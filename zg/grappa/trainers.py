@@ -3,17 +3,19 @@
 Where it sits: every part of the Grappa half that must know which trainer runs asks the
 trainer object (``cfg.trainer_object``), never its name; :data:`TRAINERS` is the one place that
 maps a name to its class. A trainer is a record of flags and the rules that follow from them;
-it builds nothing. What a worker builds from those flags (its local data, the DDP hook or the
+it builds nothing. What a worker builds from those flags (its local data, its exchange or the
 parameter averaging) is :mod:`zg.grappa.roles`; the worker loop (:mod:`zg.grappa.worker`) is the
 same for all five:
 
     trainer          local data (what it samples)     gradients                     corrects
-    grappa           its local graph (isolated)        DDP hook, estimator s_p       yes (batch)
-    isolated         its local graph, never regrouped  DDP hook, mean                no
+    grappa           its local graph (isolated)        exchange, estimator s_p       yes (batch)
+    isolated         its local graph, never regrouped  exchange, mean                no
     psgd_pa          its local graph, never regrouped  none: parameters averaged      no
                                                        every ``average_every`` steps
-    feature_fetch    the whole structure, remote       DDP hook, mean                no
+    feature_fetch    the whole structure, remote       exchange, mean                no
                      features fetched every iteration
+    data_parallel    the whole graph; a share of       exchange, global-batch mean   no
+                     every global batch
     single           the whole graph, one worker       (one worker: nothing sent)    no
 
 A trainer also says which settings it fixes (:meth:`Trainer.fixed`) and which defaults it
@@ -32,6 +34,7 @@ __all__ = [
     "Isolated",
     "PSGDPA",
     "FeatureFetch",
+    "DataParallel",
     "Single",
     "TRAINERS",
     "get_trainer",
@@ -49,6 +52,10 @@ class Trainer:
             every ``average_every`` iterations (no per-iteration gradient exchange).
         fetches_features: samples the whole graph's structure and fetches remote features
             every iteration (mini-batches with the dynamic sampler only).
+        shares_batches: ZeroGNN's data parallelism: every worker holds the whole graph and
+            trains on its share of every global batch of ``batch_size`` seeds; the exchange
+            sums gradients, loss and seed count, so each update is the single-process update
+            on the global batch (the envelope step only: a share may be empty).
         workers: a fixed number of workers (None: any).
     """
 
@@ -57,6 +64,7 @@ class Trainer:
     repartitions = False
     averages_models = False
     fetches_features = False
+    shares_batches = False
     workers: int | None = None
 
     def __repr__(self) -> str:
@@ -102,6 +110,13 @@ class Trainer:
             raise ValueError(
                 f"trainer={self.name!r} trains with batching='minibatch' (it fetches the "
                 f"features of sampled neighbourhoods); got batching={cfg.batching!r}"
+            )
+        if self.shares_batches and (cfg.step_shapes != "envelope" or cfg.batching != "minibatch"):
+            raise ValueError(
+                f"trainer={self.name!r} runs the static envelope step on shares of every global "
+                f"batch (a share may be empty: the static step joins the exchange with no seed); "
+                f"set step_shapes='envelope' (got step_shapes={cfg.step_shapes!r}, "
+                f"batching={cfg.batching!r})"
             )
         if self.fetches_features and cfg.step_shapes != "dynamic":
             raise ValueError(
@@ -149,6 +164,13 @@ class FeatureFetch(Trainer):
     name, fetches_features = "feature_fetch", True
 
 
+class DataParallel(Trainer):
+    """ZeroGNN's data parallelism: the whole graph on every worker, a share of every global
+    batch each, gradients summed inside the static step (what ``zg.parallel.train`` runs)."""
+
+    name, shares_batches = "data_parallel", True
+
+
 class Single(Trainer):
     """One process on the whole graph: the accuracy ceiling."""
 
@@ -157,7 +179,7 @@ class Single(Trainer):
 
 # The one place a trainer's name is tested.
 TRAINERS: dict[str, type] = {
-    cls.name: cls for cls in (Grappa, Isolated, PSGDPA, FeatureFetch, Single)
+    cls.name: cls for cls in (Grappa, Isolated, PSGDPA, FeatureFetch, DataParallel, Single)
 }
 
 

@@ -4,9 +4,9 @@ Where it sits: inside every worker process that :func:`zg.grappa.train` (or ``to
 zg.grappa``) starts. Per super-epoch the worker's local data (:mod:`zg.grappa.local`, ``worker.local``) builds
 its local graph, weights and envelope, and the worker builds a ``zg.Engine`` over it with
 
-* ``forward``: the model wrapped in DDP with the estimator's communication hook
-  (:mod:`zg.grappa.hook`), so backward all-reduces ``s_p * gradient`` (psgd_pa: no DDP; its
-  parameters are averaged every ``average_every`` iterations);
+* ``reduce``: the worker's gradient exchange (:mod:`zg.grappa.exchange`): after backward, one
+  flat all-reduce of ``s_p * gradient`` with the overflow flag riding along (psgd_pa: the flag
+  alone; its parameters are averaged every ``average_every`` iterations, an ``after`` hook);
 * ``loss``: the estimator's weighted loss ``sum_v f_v l_v``, its scalars all-gathered and combined
   on the device (no host read in the step);
 * ``guard``: the one overflow policy shared by every worker. The flag rides the gradient
@@ -18,13 +18,13 @@ its local graph, weights and envelope, and the worker builds a ``zg.Engine`` ove
 
 What differs between the trainers (grappa, isolated, psgd_pa, feature_fetch, single) is asked of
 the worker's role (:mod:`zg.grappa.roles`, chosen by the trainer's flags in
-:mod:`zg.grappa.trainers`): its local data, whether DDP wraps the model, what happens after a step
-(psgd_pa's averaging). :func:`run_worker` builds those pieces, then runs a short loop per epoch:
+:mod:`zg.grappa.trainers`): its local data, its exchange, what happens after a step (psgd_pa's
+averaging). :func:`run_worker` builds those pieces, then runs a short loop per epoch:
 regroup if a new super-epoch starts, train the epoch, record, checkpoint.
 
 The Engine runs the kernels ``cfg.kernel`` names (:data:`zg.kernels.KERNELS`; default "torch");
 the history records the kernel that ran (``history["kernel"]``: the Engine's
-``settings.kernel``; in ``batching="full"``, :func:`zg.kernels.resolve` of the setting).
+``settings.kernel``).
 
 Hooks: :data:`on_iteration` is a list of callables ``hook(rank, epoch, batch)`` that every worker
 calls at the start of every training iteration (before sampling). Workers are separate
@@ -35,9 +35,11 @@ imported once in every worker process before training, and the file appends its 
 (``tests/grappa_fault_plugin.py``: a worker that kills itself or stalls at a given iteration).
 
 With ``step_shapes="envelope"`` the Engine runs the static step (the ZeroGNN fixed-shape envelope
-step: seeds from the device table, keys derived on the device); on CUDA it is not captured into
-a CUDA Graph, because DDP's hooks run Python during backward. ``batching="full"`` trains on the
-whole local graph in one iteration per epoch through the same :func:`zg.step.train_step`.
+step: seeds from the device table, keys derived on the device), the exchange included: fixed
+buffers and no host read in a steady iteration (``tests/grappa/test_grappa_exchange.py``).
+``batching="full"`` is a data source of the same Engine
+(:class:`zg.grappa.fullgraph.WholeGraph`: one batch, the whole local graph, one iteration per
+epoch): one loop and one step for every trainer and batching.
 """
 
 from __future__ import annotations
@@ -52,29 +54,27 @@ from typing import Any
 import torch
 import torch.distributed as dist
 
-from .. import kernels
 from .. import models as zg_models
 from .._io import atomic_write
 from ..engine import Engine, StepHooks
 from ..graph import Graph
 from ..inference import evaluate
 from ..optim import make_optimizer
-from ..rng import batch_key, seed_dropout
 from ..sampling import MiniBatch
-from ..step import OverflowGuard, per_seed_cross_entropy, train_step
+from ..step import OverflowGuard, per_seed_cross_entropy
 from .account import PARTS, AccountTimes, EpochAccount, account_record
 from .checkpoint import checkpoint_file, resume, write_checkpoint
 from .comm import KINDS, CommLedger
 from .config import TrainConfig, super_epoch_of
 from .estimators import masked_batch_stats
+from .fullgraph import WholeGraph
 from .history import epoch_record, history, write_json
-from .hook import reduce_overflow_flag
 from .launch import worker_device
 from .partition import Partition
 from .plan import check_plan, make_partition
 from .roles import role_for
 
-__all__ = ["run_worker", "on_iteration", "PLUGIN_ENV", "load_plugins"]
+__all__ = ["run_worker", "worker_model", "on_iteration", "PLUGIN_ENV", "load_plugins"]
 
 on_iteration: list[Callable[[int, int, int], None]] = []
 PLUGIN_ENV = "ZG_GRAPPA_WORKER_PLUGIN"
@@ -158,6 +158,22 @@ def _run_worker(
     run.finish(part, history_path)
 
 
+def worker_model(cfg: TrainConfig, g: Graph, device: torch.device) -> torch.nn.Module:
+    """The model every worker of a run starts from (the one place a worker's model is built:
+    :mod:`zg.grappa.worker`, :mod:`zg.parallel` through it, :mod:`zg.experiments.together`):
+    ``cfg.model`` over ``g``'s widths, its parameters drawn from ``cfg.seed``, so every worker
+    holds the same ones."""
+    return zg_models.build_seeded(
+        cfg.model,
+        g.feat_dim,
+        cfg.hidden_dim,
+        g.num_classes,
+        cfg.num_layers,
+        seed=cfg.seed,
+        dropout=cfg.dropout,
+    ).to(device)
+
+
 def pin_threads(threads: int) -> None:
     """``threads`` torch threads and one inter-op thread in this worker process, so P workers
     on a few cores do not spin against each other (the launcher also asks OpenMP to wait
@@ -193,31 +209,18 @@ class _Worker:
         self.guard = (
             OverflowGuard(cfg.num_layers, device, distributed=True) if self.envelope_step else None
         )
-        torch.manual_seed(cfg.seed)  # identical initial parameters everywhere
-        self.model = zg_models.build(
-            cfg.model,
-            g.feat_dim,
-            cfg.hidden_dim,
-            g.num_classes,
-            cfg.num_layers,
-            dropout=cfg.dropout,
-        ).to(device)
-        # The kernel that ran: the Engine's settings say it (_engine); batching="full" builds no
-        # Engine, so the model's layers are set to the kernel asked for and it is resolved here.
-        self.kernel = cfg.kernel
-        if self.full:
-            self.model.set_kernel(cfg.kernel)
-            self.kernel = kernels.resolve(cfg.kernel, device)
+        self.model = worker_model(cfg, g, device)
+        self.kernel = cfg.kernel  # the kernel that ran: the Engine's settings say it (_engine)
         self.local = self.role.make_local_data(cfg, g, part, rank, world, device, self.ledger)
-        self.net, hook_state = self.role.wrap(self.model, device, self.ledger, self.guard)
+        # The one gradient exchange (zg.grappa.exchange), the step's reduce.
+        self.exchange = self.role.exchange(self.model, self.ledger, self.guard)
         self.account = EpochAccount()  # the epoch in progress (zg.grappa.account)
-        self.times = AccountTimes(device)  # the steps' clock; the hook marks its hand-off
-        if hook_state is not None:
-            hook_state.account = self.times
+        self.times = AccountTimes(device)  # the steps' clock; the exchange marks its hand-off
+        self.exchange.account = self.times
         self.optimizer = make_optimizer(self.model, "adam", cfg.lr, cfg.weight_decay)
         self.iterations = self.local.iterations
         self.loss = _EstimatorLoss(
-            cfg, self.local, rank, world, self.ledger, hook_state, self.guard, self.full
+            cfg, self.local, rank, world, self.ledger, self.exchange, self.full
         )
         self.engine: Engine | None = None
 
@@ -228,7 +231,7 @@ class _Worker:
             return
         start = time.perf_counter()
         self.local.start_super_epoch(s)
-        self.engine = None if self.full else self._engine()
+        self.engine = self._engine()
         self.account.add("repartitioning", time.perf_counter() - start)
 
     def before_step(self, epoch: int, b: int) -> None:
@@ -239,12 +242,11 @@ class _Worker:
         self.loss.keep(b)
         start = time.perf_counter()
         exchanged = self.role.after_step(
+            self.exchange,
             self.model,
             epoch * self.iterations + b,
             self.cfg.average_every or self.iterations,
             self.world,
-            self.ledger,
-            self.guard,
         )
         if exchanged:  # psgd_pa's averaging: its exchange (host-timed)
             self.times.seconds["exchange"] = (
@@ -254,78 +256,76 @@ class _Worker:
     def train_epoch(self, epoch: int):
         """(envelope overflows, rewound batches) of one epoch of training; the steps' seconds
         go into the account, their sum into ``self.train_seconds``."""
-        self.model.train()
         start = time.perf_counter()
-        if self.full:
-            clock = self.times.begin()
-            self.before_step(epoch, 0)
-            seed_dropout(batch_key(self.local.seed, epoch, 0))
-            clock.start()
-            graph = self.local.graph
-            train_step(
-                self._whole_local_graph,
-                self.model,
-                self.optimizer,
-                lambda nodes: graph.x,
-                graph.y,
-                loss=self.loss,
-                forward=self.net,
-                clock=clock,
-            )
-            self.after_step(epoch, 0)
-            self.times.end()
-            overflows = rewound = 0
-        else:
-            self.engine.epoch, self.engine.batch = epoch, 0
-            stats = self.engine.train_epoch()
-            overflows, rewound = stats.overflows, stats.rewound_batches
+        self.engine.epoch, self.engine.batch = epoch, 0
+        stats = self.engine.train_epoch()
         self.train_seconds = time.perf_counter() - start
         self.account.add_stages(self.times.seconds)
-        return overflows, rewound
-
-    def _whole_local_graph(self, clock=None) -> MiniBatch:
-        """batching="full": one batch of every local training node over the whole local graph."""
-        seeds = self.local.train_nodes.to(self.device)
-        layers, device = self.cfg.num_layers, self.device
-        return MiniBatch(
-            seeds=seeds,
-            num_seeds=torch.tensor(seeds.numel(), device=device),
-            blocks=[self.local.block] * layers,
-            counts=torch.zeros(layers, dtype=torch.int64, device=device),
-            overflowed=torch.zeros((), dtype=torch.bool, device=device),
-        )
+        return stats.overflows, stats.rewound_batches
 
     def _engine(self) -> Engine:
         """The worker's Engine for the current super-epoch (the class a single process runs)."""
         cfg, local = self.cfg, self.local
         guard = self.guard if self.guard is not None else OverflowGuard(cfg.num_layers, self.device)
-        step = StepHooks(
+        hooks = StepHooks(
             nodes=local.train_nodes,
             batches=local.batches,
-            forward=self.net,
             loss=self.loss,
+            reduce=self.exchange,
             features=local.features,
             guard=guard,
             before=self.before_step,
             after=self.after_step,
+            poll_every=cfg.poll_every,
         )
-        # "static": the fixed-shape step, never a CUDA Graph (DDP's hooks run Python in backward).
+        if self.full:  # one batch, the whole local graph: the same loop and step
+            nodes, graph = local.train_nodes, local.graph
+            hooks.batches = lambda epoch: [nodes]
+            hooks.features = lambda input_nodes: graph.x
+            engine = Engine(
+                local.graph, self.model, cfg.fanouts, nodes.numel(), mode="eager",
+                device=self.device, seed=local.seed, optimizer=self.optimizer,
+                kernel=cfg.kernel, hooks=hooks, sampler=WholeGraph(local.block, cfg.fanouts),
+            )  # fmt: skip
+            engine.observers = [self.times]
+            self.kernel = engine.settings.kernel
+            return engine
+        # "static": the fixed-shape step, the exchange included; with cfg.capture (CUDA) that
+        # step, exchange included, is captured as one CUDA Graph and replayed ("graph").
+        capture = self.envelope_step and cfg.capture
+        if capture:
+            hooks.reduce = self._exchange_and_record
         engine = Engine(
             local.graph,
             self.model,
             cfg.fanouts,
             local.rows,
             envelope=local.envelope if self.envelope_step else "worst_case",
-            mode="static" if self.envelope_step else "dynamic",
+            mode=self._mode(capture),
             device=self.device,
             seed=local.seed,
             optimizer=self.optimizer,
             kernel=self.cfg.kernel,
-            hooks=step,
+            hooks=hooks,
         )
         engine.observers = [self.times]  # the account's clock; no sync audit in a worker
+        if capture:  # a CUDA Graph runs whole: the account cannot split its stages
+            self.times.lend_clock = False
+            self.loss.capture_into(engine.counter, self.iterations)
         self.kernel = engine.settings.kernel
         return engine
+
+    def _mode(self, capture: bool) -> str:
+        """The Engine's mode: "dynamic", "static", or "graph" (captured) on CUDA; the CPU runs
+        a captured step's twin, "static"."""
+        if not self.envelope_step:
+            return "dynamic"
+        return "graph" if capture and self.device.type == "cuda" else "static"
+
+    def _exchange_and_record(self) -> None:
+        """The captured step's reduce: the exchange, then this batch's numbers on the device."""
+        self.exchange()
+        self.loss.record()
 
 
 class _Run:
@@ -517,6 +517,7 @@ class _Run:
             dist.get_backend(),
             self.resumed_at,
             kernel=self.worker.kernel,
+            captured=self.worker.engine is not None and self.worker.engine.cuda_graph is not None,
         )
         if history_path:
             write_json(result, history_path)
@@ -548,15 +549,19 @@ class _EstimatorLoss:
         rank: int,
         world: int,
         ledger: CommLedger,
-        hook_state,
-        guard: OverflowGuard | None,
+        exchange,
         full: bool,
     ):
         self.trainer, self.local, self.rank, self.world = cfg.trainer_object, local, rank, world
         self.estimator = cfg.estimator_object
-        self.ledger, self.hook_state, self.guard, self.full = ledger, hook_state, guard, full
+        self.ledger, self.exchange, self.full = ledger, exchange, full
         self.current: dict[str, torch.Tensor] = {}
         self.per_batch: dict[int, dict[str, torch.Tensor]] = {}
+        # A captured step (cfg.capture): each replay rewrites the same tensors, so the step
+        # itself writes its batch's numbers into row ``batch_index`` (the Engine's device batch
+        # counter) of a table that lives outside the graph (:meth:`record`).
+        self.batch_index: torch.Tensor | None = None
+        self.table: torch.Tensor | None = None  # float64 [I, 4]: loss sum, count, lambda, scale
 
     def __call__(self, logits: torch.Tensor, labels: torch.Tensor, mb: MiniBatch) -> torch.Tensor:
         if self.full:  # whole-graph logits: keep the seeds' rows
@@ -567,8 +572,10 @@ class _EstimatorLoss:
         if self.trainer.averages_models:  # its own mean; no gradient exchange
             counted_f = counted.to(per_seed.dtype)
             factors = counted_f / counted_f.sum().clamp(min=1.0)
-            if self.guard is not None:  # no per-iteration collective to ride on
-                reduce_overflow_flag(self.guard, self.ledger)
+        elif self.trainer.shares_batches:  # sums; the exchange divides by the global count
+            factors = counted.to(per_seed.dtype)
+            total = (per_seed * factors).sum()  # [] the share's summed loss
+            self.exchange.counted = {"loss": total.detach(), "count": counted.sum().to(total.dtype)}
         else:
             stats = None
             if self.estimator.needs_stats:
@@ -580,24 +587,34 @@ class _EstimatorLoss:
             factors, scale, info = self.estimator.combine_device(
                 weights, counted, self.rank, self.world, stats
             )
-            self.hook_state.scale = scale
+            self.exchange.scale = scale
             lam = info.get("lambda")
         self.current = {
             "loss_sum": per_seed.detach().sum().double(),
             "count": counted.sum().double(),
         }
+        if self.trainer.shares_batches:
+            # The exchange writes the global batch's mean loss into ``total`` after backward:
+            # one batch counts once on every worker, so the epoch's loss is the mean over its
+            # global batches of their mean per-seed loss, what one process's Engine reports.
+            one = torch.ones((), dtype=torch.float64, device=per_seed.device)
+            self.current = {"loss_sum": self.exchange.counted["loss"], "count": one}
         if not self.trainer.averages_models:
             self.current["scale"] = torch.as_tensor(
-                self.hook_state.scale, dtype=torch.float64, device=per_seed.device
+                self.exchange.scale, dtype=torch.float64, device=per_seed.device
             )
         if lam is not None:
             self.current["lambda"] = lam
+        if self.trainer.shares_batches:
+            return total  # the exchange turns it into the global batch's mean after backward
         return (per_seed * factors.to(per_seed.dtype)).sum()
 
     def check_finite(self, epoch: int) -> None:
         """This worker's loss of the epoch so far (a host read: only when something already
         failed); FloatingPointError naming the loss when it is not finite."""
-        sums = [k["loss_sum"] for k in [*self.per_batch.values(), self.current] if k]
+        sums = [k["loss_sum"].double() for k in [*self.per_batch.values(), self.current] if k]
+        if self.table is not None:
+            sums.append(self.table[:, 0].nan_to_num(0.0).sum())
         if sums and not bool(torch.isfinite(torch.stack(sums)).all()):
             raise FloatingPointError(
                 f"epoch {epoch}: the training loss is not finite on worker {self.rank}. Likely "
@@ -605,21 +622,46 @@ class _EstimatorLoss:
                 "this model, or labels outside [0, num_classes). Training stopped"
             )
 
+    def capture_into(self, batch_index: torch.Tensor, iterations: int) -> None:
+        """Record every batch's numbers on the device, at row ``batch_index`` (int64 [], read
+        when the step runs) of a table of ``iterations`` rows: what a captured step needs."""
+        self.batch_index = batch_index
+        self.table = torch.full(
+            (iterations, 4), float("nan"), dtype=torch.float64, device=batch_index.device
+        )
+
+    def record(self) -> None:
+        """Inside the step, after the exchange (data parallel: the loss is the global mean by
+        then): this batch's numbers into its row of the table (nothing without a table)."""
+        if self.table is None:
+            return
+        c, nan = self.current, self.table.new_full((), float("nan"))
+        row = [c["loss_sum"].double(), c["count"].double()]
+        row += [c["lambda"].double() if "lambda" in c else nan]
+        row += [c["scale"].double() if "scale" in c else nan]
+        self.table.index_copy_(0, self.batch_index.view(1), torch.stack(row).view(1, 4))
+
     def keep(self, batch: int) -> None:
         """After batch ``batch`` ran: its sums replace any earlier (rewound) execution's."""
-        self.per_batch[batch] = self.current
+        if self.table is None:
+            self.per_batch[batch] = self.current
 
     def take(self) -> torch.Tensor:
         """float64 [6] on the device: the loss sum and the seeds over the epoch's applied
         batches, the mean lambda (NaN without one), the min, mean and max of this worker's hook
         scale s_p over the batches (NaN without a hook). No host read: the epoch's exchange
         carries it."""
+        if self.table is not None:  # every batch's last execution, in batch order
+            t = self.table
+            lam = t[:, 2].mean()  # NaN when the estimator has none
+            s = t[:, 3]
+            return torch.stack([t[:, 0].sum(), t[:, 1].sum(), lam, s.min(), s.mean(), s.max()])
         kept = [self.per_batch[b] for b in sorted(self.per_batch)]
         self.per_batch = {}
         device = self.local.weights.device
         nan = torch.full((), float("nan"), dtype=torch.float64, device=device)
         zero = torch.zeros((), dtype=torch.float64, device=device)
-        loss_sum = torch.stack([k["loss_sum"] for k in kept]).sum() if kept else zero
+        loss_sum = torch.stack([k["loss_sum"].double() for k in kept]).sum() if kept else zero
         seen = torch.stack([k["count"] for k in kept]).sum() if kept else zero
         lams = [k["lambda"].double() for k in kept if "lambda" in k]
         lam = torch.stack(lams).mean() if lams else nan

@@ -38,6 +38,7 @@ from collections.abc import Sequence
 import numpy as np
 import torch
 
+from .._checks import memory_arg
 from .choice import available, import_error, numba, set_threads
 
 __all__ = [
@@ -305,12 +306,14 @@ def new_marker(num_nodes: int) -> torch.Tensor:
     entries are stale and never read, so the kernel never resets it). int32 (half the cache
     footprint) whenever the node ids fit."""
     dtype = torch.int32 if num_nodes < 2**31 - 1 else torch.int64
+    memory_arg(num_nodes * (4 if dtype == torch.int32 else 8), f"new_marker(num_nodes={num_nodes})")
     return torch.full((num_nodes,), -1, dtype=dtype)
 
 
 def new_seen_bitmap(num_nodes: int) -> np.ndarray:
     """The compact stage's bitmap of the nodes numbered this hop: uint64 [ceil(N / 64)], all
     zero between hops (the kernel clears the words it set). A sampler keeps one."""
+    memory_arg((num_nodes + 63) // 64 * 8, f"new_seen_bitmap(num_nodes={num_nodes})")
     return np.zeros((num_nodes + 63) // 64, dtype=np.uint64)
 
 
