@@ -93,7 +93,9 @@ def test_compiled_variants_build_the_same_step_with_a_compiled_forward(check, gr
     env = zg.Envelope.profile(graph, check.FANOUTS, 64, seed=0)
     for name, (base, _mode) in check.COMPILED.items():
         eng = check.build_engine(graph, torch.device("cpu"), 64, name, env, audit_iterations=0)
-        assert eng.hooks.forward is not None and type(eng.hooks.forward).__name__ == "OptimizedModule"
+        assert (
+            eng.hooks.forward is not None and type(eng.hooks.forward).__name__ == "OptimizedModule"
+        )
         assert eng.mode == {"dynamic": "dynamic", "envelope_eager": "eager"}[base]
     with pytest.raises(ValueError, match="variant must be one of"):
         check.build_engine(graph, torch.device("cpu"), 64, "nope", env)
@@ -106,7 +108,9 @@ def test_the_tf32_variant_is_the_captured_step_with_tf32_on(check, graph):
     cpu = torch.device("cpu")
     for name, base in check.TF32.items():
         eng = check.build_engine(graph, cpu, 64, name, env, audit_iterations=0)
-        assert eng.settings.allow_tf32 is True and eng.mode == "static" and eng.hooks.forward is None
+        assert (
+            eng.settings.allow_tf32 is True and eng.mode == "static" and eng.hooks.forward is None
+        )
         assert base == "envelope_captured"
         assert eng.train_epoch(max_batches=2).iterations == 2
     for name in check.VARIANTS:
