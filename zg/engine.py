@@ -241,13 +241,17 @@ class Engine:
         self.guard = (
             OverflowGuard(len(self.fanouts), self.device) if hooks.guard is None else hooks.guard
         )
+        # The built-in samplers of exact sizes (dynamic, dgl) never overflow: without a shared
+        # guard their step is not gated (the optimizer writes its results instead of selecting
+        # them through the gate: the same values, fewer passes over the parameters).
+        ungated = self.mode in ("dynamic", "dgl") and hooks.guard is None
         self._train_step = functools.partial(
             train_step,
             model=self.model,
             optimizer=self.optimizer,
             features=self.features,
             labels=self.g.y,
-            guard=self.guard,
+            guard=None if ungated else self.guard,
             loss=wrapped["loss"],
             forward=wrapped["forward"],
             reduce=hooks.reduce,

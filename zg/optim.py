@@ -207,45 +207,83 @@ class DeviceAdam(_DeviceLR, torch.optim.Optimizer):
 
     def _step_flat(self, group, lr, flat, apply) -> None:
         """The group's Adam step on its flat buffers: :func:`_adam_update`'s arithmetic, op for
-        op (the same bits), written into scratch buffers made once per group, so a step
-        allocates no [total]-sized tensor (on the CPU a fresh buffer of that size costs page
-        faults every step)."""
+        op (the same bits), with no [total]-sized allocation and as few passes as it allows:
+
+        * the parameters live in one flat buffer (each parameter a view of its slice, made at
+          the first step and again if a parameter was replaced), so the update writes them in
+          place, with no gather before and no scatter after;
+        * gradients that already lie in order in one buffer (the Grappa exchange's) are read
+          there, others are gathered into a scratch buffer;
+        * ungated (``apply`` None) the moments are updated in place; gated, the candidates go to
+          scratch buffers and the gate selects them (an overflowed step changes nothing)."""
         params = group["params"]
         work = flat.get("work")
         if work is None:
             like = flat["exp_avg"]
-            work = flat["work"] = {
-                k: torch.empty_like(like) for k in ("grad", "param", "m", "v", "d", "s", "new")
-            }
-        grad, p = work["grad"], work["param"]
-        torch.cat([q.grad.reshape(-1) for q in params], out=grad)  # [total]
-        torch.cat([q.detach().reshape(-1) for q in params], out=p)  # [total]
+            work = flat["work"] = {k: torch.empty_like(like) for k in ("grad", "m", "v", "d", "s")}
+        p = flat.get("params")
+        if p is None or _laid_out_in(p, params, grad=False) is None:
+            p = flat["params"] = _flatten_parameters(params)  # [total], the parameters' storage
+        grad = _laid_out_in(None, params, grad=True)  # the gradients' own buffer, if in order
+        if grad is None:
+            grad = torch.cat([q.grad.reshape(-1) for q in params], out=work["grad"])  # [total]
         m, v, step = flat["exp_avg"], flat["exp_avg_sq"], flat["step"]
         beta1, beta2 = group["betas"]
         eps, wd = group["eps"], group["weight_decay"]
-        if wd != 0:
-            grad.add_(p, alpha=wd)
+        if wd != 0:  # out of place: the gradients stay what backward (and the exchange) left
+            grad = torch.add(
+                grad, p, alpha=wd, out=work["grad"] if grad is not work["grad"] else grad
+            )
         t = step + 1
-        new_m = torch.lerp(m, grad, 1 - beta1, out=work["m"])  # b1 m + (1 - b1) g
-        new_v = torch.mul(v, beta2, out=work["v"]).addcmul_(grad, grad, value=1 - beta2)
+        if apply is None:
+            new_m = m.lerp_(grad, 1 - beta1)  # b1 m + (1 - b1) g
+            new_v = v.mul_(beta2).addcmul_(grad, grad, value=1 - beta2)
+        else:
+            new_m = torch.lerp(m, grad, 1 - beta1, out=work["m"])
+            new_v = torch.mul(v, beta2, out=work["v"]).addcmul_(grad, grad, value=1 - beta2)
         bias1, bias2_sqrt = _bias_terms(self._constants(group, p.device), t, p.dtype)
         denom = torch.sqrt(new_v, out=work["d"]).div_(bias2_sqrt).add_(eps)
         scaled_m = torch.mul(new_m, lr / bias1, out=work["s"])
-        new_p = torch.addcdiv(p, scaled_m, denom, value=-1, out=work["new"])
         if apply is None:
             step.copy_(t)
-            m.copy_(new_m)
-            v.copy_(new_v)
-        else:
-            torch.where(apply, t, step, out=step)
-            torch.where(apply, new_m, m, out=m)
-            torch.where(apply, new_v, v, out=v)
-            torch.where(apply, new_p, p, out=new_p)
-        offset, pieces = 0, []
-        for q in params:
-            pieces.append(new_p[offset : offset + q.numel()].view_as(q))
-            offset += q.numel()
-        torch._foreach_copy_([q.detach() for q in params], pieces)
+            p.addcdiv_(scaled_m, denom, value=-1)  # p - step * m / denom, in place
+            return
+        torch.where(apply, t, step, out=step)
+        torch.where(apply, new_m, m, out=m)
+        torch.where(apply, new_v, v, out=v)
+        new_p = torch.addcdiv(p, scaled_m, denom, value=-1, out=work["d"])  # denom is read
+        torch.where(apply, new_p, p, out=p)
+
+
+def _laid_out_in(buffer, params, *, grad: bool):
+    """The flat buffer the parameters (``grad``: their gradients) are consecutive views of, in
+    order and contiguous, or None. ``buffer``: the one expected (None: found from the first)."""
+    tensors = [q.grad if grad else q.data for q in params]
+    if any(t is None or not t.is_contiguous() for t in tensors):
+        return None
+    if buffer is None:
+        base = tensors[0]._base
+        if base is None or base.dim() != 1:
+            return None
+        buffer = base
+    at = buffer.data_ptr()
+    for t in tensors:
+        if t.data_ptr() != at or t.dtype != buffer.dtype or t.device != buffer.device:
+            return None
+        at += t.numel() * t.element_size()
+    total = sum(t.numel() for t in tensors)
+    return buffer[:total] if total <= buffer.numel() else None
+
+
+def _flatten_parameters(params) -> torch.Tensor:
+    """One flat buffer holding every parameter's values, each parameter re-pointed at its slice
+    (``param.data``: the Parameter objects, their values and their gradients are unchanged)."""
+    flat = torch.cat([q.detach().reshape(-1) for q in params])  # [total]
+    offset = 0
+    for q in params:
+        q.data = flat[offset : offset + q.numel()].view_as(q)
+        offset += q.numel()
+    return flat
 
 
 def _bias_terms(constants, t: torch.Tensor, dtype: torch.dtype):

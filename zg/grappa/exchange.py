@@ -119,7 +119,7 @@ class GradientExchange:
             self.counted["loss"].copy_(flat[n] / count)
             self._grads.div_(count)
         for p, view in zip(self.params, self._views):
-            p.grad.copy_(view)
+            p.grad = view  # the summed gradient, in place in the buffer (no copy back)
 
     def average_parameters(self, model: torch.nn.Module, world: int) -> None:
         """PSGD-PA's averaging (an ``after`` hook every ``average_every`` iterations): one

@@ -266,14 +266,13 @@ class _Worker:
     def _engine(self) -> Engine:
         """The worker's Engine for the current super-epoch (the class a single process runs)."""
         cfg, local = self.cfg, self.local
-        guard = self.guard if self.guard is not None else OverflowGuard(cfg.num_layers, self.device)
         hooks = StepHooks(
             nodes=local.train_nodes,
             batches=local.batches,
             loss=self.loss,
             reduce=self.exchange,
             features=local.features,
-            guard=guard,
+            guard=self.guard,  # the shared one (envelope step), or None: the Engine's own
             before=self.before_step,
             after=self.after_step,
             poll_every=cfg.poll_every,
