@@ -408,25 +408,17 @@ class Engine:
             for o in reversed(watch):
                 o.interrupted(self)
             self._settle_position(epoch)  # Ctrl-C, a hook's error: the next batch not applied
+            # The history too: what this call applied, up to the position (one host read).
+            kept = {k: v for k, v in losses.items() if (epoch, k) < (self.epoch, self.batch)}
+            seconds = time.perf_counter() - start_time
+            self.history.append(self._stats(epoch, seconds, mean_loss(kept), len(kept), poll))
+            self.history[-1].interrupted = True
             raise
         finally:
             self._running_epoch = None
         seconds = time.perf_counter() - start_time
         loss, labels_ok = mean_loss(losses, labels_ok)
-        stats = EpochStats(
-            epoch=epoch,
-            seconds=seconds,
-            iterations=len(losses),
-            host_syncs=None,
-            overflows=poll.overflows,
-            replays=poll.executed,
-            rewound_batches=poll.rewound,
-            peak_bytes=self._peak_bytes(),
-            loss=loss,
-            polls=poll.polls,
-            envelope_sizes=list(self.envelope.sizes) if self.envelope else [],
-            kernel=self.kernel,
-        )
+        stats = self._stats(epoch, seconds, loss, len(losses), poll)
         for o in watch:
             o.epoch_end(self, stats)
         self.history.append(stats)
@@ -445,6 +437,23 @@ class Engine:
                 "after the epoch"
             )
         return stats
+
+    def _stats(self, epoch: int, seconds: float, loss: float, iterations: int, poll) -> EpochStats:
+        """The EpochStats of a call of :meth:`train_epoch` (its loop took ``seconds``)."""
+        return EpochStats(
+            epoch=epoch,
+            seconds=seconds,
+            iterations=iterations,
+            host_syncs=None,
+            overflows=poll.overflows,
+            replays=poll.executed,
+            rewound_batches=poll.rewound,
+            peak_bytes=self._peak_bytes(),
+            loss=loss,
+            polls=poll.polls,
+            envelope_sizes=list(self.envelope.sizes) if self.envelope else [],
+            kernel=self.kernel,
+        )
 
     def applied_position(self) -> tuple[int, int]:
         """(epoch, batch): the next batch not yet applied. Between epochs this is the position;

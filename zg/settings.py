@@ -62,7 +62,9 @@ class EpochStats:
     overflow flag. peak_bytes: CUDA ``max_memory_allocated`` on a GPU; on the CPU the envelope
     memory model's total. stage_seconds: seconds per stage over the epoch, when a
     :class:`zg.observe.StageTimes` observer ran (empty otherwise). kernel: the kernels that ran
-    ("torch", "fused", or "dgl" for DGL's own sampler and layers).
+    ("torch", "fused", or "dgl" for DGL's own sampler and layers). interrupted: the call stopped
+    on an exception (Ctrl-C, a hook's error); ``iterations`` and ``loss`` then count the batches
+    applied before it, the ones the position has passed.
     """
 
     epoch: int
@@ -80,6 +82,7 @@ class EpochStats:
     polls: int = 0
     stage_seconds: dict[str, float] = field(default_factory=dict)
     kernel: str = "torch"
+    interrupted: bool = False
 
 
 @dataclass

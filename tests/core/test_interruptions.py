@@ -2,7 +2,8 @@
 
 The promise: ``Engine.train_epoch`` publishes its position with every batch, so an exception at
 any point of an epoch (Ctrl-C in a notebook, a hook's error) leaves ``(engine.epoch,
-engine.batch)`` naming the next batch not yet applied, and a checkpoint written from a hook
+engine.batch)`` naming the next batch not yet applied (and ``engine.history`` a record of the
+interrupted call, ``interrupted=True``, counting the batches it applied), and a checkpoint written from a hook
 mid-epoch holds that position. Continuing (or loading that checkpoint into a fresh engine)
 trains exactly the batches an uninterrupted run trains, in the same order: the parameters
 agree bit for bit. A batch that overflowed its envelope was never applied, even when the host
@@ -93,6 +94,11 @@ def test_an_interrupted_epoch_continues_exactly(mode, where, overflowing):
         assert (engine.epoch, engine.batch) <= expected
         if not overflowing:
             assert (engine.epoch, engine.batch) == expected
+        # The history too: the interrupted call's record counts the batches applied before it.
+        last = engine.history[-1]
+        assert last.interrupted and last.iterations == (
+            engine.batch if engine.epoch == 0 else batches
+        )
         while engine.epoch < 2:  # the rest of epoch 0, then epoch 1
             engine.train_epoch()
         assert (engine.epoch, engine.batch) == (2, 0)
