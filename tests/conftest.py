@@ -59,6 +59,25 @@ def viz():
     pio.renderers.default, pio.templates.default = renderer, template
 
 
+@pytest.fixture
+def labs_held_then_restored():
+    """Every function the labs hold (zg.labs.hold_references) gets its own code back after the
+    test: a hold lasts for the process, and would change what the tests after it see (a held
+    function's source and signature are its stand-in's)."""
+    import zg.labs
+
+    functions = [
+        fn
+        for _, targets in zg.labs._lab_references().values()
+        for target in targets
+        for fn in zg.labs._functions_of(target)
+    ]
+    saved = [(fn, fn.__code__, fn.__defaults__, fn.__kwdefaults__) for fn in functions]
+    yield
+    for fn, code, defaults, kwdefaults in saved:
+        fn.__code__, fn.__defaults__, fn.__kwdefaults__ = code, defaults, kwdefaults
+
+
 @pytest.fixture(autouse=True)
 def _seed():
     torch.manual_seed(0)

@@ -22,6 +22,7 @@ import time
 import uuid
 from pathlib import Path
 
+import processes
 import pytest
 
 ROOT = Path(__file__).resolve().parents[2]
@@ -302,7 +303,9 @@ def test_nothing_outlives_an_interrupted_or_timed_out_grader(tmp_path, how):
     ]
     env = dict(os.environ, PYTHONPATH=str(ROOT))
     began = time.monotonic()
-    grader = subprocess.Popen(cmd, env=env, stdout=subprocess.PIPE, stderr=subprocess.STDOUT)
+    grader = subprocess.Popen(
+        cmd, env=env, stdout=subprocess.PIPE, stderr=subprocess.STDOUT, start_new_session=True
+    )
     try:
         while len(_running(f"sleep {marker}")) < 2:
             assert grader.poll() is None, grader.stdout.read().decode()
@@ -312,8 +315,8 @@ def test_nothing_outlives_an_interrupted_or_timed_out_grader(tmp_path, how):
             grader.send_signal(getattr(signal, how))
         out = grader.communicate(timeout=120)[0].decode()
     finally:
-        if grader.poll() is None:
-            grader.kill()
+        if grader.poll() is None:  # the test failed: nothing of it may outlive the test
+            processes.kill_group(grader)
             grader.wait()
     if how == "timeout":
         assert "0 / 5" in out and "wall-clock" in out, out
@@ -419,7 +422,7 @@ def test_it_runs_from_a_clone_in_tmp_whose_git_is_a_file_as_in_a_worktree(tmp_pa
     (clone / ".git").write_text("gitdir: /nonexistent/.git/worktrees/clone\n")
     env = dict(os.environ, PYTHONPATH=str(clone))
     sub = clone / "labs" / "source" / LAB / f"{LAB}.ipynb"
-    done = subprocess.run(
+    done = processes.run(
         [sys.executable, str(clone / "tools" / "labs_sandbox.py"), "--timeout", "300", str(sub)],
         env=env, capture_output=True, text=True, timeout=400,
     )  # fmt: skip

@@ -319,7 +319,9 @@ def test_no_setup_cell_hands_out_what_its_lab_asks_for():
         assert f"zg.labs.hold_references(globals(), {number})" in setup, lab.name
 
 
-def test_held_references_work_for_the_tests_and_refuse_inside_the_students_function():
+def test_held_references_work_for_the_tests_and_refuse_inside_the_students_function(
+    labs_held_then_restored,
+):
     import zg.labs
     from zg import grappa
     from zg.labs import ForbiddenCall
@@ -345,7 +347,7 @@ def test_held_references_work_for_the_tests_and_refuse_inside_the_students_funct
     assert torch.equal(grappa.coverage(g, part, hops=2), expected)
 
 
-def test_every_lab_of_the_table_can_hold_its_references():
+def test_every_lab_of_the_table_can_hold_its_references(labs_held_then_restored):
     """hold_references takes every lab of the table (a closure, which forbid cannot hold, would
     raise in the lab's setup cell), and a held function still works outside the student's."""
     import zg.labs
