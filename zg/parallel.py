@@ -12,7 +12,7 @@ from collections.abc import Sequence
 from typing import Any
 
 from . import grappa
-from .graph import Graph, graph_arg
+from .graph import Graph
 from .grappa.launch import spawn  # noqa: F401 (what tests patch to see no process start)
 from .grappa.local import batch_shares as shares
 
@@ -42,13 +42,13 @@ def train(
     model_path: str | None = None,
 ) -> dict[str, Any]:
     """Data-parallel training with ``workers`` processes (every argument a
-    :class:`zg.grappa.TrainConfig` field of the same name, checked before any process starts;
+    :class:`zg.grappa.TrainConfig` field of the same name, checked by grappa.train before any
+    process starts;
     ``envelope``: "profiled", "worst_case" or one size per block; ``evaluate``: rank 0's
     validation accuracy after every epoch). Returns ``{"epochs": [{epoch, seconds, loss,
     iterations, overflows, rewound_batches, val_acc}], "seconds_per_epoch",
     "bytes_sent_per_worker", "kernel", "captured" (CUDA: the step, exchange included, ran as
     one CUDA Graph), "workers", "backend", "grappa_history"}``."""
-    graph_arg(g)
     envelope = list(envelope) if isinstance(envelope, (list, tuple)) else envelope
     if not isinstance(evaluate, bool):
         raise TypeError(f"evaluate must be a bool, got {type(evaluate).__name__}")

@@ -37,6 +37,7 @@ import torch.distributed as dist
 
 from ..step import OverflowGuard
 from .comm import CommLedger
+from .hook import average_parameters
 
 __all__ = ["GradientExchange"]
 
@@ -122,18 +123,8 @@ class GradientExchange:
             p.grad = view  # the summed gradient, in place in the buffer (no copy back)
 
     def average_parameters(self, model: torch.nn.Module, world: int) -> None:
-        """PSGD-PA's averaging (an ``after`` hook every ``average_every`` iterations): one
-        all_reduce of all parameters, divided by P; an overflowed iteration (the guard's gate
-        closed) averages nothing."""
-        params = list(model.parameters())
-        flat = torch.cat([p.detach().reshape(-1) for p in params])  # [num_params]
-        self.ledger.record("parameters", "all_reduce", flat.numel() * flat.element_size())
-        dist.all_reduce(flat, group=self.group)
-        flat /= world
+        """PSGD-PA's averaging (an ``after`` hook every ``average_every`` iterations):
+        :func:`zg.grappa.hook.average_parameters` (one all_reduce of all parameters, divided by
+        P), gated by the guard: an overflowed iteration averages nothing."""
         apply = None if self.guard is None else self.guard.apply()
-        offset = 0
-        with torch.no_grad():
-            for p in params:
-                new = flat[offset : offset + p.numel()].view_as(p)
-                p.copy_(new if apply is None else torch.where(apply, new, p))
-                offset += p.numel()
+        average_parameters(model, world, self.ledger, apply=apply)

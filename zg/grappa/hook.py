@@ -1,7 +1,8 @@
 """The estimator's DDP communication hook: the authors' form of the gradient exchange, which
 Lab 6 teaches, and the few collective helpers beside it.
 
-Where it sits: the kit's workers do not use it. Their one exchange is
+Where it sits: the kit's workers do not use the hook (they use the helpers: PSGD-PA's
+:func:`average_parameters`, checkpoints' :func:`gather_row`). Their one exchange is
 :class:`zg.grappa.exchange.GradientExchange`, a flat all-reduce inside the step (no DDP), and
 ``tests/grappa/test_grappa_exchange.py`` checks that it gives the combined gradient this hook
 gives, on the same batches, with the same bytes. The hook scales this worker's gradient bucket by

@@ -31,12 +31,25 @@ from .fullgraph import whole_graph_block
 from .partition import Partition
 from .plan import iterations_per_epoch
 
-__all__ = ["LocalData", "GlobalBatchShares", "worker_batches", "batch_shares"]
+__all__ = ["LocalData", "GlobalBatchShares", "worker_batches", "batch_shares", "worker_envelope"]
 
 
-def _envelope_arg(envelope):
-    """TrainConfig.envelope as Envelope.resolve takes it: a list of sizes becomes an Envelope."""
-    return Envelope(list(envelope)) if isinstance(envelope, (list, tuple)) else envelope
+def worker_envelope(cfg: TrainConfig, graph: Graph, rows: int, seed: int, nodes) -> Envelope:
+    """The envelope a worker's static step is sized by, as ``cfg`` asks (``envelope``:
+    "profiled", "worst_case" or a list of sizes; ``envelope_quantile`` / ``envelope_margin``),
+    for ``rows`` seed rows of ``nodes`` on ``graph``."""
+    given = cfg.envelope
+    envelope = Envelope(list(given)) if isinstance(given, (list, tuple)) else given
+    return Envelope.resolve(
+        envelope,
+        graph,
+        cfg.fanouts,
+        rows,
+        seed=seed,
+        nodes=nodes,
+        quantile=cfg.envelope_quantile,
+        margin=cfg.envelope_margin,
+    )
 
 
 def batch_shares(order: torch.Tensor, batch_size: int, rank: int, world: int) -> list[torch.Tensor]:
@@ -94,15 +107,8 @@ class LocalData:
         if self.cfg.batching == "full":
             self.block = whole_graph_block(self.graph)
         elif self.cfg.step_shapes == "envelope":
-            self.envelope = Envelope.resolve(
-                _envelope_arg(self.cfg.envelope),
-                self.graph,
-                self.cfg.fanouts,
-                self.rows,
-                seed=self.seed,
-                nodes=self.train_nodes,
-                quantile=self.cfg.envelope_quantile,
-                margin=self.cfg.envelope_margin,
+            self.envelope = worker_envelope(
+                self.cfg, self.graph, self.rows, self.seed, self.train_nodes
             )
         self.super_epoch = s
         self.mean_coverage = float(coverage[self.graph.train_idx].mean())
@@ -136,15 +142,8 @@ class GlobalBatchShares:
     def start_super_epoch(self, s: int) -> None:
         """The whole graph for the whole run: the envelope is sized once, for a share."""
         if self.super_epoch is None and self.cfg.step_shapes == "envelope":
-            self.envelope = Envelope.resolve(
-                _envelope_arg(self.cfg.envelope),
-                self.graph,
-                self.cfg.fanouts,
-                self.rows,
-                seed=self.seed,
-                nodes=self.train_nodes,
-                quantile=self.cfg.envelope_quantile,
-                margin=self.cfg.envelope_margin,
+            self.envelope = worker_envelope(
+                self.cfg, self.graph, self.rows, self.seed, self.train_nodes
             )
         self.super_epoch = s
 
