@@ -13,7 +13,7 @@ export PYTHONHASHSEED := 0
 # slow torch's CPU kernels down by an order of magnitude.
 export OMP_WAIT_POLICY := PASSIVE
 
-.PHONY: help env lint format lab lab-instructor labs labs-check labs-wrong labs-right labs-mutants labs-variants labs-sandbox labs-sandbox-check student-dist test-modern-all test test-fast test-modern report report-ci report-modern report-check docs docs-check bench clean
+.PHONY: help env lint format lab lab-instructor labs labs-check labs-wrong labs-right labs-mutants labs-variants labs-sandbox labs-sandbox-check student-dist test-modern-all test test-fast test-modern report report-ci report-modern report-check lab-live-check docs docs-check bench clean
 
 help:
 	@echo "make lab          set up .venv (reference env) and start JupyterLab in notebooks/"
@@ -25,7 +25,8 @@ help:
 	@echo "make report-modern run every notebook (CI size) and every lab solution in .venv-modern, no DGL"
 	@echo "make report       execute the notebooks at full size into reports/*.html (ZG_SCALE=small: CI size)"
 	@echo "make report-ci    the same at CI size"
-	@echo "make report-check open every report in headless Chromium: figures drawn, no JS errors"
+	@echo "make report-check open every report in headless Chromium: figures drawn, no JS errors, nothing clipped or overprinted at JupyterLab's size and the report's"
+	@echo "make lab-live-check run the notebooks with controls in a live JupyterLab (headless Chromium), move every control"
 	@echo "make docs         build the static docs site into site/ (docs/, README, CLAIMS, the reports)"
 	@echo "make docs-check   open every page of site/ in headless Chromium: links, JS errors, figures"
 	@echo "make bench        run the benchmarks in bench/ (JSON lands in bench/results/)"
@@ -48,12 +49,23 @@ $(VENV)/.zg-installed: requirements/reference.txt pyproject.toml
 
 env: $(VENV)/.zg-installed
 
+# The student's JupyterLab: nbgrader's lab and server extensions are off here (no Validate,
+# Create Assignment, formgrader, course or assignment list; tools/student_lab/ is the config
+# folder that says so, read first through JUPYTER_CONFIG_PATH); `make lab-instructor` has them.
+STUDENT_LAB_CONFIG = JUPYTER_CONFIG_PATH="$(CURDIR)/tools/student_lab$${JUPYTER_CONFIG_PATH:+:$$JUPYTER_CONFIG_PATH}"
 lab: env
-	cd notebooks && ../$(VENV)/bin/jupyter lab $(if $(filter 0,$(shell id -u)),--allow-root) $(LAB_ARGS)
+	cd notebooks && $(STUDENT_LAB_CONFIG) ../$(VENV)/bin/jupyter lab $(if $(filter 0,$(shell id -u)),--allow-root) $(LAB_ARGS)
 
-# The same JupyterLab rooted at the nbgrader course (labs/), so the formgrader and the
-# create-assignment toolbar work on the labs (labs/README.md).
+# The same JupyterLab rooted at the nbgrader course (labs/), with nbgrader's tools, so the
+# formgrader and the create-assignment toolbar work on the labs (labs/README.md). nbgrader's
+# exchange (release, fetch, submit, collect) is labs/exchange/ (gitignored), made here with the
+# permissions nbgrader wants, unless ZG_EXCHANGE or /srv/nbgrader/exchange names a shared one
+# (labs/nbgrader_config.py; docs/course/running_the_course.md, "nbgrader's exchange").
 lab-instructor: env
+	@if [ -z "$$ZG_EXCHANGE" ] && [ ! -d /srv/nbgrader/exchange ]; then \
+	  mkdir -p labs/exchange && chmod 0777 labs/exchange && \
+	  echo "nbgrader exchange: $(CURDIR)/labs/exchange (docs/course/running_the_course.md, \"nbgrader's exchange\")"; \
+	else echo "nbgrader exchange: $${ZG_EXCHANGE:-/srv/nbgrader/exchange}"; fi
 	cd labs && PATH="$(abspath $(VENV))/bin:$$PATH" ../$(VENV)/bin/jupyter lab $(if $(filter 0,$(shell id -u)),--allow-root) $(LAB_ARGS)
 
 # The graded labs (labs/README.md). `make labs`: the student version in labs/release/.
@@ -176,9 +188,22 @@ report-ci:
 	$(MAKE) report ZG_SCALE=small
 
 # Opens every reports/*.html in headless Chromium (Debian's `chromium` package) and checks that
-# each figure rendered and no JS error occurred (tools/report_check.py).
+# each figure rendered and no JS error occurred (tools/report_check.py), then what each figure
+# draws, at JupyterLab's size and the report's: every category level drawn, no text past the
+# edge or over other text, legends that fit, units that agree (tools/figure_check.py).
 report-check: env
 	$(PY) tools/report_check.py reports
+	$(PY) tools/figure_check.py --size both reports
+
+# `make lab-live-check`: JupyterLab started the `make lab` way (a free local port, a token, no
+# browser, ZG_SCALE=small), driven in headless Chromium (Debian's, through playwright): every
+# notebook of LIVE_NOTEBOOKS that has a control is run from the Run menu and each control is
+# moved; then the first screens of `make lab` (no nbgrader tool) and `make lab-instructor` (the
+# formgrader, no warning). JupyterLab and its kernels end with it (tools/lab_live_check.py).
+LIVE_NOTEBOOKS ?= $(NOTEBOOKS)
+lab-live-check: env
+	mkdir -p reports
+	$(PY) tools/lab_live_check.py --controls-only --first-screens --json reports/lab_live_check.json $(LIVE_NOTEBOOKS)
 
 # make docs: the static site in site/ from README.md, CLAIMS.md, docs/ and the executed notebooks
 # of reports/ (run `make report ZG_SCALE=small` first); mkdocs-material in strict mode, offline

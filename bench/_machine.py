@@ -26,6 +26,7 @@ __all__ = [
     "SOURCE",
     "bench_of",
     "document",
+    "kernel_phrase",
     "machine_note",
     "paired",
     "pm",
@@ -93,6 +94,17 @@ def ran_kernel(runner) -> str:
     settings = getattr(runner, "settings", None)
     kernel = settings.kernel if settings is not None else runner.kernel
     return kernels.resolve(kernel, runner.device)
+
+
+# How a headline metric's "where" names the kernel that ran (``ran_kernel``'s answer).
+KERNEL_PHRASES = {"fused": "compiled numba kernels", "torch": "torch kernels"}
+
+
+def kernel_phrase(ran: str) -> str:
+    """The words a headline's ``where`` uses for the kernel that ran ("fused" or "torch")."""
+    if ran not in KERNEL_PHRASES:
+        raise ValueError(f"ran: expected one of {sorted(KERNEL_PHRASES)}, got {ran!r}")
+    return KERNEL_PHRASES[ran]
 
 
 def document(name: str, payload: dict) -> dict:

@@ -5,12 +5,15 @@
     .venv/bin/python bench/engine.py --quick                 # csbm 20k, one seed: checks it runs
     .venv/bin/python bench/engine.py --graph products --max-batches 40   # same batches, fewer of them
     .venv-modern/bin/python bench/engine.py --compile --no-dgl           # torch.compile beside zg
+    .venv/bin/python bench/engine.py --models sage --kernels auto torch --max-batches 20 \
+        --name engine_kernels        # both kernel paths side by side (the README's two rows)
 
 For each graph, model and batch size (fanouts [15, 10, 5], 3 layers): one full training epoch of
 each pipeline (zg.Engine in mode "dgl", "dynamic" and "static"), timed in the same process, for
 each seed (default 3 seeds; mean ± std). The
-pipelines of one seed run back to back (DGL, zg dynamic, zg envelope), so a change in the
-machine's load hits all three. Same thread count for both sides (``torch.get_num_threads()``,
+pipelines of one seed run back to back (DGL, zg dynamic, zg envelope; reversed on odd seeds, so
+a load that drifts during a block biases the paired ratios in opposite directions), so a change
+in the machine's load hits all three. Same thread count for both sides (``torch.get_num_threads()``,
 recorded). Per row: seconds per epoch, the ratios DGL time / zg time, host syncs per iteration
 (SyncAudit over steady-state iterations), overflows, and for SAGE at the first batch size the
 per-stage breakdown of a few iterations (zg.profile).
@@ -21,6 +24,12 @@ activations one iteration holds): the profiled envelope against the oracle (each
 sizes; its largest batch, i.e. the peak an oracle allocator would reach) and against the worst
 case. Targets (issue 12): epoch ratio >= 1.0; on the products-scale graph envelope / oracle
 <= 1.15 and envelope / worst case <= 0.5.
+
+Kernels (``--kernels``, default ``auto``): the zg pipelines run with each kernel named, in the
+same seed's block, back to back: ``kernel="auto"`` (the compiled numba kernels on a CPU with
+numba: pipelines ``zg_dynamic``, ``zg_envelope``) and ``kernel="torch"`` (the Engine's default,
+the torch code the notebooks show: ``zg_dynamic_torch``, ``zg_envelope_torch``). Every row
+records the kernel that ran, and every headline metric's ``where`` names it.
 
 Writes bench/results/<name>.json (default ``engine`` for csbm, ``engine_products``, and
 ``engine_quick`` with --quick).
@@ -42,7 +51,7 @@ import torch
 
 sys.path.insert(0, str(Path(__file__).resolve().parent))
 
-from _machine import machine_note, pm, ran_kernel, table, write_json
+from _machine import kernel_phrase, machine_note, pm, ran_kernel, table, write_json
 
 import zg
 from zg import models
@@ -52,6 +61,21 @@ from zg.observe import AuditSyncs
 from zg.profile import profile_engine
 
 PIPELINES = ("dgl", "zg_dynamic", "zg_envelope")
+ZG_PIPELINES = ("zg_dynamic", "zg_envelope")
+
+
+def suffix(kernel: str) -> str:
+    """A pipeline name's kernel suffix: none for "auto" (the names of the earlier files), else
+    "_<kernel>" ("zg_envelope_torch")."""
+    return "" if kernel == "auto" else f"_{kernel}"
+
+
+def zg_pipelines(kernels) -> list[str]:
+    """The zg pipelines of a run, kernel by kernel: ["zg_dynamic", "zg_envelope",
+    "zg_dynamic_torch", "zg_envelope_torch"] for ``--kernels auto torch``."""
+    return [p + suffix(k) for k in kernels for p in ZG_PIPELINES]
+
+
 # --compile: the model's forward under torch.compile, in zg's dynamic and eager modes (a user's
 # first try at the same thing): pipeline -> (zg mode, torch.compile mode).
 COMPILED = {
@@ -91,8 +115,10 @@ def model_widths(kind: str, hidden: int, heads: int):
     return hidden, {}
 
 
-def run_seed(g, kind, batch_size, args, seed, envelope, want_profile):
-    """One epoch of each pipeline for one seed; returns {pipeline: measurements} (+ profiles)."""
+def run_seed(g, kind, batch_size, args, seed, envelope, want_profile, reverse=False):
+    """One epoch of each pipeline for one seed; returns {pipeline: measurements} (+ profiles).
+    The pipelines run in the listed order (DGL, then each kernel's zg dynamic and zg envelope),
+    or in the reverse order with ``reverse``."""
     hidden, extra = model_widths(kind, args.hidden, args.gat_heads)
     layers = len(args.fanouts)
 
@@ -100,15 +126,16 @@ def run_seed(g, kind, batch_size, args, seed, envelope, want_profile):
         torch.manual_seed(seed)
         return models.build(kind, g.feat_dim, hidden, g.num_classes, layers, **extra)
 
-    def build(mode, model, envelope="profiled", audit=2):
+    def build(mode, model, envelope="profiled", audit=2, kernel="auto"):
         eng = Engine(
-            g, model, args.fanouts, batch_size, envelope, mode=mode, seed=seed, kernel="auto"
+            g, model, args.fanouts, batch_size, envelope, mode=mode, seed=seed, kernel=kernel
         )
         eng.observers = [AuditSyncs(audit)] if audit else []
         return eng
 
     out = {}
-    if args.dgl:
+
+    def run_dgl():
         from zg.baselines.dgl import DGLModel
 
         torch.manual_seed(seed)
@@ -117,14 +144,19 @@ def run_seed(g, kind, batch_size, args, seed, envelope, want_profile):
         )
         stats = dgl_eng.train_epoch(max_batches=args.max_batches)
         out["dgl"] = {"seconds": stats.seconds, "iterations": stats.iterations, "loss": stats.loss}
-        del dgl_eng
-    engines = {
-        "zg_dynamic": lambda: build("dynamic", zg_model()),
-        "zg_envelope": lambda: build("static", zg_model(), envelope),
-    }
+
+    engines = {"dgl": None} if args.dgl else {}
+    for k in args.kernels:
+        engines["zg_dynamic" + suffix(k)] = lambda k=k: build("dynamic", zg_model(), kernel=k)
+        engines["zg_envelope" + suffix(k)] = lambda k=k: build(
+            "static", zg_model(), envelope, kernel=k
+        )
     profiles = []
-    for name, make in engines.items():
-        eng = make()
+    for name in reversed(list(engines)) if reverse else list(engines):
+        if name == "dgl":
+            run_dgl()
+            continue
+        eng = engines[name]()
         stats = eng.train_epoch(max_batches=args.max_batches)
         # launches: dispatch-level ops per audited iteration (zg.audit.launches_op); the fused
         # CPU sampler's work is one compiled call there, counted as nothing.
@@ -141,7 +173,7 @@ def run_seed(g, kind, batch_size, args, seed, envelope, want_profile):
             prof = profile_engine(eng, iterations=3, warmup=1)
             profiles.append({"pipeline": name, **prof.as_dict()})
             out[name]["host_syncs_per_iteration_steady"] = prof.host_syncs_per_iteration
-        if name == "zg_envelope":
+        if name.startswith("zg_envelope"):
             out[name]["memory_model_bytes"] = eng.memory_model()["totals"]
         del eng
     if args.compile:
@@ -196,6 +228,14 @@ def parse_args(argv=None):
     ap.add_argument("--gat-heads", type=int, default=4)
     ap.add_argument("--seeds", type=int, nargs="+", default=[0, 1, 2])
     ap.add_argument(
+        "--kernels",
+        nargs="+",
+        choices=["auto", "torch", "fused"],
+        default=["auto"],
+        help="the zg pipelines' kernels, each run in every seed's block (default: auto; "
+        "'auto torch': the compiled path beside the Engine's default)",
+    )
+    ap.add_argument(
         "--max-batches",
         type=int,
         default=None,
@@ -217,6 +257,11 @@ def parse_args(argv=None):
         help="skip the DGL side (default: run it when DGL imports)",
     )
     args = ap.parse_args(argv)
+    if len(set(args.kernels)) != len(args.kernels) or "auto" not in args.kernels:
+        ap.error(
+            "--kernels: each kernel once, auto among them (the pipelines the targets judge); "
+            f"got {' '.join(args.kernels)}"
+        )
     if args.dgl is None:
         args.dgl = have_dgl()
     if args.quick:
@@ -258,7 +303,18 @@ def measure(args):
                 want_profile = (
                     i == 0 and kind == args.models[0] and batch_size == args.batch_sizes[0]
                 )
-                out, prof = run_seed(g, kind, batch_size, args, seed, envelopes[seed], want_profile)
+                # Odd seeds run the pipelines in reverse: a load that drifts during one seed's
+                # block then biases the paired ratios one way on even seeds, the other on odd.
+                out, prof = run_seed(
+                    g,
+                    kind,
+                    batch_size,
+                    args,
+                    seed,
+                    envelopes[seed],
+                    want_profile,
+                    reverse=i % 2 == 1,
+                )
                 per_seed.append(out)
                 profiles += [
                     {"graph": gname, "model": kind, "batch_size": batch_size, "seed": seed, **p}
@@ -279,7 +335,7 @@ def measure(args):
                 "seeds": args.seeds,
                 "envelope": envelopes[args.seeds[0]].sizes,
             }
-            for p in [p for p in PIPELINES if p in per_seed[0]]:
+            for p in [p for p in ("dgl", *zg_pipelines(args.kernels)) if p in per_seed[0]]:
                 row[p] = {
                     "seconds": spread(r[p]["seconds"] for r in per_seed),
                     "iterations": per_seed[0][p]["iterations"],
@@ -298,7 +354,7 @@ def measure(args):
                     )
                 else:
                     row[p] = {"error": next(r[p]["error"] for r in per_seed if "error" in r[p])}
-            for p in ("zg_dynamic", "zg_envelope"):
+            for p in zg_pipelines(args.kernels):
                 row[p]["overflows"] = sum(r[p]["overflows"] for r in per_seed)
                 # Steady state where profiled (the epoch's own audit may include the first-ever
                 # iteration), else the epoch's audit of its first iterations.
@@ -312,7 +368,7 @@ def measure(args):
                     r[p].get("launches_per_iteration") for r in per_seed
                 ]
             # Ratios are taken seed by seed (same load), then averaged.
-            for p in ("zg_dynamic", "zg_envelope"):
+            for p in zg_pipelines(args.kernels):
                 if args.dgl:
                     row[f"ratio_dgl_vs_{p[3:]}"] = spread(
                         r["dgl"]["seconds"] / r[p]["seconds"] for r in per_seed
@@ -354,23 +410,26 @@ def report(args, rows, memory):
                         r["graph"],
                         r["model"],
                         r["batch_size"],
+                        r[f"zg_envelope{suffix(k)}"]["kernel"],
                         pms(r["dgl"]["seconds"]),
-                        pms(r["zg_dynamic"]["seconds"]),
-                        pms(r["zg_envelope"]["seconds"]),
-                        pms(r["ratio_dgl_vs_dynamic"]) + "x",
-                        pms(r["ratio_dgl_vs_envelope"]) + "x",
+                        pms(r[f"zg_dynamic{suffix(k)}"]["seconds"]),
+                        pms(r[f"zg_envelope{suffix(k)}"]["seconds"]),
+                        pms(r[f"ratio_dgl_vs_dynamic{suffix(k)}"]) + "x",
+                        pms(r[f"ratio_dgl_vs_envelope{suffix(k)}"]) + "x",
                         max(
-                            r["zg_envelope"]["host_syncs_per_iteration"],
+                            r[f"zg_envelope{suffix(k)}"]["host_syncs_per_iteration"],
                             key=lambda v: -1 if v is None else v,
                         ),
-                        r["zg_envelope"]["overflows"],
+                        r[f"zg_envelope{suffix(k)}"]["overflows"],
                     ]
                     for r in rows
+                    for k in args.kernels
                 ],
                 [
                     "graph",
                     "model",
                     "batch",
+                    "zg kernel",
                     "DGL s/epoch",
                     "dynamic s/epoch",
                     "envelope s/epoch",
@@ -465,7 +524,7 @@ def main(argv=None):
     rows, profiles, memory, threads = measure(args)
     targets = report(args, rows, memory)
     # The kernel the zg pipelines ran (the fastest on this machine: fused on a CPU with numba).
-    kernels = sorted({r[p]["kernel"] for r in rows for p in ("zg_dynamic", "zg_envelope")})
+    kernels = sorted({r[p]["kernel"] for r in rows for p in zg_pipelines(args.kernels)})
     command = "bench/engine.py " + " ".join(argv if argv is not None else sys.argv[1:])
     path = write_json(
         result_name(args),
@@ -474,7 +533,11 @@ def main(argv=None):
             "command": command.strip(),
             "machine": machine_note(),
             "threads": threads,
-            "settings": {**vars(args), "kernel": kernels[0] if len(kernels) == 1 else kernels},
+            "settings": {
+                **vars(args),
+                "kernel": kernels[0] if len(kernels) == 1 else kernels,
+                "pipeline_order": "listed on even seeds, reversed on odd seeds",
+            },
             "rows": rows,
             "memory": memory,
             "stage_profiles": profiles,
@@ -502,34 +565,44 @@ def main(argv=None):
 
 
 def headlines(doc: dict) -> list[dict]:
-    """The headline metrics of a engine result (bench/_headlines.py calls it)."""
+    """The headline metrics of a engine result (bench/_headlines.py calls it). Each metric's
+    ``where`` names the kernel its zg pipeline ran (a row that records none: a file from before
+    rows recorded it)."""
     out = []
+    kernels = doc["settings"].get("kernels") or ["auto"]
     for r in doc["rows"]:
         tag = f"{r['model']}_b{r['batch_size']}"
         where = f"{r['graph']}, {r['model']}, batch {r['batch_size']}"
-        ratio = r.get("ratio_dgl_vs_envelope") or {}
-        if ratio.get("values"):
-            out.append(
-                headline_from(
-                    f"envelope_vs_dgl_{tag}",
-                    ratio["values"],
-                    "x",
-                    compared_to="DGL (time DGL / time zg envelope)",
-                    where=where,
-                )
-            )
-        for pipe in ("zg_envelope", "zg_dynamic"):
-            s = (r.get(pipe) or {}).get("host_syncs_per_iteration_steady")
-            if s is not None:
+
+        def ran(pipe, r=r):
+            kernel = (r.get(pipe) or {}).get("kernel")
+            return f", {kernel_phrase(kernel)}" if kernel else ""
+
+        for k in kernels:
+            ratio = r.get(f"ratio_dgl_vs_envelope{suffix(k)}") or {}
+            if ratio.get("values"):
                 out.append(
-                    headline(
-                        f"host_syncs_{pipe[3:]}_{tag}",
-                        s,
-                        "per iteration",
-                        where=where + ", steady state",
-                        higher_is_better=False,
+                    headline_from(
+                        f"envelope{suffix(k)}_vs_dgl_{tag}",
+                        ratio["values"],
+                        "x",
+                        compared_to="DGL (time DGL / time zg envelope)",
+                        where=where + ran(f"zg_envelope{suffix(k)}"),
                     )
                 )
+        for k in kernels:
+            for pipe in (f"zg_envelope{suffix(k)}", f"zg_dynamic{suffix(k)}"):
+                s = (r.get(pipe) or {}).get("host_syncs_per_iteration_steady")
+                if s is not None:
+                    out.append(
+                        headline(
+                            f"host_syncs_{pipe[3:]}_{tag}",
+                            s,
+                            "per iteration",
+                            where=where + ", steady state" + ran(pipe),
+                            higher_is_better=False,
+                        )
+                    )
     for m in doc["detail"].get("memory") or []:
         v = (m.get("envelope_vs_oracle_mean") or {}).get("values")
         if v:

@@ -45,7 +45,7 @@ import torch
 sys.path.insert(0, str(Path(__file__).resolve().parent))
 os.environ.setdefault("DGLBACKEND", "pytorch")
 
-from _machine import machine_note, paired, pm, ran_kernel, table, write_json
+from _machine import kernel_phrase, machine_note, paired, pm, ran_kernel, table, write_json
 
 import zg
 from zg import models
@@ -536,19 +536,26 @@ def headlines(doc: dict) -> list[dict]:
     """The headline metrics of a sampling result (bench/_headlines.py calls it)."""
     d, out = doc["detail"], []
     res = d.get("results") or {}
-    if "dgl" in res and "zg_envelope" in res:
-        values = paired(
-            res["dgl"]["sample_epoch_seconds_all"], res["zg_envelope"]["sample_epoch_seconds_all"]
-        )
-        out.append(
-            headline_from(
-                "fused_vs_dgl_sampling",
-                values,
-                "x",
-                compared_to="DGL's sampler, same threads",
-                where=f"epoch sampling time, {len(values)} epochs paired (DGL / fused)",
+    # The envelope sampler on each kernel, against DGL's epochs of the same rounds: the fused
+    # numba kernel (kernel="fused") and the torch ops (kernel="torch", the Engine's default).
+    for name, pipe, kernel in (
+        ("fused_vs_dgl_sampling", "zg_envelope", "fused"),
+        ("torch_vs_dgl_sampling", "zg_envelope_torch", "torch"),
+    ):
+        if "dgl" in res and "sample_epoch_seconds_all" in res.get(pipe, {}):
+            values = paired(
+                res["dgl"]["sample_epoch_seconds_all"], res[pipe]["sample_epoch_seconds_all"]
             )
-        )
+            out.append(
+                headline_from(
+                    name,
+                    values,
+                    "x",
+                    compared_to="DGL's sampler, same threads",
+                    where=f"epoch sampling time, {len(values)} epochs paired (DGL / zg), "
+                    + kernel_phrase(res[pipe].get("kernel", kernel)),
+                )
+            )
     mem = d.get("memory") or {}
     for key, hib in (("envelope_over_oracle_mean", False), ("envelope_over_worst_case", False)):
         if key in mem:

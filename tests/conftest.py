@@ -59,20 +59,31 @@ def viz():
     pio.renderers.default, pio.templates.default = renderer, template
 
 
-@pytest.fixture
-def labs_held_then_restored():
-    """Every function the labs hold (zg.labs.hold_references) gets its own code back after the
-    test: a hold lasts for the process, and would change what the tests after it see (a held
-    function's source and signature are its stand-in's)."""
-    import zg.labs
+_KIT_CODE: list = []  # (function, code, defaults, kwdefaults) of every function a lab holds
 
-    functions = [
-        fn
-        for _, targets in zg.labs._lab_references().values()
-        for target in targets
-        for fn in zg.labs._functions_of(target)
-    ]
-    saved = [(fn, fn.__code__, fn.__defaults__, fn.__kwdefaults__) for fn in functions]
+
+def _kit_code() -> list:
+    """The kit's own code of every function the labs hold, read once, before any test holds
+    one (the first test that asks)."""
+    if not _KIT_CODE:
+        import zg.labs
+
+        _KIT_CODE.extend(
+            (fn, fn.__code__, fn.__defaults__, fn.__kwdefaults__)
+            for _, targets in zg.labs._lab_references().values()
+            for target in targets
+            for fn in zg.labs._functions_of(target)
+        )
+    return _KIT_CODE
+
+
+@pytest.fixture(autouse=True)
+def labs_held_then_restored():
+    """Every function the labs hold (zg.labs.hold_references) gets the kit's code back after
+    every test: a hold lasts for the process and keeps the namespaces it was made for, so a
+    test that runs a lab's setup (test_labs.py, the tamper scan's) would change what the tests
+    after it see (a held function's source, and which frames count as a student's)."""
+    saved = _kit_code()
     yield
     for fn, code, defaults, kwdefaults in saved:
         fn.__code__, fn.__defaults__, fn.__kwdefaults__ = code, defaults, kwdefaults

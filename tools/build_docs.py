@@ -7,7 +7,9 @@
 The site is made of README.md (its home page), CLAIMS.md, every file under docs/ (whatever
 pages are there: the nav is generated from the files and their first-heading titles) and the
 executed notebooks of `make report` (reports/*.html, copied in as they are, under notebooks/,
-and listed on a "Notebooks" page with their titles). With no report in reports/ the build stops
+and listed on a "Notebooks" page with their titles; each report gets the site's navigation, a bar
+at its top linking the home page, the claims, the Notebooks page, the previous and next notebook
+and every other one: :func:`report_nav`). With no report in reports/ the build stops
 and says to run `make report ZG_SCALE=small` first; it does not run the notebooks itself (that
 takes minutes, and which size to build is the caller's choice).
 
@@ -394,6 +396,7 @@ def stage(root: Path, out: Path, reports: Path, require_reports: bool = True) ->
     if out.exists():
         shutil.rmtree(out)
     out.mkdir(parents=True)
+    report_titles = {f"{NOTEBOOKS_DIR}/{p.name}": report_title(p) for p in report_files}
     titles = {}
     for repo_path, target in sources.items():
         dest = out / target
@@ -404,12 +407,9 @@ def stage(root: Path, out: Path, reports: Path, require_reports: bool = True) ->
         if src is None:  # a report: copied as it is, its links rewritten for the site
             report = reports / Path(target).name
             text = report.read_text(encoding="utf-8", errors="replace")
-            dest.write_text(
-                rewrite_html_links(text, repo_path, target, sources, staged, root),
-                encoding="utf-8",
-            )
-            title = report_title(report)
-            staged.reports.append((target, title))
+            text = rewrite_html_links(text, repo_path, target, sources, staged, root)
+            dest.write_text(with_nav(text, report_nav(target, report_titles)), encoding="utf-8")
+            staged.reports.append((target, report_titles[target]))
             continue
         if src.suffix.lower() != ".md":
             shutil.copyfile(src, dest)
@@ -423,6 +423,67 @@ def stage(root: Path, out: Path, reports: Path, require_reports: bool = True) ->
     titles[NOTEBOOKS_PAGE] = "Notebooks"
     staged.nav = make_nav(titles)
     return staged
+
+
+# The bar a report page opens with: the site's own links, so a reader who arrived at a notebook
+# can get back to the site (a report is a page of its own, outside the theme's frame).
+NAV_STYLE = (
+    "position:sticky;top:0;z-index:1000;display:flex;flex-wrap:wrap;gap:0.3em 1em;"
+    "align-items:baseline;padding:0.45em 1em;background:#3f51b5;color:#fff;"
+    "font:14px/1.4 system-ui,-apple-system,'Segoe UI',Roboto,sans-serif"
+)
+NAV_LINK = "color:#fff;text-decoration:none"
+BODY = re.compile(r"<body\b[^>]*>", re.IGNORECASE)
+
+
+def report_nav(target: str, titles: dict) -> str:
+    """The navigation bar of the report staged at ``target`` (notebooks/NN_name.html):
+    links to the home page, the claims ledger, the Notebooks page, the previous and the next
+    report, and every report by its number (its title on hover; this one marked as current).
+    ``titles``: every staged report's path -> title, in the site's order."""
+    names = list(titles)
+    if target not in titles:
+        raise ValueError(f"target: {target!r} is not one of the staged reports {names}")
+    here = names.index(target)
+
+    def link(href: str, text: str, title: str = "", current: bool = False) -> str:
+        extra = f' title="{html.escape(title)}"' if title else ""
+        if current:
+            extra += ' aria-current="page"'
+            style = NAV_LINK + ";font-weight:bold;text-decoration:underline"
+        else:
+            style = NAV_LINK
+        return f'<a href="{html.escape(href)}" style="{style}"{extra}>{html.escape(text)}</a>'
+
+    def rel(path: str) -> str:
+        return posixpath.relpath(path, posixpath.dirname(target) or ".")
+
+    parts = [
+        link(rel("index.html"), "zg docs", "the site's home page"),
+        link(rel("CLAIMS.html"), "Claims"),
+        link(rel(built_url(NOTEBOOKS_PAGE)), "Notebooks", "every notebook, with its title"),
+    ]
+    if here > 0:
+        parts.append(link(rel(names[here - 1]), "← previous", titles[names[here - 1]]))
+    if here + 1 < len(names):
+        parts.append(link(rel(names[here + 1]), "next →", titles[names[here + 1]]))
+    numbers = " ".join(
+        link(rel(name), Path(name).stem.split("_")[0], titles[name], current=name == target)
+        for name in names
+    )
+    parts.append(f'<span aria-label="every notebook">notebook {numbers}</span>')
+    return (
+        f'<nav class="zg-site-nav" aria-label="site" style="{NAV_STYLE}">'
+        + "".join(parts)
+        + "</nav>"
+    )
+
+
+def with_nav(text: str, nav: str) -> str:
+    """A report's HTML with ``nav`` first in its body (at the start when it has no body tag)."""
+    match = BODY.search(text)
+    at = match.end() if match else 0
+    return text[:at] + "\n" + nav + "\n" + text[at:]
 
 
 def notebooks_page(reports: list) -> str:

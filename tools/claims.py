@@ -7,11 +7,14 @@ A claim (tools/claims.toml) names the headline metrics ``(file, metric)`` it rea
 follows from those numbers alone (:func:`verdict`): *reproduced*, *partly*, *not reproduced*,
 *not shown* (a file or metric missing, a value null), *projected* (every metric read is a
 projection: its ``where`` says so), or *asserted* (checked by a notebook's asserts every CI run).
+Each row also names the kernel its figures' zg side ran (:func:`kernel_of`), as the result file
+records it: the torch kernels (the default) or the compiled numba ones.
 """
 
 from __future__ import annotations
 
 import argparse
+import re
 import sys
 from pathlib import Path
 
@@ -110,15 +113,64 @@ def machine_label(note: dict) -> str:
     )
 
 
-def lookup(c: dict, folder: Path = RESULTS):
-    """[(file, metric or None, machine note or None)] for the claim's metrics."""
+def lookup(c: dict, folder: Path = RESULTS, with_docs: bool = False):
+    """[(file, metric or None, machine note or None)] for the claim's metrics (with_docs: each
+    with its loaded result file, or None, as a fourth item)."""
     out = []
     for file, name, _ in c["metrics"]:
         path = Path(folder) / f"{file}.json"
         doc = results.load(path) if path.exists() else None
         m = next((x for x in doc["headline"] if x["name"] == name), None) if doc else None
-        out.append((file, m, doc["machine"] if doc else None))
+        out.append((file, m, doc["machine"] if doc else None) + ((doc,) if with_docs else ()))
     return out
+
+
+# The kernels, as a row names them: the torch kernels (every zg default, the only ones on a GPU)
+# and the compiled numba kernels (kernel="auto" or "fused" on a CPU).
+KERNEL_NAMES = {"torch": "torch", "fused": "numba"}
+# What a metric's own "where" says ran (the benches write these: bench/_machine.kernel_phrase,
+# bench/grappa_peer.py's "zg kernel='auto'"), checked in this order.
+WHERE_KERNEL = [
+    (re.compile(r"compiled numba kernels"), "fused"),
+    (re.compile(r"torch kernels|torch path"), "torch"),
+    (re.compile(r"kernel='(\w+)'"), None),  # the kernel asked for: what it ran is in settings
+]
+
+
+def kernel_of(doc: dict | None, m: dict | None) -> str:
+    """The kernel metric ``m`` of result ``doc`` was measured with, as the file records it:
+    "torch", "numba", "torch, numba" (a file of both whose metric does not say which), or
+    "not recorded". Read from the metric's ``where`` when it names one, else the file's
+    ``settings.kernel``; a result from a GPU ran the torch kernels, the only ones there."""
+    if doc is None or m is None:
+        return "not recorded"
+    settings = doc["settings"]
+    for pattern, kernel in WHERE_KERNEL:
+        found = pattern.search(m["where"])
+        if found is None:
+            continue
+        if kernel is None:  # asked for: "auto" is what the file says it resolved to
+            asked = found.group(1)
+            ran = (settings.get("zg_kernels_ran") or {}).get(asked) or [asked]
+            kernel = ran[0] if len(ran) == 1 else asked
+        return KERNEL_NAMES.get(kernel, kernel)
+    recorded = settings.get("kernel")
+    if isinstance(recorded, str):
+        recorded = [recorded]
+    if recorded:
+        return ", ".join(KERNEL_NAMES.get(k, k) for k in recorded)
+    if doc["machine"].get("cuda"):
+        return "torch"
+    return "not recorded"
+
+
+def kernels_cell(found: list, names: list) -> str:
+    """A row's kernel column: one name when every figure ran the same kernel, else each
+    figure (file and metric) with its kernel."""
+    kernels = [kernel_of(doc, m) for _, m, _, doc in found]
+    if len(set(kernels)) == 1:
+        return kernels[0]
+    return "; ".join(f"{f} {name}: {k}" for (f, *_), name, k in zip(found, names, kernels))
 
 
 def row(c: dict, folder: Path = RESULTS) -> list[str]:
@@ -130,6 +182,7 @@ def row(c: dict, folder: Path = RESULTS) -> list[str]:
             c["asserted"] if kind == "asserted" else "-",
             c["where"],
             "each CI run",
+            "-",
             kind,
         ]
     found = lookup(c, folder)
@@ -158,7 +211,8 @@ def row(c: dict, folder: Path = RESULTS) -> list[str]:
         "; ".join(dict.fromkeys(f"`{f}`: {text(machine_label(n))}" for f, _, n in found if n))
         or "-"
     )
-    return [c["claim"], c["paper"], figs, c["where"], machines, v]
+    kernels = kernels_cell(lookup(c, folder, with_docs=True), [n for _, n, _ in c["metrics"]])
+    return [c["claim"], c["paper"], figs, c["where"], machines, text(kernels), v]
 
 
 def render(folder: Path = RESULTS) -> str:
@@ -173,15 +227,17 @@ def render(folder: Path = RESULTS) -> str:
         "baseline; otherwise at most *partly*, with the reason), "
         "*partly*, *not reproduced*, *not shown* (no measurement), *projected* (a model's projection, not a "
         "measurement), *asserted* (a notebook's asserts check it every CI run; no committed number). The machine "
-        "column is each file's machine note. Figures: mean ± sample std (n = seeds or runs).",
+        "column is each file's machine note; the kernel column, the kernels the figures' zg side ran as the file "
+        "records them: *torch* (the default, the only ones on a GPU), *numba* (the compiled kernels, "
+        '`kernel="auto"` on a CPU). Figures: mean ± sample std (n = seeds or runs).',
         "",
     ]
     for section in dict.fromkeys(c["section"] for c in CLAIMS):
         lines += [
             f"## {section}",
             "",
-            "| claim | paper's figure | kit's figure | where measured | machine | verdict |",
-            "|---|---|---|---|---|---|",
+            "| claim | paper's figure | kit's figure | where measured | machine | kernel | verdict |",
+            "|---|---|---|---|---|---|---|",
         ]
         for c in (c for c in CLAIMS if c["section"] == section):
             cells = row(c, folder)

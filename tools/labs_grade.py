@@ -267,7 +267,9 @@ class Lab:
                 if error and variant.stop_at_failure:
                     break
         with os.fdopen(write_fd, "w") as pipe:
-            pipe.write(json.dumps({"passed": passed, "failure": failure[:400]}))
+            # one line: the parent takes the report as whole at its newline, without waiting
+            # for the pipe to close (a process the variant forked may hold it open)
+            pipe.write(json.dumps({"passed": passed, "failure": failure[:400]}) + "\n")
         os._exit(0)
 
     def _fork_all(self, variants: list[Variant], namespace: dict, progress) -> list[Outcome]:
@@ -300,8 +302,7 @@ class Lab:
                     chunk = os.read(fd, 65536)
                     if chunk:
                         chunks.append(chunk)
-                    else:
-                        finished = True
+                    finished = not chunk or chunk.endswith(b"\n")  # closed, or the whole report
                 if not finished and now - began <= (variant.timeout or self.timeout):
                     continue
                 timed_out = not finished
@@ -328,11 +329,14 @@ class Lab:
         except ValueError:
             report = {}
         outcome.passed = {g: bool(report.get("passed", {}).get(g)) for g in judged}
-        outcome.failure = report.get("failure", "") or (
-            f"killed at the {variant.timeout or self.timeout:g} s deadline"
-            if timed_out
-            else "the child died"
-        )
+        # The child's report says what failed ("" when every cell passed); with no report the
+        # child was killed at the deadline or ended before writing one.
+        if "passed" in report:
+            outcome.failure = report.get("failure", "")
+        elif timed_out:
+            outcome.failure = f"killed at the {variant.timeout or self.timeout:g} s deadline"
+        else:
+            outcome.failure = "the child ended before it reported (it exited or was killed)"
         return outcome
 
 

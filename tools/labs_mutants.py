@@ -5,7 +5,11 @@ A small AST mutator makes mutants of each solution cell, only inside its
 comparisons, ``and``/``or``, a dropped ``not``/``~``/``-`` (a flipped mask), off-by-one slice
 bounds and ``range`` arguments, a dropped statement, an in-place method made out-of-place
 (``add_`` -> ``add``, ``x += y`` -> ``x = x + y``), ``amin``/``amax`` and their kin, and changed
-constants. Each mutant replaces its cell and is graded by the lab's own tests (public and
+constants. Besides the value, mutants of the contract (zg.contract): a narrower dtype
+(``torch.float64`` -> ``torch.float32``, ``.long()`` -> ``.int()``), a factory call that drops
+its ``device=`` (the tensor lands on the default device), a collective made blocking (its work
+waited on at once), an argument changed in place after the result is computed (a tensor rolled,
+a list reversed), and a cache keyed by the arguments' shapes that ignores their values. Each mutant replaces its cell and is graded by the lab's own tests (public and
 hidden) in a forked child (tools/labs_grade.py): killed when it loses any point of its part.
 
 A mutant that no test can tell from the solution (it computes the same thing) is listed in
@@ -93,6 +97,14 @@ NAMES = {
     "sum": "mean",
     "mean": "sum",
 }
+# Mutants of the contract: dtype narrowing, and the torch factories whose device= may be dropped.
+NARROW = {"float64": "float32", "double": "float32", "int64": "int32", "long": "int32"}
+NARROW_METHODS = {"double": "float", "long": "int"}
+FACTORIES = {
+    "zeros", "ones", "empty", "full", "arange", "linspace", "eye", "tensor", "as_tensor",
+    "rand", "randn", "randint", "randperm", "empty_strided", "logspace", "range", "tril_indices",
+    "triu_indices",
+}  # fmt: skip
 # Calls whose arguments are text for people, not values a test can see.
 QUIET_CALLS = {"print", "display", "warn", "ValueError", "TypeError", "RuntimeError"}
 
@@ -212,6 +224,70 @@ class _Sites(ast.NodeVisitor):
         if isinstance(node, ast.Constant) and not isinstance(node.value, (str, bytes)):
             if node.value is not None and node.value is not Ellipsis:
                 self.add("constant")
+        # the contract's mutants
+        if (
+            isinstance(node, ast.Attribute)
+            and node.attr in NARROW
+            and isinstance(node.value, ast.Name)
+            and node.value.id == "torch"
+        ):
+            self.add("narrow dtype")
+        if isinstance(node, ast.Call) and not node.args and not node.keywords:
+            if isinstance(node.func, ast.Attribute) and node.func.attr in NARROW_METHODS:
+                self.add("narrow dtype")
+        if isinstance(node, ast.Call) and _is_factory(node):
+            if any(k.arg == "device" for k in node.keywords):
+                self.add("default device")
+        if isinstance(node, ast.Call) and _like_factory(node) is not None:
+            self.add("default device")
+        if isinstance(node, ast.Call) and any(
+            k.arg == "async_op" and isinstance(k.value, ast.Constant) and k.value.value is True
+            for k in node.keywords
+        ):
+            self.add("blocking")
+
+
+LIKE = {"zeros_like", "ones_like", "empty_like", "full_like", "rand_like", "randn_like"}
+NEW = {"new_zeros", "new_ones", "new_empty", "new_full"}
+
+
+def _like_factory(node: ast.Call):
+    """(the tensor it follows, the factory's name) for ``torch.zeros_like(x, ...)`` or
+    ``x.new_zeros(...)`` (whose device follows ``x``), else None."""
+    f = node.func
+    if not isinstance(f, ast.Attribute):
+        return None
+    if f.attr in LIKE and isinstance(f.value, ast.Name) and f.value.id == "torch" and node.args:
+        return node.args[0], f.attr[: -len("_like")]
+    if f.attr in NEW and node.args:
+        return f.value, f.attr[len("new_") :]
+    return None
+
+
+def _default_device(node: ast.Call) -> ast.Call:
+    """The same factory without the device it followed: ``torch.zeros_like(x)`` ->
+    ``torch.zeros(x.shape, dtype=x.dtype)``, ``x.new_zeros(n)`` -> ``torch.zeros(n, dtype=x.dtype)``."""
+    like, base = _like_factory(node)
+    if isinstance(node.func, ast.Attribute) and node.func.attr in LIKE:
+        args = [ast.Attribute(copy.deepcopy(like), "shape", ast.Load()), *node.args[1:]]
+    else:
+        args = list(node.args)
+    keywords = [k for k in node.keywords if k.arg != "device"]
+    if not any(k.arg == "dtype" for k in keywords):
+        keywords.append(
+            ast.keyword("dtype", ast.Attribute(copy.deepcopy(like), "dtype", ast.Load()))
+        )
+    return ast.Call(ast.Attribute(ast.Name("torch", ast.Load()), base, ast.Load()), args, keywords)
+
+
+def _is_factory(node: ast.Call) -> bool:
+    f = node.func
+    return (
+        isinstance(f, ast.Attribute)
+        and f.attr in FACTORIES
+        and isinstance(f.value, ast.Name)
+        and f.value.id == "torch"
+    )
 
 
 def _call_name(node: ast.Call) -> str:
@@ -284,6 +360,20 @@ def _mutate(tree, path, op, payload):
         new.attr = NAMES[node.attr]
     elif op == "swap":
         new = ast.Name(id=NAMES[node.id], ctx=node.ctx)
+    elif op == "narrow dtype" and isinstance(node, ast.Attribute):
+        new = copy.deepcopy(node)
+        new.attr = NARROW[node.attr]
+    elif op == "narrow dtype":
+        new = copy.deepcopy(node)
+        new.func.attr = NARROW_METHODS[node.func.attr]
+    elif op == "default device" and _like_factory(node) is not None:
+        new = _default_device(node)
+    elif op == "default device":
+        new = copy.deepcopy(node)
+        new.keywords = [k for k in node.keywords if k.arg != "device"]
+    elif op == "blocking":  # the work waited on where it is made: a blocking collective
+        new = ast.parse("(lambda _zg_w: (_zg_w.wait(), _zg_w)[1])(CALL)", mode="eval").body
+        new.args[0] = copy.deepcopy(node)
     elif op == "constant":
         v = node.value
         if isinstance(v, bool):
@@ -301,17 +391,137 @@ def _mutate(tree, path, op, payload):
     return tree, before, new
 
 
+# An argument changed in place once the result is computed: the value returned stays right, the
+# caller's input does not (a tensor rolled by one, a list reversed; leaves that need grad kept).
+TOUCH = """
+for _zg_a in ({params},):
+    if isinstance(_zg_a, torch.Tensor) and _zg_a.numel() > 1 and not _zg_a.requires_grad:
+        _zg_a.copy_(_zg_a.flatten().roll(1).view_as(_zg_a))
+    elif isinstance(_zg_a, list) and len(_zg_a) > 1:
+        _zg_a.reverse()
+"""
+# A cache on the function keyed by its arguments' shapes and types, not their values.
+CACHE = """
+_zg_memo = {name}.__dict__.setdefault("_zg_memo", {{}})
+_zg_key = repr([(getattr(_zg_a, "shape", None), type(_zg_a).__name__) for _zg_a in ({params},)])
+if _zg_key in _zg_memo:
+    return _zg_memo[_zg_key]
+"""
+
+
+def _contract_mutants(tree, first: int, last: int):
+    """(op, before, after, mutated tree) for each function whose body holds the solution region:
+    an argument touched before each return, and a shape-keyed cache."""
+    out = []
+    for fn in [n for n in tree.body if isinstance(n, ast.FunctionDef)]:  # the graded ones
+        body = [s for s in fn.body if first <= s.lineno and s.end_lineno <= last]
+        params = [a.arg for a in fn.args.posonlyargs + fn.args.args + fn.args.kwonlyargs]
+        if not body or not params:
+            continue
+        index = fn.body.index(body[0])
+        path = _path_to(tree, fn)
+        touched = copy.deepcopy(tree)
+        target = _at(touched, path)
+        touch = ast.parse(TOUCH.format(params=", ".join(params))).body
+        returns = [
+            n
+            for n in ast.walk(target)
+            if isinstance(n, ast.Return)
+            and first <= n.lineno <= last
+            and _owner(target, n) is target
+        ]
+        for ret in returns:
+            value = ret.value or ast.Constant(None)
+            ret.value = ast.Name("_zg_result", ast.Load())
+            _insert_before(
+                target,
+                ret,
+                [ast.Assign([ast.Name("_zg_result", ast.Store())], value), *copy.deepcopy(touch)],
+            )
+        if not isinstance(target.body[-1], ast.Return):
+            target.body.extend(copy.deepcopy(touch))
+        ast.fix_missing_locations(touched)
+        out.append(
+            (
+                "touch input",
+                f"{fn.name}(...) leaves its arguments",
+                f"{fn.name}(...) changes them after the result",
+                touched,
+            )
+        )
+        cached = copy.deepcopy(tree)
+        target = _at(cached, path)
+        for ret in [
+            n for n in ast.walk(target) if isinstance(n, ast.Return) and _owner(target, n) is target
+        ]:
+            value = ret.value or ast.Constant(None)
+            ret.value = ast.parse("_zg_memo.setdefault(_zg_key, VALUE)", mode="eval").body
+            ret.value.args[1] = value
+        target.body[index:index] = ast.parse(
+            CACHE.format(name=fn.name, params=", ".join(params))
+        ).body
+        if not isinstance(target.body[-1], ast.Return):
+            target.body.append(ast.parse("return _zg_memo.setdefault(_zg_key, None)").body[0])
+        ast.fix_missing_locations(cached)
+        out.append(
+            (
+                "cache",
+                f"{fn.name}(...) computed on every call",
+                f"{fn.name}(...) cached by its arguments' shapes",
+                cached,
+            )
+        )
+    return out
+
+
+def _path_to(tree, node) -> tuple:
+    """The path (as _Sites records it) from ``tree`` to ``node``."""
+    for parent in ast.walk(tree):
+        for name, value in ast.iter_fields(parent):
+            if value is node:
+                return _path_to(tree, parent) + ((name, None),)
+            if isinstance(value, list) and any(v is node for v in value):
+                i = next(i for i, v in enumerate(value) if v is node)
+                return _path_to(tree, parent) + ((name, i),)
+    return ()
+
+
+def _owner(fn, node):
+    """The innermost function (or lambda) of ``fn`` that holds ``node``."""
+    owner = fn
+    for child in ast.walk(fn):
+        if child is not fn and isinstance(
+            child, (ast.FunctionDef, ast.AsyncFunctionDef, ast.Lambda)
+        ):
+            if any(n is node for n in ast.walk(child)):
+                owner = child
+    return owner
+
+
+def _insert_before(fn, stmt, new: list) -> None:
+    for parent in ast.walk(fn):
+        for _name, value in ast.iter_fields(parent):
+            if isinstance(value, list) and any(v is stmt for v in value):
+                i = next(i for i, v in enumerate(value) if v is stmt)
+                value[i:i] = new
+                return
+
+
 def mutants_of(lab: str, cell: str, code: str) -> list[Mutant]:
     first, last = solution_lines(code)
     tree = ast.parse(code)
     sites = _Sites(first, last)
     sites.visit(tree)
     out, seen = [], set()
+    made = []
     for path, op, payload in sites.sites:
         done = _mutate(tree, path, op, payload)
-        if done is None:
-            continue
-        mutated, before, after = done
+        if done is not None:
+            mutated, before, after = done
+            made.append((mutated, _short(ast.unparse(before)), after, before, op))
+    for op, before_text, after_text, mutated in _contract_mutants(tree, first, last):
+        made.append((mutated, before_text, after_text, None, op))
+    for mutated, before_text, after, before, op in made:
         text = ast.unparse(mutated)
         if text in seen or text == ast.unparse(tree):
             continue
@@ -320,11 +530,15 @@ def mutants_of(lab: str, cell: str, code: str) -> list[Mutant]:
             Mutant(
                 lab,
                 cell,
-                getattr(before, "lineno", 0),
+                getattr(before, "lineno", first),
                 getattr(before, "col_offset", 0),
                 op,
-                _short(ast.unparse(before)),
-                _short(ast.unparse(after)) if not isinstance(after, ast.Pass) else "(dropped)",
+                before_text,
+                after
+                if isinstance(after, str)
+                else "(dropped)"
+                if isinstance(after, ast.Pass)
+                else _short(ast.unparse(after)),
                 text + "\n",
             )
         )

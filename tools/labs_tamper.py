@@ -20,8 +20,16 @@ What a finding is, in a cell the student wrote:
   ``__import__``, ``get_ipython`` or ``breakpoint``, or ``getattr`` with a name that is not a
   plain attribute's; importing ``builtins``, ``gc``, ``ctypes``,
   ``inspect``, ``importlib``, ``sys``, ``os``, ``subprocess``, ``socket``, ``signal`` or
-  ``threading``; reading an attribute that leads out of the language's ordinary rules
-  (``__globals__``, ``__builtins__``, ``__dict__``, ``__code__``, ``__subclasses__``, frames).
+  ``threading`` (or ``__main__``, the notebook's own namespace); reading an attribute that
+  leads out of the language's ordinary rules (``__globals__``, ``__builtins__``, ``__dict__``,
+  ``__code__``, ``__closure__``, ``__subclasses__``, frames), also by name in a string
+  (``operator.attrgetter("__closure__")``) or through ``attrgetter`` / ``methodcaller`` with a
+  name built at run time;
+* using ``zg.labs``'s holds (``hold_references``, ``hold``, ``forbid_within``, ``forbid``,
+  ``as_student``) or a private name of ``zg.labs``: what keeps the kit's references off inside
+  the student's functions, and the only way to the originals is through the names above;
+* using a function or class that only a test cell defines (the tests' own reference, such as
+  Lab 2's ``brute_first``): it exists only when the tests run, after the student's cells.
 
 Every model solution and every file in ``labs/right/`` scans clean (``make labs-right`` would
 fail otherwise): an honest answer to these labs needs none of it.
@@ -41,7 +49,12 @@ FORBIDDEN_CALLS = {
 FORBIDDEN_MODULES = {
     "builtins", "gc", "ctypes", "inspect", "importlib", "sys", "os", "subprocess", "socket",
     "signal", "threading", "multiprocessing", "IPython", "linecache", "marshal", "pickle",
+    "__main__",
 }  # fmt: skip
+# zg.labs's holds (what keeps the kit's references off inside a student's functions): a student
+# cell that calls them, or reads a private name of zg.labs, reaches for the grader.
+HOLD_API = {"hold_references", "hold", "forbid_within", "forbid", "as_student"}
+ATTRIBUTE_GETTERS = {"attrgetter", "methodcaller"}  # operator's getattr by name
 FORBIDDEN_ATTRIBUTES = {
     "__globals__", "__builtins__", "__dict__", "__code__", "__closure__", "__subclasses__",
     "__bases__", "__mro__", "__class__", "__getattribute__", "__setattr__", "__delattr__",
@@ -141,7 +154,56 @@ def _root(node: ast.AST) -> str | None:
     return node.id if isinstance(node, ast.Name) else None
 
 
-def scan_cell(gid: str, code: str, names: set[str], imports: dict, modules: set[str]) -> list:
+def _bound_anywhere(tree: ast.AST) -> set[str]:
+    """Every name ``tree`` binds in any scope: assignments, defs, classes, arguments, imports."""
+    out = set(_imports(tree))
+    for node in ast.walk(tree):
+        if isinstance(node, ast.Name) and isinstance(node.ctx, (ast.Store, ast.Del)):
+            out.add(node.id)
+        elif isinstance(node, (ast.FunctionDef, ast.AsyncFunctionDef, ast.ClassDef)):
+            out.add(node.name)
+        elif isinstance(node, ast.arg):
+            out.add(node.arg)
+        elif isinstance(node, (ast.Global, ast.Nonlocal)):
+            out.update(node.names)
+        elif isinstance(node, ast.ExceptHandler) and node.name:
+            out.add(node.name)
+    return out
+
+
+def test_defined(setup: list[str], tests: list[str]) -> set[str]:
+    """Functions and classes only the lab's test cells define (the tests' own references and
+    helpers): they do not exist when the student's cells run."""
+    early = set()
+    for code in setup:
+        tree = _parse(code)
+        if tree is not None:
+            early |= _bound_anywhere(tree)
+    late = set()
+    for code in tests:
+        tree = _parse(code)
+        if tree is not None:
+            late |= _defined(tree)
+    return late - early
+
+
+def _is_labs(node: ast.AST, imports: dict) -> bool:
+    """``node`` names the module zg.labs (``zg.labs``, or a name bound to it)."""
+    text = ast.unparse(node)
+    return text == "zg.labs" or imports.get(text) == "zg.labs"
+
+
+def scan_cell(
+    gid: str,
+    code: str,
+    names: set[str],
+    imports: dict,
+    modules: set[str],
+    late: set[str] = frozenset(),
+    bound: set[str] = frozenset(),
+) -> list:
+    """The findings of one student cell; ``late``: names only the tests define, ``bound``:
+    names the student's cells bind (a student's own name is theirs)."""
     tree = _parse(code)
     if tree is None:
         return []
@@ -151,6 +213,7 @@ def scan_cell(gid: str, code: str, names: set[str], imports: dict, modules: set[
         out.append(Finding(gid, getattr(node, "lineno", 0), what))
 
     own_imports = _imports(tree)
+    every_import = {**imports, **own_imports}
     modules = modules | {n for n, t in own_imports.items() if "." not in t}
     locked = _locked_objects(names, imports)  # once per cell, not once per attribute store
     for name, target in own_imports.items():
@@ -177,14 +240,29 @@ def scan_cell(gid: str, code: str, names: set[str], imports: dict, modules: set[
             for mod in mods:
                 if mod.split(".")[0] in FORBIDDEN_MODULES:
                     add(node, f"imports {mod}, which these labs never need")
+            if isinstance(node, ast.ImportFrom) and node.module == "zg.labs":
+                for a in node.names:
+                    if a.name in HOLD_API or a.name.startswith("_"):
+                        add(node, f"imports zg.labs.{a.name}, the lab's holds")
         elif isinstance(node, ast.Call) and isinstance(node.func, ast.Name):
             if node.func.id == "getattr" and len(node.args) >= 2:
                 name = node.args[1]
                 if not isinstance(name, ast.Constant) or name.value in FORBIDDEN_ATTRIBUTES:
                     add(node, "calls getattr() with a name that is not a plain attribute")
+        elif isinstance(node, ast.Call) and _called_name(node.func) in ATTRIBUTE_GETTERS:
+            for arg in node.args:
+                if not isinstance(arg, ast.Constant) or not isinstance(arg.value, str):
+                    add(node, f"calls {_called_name(node.func)}() with a name built at run time")
+        elif isinstance(node, ast.Constant) and isinstance(node.value, str):
+            if node.value in FORBIDDEN_ATTRIBUTES:
+                add(node, f"names .{node.value} in a string")
         elif isinstance(node, ast.Attribute):
             if node.attr in FORBIDDEN_ATTRIBUTES:
                 add(node, f"reads .{node.attr}")
+            if _is_labs(node.value, every_import) and (
+                node.attr in HOLD_API or node.attr.startswith("_")
+            ):
+                add(node, f"uses zg.labs.{node.attr}, the lab's holds")
             if isinstance(node.ctx, (ast.Store, ast.Del)):
                 root = _root(node)
                 if root in modules or root in names and root in locked:
@@ -194,7 +272,16 @@ def scan_cell(gid: str, code: str, names: set[str], imports: dict, modules: set[
         elif isinstance(node, ast.Name) and node.id in FORBIDDEN_CALLS:
             if isinstance(node.ctx, ast.Load):  # called here or through another name
                 add(node, f"uses {node.id}()")
+        elif isinstance(node, ast.Name) and node.id in late and node.id not in bound:
+            if isinstance(node.ctx, ast.Load):
+                add(node, f"uses {node.id}, which only the lab's tests define (their reference)")
     return out
+
+
+def _called_name(func: ast.AST) -> str | None:
+    if isinstance(func, ast.Name):
+        return func.id
+    return func.attr if isinstance(func, ast.Attribute) else None
 
 
 def _locked_objects(names: set[str], imports: dict) -> set[str]:
@@ -206,7 +293,13 @@ def _locked_objects(names: set[str], imports: dict) -> set[str]:
 def scan(student_cells: dict[str, str], setup: list[str], tests: list[str]) -> list[Finding]:
     """Every finding in ``student_cells`` ({grade_id: code}) against the lab's locked cells."""
     names, imports, modules = protected(setup, tests)
+    late = test_defined(setup, tests)
+    bound = set()
+    for code in student_cells.values():
+        tree = _parse(code)
+        if tree is not None:
+            bound |= _bound_anywhere(tree)
     out = []
     for gid, code in student_cells.items():
-        out.extend(scan_cell(gid, code, names, imports, modules))
+        out.extend(scan_cell(gid, code, names, imports, modules, late, bound))
     return out

@@ -16,7 +16,9 @@ grades each one with ``nbgrader autograde`` exactly as tools/labs_check.py grade
 of the course, the gradebook read back: about 10 s a submission). Passes when every wrong
 solution earns at most half the autograded points of its part.
 
-    python tools/labs_wrong.py [--nbgrader] [--course labs] [--wrong labs/wrong] [name ...]
+    python tools/labs_wrong.py [--nbgrader] [--keep DIR] [--course labs] [--wrong labs/wrong] [name ...]
+
+``--keep DIR`` keeps what was graded in both modes (see ``--help``).
 
 :func:`grade_in_process` runs the same cells without forking (one namespace, in this process)
 for a quick check from pytest.
@@ -113,7 +115,13 @@ def main(argv=None) -> int:
     ap.add_argument("names", nargs="*", help="wrong solutions by file stem (default: all)")
     ap.add_argument("--course", default=str(ROOT / "labs"))
     ap.add_argument("--wrong", default=str(ROOT / "labs" / "wrong"))
-    ap.add_argument("--keep", default=None, help="grade in this (new or empty) folder and keep it")
+    ap.add_argument(
+        "--keep",
+        default=None,
+        help="keep the graded copies in this new or empty folder: each submission as "
+        "labs/submitted/<name>/<lab>/<lab>.ipynb and, without --nbgrader, scores.json (each "
+        "one's points per graded cell and its failure); with --nbgrader, nbgrader's whole course",
+    )
     ap.add_argument(
         "--max-share",
         type=float,
@@ -133,8 +141,45 @@ def main(argv=None) -> int:
     if args.nbgrader:
         scores = grade_with_nbgrader(wrongs, args)
     else:
-        scores = grade_forked(wrongs, Path(args.course).resolve())
+        keep = _keep_folder(args.keep) if args.keep else None
+        outcomes: dict = {}
+        scores = grade_forked(wrongs, Path(args.course).resolve(), outcomes)
+        if keep is not None:
+            keep_forked(keep, Path(args.course).resolve(), wrongs, outcomes)
     return report(wrongs, scores, args.max_share, time.time() - start)
+
+
+def _keep_folder(keep: str) -> Path:
+    work = Path(keep).resolve()
+    if work.exists() and (not work.is_dir() or any(work.iterdir())):
+        raise SystemExit(f"labs_wrong: --keep {work} must be a new or empty folder")
+    work.mkdir(parents=True, exist_ok=True)
+    return work
+
+
+def keep_forked(keep: Path, course: Path, wrongs: list[dict], outcomes: dict) -> None:
+    """Write what the forked grading graded into ``keep``: each submission (the source notebook
+    with the wrong cell in place) where nbgrader keeps it, and scores.json."""
+    table = {}
+    for wrong in wrongs:
+        lab = wrong["lab"]
+        folder = keep / "labs" / "submitted" / wrong["name"] / lab
+        folder.mkdir(parents=True, exist_ok=True)
+        nb = submission(course / "source" / lab / f"{lab}.ipynb", wrong)
+        (folder / f"{lab}.ipynb").write_text(json.dumps(nb, indent=1, ensure_ascii=False) + "\n")
+        o = outcomes[wrong["name"]]
+        table[wrong["name"]] = {
+            "lab": lab,
+            "cell": wrong["cell"],
+            "earned": o.earned,
+            "total": o.total,
+            "passed": o.passed,
+            "points": o.points,
+            "failure": o.failure,
+            "timed_out": o.timed_out,
+        }
+    (keep / "scores.json").write_text(json.dumps(table, indent=1) + "\n")
+    print(f"graded copies kept in {keep}")
 
 
 def report(wrongs: list[dict], scores: dict, max_share: float, seconds: float) -> int:
@@ -172,14 +217,20 @@ def scores_of(wrongs: list[dict], outcomes: dict) -> dict[str, tuple[float, floa
     return {w["name"]: (outcomes[w["name"]].earned, outcomes[w["name"]].total) for w in wrongs}
 
 
-def grade_forked(wrongs: list[dict], course: Path) -> dict[str, tuple[float, float]]:
-    """{name: (earned, total)} of each wrong solution's part, graded in forks (labs_grade)."""
+def grade_forked(
+    wrongs: list[dict], course: Path, outcomes: dict | None = None
+) -> dict[str, tuple[float, float]]:
+    """{name: (earned, total)} of each wrong solution's part, graded in forks (labs_grade);
+    ``outcomes``, a dict, gets each one's full outcome."""
     scores = {}
     for lab_name in sorted({w["lab"] for w in wrongs}):
         lab = Lab(course / "source" / lab_name / f"{lab_name}.ipynb")
         mine = [w for w in wrongs if w["lab"] == lab_name]
         t = time.time()
-        scores.update(scores_of(mine, lab.grade(variants(lab, mine))))
+        graded = lab.grade(variants(lab, mine))
+        if outcomes is not None:
+            outcomes.update(graded)
+        scores.update(scores_of(mine, graded))
         print(f"  graded {len(mine)} in {lab_name} in {time.time() - t:.1f} s", flush=True)
     return scores
 

@@ -37,11 +37,14 @@ from __future__ import annotations
 
 import argparse
 import json
+import os
 import re
 import shutil
+import signal
 import subprocess
 import sys
 import tempfile
+from collections.abc import Sequence
 from html.parser import HTMLParser
 from pathlib import Path
 
@@ -129,12 +132,12 @@ def find_chromium(explicit: str | None = None) -> str | None:
     return None
 
 
-def instrument(text: str) -> str:
-    """The page with the error collector as the first element of <head>."""
+def instrument(text: str, script: str = COLLECTOR) -> str:
+    """The page with ``script`` (default: the error collector) as the first element of <head>."""
     match = re.search(r"<head\b[^>]*>", text, re.IGNORECASE)
     if match is None:
-        raise ValueError("the page has no <head> to put the error collector in")
-    return text[: match.end()] + "\n" + COLLECTOR + text[match.end() :]
+        raise ValueError("the page has no <head> to put the check's script in")
+    return text[: match.end()] + "\n" + script + text[match.end() :]
 
 
 _VOID = {
@@ -221,23 +224,58 @@ class _DomSummary(HTMLParser):
             self.marker["text"] += data
 
 
-def render(page: Path, chromium: str, budget_ms: int, timeout: float) -> dict:
-    """Open ``page`` (already instrumented) in headless Chromium; return what happened."""
+def run_chromium(
+    page: Path, chromium: str, budget_ms: int, timeout: float, extra_flags: Sequence[str] = ()
+) -> subprocess.CompletedProcess:
+    """Headless Chromium (fresh profile, :data:`CHROMIUM_FLAGS`) on ``page``: stdout is the DOM
+    once the page has run for ``budget_ms`` of virtual time, stderr its log.
+
+    Raises ``subprocess.TimeoutExpired`` after ``timeout`` s of wall clock, the browser and
+    every process it started killed (it leads its own process group)."""
     with tempfile.TemporaryDirectory(prefix="zg-chromium-") as profile:
         cmd = [
             chromium,
             *CHROMIUM_FLAGS,
+            *extra_flags,
             f"--user-data-dir={profile}",
             f"--virtual-time-budget={budget_ms}",
             "--dump-dom",
             page.resolve().as_uri(),
         ]
+        proc = subprocess.Popen(
+            cmd,
+            stdout=subprocess.PIPE,
+            stderr=subprocess.PIPE,
+            text=True,
+            errors="replace",
+            start_new_session=True,
+        )
         try:
-            proc = subprocess.run(
-                cmd, capture_output=True, text=True, timeout=timeout, errors="replace"
-            )
+            out, err = proc.communicate(timeout=timeout)
         except subprocess.TimeoutExpired:
-            return {"ok": False, "problems": [f"chromium did not finish within {timeout:.0f} s"]}
+            _kill_group(proc)
+            proc.communicate()
+            raise
+        finally:
+            if proc.poll() is None:  # interrupted (Ctrl-C): the browser goes too
+                _kill_group(proc)
+                proc.wait()
+    return subprocess.CompletedProcess(cmd, proc.returncode, out, err)
+
+
+def _kill_group(proc: subprocess.Popen) -> None:
+    try:
+        os.killpg(proc.pid, signal.SIGKILL)
+    except (ProcessLookupError, PermissionError):
+        pass
+
+
+def render(page: Path, chromium: str, budget_ms: int, timeout: float) -> dict:
+    """Open ``page`` (already instrumented) in headless Chromium; return what happened."""
+    try:
+        proc = run_chromium(page, chromium, budget_ms, timeout)
+    except subprocess.TimeoutExpired:
+        return {"ok": False, "problems": [f"chromium did not finish within {timeout:.0f} s"]}
     dom = _DomSummary()
     dom.feed(proc.stdout)
     dom.close()

@@ -28,7 +28,6 @@ from __future__ import annotations
 import importlib
 import inspect
 import re
-import sys
 import textwrap
 from pathlib import Path
 from typing import Any, NamedTuple
@@ -159,18 +158,14 @@ def resolve(path: str) -> Any:
 
 
 def unwrap(obj: Any) -> Any:
-    """The function behind a property, staticmethod, partial or decorator, and behind a lab's
-    hold (``zg.labs.hold_references`` gives a held function a stand-in's code for the rest of
-    the process: its original is what the route shows)."""
+    """The function behind a property, staticmethod, partial or decorator. (A function a lab
+    holds, ``zg.labs.hold_references``, runs a stand-in's code for the rest of the process; the
+    stand-in is compiled at the original's file and first line, so its source and location are
+    the original's, and the route shows them.)"""
     if isinstance(obj, property):
         obj = obj.fget
     obj = getattr(obj, "__func__", obj)
-    obj = inspect.unwrap(obj)
-    labs = sys.modules.get("zg.labs")
-    held = getattr(labs, "_REFUSALS", {}).get(getattr(obj, "__code__", None))
-    if held is not None and held[1] is not None:
-        obj = held[1]  # the function as it was before the hold
-    return obj
+    return inspect.unwrap(obj)
 
 
 def package_root() -> Path:

@@ -6,10 +6,17 @@ Where it sits: outside the training flow.
   ``run_batch(b)`` function, so the lab can compare a student's poll / rewind / resume loop with
   the kit's on a toy step. It is built from the same pieces as the engine's loop
   (:class:`zg.step.OverflowPoll`, :meth:`zg.step.OverflowGuard.reset`).
-* :func:`forbid` (every lab): while a test runs a student's function, the kit's own functions
-  that compute the same result raise, however the student reached them (a module attribute, a
-  name imported into the notebook, an alias), so a submission that calls the reference instead
-  of writing it earns nothing.
+* :func:`hold_references`, :func:`hold`, :func:`forbid_within`, :func:`forbid` and
+  :func:`as_student` (every lab): inside a student's function, the kit's own functions that
+  compute the same result (and the references a lab's setup defines for its tests) raise,
+  however the student reached them: a module attribute, an imported name, an alias, a
+  ``functools.partial``, a bound method, an object with ``__call__``, a decorator's wrapper, a
+  cache, a closure, a thread, a thread pool, a forked process or a process pool. A held
+  function looks for the student's frames in every thread (a forked child has its parent's),
+  for a call of the student's name whose object leaves no frame of its own, and, while a test
+  runs the student's function inside :func:`as_student`, refuses outright, also in a process
+  pool forked before. The originals live only in a closure (no module attribute holds them).
+  A submission that calls the reference instead of writing it earns nothing.
 * :func:`checks` (every lab's setup cell): the comparisons and the sync audit the tests use,
   bound when this module is first imported, before any student cell runs, so a cell that
   rebinds ``torch.equal``, ``torch.allclose`` or ``SyncAudit`` changes nothing in a test.
@@ -35,7 +42,9 @@ use nothing else from the notebook.
 from __future__ import annotations
 
 import contextlib
+import functools
 import inspect
+import json
 import os
 import re
 import tempfile
@@ -65,6 +74,8 @@ __all__ = [
     "forbid",
     "forbid_within",
     "hold_references",
+    "hold",
+    "as_student",
     "ForbiddenCall",
     "graded_against",
     "checks",
@@ -241,54 +252,290 @@ def _functions_of(target) -> list:
     raise TypeError(f"forbid takes functions and classes, got {type(target).__name__}")
 
 
-# What each stand-in does, by its code object (one per forbidden function): the message, and
-# for forbid_within the original function and the students' function names to look for.
-_REFUSALS: dict = {}
+_NAME_LOADS = ("LOAD_NAME", "LOAD_GLOBAL", "LOAD_FAST", "LOAD_DEREF", "LOAD_CLASSDEREF")
+_NOT_OPERANDS = ("PUSH_NULL", "PRECALL", "KW_NAMES", "CACHE", "NOP", "EXTENDED_ARG")
 
 
-def _refused(*args, **kwargs):
-    """The code every forbidden function runs while it is held: it finds its entry through its
-    own code object (it may not use its globals: they are the original module's)."""
+def _callees(code) -> dict:
+    """{offset of a call (and of its caches): the bare name it calls} for the calls of ``code`` whose callee is a
+    bare name (``f(x)``, not ``a.f(x)`` or ``f(x)(y)``); found from the instructions' source
+    positions, so empty where the interpreter keeps none."""
+    import dis
+
+    out = {}
+    instructions = list(dis.get_instructions(code))
+    for k, call in enumerate(instructions):
+        where = getattr(call, "positions", None)
+        if not call.opname.startswith("CALL") or where is None or where.lineno is None:
+            continue
+        start, end = (where.lineno, where.col_offset), (where.end_lineno, where.end_col_offset)
+        first = []
+        for before in reversed(instructions[:k]):  # the call's operands, back to its start
+            p = before.positions
+            if p is None or p.lineno is None or before.opname in _NOT_OPERANDS:
+                continue
+            if (p.lineno, p.col_offset) < start or (p.end_lineno, p.end_col_offset) > end:
+                break
+            if (p.lineno, p.col_offset) == start:
+                first.append(before)
+        if len(first) == 1 and first[0].opname in _NAME_LOADS:
+            # a frame's f_lasti is the call or one of its inline caches (a Python callee)
+            after = instructions[k + 1].offset if k + 1 < len(instructions) else call.offset + 2
+            for offset in range(call.offset, after, 2):
+                out[offset] = (first[0].opname, first[0].argval)
+    return out
+
+
+def _vault():
+    """The holds, kept in this closure and in no module attribute: a student's cell can reach
+    the originals only through what the graders' tamper scan forbids (``__closure__``, ``gc``,
+    frames), nor the count :func:`as_student` keeps. Returns (hold, held_call, as_student,
+    is_held)."""
+    import mmap
     import sys
+    import threading
 
-    from zg.labs import _held_call
+    # id(stand-in code) -> (stand-in code, message, original or None, {id(namespace):
+    # (namespace, names)}): a hold made again for another namespace adds it (the last 64), so
+    # a call that holds again (the lab's setup run twice, a test) never loosens a hold
+    entries: dict = {}
+    calls: dict = {}  # id(code) -> (code, _callees(code)): the call sites seen so far
+    lock = threading.Lock()
+    # Which students' functions run (as_student): {name: depth}, "" for "a student's function",
+    # as JSON in memory a forked child shares with this process (a pool forked before the call
+    # still refuses while one runs). Only this process writes it; a forked child that enters
+    # as_student itself counts in ``own``.
+    shared = mmap.mmap(-1, 1 << 16)
+    owner = os.getpid()
+    own: dict = {}
 
-    return _held_call(sys._getframe().f_code, sys._getframe(1), args, kwargs)
+    def read_shared() -> dict:
+        size = int.from_bytes(shared[:4], "little")
+        return json.loads(shared[4 : 4 + size]) if size else {}
+
+    def running() -> dict:
+        out = read_shared()
+        for name, n in own.items():
+            out[name] = out.get(name, 0) + n
+        return {name: n for name, n in out.items() if n > 0}
+
+    def step(name: str, by: int) -> None:
+        with lock:
+            table = read_shared() if os.getpid() == owner else own
+            table[name] = max(table.get(name, 0) + by, 0)
+            if not table[name]:
+                del table[name]
+            if os.getpid() == owner:
+                data = json.dumps(table).encode()
+                if len(data) + 4 > len(shared):
+                    raise ValueError("as_student: too many student's functions run at once")
+                shared[4 : 4 + len(data)] = data
+                shared[:4] = len(data).to_bytes(4, "little")
+
+    def behind(obj, namespace, codes: dict, seen: set, depth: int, top: bool) -> None:
+        """Add to ``codes`` the code of every function of the student's that ``obj`` runs
+        first when called: a function, a partial's function and its callable arguments, a
+        bound method's function, a callable object's ``__call__``, a class's methods, a
+        wrapper's ``__wrapped__`` and the functions its closure holds (only functions the
+        notebook defined, past the name itself, so a library function a closure holds is
+        not taken for the student's)."""
+        if depth > 16 or id(obj) in seen:
+            return
+        seen.add(id(obj))
+        more = []
+        if isinstance(obj, types.FunctionType):
+            code = obj.__code__
+            if id(code) not in entries and (top or obj.__globals__ is namespace):
+                codes[id(code)] = code
+            if obj.__globals__ is namespace or top:
+                for cell in obj.__closure__ or ():
+                    try:
+                        more.append(cell.cell_contents)
+                    except ValueError:  # a cell not filled yet
+                        pass
+            more.append(obj.__dict__.get("__wrapped__"))
+        elif isinstance(obj, types.MethodType):
+            more += [obj.__func__, obj.__self__]
+        elif isinstance(obj, functools.partial):
+            more += [obj.func, *obj.args, *obj.keywords.values()]
+        elif isinstance(obj, (staticmethod, classmethod)):
+            more.append(obj.__func__)
+        elif isinstance(obj, type):
+            more += list(vars(obj).values())
+        elif callable(obj):
+            more.append(inspect.getattr_static(type(obj), "__call__", None))
+            try:
+                more.append(inspect.getattr_static(obj, "__wrapped__", None))
+            except Exception:  # an object whose lookup itself fails: nothing behind it
+                pass
+        elif isinstance(obj, property):
+            more.append(obj.fget)
+        for inner in more:
+            if inner is not None and (callable(inner) or isinstance(inner, property)):
+                behind(inner, namespace, codes, seen, depth + 1, False)
+
+    def callee(frame, values: dict) -> str | None:
+        """The student's name the frame is calling now, if its call is of a bare name bound
+        to one of ``values`` ({id: (value, name)})."""
+        code = frame.f_code
+        got = calls.get(id(code))
+        if got is None or got[0] is not code:
+            if len(calls) > 4096:
+                calls.clear()
+            try:
+                got = calls[id(code)] = (code, _callees(code))
+            except Exception:  # no instructions to read: no callee
+                return None
+        site = got[1].get(frame.f_lasti)
+        if site is None:
+            return None
+        op, name = site
+        scopes = [frame.f_locals] if op in ("LOAD_FAST", "LOAD_DEREF", "LOAD_CLASSDEREF") else []
+        if op == "LOAD_NAME":
+            scopes.append(frame.f_locals)
+        if op in ("LOAD_NAME", "LOAD_GLOBAL"):
+            scopes += [frame.f_globals, frame.f_builtins]
+        for scope in scopes:
+            if name in scope:
+                hit = values.get(id(scope[name]))
+                return hit[1] if hit is not None and hit[0] is scope[name] else None
+        return None
+
+    def student_on_stack(spaces: dict) -> str | None:
+        """The student's function running in any thread of this process (or, in a forked
+        child, in the parent when it forked), or None. ``spaces``: {id: (namespace, names)}."""
+        codes: dict = {}
+        values: dict = {}
+        direct = False  # a name whose call need not leave a frame of the student's
+        for namespace, names in list(spaces.values()):
+            for name in names:
+                value = namespace.get(name)
+                if value is None:
+                    continue
+                values[id(value)] = (value, name)
+                behind(value, namespace, codes, set(), 0, True)
+                if not isinstance(value, types.FunctionType) or id(value.__code__) in entries:
+                    direct = True
+        if not values:
+            return None
+        seen = set()
+        for top in [sys._getframe(), *sys._current_frames().values()]:
+            frame = top
+            while frame is not None and id(frame) not in seen:
+                seen.add(id(frame))
+                code = codes.get(id(frame.f_code))
+                if code is frame.f_code:
+                    return code.co_name
+                if direct:
+                    name = callee(frame, values)
+                    if name is not None:
+                        return name
+                frame = frame.f_back
+        return None
+
+    def held_call(args: tuple, kwargs: dict):
+        """What every held function runs: it finds its hold through its own code (it may not
+        use its globals: they are the original module's)."""
+        code = sys._getframe(1).f_code
+        entry = entries.get(id(code))
+        if entry is None or entry[0] is not code:
+            raise TypeError("zg.labs._held_call runs only as a held function's body")
+        _, message, original, spaces = entry
+        if original is None:
+            raise ForbiddenCall(message)
+        active = running()
+        if active:
+            inside = {n for _, names in spaces.values() for n in names}
+            if "" in active:
+                raise ForbiddenCall(f"{message} (called while a student's function runs)")
+            hit = sorted(inside & set(active))
+            if hit:
+                raise ForbiddenCall(f"{message} (called while {hit[0]} runs)")
+        who = student_on_stack(spaces)
+        if who is not None:
+            raise ForbiddenCall(f"{message} (from {who})")
+        return original(*args, **kwargs)
+
+    def hold(fn, lab: str, within: bool = False, namespace=None, names=()) -> tuple:
+        """Give ``fn`` a stand-in's code: one that always refuses, or (``within``) one that
+        refuses inside the functions ``names`` of ``namespace`` and runs the original
+        elsewhere; if ``fn`` has the latter already (the lab run again), add ``namespace``
+        and ``names`` to it. Returns what restores it."""
+        saved = (fn, fn.__code__, fn.__defaults__, fn.__kwdefaults__)
+        entry = entries.get(id(fn.__code__))
+        if entry is not None and entry[0] is fn.__code__:
+            if within and entry[2] is not None:
+                with lock:
+                    spaces = entry[3]
+                    spaces.pop(id(namespace), None)
+                    spaces[id(namespace)] = (namespace, tuple(names))
+                    while len(spaces) > 64:
+                        del spaces[next(iter(spaces))]
+                return saved
+        if fn.__code__.co_freevars:
+            raise TypeError(f"forbid cannot hold {fn.__qualname__}: it is a closure")
+        original = None
+        if within:
+            original = types.FunctionType(
+                fn.__code__, fn.__globals__, fn.__name__, fn.__defaults__, fn.__closure__
+            )
+            original.__kwdefaults__ = fn.__kwdefaults__
+            original.__qualname__ = fn.__qualname__
+        name = f"{fn.__module__}.{fn.__qualname__}"
+        # The stand-in, compiled on the original's first line of the original's file: its
+        # source (inspect, the docs' routes) is the original's, and a traceback through it
+        # names the original's def line. One code object per hold: entries go by identity.
+        line = max(fn.__code__.co_firstlineno, 1)
+        body = "import zg.labs as _labs; return _labs._held_call(args, kwargs)"
+        source = "\n" * (line - 1) + f"def _held(*args, **kwargs): {body}\n"
+        module = compile(source, fn.__code__.co_filename, "exec")
+        code = next(c for c in module.co_consts if isinstance(c, types.CodeType))
+        fields = {"co_name": fn.__code__.co_name}
+        if hasattr(code, "co_qualname"):  # Python 3.11 and later
+            fields["co_qualname"] = fn.__qualname__
+        code = code.replace(**fields)
+        message = f"{lab} asks you to write this yourself: do not call {name}"
+        spaces = {id(namespace): (namespace, tuple(names))} if within else {}
+        with lock:
+            entries[id(code)] = (code, message, original, spaces)
+        fn.__code__, fn.__defaults__, fn.__kwdefaults__ = code, None, None
+        return saved
+
+    def is_held(fn) -> bool:
+        code = getattr(fn, "__code__", None)
+        entry = entries.get(id(code))
+        return entry is not None and entry[0] is code
+
+    @contextlib.contextmanager
+    def as_student(function: str | None = None):
+        """Run the block as a student's function: while it runs, every function a lab holds
+        (:func:`hold_references`, :func:`hold`, :func:`forbid_within`) raises
+        :class:`ForbiddenCall` wherever it is called from, in any thread of this process and
+        in a process forked from it, also one forked before the block (a process pool made
+        earlier). Given ``function``, the name of the student's function the block runs, only
+        the functions held inside that one refuse (Lab 1's ``syncs_per_hop`` may run the
+        sampler that ``dynamic_compact`` may not call). A lab's tests put it around each call
+        of a student's function, and compute what they expect outside it:
+
+            with zg.labs.as_student("compact_hop"):
+                got = compact_hop(flat, n_valid, 3)
+            expected = reference(flat, n_valid, 3)
+        """
+        if function is not None and not (isinstance(function, str) and function.isidentifier()):
+            raise TypeError(f"function must be the student's function's name, got {function!r}")
+        name = function or ""
+        step(name, 1)
+        try:
+            yield
+        finally:
+            step(name, -1)
+
+    return hold, held_call, as_student, is_held
 
 
-def _held_call(code, caller, args, kwargs):
-    message, original, namespace, names = _REFUSALS[code]
-    if original is None:
-        raise ForbiddenCall(message)
-    students = {f.__code__ for f in (namespace.get(n) for n in names) if inspect.isfunction(f)}
-    frame = caller
-    while frame is not None:
-        if frame.f_code in students:
-            raise ForbiddenCall(f"{message} (from {frame.f_code.co_name})")
-        frame = frame.f_back
-    return original(*args, **kwargs)
-
-
-def _hold(fn, lab: str, original=None, namespace=None, names=()) -> tuple:
-    """Give ``fn`` the stand-in's code; returns what restores it."""
-    if fn.__code__.co_freevars:
-        raise TypeError(f"forbid cannot hold {fn.__qualname__}: it is a closure")
-    name = f"{fn.__module__}.{fn.__qualname__}"
-    # Each stand-in its own code object (a distinct first line number), so two holds of one
-    # function never share an entry.
-    fields = {"co_name": fn.__name__, "co_filename": name, "co_firstlineno": len(_REFUSALS) + 1}
-    if hasattr(fn.__code__, "co_qualname"):  # Python 3.11 and later
-        fields["co_qualname"] = fn.__qualname__
-    code = _refused.__code__.replace(**fields)
-    _REFUSALS[code] = (
-        f"{lab} asks you to write this yourself: do not call {name}",
-        original,
-        namespace,
-        tuple(names),
-    )
-    saved = (fn, fn.__code__, fn.__defaults__, fn.__kwdefaults__)
-    fn.__code__, fn.__defaults__, fn.__kwdefaults__ = code, None, None
-    return saved
+_hold, _held_call, as_student, _is_held = _vault()
+as_student.__qualname__ = "as_student"
+del _vault
 
 
 @contextlib.contextmanager
@@ -314,28 +561,30 @@ def forbid(*targets, lab: str = "this lab"):
 
 def forbid_within(namespace: dict, names, *targets, lab: str = "this lab") -> None:
     """From now on (a lab's setup cell calls it once), ``targets`` raise :class:`ForbiddenCall`
-    when called while one of the functions ``names`` of ``namespace`` (the notebook's
-    ``globals()``: the student's functions, looked up at each call, so they may be defined
-    later) is running, directly or through any helper; called from anywhere else (the lab's
-    own setup and tests) they work as before.
+    when called while one of ``names`` of ``namespace`` (the notebook's ``globals()``: the
+    student's functions, looked up at each call, so they may be defined later) runs, however
+    the student's name reaches them; called from anywhere else (the lab's own setup and tests)
+    they work as before. A held function refuses
+
+    * while :func:`as_student` is active, from any thread, or a process forked from this one;
+    * while a frame of the student's runs in any thread of this process (or ran in the parent
+      when this process was forked from it): the function bound to the name, and what the
+      name's object runs when called (a partial's function, a bound method's, a callable
+      object's ``__call__``, a decorator's ``__wrapped__`` and its closure's functions);
+    * while any frame is calling the student's name itself, where the object bound to it is
+      not a function of the student's (a partial of a held function, a cache wrapper, a bound
+      method of the kit's): such a call leaves no frame of the student's.
 
         zg.labs.forbid_within(globals(), ["gradient_error_of"], grappa.gradient_error, lab="Lab 9")
     """
     if not isinstance(namespace, dict):
         raise TypeError(f"namespace must be a dict (globals()), got {type(namespace).__name__}")
     names = [names] if isinstance(names, str) else list(names)
+    if not all(isinstance(n, str) and n.isidentifier() for n in names):
+        raise TypeError(f"names must be the student's function names (strings), got {names!r}")
     for target in targets:
         for fn in _functions_of(target):
-            held = _REFUSALS.get(fn.__code__)
-            if held is not None and held[1] is not None:  # held already (the lab run again)
-                _REFUSALS[fn.__code__] = (held[0], held[1], namespace, tuple(names))
-                continue
-            original = types.FunctionType(
-                fn.__code__, fn.__globals__, fn.__name__, fn.__defaults__, fn.__closure__
-            )
-            original.__kwdefaults__ = fn.__kwdefaults__
-            original.__qualname__ = fn.__qualname__
-            _hold(fn, lab, original, namespace, names)
+            _hold(fn, lab, True, namespace, names)
 
 
 def _lab_references() -> dict[int, tuple[list[str], list]]:
@@ -345,7 +594,7 @@ def _lab_references() -> dict[int, tuple[list[str], list]]:
 
     import zg.grappa  # noqa: F401 (loads the modules named below)
     from zg import audit, envelope, optim, sampling
-    from zg.grappa import hook
+    from zg.grappa import comm, hook
     from zg.kernels import sampling as fused
 
     # zg.grappa.coverage and .partition are also functions there: the modules by their names.
@@ -389,7 +638,13 @@ def _lab_references() -> dict[int, tuple[list[str], list]]:
             [coverage.coverage, coverage.local_coverage, coverage._propagate],
         ),
         6: (
-            ["stats_of", "batch_scales", "shrink_scales", "scaled_allreduce_hook"],
+            [
+                "stats_of",
+                "batch_scales",
+                "shrink_scales",
+                "scaled_allreduce_hook",
+                "bytes_per_iteration",
+            ],
             [
                 hook.estimator_hook,
                 estimators.batch_stats,
@@ -402,6 +657,10 @@ def _lab_references() -> dict[int, tuple[list[str], list]]:
                 estimators.UniformEstimator.scales,
                 estimators.shrink_lambda,
                 estimators._shrink_lambda_tensor,
+                # the byte model the tests compare bytes_per_iteration with (CommLedger's):
+                # held inside bytes_per_iteration only (_HELD_WITHIN), the hook records bytes
+                comm.wire_bytes,
+                comm.CommLedger.total_bytes.fget,
             ],
         ),
         7: (
@@ -419,15 +678,45 @@ def _lab_references() -> dict[int, tuple[list[str], list]]:
     }
 
 
+# References held inside some of a lab's functions only (module.qualname: those names), where
+# the lab's other functions need them (Lab 6's hook records its bytes through CommLedger).
+_HELD_WITHIN = {
+    "zg.grappa.comm.wire_bytes": ("bytes_per_iteration",),
+    "zg.grappa.comm.CommLedger.total_bytes": ("bytes_per_iteration",),
+}
+
+
+def _held_within(lab: int, target) -> list[str]:
+    """The student's functions of lab ``lab`` inside which ``target`` refuses."""
+    names = _lab_references()[lab][0]
+    return list(_HELD_WITHIN.get(f"{target.__module__}.{target.__qualname__}", names))
+
+
 def hold_references(namespace: dict, lab: int) -> list[str]:
     """A lab's setup cell: ``zg.labs.hold_references(globals(), 5)``. The kit's functions that
     compute what lab ``lab`` asks for raise :class:`ForbiddenCall` inside the student's
-    functions (:func:`forbid_within`), and work as before in the lab's own setup and tests.
-    Returns the names held, for the lab to print."""
+    functions, however reached (:func:`forbid_within`), and work as before in the lab's own
+    setup and tests. Returns the names held, for the lab to print."""
     table = _lab_references()
     if lab not in table:
         raise ValueError(f"lab must be one of {sorted(table)}, got {lab!r}")
-    names, targets = table[lab]
+    for target in table[lab][1]:
+        forbid_within(namespace, _held_within(lab, target), target, lab=f"Lab {lab}")
+    return [f"{t.__module__}.{t.__qualname__}" for t in table[lab][1]]
+
+
+def hold(namespace: dict, lab: int, *targets, within: Sequence[str] | None = None) -> list[str]:
+    """Hold ``targets`` too, as :func:`hold_references` holds the kit's: a lab's setup cell
+    holds the references its own tests compare with (functions it defines), after defining
+    them: ``zg.labs.hold(globals(), 1, first_seen)``. They refuse inside the student's
+    functions ``within`` (by default those :func:`hold_references` names for the lab). Returns
+    the names held."""
+    table = _lab_references()
+    if lab not in table:
+        raise ValueError(f"lab must be one of {sorted(table)}, got {lab!r}")
+    if not targets:
+        raise TypeError("hold takes the functions (or classes) to hold after the lab number")
+    names = table[lab][0] if within is None else [within] if isinstance(within, str) else within
     forbid_within(namespace, names, *targets, lab=f"Lab {lab}")
     return [f"{t.__module__}.{t.__qualname__}" for t in targets]
 

@@ -24,7 +24,7 @@ def syncs_per_hop(fanouts_by_depth):
 def _first_occurrences(cand):
     """bool [M]: cand[i] is the first position holding its value (tensor ops, one unique)."""
     _, inverse = torch.unique(cand, return_inverse=True)
-    pos = torch.arange(cand.numel())
+    pos = torch.arange(cand.numel(), device=cand.device)
     first = torch.full_like(pos, cand.numel()).scatter_reduce(0, inverse, pos, "amin")
     return first.gather(0, inverse) == pos
 

@@ -4,16 +4,16 @@
 def first_occurrence(cand, marker):
     """bool [M]: cand[i] is real (< N) and its value's first occurrence. Leaves marker all INF."""
     m = cand.numel()
-    marker.scatter_reduce_(0, cand, torch.arange(m), reduce="amin")
+    marker.scatter_reduce_(0, cand, torch.arange(m, device=cand.device), reduce="amin")
     earliest = marker.gather(0, cand)                 # per candidate: where its value first shows
     marker.scatter_(0, cand, INF)                     # reset only what was touched
-    flags = torch.zeros(m, dtype=torch.bool).scatter_(0, earliest, True)
+    flags = torch.zeros(m, dtype=torch.bool, device=cand.device).scatter_(0, earliest, True)
     return flags & (cand != marker.numel() - 1)
 # cell: compact_hop
 def compact_hop(dst, n_dst, nbrs, mask, num_nodes, cap, marker, local_of):
     """(src_nodes int64 [cap], num_src int64 [], nbr_local int64 [R, k]); no host syncs; marker left all INF."""
     rows, k = nbrs.shape
-    row_ids = torch.arange(rows)
+    row_ids = torch.arange(rows, device=dst.device)
     real_rows = row_ids < n_dst
     head = torch.where(real_rows, dst, num_nodes)
     cand = torch.cat([head, nbrs.flatten()])
@@ -31,9 +31,9 @@ def compact_hop(dst, n_dst, nbrs, mask, num_nodes, cap, marker, local_of):
 
     # src_nodes[j]: dst[j] for j < n_dst, else the (j - n_dst + 1)-th new node, found by
     # searchsorted in the non-decreasing new_count; past the last one it points at a 0 pad
-    j = torch.arange(cap)
+    j = torch.arange(cap, device=dst.device)
     where_new = torch.searchsorted(new_count, (j - n_dst + 1).clamp(min=1))
-    padded = torch.cat([cand, torch.zeros(1, dtype=torch.int64)])
+    padded = torch.cat([cand, torch.zeros(1, dtype=torch.int64, device=cand.device)])
     from_new = padded.gather(0, where_new)
     from_dst = dst.gather(0, j.clamp(max=rows - 1))
     src_nodes = torch.where(j < n_dst, from_dst, from_new)

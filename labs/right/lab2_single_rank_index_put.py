@@ -4,7 +4,7 @@
 def first_occurrence(cand, marker):
     """bool [M]: cand[i] is real (< N) and its value's first occurrence. Leaves marker all INF."""
     trash = marker.numel() - 1
-    pos = torch.arange(cand.numel(), dtype=torch.int64)
+    pos = torch.arange(cand.numel(), dtype=torch.int64, device=cand.device)
     marker.index_reduce_(0, cand, pos, "amin", include_self=True)
     earliest = marker[cand]                            # integer index: fixed shape, no sync
     marker.index_put_((cand,), torch.tensor(INF))      # undo exactly the entries touched
@@ -13,7 +13,7 @@ def first_occurrence(cand, marker):
 def compact_hop(dst, n_dst, nbrs, mask, num_nodes, cap, marker, local_of):
     """(src_nodes int64 [cap], num_src int64 [], nbr_local int64 [R, k]); no host syncs; marker left all INF."""
     rows, k = nbrs.shape
-    junk_row = torch.arange(rows) >= n_dst
+    junk_row = torch.arange(rows, device=dst.device) >= n_dst
     cand = torch.cat([dst.masked_fill(junk_row, num_nodes), nbrs.reshape(-1)])
     is_first = first_occurrence(cand, marker)
     # the real dst rows are the first first-occurrences (distinct, in front), so a running count
@@ -24,7 +24,7 @@ def compact_hop(dst, n_dst, nbrs, mask, num_nodes, cap, marker, local_of):
     local_of.index_put_((torch.where(is_first, cand, num_nodes),), local)
     slot_local = local_of[nbrs]                       # [R, k]; masked slots read the trash row
     nbr_local = torch.where(mask, slot_local, 0).clamp(max=cap - 1)
-    src_nodes = torch.zeros(cap + 1, dtype=torch.int64)   # slot cap is the overflow trash
+    src_nodes = torch.zeros(cap + 1, dtype=torch.int64, device=dst.device)   # slot cap is the overflow trash
     where_to = torch.where(is_first, local.clamp(max=cap), cap)
     src_nodes.index_put_((where_to,), torch.where(is_first, cand, 0))
     return src_nodes[:cap], num_src, nbr_local

@@ -4,6 +4,6 @@
 def first_occurrence(cand, marker):
     """bool [M]: cand[i] is real (< N) and its value's first occurrence. Leaves marker all INF."""
     ordered, perm = torch.sort(cand, stable=True)     # ties keep their positions' order
-    head = torch.cat([torch.ones(1, dtype=torch.bool), ordered[1:] != ordered[:-1]])
+    head = torch.cat([torch.ones(1, dtype=torch.bool, device=cand.device), ordered[1:] != ordered[:-1]])
     first = torch.empty_like(head).scatter_(0, perm, head)
     return first & (cand < marker.numel() - 1)

@@ -14,7 +14,7 @@ def envelope_sizes(counts, quantile, margin, worst, batch_size):
 # cell: overflow
 def overflow_rate(sizes, counts):
     """Fraction of batches (rows of counts [K, L]) with some count above its size."""
-    over = torch.zeros(counts.shape[0], dtype=torch.bool)
+    over = torch.zeros(counts.shape[0], dtype=torch.bool, device=counts.device)
     for i, size in enumerate(sizes):
         over |= counts[:, i] > size
     return over.sum().item() / len(over)

@@ -5,16 +5,16 @@ def envelope_sizes(counts, quantile, margin, worst, batch_size):
     """One size per block (input layer first): quantile + margin, capped, >= destination rows."""
     q = torch.quantile(counts.double(), quantile, dim=0)             # [L] float64
     sizes = torch.ceil(q * (1 + margin)).to(torch.int64)
-    sizes = torch.minimum(sizes, torch.as_tensor(list(worst), dtype=torch.int64))
+    sizes = torch.minimum(sizes, torch.as_tensor(list(worst), dtype=torch.int64, device=counts.device))
     # going outward, block i must hold block i + 1's size (or batch_size for the last):
     # unrolled, that is the max over blocks i .. L - 1 and batch_size
-    with_rows = torch.cat([sizes, torch.tensor([batch_size], dtype=torch.int64)])
+    with_rows = torch.cat([sizes, torch.tensor([batch_size], dtype=torch.int64, device=counts.device)])
     feasible = torch.flip(torch.cummax(torch.flip(with_rows, [0]), dim=0).values, [0])
     return feasible[:-1].tolist()
 # cell: overflow
 def overflow_rate(sizes, counts):
     """Fraction of batches (rows of counts [K, L]) with some count above its size."""
-    limits = torch.as_tensor(list(sizes), dtype=counts.dtype)
+    limits = torch.as_tensor(list(sizes), dtype=counts.dtype, device=counts.device)
     overflowing = int((counts - limits).amax(dim=1).gt(0).sum())
     return overflowing / counts.shape[0]
 

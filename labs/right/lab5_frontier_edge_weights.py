@@ -24,9 +24,9 @@ def coverage_propagation(src, dst, deg, num_nodes, hops):
     d = deg.to(torch.float64)
     edge_w = d[dst].reciprocal()             # every local edge ends at a node with d >= 1
     stays = (d == 0).to(torch.float64)       # nodes without in-edges keep coverage 1
-    c = torch.ones(num_nodes, dtype=torch.float64)
+    c = torch.ones(num_nodes, dtype=torch.float64, device=deg.device)
     for _ in range(hops):
-        c = stays + torch.zeros(num_nodes, dtype=torch.float64).index_add_(0, dst, c[src] * edge_w)
+        c = stays + torch.zeros_like(c).index_add_(0, dst, c[src] * edge_w)
     return c.float()
 # cell: graph_coverage
 def graph_coverage(g, part, hops, super_epoch=0):
@@ -38,4 +38,4 @@ def graph_coverage(g, part, hops, super_epoch=0):
         c = coverage_propagation(s, d, loc.global_in_degree, loc.graph.num_nodes, hops)
         ids.append(loc.global_ids[: loc.num_owned])
         values.append(c[: loc.num_owned])
-    return torch.zeros(g.num_nodes, dtype=torch.float32).index_copy_(0, torch.cat(ids), torch.cat(values))
+    return torch.zeros(g.num_nodes, dtype=torch.float32, device=g.device).index_copy_(0, torch.cat(ids), torch.cat(values))

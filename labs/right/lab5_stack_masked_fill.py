@@ -25,24 +25,24 @@ def coverage_propagation(src, dst, deg, num_nodes, hops):
     """float32 [num_nodes]: c_hops of every local node, one sparse product per hop."""
     d = deg.double()
     isolated = d == 0
-    c = torch.ones(num_nodes, dtype=torch.float64)
+    c = d.new_ones(num_nodes)
     for _ in range(hops):
-        summed = torch.zeros(num_nodes, dtype=torch.float64)
+        summed = torch.zeros(num_nodes, dtype=torch.float64, device=d.device)
         summed.index_add_(0, dst, c.index_select(0, src))
         c = (summed / d).masked_fill(isolated, 1.0)      # 0 / 0 there: replaced by 1
     return c.to(dtype=torch.float32)
 # cell: graph_coverage
 def graph_coverage(g, part, hops, super_epoch=0):
     """float32 [N]: c_hops of every node, in its owner's local graph."""
-    out = torch.zeros(g.num_nodes, dtype=torch.float32)
+    out = torch.zeros(g.num_nodes, dtype=torch.float32, device=g.device)
     for worker in range(part.num_parts):
         loc = part.local_graph(g, worker, super_epoch)
         s, d = loc.graph.edges()
         c = coverage_propagation(s, d, loc.global_in_degree, loc.graph.num_nodes, hops)
         owned = loc.global_ids.narrow(0, 0, loc.num_owned)    # owned nodes first, then the halo
-        spread = torch.zeros(g.num_nodes, dtype=torch.float32)
+        spread = torch.zeros_like(out)
         spread[owned] = c.narrow(0, 0, loc.num_owned)
-        mine = torch.zeros(g.num_nodes, dtype=torch.bool)
+        mine = torch.zeros_like(out, dtype=torch.bool)
         mine[owned] = True
         out = torch.where(mine, spread, out)
     return out

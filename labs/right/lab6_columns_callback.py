@@ -4,7 +4,7 @@
 def stats_of(weights):
     """float64 [3]: (n_p, W_p, Q_p)."""
     w = weights.detach().to(torch.float64).reshape(-1, 1)                  # [n_p, 1]
-    powers = torch.arange(3, dtype=torch.float64)                          # w^0, w^1, w^2
+    powers = torch.arange(3, dtype=torch.float64, device=w.device)         # w^0, w^1, w^2
     return (w ** powers).sum(dim=0)
 
 

@@ -1,10 +1,11 @@
 # lab: 06_estimator_weights
-# how: stats_of builds the three scalars with torch.tensor from float64 reductions; batch_scales normalises with F.normalize(p=1); shrink_scales uses torch.lerp toward the uniform scales; the hook returns a then() that hands back the (in-place reduced) buffer itself and counts bytes with Tensor.nbytes; bytes_per_iteration adds a boolean-weighted term
+# how: stats_of builds the three scalars with torch.tensor (device= the weights') from float64 reductions; batch_scales normalises with F.normalize(p=1); shrink_scales uses torch.lerp toward the uniform scales; the hook returns a then() that hands back the (in-place reduced) buffer itself and counts bytes with Tensor.nbytes; bytes_per_iteration adds a boolean-weighted term
 # cell: scales
 def stats_of(weights):
     """float64 [3]: (n_p, W_p, Q_p)."""
     w = weights.detach().double()
-    return torch.tensor([w.numel(), w.sum().item(), w.square().sum().item()], dtype=torch.float64)
+    return torch.tensor([w.numel(), w.sum().item(), w.square().sum().item()], dtype=torch.float64,
+                        device=w.device)
 
 
 def batch_scales(stats):

@@ -133,3 +133,42 @@ def test_absent_results_are_not_shown(tmp_path):
         assert tool.row(c, tmp_path)[-1] == "not shown", c["claim"]
     text = tool.render(tmp_path)
     assert "NVIDIA H200" not in text
+
+
+def test_each_row_names_the_kernel_its_figures_ran():
+    """The kernel column says what the result files record (issue 48): a metric's own where,
+    else the file's settings, else the GPU's only kernels; nothing is guessed."""
+    doc = {"settings": {}, "machine": {"cores": 2, "cuda": None}}
+    where = lambda text: results.headline("x", 1.0, "x", where=text)  # noqa: E731
+    assert tool.kernel_of(doc, where("csbm, compiled numba kernels")) == "numba"
+    assert tool.kernel_of(doc, where("csbm, torch kernels (the default)")) == "torch"
+    assert tool.kernel_of(doc, where("csbm")) == "not recorded"  # the check can fail
+    assert tool.kernel_of({**doc, "settings": {"kernel": "fused"}}, where("csbm")) == "numba"
+    both = {**doc, "settings": {"kernel": ["fused", "torch"]}}
+    assert tool.kernel_of(both, where("csbm")) == "numba, torch"
+    assert tool.kernel_of(both, where("csbm, torch kernels (the default)")) == "torch"
+    gpu = {**doc, "machine": {"cores": 16, "cuda": "NVIDIA H200"}}
+    assert tool.kernel_of(gpu, where("csbm 1M")) == "torch"
+    peer = {**doc, "settings": {"zg_kernels_ran": {"auto": ["fused"], "torch": ["torch"]}}}
+    assert tool.kernel_of(peer, where("P = 4; zg kernel='auto', rank 0")) == "numba"
+    assert tool.kernel_of(peer, where("P = 4; zg kernel='torch'")) == "torch"
+    assert tool.kernel_of(None, None) == "not recorded"
+    text = tool.render()
+    assert "| machine | kernel | verdict |" in text
+    for c in tool.CLAIMS:
+        cells = tool.row(c)
+        assert len(cells) == 7
+        if not c["asserted"]:
+            found = tool.lookup(c, with_docs=True)
+            for (_, m, _, d), (file, name, _) in zip(found, c["metrics"]):
+                assert tool.kernel_of(d, m) in cells[5], (c["claim"][:40], file, name)
+
+
+def test_the_cpu_speed_claims_read_both_kernel_paths_of_one_run():
+    """The front door's pair (torch kernels and compiled ones, side by side in one run) is in
+    the ledger, each figure naming its kernel."""
+    rows = {c["claim"]: tool.row(c) for c in tool.CLAIMS}
+    nb04 = next(r for k, r in rows.items() if k.startswith("On a CPU the envelope engine's speed"))
+    assert "envelope_torch_vs_dgl_sage_b1024" in nb04[2] and "torch kernels" in nb04[2]
+    assert "envelope_vs_dgl_sage_b1024" in nb04[2] and "compiled numba kernels" in nb04[2]
+    assert "torch" in nb04[5] and "numba" in nb04[5]

@@ -107,6 +107,29 @@ def test_the_forked_grader_grades_each_variant_alone_and_kills_one_that_never_en
     assert not _running(grandchild), "a process the variant started outlived its deadline"
 
 
+def test_a_variant_that_passes_every_cell_records_no_failure(tmp_path):
+    """A variant that passes every cell has no failure (it was once recorded as "the child
+    died"); one whose process ends before it reports says so; a process pool the variant
+    forks (its workers hold the report's pipe open) delays nothing."""
+    lab = labs_grade.Lab(_notebook(tmp_path, TOY), timeout=60, jobs=1, scan=False)
+    pool = (
+        "import multiprocessing\n_pool = multiprocessing.get_context('fork').Pool(1)\n"
+        "def add(a, b):\n    return _pool.apply(sum, ((a, b),))\n"
+    )
+    t = time.monotonic()
+    out = lab.grade(
+        [
+            labs_grade.Variant("right", {"add": "def add(a, b):\n    return a + b\n"}),
+            labs_grade.Variant("pool", {"add": pool}),
+            labs_grade.Variant("exits", {"add": "import os\nos._exit(0)\n"}),
+        ]
+    )
+    assert time.monotonic() - t < 30  # not the 60 s deadline: the pool's report was whole
+    assert out["right"].full_marks and out["right"].failure == "", out["right"]
+    assert out["pool"].full_marks and out["pool"].failure == "" and not out["pool"].timed_out
+    assert out["exits"].earned == 0 and "ended before it reported" in out["exits"].failure
+
+
 def _running(pid: int) -> bool:
     try:
         status = Path(f"/proc/{pid}/status").read_text()
@@ -299,3 +322,33 @@ def test_a_variant_deadline_of_its_own_and_the_mutants_deadline_per_lab(tmp_path
     measured = json.loads((LABS / "timings.json").read_text())["seconds"]
     for lab_name in labs_mutants.labs(LABS, []):
         assert lab_name in measured, f"{lab_name} has no measured time in labs/timings.json"
+
+
+def test_labs_wrong_keeps_what_it_graded_without_nbgrader_too(tmp_path, capsys):
+    course = _course(tmp_path, {"subtracts": "def add(a, b):\n    return a - b\n"}, {})
+    keep = tmp_path / "kept"
+    code = labs_wrong.main(
+        ["--course", str(course), "--wrong", str(course / "wrong"), "--keep", str(keep)]
+    )
+    assert code == 0, capsys.readouterr().out
+    scores = json.loads((keep / "scores.json").read_text())
+    assert scores["subtracts"]["earned"] == 2 and scores["subtracts"]["total"] == 4
+    assert scores["subtracts"]["failure"].startswith("test_add")
+    kept = json.loads((keep / "labs" / "submitted" / "subtracts" / "toy" / "toy.ipynb").read_text())
+    assert any("a - b" in "".join(c["source"]) for c in kept["cells"])
+    with pytest.raises(SystemExit, match="new or empty"):  # never over an earlier run
+        labs_wrong.main(
+            ["--course", str(course), "--wrong", str(course / "wrong"), "--keep", str(keep)]
+        )
+
+
+def test_labs_right_judges_only_the_labs_a_folder_has_solutions_of():
+    files = sorted((LABS / "right").glob("*.py"))
+    rights = [labs_right.read_right(p) for p in files]
+    one_lab = rights[0]["lab"]
+    mine = [r for r in rights if r["lab"] == one_lab]
+    assert labs_right.missing_alternatives(LABS, mine, 2) == []  # the other labs: not judged
+    found = labs_right.missing_alternatives(LABS, mine, len(mine) + 1)
+    assert len(found) == 1 and found[0].startswith(one_lab)
+    stray = [dict(mine[0], lab="99_no_such_lab")]
+    assert "no such lab" in labs_right.missing_alternatives(LABS, mine + stray, 1)[0]

@@ -24,7 +24,12 @@ from labs_grade import code_cells, lab_source  # noqa: E402
 
 COURSE = ROOT / "labs"
 LABS = sorted(p.parent.name for p in (COURSE / "source").glob("*/*.ipynb"))
-TAMPERING = {"lab1_rebinds_equal", "lab2_rebinds_check", "lab4_input_transformer"}
+TAMPERING = {
+    "lab1_rebinds_equal",
+    "lab2_rebinds_check",
+    "lab4_input_transformer",
+    "lab5_reads_held_originals",
+}
 
 
 def _locked(lab: str):
@@ -106,6 +111,16 @@ HOSTILE = [
     ("__builtins__['len'] = min", "__builtins__"),
     ("import inspect\nframe = inspect.currentframe()", "inspect"),
     ("def hook_cases():\n    pass", "redefines 'hook_cases'"),
+    # the originals a hold keeps, and the holds themselves
+    ("import operator\nx = operator.attrgetter('__closure__')(zg.labs.as_student)", "__closure__"),
+    ("import operator\nx = operator.attrgetter('__clo' + 'sure__')", "attrgetter"),
+    ("x = zg.labs._held_call", "zg.labs._held_call"),
+    ("zg.labs.hold_references({}, 5)", "zg.labs.hold_references"),
+    ("from zg.labs import _hold", "zg.labs._hold"),
+    ("from zg import labs\nlabs.forbid_within({}, [], min)", "zg.labs.forbid_within"),
+    ("import __main__\nx = __main__.hook_cases", "__main__"),
+    # the tests' own reference, defined in a test cell
+    ("def first_occurrence(cand, marker):\n    return hook_cases(cand)", "uses hook_cases"),
 ]
 BENIGN = [
     "import torch\nimport zg",
@@ -117,6 +132,9 @@ BENIGN = [
     "t = 3  # a temporary the setup also used, and no test reads",
     "import numpy as np\nfrom collections import deque",
     "w = getattr(torch.nn, 'Linear')",
+    "from concurrent.futures import ThreadPoolExecutor",
+    "def f(hook_cases):\n    return hook_cases + 1",  # a name of the student's own
+    "x = zg.labs.checks()",
 ]
 SETUP = """
 import torch

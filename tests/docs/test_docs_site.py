@@ -232,3 +232,42 @@ def test_the_real_site_builds(require, tmp_path):
     pages = sorted(p.relative_to(site).as_posix() for p in site.rglob("*.html"))
     assert {"index.html", "CLAIMS.html", "notebooks/index.html"} <= set(pages)
     assert docs_check.check_links(site, pages).broken == {}
+
+
+def test_every_report_page_carries_the_site_navigation(repo, tmp_path):
+    """A notebook's page links back to the site: home, claims, the Notebooks page, its
+    neighbours and every other notebook (issue 48: the report pages had no way back)."""
+    second = REPORT.replace("00_tour", "01_where").replace("00 · A tour", "01 · Where")
+    write(repo / "notebooks" / "01_where.ipynb", "{}")
+    write(repo / "reports" / "01_where.html", second)
+    staged = build_docs.stage(repo, tmp_path / "stage", repo / "reports")
+    first = (staged.out / "notebooks" / "00_tour.html").read_text()
+    nav = re.search(r'<nav class="zg-site-nav".*?</nav>', first, re.DOTALL)
+    assert nav is not None, "the report has no site navigation"
+    assert first.index("<body>") < nav.start() < first.index("<h1"), "the bar opens the body"
+    hrefs = re.findall(r'href="([^"]+)"', nav.group(0))
+    assert hrefs[:3] == ["../index.html", "../CLAIMS.html", "index.html"]
+    assert "01_where.html" in hrefs and "00_tour.html" in hrefs  # every notebook, this one too
+    assert 'aria-current="page"' in nav.group(0) and 'title="01 · Where"' in nav.group(0)
+    assert "next →" in nav.group(0) and "← previous" not in nav.group(0)
+    last = (staged.out / "notebooks" / "01_where.html").read_text()
+    assert "← previous" in last and "next →" not in last
+    # the bar's links resolve in the built site (docs_check follows every <a href>)
+    site = tmp_path / "site"
+    for page, body in (
+        ("index.html", ""),
+        ("CLAIMS.html", "<h2 id='zerognn'>ZeroGNN</h2>"),
+        ("glossary.html", ""),
+        ("notebooks/index.html", ""),
+    ):
+        site_page(site, page, body)
+    for name in ("00_tour.html", "01_where.html"):
+        shutil.copy(staged.out / "notebooks" / name, site / "notebooks" / name)
+    reports = ["notebooks/00_tour.html", "notebooks/01_where.html"]
+    assert docs_check.check_links(site, reports).broken == {}
+    (site / "CLAIMS.html").unlink()  # the check can fail: a bar's link to nothing is named
+    assert "../CLAIMS.html: no such file" in " ".join(
+        docs_check.check_links(site, reports).broken["notebooks/00_tour.html"]
+    )
+    with pytest.raises(ValueError, match="target"):
+        build_docs.report_nav("notebooks/99_none.html", {"notebooks/00_tour.html": "t"})

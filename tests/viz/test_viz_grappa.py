@@ -8,6 +8,12 @@ def axis_title(axis):
     return axis.title.text
 
 
+def full_title(fig):
+    """The title and the subtitle as drawn, their lines joined by spaces."""
+    title = fig.layout.title
+    return " ".join(t for t in (title.text, title.subtitle.text) if t).replace("<br>", " ")
+
+
 def test_grappa_figures(viz):
     fig = viz.coverage_histogram(torch.tensor([0.2, 0.4, 1.0]), hops=2)
     assert fig.data[0].type == "histogram" and axis_title(fig.layout.xaxis) == "2-hop coverage"
@@ -26,11 +32,7 @@ def test_coverage_distributions(viz):
     assert [t.type for t in fig.data] == ["histogram", "histogram"]
     assert "mean 0.20" in fig.data[0].name and "mean 0.95" in fig.data[1].name
     assert fig.data[0].marker.color != fig.data[1].marker.color
-    assert (
-        len(fig.layout.shapes) == 2
-        and "2-hop" in fig.layout.title.text
-        and "here" in fig.layout.title.text
-    )
+    assert len(fig.layout.shapes) == 2 and "2-hop" in full_title(fig) and "here" in full_title(fig)
     with pytest.raises(ValueError):
         viz.coverage_distributions({}, hops=2)
     with pytest.raises(ValueError, match="empty"):
@@ -120,21 +122,77 @@ def test_bytes_per_epoch_by_run(viz):
         viz.bytes_per_epoch_by_run([{"run": "x", "gradients_per_epoch": 1}])
 
 
-def test_estimator_errors_stacks_bias_squared_and_variance(viz):
-    rows = [
-        {
-            "partition": "metis",
-            "weighting": "inverse",
-            "estimator": n,
-            "bias_squared": b,
-            "variance": v,
-        }
-        for n, b, v in (("mean", 0.04, 0.02), ("batch", 0.01, 0.005))
-    ]
+def category_levels(x):
+    """How many category levels plotly is given: a list of lists is one level per list."""
+    return len(x) if x and isinstance(x[0], (list, tuple)) else 1
+
+
+ESTIMATORS = ["mean", "node", "batch", "shrink", "uniform", "reference"]
+
+
+def error_row(partition, weighting, estimator, k):
+    return {
+        "partition": partition,
+        "weighting": weighting,
+        "estimator": estimator,
+        "bias_squared": 0.01 * (k + 1),
+        "variance": 0.001 * (k + 1),
+    }
+
+
+def test_estimator_errors_draws_each_estimator(viz):
+    """What plotly draws: one panel per (partition, weighting), in each one bar per estimator
+    (bias² under variance) on a one-level category axis, so no estimator is stacked onto
+    another; every estimator is a tick label of every panel."""
+    partitions, weightings = ["random", "metis"], ["inverse", "coverage"]
+    rows, k = [], 0
+    for p in partitions:
+        for w in weightings:
+            for e in ESTIMATORS:
+                rows.append(error_row(p, w, e, k))
+                k += 1
     fig = viz.estimator_errors(rows, subtitle="s")
-    assert fig.layout.barmode == "stack" and [t.name for t in fig.data] == ["bias²", "variance"]
-    assert list(fig.data[0].y) == [0.04, 0.01] and list(fig.data[1].y) == [0.02, 0.005]
-    assert len(fig.data[0].x) == 3  # partition, weighting, estimator levels
+    assert fig.layout.barmode == "stack"
+    titles = [a.text for a in fig.layout.annotations]
+    assert titles == [f"{p} partition, {w} weighting" for p in partitions for w in weightings]
+    bars = [t for t in fig.data if t.type == "bar"]
+    assert all(category_levels(t.x) <= 2 for t in fig.data)  # plotly draws two levels at most
+    assert all(category_levels(t.x) == 1 for t in bars)
+    for i, p in enumerate(partitions, start=1):
+        for j, w in enumerate(weightings, start=1):
+            panel = list(fig.select_traces(selector={"type": "bar"}, row=i, col=j))
+            assert [t.name for t in panel] == ["bias²", "variance"]
+            for t in panel:
+                # one bar per estimator: each estimator once on the axis, nothing else there
+                assert list(t.x) == ESTIMATORS
+                axis = fig.layout[t.xaxis.replace("x", "xaxis")]
+                assert axis.type in (None, "category") and axis.visible is not False
+            expected = [r for r in rows if (r["partition"], r["weighting"]) == (p, w)]
+            assert list(panel[0].y) == [r["bias_squared"] for r in expected]
+            assert list(panel[1].y) == [r["variance"] for r in expected]
+            assert all(y > 0 for t in panel for y in t.y)  # every bar has a height to see
+            (totals,) = fig.select_traces(selector={"type": "scatter"}, row=i, col=j)
+            assert list(totals.text) == [
+                f"{r['bias_squared'] + r['variance']:.2g}" for r in expected
+            ]
+    legend = [t.name for t in fig.data if t.showlegend is not False]
+    assert legend == ["bias²", "variance"]  # each once, not once per panel
+    # the panels of one partition share a y axis (comparable by height), and it fits the bars
+    for i in (1, 2):
+        left, right = (fig.get_subplot(i, j).yaxis for j in (1, 2))
+        assert right.matches == left.plotly_name.replace("axis", "")
+        assert left.range[1] > max(
+            r["bias_squared"] + r["variance"] for r in rows[12 * (i - 1) : 12 * i]
+        )
+    assert "s" == fig.layout.title.subtitle.text
+    # without a partition entry: one row of panels, one per weighting
+    fig = viz.estimator_errors(
+        [{k: v for k, v in r.items() if k != "partition"} for r in rows[:12]]
+    )
+    assert [a.text for a in fig.layout.annotations] == ["inverse weighting", "coverage weighting"]
+    assert all(list(t.x) == ESTIMATORS for t in fig.data)
+    with pytest.raises(ValueError, match="twice"):
+        viz.estimator_errors(rows + rows[:1])
     with pytest.raises(ValueError, match="variance"):
         viz.estimator_errors([{"weighting": "inverse", "estimator": "mean", "bias_squared": 1.0}])
 
@@ -217,7 +275,7 @@ def test_variant_summary_figure(require):
     fig = zg.viz.variant_summary(rows, subtitle="test machine")
     assert len(fig.data) == 3 and all(list(t.x) == ["a", "b"] for t in fig.data)
     assert list(fig.data[1].y) == [2048.0, 4096.0] and fig.data[1].text[0] == "2.0 KiB"
-    assert "test machine" in fig.layout.title.text
+    assert "test machine" in full_title(fig)
     with pytest.raises(ValueError, match="seconds_per_epoch"):
         zg.viz.variant_summary([{"variant": "a"}])
 
@@ -232,9 +290,7 @@ def test_epoch_time_vs_workers(viz):
     assert [t.name for t in fig.data] == ["single", "grappa"]
     assert list(fig.data[1].x) == [2, 4] and list(fig.data[1].y) == [1.0, 0.6]  # sorted by P
     assert list(fig.data[1].error_y.array) == [0.1, 0.05] and fig.data[0].error_y.array is None
-    assert (
-        "bench X" in fig.layout.title.text and axis_title(fig.layout.yaxis) == "seconds per epoch"
-    )
+    assert "bench X" in full_title(fig) and axis_title(fig.layout.yaxis) == "seconds per epoch"
     with pytest.raises(ValueError, match="empty"):
         viz.epoch_time_vs_workers([])
     with pytest.raises(ValueError, match="seconds_mean"):
@@ -257,10 +313,7 @@ def test_accuracy_vs_depth(viz):
     assert [t.name for t in fig.data] == ["single", "grappa"]
     assert list(fig.data[1].x) == [2, 3, 4] and list(fig.data[1].y) == [0.75, 0.7, 0.6]
     assert list(fig.data[1].error_y.array) == [0.02, 0.03, 0.05]
-    assert (
-        "3 seed(s)" in fig.layout.title.text
-        and axis_title(fig.layout.xaxis) == "layers (GNN depth)"
-    )
+    assert "3 seed(s)" in full_title(fig) and axis_title(fig.layout.xaxis) == "layers (GNN depth)"
     with pytest.raises(ValueError, match="mean"):
         viz.accuracy_vs_depth([{"trainer": "a", "layers": 2}])
 
@@ -275,9 +328,8 @@ def test_estimator_bias_vs_workers(viz):
     assert list(fig.data[0].y) == [0.2, 0.3] and fig.layout.xaxis.type == "log"
     assert list(fig.layout.xaxis.tickvals) == [2, 4]
     fig = viz.estimator_bias_vs_workers(rows, value="relative_mse")
-    assert (
-        list(fig.data[1].y) == [0.010000000000000002, 0.0225]
-        and "relative mse" in fig.layout.title.text
+    assert list(fig.data[1].y) == [0.010000000000000002, 0.0225] and "relative mse" in full_title(
+        fig
     )
     with pytest.raises(ValueError, match="bias"):
         viz.estimator_bias_vs_workers([{"estimator": "mean", "workers": 2}])
@@ -314,7 +366,7 @@ def test_grappa_map_figure(viz):
     assert [list(r) for r in heat.z] == [[-25.0, -30.0], [1.0, -2.0]]
     assert heat.text[0][0] == "-25.0 ± 2.0" and heat.text[1][0] == "+1.0 ± 0.5"
     assert heat.zmid == 0 and heat.zmin == -30.0 and heat.zmax == 30.0
-    assert "csbm" in fig.layout.title.text and "mean ± std" in fig.layout.title.text
+    assert "csbm" in full_title(fig) and "mean ± std" in full_title(fig)
     # A trainer the design did not run in a cell: an empty square that says so.
     cells[1]["isolated"] = None
     heat = viz.grappa_map(cells, trainers=["grappa", "isolated"]).data[0]

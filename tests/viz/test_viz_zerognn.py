@@ -8,12 +8,18 @@ def axis_title(axis):
     return axis.title.text
 
 
+def full_title(fig):
+    """The title and the subtitle as drawn, their lines joined by spaces."""
+    title = fig.layout.title
+    return " ".join(t for t in (title.text, title.subtitle.text) if t).replace("<br>", " ")
+
+
 def test_host_syncs(viz):
     fig = viz.host_syncs({"DGL": None, "zg dynamic": 9, "zg envelope": 0}, subtitle="machine X")
     (bar,) = fig.data
     assert list(bar.x) == ["DGL", "zg dynamic", "zg envelope"] and list(bar.y) == [0, 9, 0]
     assert list(bar.text) == ["not visible", "9", "0"]
-    assert "Host syncs" in fig.layout.title.text and "machine X" in fig.layout.title.text
+    assert "Host syncs" in full_title(fig) and "machine X" in full_title(fig)
     assert axis_title(fig.layout.yaxis) == "host syncs per iteration"
     with pytest.raises(ValueError):
         viz.host_syncs({})
@@ -149,9 +155,16 @@ def test_stage_breakdown_and_batch_scaling(viz):
         for i, p in enumerate(("DGL", "zg envelope"))
     ]
     fig = viz.stage_breakdown(rows)
-    assert [t.name for t in fig.data] == ["sample", "forward", "whole step (timed separately)"]
-    assert fig.layout.barmode == "stack" and axis_title(fig.layout.yaxis) == "ms per iteration"
-    assert list(fig.data[0].x[1]) == ["DGL", "zg envelope", "DGL", "zg envelope"]
+    # one panel per batch size, one horizontal bar per pipeline: names read level
+    assert [a.text for a in fig.layout.annotations] == ["batch 64", "batch 256"]
+    legend = [t.name for t in fig.data if t.showlegend is not False]
+    assert legend == ["sample", "forward", "whole step (timed separately)"]
+    assert fig.layout.barmode == "stack" and axis_title(fig.layout.xaxis2) == "ms per iteration"
+    for row in (1, 2):
+        sample, forward, step = fig.select_traces(row=row, col=1)
+        assert sample.orientation == "h" and list(sample.y) == ["DGL", "zg envelope"]
+        assert list(sample.x) == [2.0, 2.0] and list(forward.x) == [4.0, 4.0]
+        assert list(step.x) == pytest.approx([10.0 * (1 if row == 1 else 4)] * 2)
     scaling = viz.batch_scaling(rows)
     assert [t.name for t in scaling.data] == ["DGL", "zg envelope"]
     assert list(scaling.data[1].x) == [64, 256] and scaling.layout.xaxis.type == "log"
@@ -174,9 +187,7 @@ def test_gpu_results_figure(viz):
         for v, ms, f in (("dynamic", 4.0, 0.3), ("envelope_captured", 1.0, 0.95))
     ]
     fig = viz.gpu_results(rows, label="NVIDIA H200, measured 2026-01-01")
-    assert (
-        "not measured on this machine" in fig.layout.title.text and "H200" in fig.layout.title.text
-    )
+    assert "not measured on this machine" in full_title(fig) and "H200" in full_title(fig)
     assert len(fig.data) == 4 and list(fig.data[3].y) == [0.95]
     with pytest.raises(ValueError, match="label"):
         viz.gpu_results(rows, label="")
@@ -221,7 +232,7 @@ def test_cost_growth(viz):
     assert list(size_dgl.error_y.array) == [0.1, 0.4]
     assert fig.layout.xaxis.type == "log" and fig.layout.yaxis.type == "log"
     assert fig.layout.xaxis2.type == "log" and fig.layout.yaxis2.type == "log"
-    assert "machine X" in fig.layout.title.text
+    assert "machine X" in full_title(fig)
     # The dropdown: every total at first; one pipeline with its stages per other button.
     buttons = fig.layout.updatemenus[0].buttons
     assert [b.label for b in buttons] == ["all pipelines", "DGL, by stage", "zg envelope, by stage"]
@@ -287,7 +298,7 @@ def test_gpu_timeline(viz):
     assert list(busy.base[:3]) == [0.0, 10.0, 20.0] and list(busy.x[:3]) == [2.5, 2.5, 2.5]
     assert list(idle.base[:3]) == [2.5, 12.5, 22.5] and list(idle.x[:3]) == [7.5, 7.5, 7.5]
     assert list(idle.x[3:]) == [0.0, 0.0, 0.0] and list(busy.base[3:]) == [0.0, 4.0, 8.0]
-    assert busy.y[0] == "cora · batch 256 · dynamic" and "GPU X" in fig.layout.title.text
+    assert busy.y[0] == "cora · batch 256 · dynamic" and "GPU X" in full_title(fig)
     with pytest.raises(ValueError, match="no GPU execution fraction"):
         viz.gpu_timeline([{**rows[0], "gpu_execution_fraction": None}], label="cpu run")
     with pytest.raises(ValueError, match="label"):
@@ -310,9 +321,8 @@ def test_gpu_results_title_can_say_it_is_a_cpu_run(viz):
     ]
     assert "Committed GPU measurements" in viz.gpu_results(rows, label="GPU X").layout.title.text
     fig = viz.gpu_results(rows, label="CPU RUN", title="A CPU run of the check")
-    assert (
-        fig.layout.title.text.startswith("A CPU run of the check")
-        and "CPU RUN" in fig.layout.title.text
+    assert fig.layout.title.text.startswith("A CPU run of the check") and "CPU RUN" in full_title(
+        fig
     )
 
 
@@ -350,7 +360,7 @@ def _floor_rows():
 
 def test_floor_split(viz):
     fig = viz.floor_split(_floor_rows(), subtitle="machine X")
-    names = [t.name for t in fig.data]
+    names = [t.name for t in fig.data if t.showlegend is not False]
     assert names[:5] == [f"floor: {s}" for s in ("gather", "forward", "loss", "backward", "step")]
     assert names[5:] == [
         "floor, timed unclocked",
@@ -371,11 +381,15 @@ def test_floor_split(viz):
         "1.11x the floor",
     )
     assert fig.data[8].error_y.array == (pytest.approx(1.0),)
+    # the labels are drawn above each bar and its error bar, not across the error bar
+    (labels,) = [t for t in fig.data if t.type == "scatter" and t.mode == "text"]
+    assert list(labels.text) == ["0.89x ± 0.02 the floor", "1.11x the floor"]
+    assert labels.y[1] >= fig.data[6].y[1] + fig.data[8].y[0] + fig.data[8].error_y.array[0]
     # the skipped row keeps its place, says why, and draws no bar
     assert list(fig.layout.xaxis.categoryarray) == ["floor", "DGL", "zg envelope", "zg captured"]
     assert [a.text for a in fig.layout.annotations] == ["not measured here:<br>CUDA only"]
     assert not any("zg captured" in (t.x or ()) for t in fig.data)
-    assert "machine X" in fig.layout.title.text
+    assert "machine X" in full_title(fig)
     with pytest.raises(ValueError, match="floor row"):
         viz.floor_split(_floor_rows()[1:])
     with pytest.raises(ValueError, match="overhead_seconds"):

@@ -5,7 +5,9 @@ measures; a builder here turns those measurements into a ``plotly.graph_objects.
 computes nothing experimental. ``import zg`` does not import this package: the core runs
 without plotly; ``import zg.viz`` needs plotly (and ipywidgets for :func:`explore`).
 
-    common.py     setup_notebook, explore, the renderer, colours, helpers, curves
+    common.py     setup_notebook, explore, the renderer, colours, curves, and layout: the
+                  shared layout every figure ends with (sized for JupyterLab's 968 px),
+                  describe (a graph in one short line for a subtitle), byte_ticks
     zerognn.py    the ZeroGNN half's figures (notebooks 00-04)
     grappa.py     the Grappa half's figures (notebooks 00, 05-09)
 
@@ -24,12 +26,17 @@ named for what it does (``zg.experiments.measure_hop_metadata``, ``zg.experiment
 
 from . import common, grappa, zerognn
 from .common import (
+    FIGURE_HEIGHT,
+    FIGURE_WIDTH,
     PIPELINE_COLORS,
     RENDERER,
     STAGE_COLORS,
     Explorer,
+    byte_ticks,
     curves,
+    describe,
     explore,
+    layout,
     offline_html,
     setup_notebook,
 )
@@ -85,6 +92,11 @@ __all__ = [
     "PIPELINE_COLORS",
     "offline_html",
     "curves",
+    "layout",
+    "describe",
+    "byte_ticks",
+    "FIGURE_WIDTH",
+    "FIGURE_HEIGHT",
     "host_syncs",
     "hop_metadata",
     "sync_ops",

@@ -6,6 +6,14 @@ ipywidgets controls over a figure; the palettes (:data:`STAGE_COLORS`,
 :data:`PIPELINE_COLORS`) give a stage or a pipeline the same colour in every figure;
 :func:`curves` draws the lines both halves plot (loss or accuracy per epoch, ...).
 
+:func:`layout` is what every figure builder ends with: it lays a figure out for the narrowest
+place it is read, JupyterLab's output area (:data:`FIGURE_WIDTH`, 968 px): the title and
+subtitle broken into lines that fit, the top margin they need, the legend at the right or in
+rows below the plot without scrolling, long axis titles broken, margins for tick labels, and a
+fixed height, so that JupyterLab and an HTML report draw the same figure. :func:`describe`
+names a graph in one short line for a subtitle; :func:`byte_ticks` labels a bytes axis in
+KiB / MiB like the kit's labels.
+
 Offline by construction: :func:`setup_notebook` renders every figure both as plotly's own
 mimetype (JupyterLab draws it with the bundled jupyterlab-plotly extension) and as HTML that
 calls a plotly.js embedded once per notebook, inline. So an HTML report made with
@@ -15,6 +23,8 @@ calls a plotly.js embedded once per notebook, inline. So an HTML report made wit
 from __future__ import annotations
 
 import html
+import math
+import re
 from collections.abc import Callable, Mapping, Sequence
 from typing import Any
 
@@ -33,6 +43,14 @@ __all__ = [
     "PIPELINE_COLORS",
     "offline_html",
     "curves",
+    "layout",
+    "describe",
+    "wrap",
+    "text_width",
+    "byte_ticks",
+    "FIGURE_WIDTH",
+    "FIGURE_HEIGHT",
+    "FONT_FAMILY",
 ]
 
 RENDERER = "zg_offline"
@@ -185,13 +203,278 @@ def explore(build: Callable[..., go.Figure], **controls: Any) -> Explorer:
     return Explorer(build, controls)
 
 
+# ----------------------------------------------------------------------------- layout
+
+# Every figure is laid out for the narrowest place it is read: JupyterLab's output area with the
+# file browser open, about 968 px wide. JupyterLab draws a figure as tall as its layout.height,
+# or 360 px where it sets none; an HTML report draws it wider, at the same height. So every
+# figure sets its height, and its text is measured against FIGURE_WIDTH before plotly sees it.
+FIGURE_WIDTH = 968  # px
+FIGURE_HEIGHT = 400  # px: the height of a figure whose content asks for no more
+# Arial's metrics everywhere (Liberation Sans on Linux has the same widths), so that the
+# estimate of a text's width below holds on every machine; plotly's default family starts
+# with Open Sans and Verdana, which most machines lack or draw a fifth wider.
+FONT_FAMILY = 'Arial, "Liberation Sans", Helvetica, sans-serif'
+FONT_SIZE = 12  # tick labels, legend entries, annotations
+TITLE_SIZE = 17
+SUBTITLE_SIZE = 12
+AXIS_TITLE_SIZE = 14
+MAX_TITLE_LINES = 2
+MAX_SUBTITLE_LINES = 3
+MODEBAR_WIDTH = 290  # px: plotly's tool buttons, top right, while the pointer is on the figure
+LEGENDS = ("auto", "right", "below", "none")
+
+# Character widths of Arial in em (the rest: 0.56, about a digit or a lower-case letter).
+_NARROW = dict.fromkeys("ijl.,:;'!|Iíì ", 0.28) | dict.fromkeys("ft()[]-/rJ·²", 0.34)
+_WIDE = dict.fromkeys("mwMW%@", 0.9) | dict.fromkeys("ABCDEGHKNOQRSUVXYZ&", 0.72)
+_TAG = re.compile(r"<[^>]*>")
+_LINE_PX = {TITLE_SIZE: 22, SUBTITLE_SIZE: 16}  # plotly's line height: 1.3 x the font size
+
+
+def text_width(text: str, size: float = FONT_SIZE) -> float:
+    """About how many px ``text`` takes at ``size`` px in :data:`FONT_FAMILY`, erring wide (by
+    5 %): plotly's tags (``<b>``, ``<sup>``) are dropped, entities read as one character, and
+    of several ``<br>`` lines the widest counts."""
+    lines = re.split(r"<br\s*/?>", str(text), flags=re.IGNORECASE)
+    widest = 0.0
+    for line in lines:
+        plain = html.unescape(_TAG.sub("", line))
+        em = sum(_NARROW.get(c, _WIDE.get(c, 0.56)) for c in plain)
+        widest = max(widest, em)
+    return 1.05 * size * widest
+
+
+def wrap(text: str, width: float, size: float = FONT_SIZE) -> list[str]:
+    """``text`` broken at spaces into lines of at most ``width`` px at ``size`` px (a line
+    break already in it, ``<br>``, stays one); a word wider than ``width`` keeps a line of
+    its own."""
+    if width <= 0:
+        raise ValueError(f"width must be > 0 px, got {width}")
+    lines: list[str] = []
+    for part in re.split(r"<br\s*/?>", str(text), flags=re.IGNORECASE):
+        line = ""
+        for word in part.split():
+            candidate = f"{line} {word}" if line else word
+            if line and text_width(candidate, size) > width:
+                lines.append(line)
+                line = word
+            else:
+                line = candidate
+        lines.append(line)
+    return lines
+
+
+_GRAPH_REPR = re.compile(
+    r"Graph\(name='(?P<name>[^']*)', num_nodes=(?P<nodes>[\d,]+), num_edges=(?P<edges>[\d,]+)"
+)
+
+
+def describe(graph: Any) -> str:
+    """A graph in one short line, for a subtitle: ``"cora · 2,708 nodes · 10,556 edges"``.
+
+    ``graph``: a :class:`zg.Graph`, its ``repr`` (which result files store, e.g.
+    ``bench/results/grappa_diagnosis.json``), or a dict with ``name``, ``num_nodes`` and
+    ``num_edges`` (a ``Graph.summary()``, a result file's ``graph`` entry; ``name`` optional).
+    """
+    if isinstance(graph, str):
+        match = _GRAPH_REPR.search(graph)
+        if match is None:
+            raise ValueError(
+                f"graph must be a zg.Graph, its repr or a dict with num_nodes and num_edges; "
+                f"got the string {graph[:80]!r}"
+            )
+        name = match["name"]
+        nodes = int(match["nodes"].replace(",", ""))
+        edges = int(match["edges"].replace(",", ""))
+    elif isinstance(graph, Mapping):
+        missing = [k for k in ("num_nodes", "num_edges") if k not in graph]
+        if missing:
+            raise ValueError(f"graph (a dict) needs {missing}; it has {sorted(graph)}")
+        name, nodes, edges = graph.get("name"), graph["num_nodes"], graph["num_edges"]
+    elif all(hasattr(graph, k) for k in ("num_nodes", "num_edges")):
+        name, nodes, edges = getattr(graph, "name", None), graph.num_nodes, graph.num_edges
+    else:
+        raise TypeError(
+            "graph must be a zg.Graph, its repr or a dict with num_nodes and num_edges, "
+            f"got {type(graph).__name__}"
+        )
+    parts = [str(name)] if name else []
+    return " · ".join(parts + [f"{int(nodes):,} nodes", f"{int(edges):,} edges"])
+
+
+def _legend_entries(fig: go.Figure) -> list[str]:
+    """The names plotly puts in ``fig``'s legend: traces that are drawn and not kept out of it
+    (one legend-able trace shows no legend unless it asks for one)."""
+    candidates = [
+        t
+        for t in fig.data
+        if t.showlegend is not False
+        and t.visible is not False
+        and t.type not in ("heatmap", "histogram2d", "contour", "table")
+    ]
+    if fig.layout.showlegend is False:
+        return []
+    if len(candidates) == 1 and candidates[0].showlegend is not True and not fig.layout.showlegend:
+        return []
+    return [str(t.name or "") for t in candidates]
+
+
+def _legend_rows(entries: Sequence[str], title: str, width: float) -> int:
+    """Rows a horizontal legend of ``entries`` needs within ``width`` px (plotly gives each
+    entry its symbol, 40 px, and its text)."""
+    rows, used = 1, 0.0
+    items = ([title] if title else []) + list(entries)
+    for i, entry in enumerate(items):
+        need = text_width(entry) + (10 if title and i == 0 else 46)
+        if used and used + need > width:
+            rows, used = rows + 1, 0.0
+        used += need
+    return rows
+
+
+def _axes(fig: go.Figure) -> list[tuple[str, Any]]:
+    names = [k for k in fig.layout.to_plotly_json() if re.fullmatch(r"[xy]axis\d*", k)]
+    return [(n, fig.layout[n]) for n in sorted(names)] or [
+        ("xaxis", fig.layout.xaxis),
+        ("yaxis", fig.layout.yaxis),
+    ]
+
+
+def layout(
+    fig: go.Figure,
+    *,
+    title: str,
+    subtitle: str | None = None,
+    legend: str = "auto",
+    legend_title: str = "",
+    legend_entries: Sequence[str] | None = None,
+    height: int | None = None,
+    menu: bool = False,
+) -> go.Figure:
+    """Lay ``fig`` out to be read at :data:`FIGURE_WIDTH` px: what every figure builder ends with.
+
+    * the title and subtitle (the subtitle is ``title.subtitle``) break into lines that fit
+      the width; a title of more than :data:`MAX_TITLE_LINES` or a subtitle of more than
+      :data:`MAX_SUBTITLE_LINES` lines is refused (say less, e.g. :func:`describe` a graph
+      instead of printing it); the top margin grows with the lines, with the subplot titles
+      beneath them and, with ``menu``, a row for the figure's dropdown (placed there);
+    * ``legend``: "right" (a column outside the plot; the figure grows until every entry fits
+      without scrolling), "below" (rows under the x axis; the figure grows by the rows),
+      "none", or "auto": right when the entries are few and short, below otherwise.
+      ``legend_entries`` names the entries when they change (a dropdown showing other
+      traces): the most the legend will hold;
+    * every axis title longer than its axis breaks into lines; every axis pushes the margins
+      its tick labels need (``automargin``);
+    * ``height``: at least this many px (default :data:`FIGURE_HEIGHT`), so JupyterLab and
+      an HTML report draw the figure equally tall.
+
+    Returns ``fig``, changed in place.
+    """
+    if legend not in LEGENDS:
+        raise ValueError(f"legend must be one of {LEGENDS}, got {legend!r}")
+    if not title:
+        raise ValueError("title must be a non-empty string")
+    room = FIGURE_WIDTH - 40  # the title starts 10 px in; a scrollbar may take some more
+    # The title's first line shares the top edge with plotly's mode bar (on hover, right).
+    title_lines = wrap(title, room - MODEBAR_WIDTH, TITLE_SIZE)
+    if len(title_lines) > MAX_TITLE_LINES:
+        raise ValueError(
+            f"title is {len(title_lines)} lines at {FIGURE_WIDTH} px, at most {MAX_TITLE_LINES}: "
+            f"{title!r}"
+        )
+    sub_lines = wrap(html.escape(subtitle, quote=False), room, SUBTITLE_SIZE) if subtitle else []
+    if len(sub_lines) > MAX_SUBTITLE_LINES:
+        raise ValueError(
+            f"subtitle is {len(sub_lines)} lines at {FIGURE_WIDTH} px, at most "
+            f"{MAX_SUBTITLE_LINES}; say less (zg.viz.describe(graph) names a graph in one "
+            f"short line): {subtitle!r}"
+        )
+    panel_titles = any(
+        a.yref == "paper" and a.yanchor == "bottom" and a.y is not None and a.y >= 0.999
+        for a in fig.layout.annotations
+    )
+    top = 12 + _LINE_PX[TITLE_SIZE] * len(title_lines) + _LINE_PX[SUBTITLE_SIZE] * len(sub_lines)
+    menu_top = top + 6
+    top += 12 + (34 if menu else 0) + (26 if panel_titles else 0)
+
+    entries = list(legend_entries) if legend_entries is not None else _legend_entries(fig)
+    longest = max((text_width(e) for e in entries), default=0.0)
+    if legend == "auto":
+        legend = (
+            "none"
+            if not entries
+            else "right"
+            if len(entries) <= 10 and longest + text_width(legend_title) <= 200
+            else "below"
+        )
+    bottom = 60  # x tick labels and the axis title
+    plot_height = 240  # px: the least a plot area gets; a legend below adds to the height
+    legend_layout: dict[str, Any]
+    right = 20
+    if legend == "right":
+        plot_height = max(plot_height, 21 * len(entries) + (24 if legend_title else 0) + 10)
+        legend_layout = dict(
+            orientation="v", x=1.02, xanchor="left", y=1.0, yanchor="top", yref="paper"
+        )
+        right = int(max(longest, text_width(legend_title)) + 60)
+    elif legend == "below":
+        rows = _legend_rows(entries, legend_title, FIGURE_WIDTH - 100)  # from the plot's left
+        bottom += 21 * rows + 12
+        legend_layout = dict(
+            orientation="h", x=0.0, xanchor="left", y=0.0, yanchor="bottom", yref="container"
+        )
+    else:
+        legend_layout = {}
+    height = max(int(height or FIGURE_HEIGHT), top + plot_height + bottom)
+    plot_height = height - top - bottom
+    if legend_layout:
+        legend_layout["title"] = {"text": legend_title}
+        fig.update_layout(legend=legend_layout, showlegend=True)
+    else:
+        fig.update_layout(showlegend=False)
+
+    # Axis titles that are longer than their axis break into lines.
+    plot_width = FIGURE_WIDTH - 80 - right
+    for name, axis in _axes(fig):
+        text = axis.title.text
+        if not text:
+            continue
+        domain = list(axis.domain) if axis.domain is not None else [0.0, 1.0]
+        length = (domain[1] - domain[0]) * (plot_width if name[0] == "x" else plot_height)
+        if text_width(text, AXIS_TITLE_SIZE) > 0.9 * length:
+            axis.title.text = "<br>".join(wrap(text, 0.9 * length, AXIS_TITLE_SIZE))
+    fig.update_xaxes(automargin=True)
+    fig.update_yaxes(automargin=True)
+
+    if menu:
+        # Updatemenus know only paper coordinates: the row under the subtitle, as a fraction of
+        # the plot area's height above its top.
+        above = height - bottom - menu_top
+        for m in fig.layout.updatemenus:
+            m.update(x=0.0, xanchor="left", y=above / plot_height, yanchor="top")
+    fig.update_layout(
+        title=dict(
+            text="<br>".join(title_lines),
+            subtitle=dict(text="<br>".join(sub_lines), font=dict(size=SUBTITLE_SIZE)),
+            font=dict(size=TITLE_SIZE),
+            x=0.0,
+            xanchor="left",
+            xref="container",
+            y=1.0,
+            yanchor="top",
+            yref="container",
+            # plotly anchors a title of several lines by its last line: the first goes
+            # above the top edge unless the pad makes room for it
+            pad=dict(l=10, t=10 + 17 * (len(title_lines) - 1)),
+        ),
+        font_family=FONT_FAMILY,
+        height=height,
+        margin=dict(t=top, b=bottom, l=60, r=right),
+    )
+    return fig
+
+
 # ----------------------------------------------------------------------------- helpers
-
-
-def _title(text: str, subtitle: str | None) -> dict:
-    if subtitle:
-        text = f"{text}<br><sup>{html.escape(subtitle)}</sup>"
-    return {"text": text, "x": 0.01, "xanchor": "left"}
 
 
 def _color(name: str, i: int) -> str:
@@ -199,6 +482,12 @@ def _color(name: str, i: int) -> str:
         if name == key or name.startswith(key + " "):
             return color
     return _FALLBACK_COLORS[i % len(_FALLBACK_COLORS)]
+
+
+def _dash(i: int) -> str:
+    """The i-th line's dash: solid through the palette once, then dashed, then dotted, so
+    that more lines than colours stay apart."""
+    return ("solid", "dash", "dot", "dashdot")[(i // len(_FALLBACK_COLORS)) % 4]
 
 
 def _check_mapping(value: Any, name: str) -> Mapping:
@@ -225,6 +514,40 @@ def _human(count: float) -> str:
     return f"{count}"  # pragma: no cover
 
 
+_BINARY_UNITS = (("B", 1), ("KiB", 2**10), ("MiB", 2**20), ("GiB", 2**30), ("TiB", 2**40))
+
+
+def byte_ticks(values: Sequence[float], *, log: bool = False) -> dict:
+    """Ticks in binary units for an axis of bytes that spans ``values``, so that the axis reads
+    like the kit's labels (``1.5 MiB``, :func:`_human`) and not in plotly's SI (``2M`` =
+    2,000,000): ``fig.update_yaxes(**byte_ticks(values))``. Linear: about five round steps of
+    one unit; ``log``: 1, 10 and 100 of each unit."""
+    finite = [float(v) for v in values if v is not None and float(v) == float(v)]
+    if not finite:
+        raise ValueError("values is empty: no byte range to put ticks on")
+    high = max(max(finite), 1.0)
+    if log:
+        low = min([v for v in finite if v > 0] or [1.0])
+        ticks = [k * size for _, size in _BINARY_UNITS for k in (1, 10, 100)]
+        below = max([t for t in ticks if t <= low] or [ticks[0]])
+        above = min([t for t in ticks if t >= high] or [ticks[-1]])
+        vals = [t for t in ticks if below <= t <= above]
+        text = []
+        for t in vals:
+            unit, size = max((u for u in _BINARY_UNITS if u[1] <= t), key=lambda u: u[1])
+            text.append(f"{t / size:g} {unit}")
+        return {"tickmode": "array", "tickvals": vals, "ticktext": text}
+    unit, size = max((u for u in _BINARY_UNITS if u[1] <= high), key=lambda u: u[1])
+    span = high / size
+    raw = span / 4
+    magnitude = 10 ** math.floor(math.log10(raw))
+    step = next(m * magnitude for m in (1, 2, 2.5, 5, 10) if m * magnitude >= raw)
+    count = int(span / step) + 2
+    vals = [i * step * size for i in range(count)]
+    text = [f"{i * step:g} {unit}" if i else "0" for i in range(count)]
+    return {"tickmode": "array", "tickvals": vals, "ticktext": text}
+
+
 # ----------------------------------------------------------------------------- figures of both halves
 
 
@@ -244,12 +567,13 @@ def curves(
         values = list(values)
         xs = list(x) if x is not None else list(range(len(values)))
         fig.add_trace(
-            go.Scatter(x=xs, y=values, mode="lines+markers", name=name, line_color=_color(name, i))
+            go.Scatter(
+                x=xs,
+                y=values,
+                mode="lines+markers",
+                name=name,
+                line=dict(color=_color(name, i), dash=_dash(i)),
+            )
         )
-    fig.update_layout(
-        title=_title(title, subtitle),
-        xaxis_title=xaxis_title,
-        yaxis_title=yaxis_title,
-        legend_title_text="",
-    )
-    return fig
+    fig.update_layout(xaxis_title=xaxis_title, yaxis_title=yaxis_title)
+    return layout(fig, title=title, subtitle=subtitle)

@@ -16,7 +16,15 @@ from typing import Any
 import plotly.graph_objects as go
 from plotly.subplots import make_subplots
 
-from .common import _FALLBACK_COLORS, _check_mapping, _check_rows, _human, _title
+from .common import (
+    _FALLBACK_COLORS,
+    _check_mapping,
+    _check_rows,
+    _dash,
+    _human,
+    byte_ticks,
+    layout,
+)
 
 __all__ = [
     "coverage_histogram",
@@ -90,13 +98,13 @@ def coverage_histogram(coverage: Any, *, hops: int, subtitle: str | None = None)
         line_color="#E45756",
         annotation_text=f"mean {values.mean():.2f}",
     )
-    fig.update_layout(
-        title=_title(f"How much of each node's {hops}-hop neighbourhood its worker sees", subtitle),
-        xaxis_title=f"{hops}-hop coverage",
-        yaxis_title="nodes",
-        showlegend=False,
+    fig.update_layout(xaxis_title=f"{hops}-hop coverage", yaxis_title="nodes")
+    return layout(
+        fig,
+        title=f"How much of each node's {hops}-hop neighbourhood its worker sees",
+        subtitle=subtitle,
+        legend="none",
     )
-    return fig
 
 
 def bytes_by_kind(
@@ -119,14 +127,10 @@ def bytes_by_kind(
                 marker_color=_FALLBACK_COLORS[i % len(_FALLBACK_COLORS)],
             )
         )
-    fig.update_layout(
-        title=_title(title, subtitle),
-        barmode="stack",
-        xaxis_title="worker",
-        yaxis_title="bytes",
-        legend_title_text="kind (total)",
-    )
-    return fig
+    stacks = [sum(v[w] for v in by_kind.values() if w < len(v)) for w in range(workers)]
+    fig.update_layout(barmode="stack", xaxis_title="worker", yaxis_title="bytes")
+    fig.update_yaxes(**byte_ticks(stacks))
+    return layout(fig, title=title, subtitle=subtitle, legend_title="kind (total)")
 
 
 # ----------------------------------------------------------------------------- notebooks 05-06
@@ -143,14 +147,17 @@ def coverage_distributions(
     fig = go.Figure()
     _coverage_traces(coverages, hops, fig)
     fig.update_layout(
-        title=_title(f"How much of each node's {hops}-hop neighbourhood its worker sees", subtitle),
         barmode="overlay",
         xaxis_title=f"{hops}-hop coverage (1 = nothing lost)",
         yaxis_title="nodes",
-        legend_title_text="partition",
     )
     fig.update_xaxes(range=[0, 1.02])
-    return fig
+    return layout(
+        fig,
+        title=f"How much of each node's {hops}-hop neighbourhood its worker sees",
+        subtitle=subtitle,
+        legend_title="partition",
+    )
 
 
 def partition_sweep(
@@ -212,11 +219,12 @@ def partition_sweep(
     fig.update_xaxes(title_text="workers P", type="log", tickvals=ps, ticktext=[str(p) for p in ps])
     fig.update_yaxes(title_text="fraction of edges", range=[0, 1.02], row=1, col=1)
     fig.update_yaxes(title_text="coverage", range=[0, 1.02], row=1, col=2)
-    fig.update_layout(
-        title=_title("Random against METIS partitions as P grows", subtitle),
-        legend_title_text="partition",
+    return layout(
+        fig,
+        title="Random against METIS partitions as P grows",
+        subtitle=subtitle,
+        legend_title="partition",
     )
-    return fig
 
 
 def traffic_vs_batch(rows: Sequence[dict], *, subtitle: str | None = None) -> go.Figure:
@@ -254,12 +262,14 @@ def traffic_vs_batch(rows: Sequence[dict], *, subtitle: str | None = None) -> go
         ticktext=[str(b) for b in sizes],
         title_text="global batch size (seeds per iteration)",
     )
-    fig.update_yaxes(type="log", title_text="bytes per worker per epoch")
-    fig.update_layout(
-        title=_title("Per epoch: fetching features against exchanging gradients", subtitle),
-        legend_title_text="",
+    fig.update_yaxes(
+        type="log",
+        title_text="bytes per worker per epoch",
+        **byte_ticks([v for t in fig.data for v in t.y], log=True),
     )
-    return fig
+    return layout(
+        fig, title="Per epoch: fetching features against exchanging gradients", subtitle=subtitle
+    )
 
 
 def partition_view(
@@ -295,15 +305,15 @@ def partition_view(
         row=1,
         col=2,
     )
-    fig.update_layout(
-        barmode="overlay",
-        title=_title("One partition size at a glance", subtitle),
-        legend_title_text="partition",
-    )
+    fig.update_layout(barmode="overlay")
     fig.update_xaxes(range=[0, 1.02], title_text="coverage", row=1, col=1)
     fig.update_yaxes(title_text="nodes", row=1, col=1)
-    fig.update_yaxes(title_text="bytes", range=[0, 1.2 * max(values)], row=1, col=2)
-    return fig
+    fig.update_yaxes(
+        title_text="bytes", range=[0, 1.2 * max(values)], row=1, col=2, **byte_ticks(values)
+    )
+    return layout(
+        fig, title="One partition size at a glance", subtitle=subtitle, legend_title="partition"
+    )
 
 
 def bytes_per_epoch_by_run(
@@ -341,14 +351,18 @@ def bytes_per_epoch_by_run(
         )
     )
     fig.update_layout(
-        title=_title("Bytes one worker sent per epoch, by kind", subtitle),
         barmode="stack",
         xaxis_title="run",
         yaxis_title="bytes per worker per epoch",
-        legend_title_text="kind",
         yaxis_range=[0, 1.15 * max(max(totals), 1)],
     )
-    return fig
+    fig.update_yaxes(**byte_ticks(totals))
+    return layout(
+        fig,
+        title="Bytes one worker sent per epoch, by kind",
+        subtitle=subtitle,
+        legend_title="kind",
+    )
 
 
 # ----------------------------------------------------------------------------- notebooks 07-08
@@ -356,38 +370,92 @@ def bytes_per_epoch_by_run(
 
 
 def estimator_errors(rows: Sequence[dict], *, subtitle: str | None = None) -> go.Figure:
-    """Stacked bars per (weighting, estimator): squared bias below, variance on top, so each
-    bar's height is the relative MSE against the exact gradient (rows from
-    :func:`zg.experiments.error_rows`; a ``partition`` entry, if present, adds an x level)."""
+    """Each estimator's error against the exact full-graph gradient, one bar per estimator:
+    squared bias below, variance on top, so a bar's height is its relative MSE (rows from
+    :func:`zg.experiments.error_rows`), written above it.
+
+    One panel per weighting (columns) and, when every row has a ``partition`` entry, one row
+    of panels per partition; the estimators are the x axis of every panel (one category
+    level), in the order of the rows. The panels of one partition share their y axis, so the
+    estimators, and the two weightings, compare by height; partitions whose errors differ
+    tenfold keep a readable scale each."""
     rows = _check_rows(rows, "rows", ["weighting", "estimator", "bias_squared", "variance"])
-    levels = [[r["partition"] for r in rows]] if all("partition" in r for r in rows) else []
-    x = levels + [[r["weighting"] for r in rows], [r["estimator"] for r in rows]]
-    fig = go.Figure()
-    fig.add_trace(
-        go.Bar(
-            x=x,
-            y=[r["bias_squared"] for r in rows],
-            name="bias²",
-            marker_color="#E45756",
-            hovertemplate="bias² %{y:.4f}<extra></extra>",
+    by_partition = all("partition" in r for r in rows)
+    partitions = list(dict.fromkeys(r["partition"] for r in rows)) if by_partition else [None]
+    weightings = list(dict.fromkeys(r["weighting"] for r in rows))
+    estimators = list(dict.fromkeys(r["estimator"] for r in rows))
+    cells: dict[tuple, dict] = {}
+    for r in rows:
+        key = (r["partition"] if by_partition else None, r["weighting"], r["estimator"])
+        if key in cells:
+            raise ValueError(
+                f"rows hold {key} twice: one row per (partition, weighting, estimator)"
+            )
+        cells[key] = r
+    fig = make_subplots(
+        rows=len(partitions),
+        cols=len(weightings),
+        shared_yaxes=True,
+        horizontal_spacing=0.04,
+        vertical_spacing=0.22 if len(partitions) > 1 else 0.0,
+        subplot_titles=[
+            f"{w} weighting" if p is None else f"{p} partition, {w} weighting"
+            for p in partitions
+            for w in weightings
+        ],
+    )
+    for i, partition in enumerate(partitions, start=1):
+        highest = 0.0
+        for j, weighting in enumerate(weightings, start=1):
+            here = [
+                cells[(partition, weighting, e)]
+                for e in estimators
+                if (partition, weighting, e) in cells
+            ]
+            names = [r["estimator"] for r in here]
+            totals = [r["bias_squared"] + r["variance"] for r in here]
+            highest = max([highest, *totals])
+            for key, label, color in (
+                ("bias_squared", "bias²", "#E45756"),
+                ("variance", "variance", "#4C78A8"),
+            ):
+                fig.add_trace(
+                    go.Bar(
+                        x=names,
+                        y=[r[key] for r in here],
+                        name=label,
+                        marker_color=color,
+                        legendgroup=label,
+                        showlegend=i == 1 and j == 1,
+                        hovertemplate=f"%{{x}}: {label} %{{y:.4f}}<extra></extra>",
+                    ),
+                    row=i,
+                    col=j,
+                )
+            fig.add_trace(
+                go.Scatter(
+                    x=names,
+                    y=totals,
+                    mode="text",
+                    text=[f"{t:.2g}" for t in totals],
+                    textposition="top center",
+                    showlegend=False,
+                    hoverinfo="skip",
+                ),
+                row=i,
+                col=j,
+            )
+        fig.update_yaxes(
+            title_text="relative MSE", range=[0, 1.25 * (highest or 1.0)], row=i, col=1
         )
+    fig.update_layout(barmode="stack")
+    return layout(
+        fig,
+        title="Each estimator's error against the exact full-graph gradient: bias² + variance",
+        subtitle=subtitle,
+        legend_title="relative to |g*|²",
+        height=170 + 190 * len(partitions),
     )
-    fig.add_trace(
-        go.Bar(
-            x=x,
-            y=[r["variance"] for r in rows],
-            name="variance",
-            marker_color="#4C78A8",
-            hovertemplate="variance %{y:.4f}<extra></extra>",
-        )
-    )
-    fig.update_layout(
-        title=_title("Each estimator's error against the exact full-graph gradient", subtitle),
-        barmode="stack",
-        yaxis_title="relative MSE = bias² + variance (÷ |g*|²)",
-        legend_title_text="",
-    )
-    return fig
 
 
 def shrink_curve(
@@ -450,12 +518,9 @@ def shrink_curve(
             )
         )
     fig.update_layout(
-        title=_title("Shrinkage: from batch (λ = 0) to uniform (λ = 1)", subtitle),
-        xaxis_title="λ (shrinkage toward uniform weights)",
-        yaxis_title="relative to |g*|²",
-        legend_title_text="",
+        xaxis_title="λ (shrinkage toward uniform weights)", yaxis_title="relative to |g*|²"
     )
-    return fig
+    return layout(fig, title="Shrinkage: from batch (λ = 0) to uniform (λ = 1)", subtitle=subtitle)
 
 
 def accuracy_vs_bytes(rows: Sequence[dict], *, subtitle: str | None = None) -> go.Figure:
@@ -495,13 +560,13 @@ def accuracy_vs_bytes(rows: Sequence[dict], *, subtitle: str | None = None) -> g
                     "<extra></extra>",
                 )
             )
-    fig.update_xaxes(type="log", title_text="bytes one worker sent in the whole run (log)")
-    fig.update_layout(
-        title=_title("Accuracy against bytes sent", subtitle),
-        yaxis_title="test accuracy",
-        legend_title_text="run",
+    fig.update_xaxes(
+        type="log",
+        title_text="bytes one worker sent in the whole run (log)",
+        **byte_ticks([v for t in fig.data for v in t.x], log=True),
     )
-    return fig
+    fig.update_layout(yaxis_title="test accuracy")
+    return layout(fig, title="Accuracy against bytes sent", subtitle=subtitle, legend_title="run")
 
 
 def rmat_scaling(rows: Sequence[dict], *, subtitle: str | None = None) -> go.Figure:
@@ -569,10 +634,12 @@ def rmat_scaling(rows: Sequence[dict], *, subtitle: str | None = None) -> go.Fig
         col=2,
     )
     fig.update_xaxes(type="log", title_text="nodes")
-    fig.update_yaxes(type="log", title_text="bytes", row=1, col=1)
+    sent = [
+        r[k] for r in rows for k in ("feature_bytes_per_iteration", "gradient_bytes_per_iteration")
+    ]
+    fig.update_yaxes(type="log", title_text="bytes", row=1, col=1, **byte_ticks(sent, log=True))
     fig.update_yaxes(range=[0, 1.05], title_text="fraction", row=1, col=2)
-    fig.update_layout(title=_title("R-MAT graphs of growing size", subtitle), legend_title_text="")
-    return fig
+    return layout(fig, title="R-MAT graphs of growing size", subtitle=subtitle)
 
 
 def epoch_projection(rows: Sequence[dict], *, title: str, subtitle: str | None = None) -> go.Figure:
@@ -603,13 +670,8 @@ def epoch_projection(rows: Sequence[dict], *, title: str, subtitle: str | None =
             name="network (link model)",
         )
     )
-    fig.update_layout(
-        title=_title(title, subtitle),
-        barmode="stack",
-        yaxis_title="hours per epoch",
-        legend_title_text="",
-    )
-    return fig
+    fig.update_layout(barmode="stack", yaxis_title="hours per epoch")
+    return layout(fig, title=title, subtitle=subtitle)
 
 
 def epoch_account(rows: Sequence[dict], *, subtitle: str | None = None) -> go.Figure:
@@ -638,13 +700,13 @@ def epoch_account(rows: Sequence[dict], *, subtitle: str | None = None) -> go.Fi
                 else _FALLBACK_COLORS[i % len(_FALLBACK_COLORS)],
             )
         )
-    fig.update_layout(
-        title=_title("An epoch's account: milliseconds per part", subtitle),
-        barmode="stack",
-        yaxis_title="ms per epoch (mean over epochs and workers)",
-        legend_title_text="part",
+    fig.update_layout(barmode="stack", yaxis_title="ms per epoch (mean over epochs and workers)")
+    return layout(
+        fig,
+        title="An epoch's account: milliseconds per part",
+        subtitle=subtitle,
+        legend_title="part",
     )
-    return fig
 
 
 # ----------------------------------------------------------------------------- notebook 09
@@ -669,7 +731,8 @@ def variant_summary(
     fig = make_subplots(rows=1, cols=len(metrics), subplot_titles=list(metrics.values()))
     for col, key in enumerate(metrics, start=1):
         values = [float(r[key]) for r in rows]
-        text = [_human(v) if key.startswith("bytes") else f"{v:.3g}" for v in values]
+        in_bytes = key.startswith("bytes")
+        text = [_human(v) if in_bytes else f"{v:.3g}" for v in values]
         fig.add_trace(
             go.Bar(
                 x=names,
@@ -684,8 +747,10 @@ def variant_summary(
             row=1,
             col=col,
         )
-    fig.update_layout(title=_title("Side by side", subtitle), margin={"t": 110})
-    return fig
+        top = 1.2 * max(max(values), 0.0) or 1.0  # room for the labels above the bars
+        ticks = byte_ticks(values) if in_bytes else {}
+        fig.update_yaxes(range=[min(0.0, 1.2 * min(values)), top], row=1, col=col, **ticks)
+    return layout(fig, title="Side by side", subtitle=subtitle, legend="none")
 
 
 # ----------------------------------------------------------------------------- issue-13 plots
@@ -708,7 +773,7 @@ def _error_lines(rows: Sequence[dict], *, group: str, x: str, y: str, std: str |
                 mode="lines+markers",
                 name=str(name),
                 error_y=error,
-                line_color=_FALLBACK_COLORS[i % len(_FALLBACK_COLORS)],
+                line=dict(color=_FALLBACK_COLORS[i % len(_FALLBACK_COLORS)], dash=_dash(i)),
             )
         )
     return fig
@@ -725,10 +790,8 @@ def epoch_time_vs_workers(
     rows = _check_rows(rows, "rows", ["run", "workers", "seconds_mean"])
     fig = _error_lines(rows, group="run", x="workers", y="seconds_mean", std="seconds_std")
     fig.update_xaxes(title_text="workers P", type="category")
-    fig.update_layout(
-        title=_title(title, subtitle), yaxis_title="seconds per epoch", legend_title_text=""
-    )
-    return fig
+    fig.update_layout(yaxis_title="seconds per epoch")
+    return layout(fig, title=title, subtitle=subtitle)
 
 
 def accuracy_vs_depth(
@@ -741,12 +804,8 @@ def accuracy_vs_depth(
     seeds = sorted({r.get("seeds") for r in rows if r.get("seeds") is not None})
     note = f"mean ± std over {seeds[0]} seed(s)" if len(seeds) == 1 else "mean ± std over seeds"
     fig.update_xaxes(title_text="layers (GNN depth)", dtick=1)
-    fig.update_layout(
-        title=_title(f"{metric.capitalize()} against depth ({note})", subtitle),
-        yaxis_title=metric,
-        legend_title_text="",
-    )
-    return fig
+    fig.update_layout(yaxis_title=metric)
+    return layout(fig, title=f"{metric.capitalize()} against depth ({note})", subtitle=subtitle)
 
 
 def estimator_bias_vs_workers(
@@ -767,14 +826,12 @@ def estimator_bias_vs_workers(
     fig.update_xaxes(
         title_text="workers P", type="log", tickvals=sorted({r["workers"] for r in rows})
     )
-    fig.update_layout(
-        title=_title(
-            f"Estimator {value.replace('_', ' ')} against the number of workers", subtitle
-        ),
-        yaxis_title=f"{value.replace('_', ' ')} (relative to |g*|)",
-        legend_title_text="",
+    fig.update_layout(yaxis_title=f"{value.replace('_', ' ')} (relative to |g*|)")
+    return layout(
+        fig,
+        title=f"Estimator {value.replace('_', ' ')} against the number of workers",
+        subtitle=subtitle,
     )
-    return fig
 
 
 # ----------------------------------------------------------------------------- notebooks 06-08: the map
@@ -863,12 +920,13 @@ def grappa_map(
         )
     )
     fig.update_layout(
-        title=_title(
-            "Test-accuracy gap to single-process training (points, mean ± std over seeds)", subtitle
-        ),
         yaxis={"autorange": "reversed", "type": "category"},
         xaxis_title="trainer",
-        height=max(320, 28 * len(cells) + 160),
-        margin={"l": 300},
     )
-    return fig
+    return layout(
+        fig,
+        title="Test-accuracy gap to single-process training (points, mean ± std over seeds)",
+        subtitle=subtitle,
+        legend="none",
+        height=28 * len(cells) + 180,
+    )

@@ -17,7 +17,16 @@ import plotly.graph_objects as go
 from plotly.subplots import make_subplots
 
 from .._checks import int_arg
-from .common import _FALLBACK_COLORS, STAGE_COLORS, _check_mapping, _check_rows, _color, _title
+from .common import (
+    _FALLBACK_COLORS,
+    FIGURE_WIDTH,
+    STAGE_COLORS,
+    _check_mapping,
+    _check_rows,
+    _color,
+    layout,
+    wrap,
+)
 
 __all__ = [
     "host_syncs",
@@ -63,13 +72,9 @@ def host_syncs(
             textposition="outside",
         )
     )
-    fig.update_layout(
-        title=_title(title, subtitle),
-        showlegend=False,
-        xaxis_title="pipeline",
-        yaxis_title="host syncs per iteration",
-    )
-    return fig
+    fig.update_layout(xaxis_title="pipeline", yaxis_title="host syncs per iteration")
+    fig.update_yaxes(range=[0, 1.2 * max([v or 0 for v in values] + [1])])  # room for the labels
+    return layout(fig, title=title, subtitle=subtitle, legend="none")
 
 
 def hop_metadata(rows: Sequence[dict], *, subtitle: str | None = None) -> go.Figure:
@@ -95,13 +100,11 @@ def hop_metadata(rows: Sequence[dict], *, subtitle: str | None = None) -> go.Fig
             )
         )
     fig.update_layout(
-        title=_title("What one sampling iteration produces, hop by hop", subtitle),
-        barmode="group",
-        xaxis_title="hop (from the seeds outward)",
-        yaxis_title="count",
-        legend_title_text="",
+        barmode="group", xaxis_title="hop (from the seeds outward)", yaxis_title="count"
     )
-    return fig
+    highest = max(r[k] for r in rows for k in ("frontier", "sampled_edges", "distinct_nodes"))
+    fig.update_yaxes(range=[0, 1.15 * max(highest, 1)])  # room for the labels above the bars
+    return layout(fig, title="What one sampling iteration produces, hop by hop", subtitle=subtitle)
 
 
 def sync_ops(per_op: Mapping[str, Mapping[str, int]], *, subtitle: str | None = None) -> go.Figure:
@@ -119,14 +122,13 @@ def sync_ops(per_op: Mapping[str, Mapping[str, int]], *, subtitle: str | None = 
                 marker_color=_color(name, i),
             )
         )
-    fig.update_layout(
-        title=_title("Where the host waits: syncs by op in one sampling call", subtitle),
-        barmode="group",
-        xaxis_title="op (aten)",
-        yaxis_title="host syncs",
-        legend_title_text="sampler",
+    fig.update_layout(barmode="group", xaxis_title="op (aten)", yaxis_title="host syncs")
+    return layout(
+        fig,
+        title="Where the host waits: syncs by op in one sampling call",
+        subtitle=subtitle,
+        legend_title="sampler",
     )
-    return fig
 
 
 def stage_timeline(
@@ -177,7 +179,6 @@ def stage_timeline(
                 )
             )
     fig.update_layout(
-        title=_title("One training iteration, stage by stage (outlined: host syncs)", subtitle),
         barmode="overlay",
         xaxis_title="time since the iteration started (ms)",
         yaxis=dict(
@@ -187,10 +188,14 @@ def stage_timeline(
             autorange="reversed",
             title_text="",
         ),
-        legend_title_text="stage",
-        height=160 + 70 * len(timelines),
     )
-    return fig
+    return layout(
+        fig,
+        title="One training iteration, stage by stage (outlined: host syncs)",
+        subtitle=subtitle,
+        legend_title="stage",
+        height=180 + 70 * len(timelines),
+    )
 
 
 # ----------------------------------------------------------------------------- notebook 02
@@ -265,13 +270,11 @@ def count_distributions(
         pad = 0.05 * max(high - low, 1.0)
         title = "source nodes per batch"
         if far:
-            title += "<br><sup>off this scale: " + ", ".join(far) + "</sup>"
+            title += "<br>off this scale: " + ", ".join(far)
         fig.update_xaxes(range=[low - pad, high + pad], title_text=title, row=1, col=i + 1)
     fig.update_yaxes(title_text="batches", row=1, col=1)
-    fig.update_layout(
-        title=_title("True counts per block against the envelope sizes", subtitle), bargap=0.05
-    )
-    return fig
+    fig.update_layout(bargap=0.05)
+    return layout(fig, title="True counts per block against the envelope sizes", subtitle=subtitle)
 
 
 def memory_per_hop(
@@ -311,14 +314,13 @@ def memory_per_hop(
         )
     if not fig.data:
         raise ValueError(f"memory holds none of the policies {list(policies)}")
-    fig.update_layout(
-        title=_title("Buffer memory per block under each sizing policy", subtitle),
-        barmode="group",
-        xaxis_title="block (input layer first)",
-        yaxis_title="MiB",
-        legend_title_text="policy (total)",
+    fig.update_layout(barmode="group", xaxis_title="block (input layer first)", yaxis_title="MiB")
+    return layout(
+        fig,
+        title="Buffer memory per block under each sizing policy",
+        subtitle=subtitle,
+        legend_title="policy (total)",
     )
-    return fig
 
 
 def overflow_vs_margin(curves: Any, *, subtitle: str | None = None) -> go.Figure:
@@ -374,11 +376,12 @@ def overflow_vs_margin(curves: Any, *, subtitle: str | None = None) -> go.Figure
     fig.update_xaxes(title_text="margin added to the quantile (%)")
     fig.update_yaxes(title_text="overflowing batches (%)", rangemode="tozero", row=1, col=1)
     fig.update_yaxes(title_text="envelope memory / oracle mean", row=1, col=2)
-    fig.update_layout(
-        title=_title("Overflow probability against margin, and what the margin costs", subtitle),
-        legend_title_text="profiled at",
+    return layout(
+        fig,
+        title="Overflow probability against margin, and what the margin costs",
+        subtitle=subtitle,
+        legend_title="profiled at",
     )
-    return fig
 
 
 # ----------------------------------------------------------------------------- notebook 03
@@ -419,43 +422,85 @@ def execution_trace(
                 )
             )
     fig.update_layout(
-        title=_title("Executed steps: overflow, skip on the device, rewind, resume", subtitle),
-        xaxis_title="executed step (replay number)",
-        yaxis_title="batch index in its epoch",
-        legend_title_text="",
+        xaxis_title="executed step (replay number)", yaxis_title="batch index in its epoch"
     )
-    return fig
+    return layout(
+        fig,
+        title="Executed steps: overflow, skip on the device, rewind, resume",
+        subtitle=subtitle,
+    )
 
 
 # ----------------------------------------------------------------------------- notebook 04
 
 
 def stage_breakdown(rows: Sequence[dict], *, subtitle: str | None = None) -> go.Figure:
-    """Stacked bars of milliseconds per iteration by stage, for every (batch size, pipeline)
-    (rows from :func:`zg.experiments.profile_modes`); the whole-step time is marked on top."""
+    """Milliseconds per iteration by stage for every (batch size, pipeline) (rows from
+    :func:`zg.experiments.profile_modes`): one panel per batch size, one horizontal bar per
+    pipeline stacked by stage, the whole-step time (timed separately) marked on it.
+
+    Horizontal, so that the pipeline names read level on the y axis however many pipelines
+    there are, and each batch size keeps an axis of its own scale."""
     rows = _check_rows(rows, "rows", ["pipeline", "batch_size", "stage_seconds", "step_seconds"])
-    x = [[f"batch {r['batch_size']}" for r in rows], [r["pipeline"] for r in rows]]
-    fig = go.Figure()
-    for stage, color in STAGE_COLORS.items():
-        values = [1e3 * r["stage_seconds"].get(stage, 0.0) for r in rows]
-        if any(v > 0 for v in values):
-            fig.add_trace(go.Bar(x=x, y=values, name=stage, marker_color=color))
-    fig.add_trace(
-        go.Scatter(
-            x=x,
-            y=[1e3 * r["step_seconds"] for r in rows],
-            mode="markers",
-            name="whole step (timed separately)",
-            marker=dict(symbol="line-ew-open", size=28, color="black", line_width=3),
+    batches = list(dict.fromkeys(r["batch_size"] for r in rows))
+    pipelines = list(dict.fromkeys(r["pipeline"] for r in rows))
+    fig = make_subplots(
+        rows=len(batches),
+        cols=1,
+        vertical_spacing=0.3 / len(batches),
+        subplot_titles=[f"batch {b}" for b in batches],
+    )
+    stages = [s for s in STAGE_COLORS if any(r["stage_seconds"].get(s, 0.0) > 0 for r in rows)]
+    for i, batch in enumerate(batches, start=1):
+        mine = [r for r in rows if r["batch_size"] == batch]
+        names = [r["pipeline"] for r in mine]
+        for stage in stages:
+            fig.add_trace(
+                go.Bar(
+                    x=[1e3 * r["stage_seconds"].get(stage, 0.0) for r in mine],
+                    y=names,
+                    orientation="h",
+                    name=stage,
+                    legendgroup=stage,
+                    showlegend=i == 1,
+                    marker_color=STAGE_COLORS[stage],
+                    hovertemplate=f"%{{y}}: {stage} %{{x:.2f}} ms<extra>batch {batch}</extra>",
+                ),
+                row=i,
+                col=1,
+            )
+        fig.add_trace(
+            go.Scatter(
+                x=[1e3 * r["step_seconds"] for r in mine],
+                y=names,
+                mode="markers",
+                name="whole step (timed separately)",
+                legendgroup="whole step",
+                showlegend=i == 1,
+                marker=dict(symbol="line-ns-open", size=18, color="black", line_width=3),
+                hovertemplate="%{y}: whole step %{x:.2f} ms<extra></extra>",
+            ),
+            row=i,
+            col=1,
         )
+        fig.update_yaxes(
+            type="category",
+            categoryorder="array",
+            categoryarray=[p for p in pipelines if p in names][::-1],  # the first on top
+            row=i,
+            col=1,
+        )
+    fig.update_xaxes(rangemode="tozero")
+    fig.update_xaxes(title_text="ms per iteration", row=len(batches), col=1)
+    fig.update_layout(barmode="stack")
+    return layout(
+        fig,
+        title="Where an iteration's time goes, by stage",
+        subtitle=subtitle,
+        legend="below",
+        legend_title="stage",
+        height=150 + len(batches) * (40 + 24 * len(pipelines)),
     )
-    fig.update_layout(
-        title=_title("Where an iteration's time goes, by stage", subtitle),
-        barmode="stack",
-        yaxis_title="ms per iteration",
-        legend_title_text="stage",
-    )
-    return fig
 
 
 FLOOR_COLOR = "#BAB0AC"  # the floor's share of a pipeline's bar
@@ -516,6 +561,7 @@ def floor_split(rows: Sequence[dict], *, subtitle: str | None = None) -> go.Figu
                 marker_color=FLOOR_COLOR,
             )
         )
+    labels = []  # (pipeline, ms above which the label goes: over the bar and its error bar)
     for i, r in enumerate(measured):
         ratio, over = r["ratio_to_floor"], r["overhead_seconds"]
         text = f"{ratio['mean']:.2f}x" + ("" if ratio["std"] is None else f" ± {ratio['std']:.2f}")
@@ -527,33 +573,52 @@ def floor_split(rows: Sequence[dict], *, subtitle: str | None = None) -> go.Figu
                 name=f"{r['pipeline']}: overhead",
                 marker_color=_color(r["pipeline"], i),
                 text=[f"{text} the floor"],
-                textposition="outside",
+                textposition="none",  # drawn by the label trace below, clear of the error bar
+                hovertemplate="%{text}: overhead %{y:.1f} ms<extra></extra>",
             )
         )
+        top = floor_ms + max(1e3 * over["mean"], 0.0) + 1e3 * (over["std"] or 0.0)
+        labels.append((r["pipeline"], top, f"{text} the floor"))
+    if labels:
+        fig.add_trace(
+            go.Scatter(
+                x=[p for p, _, _ in labels],
+                y=[y for _, y, _ in labels],
+                text=[t for _, _, t in labels],
+                mode="text",
+                textposition="top center",
+                showlegend=False,
+                hoverinfo="skip",
+            )
+        )
+    slot = 0.6 * FIGURE_WIDTH / len(names)  # px of the x axis one pipeline gets, about
     for r in pipes:
         if "skipped" in r:
+            reason = "<br>".join(wrap(html.escape(r["skipped"]), slot, 10))
             fig.add_annotation(
                 x=r["pipeline"],
                 y=0,
-                text=f"not measured here:<br>{html.escape(r['skipped'])}",
+                text=f"not measured here:<br>{reason}",
                 showarrow=False,
                 yanchor="bottom",
                 font_size=10,
             )
     fig.update_xaxes(categoryorder="array", categoryarray=names)
-    fig.update_layout(
-        title=_title("Each pipeline's iteration: the floor and the overhead above it", subtitle),
-        barmode="relative",
-        yaxis_title="ms per iteration",
-        legend_title_text="part",
+    fig.update_layout(barmode="relative", yaxis_title="ms per iteration")
+    return layout(
+        fig,
+        title="Each pipeline's iteration: the floor and the overhead above it",
+        subtitle=subtitle,
+        legend_title="part",
     )
-    return fig
 
 
 def batch_scaling(
     rows: Sequence[dict], *, metric: str = "seeds_per_second", subtitle: str | None = None
 ) -> go.Figure:
-    """Lines: ``metric`` (seeds per second, or step_seconds) against batch size, per pipeline."""
+    """Lines: ``metric`` (seeds per second, or step_seconds) against batch size, per pipeline.
+    A pipeline keeps its colour on both kernel paths; a row whose ``kernel`` is "fused" (the
+    compiled numba kernels) is drawn dashed, the torch kernels solid."""
     rows = _check_rows(rows, "rows", ["pipeline", "batch_size", metric])
     labels = {
         "seeds_per_second": "training seeds per second",
@@ -570,15 +635,12 @@ def batch_scaling(
                 mode="lines+markers",
                 name=name,
                 line_color=_color(name, i),
+                line_dash="dash" if part[0].get("kernel") == "fused" else "solid",
             )
         )
     fig.update_xaxes(type="log", title_text="batch size (seeds per iteration)")
-    fig.update_layout(
-        title=_title("Scaling with batch size", subtitle),
-        yaxis_title=labels.get(metric, metric),
-        legend_title_text="pipeline",
-    )
-    return fig
+    fig.update_layout(yaxis_title=labels.get(metric, metric))
+    return layout(fig, title="Scaling with batch size", subtitle=subtitle, legend_title="pipeline")
 
 
 def gpu_results(
@@ -595,7 +657,7 @@ def gpu_results(
     if not label:
         raise ValueError("label must say which machine measured these results")
     x_keys = list(dict.fromkeys((r["graph"], r["batch_size"]) for r in rows))
-    x = [[g for g, _ in x_keys], [f"batch {b}" for _, b in x_keys]]
+    x = [[g for g, _ in x_keys], [f"{b:,}" for _, b in x_keys]]  # short: they read level
     fig = make_subplots(
         rows=1, cols=2, subplot_titles=("ms per iteration", "GPU execution fraction")
     )
@@ -631,8 +693,9 @@ def gpu_results(
         )
     fig.update_yaxes(title_text="ms per iteration", row=1, col=1)
     fig.update_yaxes(title_text="busy fraction", range=[0, 1.05], row=1, col=2)
-    fig.update_layout(title=_title(title, label), barmode="group", legend_title_text="variant")
-    return fig
+    fig.update_xaxes(title_text="graph and batch size")
+    fig.update_layout(barmode="group")
+    return layout(fig, title=title, subtitle=label, legend="below", legend_title="variant")
 
 
 def cost_growth(
@@ -762,22 +825,18 @@ def cost_growth(
     fig.update_xaxes(type="log", title_text="batch size (seeds per iteration)", row=1, col=2)
     fig.update_yaxes(type="log", title_text=label, row=1, col=1)
     fig.update_yaxes(type="log", row=1, col=2)
-    fig.update_layout(
-        title=_title(f"Cost growth: {label}, log-log", subtitle),
-        legend_title_text="",
-        updatemenus=[
-            dict(
-                buttons=buttons,
-                direction="down",
-                x=1.0,
-                xanchor="right",
-                y=1.18,
-                yanchor="top",
-                showactive=True,
-            )
-        ],
+    fig.update_layout(updatemenus=[dict(buttons=buttons, direction="down", showactive=True)])
+    # The legend of each button's view; the fullest one sizes the legend.
+    legend = [(who, total, t.name) for (who, total), t in zip(owner, fig.data) if t.showlegend]
+    views = [[n for _, total, n in legend if total]]
+    views += [[n for who, _, n in legend if who == name] for name in names]
+    return layout(
+        fig,
+        title=f"Cost growth: {label}, log-log",
+        subtitle=subtitle,
+        legend_entries=max(views, key=len),
+        menu=True,
     )
-    return fig
 
 
 def gpu_timeline(rows: Sequence[dict], *, label: str, iterations: int = 4) -> go.Figure:
@@ -846,15 +905,11 @@ def gpu_timeline(rows: Sequence[dict], *, label: str, iterations: int = 4) -> go
                 hovertemplate="%{x:.3f} ms<extra>" + html.escape(kind) + "</extra>",
             )
         )
-    fig.update_layout(
-        title=_title(
-            f"GPU timeline, {iterations} iterations per lane (gaps drawn at the end of each "
-            "iteration: lengths measured, placement not)",
-            label,
-        ),
-        barmode="overlay",
-        xaxis_title="ms since the first iteration began",
-        legend_title_text="",
-        height=max(260, 90 + 45 * len(rows)),
+    fig.update_layout(barmode="overlay", xaxis_title="ms since the first iteration began")
+    return layout(
+        fig,
+        title=f"GPU timeline, {iterations} iterations per lane (gaps drawn at the end of each "
+        "iteration: lengths measured, placement not)",
+        subtitle=label,
+        height=150 + 45 * len(rows),
     )
-    return fig

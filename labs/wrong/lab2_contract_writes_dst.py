@@ -1,0 +1,23 @@
+# lab: 02_fixed_shape_sampler
+# cell: compact_hop
+# part: test_compact_hop_exact test_compact_hop_unique test_compact_hop_unique_hidden test_compact_hop_overflow test_compact_hop_overflow_hidden test_compact_hop_contract
+# why: marks the padding rows by writing num_nodes into the caller's dst in place (masked_fill_): every output is right, but an argument the sampler still holds is changed
+def compact_hop(dst, n_dst, nbrs, mask, num_nodes, cap, marker, local_of):
+    """(src_nodes int64 [cap], num_src int64 [], nbr_local int64 [R, k]); no host syncs; marker left all INF."""
+    n = num_nodes
+    rows, k = nbrs.shape
+    dst.masked_fill_(torch.arange(rows, device=dst.device) >= n_dst, n)
+    cand = torch.cat([dst, nbrs.flatten()])
+    pos = torch.arange(cand.numel(), device=cand.device)
+    is_first = first_occurrence(cand, marker)
+    is_new = is_first & (pos >= rows)
+    rank = torch.cumsum(is_new.to(torch.int64), 0)
+    num_src = n_dst + rank[-1]
+    new_local = n_dst + rank - 1
+    local_of.scatter_(0, torch.where(is_first, cand, n), torch.where(is_new, new_local, pos))
+    local = torch.gather(local_of, 0, cand)
+    src_nodes = torch.zeros(cap + 1, dtype=torch.int64, device=dst.device)
+    src_nodes[:rows] = torch.where(dst < n, dst, 0)
+    src_nodes.scatter_(0, torch.where(is_new, new_local.clamp(max=cap), cap), cand.clamp(max=n - 1))
+    nbr_local = torch.where(mask, local[rows:].view(rows, k), 0).clamp(max=cap - 1)
+    return src_nodes[:cap], num_src, nbr_local

@@ -1,0 +1,20 @@
+# lab: 06_estimator_weights
+# cell: scales
+# part: test_batch_scales test_shrink_scales test_scales_contract
+# why: changes its argument: normalises the W_p column of the caller's stats in place (div_) and returns it; the scales are right, but stats comes back with W_p / W where W_p was
+def stats_of(weights):
+    """float64 [3]: (n_p, W_p, Q_p)."""
+    w = weights.detach().to(torch.float64)
+    return torch.stack([w.new_tensor(float(w.numel())), w.sum(), (w * w).sum()])
+
+
+def batch_scales(stats):
+    """float64 [P]: s_p = W_p / W."""
+    W_p = stats[:, 1]
+    return W_p.div_(W_p.sum())
+
+
+def shrink_scales(stats, lam):
+    """float64 [P]: (1 - lam) W_p / W + lam n_p / n."""
+    n_p = stats[:, 0].to(torch.float64)
+    return (1 - lam) * batch_scales(stats) + lam * n_p / n_p.sum()

@@ -1,0 +1,24 @@
+# lab: 09_replicate_a_claim
+# cell: gradient
+# part: test_gradient test_gradient_error_of_contract
+# why: sums the draws into torch.zeros(num_params, dtype=torch.float64) made without device=: right on a CPU, but with the model on a GPU the running sum sits on the default device while every draw does not (a new tensor on the default device)
+def gradient_error_of(g, model, parts, estimator, super_epochs=(0,)):
+    """{"relative_error", "bias"} of an estimator's combined gradient against g*."""
+    was_training = model.training
+    model.eval()
+    try:
+        g_star = grappa.exact_gradient(g, model)
+        total = torch.zeros(g_star.numel(), dtype=torch.float64)
+        errors = []
+        for part in parts:
+            for s in super_epochs:
+                G = combined_gradients(g, model, part, [grappa.Estimator(estimator)], s)[estimator]
+                errors.append(float((G - g_star).norm()))
+                total += G
+    finally:
+        model.train(was_training)
+    norm = float(g_star.norm())
+    return {
+        "relative_error": sum(errors) / len(errors) / norm,
+        "bias": float((total / len(errors) - g_star).norm()) / norm,
+    }

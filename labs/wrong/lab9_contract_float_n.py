@@ -1,0 +1,29 @@
+# lab: 09_replicate_a_claim
+# cell: measure
+# part: test_paired_summary test_paired_summary_contract
+# why: returns n as a float (len(gaps) / 1.0 habits): 3.0 == 3 passes an equality test, but the contract says a Python int (another dtype than the contract's)
+def paired_summary(grappa_acc, single_acc):
+    """{"gaps", "mean", "std" (sample), "n"} of the paired gaps grappa - single."""
+    grappa_acc, single_acc = list(grappa_acc), list(single_acc)
+    if len(grappa_acc) != len(single_acc):
+        raise ValueError(f"cannot pair {len(grappa_acc)} and {len(single_acc)} accuracies")
+    if len(grappa_acc) < 2:
+        raise ValueError(f"a spread needs at least two seeds; got {len(grappa_acc)}")
+    gaps = [float(a) - float(b) for a, b in zip(grappa_acc, single_acc)]
+    n = float(len(gaps))
+    mean = sum(gaps) / n
+    std = math.sqrt(sum((x - mean) ** 2 for x in gaps) / (n - 1))
+    return {"gaps": gaps, "mean": mean, "std": std, "n": n}
+
+
+def measure_gap(graph, setting, seeds, train_many=grappa.train_many):
+    """setting's accuracy gap to single, seed by seed (see Part A)."""
+    seeds = list(seeds)
+    shared = grappa.get_trainer("single").shared_options(setting)
+    isolated = train_many(graph, [dict(setting, seed=s) for s in seeds])
+    single = train_many(graph, [dict(shared, trainer="single", seed=s) for s in seeds])
+    grappa_acc = [accuracy(h) for h in isolated]
+    single_acc = [accuracy(h) for h in single]
+    out = paired_summary(grappa_acc, single_acc)
+    out.update(seeds=seeds, grappa=grappa_acc, single=single_acc)
+    return out

@@ -1,0 +1,38 @@
+# lab: 09_replicate_a_claim
+# cell: measure
+# part: test_measure_gap test_measure_gap_contract
+# why: builds each run by writing the seed into the caller's setting dict and copying it: the runs and the numbers are right, but the caller's setting comes back with a "seed" it did not have (an input changed in place)
+def paired_summary(grappa_acc, single_acc):
+    """{"gaps", "mean", "std" (sample), "n"} of the paired gaps grappa - single."""
+    grappa_acc, single_acc = list(grappa_acc), list(single_acc)
+    if len(grappa_acc) != len(single_acc):
+        raise ValueError(
+            f"grappa_acc and single_acc must pair seed by seed; got {len(grappa_acc)} and "
+            f"{len(single_acc)} accuracies"
+        )
+    if len(grappa_acc) < 2:
+        raise ValueError(f"a spread needs at least two seeds; got {len(grappa_acc)}")
+    gaps = [float(a) - float(b) for a, b in zip(grappa_acc, single_acc)]
+    n = len(gaps)
+    mean = sum(gaps) / n
+    std = math.sqrt(sum((x - mean) ** 2 for x in gaps) / (n - 1))
+    return {"gaps": gaps, "mean": mean, "std": std, "n": n}
+
+
+def measure_gap(graph, setting, seeds, train_many=grappa.train_many):
+    """setting's accuracy gap to single, seed by seed (see Part A)."""
+    seeds = list(seeds)
+    runs = []
+    for s in seeds:
+        setting["seed"] = s
+        runs.append(dict(setting))
+    shared = grappa.get_trainer("single").shared_options(
+        {k: v for k, v in setting.items() if k != "seed"}
+    )
+    isolated = train_many(graph, runs)
+    single = train_many(graph, [dict(shared, trainer="single", seed=s) for s in seeds])
+    grappa_acc = [accuracy(h) for h in isolated]
+    single_acc = [accuracy(h) for h in single]
+    out = paired_summary(grappa_acc, single_acc)
+    out.update(seeds=seeds, grappa=grappa_acc, single=single_acc)
+    return out

@@ -1,0 +1,538 @@
+"""zg.contract: every clause catches the submission that breaks it, on generated inputs, and
+passes answers written differently that keep the whole contract."""
+
+from __future__ import annotations
+
+import functools
+
+import hypothesis.strategies as st
+import pytest
+import torch
+import torch.distributed as dist
+from hypothesis import given, settings
+
+import zg.labs
+from zg.contract import Case, Contract, ContractFailure, ContractSetupError, check
+
+# ----------------------------------------------------------------------------- an exercise:
+# first_seen(x) -> bool [M]: x[i] is the first occurrence of its value. Pure, 0 host syncs,
+# new tensors on x's device.
+
+
+def brute_first_seen(x):
+    seen, out = set(), []
+    for v in x.tolist():
+        out.append(v not in seen)
+        seen.add(v)
+    return torch.tensor(out, dtype=torch.bool)
+
+
+def right_sort_based(x):
+    order = torch.sort(x, stable=True).indices  # (M,)
+    ranked = x[order]
+    head = torch.ones_like(ranked, dtype=torch.bool)
+    head[1:] = ranked[1:] != ranked[:-1]
+    out = torch.zeros_like(x, dtype=torch.bool)
+    out[order] = head
+    return out
+
+
+def right_pairwise(x):
+    earlier = torch.tril(torch.ones(x.numel(), x.numel(), dtype=torch.bool, device=x.device), -1)
+    return ~((x[:, None] == x[None, :]) & earlier).any(1)
+
+
+def wrong_sorts_input(x):
+    out = right_sort_based(x.clone())
+    x.copy_(torch.sort(x).values)  # the caller's tensor sorted in place
+    return out
+
+
+def wrong_default_device(x):
+    earlier = torch.tril(torch.ones(x.numel(), x.numel(), dtype=torch.bool), -1)  # no device=
+    return ~((x[:, None] == x[None, :]) & earlier).any(1)
+
+
+def wrong_narrow_dtype(x):
+    return right_sort_based(x).to(torch.uint8)
+
+
+_CACHE: dict = {}
+
+
+def wrong_caches(x):
+    key = x.numel()  # a cache that ignores the values
+    if key not in _CACHE:
+        _CACHE[key] = right_sort_based(x)
+    return _CACHE[key]
+
+
+def wrong_host(x):
+    return brute_first_seen(x)  # .tolist(): a host sync
+
+
+def wrong_value(x):
+    out = right_sort_based(x)
+    out[-1:] = True  # the last one always "first"
+    return out
+
+
+CONTRACT = Contract(
+    "first_seen", part="Test Part A", host_syncs=0, boundaries=("empty", "duplicates")
+)
+
+values = st.lists(st.integers(0, 6), min_size=0, max_size=12)
+
+
+def cases_of(lists):
+    out = []
+    for i, v in enumerate(lists):
+        kinds = set()
+        if not v:
+            kinds.add("empty")
+        if len(set(v)) < len(v):
+            kinds.add("duplicates")
+        out.append(Case((torch.tensor(v, dtype=torch.int64),), label=f"case {i}", kinds=kinds))
+    return out
+
+
+BASE = [[], [3], [2, 2, 5, 2], [1, 2, 3], [4, 1, 4, 1, 0], [6, 5, 4, 3, 3]]
+
+
+@pytest.fixture(autouse=True)
+def _clear_cache():
+    _CACHE.clear()
+    yield
+    _CACHE.clear()
+
+
+@pytest.mark.parametrize("fn", [right_sort_based, right_pairwise], ids=lambda f: f.__name__)
+@settings(max_examples=25, deadline=None)
+@given(extra=st.lists(values, min_size=1, max_size=6))
+def test_answers_written_differently_keep_the_whole_contract(fn, extra):
+    assert check(fn, CONTRACT, cases_of(BASE + extra), brute_first_seen, namespace={}) == len(
+        BASE + extra
+    )
+
+
+@pytest.mark.parametrize(
+    ("fn", "clause"),
+    [
+        (wrong_sorts_input, "inputs unchanged"),
+        (wrong_default_device, "device"),
+        (wrong_narrow_dtype, "dtype"),
+        (wrong_caches, "returns"),
+        (wrong_host, "host syncs"),
+        (wrong_value, "returns"),
+    ],
+    ids=lambda v: getattr(v, "__name__", v),
+)
+@settings(max_examples=10, deadline=None)
+@given(extra=st.lists(values, min_size=0, max_size=4))
+def test_each_broken_clause_is_named_with_its_input(fn, clause, extra):
+    _CACHE.clear()
+    with pytest.raises(ContractFailure) as caught:
+        check(fn, CONTRACT, cases_of(BASE + extra), brute_first_seen, namespace={})
+    text = str(caught.value)
+    assert f"clause '{clause}'" in text
+    assert "Test Part A" in text and "on input 'case" in text and "x=int64[" in text
+    assert "expected" in text or "was" in text
+
+
+def test_a_global_cache_breaks_no_state():
+    namespace = {"cache": {}, "right_sort_based": right_sort_based}
+    # as a notebook cell defines it: the notebook's globals are the function's
+    exec(
+        "def caches_in_a_global(x):\n    cache[x.numel()] = True\n    return right_sort_based(x)",
+        namespace,
+    )
+    caches_in_a_global = namespace["caches_in_a_global"]
+    with pytest.raises(ContractFailure, match="clause 'no state'.*contents of global 'cache'"):
+        check(caches_in_a_global, CONTRACT, cases_of(BASE), brute_first_seen, namespace=namespace)
+
+    def mutable_default(x, _memo=[]):  # noqa: B006 (the state under test)
+        _memo.append(x.numel())
+        return right_sort_based(x)
+
+    with pytest.raises(ContractFailure, match="clause 'no state'.*own state"):
+        check(mutable_default, CONTRACT, cases_of(BASE), brute_first_seen, namespace={})
+
+
+def test_wrappers_are_checked_as_the_function_they_wrap():
+    @functools.wraps(right_sort_based)
+    def decorated(x):
+        return right_sort_based(x)
+
+    assert check(decorated, CONTRACT, cases_of(BASE), brute_first_seen, namespace={}) == len(BASE)
+    assert check(
+        functools.partial(right_sort_based), CONTRACT, cases_of(BASE), brute_first_seen
+    ) == len(BASE)
+
+
+def test_missing_boundary_cases_are_the_labs_fault():
+    with pytest.raises(ContractSetupError, match="cover no \\['empty'\\]"):
+        check(right_sort_based, CONTRACT, cases_of([[1, 1]]), brute_first_seen)
+    with pytest.raises(ContractSetupError, match="in_place"):
+        Contract("f", part="p", in_place=("a",))
+    with pytest.raises(ContractSetupError, match="host_syncs"):
+        Contract("f", part="p", host_syncs=-1)
+
+
+# ----------------------------------------------------------------------------- updates in place
+
+
+def ref_sgd_(p, g, lr):
+    p.sub_(lr * g)
+
+
+def right_sgd_(p, g, lr):
+    p.add_(g, alpha=-lr)
+
+
+def wrong_sgd_rebinds(p, g, lr):
+    p = p - lr * g  # the bug: a new tensor, the caller's unchanged
+
+
+def wrong_sgd_scales_grad(p, g, lr):
+    g.mul_(lr)
+    p.sub_(g)
+
+
+def wrong_sgd_replaces_storage(p, g, lr):
+    p.set_(p - lr * g)
+
+
+SGD = Contract("sgd_", part="Test Part B", may_change=("p",), in_place=("p",), host_syncs=0)
+
+
+@settings(max_examples=15, deadline=None)
+@given(n=st.integers(0, 9), lr=st.floats(1e-3, 0.9), seed=st.integers(0, 2**31 - 1))
+def test_in_place_updates(n, lr, seed):
+    gen = torch.Generator().manual_seed(seed)
+    cases = [
+        Case((torch.randn(n, generator=gen), torch.randn(n, generator=gen), lr)) for _ in range(3)
+    ]
+    assert check(right_sgd_, SGD, cases, ref_sgd_) == 3
+    if n == 0:
+        return  # nothing to update: every version leaves empty tensors as they were
+    expect = {
+        wrong_sgd_rebinds: "updates",
+        wrong_sgd_scales_grad: "inputs unchanged",
+        wrong_sgd_replaces_storage: "updates",
+    }
+    for fn, clause in expect.items():
+        with pytest.raises(ContractFailure, match=f"clause '{clause}'"):
+            check(fn, SGD, cases, ref_sgd_)
+
+
+# ----------------------------------------------------------------------------- asynchrony
+
+
+def fake_all_reduce(tensor, op=None, group=None, async_op=False):
+    """Two workers holding the same tensor: the sum is twice it."""
+    tensor.mul_(2)
+    return None
+
+
+def ref_mean(t):
+    return t * 1.0
+
+
+def right_async_mean(t):
+    work = dist.all_reduce(t, async_op=True)
+    return work.get_future().then(lambda f: f.value()[0] / 2)
+
+
+def wrong_blocking(t):
+    dist.all_reduce(t)
+    done = torch.futures.Future()
+    done.set_result(t / 2)
+    return done
+
+
+def wrong_waits(t):
+    work = dist.all_reduce(t, async_op=True)
+    work.wait()
+    done = torch.futures.Future()
+    done.set_result(t / 2)
+    return done
+
+
+ASYNC = Contract("mean_", part="Test Part C", may_change=("t",), asynchronous=True, device=False)
+
+
+def test_asynchronous_collectives(monkeypatch):
+    monkeypatch.setattr(dist, "all_reduce", fake_all_reduce)
+
+    def ref(t):
+        t.mul_(2)
+        return t / 2
+
+    cases = [Case((torch.arange(float(n)),)) for n in range(1, 6)]
+    assert check(right_async_mean, ASYNC, cases, ref) == 5
+    for fn, why in [(wrong_blocking, "without async_op=True"), (wrong_waits, "wait\\(\\)")]:
+        with pytest.raises(ContractFailure, match=f"clause 'asynchronous'.*{why}"):
+            check(fn, ASYNC, cases, ref)
+    assert dist.all_reduce is fake_all_reduce  # put back
+
+
+def test_the_student_runs_under_the_hold(monkeypatch):
+    """check() calls the student's function inside zg.labs.as_student(), so a held reference
+    refuses however the function reached it."""
+    entered = []
+
+    class Probe:
+        def __init__(self, function=None):
+            self.function = function
+
+        def __enter__(self):
+            entered.append(self.function)
+
+        def __exit__(self, *exc):
+            return False
+
+    monkeypatch.setattr(zg.labs, "as_student", Probe, raising=False)
+    check(right_sort_based, CONTRACT, cases_of(BASE), brute_first_seen)
+    assert entered == ["first_seen"] * (2 * len(BASE))  # the call and the device run, by name
+
+
+# ----------------------------------------------------------------------------- scratch, objects,
+# gradients of a list of parameters, and a default-device tensor used only as an index
+
+
+def ref_first_with_scratch(x, work):
+    return brute_first_seen(x)
+
+
+def right_uses_scratch(x, work):
+    work[: x.numel()] = torch.arange(x.numel(), device=x.device)  # any contents: scratch
+    return right_sort_based(x)
+
+
+def wrong_replaces_scratch(x, work):
+    work.set_(torch.zeros_like(work))  # a new storage: the caller's buffer is no longer it
+    return right_sort_based(x)
+
+
+SCRATCH = Contract("first_seen", part="Test Part D", scratch=("work",), boundaries=("empty",))
+
+
+def test_scratch_arguments_may_hold_anything_but_stay_the_same_tensor():
+    cases = [Case((c.args[0], torch.full((16,), -1)), kinds=c.kinds) for c in cases_of(BASE)]
+    assert check(right_uses_scratch, SCRATCH, cases, ref_first_with_scratch) == len(cases)
+    with pytest.raises(ContractFailure, match="clause 'updates'.*scratch space"):
+        check(wrong_replaces_scratch, SCRATCH, cases, ref_first_with_scratch)
+    with pytest.raises(ContractSetupError, match="overlap"):
+        Contract("f", part="p", may_change=("a",), scratch=("a",))
+    assert "scratch" in SCRATCH.describe() and "updates" in SCRATCH.clauses
+
+
+class Counter:
+    def __init__(self):
+        self.total = torch.zeros(())
+        self.seen = []
+
+
+def ref_count(counter, x):
+    counter.total += x.sum()
+    counter.seen.append(x.numel())
+
+
+def right_count(counter, x):
+    counter.seen.append(len(x))
+    counter.total.add_(x.sum())
+
+
+def wrong_count_keeps_state(counter, x):
+    right_count(counter, x)
+    counter.last = x  # state kept on an object the contract says to leave as the reference does
+
+
+def test_an_object_argument_must_end_as_the_reference_leaves_its_own_copy():
+    contract = Contract("count", part="Test Part E", may_change=("counter",))
+    cases = [Case((Counter(), torch.arange(float(n)))) for n in range(4)]
+    assert check(right_count, contract, cases, ref_count) == 4
+    with pytest.raises(ContractFailure, match="clause 'updates'.*got \\['last'"):
+        check(wrong_count_keeps_state, contract, cases, ref_count)
+
+
+def ref_step_(params, lr):
+    with torch.no_grad():
+        for p in params:
+            p.sub_(lr * p.grad)
+
+
+def right_step_(params, lr):
+    with torch.no_grad():
+        for p in params:
+            p.add_(p.grad, alpha=-lr)
+
+
+def wrong_step_scales_grad_(params, lr):
+    with torch.no_grad():
+        for p in params:
+            p.grad.mul_(lr)  # the gradient left scaled
+            p.sub_(p.grad)
+
+
+def wrong_step_rebinds_(params, lr):
+    for i, p in enumerate(params):
+        params[i] = torch.nn.Parameter(p.detach() - lr * p.grad)  # new parameters, not in place
+        params[i].grad = p.grad
+
+
+def test_a_list_of_parameters_updated_in_place_with_its_gradients_kept():
+    contract = Contract("step_", part="Test Part F", may_change=("params",), in_place=("params",))
+
+    def params(n):
+        out = []
+        for i in range(n):
+            p = torch.nn.Parameter(torch.randn(3, generator=torch.Generator().manual_seed(i)))
+            p.grad = torch.full((3,), 0.5 + i)
+            out.append(p)
+        return out
+
+    cases = [Case((params(n), 0.1)) for n in (1, 2, 3)]
+    assert check(right_step_, contract, cases, ref_step_) == 3
+    with pytest.raises(ContractFailure, match="clause 'updates'.*\\['grad'\\]"):
+        check(wrong_step_scales_grad_, contract, cases, ref_step_)
+    with pytest.raises(ContractFailure, match="clause 'updates'.*not updated in place"):
+        check(wrong_step_rebinds_, contract, cases, ref_step_)
+
+
+def wrong_index_on_default_device(x):
+    # an index made without device= and only ever used to index a tensor of the input's device:
+    # PyTorch runs that CPU kernel on a meta index instead of refusing; the check refuses it
+    order = torch.arange(x.numel() - 1, -1, -1)
+    return right_sort_based(x[order].flip(0))
+
+
+def test_a_default_device_tensor_used_as_an_index_fails_device():
+    with pytest.raises(ContractFailure, match="clause 'device'.*device meta"):
+        check(wrong_index_on_default_device, CONTRACT, cases_of(BASE), brute_first_seen)
+
+
+# ----------------------------------------------------------------------------- an object's state
+# step_(state): a training step on an object that holds its buffers; it may change the object
+# only in place (every tensor it holds keeps its storage) and add nothing to it.
+
+
+class Holder:
+    def __init__(self, n, seed):
+        gen = torch.Generator().manual_seed(seed)
+        self.weight = torch.randn(n, generator=gen)
+        self.inputs = torch.randn(n, generator=gen)
+        self.loss = torch.zeros(())
+        self.lr = 0.1
+
+
+def ref_holder_step(state):
+    state.weight.sub_(state.lr * state.inputs)
+    state.loss.copy_((state.weight * state.inputs).sum())
+
+
+def right_holder_step(state):
+    state.weight.add_(state.inputs, alpha=-state.lr)
+    torch.sum(state.weight * state.inputs, dim=0, out=state.loss)
+
+
+def wrong_holder_rebinds_loss(state):
+    state.weight.sub_(state.lr * state.inputs)
+    state.loss = (state.weight * state.inputs).sum()  # the right value, in a new tensor
+
+
+def wrong_holder_keeps_state(state):
+    ref_holder_step(state)
+    state.steps = getattr(state, "steps", 0) + 1  # an attribute added to the caller's object
+
+
+def wrong_holder_changes_inputs(state):
+    ref_holder_step(state)
+    state.inputs.mul_(1.0 + state.lr)  # a buffer the step must only read, left changed
+
+
+HOLDER = Contract("step_", part="Test Part G", may_change=("state",), in_place=("state",))
+
+
+def test_an_object_updated_in_place_is_compared_by_its_attributes():
+    cases = [Case((Holder(n, n),), label=f"n={n}") for n in (1, 4, 9)]
+    assert check(right_holder_step, HOLDER, cases, ref_holder_step) == 3
+    with pytest.raises(
+        ContractFailure, match="clause 'updates'.*argument `state`.loss was replaced"
+    ):
+        check(wrong_holder_rebinds_loss, HOLDER, cases, ref_holder_step)
+    with pytest.raises(ContractFailure, match="clause 'updates'.*expected keys.*got.*'steps'"):
+        check(wrong_holder_keeps_state, HOLDER, cases, ref_holder_step)
+    with pytest.raises(ContractFailure, match="clause 'updates'.*\\['inputs'\\]"):
+        check(wrong_holder_changes_inputs, HOLDER, cases, ref_holder_step)
+
+
+def test_extra_keys_of_a_returned_mapping_are_allowed_only_when_declared():
+    def ref(x):
+        return {"sum": float(sum(x)), "n": len(x)}
+
+    def more(x):
+        return {"sum": float(sum(x)), "n": len(x), "max": max(x)}
+
+    def missing(x):
+        return {"sum": float(sum(x))}
+
+    cases = [Case(([1.0, 2.0, 3.5],)), Case(([4.0],))]
+    contract = Contract("summary", part="Test Part H", extra_keys=True)
+    assert check(more, contract, cases, ref) == 2
+    with pytest.raises(ContractFailure, match="clause 'returns'.*expected keys"):
+        check(missing, contract, cases, ref)
+    with pytest.raises(ContractFailure, match="clause 'returns'.*expected keys"):
+        check(more, Contract("summary", part="Test Part H"), cases, ref)
+
+
+def test_the_hold_is_told_which_function_runs(monkeypatch):
+    """Where zg.labs.as_student takes the student's function name, check() passes it (a kit
+    function held only within other exercises' functions may then run in this one)."""
+    import contextlib
+
+    names = []
+
+    def as_student(function=None):
+        names.append(function)
+        return contextlib.nullcontext()
+
+    monkeypatch.setattr(zg.labs, "as_student", as_student)
+    check(right_sort_based, CONTRACT, cases_of(BASE), brute_first_seen)
+    assert names and set(names) == {"first_seen"}
+
+
+# ----------------------------------------------------------------------------- the kit's own tensors
+
+
+def _owners(chunk_of):
+    """Through the kit: Partition.owner() makes its host-side table with torch.empty (no device=)."""
+    from zg.grappa import Partition
+
+    part = Partition(
+        chunk_of, 2, [[[0], [1]]], method="random", seed=0, halo=False, schedule="round_robin"
+    )
+    return part.owner(0)
+
+
+def right_owner_counts(chunk_of):
+    return torch.bincount(_owners(chunk_of), minlength=2)
+
+
+def wrong_owner_counts(chunk_of):
+    counts = torch.zeros(2, dtype=torch.int64)  # no device=: the student's own tensor
+    return counts.index_add_(0, _owners(chunk_of), torch.ones_like(chunk_of))
+
+
+def test_the_device_clause_judges_the_tensors_the_student_makes():
+    """Factory calls made inside the kit's code (zg/) are the kit's business, tested on their own;
+    the clause judges the tensors the student's function makes."""
+    owners = Contract("owner_counts", part="Test Part D", boundaries=())
+    cases = [Case((torch.tensor(v, dtype=torch.int64),)) for v in ([0, 1, 1], [1], [0, 0, 1, 0])]
+
+    def ref(chunk_of):
+        return torch.bincount(chunk_of, minlength=2)
+
+    assert check(right_owner_counts, owners, cases, ref) == 3
+    with pytest.raises(ContractFailure, match="clause 'device'"):
+        check(wrong_owner_counts, owners, cases, ref)

@@ -1,0 +1,113 @@
+"""Every graded part of Labs 1-9 declares the contract of each function it asks for, checks it
+in a hidden cell with zg.contract, and gives those cells more than half of the part's points."""
+
+from __future__ import annotations
+
+import ast
+import json
+import re
+import sys
+from pathlib import Path
+
+import pytest
+
+ROOT = Path(__file__).resolve().parents[2]
+sys.path.insert(0, str(ROOT / "tools"))
+import labs_contracts  # noqa: E402
+
+LABS = labs_contracts.labs()
+
+
+def test_the_course_has_nine_labs_with_contracts():
+    assert [p.stem[:2] for p in LABS] == [f"{i:02d}" for i in range(1, 10)]
+
+
+def _solution_functions(path: Path) -> dict[str, set[str]]:
+    """Per part letter: the top-level functions its solution cells define (not _private)."""
+    out: dict[str, set[str]] = {}
+    part = None
+    for cell in labs_contracts.cells(path):
+        source = "".join(cell["source"])
+        meta = cell.get("metadata", {}).get("nbgrader", {})
+        if cell["cell_type"] == "markdown" and labs_contracts.PART.match(source):
+            part = labs_contracts.PART.match(source).group(1)
+        if cell["cell_type"] == "code" and meta.get("solution") and part:
+            names = {
+                n.name
+                for n in ast.parse(source).body
+                if isinstance(n, ast.FunctionDef) and not n.name.startswith("_")
+            }
+            out.setdefault(part, set()).update(names)
+    return out
+
+
+@pytest.mark.parametrize("path", LABS, ids=lambda p: p.stem)
+def test_every_graded_function_declares_its_contract(path):
+    functions = _solution_functions(path)
+    lab_number = int(path.stem[:2])
+    for part in labs_contracts.parts_of(path):
+        declared = {c.function: (gid, c) for gid, c in part["contracts"]}
+        wanted = functions.get(part["part"], set())
+        assert wanted, f"{path.stem} Part {part['part']}: no graded function found"
+        missing = sorted(wanted - set(declared))
+        assert not missing, f"{path.stem} Part {part['part']}: no contract cell for {missing}"
+        for name, (variable, contract) in declared.items():
+            assert variable in (f"contract_{name}", f"contract_{name.rstrip('_')}"), (
+                f"{path.stem}: {variable} holds {name}'s contract"
+            )
+            assert contract.part.startswith(f"Lab {lab_number} Part {part['part']}"), (
+                f"{path.stem} {variable}: part={contract.part!r}, expected 'Lab {lab_number} Part {part['part']}'"
+            )
+
+
+@pytest.mark.parametrize("path", LABS, ids=lambda p: p.stem)
+def test_each_contract_is_checked_in_a_hidden_cell(path):
+    """Each declared contract is used by a hidden graded cell that calls zg.contract.check,
+    and that cell is one the points count (its grade_id ends in _contract)."""
+    hidden = {
+        c["metadata"]["nbgrader"]["grade_id"]: "".join(c["source"])
+        for c in labs_contracts.cells(path)
+        if c.get("metadata", {}).get("nbgrader", {}).get("grade")
+        and "### BEGIN HIDDEN TESTS" in "".join(c["source"])
+    }
+    for part in labs_contracts.parts_of(path):
+        for variable, _contract in part["contracts"]:
+            users = [
+                gid
+                for gid, code in hidden.items()
+                if "zg.contract.check(" in code and re.search(rf"\b{variable}\b", code)
+            ]
+            assert users, f"{path.stem}: no hidden cell checks {variable} with zg.contract.check"
+            assert all(gid.endswith("_contract") for gid in users), (path.stem, variable, users)
+
+
+@pytest.mark.parametrize("path", LABS, ids=lambda p: p.stem)
+def test_the_contract_holds_more_than_half_of_every_part(path):
+    """A submission that breaks any clause fails the contract cell, so it loses more than half
+    of its part, whatever the visible tests say."""
+    for part in labs_contracts.parts_of(path):
+        total = sum(g["points"] for g in part["graded"])
+        held = sum(g["points"] for g in part["graded"] if g["contract"])
+        assert held > total / 2, (
+            f"{path.stem} Part {part['part']}: the contract cells hold {held:g} of {total:g} points"
+        )
+
+
+def test_the_readme_table_is_current():
+    assert labs_contracts.main(["--check", str(ROOT / "labs" / "README.md")]) == 0
+
+
+def test_the_tool_reads_only_literals(tmp_path):
+    nb = {
+        "cells": [
+            {"cell_type": "markdown", "metadata": {}, "source": ["## Part A · x (2 points)"]},
+            {
+                "cell_type": "code",
+                "metadata": {"nbgrader": {"grade": False, "grade_id": "contract_f"}},
+                "source": ["contract_f = zg.contract.Contract('f', part=PART)"],
+            },
+        ]
+    }
+    (tmp_path / "x.ipynb").write_text(json.dumps(nb))
+    with pytest.raises(SystemExit, match="part= is not a literal"):
+        labs_contracts.parts_of(tmp_path / "x.ipynb")

@@ -1,0 +1,1233 @@
+"""The whole contract of a graded function, and one harness that checks every clause of it.
+
+Where it sits: outside the training flow; the labs' hidden tests call it (labs/, Labs 1-9).
+
+A lab exercise states more than what its function returns: which arguments it may change
+(by default none), that the tensors it makes follow its inputs' device, the dtype of what it
+returns, that it keeps no state between calls and leaves the notebook's globals alone, how
+many host syncs it may make, and whether it returns before its collective completes. A test
+that compares outputs alone passes an answer that sorts its caller's list in place, caches a
+result across a change of setting, or makes a tensor on the default device (which only fails
+off the CPU). :func:`check` runs the function on every generated case and checks each clause
+the :class:`Contract` declares, on a fresh copy of the inputs, against a reference run on
+another copy::
+
+    contract = zg.contract.Contract("first_occurrence", part="Lab 2 Part A",
+                                    host_syncs=0, boundaries=("empty", "duplicates"))
+    cases = [zg.contract.Case((cand, marker), label="seed 3", kinds={"duplicates"}), ...]
+    zg.contract.check(first_occurrence, contract, cases, reference=brute, namespace=globals())
+
+The clauses (:attr:`Contract.clauses` lists those a contract has):
+
+* ``runs``: the call returns without an exception.
+* ``returns``: the value equals the reference's (exactly for integers and booleans; within
+  ``rtol``/``atol`` for floats), with the same structure and shape.
+* ``dtype``: every returned tensor has the reference's dtype; a Python number has the
+  reference's type (an ``int`` where the contract says ``int``).
+* ``device``: every tensor the function makes follows its inputs' device. Checked by running
+  it again while every factory call without ``device=`` (``torch.zeros``, ``torch.arange``,
+  ``torch.tensor([...])``, ...) makes its tensor on the ``meta`` device: a tensor made there
+  and mixed with the inputs, or returned, fails as it would on a GPU. A 0-d tensor stays on the
+  CPU (PyTorch lets a CPU scalar meet a CUDA tensor), so a constant is not marked down. On a
+  machine with CUDA the case also runs on CUDA tensors.
+* ``inputs unchanged``: every argument not in ``may_change`` is deep-compared before and after
+  (tensor values, dtype, shape; lists, dicts and objects' attributes; a module's parameters,
+  buffers and gradients; an optimizer's state).
+* ``updates``: every argument in ``may_change`` ends as the reference left its own copy, and
+  those in ``in_place`` keep their storage (the same address).
+* ``others unchanged``: the objects ``watch`` returns (not arguments: module settings, shared
+  objects) are the same after the call.
+* ``no state``: the notebook's globals (``namespace``) are not rebound or added to, their
+  dicts, lists and sets keep their contents, and the function keeps nothing between calls on
+  itself (its attributes, mutable defaults, closure cells). Every case is also checked against
+  its own reference in turn, so a cache that ignores a later change of a setting fails
+  ``returns`` on the case after the change.
+* ``host syncs``: at most ``host_syncs`` under :class:`zg.audit.SyncAudit` ``(strict=True)``.
+* ``asynchronous``: every collective (``torch.distributed.all_reduce``, ...) is started with
+  ``async_op=True``, nothing waits on it before the function returns, and what it returns is a
+  :class:`torch.futures.Future` still pending then (the harness completes the collectives only
+  after the return, so a blocking collective dressed as an asynchronous one, or a completed
+  future, fails).
+
+A failure raises :class:`ContractFailure` (an ``AssertionError``, so nbgrader counts it) that
+names the part, the clause, the case (its label and a short form of its inputs), what was
+expected and what came back. A contract whose cases miss a declared boundary kind raises
+:class:`ContractSetupError` instead: that is the lab's fault, not the student's.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import copy
+import inspect
+import math
+import numbers
+import os
+import sys
+from collections.abc import Callable, Iterable, Mapping, Sequence
+from dataclasses import dataclass, field
+
+import numpy as np
+import torch
+from torch.overrides import TorchFunctionMode
+from torch.utils._python_dispatch import TorchDispatchMode
+
+from .errors import ZgError
+
+__all__ = ["Contract", "Case", "check", "ContractFailure", "ContractSetupError", "CLAUSES"]
+
+CLAUSES = (
+    "runs",
+    "returns",
+    "dtype",
+    "device",
+    "inputs unchanged",
+    "updates",
+    "others unchanged",
+    "no state",
+    "host syncs",
+    "asynchronous",
+)
+
+
+class ContractFailure(ZgError, AssertionError):
+    """The student's function broke a clause of its contract (the message says which)."""
+
+
+class ContractSetupError(ZgError, ValueError):
+    """A lab's contract or cases are malformed (the lab's fault, not the submission's)."""
+
+
+@dataclass(frozen=True)
+class Contract:
+    """What a graded function promises, beyond its return value.
+
+    Args:
+        function: the student's function name, as the lab states it (for messages).
+        part: the graded part, e.g. ``"Lab 2 Part A"``.
+        may_change: argument names the function may leave changed; they must end as the
+            reference leaves its own copy (``updates``). Every other argument must be left
+            exactly as given (``inputs unchanged``).
+        in_place: of ``may_change``, the tensors (or modules: every parameter; or lists of
+            them) that must be updated in place, keeping their storage.
+        scratch: argument names the function may use as scratch space: any contents on exit,
+            but the same type, shape, dtype and device, and the same storage.
+        dtype: check the dtype of every returned tensor and the type of returned numbers.
+        device: check that the tensors it makes follow its inputs' device.
+        stateless: check the globals and the function's own state (``no state``).
+        host_syncs: the most host syncs a call may make (``SyncAudit(strict=True)``); ``None``
+            leaves them unchecked.
+        asynchronous: ``True``: the function starts its collectives asynchronously and returns
+            a pending future (``asynchronous``).
+        rtol, atol: the tolerance for floating-point values.
+        boundaries: the kinds of boundary case (``"empty"``, ``"one element"``, ``"duplicates"``,
+            ``"ties"``, ``"all padding"``, ``"rounding boundary"``, ...) the cases must cover;
+            :func:`check` refuses cases that miss one.
+        extra_keys: a returned mapping may hold keys besides the reference's (those are not
+            compared); by default its keys must be the reference's.
+        compare: ``compare(expected, got) -> str | None``, a comparison of the returned value
+            that replaces the default one (for answers that may differ, e.g. in order); it
+            returns what is wrong, or ``None``.
+    """
+
+    function: str
+    part: str
+    may_change: tuple[str, ...] = ()
+    in_place: tuple[str, ...] = ()
+    scratch: tuple[str, ...] = ()
+    dtype: bool = True
+    device: bool = True
+    stateless: bool = True
+    host_syncs: int | None = None
+    asynchronous: bool = False
+    rtol: float = 1e-5
+    atol: float = 1e-8
+    boundaries: tuple[str, ...] = ()
+    extra_keys: bool = False
+    compare: Callable | None = field(default=None, compare=False)
+
+    def __post_init__(self):
+        for name in ("function", "part"):
+            if not isinstance(getattr(self, name), str) or not getattr(self, name):
+                raise ContractSetupError(
+                    f"{name} must be a non-empty str, got {getattr(self, name)!r}"
+                )
+        for name in ("may_change", "in_place", "scratch", "boundaries"):
+            value = getattr(self, name)
+            if isinstance(value, str) or not all(isinstance(v, str) for v in value):
+                raise ContractSetupError(f"{name} must be a tuple of str, got {value!r}")
+            object.__setattr__(self, name, tuple(value))
+        if not set(self.in_place) <= set(self.may_change):
+            raise ContractSetupError(
+                f"in_place {self.in_place} must be a subset of may_change {self.may_change}"
+            )
+        if set(self.scratch) & set(self.may_change):
+            raise ContractSetupError(
+                f"scratch {self.scratch} and may_change {self.may_change} must not overlap"
+            )
+        if self.host_syncs is not None and (
+            isinstance(self.host_syncs, bool)
+            or not isinstance(self.host_syncs, int)
+            or self.host_syncs < 0
+        ):
+            raise ContractSetupError(
+                f"host_syncs must be None or an int >= 0, got {self.host_syncs!r}"
+            )
+
+    @property
+    def clauses(self) -> tuple[str, ...]:
+        """The clauses this contract checks, in :data:`CLAUSES` order."""
+        have = {"runs", "returns", "inputs unchanged"}
+        if self.dtype:
+            have.add("dtype")
+        if self.device:
+            have.add("device")
+        if self.may_change or self.scratch:
+            have.add("updates")
+        if self.stateless:
+            have.update(("no state", "others unchanged"))
+        if self.host_syncs is not None:
+            have.add("host syncs")
+        if self.asynchronous:
+            have.add("asynchronous")
+        return tuple(c for c in CLAUSES if c in have)
+
+    def describe(self) -> str:
+        """The contract in one paragraph, for a student (a lab prints it under the exercise)."""
+        changes = ", ".join(f"`{n}`" for n in self.may_change) or "none of its arguments"
+        lines = [
+            f"{self.part}, `{self.function}`: returns the reference's value"
+            + (", dtype" if self.dtype else "")
+            + " and shape",
+            f"may change {changes}"
+            + (f" (in place: {', '.join(self.in_place)})" if self.in_place else ""),
+        ]
+        if self.scratch:
+            lines.append(
+                "may use "
+                + ", ".join(f"`{n}`" for n in self.scratch)
+                + " as scratch (any contents on exit, the same tensor)"
+            )
+        if self.device:
+            lines.append("makes its tensors on its inputs' device")
+        if self.stateless:
+            lines.append("keeps no state between calls and leaves globals alone")
+        if self.host_syncs is not None:
+            lines.append(f"makes at most {self.host_syncs} host syncs")
+        if self.asynchronous:
+            lines.append("returns a pending future of an asynchronous collective")
+        return "; ".join(lines) + "."
+
+
+@dataclass
+class Case:
+    """One generated input: positional ``args``, ``kwargs``, a ``label`` for messages, the
+    boundary ``kinds`` it covers, an optional precomputed ``expected`` value (else the
+    reference is run), and ``watch``: a function returning ``{name: object}`` of objects the
+    call must leave unchanged although they are not arguments."""
+
+    args: tuple = ()
+    kwargs: dict = field(default_factory=dict)
+    label: str = ""
+    kinds: frozenset = frozenset()
+    expected: object = None
+    watch: Callable[[], Mapping[str, object]] | None = None
+
+    def __post_init__(self):
+        if not isinstance(self.args, tuple):
+            self.args = tuple(self.args)
+        self.kinds = frozenset([self.kinds] if isinstance(self.kinds, str) else self.kinds)
+
+
+# ----------------------------------------------------------------------------- describing
+
+
+def _short(x, depth: int = 0) -> str:
+    """A short form of a value for a message: tensors as dtype[shape] and their first items."""
+    if isinstance(x, torch.Tensor):
+        head = ""
+        if x.device.type != "meta":
+            flat = x.detach().reshape(-1)[:6].tolist()
+            head = " " + str(flat)[:-1] + (", ...]" if x.numel() > 6 else "]")
+        return f"{str(x.dtype).replace('torch.', '')}{list(x.shape)}{head}"
+    if isinstance(x, (list, tuple)) and depth < 2:
+        inner = ", ".join(_short(v, depth + 1) for v in x[:5]) + (", ..." if len(x) > 5 else "")
+        return f"[{inner}]" if isinstance(x, list) else f"({inner})"
+    if isinstance(x, dict) and depth < 2:
+        items = list(x.items())[:5]
+        return "{" + ", ".join(f"{k!r}: {_short(v, depth + 1)}" for k, v in items) + "}"
+    text = repr(x)
+    return text if len(text) <= 80 else text[:77] + "..."
+
+
+def _describe_case(case: Case, names: Sequence[str]) -> str:
+    parts = [f"{n}={_short(v)}" for n, v in zip(names, case.args)]
+    parts += [f"{k}={_short(v)}" for k, v in case.kwargs.items()]
+    label = f"'{case.label}' " if case.label else ""
+    return f"{label}({', '.join(parts)})"
+
+
+# ----------------------------------------------------------------------------- comparing
+
+
+def compare_values(
+    expected,
+    got,
+    rtol: float = 1e-5,
+    atol: float = 1e-8,
+    dtype: bool = True,
+    path: str = "the result",
+):
+    """What differs between ``expected`` and ``got`` as ``(clause, message)``, or ``None``."""
+    if isinstance(expected, torch.Tensor):
+        if not isinstance(got, torch.Tensor):
+            return (
+                "returns",
+                f"{path}: expected a tensor {_short(expected)}, got {type(got).__name__} {_short(got)}",
+            )
+        if got.device.type == "meta" or got.device != expected.device:
+            return (
+                "device",
+                f"{path}: expected a tensor on {expected.device}, got one on {got.device}",
+            )
+        if tuple(got.shape) != tuple(expected.shape):
+            return (
+                "returns",
+                f"{path}: expected shape {list(expected.shape)}, got {list(got.shape)}",
+            )
+        if dtype and got.dtype != expected.dtype:
+            return "dtype", f"{path}: expected dtype {expected.dtype}, got {got.dtype}"
+        e, g = expected.detach(), got.detach()
+        if e.is_floating_point() or g.is_floating_point() or e.is_complex():
+            g = g.to(e.dtype) if not dtype else g
+            same = (
+                bool(torch.allclose(g, e, rtol=rtol, atol=atol, equal_nan=True))
+                if e.numel()
+                else True
+            )
+        else:
+            same = bool(torch.equal(g.to(e.dtype), e))
+        if not same:
+            diff = (
+                (g.to(e.dtype) != e)
+                if not e.is_floating_point()
+                else ~torch.isclose(g.to(e.dtype), e, rtol=rtol, atol=atol, equal_nan=True)
+            )
+            where = diff.nonzero()[0].tolist() if diff.any() else []
+            at = tuple(where)
+            return "returns", (
+                f"{path}: {int(diff.sum())} of {e.numel()} entries differ, first at {list(at)}: "
+                f"expected {e[at].item() if at or e.dim() == 0 else e}, got {g[at].item() if at or g.dim() == 0 else g}"
+            )
+        return None
+    if isinstance(expected, np.ndarray):
+        if not isinstance(got, np.ndarray):
+            return "returns", f"{path}: expected a numpy array, got {type(got).__name__}"
+        return compare_values(
+            torch.from_numpy(expected), torch.from_numpy(np.asarray(got)), rtol, atol, dtype, path
+        )
+    if isinstance(expected, (list, tuple)):
+        if not isinstance(got, (list, tuple)):
+            return (
+                "returns",
+                f"{path}: expected a {type(expected).__name__} of {len(expected)}, got {type(got).__name__} {_short(got)}",
+            )
+        if len(got) != len(expected):
+            return (
+                "returns",
+                f"{path}: expected {len(expected)} items, got {len(got)}: {_short(got)}",
+            )
+        for i, (e, g) in enumerate(zip(expected, got)):
+            found = compare_values(e, g, rtol, atol, dtype, f"{path}[{i}]")
+            if found:
+                return found
+        return None
+    if isinstance(expected, Mapping):
+        if not isinstance(got, Mapping):
+            return "returns", f"{path}: expected a mapping, got {type(got).__name__}"
+        if set(got) != set(expected):
+            return (
+                "returns",
+                f"{path}: expected keys {sorted(map(str, expected))}, got {sorted(map(str, got))}",
+            )
+        for k in expected:
+            found = compare_values(expected[k], got[k], rtol, atol, dtype, f"{path}[{k!r}]")
+            if found:
+                return found
+        return None
+    if isinstance(expected, bool) or expected is None:
+        if got is not expected and not (
+            isinstance(got, (bool, np.bool_)) and bool(got) == expected
+        ):
+            return "returns", f"{path}: expected {expected!r}, got {_short(got)}"
+        return None
+    if isinstance(expected, numbers.Number):
+        if (
+            isinstance(got, torch.Tensor)
+            or not isinstance(got, numbers.Number)
+            or isinstance(got, bool)
+        ):
+            return "dtype" if dtype else "returns", (
+                f"{path}: expected a Python {type(expected).__name__} {expected!r}, got {type(got).__name__} {_short(got)}"
+            )
+        if (
+            dtype
+            and isinstance(expected, numbers.Integral)
+            and not isinstance(got, numbers.Integral)
+        ):
+            return (
+                "dtype",
+                f"{path}: expected an int {expected!r}, got {type(got).__name__} {got!r}",
+            )
+        if isinstance(expected, numbers.Integral) and isinstance(got, numbers.Integral):
+            same = int(got) == int(expected)
+        else:
+            same = (math.isnan(float(expected)) and math.isnan(float(got))) or math.isclose(
+                float(got), float(expected), rel_tol=rtol, abs_tol=atol
+            )
+        return None if same else ("returns", f"{path}: expected {expected!r}, got {got!r}")
+    try:
+        same = bool(got == expected)
+    except Exception:
+        same = False
+    return None if same else ("returns", f"{path}: expected {_short(expected)}, got {_short(got)}")
+
+
+# ----------------------------------------------------------------------------- snapshots
+
+_ATOMS = (int, float, complex, str, bytes, bool, type(None), torch.dtype, torch.device)
+
+
+def _snapshot(x, depth: int = 0, seen: set | None = None):
+    """A deep, comparable copy of what ``x`` holds (see :func:`_changed`)."""
+    seen = set() if seen is None else seen
+    if isinstance(x, _ATOMS) or isinstance(x, np.generic):
+        return ("atom", x)
+    if id(x) in seen or depth > 6:
+        return ("same", id(x))
+    seen = seen | {id(x)}
+    if isinstance(x, torch.Tensor):
+        grad = x.grad if x.is_leaf and x.requires_grad else None
+        return (
+            "tensor",
+            x.detach().clone() if x.device.type != "meta" else None,
+            x.dtype,
+            tuple(x.shape),
+            x.device,
+            None if grad is None else grad.detach().clone(),
+            x.data_ptr() if x.device.type != "meta" else None,
+        )
+    if isinstance(x, np.ndarray):
+        return ("ndarray", x.copy())
+    if isinstance(x, torch.nn.Module):
+        return (
+            "module",
+            {k: _snapshot(v, depth + 1, seen) for k, v in x.state_dict(keep_vars=True).items()},
+            x.training,
+            {k: _snapshot(v, depth + 1, seen) for k, v in vars(x).items() if not k.startswith("_")},
+        )
+    if isinstance(x, torch.optim.Optimizer):
+        return ("optimizer", _snapshot(x.state_dict(), depth + 1, seen))
+    if isinstance(x, (list, tuple)):
+        return (type(x).__name__, [_snapshot(v, depth + 1, seen) for v in x])
+    if isinstance(x, (set, frozenset)):
+        return ("set", set(x) if all(isinstance(v, _ATOMS) for v in x) else {id(v) for v in x})
+    if isinstance(x, Mapping):
+        return ("mapping", {k: _snapshot(v, depth + 1, seen) for k, v in x.items()})
+    if inspect.isroutine(x) or inspect.isclass(x) or inspect.ismodule(x):
+        return ("same", id(x))
+    state = getattr(x, "__dict__", None)
+    slots = [s for c in type(x).__mro__ for s in getattr(c, "__slots__", ()) if hasattr(x, s)]
+    if state is not None or slots:
+        fields = dict(state or {})
+        fields.update({s: getattr(x, s) for s in slots})
+        return ("object", type(x), {k: _snapshot(v, depth + 1, seen) for k, v in fields.items()})
+    return ("same", id(x))
+
+
+def _changed(before, x, path: str) -> str | None:
+    """What in ``x`` differs from ``before`` (a :func:`_snapshot`), or ``None``."""
+    kind = before[0]
+    if kind == "atom":
+        return (
+            None
+            if type(x) is type(before[1]) and x == before[1] or x is before[1]
+            else (f"{path} was {before[1]!r}, is now {_short(x)}")
+        )
+    if kind == "same":
+        return None if id(x) == before[1] else f"{path} was replaced by another object"
+    if kind == "tensor":
+        _, value, dtype, shape, device, grad, _ptr = before
+        if not isinstance(x, torch.Tensor):
+            return f"{path} is no longer a tensor"
+        if x.dtype != dtype or tuple(x.shape) != shape or x.device != device:
+            return f"{path} was {str(dtype).replace('torch.', '')}{list(shape)}, is now {_short(x)}"
+        if value is not None and not torch.equal(x.detach(), value):
+            if value.is_floating_point():
+                diff = ~torch.isclose(x.detach(), value, rtol=0, atol=0, equal_nan=True)
+            else:
+                diff = x.detach() != value
+            if diff.any():
+                at = tuple(diff.nonzero()[0].tolist())
+                return (
+                    f"{path} was changed in place: {int(diff.sum())} of {value.numel()} entries "
+                    f"differ, first at {list(at)}: was {value[at].item()}, now {x.detach()[at].item()}"
+                )
+        now = x.grad if x.is_leaf and x.requires_grad else None
+        if (grad is None) != (now is None):
+            return f"{path}.grad was {'set' if grad is None else 'cleared'}"
+        if grad is not None and not torch.equal(now.detach(), grad):
+            return f"{path}.grad was changed (for example scaled and left so)"
+        return None
+    if kind == "ndarray":
+        if (
+            not isinstance(x, np.ndarray)
+            or x.shape != before[1].shape
+            or not np.array_equal(x, before[1], equal_nan=True)
+        ):
+            return f"{path} (a numpy array) was changed in place"
+        return None
+    if kind == "module":
+        _, state, training, attrs = before
+        if not isinstance(x, torch.nn.Module):
+            return f"{path} is no longer a module"
+        now = x.state_dict(keep_vars=True)
+        if set(now) != set(state):
+            return f"{path}'s parameters and buffers changed names"
+        for k, snap in state.items():
+            found = _changed(snap, now[k], f"{path}.{k}")
+            if found:
+                return found
+        if x.training != training:
+            return f"{path} was switched to {'training' if x.training else 'eval'} mode"
+        return _changed(
+            ("mapping", attrs), {k: v for k, v in vars(x).items() if not k.startswith("_")}, path
+        )
+    if kind == "optimizer":
+        return _changed(before[1], x.state_dict(), f"{path}'s state")
+    if kind in ("list", "tuple"):
+        items = before[1]
+        if not isinstance(x, (list, tuple)) or len(x) != len(items):
+            return f"{path} was {_short_len(kind, len(items))}, is now {_short(x)}"
+        for i, (snap, v) in enumerate(zip(items, x)):
+            found = _changed(snap, v, f"{path}[{i}]")
+            if found:
+                return found
+        return None
+    if kind == "set":
+        now = set(x) if all(isinstance(v, _ATOMS) for v in x) else {id(v) for v in x}
+        return None if now == before[1] else f"{path} (a set) was changed"
+    if kind == "mapping":
+        items = before[1]
+        if not isinstance(x, Mapping):
+            return f"{path} is no longer a mapping"
+        if set(x) != set(items):
+            added, removed = set(x) - set(items), set(items) - set(x)
+            return (
+                f"{path} gained keys {sorted(map(str, added))} and lost {sorted(map(str, removed))}"
+            )
+        for k, snap in items.items():
+            found = _changed(snap, x[k], f"{path}[{k!r}]")
+            if found:
+                return found
+        return None
+    if kind == "object":
+        _, cls, fields = before
+        if type(x) is not cls:
+            return f"{path} was replaced by a {type(x).__name__}"
+        now = dict(getattr(x, "__dict__", {}) or {})
+        now.update(
+            {
+                s: getattr(x, s)
+                for c in cls.__mro__
+                for s in getattr(c, "__slots__", ())
+                if hasattr(x, s)
+            }
+        )
+        if set(now) != set(fields):
+            return f"{path} gained attributes {sorted(set(now) - set(fields))}"
+        for k, snap in fields.items():
+            found = _changed(snap, now[k], f"{path}.{k}")
+            if found:
+                return found
+        return None
+    raise AssertionError(kind)
+
+
+def _short_len(kind: str, n: int) -> str:
+    return f"a {kind} of {n}"
+
+
+def _storage_kept(before, x) -> bool:
+    """Whether a tensor (or every parameter of a module) kept its storage."""
+    if before[0] == "tensor":
+        return isinstance(x, torch.Tensor) and (before[6] is None or x.data_ptr() == before[6])
+    if before[0] == "module":
+        now = x.state_dict(keep_vars=True)
+        return all(_storage_kept(snap, now[k]) for k, snap in before[1].items() if k in now)
+    if before[0] in ("list", "tuple"):
+        return isinstance(x, (list, tuple)) and all(
+            _storage_kept(snap, v) for snap, v in zip(before[1], x)
+        )
+    if before[0] in ("object", "mapping"):
+        return _moved(before, x, "") is None
+    return True
+
+
+def _moved(before, x, path: str) -> str | None:
+    """The first tensor (by its path) held by ``x`` that no longer has the storage it had in
+    ``before`` (a :func:`_snapshot`), or ``None``: an object's attributes, a mapping's values,
+    a list's items and a module's parameters and buffers, recursively."""
+    kind = before[0]
+    if kind == "tensor":
+        return None if _storage_kept(before, x) else path
+    if kind == "module":
+        if not isinstance(x, torch.nn.Module):
+            return path
+        now = x.state_dict(keep_vars=True)
+        for k, snap in before[1].items():
+            found = _moved(snap, now[k], f"{path}.{k}") if k in now else f"{path}.{k}"
+            if found:
+                return found
+        return None
+    if kind in ("list", "tuple"):
+        if not isinstance(x, (list, tuple)) or len(x) != len(before[1]):
+            return path
+        for i, (snap, v) in enumerate(zip(before[1], x)):
+            found = _moved(snap, v, f"{path}[{i}]")
+            if found:
+                return found
+        return None
+    if kind == "mapping":
+        if not isinstance(x, Mapping):
+            return path
+        for k, snap in before[1].items():
+            found = _moved(snap, x[k], f"{path}[{k!r}]") if k in x else f"{path}[{k!r}]"
+            if found:
+                return found
+        return None
+    if kind == "object":
+        fields = before[2]
+        for k, snap in fields.items():
+            found = _moved(snap, getattr(x, k), f"{path}.{k}") if hasattr(x, k) else f"{path}.{k}"
+            if found:
+                return found
+        return None
+    return None
+
+
+def _own_state(fn) -> dict:
+    """What the function keeps on itself: through partials, bound methods and wrappers, its
+    attributes, defaults and closure cells, or a callable object's attributes."""
+    import functools
+
+    own = {}
+    target = fn
+    for _ in range(8):
+        if isinstance(target, functools.partial):
+            own[f"partial {id(target)}"] = (target.args, dict(target.keywords))
+            target = target.func
+        elif inspect.ismethod(target):
+            own[f"bound to {id(target)}"] = target.__self__
+            target = target.__func__
+        elif hasattr(target, "__wrapped__"):
+            target = target.__wrapped__
+        else:
+            break
+    if inspect.isfunction(target):
+        own["__defaults__"] = target.__defaults__
+        own["__kwdefaults__"] = target.__kwdefaults__
+        own["__dict__"] = dict(vars(target))
+        own["closure"] = [c.cell_contents for c in (target.__closure__ or ()) if _cell_full(c)]
+    elif callable(target) and not inspect.isroutine(target):
+        own["object"] = target
+    return own
+
+
+def _state_of(fn, namespace: Mapping | None):
+    """What a call may not change: the function's own state (:func:`_own_state`) and the
+    namespace's bindings, with the contents of its dicts, lists and sets."""
+    binding = {}
+    for k, v in (namespace or {}).items():
+        binding[k] = (id(v), _shallow(v) if isinstance(v, (dict, list, set)) else None)
+    return _snapshot(_own_state(fn)), binding
+
+
+def _cell_full(cell) -> bool:
+    try:
+        cell.cell_contents  # noqa: B018
+    except ValueError:
+        return False
+    return True
+
+
+def _shallow(v):
+    if isinstance(v, dict):
+        return {k: id(x) for k, x in v.items()}
+    if isinstance(v, list):
+        return [id(x) for x in v]
+    return {id(x) for x in v}
+
+
+def _state_changes(before, fn, namespace) -> str | None:
+    own_before, binding_before = before
+    _, binding_now = _state_of(fn, namespace)
+    found = _changed(own_before, _own_state(fn), "the function's own state")
+    if found:
+        return found + " (a function must keep nothing between calls)"
+    if namespace is not None:
+        added = sorted(set(binding_now) - set(binding_before))
+        if added:
+            return f"the call added global {added[0]!r} to the notebook"
+        for k, (ident, content) in binding_before.items():
+            if k not in binding_now:
+                return f"the call deleted global {k!r}"
+            if binding_now[k][0] != ident:
+                return f"the call rebound global {k!r}"
+            if content is not None and binding_now[k][1] != content:
+                return f"the call changed the contents of global {k!r}"
+    return None
+
+
+# ----------------------------------------------------------------------------- device
+
+
+def _constructors() -> frozenset:
+    try:
+        from torch.utils._device import _device_constructors
+
+        return frozenset(_device_constructors())
+    except Exception:
+        return frozenset(
+            getattr(torch, n)
+            for n in (
+                "zeros",
+                "ones",
+                "empty",
+                "full",
+                "arange",
+                "linspace",
+                "logspace",
+                "eye",
+                "tensor",
+                "rand",
+                "randn",
+                "randint",
+                "randperm",
+                "empty_strided",
+                "as_tensor",
+                "scalar_tensor",
+                "range",
+            )
+            if hasattr(torch, n)
+        )
+
+
+class _DefaultDeviceElsewhere(TorchFunctionMode):
+    """While active, a factory call without ``device=`` that makes a tensor of one or more
+    dimensions makes it on ``meta`` instead: the default device is not the inputs' device."""
+
+    def __init__(self):
+        super().__init__()
+        self.constructors = _constructors()
+        self.made = 0
+
+    def __torch_function__(self, func, types, args=(), kwargs=None):
+        kwargs = kwargs or {}
+        out = func(*args, **kwargs)
+        if (
+            func in self.constructors
+            and kwargs.get("device") is None
+            and not (args and isinstance(args[0], torch.Tensor))
+            and isinstance(out, torch.Tensor)
+            and out.dim() > 0
+            and not _made_by_the_kit(sys._getframe(1))
+        ):
+            self.made += 1
+            return out.to("meta")
+        return out
+
+
+class _NoMetaMixing(TorchDispatchMode):
+    """While active, an op whose operands mix a ``meta`` tensor (one :class:`_DefaultDeviceElsewhere`
+    made) with a tensor of another device raises, as a CPU tensor meeting a CUDA one does:
+    PyTorch runs some CPU kernels on a meta operand (an index, a scatter's source) and reads
+    garbage instead of refusing. A 0-d tensor may meet any device, as in PyTorch."""
+
+    def __torch_dispatch__(self, func, types, args=(), kwargs=None):
+        kwargs = kwargs or {}
+        devices = {t.device.type for t in _tensors_in((args, kwargs)) if t.dim() > 0}
+        if "meta" in devices and len(devices) > 1:
+            other = sorted(devices - {"meta"})[0]
+            raise RuntimeError(
+                f"{func}: expected its tensors on one device, but a tensor on device meta "
+                f"(made without device=) met one on device {other}"
+            )
+        return func(*args, **kwargs)
+
+
+def _tensors_in(x, depth: int = 0):
+    """The tensors in ``x`` (nested lists, tuples and dicts), for the device check."""
+    if isinstance(x, torch.Tensor):
+        yield x
+    elif isinstance(x, (list, tuple)) and depth < 3:
+        for v in x:
+            yield from _tensors_in(v, depth + 1)
+    elif isinstance(x, dict) and depth < 3:
+        for v in x.values():
+            yield from _tensors_in(v, depth + 1)
+
+
+_KIT_DIR = os.path.dirname(os.path.abspath(__file__)) + os.sep
+
+
+def _made_by_the_kit(frame) -> bool:
+    """Whether the factory call comes from the kit's own code (``zg/``), which a student's
+    function may call (``part.local_graph``, ``zg.Graph``): the kit's host-side bookkeeping is
+    tested on its own, and the clause judges the tensors the student's code makes."""
+    return frame is not None and os.path.abspath(frame.f_code.co_filename).startswith(_KIT_DIR)
+
+
+def _device_error(exc: BaseException) -> bool:
+    text = str(exc)
+    return "meta" in text and ("device" in text or "same device" in text)
+
+
+def _has_meta(x) -> bool:
+    if isinstance(x, torch.Tensor):
+        return x.device.type == "meta"
+    if isinstance(x, (list, tuple)):
+        return any(_has_meta(v) for v in x)
+    if isinstance(x, Mapping):
+        return any(_has_meta(v) for v in x.values())
+    return False
+
+
+def _to_device(x, device):
+    if isinstance(x, torch.Tensor):
+        return x.to(device)
+    if isinstance(x, list):
+        return [_to_device(v, device) for v in x]
+    if isinstance(x, tuple):
+        return tuple(_to_device(v, device) for v in x)
+    if isinstance(x, dict):
+        return {k: _to_device(v, device) for k, v in x.items()}
+    if isinstance(x, torch.nn.Module):
+        return x.to(device)
+    return x
+
+
+# ----------------------------------------------------------------------------- asynchrony
+
+_COLLECTIVES = (
+    "all_reduce",
+    "all_gather",
+    "all_gather_into_tensor",
+    "reduce_scatter",
+    "reduce_scatter_tensor",
+    "broadcast",
+    "all_to_all_single",
+    "reduce",
+)
+
+
+class _PendingFuture(torch.futures.Future):
+    """A collective's future the harness completes only after the function returned; a wait
+    on it before then is recorded (and completes it, so nothing hangs)."""
+
+    def __init__(self, value, notes: list):
+        super().__init__()
+        self._pending_value = value
+        self._notes = notes
+
+    def settle(self):
+        if not self.done():
+            self.set_result(self._pending_value)
+
+    def wait(self):
+        self._notes.append("waited on a collective's future before returning")
+        self.settle()
+        return super().wait()
+
+
+class _PendingWork:
+    def __init__(self, future: _PendingFuture, notes: list):
+        self._future = future
+        self._notes = notes
+
+    def wait(self, *args, **kwargs):
+        self._notes.append("called wait() on a collective before returning")
+        self._future.settle()
+        return True
+
+    def is_completed(self):
+        return self._future.done()
+
+    def get_future(self):
+        return self._future
+
+
+@contextlib.contextmanager
+def _collectives_deferred(notes: list, futures: list):
+    """Wrap ``torch.distributed``'s collectives: each still runs (through whatever the
+    attribute is now, the lab's stand-in included), but an asynchronous one hands back a work
+    whose future completes only when the harness says so; a blocking one is noted."""
+    import torch.distributed as dist
+
+    saved = {}
+
+    def wrap(name, original):
+        def deferred(*args, async_op=False, **kwargs):
+            if not async_op:
+                notes.append(f"called dist.{name} without async_op=True (a blocking collective)")
+                return original(*args, **kwargs)
+            work = original(*args, async_op=True, **kwargs)
+            if work is not None and hasattr(work, "wait"):
+                work.wait()
+            tensors = [a for a in args if isinstance(a, torch.Tensor)][:1]
+            future = _PendingFuture(tensors, notes)
+            futures.append(future)
+            return _PendingWork(future, notes)
+
+        return deferred
+
+    try:
+        for name in _COLLECTIVES:
+            if hasattr(dist, name):
+                saved[name] = getattr(dist, name)
+                setattr(dist, name, wrap(name, saved[name]))
+        yield
+    finally:
+        for name, original in saved.items():
+            setattr(dist, name, original)
+
+
+# ----------------------------------------------------------------------------- the harness
+
+
+def _student(function: str | None = None):
+    """``zg.labs.as_student``, told which student's function runs where it takes the name (a
+    kit function held only within other exercises' functions may then run: Lab 1's
+    ``syncs_per_hop`` measures the sampler that ``dynamic_compact`` may not call)."""
+    from .labs import as_student
+
+    return as_student(function)
+
+
+def _parameter_names(fn, reference, n: int) -> list[str]:
+    for f in (reference, fn):
+        try:
+            params = list(inspect.signature(f).parameters.values())
+        except (TypeError, ValueError):
+            continue
+        names = [p.name for p in params if p.kind in (p.POSITIONAL_ONLY, p.POSITIONAL_OR_KEYWORD)]
+        if len(names) >= n:
+            return names[:n]
+    return [f"argument {i}" for i in range(n)]
+
+
+def _copy(x):
+    """A fresh deep copy of a case's inputs (a module and its parameters included, with their
+    gradients: ``copy.deepcopy`` of a ``torch.nn.Parameter`` drops its ``.grad``)."""
+    memo: dict = {}
+    for p in _parameters_in(x):
+        if id(p) not in memo:
+            q = copy.deepcopy(p, memo)
+            if p.grad is not None and q.grad is None:
+                q.grad = copy.deepcopy(p.grad, memo)
+    return copy.deepcopy(x, memo)
+
+
+def _parameters_in(x, depth: int = 0):
+    """The parameters held by ``x``: in lists, tuples, dicts, modules and objects' attributes."""
+    if isinstance(x, torch.nn.Parameter):
+        yield x
+    elif depth > 6:
+        return
+    elif isinstance(x, torch.nn.Module):
+        yield from x.parameters()
+    elif isinstance(x, (list, tuple)):
+        for v in x:
+            yield from _parameters_in(v, depth + 1)
+    elif isinstance(x, dict):
+        for v in x.values():
+            yield from _parameters_in(v, depth + 1)
+    elif isinstance(getattr(x, "__dict__", None), dict) and not (
+        inspect.isroutine(x) or inspect.isclass(x) or inspect.ismodule(x)
+    ):
+        for v in vars(x).values():
+            yield from _parameters_in(v, depth + 1)
+
+
+def check(
+    fn: Callable,
+    contract: Contract,
+    cases: Iterable[Case],
+    reference: Callable | None = None,
+    *,
+    namespace: dict | None = None,
+) -> int:
+    """Run ``fn`` on every case and check every clause of ``contract``; returns the number of
+    cases checked. Raises :class:`ContractFailure` naming each failed clause with its first
+    failing case (the input, what was expected, what came back)."""
+    if not isinstance(contract, Contract):
+        raise ContractSetupError(
+            f"contract must be a zg.contract.Contract, got {type(contract).__name__}"
+        )
+    if not callable(fn):
+        raise ContractFailure(
+            f"{contract.part}: `{contract.function}` must be a function, got {type(fn).__name__}"
+        )
+    cases = list(cases)
+    if not cases:
+        raise ContractSetupError("cases must not be empty")
+    if not all(isinstance(c, Case) for c in cases):
+        raise ContractSetupError("every case must be a zg.contract.Case")
+    missing = set(contract.boundaries) - set().union(*(c.kinds for c in cases))
+    if missing:
+        raise ContractSetupError(
+            f"{contract.part}: the cases cover no {sorted(missing)} case, which the contract declares"
+        )
+    if reference is None and any(c.expected is None for c in cases):
+        raise ContractSetupError("give a reference, or an expected value on every case")
+
+    failures: dict[str, str] = {}
+
+    def fail(clause: str, case: Case, names, message: str):
+        if clause not in failures:
+            failures[clause] = f"on input {_describe_case(case, names)}: {message}"
+
+    for case in cases:
+        names = _parameter_names(fn, reference, len(case.args))
+        if case.expected is None:
+            ref_args, ref_kwargs = _copy(case.args), _copy(case.kwargs)
+            expected = reference(*ref_args, **ref_kwargs)
+        else:
+            ref_args, ref_kwargs, expected = None, None, case.expected
+        args, kwargs = _copy(case.args), _copy(case.kwargs)
+        before = [_snapshot(a) for a in args]
+        before_kw = {k: _snapshot(v) for k, v in kwargs.items()}
+        watched = dict(case.watch()) if case.watch is not None else {}
+        watched_before = {k: _snapshot(v) for k, v in watched.items()}
+        state_before = _state_of(fn, namespace) if contract.stateless else None
+        notes: list[str] = []
+        futures: list[_PendingFuture] = []
+        audit = None
+        try:
+            with contextlib.ExitStack() as stack:
+                if contract.asynchronous:
+                    stack.enter_context(_collectives_deferred(notes, futures))
+                if contract.host_syncs is not None:
+                    from .labs import checks
+
+                    audit = stack.enter_context(checks().SyncAudit(strict=True))
+                stack.enter_context(_student(contract.function))
+                got = fn(*args, **kwargs)
+        except ContractFailure:
+            raise
+        except Exception as exc:
+            fail("runs", case, names, f"raised {type(exc).__name__}: {exc}")
+            continue
+        if contract.asynchronous:
+            pending = isinstance(got, torch._C.Future) and not got.done()
+            if notes:
+                fail("asynchronous", case, names, notes[0])
+            elif not futures:
+                fail("asynchronous", case, names, "started no asynchronous collective")
+            elif not pending:
+                fail(
+                    "asynchronous",
+                    case,
+                    names,
+                    "returned "
+                    + (
+                        "a future already completed"
+                        if isinstance(got, torch._C.Future)
+                        else type(got).__name__
+                    )
+                    + " instead of the pending future of its collective",
+                )
+            for f in futures:
+                f.settle()
+            if isinstance(got, torch._C.Future):
+                got = got.wait()
+        if audit is not None and audit.host_syncs > contract.host_syncs:
+            ops = ", ".join(f"{op} x{n}" for op, n in audit.per_op.most_common(3))
+            fail(
+                "host syncs",
+                case,
+                names,
+                f"expected at most {contract.host_syncs} host syncs, got {audit.host_syncs} ({ops})",
+            )
+        if contract.extra_keys and isinstance(expected, Mapping) and isinstance(got, Mapping):
+            got = {k: v for k, v in got.items() if k in expected}  # the keys the contract names
+        if contract.compare is not None:
+            found = contract.compare(expected, got)
+            if found:
+                fail("returns", case, names, found)
+        else:
+            found = compare_values(expected, got, contract.rtol, contract.atol, contract.dtype)
+            if found:
+                fail(found[0], case, names, found[1])
+        for i, (snap, a) in enumerate(zip(before, args)):
+            name = names[i] if i < len(names) else f"argument {i}"
+            _check_argument(
+                contract, case, names, name, snap, a, ref_args[i] if ref_args else None, fail
+            )
+        for k, snap in before_kw.items():
+            _check_argument(
+                contract,
+                case,
+                names,
+                k,
+                snap,
+                kwargs[k],
+                ref_kwargs[k] if ref_kwargs else None,
+                fail,
+            )
+        for k, snap in watched_before.items():
+            found = _changed(snap, watched[k], k)
+            if found:
+                fail("others unchanged", case, names, found)
+        if state_before is not None:
+            found = _state_changes(state_before, fn, namespace)
+            if found:
+                fail("no state", case, names, found)
+        if contract.device and "device" not in failures and not contract.asynchronous:
+            _check_device(fn, contract, case, names, expected, fail)
+    if failures:
+        lines = [f"{contract.part}: `{contract.function}` broke its contract:"]
+        lines += [f"  - clause '{clause}' {text}" for clause, text in failures.items()]
+        raise ContractFailure("\n".join(lines))
+    return len(cases)
+
+
+def _check_argument(contract, case, names, name, snap, now, ref_now, fail):
+    if name in contract.scratch:
+        if snap[0] == "tensor":
+            _, _value, dtype, shape, device, _grad, ptr = snap
+            if (
+                not isinstance(now, torch.Tensor)
+                or (now.dtype, tuple(now.shape), now.device) != (dtype, shape, device)
+                or (ptr is not None and now.data_ptr() != ptr)
+            ):
+                fail(
+                    "updates",
+                    case,
+                    names,
+                    f"argument `{name}` is scratch space: any contents, but the same tensor "
+                    f"({str(dtype).replace('torch.', '')}{list(shape)} on {device}, its storage "
+                    f"kept); it is now {_short(now)}",
+                )
+        return
+    if name not in contract.may_change:
+        found = _changed(snap, now, f"argument `{name}`")
+        if found:
+            fail(
+                "inputs unchanged",
+                case,
+                names,
+                found
+                + f" (the contract lets it change only {list(contract.may_change) or 'nothing'})",
+            )
+        return
+    if ref_now is not None:
+        found = compare_values(
+            _as_value(ref_now),
+            _as_value(now),
+            contract.rtol,
+            contract.atol,
+            contract.dtype,
+            f"argument `{name}` after the call",
+        )
+        if found:
+            fail("updates", case, names, found[1])
+    if name in contract.in_place and not _storage_kept(snap, now):
+        fail(
+            "updates",
+            case,
+            names,
+            f"{_moved(snap, now, f'argument `{name}`') or f'argument `{name}`'} was replaced, "
+            "not updated in place (its storage moved)",
+        )
+
+
+def _as_value(x):
+    """A comparable value of an argument after a call (a module: its state; a leaf tensor that
+    requires grad: its value and its gradient; lists, tuples and dicts item by item)."""
+    if isinstance(x, torch.nn.Module):
+        return {k: v.detach() for k, v in x.state_dict().items()}
+    if isinstance(x, torch.optim.Optimizer):
+        return x.state_dict()["state"]
+    if isinstance(x, torch.Tensor) and x.is_leaf and x.requires_grad:
+        return {"value": x.detach(), "grad": None if x.grad is None else x.grad.detach()}
+    if isinstance(x, (list, tuple)):
+        return type(x)(_as_value(v) for v in x)
+    if isinstance(x, dict):
+        return {k: _as_value(v) for k, v in x.items()}
+    if _plain_object(x):
+        # an object without an __eq__ of its own: the values of its public attributes (an
+        # object met again inside itself compares as its class name)
+        if id(x) in _VALUE_OF:
+            return f"<{type(x).__name__} again>"
+        _VALUE_OF.add(id(x))
+        try:
+            return {k: _as_value(v) for k, v in vars(x).items() if not k.startswith("_")}
+        finally:
+            _VALUE_OF.discard(id(x))
+    return x
+
+
+_VALUE_OF: set = set()  # the objects _as_value is inside of (a cycle ends there)
+
+
+def _plain_object(x) -> bool:
+    """An instance of a class of its own (not a tensor, container, routine, class or module)
+    that compares by identity: compared after a call by the values of its attributes."""
+    return (
+        not isinstance(x, (torch.Tensor, np.ndarray, Mapping, list, tuple, set, frozenset))
+        and not (inspect.isroutine(x) or inspect.isclass(x) or inspect.ismodule(x))
+        and isinstance(getattr(x, "__dict__", None), dict)
+        and type(x).__eq__ is object.__eq__
+    )
+
+
+def _check_device(fn, contract, case, names, expected, fail):
+    args, kwargs = _copy(case.args), _copy(case.kwargs)
+    mode = _DefaultDeviceElsewhere()
+    try:
+        with mode, _NoMetaMixing(), _student(contract.function):
+            got = fn(*args, **kwargs)
+    except Exception as exc:
+        if _device_error(exc):
+            fail(
+                "device",
+                case,
+                names,
+                "a tensor made without device= (on the default device) met the inputs: it would "
+                f"fail on a GPU ({type(exc).__name__}: {str(exc)[:160]}); make new tensors with "
+                "device=<an input>.device, or torch.zeros_like / x.new_zeros",
+            )
+        return
+    if _has_meta(got):
+        fail(
+            "device",
+            case,
+            names,
+            "a returned tensor was made on the default device, not the inputs' (make it with "
+            "device=<an input>.device)",
+        )
+        return
+    if torch.cuda.is_available():
+        args, kwargs = _to_device(_copy(case.args), "cuda"), _to_device(_copy(case.kwargs), "cuda")
+        try:
+            with _student(contract.function):
+                got = fn(*args, **kwargs)
+        except Exception as exc:
+            fail("device", case, names, f"on CUDA inputs it raised {type(exc).__name__}: {exc}")
+            return
+        found = compare_values(
+            _to_device(expected, "cuda"), got, contract.rtol, contract.atol, contract.dtype
+        )
+        if found:
+            fail("device", case, names, "on CUDA inputs: " + found[1])
