@@ -20,7 +20,7 @@ What a finding is, in a cell the student wrote:
   ``__import__``, ``get_ipython`` or ``breakpoint``, or ``getattr`` with a name that is not a
   plain attribute's; importing ``builtins``, ``gc``, ``ctypes``,
   ``inspect``, ``importlib``, ``sys``, ``os``, ``subprocess``, ``socket``, ``signal`` or
-  ``threading`` (or ``__main__``, the notebook's own namespace); reading an attribute that
+  ``threading``, ``runpy``, ``code`` or ``pkgutil`` (a module run afresh holds unheld copies), or ``__main__`` (the notebook's own namespace); reading an attribute that
   leads out of the language's ordinary rules (``__globals__``, ``__builtins__``, ``__dict__``,
   ``__code__``, ``__closure__``, ``__subclasses__``, frames), also by name in a string
   (``operator.attrgetter("__closure__")``) or through ``attrgetter`` / ``methodcaller`` with a
@@ -49,7 +49,7 @@ FORBIDDEN_CALLS = {
 FORBIDDEN_MODULES = {
     "builtins", "gc", "ctypes", "inspect", "importlib", "sys", "os", "subprocess", "socket",
     "signal", "threading", "multiprocessing", "IPython", "linecache", "marshal", "pickle",
-    "__main__",
+    "__main__", "runpy", "code", "codeop", "pkgutil", "zipimport", "imp",
 }  # fmt: skip
 # zg.labs's holds (what keeps the kit's references off inside a student's functions): a student
 # cell that calls them, or reads a private name of zg.labs, reaches for the grader.
