@@ -7,6 +7,7 @@ import ast
 import json
 import re
 import sys
+import textwrap
 from pathlib import Path
 
 import pytest
@@ -111,3 +112,21 @@ def test_the_tool_reads_only_literals(tmp_path):
     (tmp_path / "x.ipynb").write_text(json.dumps(nb))
     with pytest.raises(SystemExit, match="part= is not a literal"):
         labs_contracts.parts_of(tmp_path / "x.ipynb")
+
+
+@pytest.mark.parametrize("path", LABS, ids=lambda p: p.stem)
+def test_no_hidden_test_fails_without_saying_why(path):
+    """Every assert in a hidden test carries a message (the property, the input, what was
+    expected, what came back): a bare AssertionError teaches a student nothing."""
+    for cell in labs_contracts.cells(path):
+        source = "".join(cell["source"])
+        if "### BEGIN HIDDEN TESTS" not in source:
+            continue
+        hidden = source.split("### BEGIN HIDDEN TESTS", 1)[1].split("### END HIDDEN TESTS", 1)[0]
+        gid = cell["metadata"]["nbgrader"]["grade_id"]
+        bare = [
+            node.lineno
+            for node in ast.walk(ast.parse(textwrap.dedent(hidden)))
+            if isinstance(node, ast.Assert) and node.msg is None
+        ]
+        assert not bare, f"{path.stem} {gid}: an assert without a message at hidden line(s) {bare}"
