@@ -202,7 +202,10 @@ def wrong_sgd_replaces_storage(p, g, lr):
     p.set_(p - lr * g)
 
 
-SGD = Contract("sgd_", part="Test Part B", may_change=("p",), in_place=("p",), host_syncs=0)
+# lr * g subtracted in one rounding or two: values near zero may differ in their last bits
+SGD = Contract(
+    "sgd_", part="Test Part B", may_change=("p",), in_place=("p",), host_syncs=0, atol=1e-6
+)
 
 
 @settings(max_examples=15, deadline=None)
