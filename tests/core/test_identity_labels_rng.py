@@ -17,7 +17,7 @@ import random
 import numpy as np
 import pytest
 import torch
-from hypothesis import HealthCheck, given, settings
+from hypothesis import HealthCheck, assume, given, settings
 from hypothesis import strategies as st
 
 import zg
@@ -229,8 +229,17 @@ FIELDS = ["settings", "graph", "model", "optimizer", "envelope", "identity", "ep
 )
 def test_a_crafted_value_in_any_field_is_a_value_error(graph, saved, tmp_path, field, value):
     """Any value the loader accepts (plain containers, numbers, strings, tensors) in any field:
-    a ValueError, never another class, and the engine untouched."""
+    a ValueError, never another class, and the engine untouched. (A value equal to the one
+    saved is not crafted: the saved epoch is a plain 0, which hypothesis also draws.)"""
     state = torch.load(saved, weights_only=True)
+    original = state[field]
+    assume(
+        not (
+            type(value) is type(original)
+            and isinstance(value, (int, float, str))
+            and value == original
+        )
+    )
     state[field] = value
     path = tmp_path / "crafted.pt"
     torch.save(state, path)
