@@ -10,6 +10,7 @@ headline metrics.
 
 from __future__ import annotations
 
+import os
 import re
 import shlex
 import sys
@@ -41,6 +42,10 @@ __all__ = [
 
 # Read when the benchmark starts (it imports this module first), not when it ends.
 SOURCE = source_version()
+# The load average before the bench's own work: the machine note is read when the file is
+# written, so its load counts the bench's own processes; this one says whether other work
+# competed for the machine (zg.experiments.machine.busy reads it).
+LOAD_BEFORE = list(os.getloadavg()) if hasattr(os, "getloadavg") else None
 
 
 def bench_of(name: str) -> str:
@@ -163,6 +168,10 @@ def document(name: str, payload: dict) -> dict:
             rows = rest.pop(key)
             break
     note = rest.pop("note") if isinstance(rest.get("note"), str) else None
+    if LOAD_BEFORE is not None and not any(
+        k in rest for k in ("load_average_before", "load_average_start")
+    ):
+        rest["load_average_before"] = LOAD_BEFORE  # when this process started
     doc = {
         "format": results.FORMAT,
         "bench": bench,

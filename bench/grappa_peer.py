@@ -437,8 +437,17 @@ def main(argv=None):
     seeds = args.seeds or ((0,) if args.quick else SEEDS)
     if epochs < EVAL_EVERY:
         parser.error(f"--epochs: at least {EVAL_EVERY} (their code evaluates first at epoch 4)")
+    from zg._checks import output_folder_arg
+    from zg._io import command_output_arg, write_text
+
+    given = args.work or os.environ.get("GRAPPA_PEER_WORK") or DEFAULT_WORK
+    try:  # where the build, the data and the log go: checked before anything runs (exit 2)
+        output_folder_arg(given, "--work")
+    except (TypeError, ValueError) as exc:
+        parser.error(str(exc))
+    command_output_arg(parser, Path(given) / "bench_grappa_peer.log", "--work", make_parents=True)
     peer = peer_dir(args.peer)
-    work = Path(args.work or os.environ.get("GRAPPA_PEER_WORK") or DEFAULT_WORK).resolve()
+    work = Path(given).resolve()
     env = dict(os.environ)
     env.update(
         GRAPPA_SRC=source(args.grappa_src, "GRAPPA_SRC", "chongyang-xu/grappa", work, "grappa"),
@@ -455,7 +464,7 @@ def main(argv=None):
     data = work / "data"
     moved = set_aside(data) if data.is_dir() else None
     log = work / "bench_grappa_peer.log"
-    log.write_text("")
+    write_text(log, "", name="--work")
     before = machine_note()
     start = time.perf_counter()
     seconds, attempts, ran = {}, {}, {}

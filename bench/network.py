@@ -58,6 +58,7 @@ from netlab import NetLab, supports_latency, unavailable_reason
 import zg
 from zg import experiments as ex
 from zg import grappa
+from zg._io import write_text
 from zg.experiments.results import headline
 from zg.grappa.comm import LINKS, Link, project_seconds
 from zg.grappa.config import TrainConfig
@@ -345,7 +346,7 @@ def reproject(args):
 
 def run_on_lab(lab: NetLab, config: dict, workdir: Path, port: int, timeout: float) -> dict:
     cfg = workdir / "config.json"
-    cfg.write_text(json.dumps(config))
+    write_text(cfg, json.dumps(config), name="config")  # the kit's one writer
     out = workdir / "history.json"
     codes, logs = lab.torchrun(
         ["-m", "zg.grappa", "--config", str(cfg), "--out", str(out)],

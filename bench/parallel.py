@@ -32,7 +32,7 @@ from _machine import machine_note, pm, table, write_json
 
 import zg
 from zg import parallel
-from zg.experiments.results import headline, mean_std
+from zg.experiments.results import headline, headline_from, mean_std, spread
 
 
 def main(argv=None):
@@ -47,11 +47,13 @@ def main(argv=None):
     args = ap.parse_args(argv)
     cores = os.cpu_count() or 1
     g = zg.datasets.csbm(num_nodes=args.nodes, avg_degree=20, num_classes=10, feat_dim=128, seed=0)
-    rows = []
     start = time.perf_counter()
-    for workers in args.workers:
-        times, syncs, sent, overflows = [], [], [], 0
-        for seed in args.seeds:
+    runs = {
+        w: {"times": [], "syncs": [], "sent": [], "losses": [], "overflows": 0}
+        for w in args.workers
+    }
+    for seed in args.seeds:  # interleaved: each seed runs every worker count back to back
+        for workers in args.workers:
             hist = parallel.train(
                 g,
                 workers=workers,
@@ -65,10 +67,21 @@ def main(argv=None):
                 kernel="auto",  # the compiled CPU kernels, as every bench times
                 timeout=600,
             )
-            times.append(hist["seconds_per_epoch"])
-            syncs += [e["host_syncs"] for e in hist["epochs"]]
-            sent.append(hist["bytes_sent_per_worker"] / args.epochs)
-            overflows += sum(e["overflows"] for e in hist["epochs"])
+            run = runs[workers]
+            run["times"].append(hist["seconds_per_epoch"])
+            run["sent"].append(hist["bytes_sent_per_worker"] / args.epochs)
+            run["losses"].append([e["loss"] for e in hist["epochs"]])
+            run["overflows"] += sum(e["overflows"] for e in hist["epochs"])
+            run["kernel"] = hist["kernel"]
+            print(f"seed {seed}, workers={workers}: {hist['seconds_per_epoch']:.2f} s/epoch")
+    for workers in args.workers:  # the host syncs of a steady step, counted in every worker
+        runs[workers]["syncs"] = audit_syncs(g, workers, args.batch_size, cores)
+        print(
+            f"workers={workers}: host syncs of 3 steady iterations per worker: {runs[workers]['syncs']}"
+        )
+    rows = []
+    for workers, run in runs.items():
+        times = run["times"]
         rows.append(
             {
                 "workers": workers,
@@ -76,20 +89,20 @@ def main(argv=None):
                 "seconds_per_epoch_mean": statistics.mean(times),
                 "seconds_per_epoch_std": mean_std(times)[1],
                 "seconds_per_epoch": times,
-                "host_syncs_per_iteration": max(syncs),
-                "bytes_sent_per_worker_per_epoch": statistics.mean(sent),
-                "overflows": overflows,
-                "kernel": hist["kernel"],  # what ran
+                "host_syncs_per_iteration": max(run["syncs"]),
+                "bytes_sent_per_worker_per_epoch": statistics.mean(run["sent"]),
+                "loss_per_epoch": run["losses"],  # one list per seed, in the seeds' order
+                "overflows": run["overflows"],
+                "kernel": run["kernel"],  # what ran
             }
         )
         print(
             f"workers={workers}: "
             f"{pm(rows[-1]['seconds_per_epoch_mean'], rows[-1]['seconds_per_epoch_std'])} "
-            f"s/epoch, syncs/it={max(syncs)}"
+            f"s/epoch, syncs/it={rows[-1]['host_syncs_per_iteration']}"
         )
-    base = rows[0]["seconds_per_epoch_mean"]
-    for r in rows:
-        r["speedup_vs_first"] = base / r["seconds_per_epoch_mean"]
+    for r in rows:  # paired by seed: the first worker count's epoch over this one's, per seed
+        r["speedup_vs_first"] = spread(paired_speedups(rows[0], r))
     print(
         table(
             [
@@ -97,7 +110,7 @@ def main(argv=None):
                     r["workers"],
                     r["threads_per_worker"],
                     pm(r["seconds_per_epoch_mean"], r["seconds_per_epoch_std"]),
-                    f"{r['speedup_vs_first']:.2f}x",
+                    pm(r["speedup_vs_first"]["mean"], r["speedup_vs_first"]["std"]) + "x",
                     r["host_syncs_per_iteration"],
                 ]
                 for r in rows
@@ -125,7 +138,74 @@ def main(argv=None):
     return 0
 
 
+def audit_syncs(g, workers: int, batch_size: int, cores: int) -> list[int]:
+    """Host syncs (``zg.audit.SyncAudit``) of 3 steady iterations of every worker's step, the
+    gradient exchange included, in ``workers`` fresh processes with the bench's setting (the
+    training runs above do not audit: a worker attaches no sync audit)."""
+    import tempfile
+
+    from zg.grappa.launch import spawn
+
+    with tempfile.TemporaryDirectory() as out:
+        spawn(
+            _audit_worker,
+            workers,
+            args=(g, batch_size, max(1, cores // workers), out),
+            timeout=120,
+            run_timeout=900,
+        )
+        seen = []
+        for rank in range(workers):
+            with open(Path(out) / f"{rank}.txt") as f:
+                seen += [int(v) for v in f.read().split()]
+    return seen
+
+
+def _audit_worker(rank, world, g, batch_size, threads, out):
+    import torch
+
+    from zg.audit import SyncAudit
+    from zg.grappa.config import TrainConfig
+    from zg.grappa.plan import make_partition
+    from zg.grappa.worker import _Worker
+
+    torch.set_num_threads(threads)
+    cfg = TrainConfig(
+        trainer="data_parallel",
+        workers=world,
+        step_shapes="envelope",
+        batch_size=batch_size,
+        fanouts=[15, 10, 5],
+        num_layers=3,
+        hidden_dim=256,
+        method="random",
+        halo=False,
+        kernel="auto",
+        seed=0,
+    ).validated()
+    worker = _Worker(cfg, g, make_partition(g, cfg), rank, world, torch.device("cpu"))
+    worker.enter(0)
+    engine = worker.engine
+    engine.train_epoch(max_batches=2)  # warm: every buffer made
+    counts = []
+    for b in range(2, 5):
+        with SyncAudit() as audit:
+            engine.run_batch(b)
+        counts.append(audit.host_syncs)
+    with open(Path(out) / f"{rank}.txt", "w") as f:
+        f.write(" ".join(str(c) for c in counts))
+
+
 # ----------------------------------------------------------------------------- headline metrics
+
+
+def paired_speedups(first: dict, other: dict) -> list[float]:
+    """Per seed, ``first``'s seconds per epoch over ``other``'s (the rows hold one value per seed,
+    in the same seed order)."""
+    a, b = first["seconds_per_epoch"], other["seconds_per_epoch"]
+    if len(a) != len(b):
+        raise ValueError(f"rows hold {len(a)} and {len(b)} seeds: the speed-up pairs them by seed")
+    return [x / y for x, y in zip(a, b)]
 
 
 def headlines(doc: dict) -> list[dict]:
@@ -135,12 +215,36 @@ def headlines(doc: dict) -> list[dict]:
     if len(rows) >= 2:
         a, b = rows[0], rows[-1]
         out.append(
-            headline(
+            headline_from(
                 "parallel_speedup",
-                a["seconds_per_epoch_mean"] / b["seconds_per_epoch_mean"],
+                paired_speedups(a, b),
                 "x",
                 compared_to=f"{a['workers']} process x {a['threads_per_worker']} threads",
-                where=f"{b['workers']} processes x {b['threads_per_worker']} thread, seconds per epoch",
+                where=(
+                    f"{b['workers']} processes x {b['threads_per_worker']} thread, seconds per "
+                    "epoch, the same seed on both sides, mean ± std over seeds of the ratios"
+                ),
+            )
+        )
+    if len(rows) >= 2 and all("loss_per_epoch" in r for r in rows):
+        gaps = [
+            abs(x - y) / abs(y)
+            for r in rows[1:]
+            for seed_x, seed_y in zip(r["loss_per_epoch"], rows[0]["loss_per_epoch"], strict=True)
+            for x, y in zip(seed_x, seed_y, strict=True)
+        ]
+        out.append(
+            headline(
+                "loss_rel_gap_max",
+                max(gaps),
+                "relative",
+                n=len(rows[0]["loss_per_epoch"]),  # seeds, each compared at every epoch
+                compared_to=f"{rows[0]['workers']} process, the same seed",
+                where=(
+                    "every epoch's mean training loss of every seed: the largest "
+                    "|loss(P) - loss(1)| / |loss(1)| (2 processes end where 1 does)"
+                ),
+                higher_is_better=False,
             )
         )
     if rows:
@@ -149,7 +253,11 @@ def headlines(doc: dict) -> list[dict]:
                 "host_syncs_max",
                 max(r["host_syncs_per_iteration"] for r in rows),
                 "per iteration",
-                where="every data-parallel run",
+                n=sum(len(r["seconds_per_epoch"]) for r in rows),  # runs, every one counted
+                where=(
+                    "3 steady iterations of every worker's step, the exchange included "
+                    "(zg.audit.SyncAudit in each worker), every worker count"
+                ),
                 higher_is_better=False,
             )
         )

@@ -182,6 +182,17 @@ def main(argv=None) -> int:
         "line (notebooks/timings.json)",
     )
     args = ap.parse_args(argv)
+    # Where the reports and times go is checked before any notebook runs (a file as --out, a
+    # folder, FIFO or dangling link as --timings: one line naming the flag, exit 2).
+    from zg._checks import output_folder_arg
+    from zg._io import command_output_arg
+
+    if not args.execute_only:
+        try:
+            output_folder_arg(args.out, "--out")
+        except (TypeError, ValueError) as exc:
+            ap.error(str(exc))
+    command_output_arg(ap, args.timings, "--timings")
     if args.timeout is None:
         # At CI size every cell finishes in seconds, so a short timeout turns the rare stalled
         # kernel (see build()) into a quick retry rather than a long wait.
@@ -243,7 +254,9 @@ def write_timings(path: Path, times: dict, scale: str) -> None:
     doc["seconds"] = {nb.stem: round(sec, 1) for nb, sec in sorted(times.items())}
     old = json.loads(path.read_text()) if path.exists() else {}
     doc["seconds"] = {**old.get("seconds", {}), **doc["seconds"]}
-    path.write_text(json.dumps(doc, indent=1) + "\n")
+    from zg._io import write_text  # the kit's one writer: a link kept, all or nothing
+
+    write_text(path, json.dumps(doc, indent=1) + "\n", name="--timings")
     for nb_path, sec in times.items():
         nb = json.loads(nb_path.read_text())
         changed = False
@@ -257,7 +270,9 @@ def write_timings(path: Path, times: dict, scale: str) -> None:
                 changed = True
                 break
         if changed:
-            nb_path.write_text(json.dumps(nb, indent=1, ensure_ascii=False) + "\n")
+            write_text(
+                nb_path, json.dumps(nb, indent=1, ensure_ascii=False) + "\n", name="notebook"
+            )
     print(f"report: running times written to {path} and the notebooks' Running time lines")
 
 

@@ -23,6 +23,7 @@ import tomllib
 ROOT = Path(__file__).resolve().parent.parent
 sys.path.insert(0, str(ROOT))
 from zg.experiments import results
+from zg.experiments.machine import machine_short
 
 
 def _markdown_text():
@@ -107,10 +108,10 @@ def load_claims(path: Path = SPEC) -> list[dict]:
 CLAIMS = load_claims()
 
 
-def machine_label(note: dict) -> str:
-    return (
-        f"{note.get('cores')} cores, {note.get('cuda') or 'no GPU'}, {str(note.get('date'))[:10]}"
-    )
+def machine_label(note: dict, detail: dict | None = None) -> str:
+    """ "2 cores, no GPU, 2026-12-01" (", busy: load 8.3 on 2 cores at the start" when the
+    file's detail recorded such a load before the bench ran: zg.experiments.machine.busy)."""
+    return machine_short(note, detail)
 
 
 def lookup(c: dict, folder: Path = RESULTS, with_docs: bool = False):
@@ -207,11 +208,16 @@ def row(c: dict, folder: Path = RESULTS) -> list[str]:
         )
         for (f, m, _), (_, name, _) in zip(found, c["metrics"])
     )
+    with_docs = lookup(c, folder, with_docs=True)
     machines = (
-        "; ".join(dict.fromkeys(f"`{f}`: {text(machine_label(n))}" for f, _, n in found if n))
+        "; ".join(
+            dict.fromkeys(
+                f"`{f}`: {text(machine_label(n, doc['detail']))}" for f, _, n, doc in with_docs if n
+            )
+        )
         or "-"
     )
-    kernels = kernels_cell(lookup(c, folder, with_docs=True), [n for _, n, _ in c["metrics"]])
+    kernels = kernels_cell(with_docs, [n for _, n, _ in c["metrics"]])
     return [c["claim"], c["paper"], figs, c["where"], machines, text(kernels), v]
 
 

@@ -1280,6 +1280,16 @@ def main(argv=None) -> int:
     ap.add_argument("--timeout", type=float, default=240.0, help="seconds per page, wall clock")
     ap.add_argument("--no-self-test", action="store_true")
     args = ap.parse_args(argv)
+    # Where the results go is checked before any browser starts (a folder, a FIFO, a dangling
+    # link, a missing folder: one line naming the flag, exit 2); written through zg's writer.
+    from zg._checks import output_clash
+    from zg._io import command_output_arg, write_text
+
+    for flag in ("--json", "--markdown"):
+        command_output_arg(ap, getattr(args, flag[2:]), flag)
+    clash = output_clash([("--json", args.json), ("--markdown", args.markdown)])
+    if clash is not None:
+        ap.error(f"{clash[0]} and {clash[1]} name the same file {str(clash[2])!r}")
     if args.report_width < 400:
         ap.error(f"--report-width: {args.report_width} px is narrower than any report window")
     sizes = SIZES if args.size == "both" else (args.size,)
@@ -1344,7 +1354,8 @@ def main(argv=None) -> int:
             print(f"    {v.line()}")
         found += got
     if args.json:
-        args.json.write_text(
+        write_text(
+            args.json,
             json.dumps(
                 {
                     "sizes": list(sizes),
@@ -1356,12 +1367,13 @@ def main(argv=None) -> int:
                 indent=1,
             )
             + "\n",
-            encoding="utf-8",
+            name="--json",
         )
     if args.markdown:
-        args.markdown.write_text(
+        write_text(
+            args.markdown,
             markdown(found, [str(p) for p in pages], figures, sizes, unchecked) + "\n",
-            encoding="utf-8",
+            name="--markdown",
         )
     if args.screenshots:
         shoot(found, args.screenshots, chromium, args.timeout)

@@ -1030,7 +1030,10 @@ def main(argv=None) -> int:
         "--startup", type=float, default=120.0, help="seconds JupyterLab may take to start"
     )
     args = ap.parse_args(argv)
+    from zg._io import command_output_arg, write_text
 
+    # Checked before JupyterLab or a browser starts: one line naming --json, exit 2.
+    command_output_arg(ap, args.json, "--json", make_parents=True)
     if args.timeout <= 0:
         ap.error(f"--timeout must be a positive number of seconds, got {args.timeout}")
     for flag, folder in (("--root", args.root), ("--instructor-root", args.instructor_root)):
@@ -1140,8 +1143,7 @@ def main(argv=None) -> int:
     problems = [p for s in report["screens"] + report["notebooks"] for p in s["problems"]]
     report["problems"], report["checker_problems"] = problems, broken
     if args.json:
-        args.json.parent.mkdir(parents=True, exist_ok=True)
-        args.json.write_text(json.dumps(report, indent=1) + "\n")
+        write_text(args.json, json.dumps(report, indent=1) + "\n", name="--json", make_parents=True)
     for p in broken:
         print(f"lab-live-check: the checker cannot be trusted: {p}", file=sys.stderr)
     for p in problems:

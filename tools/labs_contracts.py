@@ -146,9 +146,17 @@ def main(argv=None) -> int:
     ap.add_argument("--write", default=None, help="write the table into this Markdown file")
     ap.add_argument("--check", default=None, help="exit 1 when this file's table is stale")
     args = ap.parse_args(argv)
+    if args.write:  # checked before the table is built: one line naming --write, exit 2
+        from zg._io import command_output_arg
+
+        command_output_arg(ap, args.write, "--write")
+        if not Path(args.write).is_file():
+            ap.error(f"--write {args.write!r}: no such file; it must hold the table's markers")
     text = table()
     if args.write:
-        Path(args.write).write_text(write(Path(args.write), text))
+        from zg._io import write_text
+
+        write_text(args.write, write(Path(args.write), text), name="--write")
     elif args.check:
         path = Path(args.check)
         if write(path, text) != path.read_text():

@@ -20,7 +20,12 @@ its workers as source code).
 Before any variant runs, ``tools/labs_tamper.py`` scans its cells: a variant that rebinds a name
 the lab's locked cells bind, sets an attribute of a module, or builds code at run time earns no
 point, and its failure names the line (``Lab(scan=False)`` turns the scan off, for tests of
-what the scan alone stops).
+what the scan alone stops). While a variant runs, ``tools/labs_integrity.py`` checks that the
+grader's own code (``zg.contract``, ``zg.labs``, ``zg.audit``, ``zg``, ``builtins``, torch's
+comparisons, the kit's classes) is what it was before the variant's first cell, before every
+cell the variant did not write and after every test cell: a change, by whatever route, fails
+every graded cell from there on, with the failure "tamper: the submission changed the grader's
+code: <names>" (``Lab(integrity=False)`` turns it off).
 
 What the fork does not contain: files the variant writes, and processes it starts outside its
 process group. The graded labs write no files; `tools/labs_wrong.py --nbgrader` grades with
@@ -45,6 +50,9 @@ from pathlib import Path
 ROOT = Path(__file__).resolve().parent.parent
 if str(ROOT / "tools") not in sys.path:  # labs_tamper sits beside this file
     sys.path.insert(0, str(ROOT / "tools"))
+
+from labs_integrity import changes, fingerprint
+from labs_integrity import message as integrity_message
 
 
 @dataclass
@@ -149,11 +157,13 @@ class Lab:
         jobs: int = 2,
         quiet: bool = True,
         scan: bool = True,
+        integrity: bool = True,
     ):
         self.source = Path(source).resolve()
         self.name = self.source.parent.name
         self.cells = code_cells(self.source)
         self.scan = scan
+        self.integrity = integrity  # check the grader's code is intact (tools/labs_integrity.py)
         model = self.findings({c.grade_id: c.source for c in self.cells if c.solution})
         if model:
             raise ValueError(f"{self.name}: the model solution fails the tamper scan: {model[0]}")
@@ -257,9 +267,24 @@ class Lab:
         passed, failure = {}, ""
         last = self._last_index(variant)
         judged = set(variant.judged_on) if variant.judged_on is not None else None
+        # The grader's code as it is before the variant's first cell (the lab's setup ran):
+        # checked before every cell the variant did not write and after every test cell.
+        before = fingerprint() if self.integrity else None
         for cell in self.cells[start : last + 1]:
+            theirs = cell.grade_id in variant.cells
+            changed = [] if theirs or before is None else changes(before)
+            if changed:
+                failure = "tamper: " + integrity_message(changed)
+                break  # every graded cell from here on fails
             code = variant.cells.get(cell.grade_id, cell.source)
             error = _run_cell(cell, code, namespace, variant.key)
+            if cell.graded and before is not None:
+                changed = changes(before)  # what a test saw while it called the student's code
+                if changed:
+                    failure = "tamper: " + integrity_message(changed)
+                    break
+            elif not theirs and before is not None:
+                before = fingerprint()  # a locked cell's (or the instructor's) own changes
             if cell.graded and (judged is None or cell.grade_id in judged):
                 passed[cell.grade_id] = error is None
                 if error and not failure:

@@ -21,7 +21,13 @@ with three processes, each holding less than the one before:
   caller's uid in a user namespace with every capability dropped): a fresh interpreter
   (``exec``, so nothing of the supervisor's memory) that runs the cells in one namespace,
   in order, as nbgrader's kernel does. It holds one socket to the supervisor and its own
-  stdout and stderr, nothing else.
+  stdout and stderr, nothing else. It checks that the grader's own code is intact
+  (``tools/labs_integrity.py``, bound read-only beside this file): recorded after each locked
+  cell that is not a test, compared before every locked cell and after every test; once it
+  changed (``zg.contract``, ``zg.labs``, ``zg.audit``, ``zg``, ``builtins``, torch's
+  comparisons, a kit class, torch's mode stacks), every test from there on fails with
+  "tamper: the submission changed the grader's code: <names>", which the report's
+  ``failure`` then says.
 
 The protocol on that socket. The worker asks for the next cell; the supervisor sends it. A
 graded cell comes with a fresh random nonce, and its verdict counts only when it comes back
@@ -37,10 +43,11 @@ worker, every cell after it.
 
 The file view is an allow-list, built on a fresh tmpfs the worker is ``chroot``-ed into:
 ``/usr``, ``/lib*``, ``/bin``, the interpreter's prefixes (the virtual environment and the
-Python it points to), the repository's ``zg/`` and ``data/`` (Cora) and this file, each
-bound read-only; a few generated files in ``/etc`` (``hosts``, ``passwd``, ``group``, the
-loader's cache); ``/dev`` with null, zero, full, random and urandom; a new ``/proc`` (the
-sandbox's processes only); and a fresh private ``/tmp`` (1 GiB) and ``/dev/shm`` (256 MiB), the only writable places.
+Python it points to), the repository's ``zg/`` and ``data/`` (Cora), this file and
+``labs_integrity.py``, each bound read-only; a few generated files in ``/etc`` (``hosts``,
+``passwd``, ``group``, the loader's cache); ``/dev`` with null, zero, full, random and urandom;
+a new ``/proc`` (the sandbox's processes only); and a fresh private ``/tmp`` (1 GiB) and
+``/dev/shm`` (256 MiB), the only writable places.
 The course (``source/``, the gradebook, ``submitted/``), the rest of the repository, every
 home and the host's ``/run``, ``/var`` and ``/tmp`` are not in it. It works the same from a
 clone anywhere and from a git worktree (it never touches ``.git``).
@@ -63,7 +70,9 @@ with it and with the harness that reports its verdict. Code that defeats the tam
 (introspection through a module that re-exports ``sys`` or ``gc``, say) can, from inside a
 test, read that cell, take its nonce and forge that cell's verdict, or change what the test
 sees; from a thread it started earlier it can race the harness for the socket and do the same
-for later cells. It cannot get a verdict without the cell's nonce, cannot read a hidden test
+for later cells. A patch of the grader's code that outlives a cell is caught by the
+integrity check; one made and undone inside a single call of the student's function is not.
+It cannot get a verdict without the cell's nonce, cannot read a hidden test
 before it is due, keep anything after the sandbox ends, reach the network or the grader, or
 outlive the grading. The tamper scan makes those attacks deliberate (they need names it
 forbids, reached around it), and a report whose run ended on a protocol error says so.
@@ -91,6 +100,7 @@ from pathlib import Path
 # Only the standard library at the top: the worker and the supervisor import this file too.
 ROOT = Path(__file__).resolve().parent.parent
 THIS = Path(__file__).resolve()
+INTEGRITY = THIS.parent / "labs_integrity.py"  # the worker checks the grader's code with it
 
 NOBODY = 65534
 OUTPUT_LIMIT = 4000  # characters of each cell's output kept in the report
@@ -195,7 +205,7 @@ def _allowed() -> list[str]:
     exe = Path(sys.executable)
     paths += [sys.base_prefix, sys.base_exec_prefix, sys.prefix, sys.exec_prefix]
     paths += [str(exe.parent), str(exe.resolve().parent.parent)]
-    paths += [str(ROOT / "zg"), str(ROOT / "data"), str(THIS)]  # data/: Cora, bundled
+    paths += [str(ROOT / "zg"), str(ROOT / "data"), str(THIS), str(INTEGRITY)]  # data/: Cora
     return [p for p in dict.fromkeys(os.path.abspath(p) for p in paths) if os.path.lexists(p)]
 
 
@@ -270,6 +280,7 @@ def grade(
                 "grade_id": c.grade_id,
                 "source": c.source,
                 "graded": c.graded,
+                "locked": not c.solution,
                 "hidden": c.graded and HIDDEN_MARK in c.source,
             }  # fmt: skip
             for c in cells
@@ -360,7 +371,7 @@ def _run(spec: dict, report: dict, timeout: float) -> None:
             except OSError:
                 pass
     report["seconds"] = round(time.monotonic() - began, 2)
-    end = None
+    end, tampered = None, False
     for line in lines:
         try:
             event = json.loads(line)
@@ -376,6 +387,9 @@ def _run(spec: dict, report: dict, timeout: float) -> None:
             report["outputs"][gid] = event["output"]
         if event.get("error") and "failure" not in report:
             report["failure"] = f"{gid}: {event['error']}"
+        if str(event.get("error") or "").startswith("tamper: ") and not tampered:
+            tampered = True  # the grader's code changed: that is the failure to report
+            report["failure"] = event["error"]
     if end is not None:
         report["log"] = end.get("log", "")
     if report["timed_out"]:
@@ -715,7 +729,7 @@ def supervise() -> int:
 
 
 def _public(cell: dict) -> dict:
-    return {k: cell[k] for k in ("index", "grade_id", "source", "graded")}
+    return {k: cell[k] for k in ("index", "grade_id", "source", "graded", "locked")}
 
 
 def _short(error) -> str | None:
@@ -764,6 +778,22 @@ def work(fd: int) -> int:
         return json.loads(line)
 
     namespace = {"__name__": "__main__", "__builtins__": __builtins__}
+    sys.path.insert(0, str(INTEGRITY.parent))
+    from labs_integrity import changes, fingerprint
+    from labs_integrity import message as integrity_message
+
+    sys.path.pop(0)
+    # The grader's code as the locked cells left it (tools/labs_integrity.py): taken again
+    # after each locked cell that is not a test, checked before every locked cell and after
+    # every test; once it changed, every test from there on fails.
+    state = {"before": None, "tampered": None}
+
+    def intact() -> bool:
+        if state["tampered"] is None and state["before"] is not None:
+            changed = changes(state["before"])
+            if changed:
+                state["tampered"] = "tamper: " + integrity_message(changed)
+        return state["tampered"] is None
 
     def run(msg: dict) -> None:
         cell, nonce = msg["cell"], msg["nonce"]
@@ -771,17 +801,26 @@ def work(fd: int) -> int:
         filename = f"<lab-cell {cell['grade_id'] or cell['index']}>"
         linecache.cache[filename] = (len(code), None, code.splitlines(keepends=True), filename)
         buf, error = io.StringIO(), None
+        locked = cell.get("locked", True)
+        if locked and not intact() and cell["graded"]:
+            send({"op": "result", "index": cell["index"], "nonce": nonce, "passed": False,
+                  "output": "", "error": state["tampered"]})  # fmt: skip
+            return
         with contextlib.redirect_stdout(buf), contextlib.redirect_stderr(buf):
             try:
                 exec(compile(code, filename, "exec"), namespace)
             except BaseException as exc:  # a failing cell earns 0, as in nbgrader
                 error = traceback.format_exception_only(type(exc), exc)[-1].strip()
         output = buf.getvalue()[-OUTPUT_LIMIT:]
+        if cell["graded"] and not intact():  # changed while the test ran the student's code
+            error = state["tampered"]
+        elif locked and not cell["graded"] and state["tampered"] is None:
+            state["before"] = fingerprint()  # the locked cell's own changes are the lab's
         if cell["graded"]:
             send({"op": "result", "index": cell["index"], "nonce": nonce,
                   "passed": error is None, "output": output, "error": error})  # fmt: skip
-        else:
-            send({"op": "output", "index": cell["index"], "output": output, "error": error})
+            return
+        send({"op": "output", "index": cell["index"], "output": output, "error": error})
 
     while True:
         send({"op": "next"})

@@ -52,7 +52,7 @@ ROOT = Path(__file__).resolve().parent.parent
 sys.path.insert(0, str(ROOT))
 
 from zg.experiments import results
-from zg.experiments.machine import machine_label
+from zg.experiments.machine import machine_label, machine_short
 
 
 def _load_route():
@@ -139,12 +139,6 @@ def load_cached(name: str, results_dir: Path, cache: dict) -> dict:
     return cache[name]
 
 
-def machine_short(machine: dict) -> str:
-    """ "2 cores, no GPU, 2026-12-01": enough to tell the machines of a table's rows apart."""
-    device = machine.get("cuda") or "no GPU"
-    return f"{machine.get('cores', '?')} cores, {device}, {str(machine.get('date', '?'))[:10]}"
-
-
 def metrics_table(args: list[str], results_dir: Path, cache: dict) -> str:
     """The body of a ``zg:table`` block: one row per ``file:metric`` argument."""
     if not args:
@@ -161,7 +155,7 @@ def metrics_table(args: list[str], results_dir: Path, cache: dict) -> str:
         m = results.metric(doc, metric_name)
         lines.append(
             f"| {code(m['name'])} | {cell(results.fmt(m))} | {cell(m['compared_to'] or '')} "
-            f"| {cell(m['where'])} | {code(name + '.json')}, {cell(machine_short(doc['machine']))} |"
+            f"| {cell(m['where'])} | {code(name + '.json')}, {cell(machine_short(doc['machine'], doc['detail']))} |"
         )
     return "\n" + "\n".join(lines) + "\n"
 

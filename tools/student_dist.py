@@ -21,6 +21,7 @@ from __future__ import annotations
 import argparse
 import hashlib
 import json
+import os
 import re
 import shutil
 import subprocess
@@ -165,15 +166,25 @@ def main(argv=None) -> int:
     ap = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     ap.add_argument("--out", default=str(ROOT / "dist" / "student"))
     args = ap.parse_args(argv)
+    from zg._checks import output_folder_arg
+    from zg._io import command_output_arg, write_text
+
+    try:  # before anything is built: one line naming --out, exit 2
+        output_folder_arg(args.out, "--out")
+    except (TypeError, ValueError) as exc:
+        ap.error(str(exc))
     version = kit_version()
     out = Path(args.out).resolve()
     folder = out / f"zg-course-{version}"
+    if os.path.lexists(folder) and (folder.is_symlink() or not folder.is_dir()):
+        ap.error(f"--out {args.out!r}: {str(folder)!r} exists and is not a folder; not replaced")
+    command_output_arg(ap, f"{folder}.zip", "--out")  # the archive beside it
     if folder.exists():
         shutil.rmtree(folder)
     folder.mkdir(parents=True)
     wheel = build_wheel(folder / "wheels")
     labs = release_labs(folder / "labs")
-    (folder / "README.md").write_text(README.format(version=version))
+    write_text(folder / "README.md", README.format(version=version), name="--out")
     files = sorted(p for p in folder.rglob("*") if p.is_file())
     manifest = {
         "zg_version": version,
@@ -184,7 +195,7 @@ def main(argv=None) -> int:
             for p in files
         },
     }
-    (folder / "MANIFEST.json").write_text(json.dumps(manifest, indent=1) + "\n")
+    write_text(folder / "MANIFEST.json", json.dumps(manifest, indent=1) + "\n", name="--out")
     problems = problems_in(folder, version)
     if problems:
         print("student_dist: FAILED\n  " + "\n  ".join(problems))

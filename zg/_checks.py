@@ -497,6 +497,29 @@ def input_conflict(output: Any, inputs: Sequence[Any], name: str = "path") -> An
     return None
 
 
+def output_clash(outputs: Sequence[tuple[str, Any]]) -> tuple[str, str, Path] | None:
+    """The first two of ``outputs`` (``(name, path)`` pairs a run writes) that name the same
+    file, as ``(first name, second name, final target)``, else None. Decided as
+    :func:`input_conflict` decides: each path followed to its final target (a symbolic link
+    counts as the file it names), and an existing file under two names (a hard link) counts
+    once. Raises ValueError naming the argument for a dangling link or a loop."""
+    seen: list[tuple[str, Path]] = []
+    for name, path in outputs:
+        if path is None:
+            continue
+        target = resolved_path(path, name)
+        for earlier, place in seen:
+            if target == place:
+                return earlier, name, target
+            try:
+                if os.path.samefile(target, place):
+                    return earlier, name, target
+            except OSError:
+                pass  # one of them does not exist yet: different files
+        seen.append((name, target))
+    return None
+
+
 # ----------------------------------------------------------------------------- memory
 
 

@@ -6,8 +6,9 @@ and its target written), which must be a regular file or absent; the content is 
 temporary file in the target's folder, flushed to disk and renamed over the target, so a crash
 or a full disk never leaves a half-written file at the path, and the temporary file is removed
 on every failure. A new file gets the umask's permissions, a replaced one keeps its own. Errors
-name the path the user gave, never the temporary file. :func:`read_json_config` reads a config
-file with a size bound.
+name the path the user gave, never the temporary file. :func:`write_text` writes a text file
+through it and :func:`command_output_arg` checks a command's output path up front (exit
+status 2 naming the flag). :func:`read_json_config` reads a config file with a size bound.
 """
 
 from __future__ import annotations
@@ -23,10 +24,15 @@ from pathlib import Path
 from typing import IO, Any
 
 from ._checks import _kind, output_target, path_arg, path_kind
+from ._checks import output_file_arg as output_target_arg
 
 __all__ = [
     "atomic_write",
+    "remove_stale_temps",
+    "write_text",
+    "command_output_arg",
     "read_json_config",
+    "read_json_file",
     "exchange_paths",
     "current_umask",
     "os_error_naming",
@@ -90,6 +96,71 @@ def _fsync_folder(folder: Path) -> None:
         os.close(fd)
 
 
+# A temporary file or folder an interrupted write left beside its target (a process killed
+# between mkstemp and the rename) is removed by the next write of the same target once it is
+# this many seconds old: a live write keeps touching its file, a killed one never does.
+STALE_TEMP_AGE = 60.0
+
+
+def _newest_mtime(entry: os.DirEntry, info: os.stat_result) -> float:
+    """When anything in a temporary file or folder (and its direct contents) last changed."""
+    newest = info.st_mtime
+    if stat.S_ISDIR(info.st_mode):
+        try:
+            with os.scandir(entry.path) as inside:
+                for child in inside:
+                    try:
+                        newest = max(newest, child.stat(follow_symlinks=False).st_mtime)
+                    except OSError:
+                        pass
+        except OSError:
+            pass
+    return newest
+
+
+def remove_stale_temps(
+    target: Any, prefix: str | None = None, *, age: float = STALE_TEMP_AGE
+) -> list[Path]:
+    """Remove what interrupted writes of ``target`` left beside it, and return what went.
+
+    Only entries named as the kit's writers name their temporary file or folder
+    (``.<name>.XXXXXXXX.tmp``: ``prefix`` then tempfile's 8 random characters, default prefix
+    ``.<name>.``), in ``target``'s folder, owned by this user, that are a regular file or a
+    folder (never a link), and unchanged for ``age`` seconds (a write in progress keeps
+    changing its file, a killed one never does). A ``.old`` folder (a replaced graph folder
+    kept after a crash) is never touched. Failures are ignored: cleaning up never stops a
+    write."""
+    import re
+    import time
+
+    target = Path(target)
+    prefix = prefix if prefix is not None else f".{target.name}."
+    pattern = re.compile(re.escape(prefix) + r"[a-z0-9_]{8}\.tmp")
+    removed: list[Path] = []
+    now = time.time()
+    try:
+        entries = list(os.scandir(target.parent))
+    except OSError:
+        return removed
+    for entry in entries:
+        if not pattern.fullmatch(entry.name):
+            continue
+        try:
+            info = entry.stat(follow_symlinks=False)
+            if info.st_uid != os.geteuid() or now - _newest_mtime(entry, info) < age:
+                continue
+            if stat.S_ISREG(info.st_mode):
+                os.unlink(entry.path)
+            elif stat.S_ISDIR(info.st_mode):
+                shutil.rmtree(entry.path)
+            else:
+                continue
+            removed.append(Path(entry.path))
+        except OSError:
+            pass
+    return removed
+
+
 def atomic_write(
     path: Any,
     write: Callable[[IO], Any],
@@ -110,7 +181,9 @@ def atomic_write(
       is refused (an atomic write would replace it: run as root, ``/dev/null`` itself).
     * All or nothing: the content goes to a temporary file in the target's folder, is flushed
       to disk and renamed over the target, so a crash or a full disk never leaves a half-written
-      file, and the temporary file is removed on every failure.
+      file, and the temporary file is removed on every failure. A temporary file a killed
+      process left (``.<name>.XXXXXXXX.tmp``, unchanged for a minute) is removed by the next
+      write of the same target (:func:`remove_stale_temps`).
     * Permissions as the user would expect of a plain write: a new file gets ``0o666`` less the
       umask, a replaced file keeps its mode (and, where the process may, its owner and group).
 
@@ -145,6 +218,7 @@ def atomic_write(
         raise os_error_naming(exc, name, path, "write") from exc
     if mode is None:
         mode = stat.S_IMODE(old.st_mode) if old is not None else 0o666 & ~current_umask()
+    remove_stale_temps(target, f".{target.name[:200]}.")  # left by a killed earlier write
     try:
         fd, tmp = tempfile.mkstemp(dir=folder, prefix=f".{target.name[:200]}.", suffix=".tmp")
     except OSError as exc:
@@ -178,6 +252,30 @@ def atomic_write(
         raise
     _fsync_folder(folder)
     return path
+
+
+def write_text(path: Any, text: str, *, name: str = "path", make_parents: bool = False) -> Path:
+    """Write ``text`` (UTF-8) at ``path`` through :func:`atomic_write`: every check and promise
+    of it (a link kept, only a regular file replaced, all or nothing). The one way a tool of the
+    repository (tools/, bench/) writes a report, a log or a table at a path a user gave."""
+    return atomic_write(
+        path, lambda f: f.write(text), name=name, text=True, make_parents=make_parents
+    )
+
+
+def command_output_arg(
+    parser: Any, value: Any, flag: str, *, make_parents: bool = False
+) -> Path | None:
+    """A command's output path, checked up front (:func:`zg._checks.output_file_arg`: a
+    directory, a named pipe, a device, a dangling link or a loop, a missing or read-only folder
+    is refused) before the command does any work; a problem goes to ``parser.error`` (argparse:
+    one line naming ``flag``, exit status 2). None stays None."""
+    if value is None:
+        return None
+    try:
+        return output_target_arg(value, flag, make_parents=make_parents)
+    except (TypeError, ValueError) as exc:
+        parser.error(str(exc))
 
 
 # ----------------------------------------------------------------------------- swapping folders
@@ -256,6 +354,44 @@ def read_json_config(path: Any, name: str = "--config", *, limit: int = CONFIG_L
     except (UnicodeDecodeError, ValueError) as exc:  # JSONDecodeError is a ValueError
         raise ValueError(
             f"{name} {path}: cannot read a JSON config ({type(exc).__name__}: {exc})"
+        ) from None
+
+
+def read_json_file(path: Any, name: str, *, limit: int, what: str = "a JSON file") -> Any:
+    """The JSON value of the file at ``path``, read with a size bound: the reader of every JSON
+    file the kit reads that is not a config (:func:`read_json_config`), e.g. a result file.
+
+    Raises ValueError naming ``name`` (the file, as the user knows it) and the problem: not a
+    regular file (a folder, a named pipe, a device), over ``limit`` bytes (checked on the
+    file's size before anything is read: a 3 GiB sparse file is never read), unreadable, not
+    UTF-8, not JSON, or nested too deeply to read (a RecursionError inside ``json``).
+    ``FileNotFoundError`` when nothing is there."""
+    path = path_arg(path, name)
+    target, kind = path_kind(path, name)
+    if kind is None:
+        raise FileNotFoundError(f"{name}: no such file {str(path)!r}")
+    if not stat.S_ISREG(kind):
+        raise ValueError(f"{name}: is {_kind(kind)}, not a regular file; {what} is a JSON file")
+    too_big = (
+        f"{name}: is over {limit:,} bytes ({limit / 2**20:g} MiB), more than {what} may be; "
+        "is it the right file?"
+    )
+    try:
+        with open(target, "rb") as f:
+            if os.fstat(f.fileno()).st_size > limit:
+                raise ValueError(too_big)
+            data = f.read(limit + 1)
+    except OSError as exc:
+        raise ValueError(f"{name}: cannot read it ({type(exc).__name__}: {exc})") from None
+    if len(data) > limit:
+        raise ValueError(too_big)
+    try:
+        return json.loads(data.decode("utf-8"))
+    except RecursionError:
+        raise ValueError(f"{name}: nested too deeply to read; it is not {what}") from None
+    except (UnicodeDecodeError, ValueError) as exc:  # JSONDecodeError is a ValueError
+        raise ValueError(
+            f"{name}: is not valid JSON, so not {what} ({type(exc).__name__}: {str(exc)[:200]})"
         ) from None
 
 

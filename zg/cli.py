@@ -67,19 +67,40 @@ def _one_line(exc: BaseException) -> str:
 # ----------------------------------------------------------------------------- flag parsing
 
 
+# Layers of a model `zg train` builds: more is a typo (and [10] * layers must stay small). The
+# same bound as zg grappa's num_layers (zg.grappa._checks.MAX_LAYERS; a test holds them equal).
+MAX_LAYERS = 64
+
+
+def _capped(text: Any, limit: int = 60, *, quote: bool = True) -> str:
+    """``repr(text)`` (``str`` if not ``quote``), cut to about ``limit`` characters: an error
+    message stays one short line whatever the user typed (a --layers of 100000 digits, a
+    --fanouts of 100000 entries)."""
+    shown = repr(str(text)) if quote else str(text)
+    if len(shown) <= limit:
+        return shown
+    return f"{shown[: limit - 20]}...{shown[-12:]} ({len(str(text)):,} characters)"
+
+
 def parse_fanouts(text: str) -> list[int]:
-    """``"15,10,5"`` -> ``[15, 10, 5]`` (input layer first); argparse type for --fanouts."""
+    """``"15,10,5"`` -> ``[15, 10, 5]`` (input layer first); argparse type for --fanouts. At most
+    :data:`MAX_LAYERS` entries (one per layer)."""
     parts = [p.strip() for p in str(text).split(",")]
+    if len(parts) > MAX_LAYERS:
+        raise argparse.ArgumentTypeError(
+            f"{_capped(text)} has {len(parts):,} fanouts; a model has at most {MAX_LAYERS} "
+            "layers (one fanout each)"
+        )
     try:
         fanouts = [int(p) for p in parts]
     except ValueError:
         raise argparse.ArgumentTypeError(
-            f"{text!r} is not a list of fanouts: give positive integers separated by commas, "
-            "input layer first, e.g. 15,10,5"
+            f"{_capped(text)} is not a list of fanouts: give positive integers separated by "
+            "commas, input layer first, e.g. 15,10,5"
         ) from None
     if not fanouts or any(f < 1 for f in fanouts):
         raise argparse.ArgumentTypeError(
-            f"{text!r}: every fanout must be an integer >= 1, e.g. 15,10,5"
+            f"{_capped(text)}: every fanout must be an integer >= 1, e.g. 15,10,5"
         )
     return fanouts
 
@@ -88,9 +109,22 @@ def _positive_int(text: str) -> int:
     try:
         value = int(text)
     except ValueError:
-        raise argparse.ArgumentTypeError(f"{text!r} is not an integer") from None
+        raise argparse.ArgumentTypeError(f"{_capped(text)} is not an integer") from None
     if value < 1:
-        raise argparse.ArgumentTypeError(f"must be an integer >= 1, got {value}")
+        raise argparse.ArgumentTypeError(
+            f"must be an integer >= 1, got {_capped(value, quote=False)}"
+        )
+    return value
+
+
+def _layers(text: str) -> int:
+    """--layers: an integer in [1, MAX_LAYERS]."""
+    value = _positive_int(text)
+    if value > MAX_LAYERS:
+        raise argparse.ArgumentTypeError(
+            f"must be an integer in [1, {MAX_LAYERS}], got {_capped(value, 30, quote=False)}; more layers "
+            "than that is a typo"
+        )
     return value
 
 
@@ -952,9 +986,9 @@ def build_parser() -> argparse.ArgumentParser:
     p.add_argument("--model", choices=("sage", "gcn", "gat"), default="sage", help="default sage")
     p.add_argument(
         "--layers",
-        type=_positive_int,
+        type=_layers,
         default=None,
-        help="number of layers (default: one per fanout)",
+        help=f"number of layers, 1 to {MAX_LAYERS} (default: one per fanout)",
     )
     p.add_argument("--hidden", type=_positive_int, default=64, help="hidden size (default 64)")
     p.add_argument(

@@ -21,27 +21,45 @@ The clauses (:attr:`Contract.clauses` lists those a contract has):
 
 * ``runs``: the call returns without an exception.
 * ``returns``: the value equals the reference's (exactly for integers and booleans; within
-  ``rtol``/``atol`` for floats), with the same structure and shape.
-* ``dtype``: every returned tensor has the reference's dtype; a Python number has the
-  reference's type (an ``int`` where the contract says ``int``).
+  ``rtol``/``atol`` for floats), with the same structure and shape, the same container types
+  (a list where the reference returns a list), contiguous where the reference's tensor is, and
+  in memory of its own: a returned tensor that shares its storage with an argument (the input
+  itself, or a view of it) fails, unless the reference's result shares its input's too.
+* ``dtype``: every returned tensor has the reference's dtype; a Python number has exactly the
+  reference's type (an ``int`` where the contract says ``int``, not ``numpy.int64``; a
+  ``float``, not an ``int``; a ``bool``, not ``numpy.bool_``).
 * ``device``: every tensor the function makes follows its inputs' device. Checked by running
   it again while every factory call without ``device=`` (``torch.zeros``, ``torch.arange``,
   ``torch.tensor([...])``, ...) makes its tensor on the ``meta`` device: a tensor made there
   and mixed with the inputs, or returned, fails as it would on a GPU. A 0-d tensor stays on the
-  CPU (PyTorch lets a CPU scalar meet a CUDA tensor), so a constant is not marked down. On a
+  CPU (PyTorch lets a CPU scalar meet a CUDA tensor), so a constant is not marked down. The
+  constructors that make a CPU tensor whatever the default device (``torch.from_numpy``,
+  ``torch.LongTensor(...)`` and the other legacy types) are redirected the same way. On a
   machine with CUDA the case also runs on CUDA tensors.
 * ``inputs unchanged``: every argument not in ``may_change`` is deep-compared before and after
-  (tensor values, dtype, shape; lists, dicts and objects' attributes; a module's parameters,
-  buffers and gradients; an optimizer's state).
-* ``updates``: every argument in ``may_change`` ends as the reference left its own copy, and
-  those in ``in_place`` keep their storage (the same address).
+  (tensor values, dtype, shape, ``requires_grad``, strides, storage offset and the hooks on it;
+  lists, dicts and objects' attributes, private ones included; a module's parameters, buffers,
+  gradients and hooks; an optimizer's state).
+* ``updates``: every argument in ``may_change`` ends as the reference left its own copy (its
+  values, and what it carries besides: hooks, ``requires_grad``, the names of an object's
+  attributes, so a private marker added and left fails), and those in ``in_place`` keep their
+  storage (the same address).
 * ``others unchanged``: the objects ``watch`` returns (not arguments: module settings, shared
-  objects) are the same after the call.
-* ``no state``: the notebook's globals (``namespace``) are not rebound or added to, their
-  dicts, lists and sets keep their contents, and the function keeps nothing between calls on
-  itself (its attributes, mutable defaults, closure cells). Every case is also checked against
-  its own reference in turn, so a cache that ignores a later change of a setting fails
-  ``returns`` on the case after the change.
+  objects) are the same after the call, and so is the whole process: torch's default dtype,
+  thread counts, determinism, grad and anomaly modes, every random generator (torch's, numpy's,
+  Python's), the global module hooks, the environment and the working directory. Every call
+  (the reference's and the student's) starts from the same known settings and generators (a
+  few draws past a seed, so a reseed shows whatever seed it names); what the reference itself
+  leaves changed the student may change too; the harness puts everything back after each call.
+* ``no state``: the notebook's globals (``namespace``) are not rebound or added to; after every
+  case ran, their dicts, lists and sets keep their whole contents, and so do the notebook's own
+  functions (closure cells, defaults, attributes, an ``lru_cache``'s size) and classes (their
+  attributes); the function keeps nothing between calls on itself (its attributes, mutable
+  defaults, closure cells), and no call returns a tensor an earlier call returned. Every case
+  is also checked against its own reference in turn, so a cache that ignores a later change of
+  a setting fails ``returns`` on the case after the change; and the function is called on one
+  case's objects, which are then refilled in place with the next case's values (the same
+  objects) and called again, so a result kept by the objects' identity fails too.
 * ``host syncs``: at most ``host_syncs`` under :class:`zg.audit.SyncAudit` ``(strict=True)``.
 * ``asynchronous``: every collective (``torch.distributed.all_reduce``, ...) is started with
   ``async_op=True``, nothing waits on it before the function returns, and what it returns is a
@@ -63,6 +81,7 @@ import inspect
 import math
 import numbers
 import os
+import re
 import sys
 from collections.abc import Callable, Iterable, Mapping, Sequence
 from dataclasses import dataclass, field
@@ -128,6 +147,10 @@ class Contract:
         compare: ``compare(expected, got) -> str | None``, a comparison of the returned value
             that replaces the default one (for answers that may differ, e.g. in order); it
             returns what is wrong, or ``None``.
+        refill: with ``stateless``, also call the function twice on the same objects, refilled
+            in place with the next case's values between the calls (a result kept between
+            calls, keyed on the objects' identity, fails ``no state``); ``False`` for a
+            function too slow to call twice per case.
     """
 
     function: str
@@ -145,6 +168,7 @@ class Contract:
     boundaries: tuple[str, ...] = ()
     extra_keys: bool = False
     compare: Callable | None = field(default=None, compare=False)
+    refill: bool = True
 
     def __post_init__(self):
         for name in ("function", "part"):
@@ -297,6 +321,17 @@ def compare_values(
             )
         if dtype and got.dtype != expected.dtype:
             return "dtype", f"{path}: expected dtype {expected.dtype}, got {got.dtype}"
+        if (
+            expected.layout == got.layout == torch.strided
+            and expected.is_contiguous()
+            and not got.is_contiguous()
+        ):
+            return (
+                "returns",
+                f"{path}: expected a contiguous tensor (as the reference returns), got a "
+                f"non-contiguous view with strides {list(got.stride())}: return a fresh tensor "
+                "(.contiguous(), or build it in place)",
+            )
         e, g = expected.detach(), got.detach()
         if e.is_floating_point() or g.is_floating_point() or e.is_complex():
             g = g.to(e.dtype) if not dtype else g
@@ -327,6 +362,12 @@ def compare_values(
             torch.from_numpy(expected), torch.from_numpy(np.asarray(got)), rtol, atol, dtype, path
         )
     if isinstance(expected, (list, tuple)):
+        if isinstance(got, (list, tuple)) and type(got) is not type(expected):
+            return (
+                "returns",
+                f"{path}: expected a {type(expected).__name__}, got a {type(got).__name__} "
+                f"{_short(got)}",
+            )
         if not isinstance(got, (list, tuple)):
             return (
                 "returns",
@@ -360,6 +401,11 @@ def compare_values(
             isinstance(got, (bool, np.bool_)) and bool(got) == expected
         ):
             return "returns", f"{path}: expected {expected!r}, got {_short(got)}"
+        if dtype and isinstance(expected, bool) and type(got) is not bool:
+            return (
+                "dtype",
+                f"{path}: expected a Python bool {expected!r}, got {type(got).__name__} {got!r}",
+            )
         return None
     if isinstance(expected, numbers.Number):
         if (
@@ -378,6 +424,14 @@ def compare_values(
             return (
                 "dtype",
                 f"{path}: expected an int {expected!r}, got {type(got).__name__} {got!r}",
+            )
+        if dtype and type(expected) in (int, float, complex) and type(got) is not type(expected):
+            # a Python number where the contract says one: not numpy's scalar, not an int for
+            # a float (they differ in division, in JSON and in every later sum)
+            return (
+                "dtype",
+                f"{path}: expected a Python {type(expected).__name__} {expected!r}, got "
+                f"{type(got).__module__}.{type(got).__name__} {got!r}",
             )
         if isinstance(expected, numbers.Integral) and isinstance(got, numbers.Integral):
             same = int(got) == int(expected)
@@ -416,6 +470,7 @@ def _snapshot(x, depth: int = 0, seen: set | None = None):
             x.device,
             None if grad is None else grad.detach().clone(),
             x.data_ptr() if x.device.type != "meta" else None,
+            _tensor_meta(x),
         )
     if isinstance(x, np.ndarray):
         return ("ndarray", x.copy())
@@ -425,6 +480,7 @@ def _snapshot(x, depth: int = 0, seen: set | None = None):
             {k: _snapshot(v, depth + 1, seen) for k, v in x.state_dict(keep_vars=True).items()},
             x.training,
             {k: _snapshot(v, depth + 1, seen) for k, v in vars(x).items() if not k.startswith("_")},
+            _module_hooks(x),
         )
     if isinstance(x, torch.optim.Optimizer):
         return ("optimizer", _snapshot(x.state_dict(), depth + 1, seen))
@@ -445,6 +501,67 @@ def _snapshot(x, depth: int = 0, seen: set | None = None):
     return ("same", id(x))
 
 
+_MODULE_HOOKS = (
+    "_forward_hooks",
+    "_forward_pre_hooks",
+    "_backward_hooks",
+    "_backward_pre_hooks",
+    "_state_dict_hooks",
+    "_state_dict_pre_hooks",
+    "_load_state_dict_pre_hooks",
+    "_load_state_dict_post_hooks",
+)
+
+
+def _hook_keys(hooks) -> tuple:
+    return tuple(hooks) if isinstance(hooks, Mapping) else ()
+
+
+def _same_values(a: torch.Tensor, b: torch.Tensor) -> bool:
+    """Bit-for-bit the same values, a NaN equal to a NaN (``torch.equal`` says NaN != NaN)."""
+    if a.shape != b.shape or a.dtype != b.dtype:
+        return False
+    if a.is_floating_point() or a.is_complex():
+        return bool(torch.isclose(a, b, rtol=0, atol=0, equal_nan=True).all())
+    return bool(torch.equal(a, b))
+
+
+def _tensor_meta(x: torch.Tensor) -> dict:
+    """A tensor's layout and autograd state, beyond its values: ``requires_grad``, strides,
+    storage offset and the hooks registered on it."""
+    meta = {"requires_grad": x.requires_grad}
+    if x.layout == torch.strided and x.device.type != "meta":
+        meta["stride"] = tuple(x.stride())
+        meta["storage_offset"] = x.storage_offset()
+    meta["hooks"] = _hook_keys(getattr(x, "_backward_hooks", None))
+    meta["grad_accumulation_hooks"] = _hook_keys(getattr(x, "_post_accumulate_grad_hooks", None))
+    return meta
+
+
+def _module_hooks(m: torch.nn.Module) -> dict:
+    """The hooks registered on ``m`` and its submodules, by submodule name and kind."""
+    return {
+        (name, kind): _hook_keys(getattr(sub, kind, None))
+        for name, sub in m.named_modules()
+        for kind in _MODULE_HOOKS
+        if _hook_keys(getattr(sub, kind, None))
+    }
+
+
+def _meta_change(before: dict, now: dict, path: str) -> str | None:
+    for key, was in before.items():
+        if now.get(key) != was:
+            what = {
+                "requires_grad": f"{path}.requires_grad was {was}, is now {now.get(key)}",
+                "stride": f"{path}'s strides were {was}, are now {now.get(key)} (a layout change)",
+                "storage_offset": f"{path}'s storage offset was {was}, is now {now.get(key)}",
+                "hooks": f"{path} gained or lost a gradient hook (register_hook) and kept it",
+                "grad_accumulation_hooks": f"{path} gained or lost a gradient-accumulation hook",
+            }
+            return what[key]
+    return None
+
+
 def _changed(before, x, path: str) -> str | None:
     """What in ``x`` differs from ``before`` (a :func:`_snapshot`), or ``None``."""
     kind = before[0]
@@ -457,7 +574,7 @@ def _changed(before, x, path: str) -> str | None:
     if kind == "same":
         return None if id(x) == before[1] else f"{path} was replaced by another object"
     if kind == "tensor":
-        _, value, dtype, shape, device, grad, _ptr = before
+        _, value, dtype, shape, device, grad, _ptr, meta = before
         if not isinstance(x, torch.Tensor):
             return f"{path} is no longer a tensor"
         if x.dtype != dtype or tuple(x.shape) != shape or x.device != device:
@@ -476,9 +593,9 @@ def _changed(before, x, path: str) -> str | None:
         now = x.grad if x.is_leaf and x.requires_grad else None
         if (grad is None) != (now is None):
             return f"{path}.grad was {'set' if grad is None else 'cleared'}"
-        if grad is not None and not torch.equal(now.detach(), grad):
+        if grad is not None and not _same_values(now.detach(), grad):
             return f"{path}.grad was changed (for example scaled and left so)"
-        return None
+        return _meta_change(meta, _tensor_meta(x), path)
     if kind == "ndarray":
         if (
             not isinstance(x, np.ndarray)
@@ -488,7 +605,7 @@ def _changed(before, x, path: str) -> str | None:
             return f"{path} (a numpy array) was changed in place"
         return None
     if kind == "module":
-        _, state, training, attrs = before
+        _, state, training, attrs, hooks = before
         if not isinstance(x, torch.nn.Module):
             return f"{path} is no longer a module"
         now = x.state_dict(keep_vars=True)
@@ -500,6 +617,8 @@ def _changed(before, x, path: str) -> str | None:
                 return found
         if x.training != training:
             return f"{path} was switched to {'training' if x.training else 'eval'} mode"
+        if _module_hooks(x) != hooks:
+            return f"{path} gained or lost a module hook (register_forward_hook, ...) and kept it"
         return _changed(
             ("mapping", attrs), {k: v for k, v in vars(x).items() if not k.startswith("_")}, path
         )
@@ -624,6 +743,11 @@ def _own_state(fn) -> dict:
     own = {}
     target = fn
     for _ in range(8):
+        if callable(getattr(target, "cache_info", None)):  # functools.lru_cache / cache
+            with contextlib.suppress(Exception):
+                own[f"cache of {getattr(target, '__name__', 'a function')}"] = (
+                    target.cache_info().currsize
+                )
         if isinstance(target, functools.partial):
             own[f"partial {id(target)}"] = (target.args, dict(target.keywords))
             target = target.func
@@ -644,13 +768,54 @@ def _own_state(fn) -> dict:
     return own
 
 
-def _state_of(fn, namespace: Mapping | None):
+_IPYTHON_HISTORY = re.compile(
+    r"^(_+|_i+|_i?\d+|_oh|_ih|_dh|_exit_code|__builtins?__|__name__|__doc__|__package__|__loader__|__spec__)$"
+)
+
+
+def _state_of(fn, namespace: Mapping | None, deep: bool = True):
     """What a call may not change: the function's own state (:func:`_own_state`) and the
-    namespace's bindings, with the contents of its dicts, lists and sets."""
+    namespace's bindings: the whole contents of its dicts, lists and sets, and for every
+    function and class the notebook itself defined, the function's own state (closure cells,
+    defaults, attributes, an ``lru_cache``'s size) and the class's attributes."""
     binding = {}
+    home = (namespace or {}).get("__name__", "__main__")
     for k, v in (namespace or {}).items():
-        binding[k] = (id(v), _shallow(v) if isinstance(v, (dict, list, set)) else None)
+        if _IPYTHON_HISTORY.match(k) or k in ("In", "Out", "exit", "quit", "get_ipython"):
+            binding[k] = (id(v), None)  # IPython's own names: its history changes every cell
+            continue
+        content = None
+        if not deep:
+            content = _ids(v) if isinstance(v, (dict, list, set)) else None
+        elif isinstance(v, (dict, list, set)):
+            content = _snapshot(v)
+        elif getattr(v, "__module__", None) == home and v is not fn:
+            if inspect.isclass(v):
+                content = _snapshot(
+                    {
+                        a: x
+                        for a, x in vars(v).items()
+                        if not (a.startswith("__") and a.endswith("__"))
+                        and not inspect.isroutine(x)
+                    }
+                )
+            elif callable(v):
+                content = _snapshot(_own_state(v))
+        binding[k] = (id(v), content)
     return _snapshot(_own_state(fn)), binding
+
+
+def _current(v, namespace, fn):
+    """The value :func:`_state_of` snapshots for one global, read again now."""
+    if isinstance(v, (dict, list, set)):
+        return v
+    if inspect.isclass(v):
+        return {
+            a: x
+            for a, x in vars(v).items()
+            if not (a.startswith("__") and a.endswith("__")) and not inspect.isroutine(x)
+        }
+    return _own_state(v)
 
 
 def _cell_full(cell) -> bool:
@@ -661,17 +826,22 @@ def _cell_full(cell) -> bool:
     return True
 
 
-def _shallow(v):
+def _ids(v):
+    """The identities of a container's items (a cheap check, every call, of what a call put in
+    or took out of a global dict, list or set)."""
     if isinstance(v, dict):
-        return {k: id(x) for k, x in v.items()}
+        return ("ids", {k: id(x) for k, x in v.items()})
     if isinstance(v, list):
-        return [id(x) for x in v]
-    return {id(x) for x in v}
+        return ("ids", [id(x) for x in v])
+    return ("ids", {id(x) for x in v})
 
 
-def _state_changes(before, fn, namespace) -> str | None:
+def _state_changes(before, fn, namespace, deep: bool = True) -> str | None:
+    """What changed since ``before`` (:func:`_state_of` with the same ``deep``): the function's
+    own state, and the namespace's bindings (``deep``: the whole contents of its containers and
+    of the notebook's own functions and classes; else the items' identities)."""
     own_before, binding_before = before
-    _, binding_now = _state_of(fn, namespace)
+    _, binding_now = _state_of(fn, namespace, deep=False)
     found = _changed(own_before, _own_state(fn), "the function's own state")
     if found:
         return found + " (a function must keep nothing between calls)"
@@ -684,9 +854,174 @@ def _state_changes(before, fn, namespace) -> str | None:
                 return f"the call deleted global {k!r}"
             if binding_now[k][0] != ident:
                 return f"the call rebound global {k!r}"
-            if content is not None and binding_now[k][1] != content:
-                return f"the call changed the contents of global {k!r}"
+            if content is not None and not deep:
+                if binding_now[k][1] != content:
+                    return f"the call changed the contents of global {k!r}"
+            elif content is not None:
+                found = _changed(content, _current(namespace[k], namespace, fn), f"global {k!r}")
+                if found:
+                    return f"the call changed the contents of global {k!r}: {found}"
     return None
+
+
+# ----------------------------------------------------------------------------- process state
+
+
+def _process_state() -> dict:
+    """What a call can leave changed for the whole process, not through its arguments: torch's
+    default dtype, thread counts, determinism and grad-mode switches, every random generator
+    (torch's CPU and CUDA ones, numpy's and Python's global ones), the global module hooks, the
+    environment variables and the working directory."""
+    import random
+
+    import torch.nn.modules.module as module_hooks
+
+    state = {
+        "torch.get_default_dtype()": torch.get_default_dtype(),
+        "torch.get_num_threads()": torch.get_num_threads(),
+        "torch.get_num_interop_threads()": torch.get_num_interop_threads(),
+        "torch.are_deterministic_algorithms_enabled()": (
+            torch.are_deterministic_algorithms_enabled()
+        ),
+        "torch.is_deterministic_algorithms_warn_only_enabled()": (
+            torch.is_deterministic_algorithms_warn_only_enabled()
+        ),
+        "torch.is_grad_enabled()": torch.is_grad_enabled(),
+        "torch.is_inference_mode_enabled()": torch.is_inference_mode_enabled(),
+        "torch.is_anomaly_enabled()": torch.is_anomaly_enabled(),
+        "torch.backends.cudnn.deterministic": torch.backends.cudnn.deterministic,
+        "torch.backends.cudnn.benchmark": torch.backends.cudnn.benchmark,
+        "torch's random generator (torch.manual_seed, torch.rand, ...)": bytes(
+            torch.random.get_rng_state().numpy().tobytes()
+        ),
+        "numpy's global random generator (np.random.seed, np.random.rand, ...)": repr(
+            np.random.get_state()
+        ),
+        "Python's random module (random.seed, random.random, ...)": repr(random.getstate()),
+        "the global module hooks (torch.nn.modules.module.register_module_*_hook)": tuple(
+            (name, tuple(getattr(module_hooks, name)))
+            for name in sorted(dir(module_hooks))
+            if name.startswith("_global_") and name.endswith("hooks")
+        ),
+        "os.environ": dict(os.environ),
+        "the working directory (os.chdir)": os.getcwd(),
+    }
+    if torch.cuda.is_available() and torch.cuda.is_initialized():
+        state["torch's CUDA random generators"] = tuple(
+            bytes(t.cpu().numpy().tobytes()) for t in torch.cuda.get_rng_state_all()
+        )
+    return state
+
+
+def _process_changes(before: dict, after: dict) -> list[str]:
+    """The names of the process-wide settings that differ between two :func:`_process_state`."""
+    return [k for k in before if before[k] != after.get(k)] + [k for k in after if k not in before]
+
+
+def _restore_process(state: dict) -> None:
+    """Put back the settings a call changed (so one bad call does not fail every later test)."""
+    import random
+
+    torch.set_default_dtype(state["torch.get_default_dtype()"])
+    torch.set_num_threads(state["torch.get_num_threads()"])
+    torch.use_deterministic_algorithms(
+        state["torch.are_deterministic_algorithms_enabled()"],
+        warn_only=state["torch.is_deterministic_algorithms_warn_only_enabled()"],
+    )
+    torch.set_grad_enabled(state["torch.is_grad_enabled()"])
+    torch.set_anomaly_enabled(state["torch.is_anomaly_enabled()"])
+    torch.backends.cudnn.deterministic = state["torch.backends.cudnn.deterministic"]
+    torch.backends.cudnn.benchmark = state["torch.backends.cudnn.benchmark"]
+    if os.environ != state["os.environ"]:
+        os.environ.clear()
+        os.environ.update(state["os.environ"])
+    if os.getcwd() != state["the working directory (os.chdir)"]:
+        os.chdir(state["the working directory (os.chdir)"])
+    del random  # the generators are restored by _keep_generators
+
+
+_MID_STREAM = 20261204
+
+
+_SETTERS = {
+    "set_num_threads": "torch.get_num_threads()",
+    "set_num_interop_threads": "torch.get_num_interop_threads()",
+    "set_default_dtype": "torch.get_default_dtype()",
+    "set_default_tensor_type": "torch.get_default_dtype()",
+    "use_deterministic_algorithms": "torch.are_deterministic_algorithms_enabled()",
+    "manual_seed": "torch's random generator (torch.manual_seed, torch.rand, ...)",
+    "seed": "torch's random generator (torch.manual_seed, torch.rand, ...)",
+    "set_rng_state": "torch's random generator (torch.manual_seed, torch.rand, ...)",
+}
+
+
+@contextlib.contextmanager
+def _settings_calls_recorded(calls: list):
+    """While active, a call from outside the kit to one of torch's process-wide setters
+    (``torch.set_num_threads``, ``torch.set_default_dtype``, ``torch.manual_seed``, ...) is
+    recorded by the setting it changes, even when the value it sets is the one already there
+    (on another machine, or after another cell, it would not be)."""
+    saved = {}
+
+    def recorded(name, original):
+        def setter(*args, **kwargs):
+            if not _made_by_the_kit(sys._getframe(1)):
+                calls.append(_SETTERS[name])
+            return original(*args, **kwargs)
+
+        return setter
+
+    try:
+        for name in _SETTERS:
+            if hasattr(torch, name):
+                saved[name] = getattr(torch, name)
+                setattr(torch, name, recorded(name, saved[name]))
+        yield
+    finally:
+        for name, original in saved.items():
+            setattr(torch, name, original)
+
+
+@contextlib.contextmanager
+def _keep_generators():
+    """Run a block from known settings and generators (torch's defaults, a mid-stream state of
+    every random generator) and put back, after it, every setting and generator as it was."""
+    import random
+
+    torch_state = torch.random.get_rng_state()
+    cuda = (
+        torch.cuda.get_rng_state_all()
+        if torch.cuda.is_available() and torch.cuda.is_initialized()
+        else None
+    )
+    numpy_state, python_state = np.random.get_state(), random.getstate()
+    settings = _process_state()
+    # Every call starts from the same known settings, whatever an earlier call or cell left
+    # (so a setting a call changes shows even when an earlier call already changed it):
+    # torch's defaults. (The thread count is left as it is: a forked grader runs one thread,
+    # and OpenMP hangs in a forked child that starts more; a call to torch.set_num_threads is
+    # seen by _settings_calls_recorded instead.)
+    torch.set_default_dtype(torch.float32)
+    torch.use_deterministic_algorithms(False)
+    torch.set_grad_enabled(True)
+    torch.set_anomaly_enabled(False)
+    # Every call starts from one state a few draws past a seed, the same for the reference and
+    # the student: a reseed (torch.manual_seed(0), ...) changes it whatever seed it names.
+    torch.random.manual_seed(_MID_STREAM)
+    torch.rand(7)
+    np.random.seed(_MID_STREAM % 2**32)
+    np.random.rand(7)
+    random.seed(_MID_STREAM)
+    random.random()
+    try:
+        yield
+    finally:
+        _restore_process(settings)
+        torch.random.set_rng_state(torch_state)
+        if cuda is not None:
+            torch.cuda.set_rng_state_all(cuda)
+        np.random.set_state(numpy_state)
+        random.setstate(python_state)
 
 
 # ----------------------------------------------------------------------------- device
@@ -992,6 +1327,10 @@ def check(
         raise ContractSetupError("give a reference, or an expected value on every case")
 
     failures: dict[str, str] = {}
+    # the whole contents of the namespace, once before every call and once after them all
+    deep_before = _state_of(fn, namespace, deep=True) if contract.stateless else None
+    results_seen: list = []  # every call's result, kept alive so no storage is reused
+    expecteds: list = []
 
     def fail(clause: str, case: Case, names, message: str):
         if clause not in failures:
@@ -999,9 +1338,17 @@ def check(
 
     for case in cases:
         names = _parameter_names(fn, reference, len(case.args))
+        ref_changes: set = set()
         if case.expected is None:
             ref_args, ref_kwargs = _copy(case.args), _copy(case.kwargs)
-            expected = reference(*ref_args, **ref_kwargs)
+            ref_calls: list[str] = []
+            with _keep_generators():
+                process_before = _process_state()
+                with _settings_calls_recorded(ref_calls):
+                    expected = reference(*ref_args, **ref_kwargs)
+                ref_changes = set(_process_changes(process_before, _process_state()))
+                ref_changes |= set(ref_calls)
+            _restore_process(process_before)
         else:
             ref_args, ref_kwargs, expected = None, None, case.expected
         args, kwargs = _copy(case.args), _copy(case.kwargs)
@@ -1009,12 +1356,22 @@ def check(
         before_kw = {k: _snapshot(v) for k, v in kwargs.items()}
         watched = dict(case.watch()) if case.watch is not None else {}
         watched_before = {k: _snapshot(v) for k, v in watched.items()}
-        state_before = _state_of(fn, namespace) if contract.stateless else None
+        state_before = _state_of(fn, namespace, deep=False) if contract.stateless else None
         notes: list[str] = []
         futures: list[_PendingFuture] = []
         audit = None
+        process_changes: list[str] = []
         try:
             with contextlib.ExitStack() as stack:
+                stack.enter_context(_keep_generators())
+                process_before = _process_state()  # the generators at their mid-stream state
+                stack.callback(_restore_process, process_before)
+                stack.callback(
+                    lambda changes=process_changes, was=process_before: changes.extend(
+                        _process_changes(was, _process_state())
+                    )
+                )
+                stack.enter_context(_settings_calls_recorded(process_changes))
                 if contract.asynchronous:
                     stack.enter_context(_collectives_deferred(notes, futures))
                 if contract.host_syncs is not None:
@@ -1028,6 +1385,16 @@ def check(
         except Exception as exc:
             fail("runs", case, names, f"raised {type(exc).__name__}: {exc}")
             continue
+        left = list(dict.fromkeys(k for k in process_changes if k not in ref_changes))
+        if contract.stateless and left:
+            fail(
+                "others unchanged",
+                case,
+                names,
+                f"the call changed {left[0]} and left it so: a process-wide setting is not the "
+                "function's to change (the reference leaves it as it was); the harness put it "
+                "back",
+            )
         if contract.asynchronous:
             pending = isinstance(got, torch._C.Future) and not got.done()
             if notes:
@@ -1069,6 +1436,15 @@ def check(
             found = compare_values(expected, got, contract.rtol, contract.atol, contract.dtype)
             if found:
                 fail(found[0], case, names, found[1])
+        found = _shares_storage(got, (args, kwargs), expected, (ref_args, ref_kwargs))
+        if found:
+            fail("returns", case, names, found)
+        if contract.stateless:
+            found = _kept_result(got, results_seen)
+            if found:
+                fail("no state", case, names, found)
+        results_seen.append(got)
+        expecteds.append(expected)
         for i, (snap, a) in enumerate(zip(before, args)):
             name = names[i] if i < len(names) else f"argument {i}"
             _check_argument(
@@ -1090,11 +1466,29 @@ def check(
             if found:
                 fail("others unchanged", case, names, found)
         if state_before is not None:
-            found = _state_changes(state_before, fn, namespace)
+            found = _state_changes(state_before, fn, namespace, deep=False)
             if found:
                 fail("no state", case, names, found)
         if contract.device and "device" not in failures and not contract.asynchronous:
             _check_device(fn, contract, case, names, expected, fail)
+    if (
+        contract.stateless
+        and contract.refill
+        and not contract.asynchronous
+        and len(expecteds) == len(cases)
+        and "no state" not in failures
+    ):
+        _check_refilled(fn, contract, cases, expecteds, reference, fail)
+    if deep_before is not None and "no state" not in failures:
+        found = _state_changes(deep_before, fn, namespace, deep=True)
+        if found:
+            last = cases[-1]
+            fail(
+                "no state",
+                last,
+                _parameter_names(fn, reference, len(last.args)),
+                found.replace("the call ", "the calls ", 1) + " (found after every case ran)",
+            )
     if failures:
         lines = [f"{contract.part}: `{contract.function}` broke its contract:"]
         lines += [f"  - clause '{clause}' {text}" for clause, text in failures.items()]
@@ -1105,7 +1499,7 @@ def check(
 def _check_argument(contract, case, names, name, snap, now, ref_now, fail):
     if name in contract.scratch:
         if snap[0] == "tensor":
-            _, _value, dtype, shape, device, _grad, ptr = snap
+            _, _value, dtype, shape, device, _grad, ptr, _meta = snap
             if (
                 not isinstance(now, torch.Tensor)
                 or (now.dtype, tuple(now.shape), now.device) != (dtype, shape, device)
@@ -1142,6 +1536,15 @@ def _check_argument(contract, case, names, name, snap, now, ref_now, fail):
         )
         if found:
             fail("updates", case, names, found[1])
+        want, have = _extras(ref_now), _extras(now)
+        if want != have:
+            fail(
+                "updates",
+                case,
+                names,
+                f"argument `{name}` after the call: {_extras_difference(want, have)} (the "
+                "reference leaves its own copy without it)",
+            )
     if name in contract.in_place and not _storage_kept(snap, now):
         fail(
             "updates",
@@ -1192,29 +1595,340 @@ def _plain_object(x) -> bool:
     )
 
 
+# ----------------------------------------------------------------------------- results and extras
+
+
+def _storages(x, depth: int = 0) -> dict[int, str]:
+    """{storage address: path} of the tensors ``x`` holds (nested lists, tuples, dicts,
+    modules' parameters and buffers, objects' attributes)."""
+    out: dict[int, str] = {}
+
+    def walk(v, path, d):
+        if d > 6:
+            return
+        if isinstance(v, torch.Tensor):
+            if v.layout == torch.strided and v.device.type != "meta" and v.numel():
+                out.setdefault(v.untyped_storage().data_ptr(), path)
+        elif isinstance(v, torch.nn.Module):
+            for k, t in v.state_dict(keep_vars=True).items():
+                walk(t, f"{path}.{k}", d + 1)
+        elif isinstance(v, (list, tuple)):
+            for i, item in enumerate(v):
+                walk(item, f"{path}[{i}]", d + 1)
+        elif isinstance(v, Mapping):
+            for k, item in v.items():
+                walk(item, f"{path}[{k!r}]", d + 1)
+        elif _plain_object(v):
+            for k, item in vars(v).items():
+                walk(item, f"{path}.{k}", d + 1)
+
+    walk(x, "", depth)
+    return out
+
+
+def _shares_storage(got, inputs, expected, ref_inputs) -> str | None:
+    """A returned tensor that shares its storage with an argument, where the reference's result
+    shares none with its own arguments (a view or the input itself returned: a later change of
+    either changes the other)."""
+    if not isinstance(got, (torch.Tensor, list, tuple, Mapping)):
+        return None
+    mine = _storages(inputs)
+    shared = {ptr: path for ptr, path in _storages(got).items() if ptr in mine}
+    if not shared:
+        return None
+    if ref_inputs[0] is not None and set(_storages(expected)) & set(_storages(ref_inputs)):
+        return None  # the reference returns a view of its input too
+    ptr, path = next(iter(shared.items()))
+    return (
+        f"the result{path} shares its memory with the argument{mine[ptr]} (a view, or the "
+        "input itself, returned): return a new tensor (.clone(), or build it)"
+    )
+
+
+def _kept_result(got, earlier: list) -> str | None:
+    """A returned tensor whose storage an earlier call's result also holds: a result kept and
+    handed out again between calls."""
+    now = _storages(got)
+    if not now:
+        return None
+    for i, old in enumerate(earlier):
+        common = set(now) & set(_storages(old))
+        if common:
+            return (
+                f"the result{now[next(iter(common))]} is the same tensor memory as the result of "
+                f"an earlier call (call {i + 1}): a result kept between calls"
+            )
+    return None
+
+
+def _extras(x, depth: int = 0):
+    """What an argument carries besides its values, as the reference's copy is compared to the
+    student's: hooks on modules and tensors, ``requires_grad``, and an object's attribute
+    names (a private attribute added and left is state kept on the caller's object)."""
+    if depth > 6:
+        return None
+    if isinstance(x, torch.Tensor):
+        meta = _tensor_meta(x)
+        return (
+            "tensor",
+            meta["requires_grad"],
+            len(meta["hooks"]),
+            len(meta["grad_accumulation_hooks"]),
+        )
+    if isinstance(x, torch.nn.Module):
+        return (
+            "module",
+            {k: len(v) for k, v in _module_hooks(x).items()},
+            {k: _extras(v, depth + 1) for k, v in x.named_parameters()},
+        )
+    if isinstance(x, (list, tuple)):
+        return (type(x).__name__, [_extras(v, depth + 1) for v in x])
+    if isinstance(x, Mapping):
+        return ("mapping", {k: _extras(v, depth + 1) for k, v in x.items()})
+    if _plain_object(x):
+        return ("object", {k: _extras(v, depth + 1) for k, v in vars(x).items()})
+    return None
+
+
+def _extras_difference(want, have, path: str = "") -> str:
+    if want == have:
+        return ""
+    if type(want) is not type(have) or not isinstance(want, tuple) or want[0] != have[0]:
+        return f"{path or 'it'} differs in kind"
+    kind = want[0]
+    if kind == "tensor":
+        if want[1] != have[1]:
+            return f"{path or 'the tensor'}.requires_grad is {have[1]}"
+        return f"{path or 'the tensor'} has {have[2] + have[3]} hooks left on it"
+    if kind == "module":
+        if want[1] != have[1]:
+            return f"module hooks left registered: {sorted(set(have[1]) - set(want[1])) or have[1]}"
+        for k in want[2]:
+            if want[2][k] != have[2].get(k):
+                return _extras_difference(want[2][k], have[2].get(k), f"{path}.{k}")
+        return f"{path or 'the module'}'s parameters differ"
+    if kind == "object":
+        added = sorted(set(have[1]) - set(want[1]))
+        if added:
+            return f"attribute(s) {added} added to it and left"
+        for k in want[1]:
+            if want[1][k] != have[1].get(k):
+                return _extras_difference(want[1][k], have[1].get(k), f"{path}.{k}")
+        return f"{path or 'the object'} lost attributes"
+    if kind == "mapping":
+        for k in want[1]:
+            if want[1][k] != have[1].get(k):
+                return _extras_difference(want[1][k], have[1].get(k), f"{path}[{k!r}]")
+        return f"{path or 'the mapping'} differs"
+    for i, (a, b) in enumerate(zip(want[1], have[1])):
+        if a != b:
+            return _extras_difference(a, b, f"{path}[{i}]")
+    return f"{path or 'it'} differs"
+
+
+# ----------------------------------------------------------------------------- refilled inputs
+
+
+def _refill(dst, src, depth: int = 0) -> bool:
+    """Put ``src``'s values into ``dst`` in place, keeping every object's identity (a tensor is
+    set to a copy of ``src``'s values, a list's items replaced, a dict cleared and updated, an
+    object's attributes refilled); False where that cannot be done."""
+    if depth > 6:
+        return False
+    if isinstance(dst, torch.Tensor):
+        if not isinstance(src, torch.Tensor) or dst.dtype != src.dtype or dst.device != src.device:
+            return False
+        if dst.requires_grad or not dst.is_leaf or isinstance(dst, torch.nn.Parameter):
+            return False
+        try:
+            with torch.no_grad():
+                # the same tensor object on a storage of its own (resizing in place could grow
+                # into another argument that views the same storage)
+                dst.set_(src.detach().clone())
+        except RuntimeError:
+            return False
+        return True
+    if isinstance(dst, list) and isinstance(src, list):
+        if len(dst) == len(src) and all(_refill(a, b, depth + 1) for a, b in zip(dst, src)):
+            return True
+        dst[:] = src
+        return True
+    if isinstance(dst, tuple) and isinstance(src, tuple):
+        return len(dst) == len(src) and all(_refill(a, b, depth + 1) for a, b in zip(dst, src))
+    if isinstance(dst, dict) and isinstance(src, dict):
+        dst.clear()
+        dst.update(src)
+        return True
+    if isinstance(dst, _ATOMS) or isinstance(src, _ATOMS):
+        return type(dst) is type(src) and dst == src
+    if _plain_object(dst) and type(dst) is type(src):
+        mine, theirs = vars(dst), vars(src)
+        if set(mine) != set(theirs):
+            return False
+        for k, v in theirs.items():
+            if not _refill(mine[k], v, depth + 1):
+                if isinstance(mine[k], (torch.Tensor, torch.nn.Module)):
+                    return False
+                mine[k] = v
+        return True
+    return False
+
+
+_NOT_REFILLED = object()
+
+
+def _refilled(dst, src):
+    """``dst`` refilled in place with ``src``'s values (the same object), or ``src`` itself for
+    a value passed by value (a number, a string), or :data:`_NOT_REFILLED`."""
+    if _refill(dst, src):
+        return dst
+    if isinstance(src, _ATOMS) or isinstance(src, np.generic):
+        return src
+    return _NOT_REFILLED
+
+
+def _check_refilled(fn, contract, cases, expecteds, reference, fail) -> None:
+    """Call ``fn`` on one case's objects, refill them in place with the next case's values,
+    call again: the second result must be the next case's (``no state``)."""
+    pairs = 0
+    for i in range(len(cases) - 1):
+        if pairs >= 2:
+            return
+        first, then = cases[i], cases[i + 1]
+        if len(first.args) != len(then.args) or set(first.kwargs) != set(then.kwargs):
+            continue
+        args, kwargs = _copy(first.args), _copy(first.kwargs)
+        new_args, new_kwargs = _copy(then.args), _copy(then.kwargs)
+        objects = [a for a in [*args, *kwargs.values()] if not isinstance(a, _ATOMS)]
+        storages = [
+            t.untyped_storage().data_ptr()
+            for t in _tensors_in(objects)
+            if t.layout == torch.strided and t.numel()
+        ]
+        if len({id(a) for a in objects}) < len(objects) or len(set(storages)) < len(storages):
+            continue  # arguments that are one object (or share memory) cannot be refilled apart
+        names = _parameter_names(fn, reference, len(then.args))
+        process_before = _process_state()
+        try:
+            with _keep_generators(), _student(contract.function):
+                try:
+                    fn(*args, **kwargs)
+                except Exception:
+                    continue
+                args = [_refilled(a, b) for a, b in zip(args, new_args)]
+                kwargs = {k: _refilled(kwargs[k], new_kwargs[k]) for k in kwargs}
+                if any(a is _NOT_REFILLED for a in [*args, *kwargs.values()]):
+                    continue
+                pairs += 1
+                got = fn(*args, **kwargs)
+        except Exception as exc:
+            fail(
+                "no state",
+                then,
+                names,
+                f"called again on the objects of the input before, refilled in place with this "
+                f"input's values, it raised {type(exc).__name__}: {exc}",
+            )
+            return
+        finally:
+            _restore_process(process_before)
+        want = expecteds[i + 1]
+        if contract.extra_keys and isinstance(want, Mapping) and isinstance(got, Mapping):
+            got = {k: v for k, v in got.items() if k in want}
+        found = compare_values(want, got, contract.rtol, contract.atol, contract.dtype)
+        if contract.compare is not None:
+            message = contract.compare(expecteds[i + 1], got)
+            found = ("returns", message) if message else None
+        if found:
+            fail(
+                "no state",
+                then,
+                names,
+                "called again on the objects of the input before, refilled in place with this "
+                f"input's values: {found[1]} (a result kept between calls, keyed on the objects?)",
+            )
+            return
+
+
+_LEGACY_CONSTRUCTORS = (
+    "FloatTensor",
+    "DoubleTensor",
+    "HalfTensor",
+    "BFloat16Tensor",
+    "LongTensor",
+    "IntTensor",
+    "ShortTensor",
+    "CharTensor",
+    "ByteTensor",
+    "BoolTensor",
+)
+
+
+@contextlib.contextmanager
+def _host_constructors_elsewhere():
+    """While active, the constructors that always make a CPU tensor whatever the default
+    device (``torch.from_numpy``, ``torch.LongTensor(...)`` and the other legacy types) make it
+    on ``meta`` when called from outside the kit: on a GPU their tensor would sit on the CPU."""
+    saved = {}
+
+    def elsewhere(original):
+        def made(*args, **kwargs):
+            out = original(*args, **kwargs)
+            if (
+                isinstance(out, torch.Tensor)
+                and out.dim() > 0
+                and not _made_by_the_kit(sys._getframe(1))
+            ):
+                return out.to("meta")
+            return out
+
+        return made
+
+    try:
+        for name in ("from_numpy", *_LEGACY_CONSTRUCTORS):
+            if hasattr(torch, name):
+                saved[name] = getattr(torch, name)
+                setattr(torch, name, elsewhere(saved[name]))
+        yield
+    finally:
+        for name, original in saved.items():
+            setattr(torch, name, original)
+
+
 def _check_device(fn, contract, case, names, expected, fail):
     args, kwargs = _copy(case.args), _copy(case.kwargs)
     mode = _DefaultDeviceElsewhere()
+    process_before = _process_state()
     try:
-        with mode, _NoMetaMixing(), _student(contract.function):
+        with (
+            _keep_generators(),
+            _host_constructors_elsewhere(),
+            mode,
+            _NoMetaMixing(),
+            _student(contract.function),
+        ):
             got = fn(*args, **kwargs)
     except Exception as exc:
+        _restore_process(process_before)
         if _device_error(exc):
             fail(
                 "device",
                 case,
                 names,
-                "a tensor made without device= (on the default device) met the inputs: it would "
+                "a tensor made without device= (on the default device, or by torch.from_numpy / "
+                "a legacy constructor, on the CPU) met the inputs: it would "
                 f"fail on a GPU ({type(exc).__name__}: {str(exc)[:160]}); make new tensors with "
                 "device=<an input>.device, or torch.zeros_like / x.new_zeros",
             )
         return
+    _restore_process(process_before)
     if _has_meta(got):
         fail(
             "device",
             case,
             names,
-            "a returned tensor was made on the default device, not the inputs' (make it with "
+            "a returned tensor was made on the default device (or on the CPU by "
+            "torch.from_numpy / a legacy constructor), not the inputs' (make it with "
             "device=<an input>.device)",
         )
         return

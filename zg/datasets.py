@@ -51,7 +51,13 @@ from ._checks import (
 )
 from ._checks import int_arg as _int_arg
 from ._checks import real_arg as _real_arg
-from ._io import atomic_write, current_umask, exchange_paths, os_error_naming
+from ._io import (
+    atomic_write,
+    current_umask,
+    exchange_paths,
+    os_error_naming,
+    remove_stale_temps,
+)
 from .graph import EDGE_CHUNK, Graph
 from .graph import csc_from_pairs as _csc_from_pairs
 
@@ -391,7 +397,8 @@ def save_folder(g: Graph, path: Any) -> None:
 
     The write is atomic: everything goes into a temporary folder beside ``path``, is flushed
     to disk, and the folder is renamed into place, so ``path`` never holds a half-written
-    graph. An existing graph folder at ``path`` is replaced in one step (Linux's
+    graph. The temporary folder a killed save left (``.<name>.XXXXXXXX.tmp``) is removed by
+    the next save of the same ``path`` once it is a minute old. An existing graph folder at ``path`` is replaced in one step (Linux's
     ``renameat2(RENAME_EXCHANGE)`` swaps the two folders): interrupted at any point, ``path``
     holds the old complete folder or the new one, never nothing. Where the system cannot swap
     (another OS, a file system without it) the old folder is moved aside and the new one
@@ -434,6 +441,7 @@ def save_folder(g: Graph, path: Any) -> None:
     }
     folder_mode = stat.S_IMODE(mode) if mode is not None else 0o777 & ~current_umask()
     tmp: Path | None = None
+    remove_stale_temps(target)  # a temporary folder a killed earlier save left (a minute old)
     try:
         tmp = Path(tempfile.mkdtemp(dir=target.parent, prefix=f".{target.name}.", suffix=".tmp"))
         for key, tensor in arrays.items():
@@ -698,8 +706,130 @@ def _native(array: np.ndarray) -> np.ndarray:
     return array.astype(array.dtype.newbyteorder("="))
 
 
+# What each .npz format's arrays must agree on, read from the members' headers before any data:
+# (member whose first dimension is the node count, how many more rows than N it has), and the
+# members whose first dimension must be N. Split ids and edge lists are checked by length alone.
+_NPZ_NODE_ARRAYS = {
+    NPZ_FORMAT: (("indptr", 1), ("x", "y")),
+    CORA_FORMAT: (("paper_id", 0), ("features_packed", "y")),
+}
+NPZ_HEADER_LIMIT = 10_000  # bytes of a .npy header (a short dict): numpy's own bound
+
+
+def _npz_member_header(zf: Any, info: Any, path: Path, key: str) -> tuple[tuple, np.dtype]:
+    """``(shape, dtype)`` from the .npy header of one member of an .npz, checked against the
+    member's uncompressed size in the zip directory (which bounds what reading it can ever
+    produce: zipfile stops there). Nothing but the header is read."""
+    fmt = np.lib.format
+    try:
+        with zf.open(info) as f:
+            major, minor = fmt.read_magic(f)
+            if (major, minor) == (1, 0):
+                shape, fortran, dtype = fmt.read_array_header_1_0(
+                    f, max_header_size=NPZ_HEADER_LIMIT
+                )
+            elif (major, minor) in ((2, 0), (3, 0)):
+                shape, fortran, dtype = fmt.read_array_header_2_0(
+                    f, max_header_size=NPZ_HEADER_LIMIT
+                )
+            else:
+                raise ValueError(f"unsupported .npy format version {major}.{minor}")
+            offset = f.tell()
+    except Exception as exc:  # bad magic, a damaged header or zip entry: many kinds
+        raise ValueError(
+            f"{path}: member {key!r} has no readable .npy header; the file may be truncated or "
+            f"corrupt ({type(exc).__name__}: {str(exc)[:200]})"
+        ) from None
+    if dtype.hasobject:
+        raise ValueError(
+            f"{path}: member {key!r} holds Python objects ({dtype}); a graph file holds only "
+            "numbers and strings"
+        )
+    # Python ints: no int64 product can wrap around to a small, matching size.
+    expected = offset + math.prod(int(d) for d in shape) * dtype.itemsize
+    if info.file_size != expected:
+        raise ValueError(
+            f"{path}: member {key!r} claims {dtype} {list(shape)} ({expected:,} bytes with its "
+            f"header), but the zip directory says it holds {info.file_size:,} bytes; the file "
+            "is damaged or crafted, nothing was read"
+        )
+    return tuple(int(d) for d in shape), dtype
+
+
+def _npz_headers(zf: Any, path: Path) -> dict[str, tuple[tuple, np.dtype, Any]]:
+    """Every member of an .npz by key (its name less ".npy"): shape, dtype, zip entry."""
+    members = {}
+    for info in zf.infolist():
+        if not info.filename.endswith(".npy"):
+            raise ValueError(
+                f"{path}: member {info.filename!r} is not a .npy array; a graph file holds "
+                "only .npy members"
+            )
+        key = info.filename[: -len(".npy")]
+        if key in members:
+            raise ValueError(
+                f"{path}: member {key!r} appears twice; the file is damaged or crafted"
+            )
+        shape, dtype = _npz_member_header(zf, info, path, key)
+        members[key] = (shape, dtype, info)
+    return members
+
+
+def _npz_check_shapes(path: Path, members: dict, expected_format: str) -> None:
+    """The members' shapes against each other, from their headers alone: each node array has
+    the node count's rows, the scalars are scalars, the edge arrays are flat."""
+    for key in ("format", "version", "name", "num_classes", "feat_dim"):
+        if key in members and members[key][0] != ():
+            noun = "an integer" if key in ("version", "num_classes", "feat_dim") else "a string"
+            raise ValueError(
+                f"{path}: {key} must be {noun}, got an array of shape {list(members[key][0])} "
+                f"(member {key!r}); the file is damaged or was not written by zg"
+            )
+    counted, rows = _NPZ_NODE_ARRAYS.get(expected_format, (None, ()))
+    for key in ("indptr", "indices", "train_idx", "val_idx", "test_idx", "y"):
+        if key in members and len(members[key][0]) != 1:
+            raise ValueError(
+                f"{path}: member {key!r} has shape {list(members[key][0])}; it must be 1-D"
+            )
+    if counted is None or counted[0] not in members:
+        return
+    key, extra = counted
+    shape = members[key][0]
+    if len(shape) < 1 or shape[0] < extra:
+        raise ValueError(f"{path}: member {key!r} has shape {list(shape)}; it must be 1-D")
+    num_nodes = shape[0] - extra
+    for other in rows:
+        if other in members:
+            got = members[other][0]
+            if len(got) < 1 or got[0] != num_nodes:
+                raise ValueError(
+                    f"{path}: member {other!r} has shape {list(got)}, but {key!r} "
+                    f"({list(shape)}) makes {num_nodes:,} nodes; it must have one row per node"
+                )
+
+
+def _npz_read_member(zf: Any, members: dict, key: str, path: Path) -> np.ndarray:
+    """One member's array (its header already checked), in this machine's byte order."""
+    shape, dtype, info = members[key]
+    with zf.open(info) as f:
+        return _native(
+            np.lib.format.read_array(f, allow_pickle=False, max_header_size=NPZ_HEADER_LIMIT)
+        )
+
+
 def _read_npz(path: Path, expected_format: str, max_version: int) -> dict:
-    """Every array of the .npz at ``path``, read eagerly; any read failure is a ValueError."""
+    """Every array of the .npz at ``path``, read eagerly; any read failure is a ValueError.
+
+    Nothing is decompressed before it is known to fit: every member's .npy header is read
+    first (shape, dtype) and checked against its uncompressed size in the zip directory, the
+    shapes against each other (indptr has N + 1 entries, x and y N rows, the flat arrays are
+    flat), the format marker and version; then indptr is read and ``indices`` must hold
+    ``indptr[-1]`` entries; only then is the rest read. A header claiming 10^10 elements or a
+    deflated member far larger than the rest of the file agrees with is a ValueError naming
+    the member, raised before its data is read; a consistent file larger than the machine's
+    free memory is a MemoryError naming it."""
+    import zipfile
+
     with open(path, "rb") as f:
         head = f.read(6)
     if head.startswith(b"\x93NUMPY"):
@@ -709,25 +839,58 @@ def _read_npz(path: Path, expected_format: str, max_version: int) -> dict:
     # Damaged zips raise a zoo of errors (BadZipFile, zlib.error, EOFError, OSError, ...);
     # report them all the same way, as a ValueError that names the file.
     try:
-        with np.load(path, allow_pickle=False) as npz:
-            arrays = {key: _native(npz[key]) for key in npz.files}
+        zf = zipfile.ZipFile(path)
     except Exception as exc:
         raise ValueError(
             f"{path} could not be read as a .npz file; it may be truncated or corrupt "
             f"({type(exc).__name__}: {exc})"
         ) from None
-    marker = arrays.get("format")
-    if marker is None or marker.dtype.kind != "U" or str(marker) != expected_format:
-        found = "no format marker" if marker is None else f"format {str(marker)!r}"
-        raise ValueError(f"{path} is not a {expected_format!r} file (found {found})")
-    version = arrays.get("version")
-    if version is None or version.dtype.kind not in "iu" or version.ndim != 0:
-        raise ValueError(f"{path} has no integer format version")
-    if not 1 <= int(version) <= max_version:
-        raise ValueError(
-            f"{path} has {expected_format} version {int(version)}; this zg reads versions "
-            f"1..{max_version} (a newer zg wrote it?)"
+    with zf:
+        members = _npz_headers(zf, path)
+
+        def read(key: str) -> np.ndarray:
+            try:
+                return _npz_read_member(zf, members, key, path)
+            except Exception as exc:
+                raise ValueError(
+                    f"{path}: member {key!r} could not be read; the file may be truncated or "
+                    f"corrupt ({type(exc).__name__}: {str(exc)[:200]})"
+                ) from None
+
+        arrays = {}
+        for key in ("format", "version"):  # which file this is, before its sizes are judged
+            if key in members and members[key][0] == () and members[key][2].file_size < 4096:
+                arrays[key] = read(key)
+        marker = arrays.get("format")
+        if marker is None or marker.dtype.kind != "U" or str(marker) != expected_format:
+            found = "no format marker" if marker is None else f"format {str(marker)!r}"
+            raise ValueError(f"{path} is not a {expected_format!r} file (found {found})")
+        version = arrays.get("version")
+        if version is None or version.dtype.kind not in "iu" or version.ndim != 0:
+            raise ValueError(f"{path} has no integer format version")
+        if not 1 <= int(version) <= max_version:
+            raise ValueError(
+                f"{path} has {expected_format} version {int(version)}; this zg reads versions "
+                f"1..{max_version} (a newer zg wrote it?)"
+            )
+        _npz_check_shapes(path, members, expected_format)
+        memory_arg(
+            sum(info.file_size for _, _, info in members.values()),
+            f"the graph file {path} (its arrays, uncompressed)",
         )
+        if "indptr" in members:
+            arrays["indptr"] = read("indptr")
+            indptr = arrays["indptr"]
+            if "indices" in members and indptr.size and indptr.dtype.kind in "iu":
+                edges = int(indptr[-1])
+                if members["indices"][0] != (edges,):
+                    raise ValueError(
+                        f"{path}: member 'indices' has shape {list(members['indices'][0])}, but "
+                        f"indptr[-1] says {edges:,} edges; nothing more was read"
+                    )
+        for key in members:
+            if key not in arrays:
+                arrays[key] = read(key)
     return arrays
 
 

@@ -509,6 +509,54 @@ def load(name: str, root: Any = None, *, symmetrize: bool = True, download: bool
     )
 
 
+def _num_nodes_source(name: str) -> str:
+    """Where ogb read a dataset's node count: the file and the field, as a user would look."""
+    if name == "ogbn-papers100M":
+        return "raw/data.npz's num_nodes_list (num_nodes)"
+    return "raw/num-node-list.csv.gz (num-node-list, num_nodes)"
+
+
+def _num_nodes(name: str, value: Any, labels: np.ndarray, feat: Any, edge_index: np.ndarray) -> int:
+    """The node count ogb read from the dataset's files, checked against the data present
+    before anything is sized by it: a whole number >= 1, equal to the number of labels and of
+    feature rows, above every edge id. A damaged or crafted count (a folder of 4 nodes that
+    claims 10^11) is a ValueError naming the field, never an allocation of that size."""
+    where = f"{name}: {_num_nodes_source(name)}"
+    try:
+        num_nodes = int(np.asarray(value).reshape(()))
+    except (TypeError, ValueError, OverflowError):
+        shape = getattr(np.asarray(value, dtype=object), "shape", ())
+        raise ValueError(
+            f"{where} is {value!r:.60} (shape {shape}), not one whole number of nodes"
+        ) from None
+    if num_nodes < 1:
+        raise ValueError(f"{where} says {num_nodes} nodes; a graph has at least one")
+    rows = labels.shape[0]
+    if num_nodes != rows:
+        raise ValueError(
+            f"{where} says {num_nodes:,} nodes but the labels (node-label) hold {rows:,} rows; "
+            "the files disagree (a damaged or mixed download): delete the dataset folder and "
+            "download it again"
+        )
+    if feat is not None:
+        feat_rows = np.shape(feat)[0] if np.ndim(feat) else 0
+        if feat_rows != num_nodes:
+            raise ValueError(
+                f"{where} says {num_nodes:,} nodes but the features (node_feat) hold "
+                f"{feat_rows:,} rows; the files disagree: delete the dataset folder and "
+                "download it again"
+            )
+    if edge_index.shape[1]:
+        for arg, ids in (("source", edge_index[0]), ("destination", edge_index[1])):
+            low, high = int(ids.min()), int(ids.max())
+            if low < 0 or high >= num_nodes:
+                raise ValueError(
+                    f"{name}: an edge {arg} id ({low if low < 0 else high}) is outside "
+                    f"0..{num_nodes - 1} ({_num_nodes_source(name)} says {num_nodes:,} nodes)"
+                )
+    return num_nodes
+
+
 def _to_graph(
     name: str,
     graph: dict[str, Any],
@@ -522,15 +570,16 @@ def _to_graph(
     from .graph import EDGE_CHUNK
     from .graph import csc_from_pairs as _csc_from_pairs
 
-    num_nodes = int(graph["num_nodes"])
     edge_index = np.asarray(graph["edge_index"])  # [2, E] src, dst
     if edge_index.ndim != 2 or edge_index.shape[0] != 2:
         raise ValueError(f"{name}: ogb's edge_index has shape {edge_index.shape}, expected [2, E]")
+    labels = np.asarray(labels).reshape(-1)  # [N, 1] -> [N]
+    feat = graph.get("node_feat")
+    # Every array below is sized by num_nodes, a number read from a file: it is checked against
+    # the data actually present (labels, feature rows, edge ids) before anything is allocated.
+    num_nodes = _num_nodes(name, graph.get("num_nodes"), labels, feat, edge_index)
     src = torch.from_numpy(np.ascontiguousarray(edge_index[0], dtype=np.int64))
     dst = torch.from_numpy(np.ascontiguousarray(edge_index[1], dtype=np.int64))
-    for arg, ids in (("source", src), ("destination", dst)):
-        if ids.numel() and (int(ids.min()) < 0 or int(ids.max()) >= num_nodes):
-            raise ValueError(f"{name}: an edge {arg} id is outside 0..{num_nodes - 1}")
 
     # One sort of the int64 keys dst * N + src builds the CSC arrays (as the generators do):
     # lighter than Graph.from_edges' two argsorts at products' and papers100M's sizes.
@@ -543,9 +592,6 @@ def _to_graph(
     )
     del src, dst, edge_index, chunks
 
-    labels = np.asarray(labels).reshape(-1)  # [N, 1] -> [N]
-    if labels.shape[0] != num_nodes:
-        raise ValueError(f"{name}: ogb gave {labels.shape[0]} labels for {num_nodes} nodes")
     if labels.dtype.kind == "f":
         missing = np.isnan(labels)  # papers100M: unlabelled
         known = labels[~missing]
@@ -554,7 +600,6 @@ def _to_graph(
         y = np.where(missing, -1, labels).astype(np.int64)
     else:
         y = labels.astype(np.int64)
-    feat = graph.get("node_feat")
     return Graph(
         indptr,
         indices,

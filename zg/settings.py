@@ -94,7 +94,9 @@ class StepHooks:
     int64 seed tensors`` replacing the seeded shuffle cut into ``batch_size`` chunks (every
     epoch the same number of batches, each at most ``batch_size`` long). forward: computes the
     logits from (blocks, x) (default the model; e.g. a DDP wrapper). loss: ``loss(logits,
-    labels, mb) -> 0-d`` (default :func:`zg.step.masked_cross_entropy`). features:
+    labels, mb) -> 0-d``, ``mb`` the minibatch (its ``valid`` mask marks the rows that count;
+    default :func:`zg.step.masked_cross_entropy`, which takes ``mb`` or ``mb.valid`` as its
+    third argument). features:
     ``features(input_nodes) -> x`` replacing the gather from ``g.x`` (a feature-fetching worker
     asks the owners; ``g`` then needs no features). reduce: called after backward, before the
     optimizer step (a gradient all-reduce that may carry the overflow flag). guard: a shared

@@ -20,6 +20,7 @@ from __future__ import annotations
 
 import time
 from collections.abc import Callable
+from typing import Any
 
 import torch
 import torch.nn.functional as F
@@ -134,10 +135,21 @@ def labels_in_range(labels: torch.Tensor, nodes: torch.Tensor, num_classes: int)
     return ((picked >= -1) & (picked < num_classes)).all()
 
 
-def masked_cross_entropy(
-    logits: torch.Tensor, labels: torch.Tensor, valid: torch.Tensor
-) -> torch.Tensor:
-    """Mean cross-entropy over the rows that count (see :func:`per_seed_cross_entropy`)."""
+def masked_cross_entropy(logits: torch.Tensor, labels: torch.Tensor, valid: Any) -> torch.Tensor:
+    """Mean cross-entropy over the rows that count (see :func:`per_seed_cross_entropy`).
+
+    ``valid``: the bool [B] mask of the rows that count, or the minibatch itself (anything with
+    a ``valid`` mask, e.g. the ``mb`` an Engine passes its loss hook): so
+    ``masked_cross_entropy`` is a loss hook as it is, ``StepHooks(loss=masked_cross_entropy)``
+    called as ``loss(logits, labels, mb)``, the default's call."""
+    if not isinstance(valid, torch.Tensor):
+        mask = getattr(valid, "valid", None)
+        if not isinstance(mask, torch.Tensor):
+            raise TypeError(
+                "masked_cross_entropy: valid must be a bool tensor [B] or a minibatch with a "
+                f"'valid' mask, got {type(valid).__name__}"
+            )
+        valid = mask
     loss, counted = per_seed_cross_entropy(logits, labels, valid)  # [B], [B]
     return loss.sum() / counted.sum().clamp(min=1)
 

@@ -5,11 +5,15 @@ payload value is found in the written document."""
 from __future__ import annotations
 
 import json
+import math
 import shlex
+import statistics
 import sys
 from pathlib import Path
 
 import pytest
+from hypothesis import given, settings
+from hypothesis import strategies as st
 
 ROOT = Path(__file__).resolve().parents[2]
 sys.path[:0] = [str(ROOT / "bench"), str(ROOT / "tools")]
@@ -74,7 +78,9 @@ def test_document_keeps_every_payload_value():
     payload = {k: v for k, v in LEGACY.items() if k != "source"}
     assert _found(payload, doc) == []
     assert doc["command"] == ["bench/engine.py", "--quick", "--name", "a b"]
-    assert set(doc["detail"]) == {"threads", "memory", "targets"}
+    # and the load average before the bench's own work, read when it started
+    assert set(doc["detail"]) == {"threads", "memory", "targets", "load_average_before"}
+    assert doc["detail"]["load_average_before"] == _machine.LOAD_BEFORE
     m = results.metric(doc, "envelope_vs_dgl_sage_b1024")
     assert m["n"] == 3 and m["std"] == pytest.approx(0.1) and m["value"] == pytest.approx(1.1)
     # the check can fail: a dropped key is found missing
@@ -87,7 +93,8 @@ def test_document_without_optional_keys():
     doc = _machine.document("grappa_quick", legacy)
     assert doc["bench"] == "grappa" and doc["rows"] == [{"seed": 0}]
     assert doc["source"] == _machine.SOURCE and doc["command"] == ["--quick"]
-    assert doc["seeds"] == [] and doc["detail"] == {"seeds": [True]}  # not a list of int: kept
+    assert doc["seeds"] == []  # not a list of int: kept in detail
+    assert doc["detail"] == {"seeds": [True], "load_average_before": _machine.LOAD_BEFORE}
     assert _found(legacy, {**doc, "seeds": [True]}) == []
 
 
@@ -143,7 +150,8 @@ def test_write_json_writes_the_format(tmp_path, monkeypatch):
         },
     )
     doc = results.load(path)
-    assert doc["source"] == _machine.SOURCE and doc["detail"] == {"metric": "test_acc"}
+    assert doc["source"] == _machine.SOURCE
+    assert doc["detail"] == {"metric": "test_acc", "load_average_before": _machine.LOAD_BEFORE}
     gap = results.metric(doc, "grappa_minus_single_L2")
     assert gap["value"] == pytest.approx(-5.0) and gap["n"] == 3
     assert _machine.read_json(path)["metric"] == "test_acc"
@@ -183,3 +191,32 @@ def test_headline_readers_accept_a_null_or_zero_std():
     for std, n in ((None, 1), (0.0, 3)):
         m = results.headline("x", 1.5, "x", std=std, n=n)
         assert results.fmt(m).startswith("1.50x")
+
+
+finite = st.floats(-1e6, 1e6, allow_nan=False, allow_infinity=False)
+
+
+@given(values=st.lists(finite, min_size=1, max_size=8), where=st.sampled_from(["rows", "detail"]))
+@settings(max_examples=150, deadline=None)
+def test_a_summary_says_what_its_values_give(values, where):
+    """Every ``{"values", "mean", "std"}`` in a file's rows or detail is their mean and their
+    sample std (n - 1; null for one value): the written summary is what the values give, so a
+    population std, a stale mean or "± 0.0" for one seed is refused by every writer and reader."""
+    doc = _machine.document("engine_fixture", json.loads(json.dumps(LEGACY)))
+    mean, std = results.mean_std(values)
+    summary = {"mean": mean, "std": std, "values": values}
+    nested = [{"a": {"seconds": summary}}] if where == "rows" else {"a": [summary]}
+    results.validate({**doc, where: nested})
+    wrong = []
+    if len(values) > 1:
+        pop = statistics.pstdev(values)
+        if not math.isclose(pop, std, rel_tol=1e-9, abs_tol=1e-12):
+            wrong.append(("std", pop, "sample std"))
+    else:
+        wrong.append(("std", 0.0, "sample std"))
+    wrong.append(("mean", mean + max(1.0, abs(mean)) * 1e-6, "the mean"))
+    for key, bad, says in wrong:
+        broken = {**summary, key: bad}
+        nested = [{"a": {"seconds": broken}}] if where == "rows" else {"a": [broken]}
+        with pytest.raises(ValueError, match=f"{key} is .*{says.split()[0]}"):
+            results.validate({**doc, where: nested})

@@ -191,6 +191,32 @@ def test_train_refuses_bad_flags_before_anything_runs(tmp_path, capsys, argv, ex
     assert sorted(tmp_path.iterdir()) == before  # nothing written
 
 
+@pytest.mark.parametrize(
+    "argv, expected",
+    [
+        (["--layers", "100000"], "--layers: must be an integer in [1, 64], got 100000;"),
+        (["--layers", "65"], "--layers: must be an integer in [1, 64], got 65;"),
+        (["--layers", "9" * 100_000], "(100,000 characters) is not an integer"),
+        (["--fanouts", ",".join(["10"] * 100_000)], "has 100,000 fanouts; a model has at most 64"),
+        (["--fanouts", "x" * 100_000], "(100,000 characters) is not a list of fanouts"),
+        (["--batch-size", "-" + "9" * 5000], "--batch-size"),
+    ],
+)
+def test_huge_train_flags_give_a_short_error(capsys, argv, expected):
+    """The probe: --layers 100000 printed a 700 KB error. Now --layers is bounded as zg
+    grappa's num_layers is, and every message quotes at most a short piece of the value."""
+    err = exits_with_2(capsys, ["train", *argv])
+    assert expected in err
+    assert len(err) < 2000 and len(err.strip().splitlines()[-1]) < 300
+
+
+def test_train_and_grappa_bound_layers_alike():
+    from zg.grappa._checks import MAX_LAYERS
+
+    assert cli.MAX_LAYERS == MAX_LAYERS == 64
+    assert cli._layers("64") == 64
+
+
 @pytest.mark.skipif(
     torch.cuda.is_available(), reason="checks the message on a machine without CUDA"
 )

@@ -296,7 +296,9 @@ def test_the_student_runs_under_the_hold(monkeypatch):
 
     monkeypatch.setattr(zg.labs, "as_student", Probe, raising=False)
     check(right_sort_based, CONTRACT, cases_of(BASE), brute_first_seen)
-    assert entered == ["first_seen"] * (2 * len(BASE))  # the call and the device run, by name
+    # the call and the device run of every case, and the refilled pairs (two at most), by name
+    pairs = min(2, len(BASE) - 1)
+    assert entered == ["first_seen"] * (2 * len(BASE) + pairs)
 
 
 # ----------------------------------------------------------------------------- scratch, objects,
@@ -539,3 +541,204 @@ def test_the_device_clause_judges_the_tensors_the_student_makes():
     assert check(right_owner_counts, owners, cases, ref) == 3
     with pytest.raises(ContractFailure, match="clause 'device'"):
         check(wrong_owner_counts, owners, cases, ref)
+
+
+# ----------------------------------------------------------------------------- the whole
+# process, layout, exact types, host constructors and state kept on the objects: an exercise
+# scale(x) -> float32 [N] (x * 2, a fresh contiguous tensor on x's device), one wrong answer
+# per way of breaking a clause that the values alone never show.
+
+
+def ref_scale(x):
+    return x * 2.0
+
+
+def _leaves(setting):
+    def wrong(x):
+        setting()
+        return x * 2.0
+
+    return wrong
+
+
+class _ModuleHooked(torch.nn.Module):
+    pass
+
+
+def _scale_alias(x):
+    return x.mul_(1.0).mul(2.0) if False else (x if x.numel() == 0 else x.mul_(2.0))
+
+
+_SCALE_ID_CACHE: dict = {}
+
+
+def _scale_by_id(x):
+    if id(x) not in _SCALE_ID_CACHE:
+        _SCALE_ID_CACHE[id(x)] = x * 2.0
+    return _SCALE_ID_CACHE[id(x)].clone()
+
+
+_ONE = torch.ones(1)
+
+SCALE_WRONG = {
+    "default dtype": (_leaves(lambda: torch.set_default_dtype(torch.float64)), "others unchanged"),
+    "threads": (_leaves(lambda: torch.set_num_threads(1)), "others unchanged"),
+    "threads, to the count already set": (
+        _leaves(lambda: torch.set_num_threads(torch.get_num_threads())),
+        "others unchanged",
+    ),
+    "deterministic": (
+        _leaves(lambda: torch.use_deterministic_algorithms(True)),
+        "others unchanged",
+    ),
+    "torch seed": (_leaves(lambda: torch.manual_seed(0)), "others unchanged"),
+    "torch draws": (_leaves(lambda: torch.rand(3)), "others unchanged"),
+    "numpy seed": (_leaves(lambda: __import__("numpy").random.seed(0)), "others unchanged"),
+    "environment": (
+        _leaves(lambda: __import__("os").environ.__setitem__("ZG_PROBE", "1")),
+        "others unchanged",
+    ),
+    "grad mode": (_leaves(lambda: torch.set_grad_enabled(False)), "others unchanged"),
+    "global hook": (
+        _leaves(lambda: torch.nn.modules.module.register_module_forward_hook(lambda *a: None)),
+        "others unchanged",
+    ),
+    "requires grad on the input": (lambda x: x.requires_grad_() * 2.0, "inputs unchanged"),
+    "hook left on the input": (
+        lambda x: (x.requires_grad_(), x.register_hook(lambda g: g), (x * 2.0).detach())[-1],
+        "inputs unchanged",
+    ),
+    "the input returned": (lambda x: x.mul_(2.0), "inputs unchanged"),
+    "a view of the input": (
+        lambda x: torch.stack([x * 2.0, x])[0] if False else (x * 2.0).expand(2, -1)[0],
+        None,  # a fresh tensor after all: passes (the check is of memory, not of the call)
+    ),
+    "strided result": (lambda x: torch.stack([x * 2.0, x], 1)[:, 0], "returns"),
+    "from_numpy": (lambda x: torch.from_numpy(x.numpy() * 2.0), "device"),
+    "legacy constructor": (lambda x: torch.FloatTensor((x * 2.0).tolist()), "device"),
+    "kept by id": (_scale_by_id, "no state"),
+}
+
+
+@pytest.mark.parametrize("name", sorted(SCALE_WRONG))
+def test_every_way_around_the_values_is_caught(name):
+    """Each wrong answer returns x * 2 (the right values) and breaks one clause the values do
+    not show; check() names that clause, and leaves the process as it found it."""
+    fn, clause = SCALE_WRONG[name]
+    contract = Contract("scale", part="Test Part S")
+    gen = torch.Generator().manual_seed(7)
+    cases = [Case((torch.rand(n, generator=gen),), label=f"n={n}") for n in (5, 5, 3, 8)]
+    state = (torch.get_default_dtype(), torch.get_num_threads(), torch.is_grad_enabled())
+    rng = torch.random.get_rng_state()
+    try:
+        if clause is None:
+            assert check(fn, contract, cases, ref_scale) == len(cases)
+        else:
+            with pytest.raises(ContractFailure, match=f"clause '{clause}'"):
+                check(fn, contract, cases, ref_scale)
+    finally:
+        import torch.nn.modules.module as module_hooks
+
+        module_hooks._global_forward_hooks.clear()
+        os_env = __import__("os").environ
+        os_env.pop("ZG_PROBE", None)
+    # the harness put back what the call changed
+    assert (torch.get_default_dtype(), torch.get_num_threads(), torch.is_grad_enabled()) == state
+    assert not torch.are_deterministic_algorithms_enabled()
+    assert torch.equal(torch.random.get_rng_state(), rng)
+
+
+def test_a_setting_the_reference_changes_too_is_allowed():
+    """What the reference itself leaves changed (here: it draws from torch's generator) the
+    student may change too: the clause is "as the reference leaves it"."""
+
+    def ref_draws(x):
+        return x * 2.0 + 0 * torch.rand(x.shape)
+
+    def right_draws(x):
+        torch.rand(1)
+        return x * 2.0
+
+    cases = [Case((torch.ones(n),), label=f"n={n}") for n in (2, 3)]
+    assert check(right_draws, Contract("scale", part="Test Part S"), cases, ref_draws) == 2
+
+
+@pytest.mark.parametrize(
+    "expected, got, clause",
+    [
+        (1.5, 1, "dtype"),  # an int where a float is due
+        (3, __import__("numpy").int64(3), "dtype"),
+        (2.0, __import__("numpy").float64(2.0), "dtype"),
+        (True, __import__("numpy").bool_(True), "dtype"),
+        ([1, 2], (1, 2), "returns"),
+        ((1, 2), [1, 2], "returns"),
+        (3, 3, None),
+        (2.0, 2.0, None),
+        ([1.0, 2], [1.0, 2], None),
+    ],
+)
+def test_python_numbers_and_containers_are_their_exact_types(expected, got, clause):
+    from zg.contract import compare_values
+
+    found = compare_values(expected, got)
+    assert (found[0] if found else None) == clause, found
+
+
+def test_a_helper_cache_and_a_class_attribute_are_state():
+    """State kept in a notebook's own helper (an lru_cache) or on a class it defined is state:
+    the namespace's functions and classes are snapshotted, not only its dicts and lists."""
+    namespace = {"__name__": "__main__", "torch": torch, "functools": functools}
+    exec(
+        "@functools.lru_cache(maxsize=None)\n"
+        "def doubled(n):\n    return 2.0 * n\n"
+        "def scale(x):\n    return x * doubled(1)\n"
+        "class Memo:\n    last = None\n"
+        "def scale2(x):\n    Memo.last = x.numel()\n    return x * 2.0\n",
+        namespace,
+    )
+    cases = [Case((torch.ones(n),), label=f"n={n}") for n in (2, 3)]
+    for name in ("scale", "scale2"):
+        with pytest.raises(ContractFailure, match="clause 'no state'"):
+            check(
+                namespace[name], Contract("scale", part="T"), cases, ref_scale, namespace=namespace
+            )
+
+
+class Run:
+    def __init__(self, steps):
+        self.steps = steps
+
+
+def ref_advance(run):
+    run.steps += 1
+    return run.steps
+
+
+def wrong_marks_the_run(run):
+    run.steps += 1
+    run._seen = True  # state kept on the caller's object
+    return run.steps
+
+
+def test_an_attribute_left_on_an_argument_it_may_change_fails_updates():
+    contract = Contract("advance", part="T", may_change=("run",))
+    cases = [Case((Run(n),), label=f"steps={n}") for n in (0, 4)]
+    assert check(ref_advance, contract, cases, ref_advance) == 2
+    with pytest.raises(ContractFailure, match=r"clause 'updates'.*\['_seen'\] added"):
+        check(wrong_marks_the_run, contract, cases, ref_advance)
+
+
+def test_arguments_that_are_one_object_are_not_refilled_apart():
+    """A case whose two arguments are one tensor (the same empty edge list as src and dst) is
+    not refilled with the next case's two different tensors: a right answer keeps every point."""
+
+    def add(a, b):
+        return a + b
+
+    empty = torch.zeros(0)
+    cases = [
+        Case((empty, empty), label="one tensor twice"),
+        Case((torch.ones(3), torch.arange(3.0)), label="two tensors"),
+        Case((torch.ones(2), torch.ones(2)), label="equal, not one"),
+    ]
+    assert check(add, Contract("add", part="T"), cases, add) == 3

@@ -414,7 +414,7 @@ def test_a_hostile_submission_reads_nothing_reaches_nothing_and_leaves_nothing(t
 def test_it_runs_from_a_clone_in_tmp_whose_git_is_a_file_as_in_a_worktree(tmp_path):
     clone = tmp_path / "clone"
     (clone / "tools").mkdir(parents=True)
-    for name in ("labs_sandbox.py", "labs_grade.py", "labs_tamper.py"):
+    for name in ("labs_sandbox.py", "labs_grade.py", "labs_tamper.py", "labs_integrity.py"):
         shutil.copy(ROOT / "tools" / name, clone / "tools" / name)
     shutil.copytree(ROOT / "zg", clone / "zg", ignore=shutil.ignore_patterns("__pycache__"))
     shutil.copytree(ROOT / "data", clone / "data", ignore=shutil.ignore_patterns("__pycache__"))
@@ -473,3 +473,39 @@ def test_timeout_must_be_a_finite_positive_number(value, capsys):
     assert "--timeout" in err and "number of seconds" in err and "Traceback" not in err, err
     with pytest.raises(ValueError, match="finite number of seconds > 0|number of seconds"):
         labs_sandbox.grade(SOURCE, timeout=float(value) if value not in ("soon", "") else value)
+
+
+# ------------------------------------------------------------------------ the grader's own code
+
+GRADER_PATCHES = {  # run-time patches that keep Lab 0's model solution right (see
+    # tests/core/test_lab_tamper.py): only the worker's integrity check stops them
+    "class_attribute": (
+        "import unittest.mock, torch, zg.labs\n"
+        "unittest.mock.patch.object(zg.labs.Checks, 'equal',"
+        " new=staticmethod(lambda a, b: torch.equal(a, b))).start()\n",
+        "zg.labs.Checks.equal",
+    ),
+    "module_function": (
+        "import unittest.mock, zg.contract\n"
+        "_check = zg.contract.check\n"
+        "unittest.mock.patch('zg.contract.check', new=lambda *a, **k: _check(*a, **k)).start()\n",
+        "zg.contract.check",
+    ),
+    "builtin": (
+        "import unittest.mock\n"
+        "_sorted = sorted\n"
+        "unittest.mock.patch('builtins.sorted', new=lambda *a, **k: _sorted(*a, **k)).start()\n",
+        "builtins.sorted",
+    ),
+}
+
+
+@needs_sandbox
+@pytest.mark.slow
+@pytest.mark.parametrize("kind", sorted(GRADER_PATCHES))
+def test_a_run_time_patch_of_the_graders_code_earns_nothing_in_the_sandbox(tmp_path, kind):
+    code, name = GRADER_PATCHES[kind]
+    report = labs_sandbox.grade(_submission(tmp_path, code), timeout=300, run_scan=False)
+    assert report["total"] > 0 and report["earned"] == 0, (kind, report["passed"])
+    assert report["failure"].startswith("tamper: the submission changed the grader's code")
+    assert name in report["failure"], report["failure"]

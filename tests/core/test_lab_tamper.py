@@ -12,6 +12,7 @@ import torch
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
+import zg.contract
 import zg.labs
 
 ROOT = Path(__file__).resolve().parents[2]
@@ -30,6 +31,19 @@ TAMPERING = {
     "lab4_input_transformer",
     "lab5_runpy_coverage",
     "lab5_reads_held_originals",
+    # modules off the allow-list (a pool of threads or processes, a private name of the kit)
+    "lab5_calls_local_coverage",
+    "lab5_process_pool_coverage",
+    "lab5_thread_pool_coverage",
+    # the outside probe's gaming submissions (unittest.mock, pydoc, timeit, types.FunctionType)
+    "lab1_c_gaming_mock_syncaudit",
+    "lab2_a_gaming_mock_first_write_wins",
+    "lab3_b_gaming_mock_compare_values",
+    "lab5_b_gaming_mock_contract_check",
+    "lab5_b_gaming_pydoc_gc_original",
+    "lab6_c_gaming_peek_expected",
+    "lab7_a_gaming_mock_equal",
+    "lab7_b_gaming_timeit_kit_source",
 }
 
 
@@ -122,10 +136,98 @@ HOSTILE = [
     ("import __main__\nx = __main__.hook_cases", "__main__"),
     # the tests' own reference, defined in a test cell
     ("def first_occurrence(cand, marker):\n    return hook_cases(cand)", "uses hook_cases"),
+    # off the allow-list: threads, a dispatch mode (it intercepts the tests' torch calls too)
+    ("from concurrent.futures import ThreadPoolExecutor", "concurrent.futures"),
+    ("from torch.utils._python_dispatch import TorchDispatchMode", "torch.utils._python_dispatch"),
+]
+# The routes an outside probe used to reach the grader past a list of forbidden names (its
+# gaming submissions), and their neighbours: each is a finding now (the allow-list of modules,
+# what an allowed module leads to, an alias of what a module holds).
+ROUTES = [
+    ('import pydoc\ngc = pydoc.locate("gc")', "pydoc"),
+    ('import pydoc\nm = pydoc.locate("sys").modules', "pydoc"),
+    ('from pydoc import locate\ninsp = locate("inspect")', "pydoc"),
+    (
+        'import pydoc\ni = pydoc.locate("inspect")\nx = i.getargvalues(i.currentframe()).locals',
+        "pydoc",
+    ),
+    (
+        'import timeit\ntimeit.timeit(stmt="found.append(1)", number=1, globals={"found": []})',
+        "timeit",
+    ),
+    (
+        'import unittest.mock\nunittest.mock.patch("zg.contract.check", new=min).start()',
+        "unittest.mock",
+    ),
+    (
+        'import unittest.mock\nunittest.mock.patch("zg.contract.compare_values", new=min).start()',
+        "unittest.mock",
+    ),
+    (
+        'from unittest import mock\nmock.patch.object(zg.audit.SyncAudit, "__enter__", new=id).start()',
+        "unittest",
+    ),
+    (
+        'import unittest.mock as m\nm.patch("zg.labs.FirstWriteWins", new=None).start()',
+        "unittest.mock",
+    ),
+    ('import unittest.mock\nunittest.mock.patch("torch.equal", new=min).start()', "unittest"),
+    (
+        'import unittest.mock\nunittest.mock.patch.object(zg.labs.Checks, "equal", new=min).start()',
+        "unittest",
+    ),
+    ("import contextlib", "contextlib"),
+    ("from . import labs", "relative import"),
+    ("import torch.multiprocessing", "torch.multiprocessing"),
+    ("from torch import multiprocessing", "torch.multiprocessing"),
+    ("x = torch.multiprocessing.Process", "torch.multiprocessing"),
+    ("import torch.utils.cpp_extension", "torch.utils.cpp_extension"),
+    ("from torch.utils import cpp_extension", "torch.utils.cpp_extension"),
+    ("x = torch.sys.modules", "module sys"),
+    ("import numpy as np\nx = np.lib.npyio.os.system", "module os"),
+    ("import numpy as np\nx = np.lib.utils.sys", "module sys"),
+    ("import numpy as np\nx = np.testing", "numpy.testing"),
+    ("import numpy as np\nx = np.ctypeslib", "numpy.ctypeslib"),
+    ("import functools\nx = functools.update_wrapper", "functools.update_wrapper"),
+    ("import random\nx = random._os", "private name random._os"),
+    ("x = torch._C", "torch._C"),
+    ("x = zg.labs.inspect.stack()", "module inspect"),
+    ("f = torch.fx.symbolic_trace", "torch.fx"),
+    ("y = torch.jit.script", "torch.jit"),
+    ("class M(torch.overrides.TorchFunctionMode):\n    pass", "torch.overrides"),
+    ("x = torch.load", "torch.load"),
+    ("import numpy as np\nx = np.load('a.npy', allow_pickle=True)", "numpy.load"),
+    ("import typing\nh = typing.get_type_hints(len)", "typing.get_type_hints"),
+    ("import types\nf = types.FunctionType", "types.FunctionType"),
+    ("from types import CodeType", "types.CodeType"),
+    ("x = (i for i in ()).gi_code", "gi_code"),
+    ("x = zg.__loader__", "__loader__"),
+    ("x = zg_check.__reduce_ex__(2)", "__reduce_ex__"),
+    (
+        "class T(torch.Tensor):\n    def __torch_function__(cls, f, t, a=(), k=None):\n"
+        "        return True",
+        "__torch_function__",
+    ),
+    ("import dataclasses\ndataclasses.dataclass(zg.audit.SyncAudit)", "decorator"),
+    ("import functools\nfunctools.total_ordering(zg.audit.SyncAudit)", "decorator"),
+    (
+        "import functools\n@functools.wraps(len, assigned=('x',))\ndef f():\n    pass",
+        "more than the function",
+    ),
+    # setting what a module holds through another name
+    ("C = zg.labs.Checks\nC.equal = min", "through 'C'"),
+    ("from zg.labs import Checks\nChecks.equal = min", "through 'Checks'"),
+    ("a = torch\na.equal = min", "through 'a'"),
+    ("for m in (torch,):\n    m.equal = min", "as a value"),
+    ("for c in (zg.labs.Checks,):\n    c.equal = min", "through 'c'"),
+    ("def f(c=zg.labs.Checks):\n    c.equal = min", "through 'c'"),
+    ("type(zg_check).equal = min", "type()"),
+    ("t = type(seeds)\nt.__eq__ = min", "through 't'"),
+    ("del zg.labs.Checks.equal", "zg"),
+    ("def f(m):\n    m.equal = min\nf(torch)", "as a value"),
 ]
 BENIGN = [
     "import torch\nimport zg",
-    "from torch.utils._python_dispatch import TorchDispatchMode",
     "def first_occurrence(cand, marker):\n    g = cand.clone()\n    return g",
     "class Buf:\n    def __init__(self):\n        self.x = 1\n    def __enter__(self):\n        return self",
     "model = torch.nn.Linear(2, 2)\nmodel.eval()\nmodel.weight.grad = None",
@@ -133,7 +235,18 @@ BENIGN = [
     "t = 3  # a temporary the setup also used, and no test reads",
     "import numpy as np\nfrom collections import deque",
     "w = getattr(torch.nn, 'Linear')",
-    "from concurrent.futures import ThreadPoolExecutor",
+    "import torch.nn.functional as F\ny = F.one_hot(seeds).sum(0)",
+    "F = torch.nn.functional\ny = F.relu(seeds)",
+    "import math, itertools, functools, collections, heapq, bisect, statistics, operator",
+    "import dataclasses, typing, enum, random, fractions, decimal, copy, time, cmath, numbers",
+    "from types import SimpleNamespace\nstate = SimpleNamespace(b=0)\nstate.b = 1",
+    "import dataclasses\n@dataclasses.dataclass(frozen=True)\nclass P:\n    x: int",
+    "import functools\ndef deco(f):\n    @functools.wraps(f)\n    def w(*a):\n"
+    "        return f(*a)\n    return w",
+    "x = torch._foreach_add([seeds], 1)",  # torch's operators under a private name
+    "def f(run):\n    b = getattr(run, 'b', 0)\n    run.b = b + 1",
+    "s = torch.cuda.Stream() if torch.cuda.is_available() else None",
+    "p = torch.nn.Linear(2, 2)\nfor q in p.parameters():\n    q.grad = None",
     "def f(hook_cases):\n    return hook_cases + 1",  # a name of the student's own
     "x = zg.labs.checks()",
 ]
@@ -166,6 +279,35 @@ def test_the_scan_leaves_honest_code_alone(code):
     assert labs_tamper.scan({"cell": code}, [SETUP], [TEST]) == []
 
 
+@pytest.mark.parametrize(
+    ("code", "needle"), ROUTES, ids=[f"{i}-{r[1]}" for i, r in enumerate(ROUTES)]
+)
+def test_each_route_around_a_list_of_forbidden_names_is_a_finding(code, needle):
+    found = labs_tamper.scan({"cell": code}, [SETUP], [TEST])
+    assert found and any(needle in str(f) for f in found), found
+
+
+def test_a_module_a_locked_cell_imported_is_off_limits_unless_on_the_list():
+    """Every lab's first cell imports sys (and, on Colab, glob, importlib, subprocess): the
+    student's cells share its namespace, so using those names is reaching for them."""
+    setup = "import sys\nif 'google.colab' in sys.modules:\n    import subprocess\n" + SETUP
+    for code in ("x = sys.modules['gc']", "subprocess.run(['true'])", "f = sys._getframe"):
+        found = labs_tamper.scan({"cell": code}, [setup], [TEST])
+        assert found and "allow-list" in str(found[0]), (code, found)
+
+
+def test_the_allow_list_refuses_every_other_standard_module():
+    allowed_roots = {m.split(".")[0] for m in labs_tamper.ALLOWED_MODULES}
+    others = sorted(set(sys.stdlib_module_names) - allowed_roots)
+    assert len(others) > 150
+    for name in others:
+        for code in (f"import {name}", f"from {name} import x", f"import {name} as m"):
+            found = labs_tamper.scan({"cell": code}, [SETUP], [TEST])
+            assert found and "allow-list" in str(found[0]) and name in str(found[0]), code
+    for name in sorted(labs_tamper.ALLOWED_MODULES):
+        assert labs_tamper.scan({"cell": f"import {name}"}, [SETUP], [TEST]) == [], name
+
+
 def test_the_in_process_grader_gives_a_tampering_variant_nothing_and_says_why():
     from labs_grade import Lab, Variant
 
@@ -177,11 +319,12 @@ def test_the_in_process_grader_gives_a_tampering_variant_nothing_and_says_why():
 
 @pytest.mark.slow
 def test_without_the_scan_rebinding_torch_equal_still_gains_nothing():
-    """The scan off: the tests compare with zg_check, bound before the student's cell ran."""
+    """The scan and the integrity check off: the tests compare with zg_check, bound before the
+    student's cell ran."""
     from labs_grade import Lab, Variant
 
     wrong = labs_wrong.read_wrong(COURSE / "wrong" / "lab1_rebinds_equal.py")
-    lab = Lab(lab_source(COURSE, wrong["lab"]), scan=False)
+    lab = Lab(lab_source(COURSE, wrong["lab"]), scan=False, integrity=False)
     out = lab.grade([Variant("t", {wrong["cell"]: wrong["code"]}, judged_on=wrong["part"])])["t"]
     assert out.earned == 0 and not out.failure.startswith("tamper"), out
 
@@ -233,3 +376,88 @@ def test_under_the_mode_a_2d_scatter_keeps_the_first_write_per_row():
     with zg.labs.FirstWriteWins():
         got = torch.zeros(2, 5, dtype=torch.int64).scatter(1, index, src)
     assert got.tolist() == [[1, 0, 3, 0, 0], [0, 0, 0, 0, 4]]
+
+
+# ----------------------------------------------------------------------------- the integrity check
+# What the scan cannot see (code that reaches the grader at run time, by a route the scan does
+# not know) the graders still catch by what it did: tools/labs_integrity.py.
+
+import labs_integrity  # noqa: E402
+
+# Run-time patches that keep what they patch working (only the check can tell): a class
+# attribute, a module's function, a builtin. Each is Lab 0's run_report cell's preamble.
+MOCKS = {
+    "class_attribute": (
+        "import unittest.mock, torch, zg.labs\n"
+        "unittest.mock.patch.object(zg.labs.Checks, 'equal',"
+        " new=staticmethod(lambda a, b: torch.equal(a, b))).start()\n",
+        "zg.labs.Checks.equal",
+    ),
+    "module_function": (
+        "import unittest.mock, zg.contract\n"
+        "_check = zg.contract.check\n"
+        "unittest.mock.patch('zg.contract.check', new=lambda *a, **k: _check(*a, **k)).start()\n",
+        "zg.contract.check",
+    ),
+    "builtin": (
+        "import unittest.mock\n"
+        "_sorted = sorted\n"
+        "unittest.mock.patch('builtins.sorted', new=lambda *a, **k: _sorted(*a, **k)).start()\n",
+        "builtins.sorted",
+    ),
+}
+
+
+def test_the_integrity_check_names_what_changed_and_nothing_else():
+    import importlib
+    import unittest.mock
+
+    before = labs_integrity.fingerprint()
+    assert labs_integrity.changes(before) == []
+    same = staticmethod(torch.equal)
+    with unittest.mock.patch.object(zg.labs.Checks, "equal", new=same):
+        assert labs_integrity.changes(before) == ["zg.labs.Checks.equal"]
+    with unittest.mock.patch("zg.contract.compare_values", new=zg.contract.compare_values):
+        assert labs_integrity.changes(before) == []  # the same object again: no change
+    with unittest.mock.patch("zg.contract.compare_values", new=lambda *a, **k: None):
+        assert labs_integrity.changes(before) == ["zg.contract.compare_values"]
+    with unittest.mock.patch("builtins.sorted", new=lambda *a, **k: []):
+        assert labs_integrity.changes(before) == ["builtins.sorted"]
+    with unittest.mock.patch("torch.equal", new=lambda a, b: True):
+        assert "torch.equal" in labs_integrity.changes(before)
+    with unittest.mock.patch.object(torch.Tensor, "__eq__", new=lambda a, b: True):
+        assert "torch.Tensor.__eq__" in labs_integrity.changes(before)
+    with unittest.mock.patch.object(zg.labs.FirstWriteWins, "__enter__", create=True, new=id):
+        assert labs_integrity.changes(before) == ["zg.labs.FirstWriteWins.__enter__ (added)"]
+    code = zg.labs.checks.__code__
+    zg.labs.checks.__code__ = (lambda: zg.labs._CHECKS).__code__  # the same object, not the code
+    try:
+        assert labs_integrity.changes(before) == ["zg.labs.checks"]
+    finally:
+        zg.labs.checks.__code__ = code
+    with torch.overrides.TorchFunctionMode():  # a mode left entered sees every torch call
+        assert labs_integrity.changes(before) == ["torch's mode stacks (a mode left entered)"]
+    assert labs_integrity.changes(before) == []
+    importlib.import_module("zg.grappa.coverage")  # a later import adds a submodule: no change
+    assert labs_integrity.changes(before) == []
+
+
+def test_the_in_process_grader_gives_a_run_time_patch_of_its_code_nothing():
+    """The scan off (it would refuse unittest.mock): each patch keeps Lab 0's model solution
+    right, so only the integrity check stops it; with the check off too it earns every point."""
+    from labs_grade import Lab, Variant
+
+    source = lab_source(COURSE, "00_setup")
+    model = {c.grade_id: c.source for c in code_cells(source) if c.solution}
+    variants = [
+        Variant(k, dict(model, run_report=m + model["run_report"])) for k, (m, _) in MOCKS.items()
+    ]
+    out = Lab(source, scan=False).grade(variants)
+    for key, (_, name) in MOCKS.items():
+        assert out[key].total > 0 and out[key].earned == 0, (key, out[key])
+        assert out[key].failure.startswith("tamper: the submission changed the grader's code"), out[
+            key
+        ]
+        assert name in out[key].failure, out[key].failure
+    unchecked = Lab(source, scan=False, integrity=False).grade(variants)
+    assert all(o.full_marks for o in unchecked.values()), unchecked

@@ -18,6 +18,8 @@ import numpy as np
 import processes
 import pytest
 import torch
+from hypothesis import given, settings
+from hypothesis import strategies as st
 
 import zg
 from zg import datasets, ogbn
@@ -342,3 +344,92 @@ def test_a_crafted_cache_file_is_refused_and_runs_nothing(ogb, tmp_path, no_netw
     torch.save(good, cache)  # an honest cache still loads
     again = datasets.load("ogbn-arxiv", root=tmp_path)
     assert torch.equal(again.indices, g.indices)
+
+
+# ----------------------------------------------------------------------------- sizes read from files
+
+
+@pytest.fixture
+def nothing_sized(monkeypatch):
+    """Fail the test if the CSC arrays (sized by num_nodes) are built at all."""
+    import zg.graph
+
+    def forbidden(*args, **kwargs):
+        raise AssertionError("arrays sized by num_nodes were built before num_nodes was checked")
+
+    monkeypatch.setattr(zg.graph, "csc_from_pairs", forbidden)
+
+
+@pytest.mark.parametrize("claimed", [N - 1, N + 1, 3 * 10**8, 10**11])
+def test_arxiv_num_node_list_is_checked_before_any_allocation(
+    ogb, tmp_path, no_network, nothing_sized, claimed
+):
+    """A folder whose raw/num-node-list.csv.gz claims another node count (the probe: 4 nodes
+    claiming 10^11 allocated gigabytes, then failed in alloc_cpu) is refused, naming the field,
+    before anything is sized by the count."""
+    write_csv_dataset(tmp_path, "ogbn-arxiv", "time", years=True)
+    write_csv_gz(
+        tmp_path / "ogbn_arxiv" / "raw" / "num-node-list.csv.gz", np.array([claimed]), "%d"
+    )
+    with pytest.raises(ValueError, match=rf"num-node-list.*{claimed:,}.*{N} rows") as caught:
+        datasets.load("ogbn-arxiv", root=tmp_path, download=False)
+    assert "\n" not in str(caught.value)
+
+
+def test_arxiv_edge_id_beyond_the_node_count_is_refused(ogb, tmp_path, no_network, nothing_sized):
+    src, dst, *_ = write_csv_dataset(tmp_path, "ogbn-arxiv", "time", years=True)
+    edges = np.stack([src, dst], 1)
+    edges[5, 1] = N + 7
+    write_csv_gz(tmp_path / "ogbn_arxiv" / "raw" / "edge.csv.gz", edges, "%d")
+    with pytest.raises(
+        ValueError, match=rf"destination id \({N + 7}\).*0\.\.{N - 1}.*num-node-list"
+    ):
+        datasets.load("ogbn-arxiv", root=tmp_path, download=False)
+
+
+@pytest.mark.parametrize("claimed", [N + 1, 10**11])
+def test_papers100m_num_nodes_list_is_checked_before_any_allocation(
+    ogb, tmp_path, no_network, nothing_sized, claimed
+):
+    """papers100M's binary raw/data.npz: num_nodes_list claiming more nodes than the feature and
+    label rows present is refused, naming the field."""
+    write_papers(tmp_path)
+    path = tmp_path / "ogbn_papers100M" / "raw" / "data.npz"
+    arrays = dict(np.load(path))
+    arrays["num_nodes_list"] = np.array([claimed])
+    np.savez(path, **arrays)
+    with pytest.raises(ValueError, match=rf"data\.npz's num_nodes_list.*{claimed:,} nodes"):
+        datasets.load("ogbn-papers100M", root=tmp_path, download=False)
+
+
+def _dict_graph(num_nodes, n_rows, n_feat, edges):
+    return (
+        {
+            "num_nodes": num_nodes,
+            "edge_index": np.asarray(edges, dtype=np.int64).reshape(2, -1),
+            "node_feat": np.zeros((n_feat, 2), np.float32),
+        },
+        np.zeros((n_rows, 1), np.int64),
+        {"train": np.array([0]), "valid": np.array([], np.int64), "test": np.array([], np.int64)},
+    )
+
+
+@settings(max_examples=60, deadline=None)
+@given(
+    rows=st.integers(1, 12),
+    claimed=st.one_of(st.integers(-3, 15), st.integers(10**9, 10**15)),
+    feat_rows=st.integers(1, 12),
+    edge=st.integers(0, 20),
+)
+def test_to_graph_node_count_matches_the_data_or_is_refused(rows, claimed, feat_rows, edge):
+    """Property: _to_graph builds a graph exactly when the claimed count equals the label rows
+    and the feature rows and exceeds every edge id; otherwise a ValueError naming num_nodes
+    (or the edge id), and nothing sized by the claim is allocated (10^15 would not fit)."""
+    graph, labels, split = _dict_graph(claimed, rows, feat_rows, [[0], [edge]])
+    good = claimed == rows == feat_rows and edge < claimed
+    if good:
+        g = ogbn._to_graph("ogbn-arxiv", graph, labels, split, 2, symmetrize=True)
+        assert g.num_nodes == rows
+    else:
+        with pytest.raises(ValueError, match=r"num-node-list|num_nodes"):
+            ogbn._to_graph("ogbn-arxiv", graph, labels, split, 2, symmetrize=True)

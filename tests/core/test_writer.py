@@ -375,3 +375,58 @@ def test_a_replaced_file_keeps_its_owner_and_group(tmp_path):
     st_ = os.stat(path)
     assert (st_.st_uid, st_.st_gid, stat.S_IMODE(st_.st_mode)) == (1234, 5678, 0o664)
     assert path.read_bytes() == b"new"
+
+
+# ----------------------------------------------------------------------------- stale temporaries
+
+
+def _age(path: Path, seconds: float) -> None:
+    then = os.stat(path, follow_symlinks=False).st_mtime - seconds
+    os.utime(path, (then, then), follow_symlinks=False)
+
+
+@pytest.mark.parametrize("how", ["save_npz", "save_folder", "atomic_write"])
+def test_a_later_save_removes_what_a_killed_save_of_the_same_target_left(tmp_path, how):
+    """A process killed between creating its temporary file (or folder) and the rename leaves
+    ``.<name>.XXXXXXXX.tmp`` beside the target; the next write of the same target removes it
+    once it is a minute old, and nothing else: not a fresh one (a write in progress), not
+    another target's, not a name of another shape, not a link, not a ``.old`` folder."""
+    import zg
+
+    name = "g.npz" if how != "save_folder" else "gf"
+    target = tmp_path / name
+    stale_file = tmp_path / f".{name}.abcd_123.tmp"
+    stale_file.write_bytes(b"half")
+    stale_folder = tmp_path / f".{name}.zzzzzzzz.tmp"
+    stale_folder.mkdir()
+    (stale_folder / "x.npy").write_bytes(b"half")
+    kept = {
+        "fresh": tmp_path / f".{name}.freshone.tmp",
+        "other target": tmp_path / ".h.npz.abcdefgh.tmp",
+        "other shape": tmp_path / f".{name}.abc.tmp",
+        "old folder": tmp_path / f".{name}.abcdefgh.old",
+        "link": tmp_path / f".{name}.linklink.tmp",
+    }
+    for label, path in kept.items():
+        if label == "link":
+            path.symlink_to(tmp_path / "elsewhere")
+        elif label == "old folder":
+            path.mkdir()
+        else:
+            path.write_bytes(b"keep")
+    for path in [stale_file, stale_folder / "x.npy", stale_folder] + [
+        p for k, p in kept.items() if k != "fresh"
+    ]:
+        _age(path, 120)
+    g = zg.Graph.from_edges([0], [1], num_nodes=2)
+    if how == "save_npz":
+        datasets.save_npz(g, target)
+    elif how == "save_folder":
+        datasets.save_folder(g, target)
+    else:
+        atomic_write(target, lambda f: f.write(b"x"))
+    assert not stale_file.exists() and not stale_folder.exists()
+    for label, path in kept.items():
+        assert os.path.lexists(path), label
+    names = sorted(p.name for p in tmp_path.iterdir())
+    assert names == sorted([name, *(p.name for p in kept.values())])

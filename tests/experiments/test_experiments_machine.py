@@ -4,6 +4,8 @@ import os
 
 import pytest
 import torch
+from hypothesis import given, settings
+from hypothesis import strategies as st
 
 from zg import experiments as ex
 
@@ -53,3 +55,28 @@ def test_markdown_table():
     assert ex.markdown_table([{"a": 1, "b": 2}], columns=["b"]).splitlines()[2] == "| 2 |"
     with pytest.raises(ValueError):
         ex.markdown_table([])
+
+
+@given(
+    cores=st.integers(1, 64),
+    load=st.one_of(st.none(), st.floats(0, 200, allow_nan=False)),
+    key=st.sampled_from(["load_average_before", "load_average_start", "load_average_after"]),
+    at_end=st.floats(0, 200, allow_nan=False),
+    cuda=st.sampled_from([None, "NVIDIA H200"]),
+)
+@settings(max_examples=150, deadline=None)
+def test_a_busy_machine_is_named_beside_its_numbers(cores, load, key, at_end, cuda):
+    """A result whose bench recorded, before its own work, a 1-minute load above the machine's
+    cores says so in the short label the claims ledger and the docs' tables print; the load the
+    machine note reads at the end (the bench's own processes counted) never flags it."""
+    note = {"cores": cores, "cuda": cuda, "date": "2026-12-04T10:00:00+00:00"}
+    note["load_average"] = [at_end, at_end, at_end]
+    detail = {} if load is None else {key: [load, load / 2, load / 3]}
+    short = ex.machine_short(note, detail)
+    assert short.startswith(f"{cores} cores, {cuda or 'no GPU'}, 2026-12-04")
+    assert ex.machine_short(note) == short.split(", busy")[0]  # no detail: no flag
+    if load is not None and load > cores and key in ex.machine.LOAD_BEFORE_KEYS:
+        flag = f"busy: load {load:.1f} on {cores} cores at the start"
+        assert ex.busy(note, detail) == flag and short.endswith(flag)
+    else:
+        assert ex.busy(note, detail) is None and "busy" not in short

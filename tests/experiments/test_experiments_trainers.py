@@ -3,6 +3,8 @@ runs refused before any process starts (notebook 06)."""
 
 import pytest
 from graphs import tiny
+from hypothesis import given, settings
+from hypothesis import strategies as st
 
 from zg import experiments as ex
 
@@ -102,10 +104,12 @@ def test_epoch_time_rows_from_committed_results():
                 "dataset": "cora",
                 "layers": 2,
                 "trainer": "single",
+                "setting": "comparison",
                 "workers": 1,
+                "seed": seed,
                 "measured_epoch_seconds": s,
             }
-            for s in (1.0, 3.0)
+            for seed, s in enumerate((1.0, 3.0))
         ]
         + [
             {
@@ -115,7 +119,9 @@ def test_epoch_time_rows_from_committed_results():
                 "estimator": "batch",
                 "repartition": True,
                 "method": "metis",
+                "setting": "comparison",
                 "workers": P,
+                "seed": 0,
                 "measured_epoch_seconds": s,
             }
             for P, s in ((4, 0.5), (2, 0.8))
@@ -125,6 +131,7 @@ def test_epoch_time_rows_from_committed_results():
                 "dataset": "cora",
                 "layers": 3,
                 "trainer": "single",
+                "setting": "comparison",
                 "workers": 1,
                 "measured_epoch_seconds": 9.0,
             }
@@ -141,12 +148,52 @@ def test_epoch_time_rows_from_committed_results():
     assert rows[2]["seconds_mean"] == 0.5 and rows[2]["seconds_std"] is None  # one run: no spread
     with pytest.raises(ValueError, match="no committed run"):
         ex.epoch_time_rows(results, dataset="csbm", layers=2)
+    # a run of another setting is not drawn on the comparison's lines
+    other = dict(results["rows"][2], setting="default", seed=1, measured_epoch_seconds=99.0)
+    rows = ex.epoch_time_rows({"rows": [*results["rows"], other]}, dataset="cora", layers=2)
+    assert [r["seconds_mean"] for r in rows if r["workers"] == 4] == [0.5]
     committed = ex.load_grappa_results()
     if committed is not None:  # the committed bench file parses into rows for both depths
         for layers in (2, 3):
             assert {
                 r["run"] for r in ex.epoch_time_rows(committed, dataset="cora", layers=layers)
             } >= {"single"}
+
+
+@given(
+    field=st.sampled_from(ex.trainers.RUN_SETTING_FIELDS),
+    values=st.lists(
+        st.one_of(st.booleans(), st.integers(0, 3), st.sampled_from(["a", "b"]), st.none()),
+        min_size=2,
+        max_size=4,
+    ),
+)
+@settings(max_examples=80, deadline=None)
+def test_epoch_time_rows_pool_only_one_setting_over_distinct_seeds(field, values):
+    """Runs averaged into one point are one setting over distinct seeds: when the matching runs
+    differ in any setting field, or repeat a seed, the rows are refused naming it (never a mean
+    of two settings, as a line of 1 comparison run and 3 default runs with halo once was)."""
+    base = {"dataset": "d", "layers": 2, "trainer": "t", "workers": 2}
+    runs = [("line", {"trainer": "t"})]
+    group = [
+        dict(base, **{field: v}, seed=i, measured_epoch_seconds=1.0 + i)
+        for i, v in enumerate(values)
+    ]
+    differ = len({repr(v) for v in values}) > 1
+    if field == "trainer":  # the line's own match: only the matching runs are pooled
+        group = [r for r in group if r["trainer"] == "t"]
+        differ = False
+        if not group:
+            return
+    if differ:
+        with pytest.raises(ValueError, match=f"differ in {field!r}"):
+            ex.epoch_time_rows({"rows": group}, dataset="d", layers=2, runs=runs)
+    else:
+        (row,) = ex.epoch_time_rows({"rows": group}, dataset="d", layers=2, runs=runs)
+        assert row["runs"] == len(group)
+        twice = [*group, dict(group[0], measured_epoch_seconds=7.0)]
+        with pytest.raises(ValueError, match="repeat a seed"):
+            ex.epoch_time_rows({"rows": twice}, dataset="d", layers=2, runs=runs)
 
 
 def test_depth_rows_mean_and_std_over_seeds():

@@ -415,6 +415,59 @@ def test_check_output_paths_names_the_field_and_the_problem(tmp_path):
     check_output_paths(str(tmp_path / "file"), None, None)  # an existing file: replaced
 
 
+@pytest.mark.parametrize("how", ["symlink", "hardlink", "dotted", "folder-link"])
+def test_two_outputs_naming_one_file_by_other_names_are_refused(tmp_path, how):
+    """The probe: ``--json h.json`` a symbolic link to ``--model-path m.pt`` passed the check
+    (it compared os.path.abspath), the run finished, one output overwrote the other and the
+    command failed on a utf-8 decode naming nothing. Both sides are now followed to their
+    final targets (and a hard link counts as the file), before anything runs."""
+    model = tmp_path / "m.pt"
+    model.write_bytes(b"old model")
+    if how == "symlink":
+        history = tmp_path / "h.json"
+        history.symlink_to(model)
+    elif how == "hardlink":
+        history = tmp_path / "h.json"
+        os.link(model, history)
+    elif how == "dotted":
+        (tmp_path / "sub").mkdir()
+        history = tmp_path / "sub" / ".." / "m.pt"
+    else:
+        (tmp_path / "alias").symlink_to(tmp_path, target_is_directory=True)
+        history = tmp_path / "alias" / "m.pt"
+    with pytest.raises(ValueError, match=r"history_path and model_path name the same file"):
+        check_output_paths(str(history), str(model), None)
+    # The checkpoint file inside checkpoint_dir, reached through a link, counts too.
+    ckpt = tmp_path / "ckpt"
+    ckpt.mkdir()
+    (tmp_path / "link.pt").symlink_to(ckpt / "checkpoint.pt")
+    (ckpt / "checkpoint.pt").write_bytes(b"")
+    with pytest.raises(ValueError, match=r"model_path and checkpoint_dir name the same file"):
+        check_output_paths(None, str(tmp_path / "link.pt"), str(ckpt))
+    assert model.read_bytes() == b"old model"
+
+
+def test_an_output_reaching_an_input_through_a_link_is_refused(tmp_path):
+    data = tmp_path / "data"
+    data.mkdir()
+    graph = data / "g.npz"
+    graph.write_bytes(b"graph")
+    (tmp_path / "h.json").symlink_to(graph)
+    (tmp_path / "d").symlink_to(data, target_is_directory=True)
+    cases = [
+        (dict(history_path=str(tmp_path / "h.json")), "history_path .* is the run's input"),
+        (dict(model_path=str(tmp_path / "d" / "m.pt")), "model_path .* is the run's input"),
+        (dict(checkpoint_dir=str(tmp_path / "d" / "c")), "checkpoint_dir .* is the run's input"),
+    ]
+    for kwargs, match in cases:
+        with pytest.raises(ValueError, match=match):
+            check_output_paths(**kwargs, inputs=[str(data)])
+    os.link(graph, tmp_path / "hard.npz")
+    with pytest.raises(ValueError, match="model_path .* is the run's input"):
+        check_output_paths(None, str(tmp_path / "hard.npz"), None, inputs=[str(graph)])
+    assert graph.read_bytes() == b"graph"
+
+
 @pytest.mark.parametrize("field", ["out", "history_path", "model_path", "checkpoint_dir"])
 def test_command_line_checks_output_paths_before_training(tmp_path, capsys, field):
     (tmp_path / "file").write_text("x")

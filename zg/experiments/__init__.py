@@ -66,7 +66,16 @@ from .envelopes import overflow_curve, sample_counts
 from .estimators import bias_vs_workers, error_rows, shrink_sweep
 from .floor import FLOOR_STAGES, fixed_batch_step, floor_rows, resident_batches
 from .host_syncs import audit_samplers, measure_hop_metadata
-from .machine import SCALES, by_scale, machine_label, machine_note, markdown_table, scale
+from .machine import (
+    SCALES,
+    busy,
+    by_scale,
+    machine_label,
+    machine_note,
+    machine_short,
+    markdown_table,
+    scale,
+)
 from .partitions import chunk_pairs_met, edges_exposed, partition_quality, sweep_partitions
 from .replay import bitwise_equal, max_abs_difference, parameters, static_addresses, trace_steps
 from .scaling import (
@@ -133,6 +142,8 @@ __all__ = [
     "by_scale",
     "machine_note",
     "machine_label",
+    "machine_short",
+    "busy",
     "markdown_table",
     "measure_hop_metadata",
     "audit_samplers",

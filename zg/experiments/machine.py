@@ -106,6 +106,34 @@ def machine_note() -> dict:
     return note
 
 
+# Where a bench records the load average it started under (before its own work ran): the
+# machine note's own load_average is read when the file is written, and so counts the bench's
+# own processes and threads.
+LOAD_BEFORE_KEYS = ("load_average_before", "load_average_start")
+
+
+def busy(machine: dict, detail: dict | None = None) -> str | None:
+    """ "busy: load 8.3 on 2 cores at the start" when the 1-minute load average the bench
+    recorded before its own work (``detail``'s ``load_average_before`` or
+    ``load_average_start``) exceeded the machine's cores: other work competed for the machine
+    while it measured. None when it did not, or when no load before the run was recorded."""
+    cores = machine.get("cores") if isinstance(machine, dict) else None
+    load = next((detail[k] for k in LOAD_BEFORE_KEYS if detail and detail.get(k)), None)
+    if not load or not isinstance(cores, int) or cores < 1:
+        return None
+    return f"busy: load {load[0]:.1f} on {cores} cores at the start" if load[0] > cores else None
+
+
+def machine_short(machine: dict, detail: dict | None = None) -> str:
+    """ "2 cores, no GPU, 2026-12-01" (and ", busy: load 8.3 on 2 cores at the start" when it
+    was: :func:`busy`): enough to tell the machines of a table's rows apart, for the docs'
+    tables and the claims ledger."""
+    device = machine.get("cuda") or "no GPU"
+    out = f"{machine.get('cores', '?')} cores, {device}, {str(machine.get('date', '?'))[:10]}"
+    flag = busy(machine, detail)
+    return out if flag is None else f"{out}, {flag}"
+
+
 def machine_label(info: dict | None = None) -> str:
     """One line naming the machine of ``info`` (default: this one), for figure captions."""
     info = machine_note() if info is None else info

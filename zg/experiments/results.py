@@ -281,17 +281,82 @@ def validate(doc: Any, where: str = "result") -> dict:
         if m["name"] in names:
             raise ValueError(f"{where}: headline metric {m['name']!r} appears twice")
         names.add(m["name"])
+    _check_summaries(doc["rows"], f"{where}: rows")
+    _check_summaries(doc["detail"], f"{where}: detail")
     return doc
 
 
+def _check_summaries(node: Any, where: str) -> None:
+    """Every summary ``{"values": [...], "mean": m, "std": s}`` in ``node`` says what its values
+    give: ``mean`` their mean and ``std`` their sample std (n - 1; None for one value), so a
+    figure's error bars and a table's spread are never the population std or a stale number."""
+    if isinstance(node, dict):
+        values = node.get("values")
+        if (
+            isinstance(values, list)
+            and values
+            and all(isinstance(v, (int, float)) and not isinstance(v, bool) for v in values)
+            and all(math.isfinite(v) for v in values)
+        ):
+            want_mean, want_std = mean_std(values)
+            for key, want in (("mean", want_mean), ("std", want_std)):
+                got = node.get(key, _ABSENT)
+                if got is _ABSENT or (got is None and want is None):
+                    continue
+                if (
+                    not isinstance(got, (int, float))
+                    or isinstance(got, bool)
+                    or want is None
+                    or not math.isclose(got, want, rel_tol=1e-9, abs_tol=1e-12)
+                ):
+                    kind = "mean" if key == "mean" else "sample std (n - 1)"
+                    raise ValueError(
+                        f"{where}: {key} is {got!r} but the {kind} of its {len(values)} values "
+                        f"{values} is {want!r}"
+                    )
+        for key, child in node.items():
+            _check_summaries(child, f"{where}.{key}")
+    elif isinstance(node, list):
+        for i, child in enumerate(node):
+            _check_summaries(child, f"{where}[{i}]")
+
+
+_ABSENT = object()
+
+
+# The largest result file a reader takes. The committed ones are under 2 MB (the largest,
+# bench/results/grappa_diagnosis.json, 1.6 MB); a file over this is not a result.
+RESULT_LIMIT = 64 << 20
+
+
+def _read_result(path: Path, where: str) -> Any:
+    """A result file's JSON, read with a size bound and no recursion error: a file over
+    :data:`RESULT_LIMIT`, nested too deeply, not JSON or not a regular file is a ValueError
+    naming it (``zg._io.read_json_file``), never a MemoryError or a RecursionError traceback."""
+    from .._io import read_json_file
+
+    try:
+        return read_json_file(
+            path, f"result file {where}", limit=RESULT_LIMIT, what="a result file"
+        )
+    except FileNotFoundError:
+        raise FileNotFoundError(
+            f"no result file {path} (run bench/{path.stem}.py to make it)"
+        ) from None
+
+
 def load(name_or_path: str | Path) -> dict:
-    """Read and validate one result file: a name ("engine") or a path."""
+    """Read and validate one result file: a name ("engine") or a path.
+
+    Raises FileNotFoundError when there is none, ValueError naming the file when it is over
+    :data:`RESULT_LIMIT` bytes (64 MiB), nested too deeply, not JSON, not a regular file, or
+    not a valid result."""
     path = _path(name_or_path)
-    if not path.exists():
+    if not (path.exists() or path.is_symlink()):
         raise FileNotFoundError(f"no result file {path} (run bench/{path.stem}.py to make it)")
-    with open(path) as f:
-        doc = json.load(f)
-    return validate(doc, where=str(path.relative_to(ROOT) if path.is_relative_to(ROOT) else path))
+    where = str(path.relative_to(ROOT) if path.is_relative_to(ROOT) else path)
+    doc = _read_result(path, where)
+    return validate(doc, where=where)
 
 
 def load_all(folder: str | Path = RESULTS_DIR) -> dict[str, dict]:

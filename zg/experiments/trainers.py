@@ -168,27 +168,51 @@ def load_grappa_results(path: Any = None) -> dict[str, Any] | None:
     return data
 
 
+# The fields that say what a bench/grappa.py run was (its setting), beside the line's own match:
+# runs pooled into one mean must agree on every one of them and differ only by seed.
+RUN_SETTING_FIELDS = (
+    "setting",
+    "trainer",
+    "estimator",
+    "repartition",
+    "method",
+    "halo",
+    "shrink_lambda",
+    "batch_size",
+    "epochs",
+)
+
+
 def epoch_time_rows(
     results: dict[str, Any],
     *,
     dataset: str,
     layers: int,
     runs: Sequence[tuple[str, dict[str, Any]]] = (
-        ("single", {"trainer": "single"}),
-        ("isolated", {"trainer": "isolated", "method": "metis"}),
+        ("single", {"trainer": "single", "setting": "comparison"}),
+        ("isolated", {"trainer": "isolated", "method": "metis", "setting": "comparison"}),
         (
             "grappa (batch, repartitioned)",
-            {"trainer": "grappa", "estimator": "batch", "repartition": True, "method": "metis"},
+            {
+                "trainer": "grappa",
+                "estimator": "batch",
+                "repartition": True,
+                "method": "metis",
+                "setting": "comparison",
+            },
         ),
-        ("feature_fetch", {"trainer": "feature_fetch"}),
+        ("feature_fetch", {"trainer": "feature_fetch", "setting": "comparison"}),
     ),
 ) -> list[dict[str, Any]]:
     """Seconds per epoch against the worker count, from committed bench/grappa.py runs.
 
-    ``runs`` names each line and the fields its runs must match. Returns rows ``run``,
-    ``workers``, ``seconds_mean``, ``seconds_std`` (sample std, n - 1, over the matching runs:
-    the seeds; 0 for a single run) and ``runs`` (how many were averaged), sorted by run and P.
-    Figure: :func:`zg.viz.epoch_time_vs_workers`.
+    ``runs`` names each line and the fields its runs must match (by default every line from
+    the bench's "comparison" setting, so the lines drawn side by side ran the same setting).
+    Runs averaged into one point must be the same setting (:data:`RUN_SETTING_FIELDS`) and
+    differ only by seed: runs of two settings, or one seed twice, are refused (a ValueError
+    naming the field), never pooled. Returns rows ``run``, ``workers``, ``seconds_mean``,
+    ``seconds_std`` (sample std, n - 1, over the seeds; None for a single run) and ``runs``
+    (how many were averaged), sorted by run and P. Figure: :func:`zg.viz.epoch_time_vs_workers`.
     """
     if not isinstance(results, dict) or not isinstance(results.get("rows"), list):
         raise ValueError("results must be a dict from load_grappa_results (with a 'rows' list)")
@@ -202,7 +226,9 @@ def epoch_time_rows(
             and all(r.get(k) == v for k, v in match.items())
         ]
         for P in sorted({r["workers"] for r in mine}):
-            secs = [float(r["measured_epoch_seconds"]) for r in mine if r["workers"] == P]
+            group = [r for r in mine if r["workers"] == P]
+            _same_setting(group, f"{label!r} at P={P} ({dataset}, {layers} layers)")
+            secs = [float(r["measured_epoch_seconds"]) for r in group]
             mean, std = mean_std(secs)
             rows.append(
                 {
@@ -216,6 +242,20 @@ def epoch_time_rows(
     if not rows:
         raise ValueError(f"no committed run matches dataset={dataset!r}, layers={layers}")
     return rows
+
+
+def _same_setting(group: Sequence[dict[str, Any]], what: str) -> None:
+    """Raise ValueError when the runs in ``group`` are not one setting over distinct seeds."""
+    for field in RUN_SETTING_FIELDS:
+        seen = {repr(r.get(field)) for r in group}
+        if len(seen) > 1:
+            raise ValueError(
+                f"the runs of {what} differ in {field!r} ({', '.join(sorted(seen))}): runs of "
+                f"different settings are not averaged; add {field!r} to the line's match"
+            )
+    seeds = [r.get("seed") for r in group]
+    if len(set(map(repr, seeds))) != len(seeds):
+        raise ValueError(f"the runs of {what} repeat a seed ({seeds}): each seed counts once")
 
 
 def depth_rows(

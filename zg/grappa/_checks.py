@@ -7,7 +7,16 @@ from __future__ import annotations
 import os
 from typing import Any
 
-from .._checks import bool_arg, choice_arg, int_arg, output_file_arg, output_folder_arg, real_arg  # noqa: F401  (re-exported)
+from .._checks import (  # noqa: F401  (re-exported)
+    bool_arg,
+    choice_arg,
+    input_conflict,
+    int_arg,
+    output_clash,
+    output_file_arg,
+    output_folder_arg,
+    real_arg,
+)
 from ..graph import graph_arg  # noqa: F401  (re-exported)
 
 # Where a run writes, and whether the writer creates missing folders on the way
@@ -31,8 +40,10 @@ def check_output_paths(
     ``TypeError`` (not a path) or ``ValueError`` naming the field, the path and the problem:
     a file path that is a directory, a folder that is a file, a missing folder (``model_path``
     only: the history and checkpoint writers create theirs), a folder that is not writable, or
-    two fields naming the same file, or an output that is one of ``inputs`` (the files and
-    folders the run reads: its config file, its dataset) or lies inside an input folder.
+    two fields naming the same file (each followed to its final target, a hard link counting
+    as the file: :func:`zg._checks.output_clash`), or an output that is one of ``inputs`` (the files and
+    folders the run reads: its config file, its dataset) or lies inside an input folder
+    (:func:`zg._checks.input_conflict`, the check ``zg train`` makes).
     Nothing is created or written.
     """
     files = {}
@@ -48,24 +59,22 @@ def check_output_paths(
                 "so no checkpoint can be written there"
             )
         files["checkpoint_dir"] = inside
-    seen = {}
-    for name, path in files.items():
-        key = os.path.abspath(path)
-        if key in seen:
-            raise ValueError(
-                f"{seen[key]} and {name} name the same file {key!r}; one would overwrite the other"
-            )
-        seen[key] = name
-    sources = [os.path.realpath(p) for p in inputs if p is not None and os.path.exists(p)]
+    clash = output_clash(list(files.items()))
+    if clash is not None:
+        first, second, target = clash
+        raise ValueError(
+            f"{first} and {second} name the same file {str(target)!r} (links followed); one "
+            "would overwrite the other. Give each output its own path"
+        )
     outputs = list(files.items())
     if checkpoint_dir is not None:
-        outputs.append(("checkpoint_dir", os.fspath(checkpoint_dir)))
+        outputs.append(("checkpoint_dir", checkpoint_dir))
+    sources = [p for p in inputs if p is not None]
     for name, path in outputs:
-        target = os.path.realpath(path)
-        for source in sources:
-            inside = os.path.isdir(source) and os.path.commonpath([source, target]) == source
-            if target == source or inside:
-                raise ValueError(
-                    f"{name} {os.fspath(path)!r} is the run's input {source!r} or lies inside it; "
-                    "writing there would overwrite what the run reads. Choose another path"
-                )
+        given = input_conflict(path, sources, name)
+        if given is not None:
+            raise ValueError(
+                f"{name} {os.fspath(path)!r} is the run's input {os.fspath(given)!r} or lies "
+                "inside it (links followed); writing there would overwrite what the run reads. "
+                "Choose another path"
+            )

@@ -507,15 +507,20 @@ FLOOR_COLOR = "#BAB0AC"  # the floor's share of a pipeline's bar
 
 
 def floor_split(rows: Sequence[dict], *, subtitle: str | None = None) -> go.Figure:
-    """Each pipeline's time per iteration split into the floor and its overhead above it (rows
-    of ``bench/results/floor.json``: :mod:`zg.experiments.floor`).
+    """Each pipeline's time per iteration as a multiple of the floor (rows of
+    ``bench/results/floor.json``: :mod:`zg.experiments.floor`).
 
-    The first bar is the floor itself, stacked by its parts (gather, forward, loss, backward,
-    step, from its clocked pass), with its unclocked time marked; each pipeline's bar is the
-    floor (grey) plus that pipeline's overhead (mean over seeds; a pipeline faster than the
-    floor has a negative overhead, drawn below zero), labelled with its multiple of the floor,
-    mean ± std. A skipped row (e.g. zg captured without a GPU) keeps its place, labelled with
-    its reason, and draws no bar: it was not measured.
+    The y axis is the multiple of the floor, the quantity the bench measures and the kit's
+    targets judge: each seed's ratio is the median over interleaved rounds of the pipeline's time
+    against the floor's on the same batches, and a bar is the mean over seeds of those ratios,
+    with their sample std as its error bar. The bar's height and its label are that one number.
+    The first bar is the floor itself (1 by definition), stacked by its parts (gather, forward,
+    loss, backward, step, from its clocked pass, each as a share of the floor's time), with its
+    unclocked time marked at 1. A pipeline's bar is the floor (grey, 1) plus its overhead above
+    it (a pipeline faster than the floor has a negative overhead, drawn below zero). Hovering
+    shows the milliseconds: the pipeline's mean time per iteration and the floor's. A skipped
+    row (e.g. zg captured without a GPU) keeps its place, labelled with its reason, and draws
+    no bar: it was not measured.
     """
     rows = _check_rows(rows, "rows", ["pipeline"])
     floors = [r for r in rows if r.get("key") == "floor"]
@@ -524,10 +529,9 @@ def floor_split(rows: Sequence[dict], *, subtitle: str | None = None) -> go.Figu
     floor = floors[0]
     pipes = [r for r in rows if r is not floor]
     for r in pipes:
-        if "skipped" not in r and not {"seconds", "overhead_seconds", "ratio_to_floor"} <= set(r):
+        if "skipped" not in r and not {"seconds", "ratio_to_floor"} <= set(r):
             raise ValueError(
-                f"row {r['pipeline']!r} needs 'seconds', 'overhead_seconds' and "
-                "'ratio_to_floor' (or 'skipped')"
+                f"row {r['pipeline']!r} needs 'seconds' and 'ratio_to_floor' (or 'skipped')"
             )
     names = ["floor"] + [r["pipeline"] for r in pipes]
     floor_ms = 1e3 * floor["seconds"]["mean"]
@@ -536,19 +540,23 @@ def floor_split(rows: Sequence[dict], *, subtitle: str | None = None) -> go.Figu
         fig.add_trace(
             go.Bar(
                 x=["floor"],
-                y=[1e3 * part["mean"]],
+                y=[part["mean"] / floor["seconds"]["mean"]],
                 name=f"floor: {stage}",
                 marker_color=STAGE_COLORS.get(stage),
                 legendgroup="floor parts",
+                customdata=[1e3 * part["mean"]],
+                hovertemplate=f"floor: {stage} %{{customdata:.1f}} ms "
+                "(%{y:.0%} of the floor)<extra></extra>",
             )
         )
     fig.add_trace(
         go.Scatter(
             x=["floor"],
-            y=[floor_ms],
+            y=[1.0],
             mode="markers",
             name="floor, timed unclocked",
             marker=dict(symbol="line-ew-open", size=40, color="black", line_width=3),
+            hovertemplate=f"the floor, timed unclocked: {floor_ms:.1f} ms<extra></extra>",
         )
     )
     measured = [r for r in pipes if "skipped" not in r]
@@ -556,28 +564,31 @@ def floor_split(rows: Sequence[dict], *, subtitle: str | None = None) -> go.Figu
         fig.add_trace(
             go.Bar(
                 x=[r["pipeline"] for r in measured],
-                y=[floor_ms] * len(measured),
+                y=[1.0] * len(measured),
                 name="floor (same batches)",
                 marker_color=FLOOR_COLOR,
+                hovertemplate=f"the floor: {floor_ms:.1f} ms<extra></extra>",
             )
         )
-    labels = []  # (pipeline, ms above which the label goes: over the bar and its error bar)
+    labels = []  # (pipeline, height above which the label goes: over the bar and its error bar)
     for i, r in enumerate(measured):
-        ratio, over = r["ratio_to_floor"], r["overhead_seconds"]
+        ratio = r["ratio_to_floor"]
         text = f"{ratio['mean']:.2f}x" + ("" if ratio["std"] is None else f" ± {ratio['std']:.2f}")
         fig.add_trace(
             go.Bar(
                 x=[r["pipeline"]],
-                y=[1e3 * over["mean"]],
-                error_y=None if over["std"] is None else dict(array=[1e3 * over["std"]]),
+                y=[ratio["mean"] - 1.0],
+                error_y=None if ratio["std"] is None else dict(array=[ratio["std"]]),
                 name=f"{r['pipeline']}: overhead",
                 marker_color=_color(r["pipeline"], i),
                 text=[f"{text} the floor"],
                 textposition="none",  # drawn by the label trace below, clear of the error bar
-                hovertemplate="%{text}: overhead %{y:.1f} ms<extra></extra>",
+                customdata=[1e3 * r["seconds"]["mean"]],
+                hovertemplate=f"%{{text}}: %{{customdata:.1f}} ms per iteration "
+                f"(the floor {floor_ms:.1f} ms)<extra></extra>",
             )
         )
-        top = floor_ms + max(1e3 * over["mean"], 0.0) + 1e3 * (over["std"] or 0.0)
+        top = max(ratio["mean"], 1.0) + (ratio["std"] or 0.0)
         labels.append((r["pipeline"], top, f"{text} the floor"))
     if labels:
         fig.add_trace(
@@ -604,10 +615,13 @@ def floor_split(rows: Sequence[dict], *, subtitle: str | None = None) -> go.Figu
                 font_size=10,
             )
     fig.update_xaxes(categoryorder="array", categoryarray=names)
-    fig.update_layout(barmode="relative", yaxis_title="ms per iteration")
+    fig.update_layout(
+        barmode="relative",
+        yaxis_title="multiple of the floor",
+    )
     return layout(
         fig,
-        title="Each pipeline's iteration: the floor and the overhead above it",
+        title="Each pipeline's iteration as a multiple of the floor",
         subtitle=subtitle,
         legend_title="part",
     )
