@@ -4,6 +4,7 @@
 
 from __future__ import annotations
 
+import re
 import sys
 from pathlib import Path
 
@@ -283,6 +284,15 @@ def test_the_scan_leaves_honest_code_alone(code):
     ("code", "needle"), ROUTES, ids=[f"{i}-{r[1]}" for i, r in enumerate(ROUTES)]
 )
 def test_each_route_around_a_list_of_forbidden_names_is_a_finding(code, needle):
+    route = code.split("x = ", 1)[1] if code.startswith("import numpy as np\nx = np.") else ""
+    if re.fullmatch(r"np(\.\w+)+", route):  # through numpy's own imports: some versions only
+        import numpy as np
+
+        target = np
+        for name in route.split(".")[1:]:
+            if not hasattr(target, name):
+                pytest.skip(f"{route} does not exist in numpy {np.__version__}: no route to find")
+            target = getattr(target, name)
     found = labs_tamper.scan({"cell": code}, [SETUP], [TEST])
     assert found and any(needle in str(f) for f in found), found
 
