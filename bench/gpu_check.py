@@ -4,8 +4,8 @@ same steps: the peer a user would try first), each row's memory above its own ba
 syncs and launches per iteration, the cold start (profiling + build + capture), the cost of one
 overflow and rewind, a kernel-level profile of the captured replay, and data-parallel scaling
 when more than one GPU is here. Needs only torch (>= 2.2) and numpy: no DGL, no internet. Stays
-within ``--budget`` seconds (default 300, so that bench/gpu_session.sh, this with the CUDA tests,
-Lab 8 and the floor, ends within 9 minutes and can run twice in 15 minutes of GPU time):
+within ``--budget`` seconds (default 300; bench/gpu_session.sh runs it at 120 after the CUDA tests,
+so that with Lab 8 and the floor it ends within 9 minutes and can run twice in 15 minutes of GPU time):
 rows that would not fit are listed as skipped, never silently dropped. Every row is caught on its
 own (an exception becomes an "error" entry) and the JSON is rewritten after each row.
 

@@ -200,13 +200,13 @@ def row(c: dict, folder: Path = RESULTS) -> list[str]:
     figs = "; ".join(
         f"`{f}` {name}: "
         + (
-            text(results.fmt(m))
+            text(results.fmt(m, near=crit[1:]))
             + (" (projected)" if m["where"].startswith("projected") else "")
             + f" [{text(m['where'])}]"
             if m
             else "not measured"
         )
-        for (f, m, _), (_, name, _) in zip(found, c["metrics"])
+        for (f, m, _), (_, name, crit) in zip(found, c["metrics"])
     )
     with_docs = lookup(c, folder, with_docs=True)
     machines = (

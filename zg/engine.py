@@ -82,6 +82,7 @@ from pathlib import Path
 from typing import Any
 
 import torch
+import torch.distributed as dist
 
 from . import checkpoint, inference
 from ._checks import int_arg, memory_arg
@@ -573,6 +574,10 @@ class Engine:
             wanted = self.guard.first_wanted.cpu().tolist()
             self.envelope = self.envelope.grow(self.settings.grow_factor, observed=wanted)
             self.rebuild()
+        elif self.mode == "graph" and self.guard.distributed:
+            # The others capture again too, at the same batch: a capture's warm-up runs the
+            # step, collectives included, which every process must meet in the same order.
+            self.rebuild()
         self.rewound()
         self.guard.reset()
 
@@ -593,9 +598,15 @@ class Engine:
                     self.counter.fill_(0)
                     self._static_step()
             torch.cuda.current_stream(dev).wait_stream(side)
+            torch.cuda.synchronize(dev)  # the warm-up's collectives done before the capture
             self.counter.fill_(0)
             self.cuda_graph = torch.cuda.CUDAGraph()
-            with torch.cuda.graph(self.cuda_graph, stream=side):
+            # With a process group (NCCL), its watchdog thread queries the events of earlier
+            # collectives while this thread captures: "thread_local" allows other threads such
+            # calls (this thread is held to the strict rules all the same).
+            shared = dist.is_available() and dist.is_initialized()
+            errors = "thread_local" if shared else "global"
+            with torch.cuda.graph(self.cuda_graph, stream=side, capture_error_mode=errors):
                 self._static_step()
             self._captured_batch = self.last_batch  # its tensors live in the graph's pool
             torch.cuda.synchronize(dev)

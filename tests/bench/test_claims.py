@@ -105,9 +105,9 @@ def test_each_verdict_follows_from_its_numbers(c):
     assert verdict == tool.verdict(
         metrics, [k for *_, k in c["metrics"]], c["of"], c["min_n"], c["cap"]
     )
-    for (file, mm, note), (_, name, _) in zip(found, c["metrics"]):
+    for (file, mm, note), (_, name, crit) in zip(found, c["metrics"]):
         assert mm is not None, f"{file}.json has no headline metric {name!r}"
-        assert results.fmt(mm) in cells[2]
+        assert results.fmt(mm, near=crit[1:]) in cells[2]
         # (c) the machine column is the file's own note
         label = tool.machine_label(note)
         assert f"`{file}`: {label}" in cells[4]

@@ -196,6 +196,31 @@ def test_headline_readers_accept_a_null_or_zero_std():
 finite = st.floats(-1e6, 1e6, allow_nan=False, allow_infinity=False)
 
 
+@given(
+    value=st.floats(-1e4, 1e4, allow_nan=False, allow_infinity=False),
+    std=st.one_of(st.none(), st.just(0.0), st.floats(1e-9, 1e3)),
+    near=st.lists(st.floats(-1e4, 1e4, allow_nan=False, allow_infinity=False), max_size=3),
+    offsets=st.lists(st.floats(-1e-3, 1e-3).filter(lambda d: abs(d) > 1e-8), max_size=2),
+)
+@settings(max_examples=300, deadline=None)
+def test_a_printed_metric_hides_no_spread_and_meets_no_threshold_it_misses(
+    value, std, near, offsets
+):
+    """fmt never prints a spread that is not zero as zero, and never rounds a value onto a
+    claim's threshold it does not equal (e.g. 0.9027 beside a 0.9 criterion)."""
+    near = near + [round(value + d, 4) for d in offsets]  # thresholds just beside the value
+    m = results.headline("x", value, "x", std=std, n=3)
+    text = results.fmt(m, near=near)
+    shown = text.split("x", 1)[0]
+    if std:
+        printed = text.split(" ± ")[1].split(" ")[0]
+        assert float(printed) > 0, text
+    for t in near:
+        if value != t and not 0 < abs(value) < 0.01:
+            decimals = len(shown.split(".")[1]) if "." in shown else 0
+            assert shown != f"{t:.{decimals}f}", (text, t)
+
+
 @given(values=st.lists(finite, min_size=1, max_size=8), where=st.sampled_from(["rows", "detail"]))
 @settings(max_examples=150, deadline=None)
 def test_a_summary_says_what_its_values_give(values, where):

@@ -358,6 +358,37 @@ def test_evaluate_refuses_non_finite_logits(graph):
             eng.evaluate("val", sampled=sampled)
 
 
+def test_in_graph_mode_every_process_of_a_shared_guard_captures_again(graph, monkeypatch):
+    """After an overflow under a shared (distributed) guard only the processes that overflowed
+    grow; in mode "graph" the others capture again too, at the same batch, because a capture's
+    warm-up runs the step's collectives, which every process must meet in the same order. The
+    CUDA capture itself is run by the CUDA-marked tests; this checks the branch on the CPU."""
+    from zg.step import OverflowGuard
+
+    def built(distributed):
+        torch.manual_seed(0)
+        guard = OverflowGuard(2, "cpu", distributed=distributed)
+        return Engine(
+            graph, models.SAGE(16, 32, 4, 2), [5, 5], 128, Envelope([2400, 700]),
+            mode="static", seed=1, hooks=StepHooks(guard=guard),
+        )  # fmt: skip
+
+    for distributed, mode, rebuilt in [
+        (True, "graph", 1),
+        (True, "static", 0),
+        (False, "graph", 0),
+    ]:
+        eng = built(distributed)
+        calls = []
+        monkeypatch.setattr(eng, "rebuild", lambda calls=calls: calls.append(1))
+        # The branch only: nothing is captured on the CPU.
+        monkeypatch.setattr(Engine, "mode", property(lambda self, m=mode: m))
+        envelope = eng.envelope
+        eng._grow()  # this process did not overflow
+        assert len(calls) == rebuilt, (distributed, mode)
+        assert eng.envelope is envelope  # not grown: it did not overflow
+
+
 # ----------------------------------------------------------------------------- CUDA
 
 

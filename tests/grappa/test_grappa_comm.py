@@ -1,6 +1,7 @@
 """zg.grappa.comm: the byte and round model, the ledger, the link projection."""
 
 import pytest
+import torch
 
 from zg.grappa.comm import LINKS, CommLedger, Link, project_seconds, rounds, wire_bytes
 
@@ -35,6 +36,46 @@ def test_ledger_totals_and_take():
     assert ledger.total_bytes == 0  # reset by take
     with pytest.raises(ValueError, match="kind"):
         ledger.record("activations", "all_reduce", 1)
+
+
+def test_a_captured_steps_collectives_are_counted_once_per_replay(monkeypatch):
+    """While a CUDA Graph is captured, record() puts the step's collectives on the tape and
+    counts nothing (capturing sends nothing); replayed() counts the tape once per replay; a
+    capture's warm-up steps run for real and count; a new capture starts a new tape. The same
+    steps run without capture give the same totals, warm-up aside."""
+    import zg.grappa.comm as comm
+
+    assert not comm._capturing()  # a CPU process: False, without initialising CUDA
+    assert not torch.cuda.is_initialized()
+    capturing = [False]
+    monkeypatch.setattr(comm, "_capturing", lambda: capturing[0])
+
+    def step(ledger, payload=1000):
+        ledger.record("scalars", "all_gather", 24)
+        ledger.record("gradients", "all_reduce", payload)
+
+    def captured(ledger, payload=1000):
+        for _ in range(3):  # the warm-up
+            step(ledger, payload)
+        capturing[0] = True
+        step(ledger, payload)
+        capturing[0] = False
+
+    ledger, plain = CommLedger(4), CommLedger(4)
+    captured(ledger)
+    assert ledger.total_bytes == 3 * (72 + 1500)  # the warm-up only
+    warm = ledger.take()
+    for _ in range(5):
+        ledger.replayed()
+        step(plain)
+    assert ledger.take() == plain.take()
+    captured(ledger, payload=2000)  # captured again (a grown envelope): a new tape
+    ledger.take()
+    ledger.replayed()
+    assert ledger.bytes == {"gradients": 3000, "scalars": 72, "features": 0, "parameters": 0}
+    assert ledger.calls["gradients"] == 1 and warm["calls"]["gradients"] == 3
+    with pytest.raises(ValueError, match="collective"):
+        ledger.record("gradients", "broadcast_everything", 1)
 
 
 def test_link_projection_is_measured_plus_link_time():

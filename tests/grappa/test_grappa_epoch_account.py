@@ -136,6 +136,19 @@ def test_the_clock_splits_backward_where_the_hook_is_handed_the_gradient():
     assert set(seconds) >= {"forward", "backward", "exchange"}
 
 
+def test_a_captured_steps_exchange_hands_off_to_no_clock():
+    """With the clock not lent (a captured step), the exchange's hand-off reaches no clock: on
+    CUDA it would record a timing event inside a capture (a re-capture happens mid-epoch)."""
+    times = AccountTimes(torch.device("cpu"))
+    clock = times.begin()
+    times.lend_clock = False
+    times.hand_off()
+    assert clock._handed is None
+    times.lend_clock = True
+    times.hand_off()
+    assert clock._handed is not None
+
+
 def test_the_record_never_has_negative_other_and_always_sums():
     rows = [[0.1] * (len(PARTS) - 1), [0.01] * (len(PARTS) - 1)]
     account = account_record([0.5, 0.5], rows)

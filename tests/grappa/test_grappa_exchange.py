@@ -166,6 +166,38 @@ def test_no_ddp_hook_is_registered_in_the_package():
         assert found == ["zg/labs.py"], (word, found)
 
 
+def test_a_captures_warm_up_leaves_the_epochs_table_as_it_was():
+    """A captured step writes its batch's numbers into row ``counter`` of the epoch's table;
+    a capture's warm-up steps run batch 0 again with the guard's ``enabled`` off, and must
+    leave every row as it was (a re-capture after an overflow happens mid-epoch)."""
+    from zg.grappa.worker import _EstimatorLoss
+
+    loss = object.__new__(_EstimatorLoss)  # record() reads only what capture_into sets
+    counter = torch.zeros((), dtype=torch.int64)
+    enabled = torch.ones((), dtype=torch.bool)
+    loss.capture_into(counter, 3, enabled)
+
+    def numbers(value):
+        loss.current = {
+            "loss_sum": torch.tensor(value, dtype=torch.float64),
+            "count": torch.tensor(4.0, dtype=torch.float64),
+            "scale": torch.tensor(0.5, dtype=torch.float64),
+        }
+
+    numbers(2.0)
+    loss.record()
+    kept = loss.table.clone()
+    assert kept[0, :2].tolist() == [2.0, 4.0] and kept[1:].isnan().all()
+    enabled.fill_(False)  # warming up: batch 0 again, other numbers
+    numbers(9.0)
+    loss.record()
+    assert torch.equal(loss.table.nan_to_num(-1), kept.nan_to_num(-1))
+    enabled.fill_(True)
+    counter.fill_(1)
+    loss.record()
+    assert loss.table[1, 0].item() == 9.0 and loss.table[0, 0].item() == 2.0
+
+
 SMALL = dict(
     workers=2,
     epochs=3,
@@ -200,17 +232,26 @@ def test_the_captured_steps_bookkeeping_gives_the_same_history(trainer):
 
 @pytest.mark.cuda
 @pytest.mark.skipif(not torch.cuda.is_available(), reason="needs CUDA")
-def test_the_worker_step_is_captured_on_cuda():
+@pytest.mark.parametrize("envelope", [None, [60, 45]], ids=["profiled", "tiny"])
+def test_the_worker_step_is_captured_on_cuda(envelope):
     """On CUDA with nccl (one worker per GPU: one here), the worker's static step, the exchange
     and the estimator's all_gather included, is captured as one CUDA Graph and replayed; the
-    history equals the uncaptured run's up to float tolerance (GPU atomics)."""
+    history equals the uncaptured run's up to float tolerance (GPU atomics). A tiny envelope
+    overflows: the step is captured again mid-epoch (its clock running) and the history still
+    equals the uncaptured run's (the warm-up steps leave the epoch's table as it was)."""
     from zg import grappa
 
     g = zg.datasets.csbm(num_nodes=300, avg_degree=6, num_classes=3, feat_dim=8, seed=0)
     options = dict(SMALL, workers=1, trainer="grappa", backend="nccl", num_chunks=2)
+    if envelope is not None:
+        options["envelope"] = envelope
     plain = grappa.train(g, capture=False, **options)
     captured = grappa.train(g, capture=True, **options)
     assert captured["captured"] and not plain["captured"]
+    overflows = [e["envelope_overflows"] for e in captured["epochs"]]
+    assert overflows == [e["envelope_overflows"] for e in plain["epochs"]]
+    if envelope is not None:
+        assert sum(overflows) >= 1, overflows
     for a, b in zip(captured["epochs"], plain["epochs"]):
         assert a["loss"] == pytest.approx(b["loss"], rel=1e-4, abs=1e-5)
     assert captured["bytes_sent_per_worker"] == plain["bytes_sent_per_worker"]

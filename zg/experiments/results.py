@@ -374,18 +374,30 @@ def metric(doc_or_name: dict | str, name: str) -> dict:
     raise KeyError(f"{doc['bench']}: no headline metric {name!r} (has {have})")
 
 
-def fmt(m: dict, digits: int = 2) -> str:
-    """A metric as prose: "1.62x ± 0.05 (n=3)", "0.712 acc (n=1)", "not measured"."""
+def fmt(m: dict, digits: int = 2, near: Sequence[float] = ()) -> str:
+    """A metric as prose: "1.62x ± 0.05 (n=3)", "0.712 acc (n=1)", "not measured".
+
+    ``digits`` decimals at least; more where fewer would hide something: a spread that is not
+    zero is never printed as "± 0.00" (it gets two significant digits, and the value as many
+    decimals), and a value is never rounded onto one of the thresholds in ``near`` (a claim's
+    criterion) that it does not equal."""
     if m["value"] is None:
         return "not measured"
-    unit = m["unit"]
-    small = 0 < abs(m["value"]) < 10**-digits  # 2.98e-07, not 0.00
+    unit, value, std = m["unit"], float(m["value"]), m["std"]
+    small = 0 < abs(value) < 10**-digits  # 2.98e-07, not 0.00
+    if not small:
+        if std and 0 < std < 0.5 * 10**-digits:
+            digits = min(4, max(digits, 1 - math.floor(math.log10(std))))
+        while digits < 10 and any(
+            value != t and f"{value:.{digits}f}" == f"{float(t):.{digits}f}" for t in near
+        ):
+            digits += 1
 
     def num(x):
         return f"{x:.{digits}e}" if small else f"{x:.{digits}f}"
 
-    value = num(m["value"])
-    body = f"{value}x" if unit == "x" else f"{value} {unit}".rstrip()
-    if m["std"] is not None:
-        body += f" ± {num(m['std'])}"
+    body = f"{num(value)}x" if unit == "x" else f"{num(value)} {unit}".rstrip()
+    if std is not None:
+        tiny = not small and 0 < std < 0.5 * 10**-digits  # below 4 decimals: 1.0e-05
+        body += f" ± {std:.1e}" if tiny else f" ± {num(std)}"
     return f"{body} (n={m['n']})"

@@ -155,7 +155,10 @@ class AccountTimes(Observer):
             self.current = None
 
     def hand_off(self) -> None:
-        if self.current is not None:
+        # Not lent (a captured step): nothing reads the hand-off, and a timing event must not
+        # be recorded while a CUDA Graph is being captured (a re-capture after an overflow
+        # happens mid-epoch, with a clock running).
+        if self.current is not None and self.lend_clock:
             self.current.hand_off()
 
 

@@ -27,12 +27,20 @@ Kinds: ``gradients`` (the exchange's all-reduce, :mod:`zg.grappa.exchange`), ``s
 stats), ``features`` (feature fetching: requests and responses), ``parameters`` (model
 averaging). Bookkeeping collectives that only gather these numbers for the history are not
 training traffic and are not recorded.
+
+A captured step (``capture=True`` on CUDA) runs its Python once, while it is captured; its
+replays send the same collectives without running :meth:`CommLedger.record`. So a record made
+while a CUDA Graph is being captured goes on the ledger's *tape* (the captured step's
+collectives), nothing is counted for it (capturing sends nothing), and :meth:`CommLedger.replayed`
+counts the tape once per replay. A capture's warm-up steps run for real and are counted.
 """
 
 from __future__ import annotations
 
 from collections.abc import Mapping
 from dataclasses import dataclass
+
+import torch
 
 from ._checks import real_arg
 
@@ -84,6 +92,8 @@ class CommLedger:
 
     def __init__(self, world_size: int):
         self.world_size = int(world_size)
+        self.tape: list[tuple[str, str, int]] = []  # the captured step's collectives
+        self._taping = False
         self.reset()
 
     def reset(self) -> None:
@@ -95,6 +105,24 @@ class CommLedger:
     def record(self, kind: str, collective: str, payload_bytes: int) -> None:
         if kind not in KINDS:
             raise ValueError(f"unknown kind {kind!r}; choose one of {list(KINDS)}")
+        if collective not in COLLECTIVES:
+            raise ValueError(
+                f"unknown collective {collective!r}; choose one of {list(COLLECTIVES)}"
+            )
+        if _capturing():  # counted by replayed(), once per replay
+            if not self._taping:  # the first record of a new capture: a new tape
+                self.tape, self._taping = [], True
+            self.tape.append((kind, collective, int(payload_bytes)))
+            return
+        self._taping = False
+        self._count(kind, collective, payload_bytes)
+
+    def replayed(self) -> None:
+        """One replay of the captured step: count the collectives it recorded while captured."""
+        for kind, collective, payload_bytes in self.tape:
+            self._count(kind, collective, payload_bytes)
+
+    def _count(self, kind: str, collective: str, payload_bytes: int) -> None:
         self.bytes[kind] += wire_bytes(collective, payload_bytes, self.world_size)
         self.payload[kind] += int(payload_bytes)
         self.rounds[kind] += rounds(collective, self.world_size)
@@ -114,6 +142,12 @@ class CommLedger:
     @property
     def total_bytes(self) -> int:
         return sum(self.bytes.values())
+
+
+def _capturing() -> bool:
+    """Whether this thread's current CUDA stream is capturing a CUDA Graph (no CUDA call in a
+    process that never initialised CUDA)."""
+    return torch.cuda.is_initialized() and torch.cuda.is_current_stream_capturing()
 
 
 @dataclass(frozen=True)

@@ -179,7 +179,10 @@ class TrainConfig(Output, Runtime, Experiment):
     overflow flag. capture: with step_shapes="envelope", each worker's static step, the gradient
     exchange included, is captured once as a CUDA Graph and replayed on CUDA (nccl); on the CPU
     the same step runs uncaptured, its bookkeeping as captured (the twin the tests check). The
-    epoch's account then has no per-stage split of the step. Overflow follows the
+    epoch's account then has no per-stage split of the step; each replay counts the collectives
+    the captured step recorded, and a capture's three warm-up steps (which run for real, their
+    optimizer step off) count their bytes too. After an overflow every worker captures again,
+    at the same batch. Overflow follows the
     one policy of :class:`zg.step.OverflowGuard`: an overflowed batch is never applied; every
     worker skips its optimizer step on the device (the flag rides the gradient all-reduce, so
     one worker's overflow stops them all); the host polls the flag every few iterations, the

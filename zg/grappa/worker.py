@@ -240,6 +240,8 @@ class _Worker:
 
     def after_step(self, epoch: int, b: int) -> None:
         self.loss.keep(b)
+        if self.engine is not None and self.engine.cuda_graph is not None:
+            self.ledger.replayed()  # the replay sent what the captured step recorded
         start = time.perf_counter()
         exchanged = self.role.after_step(
             self.exchange,
@@ -310,7 +312,7 @@ class _Worker:
         engine.observers = [self.times]  # the account's clock; no sync audit in a worker
         if capture:  # a CUDA Graph runs whole: the account cannot split its stages
             self.times.lend_clock = False
-            self.loss.capture_into(engine.counter, self.iterations)
+            self.loss.capture_into(engine.counter, self.iterations, self.guard.enabled)
         self.kernel = engine.settings.kernel
         return engine
 
@@ -561,6 +563,7 @@ class _EstimatorLoss:
         # counter) of a table that lives outside the graph (:meth:`record`).
         self.batch_index: torch.Tensor | None = None
         self.table: torch.Tensor | None = None  # float64 [I, 4]: loss sum, count, lambda, scale
+        self.enabled: torch.Tensor | None = None  # bool []: False while a capture warms up
 
     def __call__(self, logits: torch.Tensor, labels: torch.Tensor, mb: MiniBatch) -> torch.Tensor:
         if self.full:  # whole-graph logits: keep the seeds' rows
@@ -621,10 +624,14 @@ class _EstimatorLoss:
                 "this model, or labels outside [0, num_classes). Training stopped"
             )
 
-    def capture_into(self, batch_index: torch.Tensor, iterations: int) -> None:
+    def capture_into(
+        self, batch_index: torch.Tensor, iterations: int, enabled: torch.Tensor | None = None
+    ) -> None:
         """Record every batch's numbers on the device, at row ``batch_index`` (int64 [], read
-        when the step runs) of a table of ``iterations`` rows: what a captured step needs."""
-        self.batch_index = batch_index
+        when the step runs) of a table of ``iterations`` rows: what a captured step needs.
+        ``enabled`` (bool [], the guard's): where False (a capture's warm-up steps, which run
+        batch 0 again with the optimizer off), the row is left as it was."""
+        self.batch_index, self.enabled = batch_index, enabled
         self.table = torch.full(
             (iterations, 4), float("nan"), dtype=torch.float64, device=batch_index.device
         )
@@ -638,7 +645,11 @@ class _EstimatorLoss:
         row = [c["loss_sum"].double(), c["count"].double()]
         row += [c["lambda"].double() if "lambda" in c else nan]
         row += [c["scale"].double() if "scale" in c else nan]
-        self.table.index_copy_(0, self.batch_index.view(1), torch.stack(row).view(1, 4))
+        at = self.batch_index.view(1)
+        new = torch.stack(row).view(1, 4)
+        if self.enabled is not None:  # a capture's warm-up steps leave the table as it was
+            new = torch.where(self.enabled, new, self.table.index_select(0, at))
+        self.table.index_copy_(0, at, new)
 
     def keep(self, batch: int) -> None:
         """After batch ``batch`` ran: its sums replace any earlier (rewound) execution's."""
