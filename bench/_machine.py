@@ -156,11 +156,17 @@ def document(name: str, payload: dict) -> dict:
         if isinstance(rest.get(key), dict):
             settings = rest.pop(key)
             break
+
+    def int_list(value) -> bool:
+        return isinstance(value, list) and all(
+            isinstance(s, int) and not isinstance(s, bool) for s in value
+        )
+
     seeds = []
-    if isinstance(rest.get("seeds"), list) and all(
-        isinstance(s, int) and not isinstance(s, bool) for s in rest["seeds"]
-    ):
+    if int_list(rest.get("seeds")):
         seeds = rest.pop("seeds")
+    elif int_list(settings.get("seeds")):  # the seeds a bench lists among its settings
+        seeds = list(settings["seeds"])
     rows = []
     for key in ("rows", "results", "runs"):
         value = rest.get(key)

@@ -281,6 +281,7 @@ def measure(args):
     """Every batch size, model and seed: the rows (seed by seed, then mean ± std), the stage
     profiles, the memory rows and the thread count."""
     gname, g = load_graph(args.graph, args.nodes, seed=0)
+    args.nodes = g.num_nodes  # the settings say the graph's own size (--nodes sizes csbm only)
     threads = torch.get_num_threads()
     print(
         f"{gname}: {g.num_nodes} nodes, {g.num_edges} edges, {g.train_idx.numel()} training nodes; "
