@@ -3,8 +3,9 @@
 README.md and docs/*.md quote measurements only inside generated blocks that
 ``tools/render_docs.py`` fills from bench/results/ (``--check`` fails when one is stale or names a
 missing file or metric); outside them a number next to a unit of measurement is an error, unless
-it is a setting or a fact of the design on the short allow-list below. The README stays a front
-door: at most 10 KiB."""
+it is a setting or a fact of the design on the short allow-list below. The same scan covers the
+instructor pages (labs/README.md, docs/course/*.md) and the notebooks' Markdown cells. The README
+stays a front door: at most 10 KiB."""
 
 import io
 import json
@@ -19,7 +20,16 @@ from zg.experiments import results
 ROOT = Path(__file__).resolve().parents[2]
 render_docs, _restore = load_script(ROOT / "tools" / "render_docs.py", "render_docs")
 _restore()
+build_report, _restore = load_script(ROOT / "tools" / "build_report.py", "build_report")
+_restore()
 DOCS = [ROOT / "README.md", *sorted((ROOT / "docs").glob("*.md"))]
+# What the number scan reads: the docs, the instructor pages and the notebooks' Markdown cells.
+SCANNED = [
+    *DOCS,
+    ROOT / "labs" / "README.md",
+    *sorted((ROOT / "docs" / "course").glob("*.md")),
+    *sorted((ROOT / "notebooks").glob("*.ipynb")),
+]
 README_LIMIT = 10 * 1024
 
 # A measured-looking number: a ratio ("1.62x"), a spread ("± 0.05"), or a number (or range) next
@@ -31,6 +41,11 @@ MEASURED = re.compile(
     r"|KiB\b|MiB\b|GiB\b|KB\b|MB\b|GB\b|GB/s|MB/s|B/s|points?\b|pts\b|bytes?\b)"
     r"|±\s?\d"
     r"|(?<![\w.\-/])\d\.\d{2,}\b(?!\.\d)"
+)
+# Regions other tools write and check (``--check``), as render_docs does its blocks: the labs'
+# contract table (tools/labs_contracts.py) and the mutation scores (tools/labs_mutants.py).
+GENERATED = re.compile(
+    r"<!-- (contract clauses|mutation scores): begin -->.*?<!-- \1: end -->", re.DOTALL
 )
 # Versions, links and inline code are not measurements.
 NOT_PROSE = re.compile(
@@ -45,6 +60,7 @@ ALLOWED = [
     ("docs/cpu_performance.md", "above its 32 MiB", "glibc's mmap threshold, a setting"),
     ("docs/cpu_performance.md", "within 1.10x of the floor", "the target bench/floor.py checks"),
     ("docs/gpu.md", "within 1.05x of the floor", "the target bench/floor.py checks on a GPU"),
+    ("docs/gpu.md", "at a 120 s", "the --budget bench/gpu_session.sh passes, a setting"),
     ("docs/install.md", "at most 10 %", "the labs-check pass threshold"),
     ("docs/data.md", "8 bytes per edge", "the size of an int64 edge id"),
     ("docs/files.md", "8 bytes per edge", "the size of an int64 edge id"),
@@ -61,19 +77,76 @@ ALLOWED = [
     ("docs/grappa_diagnosis.md", "3x smaller step", "the ratio of two learning-rate settings"),
     ("docs/grappa_diagnosis.md", "3x larger one", "the ratio of two learning-rate settings"),
     ("docs/grappa_diagnosis.md", "at most 1 point below", "the acceptance check's threshold"),
+    # The instructor pages. "Work" is a lab's intended student time, an estimate the pages say is
+    # not measured; how long grading takes is measured into labs/timings.json, never typed.
+    *(
+        (page, f"~{minutes} min", "a lab's intended student time, an estimate (said so)")
+        for page in ("labs/README.md", "docs/course/README.md")
+        for minutes in (10, 35, 40, 45, 50, 60)
+    ),
+    ("labs/README.md", "at most 10 %", "the labs-check pass threshold"),
+    ("labs/README.md", "2 x 2 worker", "a count of worker processes"),
+    ("labs/README.md", "the 95 % t interval", "the confidence level the lab sets"),
+    ("labs/README.md", "90 % of its non-equivalent", "the mutation score threshold"),
+    ("docs/course/README.md", "2 x 2 gloo", "a count of worker processes"),
+    ("docs/course/mutation_scores.md", "at least 20 s", "labs_mutants.deadline's floor"),
+    ("docs/course/mutation_scores.md", "fewer than 90 %", "the mutation score threshold"),
+    ("docs/course/running_the_course.md", "is 300 s", "nbgrader's cell timeout, a setting"),
+    ("docs/course/running_the_course.md", "at most 10 %", "the labs-check pass threshold"),
+    ("docs/course/running_the_course.md", ", 8 GiB)", "the sandbox's --memory default"),
+    ("docs/course/running_the_course.md", "with 0 points", "the score given, not a time"),
+    ("docs/course/running_the_course.md", "2 x 2 gloo", "a count of worker processes"),
+    # The notebooks' Markdown: the thresholds their asserts check and the settings they run.
+    ("notebooks/00_tour.ipynb", "at least 10 points above", "the assert's threshold"),
+    ("notebooks/02_envelopes.ipynb", "plus 5 %", "the envelope margin, a setting"),
+    ("notebooks/02_envelopes.ipynb", "with a 5 % margin", "the envelope margin, a setting"),
+    ("notebooks/02_envelopes.ipynb", "+ 5 %", "the envelope margin, a setting"),
+    ("notebooks/02_envelopes.ipynb", "within 1.5x of the oracle", "the assert's bound"),
+    ("notebooks/02_envelopes.ipynb", "at most 2 %", "the assert's threshold"),
+    ("notebooks/02_envelopes.ipynb", "50 % of the oracle's mean batch", "the assert's bound"),
+    ("notebooks/04_profiling_zerognn.ipynb", "within 1.10x of the floor", "the CPU target"),
+    ("notebooks/04_profiling_zerognn.ipynb", "within 1.05x of it", "the GPU target"),
+    ("notebooks/05_partitions_and_isolation.ipynb", "a 10x larger", "the full scale's graph size"),
+    ("notebooks/05_partitions_and_isolation.ipynb", "**75 %**", "arithmetic: (P - 1)/P, P = 4"),
+    ("notebooks/05_partitions_and_isolation.ipynb", "at least 2x fewer", "the assert's bound"),
+    ("notebooks/05_partitions_and_isolation.ipynb", "60 % of the nodes", "the training split"),
+    ("notebooks/07_coverage_correction.ipynb", "at most 80 %", "the assert's bound"),
+    ("notebooks/07_coverage_correction.ipynb", "within 5 points", "the assert's threshold"),
+    ("notebooks/07_coverage_correction.ipynb", "3x lower and 3x higher", "learning-rate settings"),
+    ("notebooks/07_coverage_correction.ipynb", "default (0.01)", "the default learning rate"),
+    (
+        "notebooks/08_repartitioning_and_scale.ipynb",
+        "sends at least 1.5x",
+        "the assert's bound",
+    ),
+    ("notebooks/08_repartitioning_and_scale.ipynb", "within 8\npoints", "the assert's threshold"),
+    ("notebooks/09_together.ipynb", "allows 10 points", "the check's threshold"),
 ]
 
 
 def prose(text: str) -> str:
     """``text`` without its generated blocks and what is not prose, line breaks kept."""
     text = render_docs.BLOCK.sub(lambda m: "\n" * m.group(0).count("\n"), text)
+    text = GENERATED.sub(lambda m: "\n" * m.group(0).count("\n"), text)
     return NOT_PROSE.sub(lambda m: " " * len(m.group(0)), text)
 
 
+def source_text(path: Path) -> str:
+    """A page's text; of a notebook, its Markdown cells, one after the other, without the
+    "Running time" line (build_report writes it from notebooks/timings.json and
+    test_notebook_timings checks it against that file)."""
+    if path.suffix != ".ipynb":
+        return path.read_text()
+    cells = json.loads(path.read_text())["cells"]
+    text = "\n\n".join("".join(c["source"]) for c in cells if c["cell_type"] == "markdown")
+    return build_report.RUNNING_TIME.sub(lambda m: " " * len(m.group(0)), text)
+
+
 def typed_numbers(path: Path, allowed=ALLOWED) -> list[str]:
-    """Every measured-looking number in ``path`` outside generated blocks, as "file:line: ..."."""
+    """Every measured-looking number in ``path`` outside generated blocks, as "file:line: ..."
+    (of a notebook, the line of its Markdown cells read one after the other)."""
     rel = path.relative_to(ROOT).as_posix() if path.is_relative_to(ROOT) else path.name
-    text = prose(path.read_text())
+    text = prose(source_text(path))
     spans = []
     for file, phrase, _why in allowed:
         if file == rel:
@@ -102,7 +175,7 @@ def test_the_readme_is_a_front_door():
     assert size <= README_LIMIT, f"README.md is {size} bytes, over {README_LIMIT}: move it to docs/"
 
 
-@pytest.mark.parametrize("path", DOCS, ids=lambda p: p.relative_to(ROOT).as_posix())
+@pytest.mark.parametrize("path", SCANNED, ids=lambda p: p.relative_to(ROOT).as_posix())
 def test_no_hand_typed_measured_number_outside_a_generated_block(path):
     found = typed_numbers(path)
     assert not found, (
@@ -115,7 +188,13 @@ def test_no_hand_typed_measured_number_outside_a_generated_block(path):
 def test_every_allowed_phrase_is_still_there():
     """An allow-list entry whose phrase is gone is stale and must be removed."""
     for file, phrase, why in ALLOWED:
-        assert phrase in prose((ROOT / file).read_text()), f"{file}: {phrase!r} ({why}) is gone"
+        assert phrase in prose(source_text(ROOT / file)), f"{file}: {phrase!r} ({why}) is gone"
+
+
+def test_the_scan_reads_the_instructor_pages_and_the_notebooks():
+    scanned = {p.relative_to(ROOT).as_posix() for p in SCANNED}
+    assert {"README.md", "labs/README.md", "docs/course/README.md"} <= scanned
+    assert "notebooks/10_gpu.ipynb" in scanned and "docs/cpu_performance.md" in scanned
 
 
 def test_every_docs_page_is_linked_from_the_readme():
@@ -265,6 +344,34 @@ def test_the_number_scan_finds_typed_numbers_and_spares_settings(tmp_path):
     spared = typed_numbers(page, allowed=[("page.md", "1.62x faster", "a target")])
     assert len(spared) == len(typed_numbers(page)) - 1
     assert not any(f.split(" in ")[0].endswith("'1.62x'") for f in spared), spared
+
+
+def test_the_scan_finds_a_typed_timing_in_a_notebook_or_an_instructor_page(tmp_path):
+    cells = [
+        ("markdown", "* *Running time:* about 1.5 minutes (shared cores; quiet cores take less)"),
+        ("code", "print(f'{142:.0f} s')"),
+        ("markdown", "The check took 142 s wall and 77 s of CPU; captured 2.2x to 21.4x faster."),
+    ]
+    nb = {
+        "cells": [
+            {"cell_type": kind, "source": src.splitlines(keepends=True), "metadata": {}}
+            for kind, src in cells
+        ]
+    }
+    notebook = tmp_path / "nb.ipynb"
+    notebook.write_text(json.dumps(nb))
+    found = "\n".join(typed_numbers(notebook))
+    for typed in ("142 s", "77 s", "2.2x", "21.4x"):
+        assert repr(typed) in found, (typed, found)
+    assert "1.5 minutes" not in found  # the Running time line is read from notebooks/timings.json
+    assert "nb.ipynb:3:" in found, found  # the line within the Markdown cells
+    page = tmp_path / "README.md"
+    page.write_text(
+        "Measured: 168 s wall, 91 s CPU.\n<!-- mutation scores: begin -->\n| lab | 98% |\n"
+        "<!-- mutation scores: end -->\n"
+    )
+    found = typed_numbers(page)
+    assert [f.split(" in ")[0] for f in found] == ["README.md:1: '168 s'", "README.md:1: '91 s'"]
 
 
 # The labs' model answers and marking notes (the instructor's side of every hand-graded question):
