@@ -73,8 +73,11 @@ an engine, since a captured step keeps the precision it was captured with.
 
 from __future__ import annotations
 
+import contextlib
 import functools
 import math
+import signal
+import threading
 import time
 import warnings
 from collections.abc import Sequence
@@ -266,6 +269,7 @@ class Engine:
         """Epoch 0, batch 0, nothing trained; the epoch's tables not loaded yet."""
         self.epoch, self.batch = 0, 0  # the position: the next batch to train
         self.steps_done = 0
+        self._torn: tuple[int, int] | None = None  # (epoch, batch) of a torn optimizer step
         self.history: list[EpochStats] = []
         self.last_batch = None  # the MiniBatch of the last executed step
         self._captured_batch = None  # mode "graph": the captured step's MiniBatch
@@ -367,6 +371,7 @@ class Engine:
         """
         if max_batches is not None:
             max_batches = int_arg(max_batches, "max_batches", low=1)
+        self._refuse_torn("train_epoch")
         if self.batch >= len(self._load_epoch(self.epoch)):  # (an old checkpoint's end)
             self.epoch, self.batch = self.epoch + 1, 0
         epoch, first = self.epoch, self.batch
@@ -384,18 +389,23 @@ class Engine:
         labels_ok = labels_in_range(self.g.y, self._label_nodes, self._num_labels)
         losses: dict[int, torch.Tensor] = {}
         start_time = time.perf_counter()
-        b = first
+        b, taken = first, None
         self._running_epoch = epoch
         try:
             while b < end:
+                taken = None  # batch b's step not begun
                 for o in watch:
                     o.batch_start(self, epoch, b)
                 clock = next((c for o in watch if (c := o.clock()) is not None), None)
-                # sample -> compact -> gather -> forward -> loss -> backward -> step (gated)
-                losses[b] = self._train_batch(batches, epoch, b, clock)
-                self.steps_done += 1
-                # Published with every batch, so an interruption leaves it true.
-                self.epoch, self.batch = (epoch + 1, 0) if b + 1 == len(batches) else (epoch, b + 1)
+                taken = getattr(self.optimizer, "steps_taken", None)
+                with _held_interrupt():  # Ctrl-C waits for this batch to be published
+                    # sample -> compact -> gather -> forward -> loss -> backward -> step (gated)
+                    losses[b] = self._train_batch(batches, epoch, b, clock)
+                    self.steps_done += 1
+                    # Published with every batch, so an interruption leaves it true.
+                    self.epoch, self.batch = (
+                        (epoch + 1, 0) if b + 1 == len(batches) else (epoch, b + 1)
+                    )
                 for o in reversed(watch):
                     o.batch_end(self, epoch, b)
                 overflowed_at = poll.after(b)  # the host looks every poll_every batches
@@ -408,6 +418,7 @@ class Engine:
         except BaseException:
             for o in reversed(watch):
                 o.interrupted(self)
+            self._settle_batch(epoch, b, len(batches), taken)  # applied, torn, or not run
             self._settle_position(epoch)  # Ctrl-C, a hook's error: the next batch not applied
             # The history too: what this call applied, up to the position (one host read).
             kept = {k: v for k, v in losses.items() if (epoch, k) < (self.epoch, self.batch)}
@@ -465,6 +476,38 @@ class Engine:
         if first is None:
             return self.epoch, self.batch
         return min((self.epoch, self.batch), (self._running_epoch, first))
+
+    def _settle_batch(self, epoch: int, b: int, count: int, taken: int | None) -> None:
+        """After an exception in batch ``b``'s span: whether its step ran whole (then it is
+        published, as it would have been a moment later), was torn inside the optimizer's
+        in-place update (then the engine refuses to go on until a checkpoint is loaded), or did
+        not run (nothing to do). ``taken``: the optimizer's ``steps_taken`` before the batch."""
+        opt = self.optimizer
+        if getattr(opt, "writing", False):  # parameters and moments partly written
+            opt.writing = False
+            self._torn = (epoch, b)
+            return
+        if (self.epoch, self.batch) != (epoch, b):  # published: the exception came after
+            return
+        if taken is None:  # stopped before batch b's step began
+            return
+        if self.mode == "graph" and self.cuda_graph is not None:
+            ran = int(self.counter) == b + 1  # the replay advances it, inside the graph
+        else:
+            ran = taken is not None and getattr(opt, "steps_taken", taken) > taken
+        if ran:
+            self.steps_done += 1
+            self.epoch, self.batch = (epoch + 1, 0) if b + 1 == count else (epoch, b + 1)
+
+    def _refuse_torn(self, what: str) -> None:
+        if self._torn is not None:
+            epoch, b = self._torn
+            raise RuntimeError(
+                f"{what}: an exception landed inside the optimizer's in-place update of batch "
+                f"{b} of epoch {epoch}, so the parameters and Adam moments are partly written "
+                "(Ctrl-C waits for a batch to end; a second Ctrl-C or a signal handler that "
+                "raises does not). Load a checkpoint (Engine.load) or build a new Engine"
+            )
 
     def _settle_position(self, epoch: int) -> None:
         """After an interrupted epoch: the position names the first batch not applied (see
@@ -803,15 +846,47 @@ class Engine:
     def save(self, path: Any) -> Path:
         """Write a checkpoint (:func:`zg.checkpoint.save`): model, optimizer, envelope, position
         (epoch, batch), settings and the graph's fingerprint, atomically."""
+        self._refuse_torn("save")
         return checkpoint.save(self, path)
 
     @keeps_global_rng
     def load(self, path: Any) -> Engine:
         """Restore a checkpoint written by :meth:`save` (:func:`zg.checkpoint.load`): everything
         is checked before anything is assigned; a corrupt or mismatched file raises ValueError
-        and leaves the engine as it was. Returns the engine."""
-        return checkpoint.load(self, path)
+        and leaves the engine as it was. Returns the engine. It also ends a torn step's refusal
+        (see :meth:`train_epoch`): everything the step tore is the checkpoint's again."""
+        checkpoint.load(self, path)
+        self._torn = None
+        return self
 
     def state_dict(self) -> dict[str, Any]:
         """The checkpoint as a dict (:func:`zg.checkpoint.state`)."""
         return checkpoint.state(self)
+
+
+@contextlib.contextmanager
+def _held_interrupt():
+    """Hold Ctrl-C (SIGINT) for the span of one batch, from its sampling to its publication, and
+    raise it there: an interruption never lands inside the optimizer's in-place update, or
+    between an applied step and its position. A second Ctrl-C raises at once. Only where the
+    handler is Python's own, in the main thread; elsewhere it does nothing."""
+    if (
+        threading.current_thread() is not threading.main_thread()
+        or signal.getsignal(signal.SIGINT) is not signal.default_int_handler
+    ):
+        yield
+        return
+    held = []
+
+    def hold(signum, frame):
+        if held:  # asked twice: now
+            raise KeyboardInterrupt
+        held.append(signum)
+
+    signal.signal(signal.SIGINT, hold)
+    try:
+        yield
+    finally:
+        signal.signal(signal.SIGINT, signal.default_int_handler)
+    if held:
+        raise KeyboardInterrupt

@@ -58,6 +58,11 @@ class _DeviceLR:
     """Keeps each param group's learning rate in a 0-d device tensor too, so a step captured
     in a CUDA Graph reads the current rate: :meth:`set_lr` changes it after capture."""
 
+    # Host bookkeeping of the in-place update, so zg.Engine can tell a step an exception tore
+    # (parameters partly written) from one that ran whole or not at all.
+    writing = False  # True while step() writes parameters and moments in place
+    steps_taken = 0  # step() calls that ran to their end
+
     def _init_lr(self) -> None:
         self._lr = [
             torch.tensor(float(g["lr"]), dtype=torch.float64, device=g["params"][0].device)
@@ -73,6 +78,7 @@ class _DeviceLR:
 
     def load_state_dict(self, state_dict) -> None:
         super().load_state_dict(state_dict)
+        self.writing = False  # whatever a torn step left, the state is the checkpoint's
         for group, tensor in zip(self.param_groups, self._lr):
             tensor.fill_(float(group["lr"]))
 
@@ -148,6 +154,7 @@ class DeviceAdam(_DeviceLR, torch.optim.Optimizer):
 
     def load_state_dict(self, state_dict) -> None:
         super().load_state_dict(state_dict)
+        self.writing = False  # whatever a torn step left, the state is the checkpoint's
         for group, flat in zip(self.param_groups, self._flat):
             if flat is not None:
                 steps = [self.state[p]["step"] for p in group["params"] if "step" in self.state[p]]
@@ -170,6 +177,7 @@ class DeviceAdam(_DeviceLR, torch.optim.Optimizer):
         """One Adam step; with ``apply`` (bool 0-d tensor) False, a bit-exact no-op."""
         if closure is not None:
             raise ValueError("DeviceAdam does not take a closure")
+        self.writing = True  # in-place writes under way (see zg.engine: a torn step)
         for group, lr, flat in zip(self.param_groups, self._lr, self._flat):
             params = group["params"]
             if flat is not None and params and all(p.grad is not None for p in params):
@@ -191,6 +199,7 @@ class DeviceAdam(_DeviceLR, torch.optim.Optimizer):
                     self._constants(group, p.device),
                     write=True,
                 )
+        self.steps_taken, self.writing = self.steps_taken + 1, False
         return None
 
     def _constants(self, group, device: torch.device):
@@ -338,6 +347,7 @@ class DeviceSGD(_DeviceLR, torch.optim.Optimizer):
         """One SGD step; with ``apply`` (bool 0-d tensor) False, a bit-exact no-op."""
         if closure is not None:
             raise ValueError("DeviceSGD does not take a closure")
+        self.writing = True  # in-place writes under way (see zg.engine: a torn step)
         for group, lr in zip(self.param_groups, self._lr):
             wd = group["weight_decay"]
             for p in group["params"]:
@@ -346,6 +356,7 @@ class DeviceSGD(_DeviceLR, torch.optim.Optimizer):
                 grad = p.grad if wd == 0 else p.grad.add(p, alpha=wd)
                 new_p = p - lr * grad
                 p.copy_(new_p if apply is None else torch.where(apply, new_p, p))
+        self.steps_taken, self.writing = self.steps_taken + 1, False
         return None
 
 

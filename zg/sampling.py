@@ -708,6 +708,9 @@ class EnvelopeSampler:
         self._first = torch.full(
             (n + 1,), torch.iinfo(torch.int64).max, dtype=torch.int64, device=self.device
         )  # entry N: the empty node the padding rows read
+        # True from a hop's first mark to its reset: an exception (Ctrl-C in a notebook) between
+        # them leaves marks behind, which the next hop clears with one fill before it marks.
+        self._marker_dirty = False
         # Every hop's key from one hash of a [hops] vector (the same bits as _hop_key per hop).
         self._hop_constants = _hop_constants(len(self.fanouts), self.device)
         # Built here, never inside a (captured) iteration.
@@ -935,6 +938,9 @@ class EnvelopeSampler:
         """
         rows, k = mask.shape
         pos = self._row_ids(cand.shape[0])  # [M] candidate positions
+        if self._marker_dirty:  # an exception stopped a hop between its marks and its reset
+            self._first.fill_(torch.iinfo(torch.int64).max)
+        self._marker_dirty = True
         self._first.scatter_reduce_(0, cand, pos, reduce="amin")
         first_pos = _gather(self._first, cand)  # [M] where each candidate first occurs
         is_first = first_pos == pos  # [M]
@@ -955,6 +961,7 @@ class EnvelopeSampler:
         nbr_local = (local[rows:].view(rows, k) * mask).clamp(max=cap - 1)  # [R, k]
         # Reset the marker entries this hop touched (fixed-shape scatter, no fill of N).
         self._first.index_fill_(0, cand, torch.iinfo(torch.int64).max)
+        self._marker_dirty = False
         return src_nodes, nbr_local, num_src
 
     def _sample_static_fused(

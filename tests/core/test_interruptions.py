@@ -162,3 +162,145 @@ def test_dgl_mode_keeps_a_true_position(where):
             if expected[1] < batches
             else True
         )
+
+
+# ----------------------------------------------------------------------------- at any line
+
+ZG_DIR = str(__import__("pathlib").Path(zg.__file__).parent)
+
+
+def _at_line(k: int, action):
+    """A trace function that calls ``action`` at the k-th line the kit's own code runs (the
+    places where Python checks for a signal and where an asynchronous exception can land)."""
+    seen = [0]
+
+    def tracer(frame, event, arg):
+        if event == "call":
+            return tracer if frame.f_code.co_filename.startswith(ZG_DIR) else None
+        if event == "line":
+            seen[0] += 1
+            if seen[0] == k:
+                action(frame)
+        return tracer
+
+    return tracer, seen
+
+
+CRITICAL = ("optim.py:step", "sampling.py:_compact_hop")  # writes that persist across calls
+
+
+def _lines_of_an_epoch(mode: str) -> tuple[int, list[int]]:
+    """(lines the kit runs in one epoch, those of them inside a critical write: the
+    optimizer's in-place update, the sampler's marks)."""
+    import sys
+
+    critical = []
+
+    def note(frame):
+        names = []
+        while frame is not None:
+            names.append(f"{frame.f_code.co_filename.rsplit('/', 1)[-1]}:{frame.f_code.co_name}")
+            frame = frame.f_back
+        if any(n in CRITICAL for n in names):
+            critical.append(seen[0])
+
+    seen = [0]
+    engine = build(mode)
+
+    def every(frame, event, arg):  # _at_line's counting, with a note at every line
+        if event == "call":
+            return every if frame.f_code.co_filename.startswith(ZG_DIR) else None
+        if event == "line":
+            seen[0] += 1
+            note(frame)
+        return every
+
+    sys.settrace(every)
+    try:
+        engine.train_epoch()
+    finally:
+        sys.settrace(None)
+    return seen[0], critical
+
+
+def _lines_to_try(mode: str, seed: int) -> list[int]:
+    """12 lines over the whole epoch and 12 inside its critical writes."""
+    import random
+
+    total, critical = _lines_of_an_epoch(mode)
+    rng = random.Random(seed)
+    return sorted(rng.sample(range(1, total + 1), 12) + rng.sample(critical, 12))
+
+
+@pytest.mark.parametrize("mode", MODES)
+def test_an_exception_at_any_line_never_resumes_wrong(mode):
+    """An exception raised at a line of the kit's code chosen over the whole first epoch (a
+    hook's error, or a signal handler that raises, lands there): continuing trains exactly what
+    an uninterrupted run trains, bit for bit, unless the exception tore the optimizer's
+    in-place update; then, and only then, the engine refuses to train or save, naming
+    Engine.load, and a checkpoint loaded ends the refusal."""
+    import sys
+
+    want = reference(mode)
+    torn_seen = 0
+    for k in _lines_to_try(mode, 0):
+        landed = []
+
+        def boom(frame, landed=landed):
+            stack = []
+            while frame is not None:
+                stack.append(f"{frame.f_code.co_filename}:{frame.f_code.co_name}")
+                frame = frame.f_back
+            landed.append(stack)
+            raise Stop
+
+        engine = build(mode)
+        tracer, _ = _at_line(k, boom)
+        sys.settrace(tracer)
+        try:
+            with pytest.raises(Stop):
+                engine.train_epoch()
+        finally:
+            sys.settrace(None)
+        assert landed
+        if engine._torn is not None:
+            torn_seen += 1
+            inside = [f for f in landed[0] if f.split(":")[0].endswith("optim.py")]
+            assert any(f.endswith(":step") for f in inside), (k, landed[0][:6])
+            for call in (engine.train_epoch, lambda engine=engine: engine.save("unused.pt")):
+                with pytest.raises(RuntimeError, match="Engine.load"):
+                    call()
+            continue
+        while engine.epoch < 2:
+            engine.train_epoch()
+        for p, q in zip(parameters(engine), want):
+            assert torch.equal(p, q), (k, landed[0][:6])
+    assert torn_seen  # some of the lines tried were inside the optimizer's update
+
+
+@pytest.mark.parametrize("mode", MODES)
+def test_ctrl_c_at_any_line_waits_for_its_batch(mode):
+    """A real Ctrl-C (SIGINT to this process) at a line chosen over the whole first epoch:
+    held until the batch in progress is published, so continuing always trains exactly what an
+    uninterrupted run trains, bit for bit; never a torn step."""
+    import os
+    import signal
+    import sys
+
+    if signal.getsignal(signal.SIGINT) is not signal.default_int_handler:
+        pytest.skip("SIGINT is not Python's default handler here")
+    want = reference(mode)
+    for k in _lines_to_try(mode, 1):
+        engine = build(mode)
+        tracer, _ = _at_line(k, lambda frame: os.kill(os.getpid(), signal.SIGINT))
+        sys.settrace(tracer)
+        try:
+            with pytest.raises(KeyboardInterrupt):
+                engine.train_epoch()
+        finally:
+            sys.settrace(None)
+        assert engine._torn is None, k
+        while engine.epoch < 2:
+            engine.train_epoch()
+        for p, q in zip(parameters(engine), want):
+            assert torch.equal(p, q), k
