@@ -371,6 +371,16 @@ class Engine:
         """
         if max_batches is not None:
             max_batches = int_arg(max_batches, "max_batches", low=1)
+        if isinstance(observers, (str, bytes)) or not isinstance(observers, Sequence):
+            raise TypeError(
+                f"observers must be a list of zg.observe.Observer, got {type(observers).__name__}"
+            )
+        for i, o in enumerate(observers):
+            if not isinstance(o, Observer):
+                raise TypeError(
+                    f"observers[{i}] must be a zg.observe.Observer (subclass it), got "
+                    f"{type(o).__name__} {o!r:.60}"
+                )
         self._refuse_torn("train_epoch")
         if self.batch >= len(self._load_epoch(self.epoch)):  # (an old checkpoint's end)
             self.epoch, self.batch = self.epoch + 1, 0
@@ -431,9 +441,18 @@ class Engine:
         seconds = time.perf_counter() - start_time
         loss, labels_ok = mean_loss(losses, labels_ok)
         stats = self._stats(epoch, seconds, loss, len(losses), poll)
-        for o in watch:
-            o.epoch_end(self, stats)
+        # The record first: an observer that raises (Ctrl-C while a logger closes the epoch)
+        # loses neither the epoch's row nor its checks.
         self.history.append(stats)
+        try:
+            for o in watch:
+                o.epoch_end(self, stats)
+        finally:
+            self._check_epoch(epoch, loss, labels_ok)
+        return stats
+
+    def _check_epoch(self, epoch: int, loss: float, labels_ok: bool) -> None:
+        """The epoch's checks, read with its loss: labels in range, a finite loss."""
         if not labels_ok:
             raise ValueError(
                 f"epoch {epoch}: g.y holds labels outside [-1, {self._num_labels}) for training "
@@ -448,7 +467,6 @@ class Engine:
                 "labels outside [0, num_classes). Training stopped; the parameters are those "
                 "after the epoch"
             )
-        return stats
 
     def _stats(self, epoch: int, seconds: float, loss: float, iterations: int, poll) -> EpochStats:
         """The EpochStats of a call of :meth:`train_epoch` (its loop took ``seconds``)."""

@@ -375,6 +375,12 @@ def check_model_fits(model: BlockModel, g: Graph, fanouts: list[int], gathers_x:
         raise ValueError(
             f"model takes {model.feature_dims[0]} input features but g has feat_dim={g.feat_dim}"
         )
+    kinds = {p.dtype for p in model.parameters() if p.is_floating_point()}
+    if gathers_x and kinds - {g.x.dtype}:
+        raise TypeError(
+            f"model has {sorted(str(k) for k in kinds)} parameters but g.x is {g.x.dtype}; "
+            f"build the model in {g.x.dtype} (as zg.models does), e.g. model.to({g.x.dtype})"
+        )
     if model.feature_dims[-1] < int(g.num_classes):
         raise ValueError(
             f"model has {model.feature_dims[-1]} output classes but g's labels "

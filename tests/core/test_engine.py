@@ -822,3 +822,34 @@ def test_a_guard_built_for_another_engine_is_refused(graph, hops, device):
         ValueError, match=r"StepHooks.guard was built for \d hop\(s\).*OverflowGuard\(2, 'cpu'\)"
     ):
         Engine(graph, models.SAGE(16, 8, 4, 2), [5, 5], 32, hooks=StepHooks(guard=guard))
+
+
+def test_an_observer_that_raises_at_epoch_end_loses_no_record(graph):
+    """Ctrl-C while an observer closes the epoch (a logger, a progress bar): the epoch's record
+    is in the history all the same, and its checks still ran."""
+    from zg.observe import Observer
+
+    class Closing(Observer):
+        def epoch_end(self, engine, stats):
+            raise KeyboardInterrupt
+
+    eng = engine(graph, mode="eager")
+    with pytest.raises(KeyboardInterrupt):
+        eng.train_epoch(observers=[Closing()])
+    assert (eng.epoch, eng.batch) == (1, 0)
+    assert len(eng.history) == 1 and not eng.history[0].interrupted
+    assert eng.history[0].iterations == len(eng.batches(0))
+
+
+@pytest.mark.parametrize("observers", [[1], object(), "progress", [None]])
+def test_observers_that_are_not_observers_are_refused_by_name(graph, observers):
+    eng = engine(graph, mode="eager")
+    with pytest.raises(TypeError, match="observers"):
+        eng.train_epoch(observers=observers)
+    assert (eng.epoch, eng.batch) == (0, 0)
+
+
+def test_a_model_of_another_float_type_than_the_features_is_refused(graph):
+    model = models.SAGE(16, 32, 4, 2).double()
+    with pytest.raises(TypeError, match="float64.*g.x is torch.float32"):
+        Engine(graph, model, [5, 5], 128)
