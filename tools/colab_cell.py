@@ -34,7 +34,10 @@ text, not the usual badge image, so the notebook loads nothing from the network.
 
 Idempotent: both cells are found by their ids and replaced, so running it again with the same
 options leaves every byte as it was. Notebooks are written in the repository's format
-(``json.dumps(nb, indent=1, ensure_ascii=False)`` and a newline), without outputs.
+(``json.dumps(nb, indent=1, ensure_ascii=False)`` and a newline), without outputs, through the
+kit's writer (``zg._io.write_text``: atomic, a link kept and its target replaced). Every path is
+checked before anything is written (exit status 2, naming the argument): a notebook must be a
+regular file holding JSON, ``--out`` a folder, and each file written a regular file or absent.
 """
 
 from __future__ import annotations
@@ -49,6 +52,7 @@ ROOT = Path(__file__).resolve().parent.parent
 INSTALL_ID = "colab-install"
 BADGE_ID = "colab-badge"
 COLAB_GITHUB = "https://colab.research.google.com/github/"
+NOTEBOOK_LIMIT = 64 << 20  # bytes of a notebook read (a lab notebook is well under 1 MiB)
 
 INSTALL_CELL = """\
 # On Google Colab this cell installs the kit, zg {version} (the version this lab was released
@@ -184,20 +188,49 @@ def main(argv=None) -> int:
     args = ap.parse_args(argv)
     if args.badge and "{lab}" not in args.badge:
         ap.error("--badge needs {lab} in the URL (each notebook has its own)")
-    version = kit_version()
+    from zg._checks import output_folder_arg
+    from zg._io import command_output_arg, read_text_file, write_text
+
+    # Every path is checked before anything is written (exit status 2, naming the argument):
+    # each notebook must be a regular file (a named pipe would block) holding JSON, --out a
+    # folder that can be written in, and each file written a regular file or absent.
+    if args.out is not None:
+        try:
+            output_folder_arg(args.out, "--out")
+        except (TypeError, ValueError) as exc:
+            ap.error(str(exc))
+    flag = "--out" if args.out is not None else "notebook"  # what names a file written
+    notebooks = []
     for path in args.notebooks:
-        nb = json.loads(path.read_text())
+        try:
+            text = read_text_file(path, "notebook", limit=NOTEBOOK_LIMIT, what="a notebook")
+            nb = json.loads(text)
+        except json.JSONDecodeError as exc:
+            ap.error(f"notebook {str(path)!r}: is not JSON, so not a notebook ({exc})")
+        except (OSError, ValueError) as exc:  # absent, not a regular file, too big, not UTF-8
+            ap.error(str(exc))
+        target = path if args.out is None else args.out / path.parent.name / path.name
+        command_output_arg(ap, target, flag, make_parents=True)
+        notebooks.append((path, nb, target))
+    version = kit_version()
+    for path, nb, target in notebooks:
         if args.remove:
             changed = without_colab_cells(nb)
         else:
             changed = with_colab_cells(nb, path.stem, version, args.install, args.badge)
-        target = path if args.out is None else args.out / path.parent.name / path.name
-        target.parent.mkdir(parents=True, exist_ok=True)
         text = dumps(changed)
-        if target.exists() and target.read_text() == text:
+        try:
+            old = read_text_file(target, flag, limit=NOTEBOOK_LIMIT, what="a notebook")
+        except (OSError, ValueError):  # absent (or unreadable): written afresh
+            old = None
+        if old == text:
             print(f"colab_cell: {target} unchanged")
             continue
-        target.write_text(text)
+        try:  # atomic, a link kept (its target replaced): all or nothing
+            write_text(target, text, name=flag, make_parents=True)
+        except (OSError, ValueError) as exc:  # changed since it was checked
+            print(f"colab_cell: error: {exc}", file=sys.stderr)
+            return 1
         print(f"colab_cell: {target} {'without' if args.remove else 'with'} the Colab cell")
     return 0
 

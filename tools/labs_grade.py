@@ -382,6 +382,15 @@ def main(argv=None) -> int:
     ap.add_argument("notebook", help="a lab's source notebook, e.g. labs/source/08_capture/...")
     ap.add_argument("--json", default=None, help="write the per-cell results here")
     args = ap.parse_args(argv)
+    from zg._io import command_output_arg, open_regular_file, write_text
+
+    # Before any cell runs: the notebook must be a regular file (a named pipe would block), and
+    # --json a path a file can be written at (exit status 2, naming the argument).
+    try:
+        open_regular_file(args.notebook, "notebook", what="a lab's notebook").close()
+    except (OSError, ValueError) as exc:
+        ap.error(str(exc))
+    command_output_arg(ap, args.json, "--json")
     lab = Lab(Path(args.notebook), quiet=False)
     start = time.perf_counter()
     lab.grade([])
@@ -407,19 +416,22 @@ def main(argv=None) -> int:
     if args.json:
         import torch
 
-        Path(args.json).write_text(
-            json.dumps(
-                {
-                    "lab": lab.name,
-                    "torch": torch.__version__,
-                    "cuda": torch.cuda.get_device_name(0) if torch.cuda.is_available() else None,
-                    "seconds": seconds,
-                    "cells": rows,
-                },
-                indent=1,
-            )
-            + "\n"
+        text = json.dumps(
+            {
+                "lab": lab.name,
+                "torch": torch.__version__,
+                "cuda": torch.cuda.get_device_name(0) if torch.cuda.is_available() else None,
+                "seconds": seconds,
+                "cells": rows,
+            },
+            indent=1,
         )
+        try:  # atomic, a link kept: all or nothing
+            write_text(args.json, text + "\n", name="--json")
+        except (OSError, ValueError) as exc:  # changed since it was checked: keep the results
+            print(f"labs_grade: error: {exc}; the results follow on stdout", file=sys.stderr)
+            print(text)
+            return 1
     return 0 if all(r["passed"] for r in rows) else 1
 
 

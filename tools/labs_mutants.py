@@ -683,6 +683,9 @@ def main(argv=None) -> int:
     ap.add_argument("--list", action="store_true", help="only list the mutants")
     ap.add_argument("--write", default=None, help="write the score table into this Markdown file")
     args = ap.parse_args(argv)
+    from zg._io import command_output_arg
+
+    command_output_arg(ap, args.write, "--write")  # before any grading (exit status 2)
     start = time.time()
     course = Path(args.course).resolve()
     equivalent = read_equivalent()
@@ -704,27 +707,47 @@ def main(argv=None) -> int:
         return 0
     print()
     print(table(rows))
+    written = True
     if args.write:
-        write_table(Path(args.write), table(rows))
+        try:
+            write_table(Path(args.write), table(rows))
+        except (OSError, ValueError) as exc:  # changed since it was checked; the table is above
+            print(f"labs_mutants: error: {exc}", file=sys.stderr)
+            written = False
     print(f"\n{sum(r['mutants'] for r in rows)} mutants in {time.time() - start:.0f} s")
     if problems:
         print("labs_mutants: FAILED\n  " + "\n  ".join(problems))
         return 1
     print(f"labs_mutants: passed (every part kills at least {args.min_score:.0%})")
-    return 0
+    return 0 if written else 1
 
 
 BEGIN, END = "<!-- mutation scores: begin -->", "<!-- mutation scores: end -->"
 
 
-def write_table(path: Path, text: str) -> None:
-    doc = path.read_text() if path.is_file() else f"{BEGIN}\n{END}\n"
+DOC_LIMIT = 16 << 20  # bytes of the Markdown file --write puts the table into
+
+
+def write_table(path: Path, text: str, name: str = "--write") -> None:
+    """Put the score table ``text`` between the markers of the Markdown file at ``path`` (a new
+    file: the markers and the table). The file is read only if it is a regular file and written
+    through the kit's writer (atomic, a link kept): a folder, a named pipe or a device is a
+    ValueError naming ``name``, and a failed write leaves the old file as it was."""
+    from zg._io import read_text_file, write_text
+
+    try:
+        doc = read_text_file(path, name, limit=DOC_LIMIT, what="a Markdown file")
+    except FileNotFoundError:
+        doc = f"{BEGIN}\n{END}\n"
     if BEGIN not in doc:
         doc += f"\n{BEGIN}\n{END}\n"
     doc = re.sub(
-        re.escape(BEGIN) + ".*?" + re.escape(END), f"{BEGIN}\n{text}\n{END}", doc, flags=re.S
+        re.escape(BEGIN) + ".*?" + re.escape(END),
+        lambda _: f"{BEGIN}\n{text}\n{END}",
+        doc,
+        flags=re.S,
     )
-    path.write_text(doc)
+    write_text(path, doc, name=name)
 
 
 if __name__ == "__main__":

@@ -108,6 +108,7 @@ RAW_LIMIT = 16_000  # bytes of the worker's raw stdout and of its stderr kept
 MESSAGE_LIMIT = 1 << 20  # bytes of one message from the worker
 MEMORY_GIB = 8.0  # address space of each process in the sandbox
 PROCESSES = 512  # processes and threads of the sandbox's uid
+NOTEBOOK_LIMIT = 256 << 20  # bytes of a submitted notebook read (outputs and images included)
 FILE_LIMIT = 512 << 20
 TMP_SIZE, SHM_SIZE = "1g", "256m"
 HIDDEN_MARK = "### BEGIN HIDDEN TESTS"
@@ -180,7 +181,10 @@ def submission_cells(source: Path, submission: Path):
 
     cells = code_cells(source)
     try:
-        nb = json.loads(Path(submission).read_text())
+        from zg._io import read_text_file  # a regular file only: a named pipe would block
+
+        nb = json.loads(read_text_file(submission, "submission", limit=NOTEBOOK_LIMIT,
+                                       what="a notebook"))  # fmt: skip
         theirs = {}
         for c in nb.get("cells", []):
             meta = c.get("metadata", {}).get("nbgrader", {})
@@ -903,6 +907,10 @@ def main(argv=None) -> int:
     args = parser.parse_args(argv)
     if args.memory <= 0 or not math.isfinite(args.memory) or args.processes < 1:
         parser.error("--memory and --processes must be positive")
+    from zg._io import command_output_arg, write_text  # the kit's checks and its one writer
+
+    # Before any grading: a folder, a named pipe, a dangling link, a missing folder (exit 2).
+    command_output_arg(parser, args.json, "--json")
     if args.check:
         return check([str(s) for s in args.submissions], args.course, args.timeout)
     if not args.submissions:
@@ -919,7 +927,13 @@ def main(argv=None) -> int:
             line += f"  ({report['failure']})"
         print(line, flush=True)
     if args.json:
-        args.json.write_text(json.dumps(reports, indent=1) + "\n")
+        text = json.dumps(reports, indent=1) + "\n"
+        try:  # atomic, a link kept: all or nothing
+            write_text(args.json, text, name="--json")
+        except (OSError, ValueError) as exc:  # changed since it was checked: keep the grades
+            print(f"labs_sandbox: error: {exc}; the reports follow on stdout", file=sys.stderr)
+            sys.stdout.write(text)
+            return 1
     if malformed:
         print(f"labs_sandbox: {malformed} of {len(reports)} submissions malformed (0 points each)")
     return 1 if malformed else 0

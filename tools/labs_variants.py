@@ -51,6 +51,9 @@ def main(argv=None) -> int:
     ap.add_argument("--min-per-lab", type=int, default=2, help="as labs_right.py")
     ap.add_argument("--write", default=None, help="write the mutation score table here")
     args = ap.parse_args(argv)
+    from zg._io import command_output_arg
+
+    command_output_arg(ap, args.write, "--write")  # before any grading (exit status 2)
     start = time.time()
     course = Path(args.course).resolve()
     every = sorted(
@@ -108,7 +111,11 @@ def main(argv=None) -> int:
     print()
     print(labs_mutants.table(rows))
     if args.write:
-        labs_mutants.write_table(Path(args.write), labs_mutants.table(rows))
+        try:
+            labs_mutants.write_table(Path(args.write), labs_mutants.table(rows))
+        except (OSError, ValueError) as exc:  # changed since it was checked; the table is above
+            print(f"labs_variants: error: {exc}", file=sys.stderr)
+            status.append(1)
     if problems:
         print("labs_mutants: FAILED\n  " + "\n  ".join(problems))
         status.append(1)

@@ -8,7 +8,9 @@ or a full disk never leaves a half-written file at the path, and the temporary f
 on every failure. A new file gets the umask's permissions, a replaced one keeps its own. Errors
 name the path the user gave, never the temporary file. :func:`write_text` writes a text file
 through it and :func:`command_output_arg` checks a command's output path up front (exit
-status 2 naming the flag). :func:`read_json_config` reads a config file with a size bound.
+status 2 naming the flag). :func:`read_json_config` reads a config file with a size bound;
+:func:`open_regular_file` and :func:`read_text_file` open or read any other input only if it is
+a regular file (a named pipe would block, a device never end).
 """
 
 from __future__ import annotations
@@ -33,6 +35,8 @@ __all__ = [
     "command_output_arg",
     "read_json_config",
     "read_json_file",
+    "open_regular_file",
+    "read_text_file",
     "exchange_paths",
     "current_umask",
     "os_error_naming",
@@ -393,6 +397,67 @@ def read_json_file(path: Any, name: str, *, limit: int, what: str = "a JSON file
         raise ValueError(
             f"{name}: is not valid JSON, so not {what} ({type(exc).__name__}: {str(exc)[:200]})"
         ) from None
+
+
+def _not_regular(name: str, path: Path, kind: int, what: str) -> ValueError:
+    why = "" if stat.S_ISDIR(kind) else " (reading it could block or never end)"
+    return ValueError(
+        f"{name} {str(path)!r}: is {_kind(kind)}, not a regular file; {what} is a regular file{why}"
+    )
+
+
+def open_regular_file(path: Any, name: str, *, what: str = "an input") -> IO[bytes]:
+    """``path`` opened for reading (binary), only if it is a regular file: the check of
+    :func:`read_json_config` for a file read by another reader (``torch.load``, a notebook).
+
+    Links are followed (the kit's one rule). The kind is read with ``os.stat`` before any
+    open, and checked again on the open file (opened non-blocking, so a named pipe swapped in
+    meanwhile cannot block the open): a directory, a named pipe, a socket or a device is a
+    ValueError naming ``name`` and the path, as are a dangling link and a loop of links.
+    ``FileNotFoundError`` (naming them) when nothing is there; another ``OSError`` of the open
+    (no permission) keeps its class and errno, its message naming the path."""
+    path = path_arg(path, name)
+    target, kind = path_kind(path, name)
+    if kind is None:
+        raise FileNotFoundError(f"{name}: no such file {str(path)!r}")
+    if not stat.S_ISREG(kind):
+        raise _not_regular(name, path, kind, what)
+    try:
+        fd = os.open(target, os.O_RDONLY | os.O_NONBLOCK | getattr(os, "O_CLOEXEC", 0))
+    except FileNotFoundError:
+        raise FileNotFoundError(f"{name}: no such file {str(path)!r}") from None
+    except OSError as exc:
+        raise os_error_naming(exc, name, path, "read") from None
+    try:
+        now = os.fstat(fd).st_mode
+        if not stat.S_ISREG(now):
+            raise _not_regular(name, path, now, what)
+        os.set_blocking(fd, True)
+        return os.fdopen(fd, "rb")
+    except BaseException:
+        os.close(fd)
+        raise
+
+
+def read_text_file(path: Any, name: str, *, limit: int, what: str = "a text file") -> str:
+    """The UTF-8 text of the regular file at ``path`` (:func:`open_regular_file`), read with a
+    size bound: over ``limit`` bytes, or not UTF-8, is a ValueError naming ``name`` and the
+    path; so is anything :func:`open_regular_file` refuses (``FileNotFoundError`` when nothing
+    is there)."""
+    too_big = f"{name} {str(path)!r}: is over {limit:,} bytes, more than {what} may be"
+    with open_regular_file(path, name, what=what) as f:
+        try:
+            if os.fstat(f.fileno()).st_size > limit:
+                raise ValueError(too_big)
+            data = f.read(limit + 1)
+        except OSError as exc:
+            raise os_error_naming(exc, name, Path(os.fspath(path)), "read") from None
+    if len(data) > limit:
+        raise ValueError(too_big)
+    try:
+        return data.decode("utf-8")
+    except UnicodeDecodeError as exc:
+        raise ValueError(f"{name} {str(path)!r}: is not UTF-8 text ({exc})") from None
 
 
 # ----------------------------------------------------------------------------- a graph's identity

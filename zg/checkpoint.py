@@ -47,7 +47,13 @@ from typing import TYPE_CHECKING, Any
 
 import torch
 
-from ._io import _digest, atomic_write, fingerprint_mismatch, graph_fingerprint
+from ._io import (
+    _digest,
+    atomic_write,
+    fingerprint_mismatch,
+    graph_fingerprint,
+    open_regular_file,
+)
 from .envelope import Envelope
 from .optim import make_optimizer
 
@@ -127,7 +133,8 @@ def load(engine: Engine, path: Any) -> Engine:
     """Restore the checkpoint at ``path`` into ``engine`` (see the module docstring).
 
     Raises FileNotFoundError (no file) or ValueError (anything else wrong with it, a crafted
-    value of any type included), and then leaves the engine as it was."""
+    value of any type included; a directory, a named pipe or a device at ``path`` is refused
+    naming ``path`` before it is opened), and then leaves the engine as it was."""
     path = Path(path)
     where = repr(str(path))
     try:
@@ -159,8 +166,17 @@ def _checked(engine: Engine, path: Path, where: str):
     """Read and check everything :func:`load` assigns (nothing is assigned here)."""
     if not path.exists():
         raise FileNotFoundError(f"checkpoint {where} does not exist")
+    # Only a regular file is read: a named pipe would block torch.load, a device never end
+    # (checked with os.stat before any open, as read_json_config does).
     try:
-        saved = torch.load(path, map_location="cpu", weights_only=True)
+        f = open_regular_file(path, "path", what="a checkpoint written by Engine.save")
+    except FileNotFoundError:  # removed since the check above
+        raise FileNotFoundError(f"checkpoint {where} does not exist") from None
+    except OSError as exc:
+        raise ValueError(f"checkpoint {where} is unreadable: {exc}") from None
+    try:
+        with f:
+            saved = torch.load(f, map_location="cpu", weights_only=True)
     except Exception as exc:
         raise ValueError(f"checkpoint {where} is unreadable or corrupt: {exc}") from None
     if not isinstance(saved, dict) or saved.get("format") != FORMAT:

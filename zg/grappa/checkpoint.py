@@ -11,13 +11,15 @@ from __future__ import annotations
 import contextlib
 import fcntl
 import os
+import stat
 from collections.abc import Iterable, Iterator
 from typing import Any
 
 import torch
 import torch.distributed as dist
 
-from .._io import atomic_write, fingerprint_mismatch, graph_fingerprint
+from .._checks import _kind
+from .._io import atomic_write, fingerprint_mismatch, graph_fingerprint, open_regular_file
 from ..errors import ZgError
 from ..graph import Graph
 from ._checks import CHECKPOINT_FILE
@@ -76,26 +78,83 @@ class CheckpointError(ZgError, RuntimeError):
 LOCK_FILE = ".zg-run.lock"  # in checkpoint_dir: held by the run that writes there
 
 
+def _lock_refused(folder: str, path: str, what: str) -> ValueError:
+    return ValueError(
+        f"checkpoint_dir {folder!r}: its lock file {path!r} is {what}, not the run's lock file "
+        f"(a regular file of its own); zg never writes through it. Remove it (zg creates "
+        f"{LOCK_FILE} afresh), or give this run another checkpoint_dir"
+    )
+
+
+def _open_lock(folder: str) -> Any:
+    """``folder``'s lock file, opened for reading and writing (created if absent): only a
+    regular file of its own is opened. A symbolic link is never followed (``O_NOFOLLOW``), and
+    a directory, a named pipe, a socket, a device or a file with other names (a hard link to
+    another file) is refused with a ValueError naming ``checkpoint_dir`` and the lock file,
+    before anything is written. The open cannot block (``O_NONBLOCK``: a named pipe)."""
+    path = os.path.join(folder, LOCK_FILE)
+    try:
+        seen = os.lstat(path)
+    except FileNotFoundError:
+        seen = None
+    except OSError as exc:
+        raise ValueError(
+            f"checkpoint_dir {folder!r}: cannot look at its lock file {path!r} "
+            f"({exc.strerror or exc})"
+        ) from None
+    if seen is not None and stat.S_ISLNK(seen.st_mode):
+        raise _lock_refused(folder, path, f"a symbolic link to {os.readlink(path)!r}")
+    if seen is not None and not stat.S_ISREG(seen.st_mode):
+        raise _lock_refused(folder, path, _kind(seen.st_mode))
+    flags = os.O_RDWR | os.O_CREAT | os.O_NOFOLLOW | os.O_NONBLOCK | getattr(os, "O_CLOEXEC", 0)
+    try:
+        fd = os.open(path, flags, 0o666)  # less the umask, as any file zg creates
+    except OSError as exc:  # replaced since the look above: a link (ELOOP), a directory, ...
+        try:
+            now = os.lstat(path).st_mode
+            what = "a symbolic link" if stat.S_ISLNK(now) else _kind(now)
+        except OSError:
+            what = f"not openable ({exc.strerror or exc})"
+        raise _lock_refused(folder, path, what) from None
+    try:
+        info = os.fstat(fd)
+        if not stat.S_ISREG(info.st_mode):
+            raise _lock_refused(folder, path, _kind(info.st_mode))
+        if info.st_nlink != 1:
+            raise _lock_refused(folder, path, f"a file with {info.st_nlink} names (a hard link)")
+        os.set_blocking(fd, True)
+        return os.fdopen(fd, "r+", encoding="utf-8")
+    except BaseException:
+        os.close(fd)
+        raise
+
+
 @contextlib.contextmanager
 def checkpoint_locks(folders: Iterable[str | None]) -> Iterator[None]:
     """Hold an exclusive lock on each checkpoint folder for the block (a run's lifetime): a
     second run naming a folder in use is refused with a :class:`CheckpointError` naming the
     holder's pid, so two runs never overwrite each other's checkpoint. The lock is the
-    operating system's (``flock``): a run that dies releases it with its process."""
+    operating system's (``flock``): a run that dies releases it with its process.
+
+    The lock file (``checkpoint_dir/.zg-run.lock``) is a regular file of its own, created if
+    absent: a symbolic link there is never followed, and a link, a directory, a named pipe, a
+    device or a hard link to another file is refused with a ValueError naming
+    ``checkpoint_dir`` and the lock file, before anything is written (:func:`_open_lock`)."""
     with contextlib.ExitStack() as stack:
         for folder in sorted({os.path.realpath(f) for f in folders if f is not None}):
             os.makedirs(folder, exist_ok=True)
-            path = os.path.join(folder, LOCK_FILE)
-            handle = stack.enter_context(open(path, "a+", encoding="utf-8"))
+            handle = stack.enter_context(_open_lock(folder))
             try:
                 fcntl.flock(handle, fcntl.LOCK_EX | fcntl.LOCK_NB)
             except BlockingIOError:
                 handle.seek(0)
-                holder = handle.read().strip() or "unknown"
+                holder = handle.read(64).strip() or "unknown"
                 raise CheckpointError(
                     f"checkpoint_dir {folder!r} is in use by another run (pid {holder}); "
                     "wait for it to end, or give this run its own checkpoint_dir"
                 ) from None
+            # Ours now (a regular file of this folder, locked): the holder's pid replaces what
+            # an earlier run wrote.
             handle.seek(0)
             handle.truncate()
             handle.write(str(os.getpid()))
@@ -130,8 +189,9 @@ def read_checkpoint(path: str, cfg: TrainConfig, g: Graph, world: int) -> dict[s
     Raises :class:`CheckpointError` (naming the file and what is wrong) if it cannot be read or
     was written by a run with another config (any field but :data:`RESUMABLE_CHANGES`), another
     graph (compared by content: structure, features, labels and splits, each by its digest) or
-    another number of workers. Loaded with ``weights_only=True``: tensors and plain
-    containers only, never arbitrary pickled objects.
+    another number of workers, or if it is not a regular file (a directory, a named pipe, a
+    device: refused before it is opened, naming ``checkpoint_dir``). Loaded with
+    ``weights_only=True``: tensors and plain containers only, never arbitrary pickled objects.
     """
     if not os.path.exists(path):
         return None
@@ -152,10 +212,28 @@ def _is_count(value: Any) -> bool:
     return isinstance(value, int) and not isinstance(value, bool) and value >= 0
 
 
+def _opened(path: str) -> Any:
+    """The checkpoint file opened for reading, only if it is a regular file (checked with
+    ``os.stat`` before any open: a named pipe would block rank 0's ``torch.load``, a device
+    never end); anything else is a :class:`CheckpointError` naming ``checkpoint_dir`` and the
+    file."""
+    folder = os.path.dirname(path) or "."
+    try:
+        return open_regular_file(path, "checkpoint", what="a checkpoint")
+    except (OSError, ValueError) as exc:
+        raise CheckpointError(
+            f"checkpoint_dir {folder!r}: {exc}. Remove it to start afresh, or give this run "
+            "another checkpoint_dir"
+        ) from None
+
+
 def _read_checked(path: str, cfg: TrainConfig, g: Graph, world: int) -> dict[str, Any]:
     """:func:`read_checkpoint` of a file that exists."""
     try:
-        state = torch.load(path, map_location="cpu", weights_only=True)
+        with _opened(path) as f:
+            state = torch.load(f, map_location="cpu", weights_only=True)
+    except CheckpointError:
+        raise
     except Exception as exc:  # truncated zip, bad pickle, wrong magic, ...
         raise CheckpointError(
             f"checkpoint {path} cannot be read ({type(exc).__name__}: "
