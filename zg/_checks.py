@@ -16,6 +16,7 @@ import math
 import os
 import re
 import stat
+import sys
 from collections.abc import Iterator, Sequence
 from pathlib import Path
 from typing import Any
@@ -79,6 +80,9 @@ def key_arg(value: Any, name: str) -> int:
     return int_arg(value, name, low=INT64_MIN, high=INT64_MAX)
 
 
+SMALLEST_NORMAL = sys.float_info.min  # 2.2250738585072014e-308: below it floats are subnormal
+
+
 def real_arg(
     value: Any,
     name: str,
@@ -87,9 +91,12 @@ def real_arg(
     high: float = math.inf,
     low_open: bool = False,
     high_open: bool = False,
+    normal: bool = False,
 ) -> float:
     """``value`` as a finite float in the interval from ``low`` to ``high`` (each end closed
-    unless ``*_open``)."""
+    unless ``*_open``). ``normal``: a nonzero value must also be a normal float, at least
+    :data:`SMALLEST_NORMAL` in magnitude (a learning rate of 1e-320, subnormal, is no step at
+    all: every update it scales underflows to zero)."""
     if isinstance(value, bool) or not isinstance(value, (int, float, np.integer, np.floating)):
         raise TypeError(f"{name} must be a number, got {type(value).__name__} {_shown(value)}")
     try:
@@ -101,6 +108,11 @@ def real_arg(
         ) from None
     if not math.isfinite(value):
         raise ValueError(f"{name} must be finite, got {value}")
+    if normal and value != 0.0 and abs(value) < SMALLEST_NORMAL:
+        raise ValueError(
+            f"{name} must be a normal float (0 or at least {SMALLEST_NORMAL} in magnitude), "
+            f"got {value}, a subnormal value that acts as zero"
+        )
     too_low = value <= low if low_open else value < low
     too_high = value >= high if high_open else value > high
     if too_low or too_high:

@@ -144,12 +144,22 @@ def _seed(text: str) -> int:
 
 
 def _positive_float(text: str) -> float:
+    """A finite float > 0 that is a normal float (--lr): a subnormal one (below
+    ``sys.float_info.min``, 2.2e-308, e.g. 1e-320) scales every update to zero, so a run
+    with it would train nothing while looking like training."""
     try:
         value = float(text)
     except ValueError:
-        raise argparse.ArgumentTypeError(f"{text!r} is not a number") from None
+        raise argparse.ArgumentTypeError(f"{_capped(text)} is not a number") from None
     if not (math.isfinite(value) and value > 0):
-        raise argparse.ArgumentTypeError(f"must be a finite number > 0, got {text}")
+        raise argparse.ArgumentTypeError(
+            f"must be a finite number > 0, got {_capped(text, quote=False)}"
+        )
+    if value < sys.float_info.min:
+        raise argparse.ArgumentTypeError(
+            f"must be a finite number > 0 and a normal float (at least {sys.float_info.min}), "
+            f"got {_capped(text, quote=False)}, a subnormal value that makes every update zero"
+        )
     return value
 
 

@@ -243,7 +243,15 @@ def _load_cora(path: Path, *, symmetrize: bool = True) -> Graph:
     arrays = _read_npz(path, CORA_FORMAT, CORA_VERSION)
     try:
         num_nodes = int(arrays["paper_id"].shape[0])
-        feat_dim = int(arrays["feat_dim"])
+        feat_dim = _cora_feat_dim(arrays["feat_dim"], arrays["features_packed"])
+        if arrays["y"].dtype.kind not in "iu":  # never truncated to a class id
+            raise ValueError(f"y must hold integer class ids, got {arrays['y'].dtype} values")
+        # The unpacked features, then their float32 copy: sized by the file, refused before
+        # either is allocated when they cannot fit.
+        memory_arg(
+            (1 + 4) * num_nodes * feat_dim,
+            f"the features of {path} ({num_nodes} nodes x feat_dim={feat_dim}, unpacked)",
+        )
         # Features are 0/1, stored bit-packed along each row (np.packbits, big-endian bits).
         x = np.unpackbits(arrays["features_packed"], axis=1, count=feat_dim)  # uint8 [N, F]
         return Graph.from_edges(
@@ -266,6 +274,32 @@ def _load_cora(path: Path, *, symmetrize: bool = True) -> Graph:
             f"{path} is not a valid Cora file ({exc}); regenerate it with "
             "`python data/make_cora.py`"
         ) from None
+
+
+def _cora_feat_dim(value: np.ndarray, packed: np.ndarray) -> int:
+    """The ``feat_dim`` of a Cora file, checked against ``features_packed`` before anything is
+    unpacked: ``packed`` is uint8 [N, B] (each row's bits, np.packbits, padded to whole bytes),
+    so feat_dim is an integer in ``(8 * (B - 1), 8 * B]``: larger would pad every row with
+    zero columns (allocating N x feat_dim bytes), smaller or negative would drop real bits or
+    read the padding as features. A ValueError naming the field (the caller adds the file)."""
+    if packed.ndim != 2 or packed.dtype != np.uint8:
+        raise ValueError(
+            f"features_packed must be uint8 [num_nodes, bytes per row], got {packed.dtype} "
+            f"{list(packed.shape)}"
+        )
+    if value.ndim != 0 or value.dtype.kind not in "iu":
+        shown = value.item() if value.ndim == 0 else f"an array of shape {list(value.shape)}"
+        raise ValueError(f"feat_dim must be an integer, got {value.dtype} {shown!r}")
+    feat_dim, width = int(value), int(packed.shape[1])
+    low, high = max(1, 8 * (width - 1) + 1), 8 * width
+    if not low <= feat_dim <= high:
+        held = (
+            f"which hold between {low} and {high} features" if width else "so there are no features"
+        )
+        raise ValueError(
+            f"feat_dim is {feat_dim}, but features_packed has {width} bytes per row, {held}"
+        )
+    return feat_dim
 
 
 # ----------------------------------------------------------------------------- user files

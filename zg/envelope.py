@@ -38,6 +38,7 @@ import torch
 from ._checks import (
     batch_size_arg,
     bool_arg,
+    choice_arg,
     fanouts_arg,
     int_arg,
     memory_arg,
@@ -45,9 +46,8 @@ from ._checks import (
     positive_ints_arg,
     real_arg,
     seed_arg,
-    str_arg,
 )
-from .graph import graph_arg
+from .graph import MAX_NODES, graph_arg
 from .rng import batch_key, device_scalar
 from .sampling import EnvelopeSampler, effective_fanouts, max_in_degree, worst_case_sizes
 
@@ -56,6 +56,10 @@ __all__ = ["Envelope", "worst_case_sizes", "block_bytes"]
 INDEX_BYTES = 8  # int64 ids
 MASK_BYTES = 1  # bool
 VALUE_BYTES = 4  # float32
+
+# Batches Envelope.profile draws at most: its quantiles settle within a few thousand, and it
+# keeps every batch's counts, so more is a typo (num_batches=1e12 would sample until killed).
+MAX_PROFILE_BATCHES = 100_000
 
 
 def block_bytes(
@@ -111,13 +115,18 @@ class Envelope:
 
     Args:
         sizes: source rows of each block, input layer first.
-        policy: a label ("explicit", "worst_case", "profiled", "grown").
+        policy: a label, one of :attr:`POLICIES` ("explicit", "worst_case", "profiled",
+            "grown", "checkpoint").
         fanouts, batch_size, num_nodes: what the envelope was sized for (optional for explicit
             sizes; needed by :meth:`grow` and :meth:`memory_model`).
         observed: int64 [K, L] true counts seen while profiling (the oracle's sizes).
         max_degree: the graph's largest in-degree (optional): bounds the worst case and the
             neighbour slots of fanouts above it (:func:`zg.sampling.effective_fanouts`).
     """
+
+    # How an envelope's sizes were chosen: given, the worst case, a profile, grown after an
+    # overflow, or read back from a checkpoint (zg.checkpoint).
+    POLICIES = ("explicit", "worst_case", "profiled", "grown", "checkpoint")
 
     def __init__(
         self,
@@ -132,7 +141,9 @@ class Envelope:
         max_degree: int | None = None,
     ):
         sizes = positive_ints_arg(sizes, "sizes")
-        policy = str_arg(policy, "policy")
+        for i, size in enumerate(sizes):  # a block never holds more rows than a graph's nodes
+            int_arg(size, f"sizes[{i}]", low=1, high=MAX_NODES)
+        policy = choice_arg(policy, "policy", self.POLICIES)
         fanouts = None if fanouts is None else fanouts_arg(fanouts, "fanouts")
         batch_size = None if batch_size is None else int_arg(batch_size, "batch_size", low=1)
         num_nodes = None if num_nodes is None else int_arg(num_nodes, "num_nodes", low=1)
@@ -237,7 +248,7 @@ class Envelope:
         g = graph_arg(g)
         fanouts = fanouts_arg(fanouts, "fanouts")
         batch_size = batch_size_arg(batch_size, g.num_nodes)
-        num_batches = int_arg(num_batches, "num_batches", low=1)
+        num_batches = int_arg(num_batches, "num_batches", low=1, high=MAX_PROFILE_BATCHES)
         quantile = real_arg(quantile, "quantile", low=0.0, high=1.0, low_open=True)
         margin = real_arg(margin, "margin", low=0.0, high=10.0)
         replace = bool_arg(replace, "replace")

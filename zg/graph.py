@@ -56,8 +56,17 @@ DUPLICATE_POLICIES = ("keep", "remove")
 
 
 def _as_tensor(value: Any, name: str) -> torch.Tensor:
-    """Tensor view of a tensor, numpy array or (nested) list, without copying tensors."""
+    """Tensor view of a tensor, numpy array or (nested) list, without copying tensors. A
+    tensor must live on the CPU or a CUDA device: a meta tensor holds no values to check, and
+    the kit's kernels run nowhere else."""
     if isinstance(value, torch.Tensor):
+        if value.device.type not in ("cpu", "cuda"):
+            what = (
+                "a meta tensor, which holds no values"
+                if value.device.type == "meta"
+                else f"a tensor on the {value.device.type!r} device"
+            )
+            raise ValueError(f"{name} is {what}; zg takes tensors on the CPU or a CUDA device")
         return value
     if isinstance(value, (bool, int, float, str, bytes)) or value is None:
         raise TypeError(f"{name} must be a tensor, array or list, got {type(value).__name__}")
@@ -170,7 +179,13 @@ def _labels(value: Any, num_nodes: int, num_classes: int | None) -> tuple[torch.
     if lo < -1:
         raise ValueError(f"y holds label {lo}; labels are >= 0, or -1 for unlabelled nodes")
     if num_classes is None:
-        num_classes = max(hi + 1, 0)
+        # The bound of an explicit num_classes: a file save_npz writes, load_npz reads back.
+        num_classes = _count(
+            max(hi + 1, 0),
+            "num_classes",
+            minimum=0,
+            why=f" (inferred from y's largest label, {hi})",
+        )
     else:
         num_classes = _count(num_classes, "num_classes", minimum=1)
         if hi >= num_classes:

@@ -51,7 +51,8 @@ def _check_hyper(
     0-d tensor is read as its number."""
     if isinstance(value, torch.Tensor) and value.numel() == 1 and not value.dtype.is_complex:
         value = float(value)
-    return real_arg(value, name, low=low, low_open=open_low, high=high)
+    # A learning rate must be a normal float: a subnormal one (1e-320) is no step at all.
+    return real_arg(value, name, low=low, low_open=open_low, high=high, normal=name == "lr")
 
 
 class _DeviceLR:

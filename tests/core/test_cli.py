@@ -170,6 +170,7 @@ def test_bad_fanouts_in_a_real_process(tmp_path):
         (["--batch-size", "0"], "--batch-size: must be an integer >= 1, got 0"),
         (["--epochs", "two"], "--epochs: 'two' is not an integer"),
         (["--lr", "0"], "--lr: must be a finite number > 0"),
+        (["--lr", "1e-320"], "--lr: must be a finite number > 0 and a normal float"),
         (["--seed", "-1"], "--seed: seed must be in [0, 9223372036854775807], got -1"),
         (["--seed", "99999999999999999999"], "--seed: seed must be in [0, 9223372036854775807]"),
         (["--epochs", "2", "--eval-every", "3"], "--eval-every 3 is more than --epochs 2"),

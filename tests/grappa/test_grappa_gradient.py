@@ -128,6 +128,52 @@ def test_gradient_error_bad_arguments():
         grappa.gradient_error(g, model, part, reference=torch.zeros(3))
 
 
+def test_gradient_error_checks_the_model_against_the_graph():
+    """The Engine's checks (zg.settings.check_model_fits): too few output classes was an
+    IndexError from inside cross_entropy, a wrong input width a message naming a layer."""
+    g, _ = setup()
+    part = grappa.partition(g, 2)
+    with pytest.raises(ValueError, match="model has 2 output classes but g's labels have"):
+        grappa.gradient_error(g, zg.models.SAGE(6, 8, 2, num_layers=2), part)
+    with pytest.raises(ValueError, match="model takes 9 input features but g has feat_dim=6"):
+        grappa.gradient_error(g, zg.models.SAGE(9, 8, 3, num_layers=2), part)
+    with pytest.raises(TypeError, match="model has .*float64.* parameters but g.x is"):
+        grappa.gradient_error(g, zg.models.SAGE(6, 8, 3, num_layers=2).double(), part)
+
+
+@pytest.mark.parametrize("bad", [float("nan"), float("inf"), -float("inf")])
+@pytest.mark.parametrize("where", ["all", "one"])
+def test_gradient_error_refuses_a_non_finite_reference(bad, where):
+    g, model = setup()
+    part = grappa.partition(g, 2)
+    reference = exact_gradient(g, model)
+    if where == "all":
+        reference = torch.full_like(reference, bad)
+    else:
+        reference[3] = bad
+    before = [p.detach().clone() for p in model.parameters()]
+    with pytest.raises(ValueError, match="reference holds .* NaN or inf value"):
+        grappa.gradient_error(g, model, part, reference=reference)
+    assert all(torch.equal(a, b) for a, b in zip(before, model.parameters()))
+
+
+def test_gradient_error_reference_must_be_a_real_finite_tensor():
+    """A list or a complex tensor is a TypeError naming reference; a finite one gives the
+    result of the full-graph pass it replaces."""
+    g, model = setup()
+    part = grappa.partition(g, 2)
+    n = sum(p.numel() for p in model.parameters())
+    with pytest.raises(TypeError, match="reference must be the flat exact gradient"):
+        grappa.gradient_error(g, model, part, reference=[0.0] * n)
+    with pytest.raises(TypeError, match="got a torch.complex128 tensor"):
+        grappa.gradient_error(g, model, part, reference=torch.zeros(n, dtype=torch.complex128))
+    reference = exact_gradient(g, model.eval())  # gradient_error measures in eval mode
+    model.train()
+    assert grappa.gradient_error(g, model, part, reference=reference) == grappa.gradient_error(
+        g, model, part
+    )
+
+
 def hand_graph():
     """8 nodes, two workers owning 0-3 and 4-7 (one chunk each, no repartitioning)."""
     edges = [

@@ -33,6 +33,8 @@ import torch.nn.functional as F
 
 from .._checks import SEED_MAX, seed_arg
 from ..graph import Graph
+from ..models import BlockModel
+from ..settings import check_model_fits
 from ._checks import graph_arg, int_arg
 from .coverage import local_coverage
 from .estimators import ESTIMATORS, Estimator, batch_stats
@@ -148,6 +150,8 @@ def gradient_error(
     graph_arg(g, train=True)
     if not isinstance(model, torch.nn.Module) or not hasattr(model, "layers"):
         raise TypeError(f"model must be a zg model (SAGE, GCN or GAT), got {type(model).__name__}")
+    if isinstance(model, BlockModel):  # the Engine's checks: input width, dtype, classes
+        check_model_fits(model, g, [1] * model.num_layers, gathers_x=True)
     parts = (
         [part]
         if isinstance(part, Partition)
@@ -168,10 +172,28 @@ def gradient_error(
     super_epochs = [int_arg(s, "super_epochs[i]", low=0) for s in super_epochs]
     num_params = sum(p.numel() for p in model.parameters() if p.requires_grad)
     if reference is not None and (
-        not isinstance(reference, torch.Tensor) or reference.shape != (num_params,)
+        not isinstance(reference, torch.Tensor)
+        or reference.dtype == torch.bool
+        or reference.is_complex()
     ):
+        got = (
+            f"a {reference.dtype} tensor"
+            if isinstance(reference, torch.Tensor)
+            else type(reference).__name__
+        )
+        raise TypeError(
+            f"reference must be the flat exact gradient, a real tensor of shape "
+            f"({num_params},), got {got}"
+        )
+    if reference is not None and reference.shape != (num_params,):
         raise ValueError(
             f"reference must be the flat exact gradient, a tensor of shape ({num_params},)"
+        )
+    if reference is not None and not bool(torch.isfinite(reference).all()):
+        bad = int((~torch.isfinite(reference)).sum())
+        raise ValueError(
+            f"reference holds {bad} NaN or inf value(s) of {num_params}; every metric would "
+            "be NaN: pass the finite exact_gradient(g, model) of these parameters"
         )
     if not super_epochs:
         raise ValueError("super_epochs is empty; give at least one super-epoch")
