@@ -16,9 +16,9 @@ Real FIFOs (os.mkfifo), symbolic and hard links; an alarm turns a blocked open i
 
 import os
 import signal
-import subprocess
 import sys
 
+import processes
 import pytest
 from graphs import tiny
 
@@ -110,7 +110,7 @@ def test_a_run_is_refused_before_any_worker_when_its_lock_file_is_a_link(tmp_pat
     lock.write_text("123456789")  # an earlier run's pid
     with checkpoint_locks([str(folder)]):
         assert lock.read_text() == str(os.getpid())
-        other = subprocess.run(
+        other = processes.run(
             [
                 sys.executable,
                 "-c",
