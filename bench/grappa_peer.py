@@ -357,7 +357,7 @@ def zg_row(history: dict, kernel: str, seed: int) -> dict:
         "rank0_train_seconds": statistics.median(rank0),
         "seconds_per_epoch": history["seconds_per_epoch"],
         "test_acc_at_best_val": history["final"]["test_acc_at_best_val"],
-        "best_epoch": history["final"]["best_epoch"],
+        "epoch_of_best_val": history["final"]["best_epoch"],  # model selection, not a best-of
         "epochs": epochs,
         "rank0_train_seconds_per_epoch": rank0,
         "bytes_per_epoch_worker0_by_kind": {

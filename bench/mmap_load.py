@@ -35,6 +35,7 @@ import argparse
 import gc
 import json
 import shutil
+import statistics
 import subprocess
 import sys
 import time
@@ -221,31 +222,26 @@ def main() -> None:
         if not args.keep:
             shutil.rmtree(path, ignore_errors=True)
 
-    def best(mode: str, key: str) -> float:  # the mean over the repeats, not the best
-        values = [r[key] for r in runs if r["mode"] == mode]
-        return sum(values) / len(values)
-
-    def mean_of(values) -> float:
-        values = list(values)
-        return sum(values) / len(values)
+    def mean(mode: str, key: str) -> float:  # over the repeats
+        return statistics.fmean(r[key] for r in runs if r["mode"] == mode)
 
     gib = 2**30
     summary = {
         mode: {
-            "load_seconds": best(mode, "load_seconds"),
-            "sample_seconds": best(mode, "sample_seconds"),
-            "peak_rss_load_gib": best(mode, "peak_rss_load") / gib,
-            "peak_anon_load_gib": best(mode, "peak_anon_load") / gib,
-            "anon_after_load_gib": best(mode, "anon_after_load") / gib,
-            "file_after_load_gib": best(mode, "file_after_load") / gib,
-            "peak_anon_total_gib": best(mode, "peak_anon_total") / gib,
+            "load_seconds": mean(mode, "load_seconds"),
+            "sample_seconds": mean(mode, "sample_seconds"),
+            "peak_rss_load_gib": mean(mode, "peak_rss_load") / gib,
+            "peak_anon_load_gib": mean(mode, "peak_anon_load") / gib,
+            "anon_after_load_gib": mean(mode, "anon_after_load") / gib,
+            "file_after_load_gib": mean(mode, "file_after_load") / gib,
+            "peak_anon_total_gib": mean(mode, "peak_anon_total") / gib,
             # what loading itself added to the process's own memory (torch and zg
             # imported before the clock starts are not counted)
-            "anon_added_by_load_gib": mean_of(
+            "anon_added_by_load_gib": statistics.fmean(
                 r["anon_after_load"] - r["anon_before_load"] for r in runs if r["mode"] == mode
             )
             / gib,
-            "peak_anon_added_by_load_gib": mean_of(
+            "peak_anon_added_by_load_gib": statistics.fmean(
                 r["peak_anon_load"] - r["anon_before_load"] for r in runs if r["mode"] == mode
             )
             / gib,

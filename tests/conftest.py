@@ -102,3 +102,18 @@ def pytest_sessionstart(session):
 
     if kernels.available():
         kernels.sampling.warm_up()
+
+
+@pytest.fixture
+def alarm():
+    """Turn a block (a tool opening a FIFO) into a failure after 30 s."""
+    import signal
+
+    def ring(signum, frame):
+        raise TimeoutError("the tool blocked (opened a FIFO?)")
+
+    old = signal.signal(signal.SIGALRM, ring)
+    signal.alarm(30)
+    yield
+    signal.alarm(0)
+    signal.signal(signal.SIGALRM, old)

@@ -73,7 +73,6 @@ an engine, since a captured step keeps the precision it was captured with.
 
 from __future__ import annotations
 
-import contextlib
 import functools
 import math
 import signal
@@ -882,29 +881,33 @@ class Engine:
         return checkpoint.state(self)
 
 
-@contextlib.contextmanager
-def _held_interrupt():
+class _held_interrupt:
     """Hold Ctrl-C (SIGINT) for the span of one batch, from its sampling to its publication, and
     raise it there: an interruption never lands inside the optimizer's in-place update, or
     between an applied step and its position. A second Ctrl-C raises at once. Only where the
-    handler is Python's own, in the main thread; elsewhere it does nothing."""
-    if (
-        threading.current_thread() is not threading.main_thread()
-        or signal.getsignal(signal.SIGINT) is not signal.default_int_handler
-    ):
-        yield
-        return
-    held = []
+    handler is Python's own, in the main thread; elsewhere it does nothing. (A class, not a
+    generator: it runs once per batch; its cost is two sigaction calls.)"""
 
-    def hold(signum, frame):
-        if held:  # asked twice: now
+    __slots__ = ("held", "active")
+
+    def __enter__(self):
+        self.held = False
+        self.active = (
+            signal.getsignal(signal.SIGINT) is signal.default_int_handler
+            and threading.current_thread() is threading.main_thread()
+        )
+        if self.active:
+            signal.signal(signal.SIGINT, self._hold)
+        return self
+
+    def _hold(self, signum, frame):
+        if self.held:  # asked twice: now
             raise KeyboardInterrupt
-        held.append(signum)
+        self.held = True
 
-    signal.signal(signal.SIGINT, hold)
-    try:
-        yield
-    finally:
-        signal.signal(signal.SIGINT, signal.default_int_handler)
-    if held:
-        raise KeyboardInterrupt
+    def __exit__(self, kind, value, traceback):
+        if self.active:
+            signal.signal(signal.SIGINT, signal.default_int_handler)
+            if self.held and kind is None:
+                raise KeyboardInterrupt
+        return False

@@ -11,12 +11,12 @@ alarm turns that into a failure instead of a hang.
 """
 
 import os
-import signal
 import stat
 import sys
 from pathlib import Path
 
 import pytest
+import special_paths
 
 from zg._io import command_output_arg, write_text
 
@@ -55,33 +55,12 @@ def run_main(script: str, argv: list[str]) -> None:
 
 
 def make(kind: str, tmp_path: Path) -> Path:
-    path = tmp_path / f"out-{kind}"
-    if kind == "directory":
-        path.mkdir()
-    elif kind == "fifo":
-        os.mkfifo(path)
-    elif kind == "dangling":
-        path.symlink_to(tmp_path / "nowhere" / "x")
-    elif kind == "file":
-        path.write_text("keep me")
-    return path
+    return special_paths.make(kind, tmp_path / f"out-{kind}")
 
 
 def snapshot(path: Path):
     st_ = os.lstat(path)
     return (stat.S_IFMT(st_.st_mode), os.readlink(path) if path.is_symlink() else None)
-
-
-@pytest.fixture
-def alarm():
-    def ring(signum, frame):
-        raise TimeoutError("the tool blocked (opened a FIFO?)")
-
-    old = signal.signal(signal.SIGALRM, ring)
-    signal.alarm(20)
-    yield
-    signal.alarm(0)
-    signal.signal(signal.SIGALRM, old)
 
 
 @pytest.mark.parametrize("script, before, flag, after, names", TOOLS, ids=lambda v: str(v))

@@ -15,12 +15,12 @@ links; an alarm turns a FIFO opened by mistake into a failure instead of a hang.
 import json
 import os
 import shutil
-import signal
 import stat
 import sys
 from pathlib import Path
 
 import pytest
+from special_paths import make
 
 ROOT = Path(__file__).resolve().parents[2]
 LAB = ROOT / "labs" / "source" / "00_setup" / "00_setup.ipynb"
@@ -50,30 +50,6 @@ def load_tool(name: str):
         return __import__(name)
     finally:
         sys.path.remove(str(ROOT / "tools"))
-
-
-@pytest.fixture
-def alarm():
-    def ring(signum, frame):
-        raise TimeoutError("the tool blocked (opened a FIFO?)")
-
-    old = signal.signal(signal.SIGALRM, ring)
-    signal.alarm(30)
-    yield
-    signal.alarm(0)
-    signal.signal(signal.SIGALRM, old)
-
-
-def make(kind: str, path: Path) -> Path:
-    if kind == "directory":
-        path.mkdir()
-    elif kind == "fifo":
-        os.mkfifo(path)
-    elif kind == "dangling":
-        path.symlink_to(path.parent / "nowhere" / "x")
-    elif kind == "file":
-        path.write_text("keep me")
-    return path
 
 
 def snapshot(path: Path):
