@@ -17,7 +17,6 @@ from . import (
     models,
     observe,
     optim,
-    parallel,
     recipes,
     rng,
     sampling,
@@ -30,6 +29,25 @@ from .graph import Graph
 from .sampling import DynamicSampler, EnvelopeSampler, MiniBatch, Sampler, StaticSampler
 
 __version__ = "0.4.0"
+
+# The distributed wing (zg.parallel and the zg.grappa modules it starts) is imported when first
+# used, so `import zg` stays light for single-process work: `zg.parallel` and `from zg import
+# grappa` both load it then.
+_LAZY = ("parallel", "grappa")
+
+
+def __getattr__(name: str):
+    if name in _LAZY:
+        import importlib
+
+        return importlib.import_module(f"{__name__}.{name}")
+    raise AttributeError(f"module {__name__!r} has no attribute {name!r}")
+
+
+def __dir__() -> list[str]:
+    return sorted({*globals(), *_LAZY})
+
+
 __all__ = [
     "Graph",
     "Block",

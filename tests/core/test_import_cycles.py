@@ -218,3 +218,22 @@ def test_package_imports_sit_at_module_level(package):
             if local or any(n == PACKAGE or n.startswith(PACKAGE + ".") for n in absolute):
                 late.append(f"{path.relative_to(ROOT)}:{node.lineno}")
     assert not late, f"imports inside functions or blocks: {late}"
+
+
+def test_import_zg_loads_no_module_of_the_distributed_wing():
+    """``import zg`` is light: the ``zg.grappa`` modules (and ``zg.parallel``, which starts
+    them) load when first used, through ``zg.parallel`` or ``from zg import grappa``."""
+    import sys
+
+    from processes import run
+
+    code = (
+        "import sys, zg\n"
+        "print(sorted(m for m in sys.modules if m.startswith(('zg.grappa', 'zg.parallel'))))\n"
+        "zg.parallel\n"
+        "print('zg.grappa.train' in sys.modules)\n"
+    )
+    out = run([sys.executable, "-c", code], capture_output=True, text=True, timeout=120, check=True)
+    out = out.stdout.split("\n")
+    assert out[0] == "[]", f"import zg loaded the distributed wing: {out[0]}"
+    assert out[1] == "True", "zg.parallel did not load the distributed wing when used"
