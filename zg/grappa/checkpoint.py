@@ -23,8 +23,8 @@ from .._io import atomic_write, fingerprint_mismatch, graph_fingerprint, open_re
 from ..errors import ZgError
 from ..graph import Graph
 from ._checks import CHECKPOINT_FILE
+from .collectives import gather_row
 from .config import TrainConfig
-from .hook import gather_row
 
 __all__ = [
     "CheckpointError",

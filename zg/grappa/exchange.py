@@ -36,8 +36,8 @@ import torch
 import torch.distributed as dist
 
 from ..step import OverflowGuard
+from .collectives import average_parameters
 from .comm import CommLedger
-from .hook import average_parameters
 
 __all__ = ["GradientExchange"]
 
@@ -124,7 +124,7 @@ class GradientExchange:
 
     def average_parameters(self, model: torch.nn.Module, world: int) -> None:
         """PSGD-PA's averaging (an ``after`` hook every ``average_every`` iterations):
-        :func:`zg.grappa.hook.average_parameters` (one all_reduce of all parameters, divided by
+        :func:`zg.grappa.collectives.average_parameters` (one all_reduce of all parameters, divided by
         P), gated by the guard: an overflowed iteration averages nothing."""
         apply = None if self.guard is None else self.guard.apply()
         average_parameters(model, world, self.ledger, apply=apply)

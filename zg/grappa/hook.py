@@ -1,8 +1,9 @@
 """The estimator's DDP communication hook: the authors' form of the gradient exchange, which
 Lab 6 teaches, and the few collective helpers beside it.
 
-Where it sits: the kit's workers do not use the hook (they use the helpers: PSGD-PA's
-:func:`average_parameters`, checkpoints' :func:`gather_row`). Their one exchange is
+Where it sits: the kit's workers do not use the hook; the collective helpers they share with it
+(PSGD-PA's :func:`average_parameters`, checkpoints' :func:`gather_row`) live in
+:mod:`zg.grappa.collectives` and are re-exported here for Lab 6. Their one exchange is
 :class:`zg.grappa.exchange.GradientExchange`, a flat all-reduce inside the step (no DDP), and
 ``tests/grappa/test_grappa_exchange.py`` checks that it gives the combined gradient this hook
 gives, on the same batches, with the same bytes. The hook scales this worker's gradient bucket by
@@ -17,6 +18,7 @@ from typing import Any
 import torch
 import torch.distributed as dist
 
+from .collectives import average_parameters, gather_row, gather_stats
 from .comm import CommLedger
 
 __all__ = [
@@ -75,33 +77,3 @@ def estimator_hook(state: HookState, bucket):  # no annotations: DDP rejects str
         return buffer
 
     return future.then(unpack)
-
-
-def average_parameters(
-    model: torch.nn.Module, world: int, ledger: CommLedger, apply: torch.Tensor | None = None
-) -> None:
-    """PSGD-PA's averaging step: one all_reduce of all parameters, divided by P. With ``apply``
-    (bool [] device) False the parameters stay as they are (an overflowed iteration)."""
-    params = [p for p in model.parameters()]
-    flat = torch.cat([p.detach().reshape(-1) for p in params])  # [num_params]
-    ledger.record("parameters", "all_reduce", flat.numel() * flat.element_size())
-    dist.all_reduce(flat)
-    flat /= world
-    offset = 0
-    with torch.no_grad():
-        for p in params:
-            new = flat[offset : offset + p.numel()].view_as(p)
-            p.copy_(new if apply is None else torch.where(apply, new, p))
-            offset += p.numel()
-
-
-def gather_stats(mine: torch.Tensor, world: int, ledger: CommLedger) -> torch.Tensor:
-    """All workers' (n_p, W_p, Q_p): the few scalars Grappa sends besides gradients."""
-    ledger.record("scalars", "all_gather", mine.numel() * mine.element_size())
-    return gather_row(mine, world)
-
-
-def gather_row(mine: torch.Tensor, world: int) -> torch.Tensor:
-    out = [torch.empty_like(mine) for _ in range(world)]
-    dist.all_gather(out, mine)
-    return torch.stack(out).cpu()  # [P, len]

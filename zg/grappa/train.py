@@ -99,6 +99,7 @@ from .checkpoint import (
     checkpoint_locks,
     read_checkpoint,
 )
+from .collectives import average_parameters, gather_stats
 from .config import (
     BATCHINGS,
     STEP_SHAPES,
@@ -112,7 +113,7 @@ from .config import (
     super_epoch_of,
 )
 from .history import bytes_by_kind, bytes_per_worker, write_json
-from .hook import HookState, average_parameters, estimator_hook, gather_stats
+from .hook import HookState, estimator_hook
 from .launch import spawn
 from .local import LocalData
 from .partition import Partition
