@@ -1,5 +1,5 @@
 """The estimator's DDP communication hook: the authors' form of the gradient exchange, which
-Lab 6 teaches, and the few collective helpers beside it.
+Lab 6 teaches, with the collective helpers it shares with the workers re-exported.
 
 Where it sits: the kit's workers do not use the hook; the collective helpers they share with it
 (PSGD-PA's :func:`average_parameters`, checkpoints' :func:`gather_row`) live in
