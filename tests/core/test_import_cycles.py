@@ -237,3 +237,19 @@ def test_import_zg_loads_no_module_of_the_distributed_wing():
     out = out.stdout.split("\n")
     assert out[0] == "[]", f"import zg loaded the distributed wing: {out[0]}"
     assert out[1] == "True", "zg.parallel did not load the distributed wing when used"
+
+
+# The course's modules: what grades (contract, labs) and Lab 6's DDP-hook form. The training
+# path (the exchange, checkpoints, the entry points, the workers) must not import them.
+COURSE_MODULES = {"zg.contract", "zg.labs", "zg.grappa.hook"}
+
+
+def test_the_training_path_imports_no_course_module():
+    graph = import_graph()
+    assert COURSE_MODULES <= set(graph), "a course module was renamed: update COURSE_MODULES"
+    reaching = {
+        module: sorted(graph[module] & COURSE_MODULES)
+        for module in graph
+        if module not in COURSE_MODULES and graph[module] & COURSE_MODULES
+    }
+    assert reaching == {}, f"modules of the training path import course modules: {reaching}"

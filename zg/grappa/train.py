@@ -6,7 +6,7 @@ processes (:mod:`zg.grappa.launch`: gloo on CPU, nccl on GPUs, timeouts everywhe
 function runs under ``torchrun ... -m zg.grappa --config cfg.json``. The package is split by
 concept: :mod:`~zg.grappa.config` (the record, TrainConfig), :mod:`~zg.grappa.plan` (what it
 implies for a graph: partition, iterations), :mod:`~zg.grappa.local` (a worker's local data),
-:mod:`~zg.grappa.exchange` (the one gradient exchange), :mod:`~zg.grappa.hook` (the DDP hook, Lab 6's form), :mod:`~zg.grappa.worker` (the worker: a
+:mod:`~zg.grappa.exchange` (the one gradient exchange), :mod:`~zg.grappa.collectives` (the workers' few other collectives), :mod:`~zg.grappa.worker` (the worker: a
 ``zg.Engine`` on its local graph), :mod:`~zg.grappa.trainers` (one policy class per trainer),
 :mod:`~zg.grappa.roles` (what a worker of each trainer builds), :mod:`~zg.grappa.checkpoint`,
 :mod:`~zg.grappa.history`; this module holds the entry points. One
@@ -113,7 +113,6 @@ from .config import (
     super_epoch_of,
 )
 from .history import bytes_by_kind, bytes_per_worker, write_json
-from .hook import HookState, estimator_hook
 from .launch import spawn
 from .local import LocalData
 from .partition import Partition
@@ -132,8 +131,6 @@ __all__ = [
     "TRAINERS",
     "BATCHINGS",
     "STEP_SHAPES",
-    "HookState",
-    "estimator_hook",
     "make_partition",
     "iterations_per_epoch",
     "super_epoch_of",
