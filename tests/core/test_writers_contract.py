@@ -505,3 +505,46 @@ def test_zg_train_json_dash_is_stdout(tmp_path, monkeypatch, capsys):
     assert history["final"]["val_acc"] is not None and history["command"][-1] == "-"
     assert "final: val" in err and "history written" not in out + err
     assert list(tmp_path.iterdir()) == []
+
+
+@pytest.mark.slow
+def test_zg_train_refuses_a_write_protected_json_before_it_trains(tmp_path):
+    """``zg train --json`` at a ``chmod 444`` file: exit status 2 and one line naming the flag
+    and the path, before the dataset is read (as root, run as nobody)."""
+    folder = Path(tempfile.mkdtemp(prefix="zg-writers-"))
+    try:
+        out = folder / "h.json"
+        out.write_bytes(OLD)
+        out.chmod(0o444)
+        prefix = []
+        if os.geteuid() == 0:
+            setpriv = shutil.which("setpriv")
+            if setpriv is None:
+                pytest.skip("root may write anything, and setpriv is not here to run as nobody")
+            os.chown(folder, NOBODY, NOBODY)
+            os.chown(out, NOBODY, NOBODY)
+            prefix = [setpriv, f"--reuid={NOBODY}", f"--regid={NOBODY}", "--clear-groups"]
+        env = {
+            **os.environ,
+            "PYTHONPATH": str(ROOT),
+            "HOME": str(folder),
+            "NUMBA_CACHE_DIR": str(folder / ".numba"),
+        }
+        argv = ["train", "--dataset", "cora", "--epochs", "1", "--json", str(out)]
+        done = processes.run(
+            [*prefix, sys.executable, "-m", "zg", *argv],
+            cwd=folder,
+            env=env,
+            capture_output=True,
+            text=True,
+            timeout=300,
+        )
+        assert done.returncode == 2, done.stderr[-2000:]
+        lines = done.stderr.strip().splitlines()
+        assert lines[-1].startswith("zg train: error: --json "), lines
+        assert str(out) in lines[-1] and "not writable" in lines[-1], lines
+        assert "Traceback" not in done.stderr and done.stdout == ""
+        assert out.read_bytes() == OLD and stat.S_IMODE(out.stat().st_mode) == 0o444
+        assert sorted(p.name for p in folder.iterdir() if p.name != ".numba") == ["h.json"]
+    finally:
+        shutil.rmtree(folder, ignore_errors=True)
