@@ -27,6 +27,7 @@ same machine and torch version.
 
 from __future__ import annotations
 
+import errno
 import json
 import math
 import os
@@ -513,22 +514,27 @@ def save_folder(g: Graph, path: Any) -> None:
 
 def _save_array(path: Path, array: np.ndarray) -> None:
     """``np.save`` to a new file at ``path``, flushed to disk. numpy writes a file straight
-    from the array (``tofile``) and says only "N requested and M written" when the write stops
-    short; the file system is then asked once more (one byte, in a file about to be thrown
-    away), so the error carries its errno (ENOSPC, EFBIG) as every other writer's does."""
+    from the array (``tofile``, through C stdio): a write cut short says only "N requested and
+    M written", and one cut short at stdio's last flush says nothing at all, the file simply
+    shorter. Both are caught (the file's size against what was written) and the file system
+    is asked once more, one byte at the end of a file about to be thrown away, so the error
+    carries its errno (ENOSPC, EFBIG) as every other writer's does."""
     with open(path, "wb") as f:
         try:
             np.save(f, array, allow_pickle=False)
+            f.flush()
+            short = os.fstat(f.fileno()).st_size < f.tell()
         except OSError as exc:
             if exc.errno is not None:
                 raise
+            short = True
+        if short:
+            size = os.fstat(f.fileno()).st_size
             try:
-                f.flush()
-                os.write(f.fileno(), b"\0")
+                os.pwrite(f.fileno(), b"\0", size)
             except OSError as why:
-                raise OSError(why.errno, why.strerror) from exc
-            raise
-        f.flush()
+                raise OSError(why.errno, why.strerror) from None
+            raise OSError(errno.EIO, f"only {size} bytes of the array reached the file")
         os.fsync(f.fileno())
 
 

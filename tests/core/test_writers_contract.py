@@ -222,7 +222,9 @@ def _make_read_only(path: Path, case: str) -> None:
         path.parent.chmod(0o555)
 
 
-def _run_one(mode: str, name: str, scratch: Path) -> dict:
+def _run_one(mode: str, name: str, scratch: Path, limit: int | None = None) -> dict:
+    """One write of writer ``name`` over an old file (or graph folder) made read-only as
+    ``mode`` says, or under a file-size ``limit``: what it raised, and what changed."""
     folder_writer = name in FOLDER_WRITERS
     file_name, write = {**WRITERS, **FOLDER_WRITERS}[name]
     where = Path(tempfile.mkdtemp(dir=scratch, prefix=f"{name}-"))
@@ -230,15 +232,15 @@ def _run_one(mode: str, name: str, scratch: Path) -> dict:
     if mode.startswith("read-only-"):
         _make_read_only(path, mode.removeprefix("read-only-"))
     before = _snapshot(where)
-    record = {"name": name, "path": str(path), "error": None}
-    limit = resource.getrlimit(resource.RLIMIT_FSIZE)
+    record = {"limit": limit, "path": str(path), "error": None}
+    unlimited = resource.getrlimit(resource.RLIMIT_FSIZE)
     try:
-        if mode == "full-disk":
-            resource.setrlimit(resource.RLIMIT_FSIZE, (LIMIT, limit[1]))
+        if limit is not None:
+            resource.setrlimit(resource.RLIMIT_FSIZE, (limit, unlimited[1]))
         try:
             write(path)
         finally:
-            resource.setrlimit(resource.RLIMIT_FSIZE, limit)
+            resource.setrlimit(resource.RLIMIT_FSIZE, unlimited)
     except Exception as exc:  # what the caller sees
         record["error"] = {
             "type": type(exc).__name__,
@@ -255,6 +257,22 @@ def _run_one(mode: str, name: str, scratch: Path) -> dict:
     return record
 
 
+def _largest_file(name: str, scratch: Path) -> int:
+    """Bytes of the largest file writer ``name`` writes (a file-size limit below it fails)."""
+    file_name, write = {**WRITERS, **FOLDER_WRITERS}[name]
+    where = Path(tempfile.mkdtemp(dir=scratch, prefix=f"{name}-size-"))
+    write(where / file_name)
+    size = max(p.stat().st_size for p in where.rglob("*") if p.is_file())
+    shutil.rmtree(where)
+    return size
+
+
+def _limits(size: int) -> list[int]:
+    """Where the disk fills: before the first byte, in the first block (a header), in the
+    middle, and a few bytes before the end (an end-of-file record, the last flush)."""
+    return sorted({n for n in (0, 1, 100, size // 2, size - 8) if 0 <= n < size})
+
+
 def _child(mode: str, names: list[str], scratch: str) -> None:
     """Run each writer in ``names`` under ``mode``; one JSON line each on stdout, and a marker
     line on stderr before each, so what a writer prints (late) is attributed to it."""
@@ -266,10 +284,14 @@ def _child(mode: str, names: list[str], scratch: str) -> None:
     _graph(), _engine()  # warm every import and cache before the limit
     for name in names:
         print(f"@@ {name}", file=sys.stderr, flush=True)
-        record = _run_one(mode, name, Path(scratch))
+        if mode == "full-disk":
+            limits = _limits(_largest_file(name, Path(scratch)))
+            runs = [_run_one(mode, name, Path(scratch), limit) for limit in limits]
+        else:
+            runs = [_run_one(mode, name, Path(scratch))]
         gc.collect()  # a writer's leftover object (a ZipFile) would speak now
         sys.stderr.flush()
-        print(json.dumps(record), flush=True)
+        print(json.dumps({"name": name, "runs": runs}), flush=True)
     print("@@ end", file=sys.stderr, flush=True)
 
 
@@ -345,7 +367,7 @@ def test_a_write_protected_target_is_refused_as_a_plain_write_would_be(name):
     is refused, and so is every writer of the kit; nothing changes at the path, no
     temporary file is left."""
     records, said = _results("read-only-file")
-    record = records[name]
+    (record,) = records[name]["runs"]
     error = record["error"]
     assert error is not None, f"{name} replaced a file this user may not write"
     assert "PermissionError" in error["classes"] and error["errno"] == errno.EACCES, error
@@ -360,7 +382,7 @@ def test_a_write_protected_target_is_refused_as_a_plain_write_would_be(name):
 @pytest.mark.parametrize("name", ALL)
 def test_a_target_in_a_read_only_folder_is_refused(name):
     records, said = _results("read-only-folder")
-    record = records[name]
+    (record,) = records[name]["runs"]
     error = record["error"]
     assert error is not None, f"{name} wrote into a folder this user may not write"
     assert {"PermissionError", "ValueError"} & set(error["classes"]), error
@@ -380,20 +402,24 @@ FULL_DISK = re.compile(
 @pytest.mark.slow
 @pytest.mark.parametrize("name", ALL)
 def test_a_full_disk_is_one_message_for_every_writer(name):
-    """A write past the file-size limit (EFBIG, as ENOSPC on a full file system): an OSError
-    with that errno, one message of one shape naming the path and the room left, the old file
-    kept, no temporary file, and nothing on stderr after it."""
+    """A write past the file-size limit (EFBIG, as ENOSPC on a full file system), the disk
+    filling at every stage of the write (before the first byte, in a header, in the middle, in
+    the end record): an OSError with that errno, one message of one shape naming the path and
+    the room left (never torch's "unexpected pos"), the old file kept, no temporary file, and
+    nothing on stderr after it."""
     records, said = _results("full-disk")
-    record = records[name]
-    error = record["error"]
-    assert error is not None, f"{name} wrote past the limit without an error"
-    assert "OSError" in error["classes"] and error["errno"] == errno.EFBIG, error
-    match = FULL_DISK.match(error["message"])
-    assert match, error["message"]
-    assert match["path"] == record["path"], (match["path"], record["path"])
-    assert "unexpected pos" not in error["message"] and "inline_container" not in error["message"]
-    assert record["unchanged"], f"{name}: the old file was not kept"
-    assert not [e for e in record["entries"] if ".tmp" in e], record["entries"]
+    runs = records[name]["runs"]
+    assert len(runs) >= 3, runs  # the disk fills at the start, in the middle, near the end
+    for record in runs:
+        error, at = record["error"], f"{name}, {record['limit']} bytes left"
+        assert error is not None, f"{at}: wrote past the limit without an error"
+        assert "OSError" in error["classes"] and error["errno"] == errno.EFBIG, (at, error)
+        match = FULL_DISK.match(error["message"])
+        assert match, (at, error["message"])
+        assert match["path"] == record["path"], (at, match["path"], record["path"])
+        assert "unexpected pos" not in error["message"], (at, error["message"])
+        assert record["unchanged"], f"{at}: the old file was not kept"
+        assert not [e for e in record["entries"] if ".tmp" in e], (at, record["entries"])
     assert said[name] == "", f"{name} printed after its error:\n{said[name]}"
 
 
