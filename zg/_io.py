@@ -8,9 +8,9 @@ or a full disk never leaves a half-written file at the path, and the temporary f
 on every failure. A new file gets the umask's permissions, a replaced one keeps its own, and a
 file this user may not write is refused, as a plain write would refuse it. Errors name the path
 the user gave, never the temporary file; a full disk is one message naming the path and the
-room left. :func:`write_text` writes a text file
-through it and :func:`command_output_arg` checks a command's output path up front (exit
-status 2 naming the flag). :func:`read_json_config` reads a config file with a size bound;
+room left. :func:`write_text` writes a text file through it and :func:`command_output_arg`
+checks a command's output path up front (exit status 2 naming the flag).
+:func:`read_json_config` reads a config file with a size bound;
 :func:`open_regular_file` and :func:`read_text_file` open or read any other input only if it is
 a regular file (a named pipe would block, a device never end).
 """

@@ -80,6 +80,20 @@ def _atomic_write(path):
     atomic_write(path, lambda f: f.write(b"x" * (4 * LIMIT)), name="path")
 
 
+def _atomic_write_swallowing(path):
+    """A writer that catches its own failed write and goes on: still an error, not a file."""
+    from zg._io import atomic_write
+
+    def write(f):
+        for _ in range(8):
+            try:
+                f.write(b"x" * LIMIT)
+            except OSError:
+                pass
+
+    atomic_write(path, write, name="path")
+
+
 def _write_text(path):
     from zg._io import write_text
 
@@ -136,6 +150,7 @@ def _result_file(path):
 
 WRITERS = {
     "atomic_write": ("out.bin", _atomic_write),
+    "atomic_write_swallowing": ("out.bin", _atomic_write_swallowing),
     "write_text": ("out.txt", _write_text),
     "save_npz": ("g.npz", _save_npz),
     "save_npz_compressed": ("g.npz", _save_npz_compressed),
