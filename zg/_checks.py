@@ -424,6 +424,40 @@ def _try_writing_in(folder: Path, name: str, path: Path) -> None:
         ) from None
 
 
+class ReadOnlyTarget(PermissionError, ValueError):
+    """An existing file this user may not write: a plain ``open(path, "w")`` would be refused,
+    so no writer of the kit replaces it (a rename would, whatever its mode). A PermissionError
+    (errno EACCES, or the system's own) and a ValueError, so a command's up-front check of its
+    output path says it in one line like any other refused path."""
+
+    def __str__(self) -> str:
+        return str(self.strerror)
+
+
+def refuse_read_only(target: Path, name: str, path: Any) -> None:
+    """Raise :class:`ReadOnlyTarget` naming ``name`` and ``path`` if the existing regular file
+    ``target`` may not be opened for writing by this process, as ``open(path, "w")`` decides:
+    ``access(2)`` with the effective user and groups (mode bits, ACLs, an immutable file, a
+    read-only mount; root passes where ``open`` would let it)."""
+    effective = os.access in os.supports_effective_ids
+    try:
+        if os.access(target, os.W_OK, effective_ids=effective):
+            return
+    except OSError:
+        return  # nothing to say up front; the write itself will tell
+    try:
+        info = os.stat(target)
+        what = f"mode {stat.S_IMODE(info.st_mode):#o}, owner uid {info.st_uid}"
+    except OSError:
+        what = "its mode"
+    raise ReadOnlyTarget(
+        errno.EACCES,
+        f"{name} {str(path)!r}: is not writable by this user ({what}); a plain write would be "
+        "refused, so it is not replaced: make it writable (chmod u+w) or give another path",
+        str(path),
+    )
+
+
 def output_target(value: Any, name: str = "path", *, make_parents: bool = False) -> Path:
     """The file a write at ``value`` replaces or creates, after every check that can be made
     before writing; raises TypeError / ValueError naming ``name`` and the path.
@@ -431,8 +465,10 @@ def output_target(value: Any, name: str = "path", *, make_parents: bool = False)
     The path is followed to its final target (the kit's one rule, see :func:`resolved_path`),
     which must be a regular file or absent: a directory, a named pipe, a socket or a device is
     refused (an atomic write would replace it: as root, ``/dev/null`` itself), as are a dangling
-    link and a loop. Its folder must exist (or, with ``make_parents``, be creatable) and a file
-    must really be creatable in it (tried: a temporary file is created and removed)."""
+    link and a loop. An existing file must be writable by this user, as ``open(path, "w")``
+    would decide (:func:`refuse_read_only`). Its folder must exist (or, with ``make_parents``,
+    be creatable) and a file must really be creatable in it (tried: a temporary file is created
+    and removed)."""
     path = path_arg(value, name)
     target, mode = path_kind(path, name)
     if mode is not None:
@@ -446,6 +482,7 @@ def output_target(value: Any, name: str = "path", *, make_parents: bool = False)
                 f"{_named(name, path, target)} is {kind}, not a regular file; zg writes only "
                 f"regular files (writing here would replace {kind}): give a file path"
             )
+        refuse_read_only(target, name, path)
     folder = target.parent
     if not os.path.isdir(folder):
         existing = _nearest_existing(folder)

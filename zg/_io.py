@@ -5,10 +5,12 @@ through :func:`atomic_write`: the path is followed to its final target (a symbol
 and its target written), which must be a regular file or absent; the content is written to a
 temporary file in the target's folder, flushed to disk and renamed over the target, so a crash
 or a full disk never leaves a half-written file at the path, and the temporary file is removed
-on every failure. A new file gets the umask's permissions, a replaced one keeps its own. Errors
-name the path the user gave, never the temporary file. :func:`write_text` writes a text file
-through it and :func:`command_output_arg` checks a command's output path up front (exit
-status 2 naming the flag). :func:`read_json_config` reads a config file with a size bound;
+on every failure. A new file gets the umask's permissions, a replaced one keeps its own, and a
+file this user may not write is refused, as a plain write would refuse it. Errors name the path
+the user gave, never the temporary file; a full disk is one message naming the path and the
+room left. :func:`write_text` writes a text file through it and :func:`command_output_arg`
+checks a command's output path up front (exit status 2 naming the flag).
+:func:`read_json_config` reads a config file with a size bound;
 :func:`open_regular_file` and :func:`read_text_file` open or read any other input only if it is
 a regular file (a named pipe would block, a device never end).
 """
@@ -25,7 +27,7 @@ from collections.abc import Callable
 from pathlib import Path
 from typing import IO, Any
 
-from ._checks import _kind, output_target, path_arg, path_kind
+from ._checks import ReadOnlyTarget, _kind, output_target, path_arg, path_kind, refuse_read_only
 from ._checks import output_file_arg as output_target_arg
 
 __all__ = [
@@ -69,6 +71,94 @@ def os_error_naming(exc: OSError, name: str, path: Path, doing: str) -> OSError:
         reason += "; the path is unchanged: free some space (or raise the limit) or write elsewhere"
     message = f"could not {doing} {name} {str(path)!r}: {reason}"
     return OSError(exc.errno, message) if exc.errno is not None else type(exc)(message)
+
+
+def _written_size(data: Any) -> int:
+    return len(data) if isinstance(data, str) else memoryview(data).nbytes
+
+
+def _nothing(*args: Any, **kwargs: Any) -> None:
+    return None
+
+
+def _yes(*args: Any, **kwargs: Any) -> bool:
+    return True
+
+
+class _GuardedFile:
+    """The file :func:`atomic_write` hands to a writer: it keeps the first ``OSError`` of a
+    write or a flush (a full disk, a file-size limit) and raises it; after that failure, and
+    once the real file is closed, it is a sink: writes are counted, not made, ``tell`` and
+    ``seek`` move in what was counted, anything else does nothing. So a writer's own cleanup
+    cannot put a second error over the first or print one later: torch's end-of-file record
+    (otherwise ``RuntimeError: [enforce fail at inline_container.cc] unexpected pos``), a
+    ``zipfile.ZipFile`` left to ``__del__`` by ``np.savez`` (otherwise "Exception ignored in
+    ZipFile.__del__" on stderr after the message). The content is thrown away in any case."""
+
+    def __init__(self, f: IO) -> None:
+        self._f = f
+        self.failure: OSError | None = None
+        self._sink: list[int] | None = None  # [position, end] once a sink
+
+    def _to_sink(self) -> None:
+        if self._sink is None:
+            try:
+                at = self._f.tell() if not self._f.closed else 0
+            except (OSError, ValueError):
+                at = 0
+            self._sink = [at, at]
+
+    def _failed(self, exc: OSError) -> None:
+        if self.failure is None:
+            self.failure = exc
+        self._to_sink()
+
+    def write(self, data: Any) -> int:
+        n = _written_size(data)
+        if self._sink is not None:
+            self._sink[0] += n
+            self._sink[1] = max(self._sink)
+            return n
+        try:
+            return self._f.write(data)
+        except OSError as exc:
+            self._failed(exc)
+            raise
+
+    def writelines(self, lines: Any) -> None:
+        for line in lines:
+            self.write(line)
+
+    def flush(self) -> None:
+        if self._sink is not None:
+            return
+        try:
+            self._f.flush()
+        except OSError as exc:
+            self._failed(exc)
+            raise
+
+    def tell(self) -> int:
+        return self._sink[0] if self._sink is not None else self._f.tell()
+
+    def seek(self, offset: int, whence: int = 0) -> int:
+        if self._sink is None:
+            return self._f.seek(offset, whence)
+        self._sink[0] = offset + (0, self._sink[0], self._sink[1])[whence]
+        return self._sink[0]
+
+    @property
+    def closed(self) -> bool:
+        return self._f.closed
+
+    def discard(self) -> None:
+        """A sink from now on (the real file is closed or about to be)."""
+        self._to_sink()
+
+    def __getattr__(self, attr: str) -> Any:  # seekable, fileno, mode, ...
+        if self._sink is None or attr in ("mode", "name"):
+            return getattr(self._f, attr)
+        return _yes if attr in ("seekable", "writable") else _nothing
 
 
 def current_umask() -> int:
@@ -190,6 +280,15 @@ def atomic_write(
       write of the same target (:func:`remove_stale_temps`).
     * Permissions as the user would expect of a plain write: a new file gets ``0o666`` less the
       umask, a replaced file keeps its mode (and, where the process may, its owner and group).
+      What a plain ``open(path, "w")`` refuses is refused: an existing file this user may not
+      write (``chmod 444``, checked before writing and again just before the rename) is a
+      :class:`zg._checks.ReadOnlyTarget` (a PermissionError and a ValueError) naming the path,
+      and a folder no file can be created in is a ValueError naming it.
+    * One message for a full disk: the first ``OSError`` of a write (``ENOSPC``, ``EDQUOT``,
+      ``EFBIG`` of a file-size limit) is what is raised, naming the path and the room left in
+      its folder (:func:`os_error_naming`), whatever the writer's own cleanup said after it
+      (torch's ``unexpected pos``); after that failure the file given to ``write`` ignores
+      every call, so nothing is printed later (a ``ZipFile.__del__``).
 
     Args:
         path: str or os.PathLike, the file to (over)write.
@@ -201,9 +300,11 @@ def atomic_write(
     Raises:
         TypeError / ValueError naming ``name`` and ``path`` before anything is written: not a
         path, not a regular file, a missing or read-only folder, a dangling link, a loop, a
-        name too long. ``OSError`` (the original errno and subclass, the message naming
-        ``path``) when the write itself fails, e.g. a full disk. Any other exception of
-        ``write`` passes through unchanged. In every failure the old file at ``path``, if any,
+        name too long; ``ReadOnlyTarget`` (PermissionError and ValueError) for an existing
+        file this user may not write. ``OSError`` (the original errno and subclass, the
+        message naming ``path``) when the write itself fails, e.g. a full disk, even where
+        the writer turned it into another exception. Any other exception of ``write`` passes
+        through unchanged. In every failure the old file at ``path``, if any,
         is untouched and no temporary file is left.
     """
     path = path_arg(path, name)
@@ -227,6 +328,7 @@ def atomic_write(
         fd, tmp = tempfile.mkstemp(dir=folder, prefix=f".{target.name[:200]}.", suffix=".tmp")
     except OSError as exc:
         raise os_error_naming(exc, name, path, "write") from exc
+    guard: _GuardedFile | None = None
     try:
         with os.fdopen(fd, "w" if text else "wb", **({"encoding": "utf-8"} if text else {})) as f:
             if old is not None and (old.st_uid, old.st_gid) != (os.geteuid(), os.getegid()):
@@ -235,25 +337,41 @@ def atomic_write(
                 except OSError:
                     pass
             os.fchmod(f.fileno(), mode)  # after fchown, which clears set-id bits
-            write(f)
+            guard = _GuardedFile(f)
+            write(guard)
+            if guard.failure is not None:  # a writer that went on after a failed write
+                raise guard.failure
             f.flush()
             os.fsync(f.fileno())
         # Checked again just before the rename: something other than a regular file may have
-        # appeared at the target since (a FIFO, a device node): it is never replaced.
+        # appeared at the target since (a FIFO, a device node): it is never replaced; nor is
+        # a file made read-only meanwhile (a plain write would be refused).
         _, now = path_kind(path, name)
         if now is not None and not stat.S_ISREG(now):
             raise ValueError(
                 f"{name} {str(path)!r} became {_kind(now)} while it was written; not replaced"
             )
+        if now is not None:
+            refuse_read_only(target, name, path)
         os.replace(tmp, target)
     except BaseException as exc:
         try:
             os.unlink(tmp)
         except FileNotFoundError:
             pass
+        first = guard.failure if guard is not None else None
+        if first is not None and isinstance(exc, Exception):
+            # The write that failed, not what the writer's cleanup said after it (torch's
+            # "unexpected pos", a second error of a zip file's end record).
+            raise os_error_naming(first, name, path, "write") from first
+        if isinstance(exc, ReadOnlyTarget):
+            raise  # already names the path
         if isinstance(exc, OSError):  # a full disk, a vanished folder, ...
             raise os_error_naming(exc, name, path, "write") from exc
         raise
+    finally:
+        if guard is not None:
+            guard.discard()
     _fsync_folder(folder)
     return path
 

@@ -124,7 +124,11 @@ def state(engine: Engine) -> dict[str, Any]:
 
 
 def save(engine: Engine, path: Any) -> Path:
-    """Write ``engine``'s checkpoint atomically (temp file + rename, nothing left on failure)."""
+    """Write ``engine``'s checkpoint atomically (temp file + rename, nothing left on failure).
+
+    Through :func:`zg._io.atomic_write`: a file this user may not write is a PermissionError
+    naming ``path``; a full disk is an OSError (``ENOSPC``, ``EFBIG``) naming ``path`` and the
+    room left, not torch's ``unexpected pos``; the old checkpoint is kept either way."""
     snapshot = state(engine)
     return atomic_write(path, lambda f: torch.save(snapshot, f), name="path", make_parents=True)
 

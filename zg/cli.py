@@ -421,14 +421,18 @@ def _jsonable(value: Any) -> Any:
     return str(value)
 
 
-def write_json_atomic(path: str, payload: Any) -> None:
-    """Write ``payload`` as JSON at ``path`` atomically (:func:`zg._io.atomic_write`)."""
+def write_json_atomic(path: str, payload: Any, stream: Any = None) -> None:
+    """Write ``payload`` as JSON at ``path`` atomically (:func:`zg._io.atomic_write`); a path
+    of ``-`` writes it to ``stream`` (stdout)."""
     from ._io import atomic_write
 
     def write(f):
         json.dump(payload, f, indent=1)
         f.write("\n")
 
+    if path == "-":
+        write(stream if stream is not None else sys.stdout)
+        return
     atomic_write(path, write, name="--json", text=True)
 
 
@@ -470,6 +474,13 @@ def _progress_bar(enabled: bool | None, total: int, desc: str):
 
 
 def cmd_train(args: argparse.Namespace, parser: argparse.ArgumentParser) -> int:
+    if args.json == "-" and getattr(args, "json_stream", None) is None:
+        # --json -: the history alone on stdout (for a pipe), everything else on stderr.
+        import contextlib
+
+        args.json_stream = sys.stdout
+        with contextlib.redirect_stdout(sys.stderr):
+            return cmd_train(args, parser)
     # Every check that can fail on the flags alone runs before the dataset is read.
     fanouts = _resolve_layers(parser, args.layers, args.fanouts)
     if args.pipeline is not None or args.capture is not None:
@@ -488,7 +499,8 @@ def cmd_train(args: argparse.Namespace, parser: argparse.ArgumentParser) -> int:
             "--mode static is its twin"
         )
     source = _dataset_source(parser, args.dataset, args.root)
-    _check_output(parser, "--json", args.json, inputs=_source_paths(source, args.root))
+    json_file = None if args.json == "-" else args.json  # "-": stdout
+    _check_output(parser, "--json", json_file, inputs=_source_paths(source, args.root))
     if args.eval_every > args.epochs:
         parser.error(f"--eval-every {args.eval_every} is more than --epochs {args.epochs}")
 
@@ -648,8 +660,10 @@ def cmd_train(args: argparse.Namespace, parser: argparse.ArgumentParser) -> int:
                 "epochs": rows,
                 "final": final,
             },
+            getattr(args, "json_stream", None),
         )
-        print(f"history written to {args.json}")
+        if args.json != "-":
+            print(f"history written to {args.json}")
     return 0
 
 
@@ -1047,7 +1061,9 @@ def build_parser() -> argparse.ArgumentParser:
         metavar="K",
         help="evaluate val/test accuracy every K epochs and after the last (default 1)",
     )
-    p.add_argument("--json", default=None, metavar="OUT", help="write the history as JSON to OUT")
+    p.add_argument(
+        "--json", default=None, metavar="OUT", help="write the history as JSON to OUT (-: stdout)"
+    )
     p.add_argument(
         "--progress",
         action=argparse.BooleanOptionalAction,

@@ -27,6 +27,7 @@ same machine and torch version.
 
 from __future__ import annotations
 
+import errno
 import json
 import math
 import os
@@ -47,6 +48,7 @@ from ._checks import (
     output_folder_arg,
     path_arg,
     path_kind,
+    refuse_read_only,
     seed_arg,
 )
 from ._checks import int_arg as _int_arg
@@ -441,7 +443,9 @@ def save_folder(g: Graph, path: Any) -> None:
     ``.<name>.*.old/graph`` beside it. Anything else at ``path`` is refused
     (FileExistsError), so a typo cannot delete unrelated files. A symbolic link at ``path`` is
     followed (a dangling link or a loop is a ValueError): the folder it names is replaced and
-    the link stays. The folder gets ``0o777`` less the umask, a replaced one keeps its mode.
+    the link stays. The folder gets ``0o777`` less the umask, a replaced one keeps its mode; a
+    folder (or a file in it) this user may not write is refused as a plain rewrite of its files
+    would be (:class:`zg._checks.ReadOnlyTarget`, a PermissionError naming it).
     A process that has the old folder loaded (:func:`load_folder`, memory-mapped) keeps its
     graph unchanged: the old files lose their names but live on, bit for bit, until the last
     map of them is closed. This is the way to change a graph under a running job; never
@@ -455,6 +459,9 @@ def save_folder(g: Graph, path: Any) -> None:
         raise TypeError(f"path must be a str or os.PathLike, got {type(path).__name__}")
     path = path_arg(path, "path")
     target, mode = _graph_folder_target(path, "path")
+    if mode is not None:  # a plain rewrite of its files would be refused: so is the swap
+        for entry in (target, *sorted(p for p in target.iterdir() if p.is_file())):
+            refuse_read_only(entry, "path", path if entry == target else path / entry.name)
     arrays = {
         "indptr": g.indptr,
         "indices": g.indices,
@@ -482,10 +489,7 @@ def save_folder(g: Graph, path: Any) -> None:
             if tensor is None:
                 continue
             array = tensor.detach().cpu().numpy()
-            with open(tmp / f"{key}.npy", "wb") as f:
-                np.save(f, np.ascontiguousarray(array), allow_pickle=False)
-                f.flush()
-                os.fsync(f.fileno())
+            _save_array(tmp / f"{key}.npy", np.ascontiguousarray(array))
             meta["arrays"][key] = {"dtype": str(array.dtype), "shape": list(array.shape)}
         with open(tmp / FOLDER_META, "w", encoding="utf-8") as f:
             json.dump(meta, f, indent=1)
@@ -506,6 +510,32 @@ def save_folder(g: Graph, path: Any) -> None:
         raise
     if tmp is not None:
         shutil.rmtree(tmp, ignore_errors=True)  # the old folder
+
+
+def _save_array(path: Path, array: np.ndarray) -> None:
+    """``np.save`` to a new file at ``path``, flushed to disk. numpy writes a file straight
+    from the array (``tofile``, through C stdio): a write cut short says only "N requested and
+    M written", and one cut short at stdio's last flush says nothing at all, the file simply
+    shorter. Both are caught (the file's size against what was written) and the file system
+    is asked once more, one byte at the end of a file about to be thrown away, so the error
+    carries its errno (ENOSPC, EFBIG) as every other writer's does."""
+    with open(path, "wb") as f:
+        try:
+            np.save(f, array, allow_pickle=False)
+            f.flush()
+            short = os.fstat(f.fileno()).st_size < f.tell()
+        except OSError as exc:
+            if exc.errno is not None:
+                raise
+            short = True
+        if short:
+            size = os.fstat(f.fileno()).st_size
+            try:
+                os.pwrite(f.fileno(), b"\0", size)
+            except OSError as why:
+                raise OSError(why.errno, why.strerror) from None
+            raise OSError(errno.EIO, f"only {size} bytes of the array reached the file")
+        os.fsync(f.fileno())
 
 
 def _graph_folder_target(path: Path, name: str) -> tuple[Path, int | None]:

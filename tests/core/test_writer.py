@@ -17,6 +17,7 @@ check the refusal (nothing is ever written to it).
 
 import contextlib
 import os
+import re
 import socket
 import stat
 import tempfile
@@ -142,6 +143,11 @@ def test_the_writer_over_every_kind_of_path(kind, mode, mask, chain, text):
                     atomic_write(path, lambda f: f.write(b"new"), name="--out")
                 message = str(info.value)
                 assert message.startswith(f"--out '{path}'"), message
+                assert snapshot(root) == before, "a refused write changed something"
+                return
+            if existed and not os.access(lands_in, os.W_OK):  # as a plain write: refused
+                with pytest.raises(PermissionError, match=re.escape(f"--out {str(path)!r}")):
+                    atomic_write(path, lambda f: f.write(b"new"), name="--out")
                 assert snapshot(root) == before, "a refused write changed something"
                 return
             if text:

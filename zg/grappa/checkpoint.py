@@ -319,7 +319,9 @@ def _read_checked(path: str, cfg: TrainConfig, g: Graph, world: int) -> dict[str
 
 def _save_checkpoint(path: str, state: dict[str, Any]) -> None:
     """torch.save atomically (:func:`zg._io.atomic_write`: a temporary file in the same folder,
-    flushed to disk, renamed; nothing left behind on failure)."""
+    flushed to disk, renamed; nothing left behind on failure). A checkpoint this user may not
+    write is a PermissionError, a full disk an OSError naming the file and the room left; the
+    old checkpoint is kept."""
     atomic_write(path, lambda f: torch.save(state, f), name="checkpoint_dir", make_parents=True)
 
 
