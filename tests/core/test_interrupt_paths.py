@@ -22,11 +22,13 @@ import random
 import signal
 import sys
 import threading
+import warnings
 from pathlib import Path
 
 import pytest
 import torch
 from graphs import tiny
+from torch.overrides import _get_current_function_mode_stack
 from torch.utils._python_dispatch import _get_current_dispatch_mode_stack
 
 import zg
@@ -150,6 +152,7 @@ def send_sigint():
 def no_process_state_left(threads_before: set) -> None:
     assert signal.getsignal(signal.SIGINT) is signal.default_int_handler
     assert _get_current_dispatch_mode_stack() == []
+    assert _get_current_function_mode_stack() == []
     assert torch.is_grad_enabled()
     assert {t.ident for t in threading.enumerate()} <= threads_before
 
@@ -225,3 +228,125 @@ def test_ctrl_c_at_each_line_of_a_rewind_continues_exactly(mode):
     window, _ = lines_of_the_path(mode)
     for k in first_of_each(window):
         interrupted_then_continued(mode, k, send_sigint, want)
+
+
+# ----------------------------------------------------------------------------- observers
+
+
+def process_state() -> tuple:
+    """What entering an observer may change for the whole process."""
+    return (
+        signal.getsignal(signal.SIGINT),
+        [id(m) for m in _get_current_dispatch_mode_stack()],
+        [id(m) for m in _get_current_function_mode_stack()],
+        torch.is_grad_enabled(),
+        list(warnings.filters),
+        warnings.showwarning,
+        torch._C._cuda_get_sync_debug_mode(),
+        {t.ident for t in threading.enumerate()},
+    )
+
+
+def count_lines(run) -> list[tuple[int, str, bool]]:
+    """(index, "file:function:line", whether it is its call's first line) of every line event
+    of the kit's code while ``run()``."""
+    seen: list[tuple[int, str, bool]] = []
+    begun: set[int] = set()
+
+    def every(frame, event, arg):
+        if event == "call":
+            return every if frame.f_code.co_filename.startswith(ZG_DIR) else None
+        if event == "line":
+            first = id(frame) not in begun
+            begun.add(id(frame))
+            seen.append((len(seen) + 1, f"{_frames(frame)[0]}:{frame.f_lineno}", first))
+        return every
+
+    sys.settrace(every)
+    try:
+        run()
+    finally:
+        sys.settrace(None)
+    return seen
+
+
+@pytest.mark.parametrize("where", [False, True])
+@pytest.mark.parametrize("strict", [False, True])
+def test_a_sync_audit_interrupted_at_any_line_leaves_nothing_behind(strict, where):
+    """``with SyncAudit(...)`` around a few host reads, an exception at every line of the kit's
+    code from entering to leaving (its recording included): torch's dispatch-mode and
+    function-mode stacks, grad mode, warnings filters, the sync debug mode, the SIGINT handler
+    and the threads are as before, and a fresh audit then counts what an uninterrupted one
+    counts. One line no code of its own can guard: an exception on ``__exit__``'s first line,
+    before any of it runs (Python raises a pending Ctrl-C there too); leaving again then
+    leaves everything, as the engine's ``AuditSyncs`` does when an epoch is interrupted."""
+    held = []
+
+    def audited():
+        audit = zg.audit.SyncAudit(where=where, strict=strict)
+        held[:] = [audit]
+        with audit:
+            t = torch.arange(6.0)
+            (t * 2).sum().item()
+            t.tolist()
+        return audit
+
+    want = audited().host_syncs
+    before = process_state()
+    lines = count_lines(audited)
+    assert any(":__enter__:" in name for _, name, _ in lines)
+    assert any(":__exit__:" in name for _, name, _ in lines)
+    for k, name, first in lines:
+        sys.settrace(at_line(k, raise_stop))
+        try:
+            with pytest.raises(Stop):
+                audited()
+        finally:
+            sys.settrace(None)
+        if first and name.startswith("audit.py:__exit__:"):
+            held[0].__exit__(None, None, None)
+        assert process_state() == before, name
+    assert audited().host_syncs == want
+
+
+def test_an_audit_left_twice_pops_nothing_of_anyone_else():
+    """__exit__ again (an observer releasing an audit it closed) leaves an enclosing mode."""
+    outer = zg.audit.SyncAudit()
+    with outer:
+        inner = zg.audit.SyncAudit().__enter__()
+        inner.__exit__(None, None, None)
+        inner.__exit__(None, None, None)
+        assert [m for m in _get_current_dispatch_mode_stack()] == [outer]
+    assert _get_current_dispatch_mode_stack() == []
+
+
+# The observers' and the SIGINT hold's own code: what takes and gives back process state.
+TAKING = (
+    "observe.py:batch_start",
+    "observe.py:batch_end",
+    "observe.py:interrupted",
+    "audit.py:__enter__",
+    "audit.py:__exit__",
+    "audit.py:_leave",
+    "audit.py:_stop_cuda_watch",
+    "engine.py:__enter__",
+    "engine.py:__exit__",
+    "engine.py:release",
+)
+
+
+def test_an_epoch_interrupted_in_its_observers_enter_or_exit_leaves_nothing_behind():
+    """Every line of the epoch's audit (``AuditSyncs`` entering and leaving a SyncAudit around
+    the first steady batch) and of the SIGINT hold around each batch, the first time it runs:
+    no process state is left, and continuing trains what an uninterrupted run trains."""
+    mode = "static"
+    want = reference(mode)
+    lines = count_lines(build(mode).train_epoch)
+    first: dict[str, int] = {}
+    for k, name, _ in lines:
+        if name.rsplit(":", 1)[0] in TAKING:
+            first.setdefault(name, k)
+    assert any(n.startswith("audit.py:__enter__") for n in first)
+    assert any(n.startswith("engine.py:__exit__") for n in first)
+    for k in sorted(first.values()):
+        interrupted_then_continued(mode, k, raise_stop, want)
