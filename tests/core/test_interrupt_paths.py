@@ -350,3 +350,81 @@ def test_an_epoch_interrupted_in_its_observers_enter_or_exit_leaves_nothing_behi
     assert any(n.startswith("engine.py:__exit__") for n in first)
     for k in sorted(first.values()):
         interrupted_then_continued(mode, k, raise_stop, want)
+
+
+# ----------------------------------------------------------------------------- a Grappa worker
+
+
+def grappa_worker():
+    """A Grappa worker (rank 0 of 1, in this process's gloo group) of the envelope step, whose
+    epoch of 8 batches overflows and rewinds: its Engine runs the worker's hooks (the
+    estimator's loss and its all_gather, the gradient exchange's all-reduce with the shared
+    overflow flag, the account's clock, the roles' after-step)."""
+    from zg.grappa import partition
+    from zg.grappa.config import TrainConfig
+    from zg.grappa.worker import _Worker
+
+    g = zg.datasets.csbm(num_nodes=300, avg_degree=6, num_classes=3, feat_dim=8, seed=0)
+    cfg = TrainConfig(
+        workers=1, step_shapes="envelope", batch_size=24, hidden_dim=16, num_layers=2,
+        fanouts=[4, 4], kernel="torch", envelope_quantile=0.2, envelope_margin=0.0,
+        poll_every=4,
+    ).validated()  # fmt: skip
+    worker = _Worker(cfg, g, partition(g, 1, method="random", seed=0), 0, 1, torch.device("cpu"))
+    worker.enter(0)
+    return worker
+
+
+@pytest.mark.slow
+def test_a_grappa_workers_step_interrupted_at_any_line_continues_exactly():
+    """Each line of the worker's own step code (zg/grappa: the loss, the exchange, the
+    account, the after-step) and of the engine's loop from the poll that sees an overflow to
+    the next batch's step, the first time it runs: the worker's Engine publishes a true
+    position, its process group still answers, and continuing its Engine reaches the
+    uninterrupted worker's parameters and Adam moments bit for bit. (A Grappa run itself
+    resumes from its last checkpoint, at an epoch's start: tests/core/test_runs_end_cleanly.py.)"""
+    import torch.distributed as dist
+
+    if dist.is_initialized():
+        pytest.skip("a process group is already initialised in this process")
+    dist.init_process_group("gloo", rank=0, world_size=1, store=dist.HashStore())
+    try:
+        reference_worker = grappa_worker()
+        stats = reference_worker.engine.train_epoch()
+        assert stats.overflows >= 1 and stats.rewound_batches > 0
+        want = state(reference_worker.engine)
+        lines = count_lines(grappa_worker().engine.train_epoch)
+        first: dict[str, int] = {}
+        rewinding = False
+        for k, name, _ in lines:
+            if name.startswith("step.py:after:"):
+                rewinding = True  # from the first poll on (the loop's lines around a rewind)
+            if name.startswith("engine.py:_train_batch:"):
+                rewinding = False
+            own = name.split(":")[0] in ("engine.py", "step.py") and rewinding
+            if own or name.split(":")[0] in GRAPPA_FILES:
+                first.setdefault(name, k)
+        assert sum(n.startswith("exchange.py") for n in first) > 5
+        for k in sorted(first.values()):
+            worker = grappa_worker()
+            engine = worker.engine
+            sys.settrace(at_line(k, raise_stop))
+            try:
+                with pytest.raises(Stop):
+                    engine.train_epoch()
+            finally:
+                sys.settrace(None)
+            assert _get_current_dispatch_mode_stack() == [], k
+            assert engine._torn is None, k
+            assert engine.applied_position() == (engine.epoch, engine.batch), k
+            while engine.epoch < 1:
+                engine.train_epoch()
+            got = state(engine)
+            assert len(got) == len(want)
+            for a, b in zip(got, want):
+                assert torch.equal(a, b), k
+    finally:
+        dist.destroy_process_group()
+
+
+GRAPPA_FILES = ("worker.py", "exchange.py", "account.py", "comm.py", "estimators.py", "roles.py")
