@@ -390,8 +390,8 @@ class Engine:
         poll = OverflowPoll(self.guard, self.settings.poll_every, first, end)
         losses: dict[int, torch.Tensor] = {}
         # What an exception must settle: (b, the optimizer's steps_taken before it) while batch
-        # b's step may have run and is not yet published, else None. Set and cleared on the
-        # same lines as the position, so no line of the loop sees the one without the other.
+        # b's step may have run and is not yet published, else None. Cleared in the statement
+        # that publishes the position, so no line of the loop sees the one without the other.
         inflight: tuple[int, int | None] | None = None
         stats: EpochStats | None = None  # this call's record, once appended
         held = _held_interrupt()
@@ -415,7 +415,8 @@ class Engine:
                     inflight = (b, getattr(self.optimizer, "steps_taken", None))
                     # sample -> compact -> gather -> forward -> loss -> backward -> step (gated)
                     losses[b] = self._train_batch(batches, epoch, b, clock)
-                    # Published with every batch, in one line, so an interruption leaves it true.
+                    # Published with every batch, in one statement (its stores run with no line
+                    # between them), so an interruption leaves it true.
                     self.epoch, self.batch, self.steps_done, inflight = (
                         *self._after(epoch, b, len(batches)),
                         self.steps_done + 1,
