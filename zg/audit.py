@@ -92,7 +92,8 @@ from typing import Any
 
 import torch
 from torch.overrides import TorchFunctionMode
-from torch.utils._python_dispatch import TorchDispatchMode
+from torch.overrides import _get_current_function_mode_stack as _function_mode_stack
+from torch.utils._python_dispatch import TorchDispatchMode, _get_current_dispatch_mode_stack
 
 __all__ = [
     "SyncAudit",
@@ -469,28 +470,49 @@ class SyncAudit(TorchDispatchMode):
     # -- entering and leaving -------------------------------------------------------------------
 
     def __enter__(self) -> SyncAudit:
-        super().__enter__()
-        self._host_read_watch.__enter__()
-        if torch.cuda.is_available():
-            self._start_cuda_watch()
-        return self
+        # An interruption at any line of entering leaves nothing of it behind: what was pushed
+        # before it is popped again (the exception goes on).
+        try:
+            super().__enter__()
+            self._host_read_watch.__enter__()
+            if torch.cuda.is_available():
+                self._start_cuda_watch()
+            return self
+        except BaseException:
+            self._leave()
+            raise
 
     def __exit__(self, exc_type, exc_value, traceback) -> None:
+        # Leaving is idempotent (it pops only what of its own is still pushed), so an
+        # interruption at any line of it finishes leaving before it goes on, and a second
+        # __exit__ (an observer releasing an audit it already closed) does nothing.
+        try:
+            self._leave()
+        except BaseException:
+            self._leave()
+            raise
+
+    def _leave(self) -> None:
+        """Undo what :meth:`__enter__` did, whatever of it is still in place: torch's sync
+        debug mode and the caught warnings, the host-read watch, the dispatch mode."""
         try:
             self._stop_cuda_watch()
         finally:
             try:
-                self._host_read_watch.__exit__(exc_type, exc_value, traceback)
+                if any(m is self._host_read_watch for m in _function_mode_stack()):
+                    self._host_read_watch.__exit__(None, None, None)
             finally:
-                super().__exit__(exc_type, exc_value, traceback)
+                if any(m is self for m in _get_current_dispatch_mode_stack()):
+                    super().__exit__(None, None, None)
 
     def _start_cuda_watch(self) -> None:
         # torch._C's getter and setter flip a process-wide flag without creating a CUDA context;
         # the torch.cuda wrappers would initialise CUDA even in a CPU-only worker process.
-        self._caught_warnings = warnings.catch_warnings(record=True)
-        self._caught = self._caught_warnings.__enter__()
+        # The catcher is entered and recorded (with the mode to restore) in one line, before
+        # the mode changes, so _stop_cuda_watch can always undo what was changed.
+        cw, previous = warnings.catch_warnings(record=True), torch._C._cuda_get_sync_debug_mode()
+        self._caught_warnings, self._previous_sync_mode, self._caught = cw, previous, cw.__enter__()
         warnings.simplefilter("always")
-        self._previous_sync_mode = torch._C._cuda_get_sync_debug_mode()
         # Never weaken the caller's setting: "error" (2) stays "error", the rest becomes "warn" (1).
         torch._C._cuda_set_sync_debug_mode(max(self._previous_sync_mode, 1))
 
@@ -498,7 +520,7 @@ class SyncAudit(TorchDispatchMode):
         if self._caught_warnings is None:
             return
         torch._C._cuda_set_sync_debug_mode(self._previous_sync_mode)
-        self._caught_warnings.__exit__(None, None, None)
+        self._caught_warnings.__exit__(None, None, None)  # (restoring twice is harmless)
         self._caught_warnings = None
         # Hand every caught warning back to whoever listens outside (an enclosing audit, or the
         # user), except sync warnings nobody outside asked for and torch's notice about the mode.

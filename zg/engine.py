@@ -388,67 +388,88 @@ class Engine:
         end = len(batches) if max_batches is None else min(len(batches), first + max_batches)
         watch = [*self.observers, *observers, *self._callbacks]
         poll = OverflowPoll(self.guard, self.settings.poll_every, first, end)
-        self.model.train()
-        self.guard.reset()
-        for o in watch:
-            o.epoch_start(self, epoch, first)
-        if self.mode == "dgl":  # DGL's loader starts before the clock, as zg's table loads
-            self.sampler.prepare(epoch, first)
-        # Checked on the device now, read with the epoch's loss: no host sync of its own.
-        labels_ok = labels_in_range(self.g.y, self._label_nodes, self._num_labels)
         losses: dict[int, torch.Tensor] = {}
+        # What an exception must settle: (b, the optimizer's steps_taken before it) while batch
+        # b's step may have run and is not yet published, else None. Cleared in the statement
+        # that publishes the position, so no line of the loop sees the one without the other.
+        inflight: tuple[int, int | None] | None = None
+        stats: EpochStats | None = None  # this call's record, once appended
+        held = _held_interrupt()
         start_time = time.perf_counter()
-        b, taken = first, None
-        self._running_epoch = epoch
         try:
+            self._running_epoch = epoch
+            self.model.train()
+            self.guard.reset()
+            for o in watch:
+                o.epoch_start(self, epoch, first)
+            if self.mode == "dgl":  # DGL's loader starts before the clock, as zg's table loads
+                self.sampler.prepare(epoch, first)
+            # Checked on the device now, read with the epoch's loss: no host sync of its own.
+            labels_ok = labels_in_range(self.g.y, self._label_nodes, self._num_labels)
+            b = first
             while b < end:
-                taken = None  # batch b's step not begun
                 for o in watch:
                     o.batch_start(self, epoch, b)
                 clock = next((c for o in watch if (c := o.clock()) is not None), None)
-                taken = getattr(self.optimizer, "steps_taken", None)
-                with _held_interrupt():  # Ctrl-C waits for this batch to be published
+                with held:  # Ctrl-C waits for this batch to be published
+                    inflight = (b, getattr(self.optimizer, "steps_taken", None))
                     # sample -> compact -> gather -> forward -> loss -> backward -> step (gated)
                     losses[b] = self._train_batch(batches, epoch, b, clock)
-                    self.steps_done += 1
-                    # Published with every batch, so an interruption leaves it true.
-                    self.epoch, self.batch = (
-                        (epoch + 1, 0) if b + 1 == len(batches) else (epoch, b + 1)
+                    # Published with every batch, in one statement (its stores run with no line
+                    # between them), so an interruption leaves it true.
+                    self.epoch, self.batch, self.steps_done, inflight = (
+                        *self._after(epoch, b, len(batches)),
+                        self.steps_done + 1,
+                        None,
                     )
                 for o in reversed(watch):
                     o.batch_end(self, epoch, b)
                 overflowed_at = poll.after(b)  # the host looks every poll_every batches
-                b += 1
-                if overflowed_at is not None:  # never applied: grow, rebuild, resume there
-                    losses = {k: v for k, v in losses.items() if k < overflowed_at}
-                    self._grow()
-                    b = overflowed_at
-                    self.epoch, self.batch = epoch, b
-        except BaseException:
-            for o in reversed(watch):
-                o.interrupted(self)
-            self._settle_batch(epoch, b, len(batches), taken)  # applied, torn, or not run
-            self._settle_position(epoch)  # Ctrl-C, a hook's error: the next batch not applied
-            # The history too: what this call applied, up to the position (one host read).
-            kept = {k: v for k, v in losses.items() if (epoch, k) < (self.epoch, self.batch)}
+                if overflowed_at is None:
+                    b += 1
+                    continue
+                # Never applied: the position rewinds there first (the guard still says so
+                # until _grow resets it, last), then the envelope grows and the step is rebuilt.
+                self.epoch, self.batch, b = epoch, overflowed_at, overflowed_at
+                losses = {k: v for k, v in losses.items() if k < overflowed_at}
+                self._grow()
             seconds = time.perf_counter() - start_time
-            self.history.append(self._stats(epoch, seconds, mean_loss(kept), len(kept), poll))
-            self.history[-1].interrupted = True
+            loss, labels_ok = mean_loss(losses, labels_ok)
+            stats = self._stats(epoch, seconds, loss, len(losses), poll)
+            # The record first: an observer that raises (Ctrl-C while a logger closes the
+            # epoch) loses neither the epoch's row nor its checks.
+            self.history.append(stats)
+        except BaseException:
+            if not (self.history and self.history[-1] is stats):
+                self._interrupted(epoch, batches, watch, inflight, losses, start_time, poll)
             raise
         finally:
             self._running_epoch = None
-        seconds = time.perf_counter() - start_time
-        loss, labels_ok = mean_loss(losses, labels_ok)
-        stats = self._stats(epoch, seconds, loss, len(losses), poll)
-        # The record first: an observer that raises (Ctrl-C while a logger closes the epoch)
-        # loses neither the epoch's row nor its checks.
-        self.history.append(stats)
+            held.release()  # an interruption inside its own lines leaves no handler behind
         try:
             for o in watch:
                 o.epoch_end(self, stats)
         finally:
             self._check_epoch(epoch, loss, labels_ok)
         return stats
+
+    def _after(self, epoch: int, b: int, count: int) -> tuple[int, int]:
+        """The position after batch ``b`` of an epoch of ``count`` batches."""
+        return (epoch + 1, 0) if b + 1 == count else (epoch, b + 1)
+
+    def _interrupted(self, epoch, batches, watch, inflight, losses, start_time, poll) -> None:
+        """An exception stopped :meth:`train_epoch`: the observers release what they took, the
+        batch in flight is settled (applied, torn, or not run), the position names the first
+        batch not applied, and the history records what this call applied (one host read)."""
+        for o in reversed(watch):
+            o.interrupted(self)
+        self._settle_batch(epoch, inflight, len(batches))
+        self._settle_position(epoch)  # Ctrl-C, a hook's error: the next batch not applied
+        kept = {k: v for k, v in losses.items() if (epoch, k) < (self.epoch, self.batch)}
+        seconds = time.perf_counter() - start_time
+        stats = self._stats(epoch, seconds, mean_loss(kept), len(kept), poll)
+        stats.interrupted = True
+        self.history.append(stats)
 
     def _check_epoch(self, epoch: int, loss: float, labels_ok: bool) -> None:
         """The epoch's checks, read with its loss: labels in range, a finite loss."""
@@ -494,27 +515,30 @@ class Engine:
             return self.epoch, self.batch
         return min((self.epoch, self.batch), (self._running_epoch, first))
 
-    def _settle_batch(self, epoch: int, b: int, count: int, taken: int | None) -> None:
-        """After an exception in batch ``b``'s span: whether its step ran whole (then it is
-        published, as it would have been a moment later), was torn inside the optimizer's
-        in-place update (then the engine refuses to go on until a checkpoint is loaded), or did
-        not run (nothing to do). ``taken``: the optimizer's ``steps_taken`` before the batch."""
+    def _settle_batch(self, epoch: int, inflight: tuple | None, count: int) -> None:
+        """After an exception: whether the step of the batch in flight (``inflight``: its index
+        and the optimizer's ``steps_taken`` before it, or None when no step is unpublished) ran
+        whole (then it is published, as it would have been a moment later), was torn inside
+        the optimizer's in-place update (then the engine refuses to go on until a checkpoint
+        is loaded), or did not run (nothing to do)."""
         opt = self.optimizer
         if getattr(opt, "writing", False):  # parameters and moments partly written
             opt.writing = False
-            self._torn = (epoch, b)
+            self._torn = (epoch, self.batch if inflight is None else inflight[0])
             return
-        if (self.epoch, self.batch) != (epoch, b):  # published: the exception came after
+        if inflight is None:  # published, or no step begun since the last publication
             return
-        if taken is None:  # stopped before batch b's step began
-            return
+        b, taken = inflight
         if self.mode == "graph" and self.cuda_graph is not None:
-            ran = int(self.counter) == b + 1  # the replay advances it, inside the graph
+            # The replay advances the counter inside the graph; _train_batch sets _next_batch
+            # once the counter is b (a counter left at b + 1 by the batch before a rewind to b
+            # is not this batch's replay).
+            ran = self._next_batch == b + 1 and int(self.counter) == b + 1
         else:
             ran = taken is not None and getattr(opt, "steps_taken", taken) > taken
         if ran:
+            self.epoch, self.batch = self._after(epoch, b, count)
             self.steps_done += 1
-            self.epoch, self.batch = (epoch + 1, 0) if b + 1 == count else (epoch, b + 1)
 
     def _refuse_torn(self, what: str) -> None:
         if self._torn is not None:
@@ -578,22 +602,25 @@ class Engine:
         output rows at the envelope's sizes (:func:`zg.envelope.block_bytes`; without an
         envelope, a batch's rows in every block), and the parameters with their gradients and
         optimizer state. What :meth:`rebuild` checks against the device's memory."""
+        return self._step_bytes(self.envelope)
+
+    def _step_bytes(self, envelope: Envelope | None) -> int:
         dims = getattr(self.model, "feature_dims", None)
         if dims is None:
             return 0
-        src = (
-            list(self.envelope.sizes) if self.envelope is not None else [self.rows] * len(dims[1:])
-        )
+        src = list(envelope.sizes) if envelope is not None else [self.rows] * len(dims[1:])
         hidden = max(dims[1:-1], default=dims[-1])
         blocks = block_bytes(src, src[1:] + [self.rows], self.fanouts, dims[0], hidden, dims[-1])
         params = sum(p.numel() * p.element_size() for p in self.model.parameters())
         return sum(b["total"] for b in blocks) + 4 * params  # weights, grads, two moments
 
-    def _check_step_fits(self) -> None:
-        envelope = self.envelope.sizes if self.envelope is not None else "none"
+    def _check_step_fits(self, envelope: Envelope | None = None) -> None:
+        """Refuse a step at ``envelope`` (default: the engine's) that cannot fit in memory."""
+        envelope = self.envelope if envelope is None else envelope
         memory_arg(
-            self.step_bytes(),
-            f"one step at batch {self.rows}, fanouts {self.fanouts}, envelope {envelope}, "
+            self._step_bytes(envelope),
+            f"one step at batch {self.rows}, fanouts {self.fanouts}, envelope "
+            f"{envelope.sizes if envelope is not None else 'none'}, "
             f"layer widths {getattr(self.model, 'feature_dims', None)}",
             self.device,
         )
@@ -605,25 +632,34 @@ class Engine:
         the estimate and the memory there), not met by the allocator's traceback mid-step.
         A sampler given to the Engine is rebuilt only if it is a :class:`zg.EnvelopeSampler`
         (from its own graph, seed and kernel); another one is kept as it is."""
-        self._check_step_fits()
+        self._rebuild(self.envelope)
+
+    def _rebuild(self, envelope: Envelope | None) -> None:
+        """:meth:`rebuild` for ``envelope``: the sampler is built first and the engine takes
+        the envelope and its sampler in one line, so an interruption leaves the old pair or
+        the new one, never an envelope with a sampler sized by another."""
+        self._check_step_fits(envelope)
         given = self.sampler if self._given_sampler else None
+        sampler = given
         if given is None:
-            self.sampler = EnvelopeSampler._checked(
-                self.g, self.fanouts, self.rows, self.envelope, self.replace, self.seed,
+            sampler = EnvelopeSampler._checked(
+                self.g, self.fanouts, self.rows, envelope, self.replace, self.seed,
                 self.kernel, self._max_degree,
             )  # fmt: skip
         elif isinstance(given, EnvelopeSampler):
-            self.sampler = EnvelopeSampler._checked(
-                given.g, given.fanouts, given.batch_size, self.envelope, given.replace,
+            sampler = EnvelopeSampler._checked(
+                given.g, given.fanouts, given.batch_size, envelope, given.replace,
                 given.seed, given.kernel, given.max_degree,
             )  # fmt: skip
-        self.cuda_graph = None
+        self.envelope, self.sampler, self.cuda_graph = envelope, sampler, None
         if self.mode == "graph" and self.epoch_seeds is not None:
             self._capture()
 
     def _grow(self) -> None:
         """After an overflow: grow the envelope from the first overflowed batch's counts and
-        rebuild. Under a shared guard only the processes that overflowed grow; all resume."""
+        rebuild. Under a shared guard only the processes that overflowed grow; all resume.
+        The caller has published the rewound position already; the guard is reset last, so
+        until then it still names the overflowed batch (see :meth:`applied_position`)."""
         if self.envelope is None:
             raise RuntimeError(
                 f"mode {self.mode!r} reported an overflow; it has no envelope to grow (a "
@@ -632,8 +668,7 @@ class Engine:
             )
         if bool(self.guard.local):  # a rewind is rare: plain reads are fine
             wanted = self.guard.first_wanted.cpu().tolist()
-            self.envelope = self.envelope.grow(self.settings.grow_factor, observed=wanted)
-            self.rebuild()
+            self._rebuild(self.envelope.grow(self.settings.grow_factor, observed=wanted))
         elif self.mode == "graph" and self.guard.distributed:
             # The others capture again too, at the same batch: a capture's warm-up runs the
             # step, collectives included, which every process must meet in the same order.
@@ -651,27 +686,30 @@ class Engine:
         dev = self.device
         with torch.cuda.device(dev):
             self.guard.enabled.fill_(False)
-            side = torch.cuda.Stream(device=dev)
-            side.wait_stream(torch.cuda.current_stream(dev))
-            with torch.cuda.stream(side):
-                for _ in range(3):
-                    self.counter.fill_(0)
+            try:
+                side = torch.cuda.Stream(device=dev)
+                side.wait_stream(torch.cuda.current_stream(dev))
+                with torch.cuda.stream(side):
+                    for _ in range(3):
+                        self.counter.fill_(0)
+                        self._static_step()
+                torch.cuda.current_stream(dev).wait_stream(side)
+                torch.cuda.synchronize(dev)  # the warm-up's collectives done before the capture
+                self.counter.fill_(0)
+                graph = torch.cuda.CUDAGraph()  # the engine's once captured whole
+                # With a process group (NCCL), its watchdog thread queries the events of earlier
+                # collectives while this thread captures: "thread_local" allows other threads such
+                # calls (this thread is held to the strict rules all the same).
+                shared = dist.is_available() and dist.is_initialized()
+                errors = "thread_local" if shared else "global"
+                with torch.cuda.graph(graph, stream=side, capture_error_mode=errors):
                     self._static_step()
-            torch.cuda.current_stream(dev).wait_stream(side)
-            torch.cuda.synchronize(dev)  # the warm-up's collectives done before the capture
-            self.counter.fill_(0)
-            self.cuda_graph = torch.cuda.CUDAGraph()
-            # With a process group (NCCL), its watchdog thread queries the events of earlier
-            # collectives while this thread captures: "thread_local" allows other threads such
-            # calls (this thread is held to the strict rules all the same).
-            shared = dist.is_available() and dist.is_initialized()
-            errors = "thread_local" if shared else "global"
-            with torch.cuda.graph(self.cuda_graph, stream=side, capture_error_mode=errors):
-                self._static_step()
-            self._captured_batch = self.last_batch  # its tensors live in the graph's pool
-            torch.cuda.synchronize(dev)
-            self.guard.reset()
-            self.guard.enabled.fill_(True)
+                torch.cuda.synchronize(dev)
+                # Its tensors live in the graph's pool.
+                self.cuda_graph, self._captured_batch = graph, self.last_batch
+                self.guard.reset()
+            finally:  # an interruption never leaves every later step skipped
+                self.guard.enabled.fill_(True)
             self.counter.fill_(self._next_batch)
 
     def _load_epoch(self, epoch: int) -> list[torch.Tensor]:
@@ -911,3 +949,9 @@ class _held_interrupt:
             if self.held and kind is None:
                 raise KeyboardInterrupt
         return False
+
+    def release(self) -> None:
+        """Python's own handler back if this hold's is still installed (an exception landed
+        inside ``__enter__`` or ``__exit__``, between the handler's change and the rest)."""
+        if signal.getsignal(signal.SIGINT) == self._hold:
+            signal.signal(signal.SIGINT, signal.default_int_handler)
