@@ -178,7 +178,8 @@ def main(argv=None) -> int:
     folder = out / f"zg-course-{version}"
     if os.path.lexists(folder) and (folder.is_symlink() or not folder.is_dir()):
         ap.error(f"--out {args.out!r}: {str(folder)!r} exists and is not a folder; not replaced")
-    command_output_arg(ap, f"{folder}.zip", "--out")  # the archive beside it
+    # the archive beside it; --out itself (dist/student/ in a fresh clone) is made below
+    command_output_arg(ap, f"{folder}.zip", "--out", make_parents=True)
     if folder.exists():
         shutil.rmtree(folder)
     folder.mkdir(parents=True)
