@@ -46,6 +46,14 @@ help:
 	@echo "make student-dist build what students get: the wheel and the released labs (dist/student/)"
 	@echo "make lab-instructor  JupyterLab in labs/ (nbgrader's formgrader manages the course there)"
 
+# Progress bars on the long measurements (zg/experiments/_progress.py) are for a person: `make lab`
+# shows them; every target that runs tests, notebooks or labs unattended turns them off, so
+# executed notebooks, reports and logs hold none (ZG_PROGRESS=1 in the environment keeps them).
+UNATTENDED = test test-fast test-modern test-modern-all report report-modern lab-live-check \
+	labs labs-check labs-wrong labs-right labs-mutants labs-variants labs-sandbox \
+	labs-sandbox-check student-dist light-check
+$(UNATTENDED): export ZG_PROGRESS ?= 0
+
 # The reference environment: created if missing, reinstalled when the pins or pyproject change.
 $(VENV)/.zg-installed: requirements/reference.txt pyproject.toml
 	test -x $(PY) || $(PYTHON) -m venv $(VENV)
@@ -78,7 +86,6 @@ env-light: $(LIGHT)/.zg-installed
 # removed when it passes.
 LIGHT_CHECK_DIR ?= $(or $(TMPDIR),/tmp)/zg-light-check
 LIGHT_CHECK_NOTEBOOK ?= notebooks/02_envelopes.ipynb
-light-check: export ZG_PROGRESS ?= 0
 light-check:
 	rm -rf $(LIGHT_CHECK_DIR) && mkdir -p $(LIGHT_CHECK_DIR)
 	git ls-files -z --cached --others --exclude-standard | tar --null --ignore-failed-read -T - -cf - | tar -xf - -C $(LIGHT_CHECK_DIR)
