@@ -4,11 +4,14 @@ it is on and write nothing when it is off."""
 
 from __future__ import annotations
 
+import json
 import os
 import re
+import sys
 import time
 from pathlib import Path
 
+import processes
 import pytest
 from graphs import tiny
 
@@ -172,3 +175,57 @@ def test_run_trainers_shows_a_bar_over_real_runs(monkeypatch, capsys):
     assert histories["single"]["path"] is None  # as without the bar
     err = capsys.readouterr().err
     assert "training runs" in err and "1/1" in err
+
+
+@pytest.mark.slow
+@pytest.mark.timeout(300)
+def test_off_in_a_notebook_nbval_runs(tmp_path):
+    """A notebook kernel started by nbval (`pytest --nbval-lax`, CONTRIBUTING.md) sees the bar
+    off with nothing set but what pytest sets itself."""
+    pytest.importorskip("nbval")
+    cell = (
+        "from zg.experiments._progress import progress_enabled\n"
+        "assert not progress_enabled(), 'a bar under nbval'"
+    )
+    notebook = {
+        "cells": [
+            {
+                "cell_type": "code",
+                "execution_count": None,
+                "id": "check",
+                "metadata": {},
+                "outputs": [],
+                "source": cell,
+            }
+        ],
+        "metadata": {
+            "kernelspec": {"name": "python3", "display_name": "Python 3", "language": "python"}
+        },
+        "nbformat": 4,
+        "nbformat_minor": 5,
+    }
+    path = tmp_path / "switch.ipynb"
+    path.write_text(json.dumps(notebook))
+    env = {k: v for k, v in os.environ.items() if k not in ("ZG_PROGRESS", "PYTEST_CURRENT_TEST")}
+    env["PYTHONPATH"] = str(ROOT) + os.pathsep + env.get("PYTHONPATH", "")
+    done = processes.run(
+        [
+            sys.executable,
+            "-m",
+            "pytest",
+            "-q",
+            "-p",
+            "no:cacheprovider",
+            "--nbval-lax",
+            "--rootdir",
+            str(tmp_path),
+            str(path),
+        ],
+        cwd=tmp_path,
+        env=env,
+        capture_output=True,
+        text=True,
+        timeout=240,
+    )
+    assert done.returncode == 0, done.stdout[-3000:] + done.stderr[-2000:]
+    assert "1 passed" in done.stdout
