@@ -26,7 +26,7 @@ help:
 	@echo "make lint         ruff (lint + format check) and nbstripout --verify on the tree"
 	@echo "make format       ruff format + ruff check --fix + nbstripout, in place"
 	@echo "make test         set up .venv and run the whole suite (unit, property, distributed, notebooks)"
-	@echo "make test-fast    the suite without the slow tests (processes, notebooks)"
+	@echo "make test-fast    the suite without the slow tests (processes, notebooks): about 8 minutes of CPU time"
 	@echo "make test-modern  set up .venv-modern (torch 2.13 CPU, no DGL) and run the core tests"
 	@echo "make report-modern run every notebook (CI size) and every lab solution in .venv-modern, no DGL"
 	@echo "make report       execute the notebooks at full size into reports/*.html (ZG_SCALE=small: CI size)"
@@ -191,7 +191,8 @@ test: env
 	$(if $(NOTEBOOKS),mkdir -p reports && ZG_REFERENCE_ENV=1 $(PY) tools/build_report.py --scale small --out reports $(NOTEBOOKS))
 
 # The fast lane (CONTRIBUTING.md): every test not marked slow, no notebook. Run it while working;
-# run `make test` before a change lands.
+# run `make test` before a change lands. Measured: 458 s of CPU time (5453 tests; 19 minutes of
+# wall time on a shared 2-core machine at load 6-8).
 test-fast: env
 	ZG_REFERENCE_ENV=1 $(PY) -m pytest -q -m "not slow" tests
 
