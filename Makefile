@@ -4,8 +4,10 @@
 PYTHON ?= $(shell command -v python3.11 || command -v python3)
 VENV   := .venv
 MODERN := .venv-modern
+LIGHT  := .venv-light
 PY     := $(VENV)/bin/python
 MPY    := $(MODERN)/bin/python
+LPY    := $(LIGHT)/bin/python
 NOTEBOOKS := $(wildcard notebooks/*.ipynb)
 export DGLBACKEND := pytorch
 export PYTHONHASHSEED := 0
@@ -13,14 +15,18 @@ export PYTHONHASHSEED := 0
 # slow torch's CPU kernels down by an order of magnitude.
 export OMP_WAIT_POLICY := PASSIVE
 
-.PHONY: help env lint format lab lab-instructor labs labs-check labs-wrong labs-right labs-mutants labs-variants labs-sandbox labs-sandbox-check student-dist test-modern-all test test-fast test-modern report report-ci report-modern report-check lab-live-check docs docs-check bench clean
+.PHONY: help env env-light light-check lint format lab lab-light lab-instructor labs labs-check labs-wrong labs-right labs-mutants labs-variants labs-sandbox labs-sandbox-check student-dist test-modern-all test test-fast test-modern report report-ci report-modern report-check lab-live-check docs docs-check bench clean
 
 help:
 	@echo "make lab          set up .venv (reference env) and start JupyterLab in notebooks/"
+	@echo "make env          set up .venv alone: the pinned reference env (torch 2.2.1, DGL, dev tools; ~3 GB download)"
+	@echo "make env-light    set up .venv-light: CPU torch, the kit, JupyterLab, ipywidgets, plotly; no DGL, no dev tools"
+	@echo "make lab-light    set up .venv-light and start JupyterLab in notebooks/ from it"
+	@echo "make light-check  build .venv-light in a clean copy, run the README's first example and notebook 02 there"
 	@echo "make lint         ruff (lint + format check) and nbstripout --verify on the tree"
 	@echo "make format       ruff format + ruff check --fix + nbstripout, in place"
 	@echo "make test         set up .venv and run the whole suite (unit, property, distributed, notebooks)"
-	@echo "make test-fast    the suite without the slow tests (processes, notebooks): under 2 minutes"
+	@echo "make test-fast    the suite without the slow tests (processes, notebooks): about 8 minutes of CPU time"
 	@echo "make test-modern  set up .venv-modern (torch 2.13 CPU, no DGL) and run the core tests"
 	@echo "make report-modern run every notebook (CI size) and every lab solution in .venv-modern, no DGL"
 	@echo "make report       execute the notebooks at full size into reports/*.html (ZG_SCALE=small: CI size)"
@@ -40,6 +46,14 @@ help:
 	@echo "make student-dist build what students get: the wheel and the released labs (dist/student/)"
 	@echo "make lab-instructor  JupyterLab in labs/ (nbgrader's formgrader manages the course there)"
 
+# Progress bars on the long measurements (zg/experiments/_progress.py) are for a person: `make lab`
+# shows them; every target that runs tests, notebooks or labs unattended turns them off, so
+# executed notebooks, reports and logs hold none (ZG_PROGRESS=1 in the environment keeps them).
+UNATTENDED = test test-fast test-modern test-modern-all report report-modern lab-live-check \
+	labs labs-check labs-wrong labs-right labs-mutants labs-variants labs-sandbox \
+	labs-sandbox-check student-dist light-check
+$(UNATTENDED): export ZG_PROGRESS ?= 0
+
 # The reference environment: created if missing, reinstalled when the pins or pyproject change.
 $(VENV)/.zg-installed: requirements/reference.txt pyproject.toml
 	test -x $(PY) || $(PYTHON) -m venv $(VENV)
@@ -49,12 +63,50 @@ $(VENV)/.zg-installed: requirements/reference.txt pyproject.toml
 
 env: $(VENV)/.zg-installed
 
+# The light environment (requirements/light.txt): what a student needs for the notebooks and the
+# labs, without CUDA wheels, DGL or developer tools. torch from PyPI is the CUDA build on Linux;
+# `make env-light TORCH_INDEX=https://download.pytorch.org/whl/cpu` takes the CPU build from
+# PyTorch's index (docs/install.md). Left empty, pip's own configuration decides (CI: the
+# modern environment's torch, the same pin).
+TORCH_INDEX ?=
+$(LIGHT)/.zg-installed: requirements/light.txt pyproject.toml
+	test -x $(LPY) || $(PYTHON) -m venv $(LIGHT)
+	$(if $(TORCH_INDEX),$(LPY) -m pip install --index-url $(TORCH_INDEX) "$$(grep -E '^torch==' requirements/light.txt)")
+	$(LPY) -m pip install -r requirements/light.txt
+	$(LPY) -m pip install -e ".[lab]"
+	touch $@
+
+env-light: $(LIGHT)/.zg-installed
+
+# `make light-check`: the student route from nothing. A clean copy of the repository's files
+# (tracked and new, not ignored: no .venv, reports or build outputs) in LIGHT_CHECK_DIR, its
+# `make env-light` there, then in that environment the README's first example and notebook 02
+# at CI size (tools/build_report.py --execute-only: a failing cell fails it), and the check that
+# no DGL, CUDA wheel or developer tool came in. Prints the environment's size; the copy is
+# removed when it passes.
+LIGHT_CHECK_DIR ?= $(or $(TMPDIR),/tmp)/zg-light-check
+LIGHT_CHECK_NOTEBOOK ?= notebooks/02_envelopes.ipynb
+light-check:
+	rm -rf $(LIGHT_CHECK_DIR) && mkdir -p $(LIGHT_CHECK_DIR)
+	git ls-files -z --cached --others --exclude-standard | tar --null --ignore-failed-read -T - -cf - | tar -xf - -C $(LIGHT_CHECK_DIR)
+	$(MAKE) -C $(LIGHT_CHECK_DIR) env-light PYTHON=$(PYTHON) TORCH_INDEX=$(TORCH_INDEX)
+	cd $(LIGHT_CHECK_DIR) && $(LPY) -c "import importlib.util as u, sys; extra = [m for m in ('dgl', 'pytest', 'ruff', 'nbgrader', 'nvidia', 'hypothesis', 'mkdocs') if u.find_spec(m)]; sys.exit(f'light env holds {extra}' if extra else 0)"
+	cd $(LIGHT_CHECK_DIR) && $(LPY) -c "import re, pathlib; open('.light_example.py', 'w').write(re.findall(r'\x60{3}python\n(.*?)\x60{3}', pathlib.Path('README.md').read_text(), re.S)[0])"
+	cd $(LIGHT_CHECK_DIR) && $(LPY) .light_example.py
+	cd $(LIGHT_CHECK_DIR) && $(LPY) tools/build_report.py --scale small --execute-only $(LIGHT_CHECK_NOTEBOOK)
+	@echo "light-check: passed; $(LIGHT) is $$(du -sh $(LIGHT_CHECK_DIR)/$(LIGHT) | cut -f1), $$($(LIGHT_CHECK_DIR)/$(LPY) -m pip list 2>/dev/null | tail -n +3 | wc -l) packages"
+	rm -rf $(LIGHT_CHECK_DIR)
+
 # The student's JupyterLab: nbgrader's lab and server extensions are off here (no Validate,
 # Create Assignment, formgrader, course or assignment list; tools/student_lab/ is the config
 # folder that says so, read first through JUPYTER_CONFIG_PATH); `make lab-instructor` has them.
 STUDENT_LAB_CONFIG = JUPYTER_CONFIG_PATH="$(CURDIR)/tools/student_lab$${JUPYTER_CONFIG_PATH:+:$$JUPYTER_CONFIG_PATH}"
 lab: env
 	cd notebooks && $(STUDENT_LAB_CONFIG) ../$(VENV)/bin/jupyter lab $(if $(filter 0,$(shell id -u)),--allow-root) $(LAB_ARGS)
+
+# `make lab-light`: the same student JupyterLab from the light environment (no DGL, no nbgrader).
+lab-light: env-light
+	cd notebooks && $(STUDENT_LAB_CONFIG) ../$(LIGHT)/bin/jupyter lab $(if $(filter 0,$(shell id -u)),--allow-root) $(LAB_ARGS)
 
 # The same JupyterLab rooted at the nbgrader course (labs/), with nbgrader's tools, so the
 # formgrader and the create-assignment toolbar work on the labs (labs/README.md). nbgrader's
@@ -139,7 +191,8 @@ test: env
 	$(if $(NOTEBOOKS),mkdir -p reports && ZG_REFERENCE_ENV=1 $(PY) tools/build_report.py --scale small --out reports $(NOTEBOOKS))
 
 # The fast lane (CONTRIBUTING.md): every test not marked slow, no notebook. Run it while working;
-# run `make test` before a change lands.
+# run `make test` before a change lands. Measured: 458 s of CPU time (5453 tests; 19 minutes of
+# wall time on a shared 2-core machine at load 6-8).
 test-fast: env
 	ZG_REFERENCE_ENV=1 $(PY) -m pytest -q -m "not slow" tests
 
@@ -206,10 +259,12 @@ lab-live-check: env
 	$(PY) tools/lab_live_check.py --controls-only --first-screens --json reports/lab_live_check.json $(LIVE_NOTEBOOKS)
 
 # make docs: the static site in site/ from README.md, CLAIMS.md, docs/ and the executed notebooks
-# of reports/ (run `make report ZG_SCALE=small` first); mkdocs-material in strict mode, offline
-# (mkdocs.yml, tools/build_docs.py). Open site/index.html.
+# of reports/ (`make report ZG_SCALE=small` writes them; without them, as in a fresh clone, the
+# site is built without notebook pages and says so); mkdocs-material in strict mode, offline
+# (mkdocs.yml, tools/build_docs.py). Open site/index.html. .ci/run passes
+# DOCS_ARGS=--require-reports: there a missing report is an error.
 docs: env
-	$(PY) tools/build_docs.py
+	$(PY) tools/build_docs.py $(DOCS_ARGS)
 
 # Every page of site/ in headless Chromium: internal links and anchors resolve, no JS error, no
 # request to the network, every plotly figure drawn (tools/docs_check.py).
@@ -220,4 +275,4 @@ bench: env
 	@set -e; for f in bench/*.py; do echo "== $$f"; $(PY) $$f; done
 
 clean:
-	rm -rf $(VENV) $(MODERN) reports build/docs_src site .pytest_cache .hypothesis
+	rm -rf $(VENV) $(MODERN) $(LIGHT) reports build/docs_src site .pytest_cache .hypothesis

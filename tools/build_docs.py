@@ -3,15 +3,18 @@
 
     python tools/build_docs.py                      # stage, then mkdocs build --strict
     python tools/build_docs.py --stage-only         # only write build/docs_src/
+    python tools/build_docs.py --require-reports    # fail when reports/ is empty (.ci/run)
 
 The site is made of README.md (its home page), CLAIMS.md, every file under docs/ (whatever
 pages are there: the nav is generated from the files and their first-heading titles) and the
 executed notebooks of `make report` (reports/*.html, copied in as they are, under notebooks/,
 and listed on a "Notebooks" page with their titles; each report gets the site's navigation, a bar
 at its top linking the home page, the claims, the Notebooks page, the previous and next notebook
-and every other one: :func:`report_nav`). With no report in reports/ the build stops
-and says to run `make report ZG_SCALE=small` first; it does not run the notebooks itself (that
-takes minutes, and which size to build is the caller's choice).
+and every other one: :func:`report_nav`). With no report in reports/ (a fresh clone) the site is
+built without them: the Notebooks page says so and names `make report ZG_SCALE=small`, the links
+to notebooks become code text, and a note on stderr says the same. ``--require-reports`` (what
+.ci/run passes, after `make test` wrote the reports) stops instead. It never runs the notebooks
+itself (that takes minutes, and which size to build is the caller's choice).
 
 Staging (build/docs_src/) places the sources where the site wants them and rewrites their
 Markdown links so each resolves in the site:
@@ -497,7 +500,12 @@ def notebooks_page(reports: list) -> str:
         "",
     ]
     if not reports:
-        lines += ["No executed notebook was in reports/ when this site was built.", ""]
+        lines += [
+            "No executed notebook was in reports/ when this site was built, so this site has "
+            "no notebook pages. Run `make report ZG_SCALE=small` (the CI size, several minutes) "
+            "or `make report` (the full size), then `make docs` again.",
+            "",
+        ]
         return "\n".join(lines)
     lines += ["| notebook | title |", "|---|---|"]
     for target, title in reports:
@@ -567,15 +575,28 @@ def main(argv=None) -> int:
     ap.add_argument("--site", type=Path, default=None, help="default: <root>/site")
     ap.add_argument("--config", type=Path, default=None, help="default: <root>/mkdocs.yml")
     ap.add_argument("--stage-only", action="store_true", help="write the staging folder only")
+    ap.add_argument(
+        "--require-reports",
+        action="store_true",
+        help="fail when reports/ holds no executed notebook (default: build the site without)",
+    )
     args = ap.parse_args(argv)
     root = args.root
+    reports = args.reports or root / "reports"
     try:
         staged = stage(
-            root, args.stage or root / "build" / "docs_src", args.reports or root / "reports"
+            root, args.stage or root / "build" / "docs_src", reports, args.require_reports
         )
     except (FileNotFoundError, ValueError) as exc:
         print(f"docs: {exc}", file=sys.stderr)
         return 1
+    if not staged.reports:
+        print(
+            f"docs: note: no executed notebook in {reports}/, so the site has no notebook "
+            "pages; run `make report ZG_SCALE=small` (several minutes), then `make docs`",
+            file=sys.stderr,
+            flush=True,
+        )
     pages = sum(1 for _ in staged.out.rglob("*.md"))
     print(
         f"docs: staged {pages} pages and {len(staged.reports)} notebook reports into "

@@ -126,8 +126,13 @@ What you need: Python 3.10 to 3.12 and a recent PyTorch (2.2 or newer; a CPU bui
 for every graded test).
 
     python -m venv .venv && . .venv/bin/activate
-    pip install wheels/zg-{version}-py3-none-any.whl "jupyterlab" "ipywidgets" "plotly" "tqdm"
+    pip install torch --index-url https://download.pytorch.org/whl/cpu   # a CPU torch (Linux)
+    pip install "wheels/zg-{version}-py3-none-any.whl[lab]"
     jupyter lab labs/
+
+(PyPI's torch for Linux is the CUDA build, a few GB; the first line takes the CPU build. On
+macOS and Windows PyPI's torch is already the CPU one.) The wheel's `lab` extra is JupyterLab,
+ipywidgets, plotly and tqdm.
 
 Start with `labs/00_setup`: it checks your environment and says what is missing. Each lab
 records the kit version it was released with (zg {version}); a kernel with another version
@@ -178,7 +183,8 @@ def main(argv=None) -> int:
     folder = out / f"zg-course-{version}"
     if os.path.lexists(folder) and (folder.is_symlink() or not folder.is_dir()):
         ap.error(f"--out {args.out!r}: {str(folder)!r} exists and is not a folder; not replaced")
-    command_output_arg(ap, f"{folder}.zip", "--out")  # the archive beside it
+    # the archive beside it; --out itself (dist/student/ in a fresh clone) is made below
+    command_output_arg(ap, f"{folder}.zip", "--out", make_parents=True)
     if folder.exists():
         shutil.rmtree(folder)
     folder.mkdir(parents=True)

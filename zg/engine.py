@@ -808,9 +808,15 @@ class Engine:
         return traces[0].applied()
 
     @keeps_global_rng
-    def fit(self, epochs: int, progress: bool = True) -> list[EpochStats]:
-        """Train ``epochs`` epochs with a tqdm progress bar; returns their EpochStats."""
+    def fit(self, epochs: int, progress: bool | None = None) -> list[EpochStats]:
+        """Train ``epochs`` epochs with a tqdm progress bar; returns their EpochStats.
+        ``progress=None``: a bar unless ``ZG_PROGRESS=0`` or under pytest
+        (:func:`zg.experiments._progress.progress_enabled`)."""
         epochs = int_arg(epochs, "epochs", low=1)
+        if progress is None:
+            from .experiments._progress import progress_enabled
+
+            progress = progress_enabled()
         bar = None
         if progress:
             try:

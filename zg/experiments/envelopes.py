@@ -22,6 +22,7 @@ from .._checks import SEED_MAX, int_arg, seed_arg
 from ..envelope import Envelope
 from ..graph import Graph
 from ..sampling import EnvelopeSampler, check_fanouts
+from ._progress import progress, progress_bar
 
 __all__ = ["sample_counts", "overflow_curve"]
 
@@ -61,16 +62,18 @@ def sample_counts(
     sampler = EnvelopeSampler(g, fanouts, batch_size, envelope=None, replace=replace, seed=seed)
     gen = torch.Generator().manual_seed(seed)
     counts: list[torch.Tensor] = []
-    while len(counts) < num_batches:
-        order = torch.randperm(nodes.numel(), generator=gen)
-        for start in range(0, nodes.numel() - batch_size + 1, batch_size):
-            counts.append(
-                sampler.sample(
-                    nodes[order[start : start + batch_size]], epoch=epoch, batch=len(counts)
-                ).counts
-            )
-            if len(counts) == num_batches:
-                break
+    with progress_bar(num_batches, desc="sampling batches", unit="batch") as bar:
+        while len(counts) < num_batches:
+            order = torch.randperm(nodes.numel(), generator=gen)
+            for start in range(0, nodes.numel() - batch_size + 1, batch_size):
+                counts.append(
+                    sampler.sample(
+                        nodes[order[start : start + batch_size]], epoch=epoch, batch=len(counts)
+                    ).counts
+                )
+                bar.update(1)
+                if len(counts) == num_batches:
+                    break
     return torch.stack(counts).cpu()
 
 
@@ -125,7 +128,7 @@ def overflow_curve(
         "overflow_probability": [],
         "envelope_bytes": [],
     }
-    for margin in margins:
+    for margin in progress(margins, desc="profiling margins", unit="margin"):
         env = Envelope.profile(
             g,
             fanouts,

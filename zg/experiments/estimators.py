@@ -24,6 +24,7 @@ from typing import Any
 import torch
 
 from .._checks import seed_arg
+from ._progress import progress
 from .partitions import _partitions
 
 __all__ = ["error_rows", "shrink_sweep", "bias_vs_workers"]
@@ -124,7 +125,7 @@ def shrink_sweep(
     try:
         g_star = exact_gradient(g, model) if reference is None else reference.to(torch.float64)
         batch, uniform, auto = [], [], []
-        for part in parts:
+        for part in progress(parts, desc="partitions", unit="partition"):
             for s in super_epochs:
                 grads = combined_gradients(g, model, part, estimators, s)
                 batch.append(grads["batch"])
@@ -191,7 +192,7 @@ def bias_vs_workers(
     if reference is None:
         reference = exact_gradient(g, model)
     rows = []
-    for P in counts:
+    for P in progress(counts, desc="worker counts", unit="count"):
         parts = random_partitions(g, P, count=draws, method=method, seed=seed)
         err = gradient_error(
             g,

@@ -19,6 +19,7 @@ from typing import Any
 import torch
 
 from .._checks import seed_arg
+from ._progress import progress_bar
 
 __all__ = ["partition_quality", "sweep_partitions", "chunk_pairs_met", "edges_exposed"]
 
@@ -113,10 +114,13 @@ def sweep_partitions(
         raise TypeError(f"methods must be a non-empty list of method names, got {methods!r}")
     seed = seed_arg(seed)
     rows = []
-    for method in methods:
-        for P in num_parts:
-            q = partition_quality(g, P, method, hops=hops, seed=seed)
-            rows.append({k: v for k, v in q.items() if k not in ("coverage", "partition")})
+    num_parts, methods = list(num_parts), list(methods)
+    with progress_bar(len(methods) * len(num_parts), desc="partitions", unit="partition") as bar:
+        for method in methods:
+            for P in num_parts:
+                q = partition_quality(g, P, method, hops=hops, seed=seed)
+                rows.append({k: v for k, v in q.items() if k not in ("coverage", "partition")})
+                bar.update(1)
     return rows
 
 

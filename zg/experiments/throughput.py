@@ -32,6 +32,7 @@ from ..engine import Engine
 from ..graph import Graph
 from ..sampling import check_fanouts
 from ..step import STAGES, StageClock
+from ._progress import progress_bar
 
 __all__ = [
     "time_stages",
@@ -186,41 +187,47 @@ def profile_modes(
         "graph" if cuda else "static",
     ]
     rows: list[dict] = []
-    for mode in modes:
-        torch.manual_seed(seed)
-        if mode == "dgl":
-            from ..baselines.dgl import DGLModel
+    with progress_bar(len(modes) * repeats, desc="profiling modes", unit="run") as bar:
+        for mode in modes:
+            torch.manual_seed(seed)
+            if mode == "dgl":
+                from ..baselines.dgl import DGLModel
 
-            model = DGLModel("sage", g.feat_dim, hidden_dim, max(g.num_classes, 1), len(fanouts))
-        else:
-            model = models.SAGE(g.feat_dim, hidden_dim, max(g.num_classes, 1), len(fanouts))
-        eng = Engine(
-            g,
-            model,
-            fanouts,
-            batch_size,
-            mode=mode,
-            device=device,
-            seed=seed,
-            kernel="torch" if mode == "dgl" else kernel,
-        )
-        eng.observers = []
-        runs = []
-        for _ in range(repeats):
-            prof = profile_engine(eng, iterations=iterations, warmup=warmup)
-            runs.append(
-                {
-                    "pipeline": MODE_NAMES[mode],
-                    "mode": mode,
-                    "step_seconds": prof.step_seconds,
-                    "stage_seconds": dict(prof.stage_seconds),
-                    "host_syncs_per_iteration": prof.host_syncs_per_iteration,
-                    "gpu_execution_fraction": prof.gpu_execution_fraction,
-                    "envelope_sizes": None if eng.envelope is None else list(eng.envelope.sizes),
-                    "kernel": eng.kernel,
-                }
+                model = DGLModel(
+                    "sage", g.feat_dim, hidden_dim, max(g.num_classes, 1), len(fanouts)
+                )
+            else:
+                model = models.SAGE(g.feat_dim, hidden_dim, max(g.num_classes, 1), len(fanouts))
+            eng = Engine(
+                g,
+                model,
+                fanouts,
+                batch_size,
+                mode=mode,
+                device=device,
+                seed=seed,
+                kernel="torch" if mode == "dgl" else kernel,
             )
-        rows.append(_median_run(runs))
+            eng.observers = []
+            runs = []
+            for _ in range(repeats):
+                prof = profile_engine(eng, iterations=iterations, warmup=warmup)
+                runs.append(
+                    {
+                        "pipeline": MODE_NAMES[mode],
+                        "mode": mode,
+                        "step_seconds": prof.step_seconds,
+                        "stage_seconds": dict(prof.stage_seconds),
+                        "host_syncs_per_iteration": prof.host_syncs_per_iteration,
+                        "gpu_execution_fraction": prof.gpu_execution_fraction,
+                        "envelope_sizes": None
+                        if eng.envelope is None
+                        else list(eng.envelope.sizes),
+                        "kernel": eng.kernel,
+                    }
+                )
+                bar.update(1)
+            rows.append(_median_run(runs))
     for row in rows:
         row["batch_size"] = batch_size
         row["seeds_per_second"] = batch_size / row["step_seconds"]

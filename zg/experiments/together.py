@@ -21,6 +21,7 @@ from .._checks import seed_arg
 from ..audit import SyncAudit
 from ..graph import Graph
 from ..sampling import check_fanouts
+from ._progress import RunProgress
 from .host_syncs import _audit_summary
 
 __all__ = ["TOGETHER", "worker_syncs", "train_together"]
@@ -122,7 +123,7 @@ def train_together(
     ``seconds_per_epoch`` (median), ``bytes_per_epoch_per_worker``, ``test_acc`` (final),
     ``best_val_acc``, ``envelope_overflows`` and ``rewound_batches`` (totals: each overflow
     rewinds every worker to the first overflowed batch) and ``bytes_by_kind`` (summed over
-    epochs, per worker).
+    epochs, per worker). A bar ticks once per finished variant (:mod:`zg.experiments._progress`).
     """
     from ..grappa import train_many
     from ..grappa.history import bytes_by_kind_per_worker
@@ -149,7 +150,8 @@ def train_together(
         dict(get_trainer(TOGETHER[n]["trainer"]).shared_options(common), **TOGETHER[n])
         for n in names
     ]
-    histories = train_many(g, runs)
+    with RunProgress(len(runs), desc="training runs") as bar:
+        histories = [bar.forget(h) for h in train_many(g, [bar.watch(o) for o in runs])]
     rows = []
     for name, h in zip(names, histories):
         kinds = bytes_by_kind_per_worker(h)

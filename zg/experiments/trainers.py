@@ -17,6 +17,7 @@ from collections.abc import Sequence
 from pathlib import Path
 from typing import Any
 
+from ._progress import RunProgress
 from .results import mean_std
 from .traffic import bytes_sent
 
@@ -41,7 +42,8 @@ def run_trainers(g: Any, runs: Sequence[Any], **common: Any) -> dict[str, dict[s
     trainer fixes itself (:meth:`zg.grappa.Trainer.shared_options`: e.g. ``repartition_every``
     or ``estimator`` for isolated, ``workers`` for single). All distributed runs share one set
     of worker processes (:func:`zg.grappa.train_many`); runs of a trainer with its own number
-    of workers (``single``: one process) run in their own launch.
+    of workers (``single``: one process) run in their own launch. A bar ticks once per finished
+    run (:mod:`zg.experiments._progress`: a person's notebook, not an unattended run).
     """
     from ..grappa.train import train_many
     from ..grappa.trainers import get_trainer
@@ -71,10 +73,12 @@ def run_trainers(g: Any, runs: Sequence[Any], **common: Any) -> dict[str, dict[s
     own = [(lb, o) for lb, o in labelled if get_trainer(o["trainer"]).workers is not None]
     many = [(lb, o) for lb, o in labelled if get_trainer(o["trainer"]).workers is None]
     out: dict[str, dict[str, Any]] = {}
-    for group in (many, own):
-        if group:
-            for (label, _), history in zip(group, train_many(g, [o for _, o in group])):
-                out[label] = history
+    with RunProgress(len(labelled), desc="training runs") as bar:
+        for group in (many, own):
+            if group:
+                histories = train_many(g, [bar.watch(o) for _, o in group])
+                for (label, _), history in zip(group, histories):
+                    out[label] = bar.forget(history)
     return {label: out[label] for label, _ in labelled}
 
 
