@@ -562,9 +562,12 @@ def cmd_train(args: argparse.Namespace, parser: argparse.ArgumentParser) -> int:
     batches = math.ceil(g.train_idx.numel() / args.batch_size)
     has_test = g.test_idx is not None and g.test_idx.numel() > 0
     rows: list[dict[str, Any]] = []
+    # One line per epoch as it ends: on stdout, flushed, when stdout is a file or a pipe (a log
+    # read while the run goes on); on a terminal, on stderr after the epoch's bar.
+    piped = not sys.stdout.isatty()
     start = time.perf_counter()
     for epoch in range(args.epochs):
-        bar = _progress_bar(args.progress, batches, f"epoch {epoch + 1}/{args.epochs}")
+        bar = _progress_bar(args.progress, batches, f"epoch {epoch} ({epoch + 1}/{args.epochs})")
         try:  # one tick per batch
             stats = eng.train_epoch(observers=[zg.observe.Progress(bar)] if bar is not None else [])
         finally:
@@ -578,21 +581,24 @@ def cmd_train(args: argparse.Namespace, parser: argparse.ArgumentParser) -> int:
             row["val_acc"] = eng.evaluate("val")
             row["test_acc"] = eng.evaluate("test") if has_test else None
         rows.append(row)
-        if args.progress is not False and sys.stderr.isatty():
+        if args.progress is not False and (piped or sys.stderr.isatty()):
             print(
-                f"epoch {epoch + 1}: loss {row.get('loss', float('nan')):.4f}, val "
-                f"{_cell(row['val_acc'])}, {row.get('seconds', 0.0):.2f} s",
-                file=sys.stderr,
+                f"epoch {row.get('epoch', epoch)} ({epoch + 1}/{args.epochs}): loss "
+                f"{row.get('loss', float('nan')):.4f}, val {_cell(row['val_acc'])}, "
+                f"{row.get('seconds', 0.0):.2f} s",
+                file=sys.stdout if piped else sys.stderr,
+                flush=True,
             )
     total = time.perf_counter() - start
 
     print()
-    # Epochs counted from 1 here; the JSON keeps EpochStats.epoch as the Engine counts (from 0).
+    # Epochs numbered as the Engine and the JSON number them (EpochStats.epoch, from 0), as
+    # zg grappa's table and history do.
     print(
         table(
             [
                 [
-                    i + 1,
+                    r.get("epoch", i),
                     _cell(r.get("seconds"), 3),
                     _cell(r.get("iterations")),
                     _cell(r.get("host_syncs"), 2),
@@ -721,7 +727,7 @@ def _add_grappa_flags(parser: argparse.ArgumentParser) -> None:
 
             default = f"{COMMAND_LINE_KERNEL!r}; TrainConfig's own is {default!r}"
         help_text = f"TrainConfig.{f.name} (default: {default})"
-        if hint is bool:
+        if hint is bool or hint == bool | None:  # bool | None: absent means auto (None)
             parser.add_argument(
                 _flag(f.name),
                 action=argparse.BooleanOptionalAction,
@@ -1175,6 +1181,9 @@ def main(argv: Sequence[str] | None = None) -> int:
     stdout = sys.stdout
     if not isinstance(stdout, _ClosedPipeSafe):
         sys.stdout = _ClosedPipeSafe(stdout)
+    from . import log
+
+    level, shown = log.LOGGER.level, log.show()  # the zg loggers' INFO lines on stderr
     try:
         # The subcommand's parser reports errors: "zg train: error: --fanouts ...", exit 2.
         return args.handler(args, args.subparser)
@@ -1198,6 +1207,8 @@ def main(argv: Sequence[str] | None = None) -> int:
         return 130
     finally:
         sys.stdout = stdout
+        log.LOGGER.removeHandler(shown)
+        log.LOGGER.setLevel(level)
 
 
 if __name__ == "__main__":

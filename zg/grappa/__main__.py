@@ -58,7 +58,7 @@ from typing import Any, NoReturn
 
 import torch
 
-from .. import datasets, kernels
+from .. import datasets, kernels, log
 from .._checks import _shown, output_file_arg
 from .._io import read_json_config
 from ..errors import ZgError
@@ -295,6 +295,7 @@ def main(argv=None) -> int:
             output_file_arg(args.out, "--out", make_parents=True)
         except (TypeError, ValueError) as exc:
             parser.error(str(exc))
+    log.show()  # the zg records (a resumed run says so) on stderr, in every worker too
     return run(
         values,
         args.out,

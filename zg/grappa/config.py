@@ -140,7 +140,7 @@ class Output:
     checkpoint_dir: str | None = None
     checkpoint_every: int | None = None
     eval_every: int = 1
-    progress: bool = False
+    progress: bool | None = None
 
 
 GROUPS = {"experiment": Experiment, "runtime": Runtime, "output": Output}
@@ -204,7 +204,7 @@ class TrainConfig(Output, Runtime, Experiment):
     rank 0's machine: rank 0 reads it and broadcasts it. checkpoint_every: epochs between
     checkpoints; the last epoch is always checkpointed, so a finished run started again only
     rewrites its history. eval_every: evaluate every k epochs (and after the last). progress:
-    a tqdm bar on rank 0.
+    a tqdm bar on rank 0's stderr; None (the default): only when stderr is a terminal.
 
     Defaults that depend on another field are resolved once, at construction, by these rules
     (a field given explicitly is never changed):
@@ -428,7 +428,8 @@ class TrainConfig(Output, Runtime, Experiment):
                 )
         int_arg(self.checkpoint_every, "checkpoint_every", low=1)
         int_arg(self.eval_every, "eval_every", low=1)
-        bool_arg(self.progress, "progress")
+        if self.progress is not None:  # None: a bar only when stderr is a terminal
+            bool_arg(self.progress, "progress")
         if self.preset is not None:
             choice_arg(self.preset, "preset", PRESETS)
         trainer.check(self)
