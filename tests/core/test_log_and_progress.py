@@ -3,6 +3,7 @@ commands), a resumed Engine saying so, a damaged checkpoint named as such, and `
 writing one line per epoch, as each ends, when its output goes to a file or a pipe."""
 
 import io
+import json
 import logging
 import os
 import re
@@ -162,9 +163,10 @@ EPOCH_LINE = re.compile(r"^epoch (\d+) \((\d+)/(\d+)\): loss \S+, val \S+, \S+ s
 @pytest.mark.timeout(300)
 def test_zg_train_into_a_pipe_writes_one_line_per_epoch(tmp_path):
     epochs = 4
+    out = tmp_path / "h.json"
     done = processes.run(
         [sys.executable, "-m", "zg", "train", "--dataset", str(_npz(tmp_path))]
-        + ["--epochs", str(epochs), *TINY],
+        + ["--epochs", str(epochs), "--json", str(out), *TINY],
         env=_env(),
         capture_output=True,
         text=True,
@@ -180,6 +182,11 @@ def test_zg_train_into_a_pipe_writes_one_line_per_epoch(tmp_path):
     assert max(i for i, m in enumerate(matched) if m) < header
     table = [line.split()[0] for line in lines[header + 2 : header + 2 + epochs]]
     assert table == [str(e) for e in range(epochs)], lines[header:]
+    # One numbering: the JSON's epochs are the table's and the lines'.
+    history = json.loads(out.read_text())
+    assert [r["epoch"] for r in history["epochs"]] == list(range(epochs))
+    assert history["final"]["best_epoch"] in range(epochs)
+    assert "cores" in history["machine"]  # the machine note, named as zg grappa's history names it
     assert "\r" not in done.stderr, "no progress bar when stderr is not a terminal"
 
 

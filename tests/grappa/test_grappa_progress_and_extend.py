@@ -38,6 +38,7 @@ if __name__ == "__main__":
     print("extended", flush=True, file=sys.stderr)
     more = grappa.train(g, epochs=3, checkpoint_dir=folder, **run)
     print("extended", json.dumps([more["epochs"], more["resumed_at_epochs"]]), sep="\t")
+    print("machine", json.dumps([sorted(more), more.get("machine")]), sep="\t")
 """
 
 
@@ -125,6 +126,14 @@ def test_a_damaged_checkpoint_is_named_corrupt_with_its_cause(runs, tmp_path):
         except Exception:
             continue
     assert found, "no one-byte change gives a KeyError here"
+
+
+@pytest.mark.slow
+@pytest.mark.timeout(500)
+def test_the_history_names_its_machine_note_as_zg_train_does(runs):
+    keys, machine = runs[0]["machine"]
+    assert "machine" in keys and "environment" not in keys
+    assert {"cores", "cpu", "torch", "python", "platform", "date"} <= set(machine)
 
 
 @given(theirs=st.integers(0, 50), ours=st.integers(0, 50))

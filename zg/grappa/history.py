@@ -9,8 +9,6 @@ from __future__ import annotations
 
 import json
 import math
-import os
-import platform
 from typing import Any
 
 import torch
@@ -126,6 +124,8 @@ def history(
     checkpoint, plus the resumed part); ``resumed_at`` lists the epochs resumed from checkpoints;
     ``kernel`` is the kernel rank 0's Engine ran (its ``settings.kernel``; the config's
     ``kernel`` is what was asked for); ``captured``: whether its step ran as a CUDA Graph."""
+    from ..experiments.machine import machine_note  # not at import: zg.experiments imports grappa
+
     evaluated = [r for r in records if r["val_acc"] is not None]
     best = max(evaluated, key=lambda r: r["val_acc"])
     last = evaluated[-1]
@@ -161,12 +161,9 @@ def history(
         "seconds_per_epoch": sorted(seconds)[len(seconds) // 2],  # median epoch
         "total_seconds": total_seconds,
         "resumed_at_epochs": list(resumed_at or []),
-        "environment": {
-            "torch": torch.__version__,
-            "python": platform.python_version(),
-            "platform": platform.platform(),
-            "cpu_count": os.cpu_count(),
-        },
+        # The machine note, named as zg train's history and the bench results name it (the
+        # files of zg 0.4 and before held a smaller "environment" record here instead).
+        "machine": machine_note(),
     }
 
 
