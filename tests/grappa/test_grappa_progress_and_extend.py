@@ -5,6 +5,7 @@ run started again from its checkpoint says where it resumes, more epochs extend 
 import io
 import json
 import os
+import subprocess
 import sys
 from pathlib import Path
 
@@ -153,3 +154,60 @@ def test_progress_is_auto_by_default_and_checked():
         assert grappa.TrainConfig(progress=value).validated().progress is value
     with pytest.raises(TypeError, match="progress"):
         grappa.TrainConfig(progress="yes").validated()
+
+
+def _zg_grappa_stderr(tmp_path, terminal: bool) -> str:
+    """``zg grappa`` on a tiny graph file, no --progress flag, its stderr a terminal (a
+    pseudo-terminal) or a pipe -> what it wrote there."""
+    import fcntl
+    import pty
+    import struct
+    import termios
+    import threading
+
+    zg.datasets.save_npz(_graph(), tmp_path / "g.npz")
+    command = [sys.executable, "-m", "zg", "grappa", "--dataset", str(tmp_path / "g.npz")]
+    command += ["--workers", "2", "--epochs", "2", "--batch-size", "64", "--hidden-dim", "8"]
+    command += ["--num-layers", "2", "--fanouts", "3,3", "--timeout", "60"]
+    env = {**os.environ, "PYTHONPATH": str(ROOT), "OMP_NUM_THREADS": "1"}
+    if not terminal:
+        done = processes.run(command, cwd=tmp_path, env=env, capture_output=True, timeout=300)
+        assert done.returncode == 0, done.stderr.decode()[-3000:]
+        return done.stderr.decode()
+    master, slave = pty.openpty()
+    # A terminal's size, as a window gives it (0 x 0 would leave tqdm no columns to draw in).
+    fcntl.ioctl(slave, termios.TIOCSWINSZ, struct.pack("HHHH", 24, 100, 0, 0))
+    chunks: list[bytes] = []
+
+    def drain():
+        while True:
+            try:
+                data = os.read(master, 4096)
+            except OSError:  # every holder of the terminal's other end has closed it
+                return
+            if not data:
+                return
+            chunks.append(data)
+
+    reader = threading.Thread(target=drain, daemon=True)
+    reader.start()
+    try:
+        done = processes.run(
+            command, cwd=tmp_path, env=env, stdout=subprocess.PIPE, stderr=slave, timeout=300
+        )
+    finally:
+        os.close(slave)
+    reader.join(timeout=30)
+    os.close(master)
+    text = b"".join(chunks).decode(errors="replace")
+    assert done.returncode == 0, text[-3000:]
+    return text
+
+
+@pytest.mark.slow
+@pytest.mark.timeout(700)
+@pytest.mark.parametrize("terminal", [True, False], ids=["terminal", "pipe"])
+def test_zg_grappa_shows_its_bar_where_a_person_watches(tmp_path, terminal):
+    stderr = _zg_grappa_stderr(tmp_path, terminal)
+    assert ("grappa P=2" in stderr) == terminal, stderr[-2000:]
+    assert "leaked semaphore" not in stderr, stderr[-2000:]
