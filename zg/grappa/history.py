@@ -14,6 +14,7 @@ from typing import Any
 import torch
 
 from .._io import atomic_write
+from ..experiments.machine import machine_note
 from ..graph import Graph
 from .comm import KINDS
 from .config import TrainConfig
@@ -124,8 +125,6 @@ def history(
     checkpoint, plus the resumed part); ``resumed_at`` lists the epochs resumed from checkpoints;
     ``kernel`` is the kernel rank 0's Engine ran (its ``settings.kernel``; the config's
     ``kernel`` is what was asked for); ``captured``: whether its step ran as a CUDA Graph."""
-    from ..experiments.machine import machine_note  # not at import: zg.experiments imports grappa
-
     evaluated = [r for r in records if r["val_acc"] is not None]
     best = max(evaluated, key=lambda r: r["val_acc"])
     last = evaluated[-1]
