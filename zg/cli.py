@@ -1112,7 +1112,8 @@ def build_parser() -> argparse.ArgumentParser:
         "--progress",
         action=argparse.BooleanOptionalAction,
         default=None,
-        help="a progress bar per epoch (default: on a terminal)",
+        help="a progress bar per epoch on stderr (default: on a terminal); with stdout a file "
+        "or a pipe, a line per epoch there as each ends. --no-progress: neither",
     )
     p.set_defaults(handler=cmd_train, subparser=p)
 
