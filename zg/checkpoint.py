@@ -55,10 +55,13 @@ from ._io import (
     open_regular_file,
 )
 from .envelope import Envelope
+from .log import get as _logger
 from .optim import make_optimizer
 
 if TYPE_CHECKING:  # the engine imports this module; the type is only named here
     from .engine import Engine
+
+_log = _logger(__name__)  # "zg.checkpoint": a resumed run says so (zg.log)
 
 __all__ = [
     "FORMAT",
@@ -163,6 +166,7 @@ def load(engine: Engine, path: Any) -> Engine:
     if envelope is not None and envelope.sizes != engine.envelope.sizes:
         engine.envelope = envelope
         engine.rebuild()
+    _log.info("resumed from checkpoint %s at epoch %d, batch %d", path, epoch, batch)
     return engine
 
 
@@ -182,7 +186,11 @@ def _checked(engine: Engine, path: Path, where: str):
         with f:
             saved = torch.load(f, map_location="cpu", weights_only=True)
     except Exception as exc:
-        raise ValueError(f"checkpoint {where} is unreadable or corrupt: {exc}") from None
+        # The cause's class too: the unpickler's KeyError of a damaged file says only "101".
+        raise ValueError(
+            f"checkpoint {where} cannot be read: it is corrupt or truncated "
+            f"({type(exc).__name__}: {str(exc)[:200]}); write it again with Engine.save"
+        ) from None
     if not isinstance(saved, dict) or saved.get("format") != FORMAT:
         raise ValueError(f"{where} is not a zg engine checkpoint")
     version = saved.get("version")

@@ -574,9 +574,12 @@ def cmd_train(args: argparse.Namespace, parser: argparse.ArgumentParser) -> int:
     batches = math.ceil(g.train_idx.numel() / args.batch_size)
     has_test = g.test_idx is not None and g.test_idx.numel() > 0
     rows: list[dict[str, Any]] = []
+    # One line per epoch as it ends: on stdout, flushed, when stdout is a file or a pipe (a log
+    # read while the run goes on); on a terminal, on stderr after the epoch's bar.
+    piped = not sys.stdout.isatty()
     start = time.perf_counter()
     for epoch in range(args.epochs):
-        bar = _progress_bar(args.progress, batches, f"epoch {epoch + 1}/{args.epochs}")
+        bar = _progress_bar(args.progress, batches, f"epoch {epoch} ({epoch + 1}/{args.epochs})")
         try:  # one tick per batch
             stats = eng.train_epoch(observers=[zg.observe.Progress(bar)] if bar is not None else [])
         finally:
@@ -590,21 +593,24 @@ def cmd_train(args: argparse.Namespace, parser: argparse.ArgumentParser) -> int:
             row["val_acc"] = eng.evaluate("val")
             row["test_acc"] = eng.evaluate("test") if has_test else None
         rows.append(row)
-        if args.progress is not False and sys.stderr.isatty():
+        if args.progress is not False and (piped or sys.stderr.isatty()):
             print(
-                f"epoch {epoch + 1}: loss {row.get('loss', float('nan')):.4f}, val "
-                f"{_cell(row['val_acc'])}, {row.get('seconds', 0.0):.2f} s",
-                file=sys.stderr,
+                f"epoch {row.get('epoch', epoch)} ({epoch + 1}/{args.epochs}): loss "
+                f"{row.get('loss', float('nan')):.4f}, val {_cell(row['val_acc'])}, "
+                f"{row.get('seconds', 0.0):.2f} s",
+                file=sys.stdout if piped else sys.stderr,
+                flush=True,
             )
     total = time.perf_counter() - start
 
     print()
-    # Epochs counted from 1 here; the JSON keeps EpochStats.epoch as the Engine counts (from 0).
+    # Epochs numbered as the Engine and the JSON number them (EpochStats.epoch, from 0), as
+    # zg grappa's table and history do.
     print(
         table(
             [
                 [
-                    i + 1,
+                    r.get("epoch", i),
                     _cell(r.get("seconds"), 3),
                     _cell(r.get("iterations")),
                     _cell(r.get("host_syncs"), 2),
@@ -682,6 +688,60 @@ def _flag(name: str) -> str:
     return "--" + name.replace("_", "-")
 
 
+def _field_descriptions() -> dict[str, str]:
+    """field -> the first sentence of what TrainConfig's docstring says of it, where the
+    fields are described ("trainer: one of ...", "lr, weight_decay: Adam."): the help of
+    ``zg grappa``'s flags, so the command line reads as the library's own reference."""
+    import re
+
+    from .grappa.train import TrainConfig
+
+    names = [f.name for f, _ in _grappa_fields()]
+    text = " ".join((TrainConfig.__doc__ or "").split())
+    text = re.sub(r":\w+:`~?([^`]+)`", r"\1", text).replace("``", "")  # reST roles, literals
+    alt = "|".join(sorted(names, key=len, reverse=True))
+    entry = re.compile(rf"(?<![\w.])((?:{alt})(?:(?:, | and )(?:{alt}))*)(?: \([^)]*\))?: ")
+    starts = list(entry.finditer(text))
+    found: dict[str, str] = {}
+    for i, m in enumerate(starts):
+        end = starts[i + 1].start() if i + 1 < len(starts) else len(text)
+        body = text[m.end() : end].strip()
+        # The group headings and the rules after the descriptions end one.
+        body = re.split(r"(?<=\.) (?:Experiment|Runtime|Output|Defaults)\b", body)[0]
+        for name in re.split(r", | and ", m.group(1)):
+            found.setdefault(name, _first_clause(body))
+    return found
+
+
+def _first_clause(text: str) -> str:
+    """``text`` up to its first ". " or "; " outside parentheses."""
+    depth = 0
+    for i, c in enumerate(text):
+        depth += {"(": 1, ")": -1}.get(c, 0)
+        if depth == 0 and c in ".;" and text[i + 1 : i + 2] in (" ", ""):
+            return text[:i]
+    return text.rstrip(".")
+
+
+def _field_choices() -> dict[str, Sequence[str]]:
+    """The TrainConfig fields that take one of a few names, and those names."""
+    from . import kernels, models
+    from .grappa import config, estimators, presets
+    from .grappa.partition import METHODS, SCHEDULES
+
+    return {
+        "trainer": config.TRAINERS,
+        "estimator": sorted(estimators.ESTIMATORS),
+        "method": METHODS,
+        "schedule": SCHEDULES,
+        "batching": config.BATCHINGS,
+        "model": sorted(models.MODELS),
+        "preset": sorted(presets.PRESETS),
+        "step_shapes": config.STEP_SHAPES,
+        "kernel": kernels.KERNELS,
+    }
+
+
 def _optional(convert):
     def parse(text: str):
         return None if text.lower() in ("none", "null") else convert(text)
@@ -728,14 +788,14 @@ def _add_grappa_flags(parser: argparse.ArgumentParser) -> None:
     Defaults are argparse.SUPPRESS: only the flags given reach the config, so TrainConfig's
     own defaults (and a --config file's values) apply to the rest.
     """
+    descriptions, choices = _field_descriptions(), _field_choices()
     for f, hint in _grappa_fields():
         default = f.default if f.default is not dataclasses.MISSING else None
-        if f.name == "kernel":  # the command line opts into the compiled kernels
-            from .grappa.__main__ import COMMAND_LINE_KERNEL
-
-            default = f"{COMMAND_LINE_KERNEL!r}; TrainConfig's own is {default!r}"
-        help_text = f"TrainConfig.{f.name} (default: {default})"
-        if hint is bool:
+        described = descriptions.get(f.name, f"TrainConfig.{f.name}")
+        listed = f"; one of {', '.join(map(str, choices[f.name]))}" if f.name in choices else ""
+        # argparse formats help with %: a literal percent sign is doubled.
+        help_text = f"{described} (default: {default}{listed})".replace("%", "%%")
+        if hint is bool or hint == bool | None:  # bool | None: absent means auto (None)
             parser.add_argument(
                 _flag(f.name),
                 action=argparse.BooleanOptionalAction,
@@ -1042,10 +1102,10 @@ def build_parser() -> argparse.ArgumentParser:
     p.add_argument(
         "--kernel",
         choices=("auto", "fused", "torch"),
-        default="auto",
-        help="which kernels run (zg.kernels): auto (default) = the compiled numba kernels on "
-        "the CPU when numba is installed, else the torch code; fused = those kernels; torch = "
-        "the torch code the notebooks show (the library's default). The JSON records what ran",
+        default="torch",
+        help="which kernels run (zg.kernels): torch (default, as the library's) = the torch "
+        "code the notebooks show; auto = the compiled numba kernels on the CPU when numba is "
+        "installed, else the torch code; fused = those kernels. The JSON records what ran",
     )
     # The old flags, refused with a message naming --mode.
     p.add_argument("--pipeline", default=None, help=argparse.SUPPRESS)
@@ -1068,7 +1128,8 @@ def build_parser() -> argparse.ArgumentParser:
         "--progress",
         action=argparse.BooleanOptionalAction,
         default=None,
-        help="a progress bar per epoch (default: on a terminal)",
+        help="a progress bar per epoch on stderr (default: on a terminal); with stdout a file "
+        "or a pipe, a line per epoch there as each ends. --no-progress: neither",
     )
     p.set_defaults(handler=cmd_train, subparser=p)
 
@@ -1191,6 +1252,9 @@ def main(argv: Sequence[str] | None = None) -> int:
     stdout = sys.stdout
     if not isinstance(stdout, _ClosedPipeSafe):
         sys.stdout = _ClosedPipeSafe(stdout)
+    from . import log
+
+    level, shown = log.LOGGER.level, log.show()  # the zg loggers' INFO lines on stderr
     try:
         # The subcommand's parser reports errors: "zg train: error: --fanouts ...", exit 2.
         return args.handler(args, args.subparser)
@@ -1214,6 +1278,8 @@ def main(argv: Sequence[str] | None = None) -> int:
         return 130
     finally:
         sys.stdout = stdout
+        log.LOGGER.removeHandler(shown)
+        log.LOGGER.setLevel(level)
 
 
 if __name__ == "__main__":

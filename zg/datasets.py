@@ -185,8 +185,13 @@ def load(name: str, root: Any = None, *, symmetrize: bool = True, download: bool
     ``$ZG_OGB_ROOT`` or ``~/.cache/zg/ogb``); see :func:`zg.ogbn.load` for the layout on
     disk, the offline behaviour and ``download``.
 
+    A path (a ``str`` naming an existing file or folder, ending in ``.npz`` or holding a path
+    separator, or an ``os.PathLike``) is read as ``zg train --dataset`` reads it: a file with
+    :func:`load_npz`, a folder with :func:`load_folder`; ``root``, ``symmetrize`` and
+    ``download`` are the named datasets' only.
+
     Args:
-        name: one of :data:`KNOWN_DATASETS` (case-insensitive).
+        name: one of :data:`KNOWN_DATASETS` (case-insensitive), or a graph file or folder.
         root: the folder holding the dataset's files (None: the default above).
         symmetrize: make a directed citation graph undirected (every edge in both directions,
             each pair once): common practice for Cora, ogbn-arxiv and ogbn-papers100M.
@@ -194,8 +199,14 @@ def load(name: str, root: Any = None, *, symmetrize: bool = True, download: bool
             direction; OGB: citing -> cited). ogbn-products is undirected as ogb stores it.
         download: OGB only: download missing files (False: fail instead).
     """
+    if isinstance(name, os.PathLike):
+        return _load_path(Path(os.fspath(name)), root)
     if not isinstance(name, str):
-        raise TypeError(f"name must be a str, got {type(name).__name__}")
+        raise TypeError(f"name must be a str or a path, got {type(name).__name__}")
+    if name.lower() not in {known.lower() for known in KNOWN_DATASETS} and (
+        name.endswith(".npz") or os.sep in name or os.path.lexists(name)
+    ):
+        return _load_path(Path(name), root)
     if not isinstance(symmetrize, bool):
         raise TypeError(f"symmetrize must be a bool, got {type(symmetrize).__name__}")
     if not isinstance(download, bool):
@@ -206,13 +217,28 @@ def load(name: str, root: Any = None, *, symmetrize: bool = True, download: bool
         )
     key = name.lower()
     if key not in {known.lower() for known in KNOWN_DATASETS}:
-        raise ValueError(f"unknown dataset {name!r}; known datasets: {', '.join(KNOWN_DATASETS)}")
+        raise ValueError(
+            f"unknown dataset {name!r}; known datasets: {', '.join(KNOWN_DATASETS)}, or a "
+            "graph file (.npz, zg.datasets.save_npz) or folder (zg.datasets.save_folder)"
+        )
     if key == "cora":
         folder = data_dir() if root is None else Path(os.fspath(root))
         return _load_cora(folder / "cora.npz", symmetrize=symmetrize)
     from . import ogbn
 
     return ogbn.load(name, root, symmetrize=symmetrize, download=download)
+
+
+def _load_path(path: Path, root: Any) -> Graph:
+    """:func:`load` of a graph file or folder."""
+    if root is not None:
+        raise ValueError(
+            f"root applies to the named datasets ({', '.join(KNOWN_DATASETS)}), not to a "
+            f"graph file or folder like {str(path)!r}"
+        )
+    if path.is_dir():
+        return load_folder(path)
+    return load_npz(path)  # a missing file, a FIFO, ...: its own error, naming the path
 
 
 def dataset_paths(name: str, root: Any = None) -> list[Path]:

@@ -508,6 +508,23 @@ class BlockModel(nn.Module):
         return len(self.layers)
 
 
+class _Seeded:
+    """Draw from torch's CPU generator seeded with ``seed`` inside the block and put the
+    generator back as it was afterwards (``seed=None``: draw from it as it stands)."""
+
+    def __init__(self, seed: int | None):
+        self.seed = None if seed is None else int_arg(seed, "seed", low=0, high=2**63 - 1)
+
+    def __enter__(self):
+        if self.seed is not None:
+            self.state = torch.random.get_rng_state()
+            torch.manual_seed(self.seed)
+
+    def __exit__(self, *exc):
+        if self.seed is not None:
+            torch.random.set_rng_state(self.state)
+
+
 def _layer_dims(in_dim, hidden_dim, num_classes, num_layers) -> list[int]:
     in_dim = _positive_int(in_dim, "in_dim")
     hidden_dim = _positive_int(hidden_dim, "hidden_dim")
@@ -535,7 +552,11 @@ def _check_weights_fit(
 
 class _PlainModel(BlockModel):
     """SAGE and GCN: conv -> ReLU -> dropout between layers, no activation after the last
-    (the ReLU is the hidden convs' ``activation="relu"``)."""
+    (the ReLU is the hidden convs' ``activation="relu"``).
+
+    ``seed``: draw the initial parameters from torch's generator seeded with it (the caller's
+    random state is left as it was), so one seed builds one model; ``None`` (the default)
+    draws them from torch's generator as it stands."""
 
     conv: type  # the layer class, set by each subclass
     matrices: int  # weight matrices per layer, set by each subclass
@@ -548,20 +569,24 @@ class _PlainModel(BlockModel):
         num_layers: int = 3,
         dropout: float = 0.5,
         kernel: str = "torch",
+        *,
+        seed: int | None = None,
     ):
         super().__init__()
+        seeded = _Seeded(seed)
         dims = _layer_dims(in_dim, hidden_dim, num_classes, num_layers)
         _check_weights_fit(type(self).__name__, list(zip(dims[:-1], dims[1:])), self.matrices, dims)
         self.feature_dims = dims
         self.kernel = kernels.check(kernel)
         # Hidden layers apply their ReLU themselves (fused with zeroing their padded rows).
         last = len(dims) - 2
-        self.layers = nn.ModuleList(
-            self.conv(a, b, activation="relu" if i < last else None, kernel=self.kernel)
-            for i, (a, b) in enumerate(zip(dims[:-1], dims[1:]))
-        )
-        self.dropout = nn.Dropout(_dropout_rate(dropout))
-        self.reset_parameters()
+        with seeded:
+            self.layers = nn.ModuleList(
+                self.conv(a, b, activation="relu" if i < last else None, kernel=self.kernel)
+                for i, (a, b) in enumerate(zip(dims[:-1], dims[1:]))
+            )
+            self.dropout = nn.Dropout(_dropout_rate(dropout))
+            self.reset_parameters()
 
     def after_layer(self, i: int, h: torch.Tensor) -> torch.Tensor:
         """What follows layer ``i``: dropout between layers (the hidden layers' ReLU is their
@@ -591,7 +616,7 @@ class GAT(BlockModel):
     Hidden layers have ``hidden_dim`` features *per head* and concatenate their heads (the
     next layer reads ``hidden_dim * heads`` features), followed by ELU and dropout; the last
     layer has ``num_classes`` features per head and averages its heads. This is DGL's GAT
-    example; ``feature_dims`` records the concatenated widths.
+    example; ``feature_dims`` records the concatenated widths. ``seed`` as for :class:`SAGE`.
     """
 
     def __init__(
@@ -603,8 +628,11 @@ class GAT(BlockModel):
         heads: int = 4,
         dropout: float = 0.5,
         kernel: str = "torch",
+        *,
+        seed: int | None = None,
     ):
         super().__init__()
+        seeded = _Seeded(seed)
         dims = _layer_dims(in_dim, hidden_dim, num_classes, num_layers)
         self.heads = _positive_int(heads, "heads")
         self.kernel = kernels.check(kernel)
@@ -612,12 +640,13 @@ class GAT(BlockModel):
         # fc and the residual fc, each in -> heads x out.
         widths = [(self.feature_dims[i], dims[i + 1] * self.heads) for i in range(num_layers)]
         _check_weights_fit("GAT", widths, 2, dims)
-        self.layers = nn.ModuleList(
-            GATConv(self.feature_dims[i], dims[i + 1], heads, kernel=self.kernel)
-            for i in range(num_layers)
-        )
-        self.dropout = nn.Dropout(_dropout_rate(dropout))
-        self.reset_parameters()
+        with seeded:
+            self.layers = nn.ModuleList(
+                GATConv(self.feature_dims[i], dims[i + 1], heads, kernel=self.kernel)
+                for i in range(num_layers)
+            )
+            self.dropout = nn.Dropout(_dropout_rate(dropout))
+            self.reset_parameters()
 
     def after_layer(self, i: int, h: torch.Tensor) -> torch.Tensor:
         """Hidden layers: concatenate heads, ELU, dropout. Last layer: average the heads."""
@@ -640,16 +669,11 @@ def build_seeded(
     seed: int,
     **kwargs,
 ) -> BlockModel:
-    """:func:`build` with the parameters drawn from torch's generator seeded with ``seed``, and
-    that generator put back as it was afterwards: every process of a run that calls it with one
-    seed holds the same initial parameters (no broadcast needed), and the caller's random state
-    is left alone."""
-    state = torch.random.get_rng_state()
-    try:
-        torch.manual_seed(int_arg(seed, "seed", low=0, high=2**63 - 1))
-        return build(name, in_dim, hidden_dim, num_classes, num_layers, **kwargs)
-    finally:
-        torch.random.set_rng_state(state)
+    """:func:`build` with ``seed=seed``: the parameters drawn from torch's generator seeded with
+    ``seed``, and that generator put back as it was afterwards: every process of a run that
+    calls it with one seed holds the same initial parameters (no broadcast needed), and the
+    caller's random state is left alone."""
+    return build(name, in_dim, hidden_dim, num_classes, num_layers, seed=seed, **kwargs)
 
 
 def build(
@@ -657,7 +681,8 @@ def build(
 ) -> BlockModel:
     """Build a model by name: ``"sage"``, ``"gcn"`` or ``"gat"``.
 
-    ``kwargs`` are the model's own options: ``dropout`` and ``kernel`` for all, ``heads`` for GAT.
+    ``kwargs`` are the model's own options: ``dropout``, ``kernel`` and ``seed`` for all, ``heads``
+    for GAT.
     """
     if not isinstance(name, str):
         raise TypeError(f"name must be a string, one of {sorted(MODELS)}, got {name!r}")

@@ -27,7 +27,7 @@ def launched(monkeypatch):
     seen: list = []
 
     def spawn(fn, workers, args, **kwargs):
-        _, jobs = args
+        _, jobs, *_ = args  # (graph, jobs, the level the workers log at)
         seen.extend(cfg for cfg, _part, _path in jobs)
         raise Started
 

@@ -155,7 +155,7 @@ INVALID = {
     "checkpoint_every": st.one_of(
         st.integers(max_value=0), not_int.filter(lambda v: v is not None)
     ),
-    "progress": not_bool,
+    "progress": not_bool.filter(lambda v: v is not None),  # None: auto (a terminal)
     "partition": st.one_of(st.text(max_size=4), st.integers(), st.lists(st.integers(), max_size=2)),
     "colour": st.text(max_size=4),  # not an option at all
 }

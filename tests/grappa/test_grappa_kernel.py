@@ -86,10 +86,12 @@ def _config(tmp_path, **values):
     return str(path)
 
 
-def test_python_m_zg_grappa_defaults_to_auto(monkeypatch, tmp_path, capsys):
+def test_python_m_zg_grappa_defaults_to_the_librarys_kernel(monkeypatch, tmp_path, capsys):
     seen = _capture(monkeypatch)
     assert grappa_main.main(["--config", _config(tmp_path)]) == 0
-    assert seen[-1].kernel == "auto" == grappa_main.COMMAND_LINE_KERNEL
+    assert seen[-1].kernel == grappa_main.COMMAND_LINE_KERNEL == grappa.TrainConfig().kernel
+    assert grappa_main.main(["--config", _config(tmp_path, kernel="auto")]) == 0
+    assert seen[-1].kernel == "auto"  # opted into
     assert grappa_main.main(["--config", _config(tmp_path, kernel="torch")]) == 0
     assert seen[-1].kernel == "torch"  # the config's own value
     assert (
@@ -104,14 +106,14 @@ def test_python_m_zg_grappa_defaults_to_auto(monkeypatch, tmp_path, capsys):
     assert info.value.code == 2 and "kernel must be one of" in capsys.readouterr().err
 
 
-def test_zg_grappa_defaults_to_auto(monkeypatch, capsys):
+def test_zg_grappa_defaults_to_the_librarys_kernel(monkeypatch, capsys):
     from zg.cli import main
 
     seen = _capture(monkeypatch)
     assert main(["grappa", "--dataset", "cora", "--workers", "2", "--epochs", "1"]) == 0
+    assert seen[-1].kernel == grappa.TrainConfig().kernel == "torch"
+    assert main(["grappa", "--dataset", "cora", "--workers", "2", "--kernel", "auto"]) == 0
     assert seen[-1].kernel == "auto"
-    assert main(["grappa", "--dataset", "cora", "--workers", "2", "--kernel", "torch"]) == 0
-    assert seen[-1].kernel == "torch"
 
 
 # ----------------------------------------------------------------------------- the history

@@ -212,8 +212,10 @@ def test_read_checkpoint_checks_the_run(finished, tmp_path):
     assert read_checkpoint(str(tmp_path / "none.pt"), config_of(run, folder), g, 2) is None
     with pytest.raises(CheckpointError, match="different config.*lr: 0.02 there, 0.05 here"):
         read_checkpoint(path, config_of(run, folder, lr=0.05), g, 2)
-    with pytest.raises(CheckpointError, match="different config.*epochs"):
-        read_checkpoint(path, config_of(run, folder, epochs=3), g, 2)
+    # More epochs extend the run from its checkpoint; fewer are another run.
+    assert read_checkpoint(path, config_of(run, folder, epochs=3), g, 2)["next_epoch"] == 2
+    with pytest.raises(CheckpointError, match="different config.*epochs: 2 there, 1 here"):
+        read_checkpoint(path, config_of(run, folder, epochs=1), g, 2)
     with pytest.raises(CheckpointError, match="another graph"):
         other = zg.datasets.csbm(num_nodes=310, avg_degree=6, num_classes=3, feat_dim=8, seed=0)
         read_checkpoint(path, config_of(run, folder), other, 2)

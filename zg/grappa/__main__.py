@@ -25,11 +25,11 @@ command line's, not a TrainConfig field)::
 
 ``zg grappa`` (:mod:`zg.cli`) runs the same code with one command-line flag per field.
 
-Kernels: the command line opts into the fast kernels. A run started here (or by ``zg grappa``)
-whose config does not name ``kernel`` runs ``kernel="auto"`` (:data:`COMMAND_LINE_KERNEL`: the
-compiled numba kernels on the CPU when numba imports), where :class:`zg.grappa.TrainConfig`
-and :func:`zg.grappa.train` default to the readable ``"torch"`` code; ``--kernel`` overrides
-the config's value.
+Kernels: one default for the command line and the library. A run started here (or by
+``zg grappa``) whose config does not name ``kernel`` runs :class:`zg.grappa.TrainConfig`'s
+default, the readable ``"torch"`` code (:data:`COMMAND_LINE_KERNEL`), as :func:`zg.grappa.train`
+does; ``"kernel": "auto"`` in the config or ``--kernel auto`` opts into the compiled numba
+kernels on the CPU. ``--kernel`` overrides the config's value.
 
 Failure and restart: with ``"checkpoint_dir"`` in the config, a restarted command resumes from
 the last checkpoint (see :mod:`zg.grappa.train`), so under torchrun a worker that dies is
@@ -58,7 +58,7 @@ from typing import Any, NoReturn
 
 import torch
 
-from .. import datasets, kernels
+from .. import datasets, kernels, log
 from .._checks import _shown, output_file_arg
 from .._io import read_json_config
 from ..errors import ZgError
@@ -69,7 +69,9 @@ from .launch import exit_worker, init_from_env
 from .train import TrainConfig, launch_prepared, prepare_many, run_worker
 
 GENERATORS = {"csbm": datasets.csbm, "rmat": datasets.rmat}
-COMMAND_LINE_KERNEL = "auto"  # the kernel a command-line run takes when its config names none
+# The kernel a command-line run takes when its config names none: the library's default (zg
+# 0.4 and before: "auto" here, "torch" in the library).
+COMMAND_LINE_KERNEL = TrainConfig.kernel
 
 
 def dataset_paths(spec: Any) -> list[str]:
@@ -157,7 +159,7 @@ def run(
 ) -> int:
     """One Grappa run from config ``values`` (a dict of TrainConfig fields plus ``dataset``,
     which this function takes out: it names the graph). A config without ``kernel`` runs
-    :data:`COMMAND_LINE_KERNEL` ("auto").
+    :data:`COMMAND_LINE_KERNEL` (TrainConfig's default, "torch").
 
     Shared by ``python -m zg.grappa --config`` and ``zg grappa``. Every problem with the input
     goes to ``error`` (argparse's ``parser.error``: the message, exit status 2), prefixed with
@@ -177,7 +179,7 @@ def run(
     if isinstance(values, dict):
         values = dict(values)
         dataset = values.pop("dataset", None)
-        values.setdefault("kernel", COMMAND_LINE_KERNEL)  # the command line opts in
+        values.setdefault("kernel", COMMAND_LINE_KERNEL)  # the library's default
         if under_torchrun():
             values["workers"] = int(os.environ["WORLD_SIZE"])
     try:
@@ -295,6 +297,7 @@ def main(argv=None) -> int:
             output_file_arg(args.out, "--out", make_parents=True)
         except (TypeError, ValueError) as exc:
             parser.error(str(exc))
+    log.show()  # the zg records (a resumed run says so) on stderr, in every worker too
     return run(
         values,
         args.out,

@@ -40,7 +40,8 @@ __all__ = [
 
 # Config fields a resumed run may change: where output goes (every Output field but eval_every,
 # which decides which records hold accuracies), how long to wait, how many threads, which
-# kernels compute (the same values; zg.kernels).
+# kernels compute (the same values; zg.kernels). ``epochs`` may also grow: the run is extended
+# from its checkpoint, a finished run included (read_checkpoint).
 RESUMABLE_CHANGES = (
     "history_path",
     "model_path",
@@ -187,7 +188,8 @@ def read_checkpoint(path: str, cfg: TrainConfig, g: Graph, world: int) -> dict[s
     """The checkpoint at ``path`` checked against this run, or None if there is none.
 
     Raises :class:`CheckpointError` (naming the file and what is wrong) if it cannot be read or
-    was written by a run with another config (any field but :data:`RESUMABLE_CHANGES`), another
+    was written by a run with another config (any field but :data:`RESUMABLE_CHANGES`, and
+    ``epochs`` where this run asks for more: it extends the checkpoint's run), another
     graph (compared by content: structure, features, labels and splits, each by its digest) or
     another number of workers, or if it is not a regular file (a directory, a named pipe, a
     device: refused before it is opened, naming ``checkpoint_dir``). Loaded with
@@ -206,6 +208,14 @@ def read_checkpoint(path: str, cfg: TrainConfig, g: Graph, world: int) -> dict[s
             f"checkpoint {path} is malformed ({type(exc).__name__}: {str(exc)[:200]}); "
             "delete it to start afresh"
         ) from None
+
+
+def _more_epochs(saved: dict[str, Any], mine: dict[str, Any]) -> bool:
+    """This run asks for more epochs than the checkpoint's: it extends that run (a finished one
+    included), resuming where it stopped. Fewer epochs is another run (its last epoch, always
+    evaluated and checkpointed, would differ)."""
+    theirs, ours = saved.get("epochs"), mine.get("epochs")
+    return all(_is_count(e) for e in (theirs, ours)) and ours > theirs
 
 
 def _is_count(value: Any) -> bool:
@@ -255,10 +265,11 @@ def _read_checked(path: str, cfg: TrainConfig, g: Graph, world: int) -> dict[str
     saved = state["config"] if isinstance(state["config"], dict) else {}
     saved = TrainConfig.saved_form(saved)  # a checkpoint written before the config was split
     mine = cfg.to_dict()
+    may_change = RESUMABLE_CHANGES + (("epochs",) if _more_epochs(saved, mine) else ())
     differ = sorted(
         k
         for k in set(saved) | set(mine)
-        if k not in RESUMABLE_CHANGES and saved.get(k, "<absent>") != mine.get(k, "<absent>")
+        if k not in may_change and saved.get(k, "<absent>") != mine.get(k, "<absent>")
     )
     if differ:
         shown = "; ".join(

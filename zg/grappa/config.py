@@ -140,7 +140,7 @@ class Output:
     checkpoint_dir: str | None = None
     checkpoint_every: int | None = None
     eval_every: int = 1
-    progress: bool = False
+    progress: bool | None = None
 
 
 GROUPS = {"experiment": Experiment, "runtime": Runtime, "output": Output}
@@ -151,7 +151,9 @@ class TrainConfig(Output, Runtime, Experiment):
     """Everything a run needs besides the graph: :class:`Experiment`, :class:`Runtime` and
     :class:`Output` in one flat dataclass. JSON-serialisable (:meth:`to_dict`).
 
-    Experiment. trainer: one of :data:`TRAINERS` (:mod:`zg.grappa.trainers`). workers (P).
+    Experiment. trainer: one of :data:`TRAINERS` (:mod:`zg.grappa.trainers`). workers: P, the
+    number of worker processes. epochs: how many epochs to train (numbered from 0). seed: the
+    run's one seed (every random choice of the run follows from it).
     estimator, weighting, coverage_floor, shrink: see :mod:`zg.grappa.estimators`.
     repartition_every: epochs per super-epoch (None or 0: never). method, num_chunks, halo,
     schedule: see :func:`zg.grappa.partition`; the defaults are METIS chunks (needs pymetis, a
@@ -193,8 +195,8 @@ class TrainConfig(Output, Runtime, Experiment):
     kernel: which kernels each worker's :class:`zg.Engine` runs, one of
     :data:`zg.kernels.KERNELS`: "torch" (default: the readable torch code, as CUDA runs it),
     "fused" (the compiled numba kernels, CPU only) or "auto" (fused on the CPU when numba
-    imports, else torch; ``zg grappa`` and ``python -m zg.grappa`` default to it). The history
-    records the kernel that ran (``kernel``). A resumed run may change it
+    imports, else torch); ``zg grappa`` and ``python -m zg.grappa`` default to "torch" as well.
+    The history records the kernel that ran (``kernel``). A resumed run may change it
     (:data:`zg.grappa.checkpoint.RESUMABLE_CHANGES`: the kernels compute the same values).
 
     Output. history_path: where rank 0 writes the history JSON. model_path: where rank 0 saves
@@ -204,7 +206,7 @@ class TrainConfig(Output, Runtime, Experiment):
     rank 0's machine: rank 0 reads it and broadcasts it. checkpoint_every: epochs between
     checkpoints; the last epoch is always checkpointed, so a finished run started again only
     rewrites its history. eval_every: evaluate every k epochs (and after the last). progress:
-    a tqdm bar on rank 0.
+    a tqdm bar on rank 0's stderr (None, the default: only when stderr is a terminal).
 
     Defaults that depend on another field are resolved once, at construction, by these rules
     (a field given explicitly is never changed):
@@ -428,7 +430,8 @@ class TrainConfig(Output, Runtime, Experiment):
                 )
         int_arg(self.checkpoint_every, "checkpoint_every", low=1)
         int_arg(self.eval_every, "eval_every", low=1)
-        bool_arg(self.progress, "progress")
+        if self.progress is not None:  # None: a bar only when stderr is a terminal
+            bool_arg(self.progress, "progress")
         if self.preset is not None:
             choice_arg(self.preset, "preset", PRESETS)
         trainer.check(self)

@@ -9,13 +9,12 @@ from __future__ import annotations
 
 import json
 import math
-import os
-import platform
 from typing import Any
 
 import torch
 
 from .._io import atomic_write
+from ..experiments.machine import machine_note
 from ..graph import Graph
 from .comm import KINDS
 from .config import TrainConfig
@@ -161,12 +160,9 @@ def history(
         "seconds_per_epoch": sorted(seconds)[len(seconds) // 2],  # median epoch
         "total_seconds": total_seconds,
         "resumed_at_epochs": list(resumed_at or []),
-        "environment": {
-            "torch": torch.__version__,
-            "python": platform.python_version(),
-            "platform": platform.platform(),
-            "cpu_count": os.cpu_count(),
-        },
+        # The machine note, named as zg train's history and the bench results name it (the
+        # files of zg 0.4 and before held a smaller "environment" record here instead).
+        "machine": machine_note(),
     }
 
 

@@ -84,6 +84,7 @@ from __future__ import annotations
 
 import contextlib
 import json
+import logging
 import os
 import shutil
 import tempfile
@@ -91,6 +92,7 @@ import warnings
 from dataclasses import fields, replace
 from typing import Any
 
+from .. import log
 from ..graph import Graph
 from ._checks import check_output_paths, graph_arg
 from .checkpoint import (
@@ -314,9 +316,25 @@ def _own_workers(trainer: Any) -> int | None:
         return None
 
 
-def _run_many(rank: int, world: int, g: Graph, jobs: list[Any]) -> None:
+def _run_many(
+    rank: int, world: int, g: Graph, jobs: list[Any], log_level: int | None = None
+) -> None:
+    if log_level is not None:  # the starting process shows the zg records: so do the workers
+        log.show(log_level)
     for cfg, part, path in jobs:
         run_worker(rank, world, cfg, g, part, path)
+
+
+def _shown_log_level() -> int | None:
+    """The level from which this process shows the ``zg`` records (a handler that is not a
+    NullHandler on ``zg`` or a logger above it, as ``logging`` looks for one); None: it shows
+    none. A worker process starts with logging unconfigured, so it is given this level."""
+    logger: logging.Logger | None = log.LOGGER
+    while logger is not None:
+        if any(not isinstance(h, logging.NullHandler) for h in logger.handlers):
+            return log.LOGGER.getEffectiveLevel()
+        logger = logger.parent if logger.propagate else None
+    return None
 
 
 def train_many(g: Graph, runs: list[dict[str, Any]]) -> list[dict[str, Any]]:
@@ -397,7 +415,7 @@ def launch_prepared(g: Graph, prepared: list[Any]) -> list[dict[str, Any]]:
             spawn(
                 _run_many,
                 first.workers,
-                args=(g.to("cpu"), jobs),
+                args=(g.to("cpu"), jobs, _shown_log_level()),
                 timeout=first.timeout,
                 run_timeout=first.run_timeout,
                 backend=first.backend,

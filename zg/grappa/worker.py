@@ -47,6 +47,7 @@ from __future__ import annotations
 import importlib.util
 import math
 import os
+import threading
 import time
 from collections.abc import Callable
 from typing import Any
@@ -59,6 +60,7 @@ from .._io import atomic_write
 from ..engine import Engine, StepHooks
 from ..graph import Graph
 from ..inference import evaluate
+from ..log import get as _logger
 from ..optim import make_optimizer
 from ..sampling import MiniBatch
 from ..step import OverflowGuard, per_seed_cross_entropy
@@ -73,6 +75,8 @@ from .launch import worker_device
 from .partition import Partition
 from .plan import check_plan, make_partition
 from .roles import role_for
+
+_log = _logger(__name__)  # "zg.grappa.worker": rank 0 says when a run resumes (zg.log)
 
 __all__ = ["run_worker", "worker_model", "on_iteration", "PLUGIN_ENV", "load_plugins"]
 
@@ -354,6 +358,21 @@ class _Run:
                 self.first_epoch, self.seconds_before = state["next_epoch"], state["seconds"]
                 self.records = state["records"] if self.rank == 0 else []
                 self.resumed_at = state["resumed_at"] + [self.first_epoch]
+                if self.rank == 0 and self.first_epoch < self.cfg.epochs:
+                    _log.info(
+                        "resumed from checkpoint %s at epoch %d (epochs %d-%d to train)",
+                        self.path,
+                        self.first_epoch,
+                        self.first_epoch,
+                        self.cfg.epochs - 1,
+                    )
+                elif self.rank == 0:
+                    _log.info(
+                        "checkpoint %s holds all %d epochs of this run: nothing left to train "
+                        "(give more epochs to extend it)",
+                        self.path,
+                        self.cfg.epochs,
+                    )
         self.eval_graph = g.to(worker.device) if self.rank == 0 else None
         self.bar = self._progress_bar()
         self.accuracy, self.eval_seconds = None, None
@@ -362,17 +381,23 @@ class _Run:
         worker.account.restart()  # the first epoch starts here
 
     def _progress_bar(self):
-        if self.rank != 0 or not self.cfg.progress:
+        """Rank 0's bar on stderr: ``progress`` True, or None (auto) with stderr a terminal."""
+        if self.rank != 0 or self.cfg.progress is False:
             return None
         try:
             from tqdm.auto import tqdm
         except ImportError:
             return None
+        # One bar in this process: a thread lock is all it needs. tqdm's default lock would add
+        # a multiprocessing semaphore, which the worker's os._exit (launch.exit_worker) never
+        # releases: the resource tracker then reports it leaked when the run ends.
+        tqdm.set_lock(threading.RLock())
         return tqdm(
             total=self.cfg.epochs,
             initial=self.first_epoch,
             desc=f"{self.cfg.trainer} P={self.world}",
             leave=False,
+            disable=None if self.cfg.progress is None else False,  # None: only on a terminal
         )
 
     def seconds(self) -> float:
