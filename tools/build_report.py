@@ -98,6 +98,8 @@ def _build_once(notebook: Path, out_dir: Path, scale: str, timeout: int, html: b
     nb = nbformat.read(notebook, as_version=4)
     os.environ["ZG_SCALE"] = scale
     os.environ.setdefault("DGLBACKEND", "pytorch")
+    # A report is unattended: no progress bars in its saved outputs (zg.experiments._progress).
+    os.environ.setdefault("ZG_PROGRESS", "0")
     start = time.perf_counter()
     ok, message = True, "ok"
     # The kernel talks over Unix sockets in a private folder, not TCP ports on localhost:
