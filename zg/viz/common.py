@@ -12,7 +12,10 @@ subtitle broken into lines that fit, the top margin they need, the legend at the
 rows below the plot without scrolling, long axis titles broken, margins for tick labels, and a
 fixed height, so that JupyterLab and an HTML report draw the same figure. :func:`describe`
 names a graph in one short line for a subtitle; :func:`byte_ticks` labels a bytes axis in
-KiB / MiB like the kit's labels.
+KiB / MiB like the kit's labels. The palette module: :data:`OKABE_ITO` (colours every eye tells
+apart), :func:`series_style` (a colour, dash and marker per series), the "zg" plotly template
+(a transparent page that follows JupyterLab's light and dark themes); ``zg.viz.colour`` checks
+them (simulated colour vision deficiencies, contrast).
 
 Offline by construction: :func:`setup_notebook` renders every figure both as plotly's own
 mimetype (JupyterLab draws it with the bundled jupyterlab-plotly extension) and as HTML that
@@ -51,32 +54,95 @@ __all__ = [
     "FIGURE_WIDTH",
     "FIGURE_HEIGHT",
     "FONT_FAMILY",
+    "OKABE_ITO",
+    "NEUTRAL",
+    "LIGHT_NEUTRAL",
+    "SYMBOLS",
+    "PATTERNS",
+    "TEMPLATE_NAME",
+    "series_style",
+    "crowded",
+    "log_ticks",
 ]
 
 RENDERER = "zg_offline"
+# Okabe & Ito, "Color Universal Design" (2008): eight colours that stay apart with every common
+# colour vision deficiency. Black is left out: it vanishes on JupyterLab's dark theme, where
+# NEUTRAL (a mid grey that reads on white and on #111111) takes its place.
+OKABE_ITO = {
+    "blue": "#0072B2",
+    "orange": "#E69F00",
+    "bluish green": "#009E73",
+    "vermillion": "#D55E00",
+    "sky blue": "#56B4E9",
+    "reddish purple": "#CC79A7",
+    "yellow": "#F0E442",
+}
+NEUTRAL = "#777777"  # lines, markers and text that are no series: 4.5:1 on white, 4.2:1 on #111
+LIGHT_NEUTRAL = "#BBBBBB"  # bars that are the rest ("other", compute, the floor)
 _STAGE_PALETTE = {
-    "sample": "#4C78A8",
-    "compact": "#72B7B2",
-    "gather": "#54A24B",
-    "forward": "#EECA3B",
-    "loss": "#B279A2",
-    "backward": "#F58518",
-    "step": "#E45756",
+    "sample": OKABE_ITO["blue"],
+    "compact": OKABE_ITO["sky blue"],
+    "gather": OKABE_ITO["bluish green"],
+    "forward": OKABE_ITO["yellow"],
+    "loss": OKABE_ITO["reddish purple"],
+    "backward": OKABE_ITO["orange"],
+    "step": OKABE_ITO["vermillion"],
 }
 STAGE_COLORS = {stage: _STAGE_PALETTE[stage] for stage in STAGES}  # in the order of the chain
-PIPELINE_COLORS = {"DGL": "#8C564B", "zg dynamic": "#E45756", "zg envelope": "#4C78A8"}
+PIPELINE_COLORS = {
+    "DGL": NEUTRAL,
+    "zg dynamic": OKABE_ITO["orange"],
+    "zg envelope": OKABE_ITO["blue"],
+}
+# Series with no colour of their own (yellow is left out: a yellow line is lost on white).
 _FALLBACK_COLORS = [
-    "#4C78A8",
-    "#F58518",
-    "#54A24B",
-    "#E45756",
-    "#72B7B2",
-    "#EECA3B",
-    "#B279A2",
-    "#FF9DA6",
-    "#9D755D",
-    "#BAB0AC",
+    OKABE_ITO["blue"],
+    OKABE_ITO["orange"],
+    OKABE_ITO["bluish green"],
+    OKABE_ITO["vermillion"],
+    OKABE_ITO["sky blue"],
+    OKABE_ITO["reddish purple"],
+    NEUTRAL,
 ]
+# Marker symbols, one per series, so that lines stay apart in grey print and to every eye.
+SYMBOLS = ("circle", "square", "diamond", "triangle-up", "x", "triangle-down", "star", "cross")
+# Bars that share a colour are told apart by a fill pattern.
+PATTERNS = ("", "/", "x", ".", "\\", "+", "-", "|")
+
+# The kit's plotly template: plotly_white with a transparent page and plot, and text, axes and
+# grid in greys that read on JupyterLab's light theme (white) and dark theme (#111111) alike,
+# so a figure is no white card on a dark page. Registered as "zg"; layout() sets it on every
+# figure, setup_notebook() makes it the default.
+TEMPLATE_NAME = "zg"
+TEXT_COLOR = NEUTRAL
+GRID_COLOR = "rgba(128, 128, 128, 0.25)"
+
+
+def _template() -> go.layout.Template:
+    base = go.layout.Template(pio.templates["plotly_white"])
+    axis = dict(
+        gridcolor=GRID_COLOR,
+        linecolor=NEUTRAL,
+        zerolinecolor="rgba(128, 128, 128, 0.5)",
+        tickcolor=NEUTRAL,
+        title=dict(font=dict(color=TEXT_COLOR)),
+        tickfont=dict(color=TEXT_COLOR),
+    )
+    base.layout.update(
+        paper_bgcolor="rgba(0,0,0,0)",
+        plot_bgcolor="rgba(0,0,0,0)",
+        font=dict(color=TEXT_COLOR),
+        title=dict(font=dict(color=TEXT_COLOR)),
+        legend=dict(bgcolor="rgba(0,0,0,0)", font=dict(color=TEXT_COLOR)),
+        colorway=list(_FALLBACK_COLORS),
+        xaxis=axis,
+        yaxis=axis,
+    )
+    return base
+
+
+pio.templates[TEMPLATE_NAME] = _template()
 
 
 # ----------------------------------------------------------------------------- display setup
@@ -107,7 +173,7 @@ class _OfflineHtmlRenderer(MimetypeRenderer):
         return {"text/html": offline_html(go.Figure(fig_dict))}
 
 
-def setup_notebook(template: str = "plotly_white") -> str:
+def setup_notebook(template: str = TEMPLATE_NAME) -> str:
     """Make figures render live in JupyterLab and offline in HTML reports; call it once, first.
 
     * registers the renderer :data:`RENDERER` and makes ``"plotly_mimetype+zg_offline"`` the
@@ -135,7 +201,7 @@ def setup_notebook(template: str = "plotly_white") -> str:
     bundle = (
         "<script type=\"text/javascript\">window.PlotlyConfig = {MathJaxConfig: 'local'};</script>\n"
         f'<script type="text/javascript">{get_plotlyjs()}</script>\n'
-        f'<div class="zg-plotly-note" style="font-size:smaller;color:#666">plotly.js '
+        f'<div class="zg-plotly-note" style="font-size:smaller;color:#777">plotly.js '
         f"embedded inline (plotly.py {html.escape(plotly_version)}): the figures below draw "
         f"without any network.</div>"
     )
@@ -183,7 +249,7 @@ class Explorer:
         bundle = dict(self.widget._repr_mimebundle_(include=include, exclude=exclude) or {})
         settings = ", ".join(f"{k}={v!r}" for k, v in self.initial.items())
         bundle["text/html"] = (
-            f'<div class="zg-explore-static"><p style="font-size:smaller;color:#666">'
+            f'<div class="zg-explore-static"><p style="font-size:smaller;color:#777">'
             f"Interactive controls ({html.escape(', '.join(self.controls))}) are live when this "
             f"notebook runs in JupyterLab; this static report shows the figure at "
             f"{html.escape(settings)}.</p>{offline_html(self.figure)}</div>"
@@ -468,6 +534,7 @@ def layout(
             pad=dict(l=10, t=10 + 17 * (len(title_lines) - 1)),
         ),
         font_family=FONT_FAMILY,
+        template=pio.templates[TEMPLATE_NAME],
         height=height,
         margin=dict(t=top, b=bottom, l=60, r=right),
     )
@@ -488,6 +555,19 @@ def _dash(i: int) -> str:
     """The i-th line's dash: solid through the palette once, then dashed, then dotted, so
     that more lines than colours stay apart."""
     return ("solid", "dash", "dot", "dashdot")[(i // len(_FALLBACK_COLORS)) % 4]
+
+
+def _symbol(i: int) -> str:
+    """The i-th series' marker symbol: each series its own, so that no two are told apart by
+    colour alone."""
+    return SYMBOLS[i % len(SYMBOLS)]
+
+
+def series_style(i: int) -> dict:
+    """The i-th series' look for ``go.Scatter(**series_style(i))``: a colour of the palette, a
+    dash and a marker symbol (see :func:`_dash`, :func:`_symbol`)."""
+    color = _FALLBACK_COLORS[i % len(_FALLBACK_COLORS)]
+    return dict(line=dict(color=color, dash=_dash(i)), marker=dict(color=color, symbol=_symbol(i)))
 
 
 def _check_mapping(value: Any, name: str) -> Mapping:
@@ -528,15 +608,23 @@ def byte_ticks(values: Sequence[float], *, log: bool = False) -> dict:
     high = max(max(finite), 1.0)
     if log:
         low = min([v for v in finite if v > 0] or [1.0])
-        ticks = [k * size for _, size in _BINARY_UNITS for k in (1, 10, 100)]
-        below = max([t for t in ticks if t <= low] or [ticks[0]])
-        above = min([t for t in ticks if t >= high] or [ticks[-1]])
-        vals = [t for t in ticks if below <= t <= above]
+        for steps in ((1, 10, 100), (1, 2, 5, 10, 20, 50, 100, 200, 500)):
+            ticks = [k * size for _, size in _BINARY_UNITS for k in steps]
+            below = max([t for t in ticks if t <= low] or [ticks[0]])
+            above = min([t for t in ticks if t >= high] or [ticks[-1]])
+            vals = [t for t in ticks if below <= t <= above]
+            if sum(low <= t <= high for t in vals) >= 2:
+                break
         text = []
         for t in vals:
             unit, size = max((u for u in _BINARY_UNITS if u[1] <= t), key=lambda u: u[1])
             text.append(f"{t / size:g} {unit}")
-        return {"tickmode": "array", "tickvals": vals, "ticktext": text}
+        out = {"tickmode": "array", "tickvals": vals, "ticktext": text}
+        if sum(low <= t <= high for t in vals) < 2:
+            # the data sit between two ticks: the axis runs from the one to the other, so
+            # that both are drawn
+            out["range"] = [math.log10(vals[0]), math.log10(vals[-1])]
+        return out
     unit, size = max((u for u in _BINARY_UNITS if u[1] <= high), key=lambda u: u[1])
     span = high / size
     raw = span / 4
@@ -551,6 +639,30 @@ def byte_ticks(values: Sequence[float], *, log: bool = False) -> dict:
 # ----------------------------------------------------------------------------- figures of both halves
 
 
+def crowded(values: Sequence[float | None], share: float = 0.8, band: float = 0.05) -> bool:
+    """Whether a linear axis from the least to the largest of ``values`` would crowd more than
+    ``share`` of them into its lowest ``band`` (a few large values hiding the rest), so that
+    the axis should be logarithmic. Only for positive values (a log axis needs them)."""
+    finite = [float(v) for v in values if v is not None and float(v) == float(v)]
+    if len(finite) < 3 or min(finite) <= 0:
+        return False
+    low, high = min(0.0, min(finite)), max(finite)
+    if high <= low:
+        return False
+    return sum(v <= low + band * (high - low) for v in finite) > share * len(finite)
+
+
+def log_ticks(values: Sequence[float | None] = ()) -> dict:
+    """Tick settings for a log axis over ``values``: labels at the decades only (1, 10, 100)
+    when the values span three decades or more, else at 1, 2 and 5 of each decade written out
+    (``20``, ``50``), never plotly's "2 3 ... 9 1 2" of small digits between the decades:
+    ``fig.update_xaxes(type="log", **log_ticks(values))``."""
+    finite = [float(v) for v in values if v is not None and float(v) == float(v) and float(v) > 0]
+    if finite and math.log10(max(finite) / min(finite)) < 3:
+        return dict(dtick="D2", minorloglabels="complete")
+    return dict(dtick=1, minorloglabels="none")
+
+
 def curves(
     series: Mapping[str, Sequence[float]],
     *,
@@ -559,21 +671,52 @@ def curves(
     yaxis_title: str = "value",
     x: Sequence[float] | None = None,
     subtitle: str | None = None,
+    highlight: Sequence[str] | None = None,
+    log_y: bool | None = None,
 ) -> go.Figure:
-    """Lines, one per named series (loss or accuracy per epoch, ...)."""
+    """Lines, one per named series (loss or accuracy per epoch, ...), each with its own colour,
+    dash and marker symbol.
+
+    ``highlight``: the names of the series to follow; the others are drawn thin in grey under
+    them, as one legend entry ("other runs"; a point's hover still names its run), so that a
+    figure of many runs stays readable. ``log_y``: a logarithmic y axis (labelled at its
+    decades); by default one when a linear axis would crowd most points at its bottom (a few
+    huge values, :func:`crowded`)."""
     series = _check_mapping(series, "series")
+    if highlight is not None:
+        unknown = [h for h in highlight if h not in series]
+        if unknown:
+            raise ValueError(f"highlight names series that are not there: {unknown}")
     fig = go.Figure()
-    for i, (name, values) in enumerate(series.items()):
+    others = 0
+    shown = 0
+    for name, values in series.items():
         values = list(values)
         xs = list(x) if x is not None else list(range(len(values)))
-        fig.add_trace(
-            go.Scatter(
-                x=xs,
-                y=values,
-                mode="lines+markers",
-                name=name,
-                line=dict(color=_color(name, i), dash=_dash(i)),
+        if highlight is not None and name not in highlight:
+            fig.add_trace(
+                go.Scatter(
+                    x=xs,
+                    y=values,
+                    mode="lines",
+                    name="other runs",
+                    legendgroup="other runs",
+                    showlegend=others == 0,
+                    line=dict(color=LIGHT_NEUTRAL, width=1),
+                    hovertemplate=f"{html.escape(str(name))}<br>%{{x}}: %{{y}}<extra></extra>",
+                )
             )
-        )
+            others += 1
+            continue
+        style = series_style(shown)
+        style["line"]["color"] = style["marker"]["color"] = _color(name, shown)
+        fig.add_trace(go.Scatter(x=xs, y=values, mode="lines+markers", name=name, **style))
+        shown += 1
+    # the grey runs under the highlighted ones
+    fig.data = tuple(sorted(fig.data, key=lambda t: t.legendgroup != "other runs"))
     fig.update_layout(xaxis_title=xaxis_title, yaxis_title=yaxis_title)
+    if log_y is None:
+        log_y = crowded([v for values in series.values() for v in values])
+    if log_y:
+        fig.update_yaxes(type="log", **log_ticks([v for vs in series.values() for v in vs]))
     return layout(fig, title=title, subtitle=subtitle)
