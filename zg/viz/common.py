@@ -639,7 +639,7 @@ def byte_ticks(values: Sequence[float], *, log: bool = False) -> dict:
 # ----------------------------------------------------------------------------- figures of both halves
 
 
-def crowded(values: Sequence[float | None], share: float = 0.8, band: float = 0.05) -> bool:
+def crowded(values: Sequence[float | None], share: float = 2 / 3, band: float = 0.05) -> bool:
     """Whether a linear axis from the least to the largest of ``values`` would crowd more than
     ``share`` of them into its lowest ``band`` (a few large values hiding the rest), so that
     the axis should be logarithmic. Only for positive values (a log axis needs them)."""
