@@ -209,6 +209,16 @@ def setup_notebook(template: str = TEMPLATE_NAME) -> str:
     return pio.renderers.default
 
 
+REOPEN_NOTE = (
+    "Controls: if the control below is not drawn or does not respond (a reopened notebook keeps "
+    "no live controls), re-run this cell to restore it."
+)
+REOPEN_NOTE_HTML = (
+    f'<p class="zg-reopen-note" style="font-size:smaller;color:#777">{REOPEN_NOTE}</p>'
+)
+REOPEN_NOTE_KEY = "zg_reopen_note"  # the note's output metadata: the HTML report skips it
+
+
 class Explorer:
     """An ipywidgets control panel over a figure, with a static stand-in for HTML reports.
 
@@ -244,6 +254,23 @@ class Explorer:
     def _draw(self, **values):
         fig = self.figure if values == self.initial else self.build(**values)
         fig.show()
+
+    def _ipython_display_(self):
+        """The controls, under a line saying what to do when they come back dead.
+
+        ipywidgets draw from models that live in the kernel; a notebook saved and reopened has
+        none (JupyterLab saves no widget state unless told to), so the control's output shows
+        an error instead of a slider. The line above it is a plain output, saved with the
+        notebook, that says to re-run the cell. An HTML report leaves it out
+        (tools/report_template: the output's metadata names it :data:`REOPEN_NOTE`)."""
+        from IPython.display import display
+
+        display(
+            {"text/html": REOPEN_NOTE_HTML, "text/plain": REOPEN_NOTE},
+            raw=True,
+            metadata={REOPEN_NOTE_KEY: True},
+        )
+        display(self._repr_mimebundle_(), raw=True)
 
     def _repr_mimebundle_(self, include=None, exclude=None):
         bundle = dict(self.widget._repr_mimebundle_(include=include, exclude=exclude) or {})
