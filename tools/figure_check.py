@@ -1061,6 +1061,15 @@ def scale_problems(fig: dict) -> list:
                 continue
         if axis["type"] == "log":
             dtick = str(axis.get("dtick", ""))
+            if fig.get("static") and not dtick and axis.get("tickvals") is None:
+                problems.append(
+                    (
+                        name,
+                        "is a log axis that leaves its ticks to plotly, which labels close "
+                        'decades "2 3 ... 9 1 2"; state them (zg.viz.common.log_ticks)',
+                        "scale",
+                    )
+                )
             minor = axis.get("minorloglabels") or "small digits"
             if dtick == "D1" or (dtick == "D2" and minor == "small digits"):
                 problems.append(
@@ -1125,6 +1134,21 @@ def theme_problems(fig: dict) -> list:
             if part == "paper":
                 pages = [colour]
     pages = pages or [LIGHT_PAGE, DARK_PAGE]
+    if "items" not in fig and background.get("font"):
+        try:
+            worst = min(contrast(background["font"], page) for page in pages)
+        except ValueError:
+            worst = TEXT_CONTRAST
+        if worst < TEXT_CONTRAST:
+            problems.append(
+                (
+                    "the text",
+                    f"is {background['font']}: contrast {worst:.1f}:1 on "
+                    + " or ".join(pages)
+                    + f", under {TEXT_CONTRAST:g}:1",
+                    "theme",
+                )
+            )
     faint = defaultdict(list)
     for item in fig.get("items", []):
         fill = item.get("fill") or ""
@@ -1172,6 +1196,142 @@ def readability_counts(found: list) -> str:
         f"{len(figures['scale'])} axis/axes without a readable scale; "
         f"{len(figures['theme'])} figure(s) that do not follow JupyterLab's dark theme"
     )
+
+
+def _numbers(values) -> list:
+    out = []
+    for v in values if values is not None else ():
+        if isinstance(v, (int, float)) and not isinstance(v, bool) and math.isfinite(v):
+            out.append(float(v))
+    return out
+
+
+def static_measure(figure) -> dict:
+    """What :func:`figure_problems` reads of a figure, taken from a plotly figure object
+    instead of the browser: its traces as drawn (a colour left unset is the colorway's, as
+    plotly.js gives it), its axes (an unset range is the data's) and its backgrounds; no text
+    positions (those rules need the browser). For tests that check every figure a builder
+    draws without a browser (tests/viz)."""
+    import plotly.io as pio
+
+    lay = figure.layout
+    template = lay.template if lay.template is not None else pio.templates[pio.templates.default]
+    tl = template.layout
+
+    def setting(name, default=None):
+        value = lay[name]
+        if value is None and tl is not None:
+            value = tl[name]
+        return default if value is None else value
+
+    colorway = list(setting("colorway", None) or pio.templates["plotly"].layout.colorway)
+    traces = []
+    for i, t in enumerate(figure.data):
+        default = colorway[i % len(colorway)]
+        kind = t.type
+        xs = [] if getattr(t, "x", None) is None else list(t.x)
+        ys = [] if getattr(t, "y", None) is None else list(t.y)
+        mode = ""
+        if kind in ("scatter", "scattergl"):
+            mode = t.mode or ("lines+markers" if max(len(xs), len(ys)) < 20 else "lines")
+        line = getattr(t, "line", None)
+        marker = getattr(t, "marker", None)
+        line_color = line.color if line is not None and isinstance(line.color, str) else None
+        marker_color = None
+        if marker is not None and isinstance(marker.color, str):
+            marker_color = marker.color
+        elif marker is None or marker.color is None:
+            marker_color = default
+        pattern = ""
+        if marker is not None and getattr(marker, "pattern", None) is not None:
+            pattern = marker.pattern.shape if isinstance(marker.pattern.shape, str) else ""
+        traces.append(
+            {
+                "index": i,
+                "type": kind,
+                "name": str(t.name or ""),
+                "visible": t.visible in (None, True),
+                "orientation": getattr(t, "orientation", None) or "v",
+                "xaxis": getattr(t, "xaxis", None) or "x",
+                "yaxis": getattr(t, "yaxis", None) or "y",
+                "cliponaxis": True,
+                "mode": mode,
+                "legendgroup": str(getattr(t, "legendgroup", None) or ""),
+                "showlegend": t.showlegend is not False,
+                "line_color": line_color or (default if kind in ("scatter", "scattergl") else None),
+                "line_dash": (line.dash if line is not None and line.dash else "solid"),
+                "marker_color": marker_color,
+                "marker_symbol": (
+                    marker.symbol
+                    if marker is not None and isinstance(getattr(marker, "symbol", None), str)
+                    else None
+                ),
+                "pattern": pattern,
+                "x": _numbers(xs),
+                "y": _numbers(ys),
+                "strings": {
+                    "x": any(isinstance(v, str) for v in xs),
+                    "y": any(isinstance(v, str) for v in ys),
+                },
+            }
+        )
+    names = {k for k in lay.to_plotly_json() if re.fullmatch(r"[xy]axis\d*", k)}
+    names |= {"xaxis", "yaxis"}
+    axes = []
+    for name in sorted(names):
+        ax = lay[name]
+        aid = name[0] + name[5:]
+        letter = aid[0]
+        mine = [t for t in traces if t[f"{letter}axis"] == aid]
+        kind = ax.type if ax.type not in (None, "-") else None
+        if kind is None:
+            kind = "category" if any(t["strings"][letter] for t in mine) else "linear"
+        values = [v for t in mine for v in t[letter]]
+        if ax.range is not None and None not in tuple(ax.range):
+            rng = list(ax.range)
+        elif values and kind == "linear":
+            bars = any(t["type"] in ("bar", "histogram") for t in mine)
+            rng = [min(values + ([0.0] if bars else [])), max(values + ([0.0] if bars else []))]
+        else:
+            rng = []
+        tickvals = ax.tickvals
+        axes.append(
+            {
+                "id": aid,
+                "type": kind,
+                "title": str(ax.title.text or "") if ax.title is not None else "",
+                "tickmode": ax.tickmode or ("array" if tickvals is not None else "auto"),
+                "tickvals": None if tickvals is None else len(tickvals),
+                "dtick": "" if ax.dtick is None else str(ax.dtick),
+                "minorloglabels": ax.minorloglabels or "",
+                "visible": ax.visible is not False,
+                "showticklabels": ax.showticklabels is not False,
+                "matches": ax.matches or "",
+                "range": rng,
+                "anchor": ax.anchor or "",
+            }
+        )
+    font = lay.font.color if lay.font is not None and lay.font.color else None
+    if font is None and tl is not None and tl.font is not None:
+        font = tl.font.color
+    return {
+        "index": 1,
+        "drawn": True,
+        "static": True,
+        "title": str(lay.title.text or "") if lay.title is not None else "",
+        "traces": traces,
+        "axes": axes,
+        "background": {
+            "paper": setting("paper_bgcolor", "white"),
+            "plot": setting("plot_bgcolor", "white"),
+            "font": font or "#444",
+        },
+    }
+
+
+def readability_problems(fig: dict) -> list:
+    """The rules of every eye and every theme (:data:`READABILITY_RULES`) on one figure."""
+    return colour_problems(fig) + scale_problems(fig) + theme_problems(fig)
 
 
 def figure_problems(fig: dict) -> list:
