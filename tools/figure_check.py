@@ -942,8 +942,8 @@ def plot_area_problems(axis: dict, ticks: list, axes: dict) -> list:
 
 VISIONS = ("normal", "deuteranopia", "protanopia")
 TEXT_CONTRAST = 4.0  # a text's contrast on white and on #111111 (one grey can reach 4.35 on both)
-# More than two thirds of a linear axis's points in the lowest 5 % of its range: most of the data
-# drawn as a flat line along the axis, the range spent on a few large values.
+# More than two thirds of a linear axis's points in a strip 5 % of its range tall, from its lowest
+# point up: most of the data drawn as a flat line, the range spent on a few large values.
 CROWDED_SHARE, CROWDED_BAND = 2 / 3, 0.05
 _SERIES_TYPES = {"scatter", "scattergl", "bar", "histogram", "box", "violin"}
 _TEXT_KINDS = {"title", "axistitle", "tick", "legendentry", "colorbar", "annotation"}
@@ -1090,11 +1090,13 @@ def scale_problems(fig: dict) -> list:
                 and ("markers" in (t.get("mode") or "") or "lines" in (t.get("mode") or ""))
                 for v in t.get(letter, [])
             ]
-            if len(values) >= 5 and high > low:
-                edge = low + CROWDED_BAND * (high - low)
-                inside = [v for v in values if low <= v <= high]
+            inside = [v for v in values if low <= v <= high]
+            if len(values) >= 5 and high > low and inside:
+                # a strip as tall as 5 % of the axis, from the lowest point up (plotly pads
+                # the range below the data)
+                edge = min(inside) + CROWDED_BAND * (high - low)
                 crowd = sum(v <= edge for v in inside)
-                if inside and crowd > CROWDED_SHARE * len(values):
+                if crowd > CROWDED_SHARE * len(values):
                     problems.append(
                         (
                             name,

@@ -607,6 +607,12 @@ def test_a_linear_axis_that_crowds_the_points_at_its_bottom_fails():
     )
     found = fc.scale_problems(crowded)
     assert [p[0] for p in found] == ["y-axis"] and "crowds 8 of its 10 points" in found[0][1]
+    # plotly pads an autorange below the data: the strip starts at the lowest point
+    padded = scale_figure(
+        [axis("x"), axis("y", range=[-11903.1, 175591.0])],
+        [trace(0, "error", "#0072B2", x=list(range(10)), y=values)],
+    )
+    assert [p[0] for p in fc.scale_problems(padded)] == ["y-axis"]
     spread = scale_figure(
         [axis("x"), axis("y", range=[0, 10])],
         [trace(0, "error", "#0072B2", x=list(range(5)), y=[1, 3, 5, 7, 9])],

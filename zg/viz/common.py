@@ -667,16 +667,20 @@ def byte_ticks(values: Sequence[float], *, log: bool = False) -> dict:
 
 
 def crowded(values: Sequence[float | None], share: float = 2 / 3, band: float = 0.05) -> bool:
-    """Whether a linear axis from the least to the largest of ``values`` would crowd more than
-    ``share`` of them into its lowest ``band`` (a few large values hiding the rest), so that
-    the axis should be logarithmic. Only for positive values (a log axis needs them)."""
+    """Whether a linear axis up to the largest of ``values`` would crowd more than ``share`` of
+    them into a strip ``band`` of its height tall, from the least value up (a few large values
+    hiding the rest), so that the axis should be logarithmic. Only for positive values (a log
+    axis needs them)."""
     finite = [float(v) for v in values if v is not None and float(v) == float(v)]
     if len(finite) < 3 or min(finite) <= 0:
         return False
-    low, high = min(0.0, min(finite)), max(finite)
+    low, high = min(finite), max(finite)
     if high <= low:
         return False
-    return sum(v <= low + band * (high - low) for v in finite) > share * len(finite)
+    # the axis would run from 0 (or the least value) to the largest; the strip starts at the
+    # least value
+    span = high - min(0.0, low)
+    return sum(v <= low + band * span for v in finite) > share * len(finite)
 
 
 def log_ticks(values: Sequence[float | None] = ()) -> dict:
