@@ -8,6 +8,8 @@ without plotly; ``import zg.viz`` needs plotly (and ipywidgets for :func:`explor
     common.py     setup_notebook, explore, the renderer, colours, curves, and layout: the
                   shared layout every figure ends with (sized for JupyterLab's 968 px),
                   describe (a graph in one short line for a subtitle), byte_ticks
+    colour.py     how a colour reads: simulated deuteranopia and protanopia (Machado et al.
+                  2009), CIE76 differences, WCAG contrast on a light or a dark page
     zerognn.py    the ZeroGNN half's figures (notebooks 00-04)
     grappa.py     the Grappa half's figures (notebooks 00, 05-09)
 
@@ -19,7 +21,9 @@ Every figure is also here, so a notebook writes ``zg.viz.<figure>``:
 
 Names and colours are the kit's everywhere: the stages ``sample -> compact -> gather ->
 forward -> loss -> backward -> step`` (:data:`zg.step.STAGES`, coloured by :data:`STAGE_COLORS`)
-and the pipelines "DGL", "zg dynamic", "zg envelope" (:data:`PIPELINE_COLORS`). A figure keeps
+and the pipelines "DGL", "zg dynamic", "zg envelope" (:data:`PIPELINE_COLORS`), all from
+Okabe and Ito's colour-blind-safe palette; every figure is drawn in the kit's plotly template
+("zg": a transparent page, so a figure follows JupyterLab's light or dark theme). A figure keeps
 the name of what it shows (``hop_metadata``, ``stage_timeline``); the measurement it draws is
 named for what it does (``zg.experiments.measure_hop_metadata``, ``zg.experiments.time_stages``).
 """
