@@ -79,7 +79,7 @@ sys.path.insert(1, str(HERE.parent))  # this checkout's zg, before an installed 
 from report_check import find_chromium, instrument, run_chromium
 
 # Machado et al. 2009 simulation, CIE76 differences, WCAG contrast
-from zg.viz.colour import DARK_PAGE, DISTINCT, LIGHT_PAGE, alpha, contrast, delta_e
+from zg.viz.common import DARK_PAGE, DISTINCT, LIGHT_PAGE, alpha, contrast, delta_e
 
 MARKER_ID = "zg-figure-check"
 SIZES = ("report", "jupyterlab")

@@ -486,7 +486,7 @@ def trace(index, name, color, **extra):
 
 
 def test_colour_science_matches_the_published_numbers():
-    from zg.viz import colour
+    from zg.viz import common as colour
 
     # the old stage palette's gather and step: far apart to most eyes, merged by deuteranopia
     assert colour.delta_e("#54A24B", "#E45756") == pytest.approx(96.8, abs=0.1)
@@ -495,7 +495,7 @@ def test_colour_science_matches_the_published_numbers():
     assert colour.contrast("#000000", "#ffffff") == pytest.approx(21.0)
     assert colour.alpha("rgba(0,0,0,0)") == 0 and colour.alpha("#ffffff") == 1
     with pytest.raises(ValueError):
-        colour.parse("not a colour")
+        colour.parse_colour("not a colour")
 
 
 def test_a_red_green_pair_drawn_alike_fails_and_a_dash_tells_them_apart():

@@ -151,7 +151,7 @@ def test_the_rules_catch_what_they_are_for(viz, fc):
 def test_the_kit_template_reads_on_light_and_dark(viz):
     import plotly.io as pio
 
-    from zg.viz import colour
+    from zg.viz import common as colour
 
     layout = pio.templates[viz.common.TEMPLATE_NAME].layout
     assert colour.alpha(layout.paper_bgcolor) == 0 and colour.alpha(layout.plot_bgcolor) == 0

@@ -5,11 +5,10 @@ measures; a builder here turns those measurements into a ``plotly.graph_objects.
 computes nothing experimental. ``import zg`` does not import this package: the core runs
 without plotly; ``import zg.viz`` needs plotly (and ipywidgets for :func:`explore`).
 
-    common.py     setup_notebook, explore, the renderer, colours, curves, and layout: the
+    common.py     setup_notebook, explore, the renderer, colours (the palette, and how a colour
+                  reads to every eye and on a dark page), curves, and layout: the
                   shared layout every figure ends with (sized for JupyterLab's 968 px),
                   describe (a graph in one short line for a subtitle), byte_ticks
-    colour.py     how a colour reads: simulated deuteranopia and protanopia (Machado et al.
-                  2009), CIE76 differences, WCAG contrast on a light or a dark page
     zerognn.py    the ZeroGNN half's figures (notebooks 00-04)
     grappa.py     the Grappa half's figures (notebooks 00, 05-09)
 
