@@ -837,15 +837,40 @@ def crowded(values: Sequence[float | None], share: float = 2 / 3, band: float = 
     return sum(v <= low + band * span for v in finite) > share * len(finite)
 
 
+def _tick_text(value: float) -> str:
+    """A log axis's tick label: ``0.02``, ``500``, ``20k``, ``1M`` (plotly's own style)."""
+    for size, suffix in ((1e9, "G"), (1e6, "M"), (1e3, "k")):
+        if value >= size:
+            return f"{value / size:g}{suffix}"
+    return f"{value:g}"
+
+
 def log_ticks(values: Sequence[float | None] = ()) -> dict:
-    """Tick settings for a log axis over ``values``: labels at the decades only (1, 10, 100)
-    when the values span three decades or more, else at 1, 2 and 5 of each decade written out
-    (``20``, ``50``), never plotly's "2 3 ... 9 1 2" of small digits between the decades:
-    ``fig.update_xaxes(type="log", **log_ticks(values))``."""
+    """Tick settings for a log axis over ``values``:
+    ``fig.update_xaxes(type="log", **log_ticks(values))``. Labels at the decades (1, 10, 100)
+    when the values span three decades or more, else at 1, 2 and 5 of each decade (finer, 1 1.5
+    2 3 5 7, within one decade), written out (``20``, ``0.05``, ``200k``): never plotly's
+    "2 3 ... 9 1 2" of small digits between the decades. At least two labels fall on the data;
+    where they cannot, the axis runs from the tick below the data to the tick above."""
     finite = [float(v) for v in values if v is not None and float(v) == float(v) and float(v) > 0]
-    if finite and math.log10(max(finite) / min(finite)) < 3:
-        return dict(dtick="D2", minorloglabels="complete")
-    return dict(dtick=1, minorloglabels="none")
+    if not finite:
+        return dict(dtick=1)
+    low, high = min(finite), max(finite)
+    decades = math.log10(high / low)
+    ladders = [(1,)] if decades >= 3 else []
+    ladders += [(1, 2, 5), (1, 1.5, 2, 3, 5, 7)]
+    first, last = math.floor(math.log10(low)) - 1, math.ceil(math.log10(high)) + 1
+    for steps in ladders:
+        ticks = [round(k * 10.0**e, 12) for e in range(first, last + 1) for k in steps]
+        below = max([t for t in ticks if t <= low] or [ticks[0]])
+        above = min([t for t in ticks if t >= high] or [ticks[-1]])
+        vals = [t for t in ticks if below <= t <= above]
+        if sum(low <= t <= high for t in vals) >= 2:
+            break
+    out: dict = {"tickmode": "array", "tickvals": vals, "ticktext": [_tick_text(v) for v in vals]}
+    if sum(low <= t <= high for t in vals) < 2:
+        out["range"] = [math.log10(vals[0]), math.log10(vals[-1])]
+    return out
 
 
 def curves(

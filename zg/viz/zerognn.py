@@ -584,7 +584,10 @@ def floor_split(rows: Sequence[dict], *, subtitle: str | None = None) -> go.Figu
                 y=[ratio["mean"] - 1.0],
                 error_y=None if ratio["std"] is None else dict(array=[ratio["std"]]),
                 name=f"{r['pipeline']}: overhead",
-                marker_color=_color(r["pipeline"], i),
+                # hatched: the overhead is no stage, whose colours the floor's parts wear
+                marker=dict(
+                    color=_color(r["pipeline"], i), pattern=dict(shape="/", fgcolor=NEUTRAL)
+                ),
                 text=[f"{text} the floor"],
                 textposition="none",  # drawn by the label trace below, clear of the error bar
                 customdata=[1e3 * r["seconds"]["mean"]],
