@@ -782,14 +782,21 @@ def byte_ticks(values: Sequence[float], *, log: bool = False) -> dict:
     """Ticks in binary units for an axis of bytes that spans ``values``, so that the axis reads
     like the kit's labels (``1.5 MiB``, :func:`_human`) and not in plotly's SI (``2M`` =
     2,000,000): ``fig.update_yaxes(**byte_ticks(values))``. Linear: about five round steps of
-    one unit; ``log``: 1, 10 and 100 of each unit."""
+    one unit; ``log``: 1, 10 and 100 of each unit, or 1-2-5 (or 1 1.5 2 3 5 7) where those
+    leave fewer than two labels on the data; where even those do, the axis runs from the tick
+    below the data to the tick above."""
     finite = [float(v) for v in values if v is not None and float(v) == float(v)]
     if not finite:
         raise ValueError("values is empty: no byte range to put ticks on")
     high = max(max(finite), 1.0)
     if log:
         low = min([v for v in finite if v > 0] or [1.0])
-        for steps in ((1, 10, 100), (1, 2, 5, 10, 20, 50, 100, 200, 500)):
+        ladders = (
+            (1, 10, 100),
+            (1, 2, 5, 10, 20, 50, 100, 200, 500),
+            tuple(k * m for m in (1, 10, 100) for k in (1, 1.5, 2, 3, 5, 7)),
+        )
+        for steps in ladders:
             ticks = [k * size for _, size in _BINARY_UNITS for k in steps]
             below = max([t for t in ticks if t <= low] or [ticks[0]])
             above = min([t for t in ticks if t >= high] or [ticks[-1]])
