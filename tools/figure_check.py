@@ -1059,6 +1059,17 @@ def scale_problems(fig: dict) -> list:
                     )
                 )
                 continue
+        count = axis.get("ticks_in_range")  # a figure object: its tick values in its range
+        if fig.get("static") and count is not None and count < 2:
+            problems.append(
+                (
+                    name,
+                    f"has {count} of its tick values in the range it draws: no scale to read a "
+                    "value by",
+                    "scale",
+                )
+            )
+            continue
         if axis["type"] == "log":
             dtick = str(axis.get("dtick", ""))
             if fig.get("static") and not dtick and axis.get("tickvals") is None:
@@ -1288,15 +1299,28 @@ def static_measure(figure) -> dict:
         kind = ax.type if ax.type not in (None, "-") else None
         if kind is None:
             kind = "category" if any(t["strings"][letter] for t in mine) else "linear"
-        values = [v for t in mine for v in t[letter]]
+        # plotly's autorange counts the traces shown, not the hidden ones
+        values = [v for t in mine if t["visible"] for v in t[letter]]
         if ax.range is not None and None not in tuple(ax.range):
             rng = list(ax.range)
         elif values and kind == "linear":
             bars = any(t["type"] in ("bar", "histogram") for t in mine)
             rng = [min(values + ([0.0] if bars else [])), max(values + ([0.0] if bars else []))]
+        elif kind == "log" and [v for v in values if v > 0]:
+            positive = [v for v in values if v > 0]
+            rng = [math.log10(min(positive)), math.log10(max(positive))]
         else:
             rng = []
         tickvals = ax.tickvals
+        ticks_in_range = None
+        if tickvals is not None and len(rng) == 2 and kind in ("linear", "log"):
+            where = [
+                math.log10(v) if kind == "log" else v
+                for v in _numbers(tickvals)
+                if kind != "log" or v > 0
+            ]
+            lo, hi = sorted(float(r) for r in rng)
+            ticks_in_range = sum(lo - 1e-9 <= v <= hi + 1e-9 for v in where)
         axes.append(
             {
                 "id": aid,
@@ -1311,6 +1335,7 @@ def static_measure(figure) -> dict:
                 "matches": ax.matches or "",
                 "range": rng,
                 "anchor": ax.anchor or "",
+                "ticks_in_range": ticks_in_range,
             }
         )
     font = lay.font.color if lay.font is not None and lay.font.color else None

@@ -169,3 +169,25 @@ def test_the_kit_template_reads_on_light_and_dark(viz):
         for b in palette[i + 1 :]:
             for vision in ("normal", "deuteranopia", "protanopia"):
                 assert colour.delta_e(a, b, vision) >= colour.DISTINCT, (a, b, vision)
+
+
+def test_tick_values_outside_the_range_drawn_are_caught(viz, fc):
+    """A figure object whose tick values miss the range plotly draws (hidden traces do not
+    count in its autorange) has no scale; fixed ranges keep every view labelled."""
+    import plotly.graph_objects as go
+    import plotly.io as pio
+
+    template = pio.templates[viz.common.TEMPLATE_NAME]
+    fig = go.Figure(
+        [
+            go.Scatter(x=[1, 2, 3], y=[0.021, 0.03, 0.048], name="total"),
+            go.Scatter(x=[1, 2, 3], y=[1e-4, 1e-3, 1e-2], name="a stage", visible=False),
+        ],
+        layout=dict(template=template),
+    )
+    everything = [0.021, 0.03, 0.048, 1e-4, 1e-3, 1e-2]
+    fig.update_yaxes(type="log", **viz.common.log_ticks(everything))
+    found = problems(fc, fig)
+    assert [p[0] for p in found] == ["y-axis"] and "0 of its tick values" in found[0][1]
+    fig.update_yaxes(type="log", **viz.common.log_ticks(everything, fixed=True))
+    assert problems(fc, fig) == []

@@ -852,13 +852,17 @@ def _tick_text(value: float) -> str:
     return f"{value:g}"
 
 
-def log_ticks(values: Sequence[float | None] = ()) -> dict:
+def log_ticks(values: Sequence[float | None] = (), *, fixed: bool = False) -> dict:
     """Tick settings for a log axis over ``values``:
     ``fig.update_xaxes(type="log", **log_ticks(values))``. Labels at the decades (1, 10, 100)
     when the values span three decades or more, else at 1, 2 and 5 of each decade (finer, 1 1.5
     2 3 5 7, within one decade), written out (``20``, ``0.05``, ``200k``): never plotly's
     "2 3 ... 9 1 2" of small digits between the decades. At least two labels fall on the data;
-    where they cannot, the axis runs from the tick below the data to the tick above."""
+    where they cannot, the axis runs from the tick below the data to the tick above.
+
+    ``fixed``: the axis keeps the range of all ``values`` (padded a little) whatever traces are
+    shown, for a figure whose menu shows other traces (hidden traces do not count in plotly's
+    autorange, which would leave the labels outside the range drawn)."""
     finite = [float(v) for v in values if v is not None and float(v) == float(v) and float(v) > 0]
     if not finite:
         return dict(dtick=1)
@@ -877,6 +881,9 @@ def log_ticks(values: Sequence[float | None] = ()) -> dict:
     out: dict = {"tickmode": "array", "tickvals": vals, "ticktext": [_tick_text(v) for v in vals]}
     if sum(low <= t <= high for t in vals) < 2:
         out["range"] = [math.log10(vals[0]), math.log10(vals[-1])]
+    elif fixed:
+        pad = 0.05 * max(decades, 0.1)
+        out["range"] = [math.log10(low) - pad, math.log10(high) + pad]
     return out
 
 

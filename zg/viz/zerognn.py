@@ -666,8 +666,9 @@ def batch_scaling(
     return layout(fig, title="Scaling with batch size", subtitle=subtitle, legend_title="pipeline")
 
 
-def _axis_log_ticks(fig: go.Figure, axis: str) -> dict:
-    """:func:`log_ticks` for the values the traces of ``fig`` put on ``axis`` ("x", "y2", ...)."""
+def _axis_log_ticks(fig: go.Figure, axis: str, *, fixed: bool = False) -> dict:
+    """:func:`log_ticks` for the values the traces of ``fig`` put on ``axis`` ("x", "y2", ...),
+    hidden traces too (``fixed``: one range for every view a menu shows)."""
     letter = axis[0]
     values = [
         v
@@ -676,7 +677,7 @@ def _axis_log_ticks(fig: go.Figure, axis: str) -> dict:
         for v in (getattr(t, letter, None) or ())
         if isinstance(v, (int, float))
     ]
-    return log_ticks(values)
+    return log_ticks(values, fixed=fixed)
 
 
 def gpu_results(
@@ -867,8 +868,11 @@ def cost_growth(
         col=2,
         **_axis_log_ticks(fig, "x2"),
     )
-    fig.update_yaxes(type="log", title_text=label, row=1, col=1, **_axis_log_ticks(fig, "y"))
-    fig.update_yaxes(type="log", row=1, col=2, **_axis_log_ticks(fig, "y2"))
+    # one range for the totals and each pipeline's stages (the menu's views), labelled throughout
+    fig.update_yaxes(
+        type="log", title_text=label, row=1, col=1, **_axis_log_ticks(fig, "y", fixed=True)
+    )
+    fig.update_yaxes(type="log", row=1, col=2, **_axis_log_ticks(fig, "y2", fixed=True))
     fig.update_layout(updatemenus=[dict(buttons=buttons, direction="down", showactive=True)])
     # The legend of each button's view; the fullest one sizes the legend.
     legend = [(who, total, t.name) for (who, total), t in zip(owner, fig.data) if t.showlegend]
