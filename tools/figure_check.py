@@ -75,7 +75,11 @@ from pathlib import Path
 
 HERE = Path(__file__).resolve().parent
 sys.path.insert(0, str(HERE))
+sys.path.insert(1, str(HERE.parent))  # this checkout's zg, before an installed one
 from report_check import find_chromium, instrument, run_chromium
+
+# Machado et al. 2009 simulation, CIE76 differences, WCAG contrast
+from zg.viz.common import DARK_PAGE, DISTINCT, LIGHT_PAGE, alpha, contrast, delta_e
 
 MARKER_ID = "zg-figure-check"
 SIZES = ("report", "jupyterlab")
@@ -177,7 +181,7 @@ MEASURE_JS = r"""<script type="text/javascript">
     function add(kind, el, extra) {
       var poly = corners(el, origin);
       if (!poly) { return null; }
-      var item = {kind: kind, text: textOf(el).slice(0, 160), poly: poly};
+      var item = {kind: kind, text: textOf(el).slice(0, 160), poly: poly, el: el};
       for (var k in extra) { item[k] = extra[k]; }
       if (!item.text && !extra.box) { return null; }
       items.push(item);
@@ -211,7 +215,8 @@ MEASURE_JS = r"""<script type="text/javascript">
       var i = g.getAttribute('data-index');
       var spec = (fl.annotations || [])[Number(i)] || {};
       each(g, 'text.annotation-text', function (t) {
-        add('annotation', t, {index: Number(i), owner: 'annotation-' + i, xref: spec.xref || '', yref: spec.yref || ''});
+        add('annotation', t, {index: Number(i), owner: 'annotation-' + i, xref: spec.xref || '', yref: spec.yref || '',
+                              bgcolor: spec.bgcolor || ''});
       });
     });
     var legends = [];
@@ -229,7 +234,7 @@ MEASURE_JS = r"""<script type="text/javascript">
         var inside = p && box && p.every(function (c) {
           return c[1] >= box[0][1] - 1 && c[1] <= box[2][1] + 1 && c[0] >= box[0][0] - 1 && c[0] <= box[2][0] + 1;
         });
-        if (p && (inside || !box)) { items.push({kind: 'legendentry', text: text.slice(0, 160), poly: p, legend: cls, owner: cls}); }
+        if (p && (inside || !box)) { items.push({kind: 'legendentry', text: text.slice(0, 160), poly: p, legend: cls, owner: cls, el: t}); }
         else { info.hidden.push(text.slice(0, 80)); }
       });
       each(g, 'text.legendtitletext', function (t) { add('legendentry', t, {legend: cls, owner: cls, title: true}); });
@@ -251,10 +256,29 @@ MEASURE_JS = r"""<script type="text/javascript">
       each(c, 'text', function (t, k) { add('colorbar', t, {colorbar: n, owner: 'colorbar-' + n + '-' + k}); });
     });
     var traces = [];
+    function scalar(v) { return (typeof v === 'string' || typeof v === 'number') ? v : null; }
+    function numbers(a) {
+      if (!isArrayLike(a)) { return []; }
+      var out = [];
+      for (var k = 0; k < a.length && out.length < 5000; k++) {
+        var v = a[k];
+        if (typeof v === 'number' && isFinite(v)) { out.push(v); }
+      }
+      return out;
+    }
     (gd._fullData || []).forEach(function (tr) {
+      var line = tr.line || {}, marker = tr.marker || {}, pattern = marker.pattern || {};
+      var input = tr._input || {};
       traces.push({index: tr.index, type: tr.type, name: plain(tr.name), visible: tr.visible === true,
                    orientation: tr.orientation || 'v', xaxis: tr.xaxis || null, yaxis: tr.yaxis || null,
-                   cliponaxis: tr.cliponaxis !== false});
+                   cliponaxis: tr.cliponaxis !== false,
+                   // how the trace is drawn: what tells it apart from the others
+                   mode: tr.mode || '', legendgroup: tr.legendgroup || '', showlegend: tr.showlegend !== false,
+                   line_color: scalar(line.color), line_dash: scalar(line.dash) || (tr.mode ? 'solid' : ''),
+                   line_width: typeof line.width === 'number' ? line.width : null,
+                   marker_color: scalar(marker.color), marker_symbol: scalar(marker.symbol),
+                   pattern: scalar(pattern.shape) || '', fillcolor: scalar(tr.fillcolor),
+                   x: numbers(isArrayLike(input.x) ? input.x : tr.x), y: numbers(isArrayLike(input.y) ? input.y : tr.y)});
     });
     each(gd, 'g.trace', function (g) {
       var cd = g.__data__, tr = cd && cd[0] && cd[0].trace;
@@ -275,6 +299,10 @@ MEASURE_JS = r"""<script type="text/javascript">
                       ticksuffix: plain(ax.ticksuffix), tickprefix: plain(ax.tickprefix), visible: ax.visible !== false,
                       showticklabels: ax.showticklabels !== false, offset: round(ax._offset || 0), length: round(ax._length || 0),
                       autorange: ax.autorange !== false, anchor: ax.anchor || '', side: ax.side || '',
+                      dtick: ax.dtick == null ? '' : String(ax.dtick), minorloglabels: ax.minorloglabels || '',
+                      tickvals: isArrayLike(ax.tickvals) ? ax.tickvals.length : null,
+                      range: (ax.range || []).map(function (v) { return ax.r2l ? ax.r2l(v) : v; }),
+                      matches: ax.matches || '',
                       levels: 1, tuples: [], tuples_all: 0, tuples_drawable: 0};
     });
     var collected = {};
@@ -306,6 +334,10 @@ MEASURE_JS = r"""<script type="text/javascript">
       ax.tuples = all.values.map(function (s) { return JSON.parse(s); });
       ax.tuples_all = all.count; ax.tuples_drawable = two.count;
     });
+    // What the figure sits on, and the colour each text is drawn in.
+    fig.background = {paper: fl.paper_bgcolor || '', plot: fl.plot_bgcolor || '',
+                      font: (fl.font && fl.font.color) || ''};
+    items.forEach(function (item) { if (item.el) { item.fill = getComputedStyle(item.el).fill || ''; delete item.el; } });
     fig.items = items; fig.legends = legends; fig.traces = traces;
     fig.axes = Object.keys(axes).map(function (k) { return axes[k]; });
     return fig;
@@ -906,6 +938,429 @@ def plot_area_problems(axis: dict, ticks: list, axes: dict) -> list:
     ]
 
 
+# ----------------------------------------------------------------------------- every eye, every theme
+
+VISIONS = ("normal", "deuteranopia", "protanopia")
+TEXT_CONTRAST = 4.0  # a text's contrast on white and on #111111 (one grey can reach 4.35 on both)
+# More than two thirds of a linear axis's points in a strip 5 % of its range tall, from its lowest
+# point up: most of the data drawn as a flat line, the range spent on a few large values.
+CROWDED_SHARE, CROWDED_BAND = 2 / 3, 0.05
+_SERIES_TYPES = {"scatter", "scattergl", "bar", "histogram", "box", "violin"}
+_TEXT_KINDS = {"title", "axistitle", "tick", "legendentry", "colorbar", "annotation"}
+
+
+def _colour_of(trace: dict) -> str | None:
+    """The colour a reader tells ``trace`` by: its line's where it draws a line, else its
+    markers' (or bars'); None where it has none of one colour (a colour per point)."""
+    mode = trace.get("mode") or ""
+    if trace.get("type") in ("scatter", "scattergl") and "lines" in mode:
+        return trace.get("line_color") or trace.get("marker_color")
+    if trace.get("type") in ("scatter", "scattergl") and "markers" not in mode:
+        return None  # text only
+    return trace.get("marker_color") or trace.get("line_color")
+
+
+def _look(trace: dict) -> tuple:
+    """Everything but colour that tells one drawn series from another."""
+    kind = "bar" if trace.get("type") in ("bar", "histogram") else trace.get("type")
+    mode = trace.get("mode") or ""
+    lines, markers = "lines" in mode, "markers" in mode
+    return (
+        kind,
+        mode,
+        trace.get("line_dash") if lines or kind in ("box", "violin") else "",
+        trace.get("marker_symbol") or "circle" if markers else "",
+        trace.get("pattern") or "",
+    )
+
+
+def colour_problems(fig: dict) -> list:
+    """Series told apart by colour alone where a reader with deuteranopia or protanopia (or
+    anyone) cannot: two visible series of one figure (a series: a name or a legend group) drawn
+    alike (type, mode, dash, marker symbol, fill pattern) whose colours differ by less than
+    :data:`DISTINCT` (CIE76) with normal vision or either simulated deficiency."""
+    series = {}
+    for trace in fig.get("traces", []):
+        if not trace.get("visible", True) or trace.get("type") not in _SERIES_TYPES:
+            continue
+        key = trace.get("legendgroup") or trace.get("name")
+        colour = _colour_of(trace)
+        if not key or not colour:
+            continue
+        try:
+            if alpha(colour) == 0:
+                continue
+        except ValueError:
+            continue
+        series.setdefault((key, _look(trace), colour), trace)
+    items = list(series.items())
+    worst = {}
+    for i, ((ka, look_a, ca), _) in enumerate(items):
+        for (kb, look_b, cb), _ in items[i + 1 :]:
+            if ka == kb or look_a != look_b:
+                continue
+            gaps = {v: delta_e(ca, cb, v) for v in VISIONS}
+            vision = min(gaps, key=gaps.get)
+            if gaps[vision] < DISTINCT:
+                pair = tuple(sorted((ka, kb)))
+                worst[pair] = (gaps[vision], vision, ca, cb, gaps["normal"])
+    problems = []
+    for (a, b), (gap, vision, ca, cb, normal) in sorted(worst.items(), key=lambda kv: kv[1][0]):
+        seen = "to every eye" if vision == "normal" else f"with {vision}"
+        problems.append(
+            (
+                f"series {_quote(a, 30)} and {_quote(b, 30)}",
+                f"are told apart by colour alone ({ca} and {cb}: CIE76 difference {normal:.1f} "
+                f"with normal vision, {gap:.1f} {seen}, under {DISTINCT:g}); give one a dash, "
+                "a marker symbol or a pattern, or colours of the kit's palette",
+                "colour-vision",
+            )
+        )
+    return problems
+
+
+def _tick_labels(fig: dict, axis_id: str) -> list:
+    return [
+        i
+        for i in fig.get("items", [])
+        if i["kind"] == "tick" and i["axis"] == axis_id and i.get("level", 1) == 1
+    ]
+
+
+def scale_problems(fig: dict) -> list:
+    """Axes without a readable scale: tick labels hidden or none drawn, a log axis labelled
+    between its decades in plotly's small digits ("2 3 ... 9 1 2"), a linear axis whose range
+    crowds most points into its lowest band (a few huge values hiding the rest)."""
+    problems = []
+    traces = [t for t in fig.get("traces", []) if t.get("visible", True)]
+    for axis in fig.get("axes", []):
+        aid, letter = axis["id"], axis["id"][0]
+        mine = [t for t in traces if (t.get(f"{letter}axis") or letter) == aid]
+        if not axis.get("visible", True) or not mine:
+            continue
+        name = f"{aid}-axis" + (f" {_quote(axis['title'], 40)}" if axis.get("title") else "")
+        if not axis.get("showticklabels", True):
+            if not axis.get("matches"):  # a shared axis shows its labels on its partner
+                problems.append((name, "has no tick labels (showticklabels is off)", "scale"))
+            continue
+        if axis.get("tickmode") == "array" and axis.get("tickvals") == 0:
+            problems.append((name, "has no tick labels (an empty tickvals)", "scale"))
+            continue
+        with_data = [t for t in mine if t.get(letter)]
+        if "items" in fig and with_data and axis["type"] in ("linear", "log", "date"):
+            drawn = _tick_labels(fig, aid)
+            if len(drawn) < 2:
+                problems.append(
+                    (
+                        name,
+                        f"draws {len(drawn)} tick label{'s' if len(drawn) != 1 else ''}: no scale "
+                        "to read a value by (the ticks fall outside the range drawn)",
+                        "scale",
+                    )
+                )
+                continue
+        count = axis.get("ticks_in_range")  # a figure object: its tick values in its range
+        if fig.get("static") and count is not None and count < 2:
+            problems.append(
+                (
+                    name,
+                    f"has {count} of its tick values in the range it draws: no scale to read a "
+                    "value by",
+                    "scale",
+                )
+            )
+            continue
+        if axis["type"] == "log":
+            dtick = str(axis.get("dtick", ""))
+            if fig.get("static") and not dtick and axis.get("tickvals") is None:
+                problems.append(
+                    (
+                        name,
+                        "is a log axis that leaves its ticks to plotly, which labels close "
+                        'decades "2 3 ... 9 1 2"; state them (zg.viz.common.log_ticks)',
+                        "scale",
+                    )
+                )
+            minor = axis.get("minorloglabels") or "small digits"
+            if dtick == "D1" or (dtick == "D2" and minor == "small digits"):
+                problems.append(
+                    (
+                        name,
+                        f"labels the values between its decades in small digits (dtick {dtick}: "
+                        '"2 3 ... 9 1 2"); label decades only (dtick 1) or 1-2-5 written out '
+                        "(zg.viz.common.log_ticks)",
+                        "scale",
+                    )
+                )
+        if axis["type"] == "linear" and len(axis.get("range") or []) == 2:
+            low, high = sorted(float(v) for v in axis["range"])
+            values = [
+                v
+                for t in mine
+                if t.get("type") in ("scatter", "scattergl")
+                and ("markers" in (t.get("mode") or "") or "lines" in (t.get("mode") or ""))
+                for v in t.get(letter, [])
+            ]
+            inside = [v for v in values if low <= v <= high]
+            if len(values) >= 5 and high > low and inside:
+                # a strip as tall as 5 % of the axis, from the lowest point up (plotly pads
+                # the range below the data)
+                edge = min(inside) + CROWDED_BAND * (high - low)
+                crowd = sum(v <= edge for v in inside)
+                if crowd > CROWDED_SHARE * len(values):
+                    problems.append(
+                        (
+                            name,
+                            f"runs linear to {high:,.4g} and crowds {crowd} of its {len(values)} "
+                            f"points into the lowest {CROWDED_BAND:.0%}: a log axis, or a range "
+                            "that shows the data",
+                            "scale",
+                        )
+                    )
+    return problems
+
+
+def theme_problems(fig: dict) -> list:
+    """Whether the figure follows JupyterLab's dark theme as well as its light one: a
+    transparent page and plot (no white card on a dark page), and every text in a colour that
+    reads on white and on #111111 (WCAG contrast at least :data:`TEXT_CONTRAST`)."""
+    problems = []
+    background = fig.get("background")
+    if not background:
+        return problems
+    pages = []
+    for part in ("paper", "plot"):
+        colour = background.get(part) or ""
+        try:
+            opaque = bool(colour) and alpha(colour) > 0
+        except ValueError:
+            opaque = True
+        if opaque:
+            problems.append(
+                (
+                    f"the {part} background",
+                    f"is {colour}, not transparent: a card of its own colour on JupyterLab's "
+                    "other theme (the kit's template, zg.viz.common.TEMPLATE_NAME, is transparent)",
+                    "theme",
+                )
+            )
+            if part == "paper":
+                pages = [colour]
+    pages = pages or [LIGHT_PAGE, DARK_PAGE]
+    if "items" not in fig and background.get("font"):
+        try:
+            worst = min(contrast(background["font"], page) for page in pages)
+        except ValueError:
+            worst = TEXT_CONTRAST
+        if worst < TEXT_CONTRAST:
+            problems.append(
+                (
+                    "the text",
+                    f"is {background['font']}: contrast {worst:.1f}:1 on "
+                    + " or ".join(pages)
+                    + f", under {TEXT_CONTRAST:g}:1",
+                    "theme",
+                )
+            )
+    faint = defaultdict(list)
+    for item in fig.get("items", []):
+        fill = item.get("fill") or ""
+        if item["kind"] not in _TEXT_KINDS or not fill or fill == "none":
+            continue
+        if item["kind"] == "annotation" and item.get("bgcolor"):
+            try:
+                if alpha(item["bgcolor"]) > 0:
+                    continue  # on a box of its own
+            except ValueError:
+                continue
+        try:
+            worst = min(contrast(fill, page) for page in pages)
+        except ValueError:
+            continue
+        if worst < TEXT_CONTRAST:
+            faint[(_group(item), fill)].append((worst, item))
+    for (group, fill), hits in faint.items():
+        worst, item = min(hits, key=lambda h: h[0])
+        problems.append(
+            (
+                group,
+                f"drawn in {fill}: contrast {worst:.1f}:1 on "
+                + (" or ".join(pages) if len(pages) > 1 else pages[0])
+                + f", under {TEXT_CONTRAST:g}:1 (e.g. {_quote(item['text'], 30)})",
+                "theme",
+            )
+        )
+    return problems
+
+
+READABILITY_RULES = ("colour-vision", "scale", "theme")
+
+
+def readability_counts(found: list) -> str:
+    """The readability rules' counts in one line (each figure or axis once, at any size)."""
+    figures = defaultdict(set)
+    for v in found:
+        if v.rule in READABILITY_RULES:
+            key = (v.report, v.figure) if v.rule != "scale" else (v.report, v.figure, v.element)
+            figures[v.rule].add(key)
+    return (
+        f"{len(figures['colour-vision'])} figure(s) with series told apart by colour alone "
+        f"(red/green to deuteranopia or protanopia, CIE76 under {DISTINCT:g}); "
+        f"{len(figures['scale'])} axis/axes without a readable scale; "
+        f"{len(figures['theme'])} figure(s) that do not follow JupyterLab's dark theme"
+    )
+
+
+def _numbers(values) -> list:
+    out = []
+    for v in values if values is not None else ():
+        if isinstance(v, (int, float)) and not isinstance(v, bool) and math.isfinite(v):
+            out.append(float(v))
+    return out
+
+
+def static_measure(figure) -> dict:
+    """What :func:`figure_problems` reads of a figure, taken from a plotly figure object
+    instead of the browser: its traces as drawn (a colour left unset is the colorway's, as
+    plotly.js gives it), its axes (an unset range is the data's) and its backgrounds; no text
+    positions (those rules need the browser). For tests that check every figure a builder
+    draws without a browser (tests/viz)."""
+    import plotly.io as pio
+
+    lay = figure.layout
+    template = lay.template if lay.template is not None else pio.templates[pio.templates.default]
+    tl = template.layout
+
+    def setting(name, default=None):
+        value = lay[name]
+        if value is None and tl is not None:
+            value = tl[name]
+        return default if value is None else value
+
+    colorway = list(setting("colorway", None) or pio.templates["plotly"].layout.colorway)
+    traces = []
+    for i, t in enumerate(figure.data):
+        default = colorway[i % len(colorway)]
+        kind = t.type
+        xs = [] if getattr(t, "x", None) is None else list(t.x)
+        ys = [] if getattr(t, "y", None) is None else list(t.y)
+        mode = ""
+        if kind in ("scatter", "scattergl"):
+            mode = t.mode or ("lines+markers" if max(len(xs), len(ys)) < 20 else "lines")
+        line = getattr(t, "line", None)
+        marker = getattr(t, "marker", None)
+        line_color = line.color if line is not None and isinstance(line.color, str) else None
+        marker_color = None
+        if marker is not None and isinstance(marker.color, str):
+            marker_color = marker.color
+        elif marker is None or marker.color is None:
+            marker_color = default
+        pattern = ""
+        if marker is not None and getattr(marker, "pattern", None) is not None:
+            pattern = marker.pattern.shape if isinstance(marker.pattern.shape, str) else ""
+        traces.append(
+            {
+                "index": i,
+                "type": kind,
+                "name": str(t.name or ""),
+                "visible": t.visible in (None, True),
+                "orientation": getattr(t, "orientation", None) or "v",
+                "xaxis": getattr(t, "xaxis", None) or "x",
+                "yaxis": getattr(t, "yaxis", None) or "y",
+                "cliponaxis": True,
+                "mode": mode,
+                "legendgroup": str(getattr(t, "legendgroup", None) or ""),
+                "showlegend": t.showlegend is not False,
+                "line_color": line_color or (default if kind in ("scatter", "scattergl") else None),
+                "line_dash": (line.dash if line is not None and line.dash else "solid"),
+                "marker_color": marker_color,
+                "marker_symbol": (
+                    marker.symbol
+                    if marker is not None and isinstance(getattr(marker, "symbol", None), str)
+                    else None
+                ),
+                "pattern": pattern,
+                "x": _numbers(xs),
+                "y": _numbers(ys),
+                "strings": {
+                    "x": any(isinstance(v, str) for v in xs),
+                    "y": any(isinstance(v, str) for v in ys),
+                },
+            }
+        )
+    names = {k for k in lay.to_plotly_json() if re.fullmatch(r"[xy]axis\d*", k)}
+    names |= {"xaxis", "yaxis"}
+    axes = []
+    for name in sorted(names):
+        ax = lay[name]
+        aid = name[0] + name[5:]
+        letter = aid[0]
+        mine = [t for t in traces if t[f"{letter}axis"] == aid]
+        kind = ax.type if ax.type not in (None, "-") else None
+        if kind is None:
+            kind = "category" if any(t["strings"][letter] for t in mine) else "linear"
+        # plotly's autorange counts the traces shown, not the hidden ones
+        values = [v for t in mine if t["visible"] for v in t[letter]]
+        if ax.range is not None and None not in tuple(ax.range):
+            rng = list(ax.range)
+        elif values and kind == "linear":
+            bars = any(t["type"] in ("bar", "histogram") for t in mine)
+            rng = [min(values + ([0.0] if bars else [])), max(values + ([0.0] if bars else []))]
+        elif kind == "log" and [v for v in values if v > 0]:
+            positive = [v for v in values if v > 0]
+            rng = [math.log10(min(positive)), math.log10(max(positive))]
+        else:
+            rng = []
+        tickvals = ax.tickvals
+        ticks_in_range = None
+        if tickvals is not None and len(rng) == 2 and kind in ("linear", "log"):
+            where = [
+                math.log10(v) if kind == "log" else v
+                for v in _numbers(tickvals)
+                if kind != "log" or v > 0
+            ]
+            lo, hi = sorted(float(r) for r in rng)
+            ticks_in_range = sum(lo - 1e-9 <= v <= hi + 1e-9 for v in where)
+        axes.append(
+            {
+                "id": aid,
+                "type": kind,
+                "title": str(ax.title.text or "") if ax.title is not None else "",
+                "tickmode": ax.tickmode or ("array" if tickvals is not None else "auto"),
+                "tickvals": None if tickvals is None else len(tickvals),
+                "dtick": "" if ax.dtick is None else str(ax.dtick),
+                "minorloglabels": ax.minorloglabels or "",
+                "visible": ax.visible is not False,
+                "showticklabels": ax.showticklabels is not False,
+                "matches": ax.matches or "",
+                "range": rng,
+                "anchor": ax.anchor or "",
+                "ticks_in_range": ticks_in_range,
+            }
+        )
+    font = lay.font.color if lay.font is not None and lay.font.color else None
+    if font is None and tl is not None and tl.font is not None:
+        font = tl.font.color
+    return {
+        "index": 1,
+        "drawn": True,
+        "static": True,
+        "title": str(lay.title.text or "") if lay.title is not None else "",
+        "traces": traces,
+        "axes": axes,
+        "background": {
+            "paper": setting("paper_bgcolor", "white"),
+            "plot": setting("plot_bgcolor", "white"),
+            "font": font or "#444",
+        },
+    }
+
+
+def readability_problems(fig: dict) -> list:
+    """The rules of every eye and every theme (:data:`READABILITY_RULES`) on one figure."""
+    return colour_problems(fig) + scale_problems(fig) + theme_problems(fig)
+
+
 def figure_problems(fig: dict) -> list:
     """Every rule on one measured figure: a list of (element, what, rule)."""
     if not fig.get("drawn"):
@@ -930,6 +1385,9 @@ def figure_problems(fig: dict) -> list:
                 labels.append(item["text"])
         problems += unit_problems(axis, level1, labels)
         problems += plot_area_problems(axis, ticks, {a["id"]: a for a in fig.get("axes", [])})
+    problems += colour_problems(fig)
+    problems += scale_problems(fig)
+    problems += theme_problems(fig)
     problems += _edge_problems(fig)
     problems += _clipped_data_labels(fig)
     problems += _overprint_problems(fig)
@@ -1077,15 +1535,19 @@ def shoot(found: list, folder: Path, chromium: str, timeout: float) -> None:
 
 
 def self_test_page() -> str:
-    """A page with the same plotly.js as the reports and three figures: good, three category
-    levels, an overflowing subtitle."""
+    """A page with the same plotly.js as the reports and six figures, in the kit's template
+    (zg.viz.common): good, three category levels, an overflowing subtitle, two lines told
+    apart only by red and green, an axis without tick labels, a white card (plotly_white)."""
     import plotly.graph_objects as go
     import plotly.io as pio
     from plotly.offline import get_plotlyjs
     from plotly.subplots import make_subplots
 
+    from zg.viz.common import TEMPLATE_NAME
+
+    template = pio.templates[TEMPLATE_NAME]
     good = make_subplots(rows=1, cols=2, subplot_titles=["bytes per epoch", "time per epoch"])
-    for name, scale in (("random", 1.0), ("METIS", 0.6), ("grappa", 0.2)):
+    for i, (name, scale) in enumerate((("random", 1.0), ("METIS", 0.6), ("grappa", 0.2))):
         good.add_trace(
             go.Bar(
                 x=["P=2", "P=4", "P=8"],
@@ -1098,7 +1560,14 @@ def self_test_page() -> str:
             1,
         )
         good.add_trace(
-            go.Scatter(x=[1, 2, 3], y=[scale, 2 * scale, 3 * scale], name=f"{name} time"), 1, 2
+            go.Scatter(
+                x=[1, 2, 3],
+                y=[scale, 2 * scale, 3 * scale],
+                name=f"{name} time",
+                marker_symbol=("circle", "square", "diamond")[i],
+            ),
+            1,
+            2,
         )
     good.update_layout(
         title="Feature fetching against gradients<br><sup>3 partitionings, Cora</sup>",
@@ -1135,9 +1604,24 @@ def self_test_page() -> str:
     )
     subtitle = go.Figure(go.Scatter(x=[1, 2, 3], y=[2, 1, 3], name="loss"))
     subtitle.update_layout(title=f"An overflowing subtitle<br><sup>{long_subtitle}</sup>")
+    # the stage palette's old gather and step: 96.8 apart to most eyes, 1.7 with deuteranopia
+    red_green = go.Figure(
+        [
+            go.Scatter(x=[1, 2, 3], y=[1, 2, 3], name="gather", line_color="#54A24B"),
+            go.Scatter(x=[1, 2, 3], y=[3, 2, 1], name="step", line_color="#E45756"),
+        ]
+    )
+    red_green.update_layout(title="Told apart by red and green alone")
+    no_ticks = go.Figure(go.Scatter(x=[1, 2, 3], y=[2, 1, 3], name="loss"))
+    no_ticks.update_layout(title="An axis without tick labels")
+    no_ticks.update_xaxes(showticklabels=False, title_text="epoch")
+    for fig in (good, levels, subtitle, red_green, no_ticks):
+        fig.update_layout(template=template)
+    card = go.Figure(go.Scatter(x=[1, 2, 3], y=[2, 1, 3], name="loss"))
+    card.update_layout(title="A white card", template=pio.templates["plotly_white"])
     parts = [
         pio.to_html(f, include_plotlyjs=False, include_mathjax=False, full_html=False)
-        for f in (good, levels, subtitle)
+        for f in (good, levels, subtitle, red_green, no_ticks, card)
     ]
     return (
         f"<html><head><meta charset='utf-8'><script>{get_plotlyjs()}</script></head><body>"
@@ -1146,9 +1630,21 @@ def self_test_page() -> str:
     )
 
 
+# What each figure of the self-test page must fail for (and for nothing else): its rule, and
+# text the element or the message names.
+SELF_TEST_EXPECTED = {
+    1: None,
+    2: ("categories", "3 category levels"),
+    3: ("edge", "subtitle"),
+    4: ("colour-vision", "deuteranopia"),
+    5: ("scale", "showticklabels is off"),
+    6: ("theme", "not transparent"),
+}
+
+
 def self_test(chromium: str, sizes=SIZES, budget_ms: int = 20000, timeout: float = 240.0) -> list:
     """Problems with the checker itself: the good figure must pass and each broken one fail
-    for its reason (at every size in ``sizes``)."""
+    for its reason only (at every size in ``sizes``)."""
     out = []
     with tempfile.TemporaryDirectory(prefix="zg-figure-selftest-") as tmp:
         page = Path(tmp) / "self_test.html"
@@ -1159,38 +1655,33 @@ def self_test(chromium: str, sizes=SIZES, budget_ms: int = 20000, timeout: float
     found = violations(measured, "self-test")
     for size in [s for s in SIZES if s in sizes]:
         figs = measured["sizes"].get(size, [])
-        if len(figs) != 3:
-            out.append(f"self-test: expected 3 figures at the {size} size, measured {len(figs)}")
+        if len(figs) != len(SELF_TEST_EXPECTED):
+            out.append(
+                f"self-test: expected {len(SELF_TEST_EXPECTED)} figures at the {size} size, "
+                f"measured {len(figs)}"
+            )
             continue
         at = [v for v in found if v.size == size]
-        good = [v.line() for v in at if v.figure == 1]
-        if good:
-            out.append(f"self-test: the good figure failed at the {size} size: {good}")
-        levels = [v for v in at if v.figure == 2]
-        if not any(v.rule == "categories" and "3 category levels" in v.what for v in levels):
-            out.append(
-                f"self-test: three category levels were not caught at the {size} size: "
-                f"{[v.line() for v in levels]}"
-            )
-        elif any(v.rule != "categories" for v in levels):
-            out.append(
-                "self-test: the three-level figure failed for another reason too at the "
-                f"{size} size: {[v.line() for v in levels if v.rule != 'categories']}"
-            )
-        sub = [v for v in at if v.figure == 3]
-        if not any(
-            v.rule == "edge" and v.element.startswith("subtitle") and "right edge" in v.what
-            for v in sub
-        ):
-            out.append(
-                f"self-test: the overflowing subtitle was not caught at the {size} size: "
-                f"{[v.line() for v in sub]}"
-            )
-        elif any(v.rule != "edge" or not v.element.startswith("subtitle") for v in sub):
-            out.append(
-                "self-test: the subtitle figure failed for another reason too at the "
-                f"{size} size: {[v.line() for v in sub if not v.element.startswith('subtitle')]}"
-            )
+        for figure, expected in SELF_TEST_EXPECTED.items():
+            got = [v for v in at if v.figure == figure]
+            if expected is None:
+                if got:
+                    out.append(
+                        f"self-test: the good figure failed at the {size} size: "
+                        f"{[v.line() for v in got]}"
+                    )
+                continue
+            rule, words = expected
+            if not any(v.rule == rule and words in f"{v.element} {v.what}" for v in got):
+                out.append(
+                    f"self-test: figure {figure} was not caught by the {rule} rule at the "
+                    f"{size} size: {[v.line() for v in got]}"
+                )
+            elif any(v.rule != rule for v in got):
+                out.append(
+                    f"self-test: figure {figure} failed for another reason too at the {size} "
+                    f"size: {[v.line() for v in got if v.rule != rule]}"
+                )
     return out
 
 
@@ -1216,6 +1707,8 @@ def markdown(found: list, pages: list, figures: int, sizes, unchecked=()) -> str
         + ". Violations by rule: "
         + (", ".join(f"{rule} {n}" for rule, n in sorted(rules.items())) or "none")
         + ".",
+        "",
+        f"Readability: {readability_counts(found)}.",
         "",
     ]
     if unchecked:
@@ -1330,8 +1823,9 @@ def main(argv=None) -> int:
                 print(f"  {p}", file=sys.stderr)
             return 2
         print(
-            "figure-check: self-test passed (a good figure passes; three category levels and an "
-            "overflowing subtitle are caught)"
+            "figure-check: self-test passed (a good figure passes; three category levels, an "
+            "overflowing subtitle, a red/green pair, an axis without tick labels and a white "
+            "card are caught)"
         )
     found, unchecked, figures = [], [], 0
     for page in pages:
@@ -1377,6 +1871,7 @@ def main(argv=None) -> int:
         )
     if args.screenshots:
         shoot(found, args.screenshots, chromium, args.timeout)
+    print(f"figure-check: {readability_counts(found)}")
     failing = {(v.report, v.figure) for v in found}
     print(
         f"figure-check: {figures - len(failing)} of {figures} figure(s) in {len(pages)} report(s) "

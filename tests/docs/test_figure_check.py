@@ -3,7 +3,8 @@ headless Chromium, judged by rules that run in Python on the measurements.
 
 The rules are tested here on measurements written by hand (boxes as the browser reports them);
 the browser part on the checker's own self-test page (a good figure, three category levels, an
-overflowing subtitle) and on a page given to the command line."""
+overflowing subtitle, a red/green pair, an axis without tick labels, a white card) and on a page
+given to the command line."""
 
 import json
 import math
@@ -456,6 +457,196 @@ def test_the_command_line_refuses_bad_arguments(tmp_path, capsys):
 # ----------------------------------------------------------------------------- in Chromium
 
 
+# ----------------------------------------------------------------------------- every eye, every theme
+
+
+def trace(index, name, color, **extra):
+    base = {
+        "index": index,
+        "type": "scatter",
+        "name": name,
+        "visible": True,
+        "orientation": "v",
+        "xaxis": "x",
+        "yaxis": "y",
+        "cliponaxis": True,
+        "mode": "lines+markers",
+        "legendgroup": "",
+        "showlegend": True,
+        "line_color": color,
+        "line_dash": "solid",
+        "marker_color": color,
+        "marker_symbol": "circle",
+        "pattern": "",
+        "x": [1, 2, 3],
+        "y": [1, 2, 3],
+    }
+    base.update(extra)
+    return base
+
+
+def test_colour_science_matches_the_published_numbers():
+    from zg.viz import common as colour
+
+    # the old stage palette's gather and step: far apart to most eyes, merged by deuteranopia
+    assert colour.delta_e("#54A24B", "#E45756") == pytest.approx(96.8, abs=0.1)
+    assert colour.delta_e("#54A24B", "#E45756", "deuteranopia") == pytest.approx(1.7, abs=0.1)
+    assert colour.simulate("#ffffff", "protanopia") == pytest.approx((255, 255, 255), abs=1)
+    assert colour.contrast("#000000", "#ffffff") == pytest.approx(21.0)
+    assert colour.alpha("rgba(0,0,0,0)") == 0 and colour.alpha("#ffffff") == 1
+    with pytest.raises(ValueError):
+        colour.parse_colour("not a colour")
+
+
+def test_a_red_green_pair_drawn_alike_fails_and_a_dash_tells_them_apart():
+    red_green = [trace(0, "gather", "#54A24B"), trace(1, "step", "#E45756")]
+    found = fc.colour_problems(figure(traces=red_green))
+    assert len(found) == 1 and found[0][2] == "colour-vision"
+    assert "'gather' and 'step'" in found[0][0] and "deuteranopia" in found[0][1]
+    dashed = [trace(0, "gather", "#54A24B"), trace(1, "step", "#E45756", line_dash="dash")]
+    assert fc.colour_problems(figure(traces=dashed)) == []
+    symbols = [trace(0, "gather", "#54A24B"), trace(1, "step", "#E45756", marker_symbol="square")]
+    assert fc.colour_problems(figure(traces=symbols)) == []
+
+
+def test_bars_told_apart_by_colour_need_colours_every_eye_tells_apart():
+    from zg.viz.common import STAGE_COLORS
+
+    bars = [
+        trace(i, stage, colour, type="bar", mode="", line_dash="", marker_symbol=None)
+        for i, (stage, colour) in enumerate(STAGE_COLORS.items())
+    ]
+    assert fc.colour_problems(figure(traces=bars)) == []  # the kit's stage palette
+    old = [
+        trace(0, "gather", "#54A24B", type="bar", mode=""),
+        trace(1, "step", "#E45756", type="bar", mode=""),
+    ]
+    assert rules(figure(traces=old)) == ["colour-vision"]
+    old[1]["pattern"] = "/"
+    assert fc.colour_problems(figure(traces=old)) == []
+
+
+def test_one_series_in_several_traces_is_not_a_pair():
+    same = [
+        trace(0, "random", "#0072B2", legendgroup="random"),
+        trace(1, "", "#0072B2", legendgroup="random", showlegend=False),
+        trace(2, "random", "#0072B2", xaxis="x2", yaxis="y2"),
+    ]
+    assert fc.colour_problems(figure(traces=same)) == []
+    two = [trace(0, "random", "#0072B2"), trace(1, "metis", "#0072B2")]
+    assert "to every eye" in fc.colour_problems(figure(traces=two))[0][1]
+
+
+def tick(axis_id, label, i=0):
+    return text(
+        "tick",
+        box(100 + 60 * i, 300, 120 + 60 * i, 312),
+        label,
+        owner=f"t{axis_id}{i}",
+        axis=axis_id,
+    )
+
+
+def scale_figure(axes, traces, unlabelled=()):
+    """A figure whose axes draw two tick labels each (but those named in ``unlabelled``)."""
+    items = [
+        tick(a["id"], label, i)
+        for a in axes
+        if a["id"] not in unlabelled
+        for i, label in enumerate(("1", "10"))
+    ]
+    return figure(items=items, axes=axes, traces=traces)
+
+
+def test_an_axis_without_tick_labels_fails():
+    hidden = scale_figure([axis("x", showticklabels=False), axis("y")], [trace(0, "a", "#0072B2")])
+    found = fc.scale_problems(hidden)
+    assert [p[0] for p in found] == ["x-axis"] and "showticklabels" in found[0][1]
+    shared = scale_figure(
+        [axis("x", showticklabels=False, matches="x2")], [trace(0, "a", "#0072B2")]
+    )
+    assert fc.scale_problems(shared) == []
+    empty = figure(
+        axes=[axis("x", tickmode="array", tickvals=0)], traces=[trace(0, "a", "#0072B2")]
+    )
+    assert "empty tickvals" in fc.scale_problems(empty)[0][1]
+
+
+def test_an_axis_with_no_tick_label_drawn_fails():
+    labels = [tick("y", "0.5", 0), tick("y", "1", 1)]
+    drawn = figure(
+        items=labels,
+        axes=[axis("x", "log"), axis("y")],
+        traces=[trace(0, "a", "#0072B2")],
+    )
+    found = fc.scale_problems(drawn)
+    assert [p[0] for p in found] == ["x-axis"] and "draws 0 tick labels" in found[0][1]
+    drawn["items"] += [tick("x", "1 MiB", 0), tick("x", "10 MiB", 1)]
+    assert fc.scale_problems(drawn) == []
+
+
+@pytest.mark.parametrize(
+    "dtick, minor, fails",
+    [("D1", "", True), ("D2", "small digits", True), ("D2", "complete", False), ("1", "", False)],
+)
+def test_log_axes_labelled_between_decades_in_small_digits_fail(dtick, minor, fails):
+    fig = scale_figure(
+        [axis("x", "log", dtick=dtick, minorloglabels=minor)], [trace(0, "a", "#0072B2")]
+    )
+    found = fc.scale_problems(fig)
+    assert bool(found) == fails
+    if fails:
+        assert "2 3 ... 9 1 2" in found[0][1]
+
+
+def test_a_linear_axis_that_crowds_the_points_at_its_bottom_fails():
+    values = [0.7, 0.8, 0.9, 1.1, 1.4, 2.4, 3.2, 1.0, 106522.7, 163687.1]
+    crowded = scale_figure(
+        [axis("x"), axis("y", range=[0, 170000])],
+        [trace(0, "error", "#0072B2", x=list(range(10)), y=values)],
+    )
+    found = fc.scale_problems(crowded)
+    assert [p[0] for p in found] == ["y-axis"] and "crowds 8 of its 10 points" in found[0][1]
+    # plotly pads an autorange below the data: the strip starts at the lowest point
+    padded = scale_figure(
+        [axis("x"), axis("y", range=[-11903.1, 175591.0])],
+        [trace(0, "error", "#0072B2", x=list(range(10)), y=values)],
+    )
+    assert [p[0] for p in fc.scale_problems(padded)] == ["y-axis"]
+    spread = scale_figure(
+        [axis("x"), axis("y", range=[0, 10])],
+        [trace(0, "error", "#0072B2", x=list(range(5)), y=[1, 3, 5, 7, 9])],
+    )
+    assert fc.scale_problems(spread) == []
+
+
+def test_a_white_card_and_faint_text_fail_the_dark_theme():
+    card = figure(traces=[trace(0, "a", "#0072B2")])
+    card["background"] = {"paper": "white", "plot": "#E5ECF6", "font": "#2a3f5f"}
+    card["items"] = [text("title", box(10, 10, 200, 30), "Title", fill="rgb(42, 63, 95)")]
+    found = fc.theme_problems(card)
+    assert [p[0] for p in found] == ["the paper background", "the plot background"]
+    clear = figure(traces=[trace(0, "a", "#0072B2")])
+    clear["background"] = {"paper": "rgba(0, 0, 0, 0)", "plot": "rgba(0, 0, 0, 0)", "font": "#777"}
+    clear["items"] = [text("title", box(10, 10, 200, 30), "Title", fill="rgb(119, 119, 119)")]
+    assert fc.theme_problems(clear) == []
+    clear["items"][0]["fill"] = "rgb(42, 63, 95)"  # plotly's dark blue-grey: lost on #111111
+    found = fc.theme_problems(clear)
+    assert len(found) == 1 and "contrast 1.8:1" in found[0][1]
+
+
+def test_readability_counts_name_each_rule():
+    found = [
+        fc.Violation("r", "jupyterlab", 1, "t", "series", "...", "colour-vision"),
+        fc.Violation("r", "report", 1, "t", "series", "...", "colour-vision"),
+        fc.Violation("r", "jupyterlab", 2, "t", "x-axis", "...", "scale"),
+        fc.Violation("r", "jupyterlab", 2, "t", "y-axis", "...", "scale"),
+    ]
+    line = fc.readability_counts(found)
+    assert line.startswith("1 figure(s) with series told apart by colour alone")
+    assert "2 axis/axes without a readable scale; 0 figure(s) that do not follow" in line
+
+
 def _chromium():
     chromium = fc.find_chromium()
     if chromium is None:
@@ -466,9 +657,10 @@ def _chromium():
 
 
 @pytest.mark.slow
-def test_the_self_test_passes_a_good_figure_and_catches_the_two_broken_ones():
-    """The checker's own self-test: a good figure passes at both sizes; three category levels
-    and a subtitle past the right edge fail, each for its reason only."""
+def test_the_self_test_passes_a_good_figure_and_catches_the_broken_ones():
+    """The checker's own self-test: a good figure passes at both sizes; three category levels,
+    a subtitle past the right edge, a red/green pair, an axis without tick labels and a white
+    card fail, each for its reason only."""
     assert fc.self_test(_chromium()) == []
 
 
@@ -482,9 +674,20 @@ def test_the_command_line_fails_naming_the_figure_and_the_element(tmp_path, caps
     printed = capsys.readouterr().out
     assert code == 1, printed
     found = json.loads(out.read_text())
-    assert found["sizes"] == ["jupyterlab"] and found["figures"] == 3
+    assert found["sizes"] == ["jupyterlab"] and found["figures"] == 6
     by_figure = {(v["figure"], v["rule"]) for v in found["violations"]}
-    assert by_figure == {(2, "categories"), (3, "edge")}
+    assert by_figure == {
+        (2, "categories"),
+        (3, "edge"),
+        (4, "colour-vision"),
+        (5, "scale"),
+        (6, "theme"),
+    }
+    assert (
+        "1 figure(s) with series told apart by colour alone (red/green to deuteranopia or "
+        "protanopia, CIE76 under 10); 1 axis/axes without a readable scale; 1 figure(s) that do "
+        "not follow JupyterLab's dark theme" in printed
+    )
     assert 'figure 2 "Three category levels": x-axis: is given 3 category levels' in printed
     assert 'figure 3 "An overflowing subtitle": subtitle (<sup>)' in printed
     assert "[jupyterlab 968x360]" in printed

@@ -80,6 +80,55 @@ def test_explore(viz, require):
         viz.explore(build)
 
 
+def test_a_control_says_to_rerun_its_cell_and_the_report_leaves_that_out(viz, require, tmp_path):
+    """A control's cell shows, saved with the notebook, a line saying to re-run the cell (a
+    reopened notebook has no widget models: JupyterLab draws an error where the slider was);
+    the HTML report, whose static stand-in needs no kernel, leaves the line out."""
+    widgets = require("ipywidgets")
+    nbformat = require("nbformat")
+    require("nbconvert")
+    import IPython.display
+
+    shown = []
+    original = IPython.display.display
+    IPython.display.display = lambda obj, **kw: shown.append((obj, kw))
+    try:
+        explorer = viz.explore(
+            lambda n: viz.curves({"a": list(range(n))}, title="a"),
+            n=widgets.IntSlider(value=3),
+        )
+        explorer._ipython_display_()
+    finally:
+        IPython.display.display = original
+    (note, note_kw), (control, _) = shown
+    assert "re-run this cell" in note["text/plain"] and "re-run this cell" in note["text/html"]
+    assert note_kw["metadata"] == {viz.common.REOPEN_NOTE_KEY: True}
+    assert "application/vnd.jupyter.widget-view+json" in control
+    # the words JupyterLab's own error uses stay out of the note (tools/lab_live_check.py
+    # looks for them)
+    assert (
+        "model not found" not in note["text/plain"] and "Error displaying" not in note["text/plain"]
+    )
+
+    from nbconvert import HTMLExporter
+
+    root = Path(__file__).resolve().parents[2]
+    nb = nbformat.v4.new_notebook()
+    cell = nbformat.v4.new_code_cell("zg.viz.explore(...)")
+    cell.outputs = [
+        nbformat.v4.new_output("display_data", data=note, metadata=note_kw["metadata"]),
+        nbformat.v4.new_output("display_data", data={"text/html": "<p>STATIC STAND-IN</p>"}),
+    ]
+    nb.cells.append(cell)
+    exporter = HTMLExporter(
+        extra_template_basedirs=[str(root / "tools")],
+        template_name="report_template",
+        theme="light",
+    )
+    page, _ = exporter.from_notebook_node(nb)
+    assert "STATIC STAND-IN" in page and "re-run this cell" not in page
+
+
 # ----------------------------------------------------------------------------- the shared layout
 
 
@@ -208,3 +257,17 @@ def test_every_figure_builder_ends_with_the_shared_layout():
                 if called != "layout" and called not in builders:
                     missing.append(f"{module}:{node.name}")
     assert not missing, f"builders that do not end with layout(...): {missing}"
+
+
+def test_the_student_lab_saves_widget_state():
+    """`make lab` (JUPYTER_CONFIG_PATH=tools/student_lab) has JupyterLab save the controls'
+    state with the notebook, so a reopened notebook draws them instead of an error."""
+    import json
+
+    root = Path(__file__).resolve().parents[2]
+    overrides = json.loads(
+        (
+            root / "tools" / "student_lab" / "labconfig" / "default_setting_overrides.json"
+        ).read_text()
+    )
+    assert overrides["@jupyter-widgets/jupyterlab-manager:plugin"]["saveState"] is True

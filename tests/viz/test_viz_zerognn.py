@@ -62,7 +62,7 @@ def test_stage_timeline(viz):
     assert legend == ["sample", "compact"]  # in pipeline order
     bars = [t for t in fig.data if t.showlegend is False]
     assert len(bars) == 3
-    synced = [t for t in bars if t.marker.line.color == "black"]
+    synced = [t for t in bars if t.marker.line.color == viz.common.NEUTRAL]
     assert (
         len(synced) == 1
         and synced[0].x[0] == pytest.approx(2.0)

@@ -5,7 +5,8 @@ measures; a builder here turns those measurements into a ``plotly.graph_objects.
 computes nothing experimental. ``import zg`` does not import this package: the core runs
 without plotly; ``import zg.viz`` needs plotly (and ipywidgets for :func:`explore`).
 
-    common.py     setup_notebook, explore, the renderer, colours, curves, and layout: the
+    common.py     setup_notebook, explore, the renderer, colours (the palette, and how a colour
+                  reads to every eye and on a dark page), curves, and layout: the
                   shared layout every figure ends with (sized for JupyterLab's 968 px),
                   describe (a graph in one short line for a subtitle), byte_ticks
     zerognn.py    the ZeroGNN half's figures (notebooks 00-04)
@@ -19,7 +20,9 @@ Every figure is also here, so a notebook writes ``zg.viz.<figure>``:
 
 Names and colours are the kit's everywhere: the stages ``sample -> compact -> gather ->
 forward -> loss -> backward -> step`` (:data:`zg.step.STAGES`, coloured by :data:`STAGE_COLORS`)
-and the pipelines "DGL", "zg dynamic", "zg envelope" (:data:`PIPELINE_COLORS`). A figure keeps
+and the pipelines "DGL", "zg dynamic", "zg envelope" (:data:`PIPELINE_COLORS`), all from
+Okabe and Ito's colour-blind-safe palette; every figure is drawn in the kit's plotly template
+("zg": a transparent page, so a figure follows JupyterLab's light or dark theme). A figure keeps
 the name of what it shows (``hop_metadata``, ``stage_timeline``); the measurement it draws is
 named for what it does (``zg.experiments.measure_hop_metadata``, ``zg.experiments.time_stages``).
 """

@@ -12,7 +12,11 @@ subtitle broken into lines that fit, the top margin they need, the legend at the
 rows below the plot without scrolling, long axis titles broken, margins for tick labels, and a
 fixed height, so that JupyterLab and an HTML report draw the same figure. :func:`describe`
 names a graph in one short line for a subtitle; :func:`byte_ticks` labels a bytes axis in
-KiB / MiB like the kit's labels.
+KiB / MiB like the kit's labels. The palette module: :data:`OKABE_ITO` (colours every eye tells
+apart), :func:`series_style` (a colour, dash and marker per series), the "zg" plotly template
+(a transparent page that follows JupyterLab's light and dark themes), and how a colour reads
+(:func:`simulate`: deuteranopia and protanopia after Machado et al. 2009, :func:`delta_e`: CIE76,
+:func:`contrast`: WCAG 2), with which tools/figure_check.py checks every drawn figure.
 
 Offline by construction: :func:`setup_notebook` renders every figure both as plotly's own
 mimetype (JupyterLab draws it with the bundled jupyterlab-plotly extension) and as HTML that
@@ -51,32 +55,248 @@ __all__ = [
     "FIGURE_WIDTH",
     "FIGURE_HEIGHT",
     "FONT_FAMILY",
+    "OKABE_ITO",
+    "NEUTRAL",
+    "LIGHT_NEUTRAL",
+    "SYMBOLS",
+    "PATTERNS",
+    "TEMPLATE_NAME",
+    "series_style",
+    "crowded",
+    "log_ticks",
+    "simulate",
+    "delta_e",
+    "contrast",
+    "luminance",
+    "alpha",
+    "parse_colour",
+    "MACHADO",
+    "DISTINCT",
+    "LIGHT_PAGE",
+    "DARK_PAGE",
 ]
 
+# ----------------------------------------------------------------------------- how a colour reads
+# Plain Python, no dependency. A colour is parsed as plotly writes it (#RRGGBB, #RGB, rgb(),
+# rgba(), a few CSS names), and
+# * simulate() is what a person with deuteranopia or protanopia sees: the matrices of Machado,
+#   Oliveira and Fernandes, "A Physiologically-based Model for Simulation of Color Vision
+#   Deficiency", IEEE TVCG 15(6), 2009, at severity 1.0 (the values the authors publish at
+#   https://www.inf.ufrgs.br/~oliveira/pubs_files/CVD_Simulation/CVD_Simulation.html), applied
+#   to linear sRGB (as colorspacious does) and clipped to the gamut;
+# * delta_e() is the CIE76 colour difference (Euclidean distance in CIELAB, D65 white): about
+#   2.3 is a just-noticeable difference; two series need far more (DISTINCT);
+# * contrast() is WCAG 2's contrast ratio of two colours' relative luminances.
+# tools/figure_check.py checks every drawn figure with them.
+
+# Machado et al. 2009, severity 1.0, on linear RGB.
+MACHADO = {
+    "protanopia": (
+        (0.152286, 1.052583, -0.204868),
+        (0.114503, 0.786281, 0.099216),
+        (-0.003882, -0.048116, 1.051998),
+    ),
+    "deuteranopia": (
+        (0.367322, 0.860646, -0.227968),
+        (0.280085, 0.672501, 0.047413),
+        (-0.011820, 0.042940, 0.968881),
+    ),
+}
+# Two series told apart by colour alone need at least this CIE76 difference, with normal vision
+# and under each simulated deficiency. 10 is about four times a just-noticeable difference: the
+# step between neighbouring hues of a qualitative palette made for it (Okabe-Ito's closest pair
+# under deuteranopia is about 12 apart); the red/green pair this replaces was 1.7.
+DISTINCT = 10.0
+LIGHT_PAGE = "#ffffff"  # JupyterLab's light theme, the HTML report
+DARK_PAGE = "#111111"  # JupyterLab's dark theme (its --jp-layout-color0 is #111111)
+
+_NAMES = {
+    "black": (0, 0, 0),
+    "white": (255, 255, 255),
+    "grey": (128, 128, 128),
+    "gray": (128, 128, 128),
+    "red": (255, 0, 0),
+    "green": (0, 128, 0),
+    "blue": (0, 0, 255),
+    "orange": (255, 165, 0),
+    "yellow": (255, 255, 0),
+    "purple": (128, 0, 128),
+    "transparent": (0, 0, 0),
+}
+_FUNC = re.compile(r"^rgba?\(\s*([^)]*)\)$")
+
+
+def _rgba(color: str) -> tuple[float, float, float, float]:
+    text = str(color).strip().lower()
+    if text.startswith("#"):
+        hexes = text[1:]
+        if len(hexes) in (3, 4):
+            hexes = "".join(c * 2 for c in hexes)
+        if len(hexes) not in (6, 8) or not re.fullmatch(r"[0-9a-f]+", hexes):
+            raise ValueError(f"not a colour: {color!r}")
+        parts = [int(hexes[i : i + 2], 16) for i in range(0, len(hexes), 2)]
+        a = parts[3] / 255 if len(parts) == 4 else 1.0
+        return float(parts[0]), float(parts[1]), float(parts[2]), a
+    match = _FUNC.match(text)
+    if match:
+        values = [v.strip() for v in match.group(1).replace("/", ",").split(",") if v.strip()]
+        if len(values) not in (3, 4):
+            raise ValueError(f"not a colour: {color!r}")
+        rgb = [float(v[:-1]) * 2.55 if v.endswith("%") else float(v) for v in values[:3]]
+        a = 1.0
+        if len(values) == 4:
+            a = float(values[3][:-1]) / 100 if values[3].endswith("%") else float(values[3])
+        return rgb[0], rgb[1], rgb[2], a
+    if text in _NAMES:
+        return (*map(float, _NAMES[text]), 0.0 if text == "transparent" else 1.0)
+    raise ValueError(f"not a colour: {color!r}")
+
+
+def parse_colour(color: str) -> tuple[float, float, float]:
+    """``color`` as (r, g, b), each 0-255 (its alpha dropped)."""
+    return _rgba(color)[:3]
+
+
+def alpha(color: str) -> float:
+    """The opacity of ``color``: 0 transparent, 1 opaque."""
+    return _rgba(color)[3]
+
+
+def _linear(c: float) -> float:
+    c = c / 255
+    return c / 12.92 if c <= 0.04045 else ((c + 0.055) / 1.055) ** 2.4
+
+
+def _gamma(c: float) -> float:
+    c = min(max(c, 0.0), 1.0)
+    return 255 * (12.92 * c if c <= 0.0031308 else 1.055 * c ** (1 / 2.4) - 0.055)
+
+
+def simulate(color: str | Sequence[float], deficiency: str) -> tuple[float, float, float]:
+    """What ``color`` looks like with ``deficiency`` ("deuteranopia" or "protanopia"; "normal"
+    gives it back), as (r, g, b) 0-255."""
+    rgb = parse_colour(color) if isinstance(color, str) else tuple(float(c) for c in color)
+    if deficiency == "normal":
+        return rgb
+    if deficiency not in MACHADO:
+        raise ValueError(
+            f"deficiency must be one of {sorted(MACHADO)} or 'normal', got {deficiency!r}"
+        )
+    lin = [_linear(c) for c in rgb]
+    return tuple(_gamma(sum(m * v for m, v in zip(row, lin))) for row in MACHADO[deficiency])
+
+
+def to_lab(color: str | Sequence[float]) -> tuple[float, float, float]:
+    """CIELAB (D65) of an sRGB colour."""
+    rgb = parse_colour(color) if isinstance(color, str) else tuple(float(c) for c in color)
+    r, g, b = (_linear(c) for c in rgb)
+    x = (0.4124564 * r + 0.3575761 * g + 0.1804375 * b) / 0.95047
+    y = 0.2126729 * r + 0.7151522 * g + 0.0721750 * b
+    z = (0.0193339 * r + 0.1191920 * g + 0.9503041 * b) / 1.08883
+
+    def f(t: float) -> float:
+        return t ** (1 / 3) if t > (6 / 29) ** 3 else t / (3 * (6 / 29) ** 2) + 4 / 29
+
+    fx, fy, fz = f(x), f(y), f(z)
+    return 116 * fy - 16, 500 * (fx - fy), 200 * (fy - fz)
+
+
+def delta_e(a: str, b: str, deficiency: str = "normal") -> float:
+    """CIE76 difference of ``a`` and ``b`` as seen with ``deficiency`` (default: normal vision)."""
+    la, lb = to_lab(simulate(a, deficiency)), to_lab(simulate(b, deficiency))
+    return sum((p - q) ** 2 for p, q in zip(la, lb)) ** 0.5
+
+
+def luminance(color: str) -> float:
+    """WCAG 2's relative luminance of ``color`` (0 black, 1 white)."""
+    r, g, b = (_linear(c) for c in parse_colour(color))
+    return 0.2126 * r + 0.7152 * g + 0.0722 * b
+
+
+def contrast(a: str, b: str) -> float:
+    """WCAG 2's contrast ratio of ``a`` on ``b`` (1 to 21)."""
+    la, lb = sorted((luminance(a), luminance(b)), reverse=True)
+    return (la + 0.05) / (lb + 0.05)
+
+
 RENDERER = "zg_offline"
+# Okabe & Ito, "Color Universal Design" (2008): eight colours that stay apart with every common
+# colour vision deficiency. Black is left out: it vanishes on JupyterLab's dark theme, where
+# NEUTRAL (a mid grey that reads on white and on #111111) takes its place.
+OKABE_ITO = {
+    "blue": "#0072B2",
+    "orange": "#E69F00",
+    "bluish green": "#009E73",
+    "vermillion": "#D55E00",
+    "sky blue": "#56B4E9",
+    "reddish purple": "#CC79A7",
+    "yellow": "#F0E442",
+}
+NEUTRAL = "#777777"  # lines, markers and text that are no series: 4.5:1 on white, 4.2:1 on #111
+LIGHT_NEUTRAL = "#BBBBBB"  # bars that are the rest ("other", compute, the floor)
 _STAGE_PALETTE = {
-    "sample": "#4C78A8",
-    "compact": "#72B7B2",
-    "gather": "#54A24B",
-    "forward": "#EECA3B",
-    "loss": "#B279A2",
-    "backward": "#F58518",
-    "step": "#E45756",
+    "sample": OKABE_ITO["blue"],
+    "compact": OKABE_ITO["sky blue"],
+    "gather": OKABE_ITO["bluish green"],
+    "forward": OKABE_ITO["yellow"],
+    "loss": OKABE_ITO["reddish purple"],
+    "backward": OKABE_ITO["orange"],
+    "step": OKABE_ITO["vermillion"],
 }
 STAGE_COLORS = {stage: _STAGE_PALETTE[stage] for stage in STAGES}  # in the order of the chain
-PIPELINE_COLORS = {"DGL": "#8C564B", "zg dynamic": "#E45756", "zg envelope": "#4C78A8"}
+PIPELINE_COLORS = {
+    "DGL": NEUTRAL,
+    "zg dynamic": OKABE_ITO["orange"],
+    "zg envelope": OKABE_ITO["blue"],
+}
+# Series with no colour of their own (yellow is left out: a yellow line is lost on white).
 _FALLBACK_COLORS = [
-    "#4C78A8",
-    "#F58518",
-    "#54A24B",
-    "#E45756",
-    "#72B7B2",
-    "#EECA3B",
-    "#B279A2",
-    "#FF9DA6",
-    "#9D755D",
-    "#BAB0AC",
+    OKABE_ITO["blue"],
+    OKABE_ITO["orange"],
+    OKABE_ITO["bluish green"],
+    OKABE_ITO["vermillion"],
+    OKABE_ITO["sky blue"],
+    OKABE_ITO["reddish purple"],
+    NEUTRAL,
 ]
+# Marker symbols, one per series, so that lines stay apart in grey print and to every eye.
+SYMBOLS = ("circle", "square", "diamond", "triangle-up", "x", "triangle-down", "star", "cross")
+# Bars that share a colour are told apart by a fill pattern.
+PATTERNS = ("", "/", "x", ".", "\\", "+", "-", "|")
+
+# The kit's plotly template: plotly_white with a transparent page and plot, and text, axes and
+# grid in greys that read on JupyterLab's light theme (white) and dark theme (#111111) alike,
+# so a figure is no white card on a dark page. Registered as "zg"; layout() sets it on every
+# figure, setup_notebook() makes it the default.
+TEMPLATE_NAME = "zg"
+TEXT_COLOR = NEUTRAL
+GRID_COLOR = "rgba(128, 128, 128, 0.25)"
+
+
+def _template() -> go.layout.Template:
+    base = go.layout.Template(pio.templates["plotly_white"])
+    axis = dict(
+        gridcolor=GRID_COLOR,
+        linecolor=NEUTRAL,
+        zerolinecolor="rgba(128, 128, 128, 0.5)",
+        tickcolor=NEUTRAL,
+        title=dict(font=dict(color=TEXT_COLOR)),
+        tickfont=dict(color=TEXT_COLOR),
+    )
+    base.layout.update(
+        paper_bgcolor="rgba(0,0,0,0)",
+        plot_bgcolor="rgba(0,0,0,0)",
+        font=dict(color=TEXT_COLOR),
+        title=dict(font=dict(color=TEXT_COLOR)),
+        legend=dict(bgcolor="rgba(0,0,0,0)", font=dict(color=TEXT_COLOR)),
+        colorway=list(_FALLBACK_COLORS),
+        xaxis=axis,
+        yaxis=axis,
+    )
+    return base
+
+
+pio.templates[TEMPLATE_NAME] = _template()
 
 
 # ----------------------------------------------------------------------------- display setup
@@ -107,7 +327,7 @@ class _OfflineHtmlRenderer(MimetypeRenderer):
         return {"text/html": offline_html(go.Figure(fig_dict))}
 
 
-def setup_notebook(template: str = "plotly_white") -> str:
+def setup_notebook(template: str = TEMPLATE_NAME) -> str:
     """Make figures render live in JupyterLab and offline in HTML reports; call it once, first.
 
     * registers the renderer :data:`RENDERER` and makes ``"plotly_mimetype+zg_offline"`` the
@@ -135,12 +355,22 @@ def setup_notebook(template: str = "plotly_white") -> str:
     bundle = (
         "<script type=\"text/javascript\">window.PlotlyConfig = {MathJaxConfig: 'local'};</script>\n"
         f'<script type="text/javascript">{get_plotlyjs()}</script>\n'
-        f'<div class="zg-plotly-note" style="font-size:smaller;color:#666">plotly.js '
+        f'<div class="zg-plotly-note" style="font-size:smaller;color:#777">plotly.js '
         f"embedded inline (plotly.py {html.escape(plotly_version)}): the figures below draw "
         f"without any network.</div>"
     )
     display({"text/html": bundle, "text/plain": "plotly.js embedded for offline figures"}, raw=True)
     return pio.renderers.default
+
+
+REOPEN_NOTE = (
+    "Controls: if the control below is not drawn or does not respond (a reopened notebook keeps "
+    "no live controls), re-run this cell to restore it."
+)
+REOPEN_NOTE_HTML = (
+    f'<p class="zg-reopen-note" style="font-size:smaller;color:#777">{REOPEN_NOTE}</p>'
+)
+REOPEN_NOTE_KEY = "zg_reopen_note"  # the note's output metadata: the HTML report skips it
 
 
 class Explorer:
@@ -179,11 +409,28 @@ class Explorer:
         fig = self.figure if values == self.initial else self.build(**values)
         fig.show()
 
+    def _ipython_display_(self):
+        """The controls, under a line saying what to do when they come back dead.
+
+        ipywidgets draw from models that live in the kernel; a notebook saved and reopened has
+        none (JupyterLab saves no widget state unless told to), so the control's output shows
+        an error instead of a slider. The line above it is a plain output, saved with the
+        notebook, that says to re-run the cell. An HTML report leaves it out
+        (tools/report_template: the output's metadata names it :data:`REOPEN_NOTE`)."""
+        from IPython.display import display
+
+        display(
+            {"text/html": REOPEN_NOTE_HTML, "text/plain": REOPEN_NOTE},
+            raw=True,
+            metadata={REOPEN_NOTE_KEY: True},
+        )
+        display(self._repr_mimebundle_(), raw=True)
+
     def _repr_mimebundle_(self, include=None, exclude=None):
         bundle = dict(self.widget._repr_mimebundle_(include=include, exclude=exclude) or {})
         settings = ", ".join(f"{k}={v!r}" for k, v in self.initial.items())
         bundle["text/html"] = (
-            f'<div class="zg-explore-static"><p style="font-size:smaller;color:#666">'
+            f'<div class="zg-explore-static"><p style="font-size:smaller;color:#777">'
             f"Interactive controls ({html.escape(', '.join(self.controls))}) are live when this "
             f"notebook runs in JupyterLab; this static report shows the figure at "
             f"{html.escape(settings)}.</p>{offline_html(self.figure)}</div>"
@@ -468,6 +715,7 @@ def layout(
             pad=dict(l=10, t=10 + 17 * (len(title_lines) - 1)),
         ),
         font_family=FONT_FAMILY,
+        template=pio.templates[TEMPLATE_NAME],
         height=height,
         margin=dict(t=top, b=bottom, l=60, r=right),
     )
@@ -488,6 +736,19 @@ def _dash(i: int) -> str:
     """The i-th line's dash: solid through the palette once, then dashed, then dotted, so
     that more lines than colours stay apart."""
     return ("solid", "dash", "dot", "dashdot")[(i // len(_FALLBACK_COLORS)) % 4]
+
+
+def _symbol(i: int) -> str:
+    """The i-th series' marker symbol: each series its own, so that no two are told apart by
+    colour alone."""
+    return SYMBOLS[i % len(SYMBOLS)]
+
+
+def series_style(i: int) -> dict:
+    """The i-th series' look for ``go.Scatter(**series_style(i))``: a colour of the palette, a
+    dash and a marker symbol (see :func:`_dash`, :func:`_symbol`)."""
+    color = _FALLBACK_COLORS[i % len(_FALLBACK_COLORS)]
+    return dict(line=dict(color=color, dash=_dash(i)), marker=dict(color=color, symbol=_symbol(i)))
 
 
 def _check_mapping(value: Any, name: str) -> Mapping:
@@ -521,22 +782,37 @@ def byte_ticks(values: Sequence[float], *, log: bool = False) -> dict:
     """Ticks in binary units for an axis of bytes that spans ``values``, so that the axis reads
     like the kit's labels (``1.5 MiB``, :func:`_human`) and not in plotly's SI (``2M`` =
     2,000,000): ``fig.update_yaxes(**byte_ticks(values))``. Linear: about five round steps of
-    one unit; ``log``: 1, 10 and 100 of each unit."""
+    one unit; ``log``: 1, 10 and 100 of each unit, or 1-2-5 (or 1 1.5 2 3 5 7) where those
+    leave fewer than two labels on the data; where even those do, the axis runs from the tick
+    below the data to the tick above."""
     finite = [float(v) for v in values if v is not None and float(v) == float(v)]
     if not finite:
         raise ValueError("values is empty: no byte range to put ticks on")
     high = max(max(finite), 1.0)
     if log:
         low = min([v for v in finite if v > 0] or [1.0])
-        ticks = [k * size for _, size in _BINARY_UNITS for k in (1, 10, 100)]
-        below = max([t for t in ticks if t <= low] or [ticks[0]])
-        above = min([t for t in ticks if t >= high] or [ticks[-1]])
-        vals = [t for t in ticks if below <= t <= above]
+        ladders = (
+            (1, 10, 100),
+            (1, 2, 5, 10, 20, 50, 100, 200, 500),
+            tuple(k * m for m in (1, 10, 100) for k in (1, 1.5, 2, 3, 5, 7)),
+        )
+        for steps in ladders:
+            ticks = [k * size for _, size in _BINARY_UNITS for k in steps]
+            below = max([t for t in ticks if t <= low] or [ticks[0]])
+            above = min([t for t in ticks if t >= high] or [ticks[-1]])
+            vals = [t for t in ticks if below <= t <= above]
+            if sum(low <= t <= high for t in vals) >= 2:
+                break
         text = []
         for t in vals:
             unit, size = max((u for u in _BINARY_UNITS if u[1] <= t), key=lambda u: u[1])
             text.append(f"{t / size:g} {unit}")
-        return {"tickmode": "array", "tickvals": vals, "ticktext": text}
+        out = {"tickmode": "array", "tickvals": vals, "ticktext": text}
+        if sum(low <= t <= high for t in vals) < 2:
+            # the data sit between two ticks: the axis runs from the one to the other, so
+            # that both are drawn
+            out["range"] = [math.log10(vals[0]), math.log10(vals[-1])]
+        return out
     unit, size = max((u for u in _BINARY_UNITS if u[1] <= high), key=lambda u: u[1])
     span = high / size
     raw = span / 4
@@ -551,6 +827,66 @@ def byte_ticks(values: Sequence[float], *, log: bool = False) -> dict:
 # ----------------------------------------------------------------------------- figures of both halves
 
 
+def crowded(values: Sequence[float | None], share: float = 2 / 3, band: float = 0.05) -> bool:
+    """Whether a linear axis up to the largest of ``values`` would crowd more than ``share`` of
+    them into a strip ``band`` of its height tall, from the least value up (a few large values
+    hiding the rest), so that the axis should be logarithmic. Only for positive values (a log
+    axis needs them)."""
+    finite = [float(v) for v in values if v is not None and float(v) == float(v)]
+    if len(finite) < 3 or min(finite) <= 0:
+        return False
+    low, high = min(finite), max(finite)
+    if high <= low:
+        return False
+    # the axis would run from 0 (or the least value) to the largest; the strip starts at the
+    # least value
+    span = high - min(0.0, low)
+    return sum(v <= low + band * span for v in finite) > share * len(finite)
+
+
+def _tick_text(value: float) -> str:
+    """A log axis's tick label: ``0.02``, ``500``, ``20k``, ``1M`` (plotly's own style)."""
+    for size, suffix in ((1e9, "G"), (1e6, "M"), (1e3, "k")):
+        if value >= size:
+            return f"{value / size:g}{suffix}"
+    return f"{value:g}"
+
+
+def log_ticks(values: Sequence[float | None] = (), *, fixed: bool = False) -> dict:
+    """Tick settings for a log axis over ``values``:
+    ``fig.update_xaxes(type="log", **log_ticks(values))``. Labels at the decades (1, 10, 100)
+    when the values span three decades or more, else at 1, 2 and 5 of each decade (finer, 1 1.5
+    2 3 5 7, within one decade), written out (``20``, ``0.05``, ``200k``): never plotly's
+    "2 3 ... 9 1 2" of small digits between the decades. At least two labels fall on the data;
+    where they cannot, the axis runs from the tick below the data to the tick above.
+
+    ``fixed``: the axis keeps the range of all ``values`` (padded a little) whatever traces are
+    shown, for a figure whose menu shows other traces (hidden traces do not count in plotly's
+    autorange, which would leave the labels outside the range drawn)."""
+    finite = [float(v) for v in values if v is not None and float(v) == float(v) and float(v) > 0]
+    if not finite:
+        return dict(dtick=1)
+    low, high = min(finite), max(finite)
+    decades = math.log10(high / low)
+    ladders = [(1,)] if decades >= 3 else []
+    ladders += [(1, 2, 5), (1, 1.5, 2, 3, 5, 7)]
+    first, last = math.floor(math.log10(low)) - 1, math.ceil(math.log10(high)) + 1
+    for steps in ladders:
+        ticks = [round(k * 10.0**e, 12) for e in range(first, last + 1) for k in steps]
+        below = max([t for t in ticks if t <= low] or [ticks[0]])
+        above = min([t for t in ticks if t >= high] or [ticks[-1]])
+        vals = [t for t in ticks if below <= t <= above]
+        if sum(low <= t <= high for t in vals) >= 2:
+            break
+    out: dict = {"tickmode": "array", "tickvals": vals, "ticktext": [_tick_text(v) for v in vals]}
+    if sum(low <= t <= high for t in vals) < 2:
+        out["range"] = [math.log10(vals[0]), math.log10(vals[-1])]
+    elif fixed:
+        pad = 0.05 * max(decades, 0.1)
+        out["range"] = [math.log10(low) - pad, math.log10(high) + pad]
+    return out
+
+
 def curves(
     series: Mapping[str, Sequence[float]],
     *,
@@ -559,21 +895,52 @@ def curves(
     yaxis_title: str = "value",
     x: Sequence[float] | None = None,
     subtitle: str | None = None,
+    highlight: Sequence[str] | None = None,
+    log_y: bool | None = None,
 ) -> go.Figure:
-    """Lines, one per named series (loss or accuracy per epoch, ...)."""
+    """Lines, one per named series (loss or accuracy per epoch, ...), each with its own colour,
+    dash and marker symbol.
+
+    ``highlight``: the names of the series to follow; the others are drawn thin in grey under
+    them, as one legend entry ("other runs"; a point's hover still names its run), so that a
+    figure of many runs stays readable. ``log_y``: a logarithmic y axis (labelled at its
+    decades); by default one when a linear axis would crowd most points at its bottom (a few
+    huge values, :func:`crowded`)."""
     series = _check_mapping(series, "series")
+    if highlight is not None:
+        unknown = [h for h in highlight if h not in series]
+        if unknown:
+            raise ValueError(f"highlight names series that are not there: {unknown}")
     fig = go.Figure()
-    for i, (name, values) in enumerate(series.items()):
+    others = 0
+    shown = 0
+    for name, values in series.items():
         values = list(values)
         xs = list(x) if x is not None else list(range(len(values)))
-        fig.add_trace(
-            go.Scatter(
-                x=xs,
-                y=values,
-                mode="lines+markers",
-                name=name,
-                line=dict(color=_color(name, i), dash=_dash(i)),
+        if highlight is not None and name not in highlight:
+            fig.add_trace(
+                go.Scatter(
+                    x=xs,
+                    y=values,
+                    mode="lines",
+                    name="other runs",
+                    legendgroup="other runs",
+                    showlegend=others == 0,
+                    line=dict(color=LIGHT_NEUTRAL, width=1),
+                    hovertemplate=f"{html.escape(str(name))}<br>%{{x}}: %{{y}}<extra></extra>",
+                )
             )
-        )
+            others += 1
+            continue
+        style = series_style(shown)
+        style["line"]["color"] = style["marker"]["color"] = _color(name, shown)
+        fig.add_trace(go.Scatter(x=xs, y=values, mode="lines+markers", name=name, **style))
+        shown += 1
+    # the grey runs under the highlighted ones
+    fig.data = tuple(sorted(fig.data, key=lambda t: t.legendgroup != "other runs"))
     fig.update_layout(xaxis_title=xaxis_title, yaxis_title=yaxis_title)
+    if log_y is None:
+        log_y = crowded([v for values in series.values() for v in values])
+    if log_y:
+        fig.update_yaxes(type="log", **log_ticks([v for vs in series.values() for v in vs]))
     return layout(fig, title=title, subtitle=subtitle)

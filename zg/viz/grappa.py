@@ -18,12 +18,19 @@ from plotly.subplots import make_subplots
 
 from .common import (
     _FALLBACK_COLORS,
+    LIGHT_NEUTRAL,
+    NEUTRAL,
+    OKABE_ITO,
+    PATTERNS,
+    STAGE_COLORS,
+    SYMBOLS,
     _check_mapping,
     _check_rows,
-    _dash,
     _human,
     byte_ticks,
     layout,
+    log_ticks,
+    series_style,
 )
 
 __all__ = [
@@ -50,7 +57,7 @@ __all__ = [
     "METHOD_COLORS",
 ]
 
-METHOD_COLORS = {"random": "#E45756", "metis": "#4C78A8"}
+METHOD_COLORS = {"random": OKABE_ITO["orange"], "metis": OKABE_ITO["blue"]}
 
 
 def _method_color(name: str, i: int) -> str:
@@ -91,11 +98,11 @@ def coverage_histogram(coverage: Any, *, hops: int, subtitle: str | None = None)
     values = np.asarray(coverage, dtype=float).ravel()
     if values.size == 0:
         raise ValueError("coverage is empty")
-    fig = go.Figure(go.Histogram(x=values, nbinsx=25, marker_color="#4C78A8", name="nodes"))
+    fig = go.Figure(go.Histogram(x=values, nbinsx=25, marker_color=OKABE_ITO["blue"], name="nodes"))
     fig.add_vline(
         x=float(values.mean()),
         line_dash="dash",
-        line_color="#E45756",
+        line_color=OKABE_ITO["vermillion"],
         annotation_text=f"mean {values.mean():.2f}",
     )
     fig.update_layout(xaxis_title=f"{hops}-hop coverage", yaxis_title="nodes")
@@ -211,7 +218,7 @@ def partition_sweep(
             y=[(p - 1) / p for p in ps],
             mode="lines",
             name="(P - 1) / P",
-            line=dict(dash="dot", color="#999"),
+            line=dict(dash="dot", color=NEUTRAL),
         ),
         row=1,
         col=1,
@@ -252,7 +259,7 @@ def traffic_vs_batch(rows: Sequence[dict], *, subtitle: str | None = None) -> go
             y=[v for _, v in grad],
             mode="lines+markers",
             name="gradients only (Grappa), any partition",
-            line=dict(color="black", dash="dash"),
+            line=dict(color=NEUTRAL, dash="dash"),
         )
     )
     sizes = [b for b, _ in grad]
@@ -292,7 +299,7 @@ def partition_view(
         "gradients only<br>(Grappa)"
     ]
     values = [r["feature_bytes"] for r in traffic] + [traffic[0]["gradient_bytes"]]
-    colors = [_method_color(r["method"], i) for i, r in enumerate(traffic)] + ["#333333"]
+    colors = [_method_color(r["method"], i) for i, r in enumerate(traffic)] + [NEUTRAL]
     fig.add_trace(
         go.Bar(
             x=labels,
@@ -416,8 +423,8 @@ def estimator_errors(rows: Sequence[dict], *, subtitle: str | None = None) -> go
             totals = [r["bias_squared"] + r["variance"] for r in here]
             highest = max([highest, *totals])
             for key, label, color in (
-                ("bias_squared", "bias²", "#E45756"),
-                ("variance", "variance", "#4C78A8"),
+                ("bias_squared", "bias²", OKABE_ITO["vermillion"]),
+                ("variance", "variance", OKABE_ITO["blue"]),
             ):
                 fig.add_trace(
                     go.Bar(
@@ -479,12 +486,16 @@ def shrink_curve(
             y=[b * b for b in sweep["bias"]],
             mode="lines",
             name="bias²",
-            line_color="#E45756",
+            line_color=OKABE_ITO["vermillion"],
         )
     )
     fig.add_trace(
         go.Scatter(
-            x=lam, y=list(sweep["variance"]), mode="lines", name="variance", line_color="#4C78A8"
+            x=lam,
+            y=list(sweep["variance"]),
+            mode="lines",
+            name="variance",
+            line_color=OKABE_ITO["blue"],
         )
     )
     fig.add_trace(
@@ -493,7 +504,7 @@ def shrink_curve(
             y=list(sweep["relative_mse"]),
             mode="lines",
             name="relative MSE",
-            line=dict(color="black", width=3),
+            line=dict(color=NEUTRAL, width=3),
         )
     )
     auto = list(sweep.get("auto_lambda") or [])
@@ -504,7 +515,7 @@ def shrink_curve(
                 y=[0.0] * len(auto),
                 mode="markers",
                 name="auto λ of each draw",
-                marker=dict(symbol="triangle-up", size=11, color="#F58518"),
+                marker=dict(symbol="triangle-up", size=11, color=OKABE_ITO["orange"]),
             )
         )
     if chosen is not None:
@@ -514,7 +525,9 @@ def shrink_curve(
                 y=[chosen["relative_mse"]],
                 mode="markers",
                 name=f"λ = {chosen['lambda']:.2f}, recomputed",
-                marker=dict(symbol="circle-open", size=16, color="#54A24B", line_width=3),
+                marker=dict(
+                    symbol="circle-open", size=16, color=OKABE_ITO["bluish green"], line_width=3
+                ),
             )
         )
     fig.update_layout(
@@ -539,7 +552,7 @@ def accuracy_vs_bytes(rows: Sequence[dict], *, subtitle: str | None = None) -> g
                 y=[r["accuracy"]],
                 mode="markers",
                 name=r["run"],
-                marker=dict(size=13, color=color),
+                marker=dict(size=13, color=color, symbol=SYMBOLS[i % len(SYMBOLS)]),
                 legendgroup=r["run"],
                 hovertemplate=f"{html.escape(r['run'])}<br>{_human(sent)} sent<br>"
                 "accuracy %{y:.3f}<extra></extra>",
@@ -595,7 +608,7 @@ def rmat_scaling(rows: Sequence[dict], *, subtitle: str | None = None) -> go.Fig
             y=[r["feature_bytes_per_iteration"] for r in rows],
             mode="lines+markers",
             name="feature fetching: features",
-            line_color="#8C564B",
+            line_color=OKABE_ITO["reddish purple"],
         ),
         row=1,
         col=1,
@@ -606,7 +619,7 @@ def rmat_scaling(rows: Sequence[dict], *, subtitle: str | None = None) -> go.Fig
             y=[r["gradient_bytes_per_iteration"] for r in rows],
             mode="lines+markers",
             name="gradients (both designs)",
-            line_color="#4C78A8",
+            line_color=OKABE_ITO["blue"],
         ),
         row=1,
         col=1,
@@ -617,7 +630,7 @@ def rmat_scaling(rows: Sequence[dict], *, subtitle: str | None = None) -> go.Fig
             y=[r["edge_cut_fraction"] for r in rows],
             mode="lines+markers",
             name="edge-cut fraction",
-            line_color="#E45756",
+            line_color=OKABE_ITO["vermillion"],
         ),
         row=1,
         col=2,
@@ -628,12 +641,12 @@ def rmat_scaling(rows: Sequence[dict], *, subtitle: str | None = None) -> go.Fig
             y=[r["mean_coverage"] for r in rows],
             mode="lines+markers",
             name="mean coverage (training nodes)",
-            line_color="#54A24B",
+            line_color=OKABE_ITO["bluish green"],
         ),
         row=1,
         col=2,
     )
-    fig.update_xaxes(type="log", title_text="nodes")
+    fig.update_xaxes(type="log", title_text="nodes", **log_ticks([r["nodes"] for r in rows]))
     sent = [
         r[k] for r in rows for k in ("feature_bytes_per_iteration", "gradient_bytes_per_iteration")
     ]
@@ -658,7 +671,7 @@ def epoch_projection(rows: Sequence[dict], *, title: str, subtitle: str | None =
         go.Bar(
             x=x,
             y=[r["compute_seconds"] * hours for r in rows],
-            marker_color="#BAB0AC",
+            marker_color=LIGHT_NEUTRAL,
             name="compute (measured per iteration here, × iterations)",
         )
     )
@@ -666,12 +679,39 @@ def epoch_projection(rows: Sequence[dict], *, title: str, subtitle: str | None =
         go.Bar(
             x=x,
             y=[r["link_seconds"] * hours for r in rows],
-            marker_color="#F58518",
+            marker_color=OKABE_ITO["orange"],
             name="network (link model)",
         )
     )
     fig.update_layout(barmode="stack", yaxis_title="hours per epoch")
     return layout(fig, title=title, subtitle=subtitle)
+
+
+# An epoch's parts (zg.grappa.account.PARTS) in the stage colours of the chain they time, so
+# that "gather" is one colour in notebook 04's stage figures and notebook 08's account; the
+# parts that are no stage are told apart by a fill pattern.
+PART_STYLES = {
+    "sampling": (STAGE_COLORS["sample"], ""),
+    "gather": (STAGE_COLORS["gather"], ""),
+    "forward": (STAGE_COLORS["forward"], ""),
+    "backward": (STAGE_COLORS["backward"], ""),
+    "step": (STAGE_COLORS["step"], ""),
+    "exchange": (OKABE_ITO["reddish purple"], "/"),
+    "evaluation": (LIGHT_NEUTRAL, "x"),
+    "repartitioning": (LIGHT_NEUTRAL, "."),
+    "checkpointing": (LIGHT_NEUTRAL, "/"),
+    "other": (LIGHT_NEUTRAL, ""),
+}
+
+
+def part_style(part: str, i: int = 0) -> tuple[str, str]:
+    """(colour, fill pattern) of an epoch's part: :data:`PART_STYLES`, or for a part it does
+    not name the i-th palette colour with the i-th pattern."""
+    if part in PART_STYLES:
+        return PART_STYLES[part]
+    if part in STAGE_COLORS:
+        return STAGE_COLORS[part], ""
+    return _FALLBACK_COLORS[i % len(_FALLBACK_COLORS)], PATTERNS[(i + 1) % len(PATTERNS)]
 
 
 def epoch_account(rows: Sequence[dict], *, subtitle: str | None = None) -> go.Figure:
@@ -690,14 +730,13 @@ def epoch_account(rows: Sequence[dict], *, subtitle: str | None = None) -> go.Fi
     fig = go.Figure()
     x = [r["label"] for r in rows]
     for i, part in enumerate(parts):
+        color, pattern = part_style(part, i)
         fig.add_trace(
             go.Bar(
                 x=x,
                 y=[1000 * r["parts"][part] for r in rows],
                 name=part,
-                marker_color="#BAB0AC"
-                if part == "other"
-                else _FALLBACK_COLORS[i % len(_FALLBACK_COLORS)],
+                marker=dict(color=color, pattern=dict(shape=pattern, fgcolor=NEUTRAL)),
             )
         )
     fig.update_layout(barmode="stack", yaxis_title="ms per epoch (mean over epochs and workers)")
@@ -773,7 +812,7 @@ def _error_lines(rows: Sequence[dict], *, group: str, x: str, y: str, std: str |
                 mode="lines+markers",
                 name=str(name),
                 error_y=error,
-                line=dict(color=_FALLBACK_COLORS[i % len(_FALLBACK_COLORS)], dash=_dash(i)),
+                **series_style(i),
             )
         )
     return fig

@@ -20,11 +20,15 @@ from .._checks import int_arg
 from .common import (
     _FALLBACK_COLORS,
     FIGURE_WIDTH,
+    LIGHT_NEUTRAL,
+    NEUTRAL,
+    OKABE_ITO,
     STAGE_COLORS,
     _check_mapping,
     _check_rows,
     _color,
     layout,
+    log_ticks,
     wrap,
 )
 
@@ -85,9 +89,9 @@ def hop_metadata(rows: Sequence[dict], *, subtitle: str | None = None) -> go.Fig
     hops = [f"hop {r['hop']} (fanout {r.get('fanout', '?')})" for r in rows]
     fig = go.Figure()
     for key, label, color in (
-        ("frontier", "frontier (nodes expanded)", "#BAB0AC"),
-        ("sampled_edges", "sampled edges", "#72B7B2"),
-        ("distinct_nodes", "distinct nodes (metadata: read on the host)", "#E45756"),
+        ("frontier", "frontier (nodes expanded)", LIGHT_NEUTRAL),
+        ("sampled_edges", "sampled edges", OKABE_ITO["sky blue"]),
+        ("distinct_nodes", "distinct nodes (metadata: read on the host)", OKABE_ITO["vermillion"]),
     ):
         fig.add_trace(
             go.Bar(
@@ -136,7 +140,7 @@ def stage_timeline(
 ) -> go.Figure:
     """One iteration of each pipeline on a time axis, one row per pipeline, coloured by stage
     (``{pipeline: events}`` from :func:`zg.experiments.time_stages`). Stretches with host syncs are
-    outlined in black and labelled with their count."""
+    outlined in grey and labelled with their count."""
     timelines = _check_mapping(timelines, "timelines")
     fig = go.Figure()
     present = {e["stage"] for events in timelines.values() for e in events}
@@ -150,7 +154,7 @@ def stage_timeline(
                 orientation="h",
                 name=stage,
                 legendgroup=stage,
-                marker_color=STAGE_COLORS.get(stage, "#999"),
+                marker_color=STAGE_COLORS.get(stage, NEUTRAL),
                 hoverinfo="skip",
             )
         )
@@ -170,8 +174,8 @@ def stage_timeline(
                     legendgroup=e["stage"],
                     showlegend=False,
                     marker=dict(
-                        color=STAGE_COLORS.get(e["stage"], "#999"),
-                        line=dict(color="black" if syncs else "rgba(0,0,0,0)", width=2),
+                        color=STAGE_COLORS.get(e["stage"], NEUTRAL),
+                        line=dict(color=NEUTRAL if syncs else "rgba(0,0,0,0)", width=2),
                     ),
                     text=[f"{syncs}" if syncs else ""],
                     textposition="inside",
@@ -235,7 +239,7 @@ def count_distributions(
             go.Histogram(
                 x=column,
                 name="true counts (oracle)",
-                marker_color="#BAB0AC",
+                marker_color=LIGHT_NEUTRAL,
                 showlegend=i == 0,
                 legendgroup="counts",
                 nbinsx=20,
@@ -293,10 +297,10 @@ def memory_per_hop(
         "oracle_mean": "oracle (mean batch)",
     }
     colors = {
-        "worst_case": "#E45756",
-        "envelope": "#4C78A8",
-        "oracle_max": "#72B7B2",
-        "oracle_mean": "#54A24B",
+        "worst_case": OKABE_ITO["vermillion"],
+        "envelope": OKABE_ITO["blue"],
+        "oracle_max": OKABE_ITO["sky blue"],
+        "oracle_mean": OKABE_ITO["bluish green"],
     }
     fig = go.Figure()
     for policy in policies:
@@ -477,7 +481,7 @@ def stage_breakdown(rows: Sequence[dict], *, subtitle: str | None = None) -> go.
                 name="whole step (timed separately)",
                 legendgroup="whole step",
                 showlegend=i == 1,
-                marker=dict(symbol="line-ns-open", size=18, color="black", line_width=3),
+                marker=dict(symbol="line-ns-open", size=18, color=NEUTRAL, line_width=3),
                 hovertemplate="%{y}: whole step %{x:.2f} ms<extra></extra>",
             ),
             row=i,
@@ -503,7 +507,7 @@ def stage_breakdown(rows: Sequence[dict], *, subtitle: str | None = None) -> go.
     )
 
 
-FLOOR_COLOR = "#BAB0AC"  # the floor's share of a pipeline's bar
+FLOOR_COLOR = LIGHT_NEUTRAL  # the floor's share of a pipeline's bar
 
 
 def floor_split(rows: Sequence[dict], *, subtitle: str | None = None) -> go.Figure:
@@ -555,7 +559,7 @@ def floor_split(rows: Sequence[dict], *, subtitle: str | None = None) -> go.Figu
             y=[1.0],
             mode="markers",
             name="floor, timed unclocked",
-            marker=dict(symbol="line-ew-open", size=40, color="black", line_width=3),
+            marker=dict(symbol="line-ew-open", size=40, color=NEUTRAL, line_width=3),
             hovertemplate=f"the floor, timed unclocked: {floor_ms:.1f} ms<extra></extra>",
         )
     )
@@ -580,7 +584,10 @@ def floor_split(rows: Sequence[dict], *, subtitle: str | None = None) -> go.Figu
                 y=[ratio["mean"] - 1.0],
                 error_y=None if ratio["std"] is None else dict(array=[ratio["std"]]),
                 name=f"{r['pipeline']}: overhead",
-                marker_color=_color(r["pipeline"], i),
+                # hatched: the overhead is no stage, whose colours the floor's parts wear
+                marker=dict(
+                    color=_color(r["pipeline"], i), pattern=dict(shape="/", fgcolor=NEUTRAL)
+                ),
                 text=[f"{text} the floor"],
                 textposition="none",  # drawn by the label trace below, clear of the error bar
                 customdata=[1e3 * r["seconds"]["mean"]],
@@ -652,9 +659,25 @@ def batch_scaling(
                 line_dash="dash" if part[0].get("kernel") == "fused" else "solid",
             )
         )
-    fig.update_xaxes(type="log", title_text="batch size (seeds per iteration)")
+    fig.update_xaxes(
+        type="log", title_text="batch size (seeds per iteration)", **_axis_log_ticks(fig, "x")
+    )
     fig.update_layout(yaxis_title=labels.get(metric, metric))
     return layout(fig, title="Scaling with batch size", subtitle=subtitle, legend_title="pipeline")
+
+
+def _axis_log_ticks(fig: go.Figure, axis: str, *, fixed: bool = False) -> dict:
+    """:func:`log_ticks` for the values the traces of ``fig`` put on ``axis`` ("x", "y2", ...),
+    hidden traces too (``fixed``: one range for every view a menu shows)."""
+    letter = axis[0]
+    values = [
+        v
+        for t in fig.data
+        if (getattr(t, f"{letter}axis", None) or letter) == axis
+        for v in (getattr(t, letter, None) or ())
+        if isinstance(v, (int, float))
+    ]
+    return log_ticks(values, fixed=fixed)
 
 
 def gpu_results(
@@ -835,10 +858,21 @@ def cost_growth(
                 args=[{"visible": [who == name for who, _ in owner]}],
             )
         )
-    fig.update_xaxes(type="log", title_text="nodes in the graph", row=1, col=1)
-    fig.update_xaxes(type="log", title_text="batch size (seeds per iteration)", row=1, col=2)
-    fig.update_yaxes(type="log", title_text=label, row=1, col=1)
-    fig.update_yaxes(type="log", row=1, col=2)
+    fig.update_xaxes(
+        type="log", title_text="nodes in the graph", row=1, col=1, **_axis_log_ticks(fig, "x")
+    )
+    fig.update_xaxes(
+        type="log",
+        title_text="batch size (seeds per iteration)",
+        row=1,
+        col=2,
+        **_axis_log_ticks(fig, "x2"),
+    )
+    # one range for the totals and each pipeline's stages (the menu's views), labelled throughout
+    fig.update_yaxes(
+        type="log", title_text=label, row=1, col=1, **_axis_log_ticks(fig, "y", fixed=True)
+    )
+    fig.update_yaxes(type="log", row=1, col=2, **_axis_log_ticks(fig, "y2", fixed=True))
     fig.update_layout(updatemenus=[dict(buttons=buttons, direction="down", showactive=True)])
     # The legend of each button's view; the fullest one sizes the legend.
     legend = [(who, total, t.name) for (who, total), t in zip(owner, fig.data) if t.showlegend]
@@ -896,8 +930,8 @@ def gpu_timeline(rows: Sequence[dict], *, label: str, iterations: int = 4) -> go
     ]
     fig = go.Figure()
     for kind, color, pattern in (
-        ("GPU busy", "#4C78A8", ""),
-        ("GPU idle (waiting for the host)", "#E45756", "/"),
+        ("GPU busy", OKABE_ITO["blue"], ""),
+        ("GPU idle (waiting for the host)", OKABE_ITO["vermillion"], "/"),
     ):
         base, width, lane_of = [], [], []
         for lane, r in zip(lanes, rows):
