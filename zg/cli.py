@@ -771,19 +771,29 @@ def _grappa_values(args: argparse.Namespace, parser: argparse.ArgumentParser) ->
     return values
 
 
-def _grappa_flags():
-    """message -> message: the TrainConfig field a message names first is shown as its flag
-    ("--estimator: unknown estimator 'x'; choose one of [...]"); run()'s source prefix goes."""
+def _grappa_flags(started: bool = False):
+    """message -> message: the TrainConfig field whose own check refused the value is shown as
+    its flag ("--estimator: unknown estimator 'x'; choose one of [...]"); run()'s source
+    prefix goes. The field is the ``config_field`` the refusal carries
+    (:meth:`zg.grappa.TrainConfig.validated` sets it on each check's error), read from the
+    exception being handled; before a run starts, a message that begins with a field's name
+    (a check of the plan, ``"batch_size=600 is larger than ..."``) names it too. A failure
+    after the start (``started``) carries no field: no flag is named from its words."""
     import re
 
     names = [f.name for f, _ in _grappa_fields()]
-    pattern = re.compile(r"\b(" + "|".join(sorted(names, key=len, reverse=True)) + r")\b")
+    pattern = re.compile(r"(" + "|".join(sorted(names, key=len, reverse=True)) + r")\b")
 
     def flagged(message: str) -> str:
         if message.startswith("zg grappa: "):
             message = message[len("zg grappa: ") :]
-        named = pattern.search(message)
-        if named is not None and not message.startswith("--"):
+        if message.startswith("--"):
+            return message
+        field = getattr(sys.exc_info()[1], "config_field", None)
+        if field in names:
+            return f"{_flag(field)}: {message}"
+        named = None if started else pattern.match(message)
+        if named is not None:
             message = f"{_flag(named.group(1))}: {message}"
         return message
 
@@ -802,7 +812,7 @@ def _grappa_error(parser: argparse.ArgumentParser):
 
 def _grappa_failed(message: str) -> int:
     """A started run that failed (a timeout, another run's checkpoint, ...): one line, exit 1."""
-    print(f"zg grappa: error: {_grappa_flags()(message)}", file=sys.stderr, flush=True)
+    print(f"zg grappa: error: {_grappa_flags(started=True)(message)}", file=sys.stderr, flush=True)
     return 1
 
 
