@@ -132,3 +132,15 @@ def test_the_command_line_names_a_flag_only_from_the_refusing_field():
     assert before("no field here, though model and lr are words") == (
         "no field here, though model and lr are words"
     )
+
+
+@pytest.mark.parametrize(
+    "argv, flag",
+    [(["--coverage-floor", "1e-44"], "--coverage-floor"), (["--lr", "1e-320"], "--lr")],
+)
+def test_zg_grappa_refuses_before_starting_naming_the_flag(capsys, argv, flag):
+    with pytest.raises(SystemExit) as caught:
+        cli.main(["grappa", "--dataset", "cora", *argv])
+    assert caught.value.code == 2
+    last = capsys.readouterr().err.strip().splitlines()[-1]  # after argparse's usage lines
+    assert last.startswith(f"zg grappa: error: {flag}: ") and "--model" not in last
