@@ -282,7 +282,9 @@ def check_engine_args(
     seed = seed_arg(seed)
     if not isinstance(replace, bool):
         raise TypeError(f"replace must be a bool, got {type(replace).__name__}")
-    if isinstance(model, BlockModel):
+    if hooks.features is None:
+        check_features(g)
+    if isinstance(getattr(model, "feature_dims", None), list):  # a zg model or DGLModel
         check_model_fits(model, g, fanouts, hooks.features is None)
     if hooks.guard is not None:
         check_guard(hooks.guard, len(fanouts), device)
@@ -371,6 +373,36 @@ def check_mode(mode: Any, device: torch.device) -> str:
             "mode='dgl' runs on the CPU here (the reference environment's DGL has no CUDA build)"
         )
     return mode
+
+
+def check_features(g: Graph) -> None:
+    """``g.x`` as every mode gathers it (the same check for all of them, before any sampler
+    or DGL kernel sees it): a dense floating tensor ``[num_nodes, F]`` with ``F >= 1``,
+    contiguous. (:class:`zg.Graph` builds it so; a later assignment to ``g.x`` may not be.)"""
+    x = g.x
+    if not isinstance(x, torch.Tensor):
+        raise TypeError(f"g.x must be a tensor [num_nodes, feat_dim], got {type(x).__name__}")
+    if x.layout != torch.strided:
+        raise TypeError(
+            f"g.x must be a dense tensor, got a sparse one (layout {x.layout}); densify it "
+            "first: x.to_dense()"
+        )
+    if not x.is_floating_point():
+        raise TypeError(f"g.x must hold floating-point features, got dtype {x.dtype}")
+    if x.dim() != 2 or x.shape[0] != g.num_nodes:
+        raise ValueError(
+            f"g.x must have shape [num_nodes={g.num_nodes}, feat_dim], got {tuple(x.shape)}"
+        )
+    if x.shape[1] == 0:
+        raise ValueError(
+            "g.x has 0 feature columns: every model needs at least one input feature per node "
+            f"(without features, give a constant one: torch.ones({g.num_nodes}, 1))"
+        )
+    if not x.is_contiguous():
+        raise ValueError(
+            f"g.x of shape {tuple(x.shape)} is not contiguous in memory (a transposed or "
+            "sliced view); give g.x.contiguous()"
+        )
 
 
 def check_model_fits(model: BlockModel, g: Graph, fanouts: list[int], gathers_x: bool) -> None:
