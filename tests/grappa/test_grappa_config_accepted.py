@@ -144,3 +144,12 @@ def test_zg_grappa_refuses_before_starting_naming_the_flag(capsys, argv, flag):
     assert caught.value.code == 2
     last = capsys.readouterr().err.strip().splitlines()[-1]  # after argparse's usage lines
     assert last.startswith(f"zg grappa: error: {flag}: ") and "--model" not in last
+
+
+def test_validating_draws_no_random_numbers():
+    """validated() builds an optimizer and runs the estimator's arithmetic: neither may move
+    torch's global generator (a model built after it must not change)."""
+    torch.manual_seed(0)
+    before = torch.get_rng_state()
+    TrainConfig(estimator="shrink", workers=3).validated()
+    assert torch.equal(torch.get_rng_state(), before)

@@ -400,7 +400,7 @@ class TrainConfig(Output, Runtime, Experiment):
             "weight_decay", real_arg, self.weight_decay, "weight_decay", low=0.0, high=MAX_HYPER
         )
         with blames("lr"):
-            make_optimizer(torch.nn.Linear(1, 1), "adam", self.lr, self.weight_decay)
+            make_optimizer(_stand_in(), "adam", self.lr, self.weight_decay)
         if self.average_every is not None:
             _blamed("average_every", int_arg, self.average_every, "average_every", low=1)
         _blamed("step_shapes", choice_arg, self.step_shapes, "step_shapes", STEP_SHAPES)
@@ -548,6 +548,14 @@ def _blamed(field: str, check: Callable[..., Any], *args: Any, **kwargs: Any) ->
     """``check(*args, **kwargs)`` with its refusal blamed on ``field`` (:func:`blames`)."""
     with blames(field):
         return check(*args, **kwargs)
+
+
+def _stand_in() -> torch.nn.Module:
+    """A module of one zero parameter, for building the workers' optimizer in validated()
+    (made without drawing from torch's global generator: validating changes no random state)."""
+    module = torch.nn.Module()
+    module.weight = torch.nn.Parameter(torch.zeros(1))
+    return module
 
 
 def _check_floor(estimator: Estimator) -> None:
