@@ -278,7 +278,11 @@ class Estimator(abc.ABC):
     A subclass sets ``name`` (its registry key) and defines :meth:`scales`; it may set
     ``needs_stats = False`` (then it overrides :meth:`worker_scale`, which must not read the
     stats) and override :meth:`factors`, :meth:`worker_scale`, :meth:`node_weights` and
-    :meth:`local_weights`.
+    :meth:`local_weights`. What these return is checked where it comes back, with one error
+    naming the class and the method: shapes and dtypes at every step (:meth:`combine_device`,
+    :meth:`checked_scales`), values (finite, none negative) before a run starts
+    (:meth:`check_outputs`, from :meth:`zg.grappa.TrainConfig.validated`) and, for the worker
+    scales, at every epoch's exchange (:func:`check_scale_values`).
     """
 
     name: ClassVar[str] = ""  # the registry key: set by each subclass
