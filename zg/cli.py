@@ -776,13 +776,18 @@ def _grappa_flags(started: bool = False):
     its flag ("--estimator: unknown estimator 'x'; choose one of [...]"); run()'s source
     prefix goes. The field is the ``config_field`` the refusal carries
     (:meth:`zg.grappa.TrainConfig.validated` sets it on each check's error), read from the
-    exception being handled; before a run starts, a message that begins with a field's name
-    (a check of the plan, ``"batch_size=600 is larger than ..."``) names it too. A failure
-    after the start (``started``) carries no field: no flag is named from its words."""
+    exception being handled. Otherwise, before a run starts (a check of the plan), the first
+    field a message names is taken; after the start (``started``) a flag is named only for a
+    message that begins ``field=value``, the form of a limit that ran out
+    (``"run_timeout=0.5 s: ..."``): a worker's failure that mentions "the model" names no
+    flag."""
     import re
 
     names = [f.name for f, _ in _grappa_fields()]
-    pattern = re.compile(r"(" + "|".join(sorted(names, key=len, reverse=True)) + r")\b")
+    alternatives = "|".join(sorted(names, key=len, reverse=True))
+    pattern = re.compile(
+        r"^(" + alternatives + r")=" if started else r"\b(" + alternatives + r")\b"
+    )
 
     def flagged(message: str) -> str:
         if message.startswith("zg grappa: "):
@@ -792,7 +797,7 @@ def _grappa_flags(started: bool = False):
         field = getattr(sys.exc_info()[1], "config_field", None)
         if field in names:
             return f"{_flag(field)}: {message}"
-        named = None if started else pattern.match(message)
+        named = pattern.search(message)
         if named is not None:
             message = f"{_flag(named.group(1))}: {message}"
         return message

@@ -443,15 +443,22 @@ class Estimator(abc.ABC):
         (:func:`check_scale_values`)."""
         name = type(self).__name__
         gen = torch.Generator().manual_seed(0)
-        sizes = [1 + (3 * p) % 7 for p in range(num_workers)]  # unequal batches, one of 1 seed
-        batches = []
-        for n in sizes:
+        # Seven made-up batches of unequal sizes (one of a single seed); worker p holds batch
+        # p % 7, so any number of workers costs the same few batches.
+        pool = []
+        for n in range(1, 8):
             c = torch.rand(n, generator=gen).clamp(min=self.floor, max=1.0)
-            batches.append(1.0 / c if self.weighting == "inverse" else c)
-        stats = torch.stack([batch_stats(w) for w in batches])  # [P, 3]
+            pool.append(1.0 / c if self.weighting == "inverse" else c)
+        held = torch.arange(num_workers) % len(pool)
+        stats = torch.stack([batch_stats(w) for w in pool]).index_select(0, held)  # [P, 3]
         if self.needs_stats and type(self).worker_scale is Estimator.worker_scale:
             self.checked_scales(stats, values=True)
-        for rank, w in enumerate(batches):
+        # The first and last few workers (all of them when they are few).
+        ranks = sorted(
+            set(range(min(num_workers, 4))) | set(range(max(num_workers - 4, 0), num_workers))
+        )
+        for rank in ranks:
+            w = pool[rank % len(pool)]
             valid = torch.ones(w.shape, dtype=torch.bool)
             factors, scale, _ = self.combine_device(
                 w, valid, rank, num_workers, stats if self.needs_stats else None
