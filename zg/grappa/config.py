@@ -35,7 +35,7 @@ from .._checks import memory_arg, seed_arg
 from ..optim import MAX_HYPER, make_optimizer
 from ..sampling import check_fanouts
 from ._checks import MAX_LAYERS, bool_arg, choice_arg, int_arg, real_arg
-from .estimators import Estimator, _travelling_class, register_estimator
+from .estimators import WEIGHTINGS, Estimator, _travelling_class, register_estimator
 from .partition import METHODS, SCHEDULES
 from .presets import PRESETS, apply_preset
 from .trainers import TRAINERS, Trainer, get_trainer
@@ -364,6 +364,24 @@ class TrainConfig(Output, Runtime, Experiment):
         names its flag from it, never from the message's words)."""
         trainer = _blamed("trainer", get_trainer, self.trainer)
         _blamed("workers", int_arg, self.workers, "workers", low=1)
+        # The estimator's settings, each blamed on its own field, then the estimator itself.
+        _blamed("weighting", choice_arg, self.weighting, "weighting", WEIGHTINGS)
+        _blamed(
+            "coverage_floor",
+            real_arg,
+            self.coverage_floor,
+            "coverage_floor",
+            low=0.0,
+            high=1.0,
+            low_open=True,
+        )
+        with blames("shrink"):
+            if not (isinstance(self.shrink, str) and self.shrink == "auto"):
+                if isinstance(self.shrink, str):
+                    raise ValueError(
+                        f"shrink must be a number in [0, 1] or 'auto', got {self.shrink!r}"
+                    )
+                real_arg(self.shrink, "shrink", low=0.0, high=1.0)
         with blames("estimator"):
             estimator = Estimator(self.estimator, self.weighting, self.coverage_floor, self.shrink)
         _blamed("coverage_floor", _check_floor, estimator)
