@@ -124,6 +124,7 @@ from typing import Any, ClassVar
 
 import torch
 
+from .._checks import described as _described
 from .._checks import returned_tensor
 from ._checks import choice_arg, real_arg
 from .coverage import local_coverage
@@ -673,12 +674,6 @@ for _cls in (
 ):
     register_estimator(_cls)
 _BUILTIN = frozenset(_REGISTRY)
-
-
-def _described(value: Any) -> str:
-    from .._checks import described
-
-    return described(value)
 
 
 def scale_source(estimator: Estimator) -> str:
