@@ -673,3 +673,72 @@ def out_of_memory_names(what: str) -> Iterator[None]:
         raise MemoryError(
             f"{what} could not be allocated on this machine ({detail}); choose smaller sizes"
         ) from None
+
+
+# ----------------------------------------------------------------------------- what a plug-in returns
+
+
+def described(value: Any) -> str:
+    """What a plug-in returned, in a few words (a tensor by dtype, shape and device)."""
+    if isinstance(value, torch.Tensor):
+        return f"a {value.dtype} tensor of shape {tuple(value.shape)} on {value.device}"
+    return f"{type(value).__name__} {_shown(value)}"
+
+
+def returned_tensor(
+    value: Any,
+    who: str,
+    *,
+    shape: Sequence[int | str | None],
+    floating: bool = True,
+    values: bool = False,
+    nonnegative: bool = False,
+    named: Sequence[str] = (),
+) -> torch.Tensor:
+    """The one check of what a plug-in (an estimator's method, a sampler, a model, a hook)
+    hands back, made where it comes back: ``value`` must be a tensor of ``len(shape)``
+    dimensions, each size equal to the entry of ``shape`` that is an int (a str or None
+    matches any size and names it in the message), of a floating dtype when ``floating`` (else
+    an integer one). ``values``: also its values (a host read, so only off the training step):
+    finite, and ``>= 0`` when ``nonnegative``. A TypeError (the wrong kind, shape or dtype) or
+    ValueError (the wrong values) names ``who`` (``"MyEstimator.scales()"``), what it returned
+    and what it must return (``named``: a name for each size, ``("P",)`` says "length P=4");
+    the value itself is returned."""
+    dims = len(shape)
+    names = list(named) + [""] * dims
+    sizes = [
+        f"{n}={s}" if n and isinstance(s, int) else str(n or s or "n") for n, s in zip(names, shape)
+    ]
+    kind = "float" if floating else "integer"
+    wants = f"a {dims}-D {kind} tensor"
+    if dims == 1:
+        wants += f" of length {sizes[0]}"
+    elif dims:
+        wants += f" of shape [{', '.join(sizes)}]"
+    if values:
+        wants += " with finite values" + (" >= 0" if nonnegative else "")
+    ok = (
+        isinstance(value, torch.Tensor)
+        and value.dim() == dims
+        and all(not isinstance(s, int) or value.shape[i] == s for i, s in enumerate(shape))
+        and (value.is_floating_point() if floating else _is_integer_tensor(value))
+    )
+    if not ok:
+        raise TypeError(f"{who} returned {described(value)}; expected {wants}")
+    if values and value.numel():
+        v = value.detach()
+        bad = ~torch.isfinite(v)
+        if nonnegative:
+            bad |= v < 0
+        if bool(bad.any()):
+            at = int(bad.flatten().nonzero()[0])
+            held = float(v.flatten()[at])
+            raise ValueError(
+                f"{who} returned {described(value)} holding {held} at flat index {at}; "
+                f"expected {wants}"
+            )
+    return value
+
+
+def _is_integer_tensor(value: torch.Tensor) -> bool:
+    return not value.is_floating_point() and not value.is_complex() and value.dtype != torch.bool

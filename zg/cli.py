@@ -845,19 +845,34 @@ def _grappa_values(args: argparse.Namespace, parser: argparse.ArgumentParser) ->
     return values
 
 
-def _grappa_flags():
-    """message -> message: the TrainConfig field a message names first is shown as its flag
-    ("--estimator: unknown estimator 'x'; choose one of [...]"); run()'s source prefix goes."""
+def _grappa_flags(started: bool = False):
+    """message -> message: the TrainConfig field whose own check refused the value is shown as
+    its flag ("--estimator: unknown estimator 'x'; choose one of [...]"); run()'s source
+    prefix goes. The field is the ``config_field`` the refusal carries
+    (:meth:`zg.grappa.TrainConfig.validated` sets it on each check's error), read from the
+    exception being handled. Otherwise, before a run starts (a check of the plan), the first
+    field a message names is taken; after the start (``started``) a flag is named only for a
+    message that begins ``field=value``, the form of a limit that ran out
+    (``"run_timeout=0.5 s: ..."``): a worker's failure that mentions "the model" names no
+    flag."""
     import re
 
     names = [f.name for f, _ in _grappa_fields()]
-    pattern = re.compile(r"\b(" + "|".join(sorted(names, key=len, reverse=True)) + r")\b")
+    alternatives = "|".join(sorted(names, key=len, reverse=True))
+    pattern = re.compile(
+        r"^(" + alternatives + r")=" if started else r"\b(" + alternatives + r")\b"
+    )
 
     def flagged(message: str) -> str:
         if message.startswith("zg grappa: "):
             message = message[len("zg grappa: ") :]
+        if message.startswith("--"):
+            return message
+        field = getattr(sys.exc_info()[1], "config_field", None)
+        if field in names:
+            return f"{_flag(field)}: {message}"
         named = pattern.search(message)
-        if named is not None and not message.startswith("--"):
+        if named is not None:
             message = f"{_flag(named.group(1))}: {message}"
         return message
 
@@ -876,7 +891,7 @@ def _grappa_error(parser: argparse.ArgumentParser):
 
 def _grappa_failed(message: str) -> int:
     """A started run that failed (a timeout, another run's checkpoint, ...): one line, exit 1."""
-    print(f"zg grappa: error: {_grappa_flags()(message)}", file=sys.stderr, flush=True)
+    print(f"zg grappa: error: {_grappa_flags(started=True)(message)}", file=sys.stderr, flush=True)
     return 1
 
 

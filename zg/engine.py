@@ -113,6 +113,7 @@ from .settings import (
     check_batches,
     check_engine_args,
     checked_hooks,
+    checked_minibatch,
 )
 from .step import (
     OverflowGuard,
@@ -567,6 +568,7 @@ class Engine:
         seed_dropout(batch_key(self.seed, epoch, b))  # the same masks if rerun
         if self.mode not in _STATIC_MODES:
             mb = self.sampler.sample(batches[b], epoch, b, clock=clock)  # sample -> compact
+            mb = checked_minibatch(mb, self.sampler, "sample", len(self.fanouts), None)
             loss, self.last_batch, _ = self._train_step(mb, batch=b, clock=clock)
             return loss
         if self._next_batch != b:  # the device reads batch b itself; only a jump resets it
@@ -586,6 +588,7 @@ class Engine:
         row = self.epoch_table.index_select(0, b.view(1)).view(-1)  # [rows + 2 + hops]
         seeds, num_seeds, keys = row[:rows], row[rows], row[rows + 1 :]  # views
         mb = self.sampler.sample_static(seeds, num_seeds, keys[0], clock=clock, hop_keys=keys[1:])
+        mb = checked_minibatch(mb, self.sampler, "sample_static", len(self.fanouts), rows)
         loss, self.last_batch, _ = self._train_step(mb, batch=b, clock=clock)
         self.loss_buf.copy_(loss)
         self.counter.add_(1)

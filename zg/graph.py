@@ -58,7 +58,7 @@ DUPLICATE_POLICIES = ("keep", "remove")
 def _as_tensor(value: Any, name: str) -> torch.Tensor:
     """Tensor view of a tensor, numpy array or (nested) list, without copying tensors. A
     tensor must live on the CPU or a CUDA device: a meta tensor holds no values to check, and
-    the kit's kernels run nowhere else."""
+    the kit's kernels run nowhere else; nor may it be sparse (every consumer indexes rows)."""
     if isinstance(value, torch.Tensor):
         if value.device.type not in ("cpu", "cuda"):
             what = (
@@ -67,6 +67,11 @@ def _as_tensor(value: Any, name: str) -> torch.Tensor:
                 else f"a tensor on the {value.device.type!r} device"
             )
             raise ValueError(f"{name} is {what}; zg takes tensors on the CPU or a CUDA device")
+        if value.layout != torch.strided:  # every zg consumer indexes rows of a dense tensor
+            raise TypeError(
+                f"{name} must be a dense tensor, got a sparse one (layout {value.layout}); "
+                f"densify it first: {name}.to_dense()"
+            )
         return value
     if isinstance(value, (bool, int, float, str, bytes)) or value is None:
         raise TypeError(f"{name} must be a tensor, array or list, got {type(value).__name__}")

@@ -16,13 +16,21 @@ from typing import Any
 import torch
 
 from . import kernels
-from ._checks import compute_device_arg, int_arg, node_ids_arg, real_arg, seed_arg
+from ._checks import (
+    compute_device_arg,
+    described,
+    int_arg,
+    node_ids_arg,
+    real_arg,
+    returned_tensor,
+    seed_arg,
+)
 from .envelope import Envelope
 from .graph import Graph, graph_arg
 from .models import BlockModel
 from .optim import DeviceAdam, DeviceSGD, optimizer_spec
-from .sampling import Sampler, StaticSampler, check_fanouts
-from .step import OverflowGuard
+from .sampling import MiniBatch, Sampler, StaticSampler, check_fanouts
+from .step import OverflowGuard, _default_loss
 
 __all__ = [
     "EpochStats",
@@ -274,7 +282,9 @@ def check_engine_args(
     seed = seed_arg(seed)
     if not isinstance(replace, bool):
         raise TypeError(f"replace must be a bool, got {type(replace).__name__}")
-    if isinstance(model, BlockModel):
+    if hooks.features is None:
+        check_features(g)
+    if isinstance(getattr(model, "feature_dims", None), list):  # a zg model or DGLModel
         check_model_fits(model, g, fanouts, hooks.features is None)
     if hooks.guard is not None:
         check_guard(hooks.guard, len(fanouts), device)
@@ -365,6 +375,36 @@ def check_mode(mode: Any, device: torch.device) -> str:
     return mode
 
 
+def check_features(g: Graph) -> None:
+    """``g.x`` as every mode gathers it (the same check for all of them, before any sampler
+    or DGL kernel sees it): a dense floating tensor ``[num_nodes, F]`` with ``F >= 1``,
+    contiguous. (:class:`zg.Graph` builds it so; a later assignment to ``g.x`` may not be.)"""
+    x = g.x
+    if not isinstance(x, torch.Tensor):
+        raise TypeError(f"g.x must be a tensor [num_nodes, feat_dim], got {type(x).__name__}")
+    if x.layout != torch.strided:
+        raise TypeError(
+            f"g.x must be a dense tensor, got a sparse one (layout {x.layout}); densify it "
+            "first: x.to_dense()"
+        )
+    if not x.is_floating_point():
+        raise TypeError(f"g.x must hold floating-point features, got dtype {x.dtype}")
+    if x.dim() != 2 or x.shape[0] != g.num_nodes:
+        raise ValueError(
+            f"g.x must have shape [num_nodes={g.num_nodes}, feat_dim], got {tuple(x.shape)}"
+        )
+    if x.shape[1] == 0:
+        raise ValueError(
+            "g.x has 0 feature columns: every model needs at least one input feature per node "
+            f"(without features, give a constant one: torch.ones({g.num_nodes}, 1))"
+        )
+    if not x.is_contiguous():
+        raise ValueError(
+            f"g.x of shape {tuple(x.shape)} is not contiguous in memory (a transposed or "
+            "sliced view); give g.x.contiguous()"
+        )
+
+
 def check_model_fits(model: BlockModel, g: Graph, fanouts: list[int], gathers_x: bool) -> None:
     if model.num_layers != len(fanouts):
         raise ValueError(
@@ -439,10 +479,7 @@ def _is_empty(seeds: Any) -> bool:
 # ----------------------------------------------------------------------------- what hooks return
 
 
-def _described(value: Any) -> str:
-    if isinstance(value, torch.Tensor):
-        return f"a {value.dtype} tensor of shape {tuple(value.shape)} on {value.device}"
-    return f"{type(value).__name__} {value!r}"[:120]
+_described = described  # the kit's one wording of what a plug-in returned (zg._checks)
 
 
 def _tensor_result(
@@ -462,46 +499,90 @@ def _tensor_result(
         raise TypeError(f"{who} returned {_described(value)}; it must return {wants}")
 
 
+def checked_minibatch(mb: Any, sampler: Any, method: str, hops: int, rows: int | None) -> MiniBatch:
+    """What a sampler's ``sample`` / ``sample_static`` returned, checked where it comes back
+    (host metadata only, no device read, so a captured step keeps it): a
+    :class:`zg.MiniBatch` with one block per layer, int seeds ``[rows]`` (None: any length),
+    an int ``num_seeds`` ``[]``, int ``counts`` ``[hops]`` and a bool ``overflowed`` ``[]``.
+    A TypeError names ``<Sampler class>.<method>()``, what it returned and what it must."""
+    who = f"{type(sampler).__name__}.{method}()"
+    if not isinstance(mb, MiniBatch):
+        raise TypeError(
+            f"{who} returned {described(mb)}; expected a zg.MiniBatch (seeds, num_seeds, "
+            f"blocks: one per layer, counts, overflowed)"
+        )
+    blocks = mb.blocks
+    if not isinstance(blocks, (list, tuple)) or len(blocks) != hops:
+        got = f"{len(blocks)} blocks" if isinstance(blocks, (list, tuple)) else described(blocks)
+        raise TypeError(
+            f"{who} returned a MiniBatch with {got}; expected a list of {hops} blocks, one per "
+            "model layer, input layer first"
+        )
+    returned_tensor(mb.seeds, f"{who}.seeds", shape=[rows], floating=False)
+    returned_tensor(mb.num_seeds, f"{who}.num_seeds", shape=[], floating=False)
+    returned_tensor(mb.counts, f"{who}.counts", shape=[hops], floating=False)
+    flag = mb.overflowed
+    if not (isinstance(flag, torch.Tensor) and flag.dtype == torch.bool and flag.dim() == 0):
+        raise TypeError(f"{who}.overflowed returned {described(flag)}; expected a 0-D bool tensor")
+    return mb
+
+
+def _check_logits(logits: Any, who: str, last_block: Any, num_labels: int) -> None:
+    """Logits as they come back from a forward: a float ``[rows, C]`` tensor, ``rows`` the last
+    block's destination rows and C at least the labels' ``num_labels`` classes; a TypeError
+    names ``who`` otherwise (host metadata: no device read)."""
+    rows = getattr(last_block, "num_dst_rows", None)  # int; a DGL block has none
+    _tensor_result(
+        logits,
+        who,
+        f"float logits [{rows if rows is not None else 'B'}, C] with C >= {num_labels} classes",
+        dims=2,
+        rows=rows,
+        cols=lambda c: c >= num_labels,
+    )
+
+
+def _checked_forward(call: Callable, who: str, num_labels: int) -> Callable:
+    """``call(blocks, x)`` with its logits checked where they come back (:func:`_check_logits`)."""
+
+    def forward(blocks, x):
+        logits = call(blocks, x)
+        _check_logits(logits, who, blocks[-1], num_labels)
+        return logits
+
+    return forward
+
+
 def checked_hooks(step: StepHooks, model: Any, num_labels: int, device: torch.device) -> dict:
     """``forward``, ``loss`` and ``features`` of ``step`` for :func:`zg.step.train_step`, each
     wrapped so that a result of the wrong type, shape or device is refused naming the hook
-    (instead of a torch error further down, or a step that trains on it). None stays None."""
+    (instead of a torch error further down, or a step that trains on it). Without a
+    ``forward`` hook the model's own logits are checked the same way as the loss receives
+    them, named ``<Model class>.forward(blocks, x)``. None stays None for ``features``."""
     out: dict[str, Callable | None] = {"forward": None, "loss": None, "features": None}
     if step.forward is not None:
-        user_forward = step.forward
+        out["forward"] = _checked_forward(step.forward, "StepHooks.forward(blocks, x)", num_labels)
+        model_logits = None
+    else:  # the model's own logits, checked as the loss receives them (no frame in between)
+        model_logits = f"{type(model).__name__}.forward(blocks, x)"
+    user_loss = step.loss
 
-        def forward(blocks, x):
-            logits = user_forward(blocks, x)
-            last = blocks[-1]
-            rows = getattr(last, "num_dst_rows", None)  # int; a DGL block has none
-            _tensor_result(
-                logits,
-                "StepHooks.forward(blocks, x)",
-                f"float logits [{rows if rows is not None else 'B'}, C] with C >= {num_labels} "
-                "classes",
-                dims=2,
-                rows=rows,
-                cols=lambda c: c >= num_labels,
+    def loss(logits, labels, mb):
+        if model_logits is not None:
+            _check_logits(logits, model_logits, mb.blocks[-1], num_labels)
+        if user_loss is None:
+            return _default_loss(logits, labels, mb)
+        value = user_loss(logits, labels, mb)
+        _tensor_result(value, "StepHooks.loss(logits, labels, mb)", "a 0-d float tensor", dims=0)
+        if torch.is_grad_enabled() and not value.requires_grad:
+            raise TypeError(
+                "StepHooks.loss(logits, labels, mb) returned a tensor that does not depend "
+                "on the logits (no grad_fn): backward would have nothing to differentiate; "
+                "compute it from logits"
             )
-            return logits
+        return value
 
-        out["forward"] = forward
-    if step.loss is not None:
-        user_loss = step.loss
-
-        def loss(logits, labels, mb):
-            value = user_loss(logits, labels, mb)
-            _tensor_result(
-                value, "StepHooks.loss(logits, labels, mb)", "a 0-d float tensor", dims=0
-            )
-            if torch.is_grad_enabled() and not value.requires_grad:
-                raise TypeError(
-                    "StepHooks.loss(logits, labels, mb) returned a tensor that does not depend "
-                    "on the logits (no grad_fn): backward would have nothing to differentiate; "
-                    "compute it from logits"
-                )
-            return value
-
+    if user_loss is not None or model_logits is not None:
         out["loss"] = loss
     if step.features is not None:
         user_features = step.features

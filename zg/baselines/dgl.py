@@ -63,6 +63,13 @@ class DGLModel(nn.Module):
                 )
         self.layers = nn.ModuleList(layers)
         self.dropout = nn.Dropout(dropout)
+        # The width entering each layer, then the output width (as zg.models.BlockModel has
+        # them): what zg.Engine checks against the graph in every mode, this one included.
+        self.feature_dims = [in_dim] + [d * self.heads for d in dims[1:-1]] + [num_classes]
+
+    @property
+    def num_layers(self) -> int:
+        return len(self.layers)
 
     def forward(self, blocks, x):
         h = x

@@ -21,17 +21,21 @@ the presets; it builds nothing.
 
 from __future__ import annotations
 
+import contextlib
 import warnings
+from collections.abc import Callable, Iterator
 from dataclasses import asdict, dataclass, fields
 from typing import Any
+
+import torch
 
 from .. import kernels
 from .. import models as zg_models
 from .._checks import memory_arg, seed_arg
-from ..optim import MAX_HYPER
+from ..optim import MAX_HYPER, make_optimizer
 from ..sampling import check_fanouts
 from ._checks import MAX_LAYERS, bool_arg, choice_arg, int_arg, real_arg
-from .estimators import Estimator, _travelling_class, register_estimator
+from .estimators import WEIGHTINGS, Estimator, _travelling_class, register_estimator
 from .partition import METHODS, SCHEDULES
 from .presets import PRESETS, apply_preset
 from .trainers import TRAINERS, Trainer, get_trainer
@@ -352,70 +356,127 @@ class TrainConfig(Output, Runtime, Experiment):
     # ------------------------------------------------------------------------- checks
 
     def validated(self) -> TrainConfig:
-        """Check every field (errors name it) and every pair that must agree; change nothing."""
-        trainer = get_trainer(self.trainer)
-        int_arg(self.workers, "workers", low=1)
-        Estimator(self.estimator, self.weighting, self.coverage_floor, self.shrink)
+        """Check every field (errors name it) and every pair that must agree; change nothing.
+
+        What it accepts, the workers accept: the optimizer is built on a stand-in parameter and
+        the estimator's arithmetic run once on made-up batches (:meth:`zg.grappa.Estimator.
+        check_outputs`), exactly as each worker builds and runs them, and the numbers derived
+        from a field (``1 / coverage_floor`` in float32) must be representable. An error raised
+        by one field's check carries that field's name as ``exc.config_field`` (the command line
+        names its flag from it, never from the message's words)."""
+        trainer = _blamed("trainer", get_trainer, self.trainer)
+        _blamed("workers", int_arg, self.workers, "workers", low=1)
+        # The estimator's settings, each blamed on its own field, then the estimator itself.
+        _blamed("weighting", choice_arg, self.weighting, "weighting", WEIGHTINGS)
+        _blamed(
+            "coverage_floor",
+            real_arg,
+            self.coverage_floor,
+            "coverage_floor",
+            low=0.0,
+            high=1.0,
+            low_open=True,
+        )
+        with blames("shrink"):
+            if not (isinstance(self.shrink, str) and self.shrink == "auto"):
+                if isinstance(self.shrink, str):
+                    raise ValueError(
+                        f"shrink must be a number in [0, 1] or 'auto', got {self.shrink!r}"
+                    )
+                real_arg(self.shrink, "shrink", low=0.0, high=1.0)
+        with blames("estimator"):
+            estimator = Estimator(self.estimator, self.weighting, self.coverage_floor, self.shrink)
+        _blamed("coverage_floor", _check_floor, estimator)
+        with blames("estimator"):
+            estimator.check_outputs(self.workers)
         if self.repartition_every is not None:
-            int_arg(self.repartition_every, "repartition_every", low=0)
-        int_arg(self.epochs, "epochs", low=1)
-        seed_arg(self.seed)  # the kit's one seed rule (zg._checks.seed_arg)
-        choice_arg(self.method, "method", METHODS)
-        bool_arg(self.halo, "halo")
-        choice_arg(self.schedule, "schedule", SCHEDULES)
+            _blamed(
+                "repartition_every", int_arg, self.repartition_every, "repartition_every", low=0
+            )
+        _blamed("epochs", int_arg, self.epochs, "epochs", low=1)
+        _blamed("seed", seed_arg, self.seed)  # the kit's one seed rule (zg._checks.seed_arg)
+        _blamed("method", choice_arg, self.method, "method", METHODS)
+        _blamed("halo", bool_arg, self.halo, "halo")
+        _blamed("schedule", choice_arg, self.schedule, "schedule", SCHEDULES)
         if self.num_chunks is not None:
-            int_arg(self.num_chunks, "num_chunks", low=1)
-        choice_arg(self.batching, "batching", BATCHINGS)
-        choice_arg(self.model, "model", tuple(zg_models.MODELS))
-        int_arg(self.hidden_dim, "hidden_dim", low=1)
-        int_arg(self.num_layers, "num_layers", low=1, high=MAX_LAYERS)
-        real_arg(self.dropout, "dropout", low=0.0, high=0.999)
-        self._check_model_fits()
-        check_fanouts(self.fanouts)
+            _blamed("num_chunks", int_arg, self.num_chunks, "num_chunks", low=1)
+        _blamed("batching", choice_arg, self.batching, "batching", BATCHINGS)
+        _blamed("model", choice_arg, self.model, "model", tuple(zg_models.MODELS))
+        _blamed("hidden_dim", int_arg, self.hidden_dim, "hidden_dim", low=1)
+        _blamed("num_layers", int_arg, self.num_layers, "num_layers", low=1, high=MAX_LAYERS)
+        _blamed("dropout", real_arg, self.dropout, "dropout", low=0.0, high=0.999)
+        _blamed("hidden_dim", self._check_model_fits)
+        _blamed("fanouts", check_fanouts, self.fanouts)
         if len(self.fanouts) != self.num_layers:
             raise ValueError(
                 f"fanouts has {len(self.fanouts)} entries but num_layers="
                 f"{self.num_layers}; give one fanout per layer"
             )
-        int_arg(self.batch_size, "batch_size", low=1)
-        # The bounds the workers' optimizer takes (zg.optim.make_optimizer).
-        real_arg(self.lr, "lr", low=0.0, low_open=True, high=MAX_HYPER)
-        real_arg(self.weight_decay, "weight_decay", low=0.0, high=MAX_HYPER)
+        _blamed("batch_size", int_arg, self.batch_size, "batch_size", low=1)
+        # The workers' optimizer itself (zg.optim.make_optimizer), on a stand-in parameter.
+        with blames("lr"):
+            real_arg(self.lr, "lr", low=0.0, low_open=True, high=MAX_HYPER, normal=True)
+        _blamed(
+            "weight_decay", real_arg, self.weight_decay, "weight_decay", low=0.0, high=MAX_HYPER
+        )
+        with blames("lr"):
+            make_optimizer(_stand_in(), "adam", self.lr, self.weight_decay)
         if self.average_every is not None:
-            int_arg(self.average_every, "average_every", low=1)
-        choice_arg(self.step_shapes, "step_shapes", STEP_SHAPES)
-        if isinstance(self.envelope, (list, tuple)):  # explicit sizes (they grow on overflow)
-            sizes = [int_arg(v, f"envelope[{i}]", low=1) for i, v in enumerate(self.envelope)]
-            if len(sizes) != self.num_layers:
-                raise ValueError(
-                    f"envelope has {len(sizes)} sizes but num_layers={self.num_layers}: give "
-                    "one size per block"
-                )
-        else:
-            choice_arg(self.envelope, "envelope", ("profiled", "worst_case"))
-        int_arg(self.poll_every, "poll_every", low=1)
-        bool_arg(self.capture, "capture")
+            _blamed("average_every", int_arg, self.average_every, "average_every", low=1)
+        _blamed("step_shapes", choice_arg, self.step_shapes, "step_shapes", STEP_SHAPES)
+        with blames("envelope"):
+            if isinstance(self.envelope, (list, tuple)):  # explicit sizes (grown on overflow)
+                sizes = [int_arg(v, f"envelope[{i}]", low=1) for i, v in enumerate(self.envelope)]
+                if len(sizes) != self.num_layers:
+                    raise ValueError(
+                        f"envelope has {len(sizes)} sizes but num_layers={self.num_layers}: "
+                        "give one size per block"
+                    )
+            else:
+                choice_arg(self.envelope, "envelope", ("profiled", "worst_case"))
+        _blamed("poll_every", int_arg, self.poll_every, "poll_every", low=1)
+        _blamed("capture", bool_arg, self.capture, "capture")
         if self.capture and self.step_shapes != "envelope":
             raise ValueError(
                 "capture=True captures each worker's static step, exchange included, as one "
                 "CUDA Graph: it needs step_shapes='envelope' (the fixed-shape step); got "
                 f"step_shapes={self.step_shapes!r}"
             )
-        real_arg(self.envelope_quantile, "envelope_quantile", low=0.0, high=1.0, low_open=True)
-        real_arg(self.envelope_margin, "envelope_margin", low=0.0, high=10.0)
+        _blamed(
+            "envelope_quantile",
+            real_arg,
+            self.envelope_quantile,
+            "envelope_quantile",
+            low=0.0,
+            high=1.0,
+            low_open=True,
+        )
+        _blamed(
+            "envelope_margin", real_arg, self.envelope_margin, "envelope_margin", low=0.0, high=10.0
+        )
         if self.step_shapes == "envelope" and self.batching != "minibatch":
             raise ValueError(
                 f"step_shapes='envelope' samples mini-batches; it cannot go with "
                 f"batching={self.batching!r} (use batching='minibatch' or step_shapes='dynamic')"
             )
         if self.backend is not None:
-            choice_arg(self.backend, "backend", ("gloo", "nccl"))
-        real_arg(self.timeout, "timeout", low=0.0, high=MAX_SECONDS, low_open=True)
+            _blamed("backend", choice_arg, self.backend, "backend", ("gloo", "nccl"))
+        _blamed(
+            "timeout", real_arg, self.timeout, "timeout", low=0.0, high=MAX_SECONDS, low_open=True
+        )
         if self.run_timeout is not None:
-            real_arg(self.run_timeout, "run_timeout", low=0.0, high=MAX_SECONDS, low_open=True)
+            _blamed(
+                "run_timeout",
+                real_arg,
+                self.run_timeout,
+                "run_timeout",
+                low=0.0,
+                high=MAX_SECONDS,
+                low_open=True,
+            )
         if self.threads is not None:
-            int_arg(self.threads, "threads", low=1, high=MAX_THREADS)
-        kernels.check(self.kernel, "kernel")
+            _blamed("threads", int_arg, self.threads, "threads", low=1, high=MAX_THREADS)
+        _blamed("kernel", kernels.check, self.kernel, "kernel")
         if self.kernel == "fused" and self.backend == "nccl":
             raise ValueError(
                 "kernel='fused' runs on the CPU, but backend='nccl' trains on GPUs; use "
@@ -424,16 +485,17 @@ class TrainConfig(Output, Runtime, Experiment):
         for name in ("history_path", "model_path", "checkpoint_dir"):
             value = getattr(self, name)
             if value is not None and (not isinstance(value, str) or not value):
-                raise TypeError(
-                    f"{name} must be a non-empty str (a path) or None, got "
-                    f"{type(value).__name__} {value!r}"
-                )
-        int_arg(self.checkpoint_every, "checkpoint_every", low=1)
-        int_arg(self.eval_every, "eval_every", low=1)
+                with blames(name):
+                    raise TypeError(
+                        f"{name} must be a non-empty str (a path) or None, got "
+                        f"{type(value).__name__} {value!r}"
+                    )
+        _blamed("checkpoint_every", int_arg, self.checkpoint_every, "checkpoint_every", low=1)
+        _blamed("eval_every", int_arg, self.eval_every, "eval_every", low=1)
         if self.progress is not None:  # None: a bar only when stderr is a terminal
-            bool_arg(self.progress, "progress")
+            _blamed("progress", bool_arg, self.progress, "progress")
         if self.preset is not None:
-            choice_arg(self.preset, "preset", PRESETS)
+            _blamed("preset", choice_arg, self.preset, "preset", PRESETS)
         trainer.check(self)
         self._check_chunks()
         return self
@@ -484,6 +546,54 @@ class TrainConfig(Output, Runtime, Experiment):
 
 
 _ESTIMATOR_CLASS = "__estimator_class__"  # the pickled state's key for a carried estimator
+
+# The largest float32: a weight 1 / coverage_floor must stay below it (the workers hold node
+# weights in float32), and so must a batch's sum of them.
+_FLOAT32_MAX = float(torch.finfo(torch.float32).max)
+
+
+@contextlib.contextmanager
+def blames(field: str) -> Iterator[None]:
+    """A TypeError / ValueError / MemoryError raised inside is one field's refusal: it leaves
+    carrying ``config_field = field`` (the first field to claim it keeps it), unchanged
+    otherwise. What the command line reads to name a flag."""
+    try:
+        yield
+    except (TypeError, ValueError, MemoryError) as exc:
+        if getattr(exc, "config_field", None) is None:
+            exc.config_field = field
+        raise
+
+
+def _blamed(field: str, check: Callable[..., Any], *args: Any, **kwargs: Any) -> Any:
+    """``check(*args, **kwargs)`` with its refusal blamed on ``field`` (:func:`blames`)."""
+    with blames(field):
+        return check(*args, **kwargs)
+
+
+def _stand_in() -> torch.nn.Module:
+    """A module of one zero parameter, for building the workers' optimizer in validated()
+    (made without drawing from torch's global generator: validating changes no random state)."""
+    module = torch.nn.Module()
+    module.weight = torch.nn.Parameter(torch.zeros(1))
+    return module
+
+
+def _check_floor(estimator: Estimator) -> None:
+    """The weights the workers derive from ``coverage_floor`` must be finite float32 numbers:
+    ``1 / floor`` (weighting "inverse") times the largest batch the kit can hold (2**31 seeds)
+    below float32's largest value, and the floor itself a normal float32 (a subnormal one
+    loses its digits)."""
+    floor = estimator.floor
+    tiny = float(torch.finfo(torch.float32).tiny)
+    worst = 2.0**31 / floor if estimator.weighting == "inverse" else 1.0
+    if floor < tiny or worst > _FLOAT32_MAX:
+        low = max(tiny, 2.0**31 / _FLOAT32_MAX)
+        raise ValueError(
+            f"coverage_floor={floor!r} is too small: the workers hold node weights "
+            f"(1 / coverage_floor) in float32, and a batch's weights must sum to less than "
+            f"{_FLOAT32_MAX:.4g}; use coverage_floor >= {low:.3g}"
+        )
 
 
 def _is_int(value: Any) -> bool:

@@ -116,6 +116,7 @@ from __future__ import annotations
 
 import abc
 import inspect
+import math
 from collections.abc import Iterator, Sequence
 from dataclasses import dataclass
 from types import MappingProxyType
@@ -123,6 +124,8 @@ from typing import Any, ClassVar
 
 import torch
 
+from .._checks import described as _described
+from .._checks import returned_tensor
 from ._checks import choice_arg, real_arg
 from .coverage import local_coverage
 
@@ -146,6 +149,7 @@ __all__ = [
     "worker_scales",
     "reference_weights",
     "local_weights",
+    "check_scale_values",
 ]
 
 WEIGHTINGS = ("inverse", "coverage")
@@ -275,7 +279,11 @@ class Estimator(abc.ABC):
     A subclass sets ``name`` (its registry key) and defines :meth:`scales`; it may set
     ``needs_stats = False`` (then it overrides :meth:`worker_scale`, which must not read the
     stats) and override :meth:`factors`, :meth:`worker_scale`, :meth:`node_weights` and
-    :meth:`local_weights`.
+    :meth:`local_weights`. What these return is checked where it comes back, with one error
+    naming the class and the method: shapes and dtypes at every step (:meth:`combine_device`,
+    :meth:`checked_scales`), values (finite, none negative) before a run starts
+    (:meth:`check_outputs`, from :meth:`zg.grappa.TrainConfig.validated`) and, for the worker
+    scales, at every epoch's exchange (:func:`check_scale_values`).
     """
 
     name: ClassVar[str] = ""  # the registry key: set by each subclass
@@ -360,8 +368,28 @@ class Estimator(abc.ABC):
         """Worker ``rank``'s scale s_p as a float64 [] tensor, and the info of :meth:`scales`.
         Default: row ``rank`` of :meth:`scales`; an estimator with ``needs_stats = False`` gets
         ``stats=None`` and overrides this with its local arithmetic."""
-        scales, info = self.scales(stats.to(torch.float64))
+        scales, info = self.checked_scales(stats.to(torch.float64), values=False)
         return scales[rank], info
+
+    def checked_scales(
+        self, stats: torch.Tensor, *, values: bool = True
+    ) -> tuple[torch.Tensor, dict[str, torch.Tensor]]:
+        """:meth:`scales` with what it returned checked where it comes back: a pair (a 1-D float
+        tensor of length P, a dict), else a TypeError naming ``<Class>.scales()``. ``values``
+        (a host read, so not inside a training step): its values too, finite and ``>= 0``
+        (a negative scale would turn the worker's update into gradient ascent), else a
+        ValueError naming the method."""
+        who = f"{type(self).__name__}.scales()"
+        P = stats.shape[0]
+        result = self.scales(stats)
+        if not (isinstance(result, tuple) and len(result) == 2 and isinstance(result[1], dict)):
+            raise TypeError(
+                f"{who} returned {_described(result)}; expected a pair (scales, info): scales a "
+                f"1-D float tensor of length P={P} with finite values >= 0, info a dict"
+            )
+        scales, info = result
+        returned_tensor(scales, who, shape=[P], values=values, nonnegative=True, named=("P",))
+        return scales, info
 
     @property
     def batch_mean_factors(self) -> bool:
@@ -396,8 +424,52 @@ class Estimator(abc.ABC):
                 f"got {None if stats is None else tuple(stats.shape)}"
             )
         factors = self.factors(weights, valid, stats)
+        returned_tensor(factors, f"{type(self).__name__}.factors()", shape=[weights.shape[0]])
         scale, info = self.worker_scale(weights, valid, rank, num_workers, stats)
+        if not isinstance(info, dict):
+            raise TypeError(
+                f"{type(self).__name__}.worker_scale() returned info {_described(info)}; "
+                "expected a dict {name: 0-d tensor}"
+            )
+        returned_tensor(scale, f"{type(self).__name__}.worker_scale()", shape=[])
         return factors, scale, info
+
+    def check_outputs(self, num_workers: int) -> None:
+        """Run this estimator's arithmetic once on made-up batches of ``num_workers`` workers,
+        on the host, and check every result where it comes back (:meth:`checked_scales`, the
+        factors, the worker scale): the shape and dtype a training step needs, finite values,
+        none negative. A TypeError / ValueError names the class and the method, before any
+        worker starts (:meth:`zg.grappa.TrainConfig.validated` calls it). Inside the workers the
+        shapes are checked at every step and the scales' values at every epoch's exchange
+        (:func:`check_scale_values`)."""
+        name = type(self).__name__
+        gen = torch.Generator().manual_seed(0)
+        # Seven made-up batches of unequal sizes (one of a single seed); worker p holds batch
+        # p % 7, so any number of workers costs the same few batches.
+        pool = []
+        for n in range(1, 8):
+            c = torch.rand(n, generator=gen).clamp(min=self.floor, max=1.0)
+            pool.append(1.0 / c if self.weighting == "inverse" else c)
+        held = torch.arange(num_workers) % len(pool)
+        stats = torch.stack([batch_stats(w) for w in pool]).index_select(0, held)  # [P, 3]
+        if self.needs_stats and type(self).worker_scale is Estimator.worker_scale:
+            self.checked_scales(stats, values=True)
+        # The first and last few workers (all of them when they are few).
+        ranks = sorted(
+            set(range(min(num_workers, 4))) | set(range(max(num_workers - 4, 0), num_workers))
+        )
+        for rank in ranks:
+            w = pool[rank % len(pool)]
+            valid = torch.ones(w.shape, dtype=torch.bool)
+            factors, scale, _ = self.combine_device(
+                w, valid, rank, num_workers, stats if self.needs_stats else None
+            )
+            returned_tensor(
+                factors, f"{name}.factors()", shape=[w.shape[0]], values=True, nonnegative=True
+            )
+            returned_tensor(
+                scale, f"{name}.worker_scale()", shape=[], values=True, nonnegative=True
+            )
 
     def combine(
         self, weights: torch.Tensor, rank: int, num_workers: int, stats: torch.Tensor | None = None
@@ -604,10 +676,34 @@ for _cls in (
 _BUILTIN = frozenset(_REGISTRY)
 
 
+def scale_source(estimator: Estimator) -> str:
+    """The method a worker's scale comes from: ``<Class>.scales()`` unless the class overrides
+    :meth:`Estimator.worker_scale`."""
+    name = type(estimator).__name__
+    if type(estimator).worker_scale is Estimator.worker_scale:
+        return f"{name}.scales()"
+    return f"{name}.worker_scale()"
+
+
+def check_scale_values(estimator: Estimator, low: float, high: float, where: str) -> None:
+    """The smallest and largest worker scale a worker used over some batches (host numbers,
+    read where the epoch's numbers are read anyway): a ValueError naming the estimator's
+    method when one is not finite or is negative (NaN included: call it only where the
+    estimator ran). ``where`` says which worker and epoch."""
+    if not (math.isfinite(low) and math.isfinite(high)) or low < 0:
+        bad = low if (not math.isfinite(low) or low < 0) else high
+        raise ValueError(
+            f"{scale_source(estimator)} gave {where} the worker scale {bad}; expected finite "
+            "values >= 0 (a negative scale turns the update into gradient ascent). Training "
+            "stopped"
+        )
+
+
 def _worker_scales_tensor(estimator: Estimator, stats: torch.Tensor):
     """float64 [P] worker scales on the stats' device, and {"lambda": float64 []} for shrink:
-    the estimator's :meth:`Estimator.scales` on the stats as float64."""
-    return estimator.scales(stats.to(torch.float64))
+    the estimator's :meth:`Estimator.scales` on the stats as float64, checked
+    (:meth:`Estimator.checked_scales`)."""
+    return estimator.checked_scales(stats.to(torch.float64))
 
 
 def worker_scales(estimator: Estimator, stats: torch.Tensor) -> tuple[torch.Tensor, dict[str, Any]]:

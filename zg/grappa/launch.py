@@ -19,7 +19,11 @@ cannot tell how it was started:
   :data:`STOP_SECONDS`), removes the run's temporary folders and re-raises (``SIGTERM`` as
   ``SystemExit(143)``), so nothing goes on training and nothing claims the run finished. A
   worker whose parent dies without a word (``SIGKILL``) is ended by the kernel
-  (``PR_SET_PDEATHSIG``, Linux).
+  (``PR_SET_PDEATHSIG``, Linux), from its first instruction on: each worker is started through
+  a small launcher that asks for the signal before Python imports anything
+  (:func:`_children_die_with_parent`), so a worker still importing torch or the caller's
+  script dies at once too, and one that is training unwinds for at most
+  :data:`PARENT_GONE_SECONDS`.
 * :func:`init_from_env` (torchrun, ``env://``): reads RANK / WORLD_SIZE / MASTER_ADDR /
   MASTER_PORT that torchrun sets, and works after torchrun restarted the workers
   (``--max-restarts``), see the function.
@@ -31,6 +35,7 @@ machine (each worker then uses GPU ``local_rank``).
 from __future__ import annotations
 
 import builtins
+import contextlib
 import ctypes
 import datetime
 import faulthandler
@@ -39,6 +44,7 @@ import json
 import multiprocessing
 import multiprocessing.connection
 import os
+import shlex
 import shutil
 import signal
 import sys
@@ -69,6 +75,11 @@ ERRORS_ENV = "ZG_SPAWN_ERRORS"
 REPLAYED_BUILTINS = ("ValueError", "TypeError", "TimeoutError", "FloatingPointError", "MemoryError")
 # Workers asked to stop (an interrupt or SIGTERM to the parent) get this long before SIGKILL.
 STOP_SECONDS = 5.0
+# A worker whose parent died (nobody is left to read its result) unwinds for at most this long
+# and then ends, even if a peer or the group's teardown would hold it.
+PARENT_GONE_SECONDS = 1.0
+# This worker's parent (the process that spawned it), once _entry knows it.
+_parent: int | None = None
 
 
 def pick_backend(world_size: int, backend: str | None = None) -> str:
@@ -258,9 +269,23 @@ def _refuse_unguarded_main() -> None:
     raise error
 
 
+def _parent_gone() -> bool:
+    return _parent is not None and os.getppid() != _parent
+
+
+def _end_soon(seconds: float) -> None:
+    """End this process in ``seconds`` whatever it is doing: faulthandler's timer is a C thread
+    that needs no GIL, so neither a blocked collective nor a teardown that holds the GIL can
+    keep the process alive past it."""
+    faulthandler.dump_traceback_later(seconds, exit=True, file=open(os.devnull, "w"))
+
+
 def _die_with_parent(parent: int) -> None:
     """Ask the kernel to send this process SIGTERM when its parent dies (Linux; elsewhere a
-    no-op), and end now if the parent is already gone."""
+    no-op), and end now if the parent is already gone. The SIGTERM handler then gives the
+    worker :data:`PARENT_GONE_SECONDS` to unwind (:func:`_exit_on_sigterm`)."""
+    global _parent
+    _parent = parent
     if sys.platform.startswith("linux"):
         try:
             ctypes.CDLL(None, use_errno=True).prctl(1, signal.SIGTERM, 0, 0, 0)  # PR_SET_PDEATHSIG
@@ -270,8 +295,52 @@ def _die_with_parent(parent: int) -> None:
         os._exit(143)
 
 
+# What each worker's launcher runs before the worker's own Python starts (see
+# _children_die_with_parent): the kernel is to SIGTERM it when the parent dies; a parent gone
+# already ends it; then the spawn command line runs in this same process (exec keeps the
+# setting). PR_SET_PDEATHSIG is option 1 of prctl(2).
+_LAUNCHER = """import ctypes, os, signal, sys
+ctypes.CDLL(None, use_errno=True).prctl(1, int(signal.SIGTERM), 0, 0, 0)
+if os.getppid() != {parent}:
+    os._exit(143)
+os.execv({python!r}, [{python!r}] + sys.argv[1:])
+"""
+
+
+@contextlib.contextmanager
+def _children_die_with_parent(folder: str):
+    """While inside, processes started with the "spawn" start method begin as a launcher
+    (a shell script in ``folder``, which must outlive the children's start) that sets
+    ``PR_SET_PDEATHSIG`` before their Python imports anything: a parent killed while its
+    workers still import torch or its script (seconds on a busy machine) takes them along
+    at once, where a setting made in the worker's entry would come only after those imports.
+    Linux only, and only where ``folder`` may hold executables; elsewhere nothing changes."""
+    from multiprocessing import spawn as mp_spawn
+
+    if not sys.platform.startswith("linux") or os.statvfs(folder).f_flag & os.ST_NOEXEC:
+        yield
+        return
+    python = mp_spawn.get_executable()
+    code = _LAUNCHER.format(parent=os.getpid(), python=os.fsdecode(python))
+    script = os.path.join(folder, "start-worker")
+    with open(script, "w", encoding="utf-8") as f:
+        f.write(
+            f'#!/bin/sh\nexec {shlex.quote(os.fsdecode(python))} -I -S -c {shlex.quote(code)} "$@"\n'
+        )
+    os.chmod(script, 0o700)
+    mp_spawn.set_executable(script)
+    try:
+        yield
+    finally:
+        mp_spawn.set_executable(python)
+
+
 def _exit_on_sigterm(signum, frame) -> None:
-    """A worker's SIGTERM handler: unwind (``finally`` blocks run, temporary files go), exit 143."""
+    """A worker's SIGTERM handler: unwind (``finally`` blocks run, temporary files go), exit 143.
+    When the SIGTERM says that the parent died, the unwinding is bounded: the process ends
+    within :data:`PARENT_GONE_SECONDS` (its peers, stopped the same way, no longer answer)."""
+    if _parent_gone():
+        _end_soon(PARENT_GONE_SECONDS)
     raise SystemExit(128 + signal.SIGTERM)
 
 
@@ -319,7 +388,8 @@ def _entry(
         _record_error(errors, exc, rank)
         # torch.multiprocessing reports the traceback to the parent and exits with 1; should the
         # interpreter's teardown of the group hang (see exit_worker), end the process anyway.
-        faulthandler.dump_traceback_later(ERROR_EXIT_SECONDS, exit=True, file=open(os.devnull, "w"))
+        if not _parent_gone():  # else the shorter bound armed on SIGTERM stays
+            _end_soon(ERROR_EXIT_SECONDS)
         raise
     exit_worker()
 
@@ -446,22 +516,23 @@ def spawn(
             previous = os.environ.get(ERRORS_ENV)
             os.environ[ERRORS_ENV] = errors
             try:
-                context = mp.start_processes(
-                    _entry,
-                    args=(
-                        fn,
-                        world_size,
-                        store.port,
-                        backend,
-                        timeout,
-                        tuple(args),
-                        errors,
-                        os.getpid(),
-                    ),
-                    nprocs=world_size,
-                    join=False,
-                    start_method="spawn",
-                )
+                with _children_die_with_parent(errors):
+                    context = mp.start_processes(
+                        _entry,
+                        args=(
+                            fn,
+                            world_size,
+                            store.port,
+                            backend,
+                            timeout,
+                            tuple(args),
+                            errors,
+                            os.getpid(),
+                        ),
+                        nprocs=world_size,
+                        join=False,
+                        start_method="spawn",
+                    )
             finally:
                 if previous is None:
                     os.environ.pop(ERRORS_ENV, None)

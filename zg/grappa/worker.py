@@ -68,7 +68,7 @@ from .account import PARTS, AccountTimes, EpochAccount, account_record
 from .checkpoint import checkpoint_file, resume, write_checkpoint
 from .comm import KINDS, CommLedger
 from .config import TrainConfig, super_epoch_of
-from .estimators import masked_batch_stats
+from .estimators import check_scale_values, masked_batch_stats
 from .fullgraph import WholeGraph
 from .history import epoch_record, history, write_json
 from .launch import worker_device
@@ -459,6 +459,14 @@ class _Run:
         table = torch.stack(pending.rows).cpu()  # [P, 6 + 3 + 2 kinds + 10]
         # Every rank holds the table, so every rank stops at the same epoch (no one waits).
         losses = table[:, 0]  # [P] each worker's loss sum
+        if worker.loss.runs_estimator:  # its scales' values, read here with the rest
+            for r in range(self.world):
+                check_scale_values(
+                    worker.loss.estimator,
+                    float(table[r, 3]),
+                    float(table[r, 5]),
+                    f"worker {r} in epoch {epoch}",
+                )
         if not bool(torch.isfinite(losses).all()):
             bad = [r for r in range(self.world) if not bool(torch.isfinite(losses[r]))]
             raise FloatingPointError(
@@ -580,6 +588,8 @@ class _EstimatorLoss:
     ):
         self.trainer, self.local, self.rank, self.world = cfg.trainer_object, local, rank, world
         self.estimator = cfg.estimator_object
+        # The estimator combines this trainer's gradients (its worker scales are checked).
+        self.runs_estimator = not (self.trainer.averages_models or self.trainer.shares_batches)
         self.ledger, self.exchange, self.full = ledger, exchange, full
         self.current: dict[str, torch.Tensor] = {}
         self.per_batch: dict[int, dict[str, torch.Tensor]] = {}
@@ -639,7 +649,20 @@ class _EstimatorLoss:
     def check_finite(self, epoch: int) -> None:
         """This worker's loss of the epoch so far (a host read: only when something already
         failed); FloatingPointError naming the loss when it is not finite."""
-        sums = [k["loss_sum"].double() for k in [*self.per_batch.values(), self.current] if k]
+        records = [k for k in [*self.per_batch.values(), self.current] if k]
+        if self.runs_estimator:  # a bad worker scale is the cause to name first
+            scales = [k["scale"].double().view(1) for k in records if "scale" in k]
+            if self.table is not None:
+                scales.append(self.table[:, 3][~torch.isnan(self.table[:, 0])])
+            if scales:
+                s = torch.cat(scales)
+                bad = s[~torch.isfinite(s) | (s < 0)]
+                if bad.numel():
+                    value = float(bad[0])
+                    check_scale_values(
+                        self.estimator, value, value, f"worker {self.rank} in epoch {epoch}"
+                    )
+        sums = [k["loss_sum"].double() for k in records]
         if self.table is not None:
             sums.append(self.table[:, 0].nan_to_num(0.0).sum())
         if sums and not bool(torch.isfinite(torch.stack(sums)).all()):

@@ -1,0 +1,167 @@
+"""Validated means accepted: whatever ``TrainConfig.validated()`` accepts, a worker's
+construction path accepts too (its model, its optimizer, its estimator's node weights and their
+stats, the estimator's factors and scales), all called in this process as a worker calls them;
+no process is started. And a refusal names its field structurally (``exc.config_field``), which
+is what the command line turns into a flag.
+"""
+
+import math
+
+import pytest
+import torch
+from graphs import tiny
+from hypothesis import HealthCheck, given, settings
+from hypothesis import strategies as st
+
+from zg import cli
+from zg.grappa import TrainConfig
+from zg.grappa.estimators import masked_batch_stats, reference_weights
+from zg.grappa.worker import worker_model
+from zg.optim import make_optimizer
+
+GRAPH = tiny()
+
+# Numbers at and around the edges a float32 worker meets: subnormals, float32's limits.
+EDGY = st.sampled_from(
+    [0.0, 5e-324, 1e-320, 1e-310, 2.3e-308, 1e-45, 1e-44, 1e-39, 1.2e-38, 6e-30, 1e-20, 1e-8]
+    + [1e-3, 0.05, 0.5, 1.0, 2.0, 1e4, 1e4 + 1, 1e30, 1e39]
+)
+PLAIN = st.floats(min_value=0.0, max_value=1.0)
+NUMBER = st.one_of(EDGY, PLAIN, PLAIN, PLAIN, st.floats(allow_nan=True))  # mostly in range
+
+
+@st.composite
+def configs(draw):
+    return dict(
+        estimator=draw(
+            st.sampled_from(["mean", "node", "batch", "shrink", "uniform", "reference"])
+        ),
+        weighting=draw(st.sampled_from(["inverse", "coverage"])),
+        coverage_floor=draw(NUMBER),
+        shrink=draw(st.one_of(st.just("auto"), PLAIN, NUMBER)),
+        workers=draw(st.integers(1, 6)),
+        lr=draw(NUMBER),
+        weight_decay=draw(NUMBER),
+        dropout=draw(st.sampled_from([0.0, 0.5, 0.999])),
+        model=draw(st.sampled_from(["sage", "gcn", "gat"])),
+        hidden_dim=draw(st.integers(1, 8)),
+        num_layers=2,
+        fanouts=[3, 3],
+    )
+
+
+def _worker_builds(cfg: TrainConfig, coverage: torch.Tensor) -> None:
+    """What a worker builds and computes from the config alone, as it does it."""
+    model = worker_model(cfg, GRAPH, torch.device("cpu"))
+    optimizer = make_optimizer(model, "adam", cfg.lr, cfg.weight_decay)
+    model(*_one_batch(model)).sum().backward()
+    optimizer.step()
+    assert all(bool(torch.isfinite(p).all()) for p in model.parameters())
+    est = cfg.estimator_object
+    if est.name == "reference":
+        degrees = torch.arange(coverage.numel())
+        weights = reference_weights(degrees % 3, degrees)
+    else:
+        weights = est.node_weights(coverage)  # float32, as local_weights gives
+    assert weights.dtype == torch.float32 and bool(torch.isfinite(weights).all())
+    assert math.isfinite(float(weights.sum()))  # a batch's weights, summed in float32
+    valid = torch.ones(weights.shape, dtype=torch.bool)
+    stats = torch.stack([masked_batch_stats(weights, valid)] * cfg.workers)
+    for rank in range(cfg.workers):
+        factors, scale, _ = est.combine_device(
+            weights, valid, rank, cfg.workers, stats if est.needs_stats else None
+        )
+        assert bool(torch.isfinite(factors).all()) and bool((factors >= 0).all())
+        assert math.isfinite(float(scale)) and float(scale) >= 0
+
+
+def _one_batch(model):
+    import zg
+
+    sampler = zg.DynamicSampler(GRAPH, [3, 3], seed=0)
+    mb = sampler.sample(GRAPH.train_idx[:8])
+    return mb.blocks, GRAPH.x.index_select(0, mb.input_nodes)
+
+
+@settings(max_examples=300, deadline=None, suppress_health_check=[HealthCheck.too_slow])
+@given(
+    values=configs(),
+    coverage=st.lists(
+        st.sampled_from([0.0, 1e-45, 1e-38, 1e-6, 0.01, 0.5, 1.0]), min_size=1, max_size=32
+    ),
+)
+def test_whatever_validated_accepts_a_worker_builds_and_runs(values, coverage):
+    try:
+        cfg = TrainConfig(**values).validated()
+    except (TypeError, ValueError) as exc:
+        # A refusal names its field, structurally, and only a field it was given: the one its
+        # message is about when the message begins with a field's name.
+        field = getattr(exc, "config_field", None)
+        assert field in values, exc
+        first = str(exc).split(" ")[0].split("=")[0]
+        assert first not in values or first == field, (field, exc)
+        return
+    _worker_builds(cfg, torch.tensor(coverage, dtype=torch.float32))
+
+
+@pytest.mark.parametrize(
+    "values, field",
+    [
+        (dict(lr=1e-320), "lr"),
+        (dict(coverage_floor=1e-44), "coverage_floor"),
+        (dict(coverage_floor=1e-30), "coverage_floor"),
+        (dict(model="mlp"), "model"),
+        (dict(hidden_dim=10**12, model="gcn"), "hidden_dim"),
+        (dict(estimator="nope"), "estimator"),
+        (dict(weight_decay=-1.0), "weight_decay"),
+        (dict(coverage_floor=0.0), "coverage_floor"),
+        (dict(coverage_floor=2.0), "coverage_floor"),
+        (dict(shrink=1.5), "shrink"),
+        (dict(shrink="none"), "shrink"),
+        (dict(weighting="sqrt"), "weighting"),
+    ],
+)
+def test_a_refusal_carries_its_field(values, field):
+    with pytest.raises((TypeError, ValueError, MemoryError)) as caught:
+        TrainConfig(**values).validated()
+    assert caught.value.config_field == field
+
+
+def test_the_command_line_names_a_flag_only_from_the_refusing_field():
+    """After the start, a message that merely contains a field's name (a worker's failure
+    mentioning the model) is not blamed on that flag; a limit that ran out (``field=value``
+    first) is; a refusal carrying config_field is, whatever its words."""
+    failed = cli._grappa_flags(started=True)
+    assert failed("zg grappa: worker 1 failed: the model's loss is nan") == (
+        "worker 1 failed: the model's loss is nan"
+    )
+    assert failed("run_timeout=0.5 s: the run did not end").startswith("--run-timeout: ")
+    assert failed("model's loss is nan").startswith("model's")  # a word, not model=...
+    before = cli._grappa_flags()
+    labelled = None
+    try:
+        TrainConfig(coverage_floor=1e-44).validated()
+    except ValueError:  # the refusal being handled is what names the flag
+        labelled = before("zg grappa: any words")
+    assert labelled is not None and labelled.startswith("--coverage-floor: ")
+
+
+@pytest.mark.parametrize(
+    "argv, flag",
+    [(["--coverage-floor", "1e-44"], "--coverage-floor"), (["--lr", "1e-320"], "--lr")],
+)
+def test_zg_grappa_refuses_before_starting_naming_the_flag(capsys, argv, flag):
+    with pytest.raises(SystemExit) as caught:
+        cli.main(["grappa", "--dataset", "cora", *argv])
+    assert caught.value.code == 2
+    last = capsys.readouterr().err.strip().splitlines()[-1]  # after argparse's usage lines
+    assert last.startswith(f"zg grappa: error: {flag}: ") and "--model" not in last
+
+
+def test_validating_draws_no_random_numbers():
+    """validated() builds an optimizer and runs the estimator's arithmetic: neither may move
+    torch's global generator (a model built after it must not change)."""
+    torch.manual_seed(0)
+    before = torch.get_rng_state()
+    TrainConfig(estimator="shrink", workers=3).validated()
+    assert torch.equal(torch.get_rng_state(), before)
