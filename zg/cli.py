@@ -804,6 +804,10 @@ def _add_grappa_flags(parser: argparse.ArgumentParser) -> None:
             )
             continue
         names = [_flag(f.name)] + (["--json"] if f.name == "history_path" else [])
+        if f.name == "history_path":
+            help_text = help_text.replace(
+                " (default:", "; -: the history alone on stdout (default:", 1
+            )
         optional = _is_optional(hint)
         parser.add_argument(
             *names,
@@ -925,6 +929,8 @@ def cmd_grappa(args: argparse.Namespace, parser: argparse.ArgumentParser) -> int
     from .grappa.__main__ import dataset_paths, run
 
     values = _grappa_values(args, parser)
+    if values.get("history_path") == "-":
+        return _grappa_to_stdout(args, parser, values)
     inputs = dataset_paths(values.get("dataset"))
     _check_output(parser, "--json", values.get("history_path"), inputs=inputs + [args.config])
     return run(
@@ -936,6 +942,37 @@ def cmd_grappa(args: argparse.Namespace, parser: argparse.ArgumentParser) -> int
         failed=_grappa_failed,
         inputs=[args.config] if args.config else [],
     )
+
+
+def _grappa_to_stdout(
+    args: argparse.Namespace, parser: argparse.ArgumentParser, values: dict[str, Any]
+) -> int:
+    """``zg grappa --json -``: as ``zg train --json -``, the history alone on stdout (rank 0
+    writes it to a file in a temporary folder, copied to stdout when the run ends), everything
+    else the command prints on stderr."""
+    import contextlib
+    import tempfile
+
+    from .grappa.__main__ import run
+
+    stdout = sys.stdout
+    with tempfile.TemporaryDirectory(prefix="zg-grappa-") as folder:
+        path = str(Path(folder) / "history.json")
+        values = {**values, "history_path": path}
+        with contextlib.redirect_stdout(sys.stderr):
+            status = run(
+                values,
+                path,
+                _grappa_error(parser),
+                source="zg grappa",
+                report=lambda history, out: _report_grappa(history, None),
+                failed=_grappa_failed,
+                inputs=[args.config] if args.config else [],
+            )
+        if status == 0 and Path(path).is_file():
+            stdout.write(Path(path).read_text(encoding="utf-8"))
+            stdout.flush()
+        return status
 
 
 # ----------------------------------------------------------------------------- zg bench, zg report

@@ -211,3 +211,20 @@ def test_zg_grappa_shows_its_bar_where_a_person_watches(tmp_path, terminal):
     stderr = _zg_grappa_stderr(tmp_path, terminal)
     assert ("grappa P=2" in stderr) == terminal, stderr[-2000:]
     assert "leaked semaphore" not in stderr, stderr[-2000:]
+
+
+@pytest.mark.slow
+def test_zg_grappa_json_dash_is_stdout(tmp_path):
+    """``zg grappa --json -``, as ``zg train --json -``: the history alone on stdout (it parses
+    as the JSON a file would hold), everything the command says on stderr, no file named -."""
+    zg.datasets.save_npz(_graph(), tmp_path / "g.npz")
+    command = [sys.executable, "-m", "zg", "grappa", "--dataset", str(tmp_path / "g.npz")]
+    command += ["--workers", "2", "--epochs", "2", "--batch-size", "64", "--hidden-dim", "8"]
+    command += ["--num-layers", "2", "--fanouts", "3,3", "--timeout", "60", "--json", "-"]
+    env = {**os.environ, "PYTHONPATH": str(ROOT), "OMP_NUM_THREADS": "1"}
+    done = processes.run(command, cwd=tmp_path, env=env, capture_output=True, timeout=300)
+    assert done.returncode == 0, done.stderr.decode()[-3000:]
+    history = json.loads(done.stdout)
+    assert [e["epoch"] for e in history["epochs"]] == [0, 1]
+    assert "bytes/epoch/worker" in done.stderr.decode()
+    assert sorted(p.name for p in tmp_path.iterdir()) == ["g.npz"]
