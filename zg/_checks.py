@@ -24,6 +24,8 @@ from typing import Any
 import numpy as np
 import torch
 
+from .errors import ZgError
+
 INT64_MIN, INT64_MAX = -(2**63), 2**63 - 1
 
 
@@ -424,14 +426,16 @@ def _try_writing_in(folder: Path, name: str, path: Path) -> None:
         ) from None
 
 
-class ReadOnlyTarget(PermissionError, ValueError):
+class ReadOnlyTarget(ZgError, PermissionError, ValueError):
     """An existing file this user may not write: a plain ``open(path, "w")`` would be refused,
     so no writer of the kit replaces it (a rename would, whatever its mode). A PermissionError
     (errno EACCES, or the system's own) and a ValueError, so a command's up-front check of its
     output path says it in one line like any other refused path."""
 
     def __str__(self) -> str:
-        return str(self.strerror)
+        # Built as PermissionError(errno, message, path): the message alone; built from a
+        # message (a worker's error replayed in its parent): that message.
+        return str(self.strerror) if self.strerror is not None else super().__str__()
 
 
 def refuse_read_only(target: Path, name: str, path: Any) -> None:

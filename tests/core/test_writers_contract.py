@@ -189,6 +189,9 @@ NOT_A_USERS_FILE = {
     ("zg/labs.py", "_hook_worker"): "a Lab 6 worker's result, in the temporary folder its "
     "parent made and reads back",
     ("zg/grappa/launch.py", "_entry"): "os.devnull for faulthandler",
+    ("zg/grappa/launch.py", "_end_soon"): "os.devnull for faulthandler",
+    ("zg/grappa/launch.py", "_children_die_with_parent"): "the workers' launcher script, in "
+    "the spawn's own temporary record folder (tests/grappa/test_grappa_parent_death.py)",
     ("zg/grappa/checkpoint.py", "_open_lock"): "a Grappa run's lock file, opened without "
     "following links and never replaced (tests/core/test_writers_readers.py)",
 }
