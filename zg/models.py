@@ -518,7 +518,9 @@ class _Seeded:
     def __enter__(self):
         if self.seed is not None:
             self.state = torch.random.get_rng_state()
-            torch.manual_seed(self.seed)
+            # The CPU generator alone (torch.manual_seed would reseed every CUDA generator too,
+            # which __exit__ does not put back); the same stream torch.manual_seed gives it.
+            torch.default_generator.manual_seed(self.seed)
 
     def __exit__(self, *exc):
         if self.seed is not None:

@@ -306,8 +306,8 @@ def test_torchrun_smoke(tmp_path):
     assert [e["super_epoch"] for e in hist["epochs"]] == [0, 1]
     assert all(b > 0 for b in hist["bytes_sent_per_worker"])
     # The same run started by zg itself gives the same numbers (with the kernel the command
-    # line defaults to: "auto", where train() defaults to "torch").
-    assert hist["config"]["kernel"] == "auto"
+    # line defaults to, the library's: "torch").
+    assert hist["config"]["kernel"] == grappa.TrainConfig().kernel == "torch"
     spawned = grappa.train(
         tiny(),
         workers=2,
@@ -315,7 +315,7 @@ def test_torchrun_smoke(tmp_path):
         repartition_every=1,
         epochs=2,
         seed=0,
-        kernel="auto",
+        kernel="torch",
         **SMALL,
     )
     assert [e["loss"] for e in spawned["epochs"]] == [e["loss"] for e in hist["epochs"]]
