@@ -242,7 +242,8 @@ def process_state() -> tuple:
         torch.is_grad_enabled(),
         list(warnings.filters),
         warnings.showwarning,
-        torch._C._cuda_get_sync_debug_mode(),
+        # (a CPU-only build of torch has no CUDA sync debug mode)
+        getattr(torch._C, "_cuda_get_sync_debug_mode", lambda: None)(),
         {t.ident for t in threading.enumerate()},
     )
 
