@@ -2,12 +2,8 @@
 generator held before, leaves that generator as it was, and the README's first example prints
 the same numbers in two fresh processes."""
 
-import os
-import re
-import sys
 from pathlib import Path
 
-import processes
 import pytest
 import torch
 from hypothesis import given, settings
@@ -65,39 +61,5 @@ def test_a_seed_that_is_not_a_seed_is_refused(seed):
         zg.models.SAGE(5, 4, 3, seed=seed)
 
 
-def _first_readme_example() -> str:
-    examples = re.findall(r"```python\n(.*?)```", (ROOT / "README.md").read_text(), re.DOTALL)
-    assert examples and "zg.Engine(" in examples[0], "README.md's first example is the Engine's"
-    return examples[0]
-
-
-def _numbers(printed: str) -> str:
-    """What the example printed less the wall-clock fields (``seconds=...``)."""
-    return re.sub(r"\bseconds=[-+0-9.e]+", "seconds=_", printed.strip())
-
-
-@pytest.mark.slow
-@pytest.mark.timeout(300)
-def test_the_readme_engine_example_prints_the_same_numbers_twice(tmp_path):
-    script = tmp_path / "example.py"
-    script.write_text(_first_readme_example())
-    env = {
-        **os.environ,
-        "PYTHONPATH": str(ROOT) + os.pathsep + os.environ.get("PYTHONPATH", ""),
-        "OMP_NUM_THREADS": "1",
-    }
-    printed = []
-    for _ in range(2):
-        done = processes.run(
-            [sys.executable, str(script)],
-            cwd=tmp_path,
-            env=env,
-            capture_output=True,
-            text=True,
-            timeout=240,
-        )
-        assert done.returncode == 0, done.stderr[-3000:]
-        printed.append(_numbers(done.stdout))
-    assert printed[0], "the example printed nothing"
-    assert re.match(r"0\.\d+ ", printed[0]), f"expected the test accuracy first: {printed[0]!r}"
-    assert printed[0] == printed[1], f"one seed, two results:\n{printed[0]}\n{printed[1]}"
+# The README's first example printing the same numbers in two fresh processes:
+# tests/docs/test_readme_examples.py::test_the_engine_example_prints_the_same_numbers_in_two_fresh_processes.

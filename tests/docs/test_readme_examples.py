@@ -20,12 +20,9 @@ def test_the_readme_has_an_example_for_each_half():
     assert "zg.Engine(" in EXAMPLES[0] and "grappa.train(" in EXAMPLES[1]
 
 
-@pytest.mark.slow
-@pytest.mark.timeout(400)
-@pytest.mark.parametrize("index", range(len(EXAMPLES)), ids=["engine", "grappa"][: len(EXAMPLES)])
-def test_a_readme_example_runs(tmp_path, index):
-    script = tmp_path / f"example_{index}.py"
-    script.write_text(EXAMPLES[index])
+def _run(script: Path, cwd: Path, timeout: int) -> str:
+    """``script`` run as a file in a fresh Python with this checkout first on the path: its
+    stdout."""
     env = {
         **os.environ,
         "PYTHONPATH": str(ROOT) + os.pathsep + os.environ.get("PYTHONPATH", ""),
@@ -33,14 +30,40 @@ def test_a_readme_example_runs(tmp_path, index):
     }
     done = processes.run(
         [sys.executable, str(script)],
-        cwd=tmp_path,
+        cwd=cwd,
         env=env,
         capture_output=True,
         text=True,
-        timeout=360,
+        timeout=timeout,
     )
     assert done.returncode == 0, done.stderr[-3000:]
     assert done.stdout.strip(), "the example printed nothing"
+    return done.stdout
+
+
+def _numbers(printed: str) -> str:
+    """What an example printed less the wall-clock fields (``seconds=...``)."""
+    return re.sub(r"\bseconds=[-+0-9.e]+", "seconds=_", printed.strip())
+
+
+@pytest.mark.slow
+@pytest.mark.timeout(400)
+def test_the_grappa_example_runs(tmp_path):
+    script = tmp_path / "example_grappa.py"
+    script.write_text(EXAMPLES[1])
+    _run(script, tmp_path, timeout=360)
+
+
+@pytest.mark.slow
+@pytest.mark.timeout(400)
+def test_the_engine_example_prints_the_same_numbers_in_two_fresh_processes(tmp_path):
+    """The README's first example with its seed: the model's initial weights, the sampling and
+    the dropout all follow it, so two fresh processes print the same numbers."""
+    script = tmp_path / "example_engine.py"
+    script.write_text(EXAMPLES[0])
+    printed = [_numbers(_run(script, tmp_path, timeout=180)) for _ in range(2)]
+    assert re.match(r"0\.\d+ ", printed[0]), f"expected the test accuracy first: {printed[0]!r}"
+    assert printed[0] == printed[1], f"one seed, two results:\n{printed[0]}\n{printed[1]}"
 
 
 def test_the_commands_the_readme_names_exist():
