@@ -95,6 +95,44 @@ def _seed():
     yield
 
 
+@pytest.fixture(autouse=True)
+def torch_modes_restored():
+    """A test that leaves torch's process-wide modes changed (autograd off, a different default
+    dtype, a dispatch mode left on the stack, deterministic algorithms) fails at its own teardown
+    and the modes are put back: otherwise the tests after it fail far away ("element 0 of
+    tensors does not require grad") and the one that changed them passes."""
+    from torch.utils._python_dispatch import _get_current_dispatch_mode_stack
+
+    before = (
+        torch.is_grad_enabled(),
+        torch.is_inference_mode_enabled(),
+        torch.get_default_dtype(),
+        torch.are_deterministic_algorithms_enabled(),
+        len(_get_current_dispatch_mode_stack()),
+    )
+    yield
+    after = (
+        torch.is_grad_enabled(),
+        torch.is_inference_mode_enabled(),
+        torch.get_default_dtype(),
+        torch.are_deterministic_algorithms_enabled(),
+        len(_get_current_dispatch_mode_stack()),
+    )
+    if after != before:
+        torch.set_grad_enabled(before[0])
+        torch.set_default_dtype(before[2])
+        torch.use_deterministic_algorithms(before[3])
+        names = (
+            "grad enabled",
+            "inference mode",
+            "default dtype",
+            "deterministic",
+            "dispatch modes",
+        )
+        changed = [f"{n}: {a} -> {b}" for n, a, b in zip(names, before, after) if a != b]
+        pytest.fail("the test left torch's process-wide modes changed: " + "; ".join(changed))
+
+
 def pytest_sessionstart(session):
     """Compile the fused sampling kernel (or load numba's cache) once, before any test's
     timeout starts: a fresh checkout compiles it for tens of seconds on a busy machine."""

@@ -397,7 +397,13 @@ class Engine:
         stats: EpochStats | None = None  # this call's record, once appended
         held = _held_interrupt()
         start_time = time.perf_counter()
+        # Training needs autograd whatever the caller's mode (a call under torch.no_grad());
+        # the caller's mode comes back however the call ends, also when an exception stopped a
+        # no_grad block of the step before it restored the mode (torch >= 2.3 restores it
+        # through the active TorchFunctionModes, such as an audit's).
+        grad_was = torch.is_grad_enabled()
         try:
+            torch.set_grad_enabled(True)
             self._running_epoch = epoch
             self.model.train()
             self.guard.reset()
@@ -446,6 +452,7 @@ class Engine:
             raise
         finally:
             self._running_epoch = None
+            torch.set_grad_enabled(grad_was)
             held.release()  # an interruption inside its own lines leaves no handler behind
         try:
             for o in watch:

@@ -304,3 +304,32 @@ def test_ctrl_c_at_any_line_waits_for_its_batch(mode):
             engine.train_epoch()
         for p, q in zip(parameters(engine), want):
             assert torch.equal(p, q), k
+
+
+@pytest.mark.parametrize("mode", MODES)
+@pytest.mark.parametrize("caller_grad", [True, False])
+def test_an_epoch_trains_with_autograd_whatever_the_callers_mode(mode, caller_grad):
+    """train_epoch under the caller's torch.no_grad() trains what it trains outside it, and
+    the caller's grad mode comes back however the call ends (an exception raised inside a
+    no_grad block of the step, where torch >= 2.3 restores the mode through the active
+    TorchFunctionModes, included)."""
+    want = reference(mode)
+    engine = build(mode)
+    with torch.set_grad_enabled(caller_grad):
+        engine.train_epoch()
+        assert torch.is_grad_enabled() is caller_grad
+        engine.train_epoch()
+        assert torch.is_grad_enabled() is caller_grad
+    for p, q in zip(parameters(engine), want):
+        assert torch.equal(p, q)
+
+    def torn(epoch, batch):  # an exception that left a no_grad block without its __exit__
+        if batch == 1:
+            torch.set_grad_enabled(False)
+            raise Stop
+
+    stopped = build(mode, hooks=zg.StepHooks(after=torn))
+    with torch.set_grad_enabled(caller_grad):
+        with pytest.raises(Stop):
+            stopped.train_epoch()
+        assert torch.is_grad_enabled() is caller_grad
