@@ -782,6 +782,11 @@ def _converter(hint: Any):
     return _optional(convert) if optional else convert
 
 
+# What a ``zg grappa`` flag means beyond its TrainConfig field (the rest of its help is the
+# field's clause of the TrainConfig docstring).
+CLI_ONLY_HELP = {"history_path": "-: the history alone on stdout"}
+
+
 def _add_grappa_flags(parser: argparse.ArgumentParser) -> None:
     """One flag per TrainConfig field, generated from the dataclass so they never drift apart.
 
@@ -804,10 +809,8 @@ def _add_grappa_flags(parser: argparse.ArgumentParser) -> None:
             )
             continue
         names = [_flag(f.name)] + (["--json"] if f.name == "history_path" else [])
-        if f.name == "history_path":
-            help_text = help_text.replace(
-                " (default:", "; -: the history alone on stdout (default:", 1
-            )
+        if f.name in CLI_ONLY_HELP:  # what the command line adds to the library's field
+            help_text = help_text.replace(" (default:", f"; {CLI_ONLY_HELP[f.name]} (default:", 1)
         optional = _is_optional(hint)
         parser.add_argument(
             *names,
