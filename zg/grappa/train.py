@@ -120,6 +120,7 @@ from .local import LocalData
 from .partition import Partition
 from .plan import check_plan, iterations_per_epoch, make_partition
 from .presets import apply_preset
+from .progress import ParentBar, show_bar
 from .worker import run_worker
 
 __all__ = [
@@ -321,8 +322,8 @@ def _run_many(
 ) -> None:
     if log_level is not None:  # the starting process shows the zg records: so do the workers
         log.show(log_level)
-    for cfg, part, path in jobs:
-        run_worker(rank, world, cfg, g, part, path)
+    for cfg, part, path, progress_file in jobs:
+        run_worker(rank, world, cfg, g, part, path, progress_file=progress_file)
 
 
 def _shown_log_level() -> int | None:
@@ -395,7 +396,11 @@ def _passive_waits():
 
 
 def launch_prepared(g: Graph, prepared: list[Any]) -> list[dict[str, Any]]:
-    """Start the workers for runs checked by :func:`prepare_many`; their histories."""
+    """Start the workers for runs checked by :func:`prepare_many`; their histories.
+
+    While the workers run, this process draws the progress bar (:mod:`zg.grappa.progress`:
+    rank 0 reports each epoch, a thread here reads it) for the runs whose ``progress`` says
+    so (:func:`~zg.grappa.progress.show_bar`); the workers draw none."""
     first = prepared[0][0]
     # Temporary history files only once every run is known to be valid.
     prepared = [
@@ -407,11 +412,25 @@ def launch_prepared(g: Graph, prepared: list[Any]) -> list[dict[str, Any]]:
         )
         for cfg, part, path, keep in prepared
     ]
-    jobs = [(cfg, part, path) for cfg, part, path, _ in prepared]
+    shown = [show_bar(cfg.progress) for cfg, *_ in prepared]
+    watched = next((cfg for (cfg, *_), show in zip(prepared, shown) if show), first)
     histories = []
     try:
         # Each checkpoint folder is this run's alone while it runs (refused if in use).
-        with checkpoint_locks(cfg.checkpoint_dir for cfg, *_ in prepared), _passive_waits():
+        with (
+            checkpoint_locks(cfg.checkpoint_dir for cfg, *_ in prepared),
+            _passive_waits(),
+            ParentBar(
+                any(shown),
+                desc=f"{watched.trainer} P={watched.workers}",
+                total=watched.epochs,
+            ) as bar,
+        ):
+            # Rank 0 of each run reports to the bar's file, or to os.devnull (no bar for it).
+            jobs = [
+                (cfg, part, path, bar.channel if show else os.devnull)
+                for (cfg, part, path, _), show in zip(prepared, shown)
+            ]
             spawn(
                 _run_many,
                 first.workers,
