@@ -20,9 +20,11 @@ with ``f_v`` and ``s_p`` from the estimator (:mod:`zg.grappa.estimators`). Nothi
 gradients and those scalars crosses the wire; every ``repartition_every`` epochs a new
 super-epoch regroups the chunks (:mod:`zg.grappa.partition`) and each worker rebuilds its
 local graph, sampler and coverage weights. Rank 0 evaluates on the full graph every
-``eval_every`` epochs and writes the history JSON. An epoch's ``seconds`` is the whole epoch
-(steps, evaluation, regrouping, bookkeeping), and its ``account`` says where they went, per
-worker (:mod:`zg.grappa.account`).
+``eval_every`` epochs and writes the history JSON, and reports each epoch to the calling
+process, which draws the run's progress bar (:mod:`~zg.grappa.progress`: a widget in the
+notebook cell that called ``train``; the workers draw none). An epoch's ``seconds`` is the
+whole epoch (steps, evaluation, regrouping, bookkeeping), and its ``account`` says where they
+went, per worker (:mod:`zg.grappa.account`).
 
 Trainers (``trainer=``, one class each in :mod:`zg.grappa.trainers`), all through
 :func:`run_worker`, so they differ only where they must:
