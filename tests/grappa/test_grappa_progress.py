@@ -83,8 +83,7 @@ def progress_threads():
 
 def test_what_rank_0_writes_is_what_the_caller_reads(tmp_path):
     channel = str(tmp_path / "epochs.jsonl")
-    report = epoch_report(channel, None)
-    report.start(1, 4, "grappa P=2")
+    report = epoch_report(channel, None, desc="grappa P=2", epochs=4, first_epoch=1)
     report.trained(1, None)
     report.trained(2, 0.5)
     report.loss(1, 1.25)
@@ -170,8 +169,7 @@ def test_the_bar_state_follows_the_events_and_a_start_resets_it():
 def test_the_callers_bar_draws_what_rank_0_reports_and_goes_away(fake_tqdm):
     with ParentBar(True, desc="grappa P=2", total=3, poll_seconds=0.01) as parent:
         assert progress_threads()
-        report = epoch_report(parent.channel, None)
-        report.start(0, 3, "grappa P=2")
+        report = epoch_report(parent.channel, None, desc="grappa P=2", epochs=3)
         for epoch in range(3):
             report.trained(epoch, 0.25 * epoch)
             report.loss(epoch, 2.0 - epoch)
@@ -194,8 +192,8 @@ def test_the_callers_bar_ends_with_the_block_when_it_raises(fake_tqdm):
 def test_no_bar_no_file_no_thread(fake_tqdm):
     with ParentBar(False, desc="grappa P=2", total=3) as parent:
         assert parent.channel == os.devnull and not progress_threads()
-        report = epoch_report(parent.channel, True)  # rank 0 reports into nothing
-        report.start(0, 3, "grappa P=2")
+        # rank 0 reports into nothing
+        report = epoch_report(parent.channel, True, desc="grappa P=2", epochs=3)
         report.trained(0, None)
         report.close()
     assert fake_tqdm.made == []
@@ -204,13 +202,14 @@ def test_no_bar_no_file_no_thread(fake_tqdm):
 def test_without_a_caller_rank_0_draws_its_own_bar_as_progress_says(fake_tqdm, monkeypatch):
     """torchrun: no channel; rank 0's bar follows the same rule in its own process."""
     monkeypatch.setenv("ZG_PROGRESS", "0")
-    assert epoch_report(None, None) is None and epoch_report(None, False) is None
-    report = epoch_report(None, True)
-    report.start(1, 3, "grappa P=2")
+    assert epoch_report(None, None, desc="grappa P=2", epochs=3) is None
+    assert epoch_report(None, False, desc="grappa P=2", epochs=3) is None
+    report = epoch_report(None, True, desc="grappa P=2", epochs=3, first_epoch=1)
+    (bar,) = fake_tqdm.made
+    assert (bar.desc, bar.total, bar.kwargs["initial"]) == ("grappa P=2", 3, 1)
     report.trained(1, None)
     report.loss(1, 0.5)
     report.close()
-    (bar,) = fake_tqdm.made
     assert bar.drawn[-1] == ("grappa P=2", 2, 3, {"loss": "0.500"}) and bar.closed
 
 
@@ -222,8 +221,8 @@ def test_a_report_that_cannot_be_sent_never_stops_the_run():
         raise OSError("No space left on device")
 
     report = progress.EpochReport(broken, lambda: None)
-    report.start(0, 2, "grappa P=2")
-    report.trained(0, None)  # not tried again
+    report.trained(0, None)
+    report.loss(0, 1.0)  # not tried again
     report.close()
     assert len(calls) == 1
 
@@ -292,8 +291,9 @@ def test_train_hands_rank_0_the_callers_channel_or_nothing(monkeypatch, fake_tqd
         g, jobs, _ = args
         for cfg, _, path, channel in jobs:
             seen.append(channel)
-            report = epoch_report(channel, cfg.progress)
-            report.start(0, cfg.epochs, f"{cfg.trainer} P={world}")
+            report = epoch_report(
+                channel, cfg.progress, desc=f"{cfg.trainer} P={world}", epochs=cfg.epochs
+            )
             for epoch in range(cfg.epochs):
                 report.trained(epoch, 0.5)
                 report.loss(epoch, 1.0)
@@ -412,3 +412,25 @@ def test_a_worker_failure_with_the_bar_on_raises_as_before_and_leaves_no_thread(
     assert not progress_threads()
     assert {t.name for t in threading.enumerate()} <= before
     assert not list(tmp_path.glob("zg-grappa-progress-*"))
+
+
+@pytest.mark.slow
+@pytest.mark.timeout(400)
+def test_under_torchrun_rank_0_draws_its_own_bar(tmp_path):
+    """No process of zg's waits for torchrun's workers: rank 0 draws the bar on its stderr."""
+    torchrun = Path(sys.executable).with_name("torchrun")
+    command = (
+        [str(torchrun)] if torchrun.exists() else [sys.executable, "-m", "torch.distributed.run"]
+    )
+    dataset = dict(name="csbm", num_nodes=300, avg_degree=6, num_classes=3, feat_dim=8, seed=0)
+    config = dict(dataset=dataset, epochs=3, progress=True, **RUN)
+    del config["workers"]  # torchrun's world size
+    (tmp_path / "cfg.json").write_text(json.dumps(config))
+    env = {**os.environ, "PYTHONPATH": str(ROOT), "OMP_NUM_THREADS": "1"}
+    command += ["--standalone", "--nproc-per-node=2", "-m", "zg.grappa"]
+    command += ["--config", str(tmp_path / "cfg.json"), "--out", str(tmp_path / "h.json")]
+    done = processes.run(command, cwd=tmp_path, env=env, capture_output=True, timeout=350)
+    stderr = done.stderr.decode(errors="replace")
+    assert done.returncode == 0, stderr[-3000:]
+    assert "grappa P=2" in stderr and "3/3" in stderr, stderr[-3000:]
+    assert "leaked semaphore" not in stderr, stderr[-3000:]

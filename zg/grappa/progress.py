@@ -227,9 +227,10 @@ class _Drawer:
 
 
 class EpochReport:
-    """Rank 0's side: :meth:`start`, :meth:`trained` and :meth:`loss` make the channel's events
-    and hand each to ``send`` (a line appended to the channel, or rank 0's own bar under
-    torchrun). Reporting never stops a run: a ``send`` that fails is not called again."""
+    """Rank 0's side (made by :func:`epoch_report`, which sends the ``start`` event):
+    :meth:`trained` and :meth:`loss` make the channel's events and hand each to ``send`` (a
+    line appended to the channel, or rank 0's own bar under torchrun). Reporting never stops a
+    run: a ``send`` that fails is not called again."""
 
     def __init__(self, send: Callable[[dict[str, Any]], None], close: Callable[[], None]):
         self._send, self._close = send, close
@@ -241,9 +242,6 @@ class EpochReport:
             self._send(event)
         except Exception:  # a full disk, a closed bar: the run goes on without its bar
             self._send = None
-
-    def start(self, first_epoch: int, epochs: int, desc: str) -> None:
-        self._emit({"start": first_epoch, "epochs": epochs, "desc": desc})
 
     def trained(self, epoch: int, val_acc: float | None) -> None:
         self._emit({"epoch": epoch, "val_acc": val_acc})
@@ -258,11 +256,20 @@ class EpochReport:
         self._send = None
 
 
-def epoch_report(channel: str | None, setting: bool | None) -> EpochReport | None:
-    """Rank 0's report. ``channel``: the file the calling process reads (spawned workers:
-    always given, ``os.devnull`` when it draws no bar); None: no calling process waits
-    (torchrun), so rank 0 draws its own bar on its stderr when :func:`show_bar` says so for
-    ``setting``, else None (nothing to report to)."""
+def epoch_report(
+    channel: str | None,
+    setting: bool | None,
+    *,
+    desc: str,
+    epochs: int,
+    first_epoch: int = 0,
+) -> EpochReport | None:
+    """Rank 0's report of a run of ``epochs`` epochs that starts at ``first_epoch`` (a resumed
+    run), its bar titled ``desc``; the ``start`` event is sent here. ``channel``: the file the
+    calling process reads (spawned workers: always given, ``os.devnull`` when it draws no bar);
+    None: no calling process waits (torchrun), so rank 0 draws its own bar on its stderr when
+    :func:`show_bar` says so for ``setting``, else None (nothing to report to)."""
+    start = {"start": first_epoch, "epochs": epochs, "desc": desc}
     if channel is not None:
         f = open(channel, "a", encoding="utf-8")  # open for the whole run
 
@@ -270,7 +277,9 @@ def epoch_report(channel: str | None, setting: bool | None) -> EpochReport | Non
             f.write(json.dumps(event) + "\n")
             f.flush()
 
-        return EpochReport(send, f.close)
+        report = EpochReport(send, f.close)
+        report._emit(start)
+        return report
     tqdm = _tqdm() if show_bar(setting) else None
     if tqdm is None:
         return None
@@ -278,8 +287,10 @@ def epoch_report(channel: str | None, setting: bool | None) -> EpochReport | Non
     # multiprocessing semaphore, which a worker's os._exit (launch.exit_worker) never releases:
     # the resource tracker then reports it leaked when the run ends.
     tqdm.set_lock(threading.RLock())
-    bar = tqdm(total=0, leave=False, unit="epoch", smoothing=0)
-    return EpochReport(_Drawer(bar, BarState()), bar.close)
+    bar = tqdm(total=epochs, initial=first_epoch, desc=desc, leave=False, unit="epoch", smoothing=0)
+    state = BarState()
+    state.apply(start)
+    return EpochReport(_Drawer(bar, state), bar.close)
 
 
 class ParentBar:

@@ -391,10 +391,13 @@ class _Run:
         through ``progress_file``, or (torchrun, None) to a bar of its own."""
         if self.rank != 0:
             return None
-        report = epoch_report(progress_file, self.cfg.progress)
-        if report is not None:
-            report.start(self.first_epoch, self.cfg.epochs, f"{self.cfg.trainer} P={self.world}")
-        return report
+        return epoch_report(
+            progress_file,
+            self.cfg.progress,
+            desc=f"{self.cfg.trainer} P={self.world}",
+            epochs=self.cfg.epochs,
+            first_epoch=self.first_epoch,
+        )
 
     def seconds(self) -> float:
         return self.seconds_before + time.perf_counter() - self.start
