@@ -434,3 +434,51 @@ def test_under_torchrun_rank_0_draws_its_own_bar(tmp_path):
     assert done.returncode == 0, stderr[-3000:]
     assert "grappa P=2" in stderr and "3/3" in stderr, stderr[-3000:]
     assert "leaked semaphore" not in stderr, stderr[-3000:]
+
+
+NOTEBOOK_CELL = """
+import threading
+import zg
+from zg import grappa
+g = zg.datasets.csbm(num_nodes=300, avg_degree=6, num_classes=3, feat_dim=8, seed=0)
+history = grappa.train(g, epochs=3, **{run})
+print("threads", sorted(t.name for t in threading.enumerate() if t.name.startswith("zg-")))
+"""
+
+
+@pytest.mark.slow
+@pytest.mark.timeout(400)
+def test_in_a_notebook_kernel_the_bar_is_a_widget_in_the_cell(tmp_path):
+    """A person's JupyterLab (a kernel that pytest did not start, no ZG_PROGRESS): the cell
+    that calls grappa.train shows the bar as a widget that reaches 3/3, and no text bar."""
+    manager = pytest.importorskip("jupyter_client.manager")
+    pytest.importorskip("ipywidgets")
+    env = {k: v for k, v in os.environ.items() if k not in ("PYTEST_CURRENT_TEST", "ZG_PROGRESS")}
+    env.update(PYTHONPATH=str(ROOT), OMP_NUM_THREADS="1")
+    km, kc = manager.start_new_kernel(kernel_name="python3", env=env, cwd=str(tmp_path))
+    try:
+        msg_id = kc.execute(NOTEBOOK_CELL.format(run=RUN))
+        streams, widgets, values, errors = [], [], [], []
+        while True:
+            message = kc.get_iopub_msg(timeout=300)
+            if message["parent_header"].get("msg_id") != msg_id:
+                continue
+            kind, content = message["msg_type"], message["content"]
+            if kind == "stream":
+                streams.append(content["text"])
+            elif kind == "display_data":
+                widgets.append("application/vnd.jupyter.widget-view+json" in content["data"])
+            elif kind == "comm_msg":
+                values.append(str(content.get("data", {}).get("state", {}).get("value", "")))
+            elif kind == "error":
+                errors.append(f"{content['ename']}: {content['evalue']}")
+            elif kind == "status" and content["execution_state"] == "idle":
+                break
+    finally:
+        kc.stop_channels()
+        km.shutdown_kernel(now=True)
+    assert not errors, errors
+    assert widgets == [True], (widgets, streams)
+    assert any("3/3" in value for value in values), values
+    text = "".join(streams)
+    assert "threads []" in text and "grappa P=2" not in text and "epoch/s" not in text, text
