@@ -297,7 +297,7 @@ class ParentBar:
     """The calling process's bar for the workers it is about to start (module docstring)::
 
         with ParentBar(show_bar(cfg.progress), desc="grappa P=2", total=cfg.epochs) as bar:
-            spawn(..., channel=bar.channel)
+            spawn(...)  # rank 0: run_worker(..., progress_file=bar.channel)
 
     ``channel``: the file rank 0 appends to (``os.devnull`` when ``show`` is False or tqdm is
     missing: then no file, thread or bar exists). Inside the block a thread reads it every

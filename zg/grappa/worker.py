@@ -116,9 +116,10 @@ def run_worker(
     history JSON to ``history_path`` (if given). ``progress_file``: where rank 0 reports each
     epoch for the bar the calling process draws (:mod:`zg.grappa.progress`; spawned workers
     always get one, ``os.devnull`` when no bar is shown); None (torchrun: no calling process)
-    makes rank 0 draw its own bar on its stderr, as ``cfg.progress`` says. With ``cfg.checkpoint_dir`` it resumes from the
-    checkpoint there, if any, and writes one every ``cfg.checkpoint_every`` epochs. A collective
-    that waits longer than ``cfg.timeout`` raises ``TimeoutError`` naming the timeout.
+    makes rank 0 draw its own bar on its stderr, as ``cfg.progress`` says. With
+    ``cfg.checkpoint_dir`` it resumes from the checkpoint there, if any, and writes one every
+    ``cfg.checkpoint_every`` epochs. A collective that waits longer than ``cfg.timeout`` raises
+    ``TimeoutError`` naming the timeout.
     """
     try:
         _run_worker(rank, world, cfg, g, part, history_path, local_rank, progress_file)
