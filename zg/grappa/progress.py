@@ -2,7 +2,8 @@
 
 Where it sits: between :func:`zg.grappa.train` (the calling process, which waits for its
 workers) and rank 0 of the run (:mod:`zg.grappa.worker`). A worker's stderr is not where a
-person looks: in JupyterLab it is the Jupyter server's terminal. So the process that called
+person looks: in JupyterLab it is the Jupyter server's terminal (or raw text under the cell,
+where the kernel forwards its children's output), never a widget. So the process that called
 ``grappa.train`` (a notebook kernel, ``zg grappa``, a script) draws one ``tqdm.auto`` bar (a
 widget in JupyterLab, text on a terminal), removed when the run ends, and the workers draw
 none. Rank 0 reports through a small file, the channel, one JSON object a line, appended:
@@ -53,6 +54,8 @@ import threading
 from collections.abc import Callable, Mapping
 from typing import Any, TextIO
 
+from .._progress_switch import OFF, ON, progress_enabled
+
 __all__ = [
     "show_bar",
     "EpochReport",
@@ -91,8 +94,6 @@ def show_bar(
     ``sys.stderr``); ``environ``: the environment (default ``os.environ``)."""
     if setting is not None:
         return bool(setting)
-    from ..experiments._progress import OFF, ON, progress_enabled
-
     env = os.environ if environ is None else environ
     value = env.get("ZG_PROGRESS", "").strip().lower()
     if value in OFF or value in ON:
