@@ -205,7 +205,7 @@ if __name__ == "__main__":
     g = zg.datasets.csbm(num_nodes=600, num_classes=3, feat_dim=8, avg_degree=6, seed=0)
     grappa.train(g, workers=2, epochs=100000, seed=0, checkpoint_dir=sys.argv[1],
                  checkpoint_every=1, history_path=sys.argv[2], batch_size=64, hidden_dim=16,
-                 num_layers=2, fanouts=[5, 5], timeout=60, lr=0.02)
+                 num_layers=2, fanouts=[5, 5], timeout=60, lr=0.02, progress=True)
 """
 
 
@@ -259,7 +259,8 @@ def _start_and_wait_for_training(command, tmp_path, marker, checkpoint):
 def test_a_signal_to_the_caller_alone_stops_every_worker(tmp_path, sig, status):
     """What JupyterLab's "interrupt kernel" and a job scheduler's SIGTERM do: the signal reaches
     the calling process only. Every worker must be gone within seconds, no temporary folder
-    left, and the history (which says the run finished) never written."""
+    left (the progress bar's included: the run shows one, as a person's does), and the history
+    (which says the run finished) never written."""
     marker = uuid.uuid4().hex
     script = tmp_path / "run.py"
     script.write_text(RUN_FOREVER)

@@ -193,6 +193,9 @@ NOT_A_USERS_FILE = {
     "the spawn's own temporary record folder (tests/grappa/test_grappa_parent_death.py)",
     ("zg/grappa/checkpoint.py", "_open_lock"): "a Grappa run's lock file, opened without "
     "following links and never replaced (tests/core/test_writers_readers.py)",
+    ("zg/grappa/progress.py", "epoch_report"): "rank 0's progress lines, appended to a file in "
+    "the temporary folder the calling process made and reads (or to os.devnull) "
+    "(tests/grappa/test_grappa_progress.py)",
 }
 
 

@@ -9,7 +9,8 @@ Where it sits: under the measurements that take a while in a notebook cell at fu
 JupyterLab, text in a terminal) that goes away when the measurement ends; an unattended run (the
 test suite, nbval, the reports, CI) sees none, so executed notebooks and logs hold no bar.
 
-The one switch, :func:`progress_enabled`, reads ``ZG_PROGRESS``:
+The one switch, :func:`progress_enabled` (defined in :mod:`zg._progress_switch`, which
+Grappa's bar reads too), reads ``ZG_PROGRESS``:
 
     ZG_PROGRESS=0 (false, off, no)   no bar: what the Makefile's test, report and check targets set
     ZG_PROGRESS=1 (true, on, yes)    a bar, under pytest too
@@ -26,31 +27,12 @@ import os
 import shutil
 import tempfile
 import threading
-import warnings
-from collections.abc import Iterable, Mapping
+from collections.abc import Iterable
 from typing import Any
 
-__all__ = ["progress_enabled", "progress", "progress_bar", "RunProgress"]
+from .._progress_switch import OFF, ON, progress_enabled
 
-OFF = frozenset({"0", "false", "off", "no"})
-ON = frozenset({"1", "true", "on", "yes"})
-
-
-def progress_enabled(environ: Mapping[str, str] | None = None) -> bool:
-    """True when the long measurements should show a bar (module docstring: ``ZG_PROGRESS``,
-    then pytest). ``environ``: the environment to read (default: ``os.environ``)."""
-    env = os.environ if environ is None else environ
-    value = env.get("ZG_PROGRESS", "").strip().lower()
-    if value in OFF:
-        return False
-    if value in ON:
-        return True
-    if value:
-        warnings.warn(
-            f"ZG_PROGRESS={env['ZG_PROGRESS']!r} is none of {sorted(ON | OFF)}; ignored",
-            stacklevel=2,
-        )
-    return "PYTEST_CURRENT_TEST" not in env
+__all__ = ["progress_enabled", "progress", "progress_bar", "RunProgress", "OFF", "ON"]
 
 
 def _tqdm() -> Any:

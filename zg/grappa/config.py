@@ -210,7 +210,11 @@ class TrainConfig(Output, Runtime, Experiment):
     rank 0's machine: rank 0 reads it and broadcasts it. checkpoint_every: epochs between
     checkpoints; the last epoch is always checkpointed, so a finished run started again only
     rewrites its history. eval_every: evaluate every k epochs (and after the last). progress:
-    a tqdm bar on rank 0's stderr (None, the default: only when stderr is a terminal).
+    a bar of the run's epochs, drawn by the process that called :func:`zg.grappa.train` (a
+    widget in a notebook cell, text on a terminal) from what rank 0 reports; True: shown,
+    False: not; None (the default): shown where a person watches (stderr a terminal, or a
+    notebook kernel not started by pytest or nbval) unless ``ZG_PROGRESS=0``
+    (:func:`zg.grappa.progress.show_bar`). Under torchrun rank 0 draws it on its stderr.
 
     Defaults that depend on another field are resolved once, at construction, by these rules
     (a field given explicitly is never changed):
@@ -492,7 +496,7 @@ class TrainConfig(Output, Runtime, Experiment):
                     )
         _blamed("checkpoint_every", int_arg, self.checkpoint_every, "checkpoint_every", low=1)
         _blamed("eval_every", int_arg, self.eval_every, "eval_every", low=1)
-        if self.progress is not None:  # None: a bar only when stderr is a terminal
+        if self.progress is not None:  # None: a bar where a person watches (grappa.progress)
             _blamed("progress", bool_arg, self.progress, "progress")
         if self.preset is not None:
             _blamed("preset", choice_arg, self.preset, "preset", PRESETS)

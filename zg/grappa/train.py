@@ -20,9 +20,11 @@ with ``f_v`` and ``s_p`` from the estimator (:mod:`zg.grappa.estimators`). Nothi
 gradients and those scalars crosses the wire; every ``repartition_every`` epochs a new
 super-epoch regroups the chunks (:mod:`zg.grappa.partition`) and each worker rebuilds its
 local graph, sampler and coverage weights. Rank 0 evaluates on the full graph every
-``eval_every`` epochs and writes the history JSON. An epoch's ``seconds`` is the whole epoch
-(steps, evaluation, regrouping, bookkeeping), and its ``account`` says where they went, per
-worker (:mod:`zg.grappa.account`).
+``eval_every`` epochs and writes the history JSON, and reports each epoch to the calling
+process, which draws the run's progress bar (:mod:`~zg.grappa.progress`: a widget in the
+notebook cell that called ``train``; the workers draw none). An epoch's ``seconds`` is the
+whole epoch (steps, evaluation, regrouping, bookkeeping), and its ``account`` says where they
+went, per worker (:mod:`zg.grappa.account`).
 
 Trainers (``trainer=``, one class each in :mod:`zg.grappa.trainers`), all through
 :func:`run_worker`, so they differ only where they must:
@@ -120,6 +122,7 @@ from .local import LocalData
 from .partition import Partition
 from .plan import check_plan, iterations_per_epoch, make_partition
 from .presets import apply_preset
+from .progress import ParentBar, show_bar
 from .worker import run_worker
 
 __all__ = [
@@ -321,8 +324,8 @@ def _run_many(
 ) -> None:
     if log_level is not None:  # the starting process shows the zg records: so do the workers
         log.show(log_level)
-    for cfg, part, path in jobs:
-        run_worker(rank, world, cfg, g, part, path)
+    for cfg, part, path, progress_file in jobs:
+        run_worker(rank, world, cfg, g, part, path, progress_file=progress_file)
 
 
 def _shown_log_level() -> int | None:
@@ -395,7 +398,11 @@ def _passive_waits():
 
 
 def launch_prepared(g: Graph, prepared: list[Any]) -> list[dict[str, Any]]:
-    """Start the workers for runs checked by :func:`prepare_many`; their histories."""
+    """Start the workers for runs checked by :func:`prepare_many`; their histories.
+
+    While the workers run, this process draws the progress bar (:mod:`zg.grappa.progress`:
+    rank 0 reports each epoch, a thread here reads it) for the runs whose ``progress`` says
+    so (:func:`~zg.grappa.progress.show_bar`); the workers draw none."""
     first = prepared[0][0]
     # Temporary history files only once every run is known to be valid.
     prepared = [
@@ -407,11 +414,25 @@ def launch_prepared(g: Graph, prepared: list[Any]) -> list[dict[str, Any]]:
         )
         for cfg, part, path, keep in prepared
     ]
-    jobs = [(cfg, part, path) for cfg, part, path, _ in prepared]
+    shown = [show_bar(cfg.progress) for cfg, *_ in prepared]
+    watched = next((cfg for (cfg, *_), show in zip(prepared, shown) if show), first)
     histories = []
     try:
         # Each checkpoint folder is this run's alone while it runs (refused if in use).
-        with checkpoint_locks(cfg.checkpoint_dir for cfg, *_ in prepared), _passive_waits():
+        with (
+            checkpoint_locks(cfg.checkpoint_dir for cfg, *_ in prepared),
+            _passive_waits(),
+            ParentBar(
+                any(shown),
+                desc=f"{watched.trainer} P={watched.workers}",
+                total=watched.epochs,
+            ) as bar,
+        ):
+            # Rank 0 of each run reports to the bar's file, or to os.devnull (no bar for it).
+            jobs = [
+                (cfg, part, path, bar.channel if show else os.devnull)
+                for (cfg, part, path, _), show in zip(prepared, shown)
+            ]
             spawn(
                 _run_many,
                 first.workers,

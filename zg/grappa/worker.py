@@ -47,7 +47,6 @@ from __future__ import annotations
 import importlib.util
 import math
 import os
-import threading
 import time
 from collections.abc import Callable
 from typing import Any
@@ -74,6 +73,7 @@ from .history import epoch_record, history, write_json
 from .launch import worker_device
 from .partition import Partition
 from .plan import check_plan, make_partition
+from .progress import epoch_report
 from .roles import role_for
 
 _log = _logger(__name__)  # "zg.grappa.worker": rank 0 says when a run resumes (zg.log)
@@ -108,16 +108,21 @@ def run_worker(
     part: Partition | None,
     history_path: str | None,
     local_rank: int | None = None,
+    progress_file: str | None = None,
 ) -> None:
     """One worker of any trainer, inside an initialised default process group.
 
     ``part`` None: compute it from the config (every rank gets the same one). Rank 0 writes the
-    history JSON to ``history_path`` (if given). With ``cfg.checkpoint_dir`` it resumes from the
-    checkpoint there, if any, and writes one every ``cfg.checkpoint_every`` epochs. A collective
-    that waits longer than ``cfg.timeout`` raises ``TimeoutError`` naming the timeout.
+    history JSON to ``history_path`` (if given). ``progress_file``: where rank 0 reports each
+    epoch for the bar the calling process draws (:mod:`zg.grappa.progress`; spawned workers
+    always get one, ``os.devnull`` when no bar is shown); None (torchrun: no calling process)
+    makes rank 0 draw its own bar on its stderr, as ``cfg.progress`` says. With
+    ``cfg.checkpoint_dir`` it resumes from the checkpoint there, if any, and writes one every
+    ``cfg.checkpoint_every`` epochs. A collective that waits longer than ``cfg.timeout`` raises
+    ``TimeoutError`` naming the timeout.
     """
     try:
-        _run_worker(rank, world, cfg, g, part, history_path, local_rank)
+        _run_worker(rank, world, cfg, g, part, history_path, local_rank, progress_file)
     except RuntimeError as exc:
         text = str(exc).lower()
         if "timed out" not in text and "operation timeout" not in text:
@@ -137,6 +142,7 @@ def _run_worker(
     part: Partition | None,
     history_path: str | None,
     local_rank: int | None,
+    progress_file: str | None,
 ) -> None:
     if world != cfg.workers:
         raise ValueError(
@@ -149,7 +155,7 @@ def _run_worker(
     check_plan(g, cfg, part)
     load_plugins()
     worker = _Worker(cfg, g, part, rank, world, device)
-    run = _Run(worker, g)
+    run = _Run(worker, g, progress_file)
     # One epoch: regroup (a new super-epoch only), the steps, rank 0's evaluation, the epoch's
     # one exchange of numbers, a checkpoint when due. No barrier: the steps' all-reduces and
     # the exchange are the only points where workers wait for each other.
@@ -335,9 +341,10 @@ class _Worker:
 
 class _Run:
     """A run's bookkeeping around the loop: resuming, the epoch records (rank 0), evaluation,
-    checkpoints, the progress bar and the history at the end."""
+    checkpoints, the progress report (rank 0, :mod:`zg.grappa.progress`) and the history at the
+    end."""
 
-    def __init__(self, worker: _Worker, g: Graph):
+    def __init__(self, worker: _Worker, g: Graph, progress_file: str | None = None):
         self.worker, self.g, self.cfg = worker, g, worker.cfg
         self.rank, self.world = worker.rank, worker.world
         self.records: list[dict[str, Any]] = []
@@ -374,30 +381,23 @@ class _Run:
                         self.cfg.epochs,
                     )
         self.eval_graph = g.to(worker.device) if self.rank == 0 else None
-        self.bar = self._progress_bar()
+        self.progress = self._progress(progress_file)
         self.accuracy, self.eval_seconds = None, None
         self.pending: _Pending | None = None  # the last epoch's exchange, in flight
         self.start = time.perf_counter()
         worker.account.restart()  # the first epoch starts here
 
-    def _progress_bar(self):
-        """Rank 0's bar on stderr: ``progress`` True, or None (auto) with stderr a terminal."""
-        if self.rank != 0 or self.cfg.progress is False:
+    def _progress(self, progress_file: str | None):
+        """Rank 0's progress report (None on the other ranks): to the calling process's bar
+        through ``progress_file``, or (torchrun, None) to a bar of its own."""
+        if self.rank != 0:
             return None
-        try:
-            from tqdm.auto import tqdm
-        except ImportError:
-            return None
-        # One bar in this process: a thread lock is all it needs. tqdm's default lock would add
-        # a multiprocessing semaphore, which the worker's os._exit (launch.exit_worker) never
-        # releases: the resource tracker then reports it leaked when the run ends.
-        tqdm.set_lock(threading.RLock())
-        return tqdm(
-            total=self.cfg.epochs,
-            initial=self.first_epoch,
+        return epoch_report(
+            progress_file,
+            self.cfg.progress,
             desc=f"{self.cfg.trainer} P={self.world}",
-            leave=False,
-            disable=None if self.cfg.progress is None else False,  # None: only on a terminal
+            epochs=self.cfg.epochs,
+            first_epoch=self.first_epoch,
         )
 
     def seconds(self) -> float:
@@ -441,6 +441,8 @@ class _Run:
         pending.accuracy, pending.eval_seconds = self.accuracy, self.eval_seconds
         pending.row = row  # the exchange reads it until it completes
         worker.account.restart()
+        if self.progress is not None:  # the epoch is trained (and evaluated: host numbers)
+            self.progress.trained(epoch, None if self.accuracy is None else self.accuracy["val"])
         previous, self.pending = self.pending, pending
         if previous is not None:
             self._complete(previous)
@@ -502,9 +504,8 @@ class _Run:
         record["account"] = account_record(table[:, -1].tolist(), accounts)
         record["seconds"] = max(record["account"]["seconds"])
         self.records.append(record)
-        if self.bar is not None:
-            self.bar.set_postfix(loss=f"{record['loss']:.3f}", val=record.get("val_acc"))
-            self.bar.update()
+        if self.progress is not None:
+            self.progress.loss(epoch, record["loss"])
 
     def checkpoint(self, epoch: int) -> None:
         """Every ``checkpoint_every`` epochs and after the last: the run so far, written after
@@ -537,8 +538,8 @@ class _Run:
 
     def finish(self, part: Partition, history_path: str | None) -> None:
         self.flush()
-        if self.bar is not None:
-            self.bar.close()
+        if self.progress is not None:
+            self.progress.close()
         if self.rank != 0:
             return
         result = history(
