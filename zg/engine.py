@@ -241,6 +241,7 @@ class Engine:
         self._num_labels = max(int(self.g.num_classes), 1)
         # The hooks' results are checked (type, shape, device) where they come back.
         wrapped = checked_hooks(hooks, self.model, self._num_labels, self.device)
+        self._checked_hooks = wrapped  # what zg.experiments.floor's step calls too
         self.features = wrapped["features"] or self.g.x
         self.guard = (
             OverflowGuard(len(self.fanouts), self.device) if hooks.guard is None else hooks.guard
