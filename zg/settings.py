@@ -480,11 +480,14 @@ def _is_empty(seeds: Any) -> bool:
 # ----------------------------------------------------------------------------- what hooks return
 
 
-def checked_minibatch(mb: Any, sampler: Any, method: str, hops: int, rows: int | None) -> MiniBatch:
+def checked_minibatch(
+    mb: Any, sampler: Any, method: str, hops: int, rows: int | None, device: Any = None
+) -> MiniBatch:
     """What a sampler's ``sample`` / ``sample_static`` returned, checked where it comes back
     (host metadata only, no device read, so a captured step keeps it): a
     :class:`zg.MiniBatch` with one block per layer, int seeds ``[rows]`` (None: any length),
-    an int ``num_seeds`` ``[]``, int ``counts`` ``[hops]`` and a bool ``overflowed`` ``[]``.
+    an int ``num_seeds`` ``[]``, int ``counts`` ``[hops]`` and a bool ``overflowed`` ``[]``,
+    each on ``device`` (the engine's) when given, by :func:`zg._checks.returned_tensor`.
     A TypeError names ``<Sampler class>.<method>()``, what it returned and what it must. A
     sampler class of the kit itself (defined in ``zg``) is not a plug-in: its output is not
     re-checked on the training path."""
@@ -503,10 +506,11 @@ def checked_minibatch(mb: Any, sampler: Any, method: str, hops: int, rows: int |
             f"{who} returned a MiniBatch with {got}; expected a list of {hops} blocks, one per "
             "model layer, input layer first"
         )
-    returned_tensor(mb.seeds, f"{who}.seeds", shape=[rows], kind="integer")
-    returned_tensor(mb.num_seeds, f"{who}.num_seeds", shape=[], kind="integer")
-    returned_tensor(mb.counts, f"{who}.counts", shape=[hops], kind="integer")
-    returned_tensor(mb.overflowed, f"{who}.overflowed", shape=[], kind="bool")
+    on = dict(device=device)
+    returned_tensor(mb.seeds, f"{who}.seeds", shape=[rows], kind="integer", **on)
+    returned_tensor(mb.num_seeds, f"{who}.num_seeds", shape=[], kind="integer", **on)
+    returned_tensor(mb.counts, f"{who}.counts", shape=[hops], kind="integer", **on)
+    returned_tensor(mb.overflowed, f"{who}.overflowed", shape=[], kind="bool", **on)
     return mb
 
 

@@ -322,3 +322,39 @@ def test_a_hooks_generated_bad_result_is_named(hook, problem, mode):
         assert "on meta" in message and "on cpu" in message
     else:
         assert "; expected a " in message
+
+
+FIELDS = {  # MiniBatch field -> its contract (eager: any number of seeds; static: B rows)
+    "seeds": Contract(1, kind="integer", sized=False),
+    "num_seeds": Contract(0, kind="integer"),
+    "counts": Contract(1, kind="integer"),
+    "overflowed": Contract(0, kind="bool"),
+}
+FIELD_CASES = [(f, p) for f, c in FIELDS.items() for p in c.problems()]
+
+
+@settings(max_examples=80, deadline=None, suppress_health_check=[HealthCheck.too_slow])
+@given(case=st.sampled_from(FIELD_CASES), mode=st.sampled_from(["eager", "static"]))
+def test_a_samplers_generated_bad_field_is_named(case, mode):
+    """Each field of a plug-in sampler's MiniBatch against the generated bad values: the wrong
+    kind, shape, dtype or device is refused naming the class, the method and the field."""
+    field, problem = case
+
+    def mutate(mb):
+        return dataclasses.replace(mb, **{field: bad(problem, getattr(mb, field))})
+
+    if mode == "eager":
+        sampler, method = BrokenSampler(zg.DynamicSampler(GRAPH, FANOUTS, seed=0), mutate), "sample"
+    else:
+        inner = zg.EnvelopeSampler(GRAPH, FANOUTS, B)
+        sampler, method = BrokenStaticSampler(inner, mutate), "sample_static"
+    eng = zg.Engine(GRAPH, _model(), FANOUTS, B, sampler=sampler, mode=mode, seed=0)
+    with pytest.raises(TypeError) as caught:
+        eng.train_epoch(max_batches=1)
+    who = f"{type(sampler).__name__}.{method}().{field}"
+    message = str(caught.value)
+    assert message.startswith(f"{who} returned "), message
+    assert message.count(type(sampler).__name__) == 1, message
+    assert "; expected a " in message, message
+    if problem == "other_device":
+        assert "on meta" in message and "on cpu" in message, message
