@@ -767,33 +767,35 @@ def returned_tensor(
     once (``"MyEstimator.scales()"``); the value itself is returned."""
     if kind not in KINDS:
         raise ValueError(f"kind must be one of {KINDS}, got {kind!r}")  # the kit's own misuse
-    dims = len(shape)
-    names = list(named) + [""] * dims
-    sizes = [_size_text(n, s) for n, s in zip(names, shape)]
-    wants = f"a {dims}-D {kind} tensor"
-    if dims == 1:
-        wants += f" of length {sizes[0]}"
-    elif dims:
-        wants += f" of shape [{', '.join(sizes)}]"
     want_device = None if device is None else torch.device(device)
-    if want_device is not None:
-        wants += f" on {want_device}"
-    if requires_grad is not None:
-        wants += " that requires grad" if requires_grad else " that does not require grad"
-    if values:
-        wants += " with finite values" + (" >= 0" if nonnegative else "")
     ok = (
         isinstance(value, torch.Tensor)
-        and value.dim() == dims
+        and value.dim() == len(shape)
         and all(_size_ok(value.shape[i], s) for i, s in enumerate(shape))
         and _kind_ok(value, kind)
         and (want_device is None or _same_device(value.device, want_device))
     )
+
+    def wants() -> str:  # written only for an error: the check runs in every training step
+        sizes = [_size_text(n, s) for n, s in zip(list(named) + [""] * len(shape), shape)]
+        text = f"a {len(shape)}-D {kind} tensor"
+        if len(shape) == 1:
+            text += f" of length {sizes[0]}"
+        elif shape:
+            text += f" of shape [{', '.join(sizes)}]"
+        if want_device is not None:
+            text += f" on {want_device}"
+        if requires_grad is not None:
+            text += " that requires grad" if requires_grad else " that does not require grad"
+        if values:
+            text += " with finite values" + (" >= 0" if nonnegative else "")
+        return text
+
     if not ok:
-        raise TypeError(f"{who} returned {described(value)}; expected {wants}")
+        raise TypeError(f"{who} returned {described(value)}; expected {wants()}")
     if requires_grad is not None and value.requires_grad != requires_grad:
         grad = "requiring grad" if value.requires_grad else "not requiring grad (no grad_fn)"
-        raise TypeError(f"{who} returned {described(value)} {grad}; expected {wants}")
+        raise TypeError(f"{who} returned {described(value)} {grad}; expected {wants()}")
     if values and value.numel():
         v = value.detach()
         bad = ~torch.isfinite(v)
@@ -804,7 +806,7 @@ def returned_tensor(
             held = float(v.flatten()[at])
             raise ValueError(
                 f"{who} returned {described(value)} holding {held} at flat index {at}; "
-                f"expected {wants}"
+                f"expected {wants()}"
             )
     return value
 

@@ -515,7 +515,8 @@ def checked_minibatch(
 
 
 def _checked_forward(call: Callable, who: str, num_labels: int, device: torch.device) -> Callable:
-    """``call(blocks, x)`` with its logits checked where they come back (:func:`check_logits`)."""
+    """``call(blocks, x)`` with its logits checked where they come back
+    (:func:`zg._checks.returned_logits`)."""
 
     def forward(blocks, x):
         logits = call(blocks, x)
