@@ -414,6 +414,6 @@ def test_bad_factors_inside_a_worker_stop_the_run_naming_the_method(step_shapes,
     shown = {"nan": "nan", "inf": "inf", "negative": "-1.0"}[problem]
     assert message.startswith(
         f"FactorsGoBadInWorkers.factors() gave worker 0 in epoch 0 the value {shown}; "
-        "expected finite factors >= 0"
+        "expected finite values >= 0"
     ), message
     assert message.count("FactorsGoBadInWorkers") == 1

@@ -743,7 +743,7 @@ def check_scale_values(estimator: Estimator, low: float, high: float, where: str
         scale_source(estimator),
         worst,
         where,
-        "finite worker scales >= 0 (a negative scale turns the update into gradient ascent)",
+        "finite values >= 0 (a negative scale turns the update into gradient ascent)",
     )
 
 
@@ -756,7 +756,7 @@ def check_factor_values(estimator: Estimator, worst: float, where: str) -> None:
         f"{type(estimator).__name__}.factors()",
         worst,
         where,
-        "finite factors >= 0 (a negative factor turns that seed's update into gradient ascent)",
+        "finite values >= 0 (a negative factor turns its seed's update into gradient ascent)",
     )
 
 
