@@ -445,9 +445,14 @@ def check_batches(
     may be empty in the static modes (a no-op step that still joins the all-reduce)."""
     name = f"StepHooks.batches({epoch})"
     if not isinstance(given, (list, tuple)):
-        raise TypeError(f"{name} must return a list of seed tensors, got {type(given).__name__}")
+        raise TypeError(
+            f"{name} returned {described(given)}; expected a list of seed tensors, one a batch"
+        )
     if not given:
-        raise ValueError(f"{name} gave no batch")
+        raise ValueError(
+            f"{name} returned an empty {type(given).__name__}; expected a list of seed "
+            "tensors, one a batch"
+        )
     out = []
     for i, seeds in enumerate(given):
         if isinstance(seeds, torch.Tensor):

@@ -358,3 +358,15 @@ def test_a_samplers_generated_bad_field_is_named(case, mode):
     assert "; expected a " in message, message
     if problem == "other_device":
         assert "on meta" in message and "on cpu" in message, message
+
+
+@pytest.mark.parametrize("given", [None, 3, torch.arange(4), [], ()])
+def test_a_batches_hook_that_returns_no_list_of_batches_is_named(given):
+    """``StepHooks.batches(epoch)`` in the common wording: what came back, what must."""
+    hooks = zg.StepHooks(batches=lambda epoch: given)
+    eng = zg.Engine(GRAPH, _model(), FANOUTS, B, mode="eager", seed=0, hooks=hooks)
+    with pytest.raises((TypeError, ValueError)) as caught:
+        eng.train_epoch(max_batches=1)
+    message = str(caught.value)
+    assert message.startswith("StepHooks.batches(0) returned "), message
+    assert "; expected a list of seed tensors" in message
