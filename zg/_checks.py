@@ -689,46 +689,113 @@ def described(value: Any) -> str:
     return f"{type(value).__name__} {_shown(value)}"
 
 
+class AtLeast(int):
+    """A size in :func:`returned_tensor`'s ``shape`` that may be larger: ``AtLeast(4)`` matches
+    4, 5, ... (a model's logits have at least the labels' classes)."""
+
+    def __repr__(self) -> str:
+        return f"AtLeast({int(self)})"
+
+
+KINDS = ("float", "integer", "bool")
+
+
+def _size_text(name: str, size: Any) -> str:
+    if isinstance(size, AtLeast):
+        return f"{name or 'n'} >= {int(size)}"
+    if isinstance(size, int):
+        return f"{name}={size}" if name else str(size)
+    return str(name or size or "n")
+
+
+def _size_ok(got: int, size: Any) -> bool:
+    if isinstance(size, AtLeast):
+        return got >= int(size)
+    return not isinstance(size, int) or got == size
+
+
+def _same_device(value: torch.device, want: torch.device) -> bool:
+    """The same device, ``cuda`` matching ``cuda:0`` (an index only compared when both have one)."""
+    return value.type == want.type and (
+        value.index is None or want.index is None or value.index == want.index
+    )
+
+
+def _kind_ok(value: torch.Tensor, kind: str) -> bool:
+    if kind == "float":
+        return value.is_floating_point()
+    if kind == "bool":
+        return value.dtype == torch.bool
+    return _is_integer_tensor(value)
+
+
 def returned_tensor(
     value: Any,
     who: str,
     *,
     shape: Sequence[int | str | None],
-    floating: bool = True,
+    kind: str = "float",
+    device: Any = None,
+    requires_grad: bool | None = None,
     values: bool = False,
     nonnegative: bool = False,
     named: Sequence[str] = (),
 ) -> torch.Tensor:
-    """The one check of what a plug-in (an estimator's method, a sampler, a model, a hook)
-    hands back, made where it comes back: ``value`` must be a tensor of ``len(shape)``
-    dimensions, each size equal to the entry of ``shape`` that is an int (a str or None
-    matches any size and names it in the message), of a floating dtype when ``floating`` (else
-    an integer one). ``values``: also its values (a host read, so only off the training step):
-    finite, and ``>= 0`` when ``nonnegative``. A TypeError (the wrong kind, shape or dtype) or
-    ValueError (the wrong values) names ``who`` (``"MyEstimator.scales()"``), what it returned
-    and what it must return (``named``: a name for each size, ``("P",)`` says "length P=4");
-    the value itself is returned."""
-    dims = len(shape)
-    names = list(named) + [""] * dims
-    sizes = [
-        f"{n}={s}" if n and isinstance(s, int) else str(n or s or "n") for n, s in zip(names, shape)
-    ]
-    kind = "float" if floating else "integer"
-    wants = f"a {dims}-D {kind} tensor"
-    if dims == 1:
-        wants += f" of length {sizes[0]}"
-    elif dims:
-        wants += f" of shape [{', '.join(sizes)}]"
-    if values:
-        wants += " with finite values" + (" >= 0" if nonnegative else "")
+    """The one check of what a plug-in hands back (an estimator's ``scales()``, ``factors()``,
+    ``worker_scale()`` and ``local_weights()``, a sampler's MiniBatch fields, a model's logits,
+    a ``StepHooks`` callback's result), made where it comes back, with one wording for every
+    plug-in: ``"<who> returned <what it returned>; expected <what it must return>"``.
+
+    The contract, checked in this order (each from host metadata, no device read, except the
+    values):
+
+    * the kind: a ``torch.Tensor`` (TypeError otherwise);
+    * the shape: ``len(shape)`` dimensions, each size equal to the entry of ``shape`` that is an
+      int, at least the entry that is an :class:`AtLeast`; a str or None matches any size and
+      names it in the message (``named`` names each size: ``("P",)`` says "length P=4");
+    * the dtype: ``kind`` "float" (any floating dtype), "integer" or "bool";
+    * the device: on ``device`` when given (``cuda`` matches ``cuda:0``);
+    * autograd: ``requires_grad=True``, the value must require grad (a loss computed from the
+      logits); False, it must not (a weight that backward would otherwise differentiate);
+      None, either;
+    * the values, only when ``values`` (a host read, so never inside a training step): finite,
+      and ``>= 0`` when ``nonnegative``; a ValueError holding the first bad value and its flat
+      index. Inside a step, the step folds :func:`worst_value` into a number it reads anyway,
+      and :func:`returned_values` checks it there.
+
+    A TypeError (kind, shape, dtype, device, autograd) or ValueError (values) names ``who``
+    once (``"MyEstimator.scales()"``); the value itself is returned."""
+    if kind not in KINDS:
+        raise ValueError(f"kind must be one of {KINDS}, got {kind!r}")  # the kit's own misuse
+    want_device = None if device is None else torch.device(device)
     ok = (
         isinstance(value, torch.Tensor)
-        and value.dim() == dims
-        and all(not isinstance(s, int) or value.shape[i] == s for i, s in enumerate(shape))
-        and (value.is_floating_point() if floating else _is_integer_tensor(value))
+        and value.dim() == len(shape)
+        and all(_size_ok(value.shape[i], s) for i, s in enumerate(shape))
+        and _kind_ok(value, kind)
+        and (want_device is None or _same_device(value.device, want_device))
     )
+
+    def wants() -> str:  # written only for an error: the check runs in every training step
+        sizes = [_size_text(n, s) for n, s in zip(list(named) + [""] * len(shape), shape)]
+        text = f"a {len(shape)}-D {kind} tensor"
+        if len(shape) == 1:
+            text += f" of length {sizes[0]}"
+        elif shape:
+            text += f" of shape [{', '.join(sizes)}]"
+        if want_device is not None:
+            text += f" on {want_device}"
+        if requires_grad is not None:
+            text += " that requires grad" if requires_grad else " that does not require grad"
+        if values:
+            text += " with finite values" + (" >= 0" if nonnegative else "")
+        return text
+
     if not ok:
-        raise TypeError(f"{who} returned {described(value)}; expected {wants}")
+        raise TypeError(f"{who} returned {described(value)}; expected {wants()}")
+    if requires_grad is not None and value.requires_grad != requires_grad:
+        grad = "requiring grad" if value.requires_grad else "not requiring grad (no grad_fn)"
+        raise TypeError(f"{who} returned {described(value)} {grad}; expected {wants()}")
     if values and value.numel():
         v = value.detach()
         bad = ~torch.isfinite(v)
@@ -739,9 +806,45 @@ def returned_tensor(
             held = float(v.flatten()[at])
             raise ValueError(
                 f"{who} returned {described(value)} holding {held} at flat index {at}; "
-                f"expected {wants}"
+                f"expected {wants()}"
             )
     return value
+
+
+def returned_logits(logits: Any, who: str, rows: int | None, classes: int, device: Any = None):
+    """A model's logits as they come back from a forward, on every path that calls a model (the
+    Engine's step, :mod:`zg.inference`'s evaluation, :func:`zg.grappa.full_forward`):
+    :func:`returned_tensor` with shape ``[rows, C >= classes]`` (``rows`` None: any),
+    floating, on ``device`` when given. Host metadata only, no device read: the step checks
+    every batch's logits, an evaluation each call's. Their values are not checked here:
+    training reads its loss's, an evaluation its logits' (a FloatingPointError)."""
+    return returned_tensor(
+        logits, who, shape=[rows, AtLeast(classes)], device=device, named=("rows", "classes")
+    )
+
+
+def worst_value(value: torch.Tensor) -> torch.Tensor:
+    """float64 []: the one value of ``value`` that :func:`returned_values` needs, on its device
+    (no host read, so a training step can compute it every iteration and carry it with numbers
+    it reads anyway): NaN if any value is NaN, else the smallest if it is negative, else the
+    largest (so it is finite and ``>= 0`` exactly when every value is). 0 for an empty tensor.
+    Folding: the worst of several worst values is ``worst_value(torch.stack(them))``."""
+    v = value.detach().to(torch.float64).reshape(-1)
+    if v.numel() == 0:  # a size, host metadata
+        return torch.zeros((), dtype=torch.float64, device=value.device)
+    low, high = torch.aminmax(v)  # NaN propagates into both
+    return torch.where(low < 0, low, high)
+
+
+def returned_values(who: str, worst: float, where: str, wants: str) -> None:
+    """The values part of :func:`returned_tensor`, for a result checked inside a training step
+    from its :func:`worst_value`, read on the host where the step's numbers are read anyway (an
+    epoch's exchange): a ValueError naming ``who``, ``where`` (which worker, which epoch) and
+    the bad value when ``worst`` is not finite or is negative."""
+    if not math.isfinite(worst) or worst < 0:
+        raise ValueError(
+            f"{who} gave {where} the value {worst}; expected {wants}. Training stopped"
+        )
 
 
 def _is_integer_tensor(value: torch.Tensor) -> bool:

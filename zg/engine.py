@@ -241,6 +241,7 @@ class Engine:
         self._num_labels = max(int(self.g.num_classes), 1)
         # The hooks' results are checked (type, shape, device) where they come back.
         wrapped = checked_hooks(hooks, self.model, self._num_labels, self.device)
+        self._checked_hooks = wrapped  # what zg.experiments.floor's step calls too
         self.features = wrapped["features"] or self.g.x
         self.guard = (
             OverflowGuard(len(self.fanouts), self.device) if hooks.guard is None else hooks.guard
@@ -575,7 +576,7 @@ class Engine:
         seed_dropout(batch_key(self.seed, epoch, b))  # the same masks if rerun
         if self.mode not in _STATIC_MODES:
             mb = self.sampler.sample(batches[b], epoch, b, clock=clock)  # sample -> compact
-            mb = checked_minibatch(mb, self.sampler, "sample", len(self.fanouts), None)
+            mb = checked_minibatch(mb, self.sampler, "sample", len(self.fanouts), None, self.device)
             loss, self.last_batch, _ = self._train_step(mb, batch=b, clock=clock)
             return loss
         if self._next_batch != b:  # the device reads batch b itself; only a jump resets it
@@ -595,7 +596,8 @@ class Engine:
         row = self.epoch_table.index_select(0, b.view(1)).view(-1)  # [rows + 2 + hops]
         seeds, num_seeds, keys = row[:rows], row[rows], row[rows + 1 :]  # views
         mb = self.sampler.sample_static(seeds, num_seeds, keys[0], clock=clock, hop_keys=keys[1:])
-        mb = checked_minibatch(mb, self.sampler, "sample_static", len(self.fanouts), rows)
+        hops = len(self.fanouts)
+        mb = checked_minibatch(mb, self.sampler, "sample_static", hops, rows, self.device)
         loss, self.last_batch, _ = self._train_step(mb, batch=b, clock=clock)
         self.loss_buf.copy_(loss)
         self.counter.add_(1)

@@ -40,7 +40,7 @@ from typing import Any
 import torch
 import torch.nn.functional as F
 
-from ._checks import int_arg, memory_arg
+from ._checks import int_arg, memory_arg, returned_logits
 from .blocks import Block
 from .graph import Graph
 from .rng import batch_ranges
@@ -150,7 +150,14 @@ def full_neighbour_logits(model, g: Graph, budget: int = 1 << 22) -> torch.Tenso
             chunks = _chunk_blocks(g, budget) if chunks is None else chunks
             out = _chunked(layer, h, chunks, g.num_nodes)
         h = model.after_layer(i, out)
-    return h
+    # What the model's last after_layer hands back: one row per node, the labels' classes.
+    who = f"{type(model).__name__}.after_layer({len(model.layers) - 1}, out)"
+    return returned_logits(h, who, g.num_nodes, _classes(g), g.x.device)
+
+
+def _classes(g: Graph) -> int:
+    """The fewest logit columns an evaluation of ``g`` reads: its labels' classes (1 without)."""
+    return max(int(g.num_classes), 1) if g.y is not None else 1
 
 
 def _whole_graph_fits(model, g: Graph, budget: int) -> None:
@@ -283,10 +290,12 @@ def sampled_logits(
     sampler = DynamicSampler(g, fanouts, replace=replace, seed=seed)
     nodes = nodes.to(torch.int64)
     size = max(nodes.numel(), 1) if batch_size is None else batch_size
-    pieces = []
+    pieces, who, classes = [], f"{type(model).__name__}.forward(blocks, x)", _classes(g)
     for b, (start, end) in enumerate(batch_ranges(nodes.numel(), size)):
         mb = sampler.sample(nodes[start:end].cpu(), epoch=epoch, batch=b)
-        pieces.append(model(mb.blocks, g.x.index_select(0, mb.input_nodes)))  # [B, C]
+        logits = model(mb.blocks, g.x.index_select(0, mb.input_nodes))  # [B, C]
+        # Checked as the Engine's step checks a batch's logits (host metadata, no device read).
+        pieces.append(returned_logits(logits, who, end - start, classes, g.x.device))
     return torch.cat(pieces) if pieces else torch.empty(0, 0)
 
 

@@ -22,6 +22,7 @@ from ._checks import (
     int_arg,
     node_ids_arg,
     real_arg,
+    returned_logits,
     returned_tensor,
     seed_arg,
 )
@@ -444,9 +445,14 @@ def check_batches(
     may be empty in the static modes (a no-op step that still joins the all-reduce)."""
     name = f"StepHooks.batches({epoch})"
     if not isinstance(given, (list, tuple)):
-        raise TypeError(f"{name} must return a list of seed tensors, got {type(given).__name__}")
+        raise TypeError(
+            f"{name} returned {described(given)}; expected a list of seed tensors, one a batch"
+        )
     if not given:
-        raise ValueError(f"{name} gave no batch")
+        raise ValueError(
+            f"{name} returned an empty {type(given).__name__}; expected a list of seed "
+            "tensors, one a batch"
+        )
     out = []
     for i, seeds in enumerate(given):
         if isinstance(seeds, torch.Tensor):
@@ -479,31 +485,14 @@ def _is_empty(seeds: Any) -> bool:
 # ----------------------------------------------------------------------------- what hooks return
 
 
-_described = described  # the kit's one wording of what a plug-in returned (zg._checks)
-
-
-def _tensor_result(
-    value: Any, who: str, wants: str, *, dims: int, rows: int | None = None, cols=None
-) -> None:
-    """Refuse what a hook returned unless it is a floating tensor of ``dims`` dimensions with
-    ``rows`` rows and ``cols(n)`` true of its columns; the error names the hook, what it
-    returned and what it must return. Shapes are host metadata: no device read."""
-    ok = (
-        isinstance(value, torch.Tensor)
-        and value.is_floating_point()
-        and value.dim() == dims
-        and (rows is None or value.shape[0] == rows)
-        and (cols is None or cols(value.shape[1]))
-    )
-    if not ok:
-        raise TypeError(f"{who} returned {_described(value)}; it must return {wants}")
-
-
-def checked_minibatch(mb: Any, sampler: Any, method: str, hops: int, rows: int | None) -> MiniBatch:
+def checked_minibatch(
+    mb: Any, sampler: Any, method: str, hops: int, rows: int | None, device: Any = None
+) -> MiniBatch:
     """What a sampler's ``sample`` / ``sample_static`` returned, checked where it comes back
     (host metadata only, no device read, so a captured step keeps it): a
     :class:`zg.MiniBatch` with one block per layer, int seeds ``[rows]`` (None: any length),
-    an int ``num_seeds`` ``[]``, int ``counts`` ``[hops]`` and a bool ``overflowed`` ``[]``.
+    an int ``num_seeds`` ``[]``, int ``counts`` ``[hops]`` and a bool ``overflowed`` ``[]``,
+    each on ``device`` (the engine's) when given, by :func:`zg._checks.returned_tensor`.
     A TypeError names ``<Sampler class>.<method>()``, what it returned and what it must. A
     sampler class of the kit itself (defined in ``zg``) is not a plug-in: its output is not
     re-checked on the training path."""
@@ -522,36 +511,21 @@ def checked_minibatch(mb: Any, sampler: Any, method: str, hops: int, rows: int |
             f"{who} returned a MiniBatch with {got}; expected a list of {hops} blocks, one per "
             "model layer, input layer first"
         )
-    returned_tensor(mb.seeds, f"{who}.seeds", shape=[rows], floating=False)
-    returned_tensor(mb.num_seeds, f"{who}.num_seeds", shape=[], floating=False)
-    returned_tensor(mb.counts, f"{who}.counts", shape=[hops], floating=False)
-    flag = mb.overflowed
-    if not (isinstance(flag, torch.Tensor) and flag.dtype == torch.bool and flag.dim() == 0):
-        raise TypeError(f"{who}.overflowed returned {described(flag)}; expected a 0-D bool tensor")
+    on = dict(device=device)
+    returned_tensor(mb.seeds, f"{who}.seeds", shape=[rows], kind="integer", **on)
+    returned_tensor(mb.num_seeds, f"{who}.num_seeds", shape=[], kind="integer", **on)
+    returned_tensor(mb.counts, f"{who}.counts", shape=[hops], kind="integer", **on)
+    returned_tensor(mb.overflowed, f"{who}.overflowed", shape=[], kind="bool", **on)
     return mb
 
 
-def _check_logits(logits: Any, who: str, last_block: Any, num_labels: int) -> None:
-    """Logits as they come back from a forward: a float ``[rows, C]`` tensor, ``rows`` the last
-    block's destination rows and C at least the labels' ``num_labels`` classes; a TypeError
-    names ``who`` otherwise (host metadata: no device read)."""
-    rows = getattr(last_block, "num_dst_rows", None)  # int; a DGL block has none
-    _tensor_result(
-        logits,
-        who,
-        f"float logits [{rows if rows is not None else 'B'}, C] with C >= {num_labels} classes",
-        dims=2,
-        rows=rows,
-        cols=lambda c: c >= num_labels,
-    )
-
-
-def _checked_forward(call: Callable, who: str, num_labels: int) -> Callable:
-    """``call(blocks, x)`` with its logits checked where they come back (:func:`_check_logits`)."""
+def _checked_forward(call: Callable, who: str, num_labels: int, device: torch.device) -> Callable:
+    """``call(blocks, x)`` with its logits checked where they come back
+    (:func:`zg._checks.returned_logits`)."""
 
     def forward(blocks, x):
         logits = call(blocks, x)
-        _check_logits(logits, who, blocks[-1], num_labels)
+        returned_logits(logits, who, getattr(blocks[-1], "num_dst_rows", None), num_labels, device)
         return logits
 
     return forward
@@ -559,13 +533,16 @@ def _checked_forward(call: Callable, who: str, num_labels: int) -> Callable:
 
 def checked_hooks(step: StepHooks, model: Any, num_labels: int, device: torch.device) -> dict:
     """``forward``, ``loss`` and ``features`` of ``step`` for :func:`zg.step.train_step`, each
-    wrapped so that a result of the wrong type, shape or device is refused naming the hook
-    (instead of a torch error further down, or a step that trains on it). Without a
-    ``forward`` hook the model's own logits are checked the same way as the loss receives
-    them, named ``<Model class>.forward(blocks, x)``. None stays None for ``features``."""
+    wrapped so that a result of the wrong type, shape, dtype or device is refused naming the
+    hook (instead of a torch error further down, or a step that trains on it), by the one check
+    of plug-in results (:func:`zg._checks.returned_tensor`). Without a ``forward`` hook the
+    model's own logits are checked the same way as the loss receives them, named
+    ``<Model class>.forward(blocks, x)``. None stays None for ``features``."""
     out: dict[str, Callable | None] = {"forward": None, "loss": None, "features": None}
     if step.forward is not None:
-        out["forward"] = _checked_forward(step.forward, "StepHooks.forward(blocks, x)", num_labels)
+        out["forward"] = _checked_forward(
+            step.forward, "StepHooks.forward(blocks, x)", num_labels, device
+        )
         model_logits = None
     else:  # the model's own logits, checked as the loss receives them (no frame in between)
         model_logits = f"{type(model).__name__}.forward(blocks, x)"
@@ -573,17 +550,16 @@ def checked_hooks(step: StepHooks, model: Any, num_labels: int, device: torch.de
 
     def loss(logits, labels, mb):
         if model_logits is not None:
-            _check_logits(logits, model_logits, mb.blocks[-1], num_labels)
+            rows = getattr(mb.blocks[-1], "num_dst_rows", None)  # int; a DGL block has none
+            returned_logits(logits, model_logits, rows, num_labels, device)
         if user_loss is None:
             return _default_loss(logits, labels, mb)
         value = user_loss(logits, labels, mb)
-        _tensor_result(value, "StepHooks.loss(logits, labels, mb)", "a 0-d float tensor", dims=0)
-        if torch.is_grad_enabled() and not value.requires_grad:
-            raise TypeError(
-                "StepHooks.loss(logits, labels, mb) returned a tensor that does not depend "
-                "on the logits (no grad_fn): backward would have nothing to differentiate; "
-                "compute it from logits"
-            )
+        # Computed from the logits, so that backward has something to differentiate.
+        grad = True if torch.is_grad_enabled() else None
+        returned_tensor(
+            value, "StepHooks.loss(logits, labels, mb)", shape=[], device=device, requires_grad=grad
+        )
         return value
 
     if user_loss is not None or model_logits is not None:
@@ -594,20 +570,13 @@ def checked_hooks(step: StepHooks, model: Any, num_labels: int, device: torch.de
 
         def features(input_nodes):
             x = user_features(input_nodes)
-            rows = input_nodes.shape[0]
-            _tensor_result(
+            returned_tensor(
                 x,
                 "StepHooks.features(input_nodes)",
-                f"float features [{rows}, {width if width is not None else 'F'}] on {device}",
-                dims=2,
-                rows=rows,
-                cols=None if width is None else (lambda c: c == width),
+                shape=[input_nodes.shape[0], width],
+                device=device,
+                named=("rows", "F"),
             )
-            if x.device.type != device.type:
-                raise TypeError(
-                    f"StepHooks.features(input_nodes) returned {_described(x)}; it must "
-                    f"return features on {device}, where this engine trains"
-                )
             return x
 
         out["features"] = features

@@ -750,17 +750,17 @@ HOOK_RESULTS = {
     ),
     "forward too few classes": (
         dict(forward=lambda b, x: torch.zeros(b[-1].num_dst_rows, 2, requires_grad=True)),
-        "C >= 4 classes",
+        "classes >= 4",
     ),
     "loss returns None": (
         dict(loss=lambda l, y, mb: None),
         r"StepHooks.loss\(logits, labels, mb\) returned NoneType",
     ),
-    "loss per seed": (dict(loss=lambda l, y, mb: l.sum(1)), "must return a 0-d float tensor"),
+    "loss per seed": (dict(loss=lambda l, y, mb: l.sum(1)), "expected a 0-D float tensor"),
     "loss a float": (dict(loss=lambda l, y, mb: 1.0), "returned float 1.0"),
     "loss detached": (
         dict(loss=lambda l, y, mb: torch.tensor(1.0)),
-        "does not depend on the logits",
+        "not requiring grad .*; expected a 0-D float tensor on cpu that requires grad",
     ),
     "features None": (
         dict(features=lambda n: None),
@@ -768,7 +768,7 @@ HOOK_RESULTS = {
     ),
     "features too few rows": (
         dict(features=lambda n: torch.zeros(3, 16)),
-        r"must return float features \[\d+, 16\]",
+        r"expected a 2-D float tensor of shape \[rows=\d+, F=16\] on cpu",
     ),
     "features too narrow": (dict(features=lambda n: torch.zeros(len(n), 5)), r"shape \(\d+, 5\)"),
     "features integer": (

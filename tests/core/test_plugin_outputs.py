@@ -133,7 +133,7 @@ def test_a_broken_model_is_named_in_every_mode(kind, mode):
         eng.train_epoch(max_batches=1)
     message = str(caught.value)
     assert message.startswith("BrokenModel.forward(blocks, x) returned "), message
-    assert "float logits" in message
+    assert "; expected a 2-D float tensor of shape [rows=" in message
 
 
 def test_the_shared_check_names_the_method_and_what_it_wants():
@@ -146,3 +146,227 @@ def test_the_shared_check_names_the_method_and_what_it_wants():
             torch.tensor([1.0, -1.0]), "X.f()", shape=[2], values=True, nonnegative=True
         )
     assert returned_tensor(torch.zeros(2, 3), "X.f()", shape=[2, None]).shape == (2, 3)
+
+
+# ----------------------------------------------------------------------------- generated bad values
+# One generator of bad results (tests/bad_results.py) over the one check and over every path
+# that takes a model's logits or a hook's result: each error names the plug-in and method once,
+# what came back, and the problem.
+
+from bad_results import Contract, assert_names, bad, error_for  # noqa: E402
+
+from zg._checks import returned_tensor  # noqa: E402
+
+
+@settings(max_examples=200, deadline=None)
+@given(
+    data=st.data(),
+    dims=st.integers(0, 3),
+    kind=st.sampled_from(["float", "integer", "bool"]),
+    device=st.booleans(),
+    values=st.booleans(),
+    nonnegative=st.booleans(),
+    requires_grad=st.sampled_from([None, False, True]),
+)
+def test_the_one_check_refuses_every_generated_bad_value(
+    data, dims, kind, device, values, nonnegative, requires_grad
+):
+    if kind != "float":
+        requires_grad = None if requires_grad else requires_grad  # only floats carry grad
+    sizes = data.draw(st.lists(st.integers(1, 4), min_size=dims, max_size=dims))
+    dtype = {"float": torch.float32, "integer": torch.int64, "bool": torch.bool}[kind]
+    good = torch.ones(sizes, dtype=dtype)
+    if requires_grad:
+        good.requires_grad_(True)
+    check = dict(
+        shape=sizes,
+        kind=kind,
+        device="cpu" if device else None,
+        values=values,
+        nonnegative=nonnegative,
+        requires_grad=requires_grad,
+    )
+    assert returned_tensor(good, "Plug.method()", **check) is good
+    contract = Contract(
+        dims, kind, True, device, values and kind != "bool", nonnegative, requires_grad
+    )
+    problem = data.draw(st.sampled_from(contract.problems()))
+    value = bad(problem, good)
+    error, _ = error_for(problem, value)
+    with pytest.raises(error) as caught:
+        returned_tensor(value, "Plug.method()", **check)
+    assert_names(str(caught.value), "Plug.method()", problem, value)
+
+
+LOGIT_PROBLEMS = Contract(2).problems()  # shape, dtype, device (values: not at evaluation)
+
+
+class MutatedModel(zg.models.SAGE):
+    """SAGE whose forward and after_layer hand back a bad result made with ``problem``."""
+
+    problem = ""
+    in_forward = False
+
+    def forward(self, blocks, x):
+        self.in_forward = True  # its after_layer hands back sound rows to it
+        try:
+            logits = super().forward(blocks, x)
+        finally:
+            self.in_forward = False
+        return bad(self.problem, logits) if self.problem else logits
+
+    def after_layer(self, i, out):
+        h = super().after_layer(i, out)
+        last = i == len(self.layers) - 1 and self.problem and not self.in_forward
+        return bad(self.problem, h) if last else h  # the full-neighbour pass's last rows
+
+
+def _mutated(problem):
+    torch.manual_seed(0)
+    model = MutatedModel(GRAPH.feat_dim, 8, int(GRAPH.num_classes), 2, dropout=0.0)
+    model.problem = problem
+    return model
+
+
+def _train_one(model, mode):
+    envelope = None if mode == "dynamic" else "worst_case"
+    zg.Engine(GRAPH, model, FANOUTS, B, envelope, mode=mode, seed=0).train_epoch(max_batches=1)
+
+
+PATHS = {  # path -> (call(model), the method named)
+    "engine_dynamic": (lambda m: _train_one(m, "dynamic"), "forward(blocks, x)"),
+    "engine_eager": (lambda m: _train_one(m, "eager"), "forward(blocks, x)"),
+    "engine_static": (lambda m: _train_one(m, "static"), "forward(blocks, x)"),
+    "evaluate": (lambda m: zg.inference.evaluate(m, GRAPH, "val"), "after_layer(1, out)"),
+    "evaluate_sampled": (
+        lambda m: zg.inference.evaluate(m, GRAPH, "val", sampled=dict(fanouts=FANOUTS)),
+        "forward(blocks, x)",
+    ),
+    "engine_evaluate": (
+        lambda m: zg.Engine(GRAPH, m, FANOUTS, B, mode="eager", seed=0).evaluate("test"),
+        "after_layer(1, out)",
+    ),
+    "full_forward": (lambda m: zg.grappa.fullgraph.full_forward(m, GRAPH), "forward(blocks, x)"),
+    "exact_gradient": (
+        lambda m: zg.grappa.gradient.exact_gradient(GRAPH, m),
+        "forward(blocks, x)",
+    ),
+}
+
+
+@settings(max_examples=80, deadline=None, suppress_health_check=[HealthCheck.too_slow])
+@given(path=st.sampled_from(sorted(PATHS)), problem=st.sampled_from(LOGIT_PROBLEMS))
+def test_a_models_bad_logits_are_named_on_every_path_that_calls_it(path, problem):
+    """The Engine's step (every mode), zg.inference.evaluate (full and sampled),
+    Engine.evaluate and Grappa's full-graph forward (zg.grappa.fullgraph.full_forward): the same TypeError, naming the model's
+    class and method, what it returned and what it must (floating [rows, C >= classes] on the
+    graph's device)."""
+    call, method = PATHS[path]
+    model = _mutated(problem)
+    with pytest.raises(TypeError) as caught:
+        call(model)
+    message = str(caught.value)
+    assert message.startswith(f"MutatedModel.{method} returned "), message
+    assert message.count("MutatedModel") == 1, message
+    assert "expected a 2-D float tensor of shape [rows" in message and "classes >= " in message
+    if problem == "other_device":
+        assert "on meta" in message and "on cpu" in message
+
+
+def test_every_path_takes_a_sound_model():
+    """The wrapper itself is sound: with nothing broken every path runs."""
+    for call, _ in PATHS.values():
+        call(_mutated(""))
+
+
+HOOK_SITES = {  # hook -> (StepHooks keywords from a good hook and a problem, the name, contract)
+    "forward": (
+        lambda p, eng: dict(forward=lambda b, x: bad(p, eng[0].model(b, x))),
+        "StepHooks.forward(blocks, x)",
+        Contract(2),
+    ),
+    "loss": (
+        lambda p, eng: dict(
+            loss=lambda z, y, mb: bad(p, zg.step.masked_cross_entropy(z, y, mb.valid))
+        ),
+        "StepHooks.loss(logits, labels, mb)",
+        Contract(0, requires_grad=True),
+    ),
+    "features": (
+        lambda p, eng: dict(features=lambda n: bad(p, GRAPH.x.index_select(0, n))),
+        "StepHooks.features(input_nodes)",
+        Contract(2),
+    ),
+}
+HOOK_CASES = [(h, p) for h, (_, _, c) in HOOK_SITES.items() for p in c.problems()]
+
+
+@pytest.mark.parametrize("mode", ["dynamic", "static"])
+@pytest.mark.parametrize("hook, problem", HOOK_CASES)
+def test_a_hooks_generated_bad_result_is_named(hook, problem, mode):
+    make, who, _ = HOOK_SITES[hook]
+    holder = []
+    model = _model()
+    envelope = None if mode == "dynamic" else "worst_case"
+    hooks = zg.StepHooks(**make(problem, holder))
+    eng = zg.Engine(GRAPH, model, FANOUTS, B, envelope, mode=mode, seed=0, hooks=hooks)
+    holder.append(eng)
+    with pytest.raises(TypeError) as caught:
+        eng.train_epoch(max_batches=1)
+    message = str(caught.value)
+    assert message.startswith(f"{who} returned "), message
+    assert message.count("StepHooks") == 1, message
+    if problem == "detached":
+        assert "not requiring grad" in message and "that requires grad" in message
+    elif problem == "other_device":
+        assert "on meta" in message and "on cpu" in message
+    else:
+        assert "; expected a " in message
+
+
+FIELDS = {  # MiniBatch field -> its contract (eager: any number of seeds; static: B rows)
+    "seeds": Contract(1, kind="integer", sized=False),
+    "num_seeds": Contract(0, kind="integer"),
+    "counts": Contract(1, kind="integer"),
+    "overflowed": Contract(0, kind="bool"),
+}
+FIELD_CASES = [(f, p) for f, c in FIELDS.items() for p in c.problems()]
+
+
+@settings(max_examples=80, deadline=None, suppress_health_check=[HealthCheck.too_slow])
+@given(case=st.sampled_from(FIELD_CASES), mode=st.sampled_from(["eager", "static"]))
+def test_a_samplers_generated_bad_field_is_named(case, mode):
+    """Each field of a plug-in sampler's MiniBatch against the generated bad values: the wrong
+    kind, shape, dtype or device is refused naming the class, the method and the field."""
+    field, problem = case
+
+    def mutate(mb):
+        return dataclasses.replace(mb, **{field: bad(problem, getattr(mb, field))})
+
+    if mode == "eager":
+        sampler, method = BrokenSampler(zg.DynamicSampler(GRAPH, FANOUTS, seed=0), mutate), "sample"
+    else:
+        inner = zg.EnvelopeSampler(GRAPH, FANOUTS, B)
+        sampler, method = BrokenStaticSampler(inner, mutate), "sample_static"
+    eng = zg.Engine(GRAPH, _model(), FANOUTS, B, sampler=sampler, mode=mode, seed=0)
+    with pytest.raises(TypeError) as caught:
+        eng.train_epoch(max_batches=1)
+    who = f"{type(sampler).__name__}.{method}().{field}"
+    message = str(caught.value)
+    assert message.startswith(f"{who} returned "), message
+    assert message.count(type(sampler).__name__) == 1, message
+    assert "; expected a " in message, message
+    if problem == "other_device":
+        assert "on meta" in message and "on cpu" in message, message
+
+
+@pytest.mark.parametrize("given", [None, 3, torch.arange(4), [], ()])
+def test_a_batches_hook_that_returns_no_list_of_batches_is_named(given):
+    """``StepHooks.batches(epoch)`` in the common wording: what came back, what must."""
+    hooks = zg.StepHooks(batches=lambda epoch: given)
+    eng = zg.Engine(GRAPH, _model(), FANOUTS, B, mode="eager", seed=0, hooks=hooks)
+    with pytest.raises((TypeError, ValueError)) as caught:
+        eng.train_epoch(max_batches=1)
+    message = str(caught.value)
+    assert message.startswith("StepHooks.batches(0) returned "), message
+    assert "; expected a list of seed tensors" in message

@@ -210,3 +210,210 @@ def test_a_scale_gone_negative_inside_a_worker_stops_the_run_naming_the_method(r
     message = str(caught.value)
     assert "NegativeInWorkersEstimator.scales() gave worker" in message
     assert "expected finite values >= 0" in message
+
+
+# ----------------------------------------------------------------------------- generated bad values
+# Every method of an estimator a researcher may write, against one generator of bad results
+# (tests/bad_results.py): each refusal names the class and the method once, what came back,
+# and the problem, through the one check (zg._checks.returned_tensor).
+
+from bad_results import VALUES, Contract, bad, error_for  # noqa: E402
+
+STATS = torch.tensor([[4.0, 5.0, 7.0], [3.0, 4.0, 6.0]], dtype=torch.float64)  # P = 2
+
+
+class Mutated(Estimator):
+    """An estimator whose method ``method`` hands back a bad result made with ``problem``."""
+
+    name, needs_stats = "mutated", True
+    method, problem = "", ""
+
+    def _maybe(self, method, value):
+        return bad(self.problem, value) if method == self.method else value
+
+    def scales(self, stats):
+        scales, info = BatchEstimatorArithmetic.scales(stats)
+        return self._maybe("scales", scales), {"lambda": self._maybe("info", info["lambda"])}
+
+    def factors(self, weights, valid, stats):
+        return self._maybe("factors", Estimator.factors(self, weights, valid, stats))
+
+    def local_weights(self, local, hops, coverage=None):
+        return self._maybe("local_weights", Estimator.local_weights(self, local, hops, coverage))
+
+
+class BatchEstimatorArithmetic:
+    @staticmethod
+    def scales(stats):
+        W_p = stats[:, 1]
+        lam = torch.zeros((), dtype=torch.float64, device=stats.device)
+        return W_p / W_p.sum(), {"lambda": lam}
+
+
+def _mutated(method, problem):
+    est = Mutated()
+    object.__setattr__(est, "method", method)  # frozen dataclass: set on the instance
+    object.__setattr__(est, "problem", problem)
+    return est
+
+
+def _step(est):  # what a worker's step runs: shapes, dtypes, devices, autograd (no device read)
+    est.combine_device(torch.ones(4), torch.ones(4, dtype=torch.bool), 1, 2, STATS)
+
+
+def _before_start(est):  # TrainConfig.validated: values too, on made-up batches
+    est.check_outputs(3)
+
+
+def _local_weights(est):  # where a worker builds its local graph: values too (once, not a step)
+    g = tiny()
+    local = grappa.partition(g, 2, method="random", seed=0).local_graph(g, 0, 0)
+    grappa.estimators.local_weights(est, local, 2)
+
+
+SITES = {  # method -> (the call, the name, the contract it is held to there)
+    "scales": (
+        lambda e: e.checked_scales(STATS),
+        "Mutated.scales()",
+        Contract(1, values=True, nonnegative=True, requires_grad=False),
+    ),  # fmt: skip
+    "info": (_step, "Mutated.scales() info['lambda']", Contract(0)),
+    "factors": (_step, "Mutated.factors()", Contract(1, requires_grad=False)),
+    "factor_values": (
+        _before_start,
+        "Mutated.factors()",
+        Contract(1, values=True, nonnegative=True, device=False, sized=False),
+    ),  # fmt: skip
+    "local_weights": (
+        _local_weights,
+        "Mutated.local_weights()",
+        Contract(1, values=True, nonnegative=True, requires_grad=False),
+    ),  # fmt: skip
+}
+CASES = [(site, p) for site, (_, _, c) in SITES.items() for p in c.problems()]
+
+
+@settings(max_examples=120, deadline=None)
+@given(case=st.sampled_from(CASES))
+def test_each_estimator_method_names_itself_for_every_generated_bad_value(case):
+    site, problem = case
+    call, who, _ = SITES[site]
+    method = "factors" if site == "factor_values" else site
+    if site == "factor_values" and problem not in VALUES:
+        return  # the other problems of factors() are the step's: the "factors" site
+    est = _mutated(method, problem)
+    good = {"factors": torch.ones(4) / 4}.get(method)
+    error, _ = error_for(problem, good)
+    with pytest.raises(error) as caught:
+        call(est)
+    message = str(caught.value)
+    assert message.startswith(f"{who} returned "), message
+    assert message.count("Mutated") == 1, message
+    if problem in VALUES:
+        assert "holding" in message and "finite values" in message, message
+    elif problem == "requires_grad":
+        assert "requiring grad" in message and "that does not require grad" in message
+    elif problem == "other_device":
+        assert "on meta" in message and "on cpu" in message, message
+    else:
+        assert "; expected a " in message, message
+
+
+def test_a_sound_mutated_estimator_passes_every_site():
+    for call, _, _ in SITES.values():
+        call(_mutated("", ""))
+
+
+@pytest.mark.parametrize("problem", ["none", "bare", "python_float", "other_device", "2d"])
+def test_a_bad_worker_scale_is_named(problem):
+    class Local(Estimator):
+        name, needs_stats = "local_scale", False
+
+        def scales(self, stats):
+            return _good(stats.shape[0]), {}
+
+        def worker_scale(self, weights, valid, rank, num_workers, stats):
+            good = torch.tensor(1.0 / num_workers, dtype=torch.float64)
+            if problem == "bare":
+                return good  # the tensor alone, not the pair
+            return (good.view(1, 1) if problem == "2d" else bad(problem, good)), {}
+
+    with pytest.raises(TypeError) as caught:
+        Local().combine_device(torch.ones(3), torch.ones(3, dtype=torch.bool), 0, 2)
+    message = str(caught.value)
+    assert message.startswith("Local.worker_scale() returned "), message
+    assert message.count("Local") == 1 and "expected a " in message
+
+
+# ----------------------------------------------------------------------------- inside a worker
+
+
+class FactorsGoBadInWorkers(Estimator):
+    """Sound on the host's made-up batches (the check before the start passes); inside a worker
+    (a process group is up) its factors hold ``problem`` (set by the test): a data-dependent
+    fault only the worker's own check can see."""
+
+    name = "factors_go_bad"
+    problem = "nan"
+
+    def scales(self, stats):
+        return BatchEstimatorArithmetic.scales(stats)[0], {}
+
+    def factors(self, weights, valid, stats):
+        f = Estimator.factors(self, weights, valid, stats)
+        if dist.is_available() and dist.is_initialized():
+            value = {"nan": math.nan, "inf": math.inf, "negative": -1.0}[self.problem]
+            f = torch.where(valid & (torch.arange(f.numel()) == 0), value, f)  # [B], one row
+        return f
+
+
+@pytest.mark.parametrize(
+    "step_shapes, capture", [("dynamic", False), ("envelope", False), ("envelope", True)]
+)
+@pytest.mark.parametrize("problem", ["nan", "inf", "negative"])
+def test_bad_factors_inside_a_worker_stop_the_run_naming_the_method(step_shapes, capture, problem):
+    """A worker (rank 0 of 1, this process's gloo group) runs epochs as grappa.train's workers
+    do, with factors that go bad only there: the epoch's exchange, which reads the factors'
+    worst value with its other numbers (no read in the step), stops the run with a ValueError
+    naming FactorsGoBadInWorkers.factors(), the worker, the epoch and the value; a negative
+    factor (silent gradient ascent otherwise) included. ``capture``: the captured step's
+    bookkeeping (its table of per-batch numbers, on the CPU its static twin), where the worst
+    value is written on the device by the step itself."""
+    from zg.grappa.config import TrainConfig
+    from zg.grappa.worker import _Run, _Worker
+
+    if dist.is_initialized():
+        pytest.skip("a process group is already initialised in this process")
+    register_estimator(FactorsGoBadInWorkers)
+    FactorsGoBadInWorkers.problem = problem
+    try:
+        g = tiny()
+        cfg = TrainConfig(
+            workers=1, estimator="factors_go_bad", step_shapes=step_shapes, batch_size=32,
+            hidden_dim=8, num_layers=2, fanouts=[3, 3], epochs=2, kernel="torch", capture=capture,
+        ).validated()  # fmt: skip
+        dist.init_process_group("gloo", rank=0, world_size=1, store=dist.HashStore())
+        try:
+            part = grappa.partition(g, 1, method="random", seed=0)
+            worker = _Worker(cfg, g, part, 0, 1, torch.device("cpu"))
+            run = _Run(worker, g)
+            worker.enter(0)
+            assert (worker.loss.table is not None) == capture
+            with pytest.raises(ValueError) as caught:
+                for epoch in range(cfg.epochs):
+                    worker.enter(0)
+                    overflows, rewound = worker.train_epoch(epoch)
+                    run.evaluate(epoch)
+                    run.record(epoch, overflows, rewound)
+                run.flush()
+        finally:
+            dist.destroy_process_group()
+    finally:
+        unregister_estimator(FactorsGoBadInWorkers.name)
+    message = str(caught.value)
+    shown = {"nan": "nan", "inf": "inf", "negative": "-1.0"}[problem]
+    assert message.startswith(
+        f"FactorsGoBadInWorkers.factors() gave worker 0 in epoch 0 the value {shown}; "
+        "expected finite values >= 0"
+    ), message
+    assert message.count("FactorsGoBadInWorkers") == 1

@@ -81,8 +81,10 @@ def fixed_batch_step(
         engine.optimizer,
         engine.features,
         engine.g.y,
-        loss=engine.hooks.loss,
-        forward=engine.hooks.forward,
+        # The engine's hooks as its own step calls them: results (the model's logits included)
+        # checked where they come back.
+        loss=engine._checked_hooks["loss"],
+        forward=engine._checked_hooks["forward"],
         clock=clock,
     )
     return loss

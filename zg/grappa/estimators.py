@@ -125,7 +125,7 @@ from typing import Any, ClassVar
 import torch
 
 from .._checks import described as _described
-from .._checks import returned_tensor
+from .._checks import returned_tensor, returned_values
 from ._checks import choice_arg, real_arg
 from .coverage import local_coverage
 
@@ -150,6 +150,7 @@ __all__ = [
     "reference_weights",
     "local_weights",
     "check_scale_values",
+    "check_factor_values",
 ]
 
 WEIGHTINGS = ("inverse", "coverage")
@@ -233,11 +234,37 @@ def reference_weights(
     return torch.clamp(d_loc / (d + 1.0), max=1.0).to(torch.float32)
 
 
-def local_weights(estimator: Estimator, local: Any, hops: int) -> torch.Tensor:
-    """float32 [n_local]: the node weights ``w_v`` a worker's estimator uses on its local graph
+def local_weights(
+    estimator: Estimator, local: Any, hops: int, coverage: torch.Tensor | None = None
+) -> torch.Tensor:
+    """float [n_local]: the node weights ``w_v`` a worker's estimator uses on its local graph
     (a :class:`zg.grappa.LocalGraph`): :meth:`Estimator.local_weights` (the clipped coverage
-    weights, or for "reference" the degree ratios of :func:`reference_weights`)."""
-    return estimator.local_weights(local, hops)
+    weights, or for "reference" the degree ratios of :func:`reference_weights`), checked where
+    they come back: a float tensor of one weight per local node, on the local graph's device,
+    finite and ``>= 0`` (read on the host: this runs once per local graph, not per step)."""
+    if coverage is None:  # a subclass may define local_weights(local, hops) alone
+        weights = estimator.local_weights(local, hops)
+    else:
+        weights = estimator.local_weights(local, hops, coverage=coverage)
+    return returned_tensor(
+        weights,
+        f"{type(estimator).__name__}.local_weights()",
+        shape=[local.graph.num_nodes],
+        device=local.graph.device,
+        requires_grad=False,
+        values=True,
+        nonnegative=True,
+        named=("n_local",),
+    )
+
+
+def _check_info(info: dict, who: str, device: torch.device) -> None:
+    """The info dict of :meth:`Estimator.scales` / :meth:`Estimator.worker_scale`: str keys,
+    each value a 0-d float tensor on ``device`` (the history reads them with the epoch)."""
+    for key, value in info.items():
+        if not isinstance(key, str):
+            raise TypeError(f"{who} returned info with key {_described(key)}; expected str keys")
+        returned_tensor(value, f"{who} info[{key!r}]", shape=[], device=device)
 
 
 def _shrink_lambda_tensor(stats: torch.Tensor) -> torch.Tensor:
@@ -279,11 +306,16 @@ class Estimator(abc.ABC):
     A subclass sets ``name`` (its registry key) and defines :meth:`scales`; it may set
     ``needs_stats = False`` (then it overrides :meth:`worker_scale`, which must not read the
     stats) and override :meth:`factors`, :meth:`worker_scale`, :meth:`node_weights` and
-    :meth:`local_weights`. What these return is checked where it comes back, with one error
-    naming the class and the method: shapes and dtypes at every step (:meth:`combine_device`,
-    :meth:`checked_scales`), values (finite, none negative) before a run starts
-    (:meth:`check_outputs`, from :meth:`zg.grappa.TrainConfig.validated`) and, for the worker
-    scales, at every epoch's exchange (:func:`check_scale_values`).
+    :meth:`local_weights`. What these return is checked where it comes back, by the one check
+    of plug-in results (:func:`zg._checks.returned_tensor`, whose docstring is the contract),
+    with one error naming the class and the method: kind, shape, dtype, device and autograd at
+    every step (:meth:`combine_device`, :meth:`checked_scales`; the info dicts too), values
+    (finite, none negative) before a run starts (:meth:`check_outputs`, from
+    :meth:`zg.grappa.TrainConfig.validated`), the local weights' values where a worker builds
+    its local graph (:func:`local_weights`), and inside the workers the scales' and the
+    factors' values at every epoch's exchange (:func:`check_scale_values`,
+    :func:`check_factor_values`: the step folds their :func:`zg._checks.worst_value` into the
+    numbers the exchange carries, so no step reads the device).
     """
 
     name: ClassVar[str] = ""  # the registry key: set by each subclass
@@ -385,10 +417,21 @@ class Estimator(abc.ABC):
         if not (isinstance(result, tuple) and len(result) == 2 and isinstance(result[1], dict)):
             raise TypeError(
                 f"{who} returned {_described(result)}; expected a pair (scales, info): scales a "
-                f"1-D float tensor of length P={P} with finite values >= 0, info a dict"
+                f"1-D float tensor of length P={P} on {stats.device} with finite values >= 0, "
+                "info a dict {name: 0-d float tensor}"
             )
         scales, info = result
-        returned_tensor(scales, who, shape=[P], values=values, nonnegative=True, named=("P",))
+        returned_tensor(
+            scales,
+            who,
+            shape=[P],
+            device=stats.device,
+            requires_grad=False,
+            values=values,
+            nonnegative=True,
+            named=("P",),
+        )
+        _check_info(info, who, stats.device)
         return scales, info
 
     @property
@@ -423,15 +466,21 @@ class Estimator(abc.ABC):
                 f"estimator {self.name!r} needs stats of shape [{num_workers}, 3], "
                 f"got {None if stats is None else tuple(stats.shape)}"
             )
+        name, rows, device = type(self).__name__, weights.shape[0], weights.device
         factors = self.factors(weights, valid, stats)
-        returned_tensor(factors, f"{type(self).__name__}.factors()", shape=[weights.shape[0]])
-        scale, info = self.worker_scale(weights, valid, rank, num_workers, stats)
-        if not isinstance(info, dict):
+        returned_tensor(
+            factors, f"{name}.factors()", shape=[rows], device=device, requires_grad=False
+        )
+        result = self.worker_scale(weights, valid, rank, num_workers, stats)
+        who = f"{name}.worker_scale()"
+        if not (isinstance(result, tuple) and len(result) == 2 and isinstance(result[1], dict)):
             raise TypeError(
-                f"{type(self).__name__}.worker_scale() returned info {_described(info)}; "
-                "expected a dict {name: 0-d tensor}"
+                f"{who} returned {_described(result)}; expected a pair (scale, info): scale a "
+                f"0-D float tensor on {device}, info a dict {{name: 0-d float tensor}}"
             )
-        returned_tensor(scale, f"{type(self).__name__}.worker_scale()", shape=[])
+        scale, info = result
+        returned_tensor(scale, who, shape=[], device=device, requires_grad=False)
+        _check_info(info, who, device)
         return factors, scale, info
 
     def check_outputs(self, num_workers: int) -> None:
@@ -467,9 +516,7 @@ class Estimator(abc.ABC):
             returned_tensor(
                 factors, f"{name}.factors()", shape=[w.shape[0]], values=True, nonnegative=True
             )
-            returned_tensor(
-                scale, f"{name}.worker_scale()", shape=[], values=True, nonnegative=True
-            )
+            returned_tensor(scale, scale_source(self), shape=[], values=True, nonnegative=True)
 
     def combine(
         self, weights: torch.Tensor, rank: int, num_workers: int, stats: torch.Tensor | None = None
@@ -689,14 +736,28 @@ def check_scale_values(estimator: Estimator, low: float, high: float, where: str
     """The smallest and largest worker scale a worker used over some batches (host numbers,
     read where the epoch's numbers are read anyway): a ValueError naming the estimator's
     method when one is not finite or is negative (NaN included: call it only where the
-    estimator ran). ``where`` says which worker and epoch."""
-    if not (math.isfinite(low) and math.isfinite(high)) or low < 0:
-        bad = low if (not math.isfinite(low) or low < 0) else high
-        raise ValueError(
-            f"{scale_source(estimator)} gave {where} the worker scale {bad}; expected finite "
-            "values >= 0 (a negative scale turns the update into gradient ascent). Training "
-            "stopped"
-        )
+    estimator ran), by :func:`zg._checks.returned_values`. ``where`` says which worker and
+    epoch."""
+    worst = low if (not math.isfinite(low) or low < 0) else high
+    returned_values(
+        scale_source(estimator),
+        worst,
+        where,
+        "finite values >= 0 (a negative scale turns the update into gradient ascent)",
+    )
+
+
+def check_factor_values(estimator: Estimator, worst: float, where: str) -> None:
+    """The :func:`zg._checks.worst_value` of the per-seed factors a worker's estimator gave over
+    some batches (a host number, read with the epoch's others): a ValueError naming
+    ``<Class>.factors()`` when it is not finite or is negative (call it only where the
+    estimator ran)."""
+    returned_values(
+        f"{type(estimator).__name__}.factors()",
+        worst,
+        where,
+        "finite values >= 0 (a negative factor turns its seed's update into gradient ascent)",
+    )
 
 
 def _worker_scales_tensor(estimator: Estimator, stats: torch.Tensor):

@@ -22,6 +22,7 @@ from __future__ import annotations
 
 import torch
 
+from .._checks import returned_logits
 from ..blocks import Block
 from ..graph import Graph
 from ..inference import MAX_BLOCK_SLOTS, accuracy, evaluate
@@ -88,8 +89,13 @@ def whole_graph_block(g: Graph) -> Block:
 
 
 def full_forward(model: torch.nn.Module, g: Graph, block: Block = None) -> torch.Tensor:
-    """Logits [N, num_classes] of every node with full neighbourhoods (autograd as usual)."""
+    """Logits [N, num_classes] of every node with full neighbourhoods (autograd as usual),
+    checked where they come back (:func:`zg._checks.returned_logits`: ``[N, C >=
+    num_classes]``, floating, on the features' device)."""
     if block is None:
         block = whole_graph_block(g)
     num_layers = len(model.layers)
-    return model([block] * num_layers, g.x)
+    logits = model([block] * num_layers, g.x)
+    classes = max(int(g.num_classes), 1) if g.y is not None else 1
+    who = f"{type(model).__name__}.forward(blocks, x)"
+    return returned_logits(logits, who, g.num_nodes, classes, g.x.device)

@@ -37,7 +37,7 @@ from ..models import BlockModel
 from ..settings import check_model_fits
 from ._checks import graph_arg, int_arg
 from .coverage import local_coverage
-from .estimators import ESTIMATORS, Estimator, batch_stats
+from .estimators import ESTIMATORS, Estimator, batch_stats, local_weights
 from .fullgraph import full_forward
 from .partition import Partition, partition
 
@@ -90,7 +90,7 @@ def combined_gradients(
     several = len({est.weighting for est in estimators}) > 1
     for est in estimators:
         weights = [  # each estimator's own node weights of the training seeds [n_p]
-            est.local_weights(local, num_layers, coverage=cov)[local.graph.train_idx]
+            local_weights(est, local, num_layers, coverage=cov)[local.graph.train_idx]
             for _, local, cov in per_worker
         ]
         stats = torch.stack([batch_stats(w) for w in weights])  # [P, 3]

@@ -55,6 +55,7 @@ import torch
 import torch.distributed as dist
 
 from .. import models as zg_models
+from .._checks import worst_value
 from .._io import atomic_write
 from ..engine import Engine, StepHooks
 from ..graph import Graph
@@ -67,7 +68,7 @@ from .account import PARTS, AccountTimes, EpochAccount, account_record
 from .checkpoint import checkpoint_file, resume, write_checkpoint
 from .comm import KINDS, CommLedger
 from .config import TrainConfig, super_epoch_of
-from .estimators import check_scale_values, masked_batch_stats
+from .estimators import check_factor_values, check_scale_values, masked_batch_stats
 from .fullgraph import WholeGraph
 from .history import epoch_record, history, write_json
 from .launch import worker_device
@@ -82,6 +83,9 @@ __all__ = ["run_worker", "worker_model", "on_iteration", "PLUGIN_ENV", "load_plu
 
 on_iteration: list[Callable[[int, int, int], None]] = []
 PLUGIN_ENV = "ZG_GRAPPA_WORKER_PLUGIN"
+# The width of a worker's epoch sums (_EstimatorLoss.take): loss sum, seeds, lambda, the worker
+# scale's min / mean / max, the estimator's factors' worst value; the host numbers follow.
+SUMS = 7
 _loaded_plugins: set = set()
 
 
@@ -270,7 +274,13 @@ class _Worker:
         go into the account, their sum into ``self.train_seconds``."""
         start = time.perf_counter()
         self.engine.epoch, self.engine.batch = epoch, 0
-        stats = self.engine.train_epoch()
+        try:
+            stats = self.engine.train_epoch()
+        except FloatingPointError:
+            # A bad worker scale or factor of the estimator is the cause to name, not the loss
+            # it made non-finite (read here, after the failure: no read on the steps' path).
+            self.loss.check_finite(epoch)
+            raise
         self.train_seconds = time.perf_counter() - start
         self.account.add_stages(self.times.seconds)
         return stats.overflows, stats.rewound_batches
@@ -427,7 +437,7 @@ class _Run:
         epoch's exchange, before a checkpoint, or at the end, where rank 0 keeps the record; so
         no worker waits for the others here: they meet at the next step's all-reduce."""
         worker = self.worker
-        sums = worker.loss.take()  # [6] float64, device: loss sum, seeds, lambda, scale x3
+        sums = worker.loss.take()  # [SUMS] float64, device: loss, seeds, lambda, scale x3, factor
         comm = worker.ledger.take()
         host = [worker.train_seconds, worker.account.parts["repartitioning"]]
         host += [worker.local.mean_coverage]
@@ -435,7 +445,7 @@ class _Run:
         host += worker.account.row()  # the account's parts but "other" (PARTS order)
         host.append(worker.account.elapsed())  # this worker's epoch: since its last exchange
         row = torch.cat([sums, torch.tensor(host, dtype=torch.float64).to(worker.device)])
-        rows = [torch.empty_like(row) for _ in range(self.world)]  # P x [6 + 3 + 2 kinds + 10]
+        rows = [torch.empty_like(row) for _ in range(self.world)]  # P x [SUMS + 3 + 2 kinds + 10]
         exchange = dist.all_gather(rows, row, async_op=True)
         pending = _Pending(epoch, rows, exchange, overflows, rewound)
         pending.accuracy, pending.eval_seconds = self.accuracy, self.eval_seconds
@@ -458,7 +468,7 @@ class _Run:
         rank checks the losses, rank 0 keeps the record."""
         worker, cfg, epoch = self.worker, self.cfg, pending.epoch
         pending.exchange.wait()
-        table = torch.stack(pending.rows).cpu()  # [P, 6 + 3 + 2 kinds + 10]
+        table = torch.stack(pending.rows).cpu()  # [P, SUMS + 3 + 2 kinds + 10]
         # Every rank holds the table, so every rank stops at the same epoch (no one waits).
         losses = table[:, 0]  # [P] each worker's loss sum
         if worker.loss.runs_estimator:  # its scales' values, read here with the rest
@@ -468,6 +478,10 @@ class _Run:
                     float(table[r, 3]),
                     float(table[r, 5]),
                     f"worker {r} in epoch {epoch}",
+                )
+            for r in range(self.world):  # its factors' worst value, the same way
+                check_factor_values(
+                    worker.loss.estimator, float(table[r, 6]), f"worker {r} in epoch {epoch}"
                 )
         if not bool(torch.isfinite(losses).all()):
             bad = [r for r in range(self.world) if not bool(torch.isfinite(losses[r]))]
@@ -483,7 +497,8 @@ class _Run:
         # The history's table: loss sum, seeds, seconds, repartition seconds, coverage, bytes
         # and rounds by kind, hook scale min/mean/max (zg.grappa.history.epoch_record).
         lam = float(table[0, 2])
-        legacy = torch.cat([table[:, :2], table[:, 6 : 9 + 2 * nk], table[:, 3:6]], dim=1)
+        host = SUMS + 3 + 2 * nk  # where the host numbers after the comm's end
+        legacy = torch.cat([table[:, :2], table[:, SUMS:host], table[:, 3:6]], dim=1)
         record = epoch_record(
             epoch,
             super_epoch_of(cfg, epoch),
@@ -500,7 +515,7 @@ class _Run:
                 test_acc=pending.accuracy["test"],
                 eval_seconds=pending.eval_seconds,
             )
-        accounts = table[:, 9 + 2 * nk : 9 + 2 * nk + parts].tolist()  # [P, 9] but "other"
+        accounts = table[:, host : host + parts].tolist()  # [P, 9] but "other"
         record["account"] = account_record(table[:, -1].tolist(), accounts)
         record["seconds"] = max(record["account"]["seconds"])
         self.records.append(record)
@@ -598,7 +613,8 @@ class _EstimatorLoss:
         # itself writes its batch's numbers into row ``batch_index`` (the Engine's device batch
         # counter) of a table that lives outside the graph (:meth:`record`).
         self.batch_index: torch.Tensor | None = None
-        self.table: torch.Tensor | None = None  # float64 [I, 4]: loss sum, count, lambda, scale
+        # float64 [I, 5]: loss sum, count, lambda, scale, the factors' worst value
+        self.table: torch.Tensor | None = None
         self.enabled: torch.Tensor | None = None  # bool []: False while a capture warms up
 
     def __call__(self, logits: torch.Tensor, labels: torch.Tensor, mb: MiniBatch) -> torch.Tensor:
@@ -606,7 +622,7 @@ class _EstimatorLoss:
             logits = logits.index_select(0, mb.seeds)
         per_seed, counted = per_seed_cross_entropy(logits, labels, mb.valid)  # [B], [B]
         weights = self.local.weights.index_select(0, mb.seeds)  # [B]
-        lam = None
+        lam = factor = None
         if self.trainer.averages_models:  # its own mean; no gradient exchange
             counted_f = counted.to(per_seed.dtype)
             factors = counted_f / counted_f.sum().clamp(min=1.0)
@@ -627,6 +643,8 @@ class _EstimatorLoss:
             )
             self.exchange.scale = scale
             lam = info.get("lambda")
+            # The factors' values ride the epoch's exchange (checked there): no host read here.
+            factor = worst_value(factors)  # float64 []
         self.current = {
             "loss_sum": per_seed.detach().sum().double(),
             "count": counted.sum().double(),
@@ -643,6 +661,8 @@ class _EstimatorLoss:
             )
         if lam is not None:
             self.current["lambda"] = lam
+        if factor is not None:
+            self.current["factor"] = factor
         if self.trainer.shares_batches:
             return total  # the exchange turns it into the global batch's mean after backward
         return (per_seed * factors.to(per_seed.dtype)).sum()
@@ -663,6 +683,12 @@ class _EstimatorLoss:
                     check_scale_values(
                         self.estimator, value, value, f"worker {self.rank} in epoch {epoch}"
                     )
+            factors = [k["factor"].view(1) for k in records if "factor" in k]
+            if self.table is not None:
+                factors.append(self.table[:, 4][~torch.isnan(self.table[:, 0])])
+            if factors:
+                worst = float(worst_value(torch.cat(factors)))
+                check_factor_values(self.estimator, worst, f"worker {self.rank} in epoch {epoch}")
         sums = [k["loss_sum"].double() for k in records]
         if self.table is not None:
             sums.append(self.table[:, 0].nan_to_num(0.0).sum())
@@ -682,7 +708,7 @@ class _EstimatorLoss:
         batch 0 again with the optimizer off), the row is left as it was."""
         self.batch_index, self.enabled = batch_index, enabled
         self.table = torch.full(
-            (iterations, 4), float("nan"), dtype=torch.float64, device=batch_index.device
+            (iterations, 5), float("nan"), dtype=torch.float64, device=batch_index.device
         )
 
     def record(self) -> None:
@@ -694,8 +720,9 @@ class _EstimatorLoss:
         row = [c["loss_sum"].double(), c["count"].double()]
         row += [c["lambda"].double() if "lambda" in c else nan]
         row += [c["scale"].double() if "scale" in c else nan]
+        row += [c["factor"] if "factor" in c else nan]
         at = self.batch_index.view(1)
-        new = torch.stack(row).view(1, 4)
+        new = torch.stack(row).view(1, 5)
         if self.enabled is not None:  # a capture's warm-up steps leave the table as it was
             new = torch.where(self.enabled, new, self.table.index_select(0, at))
         self.table.index_copy_(0, at, new)
@@ -706,15 +733,18 @@ class _EstimatorLoss:
             self.per_batch[batch] = self.current
 
     def take(self) -> torch.Tensor:
-        """float64 [6] on the device: the loss sum and the seeds over the epoch's applied
+        """float64 [SUMS] on the device: the loss sum and the seeds over the epoch's applied
         batches, the mean lambda (NaN without one), the min, mean and max of this worker's hook
-        scale s_p over the batches (NaN without a hook). No host read: the epoch's exchange
-        carries it."""
+        scale s_p over the batches (NaN without a hook), and the worst value of the estimator's
+        factors over the batches (:func:`zg._checks.worst_value`; 0 when it gave none). No
+        host read: the epoch's exchange carries it, and checks the scales and factors there."""
         if self.table is not None:  # every batch's last execution, in batch order
             t = self.table
             lam = t[:, 2].mean()  # NaN when the estimator has none
             s = t[:, 3]
-            return torch.stack([t[:, 0].sum(), t[:, 1].sum(), lam, s.min(), s.mean(), s.max()])
+            factor = worst_value(t[:, 4])  # NaN when the estimator ran no factors: not checked
+            sums = [t[:, 0].sum(), t[:, 1].sum(), lam, s.min(), s.mean(), s.max(), factor]
+            return torch.stack(sums)
         kept = [self.per_batch[b] for b in sorted(self.per_batch)]
         self.per_batch = {}
         device = self.local.weights.device
@@ -726,4 +756,6 @@ class _EstimatorLoss:
         lam = torch.stack(lams).mean() if lams else nan
         scales = [k["scale"] for k in kept if "scale" in k]
         s = torch.stack(scales) if scales else nan.reshape(1)  # [batches] float64
-        return torch.stack([loss_sum, seen, lam, s.min(), s.mean(), s.max()])
+        factors = [k["factor"] for k in kept if "factor" in k]
+        factor = worst_value(torch.stack(factors)) if factors else zero
+        return torch.stack([loss_sum, seen, lam, s.min(), s.mean(), s.max(), factor])
