@@ -855,20 +855,17 @@ def _grappa_values(args: argparse.Namespace, parser: argparse.ArgumentParser) ->
 def _grappa_flags(started: bool = False):
     """message -> message: the TrainConfig field whose own check refused the value is shown as
     its flag ("--estimator: unknown estimator 'x'; choose one of [...]"); run()'s source
-    prefix goes. The field is the ``config_field`` the refusal carries
-    (:meth:`zg.grappa.TrainConfig.validated` sets it on each check's error), read from the
-    exception being handled. Otherwise, before a run starts (a check of the plan), the first
-    field a message names is taken; after the start (``started``) a flag is named only for a
-    message that begins ``field=value``, the form of a limit that ran out
-    (``"run_timeout=0.5 s: ..."``): a worker's failure that mentions "the model" names no
-    flag."""
+    prefix goes. The field is the ``config_field`` the refusal carries (set by
+    :func:`zg.grappa._checks.blames` in :meth:`zg.grappa.TrainConfig.validated`, the plan's
+    checks and the output paths' checks), read from the exception being handled: a message
+    that merely names a field ("every worker needs a share of the batch") names no flag.
+    After the start (``started``) a message that begins ``field=value``, the form of a limit
+    that ran out (``"run_timeout=0.5 s: ..."``), names that field too."""
     import re
 
     names = [f.name for f, _ in _grappa_fields()]
     alternatives = "|".join(sorted(names, key=len, reverse=True))
-    pattern = re.compile(
-        r"^(" + alternatives + r")=" if started else r"\b(" + alternatives + r")\b"
-    )
+    pattern = re.compile(r"^(" + alternatives + r")=") if started else None
 
     def flagged(message: str) -> str:
         if message.startswith("zg grappa: "):
@@ -878,7 +875,7 @@ def _grappa_flags(started: bool = False):
         field = getattr(sys.exc_info()[1], "config_field", None)
         if field in names:
             return f"{_flag(field)}: {message}"
-        named = pattern.search(message)
+        named = pattern.search(message) if pattern is not None else None
         if named is not None:
             message = f"{_flag(named.group(1))}: {message}"
         return message

@@ -5,6 +5,7 @@ no process is started. And a refusal names its field structurally (``exc.config_
 is what the command line turns into a flag.
 """
 
+import dataclasses
 import math
 
 import pytest
@@ -165,3 +166,74 @@ def test_validating_draws_no_random_numbers():
     before = torch.get_rng_state()
     TrainConfig(estimator="shrink", workers=3).validated()
     assert torch.equal(torch.get_rng_state(), before)
+
+
+# ----------------------------------------------------------------------------- a flag is a cause
+
+FIELD_NAMES = [f.name for f in dataclasses.fields(TrainConfig)]
+
+
+@settings(max_examples=200, deadline=None)
+@given(
+    words=st.lists(
+        st.sampled_from(FIELD_NAMES) | st.text("abcdefgh =_:;,.'", min_size=1, max_size=8),
+        min_size=1,
+        max_size=8,
+    ),
+    started=st.booleans(),
+)
+def test_a_message_that_names_a_field_does_not_make_it_the_cause(words, started):
+    """The contract of the command line's flag names (zg.cli._grappa_flags): a flag is named
+    only from the refusal's ``config_field`` (or, after the start, a message that begins
+    ``field=value``); the words of a message never make a field the cause."""
+    message = " ".join(words)
+    flagged = cli._grappa_flags(started=started)
+    try:
+        raise ValueError(message)  # the refusal being handled carries no config_field
+    except ValueError:
+        out = flagged(message)
+    first = message.split("=", 1)[0] if "=" in message else None
+    if message.startswith("--"):
+        assert out == message
+    elif started and first in FIELD_NAMES:
+        assert out.startswith(f"{cli._flag(first)}: ")
+    else:
+        assert out == message, (message, out)
+
+
+def _refusal(call):
+    with pytest.raises((TypeError, ValueError)) as caught:
+        call()
+    return caught.value
+
+
+def test_the_plans_and_the_outputs_refusals_carry_their_cause(tmp_path):
+    """Each refusal of a plan (before any worker starts) names the field that caused it as its
+    config_field, so the command line shows that flag and no other."""
+    from zg.grappa import partition as make_part
+    from zg.grappa._checks import check_output_paths
+    from zg.grappa.plan import check_plan
+    from zg.grappa.train import _prepare
+
+    g = tiny()
+    cfg = TrainConfig(
+        workers=2, batch_size=1, trainer="data_parallel", step_shapes="envelope"
+    ).validated()
+    part = make_part(g, 2, seed=0)
+    assert _refusal(lambda: check_plan(g, cfg, part)).config_field == "batch_size"
+    big = TrainConfig(workers=2, batch_size=1).validated()  # 180 iterations, ~90 seeds each
+    assert _refusal(lambda: check_plan(g, big, part)).config_field == "batch_size"
+    three = TrainConfig(workers=3).validated()
+    assert _refusal(lambda: check_plan(g, three, part)).config_field == "workers"
+    many = dict(workers=g.num_nodes + 1, trainer="isolated")
+    assert _refusal(lambda: _prepare(g, many)).config_field == "workers"
+    (tmp_path / "file").write_text("x")
+    for field, args in [
+        ("history_path", (str(tmp_path), None, None)),
+        ("model_path", (None, str(tmp_path), None)),
+        ("checkpoint_dir", (None, None, str(tmp_path / "file"))),
+    ]:
+        assert _refusal(lambda args=args: check_output_paths(*args)).config_field == field
+    same = str(tmp_path / "h.json")
+    clash = _refusal(lambda: check_output_paths(same, same, None))
+    assert getattr(clash, "config_field", None) is None  # two fields: neither alone

@@ -4,7 +4,9 @@ the problem."""
 
 from __future__ import annotations
 
+import contextlib
 import os
+from collections.abc import Iterator
 from typing import Any
 
 from .._checks import (  # noqa: F401  (re-exported)
@@ -25,6 +27,25 @@ from ..graph import graph_arg  # noqa: F401  (re-exported)
 OUTPUT_FIELDS_MAKE_FOLDERS = {"history_path": True, "model_path": False}
 MAX_LAYERS = 64  # num_layers above is a typo, and [10] * num_layers must stay small
 CHECKPOINT_FILE = "checkpoint.pt"  # the name zg.grappa.train gives the file in checkpoint_dir
+
+
+@contextlib.contextmanager
+def blames(field: str) -> Iterator[None]:
+    """A TypeError / ValueError / MemoryError raised inside is one field's refusal: it leaves
+    carrying ``config_field = field`` (the first field to claim it keeps it), unchanged
+    otherwise. What the command line reads to name a flag."""
+    try:
+        yield
+    except (TypeError, ValueError, MemoryError) as exc:
+        if getattr(exc, "config_field", None) is None:
+            exc.config_field = field
+        raise
+
+
+def blamed_on(field: str, exc: BaseException) -> BaseException:
+    """``exc`` carrying ``config_field = field`` (:func:`blames`, for a ``raise``)."""
+    exc.config_field = field
+    return exc
 
 
 def check_output_paths(
@@ -49,15 +70,18 @@ def check_output_paths(
     files = {}
     for name, path in (("history_path", history_path), ("model_path", model_path)):
         if path is not None:
-            files[name] = output_file_arg(path, name, make_parents=OUTPUT_FIELDS_MAKE_FOLDERS[name])
+            with blames(name):
+                made = OUTPUT_FIELDS_MAKE_FOLDERS[name]
+                files[name] = output_file_arg(path, name, make_parents=made)
     if checkpoint_dir is not None:
-        folder = output_folder_arg(checkpoint_dir, "checkpoint_dir")
-        inside = folder / CHECKPOINT_FILE
-        if inside.is_dir():
-            raise ValueError(
-                f"checkpoint_dir {str(folder)!r}: {str(inside)!r} is a directory, "
-                "so no checkpoint can be written there"
-            )
+        with blames("checkpoint_dir"):
+            folder = output_folder_arg(checkpoint_dir, "checkpoint_dir")
+            inside = folder / CHECKPOINT_FILE
+            if inside.is_dir():
+                raise ValueError(
+                    f"checkpoint_dir {str(folder)!r}: {str(inside)!r} is a directory, "
+                    "so no checkpoint can be written there"
+                )
         files["checkpoint_dir"] = inside
     clash = output_clash(list(files.items()))
     if clash is not None:
@@ -73,8 +97,11 @@ def check_output_paths(
     for name, path in outputs:
         given = input_conflict(path, sources, name)
         if given is not None:
-            raise ValueError(
-                f"{name} {os.fspath(path)!r} is the run's input {os.fspath(given)!r} or lies "
-                "inside it (links followed); writing there would overwrite what the run reads. "
-                "Choose another path"
+            raise blamed_on(
+                name,
+                ValueError(
+                    f"{name} {os.fspath(path)!r} is the run's input {os.fspath(given)!r} or lies "
+                    "inside it (links followed); writing there would overwrite what the run reads. "
+                    "Choose another path"
+                ),
             )

@@ -21,9 +21,8 @@ the presets; it builds nothing.
 
 from __future__ import annotations
 
-import contextlib
 import warnings
-from collections.abc import Callable, Iterator
+from collections.abc import Callable
 from dataclasses import asdict, dataclass, fields
 from typing import Any
 
@@ -34,7 +33,7 @@ from .. import models as zg_models
 from .._checks import memory_arg, seed_arg
 from ..optim import MAX_HYPER, make_optimizer
 from ..sampling import check_fanouts
-from ._checks import MAX_LAYERS, bool_arg, choice_arg, int_arg, real_arg
+from ._checks import MAX_LAYERS, blames, bool_arg, choice_arg, int_arg, real_arg
 from .estimators import WEIGHTINGS, Estimator, _travelling_class, register_estimator
 from .partition import METHODS, SCHEDULES
 from .presets import PRESETS, apply_preset
@@ -554,19 +553,6 @@ _ESTIMATOR_CLASS = "__estimator_class__"  # the pickled state's key for a carrie
 # The largest float32: a weight 1 / coverage_floor must stay below it (the workers hold node
 # weights in float32), and so must a batch's sum of them.
 _FLOAT32_MAX = float(torch.finfo(torch.float32).max)
-
-
-@contextlib.contextmanager
-def blames(field: str) -> Iterator[None]:
-    """A TypeError / ValueError / MemoryError raised inside is one field's refusal: it leaves
-    carrying ``config_field = field`` (the first field to claim it keeps it), unchanged
-    otherwise. What the command line reads to name a flag."""
-    try:
-        yield
-    except (TypeError, ValueError, MemoryError) as exc:
-        if getattr(exc, "config_field", None) is None:
-            exc.config_field = field
-        raise
 
 
 def _blamed(field: str, check: Callable[..., Any], *args: Any, **kwargs: Any) -> Any:

@@ -14,6 +14,7 @@ import math
 import torch
 
 from ..graph import Graph
+from ._checks import blamed_on
 from .config import TrainConfig, super_epoch_of
 from .partition import Partition, partition
 
@@ -46,12 +47,18 @@ def check_plan(g: Graph, cfg: TrainConfig, part: Partition) -> None:
     if part.num_nodes != g.num_nodes:
         raise ValueError(f"partition was made for {part.num_nodes} nodes but g has {g.num_nodes}")
     if part.num_parts != cfg.workers:
-        raise ValueError(f"partition has num_parts={part.num_parts} but workers={cfg.workers}")
+        raise blamed_on(
+            "workers",
+            ValueError(f"partition has num_parts={part.num_parts} but workers={cfg.workers}"),
+        )
     if cfg.trainer_object.shares_batches:  # every worker holds the whole graph
         if cfg.batch_size < cfg.workers:
-            raise ValueError(
-                f"batch_size={cfg.batch_size} is smaller than workers={cfg.workers}: every "
-                "worker needs a share of each global batch"
+            raise blamed_on(
+                "batch_size",
+                ValueError(
+                    f"batch_size={cfg.batch_size} is smaller than workers={cfg.workers}: every "
+                    "worker needs a share of each global batch"
+                ),
             )
         return
     iterations = iterations_per_epoch(cfg, g.train_idx.numel())
@@ -60,9 +67,13 @@ def check_plan(g: Graph, cfg: TrainConfig, part: Partition) -> None:
         counts = torch.bincount(part.owner(s)[g.train_idx.cpu()], minlength=cfg.workers)
         worst = int(torch.argmin(counts))
         if int(counts[worst]) < iterations:
-            raise ValueError(
-                f"batch_size={cfg.batch_size} makes {iterations} iterations per epoch, but worker "
-                f"{worst} owns only {int(counts[worst])} training nodes in super-epoch {s} (empty "
-                "partition: every worker runs the same number of iterations, each with at least "
-                "one seed of its own); use a larger batch_size or fewer workers"
+            raise blamed_on(
+                "batch_size",
+                ValueError(
+                    f"batch_size={cfg.batch_size} makes {iterations} iterations per epoch, but "
+                    f"worker {worst} owns only {int(counts[worst])} training nodes in super-epoch "
+                    f"{s} (empty partition: every worker runs the same number of iterations, "
+                    "each with at least one seed of its own); use a larger batch_size or fewer "
+                    "workers"
+                ),
             )

@@ -96,7 +96,7 @@ from typing import Any
 
 from .. import log
 from ..graph import Graph
-from ._checks import check_output_paths, graph_arg
+from ._checks import blamed_on, check_output_paths, graph_arg
 from .checkpoint import (
     CheckpointError,
     checkpoint_file,
@@ -295,7 +295,10 @@ def _prepare(g: Graph, run: dict[str, Any] | TrainConfig):
         cfg.history_path, cfg.model_path, cfg.checkpoint_dir
     )  # before any worker starts
     if cfg.workers > g.num_nodes:
-        raise ValueError(f"workers={cfg.workers} is larger than the graph's {g.num_nodes} nodes")
+        raise blamed_on(
+            "workers",
+            ValueError(f"workers={cfg.workers} is larger than the graph's {g.num_nodes} nodes"),
+        )
     if partition is not None:
         check_plan(g, cfg, partition)
         # The partition given decides how nodes are cut (documented above); the history says so.
@@ -366,16 +369,22 @@ def prepare_many(g: Graph, runs: list[dict[str, Any]]) -> list[Any]:
     first = prepared[0][0]
     folders = [cfg.checkpoint_dir for cfg, *_ in prepared if cfg.checkpoint_dir is not None]
     if len(folders) != len({os.path.abspath(f) for f in folders}):
-        raise ValueError(
-            "every run of train_many needs its own checkpoint_dir (a run would resume "
-            "from another's checkpoint)"
+        raise blamed_on(
+            "checkpoint_dir",
+            ValueError(
+                "every run of train_many needs its own checkpoint_dir (a run would resume "
+                "from another's checkpoint)"
+            ),
         )
     for cfg, *_ in prepared[1:]:
         for name in ("workers", "backend", "timeout", "run_timeout"):
             if getattr(cfg, name) != getattr(first, name):
-                raise ValueError(
-                    f"every run of train_many needs the same {name}; got "
-                    f"{getattr(first, name)!r} and {getattr(cfg, name)!r}"
+                raise blamed_on(
+                    name,
+                    ValueError(
+                        f"every run of train_many needs the same {name}; got "
+                        f"{getattr(first, name)!r} and {getattr(cfg, name)!r}"
+                    ),
                 )
     return prepared
 
