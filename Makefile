@@ -213,9 +213,12 @@ MODERN_SLOW = tests/grappa/test_grappa_distributed.py tests/grappa/test_grappa_t
 MODERN_SLOW_SKIP = silent_peer or never_hangs or reaches_the_caller or end_in_one_line or main_guard
 MODERN_HAS_NO_DGL = $(MPY) -c "import importlib.util, sys; sys.exit(importlib.util.find_spec('dgl') is not None)" \
 	  || (echo "error: DGL is installed in $(MODERN); the modern env must not have it" && exit 1)
+# The fast tests of the code that runs on torch (tests/docs and tests/viz check the docs' text
+# and the figures' drawing, which no torch version changes: `make test` runs them).
+MODERN_FAST = tests/bench tests/core tests/experiments tests/grappa
 test-modern: $(MODERN)/.zg-installed
 	$(MODERN_HAS_NO_DGL)
-	$(MPY) -m pytest -q -m "not slow" tests
+	$(MPY) -m pytest -q -m "not slow" $(MODERN_FAST)
 	$(MPY) -m pytest -q -m slow $(MODERN_SLOW) -k "not ($(MODERN_SLOW_SKIP))"
 
 # Where students are: every notebook at CI size and every lab's solution notebook, executed in

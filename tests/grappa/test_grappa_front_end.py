@@ -28,7 +28,7 @@ def launched(monkeypatch):
 
     def spawn(fn, workers, args, **kwargs):
         _, jobs, *_ = args  # (graph, jobs, the level the workers log at)
-        seen.extend(cfg for cfg, _part, _path in jobs)
+        seen.extend(cfg for cfg, *_ in jobs)  # (config, partition, history path, progress file)
         raise Started
 
     monkeypatch.setattr(train_module, "spawn", spawn)
