@@ -209,6 +209,9 @@ def test_an_exception_at_each_line_of_a_rewind_continues_exactly(mode):
         interrupted_then_continued(mode, k, raise_stop, want)
 
 
+# A bounded loop of a few hundred epochs: the suite's 600 s timeout is for hangs, and this
+# test nears it on a loaded 2-core machine.
+@pytest.mark.timeout(1800)
 @pytest.mark.slow
 @pytest.mark.parametrize("mode", ["eager", "static"])
 def test_an_exception_at_every_line_of_every_rewind_continues_exactly(mode):
@@ -220,6 +223,9 @@ def test_an_exception_at_every_line_of_every_rewind_continues_exactly(mode):
         interrupted_then_continued(mode, k, raise_stop, want)
 
 
+# A bounded loop of a few hundred epochs: the suite's 600 s timeout is for hangs, and this
+# test nears it on a loaded 2-core machine.
+@pytest.mark.timeout(1800)
 @pytest.mark.slow
 @pytest.mark.parametrize("mode", ["eager", "static"])
 def test_ctrl_c_at_each_line_of_a_rewind_continues_exactly(mode):
@@ -379,6 +385,9 @@ def grappa_worker():
     return worker
 
 
+# A bounded loop of a few hundred epochs: the suite's 600 s timeout is for hangs, and this
+# test nears it on a loaded 2-core machine.
+@pytest.mark.timeout(1800)
 @pytest.mark.slow
 def test_a_grappa_workers_step_interrupted_at_any_line_continues_exactly():
     """Each line of the worker's own step code (zg/grappa: the loss, the exchange, the
