@@ -237,3 +237,45 @@ def test_the_plans_and_the_outputs_refusals_carry_their_cause(tmp_path):
     same = str(tmp_path / "h.json")
     clash = _refusal(lambda: check_output_paths(same, same, None))
     assert getattr(clash, "config_field", None) is None  # two fields: neither alone
+
+
+@pytest.mark.parametrize(
+    "options, field",
+    [
+        (dict(workers=2, num_chunks=1), "num_chunks"),  # fewer chunks than workers
+        (dict(workers=2, num_chunks=3), "num_chunks"),  # not a multiple
+        (dict(workers=2, num_chunks=4, schedule="partner_sweep"), "num_chunks"),
+        (dict(kernel="fused", backend="nccl"), "kernel"),
+        (dict(trainer="single", workers=2), "workers"),
+        (dict(trainer="single", num_chunks=4), "num_chunks"),
+        (dict(trainer="isolated", estimator="grappa"), "estimator"),
+        (dict(trainer="feature_fetch", batching="full"), "batching"),
+        (dict(trainer="feature_fetch", step_shapes="envelope"), "step_shapes"),
+        (dict(trainer="data_parallel", step_shapes="dynamic"), "step_shapes"),
+        (dict(num_layers=3, fanouts=[5, 5]), "fanouts"),
+        (dict(capture=True, step_shapes="dynamic"), "capture"),
+        # either may change (the message offers both): neither is named alone
+        (dict(step_shapes="envelope", batching="full"), None),
+    ],
+)
+def test_a_conflict_between_fields_is_blamed_on_the_one_to_change(options, field):
+    """A config refused for two fields that disagree carries the one the message tells the user
+    to change as its config_field (the flag `zg grappa` names), whatever the message says."""
+    refusal = _refusal(lambda: TrainConfig(**options).validated())
+    assert getattr(refusal, "config_field", None) == field
+
+
+@pytest.mark.parametrize("num_chunks, field", [(None, "workers"), (64, "num_chunks")])
+def test_a_partition_left_with_an_empty_chunk_is_blamed_on_what_made_the_chunks(num_chunks, field):
+    """metis on a graph with fewer nodes than chunks leaves a chunk empty: the refusal
+    (an EmptyPartitionError, a ValueError) names num_chunks, or workers when the chunks are the
+    workers' parts."""
+    from zg.grappa.partition import EmptyPartitionError
+    from zg.grappa.plan import make_partition
+
+    g = tiny()
+    workers = 64 if num_chunks is None else 2
+    cfg = TrainConfig(workers=workers, num_chunks=num_chunks, method="metis", batch_size=workers)
+    with pytest.raises(EmptyPartitionError) as caught:
+        make_partition(g, cfg.validated())
+    assert caught.value.config_field == field

@@ -30,13 +30,15 @@ CHECKPOINT_FILE = "checkpoint.pt"  # the name zg.grappa.train gives the file in 
 
 
 @contextlib.contextmanager
-def blames(field: str) -> Iterator[None]:
-    """A TypeError / ValueError / MemoryError raised inside is one field's refusal: it leaves
-    carrying ``config_field = field`` (the first field to claim it keeps it), unchanged
-    otherwise. What the command line reads to name a flag."""
+def blames(
+    field: str, kinds: tuple[type[BaseException], ...] = (TypeError, ValueError, MemoryError)
+) -> Iterator[None]:
+    """An error of ``kinds`` raised inside (default: TypeError / ValueError / MemoryError) is
+    one field's refusal: it leaves carrying ``config_field = field`` (the first field to claim
+    it keeps it), unchanged otherwise. What the command line reads to name a flag."""
     try:
         yield
-    except (TypeError, ValueError, MemoryError) as exc:
+    except kinds as exc:
         if getattr(exc, "config_field", None) is None:
             exc.config_field = field
         raise

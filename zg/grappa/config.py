@@ -33,7 +33,7 @@ from .. import models as zg_models
 from .._checks import memory_arg, seed_arg
 from ..optim import MAX_HYPER, make_optimizer
 from ..sampling import check_fanouts
-from ._checks import MAX_LAYERS, blames, bool_arg, choice_arg, int_arg, real_arg
+from ._checks import MAX_LAYERS, blamed_on, blames, bool_arg, choice_arg, int_arg, real_arg
 from .estimators import WEIGHTINGS, Estimator, _travelling_class, register_estimator
 from .partition import METHODS, SCHEDULES
 from .presets import PRESETS, apply_preset
@@ -411,9 +411,12 @@ class TrainConfig(Output, Runtime, Experiment):
         _blamed("hidden_dim", self._check_model_fits)
         _blamed("fanouts", check_fanouts, self.fanouts)
         if len(self.fanouts) != self.num_layers:
-            raise ValueError(
-                f"fanouts has {len(self.fanouts)} entries but num_layers="
-                f"{self.num_layers}; give one fanout per layer"
+            raise blamed_on(
+                "fanouts",
+                ValueError(
+                    f"fanouts has {len(self.fanouts)} entries but num_layers="
+                    f"{self.num_layers}; give one fanout per layer"
+                ),
             )
         _blamed("batch_size", int_arg, self.batch_size, "batch_size", low=1)
         # The workers' optimizer itself (zg.optim.make_optimizer), on a stand-in parameter.
@@ -440,10 +443,13 @@ class TrainConfig(Output, Runtime, Experiment):
         _blamed("poll_every", int_arg, self.poll_every, "poll_every", low=1)
         _blamed("capture", bool_arg, self.capture, "capture")
         if self.capture and self.step_shapes != "envelope":
-            raise ValueError(
-                "capture=True captures each worker's static step, exchange included, as one "
-                "CUDA Graph: it needs step_shapes='envelope' (the fixed-shape step); got "
-                f"step_shapes={self.step_shapes!r}"
+            raise blamed_on(
+                "capture",
+                ValueError(
+                    "capture=True captures each worker's static step, exchange included, as one "
+                    "CUDA Graph: it needs step_shapes='envelope' (the fixed-shape step); got "
+                    f"step_shapes={self.step_shapes!r}"
+                ),
             )
         _blamed(
             "envelope_quantile",
@@ -481,9 +487,12 @@ class TrainConfig(Output, Runtime, Experiment):
             _blamed("threads", int_arg, self.threads, "threads", low=1, high=MAX_THREADS)
         _blamed("kernel", kernels.check, self.kernel, "kernel")
         if self.kernel == "fused" and self.backend == "nccl":
-            raise ValueError(
-                "kernel='fused' runs on the CPU, but backend='nccl' trains on GPUs; use "
-                "kernel='torch' or 'auto' (or backend='gloo')"
+            raise blamed_on(
+                "kernel",
+                ValueError(
+                    "kernel='fused' runs on the CPU, but backend='nccl' trains on GPUs; use "
+                    "kernel='torch' or 'auto' (or backend='gloo')"
+                ),
             )
         for name in ("history_path", "model_path", "checkpoint_dir"):
             value = getattr(self, name)
@@ -509,19 +518,28 @@ class TrainConfig(Output, Runtime, Experiment):
         if self.num_chunks is None:
             return
         if self.num_chunks < self.workers:
-            raise ValueError(
-                f"num_chunks={self.num_chunks} is fewer than workers={self.workers}: every "
-                "worker owns at least one chunk"
+            raise blamed_on(
+                "num_chunks",
+                ValueError(
+                    f"num_chunks={self.num_chunks} is fewer than workers={self.workers}: every "
+                    "worker owns at least one chunk"
+                ),
             )
         if self.schedule == "partner_sweep" and self.num_chunks != self.workers:
-            raise ValueError(
-                f"schedule='partner_sweep' has one chunk per worker: num_chunks must equal "
-                f"workers={self.workers}, got {self.num_chunks}"
+            raise blamed_on(
+                "num_chunks",
+                ValueError(
+                    f"schedule='partner_sweep' has one chunk per worker: num_chunks must equal "
+                    f"workers={self.workers}, got {self.num_chunks}"
+                ),
             )
         if self.num_chunks % self.workers:
-            raise ValueError(
-                f"num_chunks={self.num_chunks} must be a multiple of workers={self.workers} "
-                "(each worker owns the same number of chunks)"
+            raise blamed_on(
+                "num_chunks",
+                ValueError(
+                    f"num_chunks={self.num_chunks} must be a multiple of workers={self.workers} "
+                    "(each worker owns the same number of chunks)"
+                ),
             )
 
     def _check_model_fits(self) -> None:

@@ -61,10 +61,23 @@ from .._checks import memory_arg, seed_arg
 from ..graph import Graph
 from ._checks import bool_arg, choice_arg, graph_arg, int_arg
 
-__all__ = ["partition", "Partition", "LocalGraph", "METHODS", "SCHEDULES", "chunk_nodes"]
+__all__ = [
+    "partition",
+    "Partition",
+    "LocalGraph",
+    "METHODS",
+    "SCHEDULES",
+    "chunk_nodes",
+    "EmptyPartitionError",
+]
 
 METHODS = ("random", "metis")
 SCHEDULES = ("round_robin", "fixed_base", "partner_sweep")
+
+
+class EmptyPartitionError(ValueError):
+    """A chunk the partitioner left without nodes: too many chunks for the graph (the caller's
+    ``num_chunks``, or ``num_parts`` when the chunks are the parts)."""
 
 
 # ----------------------------------------------------------------------------- chunks
@@ -563,7 +576,7 @@ def partition(
     sizes = torch.bincount(chunk_of, minlength=num_chunks)
     if bool((sizes == 0).any()):
         empty = int(torch.nonzero(sizes == 0)[0])
-        raise ValueError(
+        raise EmptyPartitionError(
             f"empty partition: {method} left chunk {empty} of {num_chunks} without "
             "nodes; use fewer num_parts / num_chunks or method='random'"
         )

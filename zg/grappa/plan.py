@@ -14,9 +14,9 @@ import math
 import torch
 
 from ..graph import Graph
-from ._checks import blamed_on
+from ._checks import blamed_on, blames
 from .config import TrainConfig, super_epoch_of
-from .partition import Partition, partition
+from .partition import EmptyPartitionError, Partition, partition
 
 __all__ = ["iterations_per_epoch", "make_partition", "check_plan", "super_epoch_of"]
 
@@ -28,16 +28,19 @@ def iterations_per_epoch(cfg: TrainConfig, num_train: int) -> int:
 
 
 def make_partition(g: Graph, cfg: TrainConfig) -> Partition:
-    """The partition a config asks for (what every rank computes identically under torchrun)."""
-    return partition(
-        g,
-        cfg.workers,
-        cfg.method,
-        cfg.seed,
-        num_chunks=cfg.num_chunks,
-        halo=cfg.halo,
-        schedule=cfg.schedule,
-    )
+    """The partition a config asks for (what every rank computes identically under torchrun).
+    A chunk left empty is blamed on ``num_chunks`` (``workers`` when num_chunks is None: the
+    chunks are the workers' parts)."""
+    with blames("workers" if cfg.num_chunks is None else "num_chunks", (EmptyPartitionError,)):
+        return partition(
+            g,
+            cfg.workers,
+            cfg.method,
+            cfg.seed,
+            num_chunks=cfg.num_chunks,
+            halo=cfg.halo,
+            schedule=cfg.schedule,
+        )
 
 
 def check_plan(g: Graph, cfg: TrainConfig, part: Partition) -> None:

@@ -28,6 +28,8 @@ from __future__ import annotations
 
 from typing import Any
 
+from ._checks import blamed_on
+
 __all__ = [
     "Trainer",
     "Grappa",
@@ -102,27 +104,39 @@ class Trainer:
             given = getattr(cfg, field)
             same = given == value or (field == "repartition_every" and not given)
             if not same:
-                raise ValueError(
-                    f"trainer={self.name!r} {why} ({field}={value!r}); got "
-                    f"{field}={given!r}: drop {field} or choose another trainer"
+                raise blamed_on(
+                    field,
+                    ValueError(
+                        f"trainer={self.name!r} {why} ({field}={value!r}); got "
+                        f"{field}={given!r}: drop {field} or choose another trainer"
+                    ),
                 )
         if self.fetches_features and cfg.batching != "minibatch":
-            raise ValueError(
-                f"trainer={self.name!r} trains with batching='minibatch' (it fetches the "
-                f"features of sampled neighbourhoods); got batching={cfg.batching!r}"
+            raise blamed_on(
+                "batching",
+                ValueError(
+                    f"trainer={self.name!r} trains with batching='minibatch' (it fetches the "
+                    f"features of sampled neighbourhoods); got batching={cfg.batching!r}"
+                ),
             )
         if self.shares_batches and (cfg.step_shapes != "envelope" or cfg.batching != "minibatch"):
-            raise ValueError(
-                f"trainer={self.name!r} runs the static envelope step on shares of every global "
-                f"batch (a share may be empty: the static step joins the exchange with no seed); "
-                f"set step_shapes='envelope' (got step_shapes={cfg.step_shapes!r}, "
-                f"batching={cfg.batching!r})"
+            raise blamed_on(
+                "step_shapes" if cfg.step_shapes != "envelope" else "batching",
+                ValueError(
+                    f"trainer={self.name!r} runs the static envelope step on shares of every global "
+                    f"batch (a share may be empty: the static step joins the exchange with no seed); "
+                    f"set step_shapes='envelope' (got step_shapes={cfg.step_shapes!r}, "
+                    f"batching={cfg.batching!r})"
+                ),
             )
         if self.fetches_features and cfg.step_shapes != "dynamic":
-            raise ValueError(
-                f"trainer={self.name!r} samples the whole structure with the dynamic "
-                f"sampler; step_shapes='envelope' samples each worker's local graph "
-                f"(trainers {[n for n, t in TRAINERS.items() if not t.fetches_features]})"
+            raise blamed_on(
+                "step_shapes",
+                ValueError(
+                    f"trainer={self.name!r} samples the whole structure with the dynamic "
+                    f"sampler; step_shapes='envelope' samples each worker's local graph "
+                    f"(trainers {[n for n, t in TRAINERS.items() if not t.fetches_features]})"
+                ),
             )
 
     def shared_options(self, options: dict[str, Any]) -> dict[str, Any]:
