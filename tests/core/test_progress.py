@@ -4,6 +4,7 @@ it is on and write nothing when it is off."""
 
 from __future__ import annotations
 
+import contextlib
 import json
 import os
 import re
@@ -154,6 +155,57 @@ def test_run_progress_off_changes_nothing(monkeypatch):
     with RunProgress(1, desc="training runs") as bar:
         assert bar.watch(options) is options and bar.bar is None
         assert bar.forget({"path": None}) == {"path": None}
+
+
+class _Recorder:
+    """A stand-in for the bar's own class: counts what the polled bar does to it."""
+
+    def __init__(self, **kwargs):
+        self.kwargs, self.closed = kwargs, False
+
+    def close(self):
+        self.closed = True
+
+
+@pytest.mark.parametrize("advance_fails", [False, True])
+@pytest.mark.parametrize("block_fails", [False, True])
+def test_a_polled_bar_ends_cleanly_whatever_ends_its_block(advance_fails, block_fails):
+    """zg._polled_bar.PolledBar, the life under RunProgress and Grappa's ParentBar: on leaving,
+    the thread is joined, the last state drawn once more, the bar closed, the folder removed;
+    an error while drawing never reaches the caller; the block's own error does, unchanged."""
+    import threading
+
+    from zg._polled_bar import PolledBar
+
+    class Bar(PolledBar):
+        advanced = 0
+
+        def _open(self, tqdm):
+            return tqdm(total=3)
+
+        def _advance(self):
+            self.advanced += 1
+            if advance_fails:
+                raise OSError("the watched file went away")
+
+    before = set(threading.enumerate())
+    bar = Bar(_Recorder, poll_seconds=0.001)
+    with pytest.raises(KeyError) if block_fails else contextlib.nullcontext():
+        with bar:
+            folder = Path(bar.folder)
+            assert folder.is_dir()
+            deadline = time.monotonic() + 10
+            while bar.advanced < 2 and time.monotonic() < deadline:
+                time.sleep(0.001)
+            if block_fails:
+                raise KeyError("the caller's own error")
+    assert bar.advanced >= 3  # two polls, then the last draw on leaving
+    assert bar.bar.closed and not folder.exists()
+    assert set(threading.enumerate()) <= before
+    nothing = Bar(None, poll_seconds=0.001)  # no bar class: no folder, thread or bar
+    with nothing:
+        assert nothing.folder is None and nothing.bar is None
+    assert nothing.advanced == 0
 
 
 @pytest.mark.slow

@@ -24,12 +24,10 @@ from __future__ import annotations
 
 import contextlib
 import os
-import shutil
-import tempfile
-import threading
 from collections.abc import Iterable
 from typing import Any
 
+from .._polled_bar import PolledBar
 from .._progress_switch import OFF, ON, progress_enabled
 
 __all__ = ["progress_enabled", "progress", "progress_bar", "RunProgress", "OFF", "ON"]
@@ -79,7 +77,7 @@ def progress_bar(total: int, *, desc: str, unit: str = "step") -> Any:
         bar.close()
 
 
-class RunProgress:
+class RunProgress(PolledBar):
     """A bar that ticks once per finished run of work done in other processes (the worker
     processes of :func:`zg.grappa.train_many`, which report nothing back until they end).
 
@@ -95,28 +93,19 @@ class RunProgress:
     """
 
     def __init__(self, total: int, *, desc: str, unit: str = "run", poll_seconds: float = 0.5):
-        self.total, self.desc, self.unit, self.poll_seconds = total, desc, unit, poll_seconds
-        self._tqdm = _tqdm()
-        self._folder: str | None = None
+        super().__init__(_tqdm(), poll_seconds)
+        self.total, self.desc, self.unit = total, desc, unit
         self._files: list[str] = []
         self._done = 0
-        self._stop = threading.Event()
-        self._thread: threading.Thread | None = None
-        self.bar: Any = None
 
-    def __enter__(self) -> RunProgress:
-        if self._tqdm is not None:
-            self._folder = tempfile.mkdtemp(prefix="zg-progress-")
-            self.bar = self._tqdm(total=self.total, desc=self.desc, unit=self.unit, leave=False)
-            self._thread = threading.Thread(target=self._poll, daemon=True)
-            self._thread.start()
-        return self
+    def _open(self, tqdm: Any) -> Any:
+        return tqdm(total=self.total, desc=self.desc, unit=self.unit, leave=False)
 
     def watch(self, options: dict[str, Any]) -> dict[str, Any]:
         """``options`` with a history file the bar watches (a copy; unchanged when off)."""
-        if self._folder is None or options.get("history_path") is not None:
+        if self.folder is None or options.get("history_path") is not None:
             return options
-        path = os.path.join(self._folder, f"run{len(self._files)}.json")
+        path = os.path.join(self.folder, f"run{len(self._files)}.json")
         self._files.append(path)
         return {**options, "history_path": path}
 
@@ -131,17 +120,3 @@ class RunProgress:
         if done > self._done:
             self.bar.update(done - self._done)
             self._done = done
-
-    def _poll(self) -> None:
-        while not self._stop.wait(self.poll_seconds):
-            self._advance()
-
-    def __exit__(self, *exc: Any) -> None:
-        if self._thread is None:
-            return
-        self._stop.set()
-        self._thread.join()
-        with contextlib.suppress(Exception):
-            self._advance()
-        self.bar.close()
-        shutil.rmtree(self._folder, ignore_errors=True)

@@ -47,13 +47,12 @@ import functools
 import json
 import math
 import os
-import shutil
 import sys
-import tempfile
 import threading
 from collections.abc import Callable, Mapping
 from typing import Any, TextIO
 
+from .._polled_bar import PolledBar
 from .._progress_switch import OFF, ON, progress_enabled
 
 __all__ = [
@@ -294,7 +293,7 @@ def epoch_report(
     return EpochReport(_Drawer(bar, state), bar.close)
 
 
-class ParentBar:
+class ParentBar(PolledBar):
     """The calling process's bar for the workers it is about to start (module docstring)::
 
         with ParentBar(show_bar(cfg.progress), desc="grappa P=2", total=cfg.epochs) as bar:
@@ -305,44 +304,21 @@ class ParentBar:
     :data:`POLL_SECONDS`; on leaving, the thread is joined, the last lines drawn, the bar closed
     (``leave=False``: it goes away) and the file removed, whatever ended the block."""
 
-    def __init__(self, show: bool, *, desc: str, total: int, poll_seconds: float = POLL_SECONDS):
-        self.show, self.desc, self.total, self.poll_seconds = show, desc, total, poll_seconds
-        self.channel = os.devnull
-        self.bar: Any = None
-        self._folder: str | None = None
-        self._stop = threading.Event()
-        self._thread: threading.Thread | None = None
+    folder_prefix = "zg-grappa-progress-"
+    thread_name = "zg-grappa-progress"
 
-    def __enter__(self) -> ParentBar:
-        tqdm = _tqdm() if self.show else None
-        if tqdm is None:
-            return self
-        self._folder = tempfile.mkdtemp(prefix="zg-grappa-progress-")
-        self.channel = os.path.join(self._folder, "epochs.jsonl")
+    def __init__(self, show: bool, *, desc: str, total: int, poll_seconds: float = POLL_SECONDS):
+        super().__init__(_tqdm() if show else None, poll_seconds)
+        self.show, self.desc, self.total = show, desc, total
+        self.channel = os.devnull
+
+    def _open(self, tqdm: Any) -> Any:
+        self.channel = os.path.join(self.folder, "epochs.jsonl")
         self._reader = ChannelReader(self.channel)
         # smoothing=0: the rate is the run's average (the lines arrive a poll at a time).
-        self.bar = tqdm(total=self.total, desc=self.desc, unit="epoch", leave=False, smoothing=0)
-        self._drawer = _Drawer(self.bar, BarState(self.desc, self.total))
-        self._thread = threading.Thread(target=self._poll, name="zg-grappa-progress", daemon=True)
-        self._thread.start()
-        return self
+        bar = tqdm(total=self.total, desc=self.desc, unit="epoch", leave=False, smoothing=0)
+        self._drawer = _Drawer(bar, BarState(self.desc, self.total))
+        return bar
 
     def _advance(self) -> None:
         self._drawer.draw(self._reader.read())
-
-    def _poll(self) -> None:
-        while not self._stop.wait(self.poll_seconds):
-            with contextlib.suppress(Exception):  # a bar never ends a run
-                self._advance()
-
-    def __exit__(self, *exc: Any) -> None:
-        if self._thread is None:
-            return
-        self._stop.set()
-        self._thread.join()
-        self._thread = None
-        with contextlib.suppress(Exception):
-            self._advance()
-        with contextlib.suppress(Exception):
-            self.bar.close()
-        shutil.rmtree(self._folder, ignore_errors=True)
