@@ -69,10 +69,9 @@ def _model():
     return zg.models.SAGE(GRAPH.feat_dim, 8, int(GRAPH.num_classes), 2, dropout=0.0)
 
 
-@settings(max_examples=40, deadline=None, suppress_health_check=[HealthCheck.too_slow])
-@given(kind=st.sampled_from(sorted(MUTATIONS)), mode=st.sampled_from(["eager", "static"]))
-def test_a_broken_sampler_is_named_in_every_mode_that_takes_one(kind, mode):
-    mutate = MUTATIONS[kind]
+def _train_with_broken_sampler(mutate, mode):
+    """One batch of an Engine whose plug-in sampler (the kit's own, wrapped) returns
+    ``mutate(batch)`` -> (the sampler, the method the mode calls, the TypeError raised)."""
     if mode == "eager":
         inner = zg.DynamicSampler(GRAPH, FANOUTS, seed=0)
         sampler, method = BrokenSampler(inner, mutate), "sample"
@@ -82,6 +81,13 @@ def test_a_broken_sampler_is_named_in_every_mode_that_takes_one(kind, mode):
     eng = zg.Engine(GRAPH, _model(), FANOUTS, B, sampler=sampler, mode=mode, seed=0)
     with pytest.raises(TypeError) as caught:
         eng.train_epoch(max_batches=1)
+    return sampler, method, caught
+
+
+@settings(max_examples=40, deadline=None, suppress_health_check=[HealthCheck.too_slow])
+@given(kind=st.sampled_from(sorted(MUTATIONS)), mode=st.sampled_from(["eager", "static"]))
+def test_a_broken_sampler_is_named_in_every_mode_that_takes_one(kind, mode):
+    sampler, method, caught = _train_with_broken_sampler(MUTATIONS[kind], mode)
     message = str(caught.value)
     assert message.startswith(f"{type(sampler).__name__}.{method}()"), message
     assert " returned " in message and "expected" in message
@@ -343,14 +349,7 @@ def test_a_samplers_generated_bad_field_is_named(case, mode):
     def mutate(mb):
         return dataclasses.replace(mb, **{field: bad(problem, getattr(mb, field))})
 
-    if mode == "eager":
-        sampler, method = BrokenSampler(zg.DynamicSampler(GRAPH, FANOUTS, seed=0), mutate), "sample"
-    else:
-        inner = zg.EnvelopeSampler(GRAPH, FANOUTS, B)
-        sampler, method = BrokenStaticSampler(inner, mutate), "sample_static"
-    eng = zg.Engine(GRAPH, _model(), FANOUTS, B, sampler=sampler, mode=mode, seed=0)
-    with pytest.raises(TypeError) as caught:
-        eng.train_epoch(max_batches=1)
+    sampler, method, caught = _train_with_broken_sampler(mutate, mode)
     who = f"{type(sampler).__name__}.{method}().{field}"
     message = str(caught.value)
     assert message.startswith(f"{who} returned "), message
