@@ -23,18 +23,17 @@ import signal
 import sys
 import threading
 import warnings
-from pathlib import Path
 
 import pytest
 import torch
 from graphs import tiny
+from kit_lines import ZG_DIR, at_line
 from torch.overrides import _get_current_function_mode_stack
 from torch.utils._python_dispatch import _get_current_dispatch_mode_stack
 
 import zg
 
 BATCH = 32
-ZG_DIR = str(Path(zg.__file__).parent)
 LOOP_FILES = ("engine.py", "step.py", "envelope.py")  # the loop's own path, not the model's
 
 
@@ -125,27 +124,11 @@ def first_of_each(window: list[tuple[int, str]], files=("engine.py", "step.py"))
     return sorted(first.values())
 
 
-def at_line(k: int, action):
-    """A trace function that calls ``action`` at the k-th line the kit's own code runs."""
-    seen = [0]
-
-    def tracer(frame, event, arg):
-        if event == "call":
-            return tracer if frame.f_code.co_filename.startswith(ZG_DIR) else None
-        if event == "line":
-            seen[0] += 1
-            if seen[0] == k:
-                action()
-        return tracer
-
-    return tracer
-
-
-def raise_stop():
+def raise_stop(frame=None):
     raise Stop
 
 
-def send_sigint():
+def send_sigint(frame=None):
     os.kill(os.getpid(), signal.SIGINT)
 
 
@@ -163,7 +146,7 @@ def interrupted_then_continued(mode: str, k: int, action, want) -> None:
     want_state, want_sizes, batches = want
     threads = {t.ident for t in threading.enumerate()}
     engine = build(mode)
-    sys.settrace(at_line(k, action))
+    sys.settrace(at_line(k, action)[0])
     try:
         with pytest.raises(KeyboardInterrupt):
             engine.train_epoch()
@@ -307,7 +290,7 @@ def test_a_sync_audit_interrupted_at_any_line_leaves_nothing_behind(strict, wher
     assert any(":__enter__:" in name for _, name, _ in lines)
     assert any(":__exit__:" in name for _, name, _ in lines)
     for k, name, first in lines:
-        sys.settrace(at_line(k, raise_stop))
+        sys.settrace(at_line(k, raise_stop)[0])
         try:
             with pytest.raises(Stop):
                 audited()
@@ -421,7 +404,7 @@ def test_a_grappa_workers_step_interrupted_at_any_line_continues_exactly():
         for k in sorted(first.values()):
             worker = grappa_worker()
             engine = worker.engine
-            sys.settrace(at_line(k, raise_stop))
+            sys.settrace(at_line(k, raise_stop)[0])
             try:
                 with pytest.raises(Stop):
                     engine.train_epoch()

@@ -18,6 +18,7 @@ from __future__ import annotations
 import pytest
 import torch
 from graphs import tiny
+from kit_lines import at_line, kit_tracer
 
 import zg
 
@@ -166,25 +167,6 @@ def test_dgl_mode_keeps_a_true_position(where):
 
 # ----------------------------------------------------------------------------- at any line
 
-ZG_DIR = str(__import__("pathlib").Path(zg.__file__).parent)
-
-
-def _at_line(k: int, action):
-    """A trace function that calls ``action`` at the k-th line the kit's own code runs (the
-    places where Python checks for a signal and where an asynchronous exception can land)."""
-    seen = [0]
-
-    def tracer(frame, event, arg):
-        if event == "call":
-            return tracer if frame.f_code.co_filename.startswith(ZG_DIR) else None
-        if event == "line":
-            seen[0] += 1
-            if seen[0] == k:
-                action(frame)
-        return tracer
-
-    return tracer, seen
-
 
 CRITICAL = ("optim.py:step", "sampling.py:_compact_hop")  # writes that persist across calls
 
@@ -204,17 +186,8 @@ def _lines_of_an_epoch(mode: str) -> tuple[int, list[int]]:
         if any(n in CRITICAL for n in names):
             critical.append(seen[0])
 
-    seen = [0]
     engine = build(mode)
-
-    def every(frame, event, arg):  # _at_line's counting, with a note at every line
-        if event == "call":
-            return every if frame.f_code.co_filename.startswith(ZG_DIR) else None
-        if event == "line":
-            seen[0] += 1
-            note(frame)
-        return every
-
+    every, seen = kit_tracer(lambda frame, index: note(frame))  # at_line's counting
     sys.settrace(every)
     try:
         engine.train_epoch()
@@ -255,7 +228,7 @@ def test_an_exception_at_any_line_never_resumes_wrong(mode):
             raise Stop
 
         engine = build(mode)
-        tracer, _ = _at_line(k, boom)
+        tracer, _ = at_line(k, boom)
         sys.settrace(tracer)
         try:
             with pytest.raises(Stop):
@@ -292,7 +265,7 @@ def test_ctrl_c_at_any_line_waits_for_its_batch(mode):
     want = reference(mode)
     for k in _lines_to_try(mode, 1):
         engine = build(mode)
-        tracer, _ = _at_line(k, lambda frame: os.kill(os.getpid(), signal.SIGINT))
+        tracer, _ = at_line(k, lambda frame: os.kill(os.getpid(), signal.SIGINT))
         sys.settrace(tracer)
         try:
             with pytest.raises(KeyboardInterrupt):
