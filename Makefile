@@ -187,7 +187,7 @@ format: env
 # instead of executing every notebook a second time. One notebook under pytest while working:
 # `.venv/bin/python -m pytest -q --nbval-lax notebooks/02_envelopes.ipynb` (CONTRIBUTING.md).
 test: env
-	ZG_REFERENCE_ENV=1 $(PY) -m pytest -q tests
+	ZG_REFERENCE_ENV=1 $(PY) -m pytest -q --durations=25 tests
 	$(if $(NOTEBOOKS),mkdir -p reports && ZG_REFERENCE_ENV=1 $(PY) tools/build_report.py --scale small --out reports $(NOTEBOOKS))
 
 # The fast lane (CONTRIBUTING.md): every test not marked slow, no notebook. Run it while working;
