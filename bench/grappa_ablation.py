@@ -1,21 +1,22 @@
 """Why ``preset="reference"`` learned less than the authors' code in 30 epochs on Cora (issue
 57, items 1 and 2): each difference from the public code toggled alone on zg's side.
 
-    .venv/bin/python bench/grappa_ablation.py                 # 30 epochs x 3 seeds: the file
-    .venv/bin/python bench/grappa_ablation.py --peer-data /tmp/grappa-peer/data   # + their runs
+    .venv/bin/python bench/grappa_ablation.py --peer-data /tmp/grappa-peer/data   # the file
+    .venv/bin/python bench/grappa_ablation.py --epochs 150 --rows reference,self_loops \
+        --peer-data /tmp/grappa-peer-150/data --name grappa_ablation_e150   # 150 epochs
     .venv/bin/python bench/grappa_ablation.py --quick         # 2 epochs, one seed, two rows
 
 The setting is the one ``bench/grappa_peer.py`` compares (Cora, P = 4, the public code's
 default: SAGE 3 x 128, fanouts 15,10,5, batch 1000 per worker, lr 0.003, 30 epochs, evaluated
 every 5th epoch, the metric their code prints: test accuracy at the best validation epoch,
-full-neighbour evaluation). The base row is ``preset="reference"`` on the graph as the kit
-loads it; every other row changes one thing to what the public code does (read at
-github.com/chongyang-xu/grappa 5b00124):
+full-neighbour evaluation). The base row is ``preset="reference"`` as it was up to zg 0.4
+(``self_loops="keep"``: Cora as the kit loads it, no self-loop); every other row changes one
+thing to what the public code does (read at github.com/chongyang-xu/grappa 5b00124):
 
     self_loops         the graph their code trains on: ``t10n/dataset/dgl_to_t10n.py``
                        (``augmentation_dgl_g``) removes and re-adds one self-loop per node, so
                        SAGE's neighbour mean includes the node itself (in sampling, in training
-                       and in evaluation): the base row trains on Cora as given (no self-loop)
+                       and in evaluation); ``self_loops="add"``, what the preset now sets
     estimator_mean     the gradients averaged (estimator "mean") instead of scaled by the public
                        code's c_r / P and summed: the gradient scaling (with Adam, a scale that
                        is the same on every worker changes nothing; c_r differs a little)
@@ -25,10 +26,12 @@ github.com/chongyang-xu/grappa 5b00124):
     eval_every_1       the best validation epoch picked from every epoch, not every 5th: how
                        much the evaluation schedule alone moves the metric
 
-and two rows measure item 2 (the kit's defaults, given only ``workers``, ``epochs``, ``seed``):
+and four rows measure item 2 (the kit's defaults, given only ``workers`` or the trainer,
+``epochs`` and ``seed``; the kit's default is ``self_loops="keep"``):
 
-    kit                ``grappa.train(g, workers=4, epochs=30, seed=s)``
-    kit_single         ``grappa.train(g, trainer="single", epochs=30, seed=s)``
+    kit, kit_single    ``grappa.train(g, workers=4, epochs=30, seed=s)``, and with
+                       ``trainer="single"`` (one process, the same defaults)
+    kit_self_loops, kit_single_self_loops   the same two with ``self_loops="add"``
 
 What stays equal on both sides and is therefore not a row (read in the public code): the
 initialisation (DGL's SAGEConv: Glorot-uniform weights with the ReLU gain, nn.Linear's bias;
@@ -49,7 +52,7 @@ per row the test accuracy at the best validation epoch (mean ± sample std over 
 values), the last epoch's test accuracy, the best epoch, and per seed the curves (the mean
 training loss over the workers per epoch, the validation accuracy at each evaluated epoch).
 Headlines: each row minus the base row, paired per seed, in points; the kit's 4 workers minus
-its single process; with ``--peer-data``, the base row and the self-loop row minus their
+its single process (with and without self-loops); with ``--peer-data``, the base row and the self-loop row minus their
 ``everynode`` mean. Only ``threads`` (one torch thread per worker on a small machine) and
 generous timeouts are added; they change no number.
 """
@@ -78,39 +81,30 @@ EPOCHS = 30
 EVAL_EVERY = 5  # the public code's default (t10n_train.py), as bench/grappa_peer.py runs both
 SPEED = dict(threads=1, timeout=900, run_timeout=7200)  # no effect on any number
 BASE = "reference"
-# row -> (what it changes, the graph it trains on, train() options beyond the base's)
+# row -> (what it changes, train() options). Every ablation row is the base row with one
+# option changed; the base row is the preset as it was up to zg 0.4 (the graph as given).
+AS_BEFORE = {"self_loops": "keep"}
 ROWS = {
-    "reference": ("preset='reference' as is (the base)", "as_given", {}),
-    "self_loops": ("one self-loop per node, as their data has", "self_loops", {}),
-    "estimator_mean": ("estimator='mean' (no c_r scaling)", "as_given", {"estimator": "mean"}),
-    "unbalanced_chunks": ("each node's chunk drawn independently", "as_given", {}),
-    "eval_every_1": ("best validation epoch over every epoch", "as_given", {"eval_every": 1}),
-    "kit": ("the kit's defaults, P = 4", "as_given", {}),
-    "kit_single": ("the kit's defaults, one process", "as_given", {}),
+    "reference": ("preset='reference' up to zg 0.4: the graph as given (the base)", AS_BEFORE),
+    "self_loops": (
+        "one self-loop per node, as their data has (self_loops='add': the preset now)",
+        {"self_loops": "add"},
+    ),
+    "estimator_mean": ("estimator='mean' (no c_r scaling)", {**AS_BEFORE, "estimator": "mean"}),
+    "unbalanced_chunks": ("each node's chunk drawn independently", AS_BEFORE),
+    "eval_every_1": ("best validation epoch over every epoch", {**AS_BEFORE, "eval_every": 1}),
+    "kit": ("the kit's defaults, P = 4", {}),
+    "kit_single": ("the kit's defaults, one process", {"trainer": "single"}),
+    "kit_self_loops": ("the kit's defaults with self_loops='add', P = 4", {"self_loops": "add"}),
+    "kit_single_self_loops": (
+        "the kit's defaults with self_loops='add', one process",
+        {"trainer": "single", "self_loops": "add"},
+    ),
 }
 ABLATION_ROWS = ("self_loops", "estimator_mean", "unbalanced_chunks", "eval_every_1")
+KIT_PAIRS = {"kit": "kit_single", "kit_self_loops": "kit_single_self_loops"}
 QUICK_ROWS = ("reference", "self_loops")
 THEIR_VARIANTS = ("asis", "everynode")
-
-
-def with_self_loops(g: zg.Graph) -> zg.Graph:
-    """``g`` with exactly one self-loop per node (existing ones dropped first), everything else
-    kept: the graph the public code trains on (its converter removes, then adds self-loops)."""
-    degrees = g.indptr[1:] - g.indptr[:-1]  # [N] in-degrees (CSC)
-    dst = torch.repeat_interleave(torch.arange(g.num_nodes), degrees)  # [E] each edge's target
-    return zg.Graph.from_edges(
-        g.indices,
-        dst,
-        g.num_nodes,
-        x=g.x,
-        y=g.y,
-        train_idx=g.train_idx,
-        val_idx=g.val_idx,
-        test_idx=g.test_idx,
-        num_classes=g.num_classes,
-        self_loops="add",
-        name=f"{g.name}+self_loops",
-    )
 
 
 def unbalanced_partition(g: zg.Graph, seed: int, workers: int = WORKERS):
@@ -127,17 +121,13 @@ def unbalanced_partition(g: zg.Graph, seed: int, workers: int = WORKERS):
 
 
 def run_options(row: str, seed: int, epochs: int, g: zg.Graph) -> dict:
-    """The train() options of ``row`` for ``seed`` (see ROWS)."""
-    extra = dict(ROWS[row][2])
-    if row == "kit":
-        return dict(workers=WORKERS, epochs=epochs, seed=seed, **SPEED)
-    if row == "kit_single":
-        return dict(trainer="single", epochs=epochs, seed=seed, **SPEED)
-    options = dict(
-        workers=WORKERS, preset="reference", epochs=epochs, seed=seed, eval_every=EVAL_EVERY
-    )
-    options.update(SPEED)
-    options.update(extra)
+    """The train() options of ``row`` for ``seed`` (see ROWS): the kit's rows give only
+    ``workers`` (or the trainer), ``epochs`` and ``seed`` beyond their own options."""
+    options = dict(epochs=epochs, seed=seed, **SPEED)
+    if row.startswith("kit"):
+        return {**options, **({} if "single" in row else {"workers": WORKERS}), **ROWS[row][1]}
+    options.update(workers=WORKERS, preset="reference", eval_every=EVAL_EVERY)
+    options.update(ROWS[row][1])
     if row == "unbalanced_chunks":
         options["partition"] = unbalanced_partition(g, seed)
     return options
@@ -157,12 +147,12 @@ def row_result(row: str, histories: list[dict], seeds) -> dict:
     finals = [h["final"] for h in histories]
     return {
         "changes": ROWS[row][0],
-        "graph": ROWS[row][1],
         "config": {
             k: histories[0]["config"].get(k)
             for k in (
                 "trainer",
                 "preset",
+                "self_loops",
                 "method",
                 "halo",
                 "schedule",
@@ -262,21 +252,20 @@ def main(argv=None):
         default=None,
         help="a grappa_peer run.sh data folder (VARIANTS='asis everynode'): their rows",
     )
+    parser.add_argument("--epochs", type=int, default=EPOCHS, help=f"default {EPOCHS}")
     parser.add_argument("--name", default=None, help="result file name (default: from --quick)")
     args = parser.parse_args(argv)
-    epochs, seeds = (2, (0,)) if args.quick else (EPOCHS, SEEDS)
+    epochs, seeds = (2, (0,)) if args.quick else (args.epochs, SEEDS)
     rows = args.rows or (list(QUICK_ROWS) if args.quick else list(ROWS))
     unknown = sorted(set(rows) - set(ROWS))
     if unknown:
         parser.error(f"--rows: unknown row(s) {unknown}; known: {list(ROWS)}")
     start = time.perf_counter()
     cora = zg.datasets.load("cora")
-    graphs = {"as_given": cora, "self_loops": with_self_loops(cora)}
     results = {}
     for row in rows:
-        g = graphs[ROWS[row][1]]
         t = time.perf_counter()
-        histories = grappa.train_many(g, [run_options(row, s, epochs, g) for s in seeds])
+        histories = grappa.train_many(cora, [run_options(row, s, epochs, cora) for s in seeds])
         results[row] = row_result(row, histories, seeds)
         results[row]["seconds"] = time.perf_counter() - t
         acc = results[row]["test_acc_at_best_val"]
@@ -361,27 +350,24 @@ def headlines(doc: dict) -> list[dict]:
                     where=f"{where}: {rows[row]['changes']}",
                 )
             )
-    if (
-        "kit" in rows
-        and "kit_single" in rows
-        and rows["kit"]["seeds"] == rows["kit_single"]["seeds"]
-    ):
-        diffs = [
-            100 * (x - y)
-            for x, y in zip(
-                rows["kit"]["test_acc_at_best_val"]["values"],
-                rows["kit_single"]["test_acc_at_best_val"]["values"],
+    for kit, single in KIT_PAIRS.items():
+        if kit in rows and single in rows and rows[kit]["seeds"] == rows[single]["seeds"]:
+            diffs = [
+                100 * (x - y)
+                for x, y in zip(
+                    rows[kit]["test_acc_at_best_val"]["values"],
+                    rows[single]["test_acc_at_best_val"]["values"],
+                )
+            ]
+            out.append(
+                headline_from(
+                    f"{kit}_minus_single",
+                    diffs,
+                    "points",
+                    compared_to=f"single-process training ({single}), same seed",
+                    where=f"cora, {epochs} epochs, test acc at best val: {rows[kit]['changes']}",
+                )
             )
-        ]
-        out.append(
-            headline_from(
-                "kit_minus_single",
-                diffs,
-                "points",
-                compared_to="single-process training with the kit's defaults, same seed",
-                where=f"cora, P = 4, {epochs} epochs, kit defaults, test acc at best val",
-            )
-        )
     theirs = (doc["detail"].get("theirs") or {}).get("everynode")
     if theirs is not None:
         their_mean = theirs["test_acc_at_best_val"]["mean"]
