@@ -52,7 +52,8 @@ per row the test accuracy at the best validation epoch (mean ± sample std over 
 values), the last epoch's test accuracy, the best epoch, and per seed the curves (the mean
 training loss over the workers per epoch, the validation accuracy at each evaluated epoch).
 Headlines: each row minus the base row, paired per seed, in points; the kit's 4 workers minus
-its single process (with and without self-loops); with ``--peer-data``, the base row and the self-loop row minus their
+its single process (with and without self-loops), and what the self-loops change in each of
+the kit's rows; with ``--peer-data``, the base row and the self-loop row minus their
 ``everynode`` mean. Only ``threads`` (one torch thread per worker on a small machine) and
 generous timeouts are added; they change no number.
 """
@@ -316,20 +317,31 @@ def main(argv=None):
 
 def headlines(doc: dict) -> list[dict]:
     """The headline metrics of a grappa_ablation result (bench/_headlines.py calls it): the
-    base row's accuracy, each row minus the base row paired per seed, the kit's P = 4 minus
+    base and self-loop rows' accuracy (and theirs, per variant), each row minus the base row
+    paired per seed, the kit's P = 4 minus
     its single process, and (with their rows) the base and self-loop rows minus theirs."""
     rows = {r["row"]: r for r in doc["rows"]}
     epochs = doc["settings"].get("epochs")
     where = f"cora, P = 4, {epochs} epochs, test acc at best val"
     out = []
     base = rows.get(BASE)
-    if base is not None:
+    for row in (BASE, "self_loops"):
+        if row in rows:
+            out.append(
+                headline_from(
+                    f"test_acc_{row}",
+                    rows[row]["test_acc_at_best_val"]["values"],
+                    "acc",
+                    where=f"{where}: {rows[row]['changes']}",
+                )
+            )
+    for variant, their in (doc["detail"].get("theirs") or {}).items():
         out.append(
             headline_from(
-                "test_acc_reference",
-                base["test_acc_at_best_val"]["values"],
+                f"test_acc_theirs_{variant}",
+                their["test_acc_at_best_val"]["values"],
                 "acc",
-                where=f"{where}, preset='reference'",
+                where=f"{where}: the public code ({variant}), run by ../shared/grappa_peer",
             )
         )
     for row in ABLATION_ROWS:
@@ -366,6 +378,23 @@ def headlines(doc: dict) -> list[dict]:
                     "points",
                     compared_to=f"single-process training ({single}), same seed",
                     where=f"cora, {epochs} epochs, test acc at best val: {rows[kit]['changes']}",
+                )
+            )
+    for looped, plain in (("kit_self_loops", "kit"), ("kit_single_self_loops", "kit_single")):
+        if looped in rows and plain in rows and rows[looped]["seeds"] == rows[plain]["seeds"]:
+            out.append(
+                headline_from(
+                    f"{looped}_minus_{plain}",
+                    [
+                        100 * (x - y)
+                        for x, y in zip(
+                            rows[looped]["test_acc_at_best_val"]["values"],
+                            rows[plain]["test_acc_at_best_val"]["values"],
+                        )
+                    ],
+                    "points",
+                    compared_to=f"{plain} ({rows[plain]['changes']}), same seed",
+                    where=f"cora, {epochs} epochs, test acc at best val: self_loops='add'",
                 )
             )
     theirs = (doc["detail"].get("theirs") or {}).get("everynode")
