@@ -49,8 +49,8 @@ Deliberate differences from the public code, each for a reason:
   trainer does; :mod:`zg.grappa.local`). With ``batch_size = 1000 * P`` (the public code's
   batch is per worker, the kit's is global) a worker's batch is about 1000 seeds, as there.
 * The graph gets one self-loop per node (``self_loops="add"``), as the public code stores every
-  graph (``t10n/dataset/dgl_to_t10n.py``, ``augmentation_dgl_g``: symmetrised, self-loops
-  removed then added): SAGE's neighbour mean then includes the node itself, in sampling, in
+  graph (``t10n/dataset/dgl_to_t10n.py``, ``augmentation_dgl_g``: ``dgl.remove_self_loop`` then
+  ``dgl.add_self_loop``): SAGE's neighbour mean then includes the node itself, in sampling, in
   training and in evaluation. Up to zg 0.4 the preset took the graph as given (the kit's models
   carry their own self term); on Cora that learned less in the same 30 epochs than the public
   code, and the self-loops were the difference (bench/grappa_ablation.py). d in c_r counts the
