@@ -738,6 +738,7 @@ def _field_choices() -> dict[str, Sequence[str]]:
         "model": sorted(models.MODELS),
         "preset": sorted(presets.PRESETS),
         "step_shapes": config.STEP_SHAPES,
+        "self_loops": config.SELF_LOOPS,
         "kernel": kernels.KERNELS,
     }
 

@@ -757,6 +757,27 @@ class Graph:
             name=self.name,
         )
 
+    def with_self_loops(self) -> Graph:
+        """A copy with exactly one self-loop per node (any existing one dropped first:
+        ``self_loops="add"`` of :meth:`from_edges`), every other edge, feature, label and split
+        kept. What DGL-based code trains on after ``dgl.add_self_loop`` (the Grappa authors'
+        public code does this to every graph): a SAGE neighbour mean then includes the node."""
+        degrees = self.indptr[1:] - self.indptr[:-1]  # [N] in-degrees
+        dst = torch.repeat_interleave(
+            torch.arange(self.num_nodes, device=self.indptr.device), degrees
+        )  # [E] the destination of each edge, in CSC order
+        return Graph.from_edges(
+            self.indices,
+            dst,
+            self.num_nodes,
+            x=self.x,
+            y=self.y,
+            num_classes=self.num_classes,
+            self_loops="add",
+            name=self.name,
+            **{s: getattr(self, s) for s in SPLITS},
+        )
+
     def subgraph(self, nodes: Any) -> tuple[Graph, torch.Tensor]:
         """The subgraph induced by ``nodes`` and the map from its ids back to global ids.
 

@@ -66,7 +66,7 @@ from ..graph import Graph
 from ._checks import check_output_paths
 from .checkpoint import checkpoint_locks
 from .launch import exit_worker, init_from_env
-from .train import TrainConfig, launch_prepared, prepare_many, run_worker
+from .train import TrainConfig, launch_prepared, prepare_many, run_graph, run_worker
 
 GENERATORS = {"csbm": datasets.csbm, "rmat": datasets.rmat}
 # The kernel a command-line run takes when its config names none: the library's default (zg
@@ -216,7 +216,7 @@ def run(
             os.close(fd)
         # Rank 0 writes the checkpoints: it holds the folder for the run's lifetime.
         with checkpoint_locks([cfg.checkpoint_dir] if rank == 0 else []):
-            run_worker(rank, world, cfg, g, None, path, local_rank=local_rank)
+            run_worker(rank, world, cfg, run_graph(g, cfg), None, path, local_rank=local_rank)
         if rank == 0 and path:
             if report is not None:
                 with open(path, encoding="utf-8") as f:

@@ -48,6 +48,7 @@ __all__ = [
     "TRAINERS",
     "BATCHINGS",
     "STEP_SHAPES",
+    "SELF_LOOPS",
     "RENAMED",
     "ABLATIONS",
     "super_epoch_of",
@@ -56,6 +57,8 @@ __all__ = [
 
 BATCHINGS = ("minibatch", "full")
 STEP_SHAPES = ("dynamic", "envelope")
+# What a run does to the graph's self-loops before anything else (zg.grappa.train.run_graph).
+SELF_LOOPS = ("keep", "add")
 # Fields renamed for what they choose (release 0.2): old name -> new name. A config or keyword
 # with an old name is mapped (a DeprecationWarning; silently for a saved config).
 RENAMED = {"mode": "batching", "sampler": "step_shapes"}
@@ -115,6 +118,7 @@ class Experiment:
     weight_decay: float = 0.0
     average_every: int | None = None
     preset: str | None = None
+    self_loops: str = "keep"
 
 
 @dataclass
@@ -173,7 +177,10 @@ class TrainConfig(Output, Runtime, Experiment):
     trainers do not read it). preset: None (the kit's defaults) or a name of
     :data:`zg.grappa.presets.PRESETS`; :func:`zg.grappa.train`, :meth:`from_dict` and the
     command line fill every field not given from it (a TrainConfig built directly takes its
-    fields as given and only records the name).
+    fields as given and only records the name). self_loops: "keep" (the graph as given) or
+    "add" (every self-loop dropped, then one added per node, before the run partitions,
+    trains or evaluates: the graph the authors' public code trains on, so SAGE's neighbour mean
+    includes the node itself; ``preset="reference"`` sets it; bench/grappa_ablation.py).
 
     Runtime. step_shapes: the shapes of each worker's step, "dynamic" (host-mediated, exact
     sizes, the reference) or "envelope" (each worker runs the ZeroGNN fixed-shape step on its
@@ -401,6 +408,7 @@ class TrainConfig(Output, Runtime, Experiment):
         _blamed("method", choice_arg, self.method, "method", METHODS)
         _blamed("halo", bool_arg, self.halo, "halo")
         _blamed("schedule", choice_arg, self.schedule, "schedule", SCHEDULES)
+        _blamed("self_loops", choice_arg, self.self_loops, "self_loops", SELF_LOOPS)
         if self.num_chunks is not None:
             _blamed("num_chunks", int_arg, self.num_chunks, "num_chunks", low=1)
         _blamed("batching", choice_arg, self.batching, "batching", BATCHINGS)

@@ -294,6 +294,7 @@ def _prepare(g: Graph, run: dict[str, Any] | TrainConfig):
     check_output_paths(
         cfg.history_path, cfg.model_path, cfg.checkpoint_dir
     )  # before any worker starts
+    g = run_graph(g, cfg)  # the graph this run partitions, trains on and evaluates
     if cfg.workers > g.num_nodes:
         raise blamed_on(
             "workers",
@@ -314,6 +315,13 @@ def _prepare(g: Graph, run: dict[str, Any] | TrainConfig):
     return cfg, part, cfg.history_path, cfg.history_path is not None
 
 
+def run_graph(g: Graph, cfg: TrainConfig) -> Graph:
+    """The graph a run works on: ``g`` itself, or with ``cfg.self_loops == "add"``
+    :meth:`zg.Graph.with_self_loops` (made where it is needed: once for the checks and the
+    partition, once in each worker; the caller's graph is never changed)."""
+    return g.with_self_loops() if cfg.self_loops == "add" else g
+
+
 def _own_workers(trainer: Any) -> int | None:
     """The trainer's own P, or None (a bad name is named by TrainConfig.validated)."""
     try:
@@ -328,7 +336,7 @@ def _run_many(
     if log_level is not None:  # the starting process shows the zg records: so do the workers
         log.show(log_level)
     for cfg, part, path, progress_file in jobs:
-        run_worker(rank, world, cfg, g, part, path, progress_file=progress_file)
+        run_worker(rank, world, cfg, run_graph(g, cfg), part, path, progress_file=progress_file)
 
 
 def _shown_log_level() -> int | None:
