@@ -32,3 +32,33 @@ else:
 # The formgrader's "Current configuration" panel: off. It prints the server's whole config,
 # which nbgrader 0.9.6 cannot serialise here, so it logged a warning on every page load.
 c.FormgradeExtension.debug = False
+
+# Feedback (`nbgrader generate_feedback`) shows a student what they handed in and what each test
+# said, never the hidden tests: their source is cleared (nbgrader's own ClearHiddenTests, as the
+# release does), and the error a failing test cell raised keeps its one-line message
+# ("AssertionError: ...", which names the clause and the values) without the traceback, whose
+# code context would quote the hidden lines. tools/labs_check.py checks every lab's feedback.
+from nbconvert.preprocessors import CSSHTMLHeaderPreprocessor, Preprocessor  # noqa: E402
+from nbgrader.preprocessors import ClearHiddenTests, GetGrades  # noqa: E402
+from traitlets import Bool  # noqa: E402
+
+
+class ErrorMessageOnly(Preprocessor):
+    """A graded test cell's error output reduced to ``ename: evalue`` (no traceback)."""
+
+    enabled = Bool(True).tag(config=True)  # nbconvert's preprocessors are off by default
+
+    def preprocess_cell(self, cell, resources, index):
+        if cell.cell_type == "code" and cell.metadata.get("nbgrader", {}).get("grade"):
+            for output in cell.get("outputs", []):
+                if output.get("output_type") == "error":
+                    output["traceback"] = [f"{output.get('ename', '')}: {output.get('evalue', '')}"]
+        return cell, resources
+
+
+c.GenerateFeedback.preprocessors = [
+    GetGrades,
+    ClearHiddenTests,
+    ErrorMessageOnly,
+    CSSHTMLHeaderPreprocessor,
+]

@@ -7,6 +7,8 @@
    the source notebooks (the instructor's solutions), ``untouched`` hands in the release exactly
    as a student receives it.
 4. ``nbgrader autograde`` both, read the scores from the gradebook (nbgrader.api.Gradebook).
+5. ``nbgrader generate_feedback`` both: no line of a hidden test is in what a student reads
+   (labs/nbgrader_config.py, "Feedback").
 
 Passes when there is the setup check (``00_setup``, Lab 0) and at least ``--min-labs`` graded
 labs besides it (9: Labs 1-9), every lab has autograded points, hidden
@@ -64,7 +66,6 @@ def nbgrader_workspace(source_course: Path, keep: str | None, tool: str):
     from nbgrader.api import Gradebook
     from nbgrader.apps import NbGraderAPI
     from nbgrader.coursedir import CourseDirectory
-    from traitlets.config import Config
 
     if keep:
         work = Path(keep).resolve()
@@ -83,7 +84,11 @@ def nbgrader_workspace(source_course: Path, keep: str | None, tool: str):
         course / "source",
         ignore=shutil.ignore_patterns(".ipynb_checkpoints", "__pycache__"),
     )
-    config = Config()
+    # The course's own nbgrader_config.py (its feedback settings included), as `nbgrader ...`
+    # run in labs/ reads it; then this workspace's root.
+    from traitlets.config.loader import PyFileConfigLoader
+
+    config = PyFileConfigLoader("nbgrader_config.py", path=str(course)).load_config()
     config.CourseDirectory.root = str(course)
     config.ExecutePreprocessor.timeout = 300
     api = NbGraderAPI(coursedir=CourseDirectory(config=config), config=config)
@@ -113,6 +118,50 @@ def structure(notebook: Path) -> dict:
             out["manual_points"] += float(meta.get("points", 0))
         out["solutions"] += "### BEGIN SOLUTION" in text and "### END SOLUTION" in text
     return out
+
+
+def _split_hidden(path: Path) -> tuple[set[str], set[str]]:
+    """(the stripped lines inside the notebook's hidden test regions, those outside them)."""
+    import nbformat
+
+    hidden, shown = set(), set()
+    for cell in nbformat.read(str(path), as_version=4).cells:
+        inside = False
+        for line in cell.source.splitlines():
+            if "BEGIN HIDDEN TESTS" in line:
+                inside = True
+            elif "END HIDDEN TESTS" in line:
+                inside = False
+            else:
+                (hidden if inside else shown).add(line.strip())
+    return hidden, shown
+
+
+def feedback_leaks(api, course: Path, lab: str, student: str) -> list[str]:
+    """``nbgrader generate_feedback`` for one student's lab -> what is wrong with it: a missing
+    file, or a line of a hidden test (in a cell's source, or quoted by a traceback's code
+    context) that the student would read. A line is secret when it is in a hidden region of the
+    source and nowhere else the student sees it: not in the release, not in their own cells."""
+    import html
+
+    result = api.generate_feedback(lab, student, force=True)
+    path = course / "feedback" / student / lab / f"{lab}.html"
+    if not result["success"] or not path.is_file():
+        return [f"{lab} / {student}: no feedback ({result['log']}{result['error']})"]
+    hidden, _ = _split_hidden(course / "source" / lab / f"{lab}.ipynb")
+    for seen in (course / "release" / lab, course / "submitted" / student / lab):
+        hidden -= _split_hidden(seen / f"{lab}.ipynb")[1]
+    hidden = {line for line in hidden if len(line) >= 12 and not line.startswith("#")}
+    page = re.sub(r"<(style|script)\b.*?</\1>", "", path.read_text(), flags=re.S | re.I)
+    text = html.unescape(re.sub(r"<[^>]+>", "", page))
+    # a line of the page, or a traceback's "----> 3 assert ..." / "      4 assert ..." line
+    lines = {re.sub(r"^(-*>)?\s*\d+\s", "", line.strip()).strip() for line in text.splitlines()}
+    leaked = sorted(hidden & lines)
+    if leaked:
+        return [
+            f"{lab} / {student}: the feedback shows {len(leaked)} hidden line(s): {leaked[0]!r}"
+        ]
+    return []
 
 
 def main(argv=None) -> int:
@@ -175,6 +224,7 @@ def main(argv=None) -> int:
             print(f"  autograded {lab} as {student} in {time.time() - t:.1f} s", flush=True)
             if student == "solutions":
                 seconds[lab] = round(time.time() - t, 1)
+            failures += feedback_leaks(api, course, lab, student)
 
     print(
         f"\n{'lab':<28} {'auto pts':>8} {'solutions':>10} {'untouched':>10} {'manual pts':>10} {'hidden':>6}"

@@ -509,3 +509,47 @@ def test_no_lab_but_lab_0_names_dgl_so_every_lab_runs_without_it():
             assert "import dgl" not in code and 'import_module("dgl")' in code  # optional, guarded
         else:
             assert "dgl" not in code.lower(), f"{path.name} names DGL"
+
+
+@pytest.mark.slow
+@pytest.mark.timeout(900)
+@pytest.mark.skipif(
+    not HAVE_NBGRADER,
+    reason="nbgrader is not installed (it is pinned in the "
+    "reference env only; the modern env does not run the labs)",
+)
+def test_feedback_shows_no_hidden_test_and_the_check_sees_one_that_does(tmp_path):
+    """`nbgrader generate_feedback` with the course's config (labs/nbgrader_config.py): the
+    hidden tests' lines are in neither the cells nor the tracebacks a student reads. With
+    nbgrader's own feedback settings (the check's negative control) they are, and
+    tools/labs_check.py's feedback check names them."""
+    import shutil
+
+    sys.path.insert(0, str(ROOT / "tools"))
+    try:
+        import labs_check
+    finally:
+        sys.path.remove(str(ROOT / "tools"))
+    lab = "00_setup"
+    api, course, cleanup, _ = labs_check.nbgrader_workspace(LABS, str(tmp_path / "w"), "test")
+    assert cleanup is None
+    assert api.generate_assignment(lab, force=True, create=True)["success"]
+    folder = course / "submitted" / "untouched" / lab
+    folder.mkdir(parents=True)
+    shutil.copy2(course / "release" / lab / f"{lab}.ipynb", folder / f"{lab}.ipynb")
+    assert api.autograde(lab, "untouched", force=True, create=True)["success"]
+    assert labs_check.feedback_leaks(api, course, lab, "untouched") == []
+    page = (course / "feedback" / "untouched" / lab / f"{lab}.html").read_text()
+    assert "NameError: name &#39;report&#39; is not defined" in page or (
+        "NameError: name 'report' is not defined" in page
+    )  # what the failing test said is kept
+    from nbconvert.preprocessors import CSSHTMLHeaderPreprocessor
+    from nbgrader.apps import NbGraderAPI
+    from nbgrader.coursedir import CourseDirectory
+    from nbgrader.preprocessors import GetGrades
+
+    config = api.config.copy()
+    config.GenerateFeedback.preprocessors = [GetGrades, CSSHTMLHeaderPreprocessor]
+    plain = NbGraderAPI(coursedir=CourseDirectory(config=config), config=config)
+    leaks = labs_check.feedback_leaks(plain, course, lab, "untouched")
+    assert len(leaks) == 1 and "hidden line(s)" in leaks[0], leaks

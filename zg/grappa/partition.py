@@ -58,6 +58,7 @@ import numpy as np
 import torch
 
 from .._checks import memory_arg, seed_arg
+from ..errors import ZgError
 from ..graph import Graph
 from ._checks import bool_arg, choice_arg, graph_arg, int_arg
 
@@ -75,7 +76,7 @@ METHODS = ("random", "metis")
 SCHEDULES = ("round_robin", "fixed_base", "partner_sweep")
 
 
-class EmptyPartitionError(ValueError):
+class EmptyPartitionError(ZgError, ValueError):
     """A chunk the partitioner left without nodes: too many chunks for the graph (the caller's
     ``num_chunks``, or ``num_parts`` when the chunks are the parts)."""
 
