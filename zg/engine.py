@@ -87,7 +87,7 @@ import torch
 import torch.distributed as dist
 
 from . import checkpoint, inference
-from ._checks import int_arg, memory_arg
+from ._checks import INT64_MAX, int_arg, memory_arg
 from .baselines.dgl import DGLSource
 from .envelope import Envelope, block_bytes
 from .graph import Graph
@@ -461,6 +461,40 @@ class Engine:
         finally:
             self._check_epoch(epoch, loss, labels_ok)
         return stats
+
+    def seek(self, epoch: int) -> None:
+        """Put the position at the start of ``epoch``: the next :meth:`train_epoch` trains its
+        batch 0 (sampling, dropout and seed order are keyed by the epoch, so epoch ``e`` trains
+        the same batches whatever came before). For a trainer that keeps the epoch count itself:
+        a Grappa worker's Engine of a new super-epoch, or of a run resumed from its own
+        checkpoint. ``epoch``: an int in ``[0, 2**63 - 2]`` (TypeError / ValueError naming it).
+
+        Refused with a RuntimeError while :meth:`train_epoch` runs (from a hook or observer),
+        after a torn optimizer step (see :meth:`train_epoch`), and when the engine stands inside
+        an epoch (``batch > 0``, an interrupted epoch): seeking from there would drop or repeat
+        batches, and the rewind guarantee (every batch applied once, in order) would not hold.
+        Finish the epoch with :meth:`train_epoch`, or :meth:`load` a checkpoint."""
+        epoch = int_arg(epoch, "epoch", low=0, high=INT64_MAX - 1)
+        self._refuse_torn("seek")
+        if self._running_epoch is not None:
+            raise RuntimeError(
+                f"seek(epoch={epoch}): train_epoch is running epoch {self._running_epoch}; the "
+                "position moves only between calls of train_epoch (not from a hook or observer)"
+            )
+        if self.batch != 0:
+            raise RuntimeError(
+                f"seek(epoch={epoch}): the engine stands at batch {self.batch} of epoch "
+                f"{self.epoch}, an epoch an interruption left partly applied; seeking would drop "
+                "or repeat its batches. Finish it with train_epoch() or load a checkpoint"
+            )
+        self.epoch = epoch
+        self.rewound()
+
+    def _place(self, epoch: int, batch: int) -> None:
+        """Set the position to ``(epoch, batch)``, checked by the caller (:func:`zg.checkpoint.load`
+        restoring a saved one); the device counter is set again before the next static step."""
+        self.epoch, self.batch = epoch, batch
+        self.rewound()
 
     def _after(self, epoch: int, b: int, count: int) -> tuple[int, int]:
         """The position after batch ``b`` of an epoch of ``count`` batches."""

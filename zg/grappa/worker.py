@@ -270,7 +270,7 @@ class _Worker:
         """(envelope overflows, rewound batches) of one epoch of training; the steps' seconds
         go into the account, their sum into ``self.train_seconds``."""
         start = time.perf_counter()
-        self.engine.epoch, self.engine.batch = epoch, 0
+        self.engine.seek(epoch)
         try:
             stats = self.engine.train_epoch()
         except FloatingPointError:
