@@ -135,13 +135,9 @@ __all__ = [
 _STATIC_MODES = ("static", "graph")  # the modes that run on the static buffers
 
 
-def _renamed(old: str, new: str, value: Any = None, given: Any = None) -> Any:
-    """A DeprecationWarning for an old name (zg 0.4 -> 0.5, kept one release); with values,
-    the one to use (both given is an error)."""
-    if given is not None:
-        raise TypeError(f"{old}= is the old name of {new}=: give only {new}")
+def _renamed(old: str, new: str) -> None:
+    """A DeprecationWarning for an old attribute name (zg 0.4 -> 0.5, kept one release)."""
     warnings.warn(f"{old} is renamed {new} (the old name goes in zg 0.6)", DeprecationWarning, 3)
-    return value
 
 
 class Engine:
@@ -163,7 +159,6 @@ class Engine:
             ``sampler`` given, the launch style alone: "eager", "static" or "graph".
         device: "cpu" or "cuda[:i]".
         seed: fixes sampling, dropout and the seed order of every epoch.
-        replace: sample neighbours with replacement.
         optimizer: "adam" (default) | "sgd" | ``zg.optim.adam(lr=..., weight_decay=...)`` |
             ``zg.optim.sgd(...)`` | a ``zg.optim.DeviceAdam`` / ``DeviceSGD`` over the model's
             parameters. The learning rate lives in a device tensor: :meth:`set_lr` changes it,
@@ -174,10 +169,15 @@ class Engine:
             either way, bit for bit; the fused sampler runs below torch's dispatcher, so
             SyncAudit sees the rest of the step only. ``settings.kernel`` says what ran.
         hooks: a :class:`StepHooks` (what another trainer changes; default: single process).
-            The old name ``step=`` still works for one release, with a DeprecationWarning.
+            (``step=``, its name up to 0.4, is retired.)
         sampler: a :class:`zg.Sampler` to use instead of the mode's own (a
             :class:`zg.StaticSampler` for the static launches), built for the same fanouts
             and batch rows; then ``envelope`` is left out. CONTRIBUTING.md "Add a sampler".
+            A sampler's options travel with it: sampling with replacement is
+            ``sampler=zg.EnvelopeSampler(g, fanouts, batch_size, replace=True)`` (any launch)
+            or ``mode="eager", sampler=zg.DynamicSampler(g, fanouts, replace=True, seed=seed)``
+            (what ``mode="dynamic"`` runs, with replacement); ``settings.replace`` records
+            the sampler's (the built-in samplers sample without replacement).
 
     Every argument is checked once (:func:`zg.settings.check_engine_args`); then the Engine
     builds, in named steps: the model and optimizer on the device, the step
@@ -203,19 +203,15 @@ class Engine:
         mode: str = "static",
         device: Any = "cpu",
         seed: int = 0,
-        replace: bool = False,
         optimizer: Any = "adam",
         kernel: str = "torch",
         hooks: StepHooks | None = None,
         sampler: Sampler | None = None,
-        step: StepHooks | None = None,
     ):
-        if step is not None:  # the old name of hooks (zg 0.4), for one release
-            hooks = _renamed("step", "hooks", step, hooks)
         # 1. Every argument checked once, in one place (zg.settings.check_engine_args).
         args = check_engine_args(
             g, model, fanouts, batch_size, envelope, mode=mode, device=device, seed=seed,
-            replace=replace, optimizer=optimizer, kernel=kernel, hooks=hooks, sampler=sampler,
+            optimizer=optimizer, kernel=kernel, hooks=hooks, sampler=sampler,
         )  # fmt: skip
         self.hooks, self.device = args.hooks, args.device
         self.nodes, self.rows = args.nodes, args.rows  # host int64 [T]; the batch rows
@@ -322,7 +318,10 @@ class Engine:
     fanouts = property(lambda self: self.settings.fanouts, doc="Per layer, input layer first.")
     batch_size = property(lambda self: self.settings.batch_size, doc="Seeds per iteration.")
     seed = property(lambda self: self.settings.seed, doc="Sampling, dropout and seed order.")
-    replace = property(lambda self: self.settings.replace, doc="Sampling with replacement.")
+    replace = property(
+        lambda self: self.settings.replace,
+        doc="Sampling with replacement: the given sampler's option (the built-in ones: False).",
+    )
     kernel = property(
         lambda self: self.settings.kernel, doc='What runs: "torch" | "fused" | "dgl".'
     )
