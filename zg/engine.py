@@ -73,6 +73,7 @@ an engine, since a captured step keeps the precision it was captured with.
 
 from __future__ import annotations
 
+import dataclasses
 import functools
 import math
 import signal
@@ -213,20 +214,24 @@ class Engine:
             g, model, fanouts, batch_size, envelope, mode=mode, device=device, seed=seed,
             optimizer=optimizer, kernel=kernel, hooks=hooks, sampler=sampler,
         )  # fmt: skip
+        # 2. The graph, the model and its optimizer on the device; the settings recorded once.
+        self._adopt(args)
+        # 3. The one call of the step, the observers and the position.
+        self._build_step()
+        self._start_position()
+        # 4. The sampler (and, in the static launches, the buffers the step reads).
+        self._build_sampler(args)
+
+    def _adopt(self, args: EngineArgs) -> None:
+        """The checked arguments' data, model and optimizer on the device; the settings."""
         self.hooks, self.device = args.hooks, args.device
         self.nodes, self.rows = args.nodes, args.rows  # host int64 [T]; the batch rows
-        # 2. The graph, the model and its optimizer on the device; the settings recorded once.
         self.g = args.g.to(self.device)
         self.model = args.model.to(self.device)
         if isinstance(self.model, BlockModel):
             self.model._use_kernel(args.kernel)
         self.optimizer = build_optimizer(args.optimizer, self.model)
         self.settings = EngineSettings.of(args, self.optimizer)
-        # 3. The one call of the step, the observers and the position.
-        self._build_step()
-        self._start_position()
-        # 4. The sampler (and, in the static launches, the buffers the step reads).
-        self._build_sampler(args)
 
     def _build_step(self) -> None:
         """The step every mode calls (:func:`zg.step.train_step` with this engine's model,
@@ -474,20 +479,63 @@ class Engine:
         batches, and the rewind guarantee (every batch applied once, in order) would not hold.
         Finish the epoch with :meth:`train_epoch`, or :meth:`load` a checkpoint."""
         epoch = int_arg(epoch, "epoch", low=0, high=INT64_MAX - 1)
-        self._refuse_torn("seek")
+        self._refuse_moving("seek")
+        self.epoch = epoch
+        self.rewound()
+
+    @keeps_global_rng
+    def regroup(
+        self,
+        g: Graph,
+        batch_size: int,
+        envelope: Any = None,
+        *,
+        seed: int | None = None,
+        nodes: Any = None,
+        sampler: Sampler | None = None,
+    ) -> None:
+        """Train on new data from the next epoch on: the graph ``g`` (its features, labels and
+        training nodes; ``nodes``: new ``StepHooks.nodes``), ``batch_size``, ``seed`` (default:
+        the engine's) and what samples it (``envelope`` or ``sampler``, as :class:`Engine`
+        takes them). The model, the optimizer and its state, the other hooks, the observers,
+        the mode, the kernel, the position and the history stay. What a Grappa worker does at
+        every repartition: its local graph changes, its Engine does not.
+
+        Every argument is checked as the constructor checks it (TypeError / ValueError naming
+        it), before anything changes. Refused (RuntimeError) where :meth:`seek` is: while an
+        epoch runs, after a torn step, inside an epoch an interruption left partly applied."""
+        self._refuse_moving("regroup")
+        hooks = self.hooks if nodes is None else dataclasses.replace(self.hooks, nodes=nodes)
+        args = check_engine_args(
+            g, self.model, self.fanouts, batch_size, envelope, mode=self.mode,
+            device=self.device, seed=self.seed if seed is None else seed,
+            optimizer=self.optimizer, kernel=self.settings.kernel, hooks=hooks, sampler=sampler,
+        )  # fmt: skip
+        observers = self.observers
+        self._adopt(args)
+        self._build_step()
+        self.observers = observers
+        # Nothing loaded, sampled or captured for the old data is used again.
+        self._epoch_batches = self._loaded_epoch = None
+        self.epoch_table = self.epoch_seeds = None
+        self.cuda_graph = self._captured_batch = self.last_batch = None
+        self._build_sampler(args)
+        self.rewound()
+
+    def _refuse_moving(self, what: str) -> None:
+        """The position may move only between epochs (see :meth:`seek`)."""
+        self._refuse_torn(what)
         if self._running_epoch is not None:
             raise RuntimeError(
-                f"seek(epoch={epoch}): train_epoch is running epoch {self._running_epoch}; the "
-                "position moves only between calls of train_epoch (not from a hook or observer)"
+                f"{what}: train_epoch is running epoch {self._running_epoch}; the position "
+                "moves only between calls of train_epoch (not from a hook or observer)"
             )
         if self.batch != 0:
             raise RuntimeError(
-                f"seek(epoch={epoch}): the engine stands at batch {self.batch} of epoch "
-                f"{self.epoch}, an epoch an interruption left partly applied; seeking would drop "
-                "or repeat its batches. Finish it with train_epoch() or load a checkpoint"
+                f"{what}: the engine stands at batch {self.batch} of epoch {self.epoch}, an "
+                "epoch an interruption left partly applied; moving now would drop or repeat "
+                "its batches. Finish it with train_epoch() or load a checkpoint"
             )
-        self.epoch = epoch
-        self.rewound()
 
     def _place(self, epoch: int, batch: int) -> None:
         """Set the position to ``(epoch, batch)``, checked by the caller (:func:`zg.checkpoint.load`

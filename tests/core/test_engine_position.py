@@ -177,3 +177,83 @@ def test_nothing_outside_the_engine_writes_its_position():
 
 def _never_called(engine):
     engine.epoch = 3
+
+
+# ----------------------------------------------------------------------------- regroup
+
+
+@pytest.mark.parametrize("mode", ["dynamic", "eager", "static"])
+def test_a_regrouped_engine_trains_as_a_new_engine_on_the_new_data(mode):
+    """Epoch 0 on one graph, then epoch 1 on another: regrouping the engine gives the same
+    parameters, bit for bit, as building a new Engine over the same model and optimizer (what
+    a Grappa worker did at each repartition before it kept one Engine)."""
+    first, second = _graphs()
+    envelope = None if mode == "dynamic" else "worst_case"
+    runs = []
+    for regroup in (True, False):
+        model = zg.models.build_seeded("sage", first.feat_dim, 8, first.num_classes, 2, seed=0)
+        engine = zg.Engine(first, model, [3, 3], 64, envelope, mode=mode, seed=5)
+        engine.train_epoch()
+        if regroup:
+            engine.regroup(second, 48, envelope, seed=9)
+        else:
+            engine = zg.Engine(
+                second, model, [3, 3], 48, envelope, mode=mode, seed=9,
+                optimizer=engine.optimizer,
+            )  # fmt: skip
+            engine.seek(1)
+        stats = engine.train_epoch()
+        assert stats.epoch == 1 and engine.rows == min(48, second.train_idx.numel())
+        runs.append(parameters(engine))
+    for a, b in zip(*runs):
+        assert torch.equal(a, b)
+
+
+def _graphs():
+    """Two graphs of different sizes over the same features and classes (csbm, seeds 0, 1)."""
+    one = zg.datasets.csbm(num_nodes=300, avg_degree=6, num_classes=3, feat_dim=8, seed=0)
+    two = zg.datasets.csbm(num_nodes=220, avg_degree=5, num_classes=3, feat_dim=8, seed=1)
+    return one, two
+
+
+def test_regroup_keeps_the_position_hooks_and_observers_and_moves_to_the_new_data():
+    first, second = _graphs()
+    seen = []
+    hooks = zg.StepHooks(after=lambda epoch, b: seen.append((epoch, b)), poll_every=3)
+    model = zg.models.build_seeded("sage", first.feat_dim, 8, first.num_classes, 2, seed=0)
+    engine = zg.Engine(first, model, [3, 3], 64, mode="static", seed=5, hooks=hooks)
+    engine.observers.append(zg.observe.Trace())
+    engine.train_epoch()
+    first_count = len(engine.batches(0))  # 180 nodes in batches of 64
+    optimizer, observers = engine.optimizer, list(engine.observers)
+    nodes = second.train_idx[:40]
+    engine.regroup(second, 16, nodes=nodes)
+    assert engine.g.num_nodes == second.num_nodes and engine.settings.num_nodes == 220
+    assert torch.equal(engine.nodes, nodes) and engine.hooks.nodes is nodes
+    assert engine.hooks.after is hooks.after and engine.settings.poll_every == 3
+    assert engine.optimizer is optimizer and engine.model is model
+    assert engine.observers == observers and (engine.epoch, engine.batch) == (1, 0)
+    assert engine.seed == 5 and engine.rows == 16 and engine.settings.batch_size == 16
+    seen.clear()
+    engine.train_epoch()
+    assert seen == [(1, b) for b in range(3)]  # 40 nodes in batches of 16
+    assert sorted(torch.cat(engine.batches(1)).tolist()) == sorted(nodes.tolist())
+    assert [e for e, _, _ in engine.applied_trace()] == [0] * first_count + [1] * 3
+    assert len(engine.history) == 2
+
+
+def test_regroup_checks_its_arguments_and_refuses_where_seek_does():
+    first, second = _graphs()
+    model = zg.models.build_seeded("sage", first.feat_dim, 8, first.num_classes, 2, seed=0)
+    engine = zg.Engine(first, model, [3, 3], 64, mode="static", seed=5)
+    with pytest.raises(ValueError, match="batch_size must be >= 1"):
+        engine.regroup(second, 0)
+    with pytest.raises(TypeError, match="g must be a zg.Graph"):
+        engine.regroup("second", 16)
+    other = zg.datasets.csbm(num_nodes=100, avg_degree=5, num_classes=3, feat_dim=5, seed=1)
+    with pytest.raises(ValueError, match="feat"):
+        engine.regroup(other, 16)  # the model reads 8 features
+    assert engine.g.num_nodes == 300  # nothing changed
+    engine.train_epoch(max_batches=1)
+    with pytest.raises(RuntimeError, match="regroup: the engine stands at batch 1 of epoch 0"):
+        engine.regroup(second, 16)

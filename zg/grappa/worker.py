@@ -2,7 +2,8 @@
 
 Where it sits: inside every worker process that :func:`zg.grappa.train` (or ``torchrun -m
 zg.grappa``) starts. Per super-epoch the worker's local data (:mod:`zg.grappa.local`, ``worker.local``) builds
-its local graph, weights and envelope, and the worker builds a ``zg.Engine`` over it with
+its local graph, weights and envelope, and the worker hands them to its one ``zg.Engine``
+(built at the first super-epoch, :meth:`zg.Engine.regroup` at every repartition), with
 
 * ``reduce``: the worker's gradient exchange (:mod:`zg.grappa.exchange`): after backward, one
   flat all-reduce of ``s_p * gradient`` with the overflow flag riding along (psgd_pa: the flag
@@ -202,8 +203,8 @@ def pin_threads(threads: int) -> None:
 
 class _Worker:
     """A worker's pieces: its trainer and role, local data, model (and what wraps it), optimizer,
-    loss, overflow guard, ledger, the Engine of the current super-epoch and the kernel that
-    ran."""
+    loss, overflow guard, ledger, its one Engine (handed each super-epoch's local data) and the
+    kernel that ran."""
 
     def __init__(
         self,
@@ -237,12 +238,21 @@ class _Worker:
 
     def enter(self, s: int) -> None:
         """Regroup into super-epoch ``s`` (nothing if it is the current one): the local graph,
-        weights, envelope and Engine last the whole super-epoch."""
+        weights and envelope of the super-epoch, handed to the worker's one Engine (built at
+        the first; :meth:`zg.Engine.regroup` after)."""
         if s == self.local.super_epoch:
             return
         start = time.perf_counter()
         self.local.start_super_epoch(s)
-        self.engine = self._engine()
+        if self.engine is None:
+            self.engine = self._engine()
+        else:
+            local = self.local
+            self.engine.regroup(
+                local.graph, local.rows, seed=local.seed, nodes=local.train_nodes,
+                **self._sampling(),
+            )  # fmt: skip
+            self._built(self.engine)
         self.account.add("repartitioning", time.perf_counter() - start)
 
     def before_step(self, epoch: int, b: int) -> None:
@@ -283,7 +293,8 @@ class _Worker:
         return stats.overflows, stats.rewound_batches
 
     def _engine(self) -> Engine:
-        """The worker's Engine for the current super-epoch (the class a single process runs)."""
+        """The worker's one Engine (the class a single process runs), over the first
+        super-epoch's local data."""
         cfg, local = self.cfg, self.local
         hooks = StepHooks(
             nodes=local.train_nodes,
@@ -315,11 +326,16 @@ class _Worker:
             **self._sampling(),
         )
         engine.observers = [self.times]  # the account's clock; no sync audit in a worker
-        if capture:  # a CUDA Graph runs whole: the account cannot split its stages
-            self.times.lend_clock = False
+        self._built(engine)
+        return engine
+
+    def _built(self, engine: Engine) -> None:
+        """After the Engine is built or regrouped: a captured step writes the batches' numbers
+        at its (new) device counter; the kernel that ran."""
+        if self.envelope_step and self.cfg.capture:  # a CUDA Graph runs whole: the account
+            self.times.lend_clock = False  # cannot split its stages
             self.loss.capture_into(engine.counter, self.iterations, self.guard.enabled)
         self.kernel = engine.settings.kernel
-        return engine
 
     def _sampling(self) -> dict[str, Any]:
         """What samples the local graph: the whole local graph as one batch (batching "full",
