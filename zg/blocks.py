@@ -20,6 +20,14 @@ that keeps these rules by construction (the kit's samplers) save the layers re-a
     dst_valid      bool  [D]     rows < num_dst, when the producer has it at hand
     padding_clean  bool          True: the rules above hold already, so the layers neither
                                  mask padded rows again nor point masked slots at row 0
+
+One optional field says where the block was cut from:
+
+    out_degree     float [S]     each source row's out-degree in the graph the block is part of
+                                 (GCN's d_out(j)); None: counted over the block's own edges, as
+                                 on a DGL block. A whole-graph block cut at its seeds
+                                 (:class:`zg.grappa.fullgraph.WholeGraph`) keeps the whole
+                                 graph's, so its last layer is the exact full-graph layer.
  Edge j of destination row i is the
 message ``src_nodes[nbr[i, j]] -> src_nodes[i]``.
 """
@@ -42,6 +50,7 @@ class Block:
     src_nodes: torch.Tensor | None = None
     dst_valid: torch.Tensor | None = None
     padding_clean: bool = False
+    out_degree: torch.Tensor | None = None
 
     @property
     def num_dst_rows(self) -> int:

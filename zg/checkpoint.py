@@ -161,8 +161,7 @@ def load(engine: Engine, path: Any) -> Engine:
     for group, lr in zip(engine.optimizer.param_groups, getattr(engine.optimizer, "_lr", ())):
         lr.fill_(float(group["lr"]))  # the device copy a captured step reads
     engine.settings.lr = lrs[0]  # the checkpoint's learning rate wins (module docstring)
-    engine.epoch, engine.batch = epoch, batch
-    engine.rewound()
+    engine._place(epoch, batch)
     if envelope is not None and envelope.sizes != engine.envelope.sizes:
         engine.envelope = envelope
         engine.rebuild()

@@ -73,6 +73,7 @@ an engine, since a captured step keeps the precision it was captured with.
 
 from __future__ import annotations
 
+import dataclasses
 import functools
 import math
 import signal
@@ -87,7 +88,7 @@ import torch
 import torch.distributed as dist
 
 from . import checkpoint, inference
-from ._checks import int_arg, memory_arg
+from ._checks import INT64_MAX, int_arg, memory_arg
 from .baselines.dgl import DGLSource
 from .envelope import Envelope, block_bytes
 from .graph import Graph
@@ -135,13 +136,9 @@ __all__ = [
 _STATIC_MODES = ("static", "graph")  # the modes that run on the static buffers
 
 
-def _renamed(old: str, new: str, value: Any = None, given: Any = None) -> Any:
-    """A DeprecationWarning for an old name (zg 0.4 -> 0.5, kept one release); with values,
-    the one to use (both given is an error)."""
-    if given is not None:
-        raise TypeError(f"{old}= is the old name of {new}=: give only {new}")
+def _renamed(old: str, new: str) -> None:
+    """A DeprecationWarning for an old attribute name (zg 0.4 -> 0.5, kept one release)."""
     warnings.warn(f"{old} is renamed {new} (the old name goes in zg 0.6)", DeprecationWarning, 3)
-    return value
 
 
 class Engine:
@@ -163,7 +160,6 @@ class Engine:
             ``sampler`` given, the launch style alone: "eager", "static" or "graph".
         device: "cpu" or "cuda[:i]".
         seed: fixes sampling, dropout and the seed order of every epoch.
-        replace: sample neighbours with replacement.
         optimizer: "adam" (default) | "sgd" | ``zg.optim.adam(lr=..., weight_decay=...)`` |
             ``zg.optim.sgd(...)`` | a ``zg.optim.DeviceAdam`` / ``DeviceSGD`` over the model's
             parameters. The learning rate lives in a device tensor: :meth:`set_lr` changes it,
@@ -174,10 +170,15 @@ class Engine:
             either way, bit for bit; the fused sampler runs below torch's dispatcher, so
             SyncAudit sees the rest of the step only. ``settings.kernel`` says what ran.
         hooks: a :class:`StepHooks` (what another trainer changes; default: single process).
-            The old name ``step=`` still works for one release, with a DeprecationWarning.
+            (``step=``, its name up to 0.4, is retired.)
         sampler: a :class:`zg.Sampler` to use instead of the mode's own (a
             :class:`zg.StaticSampler` for the static launches), built for the same fanouts
             and batch rows; then ``envelope`` is left out. CONTRIBUTING.md "Add a sampler".
+            A sampler's options travel with it: sampling with replacement is
+            ``sampler=zg.EnvelopeSampler(g, fanouts, batch_size, replace=True)`` (any launch)
+            or ``mode="eager", sampler=zg.DynamicSampler(g, fanouts, replace=True, seed=seed)``
+            (what ``mode="dynamic"`` runs, with replacement); ``settings.replace`` records
+            the sampler's (the built-in samplers sample without replacement).
 
     Every argument is checked once (:func:`zg.settings.check_engine_args`); then the Engine
     builds, in named steps: the model and optimizer on the device, the step
@@ -203,34 +204,34 @@ class Engine:
         mode: str = "static",
         device: Any = "cpu",
         seed: int = 0,
-        replace: bool = False,
         optimizer: Any = "adam",
         kernel: str = "torch",
         hooks: StepHooks | None = None,
         sampler: Sampler | None = None,
-        step: StepHooks | None = None,
     ):
-        if step is not None:  # the old name of hooks (zg 0.4), for one release
-            hooks = _renamed("step", "hooks", step, hooks)
         # 1. Every argument checked once, in one place (zg.settings.check_engine_args).
         args = check_engine_args(
             g, model, fanouts, batch_size, envelope, mode=mode, device=device, seed=seed,
-            replace=replace, optimizer=optimizer, kernel=kernel, hooks=hooks, sampler=sampler,
+            optimizer=optimizer, kernel=kernel, hooks=hooks, sampler=sampler,
         )  # fmt: skip
+        # 2. The graph, the model and its optimizer on the device; the settings recorded once.
+        self._adopt(args)
+        # 3. The one call of the step, the observers and the position.
+        self._build_step()
+        self._start_position()
+        # 4. The sampler (and, in the static launches, the buffers the step reads).
+        self._build_sampler(args)
+
+    def _adopt(self, args: EngineArgs) -> None:
+        """The checked arguments' data, model and optimizer on the device; the settings."""
         self.hooks, self.device = args.hooks, args.device
         self.nodes, self.rows = args.nodes, args.rows  # host int64 [T]; the batch rows
-        # 2. The graph, the model and its optimizer on the device; the settings recorded once.
         self.g = args.g.to(self.device)
         self.model = args.model.to(self.device)
         if isinstance(self.model, BlockModel):
             self.model._use_kernel(args.kernel)
         self.optimizer = build_optimizer(args.optimizer, self.model)
         self.settings = EngineSettings.of(args, self.optimizer)
-        # 3. The one call of the step, the observers and the position.
-        self._build_step()
-        self._start_position()
-        # 4. The sampler (and, in the static launches, the buffers the step reads).
-        self._build_sampler(args)
 
     def _build_step(self) -> None:
         """The step every mode calls (:func:`zg.step.train_step` with this engine's model,
@@ -322,7 +323,10 @@ class Engine:
     fanouts = property(lambda self: self.settings.fanouts, doc="Per layer, input layer first.")
     batch_size = property(lambda self: self.settings.batch_size, doc="Seeds per iteration.")
     seed = property(lambda self: self.settings.seed, doc="Sampling, dropout and seed order.")
-    replace = property(lambda self: self.settings.replace, doc="Sampling with replacement.")
+    replace = property(
+        lambda self: self.settings.replace,
+        doc="Sampling with replacement: the given sampler's option (the built-in ones: False).",
+    )
     kernel = property(
         lambda self: self.settings.kernel, doc='What runs: "torch" | "fused" | "dgl".'
     )
@@ -461,6 +465,83 @@ class Engine:
         finally:
             self._check_epoch(epoch, loss, labels_ok)
         return stats
+
+    def seek(self, epoch: int) -> None:
+        """Put the position at the start of ``epoch``: the next :meth:`train_epoch` trains its
+        batch 0 (sampling, dropout and seed order are keyed by the epoch, so epoch ``e`` trains
+        the same batches whatever came before). For a trainer that keeps the epoch count itself:
+        a Grappa worker's Engine of a new super-epoch, or of a run resumed from its own
+        checkpoint. ``epoch``: an int in ``[0, 2**63 - 2]`` (TypeError / ValueError naming it).
+
+        Refused with a RuntimeError while :meth:`train_epoch` runs (from a hook or observer),
+        after a torn optimizer step (see :meth:`train_epoch`), and when the engine stands inside
+        an epoch (``batch > 0``, an interrupted epoch): seeking from there would drop or repeat
+        batches, and the rewind guarantee (every batch applied once, in order) would not hold.
+        Finish the epoch with :meth:`train_epoch`, or :meth:`load` a checkpoint."""
+        epoch = int_arg(epoch, "epoch", low=0, high=INT64_MAX - 1)
+        self._refuse_moving("seek")
+        self.epoch = epoch
+        self.rewound()
+
+    @keeps_global_rng
+    def regroup(
+        self,
+        g: Graph,
+        batch_size: int,
+        envelope: Any = None,
+        *,
+        seed: int | None = None,
+        nodes: Any = None,
+        sampler: Sampler | None = None,
+    ) -> None:
+        """Train on new data from the next epoch on: the graph ``g`` (its features, labels and
+        training nodes; ``nodes``: new ``StepHooks.nodes``), ``batch_size``, ``seed`` (default:
+        the engine's) and what samples it (``envelope`` or ``sampler``, as :class:`Engine`
+        takes them). The model, the optimizer and its state, the other hooks, the observers,
+        the mode, the kernel, the position and the history stay. What a Grappa worker does at
+        every repartition: its local graph changes, its Engine does not.
+
+        Every argument is checked as the constructor checks it (TypeError / ValueError naming
+        it), before anything changes. Refused (RuntimeError) where :meth:`seek` is: while an
+        epoch runs, after a torn step, inside an epoch an interruption left partly applied."""
+        self._refuse_moving("regroup")
+        hooks = self.hooks if nodes is None else dataclasses.replace(self.hooks, nodes=nodes)
+        args = check_engine_args(
+            g, self.model, self.fanouts, batch_size, envelope, mode=self.mode,
+            device=self.device, seed=self.seed if seed is None else seed,
+            optimizer=self.optimizer, kernel=self.settings.kernel, hooks=hooks, sampler=sampler,
+        )  # fmt: skip
+        observers = self.observers
+        self._adopt(args)
+        self._build_step()
+        self.observers = observers
+        # Nothing loaded, sampled or captured for the old data is used again.
+        self._epoch_batches = self._loaded_epoch = None
+        self.epoch_table = self.epoch_seeds = None
+        self.cuda_graph = self._captured_batch = self.last_batch = None
+        self._build_sampler(args)
+        self.rewound()
+
+    def _refuse_moving(self, what: str) -> None:
+        """The position may move only between epochs (see :meth:`seek`)."""
+        self._refuse_torn(what)
+        if self._running_epoch is not None:
+            raise RuntimeError(
+                f"{what}: train_epoch is running epoch {self._running_epoch}; the position "
+                "moves only between calls of train_epoch (not from a hook or observer)"
+            )
+        if self.batch != 0:
+            raise RuntimeError(
+                f"{what}: the engine stands at batch {self.batch} of epoch {self.epoch}, an "
+                "epoch an interruption left partly applied; moving now would drop or repeat "
+                "its batches. Finish it with train_epoch() or load a checkpoint"
+            )
+
+    def _place(self, epoch: int, batch: int) -> None:
+        """Set the position to ``(epoch, batch)``, checked by the caller (:func:`zg.checkpoint.load`
+        restoring a saved one); the device counter is set again before the next static step."""
+        self.epoch, self.batch = epoch, batch
+        self.rewound()
 
     def _after(self, epoch: int, b: int, count: int) -> tuple[int, int]:
         """The position after batch ``b`` of an epoch of ``count`` batches."""

@@ -280,9 +280,10 @@ class GCNConv(nn.Module):
         h'_i = b + d_in(i)^{-1/2} sum_{j in N(i)} d_out(j)^{-1/2} h_j W
 
     where, as in DGL on a block, d_out(j) is the number of real edges leaving source row j
-    *within this block* and d_in(i) the number of real edges entering destination row i, both
-    clamped to >= 1; each slot is one edge (duplicates count). No self-loop is added: a row
-    with no real slot gets just the bias.
+    *within this block* (``block.out_degree`` instead when the block carries its graph's) and
+    d_in(i) the number of real edges entering destination row i, both clamped to >= 1; each
+    slot is one edge (duplicates count). No self-loop is added: a row with no real slot gets
+    just the bias.
 
     Shapes: ``h_src`` [S, in_dim] -> [D, out_dim]. Parameters: ``weight`` [in_dim, out_dim]
     (DGL's layout, applied as ``h @ weight``), ``bias`` [out_dim]. ``activation``: None or
@@ -315,8 +316,11 @@ class GCNConv(nn.Module):
         _check_layer_inputs("GCNConv", block, h_src, self.in_dim)
         edge_mask, dst_real = _real_edges(block, h_src.device)  # [D, k], [D, 1]
         edge_count = edge_mask.to(h_src.dtype)  # [D, k] 1.0 per edge
-        out_degree = torch.zeros(h_src.shape[0], dtype=h_src.dtype, device=h_src.device)
-        out_degree.index_add_(0, block.nbr.reshape(-1), edge_count.reshape(-1))  # [S] d_out(j)
+        if block.out_degree is not None:  # the graph's, not the block's (Block.out_degree)
+            out_degree = block.out_degree.to(h_src.dtype)  # [S] d_out(j)
+        else:
+            out_degree = torch.zeros(h_src.shape[0], dtype=h_src.dtype, device=h_src.device)
+            out_degree.index_add_(0, block.nbr.reshape(-1), edge_count.reshape(-1))  # [S]
         in_degree = edge_count.sum(1)  # [D] d_in(i)
         h = h_src * out_degree.clamp(min=1).pow(-0.5).unsqueeze(1)  # d_out(j)^-1/2 h_j  [S, in]
         # sum_j (...) W (W first when it narrows: the sum commutes with it)

@@ -235,7 +235,6 @@ def check_engine_args(
     mode: Any,
     device: Any,
     seed: Any,
-    replace: Any,
     optimizer: Any,
     kernel: Any,
     hooks: Any,
@@ -281,8 +280,6 @@ def check_engine_args(
     fanouts = check_fanouts(fanouts)
     batch_size = int_arg(batch_size, "batch_size", low=1)
     seed = seed_arg(seed)
-    if not isinstance(replace, bool):
-        raise TypeError(f"replace must be a bool, got {type(replace).__name__}")
     if hooks.features is None:
         check_features(g)
     if isinstance(getattr(model, "feature_dims", None), list):  # a zg model or DGLModel
@@ -304,8 +301,11 @@ def check_engine_args(
         )
     # Buffers hold at most the training set: batch 10^6 on 300 nodes is 300 rows.
     rows = batch_size if hooks.batches is not None else min(batch_size, nodes.numel())
+    # Sampling with replacement is a sampler's option (the built-in ones sample without).
+    replace = False
     if sampler is not None:
         check_sampler(sampler, mode, fanouts, rows, device)
+        replace = getattr(sampler, "replace", False) is True
     elif isinstance(envelope, Envelope) and MODE_PARTS[mode][0] == "envelope":
         envelope._check_fits(fanouts, rows, g.num_nodes)
     return EngineArgs(

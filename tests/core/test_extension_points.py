@@ -11,6 +11,7 @@ tests/grappa/test_estimator_registry.py.)
 
 from __future__ import annotations
 
+import inspect
 import sys
 from collections import Counter
 
@@ -214,7 +215,6 @@ ENGINE_ARGUMENTS = (
     "mode",
     "device",
     "seed",
-    "replace",
     "optimizer",
     "kernel",
     "hooks",
@@ -313,15 +313,56 @@ def test_the_engine_constructor_is_short():
     assert _code_lines(zg.Engine.__init__) <= 50, _code_lines(zg.Engine.__init__)
 
 
+def test_the_engine_takes_at_most_twelve_parameters():
+    """Issue 57: the retired step= and the sampler's own replace= are gone."""
+    names = list(inspect.signature(zg.Engine.__init__).parameters)[1:]  # without self
+    assert len(names) <= 12, names
+    assert "step" not in names and "replace" not in names
+
+
 def test_the_old_names_still_work_with_a_warning():
+    """engine.source and engine.step read until 0.6; the keyword step= is retired (0.5)."""
     g = tiny()
     model = zg.models.SAGE(g.feat_dim, 8, int(g.num_classes), 2)
-    with pytest.warns(DeprecationWarning, match="hooks"):
-        eng = zg.Engine(g, model, [3, 3], 32, step=zg.StepHooks(poll_every=3))
+    eng = zg.Engine(g, model, [3, 3], 32, hooks=zg.StepHooks(poll_every=3))
     assert eng.hooks.poll_every == 3
     with pytest.warns(DeprecationWarning, match="engine.sampler"):
         assert eng.source is eng.sampler
     with pytest.warns(DeprecationWarning, match="engine.hooks"):
         assert eng.step is eng.hooks
-    with pytest.raises(TypeError, match="give only hooks"):
-        zg.Engine(g, model, [3, 3], 32, step=zg.StepHooks(), hooks=zg.StepHooks())
+    with pytest.raises(TypeError, match="step"):
+        zg.Engine(g, model, [3, 3], 32, step=zg.StepHooks())
+
+
+def test_a_built_in_sampler_is_passed_like_any_other():
+    """mode="dynamic" is the eager launch of zg.DynamicSampler: passed as sampler=..., with the
+    engine's seed, it trains the same parameters bit for bit. Its options travel with it:
+    replace=True samples with replacement, and the settings (and checkpoints) record it."""
+    g = tiny()
+
+    def engine(**kw):
+        model = zg.models.build_seeded("sage", g.feat_dim, 8, g.num_classes, 2, seed=2)
+        return zg.Engine(g, model, [3, 3], 32, seed=4, **kw)
+
+    named, passed = (
+        engine(mode="dynamic"),
+        engine(mode="eager", sampler=zg.DynamicSampler(g, [3, 3], seed=4)),
+    )
+    named.train_epoch()
+    passed.train_epoch()
+    for a, b in zip(named.model.parameters(), passed.model.parameters()):
+        assert torch.equal(a, b)
+    assert not named.settings.replace and not passed.settings.replace
+    drawing = engine(mode="eager", sampler=zg.DynamicSampler(g, [3, 3], replace=True, seed=4))
+    assert drawing.settings.replace and drawing.replace
+    # The engine samples as the sampler it was given does, and not as one without replacement.
+    alone = zg.DynamicSampler(g, [3, 3], replace=True, seed=4)
+    without = zg.DynamicSampler(g, [3, 3], seed=4)
+    differs = False
+    for b, seeds in enumerate(drawing.batches(0)):
+        mine = drawing.sample(b, epoch=0).node_sets()
+        assert all(torch.equal(x, y) for x, y in zip(mine, alone.sample(seeds, 0, b).node_sets()))
+        theirs = without.sample(seeds, 0, b).node_sets()
+        differs |= any(not torch.equal(x, y) for x, y in zip(mine, theirs))
+    assert differs
+    drawing.train_epoch()

@@ -46,7 +46,8 @@ def build(
         optimizer = optimizer(model)
     kw.setdefault("seed", 1)
     eng = Engine(
-        g, model, [4, 4], 64, "worst_case" if mode in ("eager", "static") else None,
+        g, model, [4, 4], 64,
+        "worst_case" if mode in ("eager", "static") and "sampler" not in kw else None,
         mode=mode, kernel=kernel, optimizer=optimizer, hooks=hooks, **kw,
     )  # fmt: skip
     eng.observers = []
@@ -107,7 +108,10 @@ MISMATCHES = {
     ),
     "loss hook": (lambda g: dict(hooks=StepHooks(loss=my_loss)), r"hooks.*loss"),
     "seed": (lambda g: dict(seed=2), "seed"),
-    "replace": (lambda g: dict(replace=True), "replace"),
+    "replace (the sampler's)": (
+        lambda g: dict(sampler=zg.EnvelopeSampler(g, [4, 4], 64, replace=True, seed=1)),
+        "replace",
+    ),
 }
 
 

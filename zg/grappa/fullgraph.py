@@ -1,8 +1,9 @@
 """Full-neighbourhood computation on a whole graph, with autograd: the exact reference.
 
-Where it sits: Grappa's "full-graph mode" trains each worker on its whole local graph, and
-:func:`zg.grappa.gradient_error` needs the exact full-graph gradient. Both run a zg model on one
-block that holds *every* in-edge of *every* node, used for every layer:
+Where it sits: Grappa's "full-graph mode" trains each worker on its whole local graph
+(:class:`WholeGraph`, a sampler whose one batch is the whole graph, its last block ending at
+the seeds), and :func:`zg.grappa.gradient_error` needs the exact full-graph gradient. Both run a
+zg model on one block that holds *every* in-edge of *every* node, used for every layer:
 
     whole_graph_block(g): nbr int64 [N, d_max], mask bool [N, d_max], src_nodes = 0 .. N-1
 
@@ -22,7 +23,7 @@ from __future__ import annotations
 
 import torch
 
-from .._checks import returned_logits
+from .._checks import node_ids_arg, returned_logits
 from ..blocks import Block
 from ..graph import Graph
 from ..inference import MAX_BLOCK_SLOTS, accuracy, evaluate
@@ -39,25 +40,69 @@ __all__ = [
 
 
 class WholeGraph:
-    """A :class:`zg.Sampler` whose one batch is the whole graph: every layer's block is
-    :func:`whole_graph_block` (built once), the seeds are the batch's nodes. What a worker's
-    Engine runs with ``batching="full"`` (one iteration per epoch, in the same loop and step as
-    mini-batches); the loss keeps the seeds' rows of the whole graph's logits."""
+    """A :class:`zg.Sampler` whose one batch is the whole graph, kept to the sampler contract:
+    every layer's block holds every in-edge of every node, and the last one ends at the seeds
+    (its destination rows are the seeds, in order). What a worker's Engine runs with
+    ``batching="full"`` (one iteration per epoch, in the same loop, step and loss as
+    mini-batches).
+
+    ``block``: :func:`whole_graph_block` of the graph (built once). For ``seeds`` [B] the source
+    rows are put in the order ``[seeds, the other nodes in id order]`` (destinations are the
+    first source rows), so the blocks are
+
+        inner layers: nbr [N, d_max], mask [N, d_max], src_nodes = that order (N -> N rows)
+        last layer:   the first B rows of those (N -> B rows: the seeds' logits only)
+
+    each carrying the graph's out-degrees (:attr:`zg.Block.out_degree`), so every layer,
+    GCN's included, is the exact full-graph layer. The blocks are built once per set of seeds
+    (a worker's seeds stay the same for its whole super-epoch) and reused.
+    """
 
     def __init__(self, block: Block, fanouts: list[int]):
+        if not isinstance(block, Block):
+            raise TypeError(
+                f"block must be a zg.Block (whole_graph_block(g)), got {type(block).__name__}"
+            )
         self.block, self.fanouts = block, list(fanouts)
         self.device = block.nbr.device
+        self.num_nodes = block.nbr.shape[0]
+        nbr, mask = block.nbr, block.mask  # [N, k]
+        self._out_degree = torch.zeros(self.num_nodes, dtype=torch.float32, device=self.device)
+        self._out_degree.index_add_(0, nbr[mask], torch.ones_like(nbr[mask], dtype=torch.float32))
+        self._built: tuple[torch.Tensor, list[Block]] | None = None  # (seeds, their blocks)
 
     def sample(self, seeds, epoch: int = 0, batch: int = 0, *, clock=None) -> MiniBatch:
         seeds = torch.as_tensor(seeds, dtype=torch.int64).to(self.device)  # [B]
-        layers = len(self.fanouts)
+        if self._built is None or not torch.equal(self._built[0], seeds):
+            seeds = node_ids_arg(seeds, "seeds", self.num_nodes, device=self.device)
+            self._built = (seeds.clone(), self._blocks_ending_at(seeds))
+        blocks = self._built[1]
         return MiniBatch(
             seeds=seeds,
             num_seeds=torch.tensor(seeds.numel(), device=self.device),
-            blocks=[self.block] * layers,
-            counts=torch.zeros(layers, dtype=torch.int64, device=self.device),
+            blocks=blocks,
+            counts=torch.stack([b.num_src for b in blocks]),
             overflowed=torch.zeros((), dtype=torch.bool, device=self.device),
         )
+
+    def _blocks_ending_at(self, seeds: torch.Tensor) -> list[Block]:
+        """The whole graph's blocks with the source rows ordered seeds first (see the class)."""
+        n, dev = self.num_nodes, self.device
+        others = torch.ones(n, dtype=torch.bool, device=dev)
+        others[seeds] = False
+        order = torch.cat([seeds, torch.arange(n, device=dev)[others]])  # [N] node of each row
+        row_of = torch.empty_like(order)
+        row_of[order] = torch.arange(n, device=dev)  # [N] row of each node
+        mask = self.block.mask.index_select(0, order)  # [N, k]
+        nbr = torch.where(mask, row_of[self.block.nbr.index_select(0, order)], 0)  # [N, k] rows
+        out_degree = self._out_degree.index_select(0, order)  # [N] d_out of each row
+        whole = self.block.num_src
+        inner = Block(nbr, mask, whole, whole, order, out_degree=out_degree)
+        b = seeds.numel()
+        last = Block(
+            nbr[:b], mask[:b], whole, torch.tensor(b, device=dev), order, out_degree=out_degree
+        )  # [B, k]: the seeds' rows
+        return [inner] * (len(self.fanouts) - 1) + [last]
 
 
 def whole_graph_block(g: Graph) -> Block:

@@ -11,8 +11,10 @@ sampler and a block's source nodes; ``zg.grappa.sources`` still reads, with a wa
 Local data has: ``graph`` (what the Engine samples on), ``features`` (None: ``graph.x``; or a
 callable fetching rows), ``weights`` (float [graph nodes] the estimator's node weights),
 ``train_nodes`` (its seeds, ids in ``graph``), ``seed`` (its sampling stream this super-epoch),
-``envelope`` (or None), ``iterations`` (I, the same on every worker), ``rows`` (its largest
-batch) and :meth:`batches`.
+``envelope`` (or None), ``whole_graph`` (with ``batching="full"``: the
+:class:`zg.grappa.fullgraph.WholeGraph` sampler the Engine runs, its one batch the whole local
+graph; else None), ``iterations`` (I, the same on every worker), ``rows`` (its largest batch)
+and :meth:`batches`.
 """
 
 from __future__ import annotations
@@ -27,7 +29,7 @@ from ..rng import batch_ranges, epoch_order, worker_seed
 from .config import TrainConfig
 from .coverage import local_coverage
 from .estimators import Estimator, local_weights
-from .fullgraph import whole_graph_block
+from .fullgraph import WholeGraph, whole_graph_block
 from .partition import Partition
 from .plan import iterations_per_epoch
 
@@ -74,6 +76,7 @@ class LocalData:
     graph, sampled locally; nothing but gradients leaves the worker."""
 
     features = None
+    whole_graph: WholeGraph | None = None
 
     def __init__(
         self,
@@ -103,9 +106,9 @@ class LocalData:
         self.seed = worker_seed(self.cfg.seed, self.rank, s)
         # The worker's largest batch: batches() splits its training nodes into I parts.
         self.rows = max(1, math.ceil(self.train_nodes.numel() / self.iterations))
-        self.envelope = None
+        self.envelope = self.whole_graph = None
         if self.cfg.batching == "full":
-            self.block = whole_graph_block(self.graph)
+            self.whole_graph = WholeGraph(whole_graph_block(self.graph), self.cfg.fanouts)
         elif self.cfg.step_shapes == "envelope":
             self.envelope = worker_envelope(
                 self.cfg, self.graph, self.rows, self.seed, self.train_nodes
@@ -114,7 +117,10 @@ class LocalData:
         self.mean_coverage = float(coverage[self.graph.train_idx].mean())
 
     def batches(self, epoch: int) -> list[torch.Tensor]:
-        """This worker's training nodes of ``epoch``, shuffled and cut into I near-equal parts."""
+        """This worker's training nodes of ``epoch``, shuffled and cut into I near-equal parts
+        (the whole graph as one batch: all of them, in the local graph's order)."""
+        if self.whole_graph is not None:
+            return [self.train_nodes]
         return worker_batches(self.train_nodes, self._order_seed, epoch, self.iterations)
 
 
@@ -125,7 +131,7 @@ class GlobalBatchShares:
     neighbourhood is the one a single process draws for it; the exchange sums the gradients,
     losses and seed counts, so the update is the single-process update on the global batch."""
 
-    features = None
+    features = whole_graph = None
 
     def __init__(self, cfg, g, part, rank, world, device, estimator):
         self.cfg, self.g, self.rank, self.world, self.device = cfg, g, rank, world, device

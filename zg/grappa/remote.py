@@ -103,6 +103,7 @@ class FeatureFetchData:
     attributes as :class:`zg.grappa.local.LocalData`; ``features`` is the fetch."""
 
     envelope = None  # host-mediated sampling on the whole structure
+    whole_graph = None  # sampled mini-batches (batching "minibatch")
 
     def __init__(
         self,

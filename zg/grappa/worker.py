@@ -2,7 +2,8 @@
 
 Where it sits: inside every worker process that :func:`zg.grappa.train` (or ``torchrun -m
 zg.grappa``) starts. Per super-epoch the worker's local data (:mod:`zg.grappa.local`, ``worker.local``) builds
-its local graph, weights and envelope, and the worker builds a ``zg.Engine`` over it with
+its local graph, weights and envelope, and the worker hands them to its one ``zg.Engine``
+(built at the first super-epoch, :meth:`zg.Engine.regroup` at every repartition), with
 
 * ``reduce``: the worker's gradient exchange (:mod:`zg.grappa.exchange`): after backward, one
   flat all-reduce of ``s_p * gradient`` with the overflow flag riding along (psgd_pa: the flag
@@ -37,9 +38,10 @@ imported once in every worker process before training, and the file appends its 
 With ``step_shapes="envelope"`` the Engine runs the static step (the ZeroGNN fixed-shape envelope
 step: seeds from the device table, keys derived on the device), the exchange included: fixed
 buffers and no host read in a steady iteration (``tests/grappa/test_grappa_exchange.py``).
-``batching="full"`` is a data source of the same Engine
-(:class:`zg.grappa.fullgraph.WholeGraph`: one batch, the whole local graph, one iteration per
-epoch): one loop and one step for every trainer and batching.
+``batching="full"`` is a sampler of the same Engine, which the local data holds
+(:class:`zg.grappa.fullgraph.WholeGraph`: one batch, the whole local graph, its last block
+ending at the seeds as every sampler's does; one iteration per epoch): one loop, one step and
+one loss for every trainer and batching.
 """
 
 from __future__ import annotations
@@ -69,7 +71,6 @@ from .checkpoint import checkpoint_file, resume, write_checkpoint
 from .comm import KINDS, CommLedger
 from .config import TrainConfig, super_epoch_of
 from .estimators import check_factor_values, check_scale_values, masked_batch_stats
-from .fullgraph import WholeGraph
 from .history import epoch_record, history, write_json
 from .launch import worker_device
 from .partition import Partition
@@ -202,8 +203,8 @@ def pin_threads(threads: int) -> None:
 
 class _Worker:
     """A worker's pieces: its trainer and role, local data, model (and what wraps it), optimizer,
-    loss, overflow guard, ledger, the Engine of the current super-epoch and the kernel that
-    ran."""
+    loss, overflow guard, ledger, its one Engine (handed each super-epoch's local data) and the
+    kernel that ran."""
 
     def __init__(
         self,
@@ -218,8 +219,7 @@ class _Worker:
         self.trainer = cfg.trainer_object
         self.role = role_for(self.trainer)
         self.ledger = CommLedger(world)
-        self.full = cfg.batching == "full"
-        self.envelope_step = cfg.step_shapes == "envelope" and not self.full
+        self.envelope_step = cfg.step_shapes == "envelope"  # (never with batching "full")
         self.guard = (
             OverflowGuard(cfg.num_layers, device, distributed=True) if self.envelope_step else None
         )
@@ -233,19 +233,26 @@ class _Worker:
         self.exchange.account = self.times
         self.optimizer = make_optimizer(self.model, "adam", cfg.lr, cfg.weight_decay)
         self.iterations = self.local.iterations
-        self.loss = _EstimatorLoss(
-            cfg, self.local, rank, world, self.ledger, self.exchange, self.full
-        )
+        self.loss = _EstimatorLoss(cfg, self.local, rank, world, self.ledger, self.exchange)
         self.engine: Engine | None = None
 
     def enter(self, s: int) -> None:
         """Regroup into super-epoch ``s`` (nothing if it is the current one): the local graph,
-        weights, envelope and Engine last the whole super-epoch."""
+        weights and envelope of the super-epoch, handed to the worker's one Engine (built at
+        the first; :meth:`zg.Engine.regroup` after)."""
         if s == self.local.super_epoch:
             return
         start = time.perf_counter()
         self.local.start_super_epoch(s)
-        self.engine = self._engine()
+        if self.engine is None:
+            self.engine = self._engine()
+        else:
+            local = self.local
+            self.engine.regroup(
+                local.graph, local.rows, seed=local.seed, nodes=local.train_nodes,
+                **self._sampling(),
+            )  # fmt: skip
+            self._built(self.engine)
         self.account.add("repartitioning", time.perf_counter() - start)
 
     def before_step(self, epoch: int, b: int) -> None:
@@ -273,7 +280,7 @@ class _Worker:
         """(envelope overflows, rewound batches) of one epoch of training; the steps' seconds
         go into the account, their sum into ``self.train_seconds``."""
         start = time.perf_counter()
-        self.engine.epoch, self.engine.batch = epoch, 0
+        self.engine.seek(epoch)
         try:
             stats = self.engine.train_epoch()
         except FloatingPointError:
@@ -286,7 +293,8 @@ class _Worker:
         return stats.overflows, stats.rewound_batches
 
     def _engine(self) -> Engine:
-        """The worker's Engine for the current super-epoch (the class a single process runs)."""
+        """The worker's one Engine (the class a single process runs), over the first
+        super-epoch's local data."""
         cfg, local = self.cfg, self.local
         hooks = StepHooks(
             nodes=local.train_nodes,
@@ -299,18 +307,6 @@ class _Worker:
             after=self.after_step,
             poll_every=cfg.poll_every,
         )
-        if self.full:  # one batch, the whole local graph: the same loop and step
-            nodes, graph = local.train_nodes, local.graph
-            hooks.batches = lambda epoch: [nodes]
-            hooks.features = lambda input_nodes: graph.x
-            engine = Engine(
-                local.graph, self.model, cfg.fanouts, nodes.numel(), mode="eager",
-                device=self.device, seed=local.seed, optimizer=self.optimizer,
-                kernel=cfg.kernel, hooks=hooks, sampler=WholeGraph(local.block, cfg.fanouts),
-            )  # fmt: skip
-            engine.observers = [self.times]
-            self.kernel = engine.settings.kernel
-            return engine
         # "static": the fixed-shape step, the exchange included; with cfg.capture (CUDA) that
         # step, exchange included, is captured as one CUDA Graph and replayed ("graph").
         capture = self.envelope_step and cfg.capture
@@ -321,24 +317,39 @@ class _Worker:
             self.model,
             cfg.fanouts,
             local.rows,
-            envelope=local.envelope if self.envelope_step else "worst_case",
             mode=self._mode(capture),
             device=self.device,
             seed=local.seed,
             optimizer=self.optimizer,
             kernel=self.cfg.kernel,
             hooks=hooks,
+            **self._sampling(),
         )
         engine.observers = [self.times]  # the account's clock; no sync audit in a worker
-        if capture:  # a CUDA Graph runs whole: the account cannot split its stages
-            self.times.lend_clock = False
-            self.loss.capture_into(engine.counter, self.iterations, self.guard.enabled)
-        self.kernel = engine.settings.kernel
+        self._built(engine)
         return engine
 
+    def _built(self, engine: Engine) -> None:
+        """After the Engine is built or regrouped: a captured step writes the batches' numbers
+        at its (new) device counter; the kernel that ran."""
+        if self.envelope_step and self.cfg.capture:  # a CUDA Graph runs whole: the account
+            self.times.lend_clock = False  # cannot split its stages
+            self.loss.capture_into(engine.counter, self.iterations, self.guard.enabled)
+        self.kernel = engine.settings.kernel
+
+    def _sampling(self) -> dict[str, Any]:
+        """What samples the local graph: the whole local graph as one batch (batching "full",
+        :class:`zg.grappa.fullgraph.WholeGraph`), the envelope sampler sized by the local
+        data's envelope (step_shapes "envelope"), or the mode's own (dynamic)."""
+        if self.local.whole_graph is not None:
+            return {"sampler": self.local.whole_graph}
+        return {"envelope": self.local.envelope} if self.envelope_step else {}
+
     def _mode(self, capture: bool) -> str:
-        """The Engine's mode: "dynamic", "static", or "graph" (captured) on CUDA; the CPU runs
-        a captured step's twin, "static"."""
+        """The Engine's mode: "dynamic", "eager" (the whole graph as one batch), "static", or
+        "graph" (captured) on CUDA; the CPU runs a captured step's twin, "static"."""
+        if self.local.whole_graph is not None:
+            return "eager"
         if not self.envelope_step:
             return "dynamic"
         return "graph" if capture and self.device.type == "cuda" else "static"
@@ -600,13 +611,12 @@ class _EstimatorLoss:
         world: int,
         ledger: CommLedger,
         exchange,
-        full: bool,
     ):
         self.trainer, self.local, self.rank, self.world = cfg.trainer_object, local, rank, world
         self.estimator = cfg.estimator_object
         # The estimator combines this trainer's gradients (its worker scales are checked).
         self.runs_estimator = not (self.trainer.averages_models or self.trainer.shares_batches)
-        self.ledger, self.exchange, self.full = ledger, exchange, full
+        self.ledger, self.exchange = ledger, exchange
         self.current: dict[str, torch.Tensor] = {}
         self.per_batch: dict[int, dict[str, torch.Tensor]] = {}
         # A captured step (cfg.capture): each replay rewrites the same tensors, so the step
@@ -618,8 +628,6 @@ class _EstimatorLoss:
         self.enabled: torch.Tensor | None = None  # bool []: False while a capture warms up
 
     def __call__(self, logits: torch.Tensor, labels: torch.Tensor, mb: MiniBatch) -> torch.Tensor:
-        if self.full:  # whole-graph logits: keep the seeds' rows
-            logits = logits.index_select(0, mb.seeds)
         per_seed, counted = per_seed_cross_entropy(logits, labels, mb.valid)  # [B], [B]
         weights = self.local.weights.index_select(0, mb.seeds)  # [B]
         lam = factor = None
