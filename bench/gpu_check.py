@@ -102,7 +102,7 @@ def build_engine(
     mode = {"dynamic": "dynamic", "envelope_eager": "eager", "envelope_captured": captured}[variant]
     if mode == "dynamic":
         envelope = "profiled"  # unused: the dynamic mode has no envelope
-    step = StepHooks(
+    hooks = StepHooks(
         forward=None if compiled is None else torch.compile(net, mode=compiled),
         before=_set_tf32(True) if tf32 else None,
         after=_set_tf32(False) if tf32 else None,
@@ -119,7 +119,7 @@ def build_engine(
             mode=mode,
             device=device,
             seed=seed,
-            step=step,
+            hooks=hooks,
             kernel="auto",  # the fastest here: the fused kernels on a CPU, the torch path on a GPU
         )
     finally:
