@@ -12,6 +12,7 @@ import io
 import json
 import os
 import sys
+import tempfile
 import threading
 from pathlib import Path
 
@@ -403,7 +404,7 @@ def test_a_worker_failure_with_the_bar_on_raises_as_before_and_leaves_no_thread(
 ):
     """Worker 1 kills itself at the start of epoch 1 (after rank 0 reported epoch 0): train
     raises the kit's WorkerFailed naming the signal; no progress thread, bar or file is left."""
-    monkeypatch.setattr(progress.tempfile, "tempdir", str(tmp_path))
+    monkeypatch.setattr(tempfile, "tempdir", str(tmp_path))  # where the bar's folder goes
     monkeypatch.setenv(PLUGIN_ENV, PLUGIN)
     monkeypatch.setenv(FAULT_ENV, "kill:1:0:1")
     before = {t.name for t in threading.enumerate()}
