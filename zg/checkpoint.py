@@ -47,6 +47,7 @@ from typing import TYPE_CHECKING, Any
 
 import torch
 
+from ._interrupt import held_interrupt
 from ._io import (
     _digest,
     atomic_write,
@@ -153,18 +154,21 @@ def load(engine: Engine, path: Any) -> Engine:
             f"checkpoint {where} is malformed ({type(exc).__name__}: {_short(exc)})"
         ) from None
 
-    # Every check passed: assign, in place (static buffers and a captured graph stay valid).
-    with torch.no_grad():
+    # Every check passed: assign, in place (static buffers and a captured graph stay valid),
+    # all or nothing under Ctrl-C: a SIGINT here is held until the last write (a second one
+    # raises at once). The checkpoint restores everything a torn step tore.
+    with held_interrupt(), torch.no_grad():
         for k, v in engine.model.state_dict().items():
             v.copy_(model_state[k].to(v.device))
-    _copy_optimizer_state(engine.optimizer, saved["optimizer"])
-    for group, lr in zip(engine.optimizer.param_groups, getattr(engine.optimizer, "_lr", ())):
-        lr.fill_(float(group["lr"]))  # the device copy a captured step reads
-    engine.settings.lr = lrs[0]  # the checkpoint's learning rate wins (module docstring)
-    engine._place(epoch, batch)
-    if envelope is not None and envelope.sizes != engine.envelope.sizes:
-        engine.envelope = envelope
-        engine.rebuild()
+        _copy_optimizer_state(engine.optimizer, saved["optimizer"])
+        for group, lr in zip(engine.optimizer.param_groups, getattr(engine.optimizer, "_lr", ())):
+            lr.fill_(float(group["lr"]))  # the device copy a captured step reads
+        engine.settings.lr = lrs[0]  # the checkpoint's learning rate wins (module docstring)
+        engine._place(epoch, batch)
+        if envelope is not None and envelope.sizes != engine.envelope.sizes:
+            engine.envelope = envelope
+            engine.rebuild()
+        engine._torn = None
     _log.info("resumed from checkpoint %s at epoch %d, batch %d", path, epoch, batch)
     return engine
 

@@ -76,8 +76,6 @@ from __future__ import annotations
 import dataclasses
 import functools
 import math
-import signal
-import threading
 import time
 import warnings
 from collections.abc import Sequence
@@ -89,6 +87,7 @@ import torch.distributed as dist
 
 from . import checkpoint, inference
 from ._checks import INT64_MAX, int_arg, memory_arg
+from ._interrupt import held_interrupt
 from .baselines.dgl import DGLSource
 from .envelope import Envelope, block_bytes
 from .graph import Graph
@@ -400,7 +399,7 @@ class Engine:
         # that publishes the position, so no line of the loop sees the one without the other.
         inflight: tuple[int, int | None] | None = None
         stats: EpochStats | None = None  # this call's record, once appended
-        held = _held_interrupt()
+        held = held_interrupt()
         start_time = time.perf_counter()
         # Training needs autograd whatever the caller's mode (a call under torch.no_grad());
         # the caller's mode comes back however the call ends, also when an exception stopped a
@@ -1016,41 +1015,3 @@ class Engine:
     def state_dict(self) -> dict[str, Any]:
         """The checkpoint as a dict (:func:`zg.checkpoint.state`)."""
         return checkpoint.state(self)
-
-
-class _held_interrupt:
-    """Hold Ctrl-C (SIGINT) for the span of one batch, from its sampling to its publication, and
-    raise it there: an interruption never lands inside the optimizer's in-place update, or
-    between an applied step and its position. A second Ctrl-C raises at once. Only where the
-    handler is Python's own, in the main thread; elsewhere it does nothing. (A class, not a
-    generator: it runs once per batch; its cost is two sigaction calls.)"""
-
-    __slots__ = ("held", "active")
-
-    def __enter__(self):
-        self.held = False
-        self.active = (
-            signal.getsignal(signal.SIGINT) is signal.default_int_handler
-            and threading.current_thread() is threading.main_thread()
-        )
-        if self.active:
-            signal.signal(signal.SIGINT, self._hold)
-        return self
-
-    def _hold(self, signum, frame):
-        if self.held:  # asked twice: now
-            raise KeyboardInterrupt
-        self.held = True
-
-    def __exit__(self, kind, value, traceback):
-        if self.active:
-            signal.signal(signal.SIGINT, signal.default_int_handler)
-            if self.held and kind is None:
-                raise KeyboardInterrupt
-        return False
-
-    def release(self) -> None:
-        """Python's own handler back if this hold's is still installed (an exception landed
-        inside ``__enter__`` or ``__exit__``, between the handler's change and the rest)."""
-        if signal.getsignal(signal.SIGINT) == self._hold:
-            signal.signal(signal.SIGINT, signal.default_int_handler)

@@ -39,6 +39,8 @@ from typing import Any, TypeVar
 
 import torch
 
+from ._interrupt import held_interrupt
+
 __all__ = [
     "batch_ranges",
     "epoch_batches",
@@ -168,9 +170,10 @@ def global_rng_kept() -> Iterator[None]:
     try:
         yield
     finally:
-        torch.random.set_rng_state(cpu)
-        if cuda is not None:
-            torch.cuda.set_rng_state_all(cuda)
+        with held_interrupt():  # a Ctrl-C here waits for both to be put back
+            torch.random.set_rng_state(cpu)
+            if cuda is not None:
+                torch.cuda.set_rng_state_all(cuda)
 
 
 _F = TypeVar("_F", bound=Callable[..., Any])

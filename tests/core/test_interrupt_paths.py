@@ -322,9 +322,9 @@ TAKING = (
     "audit.py:__exit__",
     "audit.py:_leave",
     "audit.py:_stop_cuda_watch",
-    "engine.py:__enter__",
-    "engine.py:__exit__",
-    "engine.py:release",
+    "_interrupt.py:__enter__",
+    "_interrupt.py:__exit__",
+    "_interrupt.py:release",
 )
 
 
@@ -340,7 +340,7 @@ def test_an_epoch_interrupted_in_its_observers_enter_or_exit_leaves_nothing_behi
         if name.rsplit(":", 1)[0] in TAKING:
             first.setdefault(name, k)
     assert any(n.startswith("audit.py:__enter__") for n in first)
-    assert any(n.startswith("engine.py:__exit__") for n in first)
+    assert any(n.startswith("_interrupt.py:__exit__") for n in first)
     for k in sorted(first.values()):
         interrupted_then_continued(mode, k, raise_stop, want)
 
