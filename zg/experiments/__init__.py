@@ -25,6 +25,8 @@ Following one batch through the kit:
     accuracy_map.py the committed map of where Grappa keeps its accuracy, and the diagnosis (06-08)
     results.py      the one format of bench/results/*.json: write, load, headline metrics, fmt
     training_budget.py  does training longer close Grappa's gap? the committed gaps (06-08)
+    _progress.py    the bar a long measurement shows a person (``ex.progress(iterable, desc=...)``
+                    for a notebook's own loop), none in unattended runs
 
 Every public name is also here, so a notebook needs one import:
 
@@ -52,6 +54,7 @@ from . import (
     trainers,
     training_budget,
 )
+from ._progress import progress
 from .accuracy_map import (
     PAPER_REGIME,
     diagnosis_findings,
@@ -116,6 +119,7 @@ from .trainers import (
 )
 
 __all__ = [
+    "progress",
     "machine",
     "host_syncs",
     "envelopes",

@@ -25,6 +25,7 @@ from typing import Any
 import torch
 
 from .._checks import seed_arg
+from ._progress import progress
 from .partitions import _partitions
 
 __all__ = [
@@ -78,27 +79,27 @@ def traffic_rows(
     torch.manual_seed(seed)
     model = zg_models.build("sage", g.feat_dim, hidden_dim, g.num_classes, len(fanouts))
     rows = []
-    for part in parts:
+    pairs = [(part, b) for part in parts for b in batch_sizes]
+    for part, batch_size in progress(pairs, desc="counting fetched rows", unit="setting"):
         grad = gradient_traffic(model, part.num_parts, estimator=estimator)
         row_bytes = g.feat_dim * g.x.element_size()
-        for batch_size in batch_sizes:
-            fetch = feature_fetch_traffic(g, part, fanouts, batch_size, seed=seed)
-            I = fetch["iterations_per_epoch"]
-            feature = sum(fetch["bytes_per_epoch"]) / part.num_parts
-            gradient = grad["bytes"] * I
-            rows.append(
-                {
-                    "method": part.method,
-                    "num_parts": part.num_parts,
-                    "batch_size": batch_size,
-                    "iterations_per_epoch": I,
-                    "feature_bytes": feature,
-                    "gradient_bytes": gradient,
-                    "ratio": feature / gradient if gradient else float("inf"),
-                    "remote_rows_per_iteration": fetch["remote_rows_per_iteration"],
-                    "break_even_rows": grad["bytes"] / row_bytes,
-                }
-            )
+        fetch = feature_fetch_traffic(g, part, fanouts, batch_size, seed=seed)
+        I = fetch["iterations_per_epoch"]
+        feature = sum(fetch["bytes_per_epoch"]) / part.num_parts
+        gradient = grad["bytes"] * I
+        rows.append(
+            {
+                "method": part.method,
+                "num_parts": part.num_parts,
+                "batch_size": batch_size,
+                "iterations_per_epoch": I,
+                "feature_bytes": feature,
+                "gradient_bytes": gradient,
+                "ratio": feature / gradient if gradient else float("inf"),
+                "remote_rows_per_iteration": fetch["remote_rows_per_iteration"],
+                "break_even_rows": grad["bytes"] / row_bytes,
+            }
+        )
     return rows
 
 
