@@ -73,6 +73,7 @@ an engine, since a captured step keeps the precision it was captured with.
 
 from __future__ import annotations
 
+import copy
 import dataclasses
 import functools
 import math
@@ -88,7 +89,7 @@ import torch
 import torch.distributed as dist
 
 from . import checkpoint, inference
-from ._checks import INT64_MAX, int_arg, memory_arg
+from ._checks import INT64_MAX, int_arg, memory_arg, one_memory_reading
 from .baselines.dgl import DGLSource
 from .envelope import Envelope, block_bytes
 from .graph import Graph
@@ -193,6 +194,7 @@ class Engine:
     ``applied`` (bool [] device: whether the last step was applied).
     """
 
+    @one_memory_reading()  # one build, one read of the machine's memory
     def __init__(
         self,
         g: Graph,
@@ -218,6 +220,7 @@ class Engine:
         self._adopt(args)
         # 3. The one call of the step, the observers and the position.
         self._build_step()
+        self.observers: list[Observer] = [AuditSyncs(1)]
         self._start_position()
         # 4. The sampler (and, in the static launches, the buffers the step reads).
         self._build_sampler(args)
@@ -235,7 +238,7 @@ class Engine:
 
     def _build_step(self) -> None:
         """The step every mode calls (:func:`zg.step.train_step` with this engine's model,
-        optimizer, features, labels, overflow guard and hooks), and the default observers."""
+        optimizer, features, labels, overflow guard and hooks) and the hooks' callbacks."""
         hooks = self.hooks
         # What every epoch checks of the labels (they may be changed in place: they are shared).
         self._label_nodes = self.nodes.to(self.device)
@@ -262,7 +265,6 @@ class Engine:
             forward=wrapped["forward"],
             reduce=hooks.reduce,
         )
-        self.observers: list[Observer] = [AuditSyncs(1)]
         self._callbacks = (
             [Callbacks(hooks.before, hooks.after)] if hooks.before or hooks.after else []
         )
@@ -483,6 +485,7 @@ class Engine:
         self.epoch = epoch
         self.rewound()
 
+    @one_memory_reading()  # one build, one read of the machine's memory
     @keeps_global_rng
     def regroup(
         self,
@@ -503,7 +506,14 @@ class Engine:
 
         Every argument is checked as the constructor checks it (TypeError / ValueError naming
         it), before anything changes. Refused (RuntimeError) where :meth:`seek` is: while an
-        epoch runs, after a torn step, inside an epoch an interruption left partly applied."""
+        epoch runs, after a torn step, inside an epoch an interruption left partly applied.
+
+        What is checked where: this public call checks what a user hands it, every time. The
+        kit's own regrouping (a Grappa worker's, :mod:`zg.grappa.worker`) hands values it built
+        and checked itself (the local graph the kit's partition cut from the checked graph,
+        the envelope it profiled there, its seeds) to :meth:`_regroup_checked`, which checks
+        nothing again; both read the machine's memory once
+        (:func:`zg._checks.one_memory_reading`)."""
         self._refuse_moving("regroup")
         hooks = self.hooks if nodes is None else dataclasses.replace(self.hooks, nodes=nodes)
         args = check_engine_args(
@@ -511,10 +521,60 @@ class Engine:
             device=self.device, seed=self.seed if seed is None else seed,
             optimizer=self.optimizer, kernel=self.settings.kernel, hooks=hooks, sampler=sampler,
         )  # fmt: skip
-        observers = self.observers
+        self._regroup(args)
+
+    @one_memory_reading()
+    @keeps_global_rng
+    def _regroup_checked(
+        self,
+        g: Graph,
+        batch_size: int,
+        envelope: Any = None,
+        *,
+        seed: int | None = None,
+        nodes: torch.Tensor | None = None,
+        sampler: Sampler | None = None,
+    ) -> None:
+        """:meth:`regroup` of values the caller built and checked (the kit's own, never a
+        user's): ``g`` a zg.Graph on the engine's device that fits the model (same features
+        and classes), ``batch_size`` an int >= 1, ``envelope`` None, "profiled", "worst_case"
+        or an :class:`zg.Envelope` that fits ``g``, ``fanouts`` and the batch rows (or
+        ``sampler``, built for them), ``nodes`` int64 distinct ids of ``g``. The record
+        :func:`zg.settings.check_engine_args` would return, made without a check."""
+        self._refuse_moving("regroup")  # the engine's state, not a value: still refused
+        hooks = self.hooks
+        if nodes is not None:  # a copy: StepHooks(...) would check its fields again
+            hooks = copy.copy(self.hooks)
+            hooks.nodes = nodes
+        given = hooks.nodes if hooks.nodes is not None else g.train_idx
+        ids = given.to("cpu", torch.int64).contiguous().clone()  # host int64 [T]: its own copy
+        rows = batch_size if hooks.batches is not None else min(batch_size, ids.numel())
+        replace = sampler is not None and getattr(sampler, "replace", False) is True
+        if envelope is None and sampler is None:
+            envelope = "profiled"
+        args = EngineArgs(
+            g=g,
+            model=self.model,
+            fanouts=self.fanouts,
+            batch_size=batch_size,
+            envelope=envelope,
+            mode=self.mode,
+            device=self.device,
+            seed=self.seed if seed is None else seed,
+            replace=replace,
+            optimizer=self.optimizer,
+            kernel=self.settings.kernel,
+            hooks=hooks,
+            sampler=sampler,
+            nodes=ids,
+            rows=rows,
+        )
+        self._regroup(args)
+
+    def _regroup(self, args: EngineArgs) -> None:
+        """Regroup onto ``args`` (checked, or built by the kit from checked values)."""
         self._adopt(args)
         self._build_step()
-        self.observers = observers
         # Nothing loaded, sampled or captured for the old data is used again.
         self._epoch_batches = self._loaded_epoch = None
         self.epoch_table = self.epoch_seeds = None

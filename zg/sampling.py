@@ -795,11 +795,17 @@ class EnvelopeSampler:
                     else type(key).__name__
                 )
             )
+        if key is None:
+            key = device_scalar(batch_key(self.seed, epoch, batch), self.device)
+        return self._sample(seeds, key, clock)
+
+    def _sample(self, seeds: torch.Tensor, key: torch.Tensor, clock: Any = None) -> MiniBatch:
+        """:meth:`sample` of checked values (what :meth:`zg.Envelope.profile` draws its batches
+        with, once it has checked its nodes): ``seeds`` int64 [n <= batch_size] distinct ids
+        of this graph, on the sampler's device; ``key`` int64 [] on the device."""
         num_seeds = seeds.numel()
         padded = torch.zeros(self.batch_size, dtype=torch.int64, device=self.device)
         padded[:num_seeds] = seeds
-        if key is None:
-            key = device_scalar(batch_key(self.seed, epoch, batch), self.device)
         return self.sample_static(padded, device_scalar(num_seeds, self.device), key, clock=clock)
 
     def sample_static(
