@@ -24,7 +24,10 @@ the static launches) in place of the mode's own; ``mode`` then names the launch 
 
 =========== ===================================================================================
 "dgl"       DGL's ``NeighborSampler`` behind its ``DataLoader``, with a ``dgl.nn`` model
-            (``zg.baselines.dgl.DGLModel``): the standard DGL recipe, the baseline.
+            (``zg.baselines.dgl.DGLModel``): the standard DGL recipe, the baseline. A
+            shorthand: ``mode="eager", sampler=zg.DGLSampler(g, fanouts, seed=seed)``
+            trains the same, bit for bit (the model kind and ``kernel="dgl"`` follow the
+            sampler's blocks, its per-epoch loader starts through ``Sampler.prepare``).
 "dynamic"   :class:`zg.DynamicSampler`: host-mediated, exact sizes (what frameworks do: every
             hop asks the host how many nodes it found).
 "eager"     :class:`zg.EnvelopeSampler`: fixed shapes sized by the envelope, 0 host syncs,
@@ -90,7 +93,6 @@ import torch.distributed as dist
 
 from . import checkpoint, inference
 from ._checks import INT64_MAX, int_arg, memory_arg, one_memory_reading
-from .baselines.dgl import DGLSource
 from .envelope import Envelope, block_bytes
 from .graph import Graph
 from .models import BlockModel
@@ -116,6 +118,7 @@ from .settings import (
     check_engine_args,
     checked_hooks,
     checked_minibatch,
+    shorthand_sampler,
 )
 from .step import (
     OverflowGuard,
@@ -150,8 +153,9 @@ class Engine:
             its own Graph object and a copy of the training nodes, so a later reassignment of
             ``g.x`` or ``g.y`` is not seen (build a new Engine); in-place changes to the feature
             and label tensors are (they are shared).
-        model: a zg model (``zg.models.SAGE`` / ``GCN`` / ``GAT``; with mode "dgl" a
-            ``zg.baselines.dgl.DGLModel``); moved to ``device``.
+        model: a zg model (``zg.models.SAGE`` / ``GCN`` / ``GAT``; with DGL's sampler, mode
+            "dgl" or :class:`zg.DGLSampler`, a ``zg.baselines.dgl.DGLModel``); moved to
+            ``device``.
         fanouts: per layer, input layer first. batch_size: seeds per iteration (buffers are
             sized by ``min(batch_size, training nodes)``).
         envelope: the envelope sampler's sizes: "profiled" (None, the default), "worst_case",
@@ -178,8 +182,10 @@ class Engine:
             A sampler's options travel with it: sampling with replacement is
             ``sampler=zg.EnvelopeSampler(g, fanouts, batch_size, replace=True)`` (any launch)
             or ``mode="eager", sampler=zg.DynamicSampler(g, fanouts, replace=True, seed=seed)``
-            (what ``mode="dynamic"`` runs, with replacement); ``settings.replace`` records
-            the sampler's (the built-in samplers sample without replacement).
+            (what ``mode="dynamic"`` runs, with replacement), ``mode="eager",
+            sampler=zg.DGLSampler(g, fanouts, replace=True, seed=seed)`` (``mode="dgl"``'s);
+            ``settings.replace`` records the sampler's (the built-in samplers sample without
+            replacement).
 
     Every argument is checked once (:func:`zg.settings.check_engine_args`); then the Engine
     builds, in named steps: the model and optimizer on the device, the step
@@ -299,13 +305,6 @@ class Engine:
             self.sampler = args.sampler
             self._check_step_fits()
             return
-        if self.mode == "dgl":
-            self._check_step_fits()
-            self.sampler = DGLSource(
-                self.g, self.fanouts, self.rows, replace=self.replace, seed=self.seed,
-                batches=self.batches,
-            )  # fmt: skip
-            return
         max_degree = max_in_degree(self.g)  # one host read, shared by everything built here
         if self.mode == "dynamic":
             self._check_step_fits()
@@ -416,8 +415,9 @@ class Engine:
             self.guard.reset()
             for o in watch:
                 o.epoch_start(self, epoch, first)
-            if self.mode == "dgl":  # DGL's loader starts before the clock, as zg's table loads
-                self.sampler.prepare(epoch, first)
+            # A sampler of one stream per epoch (DGL's loader) starts before the clock, as
+            # zg's table loads.
+            self._prepare_sampler(epoch, first, batches)
             # Checked on the device now, read with the epoch's loss: no host sync of its own.
             labels_ok = labels_in_range(self.g.y, self._label_nodes, self._num_labels)
             b = first
@@ -552,6 +552,9 @@ class Engine:
         replace = sampler is not None and getattr(sampler, "replace", False) is True
         if envelope is None and sampler is None:
             envelope = "profiled"
+        seed = self.seed if seed is None else seed
+        if sampler is None:  # mode "dgl": its sampler over the new graph
+            sampler = shorthand_sampler(self.mode, g, self.fanouts, seed)
         args = EngineArgs(
             g=g,
             model=self.model,
@@ -560,7 +563,7 @@ class Engine:
             envelope=envelope,
             mode=self.mode,
             device=self.device,
-            seed=self.seed if seed is None else seed,
+            seed=seed,
             replace=replace,
             optimizer=self.optimizer,
             kernel=self.settings.kernel,
@@ -931,6 +934,7 @@ class Engine:
         epoch = self.epoch if epoch is None else int_arg(epoch, "epoch", low=0)
         batches = self._load_epoch(epoch)
         batch = int_arg(batch, "batch", low=0) % len(batches)
+        self._prepare_sampler(epoch, batch, batches)
         return self._train_batch(batches, epoch, batch, clock)
 
     @keeps_global_rng
@@ -940,7 +944,16 @@ class Engine:
         epoch = self.epoch if epoch is None else int_arg(epoch, "epoch", low=0)
         batches = self._load_epoch(epoch)
         batch = int_arg(batch, "batch", low=0) % len(batches)
+        self._prepare_sampler(epoch, batch, batches)
         return self.sampler.sample(batches[batch], epoch, batch)
+
+    def _prepare_sampler(self, epoch: int, batch: int, batches: list[torch.Tensor]) -> None:
+        """Tell a sampler that draws an epoch as one stream (the optional ``prepare`` of
+        :class:`zg.Sampler`; :class:`zg.DGLSampler`, DGL's loader) that batch ``batch`` of
+        ``epoch`` comes next, and the epoch's batches. Other samplers have no such method."""
+        prepare = getattr(self.sampler, "prepare", None)
+        if prepare is not None:
+            prepare(epoch, batch, batches)
 
     def set_lr(self, lr: float) -> None:
         """Change the learning rate in place (a captured step sees the new value); recorded in

@@ -476,8 +476,19 @@ class Sampler(Protocol):
 
     An eager launch (``mode="eager"``) needs only this. The built-in samplers implement it:
     :class:`DynamicSampler` (exact sizes, host reads), :class:`EnvelopeSampler` (fixed shapes)
-    and ``zg.baselines.dgl.DGLSource`` (DGL's own). CONTRIBUTING.md "Add a sampler" shows one
-    written outside the package (``tests/core/test_extension_points.py``).
+    and :class:`zg.DGLSampler` (DGL's own). CONTRIBUTING.md "Add a sampler" shows one written
+    outside the package (``tests/core/test_extension_points.py``).
+
+    Two optional members, read by the Engine from the sampler (never from a mode's name):
+
+    * ``prepare(epoch, batch, batches)``: for a sampler that draws an epoch as one stream
+      (:class:`zg.DGLSampler`: DGL's DataLoader, built per epoch over the epoch's seed order,
+      whose batches depend on the draws before them). The Engine calls it with the epoch's
+      batches (host seed tensors, in order) before it samples batch ``batch`` of ``epoch``:
+      at the start of every :meth:`zg.Engine.train_epoch` call (before its clock starts), and
+      in :meth:`zg.Engine.run_batch` / :meth:`zg.Engine.sample`.
+    * ``block_format``: ``"dgl"`` when the MiniBatch carries DGL's blocks (read by a ``dgl.nn``
+      model, recorded as ``kernel="dgl"``); zg's padded blocks otherwise (the default).
     """
 
     fanouts: list[int]
