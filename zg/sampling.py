@@ -486,7 +486,9 @@ class Sampler(Protocol):
       whose batches depend on the draws before them). The Engine calls it with the epoch's
       batches (host seed tensors, in order) before it samples batch ``batch`` of ``epoch``:
       at the start of every :meth:`zg.Engine.train_epoch` call (before its clock starts), and
-      in :meth:`zg.Engine.run_batch` / :meth:`zg.Engine.sample`.
+      in :meth:`zg.Engine.run_batch` / :meth:`zg.Engine.sample`. Such a sampler keeps the
+      promise above (the same three give the same MiniBatch) only for an epoch drawn in order
+      from its start (see :class:`zg.DGLSampler`).
     * ``block_format``: ``"dgl"`` when the MiniBatch carries DGL's blocks (read by a ``dgl.nn``
       model, recorded as ``kernel="dgl"``); zg's padded blocks otherwise (the default).
     """

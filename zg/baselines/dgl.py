@@ -110,6 +110,15 @@ class DGLSampler:
       start of every epoch, before its clock starts, and before a batch sampled outside the
       loop). Asked for a batch out of order (a profiler jumping around), it starts a loader at
       that batch, as DGL would.
+
+      What this costs, and why no zg sampler pays it: the protocol's promise that (seed, epoch,
+      batch) fix the MiniBatch holds here only for an epoch drawn in order from its first
+      batch. Batch ``b`` drawn alone, or first after a rewind or a checkpoint resumed inside
+      the epoch, comes from a loader started at ``b`` (seeded from (seed, epoch)), not from the
+      stream that drew batches ``0 .. b - 1`` first: other neighbours. DGL's generator cannot
+      be read back or keyed per batch from outside (docs/reliability.md), so this cannot be
+      closed in a sampler; it is the baseline's behaviour, kept as DGL users meet it. Nor can
+      it be a :class:`zg.StaticSampler`: its sizes are read on the host (no static launch).
     * **Its blocks are DGL's** (``block_format = "dgl"``): a ``dgl.nn`` model reads them
       (:class:`DGLModel`), a zg model does not; the Engine records ``kernel="dgl"``.
 
