@@ -6,8 +6,9 @@ Counts, not time. One worker (rank 0 of P = 4; its regrouping needs no process g
 as :func:`zg.grappa.worker.run_worker` builds it, over the partition
 :func:`zg.grappa.plan.make_partition` makes; then the counter watches two calls of
 ``worker.enter(s)``: super-epoch 0 (the first build: the local data and the worker's one
-Engine) and super-epoch 1 (a repartition: new local data handed to the same Engine with
-:meth:`zg.Engine.regroup`). :class:`CheckCount` counts every call of the kit's argument checks
+Engine) and super-epoch 1 (a repartition: new local data handed to the same Engine, through
+:meth:`zg.Engine.regroup` up to d093158, through its internal twin
+:meth:`zg.Engine._regroup_checked` since). :class:`CheckCount` counts every call of the kit's argument checks
 (the ``*_arg`` functions of :mod:`zg._checks`, the Engine's ``check_*`` of
 :mod:`zg.settings`, the graph's and the envelope's validators, a sampler's per-batch seed
 check; the outermost ones: a check that calls another for its parts counts once), of the
@@ -18,7 +19,8 @@ public entry points that validate what they are given (``Graph(...)``, ``Envelop
 apart, every comparison of a new size with that memory (:func:`zg._checks.memory_arg`: the
 sizes of the new local graph and envelope, which no earlier check saw).
 
-Writes ``bench/results/regroup_checks.json`` with the machine note. Deterministic: the counts
+Writes ``bench/results/regroup_checks.json`` with the machine note (the same count on the code
+of d093158, the bench copied into its tree: ``bench/results/archive/regroup_checks_d093158.json``). Deterministic: the counts
 depend on the code only (the test tests/grappa/test_grappa_regroup_checks.py asserts the
 repartition's counts with the same counter).
 """
