@@ -168,7 +168,7 @@ def build_sides(g, args, seed, skipped):
                 raise
             skipped[key] = f"failed: {type(exc).__name__}: {str(exc).splitlines()[0][:200]}"
             continue
-        prepare = (lambda e=eng: e.source.prepare(0, 0)) if mode == "dgl" else None
+        prepare = (lambda e=eng: e.sampler.prepare(0, 0, e.batches(0))) if mode == "dgl" else None
         sides[key] = (lambda b, e=eng: e.run_batch(b, epoch=0), prepare)
         engines[key] = eng
     return sides, engines, resident

@@ -23,6 +23,7 @@ from . import (
     sampling,
     step,
 )
+from .baselines.dgl import DGLSampler  # DGL itself is imported when one is built
 from .blocks import Block
 from .engine import Engine, EpochStats, StepHooks
 from .envelope import Envelope
@@ -58,6 +59,7 @@ __all__ = [
     "Envelope",
     "DynamicSampler",
     "EnvelopeSampler",
+    "DGLSampler",
     "MiniBatch",
     "Sampler",
     "StaticSampler",

@@ -11,6 +11,7 @@ coerced silently: ``1.5``, ``True`` and ``"3"`` are not ints.
 from __future__ import annotations
 
 import contextlib
+import contextvars
 import errno
 import math
 import os
@@ -636,13 +637,53 @@ def _cgroup_memory() -> tuple[int | None, int]:
         return None, 0
 
 
+# The readings of one build (see one_memory_reading): {device: (available, total)}, or None
+# outside such a build (every memory_arg reads the machine).
+_READINGS: contextvars.ContextVar[dict | None] = contextvars.ContextVar(
+    "zg_memory_readings", default=None
+)
+
+
+@contextlib.contextmanager
+def one_memory_reading() -> Iterator[None]:
+    """One build, one reading of the machine's memory: inside the block, every
+    :func:`memory_arg` compares its estimate with the memory ``device`` had at the block's first
+    check (:func:`machine_memory` runs once per device), not with a new read of /proc/meminfo
+    (or ``cudaMemGetInfo``) per check. What builds several pieces in a row wraps them: an
+    Engine's build (its envelope profile, the sampler's node arrays, the step) and a Grappa
+    worker's regrouping. A check later in the block does not see what the block allocated
+    after the reading (a new read would): like the estimates themselves, which count only the
+    large arrays of their own piece, a pass is not a promise. Nested blocks share the outer
+    reading."""
+    if _READINGS.get() is not None:
+        yield
+        return
+    token = _READINGS.set({})
+    try:
+        yield
+    finally:
+        _READINGS.reset(token)
+
+
+def _memory_now(device: Any) -> tuple[int, int]:
+    """:func:`machine_memory` of ``device``, read once per :func:`one_memory_reading` block."""
+    readings = _READINGS.get()
+    if readings is None:
+        return machine_memory(device)
+    key = str(torch.device(device) if device is not None else torch.device("cpu"))
+    if key not in readings:
+        readings[key] = machine_memory(device)
+    return readings[key]
+
+
 def memory_arg(nbytes: float, what: str, device: Any = None) -> None:
     """Refuse, before anything is allocated, what cannot fit: ``MemoryError`` naming ``what``
-    (the arguments that size it), the estimate ``nbytes`` and the memory ``device`` has now.
+    (the arguments that size it), the estimate ``nbytes`` and the memory ``device`` has now
+    (inside :func:`one_memory_reading`: at the build's first check).
 
     The estimates the kit passes count only the large arrays it is about to make, so they are
     lower bounds: a refusal is certain to be right, and a pass may still run out later."""
-    available, total = machine_memory(device)
+    available, total = _memory_now(device)
     if nbytes > available:
         where = "this GPU" if torch.device(device or "cpu").type == "cuda" else "this machine"
         raise MemoryError(

@@ -24,7 +24,10 @@ the static launches) in place of the mode's own; ``mode`` then names the launch 
 
 =========== ===================================================================================
 "dgl"       DGL's ``NeighborSampler`` behind its ``DataLoader``, with a ``dgl.nn`` model
-            (``zg.baselines.dgl.DGLModel``): the standard DGL recipe, the baseline.
+            (``zg.baselines.dgl.DGLModel``): the standard DGL recipe, the baseline. A
+            shorthand: ``mode="eager", sampler=zg.DGLSampler(g, fanouts, seed=seed)``
+            trains the same, bit for bit (the model kind and ``kernel="dgl"`` follow the
+            sampler's blocks, its per-epoch loader starts through ``Sampler.prepare``).
 "dynamic"   :class:`zg.DynamicSampler`: host-mediated, exact sizes (what frameworks do: every
             hop asks the host how many nodes it found).
 "eager"     :class:`zg.EnvelopeSampler`: fixed shapes sized by the envelope, 0 host syncs,
@@ -73,6 +76,7 @@ an engine, since a captured step keeps the precision it was captured with.
 
 from __future__ import annotations
 
+import copy
 import dataclasses
 import functools
 import math
@@ -86,9 +90,8 @@ import torch
 import torch.distributed as dist
 
 from . import checkpoint, inference
-from ._checks import INT64_MAX, int_arg, memory_arg
+from ._checks import INT64_MAX, int_arg, memory_arg, one_memory_reading
 from ._interrupt import held_interrupt
-from .baselines.dgl import DGLSource
 from .envelope import Envelope, block_bytes
 from .graph import Graph
 from .models import BlockModel
@@ -114,6 +117,7 @@ from .settings import (
     check_engine_args,
     checked_hooks,
     checked_minibatch,
+    shorthand_sampler,
 )
 from .step import (
     OverflowGuard,
@@ -148,8 +152,9 @@ class Engine:
             its own Graph object and a copy of the training nodes, so a later reassignment of
             ``g.x`` or ``g.y`` is not seen (build a new Engine); in-place changes to the feature
             and label tensors are (they are shared).
-        model: a zg model (``zg.models.SAGE`` / ``GCN`` / ``GAT``; with mode "dgl" a
-            ``zg.baselines.dgl.DGLModel``); moved to ``device``.
+        model: a zg model (``zg.models.SAGE`` / ``GCN`` / ``GAT``; with DGL's sampler, mode
+            "dgl" or :class:`zg.DGLSampler`, a ``zg.baselines.dgl.DGLModel``); moved to
+            ``device``.
         fanouts: per layer, input layer first. batch_size: seeds per iteration (buffers are
             sized by ``min(batch_size, training nodes)``).
         envelope: the envelope sampler's sizes: "profiled" (None, the default), "worst_case",
@@ -176,8 +181,10 @@ class Engine:
             A sampler's options travel with it: sampling with replacement is
             ``sampler=zg.EnvelopeSampler(g, fanouts, batch_size, replace=True)`` (any launch)
             or ``mode="eager", sampler=zg.DynamicSampler(g, fanouts, replace=True, seed=seed)``
-            (what ``mode="dynamic"`` runs, with replacement); ``settings.replace`` records
-            the sampler's (the built-in samplers sample without replacement).
+            (what ``mode="dynamic"`` runs, with replacement), ``mode="eager",
+            sampler=zg.DGLSampler(g, fanouts, replace=True, seed=seed)`` (``mode="dgl"``'s);
+            ``settings.replace`` records the sampler's (the built-in samplers sample without
+            replacement).
 
     Every argument is checked once (:func:`zg.settings.check_engine_args`); then the Engine
     builds, in named steps: the model and optimizer on the device, the step
@@ -192,6 +199,7 @@ class Engine:
     ``applied`` (bool [] device: whether the last step was applied).
     """
 
+    @one_memory_reading()  # one build, one read of the machine's memory
     def __init__(
         self,
         g: Graph,
@@ -217,6 +225,7 @@ class Engine:
         self._adopt(args)
         # 3. The one call of the step, the observers and the position.
         self._build_step()
+        self.observers: list[Observer] = [AuditSyncs(1)]
         self._start_position()
         # 4. The sampler (and, in the static launches, the buffers the step reads).
         self._build_sampler(args)
@@ -234,7 +243,7 @@ class Engine:
 
     def _build_step(self) -> None:
         """The step every mode calls (:func:`zg.step.train_step` with this engine's model,
-        optimizer, features, labels, overflow guard and hooks), and the default observers."""
+        optimizer, features, labels, overflow guard and hooks) and the hooks' callbacks."""
         hooks = self.hooks
         # What every epoch checks of the labels (they may be changed in place: they are shared).
         self._label_nodes = self.nodes.to(self.device)
@@ -261,7 +270,6 @@ class Engine:
             forward=wrapped["forward"],
             reduce=hooks.reduce,
         )
-        self.observers: list[Observer] = [AuditSyncs(1)]
         self._callbacks = (
             [Callbacks(hooks.before, hooks.after)] if hooks.before or hooks.after else []
         )
@@ -295,13 +303,6 @@ class Engine:
             self.envelope = getattr(args.sampler, "envelope", None)
             self.sampler = args.sampler
             self._check_step_fits()
-            return
-        if self.mode == "dgl":
-            self._check_step_fits()
-            self.sampler = DGLSource(
-                self.g, self.fanouts, self.rows, replace=self.replace, seed=self.seed,
-                batches=self.batches,
-            )  # fmt: skip
             return
         max_degree = max_in_degree(self.g)  # one host read, shared by everything built here
         if self.mode == "dynamic":
@@ -413,8 +414,9 @@ class Engine:
             self.guard.reset()
             for o in watch:
                 o.epoch_start(self, epoch, first)
-            if self.mode == "dgl":  # DGL's loader starts before the clock, as zg's table loads
-                self.sampler.prepare(epoch, first)
+            # A sampler of one stream per epoch (DGL's loader) starts before the clock, as
+            # zg's table loads.
+            self._prepare_sampler(epoch, first, batches)
             # Checked on the device now, read with the epoch's loss: no host sync of its own.
             labels_ok = labels_in_range(self.g.y, self._label_nodes, self._num_labels)
             b = first
@@ -482,6 +484,7 @@ class Engine:
         self.epoch = epoch
         self.rewound()
 
+    @one_memory_reading()  # one build, one read of the machine's memory
     @keeps_global_rng
     def regroup(
         self,
@@ -502,7 +505,14 @@ class Engine:
 
         Every argument is checked as the constructor checks it (TypeError / ValueError naming
         it), before anything changes. Refused (RuntimeError) where :meth:`seek` is: while an
-        epoch runs, after a torn step, inside an epoch an interruption left partly applied."""
+        epoch runs, after a torn step, inside an epoch an interruption left partly applied.
+
+        What is checked where: this public call checks what a user hands it, every time. The
+        kit's own regrouping (a Grappa worker's, :mod:`zg.grappa.worker`) hands values it built
+        and checked itself (the local graph the kit's partition cut from the checked graph,
+        the envelope it profiled there, its seeds) to :meth:`_regroup_checked`, which checks
+        nothing again; both read the machine's memory once
+        (:func:`zg._checks.one_memory_reading`)."""
         self._refuse_moving("regroup")
         hooks = self.hooks if nodes is None else dataclasses.replace(self.hooks, nodes=nodes)
         args = check_engine_args(
@@ -510,10 +520,63 @@ class Engine:
             device=self.device, seed=self.seed if seed is None else seed,
             optimizer=self.optimizer, kernel=self.settings.kernel, hooks=hooks, sampler=sampler,
         )  # fmt: skip
-        observers = self.observers
+        self._regroup(args)
+
+    @one_memory_reading()
+    @keeps_global_rng
+    def _regroup_checked(
+        self,
+        g: Graph,
+        batch_size: int,
+        envelope: Any = None,
+        *,
+        seed: int | None = None,
+        nodes: torch.Tensor | None = None,
+        sampler: Sampler | None = None,
+    ) -> None:
+        """:meth:`regroup` of values the caller built and checked (the kit's own, never a
+        user's): ``g`` a zg.Graph on the engine's device that fits the model (same features
+        and classes), ``batch_size`` an int >= 1, ``envelope`` None, "profiled", "worst_case"
+        or an :class:`zg.Envelope` that fits ``g``, ``fanouts`` and the batch rows (or
+        ``sampler``, built for them), ``nodes`` int64 distinct ids of ``g``. The record
+        :func:`zg.settings.check_engine_args` would return, made without a check."""
+        self._refuse_moving("regroup")  # the engine's state, not a value: still refused
+        hooks = self.hooks
+        if nodes is not None:  # a copy: StepHooks(...) would check its fields again
+            hooks = copy.copy(self.hooks)
+            hooks.nodes = nodes
+        given = hooks.nodes if hooks.nodes is not None else g.train_idx
+        ids = given.to("cpu", torch.int64).contiguous().clone()  # host int64 [T]: its own copy
+        rows = batch_size if hooks.batches is not None else min(batch_size, ids.numel())
+        replace = sampler is not None and getattr(sampler, "replace", False) is True
+        if envelope is None and sampler is None:
+            envelope = "profiled"
+        seed = self.seed if seed is None else seed
+        if sampler is None:  # mode "dgl": its sampler over the new graph
+            sampler = shorthand_sampler(self.mode, g, self.fanouts, seed)
+        args = EngineArgs(
+            g=g,
+            model=self.model,
+            fanouts=self.fanouts,
+            batch_size=batch_size,
+            envelope=envelope,
+            mode=self.mode,
+            device=self.device,
+            seed=seed,
+            replace=replace,
+            optimizer=self.optimizer,
+            kernel=self.settings.kernel,
+            hooks=hooks,
+            sampler=sampler,
+            nodes=ids,
+            rows=rows,
+        )
+        self._regroup(args)
+
+    def _regroup(self, args: EngineArgs) -> None:
+        """Regroup onto ``args`` (checked, or built by the kit from checked values)."""
         self._adopt(args)
         self._build_step()
-        self.observers = observers
         # Nothing loaded, sampled or captured for the old data is used again.
         self._epoch_batches = self._loaded_epoch = None
         self.epoch_table = self.epoch_seeds = None
@@ -870,6 +933,7 @@ class Engine:
         epoch = self.epoch if epoch is None else int_arg(epoch, "epoch", low=0)
         batches = self._load_epoch(epoch)
         batch = int_arg(batch, "batch", low=0) % len(batches)
+        self._prepare_sampler(epoch, batch, batches)
         return self._train_batch(batches, epoch, batch, clock)
 
     @keeps_global_rng
@@ -879,7 +943,16 @@ class Engine:
         epoch = self.epoch if epoch is None else int_arg(epoch, "epoch", low=0)
         batches = self._load_epoch(epoch)
         batch = int_arg(batch, "batch", low=0) % len(batches)
+        self._prepare_sampler(epoch, batch, batches)
         return self.sampler.sample(batches[batch], epoch, batch)
+
+    def _prepare_sampler(self, epoch: int, batch: int, batches: list[torch.Tensor]) -> None:
+        """Tell a sampler that draws an epoch as one stream (the optional ``prepare`` of
+        :class:`zg.Sampler`; :class:`zg.DGLSampler`, DGL's loader) that batch ``batch`` of
+        ``epoch`` comes next, and the epoch's batches. Other samplers have no such method."""
+        prepare = getattr(self.sampler, "prepare", None)
+        if prepare is not None:
+            prepare(epoch, batch, batches)
 
     def set_lr(self, lr: float) -> None:
         """Change the learning rate in place (a captured step sees the new value); recorded in

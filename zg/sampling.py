@@ -476,8 +476,21 @@ class Sampler(Protocol):
 
     An eager launch (``mode="eager"``) needs only this. The built-in samplers implement it:
     :class:`DynamicSampler` (exact sizes, host reads), :class:`EnvelopeSampler` (fixed shapes)
-    and ``zg.baselines.dgl.DGLSource`` (DGL's own). CONTRIBUTING.md "Add a sampler" shows one
-    written outside the package (``tests/core/test_extension_points.py``).
+    and :class:`zg.DGLSampler` (DGL's own). CONTRIBUTING.md "Add a sampler" shows one written
+    outside the package (``tests/core/test_extension_points.py``).
+
+    Two optional members, read by the Engine from the sampler (never from a mode's name):
+
+    * ``prepare(epoch, batch, batches)``: for a sampler that draws an epoch as one stream
+      (:class:`zg.DGLSampler`: DGL's DataLoader, built per epoch over the epoch's seed order,
+      whose batches depend on the draws before them). The Engine calls it with the epoch's
+      batches (host seed tensors, in order) before it samples batch ``batch`` of ``epoch``:
+      at the start of every :meth:`zg.Engine.train_epoch` call (before its clock starts), and
+      in :meth:`zg.Engine.run_batch` / :meth:`zg.Engine.sample`. Such a sampler keeps the
+      promise above (the same three give the same MiniBatch) only for an epoch drawn in order
+      from its start (see :class:`zg.DGLSampler`).
+    * ``block_format``: ``"dgl"`` when the MiniBatch carries DGL's blocks (read by a ``dgl.nn``
+      model, recorded as ``kernel="dgl"``); zg's padded blocks otherwise (the default).
     """
 
     fanouts: list[int]
@@ -795,11 +808,17 @@ class EnvelopeSampler:
                     else type(key).__name__
                 )
             )
+        if key is None:
+            key = device_scalar(batch_key(self.seed, epoch, batch), self.device)
+        return self._sample(seeds, key, clock)
+
+    def _sample(self, seeds: torch.Tensor, key: torch.Tensor, clock: Any = None) -> MiniBatch:
+        """:meth:`sample` of checked values (what :meth:`zg.Envelope.profile` draws its batches
+        with, once it has checked its nodes): ``seeds`` int64 [n <= batch_size] distinct ids
+        of this graph, on the sampler's device; ``key`` int64 [] on the device."""
         num_seeds = seeds.numel()
         padded = torch.zeros(self.batch_size, dtype=torch.int64, device=self.device)
         padded[:num_seeds] = seeds
-        if key is None:
-            key = device_scalar(batch_key(self.seed, epoch, batch), self.device)
         return self.sample_static(padded, device_scalar(num_seeds, self.device), key, clock=clock)
 
     def sample_static(

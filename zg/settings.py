@@ -252,7 +252,9 @@ def check_engine_args(
     hooks = StepHooks() if hooks is None else hooks
     if not isinstance(hooks, StepHooks):
         raise TypeError(f"hooks must be a zg.StepHooks or None, got {type(hooks).__name__}")
-    check_model_kind(model, mode, hooks)
+    # The blocks the model reads are the sampler's: DGL's (mode "dgl", zg.DGLSampler) or zg's.
+    dgl_blocks = mode == "dgl" or reads_dgl_blocks(sampler)
+    check_model_kind(model, mode, hooks, dgl_blocks)
     if sampler is None:
         envelope = "profiled" if envelope is None else envelope
         if not (
@@ -267,7 +269,7 @@ def check_engine_args(
             "envelope sizes the built-in envelope sampler; with sampler=... the sampler "
             "brings its own sizes: leave envelope out"
         )
-    kernel = "dgl" if mode == "dgl" else kernels.resolve(kernel, device)
+    kernel = "dgl" if dgl_blocks else kernels.resolve(kernel, device)
     if (g.x is None and hooks.features is None) or g.y is None:
         raise ValueError("g needs features (x) and labels (y) to train")
     nodes = hooks.nodes
@@ -308,20 +310,45 @@ def check_engine_args(
         replace = getattr(sampler, "replace", False) is True
     elif isinstance(envelope, Envelope) and MODE_PARTS[mode][0] == "envelope":
         envelope._check_fits(fanouts, rows, g.num_nodes)
+    sampler = sampler if sampler is not None else shorthand_sampler(mode, g, fanouts, seed)
     return EngineArgs(
         g, model, fanouts, batch_size, envelope, mode, device, seed, replace, optimizer,
         kernel, hooks, sampler, nodes, rows,
     )  # fmt: skip
 
 
-def check_model_kind(model: torch.nn.Module, mode: str, hooks: StepHooks) -> None:
-    """A zg model reads padded zg blocks; mode "dgl" trains a dgl.nn model."""
-    if mode == "dgl" and isinstance(model, BlockModel):
+def reads_dgl_blocks(sampler: Any) -> bool:
+    """Whether ``sampler`` hands the model DGL's blocks (``block_format = "dgl"``:
+    :class:`zg.DGLSampler`), which a ``dgl.nn`` model reads, rather than zg's padded ones."""
+    return getattr(sampler, "block_format", "zg") == "dgl"
+
+
+def shorthand_sampler(mode: str, g: Graph, fanouts: list[int], seed: int) -> Any:
+    """The sampler a mode that is a shorthand names, built from checked values, or None:
+    ``mode="dgl"`` is ``mode="eager", sampler=zg.DGLSampler(g, fanouts, seed=seed)`` (the
+    other modes' samplers are built by the Engine, on its device's copy of the graph)."""
+    if mode != "dgl":
+        return None
+    from .baselines.dgl import DGLSampler  # DGL itself is imported when one is built
+
+    return DGLSampler._checked(g, fanouts, False, seed)
+
+
+def check_model_kind(
+    model: torch.nn.Module, mode: str, hooks: StepHooks, dgl_blocks: bool = False
+) -> None:
+    """A zg model reads padded zg blocks; a sampler of DGL's blocks (mode "dgl",
+    :class:`zg.DGLSampler`) trains a dgl.nn model."""
+    if dgl_blocks and isinstance(model, BlockModel):
+        if mode == "dgl":
+            who, instead = "mode='dgl'", "use mode 'dynamic', 'eager' or 'static'"
+        else:
+            who, instead = "a sampler of DGL's blocks (zg.DGLSampler)", "give it a zg sampler"
         raise TypeError(
-            "mode='dgl' trains a dgl.nn model (zg.baselines.dgl.DGLModel); a zg "
-            "model reads padded zg blocks: use mode 'dynamic', 'eager' or 'static'"
+            f"{who} trains a dgl.nn model (zg.baselines.dgl.DGLModel); a zg model reads "
+            f"padded zg blocks: {instead}"
         )
-    if mode != "dgl" and hooks.forward is None and not isinstance(model, BlockModel):
+    if not dgl_blocks and hooks.forward is None and not isinstance(model, BlockModel):
         raise TypeError(
             f"model must be a zg model (a zg.models.BlockModel: SAGE, GCN, GAT or your own "
             f"subclass; it reads padded zg blocks), got {type(model).__name__}"

@@ -254,3 +254,82 @@ def test_regroup_checks_its_arguments_and_refuses_where_seek_does():
     engine.train_epoch(max_batches=1)
     with pytest.raises(RuntimeError, match="regroup: the engine stands at batch 1 of epoch 0"):
         engine.regroup(second, 16)
+
+
+def _bad_regroups(second):
+    """(a user's bad regroup arguments, the TypeError / ValueError it must raise, what the
+    message names): one per argument."""
+    model_sized = zg.datasets.csbm(num_nodes=100, avg_degree=5, num_classes=3, feat_dim=5, seed=1)
+    return [
+        (dict(g=second, batch_size=0), ValueError, "batch_size must be >= 1"),
+        (dict(g=second, batch_size=1.5), TypeError, "batch_size must be an int"),
+        (dict(g="second", batch_size=16), TypeError, "g must be a zg.Graph"),
+        (dict(g=model_sized, batch_size=16), ValueError, "feat"),
+        (dict(g=second, batch_size=16, seed=-1), ValueError, "seed"),
+        (dict(g=second, batch_size=16, seed="9"), TypeError, "seed"),
+        (
+            dict(g=second, batch_size=16, nodes=torch.tensor([0, 500])),
+            ValueError,
+            "StepHooks.nodes",
+        ),
+        (dict(g=second, batch_size=16, nodes=torch.tensor([3, 3])), ValueError, "StepHooks.nodes"),
+        (dict(g=second, batch_size=16, envelope="tight"), ValueError, "envelope must be"),
+        (
+            dict(g=second, batch_size=16, envelope=zg.Envelope([9999, 16])),
+            ValueError,
+            "envelope size",
+        ),
+        (
+            dict(g=second, batch_size=16, sampler=zg.EnvelopeSampler(second, [3], 16)),
+            ValueError,
+            "sampler.fanouts",
+        ),
+        (
+            dict(
+                g=second,
+                batch_size=16,
+                envelope="worst_case",
+                sampler=zg.EnvelopeSampler(second, [3, 3], 16),
+            ),
+            ValueError,
+            "envelope",
+        ),
+    ]
+
+
+def test_the_public_regroup_refuses_a_users_bad_arguments_naming_each():
+    """The kit's own regrouping checks nothing again (Engine._regroup_checked); a user's call of
+    the public regroup keeps every check of the constructor, each error naming its argument,
+    and changes nothing when it refuses."""
+    first, second = _graphs()
+    model = zg.models.build_seeded("sage", first.feat_dim, 8, first.num_classes, 2, seed=0)
+    engine = zg.Engine(first, model, [3, 3], 64, mode="static", seed=5)
+    before = (engine.g, engine.sampler, engine.settings.as_dict(), engine.rows)
+    for bad, error, named in _bad_regroups(second):
+        with pytest.raises(error, match=named):
+            engine.regroup(**bad)
+        assert (engine.g, engine.sampler, engine.settings.as_dict(), engine.rows) == before
+
+
+@pytest.mark.parametrize("mode", ["dynamic", "eager", "static"])
+def test_the_kits_regroup_trains_bit_for_bit_what_the_checked_regroup_trains(mode):
+    """Engine._regroup_checked (a Grappa worker's: no check again) and Engine.regroup (a user's:
+    every check) hand the engine the same data: the same parameters after an epoch on it, the
+    same settings, rows and training nodes."""
+    first, second = _graphs()
+    envelope = None if mode == "dynamic" else "worst_case"
+    nodes = second.train_idx[5:70]
+    runs = []
+    for checked in (True, False):
+        model = zg.models.build_seeded("sage", first.feat_dim, 8, first.num_classes, 2, seed=0)
+        engine = zg.Engine(first, model, [3, 3], 64, envelope, mode=mode, seed=5)
+        engine.train_epoch()
+        regroup = engine.regroup if checked else engine._regroup_checked
+        regroup(second, 24, envelope, seed=9, nodes=nodes)
+        engine.train_epoch()
+        runs.append((parameters(engine), engine.settings.as_dict(), engine.rows, engine.nodes))
+    (params_a, settings_a, rows_a, nodes_a), (params_b, settings_b, rows_b, nodes_b) = runs
+    assert settings_a == settings_b and rows_a == rows_b and torch.equal(nodes_a, nodes_b)
+    assert nodes_b is not nodes and nodes_b.data_ptr() != nodes.data_ptr()  # its own copy
+    for a, b in zip(params_a, params_b):
+        assert torch.equal(a, b)

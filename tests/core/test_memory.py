@@ -78,3 +78,56 @@ def test_the_step_estimate_is_a_lower_bound_of_what_a_step_holds():
     assert eng.step_bytes() >= 4 * params + gathered
     stats = eng.train_epoch(max_batches=2)
     assert torch.isfinite(torch.tensor(stats.loss))
+
+
+# ----------------------------------------------------------------------------- one reading per build
+
+
+def _counting_reads(monkeypatch):
+    """Count the reads of the machine's memory (zg._checks.machine_memory, which every
+    memory_arg goes through)."""
+    from zg import _checks
+
+    reads = []
+    real = _checks.machine_memory
+
+    def counted(device=None):
+        reads.append(device)
+        return real(device)
+
+    monkeypatch.setattr(_checks, "machine_memory", counted)
+    return reads
+
+
+def test_one_memory_reading_reads_once_per_block_and_still_refuses(monkeypatch):
+    from zg._checks import one_memory_reading
+
+    reads = _counting_reads(monkeypatch)
+    memory_arg(1024, "a kibibyte")
+    memory_arg(1024, "a kibibyte")
+    assert len(reads) == 2  # outside a block: every check reads
+    reads.clear()
+    with one_memory_reading():
+        for _ in range(5):
+            memory_arg(1024, "a kibibyte")
+        with one_memory_reading():  # nested: the outer block's reading
+            memory_arg(1024, "a kibibyte")
+        with refused():  # compared with the block's reading, refused all the same
+            memory_arg(TOTAL + 2**30, "one GiB more than the machine has")
+    assert len(reads) == 1
+    memory_arg(1024, "a kibibyte")  # the block's reading is gone with the block
+    assert len(reads) == 2
+
+
+@pytest.mark.parametrize("mode", ["dynamic", "eager", "static"])
+def test_an_engine_build_and_a_regroup_read_the_memory_once(monkeypatch, mode):
+    """An Engine's build checks several sizes (the profile's batches, the sampler's node arrays,
+    the step): against one reading of the machine's memory, as is a regroup's."""
+    g = zg.datasets.csbm(num_nodes=300, avg_degree=6, num_classes=3, feat_dim=8, seed=0)
+    model = models.build_seeded("sage", g.feat_dim, 8, g.num_classes, 2, seed=0)
+    reads = _counting_reads(monkeypatch)
+    engine = zg.Engine(g, model, [3, 3], 64, mode=mode)
+    assert len(reads) == 1
+    reads.clear()
+    engine.regroup(g, 32)
+    assert len(reads) == 1

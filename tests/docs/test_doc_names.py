@@ -54,6 +54,7 @@ ALLOWED = [
             "zg.pipeline",
             "zg.pipeline.DynamicPipeline",
             "zg.baselines.dgl.DGLPipeline",
+            "zg.baselines.dgl.DGLSource",
             "zg._fused",
             "zg._aggregate",
             "zg.Step",

@@ -96,9 +96,10 @@ def time_stages(
     stall of a busy machine does not become the picture. The sync counts come from one more
     run under :class:`~zg.audit.SyncAudit`, matched event by event.
 
-    Works in every mode. In mode "dgl" sampling happens inside DGL's DataLoader (one "sample"
-    stretch; its C++ sampler's syncs are invisible to SyncAudit and are reported as None); the
-    loader is started at ``batch`` before the clock runs, so its start-up is not timed. In mode
+    Works in every mode. With DGL's sampler (mode "dgl", :class:`zg.DGLSampler`) sampling
+    happens inside DGL's DataLoader (one "sample" stretch; its C++ sampler's syncs are invisible
+    to SyncAudit and are reported as None); a sampler with ``prepare`` (that loader) is started
+    at ``batch`` before the clock runs, so its start-up is not timed. In mode
     "graph" the clocked step runs uncaptured (a replay cannot be split).
     """
     if not isinstance(engine, Engine):
@@ -109,9 +110,11 @@ def time_stages(
             f"batch {batch} is past the end of epoch {epoch} ({len(engine.batches(epoch))} batches)"
         )
 
+    prepare = getattr(engine.sampler, "prepare", None)  # a sampler of one stream per epoch
+
     def one_step(recorder: _StageRecorder) -> list[dict]:
-        if engine.mode == "dgl":
-            engine.sampler.prepare(epoch, batch)
+        if prepare is not None:  # (DGL's loader) started at the batch before the clock runs
+            prepare(epoch, batch, engine.batches(epoch))
         clock = StageClock(engine.device, into=recorder)
         engine.run_batch(batch, epoch=epoch, clock=clock)
         clock.finish()
@@ -128,7 +131,7 @@ def time_stages(
             audited = one_step(_StageRecorder(audit))
         for event, counted in zip(events, audited):
             if event["stage"] == counted["stage"]:
-                dgl_sampler = engine.mode == "dgl" and event["stage"] == "sample"
+                dgl_sampler = engine.kernel == "dgl" and event["stage"] == "sample"
                 event["host_syncs"] = None if dgl_sampler else counted["host_syncs"]
     return events
 

@@ -19,6 +19,7 @@ and :meth:`batches`.
 
 from __future__ import annotations
 
+import inspect
 import math
 
 import torch
@@ -26,8 +27,9 @@ import torch
 from ..envelope import Envelope
 from ..graph import Graph
 from ..rng import batch_ranges, epoch_order, worker_seed
+from ..sampling import max_in_degree
 from .config import TrainConfig
-from .coverage import local_coverage
+from .coverage import _propagate
 from .estimators import Estimator, local_weights
 from .fullgraph import WholeGraph, whole_graph_block
 from .partition import Partition
@@ -39,16 +41,36 @@ __all__ = ["LocalData", "GlobalBatchShares", "worker_batches", "batch_shares", "
 def worker_envelope(cfg: TrainConfig, graph: Graph, rows: int, seed: int, nodes) -> Envelope:
     """The envelope a worker's static step is sized by, as ``cfg`` asks (``envelope``:
     "profiled", "worst_case" or a list of sizes; ``envelope_quantile`` / ``envelope_margin``),
-    for ``rows`` seed rows of ``nodes`` on ``graph``."""
+    for ``rows`` seed rows of ``nodes`` on ``graph``.
+
+    Every value here is the kit's own, checked once: ``cfg`` by :meth:`TrainConfig.validated`,
+    ``graph`` and ``nodes`` (host int64, distinct ids of ``graph``) cut by the kit's partition
+    from the checked graph, ``rows`` computed from them. So the envelope is built by
+    :meth:`zg.Envelope.resolve`'s internal path, which checks nothing again; the one check left
+    is the one that is new each super-epoch: explicit sizes against this local graph."""
+    fanouts, max_degree = list(cfg.fanouts), max_in_degree(graph)
     given = cfg.envelope
-    envelope = Envelope(list(given)) if isinstance(given, (list, tuple)) else given
-    return Envelope.resolve(
-        envelope,
+    if isinstance(given, (list, tuple)):  # explicit sizes: do they fit this local graph?
+        envelope = Envelope._made(
+            [int(v) for v in given],
+            "explicit",
+            fanouts=fanouts,
+            batch_size=rows,
+            num_nodes=graph.num_nodes,
+            max_degree=max_degree,
+        )
+        envelope._check_fits(fanouts, rows, graph.num_nodes)
+        return envelope
+    if given == "worst_case":
+        return Envelope._worst_case(graph, fanouts, rows, max_degree)
+    return Envelope._profiled(
         graph,
-        cfg.fanouts,
+        fanouts,
         rows,
-        seed=seed,
-        nodes=nodes,
+        False,
+        seed,
+        nodes,
+        max_degree,
         quantile=cfg.envelope_quantile,
         margin=cfg.envelope_margin,
     )
@@ -93,13 +115,22 @@ class LocalData:
         self.iterations = iterations_per_epoch(cfg, g.train_idx.numel())
         self.super_epoch: int | None = None
         self._order_seed = worker_seed(cfg.seed, rank)
+        # Whether the estimator's local_weights takes the coverage the worker computes anyway
+        # (a subclass may define local_weights(local, hops) alone).
+        method = type(estimator).local_weights
+        self._weights_take_coverage = "coverage" in inspect.signature(method).parameters
 
     def start_super_epoch(self, s: int) -> None:
         """Regroup: this worker's local graph of super-epoch ``s``, its weights and envelope."""
-        local = self.part.local_graph(self.g, self.rank, s)
+        # The run's graph was checked once, at its start; the local graph is cut from it and
+        # checked no more (every value below is the kit's own: docs/reliability.md).
+        local = self.part._local_graph(self.g, self.rank, s)
         self.graph = local.graph.to(self.device)
-        coverage = local_coverage(local, self.cfg.num_layers).to(self.device)  # [n_local]
-        self.weights = local_weights(self.estimator, local, self.cfg.num_layers).to(
+        hops = self.cfg.num_layers
+        covered = _propagate(local.graph, local.global_in_degree, hops)  # [n_local]
+        coverage = covered.to(self.device)
+        given = covered if self._weights_take_coverage else None  # computed once, not twice
+        self.weights = local_weights(self.estimator, local, hops, coverage=given).to(
             self.device
         )  # [n_local]
         self.train_nodes = self.graph.train_idx.cpu()

@@ -338,7 +338,16 @@ class Partition:
         """The graph worker trains on in super_epoch (owned nodes, then the halo if enabled)."""
         g = self._check_graph(g)
         s = int_arg(super_epoch, "super_epoch", low=0)
-        owned = self.owned_nodes(worker, s).to(g.device)  # [n_own], sorted
+        return self._local_graph(g, self._worker(worker), s)
+
+    def _local_graph(self, g: Graph, worker: int, s: int) -> LocalGraph:
+        """:meth:`local_graph` of checked values: ``g`` the checked graph this partition was
+        made for, ``worker`` in ``[0, P)``, ``s >= 0`` (what a Grappa worker's local data calls
+        at every repartition, with the run's graph checked once at its start). The local graph
+        is cut from ``g``'s checked arrays, so it is built without a second validation."""
+        chunks = self.schedule[s % self.num_super_epochs, worker]  # the worker's chunks
+        owned = torch.nonzero(torch.isin(self.chunk_of, chunks)).flatten()
+        owned = owned.to(g.device)  # [n_own], sorted
         n, n_own = g.num_nodes, owned.numel()
         deg = g.in_degrees()[owned]  # [n_own]
         total = int(deg.sum())
@@ -367,19 +376,20 @@ class Partition:
             t = local[g.train_idx]
             seeds = (t >= 0) & (t < n_own)
             if self.seeds_from_base:  # the partner adds structure only
-                base = self.chunks(worker, s)[0]
+                base = int(chunks[0])
                 seeds &= self.chunk_of.to(g.device)[g.train_idx] == base
             train = torch.sort(t[seeds]).values
-        sub = Graph(
+        # Rows of g's checked arrays and a CSC built above from g's own: nothing to validate.
+        sub = Graph._trusted(
             indptr,
             src,
             x=None if g.x is None else g.x[global_ids],
             y=None if g.y is None else g.y[global_ids],
-            train_idx=train,
-            num_classes=g.num_classes if g.num_classes else None,
-            name=f"{g.name}[worker {int(worker)}, super-epoch {s}]",
+            num_classes=g.num_classes,
+            splits={"train_idx": train, "val_idx": None, "test_idx": None},
+            name=f"{g.name}[worker {worker}, super-epoch {s}]",
         )
-        return LocalGraph(sub, global_ids, n_own, g.in_degrees()[global_ids], int(worker), s)
+        return LocalGraph(sub, global_ids, n_own, g.in_degrees()[global_ids], worker, s)
 
     # ------------------------------------------------------------------------- statistics
 

@@ -57,7 +57,7 @@ import torch
 import torch.distributed as dist
 
 from .. import models as zg_models
-from .._checks import worst_value
+from .._checks import one_memory_reading, worst_value
 from .._io import atomic_write
 from ..engine import Engine, StepHooks
 from ..graph import Graph
@@ -239,20 +239,29 @@ class _Worker:
     def enter(self, s: int) -> None:
         """Regroup into super-epoch ``s`` (nothing if it is the current one): the local graph,
         weights and envelope of the super-epoch, handed to the worker's one Engine (built at
-        the first; :meth:`zg.Engine.regroup` after)."""
+        the first; :meth:`zg.Engine.regroup`'s checked twin after).
+
+        Checked once: the first build checks the Engine's arguments as a user's are checked
+        (:class:`zg.Engine`); a repartition hands the Engine only the kit's own values, built
+        from what was checked (the local graph the partition cuts from the run's checked
+        graph, the envelope profiled on it, its seeds), through the internal paths that check
+        nothing again (:meth:`zg.Engine._regroup_checked`, the partition's, the envelope's).
+        Each regrouping reads the machine's memory once (:func:`zg._checks.one_memory_reading`).
+        ``bench/regroup_checks.py`` counts both."""
         if s == self.local.super_epoch:
             return
         start = time.perf_counter()
-        self.local.start_super_epoch(s)
-        if self.engine is None:
-            self.engine = self._engine()
-        else:
-            local = self.local
-            self.engine.regroup(
-                local.graph, local.rows, seed=local.seed, nodes=local.train_nodes,
-                **self._sampling(),
-            )  # fmt: skip
-            self._built(self.engine)
+        with one_memory_reading():
+            self.local.start_super_epoch(s)
+            if self.engine is None:
+                self.engine = self._engine()
+            else:
+                local = self.local
+                self.engine._regroup_checked(
+                    local.graph, local.rows, seed=local.seed, nodes=local.train_nodes,
+                    **self._sampling(),
+                )  # fmt: skip
+                self._built(self.engine)
         self.account.add("repartitioning", time.perf_counter() - start)
 
     def before_step(self, epoch: int, b: int) -> None:
