@@ -108,9 +108,23 @@ def _dgl_run(dgl_sampler: bool, g, seed: int, replace: bool = False, epochs: int
     return eng, losses, [p.detach().clone() for p in model.parameters()]
 
 
+@pytest.fixture
+def one_dgl_thread(dgl):
+    """DGL samples on its OpenMP threads, each with its own generator: two runs draw the same
+    neighbours only with one thread (zg.DGLSampler's docstring)."""
+    import dgl.utils
+
+    before = dgl.utils.get_num_threads()
+    dgl.utils.set_num_threads(1)
+    yield
+    dgl.utils.set_num_threads(before)
+
+
 @pytest.mark.dgl
 @pytest.mark.parametrize("seed", [0, 7])
-def test_dgl_sampler_passed_like_any_other_trains_bit_for_bit_what_mode_dgl_trains(dgl, seed):
+def test_dgl_sampler_passed_like_any_other_trains_bit_for_bit_what_mode_dgl_trains(
+    dgl, one_dgl_thread, seed
+):
     """mode="dgl" is a shorthand: Engine(..., mode="eager", sampler=zg.DGLSampler(...)) trains
     the same losses and parameters, bit for bit (the step's gate on an exact-size sampler
     selects the values it would write); both record kernel "dgl" and have no envelope."""
@@ -128,7 +142,7 @@ def test_dgl_sampler_passed_like_any_other_trains_bit_for_bit_what_mode_dgl_trai
 
 
 @pytest.mark.dgl
-def test_dgl_sampler_with_replacement_is_the_samplers_option(dgl):
+def test_dgl_sampler_with_replacement_is_the_samplers_option(dgl, one_dgl_thread):
     g = graph()
     eng, losses, _ = _dgl_run(True, g, 3, replace=True, epochs=1)
     assert eng.replace is True and eng.settings.replace is True and eng.sampler.replace is True

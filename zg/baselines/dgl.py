@@ -119,6 +119,10 @@ class DGLSampler:
       be read back or keyed per batch from outside (docs/reliability.md), so this cannot be
       closed in a sampler; it is the baseline's behaviour, kept as DGL users meet it. Nor can
       it be a :class:`zg.StaticSampler`: its sizes are read on the host (no static launch).
+      And even in order, DGL samples a batch's rows on its OpenMP threads, each drawing from
+      its own generator: with more than one thread (``dgl.utils.get_num_threads()``) the same
+      seed gives other neighbours from run to run. Only with one sampling thread
+      (``dgl.utils.set_num_threads(1)``) do two runs draw the same samples.
     * **Its blocks are DGL's** (``block_format = "dgl"``): a ``dgl.nn`` model reads them
       (:class:`DGLModel`), a zg model does not; the Engine records ``kernel="dgl"``.
 
