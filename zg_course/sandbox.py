@@ -7,7 +7,7 @@ network connections, forge what the grader reads and leave a process running aft
 This tool grades one submission (a student's ``NN_name.ipynb``, as nbgrader collects it)
 with three processes, each holding less than the one before:
 
-* **the grader** (this process, outside): runs the tamper scan (``tools/labs_tamper.py``; a
+* **the grader** (this process, outside): runs the tamper scan (``zg_course/tamper.py``; a
   finding earns no points and the submission does not run), merges the student's solution
   cells with the lab's locked cells from ``source/`` (never from the submission), starts the
   sandbox and keeps the wall clock. It reads only the supervisor's stdout, which no process
@@ -22,9 +22,9 @@ with three processes, each holding less than the one before:
   (``exec``, so nothing of the supervisor's memory) that runs the cells in one namespace,
   in order, as nbgrader's kernel does. It holds one socket to the supervisor and its own
   stdout and stderr, nothing else. It checks that the grader's own code is intact
-  (``tools/labs_integrity.py``, bound read-only beside this file): recorded after each locked
+  (``zg_course/integrity.py``, bound read-only with this file): recorded after each locked
   cell that is not a test, compared before every locked cell and after every test; once it
-  changed (``zg.contract``, ``zg.labs``, ``zg.audit``, ``zg``, ``builtins``, torch's
+  changed (``zg_course.contract``, ``zg_course.labs``, ``zg.audit``, ``zg``, ``builtins``, torch's
   comparisons, a kit class, torch's mode stacks), every test from there on fails with
   "tamper: the submission changed the grader's code: <names>", which the report's
   ``failure`` then says.
@@ -43,8 +43,8 @@ worker, every cell after it.
 
 The file view is an allow-list, built on a fresh tmpfs the worker is ``chroot``-ed into:
 ``/usr``, ``/lib*``, ``/bin``, the interpreter's prefixes (the virtual environment and the
-Python it points to), the repository's ``zg/`` and ``data/`` (Cora), this file and
-``labs_integrity.py``, each bound read-only; a few generated files in ``/etc`` (``hosts``,
+Python it points to), the repository's ``zg/``, ``zg_course/`` (the course package: the
+labs import its contracts and holds) and ``data/`` (Cora), each bound read-only; a few generated files in ``/etc`` (``hosts``,
 ``passwd``, ``group``, the loader's cache); ``/dev`` with null, zero, full, random and urandom;
 a new ``/proc`` (the sandbox's processes only); and a fresh private ``/tmp`` (1 GiB) and
 ``/dev/shm`` (256 MiB), the only writable places.
@@ -77,9 +77,9 @@ before it is due, keep anything after the sandbox ends, reach the network or the
 outlive the grading. The tamper scan makes those attacks deliberate (they need names it
 forbids, reached around it), and a report whose run ended on a protocol error says so.
 
-    python tools/labs_sandbox.py labs/submitted/alice/02_fixed_shape_sampler/02_fixed_shape_sampler.ipynb
-    python tools/labs_sandbox.py --json grades.json --timeout 300 SUBMISSION.ipynb [...]
-    python tools/labs_sandbox.py --check [LAB ...]   # every model solution earns full marks
+    python -m zg_course.sandbox labs/submitted/alice/02_fixed_shape_sampler/02_fixed_shape_sampler.ipynb
+    python -m zg_course.sandbox --json grades.json --timeout 300 SUBMISSION.ipynb [...]
+    python -m zg_course.sandbox --check [LAB ...]   # every model solution earns full marks
 """
 
 from __future__ import annotations
@@ -100,7 +100,7 @@ from pathlib import Path
 # Only the standard library at the top: the worker and the supervisor import this file too.
 ROOT = Path(__file__).resolve().parent.parent
 THIS = Path(__file__).resolve()
-INTEGRITY = THIS.parent / "labs_integrity.py"  # the worker checks the grader's code with it
+COURSE = THIS.parent  # zg_course/: the labs import its contract and holds, the worker its checks
 
 NOBODY = 65534
 OUTPUT_LIMIT = 4000  # characters of each cell's output kept in the report
@@ -177,7 +177,7 @@ def submission_cells(source: Path, submission: Path):
     """The lab's cells with the student's solution cells in place (as nbgrader's autograde: the
     locked cells come from ``source``), and {grade_id: the student's code}. Malformed when the
     submission is not a notebook this can read."""
-    from labs_grade import Cell, code_cells
+    from zg_course.grade import Cell, code_cells
 
     cells = code_cells(source)
     try:
@@ -209,7 +209,7 @@ def _allowed() -> list[str]:
     exe = Path(sys.executable)
     paths += [sys.base_prefix, sys.base_exec_prefix, sys.prefix, sys.exec_prefix]
     paths += [str(exe.parent), str(exe.resolve().parent.parent)]
-    paths += [str(ROOT / "zg"), str(ROOT / "data"), str(THIS), str(INTEGRITY)]  # data/: Cora
+    paths += [str(ROOT / "zg"), str(COURSE), str(ROOT / "data")]  # data/: Cora
     return [p for p in dict.fromkeys(os.path.abspath(p) for p in paths) if os.path.lexists(p)]
 
 
@@ -251,7 +251,7 @@ def grade(
     lab = lab or submission.stem
     report = _empty_report(submission, lab)
     try:
-        from labs_grade import lab_source
+        from zg_course.grade import lab_source
 
         if not submission.is_file():
             raise Malformed(f"no such file {submission}")
@@ -266,7 +266,7 @@ def grade(
     report["points"] = {c.grade_id: c.points for c in cells if c.graded}
     report["passed"] = {g: False for g in report["points"]}
     if run_scan:
-        from labs_tamper import scan
+        from zg_course.tamper import scan
 
         setup = [c.source for c in cells if not c.solution and not c.graded]
         tests = [c.source for c in cells if c.graded]
@@ -276,7 +276,7 @@ def grade(
         return _totals(report)
     why = available()
     if why:
-        raise SystemExit(f"labs_sandbox: {why}")
+        raise SystemExit(f"zg_course.sandbox: {why}")
     spec = {
         "cells": [
             {
@@ -782,12 +782,10 @@ def work(fd: int) -> int:
         return json.loads(line)
 
     namespace = {"__name__": "__main__", "__builtins__": __builtins__}
-    sys.path.insert(0, str(INTEGRITY.parent))
-    from labs_integrity import changes, fingerprint
-    from labs_integrity import message as integrity_message
+    from zg_course.integrity import changes, fingerprint  # through PYTHONPATH, the checkout
+    from zg_course.integrity import message as integrity_message
 
-    sys.path.pop(0)
-    # The grader's code as the locked cells left it (tools/labs_integrity.py): taken again
+    # The grader's code as the locked cells left it (zg_course/integrity.py): taken again
     # after each locked cell that is not a test, checked before every locked cell and after
     # every test; once it changed, every test from there on fails.
     state = {"before": None, "tampered": None}
@@ -872,7 +870,7 @@ def check(labs: list[str], course: Path, timeout: float) -> int:
         failed += not ok
         line = f"{name}: {report['earned']:g} / {report['total']:g} in {report.get('seconds', 0):.1f} s"
         print(line + ("" if ok else f"  FAILED ({report.get('failure')})"), flush=True)
-    print(f"labs_sandbox --check: {len(names) - failed} of {len(names)} labs earn full marks "
+    print(f"zg_course.sandbox --check: {len(names) - failed} of {len(names)} labs earn full marks "
           f"in the sandbox ({time.monotonic() - began:.0f} s)")  # fmt: skip
     return 1 if failed else 0
 
@@ -882,9 +880,11 @@ def main(argv=None) -> int:
     if argv[:1] == ["--supervise"]:
         return supervise()
     if argv[:1] == ["--worker"]:
+        # Run as a file, this folder is first on sys.path: the cells import the course as
+        # zg_course (PYTHONPATH), never its modules by their bare names.
+        if sys.path and Path(sys.path[0] or ".").resolve() == COURSE:
+            del sys.path[0]
         return work(int(argv[1]))
-    if str(ROOT / "tools") not in sys.path:
-        sys.path.insert(0, str(ROOT / "tools"))
 
     def positive(text: str) -> float:
         try:
@@ -931,11 +931,13 @@ def main(argv=None) -> int:
         try:  # atomic, a link kept: all or nothing
             write_text(args.json, text, name="--json")
         except (OSError, ValueError) as exc:  # changed since it was checked: keep the grades
-            print(f"labs_sandbox: error: {exc}; the reports follow on stdout", file=sys.stderr)
+            print(f"zg_course.sandbox: error: {exc}; the reports follow on stdout", file=sys.stderr)
             sys.stdout.write(text)
             return 1
     if malformed:
-        print(f"labs_sandbox: {malformed} of {len(reports)} submissions malformed (0 points each)")
+        print(
+            f"zg_course.sandbox: {malformed} of {len(reports)} submissions malformed (0 points each)"
+        )
     return 1 if malformed else 0
 
 
