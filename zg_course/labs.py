@@ -61,7 +61,7 @@ from torch.utils._python_dispatch import TorchDispatchMode
 
 from zg._checks import seed_arg
 from zg.audit import SyncAudit as _SyncAudit
-from zg.errors import ZgError
+from zg.errors import WorkerFailed, ZgError
 from zg.grappa.comm import CommLedger
 from zg.grappa.launch import spawn
 from zg.step import OverflowGuard, OverflowPoll, mean_loss
@@ -853,7 +853,9 @@ def _forbidden_cause(exc: BaseException) -> ForbiddenCall | None:
         if isinstance(seen, ForbiddenCall):
             return seen
         seen = seen.__cause__ or seen.__context__
-    found = re.search(r"Lab \d+ asks you to write this yourself: [^\n]*", str(exc))
+    found = re.search(
+        r"(?:rank \d+: )?Lab \d+ asks you to write this yourself: do not call [^\s;]+", str(exc)
+    )
     return ForbiddenCall(found.group(0)) if found else None
 
 
@@ -880,12 +882,25 @@ def hook_on_workers(
     seed = seed_arg(seed)
     source = textwrap.dedent(inspect.getsource(hook))
     with tempfile.TemporaryDirectory(prefix="zg-lab-hook-") as out_dir:
-        spawn(
-            _hook_worker,
-            world_size,
-            args=(source, hook.__name__, [float(s) for s in scales], bucket_cap_mb, seed, out_dir),
-            timeout=timeout,
-            run_timeout=4 * timeout,
-            backend="gloo",
-        )
+        try:
+            spawn(
+                _hook_worker,
+                world_size,
+                args=(
+                    source,
+                    hook.__name__,
+                    [float(s) for s in scales],
+                    bucket_cap_mb,
+                    seed,
+                    out_dir,
+                ),
+                timeout=timeout,
+                run_timeout=4 * timeout,
+                backend="gloo",
+            )
+        except WorkerFailed as exc:  # zg's launcher raises as themselves only zg's errors
+            refused = _forbidden_cause(exc)
+            if refused is None:
+                raise
+            raise refused from None
         return [torch.load(os.path.join(out_dir, f"{r}.pt")) for r in range(world_size)]
