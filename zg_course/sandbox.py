@@ -62,7 +62,9 @@ its grader on every path: the ``unshare`` process gets ``SIGKILL`` when the grad
 (``PR_SET_PDEATHSIG``), ``unshare --kill-child`` kills the supervisor with it, the supervisor
 being the namespace's init takes every process with it, the worker has its own death signal
 set after it changed user (a change of user clears it), and the grader kills the whole
-process group in a ``finally`` (interrupt, error, timeout or success alike).
+process group in a ``finally`` (interrupt, error, timeout or success alike). An interrupt is
+never lost (:func:`watch_interrupts`: torch's import swallows most of them) and waits while
+the supervisor is being started.
 
 What it cannot stop (the residual risk, stated in ``docs/reliability.md`` too): a test calls
 the student's functions, so while a graded cell runs, student code shares the interpreter
@@ -274,6 +276,7 @@ def grade(
     if report["findings"]:
         report["failure"] = f"tamper: {report['findings'][0]}"
         return _totals(report)
+    stop_if_interrupted()
     why = available()
     if why:
         raise SystemExit(f"zg_course.sandbox: {why}")
@@ -300,13 +303,51 @@ def grade(
     return _totals(report)
 
 
-def _die_with_parent(parent: int):
+def _die_with_parent(parent: int, mask: set):
     def arm():
+        signal.pthread_sigmask(signal.SIG_SETMASK, mask)  # the grader's, not its brief block
         _prctl(PR_SET_PDEATHSIG, signal.SIGKILL)
         if os.getppid() != parent:  # the grader died before the line above
             os._exit(1)
 
     return arm
+
+
+# ----------------------------------------------------------------------------- interrupts
+
+_INTERRUPTS: dict = {"fd": None, "seen": False}
+
+
+def watch_interrupts() -> None:
+    """Remember every SIGINT where no library can take it back (the command calls it first).
+
+    Python raises KeyboardInterrupt when its main thread next runs Python code; a library that
+    clears it, or polls it away, leaves the grader running with the sandbox (a SIGINT during
+    torch's import, the two or three seconds after the grader starts, mostly never arrives). The
+    interpreter's C-level handler also writes the signal's number to the wakeup fd
+    (``signal.set_wakeup_fd``) before anything else runs: the grader reads that pipe at each
+    step (:func:`stop_if_interrupted`) and while it waits for the sandbox."""
+    if _INTERRUPTS["fd"] is not None:
+        return
+    read, write = os.pipe()  # neither end is inherited by the sandbox
+    os.set_blocking(read, False)
+    os.set_blocking(write, False)
+    signal.set_wakeup_fd(write, warn_on_full_buffer=False)
+    _INTERRUPTS["fd"] = read
+
+
+def stop_if_interrupted() -> None:
+    """Raise KeyboardInterrupt once a SIGINT came since :func:`watch_interrupts`, whether or
+    not Python raised it then (a no-op when nothing watches)."""
+    fd = _INTERRUPTS["fd"]
+    if fd is not None and not _INTERRUPTS["seen"]:
+        try:
+            while data := os.read(fd, 512):  # one byte per signal: its number
+                _INTERRUPTS["seen"] = _INTERRUPTS["seen"] or signal.SIGINT in data
+        except BlockingIOError:
+            pass
+    if _INTERRUPTS["seen"]:
+        raise KeyboardInterrupt
 
 
 def _run(spec: dict, report: dict, timeout: float) -> None:
@@ -317,11 +358,20 @@ def _run(spec: dict, report: dict, timeout: float) -> None:
     payload = memoryview(json.dumps(spec).encode())
     lines: list[bytes] = []
     buffer, err_tail, sent = b"", b"", 0
-    proc = subprocess.Popen(
-        cmd, stdin=subprocess.PIPE, stdout=subprocess.PIPE, stderr=subprocess.PIPE, env=env,
-        start_new_session=True, preexec_fn=_die_with_parent(os.getpid()),
-    )  # fmt: skip
+    # An interrupt while the supervisor starts waits until the try below, which kills it; one
+    # raised inside Popen would leave it to the death signal alone.
+    mask = signal.pthread_sigmask(signal.SIG_BLOCK, {signal.SIGINT})
     try:
+        proc = subprocess.Popen(
+            cmd, stdin=subprocess.PIPE, stdout=subprocess.PIPE, stderr=subprocess.PIPE, env=env,
+            start_new_session=True, preexec_fn=_die_with_parent(os.getpid(), mask),
+        )  # fmt: skip
+    except BaseException:
+        signal.pthread_sigmask(signal.SIG_SETMASK, mask)
+        raise
+    try:
+        signal.pthread_sigmask(signal.SIG_SETMASK, mask)  # a SIGINT that came is raised here
+        stop_if_interrupted()
         fds = {proc.stdout.fileno(): "out", proc.stderr.fileno(): "err"}
         for fd in fds:
             os.set_blocking(fd, False)
@@ -333,7 +383,10 @@ def _run(spec: dict, report: dict, timeout: float) -> None:
                 report["timed_out"] = True
                 break
             writers = [wfd] if sent < len(payload) else []
-            ready_r, ready_w, _ = select.select(list(fds), writers, [], min(left, 0.5))
+            watched = [*fds, _INTERRUPTS["fd"]] if _INTERRUPTS["fd"] is not None else list(fds)
+            ready_r, ready_w, _ = select.select(watched, writers, [], min(left, 0.5))
+            if _INTERRUPTS["fd"] in ready_r:
+                stop_if_interrupted()
             if ready_w:
                 try:
                     sent += os.write(wfd, payload[sent : sent + 65536])
@@ -909,6 +962,8 @@ def main(argv=None) -> int:
         parser.error("--memory and --processes must be positive")
     from zg._io import command_output_arg, write_text  # the kit's checks and its one writer
 
+    stop_if_interrupted()  # the import takes seconds, and may swallow an interrupt
+
     # Before any grading: a folder, a named pipe, a dangling link, a missing folder (exit 2).
     command_output_arg(parser, args.json, "--json")
     if args.check:
@@ -942,4 +997,6 @@ def main(argv=None) -> int:
 
 
 if __name__ == "__main__":
+    if sys.argv[1:2] not in (["--supervise"], ["--worker"]):
+        watch_interrupts()  # the grader: before its imports, which may swallow an interrupt
     sys.exit(main())

@@ -13,6 +13,7 @@ from __future__ import annotations
 
 import json
 import os
+import random
 import shutil
 import signal
 import socket
@@ -323,6 +324,44 @@ def test_nothing_outlives_an_interrupted_or_timed_out_grader(tmp_path, how):
         assert "0 / 5" in out and "wall-clock" in out, out
     assert _gone(f"sleep {marker}"), f"{how}: the submission's sleeper outlived the grader"
     assert _gone(str(zg_course.sandbox.THIS)), f"{how}: a sandbox process outlived the grader"
+
+
+# Moments of the grader's run, in seconds after it starts (one seeded draw in each 2 s of its
+# first 8): its imports (torch's swallows most interrupts; the grader still sees them,
+# zg_course.sandbox.watch_interrupts), the checks, the sandbox's start, the submission's cells.
+_DRAW = random.Random(59)
+INTERRUPT_AT = [round(_DRAW.uniform(start, start + 2.0), 2) for start in (0.0, 2.0, 4.0, 6.0)]
+
+
+@needs_sandbox
+@pytest.mark.slow
+@pytest.mark.parametrize("delay", INTERRUPT_AT)
+def test_an_interrupt_at_any_moment_ends_the_grader_and_leaves_nothing(tmp_path, delay):
+    """Issue 59: a SIGINT at a moment drawn over the grader's whole run, not only once the
+    submission runs, ends the grader promptly, and nothing of the sandbox is left."""
+    marker = f"32{uuid.uuid4().int % 10**6}.5"
+    code = (
+        "import subprocess\n"
+        f"subprocess.Popen(['sleep', '{marker}'], start_new_session=True)\n"
+        "while True:\n    pass\n"
+    )
+    path = _notebook(tmp_path, dict(WRONG, run_report=code))
+    cmd = [sys.executable, str(zg_course.sandbox.THIS), "--no-scan", "--timeout", "300", str(path)]
+    env = dict(os.environ, PYTHONPATH=str(ROOT))
+    grader = subprocess.Popen(
+        cmd, env=env, stdout=subprocess.PIPE, stderr=subprocess.STDOUT, start_new_session=True
+    )
+    try:
+        time.sleep(delay)
+        grader.send_signal(signal.SIGINT)
+        out = grader.communicate(timeout=60)[0].decode()
+    finally:
+        if grader.poll() is None:  # the test failed: nothing of it may outlive the test
+            processes.kill_group(grader)
+            grader.wait()
+    assert grader.returncode != 0, out[-2000:]  # interrupted, not graded
+    assert _gone(f"sleep {marker}"), f"at {delay} s: the submission's sleeper outlived the grader"
+    assert _gone(str(zg_course.sandbox.THIS)), f"at {delay} s: a sandbox process outlived it"
 
 
 # ------------------------------------------------------------------------ what still works
