@@ -121,17 +121,17 @@ lab-instructor: env
 	cd labs && PATH="$(abspath $(VENV))/bin:$$PATH" ../$(VENV)/bin/jupyter lab $(if $(filter 0,$(shell id -u)),--allow-root) $(LAB_ARGS)
 
 # The graded labs (labs/README.md). `make labs`: the student version in labs/release/.
-# `make labs-check`: grade a temp copy of the course as two students (tools/labs_check.py).
+# `make labs-check`: grade a temp copy of the course as two students (zg_course/check.py).
 labs: env
-	$(PY) tools/labs_release.py
+	$(PY) -m zg_course.release
 
 labs-check: env
-	PYTHONPATH=$(CURDIR) $(PY) tools/labs_check.py
+	PYTHONPATH=$(CURDIR) $(PY) -m zg_course.check
 
-# `make labs-wrong`: grade every deliberately wrong solution of labs/wrong/ (tools/labs_wrong.py;
+# `make labs-wrong`: grade every deliberately wrong solution of labs/wrong/ (zg_course/wrong.py;
 # in this process, each in a fork: about 2 minutes; `--nbgrader` grades with nbgrader itself).
 labs-wrong: env
-	PYTHONPATH=$(CURDIR) $(PY) tools/labs_wrong.py
+	PYTHONPATH=$(CURDIR) $(PY) -m zg_course.wrong
 
 # `make student-dist`: what students get, the wheel and the released labs, without solutions,
 # hidden tests or model answers (tools/student_dist.py): dist/student/zg-course-<version>.zip.
@@ -140,32 +140,32 @@ student-dist: env
 
 # `make labs-right`: every alternative correct solution of labs/right/ earns every point.
 labs-right: env
-	PYTHONPATH=$(CURDIR) $(PY) tools/labs_right.py
+	PYTHONPATH=$(CURDIR) $(PY) -m zg_course.right
 
 # `make labs-mutants`: mutants of every solution cell, graded by the lab's own tests; every part
-# kills at least 90 % of its non-equivalent mutants (tools/labs_mutants.py, about 3 minutes).
+# kills at least 90 % of its non-equivalent mutants (zg_course/mutants.py, about 3 minutes).
 labs-mutants: env
-	PYTHONPATH=$(CURDIR) $(PY) tools/labs_mutants.py --write docs/course/mutation_scores.md
+	PYTHONPATH=$(CURDIR) $(PY) -m zg_course.mutants --write docs/course/mutation_scores.md
 
 # `make labs-variants`: labs-wrong, labs-right and labs-mutants in one pass, each lab's notebook
-# run once for all three (tools/labs_variants.py; the same judging, reports and exit status).
+# run once for all three (zg_course/variants.py; the same judging, reports and exit status).
 labs-variants: env
-	PYTHONPATH=$(CURDIR) $(PY) tools/labs_variants.py --write docs/course/mutation_scores.md
+	PYTHONPATH=$(CURDIR) $(PY) -m zg_course.variants --write docs/course/mutation_scores.md
 
 # `make labs-sandbox LAB=02_fixed_shape_sampler`: grade every collected submission of a lab,
-# each in its own sandbox (tools/labs_sandbox.py: namespaces, an allow-listed read-only file
+# each in its own sandbox (zg_course/sandbox.py: namespaces, an allow-listed read-only file
 # view, user nobody, loopback only, memory/process/output limits, killed at TIMEOUT seconds
 # and with the grader); the reports go to labs/sandbox-<lab>.json. A malformed submission is
 # reported (0 points) and the batch goes on; the exit status is then 1.
 TIMEOUT ?= 600
 labs-sandbox: env
 	@test -n "$(LAB)" || (echo "usage: make labs-sandbox LAB=<lab, e.g. 02_fixed_shape_sampler>" && exit 2)
-	PYTHONPATH=$(CURDIR) $(PY) tools/labs_sandbox.py --timeout $(TIMEOUT) --json labs/sandbox-$(LAB).json labs/submitted/*/$(LAB)/$(LAB).ipynb
+	PYTHONPATH=$(CURDIR) $(PY) -m zg_course.sandbox --timeout $(TIMEOUT) --json labs/sandbox-$(LAB).json labs/submitted/*/$(LAB)/$(LAB).ipynb
 
 # `make labs-sandbox-check`: every lab's model solution (labs/source/, as labs-check grades it)
 # earns full marks inside the sandbox (about 2.5 minutes on 2 cores; what .ci/run runs).
 labs-sandbox-check: env
-	PYTHONPATH=$(CURDIR) $(PY) tools/labs_sandbox.py --check --timeout $(TIMEOUT)
+	PYTHONPATH=$(CURDIR) $(PY) -m zg_course.sandbox --check --timeout $(TIMEOUT)
 
 # `make lint`: what the pre-commit hooks check (.pre-commit-config.yaml), on every tracked file.
 STORED_NOTEBOOKS = $(NOTEBOOKS) $(wildcard labs/source/*/*.ipynb)

@@ -11,7 +11,7 @@
 #    fraction, kernels per replay, captured vs static parameters), written as
 #    bench/results/gpu_check_cuda_session.json (the full-budget file, gpu_check_cuda.json, is
 #    bench/gpu_check.sh's and stays as it is);
-# 3. Lab 8 run with the instructor's solutions (tools/labs_grade.py: its cells in one process,
+# 3. Lab 8 run with the instructor's solutions (zg_course/grade.py: its cells in one process,
 #    as a kernel runs them), Part C's capture included;
 # 4. bench/floor.py on the GPU at its --quick size: the floor and the pipelines' multiples.
 # Each part has its own time limit; a part that fails does not stop the next one. The JSON
@@ -51,7 +51,7 @@ first=tests/grappa/test_grappa_exchange.py
 others=$(grep -l "mark.cuda" tests/*/test_*.py | grep -v "^$first\$")
 part cuda_tests 200 "$py" -m pytest -q -p no:cacheprovider -m cuda "$first" $others
 part gpu_check 150 "$py" bench/gpu_check.py --budget 120 --name gpu_check_cuda_session
-part lab8 60 "$py" tools/labs_grade.py labs/source/08_capture/08_capture.ipynb --json "$out/lab8.json"
+part lab8 60 "$py" -m zg_course.grade labs/source/08_capture/08_capture.ipynb --json "$out/lab8.json"
 part floor 90 "$py" bench/floor.py --quick --name floor_cuda_quick --no-dgl
 for f in gpu_check_cuda_session.json floor_cuda_quick.json; do
   [ -f "bench/results/$f" ] && cp "bench/results/$f" "$out/"

@@ -37,7 +37,7 @@ c.FormgradeExtension.debug = False
 # said, never the hidden tests: their source is cleared (nbgrader's own ClearHiddenTests, as the
 # release does), and the error a failing test cell raised keeps its one-line message
 # ("AssertionError: ...", which names the clause and the values) without the traceback, whose
-# code context would quote the hidden lines. tools/labs_check.py checks every lab's feedback.
+# code context would quote the hidden lines. zg_course/check.py checks every lab's feedback.
 from nbconvert.preprocessors import CSSHTMLHeaderPreprocessor, Preprocessor  # noqa: E402
 from nbgrader.preprocessors import ClearHiddenTests, GetGrades  # noqa: E402
 from traitlets import Bool  # noqa: E402

@@ -66,20 +66,20 @@ def _kit_code() -> list:
     """The kit's own code of every function the labs hold, read once, before any test holds
     one (the first test that asks)."""
     if not _KIT_CODE:
-        import zg.labs
+        import zg_course.labs
 
         _KIT_CODE.extend(
             (fn, fn.__code__, fn.__defaults__, fn.__kwdefaults__)
-            for _, targets in zg.labs._lab_references().values()
+            for _, targets in zg_course.labs._lab_references().values()
             for target in targets
-            for fn in zg.labs._functions_of(target)
+            for fn in zg_course.labs._functions_of(target)
         )
     return _KIT_CODE
 
 
 @pytest.fixture(autouse=True)
 def labs_held_then_restored():
-    """Every function the labs hold (zg.labs.hold_references) gets the kit's code back after
+    """Every function the labs hold (zg_course.labs.hold_references) gets the kit's code back after
     every test: a hold lasts for the process and keeps the namespaces it was made for, so a
     test that runs a lab's setup (test_labs.py, the tamper scan's) would change what the tests
     after it see (a held function's source, and which frames count as a student's)."""

@@ -159,7 +159,7 @@ def resolve(path: str) -> Any:
 
 def unwrap(obj: Any) -> Any:
     """The function behind a property, staticmethod, partial or decorator. (A function a lab
-    holds, ``zg.labs.hold_references``, runs a stand-in's code for the rest of the process; the
+    holds, ``zg_course.labs.hold_references``, runs a stand-in's code for the rest of the process; the
     stand-in is compiled at the original's file and first line, so its source and location are
     the original's, and the route shows them.)"""
     if isinstance(obj, property):

@@ -3,7 +3,8 @@
     dist/student/zg-course-<version>/
         README.md                 how to install and open the labs
         MANIFEST.json             kit version, git commit, every file with its sha256
-        wheels/zg-<version>-py3-none-any.whl
+        wheels/zg-<version>-py3-none-any.whl   the kit (zg) and the course package (zg_course),
+                                  which the released labs' cells import
         labs/<lab>/<lab>.ipynb    nbgrader's release: solutions replaced by stubs, hidden
                                   tests and model answers removed
     dist/student/zg-course-<version>.zip
@@ -11,7 +12,7 @@
 What it leaves out, and checks it left out: labs/source, labs/wrong, labs/right, the
 equivalent-mutant list, the instructor pack (docs/course), every hidden test, every solution
 and model answer, marking notes. Every released lab records the kit version it was released
-with (``zg.labs.graded_against``), the wheel's version.
+with (``zg_course.labs.graded_against``), the wheel's version.
 
     python tools/student_dist.py [--out dist/student]
 """
@@ -30,10 +31,11 @@ import tempfile
 import zipfile
 from pathlib import Path
 
-sys.path.insert(0, str(Path(__file__).resolve().parent))
-from labs_check import lab_names, nbgrader_workspace
-
 ROOT = Path(__file__).resolve().parent.parent
+if str(ROOT) not in sys.path:  # run as a file: the course package sits at the root
+    sys.path.insert(0, str(ROOT))
+from zg_course.check import lab_names, nbgrader_workspace
+
 # Text no student file may hold: an instructor's marker, a hidden test, a model answer.
 FORBIDDEN_TEXT = (
     "BEGIN HIDDEN TESTS",
@@ -43,6 +45,9 @@ FORBIDDEN_TEXT = (
     "**Model answer.**",
     "Marking notes",
 )
+# The course package's modules the labs' cells import: the wheel must carry them.
+COURSE_MODULES = ("zg_course/__init__.py", "zg_course/labs.py", "zg_course/contract.py",
+                  "zg_course/hook.py")  # fmt: skip
 FORBIDDEN_PATHS = ("source/", "wrong/", "right/", "equivalent_mutants", "docs/course", "gradebook")
 
 
@@ -157,6 +162,9 @@ def problems_in(folder: Path, version: str) -> list[str]:
                 names = whl.namelist()
                 if "zg/_bundled/cora.npz" not in names:
                     out.append(f"{rel}: Cora (zg/_bundled/cora.npz) is not in the wheel")
+                for module in COURSE_MODULES:  # what the released labs' cells import
+                    if module not in names:
+                        out.append(f"{rel}: the course's {module} is not in the wheel")
                 out += [f"{rel}: holds {n}" for n in names if n.startswith(("labs/", "tests/"))]
     for nb in folder.glob("labs/*/*.ipynb"):
         text = nb.read_text()

@@ -1,9 +1,9 @@
 # lab: 05_coverage_by_propagation
 # cell: propagation
 # part: test_propagation test_propagation_hidden test_coverage_propagation_contract
-# why: takes the unheld original of the kit's propagation from zg.labs's table of held functions and calls it
+# why: takes the unheld original of the kit's propagation from zg_course.labs's table of held functions and calls it
 def _original(name):
-    for held in zg.labs._REFUSALS.values():
+    for held in zg_course.labs._REFUSALS.values():
         if held[1] is not None and held[1].__name__ == name:
             return held[1]
     raise LookupError(name)

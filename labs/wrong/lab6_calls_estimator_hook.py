@@ -1,14 +1,14 @@
 # lab: 06_estimator_weights
 # cell: hook
 # part: test_hook test_hook_hidden test_scaled_allreduce_hook_contract
-# why: hands the hook to the kit (zg.grappa.hook.estimator_hook, through a HookState of its own) instead of writing it
+# why: hands the hook to the kit (zg_course.hook.estimator_hook, through a HookState of its own) instead of writing it
 class ScaleState:
     def __init__(self, scale, ledger):
         self.scale, self.ledger = scale, ledger
 
 
 def scaled_allreduce_hook(state, bucket):
-    from zg.grappa.hook import HookState, estimator_hook
+    from zg_course.hook import HookState, estimator_hook
 
     kit = HookState(state.ledger)
     kit.scale = state.scale

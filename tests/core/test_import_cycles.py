@@ -239,17 +239,47 @@ def test_import_zg_loads_no_module_of_the_distributed_wing():
     assert out[1] == "True", "zg.parallel did not load the distributed wing when used"
 
 
-# The course's modules: what grades (contract, labs) and Lab 6's DDP-hook form. The training
-# path (the exchange, checkpoints, the entry points, the workers) must not import them.
-COURSE_MODULES = {"zg.contract", "zg.labs", "zg.grappa.hook"}
+# The course (grading, holds, the tamper scan, the sandbox, Lab 6's DDP-hook form) is its own
+# package beside zg, zg_course, which depends on zg. zg never imports it: no module of zg, at
+# module level or inside a function, and the modules that moved out of zg are gone from it.
+COURSE_PACKAGE = "zg_course"
+MOVED_OUT = ("zg/contract.py", "zg/labs.py", "zg/grappa/hook.py")
 
 
-def test_the_training_path_imports_no_course_module():
-    graph = import_graph()
-    assert COURSE_MODULES <= set(graph), "a course module was renamed: update COURSE_MODULES"
-    reaching = {
-        module: sorted(graph[module] & COURSE_MODULES)
-        for module in graph
-        if module not in COURSE_MODULES and graph[module] & COURSE_MODULES
-    }
-    assert reaching == {}, f"modules of the training path import course modules: {reaching}"
+def course_imports(root: Path = ROOT, package: str = PACKAGE) -> dict[str, list[str]]:
+    """{module of ``package``: the course modules it imports anywhere in its file}."""
+    found = {}
+    for module, path in module_files(root, package).items():
+        tree = ast.parse(path.read_text(encoding="utf-8"), filename=str(path))
+        names = []
+        for node in _imports(tree):
+            if isinstance(node, ast.Import):
+                names += [alias.name for alias in node.names]
+            elif not node.level:  # a relative import stays inside zg
+                names.append(node.module or "")
+        course = sorted(
+            {n for n in names if n == COURSE_PACKAGE or n.startswith(COURSE_PACKAGE + ".")}
+        )
+        if course:
+            found[module] = course
+    return found
+
+
+def test_the_checker_sees_a_course_import_anywhere(tmp_path):
+    root = _tree(
+        tmp_path,
+        {
+            "zg/__init__.py": "",
+            "zg/a.py": "def f():\n    import zg_course.labs\n",
+            "zg/b.py": "from zg_course import contract\n",
+            "zg/c.py": "from . import a\nimport zg_coursework\n",
+        },
+    )
+    assert course_imports(root) == {"zg.a": ["zg_course.labs"], "zg.b": ["zg_course"]}
+
+
+def test_zg_never_imports_the_course():
+    assert (ROOT / COURSE_PACKAGE / "__init__.py").is_file()
+    assert course_imports() == {}, "modules of zg import the course package"
+    left = [name for name in MOVED_OUT if (ROOT / name).exists()]
+    assert left == [], f"course modules are back in zg: {left}"

@@ -209,10 +209,12 @@ def test_hypothesis_stages(numba, require, monkeypatch):
 def restored_after_holding():
     """Lab 2's held functions get their own code back after the test (a hold lasts for the
     process, and would change, say, inspect.signature(sample_fused) for the tests after it)."""
-    import zg.labs
+    import zg_course.labs
 
     functions = [
-        fn for target in zg.labs._lab_references()[2][1] for fn in zg.labs._functions_of(target)
+        fn
+        for target in zg_course.labs._lab_references()[2][1]
+        for fn in zg_course.labs._functions_of(target)
     ]
     saved = [(fn, fn.__code__, fn.__defaults__, fn.__kwdefaults__) for fn in functions]
     yield
@@ -222,12 +224,12 @@ def restored_after_holding():
 
 def test_lab_2_holds_both_stages_inside_the_students_functions(restored_after_holding):
     """Lab 2 asks for compact_hop: inside the student's functions the kit's loop and both of its
-    stages refuse (zg.labs.hold_references); the lab's own tests still call them. No numba."""
-    import zg.labs
-    from zg.labs import ForbiddenCall
+    stages refuse (zg_course.labs.hold_references); the lab's own tests still call them. No numba."""
+    import zg_course.labs
+    from zg_course.labs import ForbiddenCall
 
     namespace = {}
-    held = zg.labs.hold_references(namespace, 2)
+    held = zg_course.labs.hold_references(namespace, 2)
     for name in ("sample_static", "_sample_hop", "_compact_hop"):
         assert f"zg.sampling.EnvelopeSampler.{name}" in held, (name, held)
     sampler = EnvelopeSampler(random_graph(n=50, e=300), [3], 4)

@@ -28,9 +28,9 @@ import zg
 import zg.baselines.features
 import zg.experiments.together
 import zg.experiments.traffic
-import zg.labs
 import zg.parallel
 import zg.recipes
+import zg_course.labs
 from zg import _checks, grappa
 from zg import experiments as ex
 
@@ -77,7 +77,7 @@ def _no_processes(*args: Any, **kwargs: Any) -> None:
 def no_worker_processes(monkeypatch):
     """Every way the kit starts processes raises Started instead (a bad seed must never get
     that far)."""
-    for name in ("zg.grappa.launch", "zg.grappa.train", "zg.parallel", "zg.labs"):
+    for name in ("zg.grappa.launch", "zg.grappa.train", "zg.parallel", "zg_course.labs"):
         module = importlib.import_module(name)  # (zg.grappa.train is also the function)
         monkeypatch.setattr(module, "spawn", _no_processes)
 
@@ -173,7 +173,7 @@ ENTRIES = [
     ),
     Entry(
         "labs.hook_on_workers",
-        lambda s: zg.labs.hook_on_workers(_hook, [1.0, 1.0], seed=s),
+        lambda s: zg_course.labs.hook_on_workers(_hook, [1.0, 1.0], seed=s),
         spawns=True,
     ),
     Entry(

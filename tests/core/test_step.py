@@ -7,8 +7,8 @@ import torch
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from zg.labs import rewind_loop
 from zg.step import STAGES, OverflowGuard, StageClock, masked_cross_entropy
+from zg_course.labs import rewind_loop
 
 
 def test_the_chain_has_seven_stages_with_loss_on_its_own():

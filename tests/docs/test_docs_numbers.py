@@ -43,7 +43,7 @@ MEASURED = re.compile(
     r"|(?<![\w.\-/])\d\.\d{2,}\b(?!\.\d)"
 )
 # Regions other tools write and check (``--check``), as render_docs does its blocks: the labs'
-# contract table (tools/labs_contracts.py) and the mutation scores (tools/labs_mutants.py).
+# contract table (zg_course/contract_table.py) and the mutation scores (zg_course/mutants.py).
 GENERATED = re.compile(
     r"<!-- (contract clauses|mutation scores): begin -->.*?<!-- \1: end -->", re.DOTALL
 )
@@ -89,7 +89,7 @@ ALLOWED = [
     ("labs/README.md", "the 95 % t interval", "the confidence level the lab sets"),
     ("labs/README.md", "90 % of its non-equivalent", "the mutation score threshold"),
     ("docs/course/README.md", "2 x 2 gloo", "a count of worker processes"),
-    ("docs/course/mutation_scores.md", "at least 20 s", "labs_mutants.deadline's floor"),
+    ("docs/course/mutation_scores.md", "at least 20 s", "zg_course.mutants.deadline's floor"),
     ("docs/course/mutation_scores.md", "fewer than 90 %", "the mutation score threshold"),
     ("docs/course/running_the_course.md", "is 300 s", "nbgrader's cell timeout, a setting"),
     ("docs/course/running_the_course.md", "at most 10 %", "the labs-check pass threshold"),

@@ -4,6 +4,7 @@ and no solution, hidden test, model answer or instructor file (tools/student_dis
 from __future__ import annotations
 
 import json
+import re
 import shutil
 import sys
 import zipfile
@@ -43,7 +44,17 @@ def test_the_distribution_holds_the_wheel_and_every_released_lab(tool, built):
     (wheel,) = built.glob("wheels/zg-*.whl")
     with zipfile.ZipFile(wheel) as whl:
         cora = whl.read("zg/_bundled/cora.npz")
+        names = set(whl.namelist())
     assert cora == (ROOT / "data" / "cora.npz").read_bytes()
+    # The released labs import the course package (zg_course): every module they name is in
+    # the wheel, so a student's kernel runs them from the wheel alone.
+    imported = set()
+    for nb in built.glob("labs/*/*.ipynb"):
+        imported |= set(re.findall(r"\b(zg_course(?:\.\w+)*)", nb.read_text()))
+    modules = {f"zg_course/{m.split('.')[1]}.py" for m in imported if "." in m}
+    assert {"zg_course/labs.py", "zg_course/contract.py"} <= modules
+    assert modules - names == set(), f"the labs import course modules the wheel lacks: {imported}"
+    assert set(tool.COURSE_MODULES) <= names
     assert (built.parent / f"{built.name}.zip").is_file()
     assert tool.problems_in(built, zg.__version__) == []
 

@@ -2,8 +2,8 @@
 only through the kit's writer (``zg._io.write_text``: atomic, a link kept and its target
 replaced, only a regular file ever replaced).
 
-``tools/labs_sandbox.py --json``, ``tools/labs_grade.py --json``, ``tools/labs_mutants.py
---write``, ``tools/labs_variants.py --write`` and ``tools/colab_cell.py --out`` are given a
+``zg_course/sandbox.py --json``, ``zg_course/grade.py --json``, ``zg_course/mutants.py
+--write``, ``zg_course/variants.py --write`` and ``tools/colab_cell.py --out`` are given a
 directory, a named pipe and a dangling link where they write: each stops with exit status 2
 and one error line naming the flag and the path, before any grading (the submission, the lab or
 the course named does not even exist, so any work would fail otherwise), leaving the path as it
@@ -44,14 +44,6 @@ def run_main(script: str, argv: list[str]):
         sys.modules.pop(name, None)
 
 
-def load_tool(name: str):
-    sys.path.insert(0, str(ROOT / "tools"))
-    try:
-        return __import__(name)
-    finally:
-        sys.path.remove(str(ROOT / "tools"))
-
-
 def snapshot(path: Path):
     info = os.lstat(path)
     return (
@@ -74,10 +66,10 @@ def refused(capsys, exit_, flag: str, path: Path) -> str:
 # (script, argv with {out} where the output path goes, flag); every other argument names
 # something that does not exist (a submission, a course), so no work can have been done.
 TOOLS = [
-    ("tools/labs_sandbox.py", ["{tmp}/01_host_syncs.ipynb", "--json", "{out}"], "--json"),
-    ("tools/labs_grade.py", ["{tmp}/lab.ipynb", "--json", "{out}"], "--json"),
-    ("tools/labs_mutants.py", ["--course", "{tmp}/no-course", "--write", "{out}"], "--write"),
-    ("tools/labs_variants.py", ["--course", "{tmp}/no-course", "--write", "{out}"], "--write"),
+    ("zg_course/sandbox.py", ["{tmp}/01_host_syncs.ipynb", "--json", "{out}"], "--json"),
+    ("zg_course/grade.py", ["{tmp}/lab.ipynb", "--json", "{out}"], "--json"),
+    ("zg_course/mutants.py", ["--course", "{tmp}/no-course", "--write", "{out}"], "--write"),
+    ("zg_course/variants.py", ["--course", "{tmp}/no-course", "--write", "{out}"], "--write"),
 ]
 
 
@@ -86,7 +78,7 @@ TOOLS = [
 def test_a_grading_tool_refuses_a_bad_output_before_any_grading(
     tmp_path, capsys, monkeypatch, alarm, script, argv, flag, bad
 ):
-    (tmp_path / "lab.ipynb").write_text('{"cells": []}')  # labs_grade's notebook: a real file
+    (tmp_path / "lab.ipynb").write_text('{"cells": []}')  # zg_course.grade's notebook: a real file
     out = make(bad, tmp_path / "out")
     was = snapshot(out)
     monkeypatch.chdir(tmp_path)
@@ -98,17 +90,18 @@ def test_a_grading_tool_refuses_a_bad_output_before_any_grading(
     assert sorted(p.name for p in tmp_path.iterdir()) == sorted(["lab.ipynb", "out"])
 
 
-def test_labs_grade_refuses_a_notebook_that_is_a_fifo(tmp_path, capsys, alarm):
+def test_the_grader_refuses_a_notebook_that_is_a_fifo(tmp_path, capsys, alarm):
     notebook = make("fifo", tmp_path / "lab.ipynb")
     with pytest.raises(SystemExit) as exit_:
-        run_main("tools/labs_grade.py", [str(notebook), "--json", str(tmp_path / "r.json")])
+        run_main("zg_course/grade.py", [str(notebook), "--json", str(tmp_path / "r.json")])
     line = refused(capsys, exit_, "notebook", notebook)
     assert "named pipe" in line
     assert sorted(p.name for p in tmp_path.iterdir()) == ["lab.ipynb"]
 
 
 def test_write_table_reads_and_replaces_only_a_regular_file(tmp_path, alarm):
-    mutants = load_tool("labs_mutants")
+    import zg_course.mutants as mutants
+
     begin, end = mutants.BEGIN, mutants.END
     pipe = make("fifo", tmp_path / "scores.fifo")
     with pytest.raises(ValueError, match=r"^--write .*named pipe"):

@@ -25,9 +25,9 @@ from zg.grappa.collectives import average_parameters as _average_parameters
 from zg.grappa.collectives import gather_stats as _gather_stats
 from zg.grappa.comm import CommLedger, wire_bytes
 from zg.grappa.estimators import ESTIMATORS, Estimator, batch_stats
-from zg.grappa.hook import HookState, estimator_hook
 from zg.grappa.launch import spawn
 from zg.grappa.remote import FeatureTable, fetch_features
+from zg_course.hook import HookState, estimator_hook
 
 pytestmark = [pytest.mark.timeout(180), pytest.mark.slow]
 

@@ -1,7 +1,7 @@
 """The one gradient exchange (zg.grappa.exchange), in real gloo processes.
 
 * It gives the combined gradient the DDP communication hook gives (the authors' form, which
-  Lab 6 teaches: :func:`zg.grappa.hook.estimator_hook`), for every estimator, on the same
+  Lab 6 teaches: :func:`zg_course.hook.estimator_hook`), for every estimator, on the same
   batches, with the same bytes.
 * A Grappa worker's steady static step, the exchange included, makes no host read and keeps
   the exchange's buffer (and the Engine's static buffers) at the same addresses across
@@ -24,8 +24,8 @@ import zg
 from zg.grappa.comm import CommLedger
 from zg.grappa.estimators import ESTIMATORS, Estimator, batch_stats
 from zg.grappa.exchange import GradientExchange
-from zg.grappa.hook import HookState, estimator_hook
 from zg.grappa.launch import spawn
+from zg_course.hook import HookState, estimator_hook
 
 pytestmark = [pytest.mark.timeout(240)]
 ROOT = Path(__file__).resolve().parents[2]
@@ -155,15 +155,16 @@ def test_a_workers_static_step_with_its_exchange_is_capturable(tmp_path, world):
 
 
 def test_no_ddp_hook_is_registered_in_the_package():
-    """One exchange: register_comm_hook and DistributedDataParallel appear only in Lab 6's
-    helper (zg/labs.py)."""
+    """One exchange: register_comm_hook and DistributedDataParallel appear nowhere in zg, and
+    in the course package only in Lab 6's helper (zg_course/labs.py)."""
     for word in ("register_comm_hook", "DistributedDataParallel"):
         found = sorted(
             p.relative_to(ROOT).as_posix()
-            for p in (ROOT / "zg").rglob("*.py")
+            for package in ("zg", "zg_course")
+            for p in (ROOT / package).rglob("*.py")
             if word in p.read_text()
         )
-        assert found == ["zg/labs.py"], (word, found)
+        assert found == ["zg_course/labs.py"], (word, found)
 
 
 def test_a_captures_warm_up_leaves_the_epochs_table_as_it_was():

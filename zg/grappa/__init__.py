@@ -16,7 +16,6 @@ The flow, one module per stage:
                     remote.py: the feature-fetching baseline's (whole structure, remote
                     features)
     exchange.py     the one gradient exchange: a flat all-reduce inside the step
-    hook.py         the estimator's DDP communication hook (the authors' form, Lab 6)
     collectives.py  parameter averaging, per-iteration scalars, checkpoint rows
     roles.py        what a worker of a trainer builds: its local data, its exchange or averaging
     worker.py       the worker loop (a zg.Engine on its local graph), hooks for tests

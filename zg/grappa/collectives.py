@@ -4,7 +4,7 @@ what it sends in the worker's :class:`zg.grappa.comm.CommLedger` (``gather_row``
 for the history and records nothing).
 
 Where it sits: used by :mod:`zg.grappa.exchange`, :mod:`zg.grappa.checkpoint` and
-:mod:`zg.grappa.train`; Lab 6's DDP-hook form (:mod:`zg.grappa.hook`) uses them too.
+:mod:`zg.grappa.train`; Lab 6's DDP-hook form (:mod:`zg_course.hook`) uses them too.
 """
 
 from __future__ import annotations

@@ -16,7 +16,7 @@ device tensor the loss computed, :meth:`zg.grappa.Estimator.combine_device`) and
 
 This is what the authors' code does with a DDP communication hook (scale the bucket, all-reduce
 SUM): Lab 6 teaches that form, and ``tests/grappa/test_grappa_exchange.py`` checks that this
-exchange gives the same combined gradient as the kit's hook (:func:`zg.grappa.hook.estimator_hook`)
+exchange gives the same combined gradient as the course's hook (:func:`zg_course.hook.estimator_hook`)
 on the same batches. Here it is a plain function of the step instead of a hook inside DDP's
 backward: the flat buffer is allocated once, its address never changes, the scale is a device
 tensor and nothing is read on the host, so with the envelope step the whole iteration, the

@@ -7,7 +7,7 @@ network connections, forge what the grader reads and leave a process running aft
 This tool grades one submission (a student's ``NN_name.ipynb``, as nbgrader collects it)
 with three processes, each holding less than the one before:
 
-* **the grader** (this process, outside): runs the tamper scan (``tools/labs_tamper.py``; a
+* **the grader** (this process, outside): runs the tamper scan (``zg_course/tamper.py``; a
   finding earns no points and the submission does not run), merges the student's solution
   cells with the lab's locked cells from ``source/`` (never from the submission), starts the
   sandbox and keeps the wall clock. It reads only the supervisor's stdout, which no process
@@ -22,9 +22,9 @@ with three processes, each holding less than the one before:
   (``exec``, so nothing of the supervisor's memory) that runs the cells in one namespace,
   in order, as nbgrader's kernel does. It holds one socket to the supervisor and its own
   stdout and stderr, nothing else. It checks that the grader's own code is intact
-  (``tools/labs_integrity.py``, bound read-only beside this file): recorded after each locked
+  (``zg_course/integrity.py``, bound read-only with this file): recorded after each locked
   cell that is not a test, compared before every locked cell and after every test; once it
-  changed (``zg.contract``, ``zg.labs``, ``zg.audit``, ``zg``, ``builtins``, torch's
+  changed (``zg_course.contract``, ``zg_course.labs``, ``zg.audit``, ``zg``, ``builtins``, torch's
   comparisons, a kit class, torch's mode stacks), every test from there on fails with
   "tamper: the submission changed the grader's code: <names>", which the report's
   ``failure`` then says.
@@ -43,8 +43,8 @@ worker, every cell after it.
 
 The file view is an allow-list, built on a fresh tmpfs the worker is ``chroot``-ed into:
 ``/usr``, ``/lib*``, ``/bin``, the interpreter's prefixes (the virtual environment and the
-Python it points to), the repository's ``zg/`` and ``data/`` (Cora), this file and
-``labs_integrity.py``, each bound read-only; a few generated files in ``/etc`` (``hosts``,
+Python it points to), the repository's ``zg/``, ``zg_course/`` (the course package: the
+labs import its contracts and holds) and ``data/`` (Cora), each bound read-only; a few generated files in ``/etc`` (``hosts``,
 ``passwd``, ``group``, the loader's cache); ``/dev`` with null, zero, full, random and urandom;
 a new ``/proc`` (the sandbox's processes only); and a fresh private ``/tmp`` (1 GiB) and
 ``/dev/shm`` (256 MiB), the only writable places.
@@ -62,7 +62,9 @@ its grader on every path: the ``unshare`` process gets ``SIGKILL`` when the grad
 (``PR_SET_PDEATHSIG``), ``unshare --kill-child`` kills the supervisor with it, the supervisor
 being the namespace's init takes every process with it, the worker has its own death signal
 set after it changed user (a change of user clears it), and the grader kills the whole
-process group in a ``finally`` (interrupt, error, timeout or success alike).
+process group in a ``finally`` (interrupt, error, timeout or success alike). An interrupt is
+never lost (:func:`watch_interrupts`: torch's import swallows most of them) and waits while
+the supervisor is being started.
 
 What it cannot stop (the residual risk, stated in ``docs/reliability.md`` too): a test calls
 the student's functions, so while a graded cell runs, student code shares the interpreter
@@ -77,9 +79,9 @@ before it is due, keep anything after the sandbox ends, reach the network or the
 outlive the grading. The tamper scan makes those attacks deliberate (they need names it
 forbids, reached around it), and a report whose run ended on a protocol error says so.
 
-    python tools/labs_sandbox.py labs/submitted/alice/02_fixed_shape_sampler/02_fixed_shape_sampler.ipynb
-    python tools/labs_sandbox.py --json grades.json --timeout 300 SUBMISSION.ipynb [...]
-    python tools/labs_sandbox.py --check [LAB ...]   # every model solution earns full marks
+    python -m zg_course.sandbox labs/submitted/alice/02_fixed_shape_sampler/02_fixed_shape_sampler.ipynb
+    python -m zg_course.sandbox --json grades.json --timeout 300 SUBMISSION.ipynb [...]
+    python -m zg_course.sandbox --check [LAB ...]   # every model solution earns full marks
 """
 
 from __future__ import annotations
@@ -100,7 +102,7 @@ from pathlib import Path
 # Only the standard library at the top: the worker and the supervisor import this file too.
 ROOT = Path(__file__).resolve().parent.parent
 THIS = Path(__file__).resolve()
-INTEGRITY = THIS.parent / "labs_integrity.py"  # the worker checks the grader's code with it
+COURSE = THIS.parent  # zg_course/: the labs import its contract and holds, the worker its checks
 
 NOBODY = 65534
 OUTPUT_LIMIT = 4000  # characters of each cell's output kept in the report
@@ -177,7 +179,7 @@ def submission_cells(source: Path, submission: Path):
     """The lab's cells with the student's solution cells in place (as nbgrader's autograde: the
     locked cells come from ``source``), and {grade_id: the student's code}. Malformed when the
     submission is not a notebook this can read."""
-    from labs_grade import Cell, code_cells
+    from zg_course.grade import Cell, code_cells
 
     cells = code_cells(source)
     try:
@@ -209,7 +211,7 @@ def _allowed() -> list[str]:
     exe = Path(sys.executable)
     paths += [sys.base_prefix, sys.base_exec_prefix, sys.prefix, sys.exec_prefix]
     paths += [str(exe.parent), str(exe.resolve().parent.parent)]
-    paths += [str(ROOT / "zg"), str(ROOT / "data"), str(THIS), str(INTEGRITY)]  # data/: Cora
+    paths += [str(ROOT / "zg"), str(COURSE), str(ROOT / "data")]  # data/: Cora
     return [p for p in dict.fromkeys(os.path.abspath(p) for p in paths) if os.path.lexists(p)]
 
 
@@ -251,7 +253,7 @@ def grade(
     lab = lab or submission.stem
     report = _empty_report(submission, lab)
     try:
-        from labs_grade import lab_source
+        from zg_course.grade import lab_source
 
         if not submission.is_file():
             raise Malformed(f"no such file {submission}")
@@ -266,7 +268,7 @@ def grade(
     report["points"] = {c.grade_id: c.points for c in cells if c.graded}
     report["passed"] = {g: False for g in report["points"]}
     if run_scan:
-        from labs_tamper import scan
+        from zg_course.tamper import scan
 
         setup = [c.source for c in cells if not c.solution and not c.graded]
         tests = [c.source for c in cells if c.graded]
@@ -274,9 +276,10 @@ def grade(
     if report["findings"]:
         report["failure"] = f"tamper: {report['findings'][0]}"
         return _totals(report)
+    stop_if_interrupted()
     why = available()
     if why:
-        raise SystemExit(f"labs_sandbox: {why}")
+        raise SystemExit(f"zg_course.sandbox: {why}")
     spec = {
         "cells": [
             {
@@ -300,13 +303,51 @@ def grade(
     return _totals(report)
 
 
-def _die_with_parent(parent: int):
+def _die_with_parent(parent: int, mask: set):
     def arm():
+        signal.pthread_sigmask(signal.SIG_SETMASK, mask)  # the grader's, not its brief block
         _prctl(PR_SET_PDEATHSIG, signal.SIGKILL)
         if os.getppid() != parent:  # the grader died before the line above
             os._exit(1)
 
     return arm
+
+
+# ----------------------------------------------------------------------------- interrupts
+
+_INTERRUPTS: dict = {"fd": None, "seen": False}
+
+
+def watch_interrupts() -> None:
+    """Remember every SIGINT where no library can take it back (the command calls it first).
+
+    Python raises KeyboardInterrupt when its main thread next runs Python code; a library that
+    clears it, or polls it away, leaves the grader running with the sandbox (a SIGINT during
+    torch's import, the two or three seconds after the grader starts, mostly never arrives). The
+    interpreter's C-level handler also writes the signal's number to the wakeup fd
+    (``signal.set_wakeup_fd``) before anything else runs: the grader reads that pipe at each
+    step (:func:`stop_if_interrupted`) and while it waits for the sandbox."""
+    if _INTERRUPTS["fd"] is not None:
+        return
+    read, write = os.pipe()  # neither end is inherited by the sandbox
+    os.set_blocking(read, False)
+    os.set_blocking(write, False)
+    signal.set_wakeup_fd(write, warn_on_full_buffer=False)
+    _INTERRUPTS["fd"] = read
+
+
+def stop_if_interrupted() -> None:
+    """Raise KeyboardInterrupt once a SIGINT came since :func:`watch_interrupts`, whether or
+    not Python raised it then (a no-op when nothing watches)."""
+    fd = _INTERRUPTS["fd"]
+    if fd is not None and not _INTERRUPTS["seen"]:
+        try:
+            while data := os.read(fd, 512):  # one byte per signal: its number
+                _INTERRUPTS["seen"] = _INTERRUPTS["seen"] or signal.SIGINT in data
+        except BlockingIOError:
+            pass
+    if _INTERRUPTS["seen"]:
+        raise KeyboardInterrupt
 
 
 def _run(spec: dict, report: dict, timeout: float) -> None:
@@ -317,11 +358,20 @@ def _run(spec: dict, report: dict, timeout: float) -> None:
     payload = memoryview(json.dumps(spec).encode())
     lines: list[bytes] = []
     buffer, err_tail, sent = b"", b"", 0
-    proc = subprocess.Popen(
-        cmd, stdin=subprocess.PIPE, stdout=subprocess.PIPE, stderr=subprocess.PIPE, env=env,
-        start_new_session=True, preexec_fn=_die_with_parent(os.getpid()),
-    )  # fmt: skip
+    # An interrupt while the supervisor starts waits until the try below, which kills it; one
+    # raised inside Popen would leave it to the death signal alone.
+    mask = signal.pthread_sigmask(signal.SIG_BLOCK, {signal.SIGINT})
     try:
+        proc = subprocess.Popen(
+            cmd, stdin=subprocess.PIPE, stdout=subprocess.PIPE, stderr=subprocess.PIPE, env=env,
+            start_new_session=True, preexec_fn=_die_with_parent(os.getpid(), mask),
+        )  # fmt: skip
+    except BaseException:
+        signal.pthread_sigmask(signal.SIG_SETMASK, mask)
+        raise
+    try:
+        signal.pthread_sigmask(signal.SIG_SETMASK, mask)  # a SIGINT that came is raised here
+        stop_if_interrupted()
         fds = {proc.stdout.fileno(): "out", proc.stderr.fileno(): "err"}
         for fd in fds:
             os.set_blocking(fd, False)
@@ -333,7 +383,10 @@ def _run(spec: dict, report: dict, timeout: float) -> None:
                 report["timed_out"] = True
                 break
             writers = [wfd] if sent < len(payload) else []
-            ready_r, ready_w, _ = select.select(list(fds), writers, [], min(left, 0.5))
+            watched = [*fds, _INTERRUPTS["fd"]] if _INTERRUPTS["fd"] is not None else list(fds)
+            ready_r, ready_w, _ = select.select(watched, writers, [], min(left, 0.5))
+            if _INTERRUPTS["fd"] in ready_r:
+                stop_if_interrupted()
             if ready_w:
                 try:
                     sent += os.write(wfd, payload[sent : sent + 65536])
@@ -782,12 +835,10 @@ def work(fd: int) -> int:
         return json.loads(line)
 
     namespace = {"__name__": "__main__", "__builtins__": __builtins__}
-    sys.path.insert(0, str(INTEGRITY.parent))
-    from labs_integrity import changes, fingerprint
-    from labs_integrity import message as integrity_message
+    from zg_course.integrity import changes, fingerprint  # through PYTHONPATH, the checkout
+    from zg_course.integrity import message as integrity_message
 
-    sys.path.pop(0)
-    # The grader's code as the locked cells left it (tools/labs_integrity.py): taken again
+    # The grader's code as the locked cells left it (zg_course/integrity.py): taken again
     # after each locked cell that is not a test, checked before every locked cell and after
     # every test; once it changed, every test from there on fails.
     state = {"before": None, "tampered": None}
@@ -872,7 +923,7 @@ def check(labs: list[str], course: Path, timeout: float) -> int:
         failed += not ok
         line = f"{name}: {report['earned']:g} / {report['total']:g} in {report.get('seconds', 0):.1f} s"
         print(line + ("" if ok else f"  FAILED ({report.get('failure')})"), flush=True)
-    print(f"labs_sandbox --check: {len(names) - failed} of {len(names)} labs earn full marks "
+    print(f"zg_course.sandbox --check: {len(names) - failed} of {len(names)} labs earn full marks "
           f"in the sandbox ({time.monotonic() - began:.0f} s)")  # fmt: skip
     return 1 if failed else 0
 
@@ -882,9 +933,11 @@ def main(argv=None) -> int:
     if argv[:1] == ["--supervise"]:
         return supervise()
     if argv[:1] == ["--worker"]:
+        # Run as a file, this folder is first on sys.path: the cells import the course as
+        # zg_course (PYTHONPATH), never its modules by their bare names.
+        if sys.path and Path(sys.path[0] or ".").resolve() == COURSE:
+            del sys.path[0]
         return work(int(argv[1]))
-    if str(ROOT / "tools") not in sys.path:
-        sys.path.insert(0, str(ROOT / "tools"))
 
     def positive(text: str) -> float:
         try:
@@ -909,6 +962,8 @@ def main(argv=None) -> int:
         parser.error("--memory and --processes must be positive")
     from zg._io import command_output_arg, write_text  # the kit's checks and its one writer
 
+    stop_if_interrupted()  # the import takes seconds, and may swallow an interrupt
+
     # Before any grading: a folder, a named pipe, a dangling link, a missing folder (exit 2).
     command_output_arg(parser, args.json, "--json")
     if args.check:
@@ -931,13 +986,17 @@ def main(argv=None) -> int:
         try:  # atomic, a link kept: all or nothing
             write_text(args.json, text, name="--json")
         except (OSError, ValueError) as exc:  # changed since it was checked: keep the grades
-            print(f"labs_sandbox: error: {exc}; the reports follow on stdout", file=sys.stderr)
+            print(f"zg_course.sandbox: error: {exc}; the reports follow on stdout", file=sys.stderr)
             sys.stdout.write(text)
             return 1
     if malformed:
-        print(f"labs_sandbox: {malformed} of {len(reports)} submissions malformed (0 points each)")
+        print(
+            f"zg_course.sandbox: {malformed} of {len(reports)} submissions malformed (0 points each)"
+        )
     return 1 if malformed else 0
 
 
 if __name__ == "__main__":
+    if sys.argv[1:2] not in (["--supervise"], ["--worker"]):
+        watch_interrupts()  # the grader: before its imports, which may swallow an interrupt
     sys.exit(main())

@@ -1,4 +1,4 @@
-"""zg.contract: every clause catches the submission that breaks it, on generated inputs, and
+"""zg_course.contract: every clause catches the submission that breaks it, on generated inputs, and
 passes answers written differently that keep the whole contract."""
 
 from __future__ import annotations
@@ -11,8 +11,8 @@ import torch
 import torch.distributed as dist
 from hypothesis import given, settings
 
-import zg.labs
-from zg.contract import Case, Contract, ContractFailure, ContractSetupError, check
+import zg_course.labs
+from zg_course.contract import Case, Contract, ContractFailure, ContractSetupError, check
 
 # ----------------------------------------------------------------------------- an exercise:
 # first_seen(x) -> bool [M]: x[i] is the first occurrence of its value. Pure, 0 host syncs,
@@ -280,7 +280,7 @@ def test_asynchronous_collectives(monkeypatch):
 
 
 def test_the_student_runs_under_the_hold(monkeypatch):
-    """check() calls the student's function inside zg.labs.as_student(), so a held reference
+    """check() calls the student's function inside zg_course.labs.as_student(), so a held reference
     refuses however the function reached it."""
     entered = []
 
@@ -294,7 +294,7 @@ def test_the_student_runs_under_the_hold(monkeypatch):
         def __exit__(self, *exc):
             return False
 
-    monkeypatch.setattr(zg.labs, "as_student", Probe, raising=False)
+    monkeypatch.setattr(zg_course.labs, "as_student", Probe, raising=False)
     check(right_sort_based, CONTRACT, cases_of(BASE), brute_first_seen)
     # the call and the device run of every case, and the refilled pairs (two at most), by name
     pairs = min(2, len(BASE) - 1)
@@ -492,7 +492,7 @@ def test_extra_keys_of_a_returned_mapping_are_allowed_only_when_declared():
 
 
 def test_the_hold_is_told_which_function_runs(monkeypatch):
-    """Where zg.labs.as_student takes the student's function name, check() passes it (a kit
+    """Where zg_course.labs.as_student takes the student's function name, check() passes it (a kit
     function held only within other exercises' functions may then run in this one)."""
     import contextlib
 
@@ -502,7 +502,7 @@ def test_the_hold_is_told_which_function_runs(monkeypatch):
         names.append(function)
         return contextlib.nullcontext()
 
-    monkeypatch.setattr(zg.labs, "as_student", as_student)
+    monkeypatch.setattr(zg_course.labs, "as_student", as_student)
     check(right_sort_based, CONTRACT, cases_of(BASE), brute_first_seen)
     assert names and set(names) == {"first_seen"}
 
@@ -678,7 +678,7 @@ def test_a_setting_the_reference_changes_too_is_allowed():
     ],
 )
 def test_python_numbers_and_containers_are_their_exact_types(expected, got, clause):
-    from zg.contract import compare_values
+    from zg_course.contract import compare_values
 
     found = compare_values(expected, got)
     assert (found[0] if found else None) == clause, found

@@ -1,15 +1,15 @@
 #!/usr/bin/env python
-"""The contract of every graded function of the labs, read from the notebooks (zg.contract).
+"""The contract of every graded function of the labs, read from the notebooks (zg_course.contract).
 
 Each lab declares, in a locked cell ``contract_<function>`` right after the function's solution
-cell, a ``zg.contract.Contract(...)`` whose arguments are literals; its hidden cell
+cell, a ``zg_course.contract.Contract(...)`` whose arguments are literals; its hidden cell
 ``test_<function>_contract`` checks every clause on generated inputs. This tool reads the
 declarations (with ``ast``, running nothing) and prints the table of clauses per part, or
 writes it into labs/README.md between its markers:
 
-    python tools/labs_contracts.py                    # print the table
-    python tools/labs_contracts.py --write labs/README.md
-    python tools/labs_contracts.py --check labs/README.md   # exit 1 when the README is stale
+    python -m zg_course.contract_table                    # print the table
+    python -m zg_course.contract_table --write labs/README.md
+    python -m zg_course.contract_table --check labs/README.md   # exit 1 when the README is stale
 """
 
 from __future__ import annotations
@@ -22,9 +22,9 @@ import sys
 from dataclasses import dataclass
 from pathlib import Path
 
+from zg_course.contract import CLAUSES, Contract
+
 ROOT = Path(__file__).resolve().parents[1]
-sys.path.insert(0, str(ROOT))
-from zg.contract import CLAUSES, Contract
 
 BEGIN, END = "<!-- contract clauses: begin -->", "<!-- contract clauses: end -->"
 PART = re.compile(r"^##\s+Part\s+([A-Z])\b")
@@ -39,7 +39,7 @@ class Declared:
 
 
 def _contracts_in(source: str, where: str) -> list[tuple[str, Contract]]:
-    """The ``(name, Contract)`` pairs a cell declares (``contract_F = zg.contract.Contract(...)``),
+    """The ``(name, Contract)`` pairs a cell declares (``contract_F = zg_course.contract.Contract(...)``),
     their literal arguments evaluated (``compare=``, which may not be a literal, is left out)."""
     out = []
     for node in ast.parse(source).body:
@@ -56,12 +56,14 @@ def _contracts_in(source: str, where: str) -> list[tuple[str, Contract]]:
             except ValueError:
                 if k.arg != "compare":
                     raise SystemExit(
-                        f"labs_contracts: {where}: {k.arg}= is not a literal"
+                        f"zg_course.contract_table: {where}: {k.arg}= is not a literal"
                     ) from None
         name = node.targets[0].id if isinstance(node.targets[0], ast.Name) else "?"
         out.append((name, Contract(*args, **kwargs)))
     if not out:
-        raise SystemExit(f"labs_contracts: {where}: no contract_F = zg.contract.Contract(...)")
+        raise SystemExit(
+            f"zg_course.contract_table: {where}: no contract_F = zg_course.contract.Contract(...)"
+        )
     return out
 
 
@@ -90,7 +92,7 @@ def parts_of(path: Path) -> list[dict]:
                     grade_id=gid,
                     points=float(meta.get("points", 0)),
                     hidden="### BEGIN HIDDEN TESTS" in source,
-                    contract=gid.endswith("_contract") and "zg.contract.check(" in source,
+                    contract=gid.endswith("_contract") and "zg_course.contract.check(" in source,
                 )
             )
         if cell["cell_type"] == "code" and meta.get("solution"):
@@ -135,7 +137,7 @@ def table(course: Path = ROOT / "labs") -> str:
 def write(readme: Path, text: str) -> str:
     doc = readme.read_text()
     if BEGIN not in doc:
-        raise SystemExit(f"labs_contracts: {readme} has no {BEGIN} marker")
+        raise SystemExit(f"zg_course.contract_table: {readme} has no {BEGIN} marker")
     return re.sub(
         re.escape(BEGIN) + ".*?" + re.escape(END), f"{BEGIN}\n{text}\n{END}", doc, flags=re.S
     )
@@ -161,7 +163,7 @@ def main(argv=None) -> int:
         path = Path(args.check)
         if write(path, text) != path.read_text():
             print(
-                f"labs_contracts: {path}'s table is stale: run tools/labs_contracts.py --write {path}"
+                f"zg_course.contract_table: {path}'s table is stale: run zg_course/contract_table.py --write {path}"
             )
             return 1
     else:

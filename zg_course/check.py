@@ -16,7 +16,7 @@ tests and a hand-graded cell, the solutions earn every autograded point, and the
 release earns at most ``--max-untouched`` (10 %) of them in every lab. Hand-graded points are
 reported, never counted (nobody has graded them).
 
-    python tools/labs_check.py [--labs labs] [--keep DIR] [lab ...]
+    python -m zg_course.check [--labs labs] [--keep DIR] [lab ...]
 
 The notebooks import zg: the kernels inherit this process's environment, so run it with the
 repository root on PYTHONPATH (the Makefile does) to grade against this checkout's zg.
@@ -48,14 +48,14 @@ def lab_names(course: Path) -> list[str]:
     )
     if not labs:
         raise SystemExit(
-            f"labs_check: no labs under {course / 'source'} (want source/<lab>/<lab>.ipynb)"
+            f"zg_course.check: no labs under {course / 'source'} (want source/<lab>/<lab>.ipynb)"
         )
     return labs
 
 
 def nbgrader_workspace(source_course: Path, keep: str | None, tool: str):
     """A temp copy of the course (nbgrader_config.py and source/ only) and nbgrader's API on it,
-    shared by labs_check.py and labs_wrong.py. ``keep``: grade in this new or empty folder and
+    shared by zg_course/check.py and zg_course/wrong.py. ``keep``: grade in this new or empty folder and
     leave it. Returns (api, course folder, cleanup (a TemporaryDirectory or None), Gradebook)."""
     # nbgrader runs `alembic` as a subprocess: it must be on PATH (it lives beside this python).
     os.environ["PATH"] = str(Path(sys.executable).parent) + os.pathsep + os.environ.get("PATH", "")
@@ -186,7 +186,6 @@ def main(argv=None) -> int:
     )
     args = ap.parse_args(argv)
     if args.timings:  # checked before any grading: one line naming --timings, exit 2
-        sys.path.insert(0, str(ROOT))
         from zg._io import command_output_arg
 
         command_output_arg(ap, args.timings, "--timings")
@@ -194,7 +193,9 @@ def main(argv=None) -> int:
     seconds = {}
 
     source_course = Path(args.course).resolve()
-    api, course, cleanup, Gradebook = nbgrader_workspace(source_course, args.keep, "labs_check")
+    api, course, cleanup, Gradebook = nbgrader_workspace(
+        source_course, args.keep, "zg_course.check"
+    )
     labs = args.labs or lab_names(course)
 
     failures = []
@@ -202,7 +203,7 @@ def main(argv=None) -> int:
         result = api.generate_assignment(lab, force=True, create=True)
         if not result["success"]:
             raise SystemExit(
-                f"labs_check: generate_assignment {lab} failed:\n{result['log']}{result['error']}"
+                f"zg_course.check: generate_assignment {lab} failed:\n{result['log']}{result['error']}"
             )
         released = (course / "release" / lab / f"{lab}.ipynb").read_text()
         for secret in ("BEGIN SOLUTION", "END SOLUTION", "HIDDEN TESTS", "Model answer"):
@@ -219,7 +220,7 @@ def main(argv=None) -> int:
             result = api.autograde(lab, student, force=True, create=True)
             if not result["success"]:
                 raise SystemExit(
-                    f"labs_check: autograde {lab} / {student} failed:\n{result['log']}{result['error']}"
+                    f"zg_course.check: autograde {lab} / {student} failed:\n{result['log']}{result['error']}"
                 )
             print(f"  autograded {lab} as {student} in {time.time() - t:.1f} s", flush=True)
             if student == "solutions":
@@ -285,10 +286,10 @@ def main(argv=None) -> int:
     if args.timings and not failures:
         write_timings(Path(args.timings), seconds, source_course)
     if failures:
-        print("labs_check: FAILED\n  " + "\n  ".join(failures))
+        print("zg_course.check: FAILED\n  " + "\n  ".join(failures))
         return 1
     print(
-        "labs_check: passed (solutions earn every autograded point; the untouched release "
+        "zg_course.check: passed (solutions earn every autograded point; the untouched release "
         f"earns at most {args.max_untouched:.0%})"
     )
     return 0
@@ -300,7 +301,6 @@ TIME_PHRASE = re.compile(r"(executing the notebook takes [^\n]*?about )(\d+)( s\
 
 
 def write_timings(path: Path, seconds: dict, course: Path) -> None:
-    sys.path.insert(0, str(ROOT))
     from zg.experiments.machine import machine_label
 
     data = json.loads(path.read_text()) if path.is_file() else {"seconds": {}}
@@ -308,7 +308,7 @@ def write_timings(path: Path, seconds: dict, course: Path) -> None:
     data["machine"] = machine_label()
     data["what"] = (
         "seconds nbgrader's autograde takes on each lab's instructor solutions (kernel start "
-        "included): python tools/labs_check.py --timings labs/timings.json"
+        "included): python -m zg_course.check --timings labs/timings.json"
     )
     from zg._io import write_text  # the kit's one writer: a link kept, all or nothing
 
@@ -322,7 +322,7 @@ def write_timings(path: Path, seconds: dict, course: Path) -> None:
         new = TIME_PHRASE.sub(lambda m, n=stated: f"{m.group(1)}{n}{m.group(3)}", raw, count=1)
         if new != raw:
             write_text(nb_path, new, name="notebook")
-    print(f"labs_check: grading times written to {path} and the labs' headers")
+    print(f"zg_course.check: grading times written to {path} and the labs' headers")
 
 
 if __name__ == "__main__":

@@ -5,12 +5,12 @@ A small AST mutator makes mutants of each solution cell, only inside its
 comparisons, ``and``/``or``, a dropped ``not``/``~``/``-`` (a flipped mask), off-by-one slice
 bounds and ``range`` arguments, a dropped statement, an in-place method made out-of-place
 (``add_`` -> ``add``, ``x += y`` -> ``x = x + y``), ``amin``/``amax`` and their kin, and changed
-constants. Besides the value, mutants of the contract (zg.contract): a narrower dtype
+constants. Besides the value, mutants of the contract (zg_course.contract): a narrower dtype
 (``torch.float64`` -> ``torch.float32``, ``.long()`` -> ``.int()``), a factory call that drops
 its ``device=`` (the tensor lands on the default device), a collective made blocking (its work
 waited on at once), an argument changed in place after the result is computed (a tensor rolled,
 a list reversed), and a cache keyed by the arguments' shapes that ignores their values. Each mutant replaces its cell and is graded by the lab's own tests (public and
-hidden) in a forked child (tools/labs_grade.py): killed when it loses any point of its part.
+hidden) in a forked child (zg_course/grade.py): killed when it loses any point of its part.
 
 A mutant that no test can tell from the solution (it computes the same thing) is listed in
 ``labs/equivalent_mutants.toml`` with its reason; it counts neither way. A listed mutant that is
@@ -18,7 +18,7 @@ no longer generated, or that the tests kill, is an error: the list stays true.
 
 Passes when every part kills at least ``--min-score`` (90 %) of its non-equivalent mutants.
 
-    python tools/labs_mutants.py [lab ...] [--survivors] [--write docs/course/mutation_scores.md]
+    python -m zg_course.mutants [lab ...] [--survivors] [--write docs/course/mutation_scores.md]
 """
 
 from __future__ import annotations
@@ -34,12 +34,11 @@ from pathlib import Path
 
 import tomllib
 
-sys.path.insert(0, str(Path(__file__).resolve().parent))
-from labs_grade import ROOT, Lab, Variant, lab_source
+from zg_course.grade import ROOT, Lab, Variant, lab_source
 
 EQUIVALENT = ROOT / "labs" / "equivalent_mutants.toml"
 SKIP_LABS = {"00_setup"}  # the environment check: its cells call the kit's own report
-TIMINGS = ROOT / "labs" / "timings.json"  # nbgrader's measured seconds per lab (labs_check.py)
+TIMINGS = ROOT / "labs" / "timings.json"  # nbgrader's measured seconds per lab (zg_course/check.py)
 
 
 def deadline(lab: str, timings: Path = TIMINGS) -> float:
@@ -562,7 +561,7 @@ def read_equivalent(path: Path = EQUIVALENT) -> dict[tuple[str, str], str]:
     for entry in data.get("equivalent", []):
         missing = [k for k in ("lab", "mutant", "why") if not entry.get(k)]
         if missing:
-            raise SystemExit(f"labs_mutants: {path}: an entry lacks {missing}: {entry}")
+            raise SystemExit(f"zg_course.mutants: {path}: an entry lacks {missing}: {entry}")
         out[(entry["lab"], entry["mutant"])] = entry["why"]
     return out
 
@@ -575,7 +574,7 @@ def labs(course: Path, names: list[str]) -> list[str]:
     )
     unknown = [n for n in names if n not in found]
     if unknown:
-        raise SystemExit(f"labs_mutants: no lab(s) {unknown}; the labs are {found}")
+        raise SystemExit(f"zg_course.mutants: no lab(s) {unknown}; the labs are {found}")
     return [n for n in found if not names or n in names]
 
 
@@ -712,13 +711,13 @@ def main(argv=None) -> int:
         try:
             write_table(Path(args.write), table(rows))
         except (OSError, ValueError) as exc:  # changed since it was checked; the table is above
-            print(f"labs_mutants: error: {exc}", file=sys.stderr)
+            print(f"zg_course.mutants: error: {exc}", file=sys.stderr)
             written = False
     print(f"\n{sum(r['mutants'] for r in rows)} mutants in {time.time() - start:.0f} s")
     if problems:
-        print("labs_mutants: FAILED\n  " + "\n  ".join(problems))
+        print("zg_course.mutants: FAILED\n  " + "\n  ".join(problems))
         return 1
-    print(f"labs_mutants: passed (every part kills at least {args.min_score:.0%})")
+    print(f"zg_course.mutants: passed (every part kills at least {args.min_score:.0%})")
     return 0 if written else 1
 
 

@@ -5,7 +5,7 @@ NotImplementedError, hidden tests removed, cells checksummed) for every lab unde
 labs/source/, in one process (the nbgrader CLI takes ~10 s to start per lab). nbgrader also
 records the labs in labs/gradebook.db; both are gitignored.
 
-    python tools/labs_release.py [lab ...]
+    python -m zg_course.release [lab ...]
 """
 
 from __future__ import annotations
@@ -38,7 +38,7 @@ def main(argv=None) -> int:
     unknown = [lab for lab in labs if lab not in known]
     if unknown:
         raise SystemExit(
-            f"labs_release: no lab named {unknown} under {COURSE / 'source'}; "
+            f"zg_course.release: no lab named {unknown} under {COURSE / 'source'}; "
             f"choose from {sorted(known)}"
         )
     config = Config()
@@ -48,7 +48,7 @@ def main(argv=None) -> int:
         result = api.generate_assignment(lab, force=True, create=True)
         if not result["success"]:
             print(result["log"], result["error"], file=sys.stderr)
-            raise SystemExit(f"labs_release: generate_assignment {lab} failed")
+            raise SystemExit(f"zg_course.release: generate_assignment {lab} failed")
         print(f"released {COURSE / 'release' / lab / (lab + '.ipynb')}")
     return 0
 

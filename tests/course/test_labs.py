@@ -1,7 +1,7 @@
 """The nbgrader labs (labs/): structure checks that cost nothing to run.
 
 The grading itself (solutions earn every autograded point, the untouched release almost none)
-is `make labs-check` (tools/labs_check.py), run by .ci/run; it needs nbgrader and a few
+is `make labs-check` (zg_course/check.py), run by .ci/run; it needs nbgrader and a few
 minutes. These tests read the source notebooks as JSON: every lab has solution markers, graded
 test cells with points and hidden tests, a hand-graded question, and nbgrader metadata nbgrader
 accepts. The metadata checks need nbgrader's own validator and are skipped without it (the
@@ -17,6 +17,10 @@ from pathlib import Path
 
 import pytest
 import torch
+
+import zg
+import zg_course.check
+import zg_course.wrong
 
 ROOT = Path(__file__).resolve().parents[2]
 LABS = ROOT / "labs"
@@ -174,26 +178,16 @@ def test_nbgrader_extensions_are_installed_and_enabled_for_jupyterlab():
         assert not any(k.startswith("@jupyter/nbgrader") and v for k, v in off.items()), off
 
 
-def _wrong_solutions():
-    sys.path.insert(0, str(ROOT / "tools"))
-    try:
-        import labs_wrong
-    finally:
-        sys.path.remove(str(ROOT / "tools"))
-    return labs_wrong
-
-
 def test_every_wrong_solution_names_a_real_cell_and_part():
     """labs/wrong/: each file's header names its lab, the solution cell it replaces and the
     graded cells of its part (what `make labs-wrong` grades)."""
-    labs_wrong = _wrong_solutions()
     files = sorted((LABS / "wrong").glob("*.py"))
     assert len(files) >= 8, files
     for path in files:
-        wrong = labs_wrong.read_wrong(path)
+        wrong = zg_course.wrong.read_wrong(path)
         source = LABS / "source" / wrong["lab"] / f"{wrong['lab']}.ipynb"
         assert source.is_file(), (path.name, wrong["lab"])
-        labs_wrong.submission(source, wrong)  # raises on an unknown cell or part
+        zg_course.wrong.submission(source, wrong)  # raises on an unknown cell or part
         assert wrong["code"].strip() and wrong["why"], path.name
     assert "make labs-variants" in (ROOT / ".ci" / "run").read_text()  # labs-wrong in one pass
 
@@ -218,9 +212,8 @@ def test_every_wrong_solution_names_a_real_cell_and_part():
 def test_a_few_wrong_solutions_lose_their_points_without_nbgrader(name):
     """The quick version of `make labs-wrong`: the lab's cells run in this process with one
     cell replaced by a wrong solution; its part earns at most half its points."""
-    labs_wrong = _wrong_solutions()
-    wrong = labs_wrong.read_wrong(LABS / "wrong" / f"{name}.py")
-    scores = labs_wrong.grade_in_process(
+    wrong = zg_course.wrong.read_wrong(LABS / "wrong" / f"{name}.py")
+    scores = zg_course.wrong.grade_in_process(
         LABS / "source" / wrong["lab"] / f"{wrong['lab']}.ipynb", wrong
     )
     earned, total = sum(s for s, _ in scores.values()), sum(p for _, p in scores.values())
@@ -270,16 +263,16 @@ def test_marking_notes_check_finds_a_cell_without_notes():
 
 
 def test_forbid_turns_a_function_off_however_it_was_reached_and_restores_it():
-    import zg.labs
     import zg.step
-    from zg.labs import ForbiddenCall, forbid, rewind_loop
+    import zg_course.labs
+    from zg_course.labs import ForbiddenCall, forbid, rewind_loop
 
     alias = rewind_loop
     guard = zg.step.OverflowGuard(2, torch.device("cpu"))
-    with forbid(zg.labs.rewind_loop, zg.step.OverflowPoll, lab="Lab 4"):
+    with forbid(zg_course.labs.rewind_loop, zg.step.OverflowPoll, lab="Lab 4"):
         for call in (
             lambda: alias(None, 0, 1, guard, 1, None),
-            lambda: zg.labs.rewind_loop(None, 0, 1, guard, 1, None),
+            lambda: zg_course.labs.rewind_loop(None, 0, 1, guard, 1, None),
             lambda: zg.step.OverflowPoll(guard, 1, 0, 1),
         ):
             with pytest.raises(ForbiddenCall, match="Lab 4 asks you to write this yourself"):
@@ -294,11 +287,11 @@ def test_forbid_turns_a_function_off_however_it_was_reached_and_restores_it():
 def test_no_setup_cell_hands_out_what_its_lab_asks_for():
     """A setup cell imports no kit function that computes what the lab asks the student to
     write; every lab in the table holds its references inside the student's functions from the
-    setup on (zg.labs.hold_references), naming functions the lab really asks for, and Lab 4's
-    tests also turn the kit's loop off around the student's (zg.labs.forbid)."""
-    import zg.labs
+    setup on (zg_course.labs.hold_references), naming functions the lab really asks for, and Lab 4's
+    tests also turn the kit's loop off around the student's (zg_course.labs.forbid)."""
+    import zg_course.labs
 
-    table = zg.labs._lab_references()
+    table = zg_course.labs._lab_references()
     for lab in sorted((LABS / "source").iterdir()):
         number = int(lab.name[:2])
         if number not in table:
@@ -315,21 +308,21 @@ def test_no_setup_cell_hands_out_what_its_lab_asks_for():
         tests = [text(c) for c in cells if grade_meta(c).get("grade")]
         if number == 4:
             calls = [t for t in tests if "train_with_rewind(" in t]
-            assert calls and all("zg.labs.forbid(" in t for t in calls), lab.name
-        assert f"zg.labs.hold_references(globals(), {number})" in setup, lab.name
+            assert calls and all("zg_course.labs.forbid(" in t for t in calls), lab.name
+        assert f"zg_course.labs.hold_references(globals(), {number})" in setup, lab.name
 
 
 def test_held_references_work_for_the_tests_and_refuse_inside_the_students_function(
     labs_held_then_restored,
 ):
-    import zg.labs
+    import zg_course.labs
     from zg import grappa
-    from zg.labs import ForbiddenCall
+    from zg_course.labs import ForbiddenCall
 
     g = zg.datasets.csbm(80, avg_degree=4, num_classes=3, feat_dim=4, seed=0)
     part = grappa.partition(g, num_parts=2, method="random", seed=0)
     namespace = {}
-    zg.labs.hold_references(namespace, 5)
+    zg_course.labs.hold_references(namespace, 5)
     expected = grappa.coverage(g, part, hops=2)  # the lab's own call: as before
 
     def graph_coverage(g, part, hops, super_epoch=0):
@@ -343,22 +336,22 @@ def test_held_references_work_for_the_tests_and_refuse_inside_the_students_funct
         ForbiddenCall, match=r"Lab 5 .* zg.grappa.coverage.coverage \(from graph_coverage\)"
     ):
         graph_coverage(g, part, 2)
-    zg.labs.hold_references(namespace, 5)  # the lab run again in one process: still one hold
+    zg_course.labs.hold_references(namespace, 5)  # the lab run again in one process: still one hold
     assert torch.equal(grappa.coverage(g, part, hops=2), expected)
 
 
 def test_every_lab_of_the_table_can_hold_its_references(labs_held_then_restored):
     """hold_references takes every lab of the table (a closure, which forbid cannot hold, would
     raise in the lab's setup cell), and a held function still works outside the student's."""
-    import zg.labs
-    from zg.labs import ForbiddenCall
+    import zg_course.labs
+    from zg_course.labs import ForbiddenCall
 
     # an optimizer made first: torch.optim then wraps DeviceSGD.step once more (a closure)
     zg.optim.DeviceSGD([torch.nn.Parameter(torch.ones(1))], lr=0.1)
-    for lab in zg.labs._lab_references():
-        assert zg.labs.hold_references({}, lab)
+    for lab in zg_course.labs._lab_references():
+        assert zg_course.labs.hold_references({}, lab)
     namespace = {}
-    zg.labs.hold_references(namespace, 4)
+    zg_course.labs.hold_references(namespace, 4)
     w = torch.nn.Parameter(torch.ones(3))
     w.grad = torch.ones(3)
 
@@ -375,10 +368,10 @@ def test_every_lab_of_the_table_can_hold_its_references(labs_held_then_restored)
 
 
 def test_first_write_wins_keeps_the_first_of_several_writes_to_one_index():
-    """zg.labs.FirstWriteWins: scatter_, index_put_ (x[i] = v) and index_copy_ keep the first of
+    """zg_course.labs.FirstWriteWins: scatter_, index_put_ (x[i] = v) and index_copy_ keep the first of
     duplicate writes instead of the CPU's last; reductions and duplicate-free writes are as
     before."""
-    from zg.labs import FirstWriteWins
+    from zg_course.labs import FirstWriteWins
 
     index, values = torch.tensor([1, 3, 1, 3, 0]), torch.tensor([10, 20, 30, 40, 50])
     plain = torch.zeros(4, dtype=torch.int64).scatter_(0, index, values)
@@ -407,9 +400,9 @@ def test_first_write_wins_keeps_the_first_of_several_writes_to_one_index():
 
 @pytest.mark.slow
 def test_a_hook_that_calls_the_kits_hook_is_refused_on_the_workers(tmp_path):
-    """hook_on_workers holds zg.grappa.hook.estimator_hook while the student's hook runs on the
+    """hook_on_workers holds zg_course.hook.estimator_hook while the student's hook runs on the
     workers: handing the work to it raises ForbiddenCall in the caller."""
-    import zg.labs
+    import zg_course.labs
 
     # Defined in a real file, so inspect.getsource finds it (as it does in a notebook cell).
     path = tmp_path / "calls_the_kit.py"
@@ -417,7 +410,7 @@ def test_a_hook_that_calls_the_kits_hook_is_refused_on_the_workers(tmp_path):
         textwrap.dedent(
             """
             def calls_the_kit(state, bucket):
-                from zg.grappa.hook import HookState, estimator_hook
+                from zg_course.hook import HookState, estimator_hook
 
                 kit = HookState(state.ledger)
                 kit.scale = state.scale
@@ -428,35 +421,39 @@ def test_a_hook_that_calls_the_kits_hook_is_refused_on_the_workers(tmp_path):
     spec = importlib.util.spec_from_file_location("calls_the_kit", path)
     module = importlib.util.module_from_spec(spec)
     spec.loader.exec_module(module)
-    with pytest.raises(zg.labs.ForbiddenCall, match="do not call zg.grappa.hook.estimator_hook"):
-        zg.labs.hook_on_workers(module.calls_the_kit, [0.3, 0.9], timeout=30.0)
+    with pytest.raises(
+        zg_course.labs.ForbiddenCall, match="do not call zg_course.hook.estimator_hook"
+    ):
+        zg_course.labs.hook_on_workers(module.calls_the_kit, [0.3, 0.9], timeout=30.0)
 
 
 def test_graded_against_stops_a_kernel_with_another_kit_version(monkeypatch):
     import zg
-    import zg.labs
+    import zg_course.labs
 
-    assert zg.labs.graded_against(zg.__version__) == zg.__version__
-    monkeypatch.delenv(zg.labs.ANY_VERSION_ENV, raising=False)
-    with pytest.raises(zg.labs.LabVersionMismatch, match=r"released with zg 0\.0\.1.*runs zg "):
-        zg.labs.graded_against("0.0.1")
-    monkeypatch.setenv(zg.labs.ANY_VERSION_ENV, "1")
+    assert zg_course.labs.graded_against(zg.__version__) == zg.__version__
+    monkeypatch.delenv(zg_course.labs.ANY_VERSION_ENV, raising=False)
+    with pytest.raises(
+        zg_course.labs.LabVersionMismatch, match=r"released with zg 0\.0\.1.*runs zg "
+    ):
+        zg_course.labs.graded_against("0.0.1")
+    monkeypatch.setenv(zg_course.labs.ANY_VERSION_ENV, "1")
     with pytest.warns(UserWarning, match="running anyway"):
-        assert zg.labs.graded_against("0.0.1") == zg.__version__
+        assert zg_course.labs.graded_against("0.0.1") == zg.__version__
     with pytest.raises(TypeError, match="version must be"):
-        zg.labs.graded_against(3)
+        zg_course.labs.graded_against(3)
 
 
 @pytest.mark.parametrize("path", SOURCES, ids=lambda p: p.stem)
 def test_every_lab_records_the_kit_version_it_grades_against(path):
-    """Each graded lab's setup cell calls zg.labs.graded_against with the kit's version: bumping
+    """Each graded lab's setup cell calls zg_course.labs.graded_against with the kit's version: bumping
     the version means checking the labs against it (Lab 0 reports the version instead)."""
     import zg
 
     if path.parent.name == "00_setup":
         pytest.skip("Lab 0 checks the environment, zg's presence included")
     setup = next(c for c in cells(path) if grade_meta(c).get("grade_id") == "setup")
-    assert f'zg.labs.graded_against("{zg.__version__}")' in text(setup), path.name
+    assert f'zg_course.labs.graded_against("{zg.__version__}")' in text(setup), path.name
 
 
 def test_the_package_carries_cora():
@@ -483,17 +480,12 @@ def test_the_kit_has_one_version_with_a_changelog_entry():
 
 def test_every_lab_header_states_its_measured_time():
     """The header's "executing the notebook takes about N s of CPU" is labs/timings.json's
-    measurement (written by `tools/labs_check.py --timings labs/timings.json`), never typed."""
-    sys.path.insert(0, str(ROOT / "tools"))
-    try:
-        import labs_check
-    finally:
-        sys.path.remove(str(ROOT / "tools"))
+    measurement (written by `python -m zg_course.check --timings labs/timings.json`), never typed."""
     timings = json.loads((LABS / "timings.json").read_text())
-    assert timings["machine"] and "labs_check.py --timings" in timings["what"]
+    assert timings["machine"] and "zg_course.check --timings" in timings["what"]
     for path in SOURCES:
         header = text(cells(path)[0])
-        found = labs_check.TIME_PHRASE.search(header)
+        found = zg_course.check.TIME_PHRASE.search(header)
         assert found, f"{path.stem}: the header does not say how long executing it takes"
         measured = timings["seconds"][path.stem]
         assert int(found.group(2)) == max(1, round(measured)), (path.stem, measured)
@@ -522,23 +514,18 @@ def test_feedback_shows_no_hidden_test_and_the_check_sees_one_that_does(tmp_path
     """`nbgrader generate_feedback` with the course's config (labs/nbgrader_config.py): the
     hidden tests' lines are in neither the cells nor the tracebacks a student reads. With
     nbgrader's own feedback settings (the check's negative control) they are, and
-    tools/labs_check.py's feedback check names them."""
+    zg_course/check.py's feedback check names them."""
     import shutil
 
-    sys.path.insert(0, str(ROOT / "tools"))
-    try:
-        import labs_check
-    finally:
-        sys.path.remove(str(ROOT / "tools"))
     lab = "00_setup"
-    api, course, cleanup, _ = labs_check.nbgrader_workspace(LABS, str(tmp_path / "w"), "test")
+    api, course, cleanup, _ = zg_course.check.nbgrader_workspace(LABS, str(tmp_path / "w"), "test")
     assert cleanup is None
     assert api.generate_assignment(lab, force=True, create=True)["success"]
     folder = course / "submitted" / "untouched" / lab
     folder.mkdir(parents=True)
     shutil.copy2(course / "release" / lab / f"{lab}.ipynb", folder / f"{lab}.ipynb")
     assert api.autograde(lab, "untouched", force=True, create=True)["success"]
-    assert labs_check.feedback_leaks(api, course, lab, "untouched") == []
+    assert zg_course.check.feedback_leaks(api, course, lab, "untouched") == []
     page = (course / "feedback" / "untouched" / lab / f"{lab}.html").read_text()
     assert "NameError: name &#39;report&#39; is not defined" in page or (
         "NameError: name 'report' is not defined" in page
@@ -551,5 +538,5 @@ def test_feedback_shows_no_hidden_test_and_the_check_sees_one_that_does(tmp_path
     config = api.config.copy()
     config.GenerateFeedback.preprocessors = [GetGrades, CSSHTMLHeaderPreprocessor]
     plain = NbGraderAPI(coursedir=CourseDirectory(config=config), config=config)
-    leaks = labs_check.feedback_leaks(plain, course, lab, "untouched")
+    leaks = zg_course.check.feedback_leaks(plain, course, lab, "untouched")
     assert len(leaks) == 1 and "hidden line(s)" in leaks[0], leaks

@@ -1,6 +1,6 @@
 """Helpers the graded labs (labs/) call where a notebook alone cannot test a student's code.
 
-Where it sits: outside the training flow.
+Where it sits: in the course package (``zg_course``, beside ``zg``), outside the training flow.
 
 * :func:`rewind_loop` (Lab 4): the overflow policy of :meth:`zg.Engine.train_epoch` over any
   ``run_batch(b)`` function, so the lab can compare a student's poll / rewind / resume loop with
@@ -59,13 +59,13 @@ import torch.distributed as dist
 from torch.nn.parallel import DistributedDataParallel as DDP
 from torch.utils._python_dispatch import TorchDispatchMode
 
-from ._checks import seed_arg
-from .audit import SyncAudit as _SyncAudit
-from .errors import ZgError
-from .grappa.comm import CommLedger
-from .grappa.hook import HookState, estimator_hook
-from .grappa.launch import spawn
-from .step import OverflowGuard, OverflowPoll, mean_loss
+from zg._checks import seed_arg
+from zg.audit import SyncAudit as _SyncAudit
+from zg.errors import WorkerFailed, ZgError
+from zg.grappa.comm import CommLedger
+from zg.grappa.launch import spawn
+from zg.step import OverflowGuard, OverflowPoll, mean_loss
+from zg_course.hook import HookState, estimator_hook
 
 __all__ = [
     "rewind_loop",
@@ -102,7 +102,7 @@ def graded_against(version: str) -> str:
     why. Set ``ZG_LABS_ANY_VERSION=1`` to run anyway (a warning then says so). Returns the
     running version.
     """
-    from . import __version__
+    from zg import __version__
 
     if not isinstance(version, str) or not version.strip():
         raise TypeError(f"version must be a version string like '0.3.0', got {version!r}")
@@ -110,7 +110,7 @@ def graded_against(version: str) -> str:
         return __version__
     import warnings
 
-    from . import __file__ as where
+    from zg import __file__ as where
 
     message = (
         f"this lab was released with zg {version} and its tests were checked against it; this "
@@ -125,9 +125,9 @@ def graded_against(version: str) -> str:
 
 
 class Checks:
-    """The comparisons and the audit a lab's tests use, bound when ``zg.labs`` was imported.
+    """The comparisons and the audit a lab's tests use, bound when ``zg_course.labs`` was imported.
 
-    A lab's setup cell binds ``zg_check = zg.labs.checks()`` before any student cell runs, and
+    A lab's setup cell binds ``zg_check = zg_course.labs.checks()`` before any student cell runs, and
     its tests call ``zg_check.equal``, ``.allclose``, ``.isclose``, ``.assert_close`` and
     ``.SyncAudit``: a student cell that rebinds ``torch.equal`` or ``SyncAudit`` afterwards
     changes nothing in a test. The attributes cannot be set. (A cell that rebinds ``zg_check``
@@ -142,17 +142,17 @@ class Checks:
     SyncAudit = _SyncAudit
 
     def __setattr__(self, name, value):
-        raise AttributeError(f"zg.labs.checks() is read-only: cannot set {name!r}")
+        raise AttributeError(f"zg_course.labs.checks() is read-only: cannot set {name!r}")
 
     def __repr__(self) -> str:
-        return "zg.labs.checks(): equal, allclose, isclose, assert_close, SyncAudit"
+        return "zg_course.labs.checks(): equal, allclose, isclose, assert_close, SyncAudit"
 
 
 _CHECKS = Checks()
 
 
 def checks() -> Checks:
-    """The comparisons bound when ``zg.labs`` was first imported (see :class:`Checks`)."""
+    """The comparisons bound when ``zg_course.labs`` was first imported (see :class:`Checks`)."""
     return _CHECKS
 
 
@@ -439,7 +439,7 @@ def _vault():
         code = sys._getframe(1).f_code
         entry = entries.get(id(code))
         if entry is None or entry[0] is not code:
-            raise TypeError("zg.labs._held_call runs only as a held function's body")
+            raise TypeError("zg_course.labs._held_call runs only as a held function's body")
         _, message, original, spaces = entry
         if original is None:
             raise ForbiddenCall(message)
@@ -486,7 +486,7 @@ def _vault():
         # source (inspect, the docs' routes) is the original's, and a traceback through it
         # names the original's def line. One code object per hold: entries go by identity.
         line = max(fn.__code__.co_firstlineno, 1)
-        body = "import zg.labs as _labs; return _labs._held_call(args, kwargs)"
+        body = "import zg_course.labs as _labs; return _labs._held_call(args, kwargs)"
         source = "\n" * (line - 1) + f"def _held(*args, **kwargs): {body}\n"
         module = compile(source, fn.__code__.co_filename, "exec")
         code = next(c for c in module.co_consts if isinstance(c, types.CodeType))
@@ -517,7 +517,7 @@ def _vault():
         sampler that ``dynamic_compact`` may not call). A lab's tests put it around each call
         of a student's function, and compute what they expect outside it:
 
-            with zg.labs.as_student("compact_hop"):
+            with zg_course.labs.as_student("compact_hop"):
                 got = compact_hop(flat, n_valid, 3)
             expected = reference(flat, n_valid, 3)
         """
@@ -545,7 +545,7 @@ def forbid(*targets, lab: str = "this lab"):
     changed (their code), so every way of reaching them is covered: the module attribute, a
     name imported into the notebook, an alias. They are restored on exit, also after an error.
 
-        with zg.labs.forbid(zg.labs.rewind_loop, zg.step.OverflowPoll, lab="Lab 4"):
+        with zg_course.labs.forbid(zg_course.labs.rewind_loop, zg.step.OverflowPoll, lab="Lab 4"):
             rewinds = train_with_rewind(run, 20, poll_every=4)   # the student's function
     """
     functions = [fn for target in targets for fn in _functions_of(target)]
@@ -575,7 +575,7 @@ def forbid_within(namespace: dict, names, *targets, lab: str = "this lab") -> No
       not a function of the student's (a partial of a held function, a cache wrapper, a bound
       method of the kit's): such a call leaves no frame of the student's.
 
-        zg.labs.forbid_within(globals(), ["gradient_error_of"], grappa.gradient_error, lab="Lab 9")
+        zg_course.labs.forbid_within(globals(), ["gradient_error_of"], grappa.gradient_error, lab="Lab 9")
     """
     if not isinstance(namespace, dict):
         raise TypeError(f"namespace must be a dict (globals()), got {type(namespace).__name__}")
@@ -594,8 +594,9 @@ def _lab_references() -> dict[int, tuple[list[str], list]]:
 
     import zg.grappa  # noqa: F401 (loads the modules named below)
     from zg import audit, envelope, optim, sampling
-    from zg.grappa import comm, hook
+    from zg.grappa import comm
     from zg.kernels import sampling as fused
+    from zg_course import hook
 
     # zg.grappa.coverage and .partition are also functions there: the modules by their names.
     coverage, estimators, gradient, partition = (
@@ -693,7 +694,7 @@ def _held_within(lab: int, target) -> list[str]:
 
 
 def hold_references(namespace: dict, lab: int) -> list[str]:
-    """A lab's setup cell: ``zg.labs.hold_references(globals(), 5)``. The kit's functions that
+    """A lab's setup cell: ``zg_course.labs.hold_references(globals(), 5)``. The kit's functions that
     compute what lab ``lab`` asks for raise :class:`ForbiddenCall` inside the student's
     functions, however reached (:func:`forbid_within`), and work as before in the lab's own
     setup and tests. Returns the names held, for the lab to print."""
@@ -708,7 +709,7 @@ def hold_references(namespace: dict, lab: int) -> list[str]:
 def hold(namespace: dict, lab: int, *targets, within: Sequence[str] | None = None) -> list[str]:
     """Hold ``targets`` too, as :func:`hold_references` holds the kit's: a lab's setup cell
     holds the references its own tests compare with (functions it defines), after defining
-    them: ``zg.labs.hold(globals(), 1, first_seen)``. They refuse inside the student's
+    them: ``zg_course.labs.hold(globals(), 1, first_seen)``. They refuse inside the student's
     functions ``within`` (by default those :func:`hold_references` names for the lab). Returns
     the names held."""
     table = _lab_references()
@@ -852,7 +853,9 @@ def _forbidden_cause(exc: BaseException) -> ForbiddenCall | None:
         if isinstance(seen, ForbiddenCall):
             return seen
         seen = seen.__cause__ or seen.__context__
-    found = re.search(r"Lab \d+ asks you to write this yourself: [^\n]*", str(exc))
+    found = re.search(
+        r"(?:rank \d+: )?Lab \d+ asks you to write this yourself: do not call [^\s;]+", str(exc)
+    )
     return ForbiddenCall(found.group(0)) if found else None
 
 
@@ -868,7 +871,7 @@ def hook_on_workers(
     processes: rank r has its own input, ``state.scale = scales[r]`` and ``state.ledger`` a
     :class:`zg.grappa.comm.CommLedger`. Returns one dict per rank: ``got`` (the gradients DDP
     left, a list of tensors), ``expected`` (``sum_r scales[r] * grad_r``), ``kit`` (what
-    :func:`zg.grappa.hook.estimator_hook` gives), ``ledger`` and ``kit_ledger`` (``take()`` of
+    :func:`zg_course.hook.estimator_hook` gives), ``ledger`` and ``kit_ledger`` (``take()`` of
     each ledger). While ``hook`` runs, ``estimator_hook`` raises (:func:`forbid`): a hook that
     hands the work to the kit's raises :class:`ForbiddenCall` here."""
     if not callable(hook) or not hasattr(hook, "__name__"):
@@ -879,12 +882,25 @@ def hook_on_workers(
     seed = seed_arg(seed)
     source = textwrap.dedent(inspect.getsource(hook))
     with tempfile.TemporaryDirectory(prefix="zg-lab-hook-") as out_dir:
-        spawn(
-            _hook_worker,
-            world_size,
-            args=(source, hook.__name__, [float(s) for s in scales], bucket_cap_mb, seed, out_dir),
-            timeout=timeout,
-            run_timeout=4 * timeout,
-            backend="gloo",
-        )
+        try:
+            spawn(
+                _hook_worker,
+                world_size,
+                args=(
+                    source,
+                    hook.__name__,
+                    [float(s) for s in scales],
+                    bucket_cap_mb,
+                    seed,
+                    out_dir,
+                ),
+                timeout=timeout,
+                run_timeout=4 * timeout,
+                backend="gloo",
+            )
+        except WorkerFailed as exc:  # zg's launcher raises as themselves only zg's errors
+            refused = _forbidden_cause(exc)
+            if refused is None:
+                raise
+            raise refused from None
         return [torch.load(os.path.join(out_dir, f"{r}.pt")) for r in range(world_size)]

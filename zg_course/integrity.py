@@ -1,6 +1,6 @@
 """Check that the grader's own code is still what it was before a submission ran.
 
-The tamper scan (``tools/labs_tamper.py``) reads a submission's code; code that reaches the
+The tamper scan (``zg_course/tamper.py``) reads a submission's code; code that reaches the
 grader by a route the scan does not know (a library that sets attributes by name, a module
 reached without importing it) is still caught here, by what it did rather than how: before any
 student cell runs, :func:`fingerprint` records the identity of every object the tests and the
@@ -9,12 +9,12 @@ comparison code use, and :func:`changes` says which of them differ now.
 What is recorded (the objects themselves, compared with ``is``: a replaced value is a change
 even when it looks the same):
 
-* every value in the ``__dict__`` of ``zg``, ``zg.contract``, ``zg.labs``, ``zg.audit`` and
+* every value in the ``__dict__`` of ``zg``, ``zg_course.contract``, ``zg_course.labs``, ``zg.audit`` and
   ``builtins``; torch's comparisons (``torch.equal``, ``torch.allclose``, ``torch.isclose``,
-  ``torch.testing.assert_close``, ...) and the functions ``zg.contract`` reads the process's
+  ``torch.testing.assert_close``, ...) and the functions ``zg_course.contract`` reads the process's
   state with; every value of ``torch.Tensor``'s ``__dict__`` (``torch.Tensor.__eq__``, ...);
 * for every class those zg modules hold that zg defines, and every class it inherits from
-  outside ``builtins`` (``TorchDispatchMode`` under ``zg.labs.FirstWriteWins``), each value of
+  outside ``builtins`` (``TorchDispatchMode`` under ``zg_course.labs.FirstWriteWins``), each value of
   its ``__dict__``, and a name it newly defines (which would hide an inherited one);
 * for every function among all of these: its ``__code__``, ``__defaults__``,
   ``__kwdefaults__`` and what its closure holds;
@@ -27,7 +27,7 @@ they are not yet (a submission must not be the first to import one, and patch it
 
     before = fingerprint()
     ...                        # a student cell
-    changed = changes(before)  # [] or the names that differ, e.g. ["zg.contract.check"]
+    changed = changes(before)  # [] or the names that differ, e.g. ["zg_course.contract.check"]
 
 What it cannot see: a change undone before the next check (code that patches while a test
 calls it and restores before returning), state outside the objects above, and a submission
@@ -40,8 +40,8 @@ from __future__ import annotations
 import sys
 import types
 
-ZG_MODULES = ("zg", "zg.contract", "zg.labs", "zg.audit")
-# torch's comparisons and what zg.contract reads the process's state with (not all of torch:
+ZG_MODULES = ("zg", "zg_course.contract", "zg_course.labs", "zg.audit")
+# torch's comparisons and what zg_course.contract reads the process's state with (not all of torch:
 # importing torch._dynamo, say, rewraps torch.manual_seed, which is no submission's doing)
 TORCH_NAMES = tuple(
     f"torch.{n}" for n in (

@@ -10,13 +10,13 @@ labs/wrong/<name>.py holds one wrong solution, written as a student would, with 
 
 Each one is handed in as its own student: the lab's source notebook (every other solution
 right) with that one cell replaced. By default the labs run in this process and each wrong
-solution is graded in a forked child at its cell (tools/labs_grade.py: the lab's setup runs
+solution is graded in a forked child at its cell (zg_course/grade.py: the lab's setup runs
 once, the cells run in order in one namespace, as nbgrader's kernel runs them); ``--nbgrader``
-grades each one with ``nbgrader autograde`` exactly as tools/labs_check.py grades (a temp copy
+grades each one with ``nbgrader autograde`` exactly as zg_course/check.py grades (a temp copy
 of the course, the gradebook read back: about 10 s a submission). Passes when every wrong
 solution earns at most half the autograded points of its part.
 
-    python tools/labs_wrong.py [--nbgrader] [--keep DIR] [--course labs] [--wrong labs/wrong] [name ...]
+    python -m zg_course.wrong [--nbgrader] [--keep DIR] [--course labs] [--wrong labs/wrong] [name ...]
 
 ``--keep DIR`` keeps what was graded in both modes (see ``--help``).
 
@@ -33,9 +33,8 @@ import sys
 import time
 from pathlib import Path
 
-sys.path.insert(0, str(Path(__file__).resolve().parent))
-from labs_check import nbgrader_workspace
-from labs_grade import Lab, Variant
+from zg_course.check import nbgrader_workspace
+from zg_course.grade import Lab, Variant
 
 ROOT = Path(__file__).resolve().parent.parent
 HEADER_KEYS = ("lab", "cell", "part", "why")
@@ -54,7 +53,7 @@ def read_wrong(path: Path) -> dict:
             code.append(line)
     missing = [k for k in HEADER_KEYS if k not in meta]
     if missing:
-        raise SystemExit(f"labs_wrong: {path} lacks the header line(s) {missing}")
+        raise SystemExit(f"zg_course.wrong: {path} lacks the header line(s) {missing}")
     return {
         "name": path.stem,
         "lab": meta["lab"],
@@ -71,12 +70,12 @@ def submission(source: Path, wrong: dict) -> dict:
     ids = {c.get("metadata", {}).get("nbgrader", {}).get("grade_id"): c for c in nb["cells"]}
     if wrong["cell"] not in ids or not ids[wrong["cell"]]["metadata"]["nbgrader"].get("solution"):
         raise SystemExit(
-            f"labs_wrong: {wrong['name']}: {wrong['lab']} has no solution cell {wrong['cell']!r}"
+            f"zg_course.wrong: {wrong['name']}: {wrong['lab']} has no solution cell {wrong['cell']!r}"
         )
     for gid in wrong["part"]:
         if gid not in ids or not ids[gid]["metadata"]["nbgrader"].get("grade"):
             raise SystemExit(
-                f"labs_wrong: {wrong['name']}: {wrong['lab']} has no graded cell {gid!r}"
+                f"zg_course.wrong: {wrong['name']}: {wrong['lab']} has no graded cell {gid!r}"
             )
     lines = wrong["code"].splitlines(keepends=True)
     ids[wrong["cell"]]["source"] = lines[:-1] + [lines[-1].rstrip("\n")]
@@ -137,7 +136,7 @@ def main(argv=None) -> int:
         if not args.names or p.stem in args.names
     ]
     if not wrongs:
-        raise SystemExit(f"labs_wrong: no wrong solutions under {args.wrong}")
+        raise SystemExit(f"zg_course.wrong: no wrong solutions under {args.wrong}")
     if args.nbgrader:
         scores = grade_with_nbgrader(wrongs, args)
     else:
@@ -152,7 +151,7 @@ def main(argv=None) -> int:
 def _keep_folder(keep: str) -> Path:
     work = Path(keep).resolve()
     if work.exists() and (not work.is_dir() or any(work.iterdir())):
-        raise SystemExit(f"labs_wrong: --keep {work} must be a new or empty folder")
+        raise SystemExit(f"zg_course.wrong: --keep {work} must be a new or empty folder")
     work.mkdir(parents=True, exist_ok=True)
     return work
 
@@ -197,9 +196,11 @@ def report(wrongs: list[dict], scores: dict, max_share: float, seconds: float) -
             )
     print(f"\n{len(wrongs)} wrong solutions graded in {seconds:.0f} s")
     if failures:
-        print("labs_wrong: FAILED\n  " + "\n  ".join(failures))
+        print("zg_course.wrong: FAILED\n  " + "\n  ".join(failures))
         return 1
-    print(f"labs_wrong: passed (every wrong solution earns at most {max_share:.0%} of its part)")
+    print(
+        f"zg_course.wrong: passed (every wrong solution earns at most {max_share:.0%} of its part)"
+    )
     return 0
 
 
@@ -220,7 +221,7 @@ def scores_of(wrongs: list[dict], outcomes: dict) -> dict[str, tuple[float, floa
 def grade_forked(
     wrongs: list[dict], course: Path, outcomes: dict | None = None
 ) -> dict[str, tuple[float, float]]:
-    """{name: (earned, total)} of each wrong solution's part, graded in forks (labs_grade);
+    """{name: (earned, total)} of each wrong solution's part, graded in forks (zg_course.grade);
     ``outcomes``, a dict, gets each one's full outcome."""
     scores = {}
     for lab_name in sorted({w["lab"] for w in wrongs}):
@@ -239,13 +240,13 @@ def grade_with_nbgrader(wrongs: list[dict], args) -> dict[str, tuple[float, floa
     """{name: (earned, total)} of each wrong solution's part, graded by nbgrader autograde."""
 
     api, course, cleanup, Gradebook = nbgrader_workspace(
-        Path(args.course).resolve(), args.keep, "labs_wrong"
+        Path(args.course).resolve(), args.keep, "zg_course.wrong"
     )
     for lab in sorted({w["lab"] for w in wrongs}):
         result = api.generate_assignment(lab, force=True, create=True)
         if not result["success"]:
             raise SystemExit(
-                f"labs_wrong: generate_assignment {lab} failed:\n{result['log']}{result['error']}"
+                f"zg_course.wrong: generate_assignment {lab} failed:\n{result['log']}{result['error']}"
             )
     scanned = {}  # the tamper scan runs first, as in the other graders: nbgrader alone has none
     labs = {}  # each lab's cells, read once
@@ -266,7 +267,7 @@ def grade_with_nbgrader(wrongs: list[dict], args) -> dict[str, tuple[float, floa
         result = api.autograde(lab, wrong["name"], force=True, create=True)
         if not result["success"]:
             raise SystemExit(
-                f"labs_wrong: autograde {wrong['name']} failed:\n{result['log']}{result['error']}"
+                f"zg_course.wrong: autograde {wrong['name']} failed:\n{result['log']}{result['error']}"
             )
         print(f"  autograded {wrong['name']} ({lab}) in {time.time() - t:.1f} s", flush=True)
 

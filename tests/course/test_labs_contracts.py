@@ -1,22 +1,21 @@
 """Every graded part of Labs 1-9 declares the contract of each function it asks for, checks it
-in a hidden cell with zg.contract, and gives those cells more than half of the part's points."""
+in a hidden cell with zg_course.contract, and gives those cells more than half of the part's points."""
 
 from __future__ import annotations
 
 import ast
 import json
 import re
-import sys
 import textwrap
 from pathlib import Path
 
 import pytest
 
-ROOT = Path(__file__).resolve().parents[2]
-sys.path.insert(0, str(ROOT / "tools"))
-import labs_contracts  # noqa: E402
+import zg_course.contract_table
 
-LABS = labs_contracts.labs()
+ROOT = Path(__file__).resolve().parents[2]
+
+LABS = zg_course.contract_table.labs()
 
 
 def test_the_course_has_nine_labs_with_contracts():
@@ -27,11 +26,11 @@ def _solution_functions(path: Path) -> dict[str, set[str]]:
     """Per part letter: the top-level functions its solution cells define (not _private)."""
     out: dict[str, set[str]] = {}
     part = None
-    for cell in labs_contracts.cells(path):
+    for cell in zg_course.contract_table.cells(path):
         source = "".join(cell["source"])
         meta = cell.get("metadata", {}).get("nbgrader", {})
-        if cell["cell_type"] == "markdown" and labs_contracts.PART.match(source):
-            part = labs_contracts.PART.match(source).group(1)
+        if cell["cell_type"] == "markdown" and zg_course.contract_table.PART.match(source):
+            part = zg_course.contract_table.PART.match(source).group(1)
         if cell["cell_type"] == "code" and meta.get("solution") and part:
             names = {
                 n.name
@@ -46,7 +45,7 @@ def _solution_functions(path: Path) -> dict[str, set[str]]:
 def test_every_graded_function_declares_its_contract(path):
     functions = _solution_functions(path)
     lab_number = int(path.stem[:2])
-    for part in labs_contracts.parts_of(path):
+    for part in zg_course.contract_table.parts_of(path):
         declared = {c.function: (gid, c) for gid, c in part["contracts"]}
         wanted = functions.get(part["part"], set())
         assert wanted, f"{path.stem} Part {part['part']}: no graded function found"
@@ -63,22 +62,24 @@ def test_every_graded_function_declares_its_contract(path):
 
 @pytest.mark.parametrize("path", LABS, ids=lambda p: p.stem)
 def test_each_contract_is_checked_in_a_hidden_cell(path):
-    """Each declared contract is used by a hidden graded cell that calls zg.contract.check,
+    """Each declared contract is used by a hidden graded cell that calls zg_course.contract.check,
     and that cell is one the points count (its grade_id ends in _contract)."""
     hidden = {
         c["metadata"]["nbgrader"]["grade_id"]: "".join(c["source"])
-        for c in labs_contracts.cells(path)
+        for c in zg_course.contract_table.cells(path)
         if c.get("metadata", {}).get("nbgrader", {}).get("grade")
         and "### BEGIN HIDDEN TESTS" in "".join(c["source"])
     }
-    for part in labs_contracts.parts_of(path):
+    for part in zg_course.contract_table.parts_of(path):
         for variable, _contract in part["contracts"]:
             users = [
                 gid
                 for gid, code in hidden.items()
-                if "zg.contract.check(" in code and re.search(rf"\b{variable}\b", code)
+                if "zg_course.contract.check(" in code and re.search(rf"\b{variable}\b", code)
             ]
-            assert users, f"{path.stem}: no hidden cell checks {variable} with zg.contract.check"
+            assert users, (
+                f"{path.stem}: no hidden cell checks {variable} with zg_course.contract.check"
+            )
             assert all(gid.endswith("_contract") for gid in users), (path.stem, variable, users)
 
 
@@ -86,7 +87,7 @@ def test_each_contract_is_checked_in_a_hidden_cell(path):
 def test_the_contract_holds_more_than_half_of_every_part(path):
     """A submission that breaks any clause fails the contract cell, so it loses more than half
     of its part, whatever the visible tests say."""
-    for part in labs_contracts.parts_of(path):
+    for part in zg_course.contract_table.parts_of(path):
         total = sum(g["points"] for g in part["graded"])
         held = sum(g["points"] for g in part["graded"] if g["contract"])
         assert held > total / 2, (
@@ -95,7 +96,7 @@ def test_the_contract_holds_more_than_half_of_every_part(path):
 
 
 def test_the_readme_table_is_current():
-    assert labs_contracts.main(["--check", str(ROOT / "labs" / "README.md")]) == 0
+    assert zg_course.contract_table.main(["--check", str(ROOT / "labs" / "README.md")]) == 0
 
 
 def test_the_tool_reads_only_literals(tmp_path):
@@ -105,20 +106,20 @@ def test_the_tool_reads_only_literals(tmp_path):
             {
                 "cell_type": "code",
                 "metadata": {"nbgrader": {"grade": False, "grade_id": "contract_f"}},
-                "source": ["contract_f = zg.contract.Contract('f', part=PART)"],
+                "source": ["contract_f = zg_course.contract.Contract('f', part=PART)"],
             },
         ]
     }
     (tmp_path / "x.ipynb").write_text(json.dumps(nb))
     with pytest.raises(SystemExit, match="part= is not a literal"):
-        labs_contracts.parts_of(tmp_path / "x.ipynb")
+        zg_course.contract_table.parts_of(tmp_path / "x.ipynb")
 
 
 @pytest.mark.parametrize("path", LABS, ids=lambda p: p.stem)
 def test_no_hidden_test_fails_without_saying_why(path):
     """Every assert in a hidden test carries a message (the property, the input, what was
     expected, what came back): a bare AssertionError teaches a student nothing."""
-    for cell in labs_contracts.cells(path):
+    for cell in zg_course.contract_table.cells(path):
         source = "".join(cell["source"])
         if "### BEGIN HIDDEN TESTS" not in source:
             continue

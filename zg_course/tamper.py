@@ -2,9 +2,9 @@
 
 A graded lab runs the student's cells and the instructor's tests in one Python process, so a
 student cell can change what a later test sees: rebind ``torch.equal``, a setup name such as
-``zg_check`` or ``SyncAudit``, a kit function, or the kernel's input. ``zg_check = zg.labs.checks()``
+``zg_check`` or ``SyncAudit``, a kit function, or the kernel's input. ``zg_check = zg_course.labs.checks()``
 makes rebinding ``torch.equal`` harmless; this scan finds the rest before the submission runs,
-and the graders (``tools/labs_grade.py``, ``tools/labs_sandbox.py``) give a submission with a
+and the graders (``zg_course/grade.py``, ``zg_course/sandbox.py``) give a submission with a
 finding no points, naming the line. It reads code only (the ``ast``); it cannot see code built
 at run time, which is why building code at run time (``exec``, ``eval``, ``compile``,
 ``__import__``) is itself a finding, and why what a cell may import is an allow-list, not a
@@ -22,13 +22,15 @@ What a finding is, in a cell the student wrote:
   ``torch.jit``, ``torch.fx``, ``torch.overrides``, ``torch.library``, ``torch.ops``,
   ``torch.multiprocessing``, ``torch.hub``, ``torch.package``, ``torch.utils.cpp_extension``,
   ``torch.utils.benchmark``: code from strings, processes, operator overrides) and ``zg`` (not
-  ``zg.cli``, ``zg.experiments``, ``zg.grappa.launch``, ``zg.grappa.worker``); a private
+  ``zg.cli``, ``zg.experiments``, ``zg.grappa.launch``, ``zg.grappa.worker``) and of the
+  course package only what the locked cells use (``zg_course.labs``, ``zg_course.contract``,
+  ``zg_course.hook``: not the graders, the scan or the sandbox); a private
   module (a name part starting with ``_``); a relative import or ``import *``. The list is
   what every model solution, ``labs/right/`` and a probe's right answers import, plus the
   obvious pure-computation modules; nothing else is needed by an honest answer;
 * reaching, through a name bound to an allowed module (an import of the cell, of a locked
   cell, or ``name = module.attr``), a module off the list (``torch.sys``, ``np.lib.npyio.os``,
-  ``np.ctypeslib``, ``zg.labs.inspect``), a private name of a module (``random._os``; torch's
+  ``np.ctypeslib``, ``zg_course.labs.inspect``), a private name of a module (``random._os``; torch's
   operators such as ``torch._foreach_add_`` excepted), a refused object (``numpy.load`` and
   ``torch.load``: pickles are code; ``torch.compile``; ``functools.update_wrapper``:
   sets attributes by name; ``typing.get_type_hints``: evaluates strings), a name of ``types``
@@ -45,7 +47,7 @@ What a finding is, in a cell the student wrote:
   ``seeds``, ``zg_check``), unless it is the same import again (``import torch``);
 * setting or deleting an attribute of a module (``torch.equal = ...``), of ``zg_check``, of a
   function or class a locked cell defined, or of anything a module holds reached through a
-  name: an imported name, an alias (``C = zg.labs.Checks``), a loop, ``with``, ``:=`` or
+  name: an imported name, an alias (``C = zg_course.labs.Checks``), a loop, ``with``, ``:=`` or
   default-argument variable bound to one, or the result of ``type(...)`` / ``getattr(...)``;
 * using (calling, or naming to call later) ``setattr``, ``delattr``, ``globals``, ``vars``,
   ``exec``, ``eval``, ``compile``, ``__import__``, ``get_ipython`` or ``breakpoint``, or
@@ -55,8 +57,8 @@ What a finding is, in a cell the student wrote:
   frames and code objects: ``f_locals``, ``gi_frame``, ``gi_code``, ...), also by name in a
   string (``operator.attrgetter("__closure__")``) or through ``attrgetter`` /
   ``methodcaller`` with a name built at run time;
-* using ``zg.labs``'s holds (``hold_references``, ``hold``, ``forbid_within``, ``forbid``,
-  ``as_student``) or a private name of ``zg.labs``: what keeps the kit's references off inside
+* using ``zg_course.labs``'s holds (``hold_references``, ``hold``, ``forbid_within``, ``forbid``,
+  ``as_student``) or a private name of ``zg_course.labs``: what keeps the kit's references off inside
   the student's functions, and the only way to the originals is through the names above;
 * using a function or class that only a test cell defines (the tests' own reference, such as
   Lab 2's ``brute_first``): it exists only when the tests run, after the student's cells.
@@ -68,7 +70,7 @@ What the scan cannot promise (the residual risk): it reads names, so an object r
 route it does not model (an argument a test passes, an attribute chain through a call's
 result) can still be changed, and an allowed module may hold a way out no one has found yet.
 That is why the graders also check, while the submission runs, that their own code is intact
-(``tools/labs_integrity.py``: ``zg``, ``zg.contract``, ``zg.labs``, ``zg.audit``, ``builtins``,
+(``zg_course/integrity.py``: ``zg``, ``zg_course.contract``, ``zg_course.labs``, ``zg.audit``, ``builtins``,
 torch's comparisons, the kit's classes, torch's mode stacks), before every locked cell and
 after every test: a change by any route fails every test from there on. A change made and
 undone inside one call of the student's function, while a test runs, is seen by neither.
@@ -90,8 +92,8 @@ FORBIDDEN_MODULES = {
     "signal", "threading", "multiprocessing", "IPython", "linecache", "marshal", "pickle",
     "__main__", "runpy", "code", "codeop", "pkgutil", "zipimport", "imp",
 }  # fmt: skip
-# zg.labs's holds (what keeps the kit's references off inside a student's functions): a student
-# cell that calls them, or reads a private name of zg.labs, reaches for the grader.
+# zg_course.labs's holds (what keeps the kit's references off inside a student's functions): a student
+# cell that calls them, or reads a private name of zg_course.labs, reaches for the grader.
 HOLD_API = {"hold_references", "hold", "forbid_within", "forbid", "as_student"}
 ATTRIBUTE_GETTERS = {"attrgetter", "methodcaller"}  # operator's getattr by name
 FORBIDDEN_ATTRIBUTES = {
@@ -114,6 +116,8 @@ ALLOWED_MODULES = {
     "heapq", "bisect", "statistics", "operator", "dataclasses", "typing", "enum", "random",
     "fractions", "decimal", "copy", "types", "time",
     "numpy", "torch", "zg",
+    # of the course package, what the labs' locked cells use (never its graders and tools)
+    "zg_course", "zg_course.labs", "zg_course.contract", "zg_course.hook",
 }  # fmt: skip
 # Below numpy and zg every public submodule is allowed but these (processes, native code,
 # files of code, the kit's command line and worker loaders); below torch only the subtrees
@@ -173,7 +177,7 @@ def module_allowed(name: str) -> bool:
 
 def allow_list() -> str:
     """The allow-list, as a finding names it."""
-    return ", ".join(sorted(ALLOWED_MODULES - {"collections.abc"})) + " (see tools/labs_tamper.py)"
+    return ", ".join(sorted(ALLOWED_MODULES - {"collections.abc"})) + " (see zg_course/tamper.py)"
 
 
 @dataclass(frozen=True)
@@ -257,7 +261,11 @@ def protected(setup: list[str], tests: list[str]) -> tuple[set[str], dict[str, s
         else:
             read |= _loaded(tree)
     names |= data & read  # setup data the tests read (a setup's temporaries are free to reuse)
-    modules = {name for name, target in imports.items() if "." not in target} | {"torch", "zg"}
+    modules = {name for name, target in imports.items() if "." not in target} | {
+        "torch",
+        "zg",
+        "zg_course",
+    }
     return names, imports, modules
 
 
@@ -301,9 +309,9 @@ def test_defined(setup: list[str], tests: list[str]) -> set[str]:
 
 
 def _is_labs(node: ast.AST, imports: dict) -> bool:
-    """``node`` names the module zg.labs (``zg.labs``, or a name bound to it)."""
+    """``node`` names the module zg_course.labs (``zg_course.labs``, or a name bound to it)."""
     text = ast.unparse(node)
-    return text == "zg.labs" or imports.get(text) == "zg.labs"
+    return text == "zg_course.labs" or imports.get(text) == "zg_course.labs"
 
 
 def scan_cell(
@@ -349,10 +357,10 @@ def scan_cell(
                     add(node, f"declares 'global {name}', a name the lab's locked cells bind")
         elif isinstance(node, (ast.Import, ast.ImportFrom)):
             _check_imports(node, add)
-            if isinstance(node, ast.ImportFrom) and node.module == "zg.labs":
+            if isinstance(node, ast.ImportFrom) and node.module == "zg_course.labs":
                 for a in node.names:
                     if a.name in HOLD_API or a.name.startswith("_"):
-                        add(node, f"imports zg.labs.{a.name}, the lab's holds")
+                        add(node, f"imports zg_course.labs.{a.name}, the lab's holds")
         elif isinstance(node, ast.Call) and isinstance(node.func, ast.Name):
             if node.func.id == "getattr" and len(node.args) >= 2:
                 name = node.args[1]
@@ -371,7 +379,7 @@ def scan_cell(
             if _is_labs(node.value, every_import) and (
                 node.attr in HOLD_API or node.attr.startswith("_")
             ):
-                add(node, f"uses zg.labs.{node.attr}, the lab's holds")
+                add(node, f"uses zg_course.labs.{node.attr}, the lab's holds")
             if isinstance(node.ctx, (ast.Store, ast.Del)):
                 root = _root(node)
                 held = _attribute_store(node, roots)
@@ -495,7 +503,7 @@ def _is_plain_getattr(node: ast.AST) -> bool:
 
 def _aliases(tree: ast.Module, every_import: dict) -> dict[str, str]:
     """{name: dotted path} for the cell's ``name = a.b.c`` where ``a`` is imported: an import
-    under another name (``F = torch.nn.functional``, ``C = zg.labs.Checks``)."""
+    under another name (``F = torch.nn.functional``, ``C = zg_course.labs.Checks``)."""
     out: dict[str, str] = {}
     changed = True
     while changed:

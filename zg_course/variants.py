@@ -2,16 +2,16 @@
 mutants (`make labs-variants`, run by `.ci/run`).
 
 It is `make labs-wrong`, `make labs-right` and `make labs-mutants` in one: the same variants,
-graded by the same engine (tools/labs_grade.py) and judged by the same rules, with the same
+graded by the same engine (zg_course/grade.py) and judged by the same rules, with the same
 reports and exit status. The difference is that each lab's source notebook runs once for all
 three kinds instead of once per kind: its setup and the instructor's cells are the slow part of
 grading (Labs 6 and 9 take most of a minute each), and the variants fork from that one run.
 
 Timeouts are each kind's own: a wrong solution is killed at 60 s, a mutant at three times the
-lab's measured grading time (labs/timings.json, at least 20 s: labs_mutants.deadline), an
+lab's measured grading time (labs/timings.json, at least 20 s: zg_course.mutants.deadline), an
 alternative solution (which runs to the end of its lab) at 300 s.
 
-    python tools/labs_variants.py [lab ...] [--write docs/course/mutation_scores.md]
+    python -m zg_course.variants [lab ...] [--write docs/course/mutation_scores.md]
 """
 
 from __future__ import annotations
@@ -22,11 +22,10 @@ import sys
 import time
 from pathlib import Path
 
-sys.path.insert(0, str(Path(__file__).resolve().parent))
-import labs_mutants
-import labs_right
-import labs_wrong
-from labs_grade import ROOT, Lab, lab_source
+import zg_course.mutants
+import zg_course.right
+import zg_course.wrong
+from zg_course.grade import ROOT, Lab, lab_source
 
 KINDS = ("wrong", "right", "mutant")
 
@@ -46,9 +45,9 @@ def main(argv=None) -> int:
     ap.add_argument("labs", nargs="*", help="labs by folder name (default: every lab)")
     ap.add_argument("--course", default=str(ROOT / "labs"))
     ap.add_argument("--jobs", type=int, default=2, help="variants graded at once")
-    ap.add_argument("--max-share", type=float, default=0.5, help="as labs_wrong.py")
-    ap.add_argument("--min-score", type=float, default=0.9, help="as labs_mutants.py")
-    ap.add_argument("--min-per-lab", type=int, default=2, help="as labs_right.py")
+    ap.add_argument("--max-share", type=float, default=0.5, help="as zg_course/wrong.py")
+    ap.add_argument("--min-score", type=float, default=0.9, help="as zg_course/mutants.py")
+    ap.add_argument("--min-per-lab", type=int, default=2, help="as zg_course/right.py")
     ap.add_argument("--write", default=None, help="write the mutation score table here")
     args = ap.parse_args(argv)
     from zg._io import command_output_arg
@@ -61,27 +60,27 @@ def main(argv=None) -> int:
     )
     unknown = [n for n in args.labs if n not in every]
     if unknown:
-        raise SystemExit(f"labs_variants: no lab(s) {unknown}; the labs are {every}")
+        raise SystemExit(f"zg_course.variants: no lab(s) {unknown}; the labs are {every}")
     names = args.labs or every
-    wrongs = [labs_wrong.read_wrong(p) for p in sorted((course / "wrong").glob("*.py"))]
-    rights = [labs_right.read_right(p) for p in sorted((course / "right").glob("*.py"))]
+    wrongs = [zg_course.wrong.read_wrong(p) for p in sorted((course / "wrong").glob("*.py"))]
+    rights = [zg_course.right.read_right(p) for p in sorted((course / "right").glob("*.py"))]
     wrongs = [w for w in wrongs if w["lab"] in names]
     rights = [r for r in rights if r["lab"] in names]
-    equivalent = labs_mutants.read_equivalent()
+    equivalent = zg_course.mutants.read_equivalent()
 
     scores, right_lines, right_failures, rows, problems, used = {}, [], [], [], [], set()
     if not args.labs:
-        right_failures += labs_right.missing_alternatives(course, rights, args.min_per_lab)
+        right_failures += zg_course.right.missing_alternatives(course, rights, args.min_per_lab)
     print(f"{'lab':<27} {'wrong':>5} {'right':>5} {'mutants':>7}  seconds", flush=True)
     for name in names:
         lab = Lab(lab_source(course, name), timeout=60.0, jobs=args.jobs)
         mutants, mutant_variants = [], []
-        if name not in labs_mutants.SKIP_LABS:
-            mutants, mutant_variants = labs_mutants.plan(
-                lab, equivalent, timeout=labs_mutants.deadline(name)
+        if name not in zg_course.mutants.SKIP_LABS:
+            mutants, mutant_variants = zg_course.mutants.plan(
+                lab, equivalent, timeout=zg_course.mutants.deadline(name)
             )
-        wrong_variants = labs_wrong.variants(lab, wrongs)
-        right_variants = labs_right.variants(lab, rights, timeout=300.0)
+        wrong_variants = zg_course.wrong.variants(lab, wrongs)
+        right_variants = zg_course.right.variants(lab, rights, timeout=300.0)
         t = time.time()
         outcomes = lab.grade(
             tagged("wrong", wrong_variants)
@@ -94,33 +93,33 @@ def main(argv=None) -> int:
             flush=True,
         )
         mine = [w for w in wrongs if w["lab"] == name]
-        scores.update(labs_wrong.scores_of(mine, untagged("wrong", outcomes)))
-        lines, failed = labs_right.judge(lab, rights, untagged("right", outcomes))
+        scores.update(zg_course.wrong.scores_of(mine, untagged("wrong", outcomes)))
+        lines, failed = zg_course.right.judge(lab, rights, untagged("right", outcomes))
         right_lines, right_failures = right_lines + lines, right_failures + failed
-        if name not in labs_mutants.SKIP_LABS:
-            r, p = labs_mutants.judge(
+        if name not in zg_course.mutants.SKIP_LABS:
+            r, p = zg_course.mutants.judge(
                 lab, mutants, untagged("mutant", outcomes), equivalent, used, args.min_score
             )
             rows, problems = rows + r, problems + p
 
     seconds = time.time() - start
-    status = [labs_wrong.report(wrongs, scores, args.max_share, seconds)]
+    status = [zg_course.wrong.report(wrongs, scores, args.max_share, seconds)]
     print(f"\n{'solution':<34} {'lab':<27} {'earned':>6} {'of':>4}  how")
     print("\n".join(right_lines))
-    status.append(labs_right.report(len(rights), right_failures, seconds))
+    status.append(zg_course.right.report(len(rights), right_failures, seconds))
     print()
-    print(labs_mutants.table(rows))
+    print(zg_course.mutants.table(rows))
     if args.write:
         try:
-            labs_mutants.write_table(Path(args.write), labs_mutants.table(rows))
+            zg_course.mutants.write_table(Path(args.write), zg_course.mutants.table(rows))
         except (OSError, ValueError) as exc:  # changed since it was checked; the table is above
-            print(f"labs_variants: error: {exc}", file=sys.stderr)
+            print(f"zg_course.variants: error: {exc}", file=sys.stderr)
             status.append(1)
     if problems:
-        print("labs_mutants: FAILED\n  " + "\n  ".join(problems))
+        print("zg_course.mutants: FAILED\n  " + "\n  ".join(problems))
         status.append(1)
     else:
-        print(f"labs_mutants: passed (every part kills at least {args.min_score:.0%})")
+        print(f"zg_course.mutants: passed (every part kills at least {args.min_score:.0%})")
     print(
         f"\n{len(wrongs)} wrong, {len(rights)} right, {sum(r['mutants'] for r in rows)} mutants "
         f"graded in {seconds:.0f} s"

@@ -1,6 +1,6 @@
 """The whole contract of a graded function, and one harness that checks every clause of it.
 
-Where it sits: outside the training flow; the labs' hidden tests call it (labs/, Labs 1-9).
+Where it sits: in the course package (``zg_course``, beside ``zg``), outside the training flow; the labs' hidden tests call it (labs/, Labs 1-9).
 
 A lab exercise states more than what its function returns: which arguments it may change
 (by default none), that the tensors it makes follow its inputs' device, the dtype of what it
@@ -12,10 +12,10 @@ off the CPU). :func:`check` runs the function on every generated case and checks
 the :class:`Contract` declares, on a fresh copy of the inputs, against a reference run on
 another copy::
 
-    contract = zg.contract.Contract("first_occurrence", part="Lab 2 Part A",
+    contract = zg_course.contract.Contract("first_occurrence", part="Lab 2 Part A",
                                     host_syncs=0, boundaries=("empty", "duplicates"))
-    cases = [zg.contract.Case((cand, marker), label="seed 3", kinds={"duplicates"}), ...]
-    zg.contract.check(first_occurrence, contract, cases, reference=brute, namespace=globals())
+    cases = [zg_course.contract.Case((cand, marker), label="seed 3", kinds={"duplicates"}), ...]
+    zg_course.contract.check(first_occurrence, contract, cases, reference=brute, namespace=globals())
 
 The clauses (:attr:`Contract.clauses` lists those a contract has):
 
@@ -91,7 +91,8 @@ import torch
 from torch.overrides import TorchFunctionMode
 from torch.utils._python_dispatch import TorchDispatchMode
 
-from .errors import ZgError
+import zg
+from zg.errors import ZgError
 
 __all__ = ["Contract", "Case", "check", "ContractFailure", "ContractSetupError", "CLAUSES"]
 
@@ -1113,14 +1114,18 @@ def _tensors_in(x, depth: int = 0):
             yield from _tensors_in(v, depth + 1)
 
 
-_KIT_DIR = os.path.dirname(os.path.abspath(__file__)) + os.sep
+# The kit's code (zg/) and the course's (zg_course/: the labs' helpers, this harness).
+_KIT_DIRS = tuple(
+    os.path.dirname(os.path.abspath(path)) + os.sep for path in (zg.__file__, __file__)
+)
 
 
 def _made_by_the_kit(frame) -> bool:
-    """Whether the factory call comes from the kit's own code (``zg/``), which a student's
-    function may call (``part.local_graph``, ``zg.Graph``): the kit's host-side bookkeeping is
-    tested on its own, and the clause judges the tensors the student's code makes."""
-    return frame is not None and os.path.abspath(frame.f_code.co_filename).startswith(_KIT_DIR)
+    """Whether the factory call comes from the kit's own code (``zg/``, or the course's
+    ``zg_course/``), which a student's function may call (``part.local_graph``, ``zg.Graph``):
+    the kit's host-side bookkeeping is tested on its own, and the clause judges the tensors the
+    student's code makes."""
+    return frame is not None and os.path.abspath(frame.f_code.co_filename).startswith(_KIT_DIRS)
 
 
 def _device_error(exc: BaseException) -> bool:
@@ -1241,10 +1246,10 @@ def _collectives_deferred(notes: list, futures: list):
 
 
 def _student(function: str | None = None):
-    """``zg.labs.as_student``, told which student's function runs where it takes the name (a
+    """``zg_course.labs.as_student``, told which student's function runs where it takes the name (a
     kit function held only within other exercises' functions may then run: Lab 1's
     ``syncs_per_hop`` measures the sampler that ``dynamic_compact`` may not call)."""
-    from .labs import as_student
+    from zg_course.labs import as_student
 
     return as_student(function)
 
@@ -1307,7 +1312,7 @@ def check(
     failing case (the input, what was expected, what came back)."""
     if not isinstance(contract, Contract):
         raise ContractSetupError(
-            f"contract must be a zg.contract.Contract, got {type(contract).__name__}"
+            f"contract must be a zg_course.contract.Contract, got {type(contract).__name__}"
         )
     if not callable(fn):
         raise ContractFailure(
@@ -1317,7 +1322,7 @@ def check(
     if not cases:
         raise ContractSetupError("cases must not be empty")
     if not all(isinstance(c, Case) for c in cases):
-        raise ContractSetupError("every case must be a zg.contract.Case")
+        raise ContractSetupError("every case must be a zg_course.contract.Case")
     missing = set(contract.boundaries) - set().union(*(c.kinds for c in cases))
     if missing:
         raise ContractSetupError(
@@ -1375,7 +1380,7 @@ def check(
                 if contract.asynchronous:
                     stack.enter_context(_collectives_deferred(notes, futures))
                 if contract.host_syncs is not None:
-                    from .labs import checks
+                    from zg_course.labs import checks
 
                     audit = stack.enter_context(checks().SyncAudit(strict=True))
                 stack.enter_context(_student(contract.function))

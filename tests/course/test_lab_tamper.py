@@ -1,6 +1,6 @@
 """Tests a student cannot rewrite: the comparisons bound before any student cell
-(zg.labs.checks), the tamper scan (tools/labs_tamper.py) and the duplicate-order mode
-(zg.labs.FirstWriteWins)."""
+(zg_course.labs.checks), the tamper scan (zg_course/tamper.py) and the duplicate-order mode
+(zg_course.labs.FirstWriteWins)."""
 
 from __future__ import annotations
 
@@ -13,16 +13,16 @@ import torch
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-import zg.contract
-import zg.labs
+import zg
+import zg_course.contract
+import zg_course.integrity
+import zg_course.labs
+import zg_course.right
+import zg_course.tamper
+import zg_course.wrong
+from zg_course.grade import code_cells, lab_source
 
 ROOT = Path(__file__).resolve().parents[2]
-sys.path.insert(0, str(ROOT / "tools"))
-
-import labs_right  # noqa: E402
-import labs_tamper  # noqa: E402
-import labs_wrong  # noqa: E402
-from labs_grade import code_cells, lab_source  # noqa: E402
 
 COURSE = ROOT / "labs"
 LABS = sorted(p.parent.name for p in (COURSE / "source").glob("*/*.ipynb"))
@@ -55,11 +55,11 @@ def _locked(lab: str):
     return cells, setup, tests
 
 
-# ----------------------------------------------------------------------------- zg.labs.checks
+# ----------------------------------------------------------------------------- zg_course.labs.checks
 
 
 def test_checks_keep_the_comparisons_bound_before_a_student_rebinds_them(monkeypatch):
-    check = zg.labs.checks()
+    check = zg_course.labs.checks()
     monkeypatch.setattr(torch, "equal", lambda a, b: True)
     monkeypatch.setattr(torch, "allclose", lambda *a, **k: True)
     a, b = torch.tensor([1, 2]), torch.tensor([1, 3])
@@ -73,7 +73,7 @@ def test_checks_keep_the_comparisons_bound_before_a_student_rebinds_them(monkeyp
 def test_every_lab_binds_the_checks_in_its_setup_and_its_tests_use_them():
     for lab in LABS:
         cells, setup, tests = _locked(lab)
-        assert any("zg_check = zg.labs.checks()" in s for s in setup), lab
+        assert any("zg_check = zg_course.labs.checks()" in s for s in setup), lab
         for cell in cells:
             if cell.graded:
                 for name in ("torch.equal(", "torch.allclose(", "torch.isclose("):
@@ -87,18 +87,18 @@ def test_every_model_and_alternative_solution_scans_clean():
     for lab in LABS:
         cells, setup, tests = _locked(lab)
         sols = {c.grade_id: c.source for c in cells if c.solution}
-        assert labs_tamper.scan(sols, setup, tests) == [], lab
+        assert zg_course.tamper.scan(sols, setup, tests) == [], lab
     for path in sorted((COURSE / "right").glob("*.py")):
-        right = labs_right.read_right(path)
+        right = zg_course.right.read_right(path)
         _, setup, tests = _locked(right["lab"])
-        assert labs_tamper.scan(right["cells"], setup, tests) == [], path.name
+        assert zg_course.tamper.scan(right["cells"], setup, tests) == [], path.name
 
 
 def test_the_wrong_solutions_that_tamper_are_found_and_no_other():
     for path in sorted((COURSE / "wrong").glob("*.py")):
-        wrong = labs_wrong.read_wrong(path)
+        wrong = zg_course.wrong.read_wrong(path)
         _, setup, tests = _locked(wrong["lab"])
-        found = labs_tamper.scan({wrong["cell"]: wrong["code"]}, setup, tests)
+        found = zg_course.tamper.scan({wrong["cell"]: wrong["code"]}, setup, tests)
         assert bool(found) == (path.stem in TAMPERING), (path.name, found)
 
 
@@ -109,7 +109,11 @@ HOSTILE = [
     ("SyncAudit = object", "rebinds 'SyncAudit'"),
     ("SyncAudit.__exit__ = lambda *a: False", "SyncAudit.__exit__"),
     ("import numpy as torch", "as 'torch'"),
-    ("from zg import labs as zg", "as 'zg'"),
+    ("from zg_course import labs as zg", "as 'zg'"),
+    # of the course package, only what the locked cells use: never the graders
+    ("import zg_course.sandbox", "zg_course.sandbox"),
+    ("from zg_course.grade import Lab", "zg_course.grade"),
+    ("x = zg_course.tamper.scan", "zg_course.tamper"),
     ("g = None", "rebinds 'g'"),
     ("def f():\n    global seeds\n    seeds = None", "global seeds"),
     ("for seeds in range(2):\n    pass", "rebinds 'seeds'"),
@@ -128,12 +132,15 @@ HOSTILE = [
     ("import inspect\nframe = inspect.currentframe()", "inspect"),
     ("def hook_cases():\n    pass", "redefines 'hook_cases'"),
     # the originals a hold keeps, and the holds themselves
-    ("import operator\nx = operator.attrgetter('__closure__')(zg.labs.as_student)", "__closure__"),
+    (
+        "import operator\nx = operator.attrgetter('__closure__')(zg_course.labs.as_student)",
+        "__closure__",
+    ),
     ("import operator\nx = operator.attrgetter('__clo' + 'sure__')", "attrgetter"),
-    ("x = zg.labs._held_call", "zg.labs._held_call"),
-    ("zg.labs.hold_references({}, 5)", "zg.labs.hold_references"),
-    ("from zg.labs import _hold", "zg.labs._hold"),
-    ("from zg import labs\nlabs.forbid_within({}, [], min)", "zg.labs.forbid_within"),
+    ("x = zg_course.labs._held_call", "zg_course.labs._held_call"),
+    ("zg_course.labs.hold_references({}, 5)", "zg_course.labs.hold_references"),
+    ("from zg_course.labs import _hold", "zg_course.labs._hold"),
+    ("from zg_course import labs\nlabs.forbid_within({}, [], min)", "zg_course.labs.forbid_within"),
     ("import __main__\nx = __main__.hook_cases", "__main__"),
     # the tests' own reference, defined in a test cell
     ("def first_occurrence(cand, marker):\n    return hook_cases(cand)", "uses hook_cases"),
@@ -157,11 +164,11 @@ ROUTES = [
         "timeit",
     ),
     (
-        'import unittest.mock\nunittest.mock.patch("zg.contract.check", new=min).start()',
+        'import unittest.mock\nunittest.mock.patch("zg_course.contract.check", new=min).start()',
         "unittest.mock",
     ),
     (
-        'import unittest.mock\nunittest.mock.patch("zg.contract.compare_values", new=min).start()',
+        'import unittest.mock\nunittest.mock.patch("zg_course.contract.compare_values", new=min).start()',
         "unittest.mock",
     ),
     (
@@ -169,12 +176,12 @@ ROUTES = [
         "unittest",
     ),
     (
-        'import unittest.mock as m\nm.patch("zg.labs.FirstWriteWins", new=None).start()',
+        'import unittest.mock as m\nm.patch("zg_course.labs.FirstWriteWins", new=None).start()',
         "unittest.mock",
     ),
     ('import unittest.mock\nunittest.mock.patch("torch.equal", new=min).start()', "unittest"),
     (
-        'import unittest.mock\nunittest.mock.patch.object(zg.labs.Checks, "equal", new=min).start()',
+        'import unittest.mock\nunittest.mock.patch.object(zg_course.labs.Checks, "equal", new=min).start()',
         "unittest",
     ),
     ("import contextlib", "contextlib"),
@@ -192,7 +199,7 @@ ROUTES = [
     ("import functools\nx = functools.update_wrapper", "functools.update_wrapper"),
     ("import random\nx = random._os", "private name random._os"),
     ("x = torch._C", "torch._C"),
-    ("x = zg.labs.inspect.stack()", "module inspect"),
+    ("x = zg_course.labs.inspect.stack()", "module inspect"),
     ("f = torch.fx.symbolic_trace", "torch.fx"),
     ("y = torch.jit.script", "torch.jit"),
     ("class M(torch.overrides.TorchFunctionMode):\n    pass", "torch.overrides"),
@@ -216,15 +223,15 @@ ROUTES = [
         "more than the function",
     ),
     # setting what a module holds through another name
-    ("C = zg.labs.Checks\nC.equal = min", "through 'C'"),
-    ("from zg.labs import Checks\nChecks.equal = min", "through 'Checks'"),
+    ("C = zg_course.labs.Checks\nC.equal = min", "through 'C'"),
+    ("from zg_course.labs import Checks\nChecks.equal = min", "through 'Checks'"),
     ("a = torch\na.equal = min", "through 'a'"),
     ("for m in (torch,):\n    m.equal = min", "as a value"),
-    ("for c in (zg.labs.Checks,):\n    c.equal = min", "through 'c'"),
-    ("def f(c=zg.labs.Checks):\n    c.equal = min", "through 'c'"),
+    ("for c in (zg_course.labs.Checks,):\n    c.equal = min", "through 'c'"),
+    ("def f(c=zg_course.labs.Checks):\n    c.equal = min", "through 'c'"),
     ("type(zg_check).equal = min", "type()"),
     ("t = type(seeds)\nt.__eq__ = min", "through 't'"),
-    ("del zg.labs.Checks.equal", "zg"),
+    ("del zg_course.labs.Checks.equal", "zg"),
     ("def f(m):\n    m.equal = min\nf(torch)", "as a value"),
 ]
 BENIGN = [
@@ -249,17 +256,17 @@ BENIGN = [
     "s = torch.cuda.Stream() if torch.cuda.is_available() else None",
     "p = torch.nn.Linear(2, 2)\nfor q in p.parameters():\n    q.grad = None",
     "def f(hook_cases):\n    return hook_cases + 1",  # a name of the student's own
-    "x = zg.labs.checks()",
+    "x = zg_course.labs.checks()",
 ]
 SETUP = """
 import torch
 import zg
-import zg.labs
+import zg_course.labs
 from zg.audit import SyncAudit
 g = zg.datasets.cora()
 seeds = torch.arange(3)
 t = 0
-zg_check = zg.labs.checks()
+zg_check = zg_course.labs.checks()
 """
 TEST = """
 def hook_cases(x):
@@ -270,14 +277,14 @@ assert zg_check.equal(first_occurrence(g, seeds), seeds)
 
 @pytest.mark.parametrize(("code", "needle"), HOSTILE, ids=[h[1] for h in HOSTILE])
 def test_the_scan_finds_each_way_to_reach_the_grader(code, needle):
-    found = labs_tamper.scan({"cell": code}, [SETUP], [TEST])
+    found = zg_course.tamper.scan({"cell": code}, [SETUP], [TEST])
     assert found and any(needle in str(f) for f in found), found
     assert all(str(f).startswith("cell line ") for f in found)
 
 
 @pytest.mark.parametrize("code", BENIGN)
 def test_the_scan_leaves_honest_code_alone(code):
-    assert labs_tamper.scan({"cell": code}, [SETUP], [TEST]) == []
+    assert zg_course.tamper.scan({"cell": code}, [SETUP], [TEST]) == []
 
 
 @pytest.mark.parametrize(
@@ -293,7 +300,7 @@ def test_each_route_around_a_list_of_forbidden_names_is_a_finding(code, needle):
             if not hasattr(target, name):
                 pytest.skip(f"{route} does not exist in numpy {np.__version__}: no route to find")
             target = getattr(target, name)
-    found = labs_tamper.scan({"cell": code}, [SETUP], [TEST])
+    found = zg_course.tamper.scan({"cell": code}, [SETUP], [TEST])
     assert found and any(needle in str(f) for f in found), found
 
 
@@ -302,26 +309,26 @@ def test_a_module_a_locked_cell_imported_is_off_limits_unless_on_the_list():
     student's cells share its namespace, so using those names is reaching for them."""
     setup = "import sys\nif 'google.colab' in sys.modules:\n    import subprocess\n" + SETUP
     for code in ("x = sys.modules['gc']", "subprocess.run(['true'])", "f = sys._getframe"):
-        found = labs_tamper.scan({"cell": code}, [setup], [TEST])
+        found = zg_course.tamper.scan({"cell": code}, [setup], [TEST])
         assert found and "allow-list" in str(found[0]), (code, found)
 
 
 def test_the_allow_list_refuses_every_other_standard_module():
-    allowed_roots = {m.split(".")[0] for m in labs_tamper.ALLOWED_MODULES}
+    allowed_roots = {m.split(".")[0] for m in zg_course.tamper.ALLOWED_MODULES}
     others = sorted(set(sys.stdlib_module_names) - allowed_roots)
     assert len(others) > 150
     for name in others:
         for code in (f"import {name}", f"from {name} import x", f"import {name} as m"):
-            found = labs_tamper.scan({"cell": code}, [SETUP], [TEST])
+            found = zg_course.tamper.scan({"cell": code}, [SETUP], [TEST])
             assert found and "allow-list" in str(found[0]) and name in str(found[0]), code
-    for name in sorted(labs_tamper.ALLOWED_MODULES):
-        assert labs_tamper.scan({"cell": f"import {name}"}, [SETUP], [TEST]) == [], name
+    for name in sorted(zg_course.tamper.ALLOWED_MODULES):
+        assert zg_course.tamper.scan({"cell": f"import {name}"}, [SETUP], [TEST]) == [], name
 
 
 def test_the_in_process_grader_gives_a_tampering_variant_nothing_and_says_why():
-    from labs_grade import Lab, Variant
+    from zg_course.grade import Lab, Variant
 
-    wrong = labs_wrong.read_wrong(COURSE / "wrong" / "lab1_rebinds_equal.py")
+    wrong = zg_course.wrong.read_wrong(COURSE / "wrong" / "lab1_rebinds_equal.py")
     lab = Lab(lab_source(COURSE, wrong["lab"]))
     out = lab.grade([Variant("t", {wrong["cell"]: wrong["code"]}, judged_on=wrong["part"])])["t"]
     assert out.earned == 0 and out.failure.startswith("tamper:") and "torch.equal" in out.failure
@@ -331,9 +338,9 @@ def test_the_in_process_grader_gives_a_tampering_variant_nothing_and_says_why():
 def test_without_the_scan_rebinding_torch_equal_still_gains_nothing():
     """The scan and the integrity check off: the tests compare with zg_check, bound before the
     student's cell ran."""
-    from labs_grade import Lab, Variant
+    from zg_course.grade import Lab, Variant
 
-    wrong = labs_wrong.read_wrong(COURSE / "wrong" / "lab1_rebinds_equal.py")
+    wrong = zg_course.wrong.read_wrong(COURSE / "wrong" / "lab1_rebinds_equal.py")
     lab = Lab(lab_source(COURSE, wrong["lab"]), scan=False, integrity=False)
     out = lab.grade([Variant("t", {wrong["cell"]: wrong["code"]}, judged_on=wrong["part"])])["t"]
     assert out.earned == 0 and not out.failure.startswith("tamper"), out
@@ -368,7 +375,7 @@ def test_under_the_mode_the_first_of_several_writes_stays(case, seed):
     values = torch.randint(-100, 100, (len(index),), generator=gen)
     idx = torch.tensor(index)
     expect = _first_wins(n, index, values.tolist())
-    with zg.labs.FirstWriteWins() as mode:
+    with zg_course.labs.FirstWriteWins() as mode:
         a = torch.zeros(n, dtype=torch.int64).scatter_(0, idx, values)
         b = torch.zeros(n, dtype=torch.int64)
         b[idx] = values
@@ -383,31 +390,29 @@ def test_under_the_mode_the_first_of_several_writes_stays(case, seed):
 def test_under_the_mode_a_2d_scatter_keeps_the_first_write_per_row():
     index = torch.tensor([[0, 0, 2], [4, 4, 4]])
     src = torch.tensor([[1, 2, 3, 9], [4, 5, 6, 9]])
-    with zg.labs.FirstWriteWins():
+    with zg_course.labs.FirstWriteWins():
         got = torch.zeros(2, 5, dtype=torch.int64).scatter(1, index, src)
     assert got.tolist() == [[1, 0, 3, 0, 0], [0, 0, 0, 0, 4]]
 
 
 # ----------------------------------------------------------------------------- the integrity check
 # What the scan cannot see (code that reaches the grader at run time, by a route the scan does
-# not know) the graders still catch by what it did: tools/labs_integrity.py.
-
-import labs_integrity  # noqa: E402
+# not know) the graders still catch by what it did: zg_course/integrity.py.
 
 # Run-time patches that keep what they patch working (only the check can tell): a class
 # attribute, a module's function, a builtin. Each is Lab 0's run_report cell's preamble.
 MOCKS = {
     "class_attribute": (
-        "import unittest.mock, torch, zg.labs\n"
-        "unittest.mock.patch.object(zg.labs.Checks, 'equal',"
+        "import unittest.mock, torch, zg_course.labs\n"
+        "unittest.mock.patch.object(zg_course.labs.Checks, 'equal',"
         " new=staticmethod(lambda a, b: torch.equal(a, b))).start()\n",
-        "zg.labs.Checks.equal",
+        "zg_course.labs.Checks.equal",
     ),
     "module_function": (
-        "import unittest.mock, zg.contract\n"
-        "_check = zg.contract.check\n"
-        "unittest.mock.patch('zg.contract.check', new=lambda *a, **k: _check(*a, **k)).start()\n",
-        "zg.contract.check",
+        "import unittest.mock, zg_course.contract\n"
+        "_check = zg_course.contract.check\n"
+        "unittest.mock.patch('zg_course.contract.check', new=lambda *a, **k: _check(*a, **k)).start()\n",
+        "zg_course.contract.check",
     ),
     "builtin": (
         "import unittest.mock\n"
@@ -422,40 +427,48 @@ def test_the_integrity_check_names_what_changed_and_nothing_else():
     import importlib
     import unittest.mock
 
-    before = labs_integrity.fingerprint()
-    assert labs_integrity.changes(before) == []
+    before = zg_course.integrity.fingerprint()
+    assert zg_course.integrity.changes(before) == []
     same = staticmethod(torch.equal)
-    with unittest.mock.patch.object(zg.labs.Checks, "equal", new=same):
-        assert labs_integrity.changes(before) == ["zg.labs.Checks.equal"]
-    with unittest.mock.patch("zg.contract.compare_values", new=zg.contract.compare_values):
-        assert labs_integrity.changes(before) == []  # the same object again: no change
-    with unittest.mock.patch("zg.contract.compare_values", new=lambda *a, **k: None):
-        assert labs_integrity.changes(before) == ["zg.contract.compare_values"]
+    with unittest.mock.patch.object(zg_course.labs.Checks, "equal", new=same):
+        assert zg_course.integrity.changes(before) == ["zg_course.labs.Checks.equal"]
+    with unittest.mock.patch(
+        "zg_course.contract.compare_values", new=zg_course.contract.compare_values
+    ):
+        assert zg_course.integrity.changes(before) == []  # the same object again: no change
+    with unittest.mock.patch("zg_course.contract.compare_values", new=lambda *a, **k: None):
+        assert zg_course.integrity.changes(before) == ["zg_course.contract.compare_values"]
     with unittest.mock.patch("builtins.sorted", new=lambda *a, **k: []):
-        assert labs_integrity.changes(before) == ["builtins.sorted"]
+        assert zg_course.integrity.changes(before) == ["builtins.sorted"]
     with unittest.mock.patch("torch.equal", new=lambda a, b: True):
-        assert "torch.equal" in labs_integrity.changes(before)
+        assert "torch.equal" in zg_course.integrity.changes(before)
     with unittest.mock.patch.object(torch.Tensor, "__eq__", new=lambda a, b: True):
-        assert "torch.Tensor.__eq__" in labs_integrity.changes(before)
-    with unittest.mock.patch.object(zg.labs.FirstWriteWins, "__enter__", create=True, new=id):
-        assert labs_integrity.changes(before) == ["zg.labs.FirstWriteWins.__enter__ (added)"]
-    code = zg.labs.checks.__code__
-    zg.labs.checks.__code__ = (lambda: zg.labs._CHECKS).__code__  # the same object, not the code
+        assert "torch.Tensor.__eq__" in zg_course.integrity.changes(before)
+    with unittest.mock.patch.object(
+        zg_course.labs.FirstWriteWins, "__enter__", create=True, new=id
+    ):
+        assert zg_course.integrity.changes(before) == [
+            "zg_course.labs.FirstWriteWins.__enter__ (added)"
+        ]
+    code = zg_course.labs.checks.__code__
+    zg_course.labs.checks.__code__ = (
+        lambda: zg_course.labs._CHECKS
+    ).__code__  # the same object, not the code
     try:
-        assert labs_integrity.changes(before) == ["zg.labs.checks"]
+        assert zg_course.integrity.changes(before) == ["zg_course.labs.checks"]
     finally:
-        zg.labs.checks.__code__ = code
+        zg_course.labs.checks.__code__ = code
     with torch.overrides.TorchFunctionMode():  # a mode left entered sees every torch call
-        assert labs_integrity.changes(before) == ["torch's mode stacks (a mode left entered)"]
-    assert labs_integrity.changes(before) == []
+        assert zg_course.integrity.changes(before) == ["torch's mode stacks (a mode left entered)"]
+    assert zg_course.integrity.changes(before) == []
     importlib.import_module("zg.grappa.coverage")  # a later import adds a submodule: no change
-    assert labs_integrity.changes(before) == []
+    assert zg_course.integrity.changes(before) == []
 
 
 def test_the_in_process_grader_gives_a_run_time_patch_of_its_code_nothing():
     """The scan off (it would refuse unittest.mock): each patch keeps Lab 0's model solution
     right, so only the integrity check stops it; with the check off too it earns every point."""
-    from labs_grade import Lab, Variant
+    from zg_course.grade import Lab, Variant
 
     source = lab_source(COURSE, "00_setup")
     model = {c.grade_id: c.source for c in code_cells(source) if c.solution}

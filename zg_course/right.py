@@ -10,12 +10,12 @@ another student would write it. A header, then the code of each solution cell it
     # cell: train_with_rewind                 (as many cells as it replaces)
     <code>
 
-Each is graded like labs/wrong/ (tools/labs_grade.py: the lab runs once in this process, each
+Each is graded like labs/wrong/ (zg_course/grade.py: the lab runs once in this process, each
 solution in a forked child from its first replaced cell to the end). Passes when every one
 earns every autograded point after its first replaced cell, and the instructor's solution
 earns every point before it.
 
-    python tools/labs_right.py [--course labs] [--right labs/right] [name ...]
+    python -m zg_course.right [--course labs] [--right labs/right] [name ...]
 """
 
 from __future__ import annotations
@@ -25,8 +25,7 @@ import sys
 import time
 from pathlib import Path
 
-sys.path.insert(0, str(Path(__file__).resolve().parent))
-from labs_grade import ROOT, Lab, Variant, lab_source
+from zg_course.grade import ROOT, Lab, Variant, lab_source
 
 HEADER_KEYS = ("lab", "how")
 
@@ -38,7 +37,7 @@ def read_right(path: Path) -> dict:
         if line.startswith("# cell:"):
             current = line.split(":", 1)[1].strip()
             if current in cells:
-                raise SystemExit(f"labs_right: {path} replaces cell {current!r} twice")
+                raise SystemExit(f"zg_course.right: {path} replaces cell {current!r} twice")
             cells[current] = []
             continue
         if current is None:
@@ -50,7 +49,7 @@ def read_right(path: Path) -> dict:
     missing = [k for k in HEADER_KEYS if k not in meta]
     if missing or not cells:
         raise SystemExit(
-            f"labs_right: {path} lacks "
+            f"zg_course.right: {path} lacks "
             + (f"the header line(s) {missing}" if missing else "")
             + (" a `# cell: <grade_id>` section" if not cells else "")
         )
@@ -83,7 +82,7 @@ def main(argv=None) -> int:
         if not args.names or p.stem in args.names
     ]
     if not rights:
-        raise SystemExit(f"labs_right: no solutions under {args.right}")
+        raise SystemExit(f"zg_course.right: no solutions under {args.right}")
     failures = [] if args.names else missing_alternatives(course, rights, args.min_per_lab)
     print(f"{'solution':<34} {'lab':<27} {'earned':>6} {'of':>4}  how")
     for lab_name in sorted({r["lab"] for r in rights}):
@@ -97,7 +96,7 @@ def main(argv=None) -> int:
 def missing_alternatives(course: Path, rights: list[dict], min_per_lab: int) -> list[str]:
     """A failure for each lab with some but fewer than ``min_per_lab`` alternative solutions
     (a folder may hold solutions of some labs only: the labs it has none of are not judged; that
-    labs/right covers every lab is tests/core/test_lab_grading.py's), or whose lab is not in
+    labs/right covers every lab is tests/course/test_lab_grading.py's), or whose lab is not in
     the course."""
     failures = []
     graded_labs = {
@@ -145,9 +144,9 @@ def judge(lab: Lab, rights: list[dict], outcomes: dict) -> tuple[list[str], list
 def report(count: int, failures: list[str], seconds: float) -> int:
     print(f"\n{count} alternative solutions graded in {seconds:.0f} s")
     if failures:
-        print("labs_right: FAILED\n  " + "\n  ".join(failures))
+        print("zg_course.right: FAILED\n  " + "\n  ".join(failures))
         return 1
-    print("labs_right: passed (every alternative solution earns every point)")
+    print("zg_course.right: passed (every alternative solution earns every point)")
     return 0
 
 

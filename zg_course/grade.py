@@ -13,22 +13,22 @@ Each cell's code is registered in ``linecache`` under its own file name, as IPyt
 ``inspect.getsource`` works on the functions a cell defines (Lab 6 sends the student's hook to
 its workers as source code).
 
-    from labs_grade import Lab, Variant
+    from zg_course.grade import Lab, Variant
     lab = Lab(Path("labs/source/04_overflow_rewind/04_overflow_rewind.ipynb"))
     results = lab.grade([Variant("mine", {"gated_sgd": code})])   # {key: Outcome}
 
-Before any variant runs, ``tools/labs_tamper.py`` scans its cells: a variant that rebinds a name
+Before any variant runs, ``zg_course/tamper.py`` scans its cells: a variant that rebinds a name
 the lab's locked cells bind, sets an attribute of a module, or builds code at run time earns no
 point, and its failure names the line (``Lab(scan=False)`` turns the scan off, for tests of
-what the scan alone stops). While a variant runs, ``tools/labs_integrity.py`` checks that the
-grader's own code (``zg.contract``, ``zg.labs``, ``zg.audit``, ``zg``, ``builtins``, torch's
+what the scan alone stops). While a variant runs, ``zg_course/integrity.py`` checks that the
+grader's own code (``zg_course.contract``, ``zg_course.labs``, ``zg.audit``, ``zg``, ``builtins``, torch's
 comparisons, the kit's classes) is what it was before the variant's first cell, before every
 cell the variant did not write and after every test cell: a change, by whatever route, fails
 every graded cell from there on, with the failure "tamper: the submission changed the grader's
 code: <names>" (``Lab(integrity=False)`` turns it off).
 
 What the fork does not contain: files the variant writes, and processes it starts outside its
-process group. The graded labs write no files; `tools/labs_wrong.py --nbgrader` grades with
+process group. The graded labs write no files; `zg_course/wrong.py --nbgrader` grades with
 nbgrader itself where that matters.
 """
 
@@ -47,12 +47,10 @@ import traceback
 from dataclasses import dataclass, field
 from pathlib import Path
 
-ROOT = Path(__file__).resolve().parent.parent
-if str(ROOT / "tools") not in sys.path:  # labs_tamper sits beside this file
-    sys.path.insert(0, str(ROOT / "tools"))
+from zg_course.integrity import changes, fingerprint
+from zg_course.integrity import message as integrity_message
 
-from labs_integrity import changes, fingerprint
-from labs_integrity import message as integrity_message
+ROOT = Path(__file__).resolve().parent.parent
 
 
 @dataclass
@@ -163,7 +161,7 @@ class Lab:
         self.name = self.source.parent.name
         self.cells = code_cells(self.source)
         self.scan = scan
-        self.integrity = integrity  # check the grader's code is intact (tools/labs_integrity.py)
+        self.integrity = integrity  # check the grader's code is intact (zg_course/integrity.py)
         model = self.findings({c.grade_id: c.source for c in self.cells if c.solution})
         if model:
             raise ValueError(f"{self.name}: the model solution fails the tamper scan: {model[0]}")
@@ -187,7 +185,7 @@ class Lab:
         """What the tamper scan finds in ``cells`` ({grade_id: code}); [] with ``scan=False``."""
         if not self.scan:
             return []
-        from labs_tamper import scan
+        from zg_course.tamper import scan
 
         setup = [c.source for c in self.cells if not c.solution and not c.graded]
         tests = [c.source for c in self.cells if c.graded]
@@ -429,7 +427,7 @@ def main(argv=None) -> int:
         try:  # atomic, a link kept: all or nothing
             write_text(args.json, text + "\n", name="--json")
         except (OSError, ValueError) as exc:  # changed since it was checked: keep the results
-            print(f"labs_grade: error: {exc}; the results follow on stdout", file=sys.stderr)
+            print(f"zg_course.grade: error: {exc}; the results follow on stdout", file=sys.stderr)
             print(text)
             return 1
     return 0 if all(r["passed"] for r in rows) else 1

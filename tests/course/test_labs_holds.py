@@ -2,12 +2,12 @@
 
 Every route is written as a student would write it in a notebook cell (exec'd into the
 notebook's namespace, a dict), and is run against every function the labs hold
-(``zg.labs._lab_references()``, and the references the labs' setup cells define and hold with
-``zg.labs.hold``): the student's name bound to a partial, a bound method, a callable object, a
+(``zg_course.labs._lab_references()``, and the references the labs' setup cells define and hold with
+``zg_course.labs.hold``): the student's name bound to a partial, a bound method, a callable object, a
 decorator's wrapper, a cache, a closure; the work handed to a thread, a thread pool (made in
 the function or before it), a forked process or a process pool. Each is called three ways:
 by a test cell naming the student's function, by a test's helper it is handed to, and by a
-contract harness inside ``zg.labs.as_student()``. Outside the student's code the held
+contract harness inside ``zg_course.labs.as_student()``. Outside the student's code the held
 function still runs its original.
 """
 
@@ -22,8 +22,9 @@ from pathlib import Path
 import pytest
 import torch
 
-import zg.labs
-from zg.labs import ForbiddenCall
+import zg
+import zg_course.labs
+from zg_course.labs import ForbiddenCall
 
 ROOT = Path(__file__).resolve().parents[2]
 LABS = ROOT / "labs" / "source"
@@ -41,10 +42,10 @@ def _setup_cells() -> dict[int, str]:
 
 
 def _setup_holds(setup: str) -> list[tuple[list[str], list[str] | None]]:
-    """([held names], within or None) of every ``zg.labs.hold(globals(), N, ...)`` call."""
+    """([held names], within or None) of every ``zg_course.labs.hold(globals(), N, ...)`` call."""
     out = []
     for node in ast.walk(ast.parse(setup)):
-        if isinstance(node, ast.Call) and ast.unparse(node.func) == "zg.labs.hold":
+        if isinstance(node, ast.Call) and ast.unparse(node.func) == "zg_course.labs.hold":
             within = next((k.value for k in node.keywords if k.arg == "within"), None)
             out.append(
                 (
@@ -59,7 +60,7 @@ def _setup_reference(lab: int, name: str):
     """The function ``name`` a lab's setup cell defines, defined alone in a namespace."""
     tree = ast.parse(SETUPS[lab])
     node = next(n for n in tree.body if isinstance(n, ast.FunctionDef) and n.name == name)
-    namespace = {"torch": torch, "zg": zg}
+    namespace = {"torch": torch, "zg": zg, "zg_course": zg_course}
     exec(compile(ast.Module([node], []), f"<lab {lab} setup>", "exec"), namespace)
     return namespace[name]
 
@@ -69,16 +70,16 @@ SETUPS = _setup_cells()
 
 def _held_functions() -> list:
     """(id, lab, function, the student's names it refuses within) for every function a lab
-    holds: the kit's (hold_references) and those the labs' setup cells define (zg.labs.hold)."""
+    holds: the kit's (hold_references) and those the labs' setup cells define (zg_course.labs.hold)."""
     out = []
-    for lab, (_, targets) in sorted(zg.labs._lab_references().items()):
+    for lab, (_, targets) in sorted(zg_course.labs._lab_references().items()):
         for target in targets:
-            names = zg.labs._held_within(lab, target)
-            for fn in zg.labs._functions_of(target):
+            names = zg_course.labs._held_within(lab, target)
+            for fn in zg_course.labs._functions_of(target):
                 out.append((f"lab{lab}-{fn.__qualname__}", lab, fn, names))
     for lab, setup in sorted(SETUPS.items()):
         for held, within in _setup_holds(setup):
-            names = within or zg.labs._lab_references()[lab][0]
+            names = within or zg_course.labs._lab_references()[lab][0]
             for name in held:
                 fn = _setup_reference(lab, name)
                 out.append((f"lab{lab}-setup-{name}", lab, fn, names))
@@ -229,20 +230,26 @@ CALLS = {
     # a test's helper the function is handed to
     "test-helper": "def _check(fn):\n    return fn()\ngot = _check(NAME)\n",
     # the contract harness
-    "as-student": "with zg.labs.as_student():\n    got = NAME()\n",
-    "as-student-named": "with zg.labs.as_student('NAME'):\n    got = NAME()\n",
+    "as-student": "with zg_course.labs.as_student():\n    got = NAME()\n",
+    "as-student-named": "with zg_course.labs.as_student('NAME'):\n    got = NAME()\n",
 }
 
 
 def _student(lab: int, fn, route: str, names=None) -> tuple[dict, str]:
     """A notebook namespace holding lab ``lab``'s references (and ``fn``, inside ``names``),
     with the student's cell (the route) run in it; returns it and the student's name."""
-    names = names or zg.labs._lab_references()[lab][0]
+    names = names or zg_course.labs._lab_references()[lab][0]
     name = names[0]
-    namespace = {"__name__": "__main__", "zg": zg, "torch": torch, "_kit": fn}
-    zg.labs.hold_references(namespace, lab)
+    namespace = {
+        "__name__": "__main__",
+        "zg": zg,
+        "zg_course": zg_course,
+        "torch": torch,
+        "_kit": fn,
+    }
+    zg_course.labs.hold_references(namespace, lab)
     if fn.__code__.co_filename.startswith("<lab"):  # a setup cell's reference
-        zg.labs.hold(namespace, lab, fn, within=names)
+        zg_course.labs.hold(namespace, lab, fn, within=names)
     cell = ROUTES.get(route) or FORK_ROUTES[route]
     exec(compile(cell.replace("NAME", name), "<student>", "exec"), namespace)
     return namespace, name
@@ -280,7 +287,7 @@ def test_a_held_function_refuses_every_route(labs_held_then_restored, lab, fn, n
 
 
 @pytest.mark.parametrize("how", sorted(CALLS))
-@pytest.mark.parametrize("lab", sorted(zg.labs._lab_references()))
+@pytest.mark.parametrize("lab", sorted(zg_course.labs._lab_references()))
 def test_a_forked_process_refuses(labs_held_then_restored, lab, how):
     _, _, fn, names = next(h for h in HELD if h[1] == lab)
     namespace, name = _student(lab, fn, "fork-process", names)
@@ -306,15 +313,21 @@ def _pool_student(lab: int, made_before: bool) -> tuple[dict, str]:
             "        return pool.submit(_kit, *a, **k).result()\n"
         )
     )
-    namespace = {"__name__": "__main__", "zg": zg, "torch": torch, "_kit": fn}
-    zg.labs.hold_references(namespace, lab)
+    namespace = {
+        "__name__": "__main__",
+        "zg": zg,
+        "zg_course": zg_course,
+        "torch": torch,
+        "_kit": fn,
+    }
+    zg_course.labs.hold_references(namespace, lab)
     exec(cell.replace("NAME", name), namespace)
     return namespace, name
 
 
 POOL_LABS = [
     lab
-    for lab in sorted(zg.labs._lab_references())
+    for lab in sorted(zg_course.labs._lab_references())
     if any(h[1] == lab and "." not in h[2].__qualname__ and "-setup-" not in h[0] for h in HELD)
 ]
 
@@ -364,32 +377,32 @@ def test_as_student_refuses_in_every_thread_and_ends_with_its_block(labs_held_th
 
     g = zg.datasets.csbm(40, avg_degree=4, num_classes=2, feat_dim=4, seed=0)
     part = grappa.partition(g, num_parts=2, method="random", seed=0)
-    zg.labs.hold_references({}, 5)
-    with zg.labs.as_student(), pytest.raises(ForbiddenCall, match="while a student's"):
+    zg_course.labs.hold_references({}, 5)
+    with zg_course.labs.as_student(), pytest.raises(ForbiddenCall, match="while a student's"):
         grappa.coverage(g, part, hops=1)
-    with pytest.raises(RuntimeError), zg.labs.as_student():
+    with pytest.raises(RuntimeError), zg_course.labs.as_student():
         raise RuntimeError("the student's function failed")
     grappa.coverage(g, part, hops=1)  # the count went back to zero, also after an error
 
 
 def test_the_originals_are_in_no_module_attribute():
     """What a student's cell can name without the tamper scan's forbidden names reaches no
-    original: no module attribute of zg.labs holds a table of them, and calling the holds'
+    original: no module attribute of zg_course.labs holds a table of them, and calling the holds'
     entry point from anywhere but a held function's body is refused."""
-    for name, value in vars(zg.labs).items():
+    for name, value in vars(zg_course.labs).items():
         if isinstance(value, dict) and name != "__builtins__":
             for v in value.values():
                 inside = v if isinstance(v, (tuple, list)) else (v,)
                 assert not any(inspect.isfunction(x) for x in inside), name
     with pytest.raises(TypeError, match="held function's body"):
-        zg.labs._held_call((), {})
+        zg_course.labs._held_call((), {})
 
 
 def test_a_held_function_keeps_its_source_and_location(labs_held_then_restored):
     coverage_module = sys.modules["zg.grappa.coverage"]
     before = inspect.getsourcelines(coverage_module.coverage)
-    zg.labs.hold_references({}, 5)
-    assert zg.labs._is_held(coverage_module.coverage)
+    zg_course.labs.hold_references({}, 5)
+    assert zg_course.labs._is_held(coverage_module.coverage)
     assert inspect.getsourcelines(coverage_module.coverage) == before
 
 
@@ -407,8 +420,8 @@ NOT_ANSWERS = {
 
 def test_every_reference_a_setup_cell_defines_is_held():
     """A function a lab's locked setup cell defines for its tests to compare with is as good an
-    answer as the kit's: the setup holds it too (``zg.labs.hold``), after defining it."""
-    table = zg.labs._lab_references()
+    answer as the kit's: the setup holds it too (``zg_course.labs.hold``), after defining it."""
+    table = zg_course.labs._lab_references()
     for lab, setup in sorted(SETUPS.items()):
         if lab not in table:
             continue
@@ -430,15 +443,18 @@ def test_as_student_named_refuses_only_what_that_function_may_not_call(labs_held
     not call."""
     from zg.grappa.comm import CommLedger, wire_bytes
 
-    zg.labs.hold_references({}, 6)
-    with zg.labs.as_student("scaled_allreduce_hook"):
+    zg_course.labs.hold_references({}, 6)
+    with zg_course.labs.as_student("scaled_allreduce_hook"):
         ledger = CommLedger(4)
         ledger.record("gradients", "all_reduce", 400)
-    with zg.labs.as_student("bytes_per_iteration"), pytest.raises(ForbiddenCall, match="while"):
+    with (
+        zg_course.labs.as_student("bytes_per_iteration"),
+        pytest.raises(ForbiddenCall, match="while"),
+    ):
         wire_bytes("all_reduce", 400, 4)
-    with zg.labs.as_student(), pytest.raises(ForbiddenCall, match="a student's function"):
+    with zg_course.labs.as_student(), pytest.raises(ForbiddenCall, match="a student's function"):
         ledger.record("gradients", "all_reduce", 400)
     assert wire_bytes("all_reduce", 400, 4) == ledger.total_bytes  # outside: it runs
     with pytest.raises(TypeError, match="function must be"):
-        with zg.labs.as_student("not a name"):
+        with zg_course.labs.as_student("not a name"):
             pass

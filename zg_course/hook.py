@@ -1,7 +1,8 @@
 """The estimator's DDP communication hook: the authors' form of the gradient exchange, which
 Lab 6 teaches, with the collective helpers it shares with the workers re-exported.
 
-Where it sits: the kit's workers do not use the hook; the collective helpers they share with it
+Where it sits: in the course package (it was ``zg.grappa.hook``); the kit's workers do not use
+the hook and ``zg`` never imports it; the collective helpers they share with it
 (PSGD-PA's :func:`average_parameters`, checkpoints' :func:`gather_row`) live in
 :mod:`zg.grappa.collectives` and are re-exported here for Lab 6. Their one exchange is
 :class:`zg.grappa.exchange.GradientExchange`, a flat all-reduce inside the step (no DDP), and
@@ -18,8 +19,8 @@ from typing import Any
 import torch
 import torch.distributed as dist
 
-from .collectives import average_parameters, gather_row, gather_stats
-from .comm import CommLedger
+from zg.grappa.collectives import average_parameters, gather_row, gather_stats
+from zg.grappa.comm import CommLedger
 
 __all__ = [
     "HookState",

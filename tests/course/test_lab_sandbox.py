@@ -1,4 +1,4 @@
-"""The sandboxed grader (tools/labs_sandbox.py) is a boundary: a submission can neither forge its
+"""The sandboxed grader (zg_course/sandbox.py) is a boundary: a submission can neither forge its
 report, read a hidden test before it is due, reach the network, write outside its private
 /tmp, exhaust the machine, block the grader, nor outlive it; a correct one still earns every
 point; a tampering one earns none; a malformed one is reported and the batch goes on.
@@ -13,6 +13,7 @@ from __future__ import annotations
 
 import json
 import os
+import random
 import shutil
 import signal
 import socket
@@ -25,12 +26,11 @@ from pathlib import Path
 import processes
 import pytest
 
+import zg_course.sandbox
+
 ROOT = Path(__file__).resolve().parents[2]
-sys.path.insert(0, str(ROOT / "tools"))
 
-import labs_sandbox  # noqa: E402
-
-WHY = labs_sandbox.available()
+WHY = zg_course.sandbox.available()
 needs_sandbox = pytest.mark.skipif(WHY is not None, reason=f"no sandbox here: {WHY}")
 
 LAB = "00_setup"
@@ -80,7 +80,9 @@ def _running(marker: str) -> list[int]:
 
 
 def _sandbox_processes() -> list[int]:
-    return _running(f"{labs_sandbox.THIS} --worker") + _running(f"{labs_sandbox.THIS} --supervise")
+    return _running(f"{zg_course.sandbox.THIS} --worker") + _running(
+        f"{zg_course.sandbox.THIS} --supervise"
+    )
 
 
 def _gone(marker: str, seconds: float = 10.0) -> bool:
@@ -256,7 +258,7 @@ def test_an_escape_attempt_gains_nothing_and_leaves_nothing(tmp_path, name):
         cells["labelled_per_class"] = code + "\n" + WRONG["labelled_per_class"]
     began = time.monotonic()
     kwargs = {"timeout": 120, **kwargs}
-    report = labs_sandbox.grade(_notebook(tmp_path, cells), run_scan=False, **kwargs)
+    report = zg_course.sandbox.grade(_notebook(tmp_path, cells), run_scan=False, **kwargs)
     assert report["total"] > 0 and report["earned"] == 0, (name, report["passed"], report)
     assert name == "fork_bomb" or not report["timed_out"], (name, report.get("failure"))
     assert time.monotonic() - began < 110  # it never blocked the grader until the clock
@@ -273,7 +275,7 @@ def test_an_escape_attempt_gains_nothing_and_leaves_nothing(tmp_path, name):
         assert len(json.dumps(report)) < 200_000  # the grader kept a bounded tail
     if name.startswith("forge"):
         assert report["failure"], report
-    assert _gone(str(labs_sandbox.THIS)), f"{name}: a sandbox process outlived the grading"
+    assert _gone(str(zg_course.sandbox.THIS)), f"{name}: a sandbox process outlived the grading"
     assert _left_behind(token) == [], f"{name}: left {_left_behind(token)}"
 
 
@@ -295,7 +297,7 @@ def test_nothing_outlives_an_interrupted_or_timed_out_grader(tmp_path, how):
     timeout = 20 if how == "timeout" else 300
     cmd = [
         sys.executable,
-        str(labs_sandbox.THIS),
+        str(zg_course.sandbox.THIS),
         "--no-scan",
         "--timeout",
         str(timeout),
@@ -321,7 +323,45 @@ def test_nothing_outlives_an_interrupted_or_timed_out_grader(tmp_path, how):
     if how == "timeout":
         assert "0 / 5" in out and "wall-clock" in out, out
     assert _gone(f"sleep {marker}"), f"{how}: the submission's sleeper outlived the grader"
-    assert _gone(str(labs_sandbox.THIS)), f"{how}: a sandbox process outlived the grader"
+    assert _gone(str(zg_course.sandbox.THIS)), f"{how}: a sandbox process outlived the grader"
+
+
+# Moments of the grader's run, in seconds after it starts (one seeded draw in each 2 s of its
+# first 8): its imports (torch's swallows most interrupts; the grader still sees them,
+# zg_course.sandbox.watch_interrupts), the checks, the sandbox's start, the submission's cells.
+_DRAW = random.Random(59)
+INTERRUPT_AT = [round(_DRAW.uniform(start, start + 2.0), 2) for start in (0.0, 2.0, 4.0, 6.0)]
+
+
+@needs_sandbox
+@pytest.mark.slow
+@pytest.mark.parametrize("delay", INTERRUPT_AT)
+def test_an_interrupt_at_any_moment_ends_the_grader_and_leaves_nothing(tmp_path, delay):
+    """Issue 59: a SIGINT at a moment drawn over the grader's whole run, not only once the
+    submission runs, ends the grader promptly, and nothing of the sandbox is left."""
+    marker = f"32{uuid.uuid4().int % 10**6}.5"
+    code = (
+        "import subprocess\n"
+        f"subprocess.Popen(['sleep', '{marker}'], start_new_session=True)\n"
+        "while True:\n    pass\n"
+    )
+    path = _notebook(tmp_path, dict(WRONG, run_report=code))
+    cmd = [sys.executable, str(zg_course.sandbox.THIS), "--no-scan", "--timeout", "300", str(path)]
+    env = dict(os.environ, PYTHONPATH=str(ROOT))
+    grader = subprocess.Popen(
+        cmd, env=env, stdout=subprocess.PIPE, stderr=subprocess.STDOUT, start_new_session=True
+    )
+    try:
+        time.sleep(delay)
+        grader.send_signal(signal.SIGINT)
+        out = grader.communicate(timeout=60)[0].decode()
+    finally:
+        if grader.poll() is None:  # the test failed: nothing of it may outlive the test
+            processes.kill_group(grader)
+            grader.wait()
+    assert grader.returncode != 0, out[-2000:]  # interrupted, not graded
+    assert _gone(f"sleep {marker}"), f"at {delay} s: the submission's sleeper outlived the grader"
+    assert _gone(str(zg_course.sandbox.THIS)), f"at {delay} s: a sandbox process outlived it"
 
 
 # ------------------------------------------------------------------------ what still works
@@ -332,7 +372,7 @@ def test_nothing_outlives_an_interrupted_or_timed_out_grader(tmp_path, how):
 def test_a_correct_submission_earns_every_point(tmp_path):
     path = tmp_path / f"{LAB}.ipynb"
     path.write_text(SOURCE.read_text())
-    report = labs_sandbox.grade(path, timeout=300)
+    report = zg_course.sandbox.grade(path, timeout=300)
     assert report["total"] > 0 and report["earned"] == report["total"], report.get("failure")
     assert not report["timed_out"] and not report["findings"]
 
@@ -383,7 +423,7 @@ def test_a_hostile_submission_reads_nothing_reaches_nothing_and_leaves_nothing(t
         port=port, repo=str(ROOT),
     )  # fmt: skip
     try:
-        report = labs_sandbox.grade(_submission(tmp_path, code), timeout=300, run_scan=False)
+        report = zg_course.sandbox.grade(_submission(tmp_path, code), timeout=300, run_scan=False)
     finally:
         server.close()
     out = report["outputs"]["run_report"]
@@ -413,25 +453,26 @@ def test_a_hostile_submission_reads_nothing_reaches_nothing_and_leaves_nothing(t
 @pytest.mark.slow
 def test_it_runs_from_a_clone_in_tmp_whose_git_is_a_file_as_in_a_worktree(tmp_path):
     clone = tmp_path / "clone"
-    (clone / "tools").mkdir(parents=True)
-    for name in ("labs_sandbox.py", "labs_grade.py", "labs_tamper.py", "labs_integrity.py"):
-        shutil.copy(ROOT / "tools" / name, clone / "tools" / name)
-    shutil.copytree(ROOT / "zg", clone / "zg", ignore=shutil.ignore_patterns("__pycache__"))
+    clone.mkdir()
+    for package in ("zg", "zg_course"):
+        shutil.copytree(
+            ROOT / package, clone / package, ignore=shutil.ignore_patterns("__pycache__")
+        )
     shutil.copytree(ROOT / "data", clone / "data", ignore=shutil.ignore_patterns("__pycache__"))
     shutil.copytree(SOURCE.parent, clone / "labs" / "source" / LAB)
     (clone / ".git").write_text("gitdir: /nonexistent/.git/worktrees/clone\n")
     env = dict(os.environ, PYTHONPATH=str(clone))
     sub = clone / "labs" / "source" / LAB / f"{LAB}.ipynb"
     done = processes.run(
-        [sys.executable, str(clone / "tools" / "labs_sandbox.py"), "--timeout", "300", str(sub)],
-        env=env, capture_output=True, text=True, timeout=400,
+        [sys.executable, "-m", "zg_course.sandbox", "--timeout", "300", str(sub)],
+        env=env, cwd=clone, capture_output=True, text=True, timeout=400,
     )  # fmt: skip
     assert done.returncode == 0 and ": 5 / 5" in done.stdout, done.stdout + done.stderr
 
 
 def test_a_tampering_submission_earns_nothing_and_does_not_run(tmp_path):
     code = "import torch\ntorch.equal = lambda a, b: True\n"
-    report = labs_sandbox.grade(_submission(tmp_path, code), timeout=300)
+    report = zg_course.sandbox.grade(_submission(tmp_path, code), timeout=300)
     assert report["earned"] == 0 and report["total"] > 0
     assert any("torch.equal" in f for f in report["findings"]), report["findings"]
     assert report["failure"].startswith("tamper:")
@@ -453,7 +494,7 @@ def test_malformed_submissions_are_reported_one_by_one_and_the_batch_goes_on(tmp
     tampering = _submission(tmp_path / "tamper", "import torch\ntorch.equal = lambda a, b: True\n")
     out_json = tmp_path / "grades.json"
     batch = [not_json, wrong_shape, missing, no_lab, tampering]
-    status = labs_sandbox.main(["--json", str(out_json), *map(str, batch)])
+    status = zg_course.sandbox.main(["--json", str(out_json), *map(str, batch)])
     assert status == 1
     reports = json.loads(out_json.read_text())
     assert [r["submission"] for r in reports] == [str(p.absolute()) for p in batch]
@@ -467,29 +508,31 @@ def test_malformed_submissions_are_reported_one_by_one_and_the_batch_goes_on(tmp
 @pytest.mark.parametrize("value", ["0", "-1", "inf", "-inf", "nan", "1e400", "soon", ""])
 def test_timeout_must_be_a_finite_positive_number(value, capsys):
     with pytest.raises(SystemExit) as exc:
-        labs_sandbox.main([f"--timeout={value}", str(SOURCE)])
+        zg_course.sandbox.main([f"--timeout={value}", str(SOURCE)])
     assert exc.value.code == 2
     err = capsys.readouterr().err
     assert "--timeout" in err and "number of seconds" in err and "Traceback" not in err, err
     with pytest.raises(ValueError, match="finite number of seconds > 0|number of seconds"):
-        labs_sandbox.grade(SOURCE, timeout=float(value) if value not in ("soon", "") else value)
+        zg_course.sandbox.grade(
+            SOURCE, timeout=float(value) if value not in ("soon", "") else value
+        )
 
 
 # ------------------------------------------------------------------------ the grader's own code
 
 GRADER_PATCHES = {  # run-time patches that keep Lab 0's model solution right (see
-    # tests/core/test_lab_tamper.py): only the worker's integrity check stops them
+    # tests/course/test_lab_tamper.py): only the worker's integrity check stops them
     "class_attribute": (
-        "import unittest.mock, torch, zg.labs\n"
-        "unittest.mock.patch.object(zg.labs.Checks, 'equal',"
+        "import unittest.mock, torch, zg_course.labs\n"
+        "unittest.mock.patch.object(zg_course.labs.Checks, 'equal',"
         " new=staticmethod(lambda a, b: torch.equal(a, b))).start()\n",
-        "zg.labs.Checks.equal",
+        "zg_course.labs.Checks.equal",
     ),
     "module_function": (
-        "import unittest.mock, zg.contract\n"
-        "_check = zg.contract.check\n"
-        "unittest.mock.patch('zg.contract.check', new=lambda *a, **k: _check(*a, **k)).start()\n",
-        "zg.contract.check",
+        "import unittest.mock, zg_course.contract\n"
+        "_check = zg_course.contract.check\n"
+        "unittest.mock.patch('zg_course.contract.check', new=lambda *a, **k: _check(*a, **k)).start()\n",
+        "zg_course.contract.check",
     ),
     "builtin": (
         "import unittest.mock\n"
@@ -505,7 +548,7 @@ GRADER_PATCHES = {  # run-time patches that keep Lab 0's model solution right (s
 @pytest.mark.parametrize("kind", sorted(GRADER_PATCHES))
 def test_a_run_time_patch_of_the_graders_code_earns_nothing_in_the_sandbox(tmp_path, kind):
     code, name = GRADER_PATCHES[kind]
-    report = labs_sandbox.grade(_submission(tmp_path, code), timeout=300, run_scan=False)
+    report = zg_course.sandbox.grade(_submission(tmp_path, code), timeout=300, run_scan=False)
     assert report["total"] > 0 and report["earned"] == 0, (kind, report["passed"])
     assert report["failure"].startswith("tamper: the submission changed the grader's code")
     assert name in report["failure"], report["failure"]
