@@ -111,7 +111,12 @@ CLAUSES = (
 
 
 class ContractFailure(ZgError, AssertionError):
-    """The student's function broke a clause of its contract (the message says which)."""
+    """The student's function broke a clause of its contract (the message says which). The
+    message never holds an object's memory address (it says nothing to a student and differs
+    from run to run): whatever built it, the addresses are taken out here."""
+
+    def __init__(self, message: str = "", *args):
+        super().__init__(_ADDRESS.sub("", str(message)), *args)
 
 
 class ContractSetupError(ZgError, ValueError):
@@ -281,8 +286,19 @@ def _short(x, depth: int = 0) -> str:
     if isinstance(x, dict) and depth < 2:
         items = list(x.items())[:5]
         return "{" + ", ".join(f"{k!r}: {_short(v, depth + 1)}" for k, v in items) + "}"
-    text = repr(x)
+    if isinstance(x, set | frozenset) and depth < 2:
+        inner = ", ".join(_short(v, depth + 1) for v in sorted(x, key=repr)[:5])
+        return f"{type(x).__name__}({{{inner}{', ...' if len(x) > 5 else ''}}})"
+    try:
+        text = repr(x)
+    except Exception:  # a student's __repr__ that raises: the type still names it
+        text = f"<{type(x).__name__}>"
+    # An object's memory address says nothing to a student and differs from run to run.
+    text = _ADDRESS.sub("", text)
     return text if len(text) <= 80 else text[:77] + "..."
+
+
+_ADDRESS = re.compile(r"\s+at\s+0x[0-9a-fA-F]+|\bid=0x[0-9a-fA-F]+|0x[0-9a-fA-F]{6,}")
 
 
 def _describe_case(case: Case, names: Sequence[str]) -> str:
@@ -375,9 +391,20 @@ def compare_values(
                 f"{path}: expected a {type(expected).__name__} of {len(expected)}, got {type(got).__name__} {_short(got)}",
             )
         if len(got) != len(expected):
+            first = next(
+                (
+                    i
+                    for i, (e, g) in enumerate(zip(expected, got))
+                    if compare_values(e, g, rtol, atol, False, "")
+                ),
+                min(len(got), len(expected)),
+            )
             return (
                 "returns",
-                f"{path}: expected {len(expected)} items, got {len(got)}: {_short(got)}",
+                f"{path}: expected {len(expected)} items, got {len(got)}, first differing at "
+                f"[{first}]: expected {_short(list(expected[first : first + 5]))}, got "
+                f"{_short(list(got[first : first + 5]))} (expected {_short(expected)}, got "
+                f"{_short(got)})",
             )
         for i, (e, g) in enumerate(zip(expected, got)):
             found = compare_values(e, g, rtol, atol, dtype, f"{path}[{i}]")
@@ -401,11 +428,11 @@ def compare_values(
         if got is not expected and not (
             isinstance(got, (bool, np.bool_)) and bool(got) == expected
         ):
-            return "returns", f"{path}: expected {expected!r}, got {_short(got)}"
+            return "returns", f"{path}: expected {_short(expected)}, got {_short(got)}"
         if dtype and isinstance(expected, bool) and type(got) is not bool:
             return (
                 "dtype",
-                f"{path}: expected a Python bool {expected!r}, got {type(got).__name__} {got!r}",
+                f"{path}: expected a Python bool {_short(expected)}, got {type(got).__name__} {_short(got)}",
             )
         return None
     if isinstance(expected, numbers.Number):
@@ -415,7 +442,7 @@ def compare_values(
             or isinstance(got, bool)
         ):
             return "dtype" if dtype else "returns", (
-                f"{path}: expected a Python {type(expected).__name__} {expected!r}, got {type(got).__name__} {_short(got)}"
+                f"{path}: expected a Python {type(expected).__name__} {_short(expected)}, got {type(got).__name__} {_short(got)}"
             )
         if (
             dtype
@@ -424,15 +451,15 @@ def compare_values(
         ):
             return (
                 "dtype",
-                f"{path}: expected an int {expected!r}, got {type(got).__name__} {got!r}",
+                f"{path}: expected an int {_short(expected)}, got {type(got).__name__} {_short(got)}",
             )
         if dtype and type(expected) in (int, float, complex) and type(got) is not type(expected):
             # a Python number where the contract says one: not numpy's scalar, not an int for
             # a float (they differ in division, in JSON and in every later sum)
             return (
                 "dtype",
-                f"{path}: expected a Python {type(expected).__name__} {expected!r}, got "
-                f"{type(got).__module__}.{type(got).__name__} {got!r}",
+                f"{path}: expected a Python {type(expected).__name__} {_short(expected)}, got "
+                f"{type(got).__module__}.{type(got).__name__} {_short(got)}",
             )
         if isinstance(expected, numbers.Integral) and isinstance(got, numbers.Integral):
             same = int(got) == int(expected)
@@ -440,7 +467,9 @@ def compare_values(
             same = (math.isnan(float(expected)) and math.isnan(float(got))) or math.isclose(
                 float(got), float(expected), rel_tol=rtol, abs_tol=atol
             )
-        return None if same else ("returns", f"{path}: expected {expected!r}, got {got!r}")
+        return (
+            None if same else ("returns", f"{path}: expected {_short(expected)}, got {_short(got)}")
+        )
     try:
         same = bool(got == expected)
     except Exception:
