@@ -90,6 +90,7 @@ import torch.distributed as dist
 from . import checkpoint, inference
 from ._checks import INT64_MAX, int_arg, memory_arg
 from .baselines.dgl import DGLSource
+from .compiled import CompiledStep
 from .envelope import Envelope, block_bytes
 from .graph import Graph
 from .models import BlockModel
@@ -133,7 +134,7 @@ __all__ = [
     "MODES",
 ]
 
-_STATIC_MODES = ("static", "graph")  # the modes that run on the static buffers
+_STATIC_MODES = ("static", "graph", "compiled")  # the modes that run on the static buffers
 
 
 def _renamed(old: str, new: str) -> None:
@@ -276,6 +277,7 @@ class Engine:
         self.last_batch = None  # the MiniBatch of the last executed step
         self._captured_batch = None  # mode "graph": the captured step's MiniBatch
         self.cuda_graph: torch.cuda.CUDAGraph | None = None  # mode "graph"
+        self.compiled: CompiledStep | None = None  # mode "compiled" (zg.compiled)
         self.epoch_table: torch.Tensor | None = None  # int64 [I, rows + 2 + hops]: the batches
         self.epoch_seeds: torch.Tensor | None = None  # int64 [I, rows]: this epoch's batches
         self._loaded_epoch: int | None = None
@@ -619,7 +621,7 @@ class Engine:
         if inflight is None:  # published, or no step begun since the last publication
             return
         b, taken = inflight
-        if self.mode == "graph" and self.cuda_graph is not None:
+        if self._captures and self.cuda_graph is not None:
             # The replay advances the counter inside the graph; _train_batch sets _next_batch
             # once the counter is b (a counter left at b + 1 by the batch before a rewind to b
             # is not this batch's replay).
@@ -673,6 +675,9 @@ class Engine:
     def _static_step(self, clock: StageClock | None = None) -> None:
         """The capturable step on static buffers: it reads batch ``counter`` of the epoch table,
         derives its key on the device and advances the counter; nothing depends on the host."""
+        if self.compiled is not None and clock is None:  # mode "compiled": the same, compiled
+            self.last_batch = self.compiled()
+            return
         b, rows = self.counter, self.rows  # int64 [], int
         row = self.epoch_table.index_select(0, b.view(1)).view(-1)  # [rows + 2 + hops]
         seeds, num_seeds, keys = row[:rows], row[rows], row[rows + 1 :]  # views
@@ -745,7 +750,9 @@ class Engine:
                 given.seed, given.kernel, given.max_degree,
             )  # fmt: skip
         self.envelope, self.sampler, self.cuda_graph = envelope, sampler, None
-        if self.mode == "graph" and self.epoch_seeds is not None:
+        if self.mode == "compiled":  # compiled once per envelope, at its first step
+            self.compiled = CompiledStep(self, self.compiled)
+        if self._captures and self.epoch_seeds is not None:
             self._capture()
 
     def _grow(self) -> None:
@@ -762,12 +769,17 @@ class Engine:
         if bool(self.guard.local):  # a rewind is rare: plain reads are fine
             wanted = self.guard.first_wanted.cpu().tolist()
             self._rebuild(self.envelope.grow(self.settings.grow_factor, observed=wanted))
-        elif self.mode == "graph" and self.guard.distributed:
+        elif self._captures and self.guard.distributed:
             # The others capture again too, at the same batch: a capture's warm-up runs the
             # step, collectives included, which every process must meet in the same order.
             self.rebuild()
         self.rewound()
         self.guard.reset()
+
+    @property
+    def _captures(self) -> bool:
+        """The step is captured as one CUDA Graph: mode "graph", and "compiled" on CUDA."""
+        return self.mode == "graph" or (self.mode == "compiled" and self.device.type == "cuda")
 
     def rewound(self) -> None:
         """The position was moved from outside the loop (a rewind, a loaded checkpoint): the
@@ -839,7 +851,7 @@ class Engine:
         self.epoch_table.copy_(host, non_blocking=True)
         self._epoch_host = host
         self._loaded_epoch = epoch
-        if rebuilt and self.mode == "graph":
+        if rebuilt and self._captures:
             self._capture()
         return batches
 

@@ -32,6 +32,7 @@ __all__ = [
     "StageClock",
     "OverflowGuard",
     "train_step",
+    "sampled_loss",
     "masked_cross_entropy",
     "per_seed_cross_entropy",
     "labels_in_range",
@@ -268,6 +269,29 @@ class OverflowGuard:
 # ----------------------------------------------------------------------------- the step
 
 
+def sampled_loss(
+    mb, model, features, labels, guard=None, batch=0, loss=None, forward=None, clock=None
+):
+    """The step's first half on a sampled :class:`zg.MiniBatch`: fold its overflow flag into
+    ``guard``, gather, forward, loss. Returns the loss (0-d, differentiable). What
+    :func:`train_step` runs, and what the compiled launch (:mod:`zg.compiled`) compiles with
+    the sampling before it. Arguments as :func:`train_step`'s."""
+    if guard is not None:
+        guard.observe(mb, batch)
+    x = (
+        features.index_select(0, mb.input_nodes)
+        if isinstance(features, torch.Tensor)
+        else features(mb.input_nodes)
+    )  # [S0, F]
+    y = labels.index_select(0, mb.seeds)  # [B]
+    _lap(clock, "gather")
+    logits = (model if forward is None else forward)(mb.blocks, x)  # [B, C]
+    _lap(clock, "forward")
+    value = (_default_loss if loss is None else loss)(logits, y, mb)  # []
+    _lap(clock, "loss")
+    return value
+
+
 def train_step(
     sample,
     model: torch.nn.Module,
@@ -301,17 +325,7 @@ def train_step(
         (loss detached 0-d, the MiniBatch, apply bool [] or None).
     """
     mb = sample(clock) if callable(sample) else sample
-    if guard is not None:
-        guard.observe(mb, batch)
-    x = (
-        features(mb.input_nodes) if callable(features) else features.index_select(0, mb.input_nodes)
-    )  # [S0, F]
-    y = labels.index_select(0, mb.seeds)  # [B]
-    _lap(clock, "gather")
-    logits = (model if forward is None else forward)(mb.blocks, x)  # [B, C]
-    _lap(clock, "forward")
-    value = (_default_loss if loss is None else loss)(logits, y, mb)  # []
-    _lap(clock, "loss")
+    value = sampled_loss(mb, model, features, labels, guard, batch, loss, forward, clock)  # []
     # Fresh gradients each step: backward hands every parameter its gradient buffer (no zero
     # fill, no accumulating into zeros). In a captured step they live in the graph's own memory
     # pool, where every replay writes the same addresses.
