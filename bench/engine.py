@@ -719,6 +719,55 @@ def headlines(doc: dict) -> list[dict]:
                             higher_is_better=False,
                         )
                     )
+        compiled = r.get("zg_compiled") or {}
+        if compiled:  # --compiled: the static step compiled whole, first epoch left out
+            tagged = where + ", " + kernel_phrase(compiled.get("kernel", "torch"))
+            ratio = (r.get("ratio_dgl_vs_compiled") or {}).get("values")
+            if ratio:
+                out.append(
+                    headline_from(
+                        f"compiled_vs_dgl_{tag}",
+                        ratio,
+                        "x",
+                        compared_to="DGL (time DGL / time zg compiled)",
+                        where=tagged + ", first epoch left out",
+                    )
+                )
+            for k in kernels:
+                ratio = (r.get(f"ratio_envelope{suffix(k)}_vs_compiled") or {}).get("values")
+                if ratio:
+                    out.append(
+                        headline_from(
+                            f"compiled_vs_envelope{suffix(k)}_{tag}",
+                            ratio,
+                            "x",
+                            compared_to="zg envelope, eager (time envelope / time compiled)"
+                            + ran(f"zg_envelope{suffix(k)}"),
+                            where=tagged + ", first epoch left out",
+                        )
+                    )
+            seconds = (compiled.get("compile_seconds") or {}).get("values")
+            if seconds:
+                out.append(
+                    headline_from(
+                        f"compile_seconds_{tag}",
+                        seconds,
+                        "s",
+                        where=tagged + ", the first epoch's compile",
+                        higher_is_better=False,
+                    )
+                )
+            recompiles = compiled.get("recompiles_timed_epoch")
+            if recompiles:
+                out.append(
+                    headline(
+                        f"recompiles_steady_epoch_{tag}",
+                        max(recompiles),
+                        "graphs",
+                        where=tagged + ", the timed epoch (most over the seeds)",
+                        higher_is_better=False,
+                    )
+                )
     for m in doc["detail"].get("memory") or []:
         v = (m.get("envelope_vs_oracle_mean") or {}).get("values")
         if v:

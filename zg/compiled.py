@@ -13,7 +13,7 @@ is compiled by ``torch.compile`` (TorchInductor) in three pieces joined by four 
 
 1. ``forward`` (one graph, ``fullgraph=True``): read batch ``counter`` of the epoch table,
    sample and compact every hop (:meth:`zg.EnvelopeSampler.sample_static`), fold the overflow
-   flag into the guard, gather, forward, loss (:func:`zg.step.sampled_loss`);
+   flag into the guard, gather, forward, loss (:func:`zg.step.train_step` up to its loss);
 2. ``backward``: ``loss.backward()`` runs the backward graph AOTAutograd compiled with (1);
 3. ``update`` (one graph, ``fullgraph=True``): the overflow gate
    (:meth:`zg.step.OverflowGuard.apply`), the optimizer's update on its flat buffers (the
@@ -64,7 +64,7 @@ from .optim import (
     _sgd_update,
 )
 from .sampling import MiniBatch
-from .step import sampled_loss
+from .step import train_step
 
 __all__ = ["CompiledStep", "check_compilable", "compile_support"]
 
@@ -254,9 +254,10 @@ def _forward(engine):
         seen["logits"] = (engine.model if hooks.forward is None else hooks.forward)(blocks, x)
         return seen["logits"]
 
-    loss = sampled_loss(
-        mb, engine.model, engine.features, engine.g.y, engine.guard, b, hooks.loss, forward
-    )
+    loss, _, _ = train_step(
+        mb, engine.model, engine.optimizer, engine.features, engine.g.y, guard=engine.guard,
+        batch=b, loss=hooks.loss, forward=forward, loss_only=True,
+    )  # fmt: skip
     blocks = [(k.nbr, k.mask, k.num_src, k.num_dst, k.src_nodes, k.dst_valid) for k in mb.blocks]
     return loss, seen["logits"], mb.seeds, mb.num_seeds, mb.counts, mb.overflowed, mb.wanted, blocks
 

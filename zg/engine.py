@@ -1,4 +1,4 @@
-"""zg.Engine: one training iteration, written out once, run in one of five modes.
+"""zg.Engine: one training iteration, written out once, run in one of six modes.
 
 Where it sits: on top of the samplers (:mod:`zg.sampling`) and the one training step
 (:func:`zg.step.train_step`). Every batch runs the same chain, with the same stage names in
@@ -17,6 +17,7 @@ mode        sampler      launch
 "eager"     envelope     eager
 "static"    envelope     static
 "graph"     envelope     graph     (CUDA)
+"compiled"  envelope     compiled  (:mod:`zg.compiled`)
 =========== ============ ========= ==========================================================
 
 ``Engine(..., sampler=...)`` takes any :class:`zg.Sampler` (a :class:`zg.StaticSampler` for
@@ -37,9 +38,13 @@ the static launches) in place of the mode's own; ``mode`` then names the launch 
             addresses are the evidence that it could be captured.
 "graph"     (CUDA only) the static step captured once into a ``torch.cuda.CUDAGraph`` and
             replayed: per iteration the host only reseeds dropout and replays.
+"compiled"  the static step compiled whole by ``torch.compile`` (sampling, gather, forward,
+            loss, backward, optimizer step, overflow flag; ``fullgraph=True``), once per
+            envelope, from the same torch code (:mod:`zg.compiled`); on CUDA then captured
+            as in "graph". ``engine.compiled`` records the graphs compiled and their seconds.
 =========== ===================================================================================
 
-All five share the seed order of every epoch (:func:`zg.rng.epoch_batches`), the batches,
+All six share the seed order of every epoch (:func:`zg.rng.epoch_batches`), the batches,
 the step, the optimizer and the overflow policy, so a comparison is one argument apart.
 
 The overflow policy (:class:`zg.step.OverflowGuard`, :class:`zg.step.OverflowPoll`): an
@@ -156,9 +161,10 @@ class Engine:
             sized by ``min(batch_size, training nodes)``).
         envelope: the envelope sampler's sizes: "profiled" (None, the default), "worst_case",
             or a :class:`zg.Envelope` (used by modes "eager", "static" and "graph").
-        mode: "dgl" | "dynamic" | "eager" | "static" (default) | "graph" (CUDA): a sampler
-            times a launch style (:data:`zg.settings.MODE_PARTS`; see the module). With
-            ``sampler`` given, the launch style alone: "eager", "static" or "graph".
+        mode: "dgl" | "dynamic" | "eager" | "static" (default) | "graph" (CUDA) |
+            "compiled": a sampler times a launch style (:data:`zg.settings.MODE_PARTS`; see the
+            module). With ``sampler`` given, the launch style alone: "eager", "static",
+            "graph" or "compiled".
         device: "cpu" or "cuda[:i]".
         seed: fixes sampling, dropout and the seed order of every epoch.
         optimizer: "adam" (default) | "sgd" | ``zg.optim.adam(lr=..., weight_decay=...)`` |
@@ -191,6 +197,7 @@ class Engine:
     iteration per epoch), ``settings`` (:class:`EngineSettings`), ``history`` (EpochStats of
     every call of :meth:`train_epoch`), ``envelope`` (None in modes "dgl" and "dynamic"),
     ``cuda_graph`` (the captured ``torch.cuda.CUDAGraph`` in mode "graph", else None),
+    ``compiled`` (the :class:`zg.compiled.CompiledStep` in mode "compiled", else None),
     ``applied`` (bool [] device: whether the last step was applied).
     """
 
@@ -334,7 +341,7 @@ class Engine:
     )
     launch = property(
         lambda self: MODE_PARTS[self.settings.mode][1],
-        doc='How the step is launched: "eager" | "static" | "graph" (the mode\'s second half).',
+        doc='How the step is launched: "eager" | "static" | "graph" | "compiled" (the mode\'s second half).',
     )
     applied = property(
         lambda self: self.guard.applied,

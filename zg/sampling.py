@@ -344,7 +344,9 @@ def _floyd_rounds(
     # points at itself, so following it adds nothing.
     m = t - (j[:1] if base is None else base)  # [k, R]
     ptr = m.clamp(min=0)  # [k, R] int64
-    steps = max(1, (k - 1).bit_length())
+    steps = 1  # ceil(log2 k) rounds of doubling, at least one (int ops torch.compile folds)
+    while (1 << steps) < k:
+        steps += 1
     for step in range(steps):
         taken = taken | torch.gather(taken, 0, ptr)
         if step + 1 < steps:

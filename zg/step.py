@@ -32,7 +32,6 @@ __all__ = [
     "StageClock",
     "OverflowGuard",
     "train_step",
-    "sampled_loss",
     "masked_cross_entropy",
     "per_seed_cross_entropy",
     "labels_in_range",
@@ -269,29 +268,6 @@ class OverflowGuard:
 # ----------------------------------------------------------------------------- the step
 
 
-def sampled_loss(
-    mb, model, features, labels, guard=None, batch=0, loss=None, forward=None, clock=None
-):
-    """The step's first half on a sampled :class:`zg.MiniBatch`: fold its overflow flag into
-    ``guard``, gather, forward, loss. Returns the loss (0-d, differentiable). What
-    :func:`train_step` runs, and what the compiled launch (:mod:`zg.compiled`) compiles with
-    the sampling before it. Arguments as :func:`train_step`'s."""
-    if guard is not None:
-        guard.observe(mb, batch)
-    x = (
-        features.index_select(0, mb.input_nodes)
-        if isinstance(features, torch.Tensor)
-        else features(mb.input_nodes)
-    )  # [S0, F]
-    y = labels.index_select(0, mb.seeds)  # [B]
-    _lap(clock, "gather")
-    logits = (model if forward is None else forward)(mb.blocks, x)  # [B, C]
-    _lap(clock, "forward")
-    value = (_default_loss if loss is None else loss)(logits, y, mb)  # []
-    _lap(clock, "loss")
-    return value
-
-
 def train_step(
     sample,
     model: torch.nn.Module,
@@ -305,6 +281,7 @@ def train_step(
     forward: Callable | None = None,
     reduce: Callable[[], None] | None = None,
     clock: Callable[[str], None] | None = None,
+    loss_only: bool = False,
 ):
     """One iteration: sample -> compact -> gather -> forward -> loss -> backward -> step.
 
@@ -321,11 +298,29 @@ def train_step(
         reduce: called after backward, before the step (a data-parallel gradient all-reduce;
             it may merge other processes' overflow flags into ``guard``).
         clock: optional stage clock.
+        loss_only: stop after the loss stage and return the loss itself (differentiable): the
+            compiled launch (:mod:`zg.compiled`) compiles this half with the sampling, and
+            runs backward and the update after it.
     Returns:
-        (loss detached 0-d, the MiniBatch, apply bool [] or None).
+        (loss detached 0-d, the MiniBatch, apply bool [] or None); with ``loss_only``
+        (loss 0-d, the MiniBatch, None).
     """
-    mb = sample(clock) if callable(sample) else sample
-    value = sampled_loss(mb, model, features, labels, guard, batch, loss, forward, clock)  # []
+    mb = sample if hasattr(sample, "blocks") else sample(clock)  # a MiniBatch, or sample one
+    if guard is not None:
+        guard.observe(mb, batch)
+    x = (
+        features.index_select(0, mb.input_nodes)
+        if isinstance(features, torch.Tensor)
+        else features(mb.input_nodes)
+    )  # [S0, F]
+    y = labels.index_select(0, mb.seeds)  # [B]
+    _lap(clock, "gather")
+    logits = (model if forward is None else forward)(mb.blocks, x)  # [B, C]
+    _lap(clock, "forward")
+    value = (_default_loss if loss is None else loss)(logits, y, mb)  # []
+    _lap(clock, "loss")
+    if loss_only:
+        return value, mb, None
     # Fresh gradients each step: backward hands every parameter its gradient buffer (no zero
     # fill, no accumulating into zeros). In a captured step they live in the graph's own memory
     # pool, where every replay writes the same addresses.

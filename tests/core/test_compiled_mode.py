@@ -31,7 +31,8 @@ def build(mode: str, envelope=None, hooks=None, kind: str = "sage"):
     g = tiny()
     torch.manual_seed(0)
     model = zg.models.build(kind, g.feat_dim, 8, int(g.num_classes), 2, dropout=0.5)
-    return zg.Engine(g, model, [3, 3], BATCH, envelope, mode=mode, seed=3, hooks=hooks)
+    # Fanouts on both sides of Floyd's loop / pointer-doubling switch (zg.sampling).
+    return zg.Engine(g, model, [6, 3], BATCH, envelope, mode=mode, seed=3, hooks=hooks)
 
 
 class Blocks(Observer):
@@ -75,7 +76,7 @@ def test_what_the_compiled_launch_cannot_run_is_refused():
         g = tiny()
         model = zg.models.SAGE(g.feat_dim, 8, int(g.num_classes), 2)
         with pytest.raises(ValueError, match="kernel='fused'"):
-            zg.Engine(g, model, [3, 3], BATCH, mode="compiled", kernel="fused")
+            zg.Engine(g, model, [6, 3], BATCH, mode="compiled", kernel="fused")
 
 
 def test_a_torch_that_cannot_compile_is_named(monkeypatch):
