@@ -53,6 +53,7 @@ os.environ.setdefault("OMP_WAIT_POLICY", "PASSIVE")  # before torch: idle OpenMP
 os.environ.setdefault("DGLBACKEND", "pytorch")
 
 import argparse
+import shlex
 import sys
 import time
 from pathlib import Path
@@ -631,7 +632,7 @@ def main(argv=None):
     # The kernel the zg pipelines ran (the fastest on this machine: fused on a CPU with numba).
     kernels = sorted({r[p]["kernel"] for r in rows for p in zg_pipelines(args.kernels)})
     first = "left out: every pipeline trains one untimed epoch first" if args.compiled else "timed"
-    command = "bench/engine.py " + " ".join(argv if argv is not None else sys.argv[1:])
+    command = shlex.join(["bench/engine.py", *(argv if argv is not None else sys.argv[1:])])
     path = write_json(
         result_name(args),
         {

@@ -9,7 +9,7 @@ hand-written copy of it runs.
 
     seeds -> sample -> compact -> gather -> forward -> loss -> backward -> step
 
-is compiled by ``torch.compile`` (TorchInductor) in three pieces joined by four eager lines:
+is compiled by ``torch.compile`` (TorchInductor) in three pieces joined by a few eager lines:
 
 1. ``forward`` (one graph, ``fullgraph=True``): read batch ``counter`` of the epoch table,
    sample and compact every hop (:meth:`zg.EnvelopeSampler.sample_static`), fold the overflow
@@ -133,9 +133,7 @@ def _own_code(fn):
     """``fn`` with a code object of its own. torch.compile keeps its graphs per code object, and
     a code object holds a few (torch's cache limit) before it falls back to running eagerly:
     every engine and every envelope gets its own, so none ever reaches that limit."""
-    code = fn.__code__.replace(co_name=fn.__code__.co_name)
-    if code is fn.__code__:  # (CPython may hand the same object back for an unchanged copy)
-        code = fn.__code__.replace(co_firstlineno=fn.__code__.co_firstlineno + 1)
+    code = fn.__code__.replace()  # a new code object, the same code
     own = types.FunctionType(code, fn.__globals__, fn.__name__, fn.__defaults__, fn.__closure__)
     own.__kwdefaults__ = fn.__kwdefaults__
     return own

@@ -160,3 +160,32 @@ def test_the_overflow_rewind_stays_exact_and_compiles_once_per_envelope():
     # separately compiled backward), never more.
     assert engine.compiled.total_compiles <= 3 * (overflows + 1)
     assert all(s.host_syncs == 0 for s in stats)
+
+
+class Stop(KeyboardInterrupt):
+    """What a user's Ctrl-C raises (a BaseException)."""
+
+
+@needs_compiler
+@pytest.mark.slow
+def test_an_interrupted_compiled_epoch_continues_exactly():
+    """Ctrl-C after a batch (tests/core/test_interruptions.py, in this mode): the position
+    names the next batch, and continuing trains what the static step trains."""
+    static, _, static_trace, _ = run("static")
+    fired = []
+
+    def after(epoch, batch):
+        if (epoch, batch) == (0, 3) and not fired:
+            fired.append(True)
+            raise Stop
+
+    engine = build("compiled", hooks=zg.StepHooks(poll_every=4, after=after))
+    engine.observers = []
+    with pytest.raises(Stop):
+        engine.train_epoch()
+    assert (engine.epoch, engine.batch) == (0, 4) and engine.history[-1].interrupted
+    engine.train_epoch()
+    engine.train_epoch()
+    assert (engine.epoch, engine.batch, engine.steps_done) == (2, 0, len(static_trace))
+    for a, b in zip(static.model.parameters(), engine.model.parameters()):
+        torch.testing.assert_close(a, b, rtol=1e-5, atol=1e-6)
