@@ -7,6 +7,8 @@
     .venv-modern/bin/python bench/engine.py --compile --no-dgl           # torch.compile beside zg
     .venv/bin/python bench/engine.py --models sage --kernels auto torch --max-batches 20 \
         --name engine_kernels        # both kernel paths side by side (the README's two rows)
+    .venv/bin/python bench/engine.py --compiled --kernels auto torch --max-batches 20 \
+        --name engine_compiled       # + Engine(mode="compiled"), first epoch left out
 
 For each graph, model and batch size (fanouts [15, 10, 5], 3 layers): one full training epoch of
 each pipeline (zg.Engine in mode "dgl", "dynamic" and "static"), timed in the same process, for
@@ -31,6 +33,14 @@ numba: pipelines ``zg_dynamic``, ``zg_envelope``) and ``kernel="torch"`` (the En
 the torch code the notebooks show: ``zg_dynamic_torch``, ``zg_envelope_torch``). Every row
 records the kernel that ran, and every headline metric's ``where`` names it.
 
+Compiled (``--compiled``): one more pipeline in every seed's block, ``zg_compiled``:
+``Engine(mode="compiled")``, the static step compiled whole from the torch code
+(:mod:`zg.compiled`). Every pipeline then trains a first, untimed epoch (of ``--max-batches``
+batches when given) before the timed one, so the compile (and every pipeline's own warm-up) is
+left out of the ratios; the compiled row records its compile seconds, the graphs compiled, the
+recompiles during the timed epoch (the engine's backend count and torch's own
+``torch._dynamo.utils.counters``), and the first epoch's seconds.
+
 Writes bench/results/<name>.json (default ``engine`` for csbm, ``engine_products``, and
 ``engine_quick`` with --quick).
 """
@@ -43,6 +53,7 @@ os.environ.setdefault("OMP_WAIT_POLICY", "PASSIVE")  # before torch: idle OpenMP
 os.environ.setdefault("DGLBACKEND", "pytorch")
 
 import argparse
+import shlex
 import sys
 import time
 from pathlib import Path
@@ -68,6 +79,11 @@ def suffix(kernel: str) -> str:
     """A pipeline name's kernel suffix: none for "auto" (the names of the earlier files), else
     "_<kernel>" ("zg_envelope_torch")."""
     return "" if kernel == "auto" else f"_{kernel}"
+
+
+def all_zg(args) -> list[str]:
+    """Every zg pipeline of a run: each kernel's, then ``zg_compiled`` with ``--compiled``."""
+    return zg_pipelines(args.kernels) + (["zg_compiled"] if args.compiled else [])
 
 
 def zg_pipelines(kernels) -> list[str]:
@@ -142,8 +158,11 @@ def run_seed(g, kind, batch_size, args, seed, envelope, want_profile, reverse=Fa
         dgl_eng = build(
             "dgl", DGLModel(kind, g.feat_dim, hidden, g.num_classes, layers, **extra), audit=0
         )
+        first = dgl_eng.train_epoch(max_batches=args.max_batches) if args.compiled else None
         stats = dgl_eng.train_epoch(max_batches=args.max_batches)
         out["dgl"] = {"seconds": stats.seconds, "iterations": stats.iterations, "loss": stats.loss}
+        if first is not None:
+            out["dgl"]["first_epoch_seconds"] = first.seconds
 
     engines = {"dgl": None} if args.dgl else {}
     for k in args.kernels:
@@ -151,12 +170,17 @@ def run_seed(g, kind, batch_size, args, seed, envelope, want_profile, reverse=Fa
         engines["zg_envelope" + suffix(k)] = lambda k=k: build(
             "static", zg_model(), envelope, kernel=k
         )
+    if args.compiled:  # the static step compiled whole; the torch kernels are what compiles
+        engines["zg_compiled"] = lambda: build("compiled", zg_model(), envelope, kernel="torch")
     profiles = []
     for name in reversed(list(engines)) if reverse else list(engines):
         if name == "dgl":
             run_dgl()
             continue
         eng = engines[name]()
+        # With --compiled every pipeline's first epoch is left out (the compile is in it).
+        first = eng.train_epoch(max_batches=args.max_batches) if args.compiled else None
+        compiled = compiled_counts(eng)
         stats = eng.train_epoch(max_batches=args.max_batches)
         # launches: dispatch-level ops per audited iteration (zg.audit.launches_op); the fused
         # CPU sampler's work is one compiled call there, counted as nothing.
@@ -169,11 +193,22 @@ def run_seed(g, kind, batch_size, args, seed, envelope, want_profile, reverse=Fa
             "loss": stats.loss,
             "kernel": ran_kernel(eng),
         }
+        if first is not None:
+            out[name]["first_epoch_seconds"] = first.seconds
+        if compiled is not None:
+            after = compiled_counts(eng)
+            out[name].update(
+                compile_seconds=after["compile_seconds"],
+                graphs_compiled=after["graphs"],
+                recompiles_timed_epoch=after["graphs"] - compiled["graphs"],
+                torch_unique_graphs_timed_epoch=after["torch_unique_graphs"]
+                - compiled["torch_unique_graphs"],
+            )
         if want_profile:
             prof = profile_engine(eng, iterations=3, warmup=1)
             profiles.append({"pipeline": name, **prof.as_dict()})
             out[name]["host_syncs_per_iteration_steady"] = prof.host_syncs_per_iteration
-        if name.startswith("zg_envelope"):
+        if name.startswith("zg_envelope") or name == "zg_compiled":
             out[name]["memory_model_bytes"] = eng.memory_model()["totals"]
         del eng
     if args.compile:
@@ -208,6 +243,20 @@ def run_seed(g, kind, batch_size, args, seed, envelope, want_profile, reverse=Fa
                 out[name] = {"error": f"{type(exc).__name__}: {str(exc).splitlines()[0][:300]}"}
             eng = None
     return out, profiles
+
+
+def compiled_counts(eng) -> dict | None:
+    """A compiled engine's compile record so far (None for the other modes): its graphs and
+    compile seconds (zg.compiled.CompiledStep) and torch's own count of compiled graphs."""
+    if eng.compiled is None:
+        return None
+    from torch._dynamo.utils import counters
+
+    return {
+        "graphs": eng.compiled.total_compiles,
+        "compile_seconds": eng.compiled.total_compile_seconds,
+        "torch_unique_graphs": counters["stats"]["unique_graphs"],
+    }
 
 
 def parse_args(argv=None):
@@ -249,6 +298,13 @@ def parse_args(argv=None):
         help="also time the model under torch.compile (default and reduce-overhead) in "
         "zg's dynamic and eager modes; compile time reported apart",
     )
+    ap.add_argument(
+        "--compiled",
+        action="store_true",
+        help="add Engine(mode='compiled') (zg_compiled) to every seed's block; every "
+        "pipeline's first epoch is then left out (compile seconds recorded apart)",
+    )
+    ap.add_argument("--note", default=None, help="a note stored in the result file (a small run)")
     ap.add_argument(
         "--no-dgl",
         dest="dgl",
@@ -336,13 +392,31 @@ def measure(args):
                 "seeds": args.seeds,
                 "envelope": envelopes[args.seeds[0]].sizes,
             }
-            for p in [p for p in ("dgl", *zg_pipelines(args.kernels)) if p in per_seed[0]]:
+            for p in [p for p in ("dgl", *all_zg(args)) if p in per_seed[0]]:
                 row[p] = {
                     "seconds": spread(r[p]["seconds"] for r in per_seed),
                     "iterations": per_seed[0][p]["iterations"],
                 }
                 if "kernel" in per_seed[0][p]:
                     row[p]["kernel"] = per_seed[0][p]["kernel"]
+                if "first_epoch_seconds" in per_seed[0][p]:
+                    row[p]["first_epoch_seconds"] = spread(
+                        r[p]["first_epoch_seconds"] for r in per_seed
+                    )
+            if args.compiled:
+                c = row["zg_compiled"]
+                c["compile_seconds"] = spread(r["zg_compiled"]["compile_seconds"] for r in per_seed)
+                for key in (
+                    "graphs_compiled",
+                    "recompiles_timed_epoch",
+                    "torch_unique_graphs_timed_epoch",
+                ):
+                    c[key] = [r["zg_compiled"][key] for r in per_seed]
+                # time of each other zg pipeline / time of the compiled one, seed by seed
+                for p in zg_pipelines(args.kernels):
+                    row[f"ratio_{p[3:]}_vs_compiled"] = spread(
+                        r[p]["seconds"] / r["zg_compiled"]["seconds"] for r in per_seed
+                    )
             for p in [p for p in COMPILED if p in per_seed[0]]:
                 if all("seconds" in r[p] for r in per_seed):
                     row[p] = {
@@ -355,7 +429,7 @@ def measure(args):
                     )
                 else:
                     row[p] = {"error": next(r[p]["error"] for r in per_seed if "error" in r[p])}
-            for p in zg_pipelines(args.kernels):
+            for p in all_zg(args):
                 row[p]["overflows"] = sum(r[p]["overflows"] for r in per_seed)
                 # Steady state where profiled (the epoch's own audit may include the first-ever
                 # iteration), else the epoch's audit of its first iterations.
@@ -369,7 +443,7 @@ def measure(args):
                     r[p].get("launches_per_iteration") for r in per_seed
                 ]
             # Ratios are taken seed by seed (same load), then averaged.
-            for p in zg_pipelines(args.kernels):
+            for p in all_zg(args):
                 if args.dgl:
                     row[f"ratio_dgl_vs_{p[3:]}"] = spread(
                         r["dgl"]["seconds"] / r[p]["seconds"] for r in per_seed
@@ -438,6 +512,37 @@ def report(args, rows, memory):
                     "DGL/envelope",
                     "env syncs/it",
                     "overflows",
+                ],
+            )
+        )
+    if args.compiled:
+        print(
+            table(
+                [
+                    [
+                        r["graph"],
+                        r["model"],
+                        r["batch_size"],
+                        pms(r["zg_compiled"]["seconds"]),
+                        pms(r["zg_compiled"]["compile_seconds"], "{:.1f}"),
+                        r["zg_compiled"]["recompiles_timed_epoch"],
+                        pms(r["ratio_dgl_vs_compiled"]) + "x" if args.dgl else "",
+                        *(
+                            pms(r[f"ratio_{p[3:]}_vs_compiled"]) + "x"
+                            for p in zg_pipelines(args.kernels)
+                        ),
+                    ]
+                    for r in rows
+                ],
+                [
+                    "graph",
+                    "model",
+                    "batch",
+                    "compiled s/epoch",
+                    "compile s",
+                    "recompiles",
+                    "DGL/compiled",
+                    *(f"{p[3:]}/compiled" for p in zg_pipelines(args.kernels)),
                 ],
             )
         )
@@ -526,7 +631,8 @@ def main(argv=None):
     targets = report(args, rows, memory)
     # The kernel the zg pipelines ran (the fastest on this machine: fused on a CPU with numba).
     kernels = sorted({r[p]["kernel"] for r in rows for p in zg_pipelines(args.kernels)})
-    command = "bench/engine.py " + " ".join(argv if argv is not None else sys.argv[1:])
+    first = "left out: every pipeline trains one untimed epoch first" if args.compiled else "timed"
+    command = shlex.join(["bench/engine.py", *(argv if argv is not None else sys.argv[1:])])
     path = write_json(
         result_name(args),
         {
@@ -542,6 +648,7 @@ def main(argv=None):
             "rows": rows,
             "memory": memory,
             "stage_profiles": profiles,
+            **({"note": args.note} if args.note else {}),
             "targets": targets,
             "notes": {
                 "memory": "envelope memory model (zg.Envelope.memory_model), SAGE "
@@ -556,6 +663,15 @@ def main(argv=None):
                     else "torch.compile not run (--compile)"
                 ),
                 "dgl": "run" if args.dgl else "not run (DGL absent or --no-dgl)",
+                "first_epoch": first,
+                "compiled": (
+                    "--compiled: zg_compiled is Engine(mode='compiled', kernel='torch'), the "
+                    "static step compiled whole (zg.compiled); compile_seconds: the calls that "
+                    "compiled (first epoch); recompiles_timed_epoch: graphs compiled during "
+                    "the timed epoch (0: none); ratio_<p>_vs_compiled: time <p> / time compiled"
+                    if args.compiled
+                    else "not run (--compiled)"
+                ),
             },
         },
     )
@@ -604,6 +720,55 @@ def headlines(doc: dict) -> list[dict]:
                             higher_is_better=False,
                         )
                     )
+        compiled = r.get("zg_compiled") or {}
+        if compiled:  # --compiled: the static step compiled whole, first epoch left out
+            tagged = where + ", " + kernel_phrase(compiled.get("kernel", "torch"))
+            ratio = (r.get("ratio_dgl_vs_compiled") or {}).get("values")
+            if ratio:
+                out.append(
+                    headline_from(
+                        f"compiled_vs_dgl_{tag}",
+                        ratio,
+                        "x",
+                        compared_to="DGL (time DGL / time zg compiled)",
+                        where=tagged + ", first epoch left out",
+                    )
+                )
+            for k in kernels:
+                ratio = (r.get(f"ratio_envelope{suffix(k)}_vs_compiled") or {}).get("values")
+                if ratio:
+                    out.append(
+                        headline_from(
+                            f"compiled_vs_envelope{suffix(k)}_{tag}",
+                            ratio,
+                            "x",
+                            compared_to="zg envelope, eager (time envelope / time compiled)"
+                            + ran(f"zg_envelope{suffix(k)}"),
+                            where=tagged + ", first epoch left out",
+                        )
+                    )
+            seconds = (compiled.get("compile_seconds") or {}).get("values")
+            if seconds:
+                out.append(
+                    headline_from(
+                        f"compile_seconds_{tag}",
+                        seconds,
+                        "s",
+                        where=tagged + ", the first epoch's compile",
+                        higher_is_better=False,
+                    )
+                )
+            recompiles = compiled.get("recompiles_timed_epoch")
+            if recompiles:
+                out.append(
+                    headline(
+                        f"recompiles_steady_epoch_{tag}",
+                        max(recompiles),
+                        "graphs",
+                        where=tagged + ", the timed epoch (most over the seeds)",
+                        higher_is_better=False,
+                    )
+                )
     for m in doc["detail"].get("memory") or []:
         v = (m.get("envelope_vs_oracle_mean") or {}).get("values")
         if v:

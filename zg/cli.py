@@ -1145,11 +1145,12 @@ def build_parser() -> argparse.ArgumentParser:
     )
     p.add_argument(
         "--mode",
-        choices=("auto", "dynamic", "eager", "static", "graph"),
+        choices=("auto", "dynamic", "eager", "static", "graph", "compiled"),
         default="auto",
         help="what runs (zg.Engine's mode): dynamic = host-mediated reference; eager = "
         "envelope shapes, fresh tensors; static = the capturable step on fixed buffers; "
-        "graph = that step as a CUDA Graph (CUDA only). auto (default): graph on a GPU, "
+        "graph = that step as a CUDA Graph (CUDA only); compiled = that step compiled whole "
+        "by torch.compile (the torch kernels). auto (default): graph on a GPU, "
         "static on the CPU",
     )
     p.add_argument(

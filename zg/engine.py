@@ -1,4 +1,4 @@
-"""zg.Engine: one training iteration, written out once, run in one of five modes.
+"""zg.Engine: one training iteration, written out once, run in one of six modes.
 
 Where it sits: on top of the samplers (:mod:`zg.sampling`) and the one training step
 (:func:`zg.step.train_step`). Every batch runs the same chain, with the same stage names in
@@ -17,6 +17,7 @@ mode        sampler      launch
 "eager"     envelope     eager
 "static"    envelope     static
 "graph"     envelope     graph     (CUDA)
+"compiled"  envelope     compiled  (:mod:`zg.compiled`)
 =========== ============ ========= ==========================================================
 
 ``Engine(..., sampler=...)`` takes any :class:`zg.Sampler` (a :class:`zg.StaticSampler` for
@@ -40,9 +41,13 @@ the static launches) in place of the mode's own; ``mode`` then names the launch 
             addresses are the evidence that it could be captured.
 "graph"     (CUDA only) the static step captured once into a ``torch.cuda.CUDAGraph`` and
             replayed: per iteration the host only reseeds dropout and replays.
+"compiled"  the static step compiled whole by ``torch.compile`` (sampling, gather, forward,
+            loss, backward, optimizer step, overflow flag; ``fullgraph=True``), once per
+            envelope, from the same torch code (:mod:`zg.compiled`); on CUDA then captured
+            as in "graph". ``engine.compiled`` records the graphs compiled and their seconds.
 =========== ===================================================================================
 
-All five share the seed order of every epoch (:func:`zg.rng.epoch_batches`), the batches,
+All six share the seed order of every epoch (:func:`zg.rng.epoch_batches`), the batches,
 the step, the optimizer and the overflow policy, so a comparison is one argument apart.
 
 The overflow policy (:class:`zg.step.OverflowGuard`, :class:`zg.step.OverflowPoll`): an
@@ -92,6 +97,7 @@ import torch.distributed as dist
 from . import checkpoint, inference
 from ._checks import INT64_MAX, int_arg, memory_arg, one_memory_reading
 from ._interrupt import held_interrupt
+from .compiled import CompiledStep
 from .envelope import Envelope, block_bytes
 from .graph import Graph
 from .models import BlockModel
@@ -136,7 +142,7 @@ __all__ = [
     "MODES",
 ]
 
-_STATIC_MODES = ("static", "graph")  # the modes that run on the static buffers
+_STATIC_MODES = ("static", "graph", "compiled")  # the modes that run on the static buffers
 
 
 def _renamed(old: str, new: str) -> None:
@@ -159,9 +165,10 @@ class Engine:
             sized by ``min(batch_size, training nodes)``).
         envelope: the envelope sampler's sizes: "profiled" (None, the default), "worst_case",
             or a :class:`zg.Envelope` (used by modes "eager", "static" and "graph").
-        mode: "dgl" | "dynamic" | "eager" | "static" (default) | "graph" (CUDA): a sampler
-            times a launch style (:data:`zg.settings.MODE_PARTS`; see the module). With
-            ``sampler`` given, the launch style alone: "eager", "static" or "graph".
+        mode: "dgl" | "dynamic" | "eager" | "static" (default) | "graph" (CUDA) |
+            "compiled": a sampler times a launch style (:data:`zg.settings.MODE_PARTS`; see the
+            module). With ``sampler`` given, the launch style alone: "eager", "static",
+            "graph" or "compiled".
         device: "cpu" or "cuda[:i]".
         seed: fixes sampling, dropout and the seed order of every epoch.
         optimizer: "adam" (default) | "sgd" | ``zg.optim.adam(lr=..., weight_decay=...)`` |
@@ -196,6 +203,7 @@ class Engine:
     iteration per epoch), ``settings`` (:class:`EngineSettings`), ``history`` (EpochStats of
     every call of :meth:`train_epoch`), ``envelope`` (None in modes "dgl" and "dynamic"),
     ``cuda_graph`` (the captured ``torch.cuda.CUDAGraph`` in mode "graph", else None),
+    ``compiled`` (the :class:`zg.compiled.CompiledStep` in mode "compiled", else None),
     ``applied`` (bool [] device: whether the last step was applied).
     """
 
@@ -283,6 +291,7 @@ class Engine:
         self.last_batch = None  # the MiniBatch of the last executed step
         self._captured_batch = None  # mode "graph": the captured step's MiniBatch
         self.cuda_graph: torch.cuda.CUDAGraph | None = None  # mode "graph"
+        self.compiled: CompiledStep | None = None  # mode "compiled" (zg.compiled)
         self.epoch_table: torch.Tensor | None = None  # int64 [I, rows + 2 + hops]: the batches
         self.epoch_seeds: torch.Tensor | None = None  # int64 [I, rows]: this epoch's batches
         self._loaded_epoch: int | None = None
@@ -332,7 +341,7 @@ class Engine:
     )
     launch = property(
         lambda self: MODE_PARTS[self.settings.mode][1],
-        doc='How the step is launched: "eager" | "static" | "graph" (the mode\'s second half).',
+        doc='How the step is launched: "eager" | "static" | "graph" | "compiled" (the mode\'s second half).',
     )
     applied = property(
         lambda self: self.guard.applied,
@@ -681,7 +690,7 @@ class Engine:
         if inflight is None:  # published, or no step begun since the last publication
             return
         b, taken = inflight
-        if self.mode == "graph" and self.cuda_graph is not None:
+        if self._captures and self.cuda_graph is not None:
             # The replay advances the counter inside the graph; _train_batch sets _next_batch
             # once the counter is b (a counter left at b + 1 by the batch before a rewind to b
             # is not this batch's replay).
@@ -735,6 +744,9 @@ class Engine:
     def _static_step(self, clock: StageClock | None = None) -> None:
         """The capturable step on static buffers: it reads batch ``counter`` of the epoch table,
         derives its key on the device and advances the counter; nothing depends on the host."""
+        if self.compiled is not None and clock is None:  # mode "compiled": the same, compiled
+            self.last_batch = self.compiled()
+            return
         b, rows = self.counter, self.rows  # int64 [], int
         row = self.epoch_table.index_select(0, b.view(1)).view(-1)  # [rows + 2 + hops]
         seeds, num_seeds, keys = row[:rows], row[rows], row[rows + 1 :]  # views
@@ -807,7 +819,9 @@ class Engine:
                 given.seed, given.kernel, given.max_degree,
             )  # fmt: skip
         self.envelope, self.sampler, self.cuda_graph = envelope, sampler, None
-        if self.mode == "graph" and self.epoch_seeds is not None:
+        if self.mode == "compiled":  # compiled once per envelope, at its first step
+            self.compiled = CompiledStep(self, self.compiled)
+        if self._captures and self.epoch_seeds is not None:
             self._capture()
 
     def _grow(self) -> None:
@@ -824,12 +838,17 @@ class Engine:
         if bool(self.guard.local):  # a rewind is rare: plain reads are fine
             wanted = self.guard.first_wanted.cpu().tolist()
             self._rebuild(self.envelope.grow(self.settings.grow_factor, observed=wanted))
-        elif self.mode == "graph" and self.guard.distributed:
+        elif self._captures and self.guard.distributed:
             # The others capture again too, at the same batch: a capture's warm-up runs the
             # step, collectives included, which every process must meet in the same order.
             self.rebuild()
         self.rewound()
         self.guard.reset()
+
+    @property
+    def _captures(self) -> bool:
+        """The step is captured as one CUDA Graph: mode "graph", and "compiled" on CUDA."""
+        return self.mode == "graph" or (self.mode == "compiled" and self.device.type == "cuda")
 
     def rewound(self) -> None:
         """The position was moved from outside the loop (a rewind, a loaded checkpoint): the
@@ -901,7 +920,7 @@ class Engine:
         self.epoch_table.copy_(host, non_blocking=True)
         self._epoch_host = host
         self._loaded_epoch = epoch
-        if rebuilt and self.mode == "graph":
+        if rebuilt and self._captures:
             self._capture()
         return batches
 

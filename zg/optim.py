@@ -350,15 +350,18 @@ class DeviceSGD(_DeviceLR, torch.optim.Optimizer):
             raise ValueError("DeviceSGD does not take a closure")
         self.writing = True  # in-place writes under way (see zg.engine: a torn step)
         for group, lr in zip(self.param_groups, self._lr):
-            wd = group["weight_decay"]
             for p in group["params"]:
-                if p.grad is None:
-                    continue
-                grad = p.grad if wd == 0 else p.grad.add(p, alpha=wd)
-                new_p = p - lr * grad
-                p.copy_(new_p if apply is None else torch.where(apply, new_p, p))
+                if p.grad is not None:
+                    _sgd_update(p, p.grad, lr, group["weight_decay"], apply)
         self.steps_taken, self.writing = self.steps_taken + 1, False
         return None
+
+
+def _sgd_update(p, grad, lr, wd, apply) -> None:
+    """The SGD update of one parameter, in place, gated by ``apply`` (None: ungated)."""
+    grad = grad if wd == 0 else grad.add(p, alpha=wd)
+    new_p = p - lr * grad
+    p.copy_(new_p if apply is None else torch.where(apply, new_p, p))
 
 
 def make_optimizer(

@@ -113,6 +113,7 @@ def profile_engine(eng: Engine, iterations: int = 8, warmup: int = 2) -> Profile
         "eager": "zg envelope (eager)",
         "static": "zg envelope (static)",
         "graph": "zg envelope (captured)",
+        "compiled": "zg envelope (compiled)",  # stage-timed steps run the eager static step
     }[eng.mode]
     for i in range(warmup):
         run(i)

@@ -45,6 +45,7 @@ returns the same tensors bit for bit.
 
 from __future__ import annotations
 
+import functools
 from collections.abc import Sequence
 from dataclasses import dataclass
 from typing import Any, Protocol, runtime_checkable
@@ -90,6 +91,17 @@ __all__ = [
 
 
 # ----------------------------------------------------------------------------- validation
+
+
+def compiling() -> bool:
+    """True while ``torch.compile`` traces the code (the compiled launch, :mod:`zg.compiled`);
+    the compiler folds the call to a constant."""
+    return _is_compiling()
+
+
+# torch >= 2.3 names it torch.compiler.is_compiling; torch 2.2 has torch._utils.is_compiling.
+_is_compiling = getattr(torch.compiler, "is_compiling", None) or torch._utils.is_compiling
+
 
 # With replacement a fanout k draws k neighbours per node, repeats allowed, so k above the
 # largest in-degree is a real (different) distribution, not "all neighbours"; it costs [rows, k]
@@ -269,9 +281,12 @@ def sample_neighbors(
     # overwritten with pad. The edges are gathered in the slot-major layout they were made in
     # (contiguous, so no copy), then read as [R, k].
     edge = (start[None, :] + offset) * mask_kr  # [k, R]
-    if out is not None:
+    if out is not None and not compiling():
         return torch.where(mask, _gather(indices, edge).t(), pad, out=out), mask
-    return torch.where(mask, _gather(indices, edge).t(), pad), mask
+    picked = torch.where(mask, _gather(indices, edge).t(), pad)  # [R, k]
+    # (Traced by torch.compile, an out= of strides other than its inputs' fails to compile;
+    # a copy into it is fused into the same loop.)
+    return (picked if out is None else out.copy_(picked)), mask
 
 
 # Above this many nodes the static sampler looks each node's first edge, degree and hash up
@@ -329,7 +344,9 @@ def _floyd_rounds(
     # points at itself, so following it adds nothing.
     m = t - (j[:1] if base is None else base)  # [k, R]
     ptr = m.clamp(min=0)  # [k, R] int64
-    steps = max(1, (k - 1).bit_length())
+    steps = 1  # ceil(log2 k) rounds of doubling, at least one (int ops torch.compile folds)
+    while (1 << steps) < k:
+        steps += 1
     for step in range(steps):
         taken = taken | torch.gather(taken, 0, ptr)
         if step + 1 < steps:
@@ -741,38 +758,39 @@ class EnvelopeSampler:
         """The envelope size of every block (input layer first)."""
         return list(self._sizes)
 
-    def _scalar(self, value: int) -> torch.Tensor:
-        """An int64 0-d device tensor holding ``value``, made once per value."""
-        key = ("scalar", value)
+    def _kept(self, key, make) -> torch.Tensor:
+        """``make()``, made once per ``key`` and kept (the step's constants and its one reused
+        buffer). While torch.compile traces the step (``Engine(..., mode="compiled")``) a fresh
+        one: the compiler plans the step's memory and folds constants itself, and a cache
+        filled while tracing would change what the compiled graph was traced under."""
+        if compiling():
+            return make()
         t = self._rows.get(key)
         if t is None:
-            t = self._rows[key] = torch.full((), value, dtype=torch.int64, device=self.device)
+            t = self._rows[key] = make()
         return t
+
+    def _scalar(self, value: int) -> torch.Tensor:
+        """An int64 0-d device tensor holding ``value``, made once per value."""
+        make = functools.partial(torch.full, (), value, dtype=torch.int64, device=self.device)
+        return self._kept(("scalar", value), make)
 
     def _candidates(self, count: int) -> torch.Tensor:
         """int64 [count]: a hop's candidate buffer, made once per size and rewritten by every
-        hop of that size (nothing returned points into it)."""
-        key = ("cand", count)
-        t = self._rows.get(key)
-        if t is None:
-            t = self._rows[key] = torch.zeros(count, dtype=torch.int64, device=self.device)
-        return t
+        hop of that size (nothing returned points into it). (Traced by torch.compile, writes
+        into views of a buffer kept between calls are what its functionalisation gets wrong:
+        torch 2.2.1 returns wrong values; so a fresh one there, see :meth:`_kept`.)"""
+        make = functools.partial(torch.zeros, count, dtype=torch.int64, device=self.device)
+        return self._kept(("cand", count), make)
 
     def _in_slots(self, rows: int, count: int) -> torch.Tensor:
         """bool [count]: ``arange(count) >= rows`` (a candidate from a slot, not a destination
         row), made once per shape."""
-        key = ("slots", rows, count)
-        t = self._rows.get(key)
-        if t is None:
-            t = self._rows[key] = self._row_ids(count) >= rows
-        return t
+        return self._kept(("slots", rows, count), lambda: self._row_ids(count) >= rows)
 
     def _row_ids(self, count: int) -> torch.Tensor:
         """``arange(count)`` on the device, made once per size (the sizes are the envelope's)."""
-        ids = self._rows.get(count)
-        if ids is None:
-            ids = self._rows[count] = torch.arange(count, device=self.device)
-        return ids
+        return self._kept(count, functools.partial(torch.arange, count, device=self.device))
 
     def sample(
         self,
@@ -879,7 +897,7 @@ class EnvelopeSampler:
             if clock is not None:
                 clock("compact")
             dst, n_dst = src_nodes, kept
-        blocks.reverse()
+        blocks = blocks[::-1]  # (a new list: torch.compile traces it on every version)
         wanted = torch.stack(true_counts[::-1])  # [L] input layer first
         return MiniBatch(
             seeds=seeds,

@@ -26,6 +26,7 @@ from ._checks import (
     returned_tensor,
     seed_arg,
 )
+from .compiled import check_compilable
 from .envelope import Envelope
 from .graph import Graph, graph_arg
 from .models import BlockModel
@@ -44,7 +45,7 @@ __all__ = [
     "check_engine_args",
 ]
 
-MODES = ("dgl", "dynamic", "eager", "static", "graph")
+MODES = ("dgl", "dynamic", "eager", "static", "graph", "compiled")
 # Each mode is a sampler times a launch style: eager (a fresh step per batch), static (the
 # capturable step on buffers allocated once), graph (that step captured as one CUDA Graph).
 MODE_PARTS = {
@@ -53,6 +54,7 @@ MODE_PARTS = {
     "eager": ("envelope", "eager"),
     "static": ("envelope", "static"),
     "graph": ("envelope", "graph"),
+    "compiled": ("envelope", "compiled"),  # the static step compiled whole (zg.compiled)
 }
 
 
@@ -269,6 +271,9 @@ def check_engine_args(
             "envelope sizes the built-in envelope sampler; with sampler=... the sampler "
             "brings its own sizes: leave envelope out"
         )
+    if mode == "compiled":  # the torch code compiled: "auto" is torch, numba is refused
+        kernel = "torch" if kernel == "auto" else kernel
+        check_compilable(kernels.resolve(kernel, device), hooks)
     kernel = "dgl" if dgl_blocks else kernels.resolve(kernel, device)
     if (g.x is None and hooks.features is None) or g.y is None:
         raise ValueError("g needs features (x) and labels (y) to train")

@@ -281,6 +281,7 @@ def train_step(
     forward: Callable | None = None,
     reduce: Callable[[], None] | None = None,
     clock: Callable[[str], None] | None = None,
+    loss_only: bool = False,
 ):
     """One iteration: sample -> compact -> gather -> forward -> loss -> backward -> step.
 
@@ -297,14 +298,20 @@ def train_step(
         reduce: called after backward, before the step (a data-parallel gradient all-reduce;
             it may merge other processes' overflow flags into ``guard``).
         clock: optional stage clock.
+        loss_only: stop after the loss stage and return the loss itself (differentiable): the
+            compiled launch (:mod:`zg.compiled`) compiles this half with the sampling, and
+            runs backward and the update after it.
     Returns:
-        (loss detached 0-d, the MiniBatch, apply bool [] or None).
+        (loss detached 0-d, the MiniBatch, apply bool [] or None); with ``loss_only``
+        (loss 0-d, the MiniBatch, None).
     """
-    mb = sample(clock) if callable(sample) else sample
+    mb = sample if hasattr(sample, "blocks") else sample(clock)  # a MiniBatch, or sample one
     if guard is not None:
         guard.observe(mb, batch)
     x = (
-        features(mb.input_nodes) if callable(features) else features.index_select(0, mb.input_nodes)
+        features.index_select(0, mb.input_nodes)
+        if isinstance(features, torch.Tensor)
+        else features(mb.input_nodes)
     )  # [S0, F]
     y = labels.index_select(0, mb.seeds)  # [B]
     _lap(clock, "gather")
@@ -312,6 +319,8 @@ def train_step(
     _lap(clock, "forward")
     value = (_default_loss if loss is None else loss)(logits, y, mb)  # []
     _lap(clock, "loss")
+    if loss_only:
+        return value, mb, None
     # Fresh gradients each step: backward hands every parameter its gradient buffer (no zero
     # fill, no accumulating into zeros). In a captured step they live in the graph's own memory
     # pool, where every replay writes the same addresses.
