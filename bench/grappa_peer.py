@@ -19,7 +19,7 @@ timeout=900, kernel=K)``, once with ``kernel="auto"`` (the compiled CPU kernels,
 samples bit for bit) and once with ``kernel="torch"`` (the readable torch reference). Per seed,
 back to back: theirs, then zg with "auto", then zg with "torch". Their rows are read back with
 the peer's ``summarize.py``; the file is ``bench/results/grappa_peer.json``
-(``grappa_peer_quick.json`` with --quick).
+(``grappa_peer_quick.json`` with --quick, ``grappa_peer_e150.json`` with ``--epochs 150``).
 
 What each side's numbers are (per seed; the first epoch, epoch 0, left out of every median, as
 zg.grappa.account.account_summary does):
@@ -483,7 +483,10 @@ def main(argv=None):
     rows = collect(data, rows_by_variant, seeds, epochs)
     print(printed)
     print(table(table_lines(rows), TABLE_HEADERS))
+    # Another length than the default is its own file (grappa_peer_e150.json), never the default's.
     name = "grappa_peer_quick" if args.quick else "grappa_peer"
+    if not args.quick and epochs != EPOCHS:
+        name = f"grappa_peer_e{epochs}"
     zg_rows = [r for r in rows if r["side"] == "zg"]
     out = {
         "benchmark": "grappa_peer",
