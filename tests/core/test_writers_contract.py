@@ -186,8 +186,6 @@ NOT_A_USERS_FILE = {
     ("zg/datasets.py", "save_folder"): "the arrays of a graph folder, inside its temporary "
     "folder, swapped in as a whole (tests/core/test_graph_files.py; in WRITERS as save_folder)",
     ("zg/datasets.py", "_save_array"): "save_folder's arrays (as save_folder)",
-    ("zg/labs.py", "_hook_worker"): "a Lab 6 worker's result, in the temporary folder its "
-    "parent made and reads back",
     ("zg/grappa/launch.py", "_end_soon"): "os.devnull for faulthandler",
     ("zg/grappa/launch.py", "_children_die_with_parent"): "the workers' launcher script, in "
     "the spawn's own temporary record folder (tests/grappa/test_grappa_parent_death.py)",
