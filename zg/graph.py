@@ -924,7 +924,8 @@ def csc_from_pairs(
 
 
 def graph_arg(g: Any, name: str = "g", *, train: bool = False) -> Graph:
-    """A zg.Graph; with ``train=True`` it must also have features, labels and a train split."""
+    """A zg.Graph; with ``train=True`` it must also have features, labels in range and a train
+    split."""
     if not isinstance(g, Graph):
         raise TypeError(f"{name} must be a zg.Graph, got {type(g).__name__}")
     g.check_structure(name)
@@ -933,4 +934,7 @@ def graph_arg(g: Any, name: str = "g", *, train: bool = False) -> Graph:
             raise ValueError(f"{name} needs features (x) and labels (y) to train on")
         if g.train_idx is None or g.train_idx.numel() == 0:
             raise ValueError(f"{name} has no training nodes (train_idx is empty or None)")
+        # Labels changed in place since the graph was built (the one check of a run's labels:
+        # the local graphs a run cuts from g are not validated again).
+        _labels(g.y, g.num_nodes, g.num_classes)
     return g

@@ -328,6 +328,29 @@ def test_other_worker_exceptions_end_in_one_line_naming_the_worker(kind):
     assert isinstance(info.value.__cause__, torch.multiprocessing.ProcessRaisedException)
 
 
+def _cause_ends_last_worker(rank, world):
+    """Rank 1 fails first (the cause) but its process lingers (a thread keeps it alive after
+    its error is recorded); rank 0 fails a second later and ends at once, so the parent sees
+    rank 0's exit first."""
+    import threading
+
+    if rank == 1:
+        threading.Thread(target=time.sleep, args=(4,)).start()  # not a daemon: exit waits
+        raise RuntimeError("the cause")
+    time.sleep(1.5)
+    raise RuntimeError("a consequence")
+
+
+@pytest.mark.slow
+def test_the_worker_named_is_the_cause_even_when_a_peer_ends_first():
+    """The parent names the worker whose error was recorded first, not the one whose exit it
+    happened to see first (under load a peer that failed because of the cause can end first)."""
+    with pytest.raises(WorkerFailed) as info:
+        spawn(_cause_ends_last_worker, 2, timeout=30, run_timeout=120)
+    assert info.value.worker_rank == 1, str(info.value)
+    assert str(info.value).startswith("worker 1 of 2 failed with RuntimeError: the cause")
+
+
 UNGUARDED = """
 import zg
 from zg import grappa

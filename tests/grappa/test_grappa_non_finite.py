@@ -61,10 +61,11 @@ def test_a_history_file_is_strict_json(tmp_path):
     "bad, says", [(-5, "y holds label -5"), (7, "y holds label 7, out of range for num_classes=3")]
 )
 def test_labels_out_of_range_stop_a_full_batch_run_before_it_trains(tmp_path, bad, says):
-    """batching="full" builds no Engine. Its workers get their own copy of the graph, whose
-    local graphs are validated when built: labels outside [-1, num_classes) are refused before
-    any step, never trained on (the Engine's per-epoch device check covers labels changed in
-    place, which cannot reach a worker's copy)."""
+    """batching="full" builds no Engine. The run's graph is checked once before any worker
+    starts (zg.graph.graph_arg, train=True: labels changed in place since it was built):
+    labels outside [-1, num_classes) are refused before any step, never trained on (the
+    Engine's per-epoch device check covers labels changed in place during a run, which cannot
+    reach a worker's copy)."""
     g = tiny()
     g.y[g.train_idx[:5]] = bad
     history = tmp_path / "history.json"

@@ -92,7 +92,13 @@ def test_more_epochs_extend_a_finished_run_where_it_stopped(runs):
     ]
     # The extending run said so, once, naming the checkpoint and the epoch it resumed at.
     after = stderr.split("extended\n", 1)[1]
-    lines = [line for line in after.splitlines() if "resumed from checkpoint" in line]
+    # The message from where it starts: a bar drawn just before it may share its line (tqdm
+    # redraws with a carriage return and no newline).
+    lines = [
+        line[line.index("zg: resumed") :]
+        for line in after.splitlines()
+        if "resumed from checkpoint" in line
+    ]
     assert lines == [
         f"zg: resumed from checkpoint {folder / 'checkpoint.pt'} at epoch 2 (epochs 2-2 to train)"
     ], after[-2000:]

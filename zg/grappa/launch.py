@@ -179,6 +179,30 @@ def _replayed(record: dict) -> BaseException | None:
     return exc
 
 
+def _earliest_failure(folder: str, processes: Sequence[Any]) -> int | None:
+    """The rank of the earliest error recorded in ``folder`` whose worker ended badly (None
+    if no record names one): under load the parent may see a peer's exit first."""
+    records = []
+    for entry in sorted(os.listdir(folder)):
+        try:
+            with open(os.path.join(folder, entry)) as f:
+                record = json.load(f)
+        except (OSError, ValueError):
+            continue
+        rank, when = (
+            (record.get("rank"), record.get("time")) if isinstance(record, dict) else (None, None)
+        )
+        if (
+            isinstance(rank, int)
+            and not isinstance(rank, bool)
+            and 0 <= rank < len(processes)
+            and isinstance(when, (int, float))
+            and processes[rank].exitcode not in (0, None)
+        ):
+            records.append((when, rank))
+    return min(records)[1] if records else None
+
+
 def _worker_record(folder: str, rank: int) -> dict | None:
     """The earliest error worker ``rank`` recorded in ``folder`` (None if none): the worker
     that ended first is the cause; the others' errors follow from it (a peer that vanished, the
@@ -542,6 +566,11 @@ def spawn(
             try:
                 failed = _wait_for_workers(context.processes, deadline, run_timeout)
                 if failed is not None:
+                    # The worker whose exit the parent saw first may be a peer that failed
+                    # because of it (a collective whose other end vanished): the earliest
+                    # recorded error names the cause, when its worker failed too.
+                    earliest = _earliest_failure(errors, context.processes)
+                    failed = failed if earliest is None else earliest
                     # torch's join reports the first ended worker it looks at: show it only the
                     # one that failed first (the others were stopped because of it).
                     context.sentinels = {context.processes[failed].sentinel: failed}
