@@ -215,7 +215,7 @@ MODERN_HAS_NO_DGL = $(MPY) -c "import importlib.util, sys; sys.exit(importlib.ut
 	  || (echo "error: DGL is installed in $(MODERN); the modern env must not have it" && exit 1)
 # The fast tests of the code that runs on torch (tests/docs and tests/viz check the docs' text
 # and the figures' drawing, which no torch version changes: `make test` runs them).
-MODERN_FAST = tests/bench tests/core tests/experiments tests/grappa
+MODERN_FAST = tests/bench tests/core tests/course tests/experiments tests/grappa
 test-modern: $(MODERN)/.zg-installed
 	$(MODERN_HAS_NO_DGL)
 	$(MPY) -m pytest -q -m "not slow" $(MODERN_FAST)
