@@ -946,23 +946,27 @@ def _paired(module, label: str) -> list[tuple[str, object, object]]:
     return found
 
 
-_SETTINGS: list | None = None
-
-
-def _library_settings() -> list[tuple[str, object, object]]:
+def _find_settings() -> tuple[tuple[str, object, object], ...]:
     """Every process-wide setting torch and numpy offer a getter and a setter for (``_paired``
     over ``torch``, ``torch._C`` and ``numpy``: the matmul precision, the TF32 and cuDNN
     switches, default dtype and device, determinism, autocast, numpy's error handling and print
-    options...), each getter once, found on first use; as (name, getter, setter)."""
-    global _SETTINGS
-    if _SETTINGS is None:
-        seen, found = set(), []
-        for module, label in ((torch, "torch"), (torch._C, "torch._C"), (np, "numpy")):
-            for key, getter, setter in _paired(module, label):
-                if id(getter) not in seen:
-                    seen.add(id(getter))
-                    found.append((key, getter, setter))
-        _SETTINGS = found
+    options...), each getter once; as (name, getter, setter)."""
+    seen, found = set(), []
+    for module, label in ((torch, "torch"), (torch._C, "torch._C"), (np, "numpy")):
+        for key, getter, setter in _paired(module, label):
+            if id(getter) not in seen:
+                seen.add(id(getter))
+                found.append((key, getter, setter))
+    return tuple(found)
+
+
+# Found once, when the grader is imported (before any submission runs: a global that changed
+# later would read as tampering, zg_course/integrity.py), and held as a tuple.
+_SETTINGS = _find_settings()
+
+
+def _library_settings() -> tuple[tuple[str, object, object], ...]:
+    """The settings :func:`_find_settings` found when the grader was imported."""
     return _SETTINGS
 
 

@@ -822,3 +822,23 @@ def test_the_process_settings_are_read_from_the_libraries_getters_and_setters():
         "torch's print options (torch.set_printoptions)",
     ):
         assert key in state, key
+
+
+def test_reading_the_process_settings_changes_none_of_the_graders_code():
+    """The settings are found when the grader is imported: reading them the first time, inside a
+    submission's fork, leaves every global of the grader as it was (zg_course/integrity.py
+    would call a change tampering)."""
+    import subprocess
+    import sys
+
+    code = (
+        "import zg_course.contract as c\n"
+        "from zg_course.integrity import changes, fingerprint\n"
+        "before = fingerprint()\n"
+        "c._process_state(); c._restore_process(c._process_state())\n"
+        "print(changes(before))\n"
+    )
+    out = subprocess.run(
+        [sys.executable, "-c", code], capture_output=True, text=True, timeout=120, check=True
+    ).stdout
+    assert out.strip().splitlines()[-1] == "[]", out
