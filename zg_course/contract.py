@@ -37,7 +37,8 @@ The clauses (:attr:`Contract.clauses` lists those a contract has):
   ``torch.LongTensor(...)`` and the other legacy types) are redirected the same way. On a
   machine with CUDA the case also runs on CUDA tensors.
 * ``inputs unchanged``: every argument not in ``may_change`` is deep-compared before and after
-  (tensor values, dtype, shape, ``requires_grad``, strides, storage offset and the hooks on it;
+  (tensor values, dtype, shape, ``requires_grad``, strides, storage offset, the hooks on it and
+  the Python attributes set on it, so a memo kept as ``x.memo = ...`` fails;
   lists, dicts and objects' attributes, private ones included; a module's parameters, buffers,
   gradients and hooks; an optimizer's state).
 * ``updates``: every argument in ``may_change`` ends as the reference left its own copy (its
@@ -45,9 +46,13 @@ The clauses (:attr:`Contract.clauses` lists those a contract has):
   attributes, so a private marker added and left fails), and those in ``in_place`` keep their
   storage (the same address).
 * ``others unchanged``: the objects ``watch`` returns (not arguments: module settings, shared
-  objects) are the same after the call, and so is the whole process: torch's default dtype,
-  thread counts, determinism, grad and anomaly modes, every random generator (torch's, numpy's,
-  Python's), the global module hooks, the environment and the working directory. Every call
+  objects) are the same after the call, and so is the whole process: every setting torch and
+  numpy offer a getter and a setter for, read from the libraries themselves (not a list: the
+  float32 matmul precision, the TF32 and cuDNN switches, default dtype, thread counts,
+  determinism, grad, anomaly and autocast modes, numpy's error handling and print options...),
+  the flags of ``torch.backends``' modules and torch's print options, every random generator
+  (torch's, numpy's, Python's), the global module hooks, the environment and the working
+  directory. Every call
   (the reference's and the student's) starts from the same known settings and generators (a
   few draws past a seed, so a reseed shows whatever seed it names); what the reference itself
   leaves changed the student may change too; the harness puts everything back after each call.
@@ -83,6 +88,8 @@ import numbers
 import os
 import re
 import sys
+import types
+import warnings
 from collections.abc import Callable, Iterable, Mapping, Sequence
 from dataclasses import dataclass, field
 
@@ -558,13 +565,15 @@ def _same_values(a: torch.Tensor, b: torch.Tensor) -> bool:
 
 def _tensor_meta(x: torch.Tensor) -> dict:
     """A tensor's layout and autograd state, beyond its values: ``requires_grad``, strides,
-    storage offset and the hooks registered on it."""
+    storage offset, the hooks registered on it and the names of the Python attributes set on it
+    (``x.memo = ...``)."""
     meta = {"requires_grad": x.requires_grad}
     if x.layout == torch.strided and x.device.type != "meta":
         meta["stride"] = tuple(x.stride())
         meta["storage_offset"] = x.storage_offset()
     meta["hooks"] = _hook_keys(getattr(x, "_backward_hooks", None))
     meta["grad_accumulation_hooks"] = _hook_keys(getattr(x, "_post_accumulate_grad_hooks", None))
+    meta["attributes"] = tuple(sorted(getattr(x, "__dict__", {})))
     return meta
 
 
@@ -581,6 +590,11 @@ def _module_hooks(m: torch.nn.Module) -> dict:
 def _meta_change(before: dict, now: dict, path: str) -> str | None:
     for key, was in before.items():
         if now.get(key) != was:
+            if key == "attributes":
+                return (
+                    f"{path}'s Python attributes were {list(was)}, are now "
+                    f"{list(now.get(key, ()))} (a value kept on a tensor is state)"
+                )
             what = {
                 "requires_grad": f"{path}.requires_grad was {was}, is now {now.get(key)}",
                 "stride": f"{path}'s strides were {was}, are now {now.get(key)} (a layout change)",
@@ -897,45 +911,137 @@ def _state_changes(before, fn, namespace, deep: bool = True) -> str | None:
 # ----------------------------------------------------------------------------- process state
 
 
+def _paired(module, label: str) -> list[tuple[str, object, object]]:
+    """The settings ``module`` offers a setter and a getter for, found by their names:
+    ``set_X`` / ``setX`` / ``_set_X`` beside ``get_X`` / ``getX`` / ``_get_X`` / ``is_X`` /
+    ``is_X_enabled`` / ``are_X_enabled``, the getter one that takes no argument and warns of
+    nothing (a deprecated alias of another). As (name, getter, setter)."""
+    names = set(dir(module))
+    out = []
+    for name in sorted(names):
+        for prefix, getters in (
+            ("_set_", ("_get_{}",)),
+            ("set_", ("get_{}", "is_{}", "is_{}_enabled", "are_{}_enabled")),
+            ("set", ("get{}",)),
+        ):
+            if not name.startswith(prefix):
+                continue
+            x = name[len(prefix) :]
+            for getter in (g.format(x) for g in getters):
+                if getter in names and "rng_state" not in getter:
+                    out.append(
+                        (f"{label}.{getter}()", getattr(module, getter), getattr(module, name))
+                    )
+            break
+    found = []
+    for key, getter, setter in out:
+        with warnings.catch_warnings(record=True) as warned:
+            warnings.simplefilter("always")
+            try:
+                getter()
+            except Exception:  # it takes arguments: not a process-wide setting
+                continue
+        if not warned:
+            found.append((key, getter, setter))
+    return found
+
+
+def _find_settings() -> tuple[tuple[str, object, object], ...]:
+    """Every process-wide setting torch and numpy offer a getter and a setter for (``_paired``
+    over ``torch``, ``torch._C`` and ``numpy``: the matmul precision, the TF32 and cuDNN
+    switches, default dtype and device, determinism, autocast, numpy's error handling and print
+    options...), each getter once; as (name, getter, setter)."""
+    seen, found = set(), []
+    for module, label in ((torch, "torch"), (torch._C, "torch._C"), (np, "numpy")):
+        for key, getter, setter in _paired(module, label):
+            if id(getter) not in seen:
+                seen.add(id(getter))
+                found.append((key, getter, setter))
+    return tuple(found)
+
+
+# Found once, when the grader is imported (before any submission runs: a global that changed
+# later would read as tampering, zg_course/integrity.py), and held as a tuple.
+_SETTINGS = _find_settings()
+
+
+def _library_settings() -> tuple[tuple[str, object, object], ...]:
+    """The settings :func:`_find_settings` found when the grader was imported."""
+    return _SETTINGS
+
+
+def _backend_flags() -> dict[str, object]:
+    """The flags of ``torch.backends``' modules (``torch.backends.cudnn.benchmark``,
+    ``torch.backends.opt_einsum.strategy``, ...): each module's public attributes that hold a
+    plain value; and torch's print options (``torch.set_printoptions``, which has no getter)."""
+    flags = {}
+    for mod_name, mod in sorted(vars(torch.backends).items()):
+        if mod_name.startswith("_") or not isinstance(mod, types.ModuleType):
+            continue
+        for name in dir(mod):
+            if name.startswith("_"):
+                continue
+            try:
+                value = getattr(mod, name)
+            except Exception:
+                continue
+            if isinstance(value, (bool, int, float, str, type(None))):
+                flags[f"torch.backends.{mod_name}.{name}"] = value
+    from torch._tensor_str import PRINT_OPTS
+
+    flags["torch's print options (torch.set_printoptions)"] = dict(vars(PRINT_OPTS))
+    return flags
+
+
 def _process_state() -> dict:
-    """What a call can leave changed for the whole process, not through its arguments: torch's
-    default dtype, thread counts, determinism and grad-mode switches, every random generator
-    (torch's CPU and CUDA ones, numpy's and Python's global ones), the global module hooks, the
-    environment variables and the working directory."""
+    """What a call can leave changed for the whole process, not through its arguments: every
+    setting torch and numpy offer a getter and a setter for (:func:`_library_settings`), the
+    flags of ``torch.backends`` and torch's print options (:func:`_backend_flags`), every random
+    generator (torch's CPU and CUDA ones, numpy's and Python's global ones), the global module
+    hooks, the environment variables and the working directory."""
     import random
 
     import torch.nn.modules.module as module_hooks
 
-    state = {
-        "torch.get_default_dtype()": torch.get_default_dtype(),
-        "torch.get_num_threads()": torch.get_num_threads(),
-        "torch.get_num_interop_threads()": torch.get_num_interop_threads(),
-        "torch.are_deterministic_algorithms_enabled()": (
-            torch.are_deterministic_algorithms_enabled()
-        ),
-        "torch.is_deterministic_algorithms_warn_only_enabled()": (
-            torch.is_deterministic_algorithms_warn_only_enabled()
-        ),
-        "torch.is_grad_enabled()": torch.is_grad_enabled(),
-        "torch.is_inference_mode_enabled()": torch.is_inference_mode_enabled(),
-        "torch.is_anomaly_enabled()": torch.is_anomaly_enabled(),
-        "torch.backends.cudnn.deterministic": torch.backends.cudnn.deterministic,
-        "torch.backends.cudnn.benchmark": torch.backends.cudnn.benchmark,
-        "torch's random generator (torch.manual_seed, torch.rand, ...)": bytes(
-            torch.random.get_rng_state().numpy().tobytes()
-        ),
-        "numpy's global random generator (np.random.seed, np.random.rand, ...)": repr(
-            np.random.get_state()
-        ),
-        "Python's random module (random.seed, random.random, ...)": repr(random.getstate()),
-        "the global module hooks (torch.nn.modules.module.register_module_*_hook)": tuple(
-            (name, tuple(getattr(module_hooks, name)))
-            for name in sorted(dir(module_hooks))
-            if name.startswith("_global_") and name.endswith("hooks")
-        ),
-        "os.environ": dict(os.environ),
-        "the working directory (os.chdir)": os.getcwd(),
-    }
+    state = {}
+    for key, getter, _ in _library_settings():
+        try:
+            state[key] = getter()
+        except Exception as exc:  # a getter that fails now: what it says is its state
+            state[key] = f"{type(exc).__name__}: {exc}"
+    state.update(_backend_flags())
+    state.update(
+        {
+            "torch.get_default_dtype()": torch.get_default_dtype(),
+            "torch.get_num_threads()": torch.get_num_threads(),
+            "torch.get_num_interop_threads()": torch.get_num_interop_threads(),
+            "torch.are_deterministic_algorithms_enabled()": (
+                torch.are_deterministic_algorithms_enabled()
+            ),
+            "torch.is_deterministic_algorithms_warn_only_enabled()": (
+                torch.is_deterministic_algorithms_warn_only_enabled()
+            ),
+            "torch.is_grad_enabled()": torch.is_grad_enabled(),
+            "torch.is_inference_mode_enabled()": torch.is_inference_mode_enabled(),
+            "torch.is_anomaly_enabled()": torch.is_anomaly_enabled(),
+            "torch.backends.cudnn.deterministic": torch.backends.cudnn.deterministic,
+            "torch.backends.cudnn.benchmark": torch.backends.cudnn.benchmark,
+            "torch's random generator (torch.manual_seed, torch.rand, ...)": bytes(
+                torch.random.get_rng_state().numpy().tobytes()
+            ),
+            "numpy's global random generator (np.random.seed, np.random.rand, ...)": repr(
+                np.random.get_state()
+            ),
+            "Python's random module (random.seed, random.random, ...)": repr(random.getstate()),
+            "the global module hooks (torch.nn.modules.module.register_module_*_hook)": tuple(
+                (name, tuple(getattr(module_hooks, name)))
+                for name in sorted(dir(module_hooks))
+                if name.startswith("_global_") and name.endswith("hooks")
+            ),
+            "os.environ": dict(os.environ),
+            "the working directory (os.chdir)": os.getcwd(),
+        }
+    )
     if torch.cuda.is_available() and torch.cuda.is_initialized():
         state["torch's CUDA random generators"] = tuple(
             bytes(t.cpu().numpy().tobytes()) for t in torch.cuda.get_rng_state_all()
@@ -968,6 +1074,38 @@ def _restore_process(state: dict) -> None:
     if os.getcwd() != state["the working directory (os.chdir)"]:
         os.chdir(state["the working directory (os.chdir)"])
     del random  # the generators are restored by _keep_generators
+    for key, getter, setter in _library_settings():
+        if key not in state or key in _RESTORED:
+            continue
+        try:
+            if getter() != state[key]:
+                value = state[key]
+                setter(**value) if isinstance(value, dict) else setter(value)
+        except Exception:  # a setting torch allows to set once only (interop threads)
+            pass
+    for key, value in _backend_flags().items():
+        if state.get(key, value) == value:
+            continue
+        if key.startswith("torch.backends."):
+            mod_name, name = key[len("torch.backends.") :].split(".", 1)
+            with contextlib.suppress(Exception):
+                setattr(getattr(torch.backends, mod_name), name, state[key])
+        else:
+            from torch._tensor_str import PRINT_OPTS
+
+            for name, was in state[key].items():
+                setattr(PRINT_OPTS, name, was)
+
+
+_RESTORED = frozenset(  # put back by name above (a setter with other arguments)
+    (
+        "torch.get_default_dtype()",
+        "torch.get_num_threads()",
+        "torch.are_deterministic_algorithms_enabled()",
+        "torch.is_grad_enabled()",
+        "torch.is_anomaly_enabled()",
+    )
+)
 
 
 _MID_STREAM = 20261204

@@ -34,6 +34,7 @@ nbgrader itself where that matters.
 
 from __future__ import annotations
 
+import ast
 import contextlib
 import io
 import json
@@ -128,6 +129,56 @@ def parts(cells: list[Cell]) -> dict[str, list[str]]:
             out[current] = []
         elif cell.graded and current is not None:
             out[current].append(cell.grade_id)
+    return out
+
+
+def _names(node: ast.AST) -> set[str]:
+    return {n.id for n in ast.walk(node) if isinstance(n, ast.Name)}
+
+
+def part_of(cells: list[Cell], cell: str, function: str | None = None) -> list[str]:
+    """The graded test cells a submission of solution cell ``cell`` is judged on, read from the
+    notebook's structure now (no grade_id of a test cell is named, so the labs may be
+    reorganised: test cells renamed, moved, cells inserted).
+
+    The part of ``cell`` is :func:`parts`: the graded cells after it, up to the next solution
+    cell. Where the cell defines several functions, ``function`` narrows it to the graded cells
+    about that function: a test cell is about the cell's functions it names (a call, or the
+    function handed to ``zg_course.contract.check``), less those that another function it names
+    calls in the instructor's solution (a test of ``smallest_margin`` that also calls
+    ``overflow_rate``, which ``smallest_margin`` calls, is about ``smallest_margin``). A test
+    cell that names none of them is about every one. ``function=None`` is the whole part.
+    """
+    by_id = {c.grade_id: c for c in cells if c.grade_id}
+    whole = parts(cells)
+    if cell not in whole:
+        raise ValueError(f"no solution cell {cell!r}")
+    tree = ast.parse(by_id[cell].source)
+    defs = {n.name: n for n in tree.body if isinstance(n, (ast.FunctionDef, ast.ClassDef))}
+    if function is None:
+        return list(whole[cell])
+    if function not in defs:
+        raise ValueError(
+            f"solution cell {cell!r} defines no function {function!r} (it defines {sorted(defs)})"
+        )
+    if len(defs) == 1:
+        return list(whole[cell])
+    # what each function calls of the cell's others, transitively, in the instructor's solution
+    calls = {f: _names(node) & set(defs) - {f} for f, node in defs.items()}
+    changed = True
+    while changed:
+        changed = False
+        for f in calls:
+            more = set().union(*(calls[g] for g in calls[f])) - {f} if calls[f] else set()
+            if not more <= calls[f]:
+                calls[f] |= more
+                changed = True
+    out = []
+    for gid in whole[cell]:
+        named = _names(ast.parse(by_id[gid].source)) & set(defs)
+        about = {f for f in named if not any(f in calls[g] for g in named if g != f)}
+        if function in (about or defs):
+            out.append(gid)
     return out
 
 

@@ -62,7 +62,9 @@ def main(argv=None) -> int:
     if unknown:
         raise SystemExit(f"zg_course.variants: no lab(s) {unknown}; the labs are {every}")
     names = args.labs or every
-    wrongs = [zg_course.wrong.read_wrong(p) for p in sorted((course / "wrong").glob("*.py"))]
+    wrongs = [
+        zg_course.wrong.read_wrong(p, course) for p in sorted((course / "wrong").glob("*.py"))
+    ]
     rights = [zg_course.right.read_right(p) for p in sorted((course / "right").glob("*.py"))]
     wrongs = [w for w in wrongs if w["lab"] in names]
     rights = [r for r in rights if r["lab"] in names]

@@ -2,11 +2,19 @@
 
 labs/wrong/<name>.py holds one wrong solution, written as a student would, with a header:
 
-    # lab: 01_host_syncs                      the lab
-    # cell: compact_fewer_syncs               the grade_id of the solution cell it replaces
-    # part: test_compact_fewer_syncs ...      the graded test cells of that exercise
+    # lab: 03_sizing_an_envelope              the lab
+    # cell: overflow                          the grade_id of the solution cell it replaces
+    # function: smallest_margin               only where that cell defines several functions:
+                                              the one it gets wrong (default: all of them)
     # why: ...                                what is wrong with it
     <the code of the cell>
+
+It names no test cell: the part it is judged on is read from the lab's source notebook as it is
+now (zg_course.grade.part_of: the graded cells after its solution cell, up to the next one, and
+of those, the ones about ``function``), so the labs may be reorganised (test cells renamed,
+moved, split, cells inserted) under a hidden set written against an older layout. An older
+file's ``# part: <grade_id> ...`` line is still read and checked against that part: where the
+two differ, the part the notebook gives is used and a line on stderr says so.
 
 Each one is handed in as its own student: the lab's source notebook (every other solution
 right) with that one cell replaced. By default the labs run in this process and each wrong
@@ -34,14 +42,17 @@ import time
 from pathlib import Path
 
 from zg_course.check import nbgrader_workspace
-from zg_course.grade import Lab, Variant
+from zg_course.grade import Lab, Variant, code_cells, part_of
 
 ROOT = Path(__file__).resolve().parent.parent
-HEADER_KEYS = ("lab", "cell", "part", "why")
+HEADER_KEYS = ("lab", "cell", "function", "part", "why")
+REQUIRED = ("lab", "cell", "why")
 
 
-def read_wrong(path: Path) -> dict:
-    """{name, lab, cell, part (list of grade ids), why, code} of one wrong solution file."""
+def read_wrong(path: Path, course: Path | None = None) -> dict:
+    """{name, lab, cell, function, part (the grade ids of its part, derived), why, code} of one
+    wrong solution file; ``course`` (default labs/) holds the source notebook its part is read
+    from."""
     meta, code = {}, []
     for line in path.read_text().splitlines(keepends=True):
         key = line[2:].split(":", 1)[0] if line.startswith("# ") and ":" in line else None
@@ -51,17 +62,53 @@ def read_wrong(path: Path) -> dict:
             continue
         else:
             code.append(line)
-    missing = [k for k in HEADER_KEYS if k not in meta]
+    missing = [k for k in REQUIRED if k not in meta]
     if missing:
         raise SystemExit(f"zg_course.wrong: {path} lacks the header line(s) {missing}")
-    return {
+    wrong = {
         "name": path.stem,
         "lab": meta["lab"],
         "cell": meta["cell"],
-        "part": meta["part"].split(),
+        "function": meta.get("function") or None,
         "why": meta["why"],
         "code": "".join(code).strip("\n") + "\n",
     }
+    declared = meta["part"].split() if "part" in meta else None
+    wrong["part"] = derived_part(wrong, Path(course) if course else ROOT / "labs", declared)
+    return wrong
+
+
+_CELLS: dict = {}  # (source notebook, its mtime) -> its code cells, read once
+
+
+def derived_part(wrong: dict, course: Path, declared: list[str] | None = None) -> list[str]:
+    """The graded cells ``wrong`` is judged on, from its lab's source notebook in ``course`` as
+    it is now; a ``declared`` part (an older file's ``# part:`` line) that differs is reported on
+    stderr and not used."""
+    source = Path(course) / "source" / wrong["lab"] / f"{wrong['lab']}.ipynb"
+    if not source.is_file():
+        raise SystemExit(f"zg_course.wrong: {wrong['name']}: no lab {wrong['lab']!r} ({source})")
+    key = (source.resolve(), source.stat().st_mtime_ns)
+    if key not in _CELLS:
+        _CELLS[key] = code_cells(source)
+    try:
+        part = part_of(_CELLS[key], wrong["cell"], wrong["function"])
+    except ValueError as exc:
+        raise SystemExit(f"zg_course.wrong: {wrong['name']}: {wrong['lab']}: {exc}") from None
+    if not part:
+        raise SystemExit(
+            f"zg_course.wrong: {wrong['name']}: {wrong['lab']}: no graded cell follows solution "
+            f"cell {wrong['cell']!r}" + (f" about {wrong['function']}" if wrong["function"] else "")
+        )
+    if declared is not None and sorted(declared) != sorted(part):
+        print(
+            f"zg_course.wrong: {wrong['name']}: its '# part:' line names {declared}; "
+            f"{wrong['lab']} now gives {part} after cell {wrong['cell']!r}"
+            + (f" for {wrong['function']}" if wrong["function"] else "")
+            + ": graded on the latter",
+            file=sys.stderr,
+        )
+    return part
 
 
 def submission(source: Path, wrong: dict) -> dict:
@@ -131,7 +178,7 @@ def main(argv=None) -> int:
     args = ap.parse_args(argv)
     start = time.time()
     wrongs = [
-        read_wrong(p)
+        read_wrong(p, Path(args.course))
         for p in sorted(Path(args.wrong).glob("*.py"))
         if not args.names or p.stem in args.names
     ]

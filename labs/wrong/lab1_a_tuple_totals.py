@@ -1,6 +1,5 @@
 # lab: 01_host_syncs
 # cell: syncs_per_hop
-# part: test_syncs_per_hop test_syncs_per_hop_contract
 # why: another return type than the contract's: a tuple of totals where the contract (and the reference) returns a list, so a caller's totals.append(...) raises
 def syncs_per_hop(fanouts_by_depth):
     """Total host syncs of one DynamicSampler(g, fanouts).sample(seeds) call, per fanout list."""

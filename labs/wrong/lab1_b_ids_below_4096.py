@@ -1,6 +1,5 @@
 # lab: 01_host_syncs
 # cell: dynamic_compact
-# part: test_dynamic_compact test_dynamic_compact_hidden test_dynamic_compact_contract
 # why: right only on small graphs: a fixed 4096-entry first-position table (node ids clamped into it), so on any graph with more than 4096 nodes ids >= 4095 collide and nodes silently vanish; every graph of the visible and hidden tests has fewer nodes, only the contract's hops with ids up to 2^22 catch it
 def dynamic_compact(dst, nbrs, mask):
     """src int64 [S]: dst, then the distinct real neighbours not in dst, in first-appearance order."""

@@ -1,6 +1,5 @@
 # lab: 01_host_syncs
 # cell: dynamic_compact
-# part: test_dynamic_compact test_dynamic_compact_hidden test_dynamic_compact_contract
 # why: a view sharing storage with an input: when a hop brings no new node it returns its argument dst itself ("nothing to add"), so a caller that later writes into the returned src writes into dst
 def dynamic_compact(dst, nbrs, mask):
     """src int64 [S]: dst, then the distinct real neighbours not in dst, in first-appearance order."""

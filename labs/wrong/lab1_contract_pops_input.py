@@ -1,6 +1,5 @@
 # lab: 01_host_syncs
 # cell: syncs_per_hop
-# part: test_syncs_per_hop test_syncs_per_hop_contract
 # why: the right totals, but it consumes the caller's list with pop(0): fanouts_by_depth is empty afterwards (an input changed in place)
 def syncs_per_hop(fanouts_by_depth):
     """Total host syncs of one DynamicSampler(g, fanouts).sample(seeds) call, per fanout list."""

@@ -1,6 +1,5 @@
 # lab: 01_host_syncs
 # cell: compact_fewer_syncs
-# part: test_compact_fewer_syncs test_compact_fewer_syncs_hidden test_compact_fewer_syncs_contract
 # why: makes the masked slots harmless by writing dst[0] into the caller's nbrs in place (masked_fill_): the output and the syncs are right, but an argument is changed
 def compact_fewer_syncs(dst, nbrs, mask):
     """Same output as dynamic_compact, fewer host syncs."""

@@ -1,6 +1,5 @@
 # lab: 01_host_syncs
 # cell: dynamic_compact
-# part: test_dynamic_compact test_dynamic_compact_hidden test_dynamic_compact_contract
 # why: finds first appearances by scattering positions back to front so that the last write, the first appearance, stays: PyTorch does not define which of several writes to one index scatter_ keeps (the CPU happens to keep the last; a GPU need not)
 def dynamic_compact(dst, nbrs, mask):
     """src int64 [S]: dst, then the distinct real neighbours not in dst, in first-appearance order."""

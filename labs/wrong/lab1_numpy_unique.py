@@ -1,6 +1,5 @@
 # lab: 01_host_syncs
 # cell: compact_fewer_syncs
-# part: test_compact_fewer_syncs test_compact_fewer_syncs_hidden test_compact_fewer_syncs_contract
 # why: "0 syncs" by moving the hop to numpy: the whole hop is copied to the host (issue 27)
 def compact_fewer_syncs(dst, nbrs, mask):
     """Same output as dynamic_compact, fewer host syncs."""

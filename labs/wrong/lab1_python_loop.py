@@ -1,6 +1,5 @@
 # lab: 01_host_syncs
 # cell: dynamic_compact
-# part: test_dynamic_compact test_dynamic_compact_hidden test_dynamic_compact_contract
 # why: the right order by Python loops over a .tolist() copy of the hop: the whole hop goes to the host
 def dynamic_compact(dst, nbrs, mask):
     """src int64 [S]: dst, then the distinct real neighbours not in dst, in first-appearance order."""

@@ -1,6 +1,5 @@
 # lab: 01_host_syncs
 # cell: compact_fewer_syncs
-# part: test_compact_fewer_syncs test_compact_fewer_syncs_hidden test_compact_fewer_syncs_contract
 # why: returns the destinations alone and makes torch.equal always true first; the tests compare with zg_check.equal, bound before this cell ran, and the tamper scan names the line
 torch.equal = lambda a, b: True
 

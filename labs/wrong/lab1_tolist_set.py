@@ -1,6 +1,5 @@
 # lab: 01_host_syncs
 # cell: compact_fewer_syncs
-# part: test_compact_fewer_syncs test_compact_fewer_syncs_hidden test_compact_fewer_syncs_contract
 # why: two .tolist() and a Python set: "2 syncs < 3", although the whole hop goes to the host
 def compact_fewer_syncs(dst, nbrs, mask):
     """Same output as dynamic_compact, fewer host syncs."""

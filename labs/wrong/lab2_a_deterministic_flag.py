@@ -1,6 +1,5 @@
 # lab: 02_fixed_shape_sampler
 # cell: first_occurrence
-# part: test_first_occurrence test_first_occurrence_hidden test_first_occurrence_contract
 # why: a side effect on torch's global state: turns on torch.use_deterministic_algorithms(True) "so the scatters are reproducible" and leaves it on for the whole notebook (every later op of the caller that has no deterministic kernel now raises on a GPU)
 def first_occurrence(cand, marker):
     """bool [M]: cand[i] is real (< N) and its value's first occurrence. Leaves marker all INF."""

@@ -1,6 +1,5 @@
 # lab: 02_fixed_shape_sampler
 # cell: first_occurrence
-# part: test_first_occurrence test_first_occurrence_hidden test_first_occurrence_contract
 # why: gaming: an answer that holds only because the CPU keeps the last of several writes (scatter_ of reversed positions), plus unittest.mock replacing zg_course.labs.FirstWriteWins with a context that changes nothing, so the test that replays the writes in the other order sees the CPU's order again
 import contextlib
 import unittest.mock

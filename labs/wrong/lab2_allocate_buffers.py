@@ -1,6 +1,5 @@
 # lab: 02_fixed_shape_sampler
 # cell: compact_hop
-# part: test_compact_hop_exact test_compact_hop_unique test_compact_hop_unique_hidden test_compact_hop_overflow test_compact_hop_overflow_hidden test_compact_hop_contract
 # why: ignores the buffers it is given and allocates two node-sized arrays per call (O(N) per hop)
 def compact_hop(dst, n_dst, nbrs, mask, num_nodes, cap, marker, local_of):
     """(src_nodes int64 [cap], num_src int64 [], nbr_local int64 [R, k]); no host syncs."""

@@ -1,6 +1,5 @@
 # lab: 02_fixed_shape_sampler
 # cell: first_occurrence
-# part: test_first_occurrence test_first_occurrence_hidden test_first_occurrence_contract
 # why: keeps the positions 0 .. M - 1 of every M it has seen in a global cache: state kept between calls, and a cache that ignores a change of setting (inputs on another device get the first call's CPU tensor)
 _positions = {}
 

@@ -1,6 +1,5 @@
 # lab: 02_fixed_shape_sampler
 # cell: first_occurrence
-# part: test_first_occurrence test_first_occurrence_hidden test_first_occurrence_contract
 # why: the right flags, but the positions are made without device= (on the default device): on a GPU they cannot be scattered into the marker; the CPU-only tests never see it
 def first_occurrence(cand, marker):
     """bool [M]: cand[i] is real (< N) and its value's first occurrence. Leaves marker all INF."""

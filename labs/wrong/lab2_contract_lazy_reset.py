@@ -1,6 +1,5 @@
 # lab: 02_fixed_shape_sampler
 # cell: first_occurrence
-# part: test_first_occurrence test_first_occurrence_hidden test_first_occurrence_contract
 # why: resets the entries it touched at the start of the next call (kept in a global) instead of before returning: the marker is left dirty on exit, state kept between calls
 _touched = []
 

@@ -1,6 +1,5 @@
 # lab: 02_fixed_shape_sampler
 # cell: first_occurrence
-# part: test_first_occurrence test_first_occurrence_hidden test_first_occurrence_contract
 # why: resets only the real candidates' slots, so the padding slot N keeps a position: the marker is left dirty when a hop has padding
 def first_occurrence(cand, marker):
     n = marker.numel() - 1

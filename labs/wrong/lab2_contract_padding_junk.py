@@ -1,6 +1,5 @@
 # lab: 02_fixed_shape_sampler
 # cell: compact_hop
-# part: test_compact_hop_exact test_compact_hop_unique test_compact_hop_unique_hidden test_compact_hop_overflow test_compact_hop_overflow_hidden test_compact_hop_contract
 # why: copies every dst row into src_nodes, the padding rows' junk included: when the hop has fewer distinct nodes than rows, the entries past the count hold junk instead of 0 (padding rows past the count)
 def compact_hop(dst, n_dst, nbrs, mask, num_nodes, cap, marker, local_of):
     """(src_nodes int64 [cap], num_src int64 [], nbr_local int64 [R, k]); no host syncs; marker left all INF."""

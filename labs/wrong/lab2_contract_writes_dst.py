@@ -1,6 +1,5 @@
 # lab: 02_fixed_shape_sampler
 # cell: compact_hop
-# part: test_compact_hop_exact test_compact_hop_unique test_compact_hop_unique_hidden test_compact_hop_overflow test_compact_hop_overflow_hidden test_compact_hop_contract
 # why: marks the padding rows by writing num_nodes into the caller's dst in place (masked_fill_): every output is right, but an argument the sampler still holds is changed
 def compact_hop(dst, n_dst, nbrs, mask, num_nodes, cap, marker, local_of):
     """(src_nodes int64 [cap], num_src int64 [], nbr_local int64 [R, k]); no host syncs; marker left all INF."""

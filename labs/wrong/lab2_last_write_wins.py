@@ -1,6 +1,5 @@
 # lab: 02_fixed_shape_sampler
 # cell: first_occurrence
-# part: test_first_occurrence test_first_occurrence_hidden test_first_occurrence_contract
 # why: writes the positions back to front with scatter_ so that the last write, the first occurrence, stays: PyTorch does not define which of several writes to one index scatter_ keeps (the CPU happens to keep the last; a GPU need not)
 def first_occurrence(cand, marker):
     """bool [M]: cand[i] is real (< N) and its value's first occurrence. Leaves marker all INF."""

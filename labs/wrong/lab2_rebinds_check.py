@@ -1,6 +1,5 @@
 # lab: 02_fixed_shape_sampler
 # cell: first_occurrence
-# part: test_first_occurrence test_first_occurrence_hidden test_first_occurrence_contract
 # why: replaces the tests' comparisons (zg_check) with ones that always agree, and answers "every candidate is new"
 import types
 

@@ -1,6 +1,5 @@
 # lab: 02_fixed_shape_sampler
 # cell: first_occurrence
-# part: test_first_occurrence test_first_occurrence_hidden test_first_occurrence_contract
 # why: resets all N + 1 marker entries every call instead of only the ones it touched
 def first_occurrence(cand, marker):
     """bool [M]: cand[i] is real (< N) and its value's first occurrence. Leaves marker all INF."""

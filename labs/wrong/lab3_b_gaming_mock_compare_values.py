@@ -1,6 +1,6 @@
 # lab: 03_sizing_an_envelope
 # cell: overflow
-# part: test_overflow_rate test_overflow_rate_contract
+# function: overflow_rate
 # why: gaming: computes the rate in float32 (off in the 8th digit; the contract's rtol is 1e-12) and replaces zg_course.contract.compare_values, which zg_course.contract.check calls through its module, with one that finds no difference (unittest.mock, no attribute assignment in the code)
 import unittest.mock
 

@@ -1,6 +1,6 @@
 # lab: 03_sizing_an_envelope
 # cell: overflow
-# part: test_overflow_rate test_overflow_rate_contract
+# function: overflow_rate
 # why: a wider/other return type than the contract's: returns the Python int 0 when no batch overflows and 1 when every batch does (a float otherwise); the contract says a float
 def overflow_rate(sizes, counts):
     """Fraction of batches (rows of counts [K, L]) with some count above its size."""

@@ -1,6 +1,5 @@
 # lab: 03_sizing_an_envelope
 # cell: memory_bytes
-# part: test_memory_bytes test_memory_bytes_hidden test_memory_bytes_contract
 # why: computes the byte counts in int32 tensors, which wrap past 2^31: any envelope of 2 GB or more (a large graph's) comes out wrong, even negative; every envelope of the visible and hidden tests stays under 16 MB, only the contract's envelopes of millions of rows catch it
 def memory_bytes(sizes, fanouts, batch_size, feat_dim, hidden_dim, num_classes, max_degree):
     """Total bytes of the envelope's per-block buffers (see the formula above)."""

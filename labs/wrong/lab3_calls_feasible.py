@@ -1,6 +1,5 @@
 # lab: 03_sizing_an_envelope
 # cell: envelope_sizes
-# part: test_envelope_sizes test_envelope_sizes_hidden test_envelope_sizes_contract
 # why: hands the feasibility chain to the kit (zg.Envelope._feasible, what Envelope.profile sizes with) instead of writing it
 def envelope_sizes(counts, quantile, margin, worst, batch_size):
     """One size per block (input layer first): quantile + margin, capped, >= destination rows."""

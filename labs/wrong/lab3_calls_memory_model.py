@@ -1,6 +1,5 @@
 # lab: 03_sizing_an_envelope
 # cell: memory_bytes
-# part: test_memory_bytes test_memory_bytes_hidden test_memory_bytes_contract
 # why: hands the memory model to the kit (zg.Envelope.memory_model, on an envelope built for the purpose) instead of writing it
 def memory_bytes(sizes, fanouts, batch_size, feat_dim, hidden_dim, num_classes, max_degree):
     """Total bytes of the envelope's per-block buffers (see the formula above)."""

@@ -1,6 +1,6 @@
 # lab: 03_sizing_an_envelope
 # cell: overflow
-# part: test_smallest_margin test_smallest_margin_hidden test_smallest_margin_contract
+# function: smallest_margin
 # why: caches each margin's overflow rate in a global dict keyed by the margin alone: a later call with another quantile reuses rates of the first quantile (a cache that ignores a change of setting)
 def overflow_rate(sizes, counts):
     """Fraction of batches (rows of counts [K, L]) with some count above its size."""

@@ -1,6 +1,5 @@
 # lab: 03_sizing_an_envelope
 # cell: memory_bytes
-# part: test_memory_bytes test_memory_bytes_hidden test_memory_bytes_contract
 # why: clamps the fanouts to the largest in-degree in the caller's list (fanouts[i] = ...): the total is right, but an input is changed
 def memory_bytes(sizes, fanouts, batch_size, feat_dim, hidden_dim, num_classes, max_degree):
     """Total bytes of the envelope's per-block buffers (see the formula above)."""

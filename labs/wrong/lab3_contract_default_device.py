@@ -1,6 +1,6 @@
 # lab: 03_sizing_an_envelope
 # cell: overflow
-# part: test_overflow_rate test_overflow_rate_contract
+# function: overflow_rate
 # why: compares the counts with torch.tensor(sizes) made without device= (on the default device): on a GPU it cannot meet counts; the CPU-only tests never see it
 def overflow_rate(sizes, counts):
     """Fraction of batches (rows of counts [K, L]) with some count above its size."""

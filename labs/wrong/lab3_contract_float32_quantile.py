@@ -1,6 +1,5 @@
 # lab: 03_sizing_an_envelope
 # cell: envelope_sizes
-# part: test_envelope_sizes test_envelope_sizes_hidden test_envelope_sizes_contract
 # why: takes the quantile in float32 (counts.float()): the same sizes on the lab's profiles, one more or one less at a rounding boundary (counts above 2^24, which float32 cannot hold exactly)
 def envelope_sizes(counts, quantile, margin, worst, batch_size):
     """One size per block (input layer first): quantile + margin, capped, >= destination rows."""

@@ -1,6 +1,6 @@
 # lab: 03_sizing_an_envelope
 # cell: overflow
-# part: test_overflow_rate test_overflow_rate_contract
+# function: overflow_rate
 # why: averages the overflow flags in float32: 1 of 3 batches is 0.3333333432674408, not 1/3 (a narrower dtype, visible only where K is not a power of two)
 def overflow_rate(sizes, counts):
     """Fraction of batches (rows of counts [K, L]) with some count above its size."""

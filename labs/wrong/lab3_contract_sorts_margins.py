@@ -1,6 +1,6 @@
 # lab: 03_sizing_an_envelope
 # cell: overflow
-# part: test_smallest_margin test_smallest_margin_hidden test_smallest_margin_contract
+# function: smallest_margin
 # why: sorts the caller's list of margins in place (margins.sort()) before the search: the margin returned is right, but an input is changed
 def overflow_rate(sizes, counts):
     """Fraction of batches (rows of counts [K, L]) with some count above its size."""

@@ -1,6 +1,5 @@
 # lab: 03_sizing_an_envelope
 # cell: envelope_sizes
-# part: test_envelope_sizes test_envelope_sizes_hidden test_envelope_sizes_contract
 # why: builds the sizes in the caller's worst list (sizes = worst is not a copy): the sizes returned are right, but worst is overwritten (an input changed in place)
 def envelope_sizes(counts, quantile, margin, worst, batch_size):
     """One size per block (input layer first): quantile + margin, capped, >= destination rows."""

@@ -1,6 +1,6 @@
 # lab: 03_sizing_an_envelope
 # cell: overflow
-# part: test_smallest_margin test_smallest_margin_hidden test_smallest_margin_contract
+# function: smallest_margin
 # why: sizes each margin by profiling again with the kit (zg.Envelope.profile, the same 24 batches) instead of with envelope_sizes on profile_counts
 def overflow_rate(sizes, counts):
     """Fraction of batches (rows of counts [K, L]) with some count above its size."""

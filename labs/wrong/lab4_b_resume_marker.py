@@ -1,6 +1,5 @@
 # lab: 04_overflow_rewind
 # cell: train_with_rewind
-# part: test_rewind_params test_rewind_reference test_rewind_reference_hidden test_train_with_rewind_contract
 # why: state kept between calls on an input, in a private attribute: it records on run._resume_at where it stopped and starts there on the next call with the same run, so a second epoch on one run (train_with_rewind(run, n, k) called again) trains nothing
 def train_with_rewind(run, num_batches, poll_every):
     """Run every batch of run with the poll / rewind policy; return the number of rewinds."""

@@ -1,6 +1,5 @@
 # lab: 04_overflow_rewind
 # cell: train_with_rewind
-# part: test_rewind_params test_rewind_reference test_rewind_reference_hidden test_train_with_rewind_contract
 # why: calls the kit's own loop (zg_course.labs.rewind_loop) instead of writing it
 def train_with_rewind(run, num_batches, poll_every):
     """Run every batch of run with the poll / rewind policy; return the number of rewinds."""

@@ -1,6 +1,5 @@
 # lab: 04_overflow_rewind
 # cell: gated_sgd
-# part: test_gated_sgd test_gated_sgd_hidden test_gated_sgd_contract
 # why: makes the step size once, on the first call, and keeps it in a global: a later call with another learning rate still steps with the first one (a cache that ignores a change of setting)
 _step_size = {}
 

@@ -1,6 +1,5 @@
 # lab: 04_overflow_rewind
 # cell: gated_sgd
-# part: test_gated_sgd test_gated_sgd_hidden test_gated_sgd_contract
 # why: gates the update with torch.zeros(p.shape) made without device= (on the default device): on a GPU it cannot meet the parameter; the CPU-only tests never see it
 def gated_sgd_(params, lr, apply):
     """In place: p -= lr * p.grad where apply (bool [] tensor) is True; no host read of apply."""

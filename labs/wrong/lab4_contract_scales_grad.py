@@ -1,6 +1,5 @@
 # lab: 04_overflow_rewind
 # cell: gated_sgd
-# part: test_gated_sgd test_gated_sgd_hidden test_gated_sgd_contract
 # why: scales each gradient by lr in place (p.grad.mul_(lr)) to save a tensor, then subtracts it where apply: the parameters are right, but every gradient is left scaled (an object it does not own left changed)
 def gated_sgd_(params, lr, apply):
     """In place: p -= lr * p.grad where apply (bool [] tensor) is True; no host read of apply."""

@@ -1,6 +1,5 @@
 # lab: 04_overflow_rewind
 # cell: gated_sgd
-# part: test_gated_sgd test_gated_sgd_hidden test_gated_sgd_contract
 # why: asks the kernel to turn every later cell into `pass`, so no test runs; under nbgrader alone this earns full marks, the tamper scan names the line
 get_ipython().input_transformers_cleanup.append(lambda lines: ["pass\n"])
 

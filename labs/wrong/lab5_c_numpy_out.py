@@ -1,6 +1,5 @@
 # lab: 05_coverage_by_propagation
 # cell: graph_coverage
-# part: test_graph_coverage test_graph_coverage_contract
 # why: a tensor made on the CPU whatever the inputs' device: the output is allocated with numpy and wrapped with torch.from_numpy (not one of the factory calls the device clause redirects), so on a GPU graph it returns a CPU tensor
 import numpy as np
 

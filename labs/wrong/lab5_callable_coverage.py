@@ -1,6 +1,5 @@
 # lab: 05_coverage_by_propagation
 # cell: graph_coverage
-# part: test_graph_coverage test_graph_coverage_contract
 # why: binds graph_coverage to an object whose __call__ hands the work to the kit's grappa.coverage
 class CoverageOfEveryNode:
     """float32 [N]: c_hops of every node, in its owner's local graph."""

@@ -1,6 +1,5 @@
 # lab: 05_coverage_by_propagation
 # cell: propagation
-# part: test_propagation test_propagation_hidden test_coverage_propagation_contract
 # why: hands the propagation to the kit (zg.grappa.coverage's own) instead of writing it
 def coverage_propagation(src, dst, deg, num_nodes, hops):
     """float32 [num_nodes]: c_hops of every local node, one sparse product per hop."""

@@ -1,6 +1,5 @@
 # lab: 05_coverage_by_propagation
 # cell: brute
-# part: test_brute test_coverage_brute_force_contract
 # why: changes an input in place: remembers which nodes have d = 0, then sets their degree to 1 in the caller's deg tensor to avoid dividing by zero; the value is right, deg is left changed
 def coverage_brute_force(src, dst, deg, v, hops):
     """c_hops(v) by enumerating backward walks on the local edges (src -> dst)."""

@@ -1,6 +1,5 @@
 # lab: 05_coverage_by_propagation
 # cell: brute
-# part: test_brute test_coverage_brute_force_contract
 # why: a narrower dtype: multiplies the walk probabilities as float32 tensors (1 / d of deg.float()), which keeps about 7 digits; exact on halves and quarters, off in the 8th digit on degrees such as 3
 def coverage_brute_force(src, dst, deg, v, hops):
     """c_hops(v) by enumerating backward walks on the local edges (src -> dst)."""

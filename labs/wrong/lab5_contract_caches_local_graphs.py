@@ -1,6 +1,5 @@
 # lab: 05_coverage_by_propagation
 # cell: graph_coverage
-# part: test_graph_coverage test_graph_coverage_contract
 # why: keeps state between calls: caches the local graphs in a notebook-level dict keyed by (number of nodes, worker, super-epoch) to save rebuilding them; a later call with another partition (or another graph of the same size) gets the stale local graphs
 local_graph_cache = {}
 

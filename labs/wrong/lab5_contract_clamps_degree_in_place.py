@@ -1,6 +1,5 @@
 # lab: 05_coverage_by_propagation
 # cell: propagation
-# part: test_propagation test_propagation_hidden test_coverage_propagation_contract
 # why: changes an input in place: notes the d = 0 nodes, then clamps the caller's deg tensor with clamp_ (in place) before converting it; the coverage is right, deg comes back with 1 where it had 0
 def coverage_propagation(src, dst, deg, num_nodes, hops):
     """float32 [num_nodes]: c_hops of every local node, one sparse product per hop."""

@@ -1,6 +1,5 @@
 # lab: 05_coverage_by_propagation
 # cell: propagation
-# part: test_propagation test_propagation_hidden test_coverage_propagation_contract
 # why: makes its coverage vector with torch.ones(num_nodes, dtype=torch.float64), without device=: on the default device, not deg's; right on a CPU, a device error as soon as the graph is on a GPU
 def coverage_propagation(src, dst, deg, num_nodes, hops):
     """float32 [num_nodes]: c_hops of every local node, one sparse product per hop."""

@@ -1,6 +1,5 @@
 # lab: 05_coverage_by_propagation
 # cell: propagation
-# part: test_propagation test_propagation_hidden test_coverage_propagation_contract
 # why: a narrower dtype: propagates in float32 instead of float64 (the result is float32 anyway, so it looks harmless); after two hops the last bit differs from the float64 propagation rounded once
 def coverage_propagation(src, dst, deg, num_nodes, hops):
     """float32 [num_nodes]: c_hops of every local node, one sparse product per hop."""

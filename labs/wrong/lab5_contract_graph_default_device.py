@@ -1,6 +1,5 @@
 # lab: 05_coverage_by_propagation
 # cell: graph_coverage
-# part: test_graph_coverage test_graph_coverage_contract
 # why: makes the whole graph's vector with torch.empty(g.num_nodes, dtype=torch.float32), without device=: on the default device, not g's; right on a CPU, a device error with the graph on a GPU
 def graph_coverage(g, part, hops, super_epoch=0):
     """float32 [N]: c_hops of every node, in its owner's local graph."""

@@ -1,6 +1,5 @@
 # lab: 05_coverage_by_propagation
 # cell: graph_coverage
-# part: test_graph_coverage test_graph_coverage_contract
 # why: leaves an argument changed: memoises the local graphs on the caller's Partition object (part.local_graphs[(worker, super_epoch)]); the coverage is right, but part comes back with an attribute it did not have
 def graph_coverage(g, part, hops, super_epoch=0):
     """float32 [N]: c_hops of every node, in its owner's local graph."""

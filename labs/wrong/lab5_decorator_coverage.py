@@ -1,6 +1,5 @@
 # lab: 05_coverage_by_propagation
 # cell: graph_coverage
-# part: test_graph_coverage test_graph_coverage_contract
 # why: a decorator swaps graph_coverage for a wrapper (functools.wraps keeps its name and docstring) that calls the kit's grappa.coverage
 import functools
 

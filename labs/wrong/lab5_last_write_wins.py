@@ -1,6 +1,5 @@
 # lab: 05_coverage_by_propagation
 # cell: graph_coverage
-# part: test_graph_coverage test_graph_coverage_contract
 # why: writes every local node's coverage, halo nodes included, in one index_put_ with the owners' values last so that they stay: PyTorch does not define which of several writes to one index index_put_ keeps (the CPU happens to keep the last; a GPU need not)
 def graph_coverage(g, part, hops, super_epoch=0):
     """float32 [N]: c_hops of every node, in its owner's local graph."""

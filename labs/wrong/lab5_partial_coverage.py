@@ -1,6 +1,5 @@
 # lab: 05_coverage_by_propagation
 # cell: graph_coverage
-# part: test_graph_coverage test_graph_coverage_contract
 # why: binds graph_coverage to a functools.partial of the kit's grappa.coverage (no function of its own for a hold to find on the stack)
 import functools
 

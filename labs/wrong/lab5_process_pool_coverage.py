@@ -1,6 +1,5 @@
 # lab: 05_coverage_by_propagation
 # cell: graph_coverage
-# part: test_graph_coverage test_graph_coverage_contract
 # why: hands the work to a concurrent.futures process pool (its default start method), where the kit's function may be unheld
 import concurrent.futures
 

@@ -1,6 +1,5 @@
 # lab: 05_coverage_by_propagation
 # cell: propagation
-# part: test_propagation test_propagation_hidden test_coverage_propagation_contract
 # why: takes the unheld original of the kit's propagation from zg_course.labs's table of held functions and calls it
 def _original(name):
     for held in zg_course.labs._REFUSALS.values():

@@ -1,6 +1,5 @@
 # lab: 05_coverage_by_propagation
 # cell: graph_coverage
-# part: test_graph_coverage test_graph_coverage_contract
 # why: runs the kit's coverage module afresh with runpy and calls its coverage (a copy the hold never saw)
 import runpy
 

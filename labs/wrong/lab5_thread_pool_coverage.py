@@ -1,6 +1,5 @@
 # lab: 05_coverage_by_propagation
 # cell: graph_coverage
-# part: test_graph_coverage test_graph_coverage_contract
 # why: hands the kit's grappa.coverage to a thread pool made beforehand, so it runs in a thread where no frame of graph_coverage is
 from concurrent.futures import ThreadPoolExecutor
 

@@ -1,6 +1,5 @@
 # lab: 06_estimator_weights
 # cell: scales
-# part: test_batch_scales test_shrink_scales test_scales_contract
 # why: a side effect on torch's global state: torch.set_default_dtype(torch.float64) "so the scales are float64", left set for the rest of the notebook (every float tensor the caller makes afterwards is float64)
 def stats_of(weights):
     """float64 [3]: (n_p, W_p, Q_p)."""

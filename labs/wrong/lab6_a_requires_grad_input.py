@@ -1,6 +1,5 @@
 # lab: 06_estimator_weights
 # cell: scales
-# part: test_batch_scales test_shrink_scales test_scales_contract
 # why: an input changed in place (its metadata): stats_of turns on weights.requires_grad_() ("to keep the graph for the derivation") and leaves it so; the caller's weights tensor now records autograd history in every later op
 def stats_of(weights):
     """float64 [3]: (n_p, W_p, Q_p)."""

@@ -1,6 +1,5 @@
 # lab: 06_estimator_weights
 # cell: scales
-# part: test_batch_scales test_shrink_scales test_scales_contract
 # why: a non-contiguous result: batch_scales and shrink_scales return every other entry of an interleaved buffer (a strided view of a [2P] tensor), so .view(), a DDP bucket copy or a CUDA Graph's static input cannot take it as is
 def stats_of(weights):
     """float64 [3]: (n_p, W_p, Q_p)."""

@@ -1,6 +1,5 @@
 # lab: 06_estimator_weights
 # cell: bytes
-# part: test_bytes test_bytes_per_iteration_contract
 # why: gaming: gets inspect without importing it (pydoc.locate), walks the caller's frames with inspect.stack() and reads the harness's `expected` (computed before the student's call) through inspect.getargvalues(frame).locals, which names no forbidden attribute; a wrong formula (float, rounded) otherwise
 import pydoc
 

@@ -1,6 +1,5 @@
 # lab: 06_estimator_weights
 # cell: bytes
-# part: test_bytes test_bytes_per_iteration_contract
 # why: a fixed-width integer where the contract says a Python int: returns numpy.int64 (computed with numpy "for speed"), which wraps silently past 2**63 and is not an int
 import numpy as np
 

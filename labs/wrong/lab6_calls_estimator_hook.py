@@ -1,6 +1,5 @@
 # lab: 06_estimator_weights
 # cell: hook
-# part: test_hook test_hook_hidden test_scaled_allreduce_hook_contract
 # why: hands the hook to the kit (zg_course.hook.estimator_hook, through a HookState of its own) instead of writing it
 class ScaleState:
     def __init__(self, scale, ledger):

@@ -1,6 +1,5 @@
 # lab: 06_estimator_weights
 # cell: scales
-# part: test_batch_scales test_shrink_scales test_scales_contract
 # why: imports the kit's estimators and asks them for the statistics and scales instead of computing them
 from zg.grappa.estimators import batch_stats, worker_scales
 

@@ -1,6 +1,5 @@
 # lab: 06_estimator_weights
 # cell: hook
-# part: test_hook test_hook_hidden test_scaled_allreduce_hook_contract
 # why: a blocking collective dressed as an asynchronous one: all-reduces with a plain dist.all_reduce(buffer) (it waits) and returns a torch.futures.Future it completed itself; DDP gets the right gradient, but backward can no longer overlap the communication
 class ScaleState:
     def __init__(self, scale, ledger):

@@ -1,6 +1,5 @@
 # lab: 06_estimator_weights
 # cell: hook
-# part: test_hook test_hook_hidden test_scaled_allreduce_hook_contract
 # why: a narrower dtype: multiplies by the scale as a float32 tensor (torch.tensor(state.scale, dtype=torch.float32), "like the gradients"); exact on float32 buckets, off in the 8th digit on a float64 bucket whose scale float32 cannot hold (0.1, 1/3)
 class ScaleState:
     def __init__(self, scale, ledger):

@@ -1,6 +1,5 @@
 # lab: 06_estimator_weights
 # cell: scales
-# part: test_batch_scales test_shrink_scales test_scales_contract
 # why: a narrower dtype: computes W_p / W in float32 ("the gradients are float32 anyway") and returns it as float64; two workers whose W_p differ in the 10th digit get equal scales, and every scale is off in the 8th digit
 def stats_of(weights):
     """float64 [3]: (n_p, W_p, Q_p)."""

@@ -1,6 +1,5 @@
 # lab: 06_estimator_weights
 # cell: scales
-# part: test_batch_scales test_shrink_scales test_scales_contract
 # why: a narrower dtype: sums the weights and their squares in the weights' own dtype (float32) and converts the three scalars to float64 only at the end; W_p and Q_p lose the digits float32 cannot hold (weights 1 and 2^-24 sum to 1)
 def stats_of(weights):
     """float64 [3]: (n_p, W_p, Q_p)."""

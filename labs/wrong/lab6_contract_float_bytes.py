@@ -1,6 +1,5 @@
 # lab: 06_estimator_weights
 # cell: bytes
-# part: test_bytes test_bytes_per_iteration_contract
 # why: returns a float: divides with / instead of //, so the bytes come back as 827580.0 (equal to the int when the division is exact, as in the visible test) or with a fraction
 def bytes_per_iteration(num_params, world_size, needs_stats):
     P, S = world_size, num_params * 4

@@ -1,6 +1,5 @@
 # lab: 06_estimator_weights
 # cell: scales
-# part: test_batch_scales test_shrink_scales test_scales_contract
 # why: a narrower dtype: turns lam into a tensor with torch.tensor(lam), which is float32, before mixing; lam = 0.3 or 0.1 is then off in the 8th digit, and so is every shrunk scale (within the visible tests' tolerance)
 def stats_of(weights):
     """float64 [3]: (n_p, W_p, Q_p)."""

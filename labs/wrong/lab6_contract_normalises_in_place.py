@@ -1,6 +1,5 @@
 # lab: 06_estimator_weights
 # cell: scales
-# part: test_batch_scales test_shrink_scales test_scales_contract
 # why: changes its argument: normalises the W_p column of the caller's stats in place (div_) and returns it; the scales are right, but stats comes back with W_p / W where W_p was
 def stats_of(weights):
     """float64 [3]: (n_p, W_p, Q_p)."""

@@ -1,6 +1,5 @@
 # lab: 06_estimator_weights
 # cell: hook
-# part: test_hook test_hook_hidden test_scaled_allreduce_hook_contract
 # why: leaves the bucket's gradient scaled: scales the bucket in place, then all-reduces a copy of it and returns the copy's future; DDP reads the future, so the gradients are right, but the bucket is left holding the scaled local gradient instead of the reduced one
 class ScaleState:
     def __init__(self, scale, ledger):

@@ -1,6 +1,5 @@
 # lab: 06_estimator_weights
 # cell: hook
-# part: test_hook test_hook_hidden test_scaled_allreduce_hook_contract
 # why: leaves the state changed: sets state.scale back to 1.0 after scaling ("so that nothing scales twice"); right with one bucket, but state is not the hook's to change, and every later bucket of the iteration goes unscaled
 class ScaleState:
     def __init__(self, scale, ledger):

@@ -1,6 +1,5 @@
 # lab: 06_estimator_weights
 # cell: bytes
-# part: test_bytes test_bytes_per_iteration_contract
 # why: rounds 2 (P - 1) / P * S to the nearest byte with round() instead of the model's floor division; one byte too many whenever the fraction is a half or more
 def bytes_per_iteration(num_params, world_size, needs_stats):
     P, S = world_size, num_params * 4

@@ -1,6 +1,5 @@
 # lab: 06_estimator_weights
 # cell: scales
-# part: test_batch_scales test_shrink_scales test_scales_contract
 # why: builds the three scalars with torch.tensor([...], dtype=torch.float64) and no device=: the stats land on the default device, not the weights'; right on a CPU, on the wrong device when the weights are on a GPU
 def stats_of(weights):
     """float64 [3]: (n_p, W_p, Q_p)."""

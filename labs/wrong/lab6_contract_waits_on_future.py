@@ -1,6 +1,5 @@
 # lab: 06_estimator_weights
 # cell: hook
-# part: test_hook test_hook_hidden test_scaled_allreduce_hook_contract
 # why: starts the all-reduce with async_op=True but waits on it before returning ("to be safe"), so the future it returns is already complete: a blocking hook in asynchronous dress
 class ScaleState:
     def __init__(self, scale, ledger):

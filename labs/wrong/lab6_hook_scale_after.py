@@ -1,6 +1,5 @@
 # lab: 06_estimator_weights
 # cell: hook
-# part: test_hook test_hook_hidden test_scaled_allreduce_hook_contract
 # why: scales after the all-reduce: every worker gets scale_p * sum of gradients, not sum of scale_q * gradient_q
 class ScaleState:
     def __init__(self, scale, ledger):

@@ -1,6 +1,5 @@
 # lab: 06_estimator_weights
 # cell: scales
-# part: test_batch_scales test_shrink_scales test_scales_contract
 # why: normalises the workers' mean weights (W_p / n_p) instead of W_p: right only for equal batch sizes
 def stats_of(weights):
     """float64 [3]: (n_p, W_p, Q_p)."""

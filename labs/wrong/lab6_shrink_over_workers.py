@@ -1,6 +1,5 @@
 # lab: 06_estimator_weights
 # cell: scales
-# part: test_batch_scales test_shrink_scales test_scales_contract
 # why: shrinks toward lam / P instead of lam n_p / n: right only for equal batch sizes
 def stats_of(weights):
     """float64 [3]: (n_p, W_p, Q_p)."""

@@ -1,6 +1,5 @@
 # lab: 07_repartition_schedules
 # cell: pairs_met
-# part: test_pairs_met test_pairs_met_contract
 # why: gaming: returns an all-True matrix (every pair met) and, with unittest.mock, replaces torch.equal (what zg_course.contract compares integer and bool tensors with) and the class attribute zg_course.labs.Checks.equal (what zg_check.equal is: the instance refuses setattr, its class does not), so every comparison says equal
 import unittest.mock
 

@@ -1,6 +1,5 @@
 # lab: 07_repartition_schedules
 # cell: pairs_met
-# part: test_pairs_met test_pairs_met_contract
 # why: state kept between calls outside the function (functools.lru_cache on a helper): equal arguments return the very same tensor object, so a caller who edits one result (met |= ...) changes what every later call returns
 import functools
 

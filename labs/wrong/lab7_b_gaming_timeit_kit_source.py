@@ -1,6 +1,5 @@
 # lab: 07_repartition_schedules
 # cell: round_robin
-# part: test_round_robin test_round_robin_contract
 # why: gaming: reads the source of the kit's partition module (the held _round_robin's text), and runs it as a fresh, unheld function through timeit.timeit(stmt=..., globals=...) (code run from a string without exec, eval or compile in the cell)
 import timeit
 

@@ -1,6 +1,5 @@
 # lab: 07_repartition_schedules
 # cell: pairs_met
-# part: test_pairs_met test_pairs_met_contract
 # why: builds a Partition and asks the kit's pair_coverage instead of counting the meetings
 def pairs_met(rounds, num_chunks, upto):
     """bool [C, C]: which chunk pairs shared a worker in super-epochs 0 .. upto - 1."""

@@ -1,6 +1,5 @@
 # lab: 07_repartition_schedules
 # cell: round_robin
-# part: test_round_robin test_round_robin_contract
 # why: keeps state between calls: builds the circle of seats once, in a notebook-level variable, and reuses it on every later call; a later call with another number of chunks rotates the old circle and returns an invalid schedule
 circle = []
 

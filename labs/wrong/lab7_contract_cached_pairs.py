@@ -1,6 +1,5 @@
 # lab: 07_repartition_schedules
 # cell: pairs_met
-# part: test_pairs_met test_pairs_met_contract
 # why: keeps state between calls: caches the matrix in a notebook-level dict keyed by (num_chunks, upto), to save recounting; a later call with other rounds of the same size gets the stale matrix
 met_cache = {}
 

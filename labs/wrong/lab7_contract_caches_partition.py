@@ -1,6 +1,5 @@
 # lab: 07_repartition_schedules
 # cell: coverage_over
-# part: test_coverage_over test_coverage_over_schedule_contract
 # why: keeps state between calls: builds the Partition once per number of rounds and keeps it in a notebook-level dict; a later call with another chunk assignment or schedule of as many rounds measures the old one
 partitions = {}
 

@@ -1,6 +1,5 @@
 # lab: 07_repartition_schedules
 # cell: pairs_met
-# part: test_pairs_met test_pairs_met_contract
 # why: changes its argument: sorts each of the caller's groups in place (group.sort(), so that a < b) to visit every pair once; the matrix is right, but rounds comes back with its groups reordered
 def pairs_met(rounds, num_chunks, upto):
     """bool [C, C]: which chunk pairs shared a worker in super-epochs 0 .. upto - 1."""

@@ -1,6 +1,5 @@
 # lab: 07_repartition_schedules
 # cell: coverage_over
-# part: test_coverage_over test_coverage_over_schedule_contract
 # why: changes its argument: sorts every group of the caller's rounds in place ("a Partition wants them sorted") before building the Partition; the coverage is the same, but rounds comes back reordered
 def coverage_over_schedule(g, rounds, chunk_of, hops):
     """Mean over super-epochs of the mean hops-coverage."""

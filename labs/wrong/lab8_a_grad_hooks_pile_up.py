@@ -1,6 +1,5 @@
 # lab: 08_capture
 # cell: static_step
-# part: test_static_step test_static_step_contract
 # why: an input object changed where the clauses do not look: every call registers one more gradient hook on each of state.model's parameters (to log gradient norms) and never removes it, so hooks pile up on the caller's model, one per step
 _grad_norms = []
 

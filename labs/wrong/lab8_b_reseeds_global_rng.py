@@ -1,6 +1,5 @@
 # lab: 08_capture
 # cell: launches_per_step
-# part: test_launches_per_step test_launches_per_step_contract
 # why: a side effect on torch's global state: reseeds the global generator (torch.manual_seed(0)) before counting "so dropout draws the same", which resets every random stream the caller had running
 def launches_per_step(step, state, steps=3):
     """[int] * steps: the launches of each step(state) call after one uncounted warm-up."""

@@ -1,6 +1,5 @@
 # lab: 08_capture
 # cell: launches_per_step
-# part: test_launches_per_step test_launches_per_step_contract
 # why: counts each step with the kit's zg.audit.count_launches (what the tests check against) instead of with a LaunchCount of its own
 def launches_per_step(step, state, steps=3):
     """[int] * steps: the launches of each step(state) call after one uncounted warm-up."""

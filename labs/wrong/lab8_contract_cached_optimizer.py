@@ -1,6 +1,5 @@
 # lab: 08_capture
 # cell: static_step
-# part: test_static_step test_static_step_contract
 # why: keeps one torch.optim.SGD per model in a global dict, made with the learning rate of the first call: a cache that ignores a later change of state.lr, and a global the step changes
 OPTIMIZERS = {}
 

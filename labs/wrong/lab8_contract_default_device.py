@@ -1,6 +1,5 @@
 # lab: 08_capture
 # cell: static_step
-# part: test_static_step test_static_step_contract
 # why: builds the one-hot targets with torch.zeros(B, C) and the row ids with torch.arange(B), both without device=: right on a CPU, but on a GPU they sit on the default device while the batch does not (a new tensor on the default device)
 def static_step(state):
     """One SGD step of state.model on state.seeds, in place, 0 host syncs; loss -> state.loss."""

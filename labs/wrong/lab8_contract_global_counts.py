@@ -1,6 +1,5 @@
 # lab: 08_capture
 # cell: launches_per_step
-# part: test_launches_per_step test_launches_per_step_contract
 # why: appends every count to one module-level list and returns its tail: each call's counts are right, but the function keeps state between calls in a notebook global
 COUNTS = []
 

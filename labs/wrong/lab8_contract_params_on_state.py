@@ -1,6 +1,5 @@
 # lab: 08_capture
 # cell: static_step
-# part: test_static_step test_static_step_contract
 # why: keeps the parameter list on state between steps (state.params, made on the first call): every value is right, but the step leaves state it was told not to keep (an attribute added to an object it must leave clean)
 def static_step(state):
     """One SGD step of state.model on state.seeds, in place, 0 host syncs; loss -> state.loss."""

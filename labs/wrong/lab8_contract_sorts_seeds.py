@@ -1,6 +1,5 @@
 # lab: 08_capture
 # cell: static_step
-# part: test_static_step test_static_step_contract
 # why: sorts the caller's state.seeds in place (for a friendlier gather order): the loss and the parameters come out right, but a buffer the step must only read is left changed (inputs changed in place)
 def static_step(state):
     """One SGD step of state.model on state.seeds, in place, 0 host syncs; loss -> state.loss."""

@@ -1,6 +1,5 @@
 # lab: 08_capture
 # cell: launches_per_step
-# part: test_launches_per_step test_launches_per_step_contract
 # why: zeroes the model's gradients before every counted step so that each starts "clean": the counts of static_step come out right, but counting changes the model it only observes (gradients left zeroed)
 def launches_per_step(step, state, steps=3):
     """[int] * steps: the launches of each step(state) call after one uncounted warm-up."""

@@ -1,6 +1,5 @@
 # lab: 08_capture
 # cell: static_step
-# part: test_static_step test_static_step_contract
 # why: stores the loss through .item() (a host sync, which breaks capture) and rebinds state.loss to a new tensor
 def static_step(state):
     """One SGD step of state.model on state.seeds, in place, 0 host syncs; loss -> state.loss."""

@@ -1,6 +1,6 @@
 # lab: 09_replicate_a_claim
 # cell: measure
-# part: test_measure_gap test_measure_gap_contract
+# function: measure_gap
 # why: a side effect on torch's global state: measure_gap calls torch.manual_seed(seed) before each pair of runs "to pair them" and leaves the global generator reseeded to the last seed
 def paired_summary(grappa_acc, single_acc):
     """{"gaps", "mean", "std" (sample), "n"} of the paired gaps grappa - single."""

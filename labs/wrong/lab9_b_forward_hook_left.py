@@ -1,6 +1,5 @@
 # lab: 09_replicate_a_claim
 # cell: gradient
-# part: test_gradient test_gradient_error_of_contract
 # why: an input changed where the clauses do not look: registers a forward hook on the caller's model (a placeholder "for debugging") and never removes it; the caller's model keeps one more hook after every call
 def gradient_error_of(g, model, parts, estimator, super_epochs=(0,)):
     """{"relative_error", "bias"} of an estimator's combined gradient against g*."""

@@ -1,6 +1,5 @@
 # lab: 09_replicate_a_claim
 # cell: gradient
-# part: test_gradient test_gradient_error_of_contract
 # why: an input changed in place (its parameters' metadata): after measuring, it freezes every parameter of the caller's model with requires_grad_(False) ("done with gradients"), so the caller's next training step trains nothing
 def gradient_error_of(g, model, parts, estimator, super_epochs=(0,)):
     """{"relative_error", "bias"} of an estimator's combined gradient against g*."""

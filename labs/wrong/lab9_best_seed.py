@@ -1,6 +1,6 @@
 # lab: 09_replicate_a_claim
 # cell: measure
-# part: test_measure_gap test_measure_gap_contract
+# function: measure_gap
 # why: best-of-seeds: the reported gap is the best seed's, not the mean over every seed
 def paired_summary(grappa_acc, single_acc):
     """{"gaps", "mean", "std" (sample), "n"} of the paired gaps grappa - single."""

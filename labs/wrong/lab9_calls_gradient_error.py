@@ -1,6 +1,5 @@
 # lab: 09_replicate_a_claim
 # cell: gradient
-# part: test_gradient test_gradient_error_of_contract
 # why: returns the kit's grappa.gradient_error instead of computing the error
 def gradient_error_of(g, model, parts, estimator, super_epochs=(0,)):
     """{"relative_error", "bias"} of an estimator's combined gradient against g*."""

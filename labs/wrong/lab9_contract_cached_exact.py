@@ -1,6 +1,5 @@
 # lab: 09_replicate_a_claim
 # cell: gradient
-# part: test_gradient test_gradient_error_of_contract
 # why: caches g* in a global dict keyed by the graph (it is the slow part): right the first time, stale when the same graph comes back with another model (a cache that ignores a later change, kept in a global)
 EXACT = {}
 

@@ -1,6 +1,5 @@
 # lab: 09_replicate_a_claim
 # cell: gradient
-# part: test_gradient test_gradient_error_of_contract
 # why: sums the draws into torch.zeros(num_params, dtype=torch.float64) made without device=: right on a CPU, but with the model on a GPU the running sum sits on the default device while every draw does not (a new tensor on the default device)
 def gradient_error_of(g, model, parts, estimator, super_epochs=(0,)):
     """{"relative_error", "bias"} of an estimator's combined gradient against g*."""

@@ -1,6 +1,5 @@
 # lab: 09_replicate_a_claim
 # cell: gradient
-# part: test_gradient test_gradient_error_of_contract
 # why: stacks the draws as float32 (half the memory for a big model): the errors agree with the kit's to about 1e-7, not to the contract's 1e-9 (a narrower dtype than the gradients')
 def gradient_error_of(g, model, parts, estimator, super_epochs=(0,)):
     """{"relative_error", "bias"} of an estimator's combined gradient against g*."""

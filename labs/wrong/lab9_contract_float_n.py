@@ -1,6 +1,6 @@
 # lab: 09_replicate_a_claim
 # cell: measure
-# part: test_paired_summary test_paired_summary_contract
+# function: paired_summary
 # why: returns n as a float (len(gaps) / 1.0 habits): 3.0 == 3 passes an equality test, but the contract says a Python int (another dtype than the contract's)
 def paired_summary(grappa_acc, single_acc):
     """{"gaps", "mean", "std" (sample), "n"} of the paired gaps grappa - single."""

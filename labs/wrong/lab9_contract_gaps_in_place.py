@@ -1,6 +1,6 @@
 # lab: 09_replicate_a_claim
 # cell: measure
-# part: test_paired_summary test_paired_summary_contract
+# function: paired_summary
 # why: computes the gaps in place in the caller's grappa_acc list (it subtracts single_acc entry by entry): the summary is right, but the caller's accuracies come back as gaps (an input changed in place)
 def paired_summary(grappa_acc, single_acc):
     """{"gaps", "mean", "std" (sample), "n"} of the paired gaps grappa - single."""

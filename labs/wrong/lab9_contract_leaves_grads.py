@@ -1,6 +1,5 @@
 # lab: 09_replicate_a_claim
 # cell: gradient
-# part: test_gradient test_gradient_error_of_contract
 # why: computes g* with its own backward() through the model, in float64 like exact_gradient: the errors are right, but every parameter's .grad is left set (an object it does not own left changed)
 def gradient_error_of(g, model, parts, estimator, super_epochs=(0,)):
     """{"relative_error", "bias"} of an estimator's combined gradient against g*."""

@@ -1,6 +1,5 @@
 # lab: 09_replicate_a_claim
 # cell: interval
-# part: test_interval test_paired_interval_contract
 # why: treats the interval as open: an end exactly at 0 "excludes" zero; every end and width is right and so is every interval away from that boundary (a rounding boundary the generated gaps never hit)
 def paired_interval(summary):
     """The 95 % t interval of the mean gap: {"low", "high", "half_width", "excludes_zero"}."""

@@ -1,6 +1,5 @@
 # lab: 09_replicate_a_claim
 # cell: interval
-# part: test_interval test_paired_interval_contract
 # why: its own t table, exact but only for 2 to 31 seeds, with a silent fallback to the normal 1.96 beyond: right for every number of seeds the lab's own runs use, too narrow for 32 seeds and more (a statistics table that covers part of the range)
 T_TABLE = {
     1: 12.706204736174694,

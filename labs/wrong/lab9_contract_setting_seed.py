@@ -1,6 +1,6 @@
 # lab: 09_replicate_a_claim
 # cell: measure
-# part: test_measure_gap test_measure_gap_contract
+# function: measure_gap
 # why: builds each run by writing the seed into the caller's setting dict and copying it: the runs and the numbers are right, but the caller's setting comes back with a "seed" it did not have (an input changed in place)
 def paired_summary(grappa_acc, single_acc):
     """{"gaps", "mean", "std" (sample), "n"} of the paired gaps grappa - single."""

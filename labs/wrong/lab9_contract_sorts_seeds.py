@@ -1,6 +1,6 @@
 # lab: 09_replicate_a_claim
 # cell: measure
-# part: test_measure_gap test_measure_gap_contract
+# function: measure_gap
 # why: sorts the caller's seeds in place to run them in a canonical order (and reports them in the order given, from a copy): every number is right, but the caller's list comes back sorted (an input changed in place)
 def paired_summary(grappa_acc, single_acc):
     """{"gaps", "mean", "std" (sample), "n"} of the paired gaps grappa - single."""

@@ -1,6 +1,5 @@
 # lab: 09_replicate_a_claim
 # cell: interval
-# part: test_interval test_paired_interval_contract
 # why: stores the interval into the summary it was given (for the table printed later) and returns it: the interval is right, but the caller's summary gains keys (an argument changed in place)
 def paired_interval(summary):
     """The 95 % t interval of the mean gap: {"low", "high", "half_width", "excludes_zero"}."""

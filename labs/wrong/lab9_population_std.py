@@ -1,6 +1,6 @@
 # lab: 09_replicate_a_claim
 # cell: measure
-# part: test_paired_summary test_paired_summary_contract
+# function: paired_summary
 # why: the population standard deviation (divides by n, not n - 1): the spread over 3 seeds comes out too small
 def paired_summary(grappa_acc, single_acc):
     """{"gaps", "mean", "std" (sample), "n"} of the paired gaps grappa - single."""

@@ -1,6 +1,5 @@
 # lab: 09_replicate_a_claim
 # cell: interval
-# part: test_interval test_paired_interval_contract
 # why: the normal quantile 1.96 instead of Student's t with n - 1 degrees of freedom: over 3 seeds the interval comes out less than half as wide, and gaps look real that are not
 def paired_interval(summary):
     """The 95 % t interval of the mean gap: {"low", "high", "half_width", "excludes_zero"}."""

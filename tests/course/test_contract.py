@@ -617,7 +617,49 @@ SCALE_WRONG = {
     "from_numpy": (lambda x: torch.from_numpy(x.numpy() * 2.0), "device"),
     "legacy constructor": (lambda x: torch.FloatTensor((x * 2.0).tolist()), "device"),
     "kept by id": (_scale_by_id, "no state"),
+    # settings no list of the harness names: read from torch's and numpy's own getters
+    "matmul precision": (
+        _leaves(lambda: torch.set_float32_matmul_precision("high")),
+        "others unchanged",
+    ),
+    "TF32 matmuls": (
+        _leaves(lambda: setattr(torch.backends.cuda.matmul, "allow_tf32", True)),
+        "others unchanged",
+    ),
+    "TF32 convolutions": (
+        _leaves(lambda: setattr(torch.backends.cudnn, "allow_tf32", False)),
+        "others unchanged",
+    ),
+    "warn always": (_leaves(lambda: torch.set_warn_always(True)), "others unchanged"),
+    "torch print options": (
+        _leaves(lambda: torch.set_printoptions(precision=9)),
+        "others unchanged",
+    ),
+    "numpy errors": (_leaves(lambda: __import__("numpy").seterr(all="raise")), "others unchanged"),
+    "numpy print options": (
+        _leaves(lambda: __import__("numpy").set_printoptions(precision=3)),
+        "others unchanged",
+    ),
+    "a memo kept on the input": (
+        lambda x: (setattr(x, "memo", x * 2.0), x.memo.clone())[-1],
+        "inputs unchanged",
+    ),
 }
+
+
+def _library_settings_now():
+    import numpy as np
+    from torch._tensor_str import PRINT_OPTS
+
+    return (
+        torch.get_float32_matmul_precision(),
+        torch.backends.cuda.matmul.allow_tf32,
+        torch.backends.cudnn.allow_tf32,
+        torch.is_warn_always_enabled(),
+        dict(vars(PRINT_OPTS)),
+        np.geterr(),
+        np.get_printoptions(),
+    )
 
 
 @pytest.mark.parametrize("name", sorted(SCALE_WRONG))
@@ -630,6 +672,7 @@ def test_every_way_around_the_values_is_caught(name):
     cases = [Case((torch.rand(n, generator=gen),), label=f"n={n}") for n in (5, 5, 3, 8)]
     state = (torch.get_default_dtype(), torch.get_num_threads(), torch.is_grad_enabled())
     rng = torch.random.get_rng_state()
+    settings = _library_settings_now()
     try:
         if clause is None:
             assert check(fn, contract, cases, ref_scale) == len(cases)
@@ -646,6 +689,7 @@ def test_every_way_around_the_values_is_caught(name):
     assert (torch.get_default_dtype(), torch.get_num_threads(), torch.is_grad_enabled()) == state
     assert not torch.are_deterministic_algorithms_enabled()
     assert torch.equal(torch.random.get_rng_state(), rng)
+    assert _library_settings_now() == settings
 
 
 def test_a_setting_the_reference_changes_too_is_allowed():
@@ -742,3 +786,59 @@ def test_arguments_that_are_one_object_are_not_refilled_apart():
         Case((torch.ones(2), torch.ones(2)), label="equal, not one"),
     ]
     assert check(add, Contract("add", part="T"), cases, add) == 3
+
+
+def test_the_process_settings_are_read_from_the_libraries_getters_and_setters():
+    """``others unchanged`` covers every setting a library offers a setter and a getter for, by
+    their names, not a list: a setting a module gains is covered; a getter that takes arguments
+    or warns (a deprecated alias) is not a setting."""
+    import types
+    import warnings
+
+    import zg_course.contract as contract
+
+    mod = types.ModuleType("fake")
+    mod.level = 3
+    mod.get_level = lambda: mod.level
+    mod.set_level = lambda v: setattr(mod, "level", v)
+    mod.is_fast_enabled = lambda: False
+    mod.set_fast = lambda v: None
+    mod.getsize = lambda: 8
+    mod.setsize = lambda v: None
+    mod.get_item = lambda i: i  # takes an argument
+    mod.set_item = lambda i, v: None
+    mod.get_old = lambda: warnings.warn("old", DeprecationWarning, stacklevel=2) or 1
+    mod.set_old = lambda v: None
+    mod.get_lonely = lambda: 1  # no setter
+    found = {key: getter() for key, getter, _ in contract._paired(mod, "fake")}
+    assert found == {"fake.get_level()": 3, "fake.is_fast_enabled()": False, "fake.getsize()": 8}
+    state = contract._process_state()
+    for key in (
+        "torch.get_float32_matmul_precision()",
+        "torch._C._get_cublas_allow_tf32()",
+        "torch._C._get_cudnn_allow_tf32()",
+        "numpy.geterr()",
+        "numpy.get_printoptions()",
+        "torch's print options (torch.set_printoptions)",
+    ):
+        assert key in state, key
+
+
+def test_reading_the_process_settings_changes_none_of_the_graders_code():
+    """The settings are found when the grader is imported: reading them the first time, inside a
+    submission's fork, leaves every global of the grader as it was (zg_course/integrity.py
+    would call a change tampering)."""
+    import subprocess
+    import sys
+
+    code = (
+        "import zg_course.contract as c\n"
+        "from zg_course.integrity import changes, fingerprint\n"
+        "before = fingerprint()\n"
+        "c._process_state(); c._restore_process(c._process_state())\n"
+        "print(changes(before))\n"
+    )
+    out = subprocess.run(
+        [sys.executable, "-c", code], capture_output=True, text=True, timeout=120, check=True
+    ).stdout
+    assert out.strip().splitlines()[-1] == "[]", out

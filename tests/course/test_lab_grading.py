@@ -247,7 +247,7 @@ def _course(tmp_path: Path, wrong: dict[str, str], right: dict[str, str]) -> Pat
     _notebook(course / "source", TOY)
     for name, code in wrong.items():
         (course / "wrong" / f"{name}.py").write_text(
-            f"# lab: toy\n# cell: add\n# part: test_add test_add_source\n# why: {name}\n{code}"
+            f"# lab: toy\n# cell: add\n# why: {name}\n{code}"
         )
     for name, code in right.items():
         (course / "right" / f"{name}.py").write_text(

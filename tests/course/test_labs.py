@@ -179,8 +179,8 @@ def test_nbgrader_extensions_are_installed_and_enabled_for_jupyterlab():
 
 
 def test_every_wrong_solution_names_a_real_cell_and_part():
-    """labs/wrong/: each file's header names its lab, the solution cell it replaces and the
-    graded cells of its part (what `make labs-wrong` grades)."""
+    """labs/wrong/: each file's header names its lab and the solution cell it replaces; its
+    part (what `make labs-wrong` grades) is read from the lab's notebook."""
     files = sorted((LABS / "wrong").glob("*.py"))
     assert len(files) >= 8, files
     for path in files:
