@@ -128,9 +128,11 @@ def _execute_once(path: Path, scale: str, timeout: int) -> dict:
     from traitlets.config import Config
 
     nb = nbformat.read(path, as_version=4)
-    os.environ.update(ZG_SCALE=scale, ZG_PROGRESS="1")
-    os.environ.setdefault("DGLBACKEND", "pytorch")
-    os.environ.pop("PYTEST_CURRENT_TEST", None)
+    # The kernel's own environment; this process's is left as it was (a caller, pytest
+    # among them, keeps its switches).
+    env = {k: v for k, v in os.environ.items() if k != "PYTEST_CURRENT_TEST"}
+    env.update(ZG_SCALE=scale, ZG_PROGRESS="1")
+    env.setdefault("DGLBACKEND", "pytorch")
     with tempfile.TemporaryDirectory(prefix="zg-progress-kernel-") as sockets:
         config = Config(
             {"KernelManager": {"transport": "ipc", "ip": os.path.join(sockets, "kernel")}}
@@ -143,7 +145,7 @@ def _execute_once(path: Path, scale: str, timeout: int) -> dict:
             record_timing=True,
             config=config,
             resources={"metadata": {"path": str(path.parent.resolve())}},
-        ).execute()
+        ).execute(env=env)
     return nb
 
 

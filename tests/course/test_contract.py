@@ -828,8 +828,9 @@ def test_reading_the_process_settings_changes_none_of_the_graders_code():
     """The settings are found when the grader is imported: reading them the first time, inside a
     submission's fork, leaves every global of the grader as it was (zg_course/integrity.py
     would call a change tampering)."""
-    import subprocess
     import sys
+
+    import processes
 
     code = (
         "import zg_course.contract as c\n"
@@ -838,7 +839,7 @@ def test_reading_the_process_settings_changes_none_of_the_graders_code():
         "c._process_state(); c._restore_process(c._process_state())\n"
         "print(changes(before))\n"
     )
-    out = subprocess.run(
-        [sys.executable, "-c", code], capture_output=True, text=True, timeout=120, check=True
-    ).stdout
+    done = processes.run([sys.executable, "-c", code], capture_output=True, text=True, timeout=120)
+    assert done.returncode == 0, done.stderr[-3000:]
+    out = done.stdout
     assert out.strip().splitlines()[-1] == "[]", out

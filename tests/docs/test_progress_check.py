@@ -7,6 +7,7 @@ from __future__ import annotations
 
 import importlib.util
 import json
+import os
 import sys
 from pathlib import Path
 
@@ -101,6 +102,7 @@ def test_the_tool_finds_a_silent_long_cell_in_a_real_kernel(tmp_path):
     silent = write("silent", "x = 1", barred, "import time\ntime.sleep(2.5)")
     shown = write("shown", "x = 1", barred)
     out = tmp_path / "out.json"
+    before = dict(os.environ)  # the kernel gets its switches; this process keeps its own
     assert pc.main([str(silent), str(shown), "--json", str(out), "--min-seconds", "1.5"]) == 1
     report = json.loads(out.read_text())["notebooks"]
     marks = {
@@ -108,3 +110,4 @@ def test_the_tool_finds_a_silent_long_cell_in_a_real_kernel(tmp_path):
     }
     assert marks == {("silent", 1): True, ("silent", 2): False, ("shown", 1): True}
     assert pc.main([str(shown), "--min-seconds", "1.5"]) == 0
+    assert dict(os.environ) == before

@@ -52,7 +52,7 @@ import tempfile
 import threading
 import time
 from collections.abc import Callable, Sequence
-from typing import Any
+from typing import Any, NamedTuple
 
 import torch
 import torch.distributed as dist
@@ -179,9 +179,22 @@ def _replayed(record: dict) -> BaseException | None:
     return exc
 
 
-def _earliest_failure(folder: str, processes: Sequence[Any]) -> int | None:
-    """The rank of the earliest error recorded in ``folder`` whose worker ended badly (None
-    if no record names one): under load the parent may see a peer's exit first."""
+class _FirstFailure(NamedTuple):
+    """What the parent saw when the first worker ended badly, before it stopped any other."""
+
+    index: int  # the worker whose exit it saw first
+    seen_at: float  # time.time() then
+    signalled: frozenset[int]  # workers already ended by a signal then (none sent by the run)
+
+
+def _cause(folder: str, processes: Sequence[Any], first: _FirstFailure) -> int:
+    """The worker to name for a failed run. A worker ended by a signal before the parent
+    stopped anyone was ended from outside (a kill, the out-of-memory killer) and records
+    nothing: it is the cause (the first seen, if it is one). Otherwise the earliest error
+    recorded in ``folder`` before that moment, by a worker that ended badly: under load the
+    parent may see a peer's exit first. Records written later come from the stop itself."""
+    if first.signalled:
+        return first.index if first.index in first.signalled else min(first.signalled)
     records = []
     for entry in sorted(os.listdir(folder)):
         try:
@@ -197,10 +210,11 @@ def _earliest_failure(folder: str, processes: Sequence[Any]) -> int | None:
             and not isinstance(rank, bool)
             and 0 <= rank < len(processes)
             and isinstance(when, (int, float))
+            and when <= first.seen_at
             and processes[rank].exitcode not in (0, None)
         ):
             records.append((when, rank))
-    return min(records)[1] if records else None
+    return min(records)[1] if records else first.index
 
 
 def _worker_record(folder: str, rank: int) -> dict | None:
@@ -432,13 +446,16 @@ def _stop(processes: Sequence[Any], grace: float = STOP_SECONDS) -> None:
             process.join(5)
 
 
-def _wait_for_workers(processes: Sequence[Any], deadline: float | None, run_timeout) -> int | None:
+def _wait_for_workers(
+    processes: Sequence[Any], deadline: float | None, run_timeout
+) -> _FirstFailure | None:
     """Wait on the workers' sentinels until all have ended; on the first that ends badly, stop
     the rest with the kill deadline (:func:`_stop`: SIGTERM, then SIGKILL after
     :data:`STOP_SECONDS`), so a worker that ignores SIGTERM (stopped, or stuck in C code) is
     killed, never waited for. torch's own join waits for the others without a limit after a
     failure; this wait has none of that. Past ``deadline``: stop them all, TimeoutError.
-    Returns the index of the worker that failed first, or None when all ended well."""
+    Returns what was seen when the first worker failed (:class:`_FirstFailure`), or None when
+    all ended well."""
     live = {p.sentinel: i for i, p in enumerate(processes)}
     while live:
         ended = multiprocessing.connection.wait(list(live), timeout=0.5)
@@ -446,8 +463,12 @@ def _wait_for_workers(processes: Sequence[Any], deadline: float | None, run_time
             index = live.pop(sentinel)
             processes[index].join(0)
             if processes[index].exitcode != 0:
+                seen_at = time.time()
+                for p in processes:
+                    p.join(0)
+                signalled = frozenset(i for i, p in enumerate(processes) if (p.exitcode or 0) < 0)
                 _stop(processes)  # every other worker ends within the kill deadline
-                return index
+                return _FirstFailure(index, seen_at, signalled)
         if deadline is not None and time.monotonic() > deadline:
             _stop(processes)
             raise TimeoutError(
@@ -564,13 +585,12 @@ def spawn(
                     os.environ[ERRORS_ENV] = previous
             deadline = None if run_timeout is None else time.monotonic() + run_timeout
             try:
-                failed = _wait_for_workers(context.processes, deadline, run_timeout)
-                if failed is not None:
+                first = _wait_for_workers(context.processes, deadline, run_timeout)
+                if first is not None:
                     # The worker whose exit the parent saw first may be a peer that failed
-                    # because of it (a collective whose other end vanished): the earliest
-                    # recorded error names the cause, when its worker failed too.
-                    earliest = _earliest_failure(errors, context.processes)
-                    failed = failed if earliest is None else earliest
+                    # because of another (a collective whose other end vanished): name the
+                    # cause (_cause: a signal from outside, else the earliest recorded error).
+                    failed = _cause(errors, context.processes, first)
                     # torch's join reports the first ended worker it looks at: show it only the
                     # one that failed first (the others were stopped because of it).
                     context.sentinels = {context.processes[failed].sentinel: failed}
