@@ -22,7 +22,8 @@ The clauses (:attr:`Contract.clauses` lists those a contract has):
 * ``runs``: the call returns without an exception.
 * ``returns``: the value equals the reference's (exactly for integers and booleans; within
   ``rtol``/``atol`` for floats), with the same structure and shape, the same container types
-  (a list where the reference returns a list), contiguous where the reference's tensor is, and
+  (a list where the reference returns a list, a plain ``dict`` where it returns one: not a
+  ``Counter``, a ``defaultdict`` or an ``OrderedDict``), contiguous where the reference's tensor is, and
   in memory of its own: a returned tensor that shares its storage with an argument (the input
   itself, or a view of it) fails, unless the reference's result shares its input's too.
 * ``dtype``: every returned tensor has the reference's dtype; a Python number has exactly the
@@ -65,6 +66,12 @@ The clauses (:attr:`Contract.clauses` lists those a contract has):
   a setting fails ``returns`` on the case after the change; and the function is called on one
   case's objects, which are then refilled in place with the next case's values (the same
   objects) and called again, so a result kept by the objects' identity fails too.
+* ``deterministic``: the same call, on fresh copies of the same inputs, from the same
+  settings and generators, returns the same value (within ``rtol``/``atol``): an answer that
+  draws from a generator of its own (an unseeded ``random.Random()``, numpy's
+  ``default_rng()``, the clock) differs from call to call, even where ``compare`` accepts any
+  valid answer. Every case is called twice (only the first, for a contract with
+  ``refill=False``: a function too slow to call twice per case).
 * ``host syncs``: at most ``host_syncs`` under :class:`zg.audit.SyncAudit` ``(strict=True)``.
 * ``asynchronous``: every collective (``torch.distributed.all_reduce``, ...) is started with
   ``async_op=True``, nothing waits on it before the function returns, and what it returns is a
@@ -112,6 +119,7 @@ CLAUSES = (
     "updates",
     "others unchanged",
     "no state",
+    "deterministic",
     "host syncs",
     "asynchronous",
 )
@@ -160,6 +168,9 @@ class Contract:
         compare: ``compare(expected, got) -> str | None``, a comparison of the returned value
             that replaces the default one (for answers that may differ, e.g. in order); it
             returns what is wrong, or ``None``.
+        deterministic: check that the same call twice gives the same answer
+            (``deterministic``); ``False`` for a function whose answer is a measurement (a
+            time).
         refill: with ``stateless``, also call the function twice on the same objects, refilled
             in place with the next case's values between the calls (a result kept between
             calls, keyed on the objects' identity, fails ``no state``); ``False`` for a
@@ -182,6 +193,7 @@ class Contract:
     extra_keys: bool = False
     compare: Callable | None = field(default=None, compare=False)
     refill: bool = True
+    deterministic: bool = True
 
     def __post_init__(self):
         for name in ("function", "part"):
@@ -223,6 +235,8 @@ class Contract:
             have.add("updates")
         if self.stateless:
             have.update(("no state", "others unchanged"))
+        if self.deterministic and not self.asynchronous:
+            have.add("deterministic")
         if self.host_syncs is not None:
             have.add("host syncs")
         if self.asynchronous:
@@ -249,6 +263,8 @@ class Contract:
             lines.append("makes its tensors on its inputs' device")
         if self.stateless:
             lines.append("keeps no state between calls and leaves globals alone")
+        if self.deterministic and not self.asynchronous:
+            lines.append("gives the same answer to the same call")
         if self.host_syncs is not None:
             lines.append(f"makes at most {self.host_syncs} host syncs")
         if self.asynchronous:
@@ -421,6 +437,13 @@ def compare_values(
     if isinstance(expected, Mapping):
         if not isinstance(got, Mapping):
             return "returns", f"{path}: expected a mapping, got {type(got).__name__}"
+        if type(got) is not type(expected):
+            # a Counter answers 0 for a missing key, a defaultdict adds it: not a plain dict
+            return (
+                "returns",
+                f"{path}: expected a {type(expected).__name__}, got a "
+                f"{type(got).__module__}.{type(got).__qualname__} {_short(got)}",
+            )
         if set(got) != set(expected):
             return (
                 "returns",
@@ -1598,6 +1621,7 @@ def check(
                 names,
                 f"expected at most {contract.host_syncs} host syncs, got {audit.host_syncs} ({ops})",
             )
+        answer = got  # as returned, for the call again (deterministic)
         if contract.extra_keys and isinstance(expected, Mapping) and isinstance(got, Mapping):
             got = {k: v for k, v in got.items() if k in expected}  # the keys the contract names
         if contract.compare is not None:
@@ -1641,6 +1665,13 @@ def check(
             found = _state_changes(state_before, fn, namespace, deep=False)
             if found:
                 fail("no state", case, names, found)
+        if (
+            contract.deterministic
+            and not contract.asynchronous
+            and "deterministic" not in failures
+            and (contract.refill or case is cases[0])
+        ):
+            _check_deterministic(fn, contract, case, names, answer, fail)
         if contract.device and "device" not in failures and not contract.asynchronous:
             _check_device(fn, contract, case, names, expected, fail)
     if (
@@ -2067,7 +2098,327 @@ def _host_constructors_elsewhere():
             setattr(torch, name, original)
 
 
+def _check_deterministic(fn, contract, case, names, first, fail):
+    """The same call again, on fresh copies of the case's inputs and from the same settings
+    and generators as the first: its answer must be the first's."""
+    args, kwargs = _copy(case.args), _copy(case.kwargs)
+    process_before = _process_state()
+    try:
+        with _keep_generators(), _student(contract.function):
+            again = fn(*args, **kwargs)
+    except ContractFailure:
+        raise
+    except Exception as exc:
+        fail(
+            "deterministic",
+            case,
+            names,
+            f"the same call a second time raised {type(exc).__name__}: {exc}",
+        )
+        return
+    finally:
+        _restore_process(process_before)
+    found = compare_values(first, again, contract.rtol, contract.atol, contract.dtype)
+    if found:
+        fail(
+            "deterministic",
+            case,
+            names,
+            "the same call twice, on equal inputs and from the same generators, gave two "
+            f"answers ({found[1].replace('the result', 'the second', 1)}): draw from the "
+            "generators the lab names (torch's, seeded by the caller), never from one of the "
+            "function's own or the clock",
+        )
+
+
+# ---- the inputs on another device: every tensor tagged with the device it was made or
+# received on, and an op that mixes the two refused, as a CUDA tensor meeting a CPU one is
+
+
+class _MixedDevices(RuntimeError):
+    """An op met a tensor on the inputs' device and one on the CPU (as on a GPU)."""
+
+
+class _Unjudged(Exception):
+    """A tensor reached an op on the tagged device without its values (a route the check does
+    not follow): the device check by redirection judges the case instead."""
+
+
+class _NotWrappable(Exception):
+    """The case's inputs hold tensors inside objects the check cannot move."""
+
+
+_ELSEWHERE = torch.device("meta")  # the device the tagged tensors report (no memory, no init)
+_TORCH_DIR = os.path.dirname(os.path.abspath(torch.__file__)) + os.sep
+# What torch.tensor([...]) calls on the tensor it built on the CPU.
+_LIFTS = frozenset(
+    op
+    for op in (
+        getattr(torch.ops.aten.lift_fresh, "default", None),
+        getattr(torch.ops.aten.lift_fresh_copy, "default", None),
+    )
+    if op is not None
+)
+# Ops that move or copy between devices by design.
+_MOVES = frozenset(
+    op
+    for op in (
+        getattr(torch.ops.aten._to_copy, "default", None),
+        getattr(torch.ops.aten.copy_, "default", None),
+        getattr(torch.ops.aten.copy, "default", None),
+    )
+    if op is not None
+)
+
+
+class _Elsewhere(torch.Tensor):
+    """A CPU tensor that says it is on another device (``meta``: nothing is allocated there and
+    nothing is initialised): what a graded function receives in the device check. Its values
+    live in ``elem``; every op on it runs under :class:`_ElsewhereMode`."""
+
+    elem: torch.Tensor
+
+    @staticmethod
+    def __new__(cls, elem: torch.Tensor, requires_grad: bool = False):
+        out = torch.Tensor._make_wrapper_subclass(
+            cls,
+            elem.size(),
+            strides=elem.stride(),
+            storage_offset=elem.storage_offset(),
+            dtype=elem.dtype,
+            layout=elem.layout,
+            device=_ELSEWHERE,
+            requires_grad=requires_grad,
+        )
+        out.elem = elem
+        return out
+
+    __torch_function__ = torch._C._disabled_torch_function_impl
+
+    @classmethod
+    def __torch_dispatch__(cls, func, types, args=(), kwargs=None):  # only under the mode
+        raise _MixedDevices(f"{func}: a tensor on the inputs' device used after the call")
+
+    def __repr__(self):
+        return f"{self.elem!r} (on the inputs' device)"
+
+    def tolist(self):  # a copy to the host, as on a GPU
+        return self.elem.tolist()
+
+    def numpy(self, *args, **kwargs):
+        raise TypeError(
+            "can't convert a tensor on the inputs' device to numpy (on a GPU: cuda:0); "
+            "use Tensor.cpu() to copy the tensor to host memory first"
+        )
+
+
+def _from_the_kit() -> bool:
+    """Whether the innermost frame outside torch belongs to the kit (``zg/``, ``zg_course/``):
+    its host-side bookkeeping is tested on its own (:func:`_made_by_the_kit`)."""
+    frame = sys._getframe(2)
+    while frame is not None:
+        name = os.path.abspath(frame.f_code.co_filename)
+        if not name.startswith(_TORCH_DIR) and name != os.path.abspath(__file__):
+            return name.startswith(_KIT_DIRS)
+        frame = frame.f_back
+    return False
+
+
+class _ElsewhereMode(TorchDispatchMode):
+    """While active: an op on tagged tensors (:class:`_Elsewhere`) runs on their values and
+    tags what it makes; a factory call on the inputs' device (``device=x.device``) makes a
+    tagged tensor; one on the CPU (no ``device=``, ``device="cpu"``, ``torch.from_numpy``, a
+    legacy constructor) makes a plain one; an op that mixes a tagged tensor with a plain one
+    raises :class:`_MixedDevices`, except where PyTorch allows it on a GPU: a 0-d CPU tensor in
+    an elementwise op, a copy between devices. (Indexing with a CPU index is refused although
+    PyTorch copies it over: the contract says every tensor the function makes is on its inputs'
+    device.)"""
+
+    def __torch_dispatch__(self, func, types, args=(), kwargs=None):
+        kwargs = kwargs or {}
+        flat = [
+            t
+            for t in torch.utils._pytree.tree_flatten((args, kwargs))[0]
+            if isinstance(t, torch.Tensor)
+        ]
+        tagged = any(isinstance(t, _Elsewhere) for t in flat)
+        if any(t.device.type == _ELSEWHERE.type and not isinstance(t, _Elsewhere) for t in flat):
+            raise _Unjudged(str(func))
+        if tagged and func not in _MOVES:
+            # (PyTorch would move CPU indices to the device: the contract does not, since
+            # every tensor the function makes must be on its inputs' device.)
+            plain = [t for t in flat if not isinstance(t, _Elsewhere)]
+            pointwise = torch.Tag.pointwise in getattr(func, "tags", ())
+            if plain and not (pointwise and all(t.dim() == 0 for t in plain)):
+                if not _from_the_kit():
+                    shapes = ", ".join(
+                        f"{str(t.dtype).replace('torch.', '')}{list(t.shape)}" for t in plain[:2]
+                    )
+                    raise _MixedDevices(
+                        f"{func} met a tensor on the inputs' device and a CPU tensor ({shapes})"
+                    )
+
+        def unwrap(t):
+            return t.elem if isinstance(t, _Elsewhere) else t
+
+        args_, kwargs_ = torch.utils._pytree.tree_map(unwrap, (args, kwargs))
+        asked = kwargs_.get("device")
+        if asked is not None and torch.device(asked).type == _ELSEWHERE.type:
+            kwargs_["device"] = torch.device("cpu")  # made on, or moved to, the inputs' device
+            elsewhere = True
+        elif func in _MOVES:
+            elsewhere = tagged and asked is None  # .float() keeps the device; .cpu() does not
+        elif tagged:
+            elsewhere = True  # an op on the inputs' tensors
+        else:  # made on the CPU: by the student's code, or (as on the device) by the kit's
+            elsewhere = ("device" in kwargs_ or func in _LIFTS) and _from_the_kit()
+        out = func(*args_, **kwargs_)
+        returns = func._schema.returns
+        if (
+            len(returns) == 1
+            and returns[0].alias_info is not None
+            and returns[0].alias_info.is_write
+            and args
+            and isinstance(args[0], torch.Tensor)
+        ):
+            return args[0]  # in place: the same tensor, tagged or not
+
+        def wrap(t):
+            return _Elsewhere(t) if isinstance(t, torch.Tensor) and elsewhere else t
+
+        return torch.utils._pytree.tree_map(wrap, out)
+
+
+class _MadeElsewhere(TorchFunctionMode):
+    """While active, a call with ``device=`` the inputs' device (``torch.tensor(data,
+    device=x.device)``, ``torch.as_tensor``...) makes its tensor on the CPU and tags it: a
+    constructor from data puts the values on the device below the dispatch modes, where the
+    tagged device (``meta``) would keep none."""
+
+    def __torch_function__(self, func, types, args=(), kwargs=None):
+        kwargs = kwargs or {}
+        asked = kwargs.get("device")
+        if (
+            func is torch.Tensor.new_tensor
+            and args
+            and isinstance(args[0], _Elsewhere)
+            and (asked is None or str(asked) == _ELSEWHERE.type)
+        ):  # x.new_tensor(data): on x's device
+            kwargs = {k: v for k, v in kwargs.items() if k != "device"}
+            out = args[0].elem.new_tensor(*args[1:], **kwargs)
+            return _Elsewhere(out.detach(), requires_grad=out.requires_grad)
+        if asked is None or isinstance(asked, int):
+            return func(*args, **kwargs)
+        try:
+            elsewhere = torch.device(asked).type == _ELSEWHERE.type
+        except (TypeError, RuntimeError):
+            elsewhere = False
+        if not elsewhere:
+            return func(*args, **kwargs)
+        out = func(*args, **{**kwargs, "device": torch.device("cpu")})
+        return torch.utils._pytree.tree_map(
+            lambda t: (
+                _Elsewhere(t.detach(), requires_grad=t.requires_grad)
+                if type(t) is torch.Tensor
+                else t
+            ),
+            out,
+        )
+
+
+def _elsewhere(x, depth: int = 0):
+    """``x`` with every tensor tagged (:class:`_Elsewhere`): tensors, and lists, tuples and
+    dicts of them; raises :class:`_NotWrappable` where a tensor sits in another object."""
+    if isinstance(x, torch.Tensor):
+        if type(x) is not torch.Tensor or x.layout != torch.strided or not x.is_leaf:
+            raise _NotWrappable(type(x).__name__)
+        # the values without autograd (autograd runs on the tagged tensor, above the mode)
+        return _Elsewhere(x.detach(), requires_grad=x.requires_grad)
+    if type(x) in (list, tuple) and depth < 4:
+        return type(x)(_elsewhere(v, depth + 1) for v in x)
+    if isinstance(x, dict) and type(x) is dict and depth < 4:
+        return {k: _elsewhere(v, depth + 1) for k, v in x.items()}
+    if x is None or isinstance(x, (numbers.Number, str, bytes, torch.dtype, torch.device, range)):
+        return x
+    if isinstance(x, np.ndarray):
+        return x
+    raise _NotWrappable(type(x).__name__)
+
+
+def _plain_tensors_in(x, path: str = "the result", depth: int = 0):
+    """Where ``x`` (a result of the device check) holds a tensor that is not tagged."""
+    if isinstance(x, _Elsewhere):
+        return
+    if isinstance(x, torch.Tensor):
+        yield path, x
+    elif isinstance(x, (list, tuple)) and depth < 4:
+        for i, v in enumerate(x):
+            yield from _plain_tensors_in(v, f"{path}[{i}]", depth + 1)
+    elif isinstance(x, Mapping) and depth < 4:
+        for k, v in x.items():
+            yield from _plain_tensors_in(v, f"{path}[{k!r}]", depth + 1)
+
+
+def _check_device_elsewhere(fn, contract, case, names, fail) -> bool:
+    """The device check with the inputs tagged as on another device (:class:`_ElsewhereMode`).
+    Returns False where it cannot judge (inputs it cannot move, or an error that is not a
+    device's): the check by redirection (:func:`_check_device`) judges then."""
+    try:
+        args, kwargs = _elsewhere(_copy(case.args)), _elsewhere(_copy(case.kwargs))
+    except _NotWrappable:
+        return False
+    if not any(
+        isinstance(t, _Elsewhere) for t in torch.utils._pytree.tree_flatten((args, kwargs))[0]
+    ):
+        return False  # no tensor given: the default device is the only one there is
+    process_before = _process_state()
+    try:
+        with _keep_generators(), _MadeElsewhere(), _ElsewhereMode(), _student(contract.function):
+            got = fn(*args, **kwargs)
+    except ContractFailure:
+        raise
+    except _MixedDevices as exc:
+        fail(
+            "device",
+            case,
+            names,
+            "expected every tensor it makes on its inputs' device; with the inputs on another "
+            f"device (a GPU's), a tensor it made on the CPU met them: {exc}. Make new tensors with device=<an input>.device (not device='cpu', not "
+            "without device=, not torch.from_numpy), or torch.zeros_like / x.new_zeros",
+        )
+        return True
+    except TypeError as exc:
+        if "inputs' device to numpy" not in str(exc):
+            return False
+        fail(
+            "device",
+            case,
+            names,
+            "expected its work on its inputs' device; with the inputs on another device (a "
+            "GPU's) it called .numpy() on one (on a GPU that raises): keep the work in torch on the inputs' device",
+        )
+        return True
+    except Exception:  # _Unjudged, or not a device's error: the other check judges
+        return False
+    finally:
+        _restore_process(process_before)
+    for path, t in _plain_tensors_in(got):
+        fail(
+            "device",
+            case,
+            names,
+            f"expected {path} on its inputs' device; with the inputs on another device (a "
+            f"GPU's), it came back on the CPU "
+            f"({str(t.dtype).replace('torch.', '')}{list(t.shape)}): return it on the inputs' "
+            "device (no .cpu(), no device='cpu')",
+        )
+        break
+    return True
+
+
 def _check_device(fn, contract, case, names, expected, fail):
+    if _check_device_elsewhere(fn, contract, case, names, fail):
+        return
     args, kwargs = _copy(case.args), _copy(case.kwargs)
     mode = _DefaultDeviceElsewhere()
     process_before = _process_state()

@@ -296,9 +296,10 @@ def test_the_student_runs_under_the_hold(monkeypatch):
 
     monkeypatch.setattr(zg_course.labs, "as_student", Probe, raising=False)
     check(right_sort_based, CONTRACT, cases_of(BASE), brute_first_seen)
-    # the call and the device run of every case, and the refilled pairs (two at most), by name
+    # the call, the call again (deterministic) and the device run of every case, and the
+    # refilled pairs (two at most), by name
     pairs = min(2, len(BASE) - 1)
-    assert entered == ["first_seen"] * (2 * len(BASE) + pairs)
+    assert entered == ["first_seen"] * (3 * len(BASE) + pairs)
 
 
 # ----------------------------------------------------------------------------- scratch, objects,
@@ -413,7 +414,7 @@ def wrong_index_on_default_device(x):
 
 
 def test_a_default_device_tensor_used_as_an_index_fails_device():
-    with pytest.raises(ContractFailure, match="clause 'device'.*device meta"):
+    with pytest.raises(ContractFailure, match="clause 'device'.*aten.index.*CPU tensor"):
         check(wrong_index_on_default_device, CONTRACT, cases_of(BASE), brute_first_seen)
 
 
@@ -719,6 +720,10 @@ def test_a_setting_the_reference_changes_too_is_allowed():
         (3, 3, None),
         (2.0, 2.0, None),
         ([1.0, 2], [1.0, 2], None),
+        ({"a": 1}, __import__("collections").Counter({"a": 1}), "returns"),
+        ({"a": 1}, __import__("collections").defaultdict(int, {"a": 1}), "returns"),
+        ({"a": 1}, __import__("collections").OrderedDict({"a": 1}), "returns"),
+        ({"a": 1}, {"a": 1}, None),
     ],
 )
 def test_python_numbers_and_containers_are_their_exact_types(expected, got, clause):
@@ -843,3 +848,132 @@ def test_reading_the_process_settings_changes_none_of_the_graders_code():
     assert done.returncode == 0, done.stderr[-3000:]
     out = done.stdout
     assert out.strip().splitlines()[-1] == "[]", out
+
+
+# ----------------------------------------------------------------------------- deterministic
+# shuffled(n) -> list: some permutation of range(n), any one (compare accepts each), drawn from
+# torch's generator, which the caller seeds: the same call gives the same permutation.
+
+
+def _a_permutation(expected, got):
+    ok = isinstance(got, list) and sorted(got) == list(range(len(expected)))
+    return None if ok else f"expected a permutation of range({len(expected)}), got {got!r}"
+
+
+def ref_shuffled(n):
+    return torch.randperm(n).tolist()
+
+
+def right_shuffled_by_sort(n):
+    return torch.rand(n).argsort().tolist()  # another draw from the same generator
+
+
+def wrong_own_random(n):
+    import random
+
+    out = list(range(n))
+    random.Random().shuffle(out)  # seeded from the system's entropy at every call
+    return out
+
+
+def wrong_numpy_default_rng(n):
+    import numpy as np
+
+    return [int(v) for v in np.random.default_rng().permutation(n)]
+
+
+def wrong_clock(n):
+    import time
+
+    g = torch.Generator().manual_seed(time.perf_counter_ns())
+    return torch.randperm(n, generator=g).tolist()
+
+
+SHUFFLED = Contract("shuffled", part="Test Part D", compare=_a_permutation, device=False)
+
+
+@settings(max_examples=10, deadline=None)
+@given(sizes=st.lists(st.integers(8, 40), min_size=1, max_size=4))
+def test_the_same_call_twice_gives_the_same_answer(sizes):
+    cases = [Case((n,), label=f"n={n}") for n in sizes]
+    for right in (ref_shuffled, right_shuffled_by_sort):
+        assert check(right, SHUFFLED, cases, ref_shuffled) == len(cases)
+    for wrong in (wrong_own_random, wrong_numpy_default_rng, wrong_clock):
+        with pytest.raises(ContractFailure, match="clause 'deterministic'") as caught:
+            check(wrong, SHUFFLED, cases, ref_shuffled)
+        assert "clause 'returns'" not in str(caught.value)  # each answer alone is valid
+
+
+def test_a_measurement_may_differ_when_the_contract_says_so():
+    import time
+
+    def elapsed(n):
+        start = time.perf_counter()
+        sum(range(n))
+        return time.perf_counter() - start + 1.0
+
+    measured = Contract("elapsed", part="Test Part D", atol=1.0, deterministic=False)
+    assert "deterministic" not in measured.clauses and "deterministic" in SHUFFLED.clauses
+    assert check(elapsed, measured, [Case((1000,), label="n")], lambda n: 1.0) == 1
+
+
+# ----------------------------------------------------------------------------- device, tagged
+# degree_share(x) -> float32 [N]: x / x.sum() (0 where the sum is 0), on x's device. In the
+# device check the inputs say they are on another device; every tensor made on the CPU and met
+# with them, or returned, fails as on a GPU.
+
+
+def ref_share(x):
+    total = x.sum()
+    return torch.where(total > 0, x / total.clamp_min(1e-12), torch.zeros_like(x))
+
+
+RIGHT_SHARE = {
+    "device=x.device": lambda x: (
+        x / torch.full((), 1.0, device=x.device).mul(x.sum().clamp_min(1e-12)) * (x.sum() > 0)
+    ),
+    "new_zeros": lambda x: x.new_zeros(x.shape).add(x) / x.sum().clamp_min(1e-12),
+    "a 0-d CPU scalar in an elementwise op": lambda x: (
+        x * torch.tensor(1.0) / x.sum().clamp_min(torch.tensor(1e-12))
+    ),
+    "torch.tensor(..., device=x.device)": lambda x: (
+        torch.tensor([1.0], device=x.device).expand_as(x) * x / x.sum().clamp_min(1e-12)
+    ),
+    "a host copy moved back": lambda x: (
+        torch.from_numpy(x.cpu().numpy().copy()).to(x.device) / x.sum().clamp_min(1e-12)
+    ),
+    "host values read": lambda x: (
+        x / max(float(x.sum().item()), 1e-12) if x.tolist() is not None else x
+    ),
+}
+WRONG_SHARE = {
+    "device='cpu'": lambda x: torch.ones(x.shape, device="cpu") * x / x.sum().clamp_min(1e-12),
+    "no device=": lambda x: torch.ones(x.shape) * x / x.sum().clamp_min(1e-12),
+    "a 0-d CPU tensor stacked": lambda x: (
+        torch.stack([x.sum(), torch.tensor(1e-12)]).max().reciprocal() * x
+    ),
+    ".cpu() on the result": lambda x: (x / x.sum().clamp_min(1e-12)).cpu(),
+    "computed in numpy": lambda x: torch.as_tensor(x.numpy() / max(float(x.numpy().sum()), 1e-12)),
+    "torch.from_numpy": lambda x: (
+        (torch.from_numpy(__import__("numpy").ones(x.shape, dtype="float32")) * x)
+        / x.sum().clamp_min(1e-12)
+    ),
+}
+SHARE = Contract("degree_share", part="Test Part E", rtol=1e-5, atol=1e-7)
+shares = st.lists(st.integers(0, 9).map(float), min_size=1, max_size=10)
+
+
+@settings(max_examples=8, deadline=None)
+@given(lists=st.lists(shares, min_size=1, max_size=3))
+def test_the_device_check_tags_the_inputs_and_refuses_a_cpu_tensor_among_them(lists):
+    """Each way of making a tensor on the CPU (an explicit device='cpu', a 0-d CPU tensor where
+    only an elementwise op takes one, a result moved to the CPU, numpy) fails 'device'; each way
+    of following the inputs' device (and a 0-d CPU scalar in an elementwise op, as PyTorch
+    allows) keeps the contract."""
+    cases = [Case((torch.tensor(v),), label=f"case {i}") for i, v in enumerate(lists)]
+    for name, right in RIGHT_SHARE.items():
+        assert check(right, SHARE, cases, ref_share) == len(cases), name
+    for name, wrong in WRONG_SHARE.items():
+        with pytest.raises(ContractFailure, match="clause 'device'") as caught:
+            check(wrong, SHARE, cases, ref_share)
+        assert "clause 'returns'" not in str(caught.value), name  # right on the CPU
