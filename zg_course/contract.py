@@ -30,13 +30,19 @@ The clauses (:attr:`Contract.clauses` lists those a contract has):
   reference's type (an ``int`` where the contract says ``int``, not ``numpy.int64``; a
   ``float``, not an ``int``; a ``bool``, not ``numpy.bool_``).
 * ``device``: every tensor the function makes follows its inputs' device. Checked by running
-  it again while every factory call without ``device=`` (``torch.zeros``, ``torch.arange``,
-  ``torch.tensor([...])``, ...) makes its tensor on the ``meta`` device: a tensor made there
-  and mixed with the inputs, or returned, fails as it would on a GPU. A 0-d tensor stays on the
-  CPU (PyTorch lets a CPU scalar meet a CUDA tensor), so a constant is not marked down. The
-  constructors that make a CPU tensor whatever the default device (``torch.from_numpy``,
-  ``torch.LongTensor(...)`` and the other legacy types) are redirected the same way. On a
-  machine with CUDA the case also runs on CUDA tensors.
+  it again with its inputs on another device: each input tensor (in lists, tuples, dicts and the
+  kit's objects, a ``zg.Graph`` or a ``Partition``) is tagged as on a device that is not the
+  CPU, and a dispatch mode follows every op: what an op makes from tagged tensors is tagged,
+  a factory call with ``device=`` an input's device makes a tagged tensor, and one on the CPU
+  (no ``device=``, an explicit ``device="cpu"``, ``torch.from_numpy``, a legacy constructor,
+  ``.cpu()``) a plain one. An op that mixes the two fails as it would on a GPU (a 0-d CPU
+  tensor may meet a tagged one in an elementwise op, as PyTorch allows, not in ``torch.stack``
+  or an index); so does ``.numpy()`` on a tagged tensor, and a returned tensor that is not
+  tagged. The kit's own code (``zg/``, ``zg_course/``) called from the function is not judged.
+  Where the inputs hold tensors the check cannot tag (a module's parameters, an optimizer, an
+  object of the notebook's own class), it runs the function with every factory call without
+  ``device=`` redirected to the ``meta`` device instead: a tensor made there and mixed with
+  the inputs, or returned, fails. On a machine with CUDA the case also runs on CUDA tensors.
 * ``inputs unchanged``: every argument not in ``may_change`` is deep-compared before and after
   (tensor values, dtype, shape, ``requires_grad``, strides, storage offset, the hooks on it and
   the Python attributes set on it, so a memo kept as ``x.memo = ...`` fails;
@@ -2206,6 +2212,8 @@ class _Elsewhere(torch.Tensor):
         return self.elem.tolist()
 
     def numpy(self, *args, **kwargs):
+        if _made_by_the_kit(sys._getframe(1)):  # the kit's own host-side bookkeeping
+            return self.elem.numpy(*args, **kwargs)
         raise TypeError(
             "can't convert a tensor on the inputs' device to numpy (on a GPU: cuda:0); "
             "use Tensor.cpu() to copy the tensor to host memory first"
@@ -2340,8 +2348,22 @@ def _elsewhere(x, depth: int = 0):
         return {k: _elsewhere(v, depth + 1) for k, v in x.items()}
     if x is None or isinstance(x, (numbers.Number, str, bytes, torch.dtype, torch.device, range)):
         return x
-    if isinstance(x, np.ndarray):
-        return x
+    if isinstance(x, (torch.nn.Module, torch.optim.Optimizer)):
+        raise _NotWrappable(type(x).__name__)  # parameters and state: the other check judges
+    if isinstance(x, np.ndarray) or isinstance(
+        x, (types.FunctionType, types.BuiltinFunctionType, type)
+    ):
+        return x  # a function argument, or host data: nothing to move
+    if (
+        depth < 4
+        and type(x).__module__.split(".")[0] == "zg"
+        and hasattr(x, "__dict__")
+        and not isinstance(x, torch.nn.Module)
+    ):  # a kit object (a Graph, a Partition): a copy whose tensors are on the device
+        moved = copy.copy(x)
+        for k, v in vars(x).items():
+            moved.__dict__[k] = _elsewhere(v, depth + 1)
+        return moved
     raise _NotWrappable(type(x).__name__)
 
 

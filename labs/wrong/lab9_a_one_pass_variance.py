@@ -1,0 +1,33 @@
+# lab: 09_replicate_a_claim
+# cell: measure
+# function: paired_summary
+# why: the sample variance in one pass, (sum of squares - n * mean^2) / (n - 1): right on spread-out gaps, but on gaps that differ only in their sixth decimal the subtraction cancels and the spread is lost
+def paired_summary(grappa_acc, single_acc):
+    """{"gaps", "mean", "std" (sample), "n"} of the paired gaps grappa - single."""
+    grappa_acc, single_acc = list(grappa_acc), list(single_acc)
+    if len(grappa_acc) != len(single_acc):
+        raise ValueError(
+            f"grappa_acc and single_acc must pair seed by seed; got {len(grappa_acc)} and "
+            f"{len(single_acc)} accuracies"
+        )
+    if len(grappa_acc) < 2:
+        raise ValueError(f"a spread needs at least two seeds; got {len(grappa_acc)}")
+    gaps = [float(a) - float(b) for a, b in zip(grappa_acc, single_acc)]
+    n = len(gaps)
+    mean = sum(gaps) / n
+    squares = sum(x * x for x in gaps)
+    std = math.sqrt(max(squares - n * mean * mean, 0.0) / (n - 1))
+    return {"gaps": gaps, "mean": mean, "std": std, "n": n}
+
+
+def measure_gap(graph, setting, seeds, train_many=grappa.train_many):
+    """setting's accuracy gap to single, seed by seed (see Part A)."""
+    seeds = list(seeds)
+    shared = grappa.get_trainer("single").shared_options(setting)
+    isolated = train_many(graph, [dict(setting, seed=s) for s in seeds])
+    single = train_many(graph, [dict(shared, trainer="single", seed=s) for s in seeds])
+    grappa_acc = [accuracy(h) for h in isolated]
+    single_acc = [accuracy(h) for h in single]
+    out = paired_summary(grappa_acc, single_acc)
+    out.update(seeds=seeds, grappa=grappa_acc, single=single_acc)
+    return out
