@@ -103,7 +103,9 @@ def parts_of(path: Path) -> list[dict]:
 
 
 def labs(course: Path = ROOT / "labs") -> list[Path]:
-    """Labs 1-9's source notebooks (Lab 0, the setup check, declares no contract)."""
+    """Labs 1-9's source notebooks (Lab 0, the setup check, has one contract, on Part B's
+    function, in a part of 2 points: its hidden cell holds half of them, not more, and the
+    table lists the labs whose contract cells hold more than half of every part)."""
     return sorted(
         p
         for p in (course / "source").glob("*/*.ipynb")

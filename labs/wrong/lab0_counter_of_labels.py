@@ -3,8 +3,6 @@
 # why: counts on the host with collections.Counter over .tolist(), then builds the tensor with torch.tensor(...) and no device=: the values are right, but on a GPU the result is on the CPU
 import collections
 
-import zg
-
 
 def labelled_per_class(g, nodes):
     """int64 [g.num_classes]: how many of nodes carry each label (labels < 0 not counted)."""

@@ -1,7 +1,6 @@
 # lab: 00_setup
 # cell: labelled_per_class
 # why: counts into torch.zeros(g.num_classes) made without device=: right on a CPU, but on a GPU the counts sit on the host and index_add_ of the graph's labels into them fails
-import zg
 
 
 def labelled_per_class(g, nodes):

@@ -5,7 +5,9 @@
 def stats_of(weights):
     """float64 [3]: (n_p, W_p, Q_p)."""
     w = weights.detach().to(torch.float64)
-    return torch.stack([torch.tensor(float(w.numel()), dtype=torch.float64), w.sum(), (w * w).sum()])
+    return torch.stack(
+        [torch.tensor(float(w.numel()), dtype=torch.float64), w.sum(), (w * w).sum()]
+    )
 
 
 def batch_scales(stats):

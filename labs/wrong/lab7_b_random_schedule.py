@@ -12,7 +12,5 @@ def round_robin(num_chunks):
     rounds = []
     for r in range(C - 1):
         seats = [0] + others[r:] + others[:r]
-        rounds.append(
-            [sorted([label[seats[p]], label[seats[C - 1 - p]]]) for p in range(C // 2)]
-        )
+        rounds.append([sorted([label[seats[p]], label[seats[C - 1 - p]]]) for p in range(C // 2)])
     return rounds
