@@ -1,6 +1,5 @@
 # lab: 06_estimator_weights
 # cell: scales
-# function: stats_of
 # why: fills a float64 tensor made with an explicit device="cpu": the values are right on a CPU, where the inputs are too; on a GPU the stats sit on the host and the next step mixes devices
 def stats_of(weights):
     """float64 [3]: (n_p, W_p, Q_p)."""

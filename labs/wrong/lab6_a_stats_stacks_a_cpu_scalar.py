@@ -1,6 +1,5 @@
 # lab: 06_estimator_weights
 # cell: scales
-# function: stats_of
 # why: stacks a 0-d torch.tensor(n) made on the CPU with two sums on the weights' device: PyTorch lets a CPU scalar into an elementwise op, not into torch.stack, so on a GPU the call fails
 def stats_of(weights):
     """float64 [3]: (n_p, W_p, Q_p)."""

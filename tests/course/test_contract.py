@@ -977,3 +977,40 @@ def test_the_device_check_tags_the_inputs_and_refuses_a_cpu_tensor_among_them(li
         with pytest.raises(ContractFailure, match="clause 'device'") as caught:
             check(wrong, SHARE, cases, ref_share)
         assert "clause 'returns'" not in str(caught.value), name  # right on the CPU
+
+
+def _label_counts(g, nodes):
+    labels = g.y[nodes]
+    labels = labels[labels >= 0]
+    return torch.bincount(labels, minlength=g.num_classes)
+
+
+def test_a_kit_graph_is_moved_with_its_tensors_and_a_module_falls_back_to_redirection():
+    """A zg.Graph argument is copied with every tensor tagged (its methods and properties work
+    on it; g.device names the inputs' device), so a result moved to the CPU fails; an argument
+    the check cannot tag (a module's parameters) is judged by redirecting the default device."""
+    import zg
+
+    graphs = [zg.datasets.csbm(n, avg_degree=2, num_classes=3, feat_dim=2, seed=n) for n in (9, 30)]
+    cases = [Case((g, torch.arange(0, g.num_nodes, 2)), label=f"n={g.num_nodes}") for g in graphs]
+    counts = Contract("labelled_per_class", part="Test Part K")
+
+    def follows(g, nodes):
+        out = torch.zeros(g.num_classes, dtype=torch.int64, device=g.device)
+        labels = g.y[nodes]
+        labels = labels[labels >= 0]
+        return out.index_add_(0, labels, torch.ones_like(labels))
+
+    assert check(follows, counts, cases, _label_counts) == 2
+    with pytest.raises(ContractFailure, match="clause 'device'.*came back on the CPU"):
+        check(lambda g, nodes: _label_counts(g, nodes).cpu(), counts, cases, _label_counts)
+
+    layer = Contract("project", part="Test Part K")
+    modules = [Case((torch.nn.Linear(3, 2), torch.ones(4, 3)), label="linear")]
+
+    def ref_project(m, x):
+        return m(x).detach()
+
+    assert check(ref_project, layer, modules, ref_project) == 1
+    with pytest.raises(ContractFailure, match="clause 'device'"):
+        check(lambda m, x: m(x).detach() + torch.zeros(4, 2), layer, modules, ref_project)
