@@ -2156,6 +2156,26 @@ class _NotWrappable(Exception):
 
 _ELSEWHERE = torch.device("meta")  # the device the tagged tensors report (no memory, no init)
 _TORCH_DIR = os.path.dirname(os.path.abspath(torch.__file__)) + os.sep
+# Ops that take their value as a 0-d tensor: PyTorch lets a CPU one fill a tensor of another
+# device (it reads the number), as in x[idx] = torch.tensor(v) on a GPU.
+_SCALAR_VALUE_OPS = frozenset(
+    packet
+    for packet in (
+        getattr(torch.ops.aten, name, None)
+        for name in (
+            "index_put",
+            "index_put_",
+            "_index_put_impl_",
+            "masked_fill",
+            "masked_fill_",
+            "fill",
+            "fill_",
+            "index_fill",
+            "index_fill_",
+        )
+    )
+    if packet is not None
+)
 # What torch.tensor([...]) calls on the tensor it built on the CPU.
 _LIFTS = frozenset(
     op
@@ -2238,7 +2258,8 @@ class _ElsewhereMode(TorchDispatchMode):
     tagged tensor; one on the CPU (no ``device=``, ``device="cpu"``, ``torch.from_numpy``, a
     legacy constructor) makes a plain one; an op that mixes a tagged tensor with a plain one
     raises :class:`_MixedDevices`, except where PyTorch allows it on a GPU: a 0-d CPU tensor in
-    an elementwise op, a copy between devices. (Indexing with a CPU index is refused although
+    an elementwise op or as the value that fills (``index_put_``, ``masked_fill``, ``fill_``,
+    ``index_fill``), a copy between devices. (Indexing with a CPU index is refused although
     PyTorch copies it over: the contract says every tensor the function makes is on its inputs'
     device.)"""
 
@@ -2256,8 +2277,10 @@ class _ElsewhereMode(TorchDispatchMode):
             # (PyTorch would move CPU indices to the device: the contract does not, since
             # every tensor the function makes must be on its inputs' device.)
             plain = [t for t in flat if not isinstance(t, _Elsewhere)]
-            pointwise = torch.Tag.pointwise in getattr(func, "tags", ())
-            if plain and not (pointwise and all(t.dim() == 0 for t in plain)):
+            scalar_ok = torch.Tag.pointwise in getattr(func, "tags", ()) or (
+                getattr(func, "overloadpacket", None) in _SCALAR_VALUE_OPS
+            )
+            if plain and not (scalar_ok and all(t.dim() == 0 for t in plain)):
                 if not _from_the_kit():
                     shapes = ", ".join(
                         f"{str(t.dtype).replace('torch.', '')}{list(t.shape)}" for t in plain[:2]

@@ -8,7 +8,7 @@ import zg
 
 def labelled_per_class(g, nodes):
     """int64 [g.num_classes]: how many of nodes carry each label (labels < 0 not counted)."""
-    classes = torch.arange(g.num_classes, dtype=g.y.dtype)
+    classes = torch.arange(g.num_classes, dtype=g.y.dtype, device=g.y.device)
     # [len(nodes), C] bool: node i has class c; a negative label matches no column
     hits = g.y[nodes].unsqueeze(1) == classes.unsqueeze(0)
     return hits.sum(dim=0, dtype=torch.int64)
