@@ -1153,12 +1153,25 @@ _SETTERS = {
 
 
 @contextlib.contextmanager
+def _patched(module, names, wrap):
+    """While active, ``module.<name>`` is ``wrap(name, original)`` for each of ``names`` the
+    module has; every original is put back after."""
+    saved = {name: getattr(module, name) for name in names if hasattr(module, name)}
+    try:
+        for name, original in saved.items():
+            setattr(module, name, wrap(name, original))
+        yield
+    finally:
+        for name, original in saved.items():
+            setattr(module, name, original)
+
+
+@contextlib.contextmanager
 def _settings_calls_recorded(calls: list):
     """While active, a call from outside the kit to one of torch's process-wide setters
     (``torch.set_num_threads``, ``torch.set_default_dtype``, ``torch.manual_seed``, ...) is
     recorded by the setting it changes, even when the value it sets is the one already there
     (on another machine, or after another cell, it would not be)."""
-    saved = {}
 
     def recorded(name, original):
         def setter(*args, **kwargs):
@@ -1168,15 +1181,8 @@ def _settings_calls_recorded(calls: list):
 
         return setter
 
-    try:
-        for name in _SETTERS:
-            if hasattr(torch, name):
-                saved[name] = getattr(torch, name)
-                setattr(torch, name, recorded(name, saved[name]))
+    with _patched(torch, _SETTERS, recorded):
         yield
-    finally:
-        for name, original in saved.items():
-            setattr(torch, name, original)
 
 
 @contextlib.contextmanager
@@ -1410,8 +1416,6 @@ def _collectives_deferred(notes: list, futures: list):
     whose future completes only when the harness says so; a blocking one is noted."""
     import torch.distributed as dist
 
-    saved = {}
-
     def wrap(name, original):
         def deferred(*args, async_op=False, **kwargs):
             if not async_op:
@@ -1427,15 +1431,8 @@ def _collectives_deferred(notes: list, futures: list):
 
         return deferred
 
-    try:
-        for name in _COLLECTIVES:
-            if hasattr(dist, name):
-                saved[name] = getattr(dist, name)
-                setattr(dist, name, wrap(name, saved[name]))
+    with _patched(dist, _COLLECTIVES, wrap):
         yield
-    finally:
-        for name, original in saved.items():
-            setattr(dist, name, original)
 
 
 # ----------------------------------------------------------------------------- the harness
@@ -2078,9 +2075,8 @@ def _host_constructors_elsewhere():
     """While active, the constructors that always make a CPU tensor whatever the default
     device (``torch.from_numpy``, ``torch.LongTensor(...)`` and the other legacy types) make it
     on ``meta`` when called from outside the kit: on a GPU their tensor would sit on the CPU."""
-    saved = {}
 
-    def elsewhere(original):
+    def elsewhere(name, original):
         def made(*args, **kwargs):
             out = original(*args, **kwargs)
             if (
@@ -2093,15 +2089,8 @@ def _host_constructors_elsewhere():
 
         return made
 
-    try:
-        for name in ("from_numpy", *_LEGACY_CONSTRUCTORS):
-            if hasattr(torch, name):
-                saved[name] = getattr(torch, name)
-                setattr(torch, name, elsewhere(saved[name]))
+    with _patched(torch, ("from_numpy", *_LEGACY_CONSTRUCTORS), elsewhere):
         yield
-    finally:
-        for name, original in saved.items():
-            setattr(torch, name, original)
 
 
 def _check_deterministic(fn, contract, case, names, first, fail):
