@@ -12,14 +12,18 @@ with three processes, each holding less than the one before:
   cells with the lab's locked cells from ``source/`` (never from the submission), starts the
   sandbox and keeps the wall clock. It reads only the supervisor's stdout, which no process
   of the submission holds.
-* **the supervisor** (the first process of new mount, PID, network, IPC and UTS namespaces,
-  started by ``unshare``; root there, never running student code, not dumpable): receives
-  the cells on its stdin, builds the sandbox's file view, brings the loopback interface up,
-  starts the worker, hands it the cells one at a time and forwards each verdict. It is the
-  PID namespace's init: when it ends, the kernel kills every process in the sandbox.
-* **the worker** (uid ``nobody`` with no groups when the grader is root; otherwise the
-  caller's uid in a user namespace with every capability dropped): a fresh interpreter
-  (``exec``, so nothing of the supervisor's memory) that runs the cells in one namespace,
+* **the supervisor** (outside the sandbox, never running student code, not dumpable):
+  receives the cells on its stdin, starts the worker in the sandbox, hands it the cells one at
+  a time and forwards each verdict.
+* **the worker**, in the sandbox, which bubblewrap (``bwrap``, Debian's ``bubblewrap``
+  package, the sandbox of Flatpak) builds: new mount, PID, network, IPC, UTS and cgroup
+  namespaces, with bubblewrap's own init as the PID namespace's first process (when the
+  worker ends, the kernel kills every process in the sandbox). Root grading: the worker's
+  uid is one no other process has (``SANDBOX_UIDS`` + the supervisor's pid), switched to by
+  util-linux's ``setpriv`` with no groups, no capabilities and no new privileges, so the
+  kernel's per-uid process count is the sandbox's alone. Any other caller: its uid mapped to
+  ``nobody`` in a user namespace, every capability dropped, no further user namespaces. A
+  fresh interpreter (nothing of the supervisor's memory) that runs the cells in one namespace,
   in order, as nbgrader's kernel does. It holds one socket to the supervisor and its own
   stdout and stderr, nothing else. It checks that the grader's own code is intact
   (``zg_course/integrity.py``, bound read-only with this file): recorded after each locked
@@ -41,30 +45,36 @@ it, its side effects are dropped, and no hidden test is in the sandbox before th
 before it ran. A worker or fork that ends before its verdict fails that cell and, for the
 worker, every cell after it.
 
-The file view is an allow-list, built on a fresh tmpfs the worker is ``chroot``-ed into:
+The file view is an allow-list, bubblewrap's empty root (read-only) with bound paths:
 ``/usr``, ``/lib*``, ``/bin``, the interpreter's prefixes (the virtual environment and the
 Python it points to), the repository's ``zg/``, ``zg_course/`` (the course package: the
 labs import its contracts and holds) and ``data/`` (Cora), each bound read-only; a few generated files in ``/etc`` (``hosts``,
-``passwd``, ``group``, the loader's cache); ``/dev`` with null, zero, full, random and urandom;
+``passwd``, ``group``, the loader's cache); bubblewrap's minimal ``/dev`` (null, zero, full,
+random, urandom, tty, a private ``pts``);
 a new ``/proc`` (the sandbox's processes only); and a fresh private ``/tmp`` (1 GiB) and
-``/dev/shm`` (256 MiB), the only writable places.
+``/dev/shm`` (256 MiB), the only writable places. Only ``lo`` is up in the network namespace.
 The course (``source/``, the gradebook, ``submitted/``), the rest of the repository, every
 home and the host's ``/run``, ``/var`` and ``/tmp`` are not in it. It works the same from a
 clone anywhere and from a git worktree (it never touches ``.git``).
 
 Limits, in the worker and everything it starts: address space (``--memory``, default 8 GiB
-per process), processes and threads (``--processes``, default 512, for the uid ``nobody``),
-file size 512 MiB, no core files; the worker's raw stdout and stderr are read continuously by
-the supervisor, which keeps the first 16 kB of each and drops the rest, so a flood never
-blocks; each cell's captured output is cut to 4000 characters; the wall clock
-(``--timeout``, a finite number of seconds > 0) is kept by the grader. The sandbox dies with
-its grader on every path: the ``unshare`` process gets ``SIGKILL`` when the grader dies
-(``PR_SET_PDEATHSIG``), ``unshare --kill-child`` kills the supervisor with it, the supervisor
-being the namespace's init takes every process with it, the worker has its own death signal
-set after it changed user (a change of user clears it), and the grader kills the whole
-process group in a ``finally`` (interrupt, error, timeout or success alike). An interrupt is
-never lost (:func:`watch_interrupts`: torch's import swallows most of them) and waits while
-the supervisor is being started.
+per process), processes and threads (``--processes``, default 512, at least 32: what every
+lab's model solution needs; counted for the sandbox's own uid when root grades), file size
+512 MiB, no core files; the worker's raw stdout and stderr are read continuously by the
+supervisor, which keeps the first 16 kB of each and drops the rest, so a flood never blocks;
+each cell's captured output is cut to 4000 characters, and the grader keeps one output per
+cell however many the submission sends; the wall clock (``--timeout``, a finite number of
+seconds > 0) is kept by the grader, whose report then says when the sandbox was at its
+process limit. A limit flag out of range is the command's error (exit 2); a lab's own cell
+that fails before any code of the submission ran (limits too small for torch's import, say)
+is reported as the grader's error (``grader_error``, exit 1), not as the submission's 0.
+The sandbox dies with its grader on every path: the supervisor gets ``SIGKILL`` when the
+grader dies and bubblewrap when the supervisor dies (``PR_SET_PDEATHSIG``), bubblewrap's
+``--die-with-parent`` and its init as the PID namespace's first process take every process
+of the sandbox with them, and the grader kills the supervisor's process group in a
+``finally`` (interrupt, error, timeout or success alike). An interrupt is never lost
+(:func:`watch_interrupts`: torch's import swallows most of them) and waits while the
+supervisor is being started.
 
 What it cannot stop (the residual risk, stated in ``docs/reliability.md`` too): a test calls
 the student's functions, so while a graded cell runs, student code shares the interpreter
@@ -110,18 +120,19 @@ RAW_LIMIT = 16_000  # bytes of the worker's raw stdout and of its stderr kept
 MESSAGE_LIMIT = 1 << 20  # bytes of one message from the worker
 MEMORY_GIB = 8.0  # address space of each process in the sandbox
 PROCESSES = 512  # processes and threads of the sandbox's uid
+PROCESSES_MIN = 32  # every lab's model solution earns full marks with this many (--check)
+MEMORY_MAX_GIB = 1 << 20  # 1 PiB: beyond any machine, within what setrlimit takes
 NOTEBOOK_LIMIT = 256 << 20  # bytes of a submitted notebook read (outputs and images included)
 FILE_LIMIT = 512 << 20
-TMP_SIZE, SHM_SIZE = "1g", "256m"
+TMP_BYTES, SHM_BYTES = 1 << 30, 256 << 20
+SANDBOX_UIDS = 2_000_000_000  # + the supervisor's pid: the worker's uid when root grades
 HIDDEN_MARK = "### BEGIN HIDDEN TESTS"
 ENV_KEEP = ("LANG", "LC_ALL", "DGLBACKEND", "PYTHONHASHSEED", "OMP_WAIT_POLICY", "TZ")
 WORKDIR = "/tmp/submission"
 SYSTEM = ("/usr", "/bin", "/sbin", "/lib", "/lib32", "/lib64", "/libx32")
 ETC_FILES = ("/etc/ld.so.cache", "/etc/ld.so.conf", "/etc/ld.so.conf.d", "/etc/localtime")
-DEVICES = ("null", "zero", "full", "random", "urandom")
 
-PR_SET_PDEATHSIG, PR_SET_DUMPABLE, PR_SET_NO_NEW_PRIVS = 1, 4, 38
-PR_CAPBSET_DROP, PR_SET_SECUREBITS, PR_CAP_AMBIENT = 24, 28, 47
+PR_SET_PDEATHSIG, PR_SET_DUMPABLE = 1, 4
 
 
 def _prctl(option: int, arg: int) -> None:
@@ -147,29 +158,59 @@ def timeout_seconds(value) -> float:
     return seconds
 
 
+def memory_bytes(value) -> int:
+    """``--memory`` in GiB per process, as bytes: a finite number > 0 the kernel can set as a
+    limit (at most 1 PiB), else ValueError naming the flag."""
+    try:
+        gib = float(value)
+    except (TypeError, ValueError):
+        raise ValueError(f"--memory must be a number of GiB, got {value!r}") from None
+    if not math.isfinite(gib) or not 0 < gib <= MEMORY_MAX_GIB:
+        raise ValueError(
+            f"--memory must be a number of GiB in (0, {MEMORY_MAX_GIB}], got {value!r}"
+        )
+    return int(gib * (1 << 30))
+
+
+def process_count(value) -> int:
+    """``--processes``: a whole number of processes and threads, at least what every lab's model
+    solution needs (``PROCESSES_MIN``) and at most the kernel's ``threads-max``, else
+    ValueError naming the flag. Below the floor a correct submission fails or waits for the
+    clock, and the report would blame it."""
+    try:
+        count = int(str(value).strip())
+    except (TypeError, ValueError):
+        raise ValueError(f"--processes must be a whole number, got {value!r}") from None
+    try:
+        most = int(Path("/proc/sys/kernel/threads-max").read_text())
+    except (OSError, ValueError):
+        most = 1 << 22
+    if not PROCESSES_MIN <= count <= most:
+        raise ValueError(
+            f"--processes must be between {PROCESSES_MIN} (what the labs' model solutions need) "
+            f"and {most} (the kernel's threads-max), got {value!r}"
+        )
+    return count
+
+
 def available() -> str | None:
     """None when this machine can run the sandbox, else why not."""
     if sys.platform != "linux":
         return f"the sandbox needs Linux namespaces (this is {sys.platform})"
-    for tool in ("unshare", "mount"):
+    tools = ("bwrap", "setpriv") if os.geteuid() == 0 else ("bwrap",)
+    for tool in tools:
         if shutil.which(tool) is None:
-            return f"the sandbox needs util-linux's `{tool}`, which is not on PATH"
-    probe = [*_unshare(), "mount", "-t", "tmpfs", "probe", "/tmp"]
+            package = "bubblewrap" if tool == "bwrap" else "util-linux"
+            return f"the sandbox needs `{tool}` (Debian package {package}), which is not on PATH"
+    system = [p for p in SYSTEM if os.path.lexists(p)]
+    probe = [*bwrap_command(system, _sandbox_uid(), {}), "/usr/bin/true"]  # as the worker starts
     try:
         done = subprocess.run(probe, capture_output=True, timeout=30)
     except (OSError, subprocess.TimeoutExpired) as exc:
-        return f"`unshare` does not run here: {exc}"
+        return f"`bwrap` does not run here: {exc}"
     if done.returncode != 0:
-        return f"`unshare` may not create namespaces here: {done.stderr.decode().strip()}"
+        return f"`bwrap` may not create the sandbox here: {done.stderr.decode().strip()}"
     return None
-
-
-def _unshare() -> list[str]:
-    cmd = ["unshare", "--fork", "--pid", "--net", "--mount", "--ipc", "--uts"]
-    cmd.append("--kill-child=SIGKILL")
-    if os.geteuid() != 0:
-        cmd += ["--user", "--map-root-user"]
-    return cmd
 
 
 # ----------------------------------------------------------------------------- the grader
@@ -249,6 +290,7 @@ def grade(
     ``failure`` starts with "malformed:"; it does not raise.
     """
     timeout = timeout_seconds(timeout)
+    memory, processes = memory_bytes(memory_gib), process_count(processes)
     submission = Path(submission).absolute()
     lab = lab or submission.stem
     report = _empty_report(submission, lab)
@@ -295,9 +337,9 @@ def grade(
         "allowed": _allowed(),
         "worker": [sys.executable, "-B", str(THIS), "--worker"],
         "env": _env(),
-        "uid": NOBODY if os.geteuid() == 0 else None,
-        "memory": int(memory_gib * (1 << 30)),
-        "processes": int(processes),
+        "memory": memory,
+        "processes": processes,
+        "root": os.geteuid() == 0,
     }
     _run(spec, report, timeout)
     return _totals(report)
@@ -353,11 +395,43 @@ def stop_if_interrupted() -> None:
 def _run(spec: dict, report: dict, timeout: float) -> None:
     """Start the supervisor, feed it the spec, read its events until it ends or the clock does."""
     env = {k: os.environ[k] for k in ("PATH", "LANG", "LC_ALL") if k in os.environ}
-    cmd = [*_unshare(), sys.executable, "-B", str(THIS), "--supervise"]
+    cmd = [sys.executable, "-B", str(THIS), "--supervise"]
     began = time.monotonic()
     payload = memoryview(json.dumps(spec).encode())
-    lines: list[bytes] = []
     buffer, err_tail, sent = b"", b"", 0
+    seen = {"end": None, "tampered": False, "uid": None, "lab_failed": None}
+    # Before this cell no code of the submission has run: a failure there is not its doing.
+    first_theirs = next((c["index"] for c in spec["cells"] if not c["locked"]), math.inf)
+
+    def take(line: bytes) -> None:
+        """One event of the supervisor, as it comes: the report keeps one output per cell, so
+        the grader's memory does not grow with what the submission prints."""
+        try:
+            event = json.loads(line)
+        except ValueError:
+            return
+        if not isinstance(event, dict):
+            return
+        if event.get("end"):
+            seen["end"] = event
+            return
+        if "uid" in event:
+            seen["uid"] = event["uid"]
+            return
+        gid = event.get("grade_id")
+        index = event.get("index")
+        if event.get("error") and isinstance(index, int) and index < first_theirs:
+            seen["lab_failed"] = seen["lab_failed"] or (gid or f"cell {index}", event["error"])
+        if gid in report["passed"] and "passed" in event:
+            report["passed"][gid] = bool(event["passed"])
+        if gid and event.get("output"):
+            report["outputs"][gid] = event["output"]
+        if event.get("error") and "failure" not in report:
+            report["failure"] = f"{gid}: {event['error']}"
+        if str(event.get("error") or "").startswith("tamper: ") and not seen["tampered"]:
+            seen["tampered"] = True  # the grader's code changed: that is the failure to report
+            report["failure"] = event["error"]
+
     # An interrupt while the supervisor starts waits until the try below, which kills it; one
     # raised inside Popen would leave it to the death signal alone.
     mask = signal.pthread_sigmask(signal.SIG_BLOCK, {signal.SIGINT})
@@ -381,6 +455,8 @@ def _run(spec: dict, report: dict, timeout: float) -> None:
             left = timeout - (time.monotonic() - began)
             if left <= 0:
                 report["timed_out"] = True
+                if seen["uid"] is not None:  # before the kill: how full the sandbox was
+                    seen["threads"] = _threads_of(seen["uid"])
                 break
             writers = [wfd] if sent < len(payload) else []
             watched = [*fds, _INTERRUPTS["fd"]] if _INTERRUPTS["fd"] is not None else list(fds)
@@ -413,7 +489,8 @@ def _run(spec: dict, report: dict, timeout: float) -> None:
                     continue
                 buffer += chunk
                 *done, buffer = buffer.split(b"\n")
-                lines.extend(done)
+                for line in done:
+                    take(line)
                 if len(buffer) > 4 * MESSAGE_LIMIT:  # the supervisor bounds its lines
                     buffer = b""
     finally:
@@ -428,30 +505,18 @@ def _run(spec: dict, report: dict, timeout: float) -> None:
             except OSError:
                 pass
     report["seconds"] = round(time.monotonic() - began, 2)
-    end, tampered = None, False
-    for line in lines:
-        try:
-            event = json.loads(line)
-        except ValueError:
-            continue
-        if event.get("end"):
-            end = event
-            continue
-        gid = event.get("grade_id")
-        if gid in report["passed"] and "passed" in event:
-            report["passed"][gid] = bool(event["passed"])
-        if gid and event.get("output"):
-            report["outputs"][gid] = event["output"]
-        if event.get("error") and "failure" not in report:
-            report["failure"] = f"{gid}: {event['error']}"
-        if str(event.get("error") or "").startswith("tamper: ") and not tampered:
-            tampered = True  # the grader's code changed: that is the failure to report
-            report["failure"] = event["error"]
+    end = seen["end"]
     if end is not None:
         report["log"] = end.get("log", "")
     if report["timed_out"]:
         report["passed"] = {g: False for g in report["passed"]}
         report["failure"] = f"killed at the {timeout:g} s wall-clock limit"
+        limit = spec["processes"]
+        if seen.get("threads", 0) >= limit:  # a thread that could not start may wait forever
+            report["failure"] += (
+                f"; the sandbox was at its process limit then ({seen['threads']} processes and"
+                f" threads, --processes {limit})"
+            )
     elif end is None:
         why = err_tail.decode(errors="replace").strip()[-600:]
         report["failure"] = "the sandbox did not start or died: " + (why or "no message")
@@ -459,6 +524,16 @@ def _run(spec: dict, report: dict, timeout: float) -> None:
         report["failure"] = end.get("failure") or "the submission's run ended early"
         if report["log"] and "before its first cell" in report["failure"]:
             report["failure"] += "; its last output: " + report["log"][-400:].strip()
+    started = end is not None and "before its first cell" not in str(end.get("failure"))
+    if seen["lab_failed"] or (end is not None and not started):
+        where, why = seen["lab_failed"] or ("the worker's start", report["failure"])
+        report["grader_error"] = True
+        report["failure"] = (
+            f"grader: {where} failed before any code of the submission ran ({why}); not the "
+            f"submission's doing: check the sandbox's limits (--memory "
+            f"{spec['memory'] / (1 << 30):g} GiB, --processes {spec['processes']}) and the "
+            "installation"
+        )
 
 
 def _totals(report: dict) -> dict:
@@ -470,155 +545,108 @@ def _totals(report: dict) -> dict:
 # ----------------------------------------------------------------------------- the supervisor
 
 
-def _mount(*args: str) -> None:
-    done = subprocess.run(["mount", *args], capture_output=True)
-    if done.returncode != 0:
-        raise OSError(f"mount {' '.join(args)}: {done.stderr.decode().strip()}")
+def _sandbox_uid() -> int | None:
+    """The uid the worker runs as, when the grader is root: one no other process has.
+
+    The kernel counts ``RLIMIT_NPROC`` per uid: with one uid for every sandbox (``nobody``), a
+    submission holding threads used up the processes of every sandbox graded beside it. The
+    supervisor's pid is unique among live processes, so this uid is too; it lies far above the
+    ranges distributions hand out (users, ``/etc/subuid``)."""
+    return SANDBOX_UIDS + os.getpid() if os.geteuid() == 0 else None
 
 
-def _base(allowed: list[str]) -> Path:
-    """Where the new root is built: an existing directory none of the allowed paths is in."""
-    for candidate in ("/mnt", "/media", "/srv", "/opt", "/boot", "/var/tmp", "/tmp", "/dev/shm"):
-        c = Path(candidate)
-        if c.is_dir() and not c.is_symlink():
-            if not any(Path(p).is_relative_to(c) or c.is_relative_to(p) for p in allowed):
-                return c
-    raise OSError("no directory to build the sandbox's root in")
+def _etc_files(uid: int | None) -> dict[str, str]:
+    """The generated ``/etc`` files the worker sees: the sandbox's user is called nobody."""
+    user = NOBODY if uid is None else uid
+    return {
+        "/etc/hosts": "127.0.0.1 localhost sandbox\n::1 localhost\n",
+        "/etc/hostname": "sandbox\n",
+        "/etc/passwd": "root:x:0:0:root:/root:/usr/sbin/nologin\n"
+        f"nobody:x:{user}:{user}:nobody:{WORKDIR}:/usr/sbin/nologin\n",
+        "/etc/group": f"root:x:0:\nnogroup:x:{user}:\n",
+    }
 
 
-def _readonly(path: Path) -> None:
-    """Remount a bind mount read-only, keeping the flags a user namespace may not clear."""
-    flags = ["remount", "bind", "ro", "nosuid", "nodev"]
-    st = os.statvfs(path)
-    if st.f_flag & os.ST_NOEXEC:
-        flags.append("noexec")
-    for name, bit in (("noatime", os.ST_NOATIME), ("nodiratime", os.ST_NODIRATIME)):
-        if st.f_flag & bit:
-            flags.append(name)
-    _mount("-o", ",".join(flags), str(path))
-
-
-def build_root(allowed: list[str], uid: int | None) -> Path:
-    """The sandbox's file view, on a fresh tmpfs: only what ``allowed`` names, read-only, plus
-    generated /etc files, a minimal /dev, a new /proc and a private /tmp and /dev/shm."""
-    _mount("--make-rprivate", "/")
-    base = _base(allowed)
-    _mount("-t", "tmpfs", "-o", "size=16m,mode=755", "zg-sandbox", str(base))
+def bwrap_command(allowed: list[str], uid: int | None, data_fds: dict[str, int]) -> list[str]:
+    """bubblewrap's arguments for the sandbox: new namespaces (mount, PID, network with only
+    ``lo``, IPC, UTS, cgroup), the allowed paths bound read-only on an otherwise empty,
+    read-only root, ``/etc`` files from ``data_fds``, a new ``/proc`` and minimal ``/dev``, a
+    private ``/tmp`` and ``/dev/shm``; no capability, no new privileges, a new session, and
+    SIGKILL when the supervisor dies. Root switches to ``uid`` (util-linux's ``setpriv``) and
+    keeps nothing; any other caller is mapped to nobody in a user namespace of its own."""
+    cmd = ["bwrap", "--unshare-pid", "--unshare-net", "--unshare-ipc", "--unshare-uts"]
+    cmd += ["--unshare-cgroup-try", "--hostname", "sandbox", "--die-with-parent", "--new-session"]
+    if uid is None:
+        cmd += ["--unshare-user", "--uid", str(NOBODY), "--gid", str(NOBODY), "--disable-userns"]
+        cmd += ["--cap-drop", "ALL"]
+    else:  # setpriv needs these three to give up root; it drops them with the rest
+        cmd += ["--cap-drop", "ALL"]
+        cmd += [x for cap in ("SETUID", "SETGID", "SETPCAP") for x in ("--cap-add", f"CAP_{cap}")]
     # The private /tmp first: what is allowed may live under the host's /tmp (a clone there).
-    (base / "tmp").mkdir()
-    _mount(
-        "-t", "tmpfs", "-o", f"size={TMP_SIZE},mode=1777,nosuid,nodev", "zg-tmp", str(base / "tmp")
-    )
+    cmd += ["--perms", "1777", "--size", str(TMP_BYTES), "--tmpfs", "/tmp"]
+    cmd += ["--perms", "0777", "--dir", WORKDIR]
+    kept: list[str] = []
+    made = {"/", "/tmp", WORKDIR}
     for path in sorted(allowed, key=lambda p: len(Path(p).parts)):
-        src, dst = Path(path), base / path.lstrip("/")
-        if src.is_symlink() and (str(src) in SYSTEM or str(src) in ETC_FILES):
-            dst.parent.mkdir(parents=True, exist_ok=True)
-            os.symlink(os.readlink(src), dst)
-            continue
-        if dst.exists() and any(src.is_relative_to(p) for p in allowed if p != path):
-            if os.stat(src).st_dev == os.stat(dst).st_dev:
-                continue  # already visible through a path bound before it
-        if src.is_dir():
-            dst.mkdir(parents=True, exist_ok=True)
+        if any(Path(path).is_relative_to(k) for k in kept):
+            continue  # visible through a folder bound before it
+        for parent in reversed(Path(path).parents):  # bubblewrap would make them 0700
+            if str(parent) not in made:
+                cmd += ["--perms", "0755", "--dir", str(parent)]
+                made.add(str(parent))
+        if os.path.islink(path) and (path in SYSTEM or path in ETC_FILES):
+            cmd += ["--symlink", os.readlink(path), path]  # /lib -> usr/lib, as on the host
         else:
-            dst.parent.mkdir(parents=True, exist_ok=True)
-            dst.touch(exist_ok=True)
-        _mount("--bind", str(src.resolve()), str(dst))
-        _readonly(dst)
-    etc = base / "etc"
-    etc.mkdir(exist_ok=True)
-    (etc / "hosts").write_text("127.0.0.1 localhost sandbox\n::1 localhost\n")
-    (etc / "hostname").write_text("sandbox\n")
-    (etc / "passwd").write_text(
-        "root:x:0:0:root:/root:/usr/sbin/nologin\n"
-        f"nobody:x:{NOBODY}:{NOBODY}:nobody:{WORKDIR}:/usr/sbin/nologin\n"
-    )
-    (etc / "group").write_text(f"root:x:0:\nnogroup:x:{NOBODY}:\n")
-    dev = base / "dev"
-    dev.mkdir(exist_ok=True)
-    _mount("-t", "tmpfs", "-o", "size=64k,mode=755,nosuid,noexec", "zg-dev", str(dev))
-    for name in DEVICES:
-        (dev / name).touch()
-        _mount("--bind", f"/dev/{name}", str(dev / name))
-    for name, target in (("fd", "/proc/self/fd"), ("stdin", "/proc/self/fd/0"),
-                         ("stdout", "/proc/self/fd/1"), ("stderr", "/proc/self/fd/2")):  # fmt: skip
-        os.symlink(target, dev / name)
-    (dev / "shm").mkdir()
-    _mount(
-        "-t", "tmpfs", "-o", f"size={SHM_SIZE},mode=1777,nosuid,nodev", "zg-shm", str(dev / "shm")
-    )
-    _mount("-o", "remount,ro,nosuid,noexec", str(dev))
-    (base / "proc").mkdir(exist_ok=True)
-    _mount("-t", "proc", "-o", "nosuid,nodev,noexec", "proc", str(base / "proc"))
-    work = base / WORKDIR.lstrip("/")
-    work.mkdir()
+            cmd += ["--ro-bind", path, path]
+        kept.append(path)
+    for dest, fd in data_fds.items():
+        cmd += ["--ro-bind-data", str(fd), dest]
+    cmd += ["--proc", "/proc", "--dev", "/dev"]
+    cmd += ["--perms", "1777", "--size", str(SHM_BYTES), "--tmpfs", "/dev/shm"]
+    cmd += ["--remount-ro", "/", "--chdir", WORKDIR, "--"]
     if uid is not None:
-        os.chown(work, uid, uid)
-    _mount("-o", "remount,ro", str(base))
-    return base
+        cmd += ["setpriv", f"--reuid={uid}", f"--regid={uid}", "--clear-groups", "--inh-caps=-all",
+                "--bounding-set=-all", "--no-new-privs", "--"]  # fmt: skip
+    return cmd
 
 
-def loopback_up() -> None:
-    """Bring ``lo`` up in this network namespace (gloo needs it); nothing else is up."""
-    import fcntl
-    import struct
-
-    SIOCGIFFLAGS, SIOCSIFFLAGS, IFF_UP, IFF_RUNNING = 0x8913, 0x8914, 0x1, 0x40
-    with socket.socket(socket.AF_INET, socket.SOCK_DGRAM) as s:
-        ifr = fcntl.ioctl(s, SIOCGIFFLAGS, struct.pack("16sH14x", b"lo", 0))
-        flags = struct.unpack("16sH14x", ifr)[1]
-        fcntl.ioctl(s, SIOCSIFFLAGS, struct.pack("16sH14x", b"lo", flags | IFF_UP | IFF_RUNNING))
-
-
-def _drop_capabilities() -> None:
-    """In a user namespace (no other uid to switch to): no capability now or after exec."""
-    import ctypes
-
-    SECBIT_NOROOT, SECBIT_NOROOT_LOCKED, SECBIT_NO_SETUID_FIXUP = 1, 2, 4
-    SECBIT_NO_SETUID_FIXUP_LOCKED, SECBIT_KEEP_CAPS_LOCKED = 8, 32
-    bits = SECBIT_NOROOT | SECBIT_NOROOT_LOCKED | SECBIT_NO_SETUID_FIXUP
-    _prctl(PR_SET_SECUREBITS, bits | SECBIT_NO_SETUID_FIXUP_LOCKED | SECBIT_KEEP_CAPS_LOCKED)
-    for cap in range(64):
-        try:
-            _prctl(PR_CAPBSET_DROP, cap)
-        except OSError:
-            break
-    libc = ctypes.CDLL(None, use_errno=True)
-    libc.prctl(PR_CAP_AMBIENT, 4, 0, 0, 0)  # PR_CAP_AMBIENT_CLEAR_ALL
-    header = (ctypes.c_uint32 * 2)(0x20080522, 0)
-    data = (ctypes.c_uint32 * 6)()
-    if libc.capset(header, data) != 0:
-        raise OSError(ctypes.get_errno(), "capset")
-
-
-def _worker_preexec(base: Path, spec: dict, sock_fd: int):
+def _limits(spec: dict, uid: int | None, parent: int):
+    """Before bubblewrap runs: the worker's limits (inherited by all it starts) and death with
+    the supervisor."""
     import resource
 
     def enter():
-        os.chroot(base)
-        os.chdir(WORKDIR)
         memory, nproc = spec["memory"], spec["processes"]
         resource.setrlimit(resource.RLIMIT_AS, (memory, memory))
-        if spec["uid"] is not None:  # counted per uid: the caller's own would count too
+        if uid is not None:  # counted per uid: the sandbox's own, unique to it
             resource.setrlimit(resource.RLIMIT_NPROC, (nproc, nproc))
         resource.setrlimit(resource.RLIMIT_FSIZE, (FILE_LIMIT, FILE_LIMIT))
         resource.setrlimit(resource.RLIMIT_CORE, (0, 0))
-        if spec["uid"] is not None:
-            os.setgroups([])
-            os.setgid(spec["uid"])
-            os.setuid(spec["uid"])
-        else:
-            _drop_capabilities()
-        _prctl(PR_SET_NO_NEW_PRIVS, 1)
-        _prctl(PR_SET_PDEATHSIG, signal.SIGKILL)  # after the change of user, which clears it
-        if os.getppid() != 1:
+        _prctl(PR_SET_PDEATHSIG, signal.SIGKILL)
+        if os.getppid() != parent:  # the supervisor died before the line above
             os._exit(1)
 
     return enter
 
 
+def _threads_of(uid: int) -> int:
+    """Processes and threads the uid runs now (what ``RLIMIT_NPROC`` counts)."""
+    count = 0
+    for entry in Path("/proc").iterdir():
+        if not entry.name.isdigit():
+            continue
+        try:
+            status = (entry / "status").read_text()
+        except OSError:
+            continue
+        fields = dict(line.split(":", 1) for line in status.splitlines() if ":" in line)
+        if fields.get("Uid", "").split()[:1] == [str(uid)]:
+            count += int(fields.get("Threads", "1").strip() or 1)
+    return count
+
+
 def supervise() -> int:
-    """The sandbox's first process: build the view, start the worker, run the protocol."""
+    """Between the grader and the sandbox: start the worker in bubblewrap, run the protocol."""
     import secrets
 
     _prctl(PR_SET_DUMPABLE, 0)  # no process of the sandbox may read this one's memory or fds
@@ -631,9 +659,15 @@ def supervise() -> int:
     def emit(event: dict) -> None:
         out.write(json.dumps(event) + "\n")
 
-    base = build_root(spec["allowed"], spec["uid"])
-    loopback_up()
-    socket.sethostname("sandbox")
+    uid = _sandbox_uid() if spec["root"] else None
+    if uid is not None:
+        emit({"uid": uid})  # the grader counts its processes if the clock runs out
+    data_fds = {}
+    for dest, text in _etc_files(uid).items():  # bubblewrap reads each, then closes it
+        r, w = os.pipe()
+        os.write(w, text.encode())
+        os.close(w)
+        data_fds[dest] = r
     ours, theirs = socket.socketpair()
     raw = {}
     pipes = []
@@ -641,12 +675,15 @@ def supervise() -> int:
         r, w = os.pipe()
         pipes.append(w)
         raw[r] = [b"", 0]  # kept bytes, dropped bytes
+    command = [*bwrap_command(spec["allowed"], uid, data_fds), *spec["worker"]]
     worker = subprocess.Popen(
-        [*spec["worker"], str(theirs.fileno())], stdin=subprocess.DEVNULL,
-        stdout=pipes[0], stderr=pipes[1], pass_fds=(theirs.fileno(),), env=spec["env"],
-        start_new_session=True, preexec_fn=_worker_preexec(base, spec, theirs.fileno()),
+        [*command, str(theirs.fileno())], stdin=subprocess.DEVNULL, stdout=pipes[0],
+        stderr=pipes[1], pass_fds=(theirs.fileno(), *data_fds.values()), env=spec["env"],
+        start_new_session=True, preexec_fn=_limits(spec, uid, os.getpid()),
     )  # fmt: skip
     theirs.close()
+    for fd in data_fds.values():
+        os.close(fd)
     for w in pipes:
         os.close(w)
     ours.setblocking(False)
@@ -721,7 +758,7 @@ def supervise() -> int:
             index = msg.get("index")
             if not isinstance(index, int) or not 0 <= index < cur or cells[index]["graded"]:
                 return "output for a cell that is not an ungraded cell already sent"
-            emit({"grade_id": cells[index]["grade_id"],
+            emit({"grade_id": cells[index]["grade_id"], "index": index,
                   "output": str(msg.get("output") or "")[-OUTPUT_LIMIT:],
                   "error": _short(msg.get("error"))})  # fmt: skip
             return None
@@ -782,7 +819,11 @@ def supervise() -> int:
             )
     emit({"end": True, "complete": complete, "failure": failure, "log": "\n".join(log)[-8000:]})
     out.close()
-    os._exit(0)  # the namespace's init: every process of the sandbox ends with it
+    try:  # bubblewrap's death takes its PID namespace, and every process in it, with it
+        os.kill(worker.pid, signal.SIGKILL)
+    except ProcessLookupError:
+        pass
+    os._exit(0)
 
 
 def _public(cell: dict) -> dict:
@@ -807,9 +848,17 @@ def _reap() -> dict:
 
 
 def _status(status: int) -> str:
+    """What ended the worker, from bubblewrap's status (it exits 128 + N when a signal N
+    killed the worker)."""
     if os.WIFSIGNALED(status):
         return f"killed by {signal.Signals(os.WTERMSIG(status)).name}"
-    return f"exit status {os.waitstatus_to_exitcode(status)}"
+    code = os.waitstatus_to_exitcode(status)
+    if 128 < code < 128 + signal.NSIG:
+        try:
+            return f"killed by {signal.Signals(code - 128).name}"
+        except ValueError:
+            pass
+    return f"exit status {code}"
 
 
 # ----------------------------------------------------------------------------- the worker
@@ -909,7 +958,7 @@ def work(fd: int) -> int:
 # ----------------------------------------------------------------------------- the command
 
 
-def check(labs: list[str], course: Path, timeout: float) -> int:
+def check(labs: list[str], course: Path, timeout: float, **limits) -> int:
     """Grade every lab's model solution (its source notebook) in the sandbox: full marks each."""
     names = labs or sorted(
         p.name for p in (course / "source").iterdir() if (p / f"{p.name}.ipynb").is_file()
@@ -918,7 +967,7 @@ def check(labs: list[str], course: Path, timeout: float) -> int:
     began = time.monotonic()
     for name in names:
         source = course / "source" / name / f"{name}.ipynb"
-        report = grade(source, course=course, lab=name, timeout=timeout)
+        report = grade(source, course=course, lab=name, timeout=timeout, **limits)
         ok = report["total"] > 0 and report["earned"] == report["total"]
         failed += not ok
         line = f"{name}: {report['earned']:g} / {report['total']:g} in {report.get('seconds', 0):.1f} s"
@@ -939,27 +988,34 @@ def main(argv=None) -> int:
             del sys.path[0]
         return work(int(argv[1]))
 
-    def positive(text: str) -> float:
-        try:
-            return timeout_seconds(text)
-        except ValueError as exc:
-            raise argparse.ArgumentTypeError(str(exc).removeprefix("--timeout ")) from None
+    def flag(check, name: str):
+        def parse(text: str):
+            try:
+                return check(text)
+            except ValueError as exc:
+                raise argparse.ArgumentTypeError(str(exc).removeprefix(f"{name} ")) from None
+
+        return parse
+
+    positive = flag(timeout_seconds, "--timeout")
 
     parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     parser.add_argument("submissions", nargs="*", type=Path, help="submitted NN_name.ipynb files")
     parser.add_argument("--course", type=Path, default=ROOT / "labs", help="the nbgrader course")
     parser.add_argument("--lab", help="the lab (default: the notebook's file name)")
     parser.add_argument("--timeout", type=positive, default=600.0, help="wall-clock seconds each")
-    parser.add_argument("--memory", type=float, default=MEMORY_GIB, help="GiB per process")
-    parser.add_argument("--processes", type=int, default=PROCESSES, help="processes + threads")
+    gib = flag(lambda text: memory_bytes(text) and float(text), "--memory")  # checked, in GiB
+    parser.add_argument("--memory", type=gib, default=MEMORY_GIB,
+                        help=f"GiB of address space per process (default {MEMORY_GIB:g})")  # fmt: skip
+    parser.add_argument("--processes", type=flag(process_count, "--processes"), default=PROCESSES,
+                        help=f"processes + threads of the sandbox (default {PROCESSES}, at least "
+                        f"{PROCESSES_MIN})")  # fmt: skip
     parser.add_argument("--json", type=Path, help="write every report here")
     parser.add_argument("--check", action="store_true",
                         help="grade every lab's model solution (or the labs named): full marks")  # fmt: skip
     parser.add_argument("--no-scan", action="store_true",
                         help="skip the tamper scan (to test the sandbox alone)")  # fmt: skip
     args = parser.parse_args(argv)
-    if args.memory <= 0 or not math.isfinite(args.memory) or args.processes < 1:
-        parser.error("--memory and --processes must be positive")
     from zg._io import command_output_arg, write_text  # the kit's checks and its one writer
 
     stop_if_interrupted()  # the import takes seconds, and may swallow an interrupt
@@ -967,15 +1023,17 @@ def main(argv=None) -> int:
     # Before any grading: a folder, a named pipe, a dangling link, a missing folder (exit 2).
     command_output_arg(parser, args.json, "--json")
     if args.check:
-        return check([str(s) for s in args.submissions], args.course, args.timeout)
+        return check([str(s) for s in args.submissions], args.course, args.timeout,
+                     memory_gib=args.memory, processes=args.processes)  # fmt: skip
     if not args.submissions:
         parser.error("no submissions given")
-    reports, malformed = [], 0
+    reports, malformed, unfair = [], 0, 0
     for sub in args.submissions:
         report = grade(sub, course=args.course, lab=args.lab, timeout=args.timeout,
                        memory_gib=args.memory, processes=args.processes,
                        run_scan=not args.no_scan)  # fmt: skip
         malformed += report.get("failure", "").startswith("malformed:")
+        unfair += bool(report.get("grader_error"))
         reports.append(report)
         line = f"{sub}: {report['earned']:g} / {report['total']:g}"
         if report.get("failure"):
@@ -993,7 +1051,12 @@ def main(argv=None) -> int:
         print(
             f"zg_course.sandbox: {malformed} of {len(reports)} submissions malformed (0 points each)"
         )
-    return 1 if malformed else 0
+    if unfair:
+        print(
+            f"zg_course.sandbox: {unfair} of {len(reports)} submissions not graded: the lab's own "
+            "code failed before theirs ran (see each failure)"
+        )
+    return 1 if malformed or unfair else 0
 
 
 if __name__ == "__main__":

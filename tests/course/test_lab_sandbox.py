@@ -268,9 +268,12 @@ def test_an_escape_attempt_gains_nothing_and_leaves_nothing(tmp_path, name):
             assert "FOUND []" in report["outputs"].get(gid, ""), (gid, report["outputs"])
     if name == "exhaust_memory":  # stopped at the limit (4 GiB), not by the machine
         assert "ALLOCATED" in out and int(out.split("ALLOCATED")[1].split()[0]) <= 16, out
-    if name == "fork_bomb":  # stopped at the sandbox's process limit (64 for uid nobody)
+    if name == "fork_bomb":  # stopped at the sandbox's process limit (64 for its own uid)
         if os.geteuid() == 0:
             assert "FORKED" in out and int(out.split("FORKED")[1].split()[0]) < 64, out
+            # the clock ran out with the sandbox full: the report says so, naming the flag
+            assert "at its process limit then" in report["failure"], report["failure"]
+            assert "--processes 64" in report["failure"], report["failure"]
     if name == "flood_output":
         assert len(json.dumps(report)) < 200_000  # the grader kept a bounded tail
     if name.startswith("forge"):
@@ -552,3 +555,141 @@ def test_a_run_time_patch_of_the_graders_code_earns_nothing_in_the_sandbox(tmp_p
     assert report["total"] > 0 and report["earned"] == 0, (kind, report["passed"])
     assert report["failure"].startswith("tamper: the submission changed the grader's code")
     assert name in report["failure"], report["failure"]
+
+
+# ------------------------------------------------------------------------ limits and the grader
+
+
+@pytest.mark.parametrize(
+    "flag, value",
+    [("--memory", v) for v in ("0", "-2", "nan", "inf", "1e400", "2e6", "lots", "")]
+    + [("--processes", v) for v in ("0", "-1", "8", "31", "1e3", "many", "", str(1 << 40))],
+)
+def test_limit_flags_out_of_range_are_refused_naming_the_flag(flag, value, capsys):
+    """Issue 59: a limit no grading can run under (or the kernel cannot set) is the command's
+    error, exit 2 naming the flag, not a submission's 0 points."""
+    with pytest.raises(SystemExit) as exc:
+        zg_course.sandbox.main([f"{flag}={value}", str(SOURCE)])
+    assert exc.value.code == 2
+    err = capsys.readouterr().err
+    assert flag in err and "Traceback" not in err, err
+    keyword = {"--memory": "memory_gib", "--processes": "processes"}[flag]
+    with pytest.raises(ValueError, match=flag):
+        zg_course.sandbox.grade(SOURCE, **{keyword: value})
+
+
+@needs_sandbox
+@pytest.mark.slow
+def test_a_lab_failing_before_the_submissions_code_ran_is_not_blamed_on_it(tmp_path, capsys):
+    """Issue 59: at 1 GiB of address space the lab's own setup cannot import torch. No code of
+    the submission ran yet, so the report says so and names the limits; the command exits 1."""
+    path = tmp_path / f"{LAB}.ipynb"
+    path.write_text(SOURCE.read_text())
+    status = zg_course.sandbox.main(["--memory", "1", "--timeout", "120", str(path)])
+    printed = capsys.readouterr().out
+    assert status == 1 and "1 of 1 submissions not graded" in printed, printed
+    report = zg_course.sandbox.grade(path, memory_gib=1, timeout=120)
+    assert report["grader_error"] and report["earned"] == 0, report
+    assert report["failure"].startswith("grader: ") and "--memory 1 GiB" in report["failure"]
+    assert "not the submission's doing" in report["failure"], report["failure"]
+
+
+def _threads_by_sandbox_uid() -> dict[int, int]:
+    counts: dict[int, int] = {}
+    for entry in Path("/proc").iterdir():
+        try:
+            status = (entry / "status").read_text() if entry.name.isdigit() else ""
+        except OSError:
+            continue
+        fields = dict(line.split(":", 1) for line in status.splitlines() if ":" in line)
+        uid = int(fields.get("Uid", "0").split()[0])
+        if uid >= zg_course.sandbox.SANDBOX_UIDS:
+            counts[uid] = counts.get(uid, 0) + int(fields["Threads"])
+    return counts
+
+
+HOG = r"""
+import threading, time
+n = 0
+while True:
+    try:
+        threading.Thread(target=time.sleep, args=(600,), daemon=True).start()
+    except RuntimeError:
+        break
+    n += 1
+print("THREADS", n, flush=True)
+time.sleep(600)
+"""
+
+
+@needs_sandbox
+@pytest.mark.slow
+@pytest.mark.skipif(os.geteuid() != 0, reason="a sandbox of its own uid needs the grader as root")
+def test_a_submission_holding_every_thread_does_not_starve_one_graded_beside_it(tmp_path):
+    """Issue 59: the kernel counts processes per uid. With one uid for every sandbox, a
+    submission at its process limit left none for another graded beside it, which then timed
+    out with 0 points. Each sandbox now has a uid of its own."""
+    (tmp_path / "hog").mkdir()
+    hog = _notebook(tmp_path / "hog", dict(WRONG, run_report=HOG))
+    cmd = [sys.executable, str(zg_course.sandbox.THIS), "--no-scan", "--processes", "64",
+           "--timeout", "240", str(hog)]  # fmt: skip
+    env = dict(os.environ, PYTHONPATH=str(ROOT))
+    grader = subprocess.Popen(
+        cmd, env=env, stdout=subprocess.PIPE, stderr=subprocess.STDOUT, start_new_session=True
+    )
+    try:
+        began = time.monotonic()
+        while max(_threads_by_sandbox_uid().values(), default=0) < 60:
+            assert grader.poll() is None, grader.stdout.read().decode()
+            assert time.monotonic() - began < 120, "the hog never reached its process limit"
+            time.sleep(0.2)
+        fair = tmp_path / f"{LAB}.ipynb"
+        fair.write_text(SOURCE.read_text())
+        report = zg_course.sandbox.grade(fair, processes=64, timeout=120)
+        assert report["earned"] == report["total"] > 0, report.get("failure")
+        assert max(_threads_by_sandbox_uid().values(), default=0) >= 60, "the hog let go early"
+    finally:
+        processes.kill_group(grader)
+        grader.wait()
+    assert _gone(str(zg_course.sandbox.THIS)), "a sandbox process outlived the grading"
+
+
+FLOOD_EVENTS = r"""
+import json, os, socket
+fd = int(open("/proc/self/cmdline", "rb").read().split(b"\0")[-2])  # the worker's socket
+sock = socket.socket(fileno=os.dup(fd))
+message = (json.dumps({"op": "output", "index": 0, "output": "x" * 4000}) + "\n").encode()
+for _ in range(%(count)d):  # output for an ungraded cell already sent: allowed, again and again
+    sock.sendall(message)
+sock.detach()
+"""
+
+PEAK = (
+    "import resource, sys, zg_course.sandbox as s\n"
+    "r = s.grade(sys.argv[1], run_scan=False, timeout=300)\n"
+    "print('PEAK', resource.getrusage(resource.RUSAGE_SELF).ru_maxrss, r['earned'])\n"
+)
+
+
+@needs_sandbox
+@pytest.mark.slow
+def test_the_graders_memory_does_not_grow_with_what_the_submission_sends(tmp_path):
+    """Issue 59: the grader (outside the sandbox) kept every event the supervisor forwarded:
+    about 200 MB more for 200 MB of output messages. It now keeps one output per cell. Its
+    peak memory with 50,000 messages of 4 kB is measured against the same submission sending
+    10, in fresh processes."""
+    peaks = {}
+    for count in (10, 50_000):
+        (tmp_path / str(count)).mkdir()
+        code = FLOOD_EVENTS % {"count": count}
+        path = _notebook(tmp_path / str(count), dict(WRONG, run_report=code + WRONG["run_report"]))
+        done = processes.run(
+            [sys.executable, "-c", PEAK, str(path)], env=dict(os.environ, PYTHONPATH=str(ROOT)),
+            capture_output=True, text=True, timeout=400,
+        )  # fmt: skip
+        assert done.returncode == 0 and "PEAK" in done.stdout, done.stdout + done.stderr
+        peak_kib, earned = done.stdout.split("PEAK")[1].split()[:2]
+        assert float(earned) == 0  # the wrong answer still earns nothing
+        peaks[count] = int(peak_kib) * 1024
+    grown = peaks[50_000] - peaks[10]
+    assert grown < 40 << 20, f"the grader grew by {grown / 2**20:.0f} MiB with 200 MB of events"
