@@ -78,6 +78,11 @@ The clauses (:attr:`Contract.clauses` lists those a contract has):
   ``default_rng()``, the clock) differs from call to call, even where ``compare`` accepts any
   valid answer. Every case is called twice (only the first, for a contract with
   ``refill=False``: a function too slow to call twice per case).
+* ``portable``: where numpy's default integer is 32 bits (Windows with numpy 1.x), the same
+  answer: a call that used numpy's constructors (``np.array``, ``np.arange``, ``np.sum``, ...)
+  runs again under :func:`zg_course.portable.narrow_ints`, and an answer that wraps past 2**31
+  there (``int(np.array([n, 4]).prod())``) fails. Checked where numpy 1.x is installed (the
+  reference environment); numpy 2 made the default 64 bits everywhere.
 * ``host syncs``: at most ``host_syncs`` under :class:`zg.audit.SyncAudit` ``(strict=True)``.
 * ``asynchronous``: every collective (``torch.distributed.all_reduce``, ...) is started with
   ``async_op=True``, nothing waits on it before the function returns, and what it returns is a
@@ -113,6 +118,7 @@ from torch.utils._python_dispatch import TorchDispatchMode
 
 import zg
 from zg.errors import ZgError
+from zg_course import portable
 
 __all__ = ["Contract", "Case", "check", "ContractFailure", "ContractSetupError", "CLAUSES"]
 
@@ -126,6 +132,7 @@ CLAUSES = (
     "others unchanged",
     "no state",
     "deterministic",
+    "portable",
     "host syncs",
     "asynchronous",
 )
@@ -177,6 +184,8 @@ class Contract:
         deterministic: check that the same call twice gives the same answer
             (``deterministic``); ``False`` for a function whose answer is a measurement (a
             time).
+        portable: check that a call using numpy gives the same answer where numpy's default
+            integer is 32 bits (``portable``).
         refill: with ``stateless``, also call the function twice on the same objects, refilled
             in place with the next case's values between the calls (a result kept between
             calls, keyed on the objects' identity, fails ``no state``); ``False`` for a
@@ -200,6 +209,7 @@ class Contract:
     compare: Callable | None = field(default=None, compare=False)
     refill: bool = True
     deterministic: bool = True
+    portable: bool = True
 
     def __post_init__(self):
         for name in ("function", "part"):
@@ -243,6 +253,8 @@ class Contract:
             have.update(("no state", "others unchanged"))
         if self.deterministic and not self.asynchronous:
             have.add("deterministic")
+        if self.portable and not self.asynchronous:
+            have.add("portable")
         if self.host_syncs is not None:
             have.add("host syncs")
         if self.asynchronous:
@@ -271,6 +283,8 @@ class Contract:
             lines.append("keeps no state between calls and leaves globals alone")
         if self.deterministic and not self.asynchronous:
             lines.append("gives the same answer to the same call")
+        if self.portable and not self.asynchronous:
+            lines.append("gives the same answer where numpy's default integer is 32 bits")
         if self.host_syncs is not None:
             lines.append(f"makes at most {self.host_syncs} host syncs")
         if self.asynchronous:
@@ -1559,6 +1573,7 @@ def check(
         futures: list[_PendingFuture] = []
         audit = None
         process_changes: list[str] = []
+        numpy_used: list[str] = []
         try:
             with contextlib.ExitStack() as stack:
                 stack.enter_context(_keep_generators())
@@ -1576,6 +1591,7 @@ def check(
                     from zg_course.labs import checks
 
                     audit = stack.enter_context(checks().SyncAudit(strict=True))
+                stack.enter_context(portable.watched(numpy_used))
                 stack.enter_context(_student(contract.function))
                 got = fn(*args, **kwargs)
         except ContractFailure:
@@ -1675,6 +1691,14 @@ def check(
             and (contract.refill or case is cases[0])
         ):
             _check_deterministic(fn, contract, case, names, answer, fail)
+        if (
+            contract.portable
+            and numpy_used
+            and portable.SIMULATED
+            and not contract.asynchronous
+            and "portable" not in failures
+        ):
+            _check_portable(fn, contract, case, names, expected, numpy_used[0], fail)
         if contract.device and "device" not in failures and not contract.asynchronous:
             _check_device(fn, contract, case, names, expected, fail)
     if (
@@ -2123,6 +2147,39 @@ def _check_deterministic(fn, contract, case, names, first, fail):
             f"answers ({found[1].replace('the result', 'the second', 1)}): draw from the "
             "generators the lab names (torch's, seeded by the caller), never from one of the "
             "function's own or the clock",
+        )
+
+
+def _check_portable(fn, contract, case, names, expected, used: str, fail):
+    """The same call again where numpy's default integer is 32 bits (Windows with numpy 1.x):
+    its answer must still be the reference's."""
+    args, kwargs = _copy(case.args), _copy(case.kwargs)
+    process_before = _process_state()
+    try:
+        with _keep_generators(), _student(contract.function), portable.narrow_ints():
+            again = portable.plain(fn(*args, **kwargs))
+    except ContractFailure:
+        raise
+    except Exception as exc:
+        fail(
+            "portable",
+            case,
+            names,
+            f"where numpy's default integer is 32 bits (Windows, numpy 1.x), the call raised "
+            f"{type(exc).__name__}: {exc}",
+        )
+        return
+    finally:
+        _restore_process(process_before)
+    found = compare_values(expected, again, contract.rtol, contract.atol, contract.dtype)
+    if found:
+        fail(
+            "portable",
+            case,
+            names,
+            "where numpy's default integer is 32 bits (Windows, numpy 1.x), the answer differs "
+            f"({found[1]}): the call used np.{used}, whose integers are then 32 bits and wrap "
+            "past 2**31; give numpy a dtype (np.int64) or count in Python ints",
         )
 
 
