@@ -119,6 +119,7 @@ from torch.utils._python_dispatch import TorchDispatchMode
 import zg
 from zg.errors import ZgError
 from zg_course import portable
+from zg_course.portable import patched as _patched
 
 __all__ = ["Contract", "Case", "check", "ContractFailure", "ContractSetupError", "CLAUSES"]
 
@@ -1167,20 +1168,6 @@ _SETTERS = {
 
 
 @contextlib.contextmanager
-def _patched(module, names, wrap):
-    """While active, ``module.<name>`` is ``wrap(name, original)`` for each of ``names`` the
-    module has; every original is put back after."""
-    saved = {name: getattr(module, name) for name in names if hasattr(module, name)}
-    try:
-        for name, original in saved.items():
-            setattr(module, name, wrap(name, original))
-        yield
-    finally:
-        for name, original in saved.items():
-            setattr(module, name, original)
-
-
-@contextlib.contextmanager
 def _settings_calls_recorded(calls: list):
     """While active, a call from outside the kit to one of torch's process-wide setters
     (``torch.set_num_threads``, ``torch.set_default_dtype``, ``torch.manual_seed``, ...) is
@@ -2117,26 +2104,39 @@ def _host_constructors_elsewhere():
         yield
 
 
-def _check_deterministic(fn, contract, case, names, first, fail):
-    """The same call again, on fresh copies of the case's inputs and from the same settings
-    and generators as the first: its answer must be the first's."""
+_RAISED = object()
+
+
+def _call_again(fn, contract, case, names, fail, clause: str, what: str, *contexts):
+    """The case's call once more, on fresh copies of its inputs, from the same settings and
+    generators as the first, under ``contexts``: its answer, or :data:`_RAISED` after failing
+    ``clause`` ("<what> raised ...") when it raised."""
     args, kwargs = _copy(case.args), _copy(case.kwargs)
     process_before = _process_state()
     try:
-        with _keep_generators(), _student(contract.function):
-            again = fn(*args, **kwargs)
+        with contextlib.ExitStack() as stack:
+            stack.enter_context(_keep_generators())
+            stack.enter_context(_student(contract.function))
+            for context in contexts:
+                stack.enter_context(context)
+            return fn(*args, **kwargs)
     except ContractFailure:
         raise
     except Exception as exc:
-        fail(
-            "deterministic",
-            case,
-            names,
-            f"the same call a second time raised {type(exc).__name__}: {exc}",
-        )
-        return
+        fail(clause, case, names, f"{what} raised {type(exc).__name__}: {exc}")
+        return _RAISED
     finally:
         _restore_process(process_before)
+
+
+def _check_deterministic(fn, contract, case, names, first, fail):
+    """The same call again, on fresh copies of the case's inputs and from the same settings
+    and generators as the first: its answer must be the first's."""
+    again = _call_again(
+        fn, contract, case, names, fail, "deterministic", "the same call a second time"
+    )
+    if again is _RAISED:
+        return
     found = compare_values(first, again, contract.rtol, contract.atol, contract.dtype)
     if found:
         fail(
@@ -2153,33 +2153,23 @@ def _check_deterministic(fn, contract, case, names, first, fail):
 def _check_portable(fn, contract, case, names, expected, used: str, fail):
     """The same call again where numpy's default integer is 32 bits (Windows with numpy 1.x):
     its answer must still be the reference's."""
-    args, kwargs = _copy(case.args), _copy(case.kwargs)
-    process_before = _process_state()
-    try:
-        with _keep_generators(), _student(contract.function), portable.narrow_ints():
-            again = portable.plain(fn(*args, **kwargs))
-    except ContractFailure:
-        raise
-    except Exception as exc:
-        fail(
-            "portable",
-            case,
-            names,
-            f"where numpy's default integer is 32 bits (Windows, numpy 1.x), the call raised "
-            f"{type(exc).__name__}: {exc}",
-        )
+    where = "where numpy's default integer is 32 bits (Windows, numpy 1.x)"
+    again = _call_again(
+        fn, contract, case, names, fail, "portable", f"{where}, the call", portable.narrow_ints()
+    )
+    if again is _RAISED:
         return
-    finally:
-        _restore_process(process_before)
-    found = compare_values(expected, again, contract.rtol, contract.atol, contract.dtype)
+    found = compare_values(
+        expected, portable.plain(again), contract.rtol, contract.atol, contract.dtype
+    )
     if found:
         fail(
             "portable",
             case,
             names,
-            "where numpy's default integer is 32 bits (Windows, numpy 1.x), the answer differs "
-            f"({found[1]}): the call used np.{used}, whose integers are then 32 bits and wrap "
-            "past 2**31; give numpy a dtype (np.int64) or count in Python ints",
+            f"{where}, the answer differs ({found[1]}): the call used np.{used}, whose integers "
+            "are then 32 bits and wrap past 2**31; give numpy a dtype (np.int64) or count in "
+            "Python ints",
         )
 
 

@@ -30,7 +30,7 @@ import sysconfig
 
 import numpy as np
 
-__all__ = ["Long32", "SIMULATED", "narrow_ints", "watched", "plain"]
+__all__ = ["Long32", "SIMULATED", "narrow_ints", "watched", "plain", "patched"]
 
 # Only under numpy 1.x, whose promotion rules it keeps: numpy 2 made the default integer 64 bits
 # on Windows too, and its rules for a Python int beside a 32-bit array differ from 1.x's.
@@ -208,21 +208,23 @@ def _spied(used: list):
 
 
 @contextlib.contextmanager
-def _patched(names, wrap):
-    saved = {name: getattr(np, name) for name in names}
+def patched(module, names, wrap):
+    """While active, ``module.<name>`` is ``wrap(name, original)`` for each of ``names`` the
+    module has; every original is put back after."""
+    saved = {name: getattr(module, name) for name in names if hasattr(module, name)}
     try:
         for name, original in saved.items():
-            setattr(np, name, wrap(name, original))
+            setattr(module, name, wrap(name, original))
         yield
     finally:
         for name, original in saved.items():
-            setattr(np, name, original)
+            setattr(module, name, original)
 
 
 @contextlib.contextmanager
 def narrow_ints():
     """While active: numpy's default integer is 32 bits for a student's calls (see above)."""
-    with _patched(CONSTRUCTORS + TYPED + REDUCTIONS, _narrowed):
+    with patched(np, CONSTRUCTORS + TYPED + REDUCTIONS, _narrowed):
         np.int_ = np.int32
         try:
             yield
@@ -234,5 +236,5 @@ def narrow_ints():
 def watched(used: list):
     """While active: the name of the first numpy constructor or reduction a student's code
     calls is appended to ``used`` (the call itself is untouched)."""
-    with _patched(CONSTRUCTORS + TYPED + REDUCTIONS, _spied(used)):
+    with patched(np, CONSTRUCTORS + TYPED + REDUCTIONS, _spied(used)):
         yield
