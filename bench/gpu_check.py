@@ -1,6 +1,7 @@
 """GPU check: captured vs uncaptured numerics, then for each graph and batch size the iteration
 time of dynamic / envelope eager / envelope captured (and, beside them, ``torch.compile`` of the
-same steps: the peer a user would try first), each row's memory above its own baseline, host
+same steps: the peer a user would try first; and the kit's whole step compiled, ``Engine(mode=
+"compiled")``, against both: ``WHOLE``), each row's memory above its own baseline, host
 syncs and launches per iteration, the cold start (profiling + build + capture), the cost of one
 overflow and rewind, a kernel-level profile of the captured replay, and data-parallel scaling
 when more than one GPU is here. Needs only torch (>= 2.2) and numpy: no DGL, no internet. Stays
@@ -70,6 +71,10 @@ COMPILED = {
     "dynamic_compiled_reduce_overhead": ("dynamic", "reduce-overhead"),
     "envelope_eager_compiled": ("envelope_eager", "default"),
 }
+# The whole static step compiled by the kit (Engine mode "compiled", zg.compiled: sampling,
+# gather, forward, loss, backward and optimizer step as one torch.compile graph, captured as one
+# CUDA Graph on CUDA; issue 58): variant -> the variant it is timed against.
+WHOLE = {"envelope_compiled_step": "envelope_captured"}
 # TF32 matrix products (torch.backends.cuda.matmul.allow_tf32, a process setting, off by
 # default; on around this variant's own batches only): variant -> base variant.
 TF32 = {"envelope_captured_tf32": "envelope_captured"}
@@ -88,18 +93,22 @@ def build_engine(
     variant with TF32 on while it is built and around each of its batches, so a captured graph
     keeps TF32 and the variants timed beside it keep full FP32). ``audit_iterations`` steady iterations per epoch
     run under SyncAudit (0: none, as when timing)."""
-    compiled, tf32 = None, variant in TF32
+    compiled, tf32, whole = None, variant in TF32, variant in WHOLE
+    variant = WHOLE.get(variant, variant)
     if variant in COMPILED:
         variant, compiled = COMPILED[variant]
     variant = TF32.get(variant, variant)
     if variant not in VARIANTS:
         raise ValueError(
-            f"variant must be one of {VARIANTS + tuple(COMPILED) + tuple(TF32)}, got {variant!r}"
+            f"variant must be one of {VARIANTS + tuple(COMPILED) + tuple(WHOLE) + tuple(TF32)},"
+            f" got {variant!r}"
         )
     torch.manual_seed(seed)
     net = models.build(model, g.feat_dim, HIDDEN, max(g.num_classes, 1), LAYERS, dropout=DROPOUT)
     captured = "graph" if torch.device(device).type == "cuda" else "static"
     mode = {"dynamic": "dynamic", "envelope_eager": "eager", "envelope_captured": captured}[variant]
+    if whole:
+        mode = "compiled"
     if mode == "dynamic":
         envelope = "profiled"  # unused: the dynamic mode has no envelope
     hooks = StepHooks(
@@ -653,7 +662,7 @@ def build_timed(run, g, gname, batch_size, envelope, first_graph):
     seconds)}."""
     names = ["dynamic", "envelope_eager", "envelope_captured"]
     if run.want_compile and batch_size == 1024 and first_graph:
-        names += list(COMPILED)
+        names += list(COMPILED) + list(WHOLE)
     if batch_size == 1024 and first_graph:
         names += list(TF32)  # its own row: TF32 is off by default
     timed = {}
@@ -706,7 +715,8 @@ def time_variants(run, g, gname, batch_size, envelope, by, first_graph):
                     f"{gname} b{batch_size} {name} fraction",
                     lambda: gpu_execution_fraction(lambda i: timed[name][0].run_batch(i), 10),
                 )
-            (run.result["compiled"] if name in COMPILED else run.result["timing"]).append(entry)
+            compiled_row = name in COMPILED or name in WHOLE
+            (run.result["compiled"] if compiled_row else run.result["timing"]).append(entry)
             if name in by:  # the row's time is the interleaved median
                 by[name]["seconds_per_iteration"] = sp["median"]
                 by[name]["seconds_per_iteration_spread"] = sp
@@ -860,7 +870,7 @@ def compute_ratios(run):
     for (gname, model, batch_size, variant), sec in timing.items():
         if variant != "envelope_captured":
             continue
-        for other in ("dynamic", "envelope_eager", *COMPILED, *TF32):
+        for other in ("dynamic", "envelope_eager", *COMPILED, *WHOLE, *TF32):
             if (gname, model, batch_size, other) in timing:
                 ratios[f"{gname}/{model}/b{batch_size}/captured_vs_{other}"] = (
                     timing[(gname, model, batch_size, other)] / sec
@@ -872,6 +882,11 @@ def compute_ratios(run):
         ]
         if compiled:
             ratios[f"{gname}/{model}/b{batch_size}/captured_vs_best_compiled"] = min(compiled) / sec
+        for w in WHOLE:  # the whole step compiled against the model alone compiled
+            if compiled and (gname, model, batch_size, w) in timing:
+                ratios[f"{gname}/{model}/b{batch_size}/{w}_vs_best_compiled"] = (
+                    min(compiled) / timing[(gname, model, batch_size, w)]
+                )
     if run.cuda:
         for gname in {r["graph"] for r in rows}:
             for batch_size in run.args.batch_sizes + [1024, 4096]:

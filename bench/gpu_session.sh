@@ -7,8 +7,9 @@
 #
 # 1. every CUDA-marked test (pytest -m cuda), the Grappa worker's captured step first
 #    (tests/grappa/test_grappa_exchange.py: the step, exchange included, as one CUDA Graph);
-# 2. bench/gpu_check.py at a 120 s budget (captured / dynamic / torch.compile, the execution
-#    fraction, kernels per replay, captured vs static parameters), written as
+# 2. bench/gpu_check.py at a 120 s budget (captured / dynamic / torch.compile of the model /
+#    the whole step compiled and captured, Engine(mode="compiled"), the execution fraction,
+#    kernels per replay, captured vs static parameters), written as
 #    bench/results/gpu_check_cuda_session.json (the full-budget file, gpu_check_cuda.json, is
 #    bench/gpu_check.sh's and stays as it is);
 # 3. Lab 8 run with the instructor's solutions (zg_course/grade.py: its cells in one process,

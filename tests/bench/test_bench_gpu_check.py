@@ -101,6 +101,17 @@ def test_compiled_variants_build_the_same_step_with_a_compiled_forward(check, gr
         check.build_engine(graph, torch.device("cpu"), 64, "nope", env)
 
 
+def test_the_whole_step_compiled_is_the_engines_compiled_mode(check, graph):
+    """Issue 58: the GPU session's compiled row is the kit's whole step compiled (mode
+    "compiled", captured on CUDA), timed against the captured step and the model alone compiled;
+    its forward is the model's own (nothing compiled beside the step)."""
+    env = zg.Envelope.profile(graph, check.FANOUTS, 64, seed=0)
+    for name, against in check.WHOLE.items():
+        eng = check.build_engine(graph, torch.device("cpu"), 64, name, env, audit_iterations=0)
+        assert eng.mode == "compiled" and eng.hooks.forward is None
+        assert against in check.VARIANTS
+
+
 def test_the_tf32_variant_is_the_captured_step_with_tf32_on(check, graph):
     """Its own row: the captured step (mode "static" on the CPU) built with TF32 on (and TF32
     on around its own batches); every other variant keeps the default, full FP32."""
