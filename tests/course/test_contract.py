@@ -1096,7 +1096,7 @@ WRONG_SGD = {
     ),
     "a CPU gradient assigned": _each_with_grad(_cpu_grad_after),
 }
-SGD = Contract("sgd_", part="Test Part L", may_change=("params",), in_place=("params",))
+PARAMS_STEP = Contract("sgd_", part="Test Part L", may_change=("params",), in_place=("params",))
 
 
 def _parameters(shapes, seed):
@@ -1122,10 +1122,10 @@ def test_the_device_check_tags_parameters_and_their_gradients(shapes):
         Case((_parameters(shapes, seed), 0.1 * (seed + 1)), label=f"seed {seed}") for seed in (0, 1)
     ]
     for name, right in RIGHT_SGD.items():
-        assert check(right, SGD, cases, ref_params_step_) == 2, name
+        assert check(right, PARAMS_STEP, cases, ref_params_step_) == 2, name
     for name, wrong in WRONG_SGD.items():
         with pytest.raises(ContractFailure, match="clause 'device'") as caught:
-            check(wrong, SGD, cases, ref_params_step_)
+            check(wrong, PARAMS_STEP, cases, ref_params_step_)
         assert "clause 'returns'" not in str(caught.value), name  # right on the CPU
 
 
