@@ -30,19 +30,23 @@ The clauses (:attr:`Contract.clauses` lists those a contract has):
   reference's type (an ``int`` where the contract says ``int``, not ``numpy.int64``; a
   ``float``, not an ``int``; a ``bool``, not ``numpy.bool_``).
 * ``device``: every tensor the function makes follows its inputs' device. Checked by running
-  it again with its inputs on another device: each input tensor (in lists, tuples, dicts and the
-  kit's objects, a ``zg.Graph`` or a ``Partition``) is tagged as on a device that is not the
-  CPU, and a dispatch mode follows every op: what an op makes from tagged tensors is tagged,
+  it again with its inputs on another device: each input tensor (in lists, tuples, dicts; a
+  parameter and its ``.grad``; a module's parameters, buffers and tensor attributes; an
+  optimizer's parameters and state; the attributes of an object of the kit's, the course's or
+  the notebook's own class, a ``zg.Graph``, a ``Partition``, a state object) is tagged as on a
+  device that is not the CPU, and a dispatch mode follows every op: what an op makes from tagged tensors is tagged,
   a factory call with ``device=`` an input's device makes a tagged tensor, and one on the CPU
   (no ``device=``, an explicit ``device="cpu"``, ``torch.from_numpy``, a legacy constructor,
   ``.cpu()``) a plain one. An op that mixes the two fails as it would on a GPU (a 0-d CPU
   tensor may meet a tagged one in an elementwise op, as PyTorch allows, not in ``torch.stack``
   or an index); so does ``.numpy()`` on a tagged tensor, and a returned tensor that is not
-  tagged. The kit's own code (``zg/``, ``zg_course/``) called from the function is not judged.
-  Where the inputs hold tensors the check cannot tag (a module's parameters, an optimizer, an
-  object of the notebook's own class), it runs the function with every factory call without
-  ``device=`` redirected to the ``meta`` device instead: a tensor made there and mixed with
-  the inputs, or returned, fails. On a machine with CUDA the case also runs on CUDA tensors.
+  tagged; and PyTorch's own refusal of a CPU tensor beside a tagged one (a CPU gradient
+  assigned to a tagged parameter). The kit's own code (``zg/``, ``zg_course/``) called from the
+  function is not judged. Where the inputs hold tensors the check cannot tag (an object of a
+  library's class holding one, a tensor subclass, a non-leaf tensor: see ``_elsewhere``), or
+  the function reaches an op the mode cannot follow, or no input holds a tensor, it runs the
+  function with every factory call without ``device=`` redirected to the ``meta`` device
+  instead: a tensor made there and mixed with the inputs, or returned, fails. On a machine with CUDA the case also runs on CUDA tensors.
 * ``inputs unchanged``: every argument not in ``may_change`` is deep-compared before and after
   (tensor values, dtype, shape, ``requires_grad``, strides, storage offset, the hooks on it and
   the Python attributes set on it, so a memo kept as ``x.memo = ...`` fails;
@@ -106,6 +110,7 @@ import numbers
 import os
 import re
 import sys
+import sysconfig
 import types
 import warnings
 from collections.abc import Callable, Iterable, Mapping, Sequence
@@ -2393,35 +2398,149 @@ class _MadeElsewhere(TorchFunctionMode):
         )
 
 
-def _elsewhere(x, depth: int = 0):
-    """``x`` with every tensor tagged (:class:`_Elsewhere`): tensors, and lists, tuples and
-    dicts of them; raises :class:`_NotWrappable` where a tensor sits in another object."""
+def _own_class(x) -> bool:
+    """Whether ``x`` is an instance of a class of the kit's, the course's, a notebook's or a
+    test's own (not a library's): plain Python objects whose whole state is in their
+    ``__dict__``, so a copy with every attribute tagged stands for them on the device."""
+    if (
+        not isinstance(getattr(x, "__dict__", None), dict)
+        or inspect.isroutine(x)
+        or inspect.isclass(x)
+        or inspect.ismodule(x)
+    ):
+        return False
+    for cls in type(x).__mro__[:-1]:  # every class it inherits from, but object
+        if "__slots__" in vars(cls) or not cls.__flags__ & _HEAPTYPE:
+            return False  # state outside __dict__ (slots, a C type's fields)
+        name = cls.__module__
+        if name == "__main__" or name.split(".")[0] in ("zg", "zg_course"):
+            continue  # a notebook's or a script's, the kit's, the course's
+        file = getattr(sys.modules.get(name), "__file__", None)
+        if not file or os.path.abspath(file).startswith(_LIBRARY_DIRS):
+            return False  # a library's (or the standard library's): it may keep state elsewhere
+    return True
+
+
+_HEAPTYPE = 1 << 9  # Py_TPFLAGS_HEAPTYPE: a class defined in Python, not in C
+_LIBRARY_DIRS = tuple(
+    os.path.abspath(p) + os.sep
+    for p in {sysconfig.get_paths()[k] for k in ("stdlib", "platstdlib", "purelib", "platlib")}
+)
+
+
+def _holds_tensor(x, depth: int = 0) -> bool:
+    """Whether ``x`` holds a tensor: itself, in a list, tuple or dict, or in an attribute."""
     if isinstance(x, torch.Tensor):
-        if type(x) is not torch.Tensor or x.layout != torch.strided or not x.is_leaf:
+        return True
+    if depth > 6 or inspect.isroutine(x) or inspect.isclass(x) or inspect.ismodule(x):
+        return False
+    if isinstance(x, (list, tuple, set, frozenset)):
+        return any(_holds_tensor(v, depth + 1) for v in x)
+    if isinstance(x, Mapping):
+        return any(_holds_tensor(v, depth + 1) for v in x.values())
+    if isinstance(getattr(x, "__dict__", None), dict):
+        return any(_holds_tensor(v, depth + 1) for v in vars(x).values())
+    return False
+
+
+# A module's own bookkeeping (its parameters, buffers and children are tagged one by one)
+_MODULE_DICTS = frozenset({"_parameters", "_buffers", "_modules"})
+
+
+def _elsewhere(x, depth: int = 0, memo: dict | None = None):
+    """``x`` with every tensor tagged (:class:`_Elsewhere`), for the device check's own copy of
+    a case's inputs: tensors (a parameter stays a parameter, a ``.grad`` is tagged with it);
+    lists, tuples and dicts of them; modules (their parameters, buffers and tensor attributes,
+    swapped in place: the device check runs on a deep copy of its own, so the call that the
+    returns, ``may_change`` and ``in_place`` clauses judge never sees a tag); optimizers (their parameter groups and state);
+    objects of the kit's, the course's, a notebook's or a test's own classes (a copy with every
+    attribute tagged). ``memo`` keeps one tagged tensor per tensor, so that what the inputs
+    shared (a module's parameters in an optimizer) stays shared. Raises
+    :class:`_NotWrappable` where a tensor sits where a tag cannot reach it (the check by
+    redirection judges then):
+
+    * a tensor subclass other than a parameter, a sparse tensor, or a tensor inside an autograd
+      graph (a non-leaf): a wrapper would drop what makes it so;
+    * an object of a library's class (a learning-rate scheduler, a DGL graph, a
+      ``SimpleNamespace``...) other than a module or an optimizer: it may keep tensors out of
+      sight (in C, in slots, in closures), so a copy with its attributes tagged might still
+      hold CPU tensors, and the check would blame the student for them;
+    * anything nested deeper than six levels.
+
+    (An optimizer is tagged here, but the main call's clauses compare its state by parameter,
+    which differs between the reference's copy and the function's: no lab passes one.)
+    """
+    if memo is None:
+        memo = {}
+    if id(x) in memo:
+        return memo[id(x)][1]
+    if isinstance(x, torch.Tensor):
+        if isinstance(x, _Elsewhere):
+            return x
+        parameter = type(x) is torch.nn.Parameter
+        if not (parameter or type(x) is torch.Tensor) or x.layout != torch.strided or not x.is_leaf:
             raise _NotWrappable(type(x).__name__)
         # the values without autograd (autograd runs on the tagged tensor, above the mode)
-        return _Elsewhere(x.detach(), requires_grad=x.requires_grad)
-    if type(x) in (list, tuple) and depth < 4:
-        return type(x)(_elsewhere(v, depth + 1) for v in x)
-    if isinstance(x, dict) and type(x) is dict and depth < 4:
-        return {k: _elsewhere(v, depth + 1) for k, v in x.items()}
+        out = _Elsewhere(x.detach(), requires_grad=x.requires_grad)
+        if parameter:
+            out._is_param = True  # isinstance(out, torch.nn.Parameter), as for a subclass's
+        memo[id(x)] = (x, out)
+        if x.grad is not None:
+            out.grad = _elsewhere(x.grad, depth + 1, memo)
+        return out
+    if type(x) in (list, tuple) and depth < 6:
+        return type(x)(_elsewhere(v, depth + 1, memo) for v in x)
+    if isinstance(x, tuple) and hasattr(type(x), "_fields") and depth < 6:  # a namedtuple
+        return type(x)(*(_elsewhere(v, depth + 1, memo) for v in x))
+    if isinstance(x, dict) and type(x) is dict and depth < 6:
+        return {k: _elsewhere(v, depth + 1, memo) for k, v in x.items()}
     if x is None or isinstance(x, (numbers.Number, str, bytes, torch.dtype, torch.device, range)):
         return x
-    if isinstance(x, (torch.nn.Module, torch.optim.Optimizer)):
-        raise _NotWrappable(type(x).__name__)  # parameters and state: the other check judges
     if isinstance(x, np.ndarray) or isinstance(
         x, (types.FunctionType, types.BuiltinFunctionType, type)
     ):
         return x  # a function argument, or host data: nothing to move
-    if (
-        depth < 4
-        and type(x).__module__.split(".")[0] == "zg"
-        and hasattr(x, "__dict__")
-        and not isinstance(x, torch.nn.Module)
-    ):  # a kit object (a Graph, a Partition): a copy whose tensors are on the device
+    if depth >= 6:
+        raise _NotWrappable(type(x).__name__)
+    if isinstance(x, torch.nn.Module):
+        memo[id(x)] = (x, x)
+        for mod in x.modules():
+            for table in (mod._parameters, mod._buffers):
+                for k, t in list(table.items()):
+                    if t is not None:
+                        table[k] = _elsewhere(t, depth + 1, memo)
+            for k, v in list(vars(mod).items()):
+                if k not in _MODULE_DICTS and _holds_tensor(v):
+                    mod.__dict__[k] = _elsewhere(v, depth + 1, memo)
+        return x
+    if isinstance(x, torch.optim.Optimizer):
+        memo[id(x)] = (x, x)
+        for group in x.param_groups:
+            for k, v in list(group.items()):
+                if _holds_tensor(v):
+                    group[k] = _elsewhere(v, depth + 1, memo)
+        state = (
+            type(x.state)(x.state.default_factory) if hasattr(x.state, "default_factory") else {}
+        )
+        for p, values in x.state.items():
+            state[_elsewhere(p, depth + 1, memo)] = {
+                # the step count stays a 0-d CPU tensor, as PyTorch keeps it for a GPU's
+                # parameters (unless capturable or fused)
+                k: v
+                if k == "step" and isinstance(v, torch.Tensor) and v.dim() == 0
+                else _elsewhere(v, depth + 2, memo)
+                for k, v in values.items()
+            }
+        x.state = state
+        for k, v in list(vars(x).items()):
+            if k not in ("param_groups", "state") and _holds_tensor(v):
+                raise _NotWrappable(type(x).__name__)  # tensors the optimizer keeps elsewhere
+        return x
+    if _own_class(x):  # a kit object (a Graph, a Partition), a notebook's: a copy, tagged
         moved = copy.copy(x)
+        memo[id(x)] = (x, moved)
         for k, v in vars(x).items():
-            moved.__dict__[k] = _elsewhere(v, depth + 1)
+            moved.__dict__[k] = _elsewhere(v, depth + 1, memo)
         return moved
     raise _NotWrappable(type(x).__name__)
 
@@ -2440,17 +2559,26 @@ def _plain_tensors_in(x, path: str = "the result", depth: int = 0):
             yield from _plain_tensors_in(v, f"{path}[{k!r}]", depth + 1)
 
 
+def _cpu_met_elsewhere(exc: BaseException) -> bool:
+    """Whether PyTorch itself refused a CPU tensor beside a tagged one (a gradient of another
+    device assigned to a parameter, ``torch.cat`` of the two...): the error a GPU gives, with
+    ``meta`` for ``cuda``."""
+    text = str(exc)
+    return not isinstance(exc, _Unjudged) and bool(
+        re.search(r"\bmeta\b", text) and re.search(r"\bcpu\b", text) and "device" in text
+    )
+
+
 def _check_device_elsewhere(fn, contract, case, names, fail) -> bool:
     """The device check with the inputs tagged as on another device (:class:`_ElsewhereMode`).
     Returns False where it cannot judge (inputs it cannot move, or an error that is not a
     device's): the check by redirection (:func:`_check_device`) judges then."""
+    memo: dict = {}
     try:
-        args, kwargs = _elsewhere(_copy(case.args)), _elsewhere(_copy(case.kwargs))
+        args, kwargs = _elsewhere(_copy((case.args, case.kwargs)), memo=memo)
     except _NotWrappable:
         return False
-    if not any(
-        isinstance(t, _Elsewhere) for t in torch.utils._pytree.tree_flatten((args, kwargs))[0]
-    ):
+    if not any(isinstance(tagged, _Elsewhere) for _, tagged in memo.values()):
         return False  # no tensor given: the default device is the only one there is
     process_before = _process_state()
     try:
@@ -2477,6 +2605,19 @@ def _check_device_elsewhere(fn, contract, case, names, fail) -> bool:
             names,
             "expected its work on its inputs' device; with the inputs on another device (a "
             "GPU's) it called .numpy() on one (on a GPU that raises): keep the work in torch on the inputs' device",
+        )
+        return True
+    except RuntimeError as exc:
+        if not _cpu_met_elsewhere(exc):
+            return False  # not a device's error: the other check judges
+        fail(
+            "device",
+            case,
+            names,
+            "expected every tensor it makes on its inputs' device; with the inputs on another "
+            f"device (a GPU's), PyTorch refused a CPU tensor among them: {str(exc)[:200]}. Make "
+            "new tensors with device=<an input>.device (not device='cpu', not without device=), "
+            "or torch.zeros_like / x.new_zeros",
         )
         return True
     except Exception:  # _Unjudged, or not a device's error: the other check judges

@@ -136,6 +136,21 @@ def _names(node: ast.AST) -> set[str]:
     return {n.id for n in ast.walk(node) if isinstance(n, ast.Name)}
 
 
+def _contract_checked(node: ast.AST) -> set[str]:
+    """The functions a cell hands to ``zg_course.contract.check`` (its first argument)."""
+    return {
+        n.args[0].id
+        for n in ast.walk(node)
+        if isinstance(n, ast.Call)
+        and isinstance(n.func, ast.Attribute)
+        and n.func.attr == "check"
+        and isinstance(n.func.value, ast.Attribute)
+        and n.func.value.attr == "contract"
+        and n.args
+        and isinstance(n.args[0], ast.Name)
+    }
+
+
 def part_of(cells: list[Cell], cell: str, function: str | None = None) -> list[str]:
     """The graded test cells a submission of solution cell ``cell`` is judged on, read from the
     notebook's structure now (no grade_id of a test cell is named, so the labs may be
@@ -146,8 +161,10 @@ def part_of(cells: list[Cell], cell: str, function: str | None = None) -> list[s
     about that function: a test cell is about the cell's functions it names (a call, or the
     function handed to ``zg_course.contract.check``), less those that another function it names
     calls in the instructor's solution (a test of ``smallest_margin`` that also calls
-    ``overflow_rate``, which ``smallest_margin`` calls, is about ``smallest_margin``). A test
-    cell that names none of them is about every one. ``function=None`` is the whole part.
+    ``overflow_rate``, which ``smallest_margin`` calls, is about ``smallest_margin``), except
+    those it hands to ``zg_course.contract.check`` itself (Lab 6's contract cell checks
+    ``batch_scales``' contract as well as ``shrink_scales``', which calls it). A test cell that
+    names none of them is about every one. ``function=None`` is the whole part.
     """
     by_id = {c.grade_id: c for c in cells if c.grade_id}
     whole = parts(cells)
@@ -175,8 +192,12 @@ def part_of(cells: list[Cell], cell: str, function: str | None = None) -> list[s
                 changed = True
     out = []
     for gid in whole[cell]:
-        named = _names(ast.parse(by_id[gid].source)) & set(defs)
-        about = {f for f in named if not any(f in calls[g] for g in named if g != f)}
+        tree = ast.parse(by_id[gid].source)
+        named = _names(tree) & set(defs)
+        checked = _contract_checked(tree)
+        about = {
+            f for f in named if f in checked or not any(f in calls[g] for g in named if g != f)
+        }
         if function in (about or defs):
             out.append(gid)
     return out

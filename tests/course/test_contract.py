@@ -992,10 +992,9 @@ def _label_counts(g, nodes):
     return torch.bincount(labels, minlength=g.num_classes)
 
 
-def test_a_kit_graph_is_moved_with_its_tensors_and_a_module_falls_back_to_redirection():
+def test_a_kit_graph_is_moved_with_its_tensors():
     """A zg.Graph argument is copied with every tensor tagged (its methods and properties work
-    on it; g.device names the inputs' device), so a result moved to the CPU fails; an argument
-    the check cannot tag (a module's parameters) is judged by redirecting the default device."""
+    on it; g.device names the inputs' device), so a result moved to the CPU fails."""
     import zg
 
     graphs = [zg.datasets.csbm(n, avg_degree=2, num_classes=3, feat_dim=2, seed=n) for n in (9, 30)]
@@ -1012,12 +1011,305 @@ def test_a_kit_graph_is_moved_with_its_tensors_and_a_module_falls_back_to_redire
     with pytest.raises(ContractFailure, match="clause 'device'.*came back on the CPU"):
         check(lambda g, nodes: _label_counts(g, nodes).cpu(), counts, cases, _label_counts)
 
-    layer = Contract("project", part="Test Part K")
-    modules = [Case((torch.nn.Linear(3, 2), torch.ones(4, 3)), label="linear")]
 
-    def ref_project(m, x):
-        return m(x).detach()
+def test_kit_objects_alone_are_tagged():
+    """Arguments that are only kit objects (a Graph and a Partition, no tensor beside them):
+    their tensors are tagged, and a tensor made on the CPU explicitly fails."""
+    import zg
+    from zg import grappa
 
-    assert check(ref_project, layer, modules, ref_project) == 1
+    graphs = [zg.datasets.csbm(n, avg_degree=2, num_classes=3, feat_dim=2, seed=n) for n in (9, 30)]
+    cases = [
+        Case(
+            (g, grappa.partition(g, num_parts=2, method="random", seed=0)), label=f"n={g.num_nodes}"
+        )
+        for g in graphs
+    ]
+    owners = Contract("owner_counts", part="Test Part K")
+
+    def ref_owners(g, part):
+        return torch.bincount(part.chunk_of, minlength=part.num_chunks)
+
+    assert check(ref_owners, owners, cases, ref_owners) == 2
+    with pytest.raises(ContractFailure, match="clause 'device'.*CPU tensor"):
+        check(
+            lambda g, part: (
+                ref_owners(g, part) + torch.zeros(part.num_chunks, dtype=torch.int64, device="cpu")
+            ),
+            owners,
+            cases,
+            ref_owners,
+        )
+
+
+# ----------------------------------------------------------------------------- device, tagged:
+# parameters (with their .grad), lists of them, and modules. A tagged parameter is still a
+# torch.nn.Parameter and a leaf; a module's parameters and buffers are tagged in the check's own
+# copy of it, so autograd, the module's forward and in-place updates run as on a GPU.
+
+
+def ref_params_step_(params, lr):
+    """In place: p -= lr * p.grad for every parameter with a gradient."""
+    with torch.no_grad():
+        for p in params:
+            if p.grad is not None:
+                p.sub_(lr * p.grad)
+
+
+def _each_with_grad(step):
+    def run(params, lr):
+        with torch.no_grad():
+            for p in params:
+                if p.grad is not None:
+                    step(p, lr)
+
+    return run
+
+
+def _cpu_grad_after(p, lr):
+    p.sub_(lr * p.grad)
+    p.grad = p.grad.to("cpu", copy=True)  # on a GPU: a gradient of another device, refused
+
+
+RIGHT_SGD = {
+    "sub_": _each_with_grad(lambda p, lr: p.sub_(lr * p.grad)),
+    "device=p.device": _each_with_grad(
+        lambda p, lr: p.sub_(torch.full(p.shape, lr, device=p.device) * p.grad)
+    ),
+    "zeros_like": _each_with_grad(lambda p, lr: p.copy_(torch.zeros_like(p) + p - lr * p.grad)),
+    "a 0-d CPU scalar in an elementwise op": _each_with_grad(
+        lambda p, lr: p.sub_(p.grad * torch.tensor(lr))
+    ),
+    "a CPU copy written back in place": _each_with_grad(
+        lambda p, lr: p.copy_((p - lr * p.grad).cpu())  # copy_ moves it, on a GPU too
+    ),
+}
+WRONG_SGD = {
+    "device='cpu'": _each_with_grad(
+        lambda p, lr: p.sub_(torch.full(p.shape, lr, device="cpu") * p.grad)
+    ),
+    "a 0-d CPU tensor stacked with the parameter's data": _each_with_grad(
+        lambda p, lr: p.sub_(torch.stack([torch.tensor(lr), p.data.sum() * 0]).sum() * p.grad)
+    ),
+    "torch.zeros without device=": _each_with_grad(
+        lambda p, lr: p.sub_(lr * p.grad + torch.zeros(p.numel()).view(p.shape))
+    ),
+    "a CPU gradient assigned": _each_with_grad(_cpu_grad_after),
+}
+PARAMS_STEP = Contract("sgd_", part="Test Part L", may_change=("params",), in_place=("params",))
+
+
+def _parameters(shapes, seed):
+    gen = torch.Generator().manual_seed(seed)
+    params = [torch.nn.Parameter(torch.randn(s, generator=gen)) for s in shapes]
+    for p in params[::2]:
+        p.grad = torch.randn(p.shape, generator=gen)
+    return params
+
+
+@settings(max_examples=4, deadline=None)
+@given(
+    shapes=st.lists(
+        st.lists(st.integers(1, 4), min_size=1, max_size=2).map(tuple), min_size=1, max_size=3
+    )
+)
+def test_the_device_check_tags_parameters_and_their_gradients(shapes):
+    """A list of parameters with gradients is tagged (each stays a Parameter, its .grad tagged
+    with it): an in-place step that follows the parameters' device keeps the contract; one that
+    makes a tensor on the CPU (device='cpu', a 0-d CPU tensor stacked with the parameter's data,
+    torch.zeros without device=) and mixes it with a parameter fails 'device', as on a GPU."""
+    cases = [
+        Case((_parameters(shapes, seed), 0.1 * (seed + 1)), label=f"seed {seed}") for seed in (0, 1)
+    ]
+    for name, right in RIGHT_SGD.items():
+        assert check(right, PARAMS_STEP, cases, ref_params_step_) == 2, name
+    for name, wrong in WRONG_SGD.items():
+        with pytest.raises(ContractFailure, match="clause 'device'") as caught:
+            check(wrong, PARAMS_STEP, cases, ref_params_step_)
+        assert "clause 'returns'" not in str(caught.value), name  # right on the CPU
+
+
+def ref_grad_norms(params):
+    """float32 [P]: the norm of each parameter's gradient (0 where it has none)."""
+    return torch.stack(
+        [p.grad.norm() if p.grad is not None else p.detach().new_zeros(()) for p in params]
+    )
+
+
+NORMS = Contract("grad_norms", part="Test Part L")
+
+
+def test_a_result_made_from_parameters_must_stay_on_their_device():
+    cases = [
+        Case((_parameters([(2, 3), (4,), ()], seed),), label=f"seed {seed}") for seed in (0, 1)
+    ]
+    assert check(ref_grad_norms, NORMS, cases, ref_grad_norms) == 2
+    with pytest.raises(ContractFailure, match="clause 'device'.*came back on the CPU"):
+        check(lambda params: ref_grad_norms(params).cpu(), NORMS, cases, ref_grad_norms)
+    with pytest.raises(ContractFailure, match="clause 'device'.*aten.stack"):
+        check(
+            lambda params: torch.stack(
+                [p.grad.norm() if p.grad is not None else torch.zeros(()) for p in params]
+            ),
+            NORMS,
+            cases,
+            ref_grad_norms,
+        )
+
+
+def _module(seed):
+    torch.manual_seed(seed)
+    m = torch.nn.Sequential(torch.nn.Linear(3, 4), torch.nn.ReLU(), torch.nn.BatchNorm1d(4))
+    m.eval()  # the running statistics (buffers) are used
+    m[2].running_mean.uniform_(-1, 1)
+    return m
+
+
+def ref_project(m, x):
+    return m(x).detach()
+
+
+RIGHT_PROJECT = {
+    "the module": ref_project,
+    "by hand, on the parameters": lambda m, x: m[2](
+        torch.relu(x @ m[0].weight.T + m[0].bias)
+    ).detach(),
+    "a tensor made on the module's device": lambda m, x: (
+        ref_project(m, x) + torch.zeros(4, device=next(m.parameters()).device)
+    ),
+}
+WRONG_PROJECT = {
+    ".cpu() on the result": lambda m, x: ref_project(m, x).cpu(),
+    "device='cpu'": lambda m, x: ref_project(m, x) + torch.zeros(4, device="cpu"),
+    "torch.zeros without device=": lambda m, x: ref_project(m, x) + torch.zeros(4),
+    "a 0-d CPU tensor stacked with the parameter's data": lambda m, x: (
+        ref_project(m, x) * torch.stack([m[0].weight.data.sum() * 0, torch.tensor(1.0)]).sum()
+    ),
+    "a buffer's values read against a CPU tensor": lambda m, x: (
+        ref_project(m, x) + (m[2].running_var - torch.ones(4, device="cpu")) * 0
+    ),
+}
+PROJECT = Contract("project", part="Test Part L", rtol=1e-5, atol=1e-6)
+
+
+def test_the_device_check_tags_a_modules_parameters_and_buffers():
+    """A module argument is tagged in the check's own copy (parameters and buffers): its forward
+    runs, a result on its device keeps the contract, and every way of putting a CPU tensor in the
+    computation or the result fails 'device'."""
+    cases = [Case((_module(seed), torch.randn(5, 3)), label=f"seed {seed}") for seed in (0, 1)]
+    for name, right in RIGHT_PROJECT.items():
+        assert check(right, PROJECT, cases, ref_project) == 2, name
+    for name, wrong in WRONG_PROJECT.items():
+        with pytest.raises(ContractFailure, match="clause 'device'") as caught:
+            check(wrong, PROJECT, cases, ref_project)
+        assert "clause 'returns'" not in str(caught.value), name
+
+
+def ref_train_step_(m, x, lr):
+    """One step in place: loss = m(x).square().mean(), backward, p -= lr * p.grad; returns the loss."""
+    m.zero_grad()
+    loss = m(x).square().mean()
+    loss.backward()
+    with torch.no_grad():
+        for p in m.parameters():
+            p.sub_(lr * p.grad)
+    return loss.detach()
+
+
+def test_a_module_changed_in_place_is_judged_on_its_own_copy():
+    """A step that trains a module in place: the main call still sees its own module (may_change,
+    in_place judge it), the device run a tagged copy, where backward makes tagged gradients."""
+    step = Contract(
+        "train_step_", part="Test Part L", may_change=("m",), in_place=("m",), rtol=1e-5, atol=1e-6
+    )
+    cases = [
+        Case((torch.nn.Linear(3, 2), torch.randn(4, 3), 0.1), label=f"case {i}") for i in range(2)
+    ]
+    assert check(ref_train_step_, step, cases, ref_train_step_) == 2
+
+    def explicit_cpu(m, x, lr):
+        m.zero_grad()
+        loss = m(x).square().mean()
+        loss.backward()
+        with torch.no_grad():
+            for p in m.parameters():
+                p.sub_(lr * p.grad + torch.zeros(p.shape, device="cpu"))
+        return loss.detach()
+
     with pytest.raises(ContractFailure, match="clause 'device'"):
-        check(lambda m, x: m(x).detach() + torch.zeros(4, 2), layer, modules, ref_project)
+        check(explicit_cpu, step, cases, ref_train_step_)
+
+    def replaces(m, x, lr):  # right values, new parameters: in_place judges it
+        loss = ref_train_step_(m, x, lr)
+        m.weight = torch.nn.Parameter(m.weight.detach().clone())
+        return loss
+
+    with pytest.raises(ContractFailure, match="clause 'updates'") as caught:
+        check(replaces, step, cases, ref_train_step_)
+    assert "clause 'device'" not in str(caught.value)
+
+
+class _Holder:
+    """A notebook's (here a test's) own class holding a model and a tensor."""
+
+    def __init__(self, seed):
+        self.model = _module(seed)
+        self.x = torch.randn(5, 3)
+        self.scale = 2.0
+
+
+def test_an_object_of_the_students_own_class_is_tagged():
+    cases = [Case((_Holder(seed),), label=f"seed {seed}") for seed in (0, 1)]
+    holds = Contract("held", part="Test Part L", rtol=1e-5, atol=1e-6)
+
+    def ref_held(h):
+        return h.model(h.x).detach() * h.scale
+
+    assert check(ref_held, holds, cases, ref_held) == 2
+    with pytest.raises(ContractFailure, match="clause 'device'.*CPU tensor"):
+        check(lambda h: ref_held(h) * torch.ones(4, device="cpu"), holds, cases, ref_held)
+
+
+def _opt_step(m, opt, x):
+    opt.zero_grad()
+    m(x).square().mean().backward()
+    opt.step()
+    return torch.cat([p.detach().flatten() for p in m.parameters()])
+
+
+def test_an_optimizers_state_is_tagged_and_keyed_by_the_tagged_parameters():
+    """(Unit-level: the main call's clauses compare an optimizer's state by its parameter keys,
+    which differ between the reference's copy and the function's, so an optimizer is no case
+    argument yet.) A module and its optimizer get one tagged parameter each for both; the
+    momentum buffers are tagged, keyed by the module's tagged parameters, and a step under
+    the device check's modes runs and leaves every parameter tagged."""
+    from zg_course.contract import _Elsewhere, _elsewhere, _ElsewhereMode, _MadeElsewhere
+
+    torch.manual_seed(0)
+    m = torch.nn.Linear(3, 2)
+    opt = torch.optim.SGD(m.parameters(), lr=0.1, momentum=0.9)
+    _opt_step(m, opt, torch.randn(4, 3))
+    want = [p.detach().clone() for p in m.parameters()]
+    memo: dict = {}
+    tm, topt, x = _elsewhere((m, opt, torch.randn(4, 3)), memo=memo)
+    params = list(tm.parameters())
+    assert all(isinstance(p, _Elsewhere) and isinstance(p, torch.nn.Parameter) for p in params)
+    assert topt.param_groups[0]["params"] == params and list(topt.state) == params
+    assert all(isinstance(s["momentum_buffer"], _Elsewhere) for s in topt.state.values())
+    with _MadeElsewhere(), _ElsewhereMode():
+        out = _opt_step(tm, topt, x)
+    assert isinstance(out, _Elsewhere) and all(isinstance(p.grad, _Elsewhere) for p in params)
+    assert not any(torch.equal(p.elem, w) for p, w in zip(params, want))  # the step moved them
+
+
+def test_a_librarys_object_holding_a_tensor_falls_back_to_redirection():
+    """An argument of a library's class that holds a tensor (a SimpleNamespace) cannot be tagged
+    (such an object may keep tensors out of reach): the check by redirection judges, and still
+    catches a tensor made without device=."""
+    import types
+
+    cases = [Case((types.SimpleNamespace(x=torch.ones(3) * k),), label=f"k={k}") for k in (1, 2)]
+    doubled = Contract("doubled", part="Test Part L")
+    assert check(lambda ns: ns.x * 2, doubled, cases, lambda ns: ns.x * 2) == 2
+    with pytest.raises(ContractFailure, match="clause 'device'"):
+        check(lambda ns: ns.x * 2 + torch.zeros(3), doubled, cases, lambda ns: ns.x * 2)

@@ -67,6 +67,17 @@ def test_the_part_of_a_function_leaves_out_the_tests_of_the_functions_that_call_
         zg_course.grade.part_of(cells, "test_overflow_rate")
 
 
+def test_a_contract_cell_counts_for_every_function_it_checks():
+    """Lab 6's hidden contract cell checks the contracts of stats_of, batch_scales and
+    shrink_scales: it is part of each, although shrink_scales calls batch_scales (a test that
+    only calls a function through another is still the other's)."""
+    cells = zg_course.grade.code_cells(zg_course.grade.lab_source(LABS, "06_estimator_weights"))
+    batch = zg_course.grade.part_of(cells, "scales", "batch_scales")
+    shrink = zg_course.grade.part_of(cells, "scales", "shrink_scales")
+    assert batch == ["test_batch_scales", "test_scales_contract"]
+    assert shrink == ["test_shrink_scales", "test_scales_contract"]
+
+
 def _reorganised(tmp_path: Path) -> tuple[Path, dict[str, str]]:
     """A copy of the course whose Lab 3 is reorganised: every graded test cell renamed, Part B's
     first test moved to the end of its part, a markdown and a code cell inserted after the
