@@ -24,7 +24,8 @@ is compiled by ``torch.compile`` (TorchInductor) in three pieces joined by a few
 fixed shapes make each piece compile once per envelope: a steady epoch never recompiles, and an
 overflow (the envelope grows, :meth:`zg.Engine.rebuild`) compiles once more for the new sizes.
 ``compiles`` counts the graphs the compiler built for this engine (the backend is called once
-per graph), ``compile_seconds`` the wall time of the steps that compiled.
+per graph), ``compile_seconds`` the wall time of the steps that compiled;
+:func:`compiler_counters` reads torch's own report of the same (graph breaks, graphs captured).
 
 Randomness: sampling is the kit's counter-based hash (:mod:`zg.rng`), the same integer ops
 compiled or not, so the same seed samples the same neighbours. Dropout draws from torch's
@@ -66,7 +67,7 @@ from .optim import (
 from .sampling import MiniBatch
 from .step import train_step
 
-__all__ = ["CompiledStep", "check_compilable", "compile_support"]
+__all__ = ["CompiledStep", "check_compilable", "compile_support", "compiler_counters"]
 
 # The oldest torch the compiled launch was measured on (2.2.1 and 2.13 both compile the step).
 MIN_TORCH = (2, 2)
@@ -91,6 +92,20 @@ def compile_support() -> str | None:
     except Exception as exc:  # e.g. a Python newer than this torch's compiler supports
         return f"mode='compiled': torch {torch.__version__} cannot compile here ({exc})"
     return None
+
+
+def compiler_counters() -> dict[str, int]:
+    """torch's own count of what its compiler did in this process (``torch._dynamo.utils.counters``):
+    ``graph_breaks``, the graph breaks it recorded (a compiled step adds none: ``fullgraph=True``
+    makes a break an error), and ``graphs``, the distinct graphs it captured (a recompile adds
+    one). Process-wide, every ``torch.compile`` counted: read it before and after the calls
+    whose count you want, and subtract."""
+    from torch._dynamo.utils import counters
+
+    return {
+        "graph_breaks": sum(counters["graph_break"].values()),
+        "graphs": int(counters["stats"]["unique_graphs"]),
+    }
 
 
 def check_compilable(kernel: str, hooks: Any) -> None:

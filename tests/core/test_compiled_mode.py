@@ -20,7 +20,7 @@ import torch
 from graphs import tiny
 
 import zg
-from zg.compiled import compile_support
+from zg.compiled import compile_support, compiler_counters
 from zg.observe import AuditSyncs, Observer, Trace
 
 BATCH = 32
@@ -83,6 +83,28 @@ def test_a_torch_that_cannot_compile_is_named(monkeypatch):
     monkeypatch.setattr(zg.compiled, "MIN_TORCH", (99, 0))
     with pytest.raises(RuntimeError, match=rf"torch {re.escape(torch.__version__)}.*mode='static'"):
         build("compiled")
+
+
+@needs_compiler
+def test_the_compiler_counters_count_breaks_and_graphs():
+    """compiler_counters() reads torch's own report: a function with one host read, compiled
+    without fullgraph (the eager backend: nothing is generated), is split by one graph break
+    into two graphs; calling it again with the same shapes adds nothing."""
+
+    def split(x):
+        x = x * 2
+        if x.sum().item() > 0:  # a host read: the graph breaks here
+            x = x + 1
+        return x * 3
+
+    before = compiler_counters()
+    compiled = torch.compile(split, backend="eager")
+    compiled(torch.ones(4))
+    once = compiler_counters()
+    assert once["graph_breaks"] - before["graph_breaks"] >= 1
+    assert once["graphs"] - before["graphs"] == 2
+    compiled(torch.ones(4))
+    assert compiler_counters() == once
 
 
 @needs_compiler

@@ -72,6 +72,19 @@ def test_parameter_comparisons():
     assert not ex.bitwise_equal(copies, ex.parameters(model))
 
 
+def test_step_seconds_times_the_same_batches_on_each_engine(graph):
+    """Each engine trains the same batches, one step per batch each: two engines from the same
+    weights and seed end equal, and every step has its own positive time."""
+    pair = {"a": engine(graph), "b": engine(graph)}
+    seconds = ex.step_seconds(pair, range(3))
+    assert list(seconds) == ["a", "b"]
+    assert all(len(s) == 3 and all(t > 0 for t in s) for s in seconds.values())
+    assert int(pair["a"].counter) == int(pair["b"].counter)
+    assert ex.bitwise_equal(ex.parameters(pair["a"].model), ex.parameters(pair["b"].model))
+    untouched = ex.parameters(engine(graph).model)
+    assert not ex.bitwise_equal(untouched, ex.parameters(pair["a"].model))  # it trained
+
+
 def test_trace_steps_shows_skipped_and_rerun_steps(graph):
     eng = engine(graph, Envelope([64] * len(FANOUTS)), trace=True)
     stats = eng.train_epoch()

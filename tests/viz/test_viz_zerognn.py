@@ -25,6 +25,20 @@ def test_host_syncs(viz):
         viz.host_syncs({})
 
 
+def test_step_times(viz):
+    fig = viz.step_times(
+        {"zg envelope (static)": 0.002, "zg envelope (compiled)": 0.0015}, subtitle="machine X"
+    )
+    (bar,) = fig.data
+    assert list(bar.x) == ["zg envelope (static)", "zg envelope (compiled)"]
+    assert list(bar.y) == pytest.approx([2.0, 1.5]) and list(bar.text) == ["2 ms", "1.5 ms"]
+    assert len(set(bar.marker.color)) == 2  # each run its own colour
+    assert "Time per iteration" in full_title(fig) and "machine X" in full_title(fig)
+    assert axis_title(fig.layout.yaxis) == "ms per iteration"
+    with pytest.raises(ValueError):
+        viz.step_times({})
+
+
 def test_hop_metadata(viz):
     rows = [
         {"hop": 1, "fanout": 5, "frontier": 10, "sampled_edges": 40, "distinct_nodes": 35},

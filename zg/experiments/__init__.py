@@ -13,7 +13,8 @@ Following one batch through the kit:
     machine.py      the setting: scale (small / full), the machine note, Markdown tables
     host_syncs.py   each hop's metadata and the host syncs reading it costs (notebooks 00, 01)
     envelopes.py    exact per-block counts, overflow probability and memory per margin (02)
-    replay.py       static buffer addresses, executed-step traces, parameter comparisons (03)
+    replay.py       static buffer addresses, executed-step traces, parameter comparisons,
+                    the same batches timed on engines side by side (03)
     throughput.py   stage timelines, DGL / zg pipelines side by side, committed GPU results (01, 04)
     floor.py        the part of an iteration any pipeline must pay, on a batch already sampled (04)
     scaling.py      cost growth with graph size and batch size, from bench/scaling.py's file (04)
@@ -80,7 +81,14 @@ from .machine import (
     scale,
 )
 from .partitions import chunk_pairs_met, edges_exposed, partition_quality, sweep_partitions
-from .replay import bitwise_equal, max_abs_difference, parameters, static_addresses, trace_steps
+from .replay import (
+    bitwise_equal,
+    max_abs_difference,
+    parameters,
+    static_addresses,
+    step_seconds,
+    trace_steps,
+)
 from .scaling import (
     SCALING_RESULTS,
     cost_growth_rows,
@@ -158,6 +166,7 @@ __all__ = [
     "max_abs_difference",
     "bitwise_equal",
     "trace_steps",
+    "step_seconds",
     "time_stages",
     "profile_modes",
     "MODE_NAMES",

@@ -6,8 +6,9 @@ eagerly on the CPU). :func:`static_addresses` lists the address of every buffer 
 or writes (a CUDA Graph replays raw addresses, so they must never move); :func:`trace_steps`
 reads which batch every executed step ran and whether its optimizer step was applied (the
 overflow -> skip -> rewind -> resume story); :func:`parameters`, :func:`max_abs_difference`
-and :func:`bitwise_equal` compare the models two runs end with. Figure:
-:func:`zg.viz.execution_trace`.
+and :func:`bitwise_equal` compare the models two runs end with; :func:`step_seconds` times the
+same batches on several engines side by side (the static step eager and compiled). Figures:
+:func:`zg.viz.execution_trace`, :func:`zg.viz.step_times`.
 
     before = ex.static_addresses(engine); engine.train_epoch()
     assert ex.static_addresses(engine) == before
@@ -16,12 +17,20 @@ and :func:`bitwise_equal` compare the models two runs end with. Figure:
 
 from __future__ import annotations
 
-from collections.abc import Sequence
+import time
+from collections.abc import Iterable, Mapping, Sequence
 from typing import Any
 
 import torch
 
-__all__ = ["static_addresses", "parameters", "max_abs_difference", "bitwise_equal", "trace_steps"]
+__all__ = [
+    "static_addresses",
+    "parameters",
+    "max_abs_difference",
+    "bitwise_equal",
+    "trace_steps",
+    "step_seconds",
+]
 
 
 def static_addresses(eng: Any) -> dict[str, int]:
@@ -115,3 +124,22 @@ def trace_steps(eng: Any) -> list[dict]:
         {"order": i, "epoch": t["epoch"], "batch": t["batch"], "applied": bool(t.get("applied"))}
         for i, t in enumerate(traces[0].steps)
     ]
+
+
+def step_seconds(engines: Mapping[str, Any], batches: Iterable[int], epoch: int = 0) -> dict:
+    """``name -> [seconds of each step]``: every engine runs each of ``batches`` of ``epoch``
+    (:meth:`zg.Engine.run_batch`, so it trains), the engines taking turns batch by batch, so
+    a busy spell of a shared machine falls on all of them alike. Each time is the wall time of
+    one ``run_batch`` call, the device synchronised on either side on CUDA."""
+    seconds: dict[str, list[float]] = {name: [] for name in engines}
+    for batch in batches:
+        for name, eng in engines.items():
+            cuda = eng.device.type == "cuda"
+            if cuda:
+                torch.cuda.synchronize(eng.device)
+            start = time.perf_counter()
+            eng.run_batch(batch, epoch=epoch)
+            if cuda:
+                torch.cuda.synchronize(eng.device)
+            seconds[name].append(time.perf_counter() - start)
+    return seconds

@@ -80,6 +80,7 @@ from .zerognn import (
     overflow_vs_margin,
     stage_breakdown,
     stage_timeline,
+    step_times,
     sync_ops,
 )
 
@@ -108,6 +109,7 @@ __all__ = [
     "memory_per_hop",
     "overflow_vs_margin",
     "execution_trace",
+    "step_times",
     "stage_breakdown",
     "floor_split",
     "batch_scaling",

@@ -34,6 +34,7 @@ from .common import (
 
 __all__ = [
     "host_syncs",
+    "step_times",
     "hop_metadata",
     "sync_ops",
     "stage_timeline",
@@ -433,6 +434,31 @@ def execution_trace(
         title="Executed steps: overflow, skip on the device, rewind, resume",
         subtitle=subtitle,
     )
+
+
+def step_times(
+    seconds: Mapping[str, float],
+    *,
+    title: str = "Time per iteration",
+    subtitle: str | None = None,
+) -> go.Figure:
+    """Bars: seconds per iteration of each run (drawn in ms, each bar labelled with its value)."""
+    seconds = _check_mapping(seconds, "seconds")
+    names = list(seconds)
+    ms = [1e3 * float(seconds[n]) for n in names]
+    fig = go.Figure(
+        go.Bar(
+            x=names,
+            y=ms,
+            name="time per iteration",
+            marker_color=[_FALLBACK_COLORS[i % len(_FALLBACK_COLORS)] for i in range(len(names))],
+            text=[f"{v:.3g} ms" for v in ms],
+            textposition="outside",
+        )
+    )
+    fig.update_layout(xaxis_title="run", yaxis_title="ms per iteration")
+    fig.update_yaxes(range=[0, 1.2 * max(ms + [1e-3])])  # room for the labels
+    return layout(fig, title=title, subtitle=subtitle, legend="none")
 
 
 # ----------------------------------------------------------------------------- notebook 04
