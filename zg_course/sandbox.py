@@ -127,6 +127,8 @@ FILE_LIMIT = 512 << 20
 TMP_BYTES, SHM_BYTES = 1 << 30, 256 << 20
 SANDBOX_UIDS = 2_000_000_000  # + the supervisor's pid: the worker's uid when root grades
 HIDDEN_MARK = "### BEGIN HIDDEN TESTS"
+# The labs whose tests the judge runs, outside the sandbox (the others: in forks of the worker)
+JUDGED = frozenset({"03_sizing_an_envelope", "07_repartition_schedules"})
 ENV_KEEP = ("LANG", "LC_ALL", "DGLBACKEND", "PYTHONHASHSEED", "OMP_WAIT_POLICY", "TZ")
 WORKDIR = "/tmp/submission"
 SYSTEM = ("/usr", "/bin", "/sbin", "/lib", "/lib32", "/lib64", "/libx32")
@@ -283,8 +285,13 @@ def grade(
     run_scan: bool = True,
     memory_gib: float = MEMORY_GIB,
     processes: int = PROCESSES,
+    judge: bool | None = None,
 ) -> dict:
     """Grade one submission in the sandbox: {lab, points, passed, earned, total, failure, ...}.
+
+    ``judge``: run the tests in the judge, outside the sandbox (True), or in forks of the worker
+    (False); default: the judge for the labs in :data:`JUDGED`. The report's ``judged`` says
+    which ("outside" or "inside").
 
     A malformed submission (unreadable, not a notebook, no such lab) earns 0 and its report's
     ``failure`` starts with "malformed:"; it does not raise.
@@ -307,6 +314,8 @@ def grade(
     except Malformed as exc:
         report["failure"] = f"malformed: {exc}"
         return _totals(report)
+    judged = (lab in JUDGED) if judge is None else bool(judge)
+    report["judged"] = "outside" if judged else "inside"
     report["points"] = {c.grade_id: c.points for c in cells if c.graded}
     report["passed"] = {g: False for g in report["points"]}
     if run_scan:
@@ -335,7 +344,8 @@ def grade(
             for c in cells
         ],
         "allowed": _allowed(),
-        "worker": [sys.executable, "-B", str(THIS), "--worker"],
+        "worker": [sys.executable, "-B", str(THIS), "--worker-judged" if judged else "--worker"],
+        "judged": judged,
         "env": _env(),
         "memory": memory,
         "processes": processes,
@@ -686,6 +696,8 @@ def supervise() -> int:
         os.close(fd)
     for w in pipes:
         os.close(w)
+    if spec.get("judged"):
+        _judge(spec, ours, emit, worker, raw)  # never returns
     ours.setblocking(False)
 
     cur = 0  # the next cell to hand out
@@ -826,6 +838,164 @@ def supervise() -> int:
     os._exit(0)
 
 
+def _judge(spec: dict, ours, emit, worker, raw) -> None:
+    """The judged run (the supervisor is the judge): every cell of the lab's that is not a test
+    runs here too, in a namespace of the judge's, where each name a solution cell bound is a
+    :class:`zg_course.remote.RemoteFunction` (or its value, read back by value); every test runs
+    only here, in a fork of the judge, against a fork of the worker, and its verdict is the
+    judge's. The worker runs the cells that are not tests, in order, and answers calls."""
+    import builtins
+    import contextlib
+    import io
+    import linecache
+    import threading
+    import traceback
+
+    if str(ROOT) not in sys.path:
+        sys.path.insert(0, str(ROOT))
+    cells = spec["cells"]
+    kept = {r: [b"", 0] for r in raw}
+
+    def drain(fd: int) -> None:  # the worker's raw stdout and stderr, read while the judge works
+        while True:
+            chunk = os.read(fd, 65536)
+            if not chunk:
+                return
+            have, dropped = kept[fd]
+            room = RAW_LIMIT - len(have)
+            kept[fd] = [have + chunk[:room], dropped + max(0, len(chunk) - room)]
+
+    threads = [threading.Thread(target=drain, args=(fd,), daemon=True) for fd in raw]
+    for t in threads:
+        t.start()
+    ours.setblocking(True)
+    from zg_course import remote
+
+    channel = remote.Channel(ours)
+    remote.connect(channel)
+    namespace = {"__name__": "__main__", "__builtins__": builtins}
+    failure, where, complete = None, "before its first cell", False
+
+    def expect(*ops: str) -> dict:
+        header, _ = channel.recv()
+        if header.get("op") not in ops:
+            raise remote.RemoteError(f"protocol: {str(header.get('op'))[:40]!r} for {ops}")
+        return header
+
+    def here(cell: dict, forked: bool) -> str | None:
+        """Run one cell in the judge's namespace; its error, or None."""
+        code = cell["source"]
+        filename = f"<lab-cell {cell['grade_id'] or cell['index']}>"
+        linecache.cache[filename] = (len(code), None, code.splitlines(keepends=True), filename)
+        buf = io.StringIO()
+        with contextlib.redirect_stdout(buf), contextlib.redirect_stderr(buf):
+            try:
+                exec(compile(code, filename, "exec"), namespace)
+            except BaseException as exc:  # noqa: BLE001 - a failing test fails its cell
+                return traceback.format_exception_only(type(exc), exc)[-1].strip()
+        return None
+
+    def session(cell: dict) -> dict:
+        """A cell of the judge's against a fork of the worker (its side effects there end with
+        it): {"error": ..., "output": ...}; the judge itself forks for a test."""
+        channel.send({"op": "fork"})
+        if expect("ready", "back")["op"] == "back":
+            return {"error": "the submission's process could not fork for the test"}
+        if not cell["hidden"]:  # a locked cell or a visible test: what it binds, later cells use
+            error = here(cell, False)
+            channel.send({"op": "done"})
+            if expect("closed", "back")["op"] == "closed":
+                expect("back")
+            return {"error": error}
+        r, w = os.pipe()
+        torch = sys.modules.get("torch")
+        if torch is not None:
+            torch.set_num_threads(1)  # GNU OpenMP's pool does not survive fork
+        pid = os.fork()
+        if pid == 0:
+            os.close(r)
+            verdict = {"error": None, "back": False}
+            try:
+                verdict["error"] = here(cell, True)
+                channel.send({"op": "done"})
+                header = expect("closed", "back")
+                if header["op"] == "back":
+                    verdict["back"] = True
+                    verdict["error"] = verdict["error"] or "the submission's process ended during the test"
+                elif header.get("tampered"):
+                    verdict["error"] = str(header["tampered"])
+            except BaseException as exc:  # noqa: BLE001
+                verdict["error"] = verdict["error"] or f"{type(exc).__name__}: {exc}"[:2000]
+            os.write(w, json.dumps(verdict).encode())
+            os._exit(0)
+        os.close(w)
+        data = b""
+        while True:
+            chunk = os.read(r, 65536)
+            if not chunk:
+                break
+            data += chunk
+        os.close(r)
+        os.waitpid(pid, 0)
+        try:
+            verdict = json.loads(data)
+        except ValueError:
+            verdict = {"error": "the judge's test process ended without a verdict", "back": False}
+        if not verdict.get("back"):
+            expect("back")
+        return verdict
+
+    try:
+        for cell in cells:
+            where = f"in cell {cell['grade_id'] or cell['index']}"
+            if cell["graded"]:
+                verdict = session(cell)
+                emit({"grade_id": cell["grade_id"], "passed": verdict.get("error") is None,
+                      "output": "", "error": _short(verdict.get("error"))})  # fmt: skip
+                continue
+            channel.send({"op": "cell", "cell": _public(cell)})
+            header = expect("output")
+            emit({"grade_id": cell["grade_id"], "index": cell["index"],
+                  "output": str(header.get("output") or "")[-OUTPUT_LIMIT:],
+                  "error": _short(header.get("error"))})  # fmt: skip
+            if not cell["locked"]:
+                for d in header.get("defined") or []:
+                    name = str(d.get("name"))
+                    if d.get("kind") == "function":
+                        namespace[name] = remote.RemoteFunction(name, d.get("parameters") or [])
+                        continue
+                    try:
+                        namespace[name] = remote._ask("value", name=name)
+                    except remote.RemoteError:
+                        namespace.pop(name, None)  # what the judge cannot read, no test sees
+                continue
+            session(cell)
+        channel.send({"op": "end"})
+        complete = True
+    except (remote.RemoteError, EOFError, OSError, ValueError) as exc:
+        failure = f"the submission's process ended {where} ({str(exc)[:200]})"
+        with contextlib.suppress(Exception):
+            status = _reap()
+            if worker.pid in status:
+                failure += f" ({_status(status[worker.pid])})"
+    with contextlib.suppress(OSError):
+        ours.shutdown(socket.SHUT_RDWR)
+    try:
+        os.kill(worker.pid, signal.SIGKILL)
+    except ProcessLookupError:
+        pass
+    for t in threads:
+        t.join(timeout=2)
+    log = []
+    for name, (have, dropped) in zip(("stdout", "stderr"), kept.values()):
+        if have:
+            text = have.decode(errors="replace")
+            log.append(f"[{name}] {text}" + (f"\n[{dropped} more bytes dropped]" if dropped else ""))
+    emit({"end": True, "complete": complete, "failure": failure, "log": "\n".join(log)[-8000:]})
+    sys.stdout.flush()
+    os._exit(0)
+
+
 def _public(cell: dict) -> dict:
     return {k: cell[k] for k in ("index", "grade_id", "source", "graded", "locked")}
 
@@ -955,6 +1125,101 @@ def work(fd: int) -> int:
         os.waitpid(pid, 0)
 
 
+def work_judged(fd: int) -> int:
+    """The worker of a judged run: runs the cells it is sent (none is a test), in one namespace,
+    and answers the judge's calls of the notebook's functions (:func:`zg_course.remote.serve`);
+    "fork" starts a fork that answers the calls of one cell of the judge's, then ends."""
+    import contextlib
+    import io
+    import linecache
+    import traceback
+
+    sock = socket.socket(fileno=fd)
+    namespace = {"__name__": "__main__", "__builtins__": __builtins__}
+    from zg_course import remote
+    from zg_course.integrity import changes, fingerprint
+    from zg_course.integrity import message as integrity_message
+
+    state = {"before": None, "tampered": None}
+
+    def tampered() -> str | None:
+        if state["tampered"] is None and state["before"] is not None:
+            changed = changes(state["before"])
+            if changed:
+                state["tampered"] = "tamper: " + integrity_message(changed)
+        return state["tampered"]
+
+    def recv() -> tuple[dict, bytes]:
+        try:
+            return remote.recv_frame(sock, remote.RESULT_LIMIT)
+        except (EOFError, OSError, ValueError, remote.RemoteError):
+            os._exit(3)  # the judge is gone
+
+    def run(cell: dict) -> None:
+        code = cell["source"]
+        filename = f"<lab-cell {cell['grade_id'] or cell['index']}>"
+        linecache.cache[filename] = (len(code), None, code.splitlines(keepends=True), filename)
+        buf, error = io.StringIO(), None
+        ids = {k: id(v) for k, v in namespace.items()}
+        with contextlib.redirect_stdout(buf), contextlib.redirect_stderr(buf):
+            try:
+                exec(compile(code, filename, "exec"), namespace)
+            except BaseException as exc:  # a failing cell earns 0, as in nbgrader
+                error = traceback.format_exception_only(type(exc), exc)[-1].strip()
+        defined = []
+        if not cell.get("locked", True):
+            bound = [k for k, v in namespace.items()
+                     if not k.startswith("__") and ids.get(k) != id(v)]  # fmt: skip
+            defined = remote.describe(namespace, bound)
+        elif state["tampered"] is None:
+            state["before"] = fingerprint()  # the locked cell's own changes are the lab's
+        remote.send_frame(sock, {"op": "output", "index": cell["index"],
+                                 "output": buf.getvalue()[-OUTPUT_LIMIT:], "error": error,
+                                 "defined": defined})  # fmt: skip
+
+    def answer(header: dict, blob: bytes) -> None:
+        out_header, out_blob = remote.serve(namespace, header, blob)
+        remote.send_frame(sock, out_header, out_blob)
+
+    while True:
+        header, blob = recv()
+        op = header.get("op")
+        if op == "end":
+            os._exit(0)
+        if op == "cell":
+            run(header["cell"])
+        elif op == "fork":
+            torch = sys.modules.get("torch")
+            if torch is not None:
+                torch.set_num_threads(1)  # GNU OpenMP's pool does not survive fork
+            sys.stdout.flush()
+            sys.stderr.flush()
+            try:
+                pid = os.fork()
+            except OSError:  # at the process limit: the cell fails, the run goes on
+                remote.send_frame(sock, {"op": "back"})
+                continue
+            if pid == 0:
+                try:
+                    sys.settrace(None)
+                    sys.setprofile(None)
+                    remote.send_frame(sock, {"op": "ready"})
+                    while True:
+                        header, blob = recv()
+                        if header.get("op") == "done":
+                            remote.send_frame(sock, {"op": "closed", "tampered": tampered()})
+                            break
+                        answer(header, blob)
+                finally:
+                    os._exit(0)
+            os.waitpid(pid, 0)
+            remote.send_frame(sock, {"op": "back"})
+        elif op == "done":
+            continue  # a fork's, which ended before it
+        else:
+            answer(header, blob)
+
+
 # ----------------------------------------------------------------------------- the command
 
 
@@ -981,12 +1246,12 @@ def main(argv=None) -> int:
     argv = sys.argv[1:] if argv is None else argv
     if argv[:1] == ["--supervise"]:
         return supervise()
-    if argv[:1] == ["--worker"]:
+    if argv[:1] in (["--worker"], ["--worker-judged"]):
         # Run as a file, this folder is first on sys.path: the cells import the course as
         # zg_course (PYTHONPATH), never its modules by their bare names.
         if sys.path and Path(sys.path[0] or ".").resolve() == COURSE:
             del sys.path[0]
-        return work(int(argv[1]))
+        return (work_judged if argv[0] == "--worker-judged" else work)(int(argv[1]))
 
     def flag(check, name: str):
         def parse(text: str):
@@ -1060,6 +1325,6 @@ def main(argv=None) -> int:
 
 
 if __name__ == "__main__":
-    if sys.argv[1:2] not in (["--supervise"], ["--worker"]):
+    if sys.argv[1:2] not in (["--supervise"], ["--worker"], ["--worker-judged"]):
         watch_interrupts()  # the grader: before its imports, which may swallow an interrupt
     sys.exit(main())
