@@ -1691,7 +1691,9 @@ def check(
         numpy_used: list[str] = []
         if remote is not None:  # the student's function runs in the worker (zg_course.remote)
             if contract.asynchronous:
-                raise ContractSetupError("an asynchronous contract is checked in the worker's process only")
+                raise ContractSetupError(
+                    "an asynchronous contract is checked in the worker's process only"
+                )
             seen = fn.ask(
                 "observe", args=args, kwargs=kwargs, function=contract.function,
                 host_syncs=contract.host_syncs is not None, stateless=contract.stateless,
@@ -1782,8 +1784,10 @@ def check(
             if found:
                 fail("returns", case, names, found)
             found = seen.get("shares")
-            if found and ref_args is not None and set(_storages(expected)) & set(
-                _storages((ref_args, ref_kwargs))
+            if (
+                found
+                and ref_args is not None
+                and set(_storages(expected)) & set(_storages((ref_args, ref_kwargs)))
             ):
                 found = None  # the reference returns a view of its input too
         else:
@@ -2173,7 +2177,9 @@ def _refill_pair(fn, first, then, function) -> dict:
         if t.layout == torch.strided and t.numel()
     ]
     if len({id(a) for a in objects}) < len(objects) or len(set(storages)) < len(storages):
-        return {"skip": True}  # arguments that are one object (or share memory) cannot be refilled apart
+        return {
+            "skip": True
+        }  # arguments that are one object (or share memory) cannot be refilled apart
     process_before = _process_state()
     try:
         with _keep_generators(), _student(function):

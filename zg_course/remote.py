@@ -271,8 +271,10 @@ def write_back(dst, src, depth: int = 0) -> None:
 
 def _same_kind(a, b) -> bool:
     mutable = (torch.Tensor, list, dict, set)
-    return isinstance(a, mutable) and type(a) is type(b) or (
-        isinstance(a, torch.Tensor) and isinstance(b, torch.Tensor)
+    return (
+        isinstance(a, mutable)
+        and type(a) is type(b)
+        or (isinstance(a, torch.Tensor) and isinstance(b, torch.Tensor))
     )
 
 

@@ -891,7 +891,7 @@ def _judge(spec: dict, ours, emit, worker, raw) -> None:
         with contextlib.redirect_stdout(buf), contextlib.redirect_stderr(buf):
             try:
                 exec(compile(code, filename, "exec"), namespace)
-            except BaseException as exc:  # noqa: BLE001 - a failing test fails its cell
+            except BaseException as exc:
                 return traceback.format_exception_only(type(exc), exc)[-1].strip()
         return None
 
@@ -921,10 +921,12 @@ def _judge(spec: dict, ours, emit, worker, raw) -> None:
                 header = expect("closed", "back")
                 if header["op"] == "back":
                     verdict["back"] = True
-                    verdict["error"] = verdict["error"] or "the submission's process ended during the test"
+                    verdict["error"] = (
+                        verdict["error"] or "the submission's process ended during the test"
+                    )
                 elif header.get("tampered"):
                     verdict["error"] = str(header["tampered"])
-            except BaseException as exc:  # noqa: BLE001
+            except BaseException as exc:
                 verdict["error"] = verdict["error"] or f"{type(exc).__name__}: {exc}"[:2000]
             os.write(w, json.dumps(verdict).encode())
             os._exit(0)
@@ -990,7 +992,9 @@ def _judge(spec: dict, ours, emit, worker, raw) -> None:
     for name, (have, dropped) in zip(("stdout", "stderr"), kept.values()):
         if have:
             text = have.decode(errors="replace")
-            log.append(f"[{name}] {text}" + (f"\n[{dropped} more bytes dropped]" if dropped else ""))
+            log.append(
+                f"[{name}] {text}" + (f"\n[{dropped} more bytes dropped]" if dropped else "")
+            )
     emit({"end": True, "complete": complete, "failure": failure, "log": "\n".join(log)[-8000:]})
     sys.stdout.flush()
     os._exit(0)
