@@ -1690,10 +1690,10 @@ def check(
         process_changes: list[str] = []
         numpy_used: list[str] = []
         if remote is not None:  # the student's function runs in the worker (zg_course.remote)
-            if contract.asynchronous:
-                raise ContractSetupError(
-                    "an asynchronous contract is checked in the worker's process only"
-                )
+            if contract.asynchronous:  # a pending future does not travel: checked in the worker
+                from zg_course.remote import NeedsWorker
+
+                raise NeedsWorker(f"{contract.function}'s contract is asynchronous")
             seen = fn.ask(
                 "observe", args=args, kwargs=kwargs, function=contract.function,
                 host_syncs=contract.host_syncs is not None, stateless=contract.stateless,

@@ -40,7 +40,14 @@ from __future__ import annotations
 import sys
 import types
 
-ZG_MODULES = ("zg", "zg_course.contract", "zg_course.portable", "zg_course.remote", "zg_course.labs", "zg.audit")
+ZG_MODULES = (
+    "zg",
+    "zg_course.contract",
+    "zg_course.portable",
+    "zg_course.remote",
+    "zg_course.labs",
+    "zg.audit",
+)
 # torch's comparisons and what zg_course.contract reads the process's state with (not all of torch:
 # importing torch._dynamo, say, rewraps torch.manual_seed, which is no submission's doing)
 TORCH_NAMES = tuple(

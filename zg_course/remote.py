@@ -1,6 +1,6 @@
 """Call a student's function in another process, by value: the judge's half and the worker's.
 
-The sandbox's judged mode (``zg_course/sandbox.py``, :data:`zg_course.sandbox.JUDGED`) runs a
+The sandbox (``zg_course/sandbox.py``) runs a
 lab's hidden tests in the **judge**, a process outside the sandbox where no code of the
 submission runs, and the submission's cells in the **worker**, inside it. Every name a
 solution cell binds is, in the judge's namespace, a :class:`RemoteFunction` (or the value,
@@ -31,10 +31,12 @@ from __future__ import annotations
 
 import collections
 import contextlib
+import functools
 import io
 import itertools
 import pickle
 import struct
+import types
 from collections.abc import Mapping
 
 import numpy as np
@@ -47,10 +49,27 @@ class RemoteError(AssertionError):
     """A call to the student's function in the worker failed, or came back unreadable."""
 
 
+class NeedsWorker(BaseException):
+    """A test the judge cannot run against the worker by value (a DDP hook spawned on real
+    process groups, an asynchronous collective): the judge runs that cell in the worker, as
+    the sandbox did before it had a judge, and the report names it (``judged_inside``). A
+    BaseException, so that a test's ``except Exception`` does not swallow it."""
+
+
 # ----------------------------------------------------------------------------- by value, back
 
 
-def _tensor(dtype: str, shape, data: bytes, requires_grad: bool, parameter: bool, attrs: dict):
+def _with_grad(t, grad):
+    t.grad = grad
+    return t
+
+
+def _grad_of(t):
+    return t.grad if t.is_leaf else None
+
+
+def _tensor(dtype: str, shape, data: bytes, requires_grad: bool, parameter: bool, attrs: dict,
+            grad=None):  # fmt: skip
     dt = getattr(torch, dtype, None)
     if not isinstance(dt, torch.dtype):
         raise pickle.UnpicklingError(f"no torch dtype {dtype!r}")
@@ -68,6 +87,10 @@ def _tensor(dtype: str, shape, data: bytes, requires_grad: bool, parameter: bool
         t.requires_grad_(True)
     for k, v in attrs.items():
         setattr(t, str(k), v)
+    if grad is not None:
+        if not isinstance(grad, torch.Tensor) or grad.shape != t.shape:
+            raise pickle.UnpicklingError("a gradient that is not a tensor of its shape")
+        t.grad = grad
     return t
 
 
@@ -108,6 +131,9 @@ _REBUILDERS = {
     "_dtype": _dtype,
     "_device": _device,
     "_size": _size,
+    "_unsent": lambda: UNSENT,
+    "_closure": lambda cells, names: _Closure(list(cells), dict(names)),
+    "_object": lambda module, qualname, attrs: _object(module, qualname, attrs),
 }
 _SAFE = {
     ("builtins", "set"): set,
@@ -121,6 +147,8 @@ _SAFE = {
     ("builtins", "list"): list,
     ("builtins", "dict"): dict,
     ("builtins", "str"): str,
+    ("builtins", "bytes"): bytes,
+    ("builtins", "tuple"): tuple,
     ("collections", "OrderedDict"): collections.OrderedDict,
     ("collections", "defaultdict"): collections.defaultdict,
     ("collections", "Counter"): collections.Counter,
@@ -146,6 +174,7 @@ class _Writer(pickle.Pickler):
                 bool(obj.requires_grad),
                 isinstance(obj, torch.nn.Parameter),
                 attrs,
+                _grad_of(obj),
             )
         if isinstance(obj, np.ndarray):
             a = np.ascontiguousarray(obj)
@@ -161,7 +190,48 @@ class _Writer(pickle.Pickler):
             return _rebuild, ("_device", str(obj))
         if isinstance(obj, torch.Size):
             return _rebuild, ("_size", list(obj))
+        if obj is UNSENT:
+            return _rebuild, ("_unsent",)
+        for base in (str, int, float, complex, bytes, tuple):  # a library's subclass: its value
+            if isinstance(obj, base) and type(obj) is not base and not isinstance(obj, bool):
+                return base, (base(obj),)
+        if isinstance(obj, _Closure):
+            return _rebuild, ("_closure", obj.cells, obj.names)
+        cls = type(obj)
+        if (
+            (
+                cls.__module__ == "zg"
+                or cls.__module__.startswith("zg.")
+                or cls.__module__ == "__main__"
+            )
+            and isinstance(getattr(obj, "__dict__", None), dict)
+            and not isinstance(obj, (type, types.FunctionType, types.ModuleType, torch.nn.Module))
+            and not hasattr(cls, "__slots__")
+        ):
+            return _rebuild, ("_object", cls.__module__, cls.__qualname__, dict(vars(obj)))
         return NotImplemented
+
+
+def _object(module: str, qualname: str, attrs: dict):
+    """An object of a kit class, or of a class a cell both processes ran defined: made with
+    ``object.__new__`` (no constructor of the class runs) and given the attributes read."""
+    import sys
+
+    if module == "__main__":
+        cls = SHARED.get(qualname)
+    elif module == "zg" or module.startswith("zg."):
+        cls = sys.modules.get(module)
+        for part in qualname.split("."):
+            cls = getattr(cls, part, None)
+    else:
+        cls = None
+    if not isinstance(cls, type) or cls.__module__ != module or hasattr(cls, "__slots__"):
+        raise pickle.UnpicklingError(f"{module}.{qualname} is not a class the judge reads")
+    if issubclass(cls, (torch.Tensor, torch.nn.Module, BaseException)):
+        raise pickle.UnpicklingError(f"{module}.{qualname} is not a class the judge reads")
+    obj = object.__new__(cls)
+    obj.__dict__.update({str(k): v for k, v in attrs.items()})
+    return obj
 
 
 def _rebuild(kind: str, *args):
@@ -216,7 +286,7 @@ def write_back(dst, src, depth: int = 0) -> None:
     """Make the judge's argument ``dst`` what the worker's call left of it (``src``), in place:
     values, shape, ``requires_grad`` and attributes of tensors; items of lists, dicts and sets;
     attributes of objects. The check compares its snapshot of the argument with ``dst``."""
-    if depth > 8 or dst is src:
+    if depth > 40 or dst is src or src is UNSENT:
         return
     if isinstance(dst, torch.Tensor) and isinstance(src, torch.Tensor):
         with torch.no_grad():
@@ -230,6 +300,15 @@ def write_back(dst, src, depth: int = 0) -> None:
                     dst.data = src.to(dst.device)
         if dst.is_leaf and dst.requires_grad != src.requires_grad:
             dst.requires_grad_(src.requires_grad)
+        if dst.is_leaf:
+            grad = src.grad
+            if grad is None:
+                dst.grad = None
+            elif dst.grad is not None and dst.grad.shape == grad.shape:
+                with torch.no_grad():
+                    dst.grad.copy_(grad)
+            else:
+                dst.grad = grad.to(dst.device)
         mine, theirs = getattr(dst, "__dict__", {}), getattr(src, "__dict__", {})
         for k in set(mine) - set(theirs):
             with contextlib.suppress(AttributeError):
@@ -243,9 +322,9 @@ def write_back(dst, src, depth: int = 0) -> None:
             for i, (a, b) in enumerate(zip(dst, src)):
                 if _same_kind(a, b):
                     write_back(a, b, depth + 1)
-                else:
+                elif b is not UNSENT:
                     dst[i] = b
-        else:
+        elif UNSENT not in src:
             dst[:] = src
         return
     if isinstance(dst, tuple) and isinstance(src, tuple) and len(dst) == len(src):
@@ -258,31 +337,77 @@ def write_back(dst, src, depth: int = 0) -> None:
         for k, v in src.items():
             if k in dst and _same_kind(dst[k], v):
                 write_back(dst[k], v, depth + 1)
-            else:
+            elif v is not UNSENT:
                 dst[k] = v
         return
     if isinstance(dst, set) and isinstance(src, (set, frozenset)):
         dst.clear()
         dst.update(src)
         return
-    if hasattr(dst, "__dict__") and isinstance(src, dict) and not isinstance(dst, type):
+    if isinstance(dst, types.FunctionType) and isinstance(src, _Closure):
+        for name, v in src.names.items():  # in place only: a global is never rebound
+            now = dst.__globals__.get(name)
+            if _same_kind(now, v):
+                write_back(now, v, depth + 1)
+        cells = dst.__closure__ or ()
+        if len(cells) != len(src.cells):
+            return
+        for cell, v in zip(cells, src.cells):
+            try:
+                now = cell.cell_contents
+            except ValueError:
+                continue
+            if _same_kind(now, v):
+                write_back(now, v, depth + 1)
+            elif v is not UNSENT and now is not v:
+                cell.cell_contents = v
+        return
+    if _plain_object(dst) and isinstance(src, dict):
         write_back(vars(dst), src, depth + 1)
 
 
-def _same_kind(a, b) -> bool:
-    mutable = (torch.Tensor, list, dict, set)
-    return (
-        isinstance(a, mutable)
-        and type(a) is type(b)
-        or (isinstance(a, torch.Tensor) and isinstance(b, torch.Tensor))
+def _plain_object(x) -> bool:
+    return isinstance(getattr(x, "__dict__", None), dict) and not (
+        isinstance(x, (type, types.FunctionType, types.MethodType, types.ModuleType))
     )
+
+
+def _same_kind(a, b) -> bool:
+    """Whether ``a`` is written back in place from ``b`` (else replaced by it)."""
+    if isinstance(a, torch.Tensor):
+        return isinstance(b, torch.Tensor)
+    if isinstance(a, (list, set)):
+        return type(a) is type(b)
+    if isinstance(a, dict):
+        return isinstance(b, Mapping)
+    if isinstance(a, types.FunctionType):
+        return isinstance(b, _Closure)
+    return _plain_object(a) and isinstance(b, dict)
+
+
+class _Closure:
+    """What a function the judge sent holds after the call (a test's callback that records):
+    its closure cells and the globals it names (cloudpickle sent those with it)."""
+
+    def __init__(self, cells: list, names: dict | None = None):
+        self.cells = cells
+        self.names = names or {}
+
+
+class _Unsent:
+    def __repr__(self) -> str:
+        return "UNSENT"
+
+
+UNSENT = _Unsent()  # what of an argument does not travel back (a function, a generator): kept
 
 
 def _state(obj, depth: int = 0):
     """What of an argument travels back: containers and tensors as they are, an object of
-    another class as its attributes (``write_back`` puts them back on the judge's object)."""
-    if depth > 8:
-        return None
+    another class as its attributes (``write_back`` puts them back on the judge's object), and
+    :data:`UNSENT` for what cannot travel (the judge keeps its own)."""
+    if depth > 16:
+        return UNSENT
     if isinstance(obj, (torch.Tensor, np.ndarray, np.generic, str, bytes, int, float, complex,
                         bool, type(None), torch.dtype, torch.device)):  # fmt: skip
         return obj
@@ -294,10 +419,23 @@ def _state(obj, depth: int = 0):
         return {k: _state(v, depth + 1) for k, v in obj.items()}
     if isinstance(obj, (set, frozenset)):
         return obj
-    d = getattr(obj, "__dict__", None)
-    if isinstance(d, dict) and not callable(obj):
-        return {k: _state(v, depth + 1) for k, v in d.items()}
-    return None
+    if isinstance(obj, types.FunctionType):
+        cells = []
+        for cell in obj.__closure__ or ():
+            try:
+                cells.append(_state(cell.cell_contents, depth + 1))
+            except ValueError:  # an empty cell
+                cells.append(UNSENT)
+        names = {}
+        if obj.__globals__ is not _NAMESPACE[0]:  # sent by the judge: its own copy of them
+            for name in obj.__code__.co_names:
+                v = obj.__globals__.get(name)
+                if isinstance(v, (list, dict, set, torch.Tensor)):
+                    names[name] = _state(v, depth + 1)
+        return _Closure(cells, names)
+    if _plain_object(obj):
+        return {k: _state(v, depth + 1) for k, v in vars(obj).items()}
+    return UNSENT
 
 
 # ----------------------------------------------------------------------------- the judge's half
@@ -361,19 +499,201 @@ def connect(channel: Channel) -> None:
     _CHANNEL[:] = [channel]
 
 
-def _ask(op: str, **fields):
-    """One request to the worker; its answer's value (RemoteError when it reports none)."""
+SHARED: dict[str, object] = {}  # the judge's: what cells both processes ran bound, by name
+
+
+def shared(namespace: dict, names) -> None:
+    """In the judge: ``names`` were bound by a cell the worker ran too (its own of each)."""
+    for name in names:
+        SHARED[name] = namespace.get(name)
+
+
+def _sender(buf):
+    """The judge's pickler: a class or function that a cell both ran bound travels by name
+    (the worker has its own); one a test defined travels by value (cloudpickle)."""
+    import cloudpickle
+
+    class _Sender(cloudpickle.Pickler):
+        def reducer_override(self, obj):
+            if isinstance(obj, torch.Tensor) and _grad_of(obj) is not None:
+                if isinstance(obj, torch.nn.Parameter):
+                    base = torch.nn.Parameter(obj.data, obj.requires_grad)
+                else:
+                    base = obj.data.requires_grad_(obj.requires_grad)
+                return _with_grad, (base, obj.grad)
+            return super().reducer_override(obj)
+
+        def persistent_id(self, obj):
+            if (
+                isinstance(obj, (type, types.FunctionType))
+                and getattr(obj, "__module__", None) == "__main__"
+            ):
+                name = obj.__qualname__
+                if SHARED.get(name) is obj:
+                    return ("notebook", name)
+            return None
+
+    return _Sender(buf, protocol=4)
+
+
+class _Receiver(pickle.Unpickler):
+    """The worker's unpickler of the judge's requests (trusted: the judge sends inputs)."""
+
+    def persistent_load(self, pid):
+        kind, name = pid
+        value = _NAMESPACE[0].get(name)
+        if value is None:
+            raise RemoteError(f"the notebook in the worker has no {name!r}")
+        return value
+
+
+def _request_bytes(fields: dict) -> bytes:
+    buf = io.BytesIO()
+    try:
+        _sender(buf).dump(fields)
+    except (pickle.PicklingError, TypeError, AttributeError) as exc:
+        raise RemoteError(f"the test's arguments cannot be sent to the worker: {exc}") from None
+    return buf.getvalue()
+
+
+def _ask(op: str, after=None, **fields):
+    """One request to the worker; its answer's value (RemoteError when it reports none). The
+    judge's active modes are suspended while it waits (they count the worker's call, mirrored)."""
+    from torch.utils._python_dispatch import _disable_current_modes
+
     if not _CHANNEL:
         raise RemoteError("no worker to call")
-    header, blob = _CHANNEL[0].request({"op": op}, pickle.dumps(fields, protocol=4))
-    if header.get("op") != "answer":
-        raise RemoteError(f"the worker answered {str(header.get('op'))[:40]!r} to a call")
-    if header.get("tampered"):
-        raise AssertionError(str(header["tampered"])[:2000])
-    if header.get("error"):
-        raise RemoteError(str(header["error"])[:4000])
-    value = loads(blob)
+    pairs = _active_modes()
+    fields["modes"] = [spec for _, spec in pairs]
+    with _disable_current_modes(), _no_function_modes():
+        header, blob = _CHANNEL[0].request({"op": op}, _request_bytes(fields))
+        if header.get("op") != "answer":
+            raise RemoteError(f"the worker answered {str(header.get('op'))[:40]!r} to a call")
+        if header.get("tampered"):
+            raise AssertionError(str(header["tampered"])[:2000])
+        if header.get("error"):
+            raise RemoteError(str(header["error"])[:4000])
+        value, states = loads(blob)
+        if after is not None:
+            value = after(value)  # the arguments written back: not the student's to count
+    if len(states) == len(pairs):
+        _apply_counts(pairs, states)
     return value
+
+
+# ---- the test's measuring contexts, mirrored: every torch dispatch or function mode active in
+# the judge when it calls a student's function (a SyncAudit, a LaunchCount, a mode a lab's cell
+# defines) is made again in the worker from the arguments it was made with and the counts it
+# holds, entered around the call, and its counts come back to the judge's mode.
+
+_DATA = (int, float, bool, str, type(None))
+
+
+def _data(x, depth: int = 0) -> bool:
+    if isinstance(x, _DATA):
+        return True
+    if depth > 4:
+        return False
+    if isinstance(x, (list, tuple, set, frozenset)):
+        return all(_data(v, depth + 1) for v in x)
+    if isinstance(x, dict):
+        return all(_data(k, depth + 1) and _data(v, depth + 1) for k, v in x.items())
+    return False
+
+
+def _counts(mode) -> dict:
+    """The plain data a mode holds (its counts and settings): what travels both ways."""
+    return {k: v for k, v in vars(mode).items() if k != "_zg_init" and _data(v)}
+
+
+def _recording_new(cls, *args, **kwargs):
+    obj = object.__new__(cls)
+    obj.__dict__["_zg_init"] = (args, kwargs)
+    return obj
+
+
+def record_mode_arguments() -> None:
+    """In the judge: every torch mode made from now on keeps the arguments it was made with."""
+    from torch.overrides import TorchFunctionMode
+    from torch.utils._python_dispatch import TorchDispatchMode
+
+    for base in (TorchDispatchMode, TorchFunctionMode):
+        if base.__dict__.get("__new__") is not _recording_new:
+            base.__new__ = _recording_new
+
+
+def _class_ref(cls):
+    if cls.__module__ == "__main__":
+        return ["__main__", cls.__qualname__]
+    return [cls.__module__, cls.__qualname__]
+
+
+def _active_modes() -> list:
+    """In the judge: the modes to make again in the worker, outermost first."""
+    from torch.utils._python_dispatch import _get_current_dispatch_mode_stack
+
+    modes = list(_get_current_dispatch_mode_stack())
+    modes += [
+        m
+        for m in torch.overrides._get_current_function_mode_stack()
+        if not type(m).__name__.startswith("_")  # a mode's own helper (SyncAudit's watch)
+    ]
+    specs = []
+    for m in modes:
+        init = vars(m).get("_zg_init")
+        if init is None:
+            raise RemoteError(
+                f"a {type(m).__name__} is active, made before the judge recorded its arguments"
+            )
+        specs.append((m, [_class_ref(type(m)), init[0], init[1], _counts(m)]))
+    return specs
+
+
+@contextlib.contextmanager
+def _no_function_modes():
+    """Torch's function modes popped while the judge waits, pushed back in order after."""
+    popped = []
+    while torch._C._len_torch_function_stack():
+        popped.append(torch._C._pop_torch_function_stack())
+    try:
+        yield
+    finally:
+        for mode in reversed(popped):
+            torch._C._push_on_torch_function_stack(mode)
+
+
+def _apply_counts(pairs, states) -> None:
+    for (mode, _), state in zip(pairs, states):
+        vars(mode).update(state)
+
+
+@contextlib.contextmanager
+def _mirrored(specs: list, namespace: dict, states: list):
+    """In the worker: the judge's modes made again, entered (outermost first), their counts
+    put in ``states`` on the way out."""
+    import importlib
+
+    made = []
+    for (module, qualname), args, kwargs, counts in specs:
+        if module == "__main__":
+            cls = namespace.get(qualname)
+        else:
+            cls = importlib.import_module(module)
+            for part in qualname.split("."):
+                cls = getattr(cls, part)
+        if not isinstance(cls, type):
+            raise RemoteError(f"no class {qualname} in the worker to count with")
+        mode = cls(*args, **kwargs)
+        vars(mode).update(counts)
+        made.append(mode)
+    with contextlib.ExitStack() as stack:
+        for mode in made:
+            stack.enter_context(mode)
+        try:
+            yield
+        finally:
+            stack.close()
+            states[:] = [_counts(m) for m in made]
 
 
 class RemoteFunction:
@@ -407,8 +727,13 @@ class RemoteFunction:
         return (_named, (self.__name__,))
 
     def __call__(self, *args, **kwargs):
-        answer = _ask("call", name=self.__name__, args=args, kwargs=kwargs)
-        return _settle(answer, args, kwargs)
+        answer = _ask(
+            "call", after=lambda a: _settle(a, args, kwargs), name=self.__name__, args=args,
+            kwargs=kwargs,
+        )  # fmt: skip
+        if answer.get("raised"):
+            raise _again_here(answer.get("exception") or {}, answer["raised"])
+        return answer["result"]
 
     def ask(self, op: str, **fields):
         """A request of :func:`zg_course.contract.check` about this function (see :func:`serve`)."""
@@ -418,13 +743,46 @@ class RemoteFunction:
 def _settle(answer: dict, args, kwargs):
     write_back(list(args), list(answer["args"]))
     write_back(kwargs, answer["kwargs"])
-    if answer.get("raised"):
-        raise StudentError(answer["raised"])
-    return answer["result"]
+    return answer
 
 
 class StudentError(Exception):
     """What the student's function raised in the worker, as ``Type: message``."""
+
+
+_RAISED_AS: dict = {}
+
+
+def _again_here(exc: dict, text: str) -> BaseException:
+    """The student's exception, raised again in the judge: of a class that is both
+    :class:`StudentError` and the nearest of the standard or kit exception classes the
+    original derived from (``except ValueError`` in a test catches a ValueError raised in the
+    worker), with the original's message."""
+    import builtins
+    import sys
+
+    base = None
+    module, qualname = str(exc.get("module")), str(exc.get("qualname"))
+    if module == "zg" or module.startswith("zg."):
+        cls = sys.modules.get(module)
+        for part in qualname.split("."):
+            cls = getattr(cls, part, None)
+        base = cls if isinstance(cls, type) and issubclass(cls, Exception) else None
+    for name in [] if base is not None else exc.get("bases") or []:
+        cls = getattr(builtins, str(name), None)
+        if isinstance(cls, type) and issubclass(cls, Exception):
+            base = cls
+            break
+    if base is None or base is Exception:
+        return StudentError(text)
+    if base not in _RAISED_AS:
+        _RAISED_AS[base] = type(
+            base.__name__, (base, StudentError), {"__module__": base.__module__}
+        )
+    try:
+        return _RAISED_AS[base](str(exc.get("message", text)))
+    except Exception:
+        return StudentError(text)
 
 
 def _named(name: str):
@@ -448,14 +806,22 @@ def serve(namespace: dict, header: dict, blob: bytes) -> tuple[dict, bytes]:
     _NAMESPACE[0] = namespace
     op = header.get("op")
     try:
-        fields = pickle.loads(blob)
+        fields = _Receiver(io.BytesIO(blob)).load()
+        modes = fields.pop("modes", [])
         if op == "value":
-            return {"op": "answer"}, dumps(namespace[fields["name"]])
-        fn = namespace.get(fields.pop("name"))
+            return {"op": "answer"}, dumps((namespace[fields["name"]], []))
+        name = fields.pop("name")
+        fn = namespace.get(name)
         if not callable(fn):
-            raise RemoteError(f"no function {header.get('name')!r} in the notebook")
-        value = _OPS[op](fn, namespace, **fields)
-        data = dumps(value)
+            raise RemoteError(f"no function {name!r} in the notebook")
+        states: list = []
+        around = functools.partial(_mirrored, modes, namespace, states)
+        if op == "call":
+            value = _op_call(fn, namespace, around=around, **fields)
+        else:
+            with around():
+                value = _OPS[op](fn, namespace, **fields)
+        data = dumps((value, states))
     except Exception as exc:
         return {"op": "answer", "error": f"{type(exc).__name__}: {exc}"}, b""
     return {"op": "answer"}, data
@@ -465,13 +831,19 @@ def _raised(exc: BaseException) -> str:
     return f"{type(exc).__name__}: {exc}"
 
 
-def _op_call(fn, namespace, args, kwargs):
+def _op_call(fn, namespace, args, kwargs, around=contextlib.nullcontext):
     try:
-        result = fn(*args, **kwargs)
+        with around():
+            result = fn(*args, **kwargs)
         raised = None
     except Exception as exc:
         result, raised = None, _raised(exc)
+        kind = type(exc)
+        info = {"module": kind.__module__, "qualname": kind.__qualname__, "message": str(exc),
+                "bases": [c.__name__ for c in kind.__mro__ if c.__module__ == "builtins"]}  # fmt: skip
     answer = {"result": result, "raised": raised}
+    if raised:
+        answer["exception"] = info
     answer["args"], answer["kwargs"] = [_state(a) for a in args], _state(kwargs)
     try:
         dumps(answer["result"])
@@ -554,6 +926,8 @@ def describe(namespace: dict, names) -> list[dict]:
             except (TypeError, ValueError):
                 params = []
             out.append({"name": name, "kind": "function", "parameters": params})
+        elif isinstance(v, types.ModuleType):
+            out.append({"name": name, "kind": "module", "module": v.__name__})
         else:
             out.append({"name": name, "kind": "value"})
     return out

@@ -127,8 +127,6 @@ FILE_LIMIT = 512 << 20
 TMP_BYTES, SHM_BYTES = 1 << 30, 256 << 20
 SANDBOX_UIDS = 2_000_000_000  # + the supervisor's pid: the worker's uid when root grades
 HIDDEN_MARK = "### BEGIN HIDDEN TESTS"
-# The labs whose tests the judge runs, outside the sandbox (the others: in forks of the worker)
-JUDGED = frozenset({"03_sizing_an_envelope", "07_repartition_schedules"})
 ENV_KEEP = ("LANG", "LC_ALL", "DGLBACKEND", "PYTHONHASHSEED", "OMP_WAIT_POLICY", "TZ")
 WORKDIR = "/tmp/submission"
 SYSTEM = ("/usr", "/bin", "/sbin", "/lib", "/lib32", "/lib64", "/libx32")
@@ -285,13 +283,14 @@ def grade(
     run_scan: bool = True,
     memory_gib: float = MEMORY_GIB,
     processes: int = PROCESSES,
-    judge: bool | None = None,
+    judge: bool = True,
 ) -> dict:
     """Grade one submission in the sandbox: {lab, points, passed, earned, total, failure, ...}.
 
-    ``judge``: run the tests in the judge, outside the sandbox (True), or in forks of the worker
-    (False); default: the judge for the labs in :data:`JUDGED`. The report's ``judged`` says
-    which ("outside" or "inside").
+    ``judge``: run the tests in the judge, outside the sandbox (True, the default), or in forks
+    of the worker, as before the judge (False). The report's ``judged`` says which ("outside" or
+    "inside"), and ``judged_inside`` lists the tests the judge handed to the worker
+    (:class:`zg_course.remote.NeedsWorker`).
 
     A malformed submission (unreadable, not a notebook, no such lab) earns 0 and its report's
     ``failure`` starts with "malformed:"; it does not raise.
@@ -314,7 +313,7 @@ def grade(
     except Malformed as exc:
         report["failure"] = f"malformed: {exc}"
         return _totals(report)
-    judged = (lab in JUDGED) if judge is None else bool(judge)
+    judged = bool(judge)
     report["judged"] = "outside" if judged else "inside"
     report["points"] = {c.grade_id: c.points for c in cells if c.graded}
     report["passed"] = {g: False for g in report["points"]}
@@ -434,6 +433,8 @@ def _run(spec: dict, report: dict, timeout: float) -> None:
             seen["lab_failed"] = seen["lab_failed"] or (gid or f"cell {index}", event["error"])
         if gid in report["passed"] and "passed" in event:
             report["passed"][gid] = bool(event["passed"])
+            if event.get("inside"):
+                report.setdefault("judged_inside", []).append(gid)
         if gid and event.get("output"):
             report["outputs"][gid] = event["output"]
         if event.get("error") and "failure" not in report:
@@ -873,6 +874,7 @@ def _judge(spec: dict, ours, emit, worker, raw) -> None:
 
     channel = remote.Channel(ours)
     remote.connect(channel)
+    remote.record_mode_arguments()
     namespace = {"__name__": "__main__", "__builtins__": builtins}
     failure, where, complete = None, "before its first cell", False
 
@@ -884,6 +886,14 @@ def _judge(spec: dict, ours, emit, worker, raw) -> None:
 
     def here(cell: dict, forked: bool) -> str | None:
         """Run one cell in the judge's namespace; its error, or None."""
+        ids = {k: id(v) for k, v in namespace.items()}
+        try:
+            return _exec(cell)
+        finally:
+            if not cell["hidden"]:  # the worker ran it too: what it bound, the worker has
+                remote.shared(namespace, [k for k, v in namespace.items() if ids.get(k) != id(v)])
+
+    def _exec(cell: dict) -> str | None:
         code = cell["source"]
         filename = f"<lab-cell {cell['grade_id'] or cell['index']}>"
         linecache.cache[filename] = (len(code), None, code.splitlines(keepends=True), filename)
@@ -891,6 +901,8 @@ def _judge(spec: dict, ours, emit, worker, raw) -> None:
         with contextlib.redirect_stdout(buf), contextlib.redirect_stderr(buf):
             try:
                 exec(compile(code, filename, "exec"), namespace)
+            except remote.NeedsWorker:
+                raise
             except BaseException as exc:
                 return traceback.format_exception_only(type(exc), exc)[-1].strip()
         return None
@@ -902,11 +914,16 @@ def _judge(spec: dict, ours, emit, worker, raw) -> None:
         if expect("ready", "back")["op"] == "back":
             return {"error": "the submission's process could not fork for the test"}
         if not cell["hidden"]:  # a locked cell or a visible test: what it binds, later cells use
-            error = here(cell, False)
+            inside = False
+            try:
+                error = here(cell, False)
+            except remote.NeedsWorker:  # the cell runs in the worker's fork instead
+                inside = True
+                error = channel.request({"op": "test", "cell": _public(cell)})[0].get("error")
             channel.send({"op": "done"})
             if expect("closed", "back")["op"] == "closed":
                 expect("back")
-            return {"error": error}
+            return {"error": error, "inside": inside}
         r, w = os.pipe()
         torch = sys.modules.get("torch")
         if torch is not None:
@@ -914,9 +931,14 @@ def _judge(spec: dict, ours, emit, worker, raw) -> None:
         pid = os.fork()
         if pid == 0:
             os.close(r)
-            verdict = {"error": None, "back": False}
+            verdict = {"error": None, "back": False, "inside": False}
             try:
-                verdict["error"] = here(cell, True)
+                try:
+                    verdict["error"] = here(cell, True)
+                except remote.NeedsWorker:  # the cell runs in the worker's fork instead
+                    verdict["inside"] = True
+                    header, _ = channel.request({"op": "test", "cell": _public(cell)})
+                    verdict["error"] = header.get("error")
                 channel.send({"op": "done"})
                 header = expect("closed", "back")
                 if header["op"] == "back":
@@ -950,26 +972,29 @@ def _judge(spec: dict, ours, emit, worker, raw) -> None:
     try:
         for cell in cells:
             where = f"in cell {cell['grade_id'] or cell['index']}"
+            if not cell["hidden"]:  # the worker runs it too (a visible test: not its verdict)
+                channel.send({"op": "cell", "cell": _public(cell)})
+                header = expect("output")
+                emit({"grade_id": cell["grade_id"], "index": cell["index"],
+                      "output": str(header.get("output") or "")[-OUTPUT_LIMIT:],
+                      "error": None if cell["graded"] else _short(header.get("error"))})  # fmt: skip
             if cell["graded"]:
                 verdict = session(cell)
                 emit({"grade_id": cell["grade_id"], "passed": verdict.get("error") is None,
-                      "output": "", "error": _short(verdict.get("error"))})  # fmt: skip
+                      "output": "", "error": _short(verdict.get("error")),
+                      "inside": bool(verdict.get("inside"))})  # fmt: skip
                 continue
-            channel.send({"op": "cell", "cell": _public(cell)})
-            header = expect("output")
-            emit({"grade_id": cell["grade_id"], "index": cell["index"],
-                  "output": str(header.get("output") or "")[-OUTPUT_LIMIT:],
-                  "error": _short(header.get("error"))})  # fmt: skip
             if not cell["locked"]:
                 for d in header.get("defined") or []:
                     name = str(d.get("name"))
                     if d.get("kind") == "function":
                         namespace[name] = remote.RemoteFunction(name, d.get("parameters") or [])
-                        continue
-                    try:
-                        namespace[name] = remote._ask("value", name=name)
-                    except remote.RemoteError:
-                        namespace.pop(name, None)  # what the judge cannot read, no test sees
+                    elif d.get("kind") == "module":  # one the judge has imported already
+                        if str(d.get("module")) in sys.modules:
+                            namespace[name] = sys.modules[str(d["module"])]
+                    else:
+                        with contextlib.suppress(remote.RemoteError):  # else no test sees it
+                            namespace[name] = remote._ask("value", name=name)
                 continue
             session(cell)
         channel.send({"op": "end"})
@@ -1181,6 +1206,20 @@ def work_judged(fd: int) -> int:
                                  "output": buf.getvalue()[-OUTPUT_LIMIT:], "error": error,
                                  "defined": defined})  # fmt: skip
 
+    def test(cell: dict) -> str | None:
+        """A test cell run here (:class:`zg_course.remote.NeedsWorker`): its error, or None."""
+        code = cell["source"]
+        filename = f"<lab-cell {cell['grade_id'] or cell['index']}>"
+        linecache.cache[filename] = (len(code), None, code.splitlines(keepends=True), filename)
+        if tampered():
+            return state["tampered"]
+        with contextlib.redirect_stdout(io.StringIO()), contextlib.redirect_stderr(io.StringIO()):
+            try:
+                exec(compile(code, filename, "exec"), namespace)
+            except BaseException as exc:  # a failing test fails its cell
+                return traceback.format_exception_only(type(exc), exc)[-1].strip()
+        return tampered()
+
     def answer(header: dict, blob: bytes) -> None:
         out_header, out_blob = remote.serve(namespace, header, blob)
         remote.send_frame(sock, out_header, out_blob)
@@ -1213,6 +1252,11 @@ def work_judged(fd: int) -> int:
                         if header.get("op") == "done":
                             remote.send_frame(sock, {"op": "closed", "tampered": tampered()})
                             break
+                        if header.get("op") == "test":  # a test the judge could not run
+                            remote.send_frame(
+                                sock, {"op": "verdict", "error": test(header["cell"])}
+                            )
+                            continue
                         answer(header, blob)
                 finally:
                     os._exit(0)

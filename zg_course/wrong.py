@@ -178,8 +178,8 @@ def main(argv=None) -> int:
     ap.add_argument(
         "--sandbox",
         action="store_true",
-        help="grade each in the sandbox (zg_course.sandbox; its tests in the judge, outside the "
-        "sandbox, for the labs in zg_course.sandbox.JUDGED)",
+        help="grade each in the sandbox (zg_course.sandbox: its tests in the judge, outside the "
+        "sandbox)",
     )
     args = ap.parse_args(argv)
     start = time.time()
