@@ -12,9 +12,21 @@ with three processes, each holding less than the one before:
   cells with the lab's locked cells from ``source/`` (never from the submission), starts the
   sandbox and keeps the wall clock. It reads only the supervisor's stdout, which no process
   of the submission holds.
-* **the supervisor** (outside the sandbox, never running student code, not dumpable):
-  receives the cells on its stdin, starts the worker in the sandbox, hands it the cells one at
-  a time and forwards each verdict.
+* **the supervisor**, which is **the judge** (outside the sandbox, never running student
+  code, not dumpable): receives the cells on its stdin, starts the worker in the sandbox, hands
+  it the cells that are not tests one at a time, runs every cell of the lab's again in a
+  namespace of its own, runs every test there and decides its verdict (:func:`_judge`). In that
+  namespace each function a solution cell defined is a
+  :class:`zg_course.remote.RemoteFunction`: a call sends the arguments to the worker, calls
+  the student's function there and reads back, with a reader that runs no code of the
+  submission, the result, what became of the arguments and what the contract's observers saw
+  (``zg_course/remote.py``). A test's calls go to a fork of the worker that ends with the
+  test (its side effects are dropped, as the test's own are in a fork of the judge). So the
+  tests, their generators, expected values and references, and the comparisons, never enter
+  the sandbox. A test the judge cannot run by value (Lab 6's DDP hook spawned on gloo
+  processes: :class:`zg_course.remote.NeedsWorker`) is run in a fork of the worker as before
+  the judge, and the report lists it (``judged_inside``); ``--inside`` (``judge=False``)
+  grades every test that way, with the protocol below.
 * **the worker**, in the sandbox, which bubblewrap (``bwrap``, Debian's ``bubblewrap``
   package, the sandbox of Flatpak) builds: new mount, PID, network, IPC, UTS and cgroup
   namespaces, with bubblewrap's own init as the PID namespace's first process (when the
@@ -33,7 +45,15 @@ with three processes, each holding less than the one before:
   "tamper: the submission changed the grader's code: <names>", which the report's
   ``failure`` then says.
 
-The protocol on that socket. The worker asks for the next cell; the supervisor sends it. A
+The protocol of the judged run (the default): length-prefixed frames (``zg_course.remote``:
+a JSON header, a pickle). "cell" (the worker runs it and reports its output and the names it
+bound), "fork" / "done" (a fork of the worker answers one cell's calls), a call ("call",
+"observe", "again", "device", "refill", "state", "value"), "test" (a cell handed to the
+worker), "end". Whatever the worker sends is an answer to the judge's request, never a
+verdict: a frame out of turn or unreadable ends the run, and every test without a verdict
+fails.
+
+The protocol of ``--inside``. The worker asks for the next cell; the supervisor sends it. A
 graded cell comes with a fresh random nonce, and its verdict counts only when it comes back
 with that nonce, as the answer to that cell: lines written ahead ("passed" for every cell),
 a wrong nonce, an unknown operation or a message over 1 MiB end the run, and every graded
@@ -76,8 +96,12 @@ of the sandbox with them, and the grader kills the supervisor's process group in
 (:func:`watch_interrupts`: torch's import swallows most of them) and waits while the
 supervisor is being started.
 
-What it cannot stop (the residual risk, stated in ``docs/reliability.md`` too): a test calls
-the student's functions, so while a graded cell runs, student code shares the interpreter
+What it cannot stop (the residual risk, stated in ``docs/reliability.md`` too): the
+contract's observers run in the worker, beside the student's code, and report what the worker
+sends; code that defeats the tamper scan and the integrity check can hide what its function
+did to its inputs or the process (it cannot see a test or change a verdict). The tests handed
+to the worker (``judged_inside``), and every test under ``--inside``, keep the older risk:
+while such a graded cell runs, student code shares the interpreter
 with it and with the harness that reports its verdict. Code that defeats the tamper scan
 (introspection through a module that re-exports ``sys`` or ``gc``, say) can, from inside a
 test, read that cell, take its nonce and forge that cell's verdict, or change what the test
@@ -1326,6 +1350,8 @@ def main(argv=None) -> int:
     parser.add_argument("--json", type=Path, help="write every report here")
     parser.add_argument("--check", action="store_true",
                         help="grade every lab's model solution (or the labs named): full marks")  # fmt: skip
+    parser.add_argument("--inside", action="store_true",
+                        help="run the tests in forks of the worker, as before the judge (to compare)")  # fmt: skip
     parser.add_argument("--no-scan", action="store_true",
                         help="skip the tamper scan (to test the sandbox alone)")  # fmt: skip
     args = parser.parse_args(argv)
@@ -1344,7 +1370,7 @@ def main(argv=None) -> int:
     for sub in args.submissions:
         report = grade(sub, course=args.course, lab=args.lab, timeout=args.timeout,
                        memory_gib=args.memory, processes=args.processes,
-                       run_scan=not args.no_scan)  # fmt: skip
+                       run_scan=not args.no_scan, judge=not args.inside)  # fmt: skip
         malformed += report.get("failure", "").startswith("malformed:")
         unfair += bool(report.get("grader_error"))
         reports.append(report)

@@ -117,8 +117,16 @@ def _payload(reduce) -> bytes:
         pickle.dumps(np.zeros(2, dtype=object)),
         pickle.dumps([1, 2, 3])[:-3],  # truncated
     ],
-    ids=["eval", "getattr", "os.system", "kit function", "torch.load", "torch pickle",
-         "object array", "truncated"],  # fmt: skip
+    ids=[
+        "eval",
+        "getattr",
+        "os.system",
+        "kit function",
+        "torch.load",
+        "torch pickle",
+        "object array",
+        "truncated",
+    ],  # fmt: skip
 )
 def test_a_stream_naming_any_other_callable_is_refused(data):
     with pytest.raises(remote.RemoteError, match="does not read|grader"):
@@ -221,7 +229,9 @@ def worker():
         exec(code, ns)
         return {
             d["name"]: remote.RemoteFunction(d["name"], d["parameters"])
-            for d in remote.describe(ns, [k for k in ns if k not in before and not k.startswith("__")])
+            for d in remote.describe(
+                ns, [k for k in ns if k not in before and not k.startswith("__")]
+            )
             if d["kind"] == "function"
         }
 
@@ -322,7 +332,7 @@ def test_a_callback_the_test_passes_records_in_the_judge(worker):
 LAB3 = "03_sizing_an_envelope"
 SOURCE3 = ROOT / "labs" / "source" / LAB3 / f"{LAB3}.ipynb"
 
-MODEL = '''
+MODEL = """
 def envelope_sizes(counts, quantile, margin, worst, batch_size):
     q = torch.quantile(counts.double(), quantile, dim=0)
     sizes = [min(math.ceil(float(v) * (1 + margin)), int(w)) for v, w in zip(q, worst)]
@@ -331,7 +341,7 @@ def envelope_sizes(counts, quantile, margin, worst, batch_size):
         sizes[i] = max(sizes[i], rows)
         rows = sizes[i]
     return sizes
-'''
+"""
 
 HUNT = r'''
 import gc, linecache, sys
@@ -409,7 +419,7 @@ def test_the_same_hunt_finds_the_tests_when_they_run_in_the_workers_process(tmp_
     assert not report["passed"]["test_envelope_sizes_contract"]
 
 
-FORGE3 = r'''
+FORGE3 = r"""
 import json, os, struct
 
 def _fd():
@@ -425,7 +435,7 @@ def envelope_sizes(counts, quantile, margin, worst, batch_size):
                    {"op": "back"}, {"op": "answer"}, {"op": "ready"}):
         _say(header)
     return [1] * counts.shape[1]
-'''
+"""
 
 
 @needs_sandbox
