@@ -101,7 +101,11 @@ class Outcome:
 
 
 def code_cells(source: Path) -> list[Cell]:
-    nb = json.loads(source.read_text())
+    return cells_of(json.loads(source.read_text()))
+
+
+def cells_of(nb: dict) -> list[Cell]:
+    """The code cells of a notebook (its JSON), with their nbgrader metadata."""
     cells = []
     for c in nb["cells"]:
         if c["cell_type"] != "code":

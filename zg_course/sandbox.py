@@ -337,6 +337,15 @@ def grade(
     except Malformed as exc:
         report["failure"] = f"malformed: {exc}"
         return _totals(report)
+    return grade_cells(cells, theirs, report, timeout=timeout, run_scan=run_scan, memory=memory,
+                       processes=processes, judge=judge)  # fmt: skip
+
+
+def grade_cells(cells, theirs: dict, report: dict, *, timeout: float, run_scan: bool = True,
+                memory: int = int(MEMORY_GIB * (1 << 30)), processes: int = PROCESSES,
+                judge: bool = True) -> dict:  # fmt: skip
+    """Grade a lab's cells (``zg_course.grade.Cell``s, the student's solution cells in place;
+    ``theirs``: {grade_id: the student's code}) into ``report`` (see :func:`grade`)."""
     judged = bool(judge)
     report["judged"] = "outside" if judged else "inside"
     report["points"] = {c.grade_id: c.points for c in cells if c.graded}
@@ -457,6 +466,8 @@ def _run(spec: dict, report: dict, timeout: float) -> None:
             seen["lab_failed"] = seen["lab_failed"] or (gid or f"cell {index}", event["error"])
         if gid in report["passed"] and "passed" in event:
             report["passed"][gid] = bool(event["passed"])
+            if event.get("error"):
+                report.setdefault("errors", {})[gid] = str(event["error"])
             if event.get("inside"):
                 report.setdefault("judged_inside", []).append(gid)
         if gid and event.get("output"):

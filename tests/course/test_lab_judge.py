@@ -444,3 +444,41 @@ def test_a_submission_speaking_on_its_socket_changes_no_verdict(tmp_path):
     report = zg_course.sandbox.grade(_lab3(tmp_path, FORGE3), lab=LAB3, run_scan=False, timeout=600)
     assert not any(report["passed"][g] for g in PART_A)
     assert report["earned"] <= report["total"] - sum(report["points"][g] for g in PART_A)
+
+
+@needs_sandbox
+@pytest.mark.slow
+@pytest.mark.timeout(900)
+def test_nbgrader_autograde_goes_through_the_judge_and_agrees_with_the_sandbox(tmp_path):
+    pytest.importorskip("nbgrader")
+    import zg_course.check
+    from zg_course.nbgrader_judge import JudgedExecute
+
+    api, course, _, gradebook = zg_course.check.nbgrader_workspace(
+        ROOT / "labs", str(tmp_path / "w"), "test"
+    )
+    assert api.config.Autograde.autograde_preprocessors[0] is JudgedExecute
+    assert api.generate_assignment(LAB3, force=True, create=True)["success"]
+    wrong = MODEL.replace("    sizes = [", "    sizes = worst\n    sizes[:] = [")  # worst changed
+    folder = course / "submitted" / "alice" / LAB3
+    folder.mkdir(parents=True)
+    nb = json.loads((course / "release" / LAB3 / f"{LAB3}.ipynb").read_text())
+    for c in nb["cells"]:
+        if c.get("metadata", {}).get("nbgrader", {}).get("grade_id") == "envelope_sizes":
+            c["source"] = "import math\nimport torch\n" + wrong
+    (folder / f"{LAB3}.ipynb").write_text(json.dumps(nb))
+    assert api.autograde(LAB3, "alice", force=True, create=True)["success"]
+    done = json.loads((course / "autograded" / "alice" / LAB3 / f"{LAB3}.ipynb").read_text())
+    errors = {
+        c["metadata"]["nbgrader"]["grade_id"]: [
+            o for o in c["outputs"] if o["output_type"] == "error"
+        ]
+        for c in done["cells"]
+        if c["cell_type"] == "code" and c.get("metadata", {}).get("nbgrader", {}).get("grade")
+    }
+    contract = errors["test_envelope_sizes_contract"]
+    assert contract and "inputs unchanged" in contract[0]["evalue"]
+    with gradebook(f"sqlite:///{course / 'gradebook.db'}") as gb:
+        nbgrader_score = gb.find_submission_notebook(LAB3, LAB3, "alice").score
+    sandboxed = zg_course.sandbox.grade(folder / f"{LAB3}.ipynb", course=course, lab=LAB3)
+    assert nbgrader_score == sandboxed["earned"] < sandboxed["total"]
