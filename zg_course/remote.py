@@ -59,6 +59,24 @@ class NeedsWorker(BaseException):
 # ----------------------------------------------------------------------------- by value, back
 
 
+def _post_hooks(t):
+    return getattr(t, "_post_accumulate_grad_hooks", None) if t.is_leaf else None
+
+
+def _set_hooks(dst: torch.Tensor, want: tuple) -> None:
+    """Make the judge's tensor carry as many hooks as the worker's did (see :func:`_no_change`)."""
+    for hooks, n, register in (
+        (dst._backward_hooks, want[0], dst.register_hook),
+        (_post_hooks(dst), want[1], getattr(dst, "register_post_accumulate_grad_hook", None)),
+    ):
+        have = len(hooks or {})
+        with contextlib.suppress(RuntimeError, TypeError):
+            for _ in range(n - have):
+                register(_no_change)
+        while hooks is not None and len(hooks) > n:
+            hooks.popitem()
+
+
 def _with_grad(t, grad):
     t.grad = grad
     return t
@@ -68,8 +86,14 @@ def _grad_of(t):
     return t.grad if t.is_leaf else None
 
 
+def _no_change(*args):
+    """What stands in the judge for a hook the student's call left on an argument (hooks do not
+    travel): it changes nothing, and the contract counts it."""
+    return None
+
+
 def _tensor(dtype: str, shape, data: bytes, requires_grad: bool, parameter: bool, attrs: dict,
-            grad=None):  # fmt: skip
+            grad=None, hooks=(0, 0)):  # fmt: skip
     dt = getattr(torch, dtype, None)
     if not isinstance(dt, torch.dtype):
         raise pickle.UnpicklingError(f"no torch dtype {dtype!r}")
@@ -91,6 +115,9 @@ def _tensor(dtype: str, shape, data: bytes, requires_grad: bool, parameter: bool
         if not isinstance(grad, torch.Tensor) or grad.shape != t.shape:
             raise pickle.UnpicklingError("a gradient that is not a tensor of its shape")
         t.grad = grad
+    hooks = (min(int(hooks[0]), 1000), min(int(hooks[1]), 1000))
+    if any(hooks):
+        t.__dict__["_zg_hooks"] = hooks  # read by write_back, never left on the judge's tensor
     return t
 
 
@@ -175,6 +202,7 @@ class _Writer(pickle.Pickler):
                 isinstance(obj, torch.nn.Parameter),
                 attrs,
                 _grad_of(obj),
+                (len(obj._backward_hooks or {}), len(_post_hooks(obj) or {})),
             )
         if isinstance(obj, np.ndarray):
             a = np.ascontiguousarray(obj)
@@ -309,7 +337,8 @@ def write_back(dst, src, depth: int = 0) -> None:
                     dst.grad.copy_(grad)
             else:
                 dst.grad = grad.to(dst.device)
-        mine, theirs = getattr(dst, "__dict__", {}), getattr(src, "__dict__", {})
+        mine, theirs = getattr(dst, "__dict__", {}), dict(getattr(src, "__dict__", {}))
+        _set_hooks(dst, theirs.pop("_zg_hooks", (0, 0)))
         for k in set(mine) - set(theirs):
             with contextlib.suppress(AttributeError):
                 delattr(dst, k)
@@ -339,6 +368,8 @@ def write_back(dst, src, depth: int = 0) -> None:
                 write_back(dst[k], v, depth + 1)
             elif v is not UNSENT:
                 dst[k] = v
+            elif k not in dst:  # a function the call added (a module's hook): counted, inert
+                dst[k] = _no_change
         return
     if isinstance(dst, set) and isinstance(src, (set, frozenset)):
         dst.clear()
@@ -612,14 +643,17 @@ def _recording_new(cls, *args, **kwargs):
     return obj
 
 
-def record_mode_arguments() -> None:
-    """In the judge: every torch mode made from now on keeps the arguments it was made with."""
+def record_mode_arguments(on: bool = True) -> None:
+    """In the judge: every torch mode made from now on keeps the arguments it was made with
+    (``on=False`` puts torch's classes back as they were)."""
     from torch.overrides import TorchFunctionMode
     from torch.utils._python_dispatch import TorchDispatchMode
 
     for base in (TorchDispatchMode, TorchFunctionMode):
-        if base.__dict__.get("__new__") is not _recording_new:
+        if on and base.__dict__.get("__new__") is not _recording_new:
             base.__new__ = _recording_new
+        elif not on and base.__dict__.get("__new__") is _recording_new:
+            del base.__new__
 
 
 def _class_ref(cls):
@@ -822,6 +856,8 @@ def serve(namespace: dict, header: dict, blob: bytes) -> tuple[dict, bytes]:
             with around():
                 value = _OPS[op](fn, namespace, **fields)
         data = dumps((value, states))
+        if len(data) > RESULT_LIMIT:
+            raise RemoteError(f"an answer of {len(data)} bytes, over the {RESULT_LIMIT} allowed")
     except Exception as exc:
         return {"op": "answer", "error": f"{type(exc).__name__}: {exc}"}, b""
     return {"op": "answer"}, data

@@ -236,6 +236,7 @@ def worker():
         }
 
     yield ns, define
+    remote.record_mode_arguments(False)
     a.close()
     b.close()
     thread.join(timeout=5)
@@ -482,3 +483,22 @@ def test_nbgrader_autograde_goes_through_the_judge_and_agrees_with_the_sandbox(t
         nbgrader_score = gb.find_submission_notebook(LAB3, LAB3, "alice").score
     sandboxed = zg_course.sandbox.grade(folder / f"{LAB3}.ipynb", course=course, lab=LAB3)
     assert nbgrader_score == sandboxed["earned"] < sandboxed["total"]
+
+
+def test_hooks_a_call_leaves_on_its_arguments_are_counted_in_the_judge(worker):
+    ns, define = worker
+    f = define(
+        "import torch\n"
+        "def f(x, m):\n"
+        "    x.register_hook(lambda g: g)\n"
+        "    m.register_forward_hook(lambda *a: None)\n"
+        "    return x.detach() * 2\n"
+    )["f"]
+    x, m = torch.ones(3, requires_grad=True), torch.nn.Linear(2, 2)
+    f(x, m)
+    assert len(x._backward_hooks) == 1 and len(m._forward_hooks) == 1
+    f(x, m)
+    assert len(x._backward_hooks) == 2 and len(m._forward_hooks) == 2
+    assert not hasattr(x, "_zg_hooks")  # the count is read, never left on the judge's tensor
+    out = m(torch.ones(1, 2))  # the stand-in hooks change nothing
+    assert out.shape == (1, 2)
