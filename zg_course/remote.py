@@ -77,8 +77,10 @@ def _set_hooks(dst: torch.Tensor, want: tuple) -> None:
             hooks.popitem()
 
 
-def _with_grad(t, grad):
+def _with_grad(t, grad, hooks=(0, 0)):
+    """In the worker: the judge's tensor with its gradient and as many (inert) hooks."""
     t.grad = grad
+    _set_hooks(t, hooks)
     return t
 
 
@@ -351,9 +353,9 @@ def write_back(dst, src, depth: int = 0) -> None:
             for i, (a, b) in enumerate(zip(dst, src)):
                 if _same_kind(a, b):
                     write_back(a, b, depth + 1)
-                elif b is not UNSENT:
+                elif b is not UNSENT and not isinstance(b, _Closure):
                     dst[i] = b
-        elif UNSENT not in src:
+        elif not any(v is UNSENT or isinstance(v, _Closure) for v in src):
             dst[:] = src
         return
     if isinstance(dst, tuple) and isinstance(src, tuple) and len(dst) == len(src):
@@ -366,7 +368,7 @@ def write_back(dst, src, depth: int = 0) -> None:
         for k, v in src.items():
             if k in dst and _same_kind(dst[k], v):
                 write_back(dst[k], v, depth + 1)
-            elif v is not UNSENT:
+            elif v is not UNSENT and not isinstance(v, _Closure):
                 dst[k] = v
             elif k not in dst:  # a function the call added (a module's hook): counted, inert
                 dst[k] = _no_change
@@ -390,7 +392,7 @@ def write_back(dst, src, depth: int = 0) -> None:
                 continue
             if _same_kind(now, v):
                 write_back(now, v, depth + 1)
-            elif v is not UNSENT and now is not v:
+            elif v is not UNSENT and not isinstance(v, _Closure) and now is not v:
                 cell.cell_contents = v
         return
     if _plain_object(dst) and isinstance(src, dict):
@@ -546,12 +548,18 @@ def _sender(buf):
 
     class _Sender(cloudpickle.Pickler):
         def reducer_override(self, obj):
-            if isinstance(obj, torch.Tensor) and _grad_of(obj) is not None:
-                if isinstance(obj, torch.nn.Parameter):
-                    base = torch.nn.Parameter(obj.data, obj.requires_grad)
-                else:
-                    base = obj.data.requires_grad_(obj.requires_grad)
-                return _with_grad, (base, obj.grad)
+            if (
+                isinstance(obj, torch.Tensor)
+                and obj.is_leaf
+                and type(obj) in (torch.Tensor, torch.nn.Parameter)
+            ):
+                hooks = (len(obj._backward_hooks or {}), len(_post_hooks(obj) or {}))
+                if obj.grad is not None or any(hooks):
+                    if isinstance(obj, torch.nn.Parameter):
+                        base = torch.nn.Parameter(obj.data, obj.requires_grad)
+                    else:
+                        base = obj.data.requires_grad_(obj.requires_grad)
+                    return _with_grad, (base, obj.grad, hooks)
             return super().reducer_override(obj)
 
         def persistent_id(self, obj):
