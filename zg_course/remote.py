@@ -193,7 +193,9 @@ class _Writer(pickle.Pickler):
             t = obj.detach()
             if t.layout != torch.strided or t.is_quantized or t.device.type == "meta":
                 raise pickle.PicklingError(f"a {t.layout} tensor on {t.device}")
-            data = t.cpu().contiguous().reshape(-1).view(torch.uint8).numpy().tobytes()
+            flat = torch.empty(t.numel(), dtype=t.dtype)  # strides 1, whatever t's were
+            flat.copy_(t.reshape(-1))
+            data = flat.view(torch.uint8).numpy().tobytes()
             attrs = dict(getattr(obj, "__dict__", {}))
             return _rebuild, (
                 "_tensor",

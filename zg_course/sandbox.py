@@ -882,10 +882,7 @@ def _judge(spec: dict, ours, emit, worker, raw) -> None:
     judge's. The worker runs the cells that are not tests, in order, and answers calls."""
     import builtins
     import contextlib
-    import io
-    import linecache
     import threading
-    import traceback
 
     if str(ROOT) not in sys.path:
         sys.path.insert(0, str(ROOT))
@@ -911,7 +908,47 @@ def _judge(spec: dict, ours, emit, worker, raw) -> None:
     remote.connect(channel)
     remote.record_mode_arguments()
     namespace = {"__name__": "__main__", "__builtins__": builtins}
-    failure, where, complete = None, "before its first cell", False
+    complete, failure = judge_cells(cells, channel, namespace, emit)
+    if failure:
+        with contextlib.suppress(Exception):
+            status = _reap()
+            if worker.pid in status:
+                failure += f" ({_status(status[worker.pid])})"
+    with contextlib.suppress(OSError):
+        ours.shutdown(socket.SHUT_RDWR)
+    try:
+        os.kill(worker.pid, signal.SIGKILL)
+    except ProcessLookupError:
+        pass
+    for t in threads:
+        t.join(timeout=2)
+    log = []
+    for name, (have, dropped) in zip(("stdout", "stderr"), kept.values()):
+        if have:
+            text = have.decode(errors="replace")
+            log.append(
+                f"[{name}] {text}" + (f"\n[{dropped} more bytes dropped]" if dropped else "")
+            )
+    emit({"end": True, "complete": complete, "failure": failure, "log": "\n".join(log)[-8000:]})
+    sys.stdout.flush()
+    os._exit(0)
+
+
+def judge_cells(cells: list, channel, namespace: dict, emit, stop=None) -> tuple[bool, str | None]:
+    """Run ``cells`` as the judge, against the worker at the other end of ``channel``: the
+    cells that are not tests in the worker and again in ``namespace``, every test in
+    ``namespace`` only (in a fork, for a hidden one), each solution cell's names bound to
+    :class:`zg_course.remote.RemoteFunction` stand-ins. ``emit`` gets each cell's output and
+    each test's verdict; ``stop(verdict)`` True ends the run there. Returns (complete,
+    failure): failure says where the worker ended or broke the protocol."""
+    import contextlib
+    import io
+    import linecache
+    import traceback
+
+    from zg_course import remote
+
+    where = "before its first cell"
 
     def expect(*ops: str) -> dict:
         header, _ = channel.recv()
@@ -1015,9 +1052,12 @@ def _judge(spec: dict, ours, emit, worker, raw) -> None:
                       "error": None if cell["graded"] else _short(header.get("error"))})  # fmt: skip
             if cell["graded"]:
                 verdict = session(cell)
-                emit({"grade_id": cell["grade_id"], "passed": verdict.get("error") is None,
-                      "output": "", "error": _short(verdict.get("error")),
-                      "inside": bool(verdict.get("inside"))})  # fmt: skip
+                event = {"grade_id": cell["grade_id"], "passed": verdict.get("error") is None,
+                         "output": "", "error": _short(verdict.get("error")),
+                         "inside": bool(verdict.get("inside"))}  # fmt: skip
+                emit(event)
+                if stop is not None and stop(event):
+                    return False, None
                 continue
             if not cell["locked"]:
                 for d in header.get("defined") or []:
@@ -1033,31 +1073,9 @@ def _judge(spec: dict, ours, emit, worker, raw) -> None:
                 continue
             session(cell)
         channel.send({"op": "end"})
-        complete = True
+        return True, None
     except (remote.RemoteError, EOFError, OSError, ValueError) as exc:
-        failure = f"the submission's process ended {where} ({str(exc)[:200]})"
-        with contextlib.suppress(Exception):
-            status = _reap()
-            if worker.pid in status:
-                failure += f" ({_status(status[worker.pid])})"
-    with contextlib.suppress(OSError):
-        ours.shutdown(socket.SHUT_RDWR)
-    try:
-        os.kill(worker.pid, signal.SIGKILL)
-    except ProcessLookupError:
-        pass
-    for t in threads:
-        t.join(timeout=2)
-    log = []
-    for name, (have, dropped) in zip(("stdout", "stderr"), kept.values()):
-        if have:
-            text = have.decode(errors="replace")
-            log.append(
-                f"[{name}] {text}" + (f"\n[{dropped} more bytes dropped]" if dropped else "")
-            )
-    emit({"end": True, "complete": complete, "failure": failure, "log": "\n".join(log)[-8000:]})
-    sys.stdout.flush()
-    os._exit(0)
+        return False, f"the submission's process ended {where} ({str(exc)[:200]})"
 
 
 def _public(cell: dict) -> dict:
@@ -1189,7 +1207,7 @@ def work(fd: int) -> int:
         os.waitpid(pid, 0)
 
 
-def work_judged(fd: int) -> int:
+def work_judged(fd: int, namespace: dict | None = None, intact_from_now: bool = False) -> int:
     """The worker of a judged run: runs the cells it is sent (none is a test), in one namespace,
     and answers the judge's calls of the notebook's functions (:func:`zg_course.remote.serve`);
     "fork" starts a fork that answers the calls of one cell of the judge's, then ends."""
@@ -1199,12 +1217,13 @@ def work_judged(fd: int) -> int:
     import traceback
 
     sock = socket.socket(fileno=fd)
-    namespace = {"__name__": "__main__", "__builtins__": __builtins__}
+    if namespace is None:
+        namespace = {"__name__": "__main__", "__builtins__": __builtins__}
     from zg_course import remote
     from zg_course.integrity import changes, fingerprint
     from zg_course.integrity import message as integrity_message
 
-    state = {"before": None, "tampered": None}
+    state = {"before": fingerprint() if intact_from_now else None, "tampered": None}
 
     def tampered() -> str | None:
         if state["tampered"] is None and state["before"] is not None:

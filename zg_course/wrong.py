@@ -176,6 +176,13 @@ def main(argv=None) -> int:
     )
     ap.add_argument("--nbgrader", action="store_true", help="grade with nbgrader autograde")
     ap.add_argument(
+        "--in-process",
+        action="store_true",
+        help="run the tests in the same process as the solution, as before the judge (by "
+        "default the forked grader's tests run in the judge and the solution in a worker "
+        "process, zg_course.remote, as in the sandbox, without bubblewrap)",
+    )
+    ap.add_argument(
         "--sandbox",
         action="store_true",
         help="grade each in the sandbox (zg_course.sandbox: its tests in the judge, outside the "
@@ -197,7 +204,9 @@ def main(argv=None) -> int:
     else:
         keep = _keep_folder(args.keep) if args.keep else None
         outcomes: dict = {}
-        scores = grade_forked(wrongs, Path(args.course).resolve(), outcomes)
+        scores = grade_forked(
+            wrongs, Path(args.course).resolve(), outcomes, judge=not args.in_process
+        )
         if keep is not None:
             keep_forked(keep, Path(args.course).resolve(), wrongs, outcomes)
     return report(wrongs, scores, args.max_share, time.time() - start)
@@ -297,13 +306,13 @@ def scores_of(wrongs: list[dict], outcomes: dict) -> dict[str, tuple[float, floa
 
 
 def grade_forked(
-    wrongs: list[dict], course: Path, outcomes: dict | None = None
+    wrongs: list[dict], course: Path, outcomes: dict | None = None, judge: bool = True
 ) -> dict[str, tuple[float, float]]:
     """{name: (earned, total)} of each wrong solution's part, graded in forks (zg_course.grade);
     ``outcomes``, a dict, gets each one's full outcome."""
     scores = {}
     for lab_name in sorted({w["lab"] for w in wrongs}):
-        lab = Lab(course / "source" / lab_name / f"{lab_name}.ipynb")
+        lab = Lab(course / "source" / lab_name / f"{lab_name}.ipynb", judge=judge)
         mine = [w for w in wrongs if w["lab"] == lab_name]
         t = time.time()
         graded = lab.grade(variants(lab, mine))

@@ -55,6 +55,8 @@ def tensors(draw):
     dtype = draw(st.sampled_from(DTYPES))
     shape = draw(st.lists(st.integers(0, 4), max_size=3))
     t = (torch.rand(shape, dtype=torch.float64) * 100 - 50).to(dtype)
+    if draw(st.booleans()) and t.dim():  # strided views: a step, a size-1 dimension's stride
+        t = torch.stack([t, t, t], dim=-1)[..., 1] if draw(st.booleans()) else t.t()
     if dtype.is_floating_point and draw(st.booleans()):
         t.requires_grad_(True)
     return t
