@@ -74,6 +74,11 @@ def main(argv=None) -> int:
     )
     ap.add_argument("--timeout", type=float, default=300.0)
     ap.add_argument(
+        "--in-process",
+        action="store_true",
+        help="run the tests in the solution's process, as before the judge",
+    )
+    ap.add_argument(
         "--sandbox",
         action="store_true",
         help="grade each in the sandbox (zg_course.sandbox: its tests in the judge, outside it)",
@@ -94,7 +99,7 @@ def main(argv=None) -> int:
         failures += in_sandbox(course, rights, args.timeout)
         return report(len(rights), failures, time.time() - start)
     for lab_name in sorted({r["lab"] for r in rights}):
-        lab = Lab(lab_source(course, lab_name), timeout=args.timeout)
+        lab = Lab(lab_source(course, lab_name), timeout=args.timeout, judge=not args.in_process)
         lines, failed = judge(lab, rights, lab.grade(variants(lab, rights)))
         print("\n".join(lines), flush=True)
         failures += failed
