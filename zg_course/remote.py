@@ -35,14 +35,13 @@ import functools
 import io
 import itertools
 import pickle
-import struct
 import types
 from collections.abc import Mapping
 
 import numpy as np
 import torch
 
-RESULT_LIMIT = 256 << 20  # bytes of one answer of the worker the judge reads
+from zg_course.sandbox import RESULT_LIMIT  # bytes of one answer of the worker the judge reads
 
 
 class RemoteError(AssertionError):
@@ -475,8 +474,6 @@ def _state(obj, depth: int = 0):
 
 # ----------------------------------------------------------------------------- the judge's half
 
-_FRAME = struct.Struct("!II")
-
 
 class Channel:
     """The judge's end of the socket to the worker: one request, one answer, in order."""
@@ -497,33 +494,18 @@ class Channel:
 
 
 def send_frame(sock, header: dict, blob: bytes = b"") -> None:
-    import json
+    from zg_course.sandbox import send_frame as send
 
-    head = json.dumps(header).encode()
-    sock.sendall(_FRAME.pack(len(head), len(blob)) + head + blob)
-
-
-def _exactly(sock, n: int) -> bytes:
-    chunks, got = [], 0
-    while got < n:
-        chunk = sock.recv(min(n - got, 1 << 20))
-        if not chunk:
-            raise EOFError("the other process closed the socket")
-        chunks.append(chunk)
-        got += len(chunk)
-    return b"".join(chunks)
+    send(sock, header, blob)
 
 
 def recv_frame(sock, limit: int) -> tuple[dict, bytes]:
-    import json
+    from zg_course.sandbox import recv_frame as recv
 
-    n_head, n_blob = _FRAME.unpack(_exactly(sock, _FRAME.size))
-    if n_head > (1 << 20) or n_blob > limit:
-        raise RemoteError(f"a message of {n_head} + {n_blob} bytes, over the limit")
-    header = json.loads(_exactly(sock, n_head))
-    if not isinstance(header, dict):
-        raise RemoteError("a message that is not an object")
-    return header, _exactly(sock, n_blob)
+    try:
+        return recv(sock, limit)
+    except ValueError as exc:
+        raise RemoteError(str(exc)) from None
 
 
 _CHANNEL: list[Channel] = []  # the judge's channel to the worker (one per judge process)

@@ -142,6 +142,7 @@ NOBODY = 65534
 OUTPUT_LIMIT = 4000  # characters of each cell's output kept in the report
 RAW_LIMIT = 16_000  # bytes of the worker's raw stdout and of its stderr kept
 MESSAGE_LIMIT = 1 << 20  # bytes of one message from the worker
+RESULT_LIMIT = 256 << 20  # bytes of one frame of the judged protocol (zg_course.remote)
 MEMORY_GIB = 8.0  # address space of each process in the sandbox
 PROCESSES = 512  # processes and threads of the sandbox's uid
 PROCESSES_MIN = 32  # every lab's model solution earns full marks with this many (--check)
@@ -165,6 +166,41 @@ def _prctl(option: int, arg: int) -> None:
     libc = ctypes.CDLL(None, use_errno=True)
     if libc.prctl(option, arg, 0, 0, 0) != 0:
         raise OSError(ctypes.get_errno(), f"prctl({option}, {arg})")
+
+
+_FRAME_SIZES = "!II"  # a frame: its header's and its blob's lengths, then both
+
+
+def send_frame(sock, header: dict, blob: bytes = b"") -> None:
+    """One frame of the judged protocol: a JSON header and a blob (``zg_course.remote``)."""
+    import struct
+
+    head = json.dumps(header).encode()
+    sock.sendall(struct.pack(_FRAME_SIZES, len(head), len(blob)) + head + blob)
+
+
+def _exactly(sock, n: int) -> bytes:
+    chunks, got = [], 0
+    while got < n:
+        chunk = sock.recv(min(n - got, 1 << 20))
+        if not chunk:
+            raise EOFError("the other process closed the socket")
+        chunks.append(chunk)
+        got += len(chunk)
+    return b"".join(chunks)
+
+
+def recv_frame(sock, limit: int) -> tuple[dict, bytes]:
+    """One frame; ValueError for one over ``limit`` or whose header is not a JSON object."""
+    import struct
+
+    n_head, n_blob = struct.unpack(_FRAME_SIZES, _exactly(sock, struct.calcsize(_FRAME_SIZES)))
+    if n_head > (1 << 20) or n_blob > limit:
+        raise ValueError(f"a message of {n_head} + {n_blob} bytes, over the limit")
+    header = json.loads(_exactly(sock, n_head))
+    if not isinstance(header, dict):
+        raise ValueError("a message that is not an object")
+    return header, _exactly(sock, n_blob)
 
 
 class Malformed(Exception):
@@ -993,8 +1029,11 @@ def judge_cells(cells: list, channel, namespace: dict, emit, stop=None) -> tuple
                 inside = True
                 error = channel.request({"op": "test", "cell": _public(cell)})[0].get("error")
             channel.send({"op": "done"})
-            if expect("closed", "back")["op"] == "closed":
+            closed = expect("closed", "back")
+            if closed["op"] == "closed":
                 expect("back")
+                if closed.get("tampered"):
+                    error = str(closed["tampered"])
             return {"error": error, "inside": inside}
         r, w = os.pipe()
         torch = sys.modules.get("torch")
@@ -1041,9 +1080,14 @@ def judge_cells(cells: list, channel, namespace: dict, emit, stop=None) -> tuple
             expect("back")
         return verdict
 
+    first_theirs = min([c["index"] for c in cells if not c["locked"]], default=math.inf)
     try:
         for cell in cells:
-            where = f"in cell {cell['grade_id'] or cell['index']}"
+            where = (
+                f"in cell {cell['grade_id'] or cell['index']}"
+                if cell["index"] >= first_theirs
+                else "before its first cell"  # the lab's own cells: not the submission's doing
+            )
             if not cell["hidden"]:  # the worker runs it too (a visible test: not its verdict)
                 channel.send({"op": "cell", "cell": _public(cell)})
                 header = expect("output")
@@ -1219,7 +1263,6 @@ def work_judged(fd: int, namespace: dict | None = None, intact_from_now: bool = 
     sock = socket.socket(fileno=fd)
     if namespace is None:
         namespace = {"__name__": "__main__", "__builtins__": __builtins__}
-    from zg_course import remote
     from zg_course.integrity import changes, fingerprint
     from zg_course.integrity import message as integrity_message
 
@@ -1234,8 +1277,8 @@ def work_judged(fd: int, namespace: dict | None = None, intact_from_now: bool = 
 
     def recv() -> tuple[dict, bytes]:
         try:
-            return remote.recv_frame(sock, remote.RESULT_LIMIT)
-        except (EOFError, OSError, ValueError, remote.RemoteError):
+            return recv_frame(sock, RESULT_LIMIT)
+        except (EOFError, OSError, ValueError):
             os._exit(3)  # the judge is gone
 
     def run(cell: dict) -> None:
@@ -1243,6 +1286,8 @@ def work_judged(fd: int, namespace: dict | None = None, intact_from_now: bool = 
         filename = f"<lab-cell {cell['grade_id'] or cell['index']}>"
         linecache.cache[filename] = (len(code), None, code.splitlines(keepends=True), filename)
         buf, error = io.StringIO(), None
+        if cell.get("locked", True):
+            tampered()  # what the cells before did to the grader's code, kept from here on
         ids = {k: id(v) for k, v in namespace.items()}
         with contextlib.redirect_stdout(buf), contextlib.redirect_stderr(buf):
             try:
@@ -1253,10 +1298,15 @@ def work_judged(fd: int, namespace: dict | None = None, intact_from_now: bool = 
         if not cell.get("locked", True):
             bound = [k for k, v in namespace.items()
                      if not k.startswith("__") and ids.get(k) != id(v)]  # fmt: skip
-            defined = remote.describe(namespace, bound)
-        elif state["tampered"] is None:
+            try:
+                from zg_course import remote
+
+                defined = remote.describe(namespace, bound)
+            except Exception as exc:
+                error = error or f"{type(exc).__name__}: {exc}"
+        elif not cell.get("graded") and state["tampered"] is None:
             state["before"] = fingerprint()  # the locked cell's own changes are the lab's
-        remote.send_frame(sock, {"op": "output", "index": cell["index"],
+        send_frame(sock, {"op": "output", "index": cell["index"],
                                  "output": buf.getvalue()[-OUTPUT_LIMIT:], "error": error,
                                  "defined": defined})  # fmt: skip
 
@@ -1275,8 +1325,10 @@ def work_judged(fd: int, namespace: dict | None = None, intact_from_now: bool = 
         return tampered()
 
     def answer(header: dict, blob: bytes) -> None:
+        from zg_course import remote
+
         out_header, out_blob = remote.serve(namespace, header, blob)
-        remote.send_frame(sock, out_header, out_blob)
+        send_frame(sock, out_header, out_blob)
 
     while True:
         header, blob = recv()
@@ -1286,6 +1338,7 @@ def work_judged(fd: int, namespace: dict | None = None, intact_from_now: bool = 
         if op == "cell":
             run(header["cell"])
         elif op == "fork":
+            tampered()  # kept in this process too: every fork after it reports it
             torch = sys.modules.get("torch")
             if torch is not None:
                 torch.set_num_threads(1)  # GNU OpenMP's pool does not survive fork
@@ -1294,28 +1347,26 @@ def work_judged(fd: int, namespace: dict | None = None, intact_from_now: bool = 
             try:
                 pid = os.fork()
             except OSError:  # at the process limit: the cell fails, the run goes on
-                remote.send_frame(sock, {"op": "back"})
+                send_frame(sock, {"op": "back"})
                 continue
             if pid == 0:
                 try:
                     sys.settrace(None)
                     sys.setprofile(None)
-                    remote.send_frame(sock, {"op": "ready"})
+                    send_frame(sock, {"op": "ready"})
                     while True:
                         header, blob = recv()
                         if header.get("op") == "done":
-                            remote.send_frame(sock, {"op": "closed", "tampered": tampered()})
+                            send_frame(sock, {"op": "closed", "tampered": tampered()})
                             break
                         if header.get("op") == "test":  # a test the judge could not run
-                            remote.send_frame(
-                                sock, {"op": "verdict", "error": test(header["cell"])}
-                            )
+                            send_frame(sock, {"op": "verdict", "error": test(header["cell"])})
                             continue
                         answer(header, blob)
                 finally:
                     os._exit(0)
             os.waitpid(pid, 0)
-            remote.send_frame(sock, {"op": "back"})
+            send_frame(sock, {"op": "back"})
         elif op == "done":
             continue  # a fork's, which ended before it
         else:
