@@ -111,7 +111,8 @@ def _tensor(dtype: str, shape, data: bytes, requires_grad: bool, parameter: bool
     elif requires_grad:
         t.requires_grad_(True)
     for k, v in attrs.items():
-        setattr(t, str(k), v)
+        if not str(k).startswith("__"):
+            setattr(t, str(k), v)
     if grad is not None:
         if not isinstance(grad, torch.Tensor) or grad.shape != t.shape:
             raise pickle.UnpicklingError("a gradient that is not a tensor of its shape")
@@ -163,24 +164,45 @@ _REBUILDERS = {
     "_closure": lambda cells, names: _Closure(list(cells), dict(names)),
     "_object": lambda module, qualname, attrs: _object(module, qualname, attrs),
 }
+
+
+def _of_data(kind, allowed: tuple, most: int = 1, rest: tuple = (int, type(None))):
+    """``kind`` called only on values the stream itself holds (a list it built, a string): never
+    on a number or a range it would expand (``bytes(10**12)``, ``list(range(10**12))``), so what
+    the judge allocates is bounded by what it read. At most ``most`` arguments: the first of
+    ``allowed`` types, the others of ``rest``."""
+
+    def make(*args):
+        if (
+            len(args) > most
+            or not all(isinstance(a, allowed) for a in args[:1])
+            or not all(isinstance(a, rest) for a in args[1:])
+        ):
+            raise pickle.UnpicklingError(f"{kind.__name__} of {[type(a).__name__ for a in args]}")
+        return kind(*args)
+
+    return make
+
+
 _SAFE = {
-    ("builtins", "set"): set,
-    ("builtins", "frozenset"): frozenset,
-    ("builtins", "complex"): complex,
-    ("builtins", "slice"): slice,
-    ("builtins", "range"): range,
-    ("builtins", "bytearray"): bytearray,
-    ("builtins", "int"): int,
-    ("builtins", "float"): float,
-    ("builtins", "list"): list,
-    ("builtins", "dict"): dict,
-    ("builtins", "str"): str,
-    ("builtins", "bytes"): bytes,
-    ("builtins", "tuple"): tuple,
-    ("collections", "OrderedDict"): collections.OrderedDict,
-    ("collections", "defaultdict"): collections.defaultdict,
-    ("collections", "Counter"): collections.Counter,
-    ("collections", "deque"): collections.deque,
+    ("builtins", "set"): _of_data(set, (list, tuple)),
+    ("builtins", "frozenset"): _of_data(frozenset, (list, tuple)),
+    ("builtins", "complex"): _of_data(complex, (float, int), 2, (float, int)),
+    ("builtins", "slice"): _of_data(slice, (int, type(None)), 3),
+    ("builtins", "bytearray"): _of_data(bytearray, (bytes,)),
+    ("builtins", "int"): _of_data(int, (int,)),
+    ("builtins", "float"): _of_data(float, (float,)),
+    ("builtins", "list"): _of_data(list, (list, tuple)),
+    ("builtins", "dict"): _of_data(dict, (dict, list)),
+    ("builtins", "str"): _of_data(str, (str,)),
+    ("builtins", "bytes"): _of_data(bytes, (bytes,)),
+    ("builtins", "tuple"): _of_data(tuple, (tuple, list)),
+    ("collections", "OrderedDict"): _of_data(collections.OrderedDict, (dict, list)),
+    ("collections", "Counter"): _of_data(collections.Counter, (dict,)),
+    ("collections", "deque"): _of_data(collections.deque, (list, tuple), 2),
+    ("collections", "defaultdict"): lambda factory=None: collections.defaultdict(
+        factory if factory in (None, list, dict, set, int, float, str) else None
+    ),
 }
 
 
@@ -261,7 +283,7 @@ def _object(module: str, qualname: str, attrs: dict):
     if issubclass(cls, (torch.Tensor, torch.nn.Module, BaseException)):
         raise pickle.UnpicklingError(f"{module}.{qualname} is not a class the judge reads")
     obj = object.__new__(cls)
-    obj.__dict__.update({str(k): v for k, v in attrs.items()})
+    obj.__dict__.update({str(k): v for k, v in attrs.items() if not str(k).startswith("__")})
     return obj
 
 

@@ -938,6 +938,10 @@ def _judge(spec: dict, ours, emit, worker, raw) -> None:
     for t in threads:
         t.start()
     ours.setblocking(True)
+    import resource
+
+    # the judge reads what the worker sends: bounded as a worker's process is (--memory)
+    resource.setrlimit(resource.RLIMIT_AS, (spec["memory"], spec["memory"]))
     from zg_course import remote
 
     channel = remote.Channel(ours)

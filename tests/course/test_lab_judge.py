@@ -56,7 +56,7 @@ def tensors(draw):
     shape = draw(st.lists(st.integers(0, 4), max_size=3))
     t = (torch.rand(shape, dtype=torch.float64) * 100 - 50).to(dtype)
     if draw(st.booleans()) and t.dim():  # strided views: a step, a size-1 dimension's stride
-        t = torch.stack([t, t, t], dim=-1)[..., 1] if draw(st.booleans()) else t.t()
+        t = torch.stack([t, t, t], dim=-1)[..., 1] if draw(st.booleans()) else t.transpose(0, -1)
     if dtype.is_floating_point and draw(st.booleans()):
         t.requires_grad_(True)
     return t
@@ -118,6 +118,10 @@ def _payload(reduce) -> bytes:
         pickle.dumps(torch.zeros(2)),  # torch's own pickle: torch.load inside it
         pickle.dumps(np.zeros(2, dtype=object)),
         pickle.dumps([1, 2, 3])[:-3],  # truncated
+        _payload((bytes, (10**12,))),  # what the judge allocates is bounded by the stream
+        _payload((bytearray, (10**12,))),
+        _payload((list, (range(10**12),))),
+        _payload((tuple, (range(10**12),))),
     ],
     ids=[
         "eval",
@@ -128,6 +132,10 @@ def _payload(reduce) -> bytes:
         "torch pickle",
         "object array",
         "truncated",
+        "bytes(N)",
+        "bytearray(N)",
+        "list(range)",
+        "tuple(range)",
     ],  # fmt: skip
 )
 def test_a_stream_naming_any_other_callable_is_refused(data):
