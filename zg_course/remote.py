@@ -93,19 +93,34 @@ def _no_change(*args):
     return None
 
 
+def _span(shape, stride) -> int:
+    """Elements of storage a tensor of ``shape`` and ``stride`` (from its offset) reaches."""
+    if any(s == 0 for s in shape):
+        return 0
+    return 1 + sum((s - 1) * st for s, st in zip(shape, stride))
+
+
 def _tensor(dtype: str, shape, data: bytes, requires_grad: bool, parameter: bool, attrs: dict,
-            grad=None, hooks=(0, 0)):  # fmt: skip
+            grad=None, hooks=(0, 0), stride=None):  # fmt: skip
     dt = getattr(torch, dtype, None)
     if not isinstance(dt, torch.dtype):
         raise pickle.UnpicklingError(f"no torch dtype {dtype!r}")
     shape = tuple(int(s) for s in shape)
-    n = 1
-    for s in shape:
-        n *= s
+    if any(s < 0 for s in shape):
+        raise pickle.UnpicklingError("a tensor of negative size")
+    if stride is None:  # contiguous
+        stride, step = [], 1
+        for s in reversed(shape):
+            stride.insert(0, step)
+            step *= max(s, 1)
+    stride = tuple(int(s) for s in stride)
+    if len(stride) != len(shape) or any(s < 0 for s in stride):
+        raise pickle.UnpicklingError("a tensor whose strides do not match its shape")
+    n = _span(shape, stride)
     if len(data) != n * torch.empty((), dtype=dt).element_size():
         raise pickle.UnpicklingError("a tensor whose bytes do not match its shape")
-    t = torch.frombuffer(bytearray(data), dtype=dt) if n else torch.empty(0, dtype=dt)
-    t = t.reshape(shape).clone()
+    base = torch.frombuffer(bytearray(data), dtype=dt) if n else torch.empty(0, dtype=dt)
+    t = base.as_strided(shape, stride)  # the worker's strides: a view stays a view
     if parameter:
         t = torch.nn.Parameter(t, requires_grad=requires_grad)
     elif requires_grad:
@@ -214,8 +229,12 @@ class _Writer(pickle.Pickler):
             t = obj.detach()
             if t.layout != torch.strided or t.is_quantized or t.device.type == "meta":
                 raise pickle.PicklingError(f"a {t.layout} tensor on {t.device}")
-            flat = torch.empty(t.numel(), dtype=t.dtype)  # strides 1, whatever t's were
-            flat.copy_(t.reshape(-1))
+            shape, stride = list(t.shape), list(t.stride())
+            if any(s < 0 for s in stride):  # not a layout this reads back: made contiguous
+                t, stride = t.contiguous(), list(t.contiguous().stride())
+            span = _span(shape, stride)
+            flat = torch.empty(span, dtype=t.dtype)  # the storage the view reaches, in order
+            flat.copy_(t.as_strided((span,), (1,)) if span else flat)
             data = flat.view(torch.uint8).numpy().tobytes()
             attrs = dict(getattr(obj, "__dict__", {}))
             return _rebuild, (
@@ -228,6 +247,7 @@ class _Writer(pickle.Pickler):
                 attrs,
                 _grad_of(obj),
                 (len(obj._backward_hooks or {}), len(_post_hooks(obj) or {})),
+                stride,
             )
         if isinstance(obj, np.ndarray):
             a = np.ascontiguousarray(obj)

@@ -83,7 +83,8 @@ values = st.recursive(
 def _same(a, b) -> bool:
     if isinstance(a, torch.Tensor):
         return (isinstance(b, torch.Tensor) and a.dtype == b.dtype and a.shape == b.shape
-                and a.requires_grad == b.requires_grad and torch.equal(a.detach(), b.detach()))  # fmt: skip
+                and a.requires_grad == b.requires_grad and torch.equal(a.detach(), b.detach())
+                and (a.numel() == 0 or a.stride() == b.stride()))  # the layout too  # fmt: skip
     if isinstance(a, np.ndarray):
         return isinstance(b, np.ndarray) and a.dtype == b.dtype and np.array_equal(a, b)
     if isinstance(a, (list, tuple)):
