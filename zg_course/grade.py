@@ -435,12 +435,16 @@ class Lab:
                 and (judged is None or event["grade_id"] in judged)
             )
 
-        complete, failure = sandbox.judge_cells(cells, remote._CHANNEL[0], namespace, emit, stop)
+        complete, failure = sandbox.judge_cells(
+            cells, remote._CHANNEL[0], namespace, emit, stop, fork_worker=False
+        )  # the variant's process keeps what the tests' calls did, as before the judge
         with contextlib.suppress(ProcessLookupError):
             os.kill(pid, signal.SIGKILL)
         for f in failures:
             if f.split(": ", 1)[1].startswith("tamper: "):
                 return passed, f.split(": ", 1)[1]
+        if failure:  # the worker ended, or broke the protocol
+            failure = f"the variant's process ended before it reported: {failure}"
         return passed, (failures[0] if failures else failure or "")
 
     def _fork_all(self, variants: list[Variant], namespace: dict, progress) -> list[Outcome]:

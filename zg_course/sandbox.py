@@ -510,6 +510,8 @@ def _run(spec: dict, report: dict, timeout: float) -> None:
             report["outputs"][gid] = event["output"]
         if event.get("error") and "failure" not in report:
             report["failure"] = f"{gid}: {event['error']}"
+        if "could not fork" in str(event.get("error")) and seen["uid"] is not None:
+            seen.setdefault("threads", _threads_of(seen["uid"]))  # how full the sandbox is
         if str(event.get("error") or "").startswith("tamper: ") and not seen["tampered"]:
             seen["tampered"] = True  # the grader's code changed: that is the failure to report
             report["failure"] = event["error"]
@@ -606,6 +608,11 @@ def _run(spec: dict, report: dict, timeout: float) -> None:
         report["failure"] = end.get("failure") or "the submission's run ended early"
         if report["log"] and "before its first cell" in report["failure"]:
             report["failure"] += "; its last output: " + report["log"][-400:].strip()
+    if not report["timed_out"] and seen.get("threads", 0) >= spec["processes"]:
+        report["failure"] = (report.get("failure") or "") + (  # a test could not fork: full
+            f"; the sandbox was at its process limit then ({seen['threads']} processes and"
+            f" threads, --processes {spec['processes']})"
+        )
     started = end is not None and "before its first cell" not in str(end.get("failure"))
     if seen["lab_failed"] or (end is not None and not started):
         where, why = seen["lab_failed"] or ("the worker's start", report["failure"])
@@ -940,8 +947,10 @@ def _judge(spec: dict, ours, emit, worker, raw) -> None:
     ours.setblocking(True)
     import resource
 
-    # the judge reads what the worker sends: bounded as a worker's process is (--memory)
-    resource.setrlimit(resource.RLIMIT_AS, (spec["memory"], spec["memory"]))
+    # the judge reads what the worker sends: bounded as a worker's process is by default
+    # (--memory lower than that is the worker's alone: the judge must still report)
+    limit = max(spec["memory"], int(MEMORY_GIB * (1 << 30)))
+    resource.setrlimit(resource.RLIMIT_AS, (limit, limit))
     from zg_course import remote
 
     channel = remote.Channel(ours)
@@ -974,13 +983,17 @@ def _judge(spec: dict, ours, emit, worker, raw) -> None:
     os._exit(0)
 
 
-def judge_cells(cells: list, channel, namespace: dict, emit, stop=None) -> tuple[bool, str | None]:
+def judge_cells(
+    cells: list, channel, namespace: dict, emit, stop=None, fork_worker: bool = True
+) -> tuple[bool, str | None]:
     """Run ``cells`` as the judge, against the worker at the other end of ``channel``: the
     cells that are not tests in the worker and again in ``namespace``, every test in
     ``namespace`` only (in a fork, for a hidden one), each solution cell's names bound to
     :class:`zg_course.remote.RemoteFunction` stand-ins. ``emit`` gets each cell's output and
     each test's verdict; ``stop(verdict)`` True ends the run there. Returns (complete,
-    failure): failure says where the worker ended or broke the protocol."""
+    failure): failure says where the worker ended or broke the protocol. ``fork_worker``: each
+    cell of the judge's calls a fork of the worker (its side effects there end with the cell),
+    else the worker itself (as a kernel keeps them: the forked graders)."""
     import contextlib
     import io
     import linecache
@@ -1019,26 +1032,46 @@ def judge_cells(cells: list, channel, namespace: dict, emit, stop=None) -> tuple
                 return traceback.format_exception_only(type(exc), exc)[-1].strip()
         return None
 
+    def opened() -> str | None:
+        """The worker's side of one cell of the judge's: a fork of it, or itself."""
+        if fork_worker:
+            channel.send({"op": "fork"})
+            header = expect("ready", "back")
+            if header["op"] == "back":
+                why = str(header.get("error") or "")[:200]
+                return f"the submission's process could not fork for the test ({why})"
+        return None
+
+    def closed() -> tuple[str | None, bool]:
+        """(what the integrity check found, whether the worker's fork ended before)."""
+        if not fork_worker:
+            channel.send({"op": "check"})
+            return expect("closed").get("tampered"), False
+        channel.send({"op": "done"})
+        header = expect("closed", "back")
+        return header.get("tampered"), header["op"] == "back"
+
+    def in_worker(cell: dict) -> str | None:  # a test the judge cannot run by value
+        return channel.request({"op": "test", "cell": _public(cell)})[0].get("error")
+
     def session(cell: dict) -> dict:
-        """A cell of the judge's against a fork of the worker (its side effects there end with
-        it): {"error": ..., "output": ...}; the judge itself forks for a test."""
-        channel.send({"op": "fork"})
-        if expect("ready", "back")["op"] == "back":
-            return {"error": "the submission's process could not fork for the test"}
+        """A cell of the judge's, its calls answered by the worker (a fork of it, with
+        ``fork_worker``): {"error": ..., "inside": ...}; the judge itself forks for a hidden
+        test, whose side effects end with it."""
+        error = opened()
+        if error:
+            return {"error": error}
         if not cell["hidden"]:  # a locked cell or a visible test: what it binds, later cells use
             inside = False
             try:
                 error = here(cell, False)
-            except remote.NeedsWorker:  # the cell runs in the worker's fork instead
+            except remote.NeedsWorker:  # the cell runs in the worker instead
                 inside = True
-                error = channel.request({"op": "test", "cell": _public(cell)})[0].get("error")
-            channel.send({"op": "done"})
-            closed = expect("closed", "back")
-            if closed["op"] == "closed":
+                error = in_worker(cell)
+            tampered, back = closed()
+            if fork_worker and not back:
                 expect("back")
-                if closed.get("tampered"):
-                    error = str(closed["tampered"])
-            return {"error": error, "inside": inside}
+            return {"error": tampered or error, "inside": inside}
         r, w = os.pipe()
         torch = sys.modules.get("torch")
         if torch is not None:
@@ -1050,19 +1083,16 @@ def judge_cells(cells: list, channel, namespace: dict, emit, stop=None) -> tuple
             try:
                 try:
                     verdict["error"] = here(cell, True)
-                except remote.NeedsWorker:  # the cell runs in the worker's fork instead
+                except remote.NeedsWorker:  # the cell runs in the worker instead
                     verdict["inside"] = True
-                    header, _ = channel.request({"op": "test", "cell": _public(cell)})
-                    verdict["error"] = header.get("error")
-                channel.send({"op": "done"})
-                header = expect("closed", "back")
-                if header["op"] == "back":
-                    verdict["back"] = True
+                    verdict["error"] = in_worker(cell)
+                tampered, verdict["back"] = closed()
+                if verdict["back"]:
                     verdict["error"] = (
                         verdict["error"] or "the submission's process ended during the test"
                     )
-                elif header.get("tampered"):
-                    verdict["error"] = str(header["tampered"])
+                elif tampered:
+                    verdict["error"] = str(tampered)
             except BaseException as exc:
                 verdict["error"] = verdict["error"] or f"{type(exc).__name__}: {exc}"[:2000]
             os.write(w, json.dumps(verdict).encode())
@@ -1080,7 +1110,7 @@ def judge_cells(cells: list, channel, namespace: dict, emit, stop=None) -> tuple
             verdict = json.loads(data)
         except ValueError:
             verdict = {"error": "the judge's test process ended without a verdict", "back": False}
-        if not verdict.get("back"):
+        if fork_worker and not verdict.get("back"):
             expect("back")
         return verdict
 
@@ -1111,7 +1141,9 @@ def judge_cells(cells: list, channel, namespace: dict, emit, stop=None) -> tuple
                 for d in header.get("defined") or []:
                     name = str(d.get("name"))
                     if d.get("kind") == "function":
-                        namespace[name] = remote.RemoteFunction(name, d.get("parameters") or [])
+                        namespace[name] = remote.RemoteFunction(
+                            name, d.get("parameters") or [], d.get("source")
+                        )
                     elif d.get("kind") == "module":  # one the judge has imported already
                         if str(d.get("module")) in sys.modules:
                             namespace[name] = sys.modules[str(d["module"])]
@@ -1350,8 +1382,8 @@ def work_judged(fd: int, namespace: dict | None = None, intact_from_now: bool = 
             sys.stderr.flush()
             try:
                 pid = os.fork()
-            except OSError:  # at the process limit: the cell fails, the run goes on
-                send_frame(sock, {"op": "back"})
+            except OSError as exc:  # at the process limit: the cell fails, the run goes on
+                send_frame(sock, {"op": "back", "error": f"{type(exc).__name__}: {exc}"})
                 continue
             if pid == 0:
                 try:
@@ -1373,6 +1405,10 @@ def work_judged(fd: int, namespace: dict | None = None, intact_from_now: bool = 
             send_frame(sock, {"op": "back"})
         elif op == "done":
             continue  # a fork's, which ended before it
+        elif op == "check":  # the end of a cell of the judge's, answered here
+            send_frame(sock, {"op": "closed", "tampered": tampered()})
+        elif op == "test":  # a test the judge could not run, here
+            send_frame(sock, {"op": "verdict", "error": test(header["cell"])})
         else:
             answer(header, blob)
 
