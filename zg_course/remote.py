@@ -677,17 +677,19 @@ def _recording_new(cls, *args, **kwargs):
     return obj
 
 
+def _plain_new(cls, *args, **kwargs):
+    return object.__new__(cls)
+
+
 def record_mode_arguments(on: bool = True) -> None:
     """In the judge: every torch mode made from now on keeps the arguments it was made with
-    (``on=False`` puts torch's classes back as they were)."""
+    (``on=False``: no longer; a ``__new__`` that takes them stays, because CPython cannot give
+    the classes back the slot they had once one was set)."""
     from torch.overrides import TorchFunctionMode
     from torch.utils._python_dispatch import TorchDispatchMode
 
     for base in (TorchDispatchMode, TorchFunctionMode):
-        if on and base.__dict__.get("__new__") is not _recording_new:
-            base.__new__ = _recording_new
-        elif not on and base.__dict__.get("__new__") is _recording_new:
-            del base.__new__
+        base.__new__ = _recording_new if on else _plain_new
 
 
 def _class_ref(cls):
