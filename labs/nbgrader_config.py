@@ -62,3 +62,30 @@ c.GenerateFeedback.preprocessors = [
     ErrorMessageOnly,
     CSSHTMLHeaderPreprocessor,
 ]
+
+# Autograde through the judge (zg_course/nbgrader_judge.py): nbgrader's Execute would run the
+# hidden tests in the student's kernel; JudgedExecute grades the merged notebook in the sandbox,
+# every test in the judge outside it, and writes the outputs and failures into the cells for
+# nbgrader's own grading steps. ZG_NBGRADER_JUDGE=0 keeps nbgrader's Execute (where bubblewrap
+# is missing: the tests then share the student's kernel).
+from nbconvert.preprocessors import ClearMetadataPreprocessor  # noqa: E402
+from nbgrader.preprocessors import (  # noqa: E402
+    AssignLatePenalties,
+    CheckCellMetadata,
+    IgnorePattern,
+    LimitOutput,
+    SaveAutoGrades,
+)
+
+from zg_course.nbgrader_judge import JudgedExecute, judged  # noqa: E402
+
+if judged():
+    c.Autograde.autograde_preprocessors = [
+        JudgedExecute,
+        IgnorePattern,
+        ClearMetadataPreprocessor,
+        LimitOutput,
+        SaveAutoGrades,
+        AssignLatePenalties,
+        CheckCellMetadata,
+    ]

@@ -102,6 +102,7 @@ expected and what came back. A contract whose cases miss a declared boundary kin
 
 from __future__ import annotations
 
+import collections
 import contextlib
 import copy
 import inspect
@@ -125,6 +126,8 @@ import zg
 from zg.errors import ZgError
 from zg_course import portable
 from zg_course.portable import patched as _patched
+from zg_course.remote import session as remote_session
+from zg_course.remote import write_back as remote_write_back
 
 __all__ = ["Contract", "Case", "check", "ContractFailure", "ContractSetupError", "CLAUSES"]
 
@@ -1498,6 +1501,117 @@ def _parameters_in(x, depth: int = 0):
             yield from _parameters_in(v, depth + 1)
 
 
+class _Observed(Exception):
+    """The call ran in the worker (zg_course.remote): nothing to run here."""
+
+
+@dataclass
+class _Counted:
+    """A host-sync count the worker's ``SyncAudit`` made (as the audit's own fields)."""
+
+    host_syncs: int
+    pairs: list
+
+    @property
+    def per_op(self):
+        return collections.Counter(dict(self.pairs))
+
+
+def _observing(stack, function, host_syncs, asynchronous, process_changes, notes, futures,
+               numpy_used):  # fmt: skip
+    """Enter what :func:`check` watches a call with; the sync audit, or None."""
+    stack.enter_context(_keep_generators())
+    process_before = _process_state()  # the generators at their mid-stream state
+    stack.callback(_restore_process, process_before)
+    stack.callback(
+        lambda changes=process_changes, was=process_before: changes.extend(
+            _process_changes(was, _process_state())
+        )
+    )
+    stack.enter_context(_settings_calls_recorded(process_changes))
+    if asynchronous:
+        stack.enter_context(_collectives_deferred(notes, futures))
+    audit = None
+    if host_syncs:
+        from zg_course.labs import checks
+
+        audit = stack.enter_context(checks().SyncAudit(strict=True))
+    stack.enter_context(portable.watched(numpy_used))
+    stack.enter_context(_student(function))
+    return audit
+
+
+def _observed_call(fn, namespace, args, kwargs, *, function, host_syncs, stateless, earlier):
+    """In the worker (``zg_course.remote``): one call of :func:`check`, observed as a local one
+    is; what it returned and what was seen, for the judge to compare."""
+    from zg_course.remote import RemoteError, _state, dumps
+
+    state_before = _state_of(fn, namespace, deep=False) if stateless else None
+    process_changes: list[str] = []
+    numpy_used: list[str] = []
+    try:
+        with contextlib.ExitStack() as stack:
+            audit = _observing(stack, function, host_syncs, False, process_changes, [], [],
+                               numpy_used)  # fmt: skip
+            got = fn(*args, **kwargs)
+    except ContractFailure as exc:
+        return {"contract_failure": str(exc), "args": [], "kwargs": {}}
+    except Exception as exc:
+        return {"raised": f"{type(exc).__name__}: {exc}", "args": [_state(a) for a in args],
+                "kwargs": _state(kwargs)}  # fmt: skip
+    seen = {
+        "result": got,
+        "process_changes": process_changes,
+        "numpy_used": numpy_used,
+        "host_syncs": None if audit is None else int(audit.host_syncs),
+        "per_op": [] if audit is None else [list(p) for p in audit.per_op.most_common(3)],
+        "shares": _shares_storage(got, (args, kwargs), None, (None, None)),
+        "kept": _kept_result(got, earlier) if stateless else None,
+        "state": (
+            _state_changes(state_before, fn, namespace, deep=False)
+            if state_before is not None
+            else None
+        ),
+        "args": [_state(a) for a in args],
+        "kwargs": _state(kwargs),
+    }
+    earlier.append(got)
+    try:
+        dumps(got)
+    except RemoteError as exc:
+        seen["result"], seen["unreadable"] = None, f"it returned {exc}"
+    return seen
+
+
+def _again(fn, args, kwargs, function, narrow: bool) -> dict:
+    """In the worker: the call again (``deterministic``), under numpy's narrow integers when
+    ``narrow`` (``portable``)."""
+    answer: dict = {}
+
+    def fail(clause, case, names, message):
+        answer["raised"] = message.split(" raised ", 1)[-1]
+
+    case = Case(tuple(args), dict(kwargs))
+    stub = Contract(function, part="the worker")
+    contexts = (portable.narrow_ints(),) if narrow else ()
+    got = _call_again(fn, stub, case, [], fail, "", "", *contexts)
+    if got is not _RAISED:
+        answer["result"] = portable.plain(got) if narrow else got
+    return answer
+
+
+def _device_findings(fn, args, kwargs, function) -> list:
+    """In the worker: what the device check (:func:`_check_device`) found, as
+    ``[(clause, message)]``."""
+    found: list = []
+    stub = Contract(function, part="the worker")
+    _check_device(
+        fn, stub, Case(tuple(args), dict(kwargs)), [], None,
+        lambda clause, case, names, message: found.append((clause, message)), cuda=False,
+    )  # fmt: skip
+    return found
+
+
 def check(
     fn: Callable,
     contract: Contract,
@@ -1531,8 +1645,15 @@ def check(
         raise ContractSetupError("give a reference, or an expected value on every case")
 
     failures: dict[str, str] = {}
+    remote = fn if getattr(fn, "__zg_remote__", False) else None
+    session = remote_session() if remote is not None else None
     # the whole contents of the namespace, once before every call and once after them all
-    deep_before = _state_of(fn, namespace, deep=True) if contract.stateless else None
+    if remote is not None:
+        deep_before = session if contract.stateless else None
+        if deep_before is not None:
+            fn.ask("state", token=session, deep=True)
+    else:
+        deep_before = _state_of(fn, namespace, deep=True) if contract.stateless else None
     results_seen: list = []  # every call's result, kept alive so no storage is reused
     expecteds: list = []
 
@@ -1560,32 +1681,47 @@ def check(
         before_kw = {k: _snapshot(v) for k, v in kwargs.items()}
         watched = dict(case.watch()) if case.watch is not None else {}
         watched_before = {k: _snapshot(v) for k, v in watched.items()}
-        state_before = _state_of(fn, namespace, deep=False) if contract.stateless else None
+        state_before = (
+            _state_of(fn, namespace, deep=False) if contract.stateless and remote is None else None
+        )
         notes: list[str] = []
         futures: list[_PendingFuture] = []
         audit = None
         process_changes: list[str] = []
         numpy_used: list[str] = []
-        try:
-            with contextlib.ExitStack() as stack:
-                stack.enter_context(_keep_generators())
-                process_before = _process_state()  # the generators at their mid-stream state
-                stack.callback(_restore_process, process_before)
-                stack.callback(
-                    lambda changes=process_changes, was=process_before: changes.extend(
-                        _process_changes(was, _process_state())
-                    )
-                )
-                stack.enter_context(_settings_calls_recorded(process_changes))
-                if contract.asynchronous:
-                    stack.enter_context(_collectives_deferred(notes, futures))
-                if contract.host_syncs is not None:
-                    from zg_course.labs import checks
+        if remote is not None:  # the student's function runs in the worker (zg_course.remote)
+            if contract.asynchronous:  # a pending future does not travel: checked in the worker
+                from zg_course.remote import NeedsWorker
 
-                    audit = stack.enter_context(checks().SyncAudit(strict=True))
-                stack.enter_context(portable.watched(numpy_used))
-                stack.enter_context(_student(contract.function))
+                raise NeedsWorker(f"{contract.function}'s contract is asynchronous")
+            seen = fn.ask(
+                "observe", args=args, kwargs=kwargs, function=contract.function,
+                host_syncs=contract.host_syncs is not None, stateless=contract.stateless,
+                session=session,
+            )  # fmt: skip
+            remote_write_back(list(args), list(seen["args"]))
+            remote_write_back(kwargs, seen["kwargs"])
+            if seen.get("contract_failure"):
+                raise ContractFailure(seen["contract_failure"])
+            if seen.get("raised"):
+                fail("runs", case, names, f"raised {seen['raised']}")
+                continue
+            got = seen["result"]
+            process_changes = list(seen["process_changes"])
+            numpy_used = list(seen["numpy_used"])
+            if seen.get("host_syncs") is not None:
+                audit = _Counted(seen["host_syncs"], seen["per_op"])
+        try:
+            if remote is not None:
+                raise _Observed
+            with contextlib.ExitStack() as stack:
+                audit = _observing(
+                    stack, contract.function, contract.host_syncs is not None,
+                    contract.asynchronous, process_changes, notes, futures, numpy_used,
+                )  # fmt: skip
                 got = fn(*args, **kwargs)
+        except _Observed:
+            pass
         except ContractFailure:
             raise
         except Exception as exc:
@@ -1643,11 +1779,23 @@ def check(
             found = compare_values(expected, got, contract.rtol, contract.atol, contract.dtype)
             if found:
                 fail(found[0], case, names, found[1])
-        found = _shares_storage(got, (args, kwargs), expected, (ref_args, ref_kwargs))
+        if remote is not None:
+            found = seen.get("unreadable")
+            if found:
+                fail("returns", case, names, found)
+            found = seen.get("shares")
+            if (
+                found
+                and ref_args is not None
+                and set(_storages(expected)) & set(_storages((ref_args, ref_kwargs)))
+            ):
+                found = None  # the reference returns a view of its input too
+        else:
+            found = _shares_storage(got, (args, kwargs), expected, (ref_args, ref_kwargs))
         if found:
             fail("returns", case, names, found)
         if contract.stateless:
-            found = _kept_result(got, results_seen)
+            found = seen.get("kept") if remote is not None else _kept_result(got, results_seen)
             if found:
                 fail("no state", case, names, found)
         results_seen.append(got)
@@ -1672,7 +1820,11 @@ def check(
             found = _changed(snap, watched[k], k)
             if found:
                 fail("others unchanged", case, names, found)
-        if state_before is not None:
+        if remote is not None and contract.stateless:
+            found = seen.get("state")
+            if found:
+                fail("no state", case, names, found)
+        elif state_before is not None:
             found = _state_changes(state_before, fn, namespace, deep=False)
             if found:
                 fail("no state", case, names, found)
@@ -1702,7 +1854,10 @@ def check(
     ):
         _check_refilled(fn, contract, cases, expecteds, reference, fail)
     if deep_before is not None and "no state" not in failures:
-        found = _state_changes(deep_before, fn, namespace, deep=True)
+        if remote is not None:
+            found = fn.ask("state_changes", token=deep_before, deep=True)
+        else:
+            found = _state_changes(deep_before, fn, namespace, deep=True)
         if found:
             last = cases[-1]
             fail(
@@ -2009,6 +2164,40 @@ def _refilled(dst, src):
     return _NOT_REFILLED
 
 
+def _refill_pair(fn, first, then, function) -> dict:
+    """Call ``fn`` on the objects of ``first`` (``(args, kwargs)``), refill them in place with
+    ``then``'s values, call again: ``{"result": ...}``, ``{"raised": "Type: message"}`` or
+    ``{"skip": True}`` (inputs that cannot be refilled apart, or a first call that raised)."""
+    args, kwargs = _copy(first[0]), _copy(first[1])
+    new_args, new_kwargs = _copy(then[0]), _copy(then[1])
+    objects = [a for a in [*args, *kwargs.values()] if not isinstance(a, _ATOMS)]
+    storages = [
+        t.untyped_storage().data_ptr()
+        for t in _tensors_in(objects)
+        if t.layout == torch.strided and t.numel()
+    ]
+    if len({id(a) for a in objects}) < len(objects) or len(set(storages)) < len(storages):
+        return {
+            "skip": True
+        }  # arguments that are one object (or share memory) cannot be refilled apart
+    process_before = _process_state()
+    try:
+        with _keep_generators(), _student(function):
+            try:
+                fn(*args, **kwargs)
+            except Exception:
+                return {"skip": True}
+            args = [_refilled(a, b) for a, b in zip(args, new_args)]
+            kwargs = {k: _refilled(kwargs[k], new_kwargs[k]) for k in kwargs}
+            if any(a is _NOT_REFILLED for a in [*args, *kwargs.values()]):
+                return {"skip": True}
+            return {"result": fn(*args, **kwargs)}
+    except Exception as exc:
+        return {"raised": f"{type(exc).__name__}: {exc}"}
+    finally:
+        _restore_process(process_before)
+
+
 def _check_refilled(fn, contract, cases, expecteds, reference, fail) -> None:
     """Call ``fn`` on one case's objects, refill them in place with the next case's values,
     call again: the second result must be the next case's (``no state``)."""
@@ -2019,41 +2208,25 @@ def _check_refilled(fn, contract, cases, expecteds, reference, fail) -> None:
         first, then = cases[i], cases[i + 1]
         if len(first.args) != len(then.args) or set(first.kwargs) != set(then.kwargs):
             continue
-        args, kwargs = _copy(first.args), _copy(first.kwargs)
-        new_args, new_kwargs = _copy(then.args), _copy(then.kwargs)
-        objects = [a for a in [*args, *kwargs.values()] if not isinstance(a, _ATOMS)]
-        storages = [
-            t.untyped_storage().data_ptr()
-            for t in _tensors_in(objects)
-            if t.layout == torch.strided and t.numel()
-        ]
-        if len({id(a) for a in objects}) < len(objects) or len(set(storages)) < len(storages):
-            continue  # arguments that are one object (or share memory) cannot be refilled apart
         names = _parameter_names(fn, reference, len(then.args))
-        process_before = _process_state()
-        try:
-            with _keep_generators(), _student(contract.function):
-                try:
-                    fn(*args, **kwargs)
-                except Exception:
-                    continue
-                args = [_refilled(a, b) for a, b in zip(args, new_args)]
-                kwargs = {k: _refilled(kwargs[k], new_kwargs[k]) for k in kwargs}
-                if any(a is _NOT_REFILLED for a in [*args, *kwargs.values()]):
-                    continue
-                pairs += 1
-                got = fn(*args, **kwargs)
-        except Exception as exc:
+        pair = ((first.args, first.kwargs), (then.args, then.kwargs))
+        if getattr(fn, "__zg_remote__", False):
+            answer = fn.ask("refill", first=pair[0], then=pair[1], function=contract.function)
+        else:
+            answer = _refill_pair(fn, *pair, contract.function)
+        if answer.get("skip"):
+            continue
+        pairs += 1
+        if "raised" in answer:
             fail(
                 "no state",
                 then,
                 names,
                 f"called again on the objects of the input before, refilled in place with this "
-                f"input's values, it raised {type(exc).__name__}: {exc}",
+                f"input's values, it raised {answer['raised']}",
             )
             return
-        finally:
-            _restore_process(process_before)
+        got = answer["result"]
         want = expecteds[i + 1]
         if contract.extra_keys and isinstance(want, Mapping) and isinstance(got, Mapping):
             got = {k: v for k, v in got.items() if k in want}
@@ -2116,6 +2289,17 @@ def _call_again(fn, contract, case, names, fail, clause: str, what: str, *contex
     """The case's call once more, on fresh copies of its inputs, from the same settings and
     generators as the first, under ``contexts``: its answer, or :data:`_RAISED` after failing
     ``clause`` ("<what> raised ...") when it raised."""
+    if getattr(fn, "__zg_remote__", False):
+        answer = fn.ask(
+            "again", args=case.args, kwargs=case.kwargs, function=contract.function,
+            narrow=bool(contexts),
+        )  # fmt: skip
+        if answer.get("contract_failure"):
+            raise ContractFailure(answer["contract_failure"])
+        if answer.get("raised"):
+            fail(clause, case, names, f"{what} raised {answer['raised']}")
+            return _RAISED
+        return answer["result"]
     args, kwargs = _copy(case.args), _copy(case.kwargs)
     process_before = _process_state()
     try:
@@ -2638,7 +2822,13 @@ def _check_device_elsewhere(fn, contract, case, names, fail) -> bool:
     return True
 
 
-def _check_device(fn, contract, case, names, expected, fail):
+def _check_device(fn, contract, case, names, expected, fail, cuda: bool = True):
+    if getattr(fn, "__zg_remote__", False):
+        for clause, message in fn.ask(
+            "device", args=case.args, kwargs=case.kwargs, function=contract.function
+        ):
+            fail(clause, case, names, message)
+        return
     if _check_device_elsewhere(fn, contract, case, names, fail):
         return
     args, kwargs = _copy(case.args), _copy(case.kwargs)
@@ -2677,7 +2867,7 @@ def _check_device(fn, contract, case, names, expected, fail):
             "device=<an input>.device)",
         )
         return
-    if torch.cuda.is_available():
+    if cuda and torch.cuda.is_available():
         args, kwargs = _to_device(_copy(case.args), "cuda"), _to_device(_copy(case.kwargs), "cuda")
         try:
             with _student(contract.function):

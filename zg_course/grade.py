@@ -27,6 +27,14 @@ cell the variant did not write and after every test cell: a change, by whatever 
 every graded cell from there on, with the failure "tamper: the submission changed the grader's
 code: <names>" (``Lab(integrity=False)`` turns it off).
 
+The judge (``Lab(judge=True)``, the default): each variant's child is the judge and forks a
+worker from itself; the worker runs the variant's cells and the lab's cells that are not tests
+and answers calls, the judge runs every test (a hidden one in a fork of itself) with the
+variant's functions as :class:`zg_course.remote.RemoteFunction` stand-ins, as the sandbox's
+judge does (``zg_course.sandbox.judge_cells``, without bubblewrap). The instructor's run forks
+for each hidden cell, so no test of the lab's is in the copies the workers start from.
+``Lab(judge=False)`` (``--in-process`` of the tools) runs the tests in the variant's process.
+
 What the fork does not contain: files the variant writes, and processes it starts outside its
 process group. The graded labs write no files; `zg_course/wrong.py --nbgrader` grades with
 nbgrader itself where that matters.
@@ -101,7 +109,11 @@ class Outcome:
 
 
 def code_cells(source: Path) -> list[Cell]:
-    nb = json.loads(source.read_text())
+    return cells_of(json.loads(source.read_text()))
+
+
+def cells_of(nb: dict) -> list[Cell]:
+    """The code cells of a notebook (its JSON), with their nbgrader metadata."""
     cells = []
     for c in nb["cells"]:
         if c["cell_type"] != "code":
@@ -228,12 +240,14 @@ class Lab:
         quiet: bool = True,
         scan: bool = True,
         integrity: bool = True,
+        judge: bool = True,
     ):
         self.source = Path(source).resolve()
         self.name = self.source.parent.name
         self.cells = code_cells(self.source)
         self.scan = scan
         self.integrity = integrity  # check the grader's code is intact (zg_course/integrity.py)
+        self.judge = judge  # the tests in the judge, the variant in a worker (zg_course.remote)
         model = self.findings({c.grade_id: c.source for c in self.cells if c.solution})
         if model:
             raise ValueError(f"{self.name}: the model solution fails the tamper scan: {model[0]}")
@@ -303,7 +317,10 @@ class Lab:
                         outcomes[outcome.key] = outcome
                 t = time.perf_counter()
                 with self._silenced():
-                    error = _run_cell(cell, cell.source, namespace, "source")
+                    if self.judge and _hidden(cell):  # no test's objects in the workers' copies
+                        error = _run_forked(cell, namespace)
+                    else:
+                        error = _run_cell(cell, cell.source, namespace, "source")
                 self.cell_seconds[cell.index] = time.perf_counter() - t
                 if cell.graded:
                     self.base[cell.grade_id] = error is None
@@ -337,6 +354,11 @@ class Lab:
         passed, failure = {}, ""
         last = self._last_index(variant)
         judged = set(variant.judged_on) if variant.judged_on is not None else None
+        if self.judge:
+            passed, failure = self._judged(variant, namespace, start, last, judged)
+            with os.fdopen(write_fd, "w") as pipe:
+                pipe.write(json.dumps({"passed": passed, "failure": failure[:400]}) + "\n")
+            os._exit(0)
         # The grader's code as it is before the variant's first cell (the lab's setup ran):
         # checked before every cell the variant did not write and after every test cell.
         before = fingerprint() if self.integrity else None
@@ -366,6 +388,64 @@ class Lab:
             # for the pipe to close (a process the variant forked may hold it open)
             pipe.write(json.dumps({"passed": passed, "failure": failure[:400]}) + "\n")
         os._exit(0)
+
+    def _judged(self, variant: Variant, namespace: dict, start: int, last: int, judged):
+        """The variant graded by the judge (this process) against a worker (a fork of it that
+        runs the variant's cells): ``zg_course.sandbox.judge_cells``, without the sandbox."""
+        import socket
+
+        from zg_course import remote, sandbox
+
+        ours, theirs = socket.socketpair()
+        pid = os.fork()
+        if pid == 0:  # the worker: the variant's cells and the lab's, and the judge's calls
+            ours.close()
+            try:
+                sandbox.work_judged(theirs.detach(), namespace, intact_from_now=self.integrity)
+            finally:
+                os._exit(0)
+        theirs.close()
+        remote.shared(namespace, list(namespace))  # what the worker has of its own: all of it
+        remote.connect(remote.Channel(ours))
+        remote.record_mode_arguments()
+        cells = [
+            {
+                "index": c.index,
+                "grade_id": c.grade_id,
+                "source": variant.cells.get(c.grade_id, c.source),
+                "graded": c.graded,
+                "locked": not c.solution,
+                "hidden": _hidden(c),
+            }  # fmt: skip
+            for c in self.cells[start : last + 1]
+        ]
+        passed, failures = {}, []
+
+        def emit(event: dict) -> None:
+            gid = event.get("grade_id")
+            if "passed" in event and (judged is None or gid in judged):
+                passed[gid] = bool(event["passed"])
+                if not event["passed"]:
+                    failures.append(f"{gid}: {event.get('error')}")
+
+        def stop(event: dict) -> bool:
+            return (
+                variant.stop_at_failure
+                and not event["passed"]
+                and (judged is None or event["grade_id"] in judged)
+            )
+
+        complete, failure = sandbox.judge_cells(
+            cells, remote._CHANNEL[0], namespace, emit, stop, fork_worker=False
+        )  # the variant's process keeps what the tests' calls did, as before the judge
+        with contextlib.suppress(ProcessLookupError):
+            os.kill(pid, signal.SIGKILL)
+        for f in failures:
+            if f.split(": ", 1)[1].startswith("tamper: "):
+                return passed, f.split(": ", 1)[1]
+        if failure:  # the worker ended, or broke the protocol
+            failure = f"the variant's process ended before it reported: {failure}"
+        return passed, (failures[0] if failures else failure or "")
 
     def _fork_all(self, variants: list[Variant], namespace: dict, progress) -> list[Outcome]:
         start = min(self.by_id[g].index for g in variants[0].cells)
@@ -433,6 +513,33 @@ class Lab:
         else:
             outcome.failure = "the child ended before it reported (it exited or was killed)"
         return outcome
+
+
+def _hidden(cell: Cell) -> bool:
+    return cell.graded and "### BEGIN HIDDEN TESTS" in cell.source
+
+
+def _run_forked(cell: Cell, namespace: dict) -> str | None:
+    """Run a cell in a fork of this process (its side effects end with it): its error."""
+    r, w = os.pipe()
+    sys.stdout.flush()
+    sys.stderr.flush()
+    pid = os.fork()
+    if pid == 0:
+        os.close(r)
+        error = _run_cell(cell, cell.source, namespace, "source")
+        os.write(w, json.dumps({"error": error}).encode())
+        os._exit(0)
+    os.close(w)
+    data = b""
+    while chunk := os.read(r, 65536):
+        data += chunk
+    os.close(r)
+    os.waitpid(pid, 0)
+    try:
+        return json.loads(data)["error"]
+    except (ValueError, KeyError):
+        return "the cell's process ended without a verdict"
 
 
 def lab_source(course: Path, lab: str) -> Path:

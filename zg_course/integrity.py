@@ -9,7 +9,7 @@ comparison code use, and :func:`changes` says which of them differ now.
 What is recorded (the objects themselves, compared with ``is``: a replaced value is a change
 even when it looks the same):
 
-* every value in the ``__dict__`` of ``zg``, ``zg_course.contract``, ``zg_course.portable``, ``zg_course.labs``, ``zg.audit`` and
+* every value in the ``__dict__`` of ``zg``, ``zg_course.contract``, ``zg_course.portable``, ``zg_course.remote``, ``zg_course.labs``, ``zg.audit`` and
   ``builtins``; torch's comparisons (``torch.equal``, ``torch.allclose``, ``torch.isclose``,
   ``torch.testing.assert_close``, ...) and the functions ``zg_course.contract`` reads the process's
   state with; every value of ``torch.Tensor``'s ``__dict__`` (``torch.Tensor.__eq__``, ...);
@@ -40,7 +40,14 @@ from __future__ import annotations
 import sys
 import types
 
-ZG_MODULES = ("zg", "zg_course.contract", "zg_course.portable", "zg_course.labs", "zg.audit")
+ZG_MODULES = (
+    "zg",
+    "zg_course.contract",
+    "zg_course.portable",
+    "zg_course.remote",
+    "zg_course.labs",
+    "zg.audit",
+)
 # torch's comparisons and what zg_course.contract reads the process's state with (not all of torch:
 # importing torch._dynamo, say, rewraps torch.manual_seed, which is no submission's doing)
 TORCH_NAMES = tuple(

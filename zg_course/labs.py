@@ -880,6 +880,10 @@ def hook_on_workers(
     if world_size < 2:
         raise ValueError("give at least two scales: one per worker, at least two workers")
     seed = seed_arg(seed)
+    if getattr(hook, "__zg_remote__", False):  # the judge's stand-in: spawned in the worker
+        from zg_course.remote import NeedsWorker
+
+        raise NeedsWorker("hook_on_workers spawns the hook on real process groups")
     source = textwrap.dedent(inspect.getsource(hook))
     with tempfile.TemporaryDirectory(prefix="zg-lab-hook-") as out_dir:
         try:

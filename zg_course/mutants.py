@@ -673,6 +673,11 @@ def main(argv=None) -> int:
     ap.add_argument("--min-score", type=float, default=0.9)
     ap.add_argument("--jobs", type=int, default=2, help="mutants graded at once")
     ap.add_argument(
+        "--in-process",
+        action="store_true",
+        help="run the tests in the mutant's process, as before the judge",
+    )
+    ap.add_argument(
         "--timeout",
         type=float,
         default=None,
@@ -691,7 +696,9 @@ def main(argv=None) -> int:
     rows, problems, used = [], [], set()
     for name in labs(course, args.labs):
         timeout = args.timeout or deadline(name)
-        lab = Lab(lab_source(course, name), timeout=timeout, jobs=args.jobs)
+        lab = Lab(
+            lab_source(course, name), timeout=timeout, jobs=args.jobs, judge=not args.in_process
+        )
         mutants, variants = plan(lab, equivalent)
         if args.list:
             for m in mutants:

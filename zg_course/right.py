@@ -73,6 +73,16 @@ def main(argv=None) -> int:
         help="alternatives each lab the folder has solutions of needs",
     )
     ap.add_argument("--timeout", type=float, default=300.0)
+    ap.add_argument(
+        "--in-process",
+        action="store_true",
+        help="run the tests in the solution's process, as before the judge",
+    )
+    ap.add_argument(
+        "--sandbox",
+        action="store_true",
+        help="grade each in the sandbox (zg_course.sandbox: its tests in the judge, outside it)",
+    )
     args = ap.parse_args(argv)
     start = time.time()
     course = Path(args.course).resolve()
@@ -85,12 +95,45 @@ def main(argv=None) -> int:
         raise SystemExit(f"zg_course.right: no solutions under {args.right}")
     failures = [] if args.names else missing_alternatives(course, rights, args.min_per_lab)
     print(f"{'solution':<34} {'lab':<27} {'earned':>6} {'of':>4}  how")
+    if args.sandbox:
+        failures += in_sandbox(course, rights, args.timeout)
+        return report(len(rights), failures, time.time() - start)
     for lab_name in sorted({r["lab"] for r in rights}):
-        lab = Lab(lab_source(course, lab_name), timeout=args.timeout)
+        lab = Lab(lab_source(course, lab_name), timeout=args.timeout, judge=not args.in_process)
         lines, failed = judge(lab, rights, lab.grade(variants(lab, rights)))
         print("\n".join(lines), flush=True)
         failures += failed
     return report(len(rights), failures, time.time() - start)
+
+
+def in_sandbox(course: Path, rights: list[dict], timeout: float) -> list[str]:
+    """Grade each alternative solution as a whole submission in the sandbox; a failure for each
+    that misses a point."""
+    import json
+    import tempfile
+
+    from zg_course import sandbox
+
+    failures = []
+    with tempfile.TemporaryDirectory(prefix="zg-right-") as tmp:
+        for r in rights:
+            nb = json.loads(lab_source(course, r["lab"]).read_text())
+            for c in nb["cells"]:
+                gid = c.get("metadata", {}).get("nbgrader", {}).get("grade_id")
+                if gid in r["cells"]:
+                    c["source"] = r["cells"][gid]
+            path = Path(tmp) / r["name"] / f"{r['lab']}.ipynb"
+            path.parent.mkdir()
+            path.write_text(json.dumps(nb))
+            got = sandbox.grade(path, course=course, lab=r["lab"], timeout=timeout)
+            print(f"{r['name']:<34} {r['lab']:<27} {got['earned']:>6g} {got['total']:>4g}  "
+                  f"{r['how']}", flush=True)  # fmt: skip
+            if got["earned"] < got["total"]:
+                failures.append(
+                    f"{r['name']} ({r['lab']}) earns {got['earned']:g} of {got['total']:g} points "
+                    f"in the sandbox: {got.get('failure')}"
+                )
+    return failures
 
 
 def missing_alternatives(course: Path, rights: list[dict], min_per_lab: int) -> list[str]:

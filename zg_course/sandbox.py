@@ -12,9 +12,21 @@ with three processes, each holding less than the one before:
   cells with the lab's locked cells from ``source/`` (never from the submission), starts the
   sandbox and keeps the wall clock. It reads only the supervisor's stdout, which no process
   of the submission holds.
-* **the supervisor** (outside the sandbox, never running student code, not dumpable):
-  receives the cells on its stdin, starts the worker in the sandbox, hands it the cells one at
-  a time and forwards each verdict.
+* **the supervisor**, which is **the judge** (outside the sandbox, never running student
+  code, not dumpable): receives the cells on its stdin, starts the worker in the sandbox, hands
+  it the cells that are not tests one at a time, runs every cell of the lab's again in a
+  namespace of its own, runs every test there and decides its verdict (:func:`_judge`). In that
+  namespace each function a solution cell defined is a
+  :class:`zg_course.remote.RemoteFunction`: a call sends the arguments to the worker, calls
+  the student's function there and reads back, with a reader that runs no code of the
+  submission, the result, what became of the arguments and what the contract's observers saw
+  (``zg_course/remote.py``). A test's calls go to a fork of the worker that ends with the
+  test (its side effects are dropped, as the test's own are in a fork of the judge). So the
+  tests, their generators, expected values and references, and the comparisons, never enter
+  the sandbox. A test the judge cannot run by value (Lab 6's DDP hook spawned on gloo
+  processes: :class:`zg_course.remote.NeedsWorker`) is run in a fork of the worker as before
+  the judge, and the report lists it (``judged_inside``); ``--inside`` (``judge=False``)
+  grades every test that way, with the protocol below.
 * **the worker**, in the sandbox, which bubblewrap (``bwrap``, Debian's ``bubblewrap``
   package, the sandbox of Flatpak) builds: new mount, PID, network, IPC, UTS and cgroup
   namespaces, with bubblewrap's own init as the PID namespace's first process (when the
@@ -33,7 +45,15 @@ with three processes, each holding less than the one before:
   "tamper: the submission changed the grader's code: <names>", which the report's
   ``failure`` then says.
 
-The protocol on that socket. The worker asks for the next cell; the supervisor sends it. A
+The protocol of the judged run (the default): length-prefixed frames (``zg_course.remote``:
+a JSON header, a pickle). "cell" (the worker runs it and reports its output and the names it
+bound), "fork" / "done" (a fork of the worker answers one cell's calls), a call ("call",
+"observe", "again", "device", "refill", "state", "value"), "test" (a cell handed to the
+worker), "end". Whatever the worker sends is an answer to the judge's request, never a
+verdict: a frame out of turn or unreadable ends the run, and every test without a verdict
+fails.
+
+The protocol of ``--inside``. The worker asks for the next cell; the supervisor sends it. A
 graded cell comes with a fresh random nonce, and its verdict counts only when it comes back
 with that nonce, as the answer to that cell: lines written ahead ("passed" for every cell),
 a wrong nonce, an unknown operation or a message over 1 MiB end the run, and every graded
@@ -76,8 +96,12 @@ of the sandbox with them, and the grader kills the supervisor's process group in
 (:func:`watch_interrupts`: torch's import swallows most of them) and waits while the
 supervisor is being started.
 
-What it cannot stop (the residual risk, stated in ``docs/reliability.md`` too): a test calls
-the student's functions, so while a graded cell runs, student code shares the interpreter
+What it cannot stop (the residual risk, stated in ``docs/reliability.md`` too): the
+contract's observers run in the worker, beside the student's code, and report what the worker
+sends; code that defeats the tamper scan and the integrity check can hide what its function
+did to its inputs or the process (it cannot see a test or change a verdict). The tests handed
+to the worker (``judged_inside``), and every test under ``--inside``, keep the older risk:
+while such a graded cell runs, student code shares the interpreter
 with it and with the harness that reports its verdict. Code that defeats the tamper scan
 (introspection through a module that re-exports ``sys`` or ``gc``, say) can, from inside a
 test, read that cell, take its nonce and forge that cell's verdict, or change what the test
@@ -118,6 +142,7 @@ NOBODY = 65534
 OUTPUT_LIMIT = 4000  # characters of each cell's output kept in the report
 RAW_LIMIT = 16_000  # bytes of the worker's raw stdout and of its stderr kept
 MESSAGE_LIMIT = 1 << 20  # bytes of one message from the worker
+RESULT_LIMIT = 256 << 20  # bytes of one frame of the judged protocol (zg_course.remote)
 MEMORY_GIB = 8.0  # address space of each process in the sandbox
 PROCESSES = 512  # processes and threads of the sandbox's uid
 PROCESSES_MIN = 32  # every lab's model solution earns full marks with this many (--check)
@@ -141,6 +166,41 @@ def _prctl(option: int, arg: int) -> None:
     libc = ctypes.CDLL(None, use_errno=True)
     if libc.prctl(option, arg, 0, 0, 0) != 0:
         raise OSError(ctypes.get_errno(), f"prctl({option}, {arg})")
+
+
+_FRAME_SIZES = "!II"  # a frame: its header's and its blob's lengths, then both
+
+
+def send_frame(sock, header: dict, blob: bytes = b"") -> None:
+    """One frame of the judged protocol: a JSON header and a blob (``zg_course.remote``)."""
+    import struct
+
+    head = json.dumps(header).encode()
+    sock.sendall(struct.pack(_FRAME_SIZES, len(head), len(blob)) + head + blob)
+
+
+def _exactly(sock, n: int) -> bytes:
+    chunks, got = [], 0
+    while got < n:
+        chunk = sock.recv(min(n - got, 1 << 20))
+        if not chunk:
+            raise EOFError("the other process closed the socket")
+        chunks.append(chunk)
+        got += len(chunk)
+    return b"".join(chunks)
+
+
+def recv_frame(sock, limit: int) -> tuple[dict, bytes]:
+    """One frame; ValueError for one over ``limit`` or whose header is not a JSON object."""
+    import struct
+
+    n_head, n_blob = struct.unpack(_FRAME_SIZES, _exactly(sock, struct.calcsize(_FRAME_SIZES)))
+    if n_head > (1 << 20) or n_blob > limit:
+        raise ValueError(f"a message of {n_head} + {n_blob} bytes, over the limit")
+    header = json.loads(_exactly(sock, n_head))
+    if not isinstance(header, dict):
+        raise ValueError("a message that is not an object")
+    return header, _exactly(sock, n_blob)
 
 
 class Malformed(Exception):
@@ -283,8 +343,14 @@ def grade(
     run_scan: bool = True,
     memory_gib: float = MEMORY_GIB,
     processes: int = PROCESSES,
+    judge: bool = True,
 ) -> dict:
     """Grade one submission in the sandbox: {lab, points, passed, earned, total, failure, ...}.
+
+    ``judge``: run the tests in the judge, outside the sandbox (True, the default), or in forks
+    of the worker, as before the judge (False). The report's ``judged`` says which ("outside" or
+    "inside"), and ``judged_inside`` lists the tests the judge handed to the worker
+    (:class:`zg_course.remote.NeedsWorker`).
 
     A malformed submission (unreadable, not a notebook, no such lab) earns 0 and its report's
     ``failure`` starts with "malformed:"; it does not raise.
@@ -307,6 +373,17 @@ def grade(
     except Malformed as exc:
         report["failure"] = f"malformed: {exc}"
         return _totals(report)
+    return grade_cells(cells, theirs, report, timeout=timeout, run_scan=run_scan, memory=memory,
+                       processes=processes, judge=judge)  # fmt: skip
+
+
+def grade_cells(cells, theirs: dict, report: dict, *, timeout: float, run_scan: bool = True,
+                memory: int = int(MEMORY_GIB * (1 << 30)), processes: int = PROCESSES,
+                judge: bool = True) -> dict:  # fmt: skip
+    """Grade a lab's cells (``zg_course.grade.Cell``s, the student's solution cells in place;
+    ``theirs``: {grade_id: the student's code}) into ``report`` (see :func:`grade`)."""
+    judged = bool(judge)
+    report["judged"] = "outside" if judged else "inside"
     report["points"] = {c.grade_id: c.points for c in cells if c.graded}
     report["passed"] = {g: False for g in report["points"]}
     if run_scan:
@@ -335,7 +412,8 @@ def grade(
             for c in cells
         ],
         "allowed": _allowed(),
-        "worker": [sys.executable, "-B", str(THIS), "--worker"],
+        "worker": [sys.executable, "-B", str(THIS), "--worker-judged" if judged else "--worker"],
+        "judged": judged,
         "env": _env(),
         "memory": memory,
         "processes": processes,
@@ -424,10 +502,16 @@ def _run(spec: dict, report: dict, timeout: float) -> None:
             seen["lab_failed"] = seen["lab_failed"] or (gid or f"cell {index}", event["error"])
         if gid in report["passed"] and "passed" in event:
             report["passed"][gid] = bool(event["passed"])
+            if event.get("error"):
+                report.setdefault("errors", {})[gid] = str(event["error"])
+            if event.get("inside"):
+                report.setdefault("judged_inside", []).append(gid)
         if gid and event.get("output"):
             report["outputs"][gid] = event["output"]
         if event.get("error") and "failure" not in report:
             report["failure"] = f"{gid}: {event['error']}"
+        if "could not fork" in str(event.get("error")) and seen["uid"] is not None:
+            seen.setdefault("threads", _threads_of(seen["uid"]))  # how full the sandbox is
         if str(event.get("error") or "").startswith("tamper: ") and not seen["tampered"]:
             seen["tampered"] = True  # the grader's code changed: that is the failure to report
             report["failure"] = event["error"]
@@ -524,6 +608,11 @@ def _run(spec: dict, report: dict, timeout: float) -> None:
         report["failure"] = end.get("failure") or "the submission's run ended early"
         if report["log"] and "before its first cell" in report["failure"]:
             report["failure"] += "; its last output: " + report["log"][-400:].strip()
+    if not report["timed_out"] and seen.get("threads", 0) >= spec["processes"]:
+        report["failure"] = (report.get("failure") or "") + (  # a test could not fork: full
+            f"; the sandbox was at its process limit then ({seen['threads']} processes and"
+            f" threads, --processes {spec['processes']})"
+        )
     started = end is not None and "before its first cell" not in str(end.get("failure"))
     if seen["lab_failed"] or (end is not None and not started):
         where, why = seen["lab_failed"] or ("the worker's start", report["failure"])
@@ -686,6 +775,8 @@ def supervise() -> int:
         os.close(fd)
     for w in pipes:
         os.close(w)
+    if spec.get("judged"):
+        _judge(spec, ours, emit, worker, raw)  # never returns
     ours.setblocking(False)
 
     cur = 0  # the next cell to hand out
@@ -826,6 +917,247 @@ def supervise() -> int:
     os._exit(0)
 
 
+def _judge(spec: dict, ours, emit, worker, raw) -> None:
+    """The judged run (the supervisor is the judge): every cell of the lab's that is not a test
+    runs here too, in a namespace of the judge's, where each name a solution cell bound is a
+    :class:`zg_course.remote.RemoteFunction` (or its value, read back by value); every test runs
+    only here, in a fork of the judge, against a fork of the worker, and its verdict is the
+    judge's. The worker runs the cells that are not tests, in order, and answers calls."""
+    import builtins
+    import contextlib
+    import threading
+
+    if str(ROOT) not in sys.path:
+        sys.path.insert(0, str(ROOT))
+    cells = spec["cells"]
+    kept = {r: [b"", 0] for r in raw}
+
+    def drain(fd: int) -> None:  # the worker's raw stdout and stderr, read while the judge works
+        while True:
+            chunk = os.read(fd, 65536)
+            if not chunk:
+                return
+            have, dropped = kept[fd]
+            room = RAW_LIMIT - len(have)
+            kept[fd] = [have + chunk[:room], dropped + max(0, len(chunk) - room)]
+
+    threads = [threading.Thread(target=drain, args=(fd,), daemon=True) for fd in raw]
+    for t in threads:
+        t.start()
+    ours.setblocking(True)
+    import resource
+
+    # the judge reads what the worker sends: bounded as a worker's process is by default
+    # (--memory lower than that is the worker's alone: the judge must still report)
+    limit = max(spec["memory"], int(MEMORY_GIB * (1 << 30)))
+    resource.setrlimit(resource.RLIMIT_AS, (limit, limit))
+    from zg_course import remote
+
+    channel = remote.Channel(ours)
+    remote.connect(channel)
+    remote.record_mode_arguments()
+    namespace = {"__name__": "__main__", "__builtins__": builtins}
+    complete, failure = judge_cells(cells, channel, namespace, emit)
+    if failure:
+        with contextlib.suppress(Exception):
+            status = _reap()
+            if worker.pid in status:
+                failure += f" ({_status(status[worker.pid])})"
+    with contextlib.suppress(OSError):
+        ours.shutdown(socket.SHUT_RDWR)
+    try:
+        os.kill(worker.pid, signal.SIGKILL)
+    except ProcessLookupError:
+        pass
+    for t in threads:
+        t.join(timeout=2)
+    log = []
+    for name, (have, dropped) in zip(("stdout", "stderr"), kept.values()):
+        if have:
+            text = have.decode(errors="replace")
+            log.append(
+                f"[{name}] {text}" + (f"\n[{dropped} more bytes dropped]" if dropped else "")
+            )
+    emit({"end": True, "complete": complete, "failure": failure, "log": "\n".join(log)[-8000:]})
+    sys.stdout.flush()
+    os._exit(0)
+
+
+def judge_cells(
+    cells: list, channel, namespace: dict, emit, stop=None, fork_worker: bool = True
+) -> tuple[bool, str | None]:
+    """Run ``cells`` as the judge, against the worker at the other end of ``channel``: the
+    cells that are not tests in the worker and again in ``namespace``, every test in
+    ``namespace`` only (in a fork, for a hidden one), each solution cell's names bound to
+    :class:`zg_course.remote.RemoteFunction` stand-ins. ``emit`` gets each cell's output and
+    each test's verdict; ``stop(verdict)`` True ends the run there. Returns (complete,
+    failure): failure says where the worker ended or broke the protocol. ``fork_worker``: each
+    cell of the judge's calls a fork of the worker (its side effects there end with the cell),
+    else the worker itself (as a kernel keeps them: the forked graders)."""
+    import contextlib
+    import io
+    import linecache
+    import traceback
+
+    from zg_course import remote
+
+    where = "before its first cell"
+
+    def expect(*ops: str) -> dict:
+        header, _ = channel.recv()
+        if header.get("op") not in ops:
+            raise remote.RemoteError(f"protocol: {str(header.get('op'))[:40]!r} for {ops}")
+        return header
+
+    def here(cell: dict, forked: bool) -> str | None:
+        """Run one cell in the judge's namespace; its error, or None."""
+        ids = {k: id(v) for k, v in namespace.items()}
+        try:
+            return _exec(cell)
+        finally:
+            if not cell["hidden"]:  # the worker ran it too: what it bound, the worker has
+                remote.shared(namespace, [k for k, v in namespace.items() if ids.get(k) != id(v)])
+
+    def _exec(cell: dict) -> str | None:
+        code = cell["source"]
+        filename = f"<lab-cell {cell['grade_id'] or cell['index']}>"
+        linecache.cache[filename] = (len(code), None, code.splitlines(keepends=True), filename)
+        buf = io.StringIO()
+        with contextlib.redirect_stdout(buf), contextlib.redirect_stderr(buf):
+            try:
+                exec(compile(code, filename, "exec"), namespace)
+            except remote.NeedsWorker:
+                raise
+            except BaseException as exc:
+                return traceback.format_exception_only(type(exc), exc)[-1].strip()
+        return None
+
+    def opened() -> str | None:
+        """The worker's side of one cell of the judge's: a fork of it, or itself."""
+        if fork_worker:
+            channel.send({"op": "fork"})
+            header = expect("ready", "back")
+            if header["op"] == "back":
+                why = str(header.get("error") or "")[:200]
+                return f"the submission's process could not fork for the test ({why})"
+        return None
+
+    def closed() -> tuple[str | None, bool]:
+        """(what the integrity check found, whether the worker's fork ended before)."""
+        if not fork_worker:
+            channel.send({"op": "check"})
+            return expect("closed").get("tampered"), False
+        channel.send({"op": "done"})
+        header = expect("closed", "back")
+        return header.get("tampered"), header["op"] == "back"
+
+    def in_worker(cell: dict) -> str | None:  # a test the judge cannot run by value
+        return channel.request({"op": "test", "cell": _public(cell)})[0].get("error")
+
+    def session(cell: dict) -> dict:
+        """A cell of the judge's, its calls answered by the worker (a fork of it, with
+        ``fork_worker``): {"error": ..., "inside": ...}; the judge itself forks for a hidden
+        test, whose side effects end with it."""
+        error = opened()
+        if error:
+            return {"error": error}
+        if not cell["hidden"]:  # a locked cell or a visible test: what it binds, later cells use
+            inside = False
+            try:
+                error = here(cell, False)
+            except remote.NeedsWorker:  # the cell runs in the worker instead
+                inside = True
+                error = in_worker(cell)
+            tampered, back = closed()
+            if fork_worker and not back:
+                expect("back")
+            return {"error": tampered or error, "inside": inside}
+        r, w = os.pipe()
+        torch = sys.modules.get("torch")
+        if torch is not None:
+            torch.set_num_threads(1)  # GNU OpenMP's pool does not survive fork
+        pid = os.fork()
+        if pid == 0:
+            os.close(r)
+            verdict = {"error": None, "back": False, "inside": False}
+            try:
+                try:
+                    verdict["error"] = here(cell, True)
+                except remote.NeedsWorker:  # the cell runs in the worker instead
+                    verdict["inside"] = True
+                    verdict["error"] = in_worker(cell)
+                tampered, verdict["back"] = closed()
+                if verdict["back"]:
+                    verdict["error"] = (
+                        verdict["error"] or "the submission's process ended during the test"
+                    )
+                elif tampered:
+                    verdict["error"] = str(tampered)
+            except BaseException as exc:
+                verdict["error"] = verdict["error"] or f"{type(exc).__name__}: {exc}"[:2000]
+            os.write(w, json.dumps(verdict).encode())
+            os._exit(0)
+        os.close(w)
+        data = b""
+        while True:
+            chunk = os.read(r, 65536)
+            if not chunk:
+                break
+            data += chunk
+        os.close(r)
+        os.waitpid(pid, 0)
+        try:
+            verdict = json.loads(data)
+        except ValueError:
+            verdict = {"error": "the judge's test process ended without a verdict", "back": False}
+        if fork_worker and not verdict.get("back"):
+            expect("back")
+        return verdict
+
+    first_theirs = min([c["index"] for c in cells if not c["locked"]], default=math.inf)
+    try:
+        for cell in cells:
+            where = (
+                f"in cell {cell['grade_id'] or cell['index']}"
+                if cell["index"] >= first_theirs
+                else "before its first cell"  # the lab's own cells: not the submission's doing
+            )
+            if not cell["hidden"]:  # the worker runs it too (a visible test: not its verdict)
+                channel.send({"op": "cell", "cell": _public(cell)})
+                header = expect("output")
+                emit({"grade_id": cell["grade_id"], "index": cell["index"],
+                      "output": str(header.get("output") or "")[-OUTPUT_LIMIT:],
+                      "error": None if cell["graded"] else _short(header.get("error"))})  # fmt: skip
+            if cell["graded"]:
+                verdict = session(cell)
+                event = {"grade_id": cell["grade_id"], "passed": verdict.get("error") is None,
+                         "output": "", "error": _short(verdict.get("error")),
+                         "inside": bool(verdict.get("inside"))}  # fmt: skip
+                emit(event)
+                if stop is not None and stop(event):
+                    return False, None
+                continue
+            if not cell["locked"]:
+                for d in header.get("defined") or []:
+                    name = str(d.get("name"))
+                    if d.get("kind") == "function":
+                        namespace[name] = remote.RemoteFunction(
+                            name, d.get("parameters") or [], d.get("source")
+                        )
+                    elif d.get("kind") == "module":  # one the judge has imported already
+                        if str(d.get("module")) in sys.modules:
+                            namespace[name] = sys.modules[str(d["module"])]
+                    else:
+                        with contextlib.suppress(remote.RemoteError):  # else no test sees it
+                            namespace[name] = remote._ask("value", name=name)
+                continue
+            session(cell)
+        channel.send({"op": "end"})
+        return True, None
+    except (remote.RemoteError, EOFError, OSError, ValueError) as exc:
+        return False, f"the submission's process ended {where} ({str(exc)[:200]})"
+
+
 def _public(cell: dict) -> dict:
     return {k: cell[k] for k in ("index", "grade_id", "source", "graded", "locked")}
 
@@ -955,6 +1287,132 @@ def work(fd: int) -> int:
         os.waitpid(pid, 0)
 
 
+def work_judged(fd: int, namespace: dict | None = None, intact_from_now: bool = False) -> int:
+    """The worker of a judged run: runs the cells it is sent (none is a test), in one namespace,
+    and answers the judge's calls of the notebook's functions (:func:`zg_course.remote.serve`);
+    "fork" starts a fork that answers the calls of one cell of the judge's, then ends."""
+    import contextlib
+    import io
+    import linecache
+    import traceback
+
+    sock = socket.socket(fileno=fd)
+    if namespace is None:
+        namespace = {"__name__": "__main__", "__builtins__": __builtins__}
+    from zg_course.integrity import changes, fingerprint
+    from zg_course.integrity import message as integrity_message
+
+    state = {"before": fingerprint() if intact_from_now else None, "tampered": None}
+
+    def tampered() -> str | None:
+        if state["tampered"] is None and state["before"] is not None:
+            changed = changes(state["before"])
+            if changed:
+                state["tampered"] = "tamper: " + integrity_message(changed)
+        return state["tampered"]
+
+    def recv() -> tuple[dict, bytes]:
+        try:
+            return recv_frame(sock, RESULT_LIMIT)
+        except (EOFError, OSError, ValueError):
+            os._exit(3)  # the judge is gone
+
+    def run(cell: dict) -> None:
+        code = cell["source"]
+        filename = f"<lab-cell {cell['grade_id'] or cell['index']}>"
+        linecache.cache[filename] = (len(code), None, code.splitlines(keepends=True), filename)
+        buf, error = io.StringIO(), None
+        if cell.get("locked", True):
+            tampered()  # what the cells before did to the grader's code, kept from here on
+        ids = {k: id(v) for k, v in namespace.items()}
+        with contextlib.redirect_stdout(buf), contextlib.redirect_stderr(buf):
+            try:
+                exec(compile(code, filename, "exec"), namespace)
+            except BaseException as exc:  # a failing cell earns 0, as in nbgrader
+                error = traceback.format_exception_only(type(exc), exc)[-1].strip()
+        defined = []
+        if not cell.get("locked", True):
+            bound = [k for k, v in namespace.items()
+                     if not k.startswith("__") and ids.get(k) != id(v)]  # fmt: skip
+            try:
+                from zg_course import remote
+
+                defined = remote.describe(namespace, bound)
+            except Exception as exc:
+                error = error or f"{type(exc).__name__}: {exc}"
+        elif not cell.get("graded") and state["tampered"] is None:
+            state["before"] = fingerprint()  # the locked cell's own changes are the lab's
+        send_frame(sock, {"op": "output", "index": cell["index"],
+                                 "output": buf.getvalue()[-OUTPUT_LIMIT:], "error": error,
+                                 "defined": defined})  # fmt: skip
+
+    def test(cell: dict) -> str | None:
+        """A test cell run here (:class:`zg_course.remote.NeedsWorker`): its error, or None."""
+        code = cell["source"]
+        filename = f"<lab-cell {cell['grade_id'] or cell['index']}>"
+        linecache.cache[filename] = (len(code), None, code.splitlines(keepends=True), filename)
+        if tampered():
+            return state["tampered"]
+        with contextlib.redirect_stdout(io.StringIO()), contextlib.redirect_stderr(io.StringIO()):
+            try:
+                exec(compile(code, filename, "exec"), namespace)
+            except BaseException as exc:  # a failing test fails its cell
+                return traceback.format_exception_only(type(exc), exc)[-1].strip()
+        return tampered()
+
+    def answer(header: dict, blob: bytes) -> None:
+        from zg_course import remote
+
+        out_header, out_blob = remote.serve(namespace, header, blob)
+        send_frame(sock, out_header, out_blob)
+
+    while True:
+        header, blob = recv()
+        op = header.get("op")
+        if op == "end":
+            os._exit(0)
+        if op == "cell":
+            run(header["cell"])
+        elif op == "fork":
+            tampered()  # kept in this process too: every fork after it reports it
+            torch = sys.modules.get("torch")
+            if torch is not None:
+                torch.set_num_threads(1)  # GNU OpenMP's pool does not survive fork
+            sys.stdout.flush()
+            sys.stderr.flush()
+            try:
+                pid = os.fork()
+            except OSError as exc:  # at the process limit: the cell fails, the run goes on
+                send_frame(sock, {"op": "back", "error": f"{type(exc).__name__}: {exc}"})
+                continue
+            if pid == 0:
+                try:
+                    sys.settrace(None)
+                    sys.setprofile(None)
+                    send_frame(sock, {"op": "ready"})
+                    while True:
+                        header, blob = recv()
+                        if header.get("op") == "done":
+                            send_frame(sock, {"op": "closed", "tampered": tampered()})
+                            break
+                        if header.get("op") == "test":  # a test the judge could not run
+                            send_frame(sock, {"op": "verdict", "error": test(header["cell"])})
+                            continue
+                        answer(header, blob)
+                finally:
+                    os._exit(0)
+            os.waitpid(pid, 0)
+            send_frame(sock, {"op": "back"})
+        elif op == "done":
+            continue  # a fork's, which ended before it
+        elif op == "check":  # the end of a cell of the judge's, answered here
+            send_frame(sock, {"op": "closed", "tampered": tampered()})
+        elif op == "test":  # a test the judge could not run, here
+            send_frame(sock, {"op": "verdict", "error": test(header["cell"])})
+        else:
+            answer(header, blob)
+
+
 # ----------------------------------------------------------------------------- the command
 
 
@@ -981,12 +1439,12 @@ def main(argv=None) -> int:
     argv = sys.argv[1:] if argv is None else argv
     if argv[:1] == ["--supervise"]:
         return supervise()
-    if argv[:1] == ["--worker"]:
+    if argv[:1] in (["--worker"], ["--worker-judged"]):
         # Run as a file, this folder is first on sys.path: the cells import the course as
         # zg_course (PYTHONPATH), never its modules by their bare names.
         if sys.path and Path(sys.path[0] or ".").resolve() == COURSE:
             del sys.path[0]
-        return work(int(argv[1]))
+        return (work_judged if argv[0] == "--worker-judged" else work)(int(argv[1]))
 
     def flag(check, name: str):
         def parse(text: str):
@@ -1013,6 +1471,8 @@ def main(argv=None) -> int:
     parser.add_argument("--json", type=Path, help="write every report here")
     parser.add_argument("--check", action="store_true",
                         help="grade every lab's model solution (or the labs named): full marks")  # fmt: skip
+    parser.add_argument("--inside", action="store_true",
+                        help="run the tests in forks of the worker, as before the judge (to compare)")  # fmt: skip
     parser.add_argument("--no-scan", action="store_true",
                         help="skip the tamper scan (to test the sandbox alone)")  # fmt: skip
     args = parser.parse_args(argv)
@@ -1031,7 +1491,7 @@ def main(argv=None) -> int:
     for sub in args.submissions:
         report = grade(sub, course=args.course, lab=args.lab, timeout=args.timeout,
                        memory_gib=args.memory, processes=args.processes,
-                       run_scan=not args.no_scan)  # fmt: skip
+                       run_scan=not args.no_scan, judge=not args.inside)  # fmt: skip
         malformed += report.get("failure", "").startswith("malformed:")
         unfair += bool(report.get("grader_error"))
         reports.append(report)
@@ -1060,6 +1520,6 @@ def main(argv=None) -> int:
 
 
 if __name__ == "__main__":
-    if sys.argv[1:2] not in (["--supervise"], ["--worker"]):
+    if sys.argv[1:2] not in (["--supervise"], ["--worker"], ["--worker-judged"]):
         watch_interrupts()  # the grader: before its imports, which may swallow an interrupt
     sys.exit(main())

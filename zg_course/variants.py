@@ -45,6 +45,11 @@ def main(argv=None) -> int:
     ap.add_argument("labs", nargs="*", help="labs by folder name (default: every lab)")
     ap.add_argument("--course", default=str(ROOT / "labs"))
     ap.add_argument("--jobs", type=int, default=2, help="variants graded at once")
+    ap.add_argument(
+        "--in-process",
+        action="store_true",
+        help="run the tests in the solution's process, as before the judge",
+    )
     ap.add_argument("--max-share", type=float, default=0.5, help="as zg_course/wrong.py")
     ap.add_argument("--min-score", type=float, default=0.9, help="as zg_course/mutants.py")
     ap.add_argument("--min-per-lab", type=int, default=2, help="as zg_course/right.py")
@@ -75,7 +80,7 @@ def main(argv=None) -> int:
         right_failures += zg_course.right.missing_alternatives(course, rights, args.min_per_lab)
     print(f"{'lab':<27} {'wrong':>5} {'right':>5} {'mutants':>7}  seconds", flush=True)
     for name in names:
-        lab = Lab(lab_source(course, name), timeout=60.0, jobs=args.jobs)
+        lab = Lab(lab_source(course, name), timeout=60.0, jobs=args.jobs, judge=not args.in_process)
         mutants, mutant_variants = [], []
         if name not in zg_course.mutants.SKIP_LABS:
             mutants, mutant_variants = zg_course.mutants.plan(

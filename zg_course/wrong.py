@@ -175,6 +175,19 @@ def main(argv=None) -> int:
         help="largest share of its part's points a wrong solution may earn",
     )
     ap.add_argument("--nbgrader", action="store_true", help="grade with nbgrader autograde")
+    ap.add_argument(
+        "--in-process",
+        action="store_true",
+        help="run the tests in the same process as the solution, as before the judge (by "
+        "default the forked grader's tests run in the judge and the solution in a worker "
+        "process, zg_course.remote, as in the sandbox, without bubblewrap)",
+    )
+    ap.add_argument(
+        "--sandbox",
+        action="store_true",
+        help="grade each in the sandbox (zg_course.sandbox: its tests in the judge, outside the "
+        "sandbox)",
+    )
     args = ap.parse_args(argv)
     start = time.time()
     wrongs = [
@@ -186,13 +199,40 @@ def main(argv=None) -> int:
         raise SystemExit(f"zg_course.wrong: no wrong solutions under {args.wrong}")
     if args.nbgrader:
         scores = grade_with_nbgrader(wrongs, args)
+    elif args.sandbox:
+        scores = grade_in_sandbox(wrongs, Path(args.course).resolve())
     else:
         keep = _keep_folder(args.keep) if args.keep else None
         outcomes: dict = {}
-        scores = grade_forked(wrongs, Path(args.course).resolve(), outcomes)
+        scores = grade_forked(
+            wrongs, Path(args.course).resolve(), outcomes, judge=not args.in_process
+        )
         if keep is not None:
             keep_forked(keep, Path(args.course).resolve(), wrongs, outcomes)
     return report(wrongs, scores, args.max_share, time.time() - start)
+
+
+def grade_in_sandbox(wrongs: list[dict], course: Path) -> dict[str, tuple[float, float]]:
+    """{name: (earned, total)} of each wrong solution's part, graded by zg_course.sandbox."""
+    import tempfile
+
+    from zg_course import sandbox
+
+    scores = {}
+    with tempfile.TemporaryDirectory(prefix="zg-wrong-") as tmp:
+        for wrong in wrongs:
+            source = course / "source" / wrong["lab"] / f"{wrong['lab']}.ipynb"
+            path = Path(tmp) / wrong["name"] / f"{wrong['lab']}.ipynb"
+            path.parent.mkdir()
+            path.write_text(json.dumps(submission(source, wrong)))
+            report = sandbox.grade(path, course=course, lab=wrong["lab"], timeout=600)
+            points = report["points"]
+            total = sum(points[g] for g in wrong["part"])
+            earned = sum(points[g] for g in wrong["part"] if report["passed"].get(g))
+            scores[wrong["name"]] = (earned, total)
+            print(f"  {wrong['name']}: {earned:g} / {total:g} (tests run {report.get('judged')} "
+                  f"the sandbox's worker)", flush=True)  # fmt: skip
+    return scores
 
 
 def _keep_folder(keep: str) -> Path:
@@ -266,13 +306,13 @@ def scores_of(wrongs: list[dict], outcomes: dict) -> dict[str, tuple[float, floa
 
 
 def grade_forked(
-    wrongs: list[dict], course: Path, outcomes: dict | None = None
+    wrongs: list[dict], course: Path, outcomes: dict | None = None, judge: bool = True
 ) -> dict[str, tuple[float, float]]:
     """{name: (earned, total)} of each wrong solution's part, graded in forks (zg_course.grade);
     ``outcomes``, a dict, gets each one's full outcome."""
     scores = {}
     for lab_name in sorted({w["lab"] for w in wrongs}):
-        lab = Lab(course / "source" / lab_name / f"{lab_name}.ipynb")
+        lab = Lab(course / "source" / lab_name / f"{lab_name}.ipynb", judge=judge)
         mine = [w for w in wrongs if w["lab"] == lab_name]
         t = time.time()
         graded = lab.grade(variants(lab, mine))
