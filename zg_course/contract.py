@@ -1468,16 +1468,29 @@ def _parameter_names(fn, reference, n: int) -> list[str]:
     return [f"argument {i}" for i in range(n)]
 
 
+# The inputs and copies :func:`check` makes, kept until it ends (the innermost check's list;
+# in the worker, until the judge's cell ends): no object's id is reused within a check, so a
+# memo keyed by ``id`` meets the same clause whatever the allocator did before.
+_ALIVE: list[list] = []
+
+
+def _kept(x):
+    if _ALIVE:
+        _ALIVE[-1].append(x)
+    return x
+
+
 def _copy(x):
     """A fresh deep copy of a case's inputs (a module and its parameters included, with their
-    gradients: ``copy.deepcopy`` of a ``torch.nn.Parameter`` drops its ``.grad``)."""
+    gradients: ``copy.deepcopy`` of a ``torch.nn.Parameter`` drops its ``.grad``), kept alive
+    while the check runs (:data:`_ALIVE`)."""
     memo: dict = {}
     for p in _parameters_in(x):
         if id(p) not in memo:
             q = copy.deepcopy(p, memo)
             if p.grad is not None and q.grad is None:
                 q.grad = copy.deepcopy(p.grad, memo)
-    return copy.deepcopy(x, memo)
+    return _kept(copy.deepcopy(x, memo))
 
 
 def _parameters_in(x, depth: int = 0):
@@ -1623,6 +1636,14 @@ def check(
     """Run ``fn`` on every case and check every clause of ``contract``; returns the number of
     cases checked. Raises :class:`ContractFailure` naming each failed clause with its first
     failing case (the input, what was expected, what came back)."""
+    _ALIVE.append([])
+    try:
+        return _check(fn, contract, cases, reference, namespace=namespace)
+    finally:
+        _ALIVE.pop()
+
+
+def _check(fn, contract, cases, reference, *, namespace) -> int:
     if not isinstance(contract, Contract):
         raise ContractSetupError(
             f"contract must be a zg_course.contract.Contract, got {type(contract).__name__}"
@@ -2759,7 +2780,7 @@ def _check_device_elsewhere(fn, contract, case, names, fail) -> bool:
     device's): the check by redirection (:func:`_check_device`) judges then."""
     memo: dict = {}
     try:
-        args, kwargs = _elsewhere(_copy((case.args, case.kwargs)), memo=memo)
+        args, kwargs = _kept(_elsewhere(_copy((case.args, case.kwargs)), memo=memo))
     except _NotWrappable:
         return False
     if not any(isinstance(tagged, _Elsewhere) for _, tagged in memo.values()):
@@ -2868,7 +2889,10 @@ def _check_device(fn, contract, case, names, expected, fail, cuda: bool = True):
         )
         return
     if cuda and torch.cuda.is_available():
-        args, kwargs = _to_device(_copy(case.args), "cuda"), _to_device(_copy(case.kwargs), "cuda")
+        args, kwargs = (
+            _kept(_to_device(_copy(case.args), "cuda")),
+            _kept(_to_device(_copy(case.kwargs), "cuda")),
+        )
         try:
             with _student(contract.function):
                 got = fn(*args, **kwargs)

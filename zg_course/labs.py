@@ -290,7 +290,7 @@ def _vault():
     """The holds, kept in this closure and in no module attribute: a student's cell can reach
     the originals only through what the graders' tamper scan forbids (``__closure__``, ``gc``,
     frames), nor the count :func:`as_student` keeps. Returns (hold, held_call, as_student,
-    is_held)."""
+    is_held, absent)."""
     import mmap
     import sys
     import threading
@@ -299,6 +299,10 @@ def _vault():
     # (namespace, names)}): a hold made again for another namespace adds it (the last 64), so
     # a call that holds again (the lab's setup run twice, a test) never loosens a hold
     entries: dict = {}
+    # absent() was called: no hold made from now on keeps its original, except those named
+    # in ``kept`` (module.qualname), which the kit's own code needs in this process
+    gone = {"on": False, "kept": frozenset(), "lab": None}
+    lab_of: dict = {}  # id(stand-in code) -> the lab a "within" hold was made for
     calls: dict = {}  # id(code) -> (code, _callees(code)): the call sites seen so far
     lock = threading.Lock()
     # Which students' functions run (as_student): {name: depth}, "" for "a student's function",
@@ -475,13 +479,13 @@ def _vault():
         if fn.__code__.co_freevars:
             raise TypeError(f"forbid cannot hold {fn.__qualname__}: it is a closure")
         original = None
-        if within:
+        name = f"{fn.__module__}.{fn.__qualname__}"
+        if within and (not gone["on"] or lab != gone["lab"] or name in gone["kept"]):
             original = types.FunctionType(
                 fn.__code__, fn.__globals__, fn.__name__, fn.__defaults__, fn.__closure__
             )
             original.__kwdefaults__ = fn.__kwdefaults__
             original.__qualname__ = fn.__qualname__
-        name = f"{fn.__module__}.{fn.__qualname__}"
         # The stand-in, compiled on the original's first line of the original's file: its
         # source (inspect, the docs' routes) is the original's, and a traceback through it
         # names the original's def line. One code object per hold: entries go by identity.
@@ -498,6 +502,8 @@ def _vault():
         spaces = {id(namespace): (namespace, tuple(names))} if within else {}
         with lock:
             entries[id(code)] = (code, message, original, spaces)
+            if within:
+                lab_of[id(code)] = gone["lab"] = lab
         fn.__code__, fn.__defaults__, fn.__kwdefaults__ = code, None, None
         return saved
 
@@ -530,10 +536,33 @@ def _vault():
         finally:
             step(name, -1)
 
-    return hold, held_call, as_student, is_held
+    def absent(kept=()) -> list[str]:
+        """From now on, in this process, the functions held for the lab held last refuse
+        wherever they are called from, and their originals are dropped: no closure of this
+        module holds them any more (nor a new hold's), so nothing in the process can reach
+        the reference's code, whatever it walks (``gc``, frames, modules). Those named in
+        ``kept`` ("module.qualname": the student's other functions or the kit's own code run
+        them in this process) stay held as before, and so do an earlier lab's (the kit's later
+        labs run them). Called in the grading worker (:func:`zg_course.sandbox.work_judged`),
+        whose tests run in the judge. Returns the names whose original was dropped."""
+        dropped = []
+        with lock:
+            calls.clear()  # the call sites seen: a frame's code, a reference's among them
+            gone["on"], gone["kept"] = True, frozenset(gone["kept"]) | frozenset(kept)
+            for key, (code, message, original, spaces) in list(entries.items()):
+                if original is None or lab_of.get(key) != gone["lab"]:
+                    continue
+                name = f"{original.__module__}.{original.__qualname__}"
+                if name in gone["kept"]:
+                    continue
+                entries[key] = (code, message, None, spaces)
+                dropped.append(name)
+        return dropped
+
+    return hold, held_call, as_student, is_held, absent
 
 
-_hold, _held_call, as_student, _is_held = _vault()
+_hold, _held_call, as_student, _is_held, _absent = _vault()
 as_student.__qualname__ = "as_student"
 del _vault
 
@@ -685,6 +714,18 @@ _HELD_WITHIN = {
     "zg.grappa.comm.wire_bytes": ("bytes_per_iteration",),
     "zg.grappa.comm.CommLedger.total_bytes": ("bytes_per_iteration",),
 }
+
+
+def _kept_in_worker() -> frozenset[str]:
+    """The references the grading worker keeps held rather than absent ("module.qualname"),
+    because code that runs there needs them: Lab 1's ``syncs_per_hop`` runs the kit's
+    ``DynamicSampler.sample`` (it counts that sampler's syncs), and Lab 6's hook tests run in
+    the worker (a DDP communication hook runs in torch.distributed's processes), comparing with
+    the kit's hook and estimators, whose byte model the student's hook records through."""
+    table = _lab_references()
+    kept = {f"{f.__module__}.{f.__qualname__}" for t in table[1][1] for f in _functions_of(t)}
+    kept |= {f"{f.__module__}.{f.__qualname__}" for t in table[6][1] for f in _functions_of(t)}
+    return frozenset(kept)
 
 
 def _held_within(lab: int, target) -> list[str]:

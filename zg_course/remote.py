@@ -892,8 +892,12 @@ def serve(namespace: dict, header: dict, blob: bytes) -> tuple[dict, bytes]:
     """Answer one request of the judge in the worker: ``({"op": "answer", "error": ...}, blob)``."""
     _NAMESPACE[0] = namespace
     op = header.get("op")
+    from zg_course import contract
+
+    if not contract._ALIVE:  # what the judge's cell sends, kept until it ends (contract._ALIVE)
+        contract._ALIVE.append([])
     try:
-        fields = _Receiver(io.BytesIO(blob)).load()
+        fields = contract._kept(_Receiver(io.BytesIO(blob)).load())
         modes = fields.pop("modes", [])
         if op == "value":
             return {"op": "answer"}, dumps((namespace[fields["name"]], []))

@@ -1304,6 +1304,16 @@ def work_judged(fd: int, namespace: dict | None = None, intact_from_now: bool = 
 
     state = {"before": fingerprint() if intact_from_now else None, "tampered": None}
 
+    def drop_references() -> None:
+        """The kit's references and the lab's own, held so far: dropped from this process (their
+        tests run in the judge). Once the lab's setup has run (it holds them), and again after
+        every cell of the lab's; new holds keep no original either."""
+        labs = sys.modules.get("zg_course.labs")
+        if labs is not None:
+            labs._absent(labs._kept_in_worker())
+
+    drop_references()
+
     def tampered() -> str | None:
         if state["tampered"] is None and state["before"] is not None:
             changed = changes(state["before"])
@@ -1340,8 +1350,10 @@ def work_judged(fd: int, namespace: dict | None = None, intact_from_now: bool = 
                 defined = remote.describe(namespace, bound)
             except Exception as exc:
                 error = error or f"{type(exc).__name__}: {exc}"
-        elif not cell.get("graded") and state["tampered"] is None:
-            state["before"] = fingerprint()  # the locked cell's own changes are the lab's
+        else:
+            drop_references()
+            if not cell.get("graded") and state["tampered"] is None:
+                state["before"] = fingerprint()  # the locked cell's own changes are the lab's
         send_frame(sock, {"op": "output", "index": cell["index"],
                                  "output": buf.getvalue()[-OUTPUT_LIMIT:], "error": error,
                                  "defined": defined})  # fmt: skip
@@ -1406,6 +1418,9 @@ def work_judged(fd: int, namespace: dict | None = None, intact_from_now: bool = 
         elif op == "done":
             continue  # a fork's, which ended before it
         elif op == "check":  # the end of a cell of the judge's, answered here
+            contract = sys.modules.get("zg_course.contract")
+            if contract is not None:
+                contract._ALIVE.clear()  # what the cell's calls kept alive
             send_frame(sock, {"op": "closed", "tampered": tampered()})
         elif op == "test":  # a test the judge could not run, here
             send_frame(sock, {"op": "verdict", "error": test(header["cell"])})

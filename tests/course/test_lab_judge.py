@@ -356,15 +356,30 @@ def envelope_sizes(counts, quantile, margin, worst, batch_size):
 """
 
 HUNT = r'''
-import gc, linecache, sys
+import gc, linecache, os, sys, types
 
 # the names only Lab 3's hidden tests define, spelled so that this cell holds neither
 SECRET = ("contract_" + "reference_sizes", "contract_" + "narrow_sizes", "contract_" + "cases")
+# the kit's reference implementations Lab 3 holds (zg_course.labs._lab_references()[3])
+REFERENCE = {"profile", "_feasible", "memory_model", "block_bytes"}
+
+
+def _reference(code):
+    """The code of one of the kit's references itself (a held function's stand-in calls
+    zg_course.labs._held_call instead)."""
+    return (isinstance(code, types.CodeType) and code.co_name in REFERENCE
+            and code.co_filename.endswith(os.path.join("zg", "envelope.py"))
+            and "_held_call" not in code.co_names)
 
 def _hunt():
     """Anything of the tests here: their names, their source, an expected value."""
     found = set()
     for o in gc.get_objects():
+        if _reference(getattr(o, "__code__", None)):
+            found.add(f"gc function {o.__qualname__} running the reference's code")
+        if isinstance(o, (types.FunctionType, tuple, list, dict)):
+            found |= {f"gc code {r.co_name} of the reference" for r in gc.get_referents(o)
+                      if _reference(r)}
         if isinstance(o, dict):
             found |= {f"gc dict {k}" for k in list(o)[:500] if isinstance(k, str) and k.startswith(SECRET)}
         elif callable(o) and str(getattr(o, "__name__", "")).startswith(SECRET):
@@ -405,7 +420,8 @@ PART_A = ["test_envelope_sizes", "test_envelope_sizes_hidden", "test_envelope_si
 @pytest.mark.slow
 def test_a_submission_walking_gc_frames_and_modules_finds_no_test_and_no_expected_value(tmp_path):
     """Its function answers rightly only while it has found nothing: if anything of the tests
-    were in its process, the answer would be wrong and part A would lose points."""
+    were in its process, or the code of a reference the lab holds (a function or a code
+    object any object refers to), the answer would be wrong and part A would lose points."""
     code = HUNT + MODEL.replace(
         "    return sizes\n",
         "    found = _hunt()\n    return sizes if not found else [-1] + found\n",
@@ -419,7 +435,8 @@ def test_a_submission_walking_gc_frames_and_modules_finds_no_test_and_no_expecte
 @pytest.mark.slow
 def test_the_same_hunt_finds_the_tests_when_they_run_in_the_workers_process(tmp_path):
     """The hunt can fail: graded as before the judge (the tests in a fork of the worker), it
-    finds the hidden test and its references, and part A loses its points."""
+    finds the hidden test, its references and the kit's (held, not absent), and part A loses
+    its points."""
     code = HUNT + MODEL.replace(
         "    return sizes\n",
         "    found = _hunt()\n    return sizes if not found else [-1] + found\n",
@@ -513,3 +530,80 @@ def test_hooks_a_call_leaves_on_its_arguments_are_counted_in_the_judge(worker):
     assert not hasattr(x, "_zg_hooks")  # the count is read, never left on the judge's tensor
     out = m(torch.ones(1, 2))  # the stand-in hooks change nothing
     assert out.shape == (1, 2)
+
+
+# ----------------------------------------------------------------------------- absent, not held
+
+ABSENT = r"""
+import gc, json, types
+import zg_course.labs as labs
+from zg_course.labs import ForbiddenCall, _functions_of
+
+
+def key(code):
+    return (code.co_filename, code.co_firstlineno, code.co_name)
+
+
+def hunt(keys):
+    '''The keys of every reference's own code that any object of this process reaches: a
+    function running it, or a code object any gc object refers to (not a stand-in's).'''
+    found = set()
+    for o in gc.get_objects():
+        codes = [getattr(o, "__code__", None)] if isinstance(o, types.FunctionType) else []
+        if isinstance(o, (types.FunctionType, tuple, list, dict, types.CellType)):
+            codes += [r for r in gc.get_referents(o) if isinstance(r, types.CodeType)]
+        for c in codes:
+            if isinstance(c, types.CodeType) and "_held_call" not in c.co_names and key(c) in keys:
+                found.add(key(c))
+    return found
+
+
+table = labs._lab_references()
+kept = labs._kept_in_worker()
+keys, names, out = {}, {}, {"dropped": {}, "refused": {}}
+for lab, (_, targets) in table.items():
+    fns = [f for t in targets for f in _functions_of(t)]
+    keys[lab] = {key(f.__code__) for f in fns}
+    names[lab] = {f"{f.__module__}.{f.__qualname__}": f for f in fns}
+    labs.hold_references({}, lab)
+    if lab == 3:
+        out["found_while_held"] = len(hunt(keys[3]))
+    out["dropped"][lab] = sorted(labs._absent(kept))
+    out["refused"][lab] = []
+    for name in sorted(set(names[lab]) - kept):
+        try:
+            names[lab][name]()
+        except ForbiddenCall:
+            out["refused"][lab].append(name)
+every = set().union(*keys.values())
+found = hunt(every)
+
+out["found"] = sorted(map(list, found))
+out["expected_dropped"] = {lab: sorted(set(names[lab]) - kept) for lab in table}
+out["kept_keys"] = sorted(map(list, {k for lab in table for n, f in names[lab].items()
+                                      if n in kept for k in [key(f.__code__)]}))
+print(json.dumps(out))
+"""
+
+
+def test_the_worker_drops_the_references_of_its_lab_and_nothing_reaches_their_code():
+    """``zg_course.labs._absent`` (what the grading worker calls once the lab's setup has held
+    them): every reference of every lab is dropped except the few code in the worker runs
+    (Lab 1's sampler, Lab 6's hook); a dropped one refuses even outside the student's
+    functions, and no function and no code object of the process holds its code any more,
+    where the same hunt finds it while it is only held."""
+    import subprocess
+    import sys
+
+    done = subprocess.run(
+        [sys.executable, "-c", ABSENT], capture_output=True, text=True, timeout=600, cwd=ROOT
+    )
+    assert done.returncode == 0, done.stderr[-3000:]
+    out = json.loads(done.stdout.strip().splitlines()[-1])
+    assert out["found_while_held"] > 0  # the hunt can find a held reference
+    for lab, expected in out["expected_dropped"].items():
+        assert set(out["dropped"][lab]) <= set(expected), lab
+        assert out["refused"][lab] == expected, lab
+    assert len(sum(out["expected_dropped"].values(), [])) >= 20
+    # what is left of the references' code: only the kept ones' (held, in the vault)
+    assert {tuple(k) for k in out["found"]} <= {tuple(k) for k in out["kept_keys"]}
