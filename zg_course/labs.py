@@ -302,7 +302,7 @@ def _vault():
     # absent() was called: no hold made from now on keeps its original, except those named
     # in ``kept`` (module.qualname), which the kit's own code needs in this process
     gone = {"on": False, "kept": frozenset(), "lab": None}
-    lab_of: dict = {}  # id(stand-in code) -> the lab a "within" hold was made for
+    lab_of: dict = {}  # id(stand-in code) -> (the lab a "within" hold was made for, its name)
     calls: dict = {}  # id(code) -> (code, _callees(code)): the call sites seen so far
     lock = threading.Lock()
     # Which students' functions run (as_student): {name: depth}, "" for "a student's function",
@@ -503,7 +503,8 @@ def _vault():
         with lock:
             entries[id(code)] = (code, message, original, spaces)
             if within:
-                lab_of[id(code)] = gone["lab"] = lab
+                lab_of[id(code)] = (lab, name)
+                gone["lab"] = lab
         fn.__code__, fn.__defaults__, fn.__kwdefaults__ = code, None, None
         return saved
 
@@ -544,20 +545,23 @@ def _vault():
         ``kept`` ("module.qualname": the student's other functions or the kit's own code run
         them in this process) stay held as before, and so do an earlier lab's (the kit's later
         labs run them). Called in the grading worker (:func:`zg_course.sandbox.work_judged`),
-        whose tests run in the judge. Returns the names whose original was dropped."""
-        dropped = []
+        whose tests run in the judge. Returns the names absent now (dropped now or before)."""
+        absent_now = []
         with lock:
             calls.clear()  # the call sites seen: a frame's code, a reference's among them
             gone["on"], gone["kept"] = True, frozenset(gone["kept"]) | frozenset(kept)
             for key, (code, message, original, spaces) in list(entries.items()):
-                if original is None or lab_of.get(key) != gone["lab"]:
+                lab, name = lab_of.get(key, (None, None))
+                if lab != gone["lab"] or name in gone["kept"]:
                     continue
-                name = f"{original.__module__}.{original.__qualname__}"
-                if name in gone["kept"]:
-                    continue
+                if original is not None:
+                    message += (
+                        " (while grading it is not in the process that runs the"
+                        " notebook's cells: the tests that use it run in the grader)"
+                    )
                 entries[key] = (code, message, None, spaces)
-                dropped.append(name)
-        return dropped
+                absent_now.append(name)
+        return absent_now
 
     return hold, held_call, as_student, is_held, absent
 
@@ -726,6 +730,44 @@ def _kept_in_worker() -> frozenset[str]:
     kept = {f"{f.__module__}.{f.__qualname__}" for t in table[1][1] for f in _functions_of(t)}
     kept |= {f"{f.__module__}.{f.__qualname__}" for t in table[6][1] for f in _functions_of(t)}
     return frozenset(kept)
+
+
+# Compiled twins of a reference, which cannot be held (numba dispatchers, not Python
+# functions): where the reference is absent, they are taken out of their module too, and
+# with them the last object that held their Python source function (``py_func``).
+_TWINS = {
+    "zg.kernels.sampling.sample_fused": ("zg.kernels.sampling", ("pick", "compact", "sample_all")),
+}
+
+
+def _absent_in_worker() -> list[str]:
+    """What the grading worker calls once the lab's setup has held its references (and after
+    each cell of the lab's): :func:`_absent` for the lab held last, the few :func:`_kept_in_worker`
+    aside, and the compiled twins of those absent (:data:`_TWINS`). Returns the names
+    absent."""
+    import gc
+    import sys
+
+    dropped = _absent(_kept_in_worker())
+    twins = [_TWINS[name] for name in dropped if name in _TWINS]
+    for module, names in twins:
+        found = sys.modules.get(module)
+        for name in names if found is not None else ():
+            found.__dict__.pop(name, None)
+    # A module's code holds its functions' code (its constants), and a frame of its import
+    # holds the module's code: an exception a library keeps (torch 2.2 keeps the
+    # ModuleNotFoundError of an optional import) keeps its traceback's frames, and those
+    # frames' callers up to the module that imported the library. Stored exceptions lose
+    # their tracebacks here, and the garbage in cycles (the dispatchers') goes, before any
+    # code of the student's runs.
+    for obj in gc.get_objects():
+        try:
+            if isinstance(obj, BaseException) and obj.__traceback__ is not None:
+                obj.__traceback__ = None
+        except ReferenceError:  # a weak proxy whose object is gone
+            continue
+    gc.collect()
+    return dropped
 
 
 def _held_within(lab: int, target) -> list[str]:
