@@ -742,15 +742,16 @@ _TWINS = {
 
 def _absent_in_worker() -> list[str]:
     """What the grading worker calls once the lab's setup has held its references (and after
-    each cell of the lab's): :func:`_absent` for the lab held last, the few :func:`_kept_in_worker`
-    aside, and the compiled twins of those absent (:data:`_TWINS`). Returns the names
-    absent."""
+    each cell of the lab's): :func:`_absent` for the lab held last, the few
+    :func:`_kept_in_worker` aside, and the compiled twins of those absent (:data:`_TWINS`).
+    Returns the names absent."""
     import gc
     import sys
 
-    dropped = _absent(_kept_in_worker())
-    twins = [_TWINS[name] for name in dropped if name in _TWINS]
-    for module, names in twins:
+    absent = _absent(_kept_in_worker())
+    if set(absent) <= _SWEPT:
+        return absent  # nothing new: the sweep below ran for these already
+    for module, names in [_TWINS[name] for name in absent if name in _TWINS]:
         found = sys.modules.get(module)
         for name in names if found is not None else ():
             found.__dict__.pop(name, None)
@@ -767,7 +768,11 @@ def _absent_in_worker() -> list[str]:
         except ReferenceError:  # a weak proxy whose object is gone
             continue
     gc.collect()
-    return dropped
+    _SWEPT.update(absent)
+    return absent
+
+
+_SWEPT: set[str] = set()  # the names :func:`_absent_in_worker` swept for
 
 
 def _held_within(lab: int, target) -> list[str]:
