@@ -601,10 +601,11 @@ def test_the_worker_drops_the_references_of_its_lab_and_nothing_reaches_their_co
     (Lab 1's sampler, Lab 6's hook); a dropped one refuses even outside the student's
     functions, and no function and no code object of the process holds its code any more,
     where the same hunt finds it while it is only held."""
-    import subprocess
     import sys
 
-    done = subprocess.run(
+    import processes
+
+    done = processes.run(
         [sys.executable, "-c", ABSENT], capture_output=True, text=True, timeout=600, cwd=ROOT
     )
     assert done.returncode == 0, done.stderr[-3000:]
