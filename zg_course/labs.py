@@ -301,8 +301,10 @@ def _vault():
     entries: dict = {}
     # absent() was called: no hold made from now on keeps its original, except those named
     # in ``kept`` (module.qualname), which the kit's own code needs in this process
-    gone = {"on": False, "kept": frozenset(), "lab": None}
-    lab_of: dict = {}  # id(stand-in code) -> (the lab a "within" hold was made for, its name)
+    # absent(namespace) was called: no hold made from now on for that namespace keeps its
+    # original, except those named in ``kept`` (module.qualname)
+    gone = {"kept": frozenset(), "spaces": {}}  # id(namespace) -> namespace
+    name_of: dict = {}  # id(stand-in code) -> the held function's module.qualname
     calls: dict = {}  # id(code) -> (code, _callees(code)): the call sites seen so far
     lock = threading.Lock()
     # Which students' functions run (as_student): {name: depth}, "" for "a student's function",
@@ -480,7 +482,8 @@ def _vault():
             raise TypeError(f"forbid cannot hold {fn.__qualname__}: it is a closure")
         original = None
         name = f"{fn.__module__}.{fn.__qualname__}"
-        if within and (not gone["on"] or lab != gone["lab"] or name in gone["kept"]):
+        absent_here = gone["spaces"].get(id(namespace)) is namespace is not None
+        if within and (not absent_here or name in gone["kept"]):
             original = types.FunctionType(
                 fn.__code__, fn.__globals__, fn.__name__, fn.__defaults__, fn.__closure__
             )
@@ -502,9 +505,7 @@ def _vault():
         spaces = {id(namespace): (namespace, tuple(names))} if within else {}
         with lock:
             entries[id(code)] = (code, message, original, spaces)
-            if within:
-                lab_of[id(code)] = (lab, name)
-                gone["lab"] = lab
+            name_of[id(code)] = name
         fn.__code__, fn.__defaults__, fn.__kwdefaults__ = code, None, None
         return saved
 
@@ -537,22 +538,26 @@ def _vault():
         finally:
             step(name, -1)
 
-    def absent(kept=()) -> list[str]:
-        """From now on, in this process, the functions held for the lab held last refuse
-        wherever they are called from, and their originals are dropped: no closure of this
-        module holds them any more (nor a new hold's), so nothing in the process can reach
-        the reference's code, whatever it walks (``gc``, frames, modules). Those named in
+    def absent(namespace: dict, kept=()) -> list[str]:
+        """From now on, in this process, the functions held for ``namespace`` (the lab's
+        ``globals()``, :func:`hold_references` and :func:`hold`) refuse wherever they are
+        called from, and their originals are dropped: no closure of this module holds them
+        any more (nor a later hold's for the same namespace), so nothing in the process can
+        reach the reference's code, whatever it walks (``gc``, frames, modules). Those named in
         ``kept`` ("module.qualname": the student's other functions or the kit's own code run
-        them in this process) stay held as before, and so do an earlier lab's (the kit's later
-        labs run them). Called in the grading worker (:func:`zg_course.sandbox.work_judged`),
-        whose tests run in the judge. Returns the names absent now (dropped now or before)."""
+        them in this process) stay held as before, and so do the holds of other namespaces
+        (an earlier lab's, whose functions the kit's later labs run). Called in the grading
+        worker (:func:`zg_course.sandbox.work_judged`), whose tests run in the judge. Returns
+        the names absent now (dropped now or before)."""
         absent_now = []
         with lock:
             calls.clear()  # the call sites seen: a frame's code, a reference's among them
-            gone["on"], gone["kept"] = True, frozenset(gone["kept"]) | frozenset(kept)
+            gone["kept"] = frozenset(gone["kept"]) | frozenset(kept)
+            gone["spaces"][id(namespace)] = namespace
             for key, (code, message, original, spaces) in list(entries.items()):
-                lab, name = lab_of.get(key, (None, None))
-                if lab != gone["lab"] or name in gone["kept"]:
+                name = name_of.get(key)
+                held_for = spaces.get(id(namespace), (None,))[0] is namespace
+                if not held_for or name in gone["kept"]:
                     continue
                 if original is not None:
                     message += (
@@ -740,15 +745,15 @@ _TWINS = {
 }
 
 
-def _absent_in_worker() -> list[str]:
+def _absent_in_worker(namespace: dict) -> list[str]:
     """What the grading worker calls once the lab's setup has held its references (and after
-    each cell of the lab's): :func:`_absent` for the lab held last, the few
+    each cell of the lab's): :func:`_absent` for the lab's ``namespace``, the few
     :func:`_kept_in_worker` aside, and the compiled twins of those absent (:data:`_TWINS`).
     Returns the names absent."""
     import gc
     import sys
 
-    absent = _absent(_kept_in_worker())
+    absent = _absent(namespace, _kept_in_worker())
     if set(absent) <= _SWEPT:
         return absent  # nothing new: the sweep below ran for these already
     for module, names in [_TWINS[name] for name in absent if name in _TWINS]:

@@ -510,8 +510,12 @@ def _run(spec: dict, report: dict, timeout: float) -> None:
             report["outputs"][gid] = event["output"]
         if event.get("error") and "failure" not in report:
             report["failure"] = f"{gid}: {event['error']}"
-        if "could not fork" in str(event.get("error")) and seen["uid"] is not None:
-            seen.setdefault("threads", _threads_of(seen["uid"]))  # how full the sandbox is
+        if "could not fork" in str(event.get("error")):
+            # EAGAIN from fork: the kernel's process limit said no (the count, taken later,
+            # may miss processes that ended since)
+            seen["fork_refused"] = seen.get("fork_refused") or "Errno 11" in str(event["error"])
+            if seen["uid"] is not None:
+                seen.setdefault("threads", _threads_of(seen["uid"]))  # how full the sandbox is
         if str(event.get("error") or "").startswith("tamper: ") and not seen["tampered"]:
             seen["tampered"] = True  # the grader's code changed: that is the failure to report
             report["failure"] = event["error"]
@@ -608,10 +612,12 @@ def _run(spec: dict, report: dict, timeout: float) -> None:
         report["failure"] = end.get("failure") or "the submission's run ended early"
         if report["log"] and "before its first cell" in report["failure"]:
             report["failure"] += "; its last output: " + report["log"][-400:].strip()
-    if not report["timed_out"] and seen.get("threads", 0) >= spec["processes"]:
+    full = seen.get("threads", 0) >= spec["processes"] or seen.get("fork_refused")
+    if not report["timed_out"] and full:
         report["failure"] = (report.get("failure") or "") + (  # a test could not fork: full
-            f"; the sandbox was at its process limit then ({seen['threads']} processes and"
-            f" threads, --processes {spec['processes']})"
+            f"; the sandbox was at its process limit then (a fork refused with EAGAIN;"
+            f" {seen.get('threads', 0)} processes and threads counted after it,"
+            f" --processes {spec['processes']})"
         )
     started = end is not None and "before its first cell" not in str(end.get("failure"))
     if seen["lab_failed"] or (end is not None and not started):
@@ -1310,7 +1316,7 @@ def work_judged(fd: int, namespace: dict | None = None, intact_from_now: bool = 
         every cell of the lab's; new holds keep no original either."""
         labs = sys.modules.get("zg_course.labs")
         if labs is not None:
-            labs._absent_in_worker()
+            labs._absent_in_worker(namespace)
 
     drop_references()
 

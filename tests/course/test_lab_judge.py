@@ -570,10 +570,11 @@ for lab, (_, targets) in table.items():
     fns = [f for t in targets for f in _functions_of(t)]
     keys[lab] = {key(f.__code__) for f in fns}
     names[lab] = {f"{f.__module__}.{f.__qualname__}": f for f in fns}
-    labs.hold_references({}, lab)
+    namespace = {}  # the lab's globals()
+    labs.hold_references(namespace, lab)
     if lab == 3:
         out["found_while_held"] = len(hunt(keys[3]))
-    out["dropped"][lab] = sorted(labs._absent_in_worker())
+    out["dropped"][lab] = sorted(labs._absent_in_worker(namespace))
     out["refused"][lab] = []
     for name in sorted(set(names[lab]) - kept):
         try:
